@@ -1,0 +1,117 @@
+import { randomUUID } from "node:crypto";
+import type { IncomingMessage } from "node:http";
+import swagger from "@fastify/swagger";
+import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
+import scalar from "@scalar/fastify-api-reference";
+import Fastify, { type FastifyInstance } from "fastify";
+import { cdnRoutes } from "./cdn/routes.ts";
+import { CLOUD_PREFIXES, cloudRoutes } from "./cloud/routes.ts";
+import { registerAuthDecorators } from "./http/auth.ts";
+import { frameworkErrors, registerErrorHandling } from "./http/error-handler.ts";
+import { ApiError } from "./http/errors.ts";
+import { registerRateLimit } from "./http/rate-limit.ts";
+import { nulCharacterErrors, validatorCompiler } from "./http/validation.ts";
+import { livestreamRoutes } from "./livestream/routes.ts";
+import { mediaRoutes } from "./media/routes/index.ts";
+import { opsRoutes } from "./ops/routes.ts";
+import type { CoreDeps, Services } from "./services.ts";
+import { API_VERSION } from "./version.ts";
+import { embedRoutes } from "./video/embed.ts";
+import { videoRoutes } from "./video/routes.ts";
+import { webhookRoutes } from "./webhooks/routes.ts";
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+function requestId(request: IncomingMessage): string {
+  const given = request.headers["x-request-id"];
+  return typeof given === "string" && REQUEST_ID.test(given) ? given : randomUUID();
+}
+
+/** The API listener: plugins, conventions and every domain's routes. */
+export async function buildApp(deps: CoreDeps, services: Services): Promise<FastifyInstance> {
+  const { config, store, redis } = deps;
+  const app = Fastify({
+    loggerInstance: deps.logger,
+    genReqId: requestId,
+    bodyLimit: config.limits.jsonBodyBytes,
+    routerOptions: { ignoreTrailingSlash: true },
+    frameworkErrors,
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  app.setValidatorCompiler(validatorCompiler);
+  registerAuthDecorators(app);
+  registerErrorHandling(app);
+  app.addHook("preValidation", async (request) => {
+    const errors = [
+      ...nulCharacterErrors(request.params),
+      ...nulCharacterErrors(request.query),
+      ...nulCharacterErrors(request.body),
+    ];
+    if (errors.length > 0) throw ApiError.validation(errors);
+  });
+  app.addHook("onSend", async (request, reply) => {
+    reply.header("x-request-id", request.id);
+  });
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: "3.1.0",
+      info: {
+        title: "Cumulo API",
+        version: API_VERSION,
+        description:
+          "Cloud resources, CDN and video platform API. Media, CDN and livestream answer in an envelope; cloud answers bare objects.",
+      },
+      servers: [{ url: config.publicUrl ?? "/" }],
+      components: {
+        securitySchemes: {
+          bearer: { type: "http", scheme: "bearer" },
+          apiKeyHeader: { type: "apiKey", in: "header", name: "X-API-Key" },
+          cloudApiKey: { type: "apiKey", in: "header", name: "apikey" },
+        },
+      },
+    },
+  });
+  await registerRateLimit(app, config.rateLimit, redis);
+
+  await app.register(opsRoutes, { store });
+  app.get("/openapi.json", { schema: { hide: true }, config: { rateLimit: false } }, async () =>
+    app.swagger(),
+  );
+  await app.register(scalar, {
+    routePrefix: "/docs",
+    configuration: { url: "/openapi.json", title: "Cumulo API reference" },
+  });
+
+  await app.register(livestreamRoutes, { prefix: "/v1/livestream", store, identity: services.identity });
+  await app.register(mediaRoutes, {
+    prefix: "/v1/media",
+    media: services.media,
+    identity: services.identity,
+    config,
+  });
+  await app.register(videoRoutes, {
+    prefix: "/v1/media",
+    media: services.media,
+    video: services.video,
+    identity: services.identity,
+    config,
+  });
+  await app.register(embedRoutes, { media: services.media, video: services.video, config });
+  await app.register(webhookRoutes, {
+    prefix: "/v1/media/libraries/:libraryId/webhooks",
+    identity: services.identity,
+    webhooks: services.webhookEndpoints,
+  });
+  for (const at of CLOUD_PREFIXES) {
+    await app.register(cloudRoutes, { prefix: at, at, cloud: services.cloud, identity: services.identity });
+  }
+  await app.register(cdnRoutes, {
+    prefix: "/v1/cdn",
+    identity: services.identity,
+    cdn: services.cdn,
+    analytics: services.cdnAnalytics,
+  });
+
+  return app;
+}

@@ -1,0 +1,45 @@
+import type { Readable } from "node:stream";
+
+/** A stream went past the size allowed for it; the partial upload is discarded. Routes answer 413. */
+export class BlobTooLargeError extends Error {
+  constructor(readonly limitBytes: number) {
+    super(`Blob exceeds ${limitBytes} bytes`);
+    this.name = "BlobTooLargeError";
+  }
+}
+
+export interface StoredBlob {
+  key: string;
+  sizeBytes: number;
+}
+
+/**
+ * Where uploaded and generated media files live. Keys are chosen by the server (ids, never a user's
+ * file name): lower-case segments of `[a-z0-9._-]` joined by `/`. Media keeps every file of a video
+ * under `media/{library_id}/{video_id}/`, so a whole video or library is removed by prefix.
+ */
+export interface BlobStore {
+  /**
+   * Streams `body` into `key`. The size limit is enforced while streaming: past `maxBytes` the write
+   * stops and `BlobTooLargeError` is thrown. The blob appears only once complete (atomic rename).
+   */
+  put(key: string, body: Readable, options: { maxBytes: number }): Promise<StoredBlob>;
+  /** The blob's bytes, or only `start`..`end` (inclusive) of them. */
+  open(key: string, range?: { start: number; end: number }): Readable;
+  /** Size and last change of a blob, or undefined when there is none. */
+  stat(key: string): Promise<{ sizeBytes: number; modifiedAt: Date } | undefined>;
+  exists(key: string): Promise<boolean>;
+  /** Removes one blob; a missing blob is not an error. */
+  delete(key: string): Promise<void>;
+  /** Removes every blob whose key starts with `prefix/`. */
+  deletePrefix(prefix: string): Promise<void>;
+}
+
+const KEY = /^[a-z0-9][a-z0-9._-]*(\/[a-z0-9][a-z0-9._-]*)*$/;
+
+/** Rejects keys that could leave the store's root (`..`, absolute paths, odd characters). */
+export function assertBlobKey(key: string): void {
+  if (!KEY.test(key) || key.split("/").some((segment) => segment === ".." || segment === ".")) {
+    throw new Error(`Invalid blob key: ${key}`);
+  }
+}

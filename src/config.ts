@@ -1,0 +1,268 @@
+import { isAbsolute, resolve } from "node:path";
+
+export type Role = "api" | "worker" | "edge";
+export const ALL_ROLES: readonly Role[] = ["api", "worker", "edge"];
+
+export interface RateLimitSetting {
+  max: number;
+  windowMs: number;
+}
+
+export interface Location {
+  slug: string;
+  displayName: string;
+  description: string;
+  countryCode: string;
+  publicPool: string;
+  privatePool: string;
+}
+
+export interface Config {
+  port: number;
+  host: string;
+  dataDir: string;
+  databaseUrl: string | undefined;
+  redisUrl: string | undefined;
+  bootstrapApiKey: string | undefined;
+  edgePort: number | "off";
+  publicUrl: string | undefined;
+  roles: Role[];
+  edgePublicUrl: string | undefined;
+  edgeUrlStyle: "path" | "host";
+  mediaDomain: string;
+  webhookAllowPrivate: boolean;
+  originAllowPrivate: boolean;
+  rateLimit: RateLimitSetting;
+  logLevel: string;
+  regions: string[];
+  locations: Location[];
+  /** Key that encrypts stored secrets (object-storage secret keys); when unset, a random key kept in a file in the data dir. */
+  secretKey: string | undefined;
+  providerUrls: Record<MigrationProvider, string>;
+  /** CDN edge tuning (CUMULO_EDGE_*). */
+  edge: {
+    cacheBytes: number;
+    /** Disk tier under the data dir for objects evicted from memory; 0 = no disk tier. */
+    diskCacheBytes: number;
+    maxObjectBytes: number;
+    originTimeoutMs: number;
+    analyticsFlushMs: number;
+  };
+  /** Video processing (CUMULO_FFMPEG_*): how many ffmpeg/ffprobe runs at once, and for how long each. */
+  video: {
+    ffmpegConcurrency: number;
+    ffmpegTimeoutMs: number;
+  };
+  limits: {
+    jsonBodyBytes: number;
+    subtitleBytes: number;
+    thumbnailBytes: number;
+    videoSourceBytes: number;
+    /** Webhook delivery: whole-attempt timeout, and how much of the receiver's answer is kept. */
+    webhookTimeoutMs: number;
+    webhookResponseBytes: number;
+    /** Fallback poll of the webhook dispatcher, for work committed by other nodes without a wake-up. */
+    webhookPollMs: number;
+  };
+}
+
+export type MigrationProvider = "vimeo" | "wistia" | "youtube" | "dailymotion" | "cloudflare";
+
+export class ConfigError extends Error {
+  constructor(variable: string, problem: string) {
+    super(`Invalid configuration: ${variable} ${problem}`);
+    this.name = "ConfigError";
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
+const BOOTSTRAP_KEY = /^[A-Za-z0-9_-]{20,200}$/;
+
+function port(env: Env, name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const value = Number(raw);
+  if (!/^\d+$/.test(raw) || value > 65535)
+    throw new ConfigError(name, `must be a port number 0-65535, got "${raw}"`);
+  return value;
+}
+
+function bool(env: Env, name: string, fallback: boolean): boolean {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  if (["true", "1", "yes"].includes(raw.toLowerCase())) return true;
+  if (["false", "0", "no"].includes(raw.toLowerCase())) return false;
+  throw new ConfigError(name, `must be true or false, got "${raw}"`);
+}
+
+function url(env: Env, name: string, protocols: string[]): string | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return undefined;
+  let parsed: URL;
+  try {
+    parsed = new URL(raw);
+  } catch {
+    throw new ConfigError(name, `must be a URL, got "${raw}"`);
+  }
+  if (!protocols.includes(parsed.protocol)) {
+    throw new ConfigError(name, `must use ${protocols.join(" or ")}, got "${parsed.protocol}"`);
+  }
+  return raw.replace(/\/+$/, "");
+}
+
+function nonNegativeInt(env: Env, name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  if (!/^\d+$/.test(raw)) throw new ConfigError(name, `must be a whole number, got "${raw}"`);
+  return Number(raw);
+}
+
+function positiveInt(env: Env, name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  if (!/^\d+$/.test(raw) || Number(raw) <= 0)
+    throw new ConfigError(name, `must be a positive integer, got "${raw}"`);
+  return Number(raw);
+}
+
+export function parseRateLimit(raw: string): RateLimitSetting | undefined {
+  const match = /^(\d+)\/(\d+)([smh])$/.exec(raw);
+  if (!match) return undefined;
+  const unitMs = { s: 1000, m: 60_000, h: 3_600_000 }[match[3] as "s" | "m" | "h"];
+  const max = Number(match[1]);
+  const windowMs = Number(match[2]) * unitMs;
+  if (max < 1 || windowMs < 1) return undefined;
+  return { max, windowMs };
+}
+
+function list(env: Env, name: string, fallback: string[]): string[] {
+  const raw = env[name];
+  if (raw === undefined || raw.trim() === "") return fallback;
+  return raw
+    .split(",")
+    .map((item) => item.trim())
+    .filter((item) => item !== "");
+}
+
+const SLUG = /^[a-z0-9][a-z0-9-]{0,62}$/;
+
+function locations(env: Env): Location[] {
+  const slugs = list(env, "CUMULO_LOCATIONS", ["local-1"]);
+  return slugs.map((slug, index) => {
+    if (!SLUG.test(slug)) throw new ConfigError("CUMULO_LOCATIONS", `has an invalid slug "${slug}"`);
+    const key = slug.toUpperCase().replace(/-/g, "_");
+    return {
+      slug,
+      displayName: env[`CUMULO_LOCATION_${key}_NAME`] ?? `Local ${index + 1}`,
+      description: env[`CUMULO_LOCATION_${key}_DESCRIPTION`] ?? "Simulated location on this Cumulo node",
+      countryCode: env[`CUMULO_LOCATION_${key}_COUNTRY`] ?? "ZZ",
+      publicPool:
+        env[`CUMULO_LOCATION_${key}_PUBLIC_POOL`] ?? (index === 0 ? "203.0.113.0/24" : `198.51.100.0/24`),
+      privatePool: env[`CUMULO_LOCATION_${key}_PRIVATE_POOL`] ?? `10.${index}.0.0/16`,
+    };
+  });
+}
+
+/** Reads the environment into a typed config; the first bad value stops with one line naming it. */
+export function loadConfig(env: Env = process.env): Config {
+  const roles = list(env, "CUMULO_ROLES", [...ALL_ROLES]);
+  for (const role of roles) {
+    if (!ALL_ROLES.includes(role as Role)) {
+      throw new ConfigError("CUMULO_ROLES", `has unknown role "${role}" (known: ${ALL_ROLES.join(", ")})`);
+    }
+  }
+  const rawEdgePort = env.CUMULO_EDGE_PORT;
+  const edgePort = rawEdgePort === "off" ? "off" : port(env, "CUMULO_EDGE_PORT", 8081);
+
+  const databaseUrl = url(env, "DATABASE_URL", ["postgres:", "postgresql:"]);
+  const redisUrl = url(env, "REDIS_URL", ["redis:", "rediss:"]);
+
+  const bootstrapApiKey = env.CUMULO_BOOTSTRAP_API_KEY || undefined;
+  if (bootstrapApiKey !== undefined && !BOOTSTRAP_KEY.test(bootstrapApiKey)) {
+    throw new ConfigError("CUMULO_BOOTSTRAP_API_KEY", "must be 20-200 characters from [A-Za-z0-9_-]");
+  }
+
+  const edgeUrlStyle = env.CUMULO_EDGE_URL_STYLE || "path";
+  if (edgeUrlStyle !== "path" && edgeUrlStyle !== "host") {
+    throw new ConfigError("CUMULO_EDGE_URL_STYLE", `must be path or host, got "${edgeUrlStyle}"`);
+  }
+
+  const rateLimitRaw = env.CUMULO_RATE_LIMIT || "600/60s";
+  const rateLimit = parseRateLimit(rateLimitRaw);
+  if (!rateLimit)
+    throw new ConfigError(
+      "CUMULO_RATE_LIMIT",
+      `must look like 600/60s, 100/1m or 5000/1h, got "${rateLimitRaw}"`,
+    );
+
+  const logLevel = env.CUMULO_LOG_LEVEL || "info";
+  if (!LOG_LEVELS.includes(logLevel)) {
+    throw new ConfigError("CUMULO_LOG_LEVEL", `must be one of ${LOG_LEVELS.join(", ")}, got "${logLevel}"`);
+  }
+
+  const mediaDomain = env.CUMULO_MEDIA_DOMAIN || "media.cumulo.local";
+  if (
+    !/^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/i.test(
+      mediaDomain,
+    )
+  ) {
+    throw new ConfigError("CUMULO_MEDIA_DOMAIN", `must be a host name, got "${mediaDomain}"`);
+  }
+
+  const dataDirRaw = env.CUMULO_DATA_DIR || "./data";
+  const dataDir = isAbsolute(dataDirRaw) ? dataDirRaw : resolve(process.cwd(), dataDirRaw);
+
+  return {
+    port: port(env, "PORT", 8080),
+    host: env.HOST || "127.0.0.1",
+    dataDir,
+    databaseUrl,
+    redisUrl,
+    bootstrapApiKey,
+    edgePort,
+    publicUrl: url(env, "CUMULO_PUBLIC_URL", ["http:", "https:"]),
+    roles: roles as Role[],
+    edgePublicUrl: url(env, "CUMULO_EDGE_PUBLIC_URL", ["http:", "https:"]),
+    edgeUrlStyle,
+    mediaDomain: mediaDomain.toLowerCase(),
+    webhookAllowPrivate: bool(env, "CUMULO_WEBHOOK_ALLOW_PRIVATE", false),
+    originAllowPrivate: bool(env, "CUMULO_ORIGIN_ALLOW_PRIVATE", false),
+    rateLimit,
+    logLevel,
+    regions: list(env, "CUMULO_REGIONS", ["eu-central", "us-east", "ap-southeast"]),
+    locations: locations(env),
+    secretKey: env.CUMULO_SECRET_KEY || undefined,
+    providerUrls: {
+      vimeo: url(env, "CUMULO_PROVIDER_VIMEO_URL", ["http:", "https:"]) ?? "https://api.vimeo.com",
+      wistia: url(env, "CUMULO_PROVIDER_WISTIA_URL", ["http:", "https:"]) ?? "https://api.wistia.com",
+      youtube:
+        url(env, "CUMULO_PROVIDER_YOUTUBE_URL", ["http:", "https:"]) ?? "https://oauth2.googleapis.com",
+      dailymotion:
+        url(env, "CUMULO_PROVIDER_DAILYMOTION_URL", ["http:", "https:"]) ?? "https://api.dailymotion.com",
+      cloudflare:
+        url(env, "CUMULO_PROVIDER_CLOUDFLARE_URL", ["http:", "https:"]) ?? "https://api.cloudflare.com",
+    },
+    edge: {
+      cacheBytes: positiveInt(env, "CUMULO_EDGE_CACHE_BYTES", 256 * 1024 * 1024),
+      diskCacheBytes: nonNegativeInt(env, "CUMULO_EDGE_DISK_CACHE_BYTES", 0),
+      maxObjectBytes: positiveInt(env, "CUMULO_EDGE_MAX_OBJECT_BYTES", 8 * 1024 * 1024),
+      originTimeoutMs: positiveInt(env, "CUMULO_EDGE_ORIGIN_TIMEOUT_MS", 10_000),
+      analyticsFlushMs: positiveInt(env, "CUMULO_EDGE_ANALYTICS_FLUSH_MS", 2_000),
+    },
+    video: {
+      ffmpegConcurrency: positiveInt(env, "CUMULO_FFMPEG_CONCURRENCY", 2),
+      ffmpegTimeoutMs: positiveInt(env, "CUMULO_FFMPEG_TIMEOUT_S", 1800) * 1000,
+    },
+    limits: {
+      jsonBodyBytes: positiveInt(env, "CUMULO_MAX_JSON_BYTES", 1024 * 1024),
+      subtitleBytes: positiveInt(env, "CUMULO_MAX_SUBTITLE_BYTES", 5 * 1024 * 1024),
+      thumbnailBytes: positiveInt(env, "CUMULO_MAX_THUMBNAIL_BYTES", 10 * 1024 * 1024),
+      videoSourceBytes: positiveInt(env, "CUMULO_MAX_VIDEO_BYTES", 2 * 1024 * 1024 * 1024),
+      webhookTimeoutMs: positiveInt(env, "CUMULO_WEBHOOK_TIMEOUT_MS", 10_000),
+      webhookResponseBytes: positiveInt(env, "CUMULO_WEBHOOK_MAX_RESPONSE_BYTES", 64 * 1024),
+      webhookPollMs: positiveInt(env, "CUMULO_WEBHOOK_POLL_MS", 500),
+    },
+  };
+}

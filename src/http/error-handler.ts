@@ -1,0 +1,98 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { type ApiGroup, isCloudPath } from "./auth.ts";
+import { ApiError } from "./errors.ts";
+import { toFieldErrors } from "./validation.ts";
+
+const groupOf = (request: FastifyRequest): ApiGroup =>
+  request.apiGroup ?? (isCloudPath(request.url) ? "cloud" : "media");
+
+function mediaBody(error: ApiError): Record<string, unknown> {
+  const { fieldErrors, error: kind, code } = error.options;
+  if (fieldErrors) return { success: false, message: error.message, errors: fieldErrors };
+  if (kind) return { success: false, error: kind, ...(code ? { code } : {}), message: error.message };
+  if (error.status === 404) return { success: false, message: "Resource not found" };
+  return { success: false, message: error.message };
+}
+
+function cloudBody(error: ApiError): Record<string, unknown> {
+  const { fieldErrors, error: kind } = error.options;
+  if (fieldErrors) {
+    return {
+      message: error.message,
+      errors: Object.fromEntries(fieldErrors.map((f) => [f.field, f.message])),
+    };
+  }
+  if (kind) return { error: kind, message: error.message };
+  return { message: error.message, errors: { Error: error.message } };
+}
+
+/** Errors raised by Fastify itself (parsing, limits, schema validation), in the contract's terms. */
+function fromFastify(error: FastifyError): ApiError | undefined {
+  if (error.validation) {
+    // A malformed id in the path names no resource.
+    if (error.validationContext === "params") return ApiError.notFound();
+    return ApiError.validation(toFieldErrors(error.validation as Parameters<typeof toFieldErrors>[0]));
+  }
+  switch (error.statusCode) {
+    case 400:
+      return ApiError.invalidRequest();
+    case 404:
+      return ApiError.notFound();
+    case 405:
+      return new ApiError(405, "Method Not Allowed");
+    case 406:
+      return new ApiError(406, "Not Acceptable");
+    case 413:
+      return ApiError.payloadTooLarge();
+    case 415:
+      return ApiError.unsupportedMediaType();
+    default:
+      return undefined;
+  }
+}
+
+const INTERNAL = new ApiError(500, "Internal server error");
+
+export function sendApiError(request: FastifyRequest, reply: FastifyReply, error: ApiError): FastifyReply {
+  const body = error.options.body ?? (groupOf(request) === "cloud" ? cloudBody(error) : mediaBody(error));
+  if (error.options.headers) reply.headers(error.options.headers);
+  // Bodies are rendered here, not by the route's response schema, which describes successes.
+  return reply
+    .code(error.status)
+    .type("application/json; charset=utf-8")
+    .serializer(JSON.stringify)
+    .send(body);
+}
+
+/**
+ * Errors the router raises before any route runs: an overlong path parameter names no resource,
+ * and a malformed URL component is an invalid request.
+ */
+export function frameworkErrors(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  const apiError =
+    error.code === "FST_ERR_MAX_PARAM_LENGTH" ? ApiError.notFound() : ApiError.invalidRequest();
+  reply.header("x-request-id", request.id);
+  sendApiError(request, reply, apiError);
+}
+
+export function registerErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    const apiError = error instanceof ApiError ? error : fromFastify(error);
+    if (apiError) return sendApiError(request, reply, apiError);
+    request.log.error({ err: error }, "request failed");
+    return sendApiError(request, reply, INTERNAL);
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    if (groupOf(request) === "cloud") {
+      return sendApiError(
+        request,
+        reply,
+        new ApiError(404, "no route and no API found with those values", {
+          body: { message: "no route and no API found with those values" },
+        }),
+      );
+    }
+    return sendApiError(request, reply, ApiError.notFound());
+  });
+}

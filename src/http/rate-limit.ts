@@ -1,0 +1,31 @@
+import rateLimit from "@fastify/rate-limit";
+import type { FastifyInstance } from "fastify";
+import type { Redis } from "ioredis";
+import type { RateLimitSetting } from "../config.ts";
+import { ApiError } from "./errors.ts";
+
+/**
+ * Per-key request budget. It runs after authentication so the budget belongs to the verified key;
+ * with Redis the counters are shared by every node.
+ */
+export async function registerRateLimit(
+  app: FastifyInstance,
+  setting: RateLimitSetting,
+  redis: Redis | undefined,
+) {
+  await app.register(rateLimit, {
+    global: true,
+    hook: "preValidation",
+    max: setting.max,
+    timeWindow: setting.windowMs,
+    enableDraftSpec: true,
+    ...(redis ? { redis, nameSpace: "cumulo:rate-limit:" } : {}),
+    keyGenerator: (request) =>
+      request.auth ? `key:${request.auth.organizationId}:${request.auth.keyId}` : `ip:${request.ip}`,
+    errorResponseBuilder: (_request, context) =>
+      new ApiError(429, "Too many requests", {
+        error: "rate_limited",
+        headers: { "retry-after": String(Math.ceil(context.ttl / 1000)) },
+      }),
+  });
+}

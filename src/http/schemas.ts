@@ -1,0 +1,75 @@
+import { type Static, type TSchema, Type } from "@sinclair/typebox";
+
+export const Uuid = Type.String({ format: "uuid" });
+export const Timestamp = Type.String({ format: "date-time", examples: ["2026-11-21T08:30:00.123Z"] });
+
+/** A string limited to listed values; validates as `enum`, so a wrong type stays a type error. */
+export const StringEnum = <const T extends readonly string[]>(
+  values: T,
+  options: { default?: T[number]; description?: string } = {},
+) => Type.Unsafe<T[number]>({ type: "string", enum: [...values], ...options });
+
+export const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
+
+export const IdParams = <K extends string>(...names: K[]) =>
+  Type.Object(Object.fromEntries(names.map((name) => [name, Uuid])) as Record<K, typeof Uuid>);
+
+export const PageQuery = Type.Object({
+  limit: Type.Integer({ minimum: 1, maximum: 100, default: 20, description: "Items per page (1-100)" }),
+  // Bounded so the row offset stays a safe integer in both stores; any page past the end is empty anyway.
+  page: Type.Integer({ minimum: 1, maximum: 10_000_000, default: 1, description: "Page number, from 1" }),
+});
+export type PageQuery = Static<typeof PageQuery>;
+
+export const PageMeta = Type.Object({
+  pagination: Type.Object({
+    page: Type.Integer(),
+    page_size: Type.Integer(),
+    total: Type.Integer(),
+    total_pages: Type.Integer(),
+  }),
+  links: Type.Object({ self: Type.String(), first: Type.String(), last: Type.String() }),
+});
+export type PageMeta = Static<typeof PageMeta>;
+
+/** Media, CDN and livestream success body: `{success, message, data}`. */
+export const Envelope = <T extends TSchema>(data: T) =>
+  Type.Object({ success: Type.Literal(true), message: Type.String(), data });
+
+export const ListEnvelope = <T extends TSchema>(item: T) =>
+  Type.Object({
+    success: Type.Literal(true),
+    message: Type.String(),
+    data: Type.Array(item),
+    meta: PageMeta,
+  });
+
+export const MessageOnly = Type.Object({ success: Type.Boolean(), message: Type.String() });
+
+const FieldErrorSchema = Type.Object({ field: Type.String(), code: Type.String(), message: Type.String() });
+
+export const MediaError = Type.Object({
+  success: Type.Literal(false),
+  message: Type.String(),
+  error: Type.Optional(Type.String()),
+  code: Type.Optional(Type.String()),
+  errors: Type.Optional(Type.Array(FieldErrorSchema)),
+});
+
+export const CloudError = Type.Object({
+  message: Type.String(),
+  error: Type.Optional(Type.String()),
+  errors: Type.Optional(Type.Record(Type.String(), Type.String())),
+});
+
+const statuses = [400, 401, 403, 404, 409, 413, 415, 429, 500] as const;
+
+/** Error responses every media-style route declares (spread into `response`). */
+export const mediaErrorResponses = Object.fromEntries(
+  statuses.map((status) => [status, MediaError]),
+) as Record<(typeof statuses)[number], typeof MediaError>;
+
+/** Error responses every cloud route declares. */
+export const cloudErrorResponses = Object.fromEntries(
+  statuses.map((status) => [status, CloudError]),
+) as Record<(typeof statuses)[number], typeof CloudError>;

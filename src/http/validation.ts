@@ -1,0 +1,127 @@
+import { Ajv, type ErrorObject, type Options } from "ajv";
+import addFormats from "ajv-formats";
+import type { FastifySchemaCompiler } from "fastify";
+import type { FieldError, ValidationCode } from "./errors.ts";
+
+const baseOptions: Options = { allErrors: true, strict: false, useDefaults: true, removeAdditional: false };
+
+function buildAjv(options: Options): Ajv {
+  const ajv = new Ajv({ ...baseOptions, ...options });
+  addFormats.default(ajv);
+  return ajv;
+}
+
+// Bodies keep their JSON types (a number where a string belongs is validation_type); query strings
+// and path parameters arrive as text and are coerced, repeated query keys becoming arrays.
+const bodyAjv = buildAjv({ coerceTypes: false });
+const textAjv = buildAjv({ coerceTypes: "array" });
+
+export const validatorCompiler: FastifySchemaCompiler<object> = ({ schema, httpPart }) => {
+  const ajv = httpPart === "body" ? bodyAjv : textAjv;
+  return ajv.compile(schema);
+};
+
+const CODE_BY_KEYWORD: Record<string, ValidationCode> = {
+  required: "validation_required",
+  type: "validation_type",
+  enum: "validation_enum",
+  const: "validation_enum",
+  format: "validation_format",
+  pattern: "validation_format",
+  minLength: "validation_min",
+  minItems: "validation_min",
+  minimum: "validation_min",
+  exclusiveMinimum: "validation_min",
+  minProperties: "validation_min",
+  maxLength: "validation_max",
+  maxItems: "validation_max",
+  maximum: "validation_max",
+  exclusiveMaximum: "validation_max",
+  maxProperties: "validation_max",
+  uniqueItems: "validation_format",
+};
+
+// When one field fails several ways (a nullable union reports one error per branch), the most
+// specific reason wins; a plain type mismatch is reported only when nothing better is known.
+const PRECEDENCE: ValidationCode[] = [
+  "validation_required",
+  "validation_format",
+  "validation_enum",
+  "validation_min",
+  "validation_max",
+  "validation_mimes",
+  "validation_credentials",
+  "validation_type",
+];
+
+function fieldOf(error: ErrorObject, prefix: string): string {
+  const segments = error.instancePath
+    .split("/")
+    .slice(1)
+    .map((segment) => segment.replace(/~1/g, "/").replace(/~0/g, "~"));
+  if (error.keyword === "required") segments.push(String(error.params.missingProperty));
+  const path = segments.join(".");
+  return prefix && path === "" ? prefix : path;
+}
+
+function messageOf(error: ErrorObject, field: string, code: ValidationCode): string {
+  switch (code) {
+    case "validation_required":
+      return `The ${field} field is required.`;
+    case "validation_type":
+      return `The ${field} field must be of type ${String(error.params.type).replace(",", " or ")}.`;
+    case "validation_enum": {
+      const allowed = (error.params.allowedValues ?? [error.params.allowedValue]) as unknown[];
+      return `The ${field} field must be one of: ${allowed.map(String).join(", ")}.`;
+    }
+    case "validation_format":
+      return `The ${field} field has an invalid format.`;
+    case "validation_min":
+      return `The ${field} field ${error.message ?? "is too small"}.`;
+    case "validation_max":
+      return `The ${field} field ${error.message ?? "is too large"}.`;
+    default:
+      return `The ${field} field is invalid.`;
+  }
+}
+
+/** Turns Ajv errors into the contract's field errors: one per failing field, all fields at once. */
+export function toFieldErrors(errors: ErrorObject[], prefix = ""): FieldError[] {
+  const byField = new Map<string, FieldError>();
+  for (const error of errors) {
+    const code = CODE_BY_KEYWORD[error.keyword];
+    if (!code) continue;
+    const field = fieldOf(error, prefix);
+    const current = byField.get(field);
+    if (current && PRECEDENCE.indexOf(current.code) <= PRECEDENCE.indexOf(code)) continue;
+    byField.set(field, { field, code, message: messageOf(error, field, code) });
+  }
+  // anyOf/oneOf reported without a usable branch error (a union of objects, say)
+  if (byField.size === 0 && errors.length > 0) {
+    const field = fieldOf(errors[0] as ErrorObject, prefix);
+    byField.set(field, { field, code: "validation_type", message: `The ${field} field is invalid.` });
+  }
+  return [...byField.values()];
+}
+
+/**
+ * Fields whose text holds a NUL character. PostgreSQL text cannot store one (SQLite can), so such
+ * input is refused everywhere, the same on both stores.
+ */
+export function nulCharacterErrors(value: unknown, path = ""): FieldError[] {
+  if (typeof value === "string") {
+    return value.includes("\u0000")
+      ? [
+          {
+            field: path,
+            code: "validation_format",
+            message: `The ${path} field must not contain NUL characters.`,
+          },
+        ]
+      : [];
+  }
+  if (typeof value !== "object" || value === null) return [];
+  return Object.entries(value).flatMap(([key, item]) =>
+    nulCharacterErrors(item, path ? `${path}.${key}` : key),
+  );
+}

@@ -1,0 +1,68 @@
+import type { Bus } from "../bus.ts";
+import type { AuthContext } from "./service.ts";
+
+/** Published (with the key id) after a key is revoked or changed, so every node drops what it cached. */
+export const KEY_CHANGED_CHANNEL = "identity.key-changed";
+
+/** A bound on staleness should a key-change message be lost (Redis outage); normally changes arrive at once. */
+export const AUTH_CACHE_TTL_MS = 2000;
+
+interface Entry {
+  auth: AuthContext;
+  expiresAt: string | null;
+  cachedAt: number;
+}
+
+/**
+ * Verified keys, kept for a short time so a request does not need a store round trip to authenticate.
+ * Any key change published on the bus clears the whole cache (changes are rare); a lookup that was in
+ * flight while a change arrived is not cached (`generation`), so a revoked key never comes back.
+ * Used only when the bus reaches every process that can revoke keys (Redis): see docs/performance.md.
+ */
+export class AuthCache {
+  readonly #entries = new Map<string, Entry>();
+  #generation = 0;
+  #listening = false;
+
+  constructor(
+    private readonly ttlMs: number,
+    private readonly maxEntries = 10_000,
+  ) {}
+
+  /** Starts serving from the cache once this node hears every key change. */
+  async listen(bus: Bus): Promise<void> {
+    await bus.subscribe(KEY_CHANGED_CHANNEL, () => this.clear());
+    this.#listening = true;
+  }
+
+  get generation(): number {
+    return this.#generation;
+  }
+
+  clear(): void {
+    this.#generation++;
+    this.#entries.clear();
+  }
+
+  get(keyHash: string, nowIso: string): AuthContext | undefined {
+    if (!this.#listening) return undefined;
+    const entry = this.#entries.get(keyHash);
+    if (!entry) return undefined;
+    if (
+      performance.now() - entry.cachedAt > this.ttlMs ||
+      (entry.expiresAt !== null && entry.expiresAt <= nowIso)
+    ) {
+      this.#entries.delete(keyHash);
+      return undefined;
+    }
+    return entry.auth;
+  }
+
+  /** Keeps a lookup's result unless a key changed since it started (`generation` read before it). */
+  set(keyHash: string, auth: AuthContext, expiresAt: string | null, generation: number): void {
+    if (!this.#listening || generation !== this.#generation) return;
+    if (this.#entries.size >= this.maxEntries) this.#entries.clear();
+    // One object serves many requests: nobody may change it.
+    this.#entries.set(keyHash, { auth: Object.freeze(auth), expiresAt, cachedAt: performance.now() });
+  }
+}

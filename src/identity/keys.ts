@@ -1,0 +1,13 @@
+import { createHash, randomBytes } from "node:crypto";
+
+const KEY_PREFIX = "cmk_";
+const DISPLAY_PREFIX_LENGTH = 12;
+
+/** A new API key secret: `cmk_` and 43 base64url characters (256 random bits). */
+export const generateApiKey = (): string => KEY_PREFIX + randomBytes(32).toString("base64url");
+
+/** Keys are high-entropy secrets, so one SHA-256 is enough to keep them unrecoverable at rest. */
+export const hashApiKey = (secret: string): string => createHash("sha256").update(secret).digest("hex");
+
+/** The part of a key kept in clear, to recognise it in listings. */
+export const displayPrefix = (secret: string): string => secret.slice(0, DISPLAY_PREFIX_LENGTH);

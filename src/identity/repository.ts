@@ -1,0 +1,211 @@
+import type { Kysely, Transaction } from "kysely";
+import type { Database } from "../store/tables.ts";
+import type { ApiKeyKind } from "./tables.ts";
+
+type Executor = Kysely<Database> | Transaction<Database>;
+
+export interface NewApiKeyRow {
+  organization_id: string;
+  user_id: number;
+  kind: ApiKeyKind;
+  name: string;
+  description: string;
+  prefix: string;
+  key_hash: string;
+  read_only: boolean;
+  restricted: boolean;
+  billing_account_id: number | null;
+  consumer_id: string;
+  created_at: string;
+  updated_at: string;
+  expires_at: string | null;
+}
+
+export class IdentityRepository {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  transaction<T>(work: (trx: Transaction<Database>) => Promise<T>): Promise<T> {
+    return this.db.transaction().execute(work);
+  }
+
+  async insertOrganization(executor: Executor, row: { id: string; name: string; created_at: string }) {
+    await executor
+      .insertInto("organizations")
+      .values({ ...row, updated_at: row.created_at })
+      .execute();
+  }
+
+  insertUser(
+    executor: Executor,
+    row: { uuid: string; organization_id: string; name: string; email: string; created_at: string },
+  ) {
+    return executor.insertInto("users").values(row).returningAll().executeTakeFirstOrThrow();
+  }
+
+  insertBillingAccount(
+    executor: Executor,
+    row: { organization_id: string; display_name: string; is_default: boolean; created_at: string },
+  ) {
+    return executor.insertInto("billing_accounts").values(row).returningAll().executeTakeFirstOrThrow();
+  }
+
+  insertApiKey(executor: Executor, row: NewApiKeyRow) {
+    return executor.insertInto("api_keys").values(row).returningAll().executeTakeFirstOrThrow();
+  }
+
+  listOrganizations() {
+    return this.db.selectFrom("organizations").selectAll().orderBy("created_at").orderBy("id").execute();
+  }
+
+  findOrganization(id: string) {
+    return this.db.selectFrom("organizations").selectAll().where("id", "=", id).executeTakeFirst();
+  }
+
+  countOrganizations() {
+    return this.db
+      .selectFrom("organizations")
+      .select((eb) => eb.fn.countAll<number>().as("count"))
+      .executeTakeFirstOrThrow()
+      .then((row) => Number(row.count));
+  }
+
+  findFirstUser(executor: Executor, organizationId: string) {
+    return executor
+      .selectFrom("users")
+      .selectAll()
+      .where("organization_id", "=", organizationId)
+      .orderBy("id")
+      .executeTakeFirst();
+  }
+
+  findDefaultBillingAccount(executor: Executor, organizationId: string) {
+    return executor
+      .selectFrom("billing_accounts")
+      .selectAll()
+      .where("organization_id", "=", organizationId)
+      .orderBy("is_default", "desc")
+      .orderBy("id")
+      .executeTakeFirst();
+  }
+
+  listBillingAccounts(organizationId: string) {
+    return this.db
+      .selectFrom("billing_accounts")
+      .selectAll()
+      .where("organization_id", "=", organizationId)
+      .orderBy("id")
+      .execute();
+  }
+
+  findBillingAccount(organizationId: string, id: number) {
+    return this.db
+      .selectFrom("billing_accounts")
+      .selectAll()
+      .where("organization_id", "=", organizationId)
+      .where("id", "=", id)
+      .executeTakeFirst();
+  }
+
+  /** The live key with this hash, with the user it acts as. */
+  findActiveKeyByHash(keyHash: string, now: string) {
+    return this.db
+      .selectFrom("api_keys")
+      .innerJoin("users", "users.id", "api_keys.user_id")
+      .select([
+        "api_keys.id",
+        "api_keys.organization_id",
+        "api_keys.user_id",
+        "api_keys.kind",
+        "api_keys.read_only",
+        "api_keys.restricted",
+        "api_keys.billing_account_id",
+        "api_keys.expires_at",
+        "users.uuid as user_uuid",
+      ])
+      .where("api_keys.key_hash", "=", keyHash)
+      .where("api_keys.revoked_at", "is", null)
+      .where((eb) => eb.or([eb("api_keys.expires_at", "is", null), eb("api_keys.expires_at", ">", now)]))
+      .executeTakeFirst();
+  }
+
+  findKeyByHash(keyHash: string) {
+    return this.db.selectFrom("api_keys").selectAll().where("key_hash", "=", keyHash).executeTakeFirst();
+  }
+
+  listApiKeys(organizationId: string, kind: ApiKeyKind) {
+    return this.db
+      .selectFrom("api_keys")
+      .selectAll()
+      .where("organization_id", "=", organizationId)
+      .where("kind", "=", kind)
+      .where("revoked_at", "is", null)
+      .orderBy("id")
+      .execute();
+  }
+
+  findApiKey(id: number) {
+    return this.db.selectFrom("api_keys").selectAll().where("id", "=", id).executeTakeFirst();
+  }
+
+  async revokeApiKey(id: number, now: string): Promise<boolean> {
+    const result = await this.db
+      .updateTable("api_keys")
+      .set({ revoked_at: now, updated_at: now })
+      .where("id", "=", id)
+      .where("revoked_at", "is", null)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
+  }
+
+  defaultBillingAccount(organizationId: string) {
+    return this.findDefaultBillingAccount(this.db, organizationId);
+  }
+
+  /** A live (not revoked) key of this organization and kind. */
+  findLiveApiKey(executor: Executor, organizationId: string, kind: ApiKeyKind, id: number) {
+    return executor
+      .selectFrom("api_keys")
+      .selectAll()
+      .where("organization_id", "=", organizationId)
+      .where("kind", "=", kind)
+      .where("id", "=", id)
+      .where("revoked_at", "is", null)
+      .executeTakeFirst();
+  }
+
+  async updateLiveApiKey(
+    executor: Executor,
+    organizationId: string,
+    kind: ApiKeyKind,
+    id: number,
+    changes: { description?: string; restricted?: boolean; billing_account_id?: number; updated_at: string },
+  ): Promise<boolean> {
+    const result = await executor
+      .updateTable("api_keys")
+      .set(changes)
+      .where("organization_id", "=", organizationId)
+      .where("kind", "=", kind)
+      .where("id", "=", id)
+      .where("revoked_at", "is", null)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
+  }
+
+  /** Revokes a key only if it belongs to the organization and is of that kind. */
+  async revokeOrganizationApiKey(
+    organizationId: string,
+    kind: ApiKeyKind,
+    id: number,
+    now: string,
+  ): Promise<boolean> {
+    const result = await this.db
+      .updateTable("api_keys")
+      .set({ revoked_at: now, updated_at: now })
+      .where("organization_id", "=", organizationId)
+      .where("kind", "=", kind)
+      .where("id", "=", id)
+      .where("revoked_at", "is", null)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
+  }
+}

@@ -1,0 +1,332 @@
+import { randomUUID } from "node:crypto";
+import type { Bus } from "../bus.ts";
+import { type Clock, nowIso } from "../clock.ts";
+import { readBool } from "../store/codec.ts";
+import { type AuthCache, KEY_CHANGED_CHANNEL } from "./auth-cache.ts";
+import { displayPrefix, generateApiKey, hashApiKey } from "./keys.ts";
+import type { IdentityRepository } from "./repository.ts";
+import type { ApiKeyKind } from "./tables.ts";
+
+/** Who a request acts as, once its key is verified. */
+export interface AuthContext {
+  organizationId: string;
+  /** Integer user id (cloud `user_id`). */
+  userId: number;
+  /** User UUID (media `created_by`). */
+  userUuid: string;
+  keyId: number;
+  kind: ApiKeyKind;
+  readOnly: boolean;
+  restricted: boolean;
+  billingAccountId: number | null;
+}
+
+export interface ApiKeySummary {
+  id: number;
+  name: string;
+  prefix: string;
+  kind: ApiKeyKind;
+  read_only: boolean;
+  created_at: string;
+}
+
+export interface CreatedOrganization {
+  organization_id: string;
+  user_id: number;
+  billing_account_id: number;
+  api_key: string;
+}
+
+export const DEFAULT_ORGANIZATION_NAME = "Default";
+
+/** A cloud token (an API key of kind `cloud_token`) as stored; `token` only right after creation. */
+export interface CloudTokenRecord {
+  id: number;
+  billing_account_id: number | null;
+  user_id: number;
+  consumer_id: string;
+  description: string;
+  restricted: boolean;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface BillingAccountSummary {
+  id: number;
+  display_name: string;
+  is_default: boolean;
+  created_at: string;
+}
+
+export class IdentityService {
+  constructor(
+    private readonly repository: IdentityRepository,
+    private readonly clock: Clock,
+    private readonly bus?: Bus,
+    private readonly cache?: AuthCache,
+  ) {}
+
+  /** Tells every node (and this one) that a key was revoked or changed; their auth caches drop it. */
+  private async keyChanged(keyId: number): Promise<void> {
+    // The change is committed; a lost message only leaves a cached entry to its short TTL.
+    await this.bus?.publish(KEY_CHANGED_CHANNEL, String(keyId)).catch(() => undefined);
+  }
+
+  /** An organization with its first user, default billing account and an admin key (secret returned once). */
+  async createOrganization(name: string, adminKey: string = generateApiKey()): Promise<CreatedOrganization> {
+    const now = nowIso(this.clock);
+    return this.repository.transaction(async (trx) => {
+      const organizationId = randomUUID();
+      await this.repository.insertOrganization(trx, { id: organizationId, name, created_at: now });
+      const user = await this.repository.insertUser(trx, {
+        uuid: randomUUID(),
+        organization_id: organizationId,
+        name: "admin",
+        email: "",
+        created_at: now,
+      });
+      const billing = await this.repository.insertBillingAccount(trx, {
+        organization_id: organizationId,
+        display_name: `${name} billing`,
+        is_default: true,
+        created_at: now,
+      });
+      await this.repository.insertApiKey(
+        trx,
+        this.keyRow(organizationId, user.id, "admin", adminKey, false, now),
+      );
+      return {
+        organization_id: organizationId,
+        user_id: user.id,
+        billing_account_id: billing.id,
+        api_key: adminKey,
+      };
+    });
+  }
+
+  async listOrganizations() {
+    const rows = await this.repository.listOrganizations();
+    return rows.map((row) => ({ id: row.id, name: row.name, created_at: row.created_at }));
+  }
+
+  async createApiKey(
+    organizationId: string,
+    options: { name: string; readOnly: boolean },
+  ): Promise<
+    | { outcome: "created"; id: number; prefix: string; api_key: string }
+    | { outcome: "organization_not_found" }
+  > {
+    const organization = await this.repository.findOrganization(organizationId);
+    if (!organization) return { outcome: "organization_not_found" };
+    const secret = generateApiKey();
+    const now = nowIso(this.clock);
+    const row = await this.repository.transaction(async (trx) => {
+      const user = await this.repository.findFirstUser(trx, organizationId);
+      if (!user) throw new Error(`organization ${organizationId} has no user`);
+      return this.repository.insertApiKey(
+        trx,
+        this.keyRow(organizationId, user.id, options.name, secret, options.readOnly, now),
+      );
+    });
+    return { outcome: "created", id: row.id, prefix: row.prefix, api_key: secret };
+  }
+
+  async listApiKeys(organizationId: string): Promise<ApiKeySummary[] | undefined> {
+    if (!(await this.repository.findOrganization(organizationId))) return undefined;
+    const rows = await this.repository.listApiKeys(organizationId, "organization");
+    return rows.map((row) => ({
+      id: row.id,
+      name: row.name,
+      prefix: row.prefix,
+      kind: row.kind,
+      read_only: readBool(row.read_only),
+      created_at: row.created_at,
+    }));
+  }
+
+  async revokeApiKey(keyId: number): Promise<"revoked" | "not_found"> {
+    if (!(await this.repository.revokeApiKey(keyId, nowIso(this.clock)))) return "not_found";
+    await this.keyChanged(keyId);
+    return "revoked";
+  }
+
+  async authenticate(secret: string): Promise<AuthContext | undefined> {
+    const keyHash = hashApiKey(secret);
+    const now = nowIso(this.clock);
+    const cached = this.cache?.get(keyHash, now);
+    if (cached) return cached;
+    const generation = this.cache?.generation ?? 0;
+    const row = await this.repository.findActiveKeyByHash(keyHash, now);
+    if (!row) return undefined;
+    const auth: AuthContext = {
+      organizationId: row.organization_id,
+      userId: row.user_id,
+      userUuid: row.user_uuid,
+      keyId: row.id,
+      kind: row.kind,
+      readOnly: readBool(row.read_only),
+      restricted: readBool(row.restricted),
+      billingAccountId: row.billing_account_id,
+    };
+    this.cache?.set(keyHash, auth, row.expires_at, generation);
+    return auth;
+  }
+
+  /**
+   * First start: make sure someone can log in. With a bootstrap key, the default organization exists
+   * and holds that key; with none and an empty store, a generated key is returned to be printed once.
+   */
+  async ensureBootstrap(bootstrapKey: string | undefined): Promise<{ generatedKey?: string }> {
+    if (bootstrapKey) {
+      const existing = await this.repository.findKeyByHash(hashApiKey(bootstrapKey));
+      if (existing) return {};
+      const organizations = await this.repository.listOrganizations();
+      const defaultOrganization = organizations.find((org) => org.name === DEFAULT_ORGANIZATION_NAME);
+      if (!defaultOrganization) {
+        await this.createOrganization(DEFAULT_ORGANIZATION_NAME, bootstrapKey);
+        return {};
+      }
+      const now = nowIso(this.clock);
+      await this.repository.transaction(async (trx) => {
+        const user = await this.repository.findFirstUser(trx, defaultOrganization.id);
+        if (!user) throw new Error("default organization has no user");
+        await this.repository.insertApiKey(
+          trx,
+          this.keyRow(defaultOrganization.id, user.id, "bootstrap", bootstrapKey, false, now),
+        );
+      });
+      return {};
+    }
+    if ((await this.repository.countOrganizations()) > 0) return {};
+    const created = await this.createOrganization(DEFAULT_ORGANIZATION_NAME);
+    return { generatedKey: created.api_key };
+  }
+
+  async listBillingAccounts(organizationId: string): Promise<BillingAccountSummary[]> {
+    const rows = await this.repository.listBillingAccounts(organizationId);
+    return rows.map((row) => ({
+      id: row.id,
+      display_name: row.display_name,
+      is_default: readBool(row.is_default),
+      created_at: row.created_at,
+    }));
+  }
+
+  /** Whether the billing account exists and belongs to the organization. */
+  async ownsBillingAccount(organizationId: string, id: number): Promise<boolean> {
+    return (await this.repository.findBillingAccount(organizationId, id)) !== undefined;
+  }
+
+  async defaultBillingAccountId(organizationId: string): Promise<number | undefined> {
+    return (await this.repository.defaultBillingAccount(organizationId))?.id;
+  }
+
+  async organizationName(organizationId: string): Promise<string | undefined> {
+    return (await this.repository.findOrganization(organizationId))?.name;
+  }
+
+  /** A cloud token: an API key acting as `auth`'s user, usable at once; the secret is returned once. */
+  async createCloudToken(
+    auth: AuthContext,
+    options: { billingAccountId: number; description: string; restricted: boolean },
+  ): Promise<{ record: CloudTokenRecord; token: string }> {
+    const secret = generateApiKey();
+    const now = nowIso(this.clock);
+    const row = await this.repository.transaction((trx) =>
+      this.repository.insertApiKey(trx, {
+        ...this.keyRow(auth.organizationId, auth.userId, "cloud token", secret, false, now),
+        kind: "cloud_token",
+        description: options.description,
+        restricted: options.restricted,
+        billing_account_id: options.billingAccountId,
+      }),
+    );
+    return { record: toCloudToken(row), token: secret };
+  }
+
+  async listCloudTokens(organizationId: string): Promise<CloudTokenRecord[]> {
+    const rows = await this.repository.listApiKeys(organizationId, "cloud_token");
+    return rows.map(toCloudToken);
+  }
+
+  async updateCloudToken(
+    organizationId: string,
+    id: number,
+    changes: { description?: string; restricted?: boolean; billingAccountId?: number },
+  ): Promise<CloudTokenRecord | undefined> {
+    const record = await this.repository.transaction(async (trx) => {
+      const updated = await this.repository.updateLiveApiKey(trx, organizationId, "cloud_token", id, {
+        ...(changes.description !== undefined ? { description: changes.description } : {}),
+        ...(changes.restricted !== undefined ? { restricted: changes.restricted } : {}),
+        ...(changes.billingAccountId !== undefined ? { billing_account_id: changes.billingAccountId } : {}),
+        updated_at: nowIso(this.clock),
+      });
+      if (!updated) return undefined;
+      const row = await this.repository.findLiveApiKey(trx, organizationId, "cloud_token", id);
+      return row ? toCloudToken(row) : undefined;
+    });
+    // `restricted` and the billing account are part of a cached AuthContext.
+    if (record) await this.keyChanged(id);
+    return record;
+  }
+
+  /** Revokes the token: the next request presenting it, on any node, is refused (caches are told first). */
+  async deleteCloudToken(organizationId: string, id: number): Promise<boolean> {
+    const revoked = await this.repository.revokeOrganizationApiKey(
+      organizationId,
+      "cloud_token",
+      id,
+      nowIso(this.clock),
+    );
+    if (revoked) await this.keyChanged(id);
+    return revoked;
+  }
+
+  private keyRow(
+    organizationId: string,
+    userId: number,
+    name: string,
+    secret: string,
+    readOnly: boolean,
+    now: string,
+  ) {
+    return {
+      organization_id: organizationId,
+      user_id: userId,
+      kind: "organization" as const,
+      name,
+      description: "",
+      prefix: displayPrefix(secret),
+      key_hash: hashApiKey(secret),
+      read_only: readOnly,
+      restricted: false,
+      billing_account_id: null,
+      consumer_id: randomUUID(),
+      created_at: now,
+      updated_at: now,
+      expires_at: null,
+    };
+  }
+}
+
+function toCloudToken(row: {
+  id: number;
+  billing_account_id: number | null;
+  user_id: number;
+  consumer_id: string;
+  description: string;
+  restricted: boolean | number;
+  created_at: string;
+  updated_at: string;
+}): CloudTokenRecord {
+  return {
+    id: row.id,
+    billing_account_id: row.billing_account_id,
+    user_id: row.user_id,
+    consumer_id: row.consumer_id,
+    description: row.description,
+    restricted: readBool(row.restricted),
+    created_at: row.created_at,
+    updated_at: row.updated_at,
+  };
+}

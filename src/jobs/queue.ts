@@ -1,0 +1,192 @@
+import { randomUUID } from "node:crypto";
+import { EventEmitter } from "node:events";
+import type { FastifyBaseLogger } from "fastify";
+import { type Clock, nowIso } from "../clock.ts";
+import type { Executor, JobRepository } from "./repository.ts";
+
+export interface JobContext {
+  jobId: string;
+  attempt: number;
+  /** Pushes the lease forward; long jobs call it so no other worker takes them over. */
+  heartbeat(): Promise<void>;
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: handlers of different payloads live in one list
+export interface JobHandler<P = any> {
+  kind: string;
+  handle(payload: P, context: JobContext): Promise<void>;
+  /** How long a claimed job stays ours without a heartbeat (default 60 s). */
+  leaseMs?: number;
+  /** At most this many jobs of this kind run at once in one runner (default: the runner's concurrency). */
+  concurrency?: number;
+  /** Called once when the last attempt failed, to record the failure on the domain's own rows. */
+  onGiveUp?(payload: P, error: string): Promise<void>;
+}
+
+/**
+ * Durable background work. A job is a row written in the same transaction as the change that needs
+ * it, so it exists exactly when that change does; workers claim it from the store.
+ */
+export class JobQueue {
+  readonly #wake = new EventEmitter();
+
+  constructor(
+    private readonly repository: JobRepository,
+    private readonly clock: Clock,
+  ) {}
+
+  async enqueue(
+    executor: Executor,
+    kind: string,
+    payload: unknown,
+    options: { delayMs?: number; maxAttempts?: number } = {},
+  ): Promise<string> {
+    const now = this.clock.now();
+    const id = randomUUID();
+    await this.repository.insert(executor, {
+      id,
+      kind,
+      payload: JSON.stringify(payload),
+      run_at: new Date(now.getTime() + (options.delayMs ?? 0)).toISOString(),
+      max_attempts: options.maxAttempts ?? 5,
+      created_at: now.toISOString(),
+    });
+    return id;
+  }
+
+  /** Wakes this process's runner at once; call it after the enqueuing transaction commits. */
+  notify(): void {
+    this.#wake.emit("wake");
+  }
+
+  onWake(listener: () => void): () => void {
+    this.#wake.on("wake", listener);
+    return () => this.#wake.off("wake", listener);
+  }
+}
+
+export interface JobRunnerOptions {
+  concurrency: number;
+  /** Fallback poll, for jobs enqueued by other processes and retries coming due. */
+  pollMs: number;
+}
+
+const DEFAULT_LEASE_MS = 60_000;
+const retryDelayMs = (attempt: number) => Math.min(60_000, 1000 * 2 ** (attempt - 1));
+
+export class JobRunner {
+  readonly #handlers: Map<string, JobHandler>;
+  readonly #inFlight = new Set<Promise<void>>();
+  readonly #inFlightByKind = new Map<string, number>();
+  #timer: NodeJS.Timeout | undefined;
+  #stopWake: (() => void) | undefined;
+  #running = false;
+  #ticking = false;
+  #tickAgain = false;
+
+  constructor(
+    private readonly queue: JobQueue,
+    private readonly repository: JobRepository,
+    handlers: JobHandler[],
+    private readonly clock: Clock,
+    private readonly logger: FastifyBaseLogger,
+    private readonly options: JobRunnerOptions = { concurrency: 4, pollMs: 1000 },
+  ) {
+    this.#handlers = new Map(handlers.map((handler) => [handler.kind, handler]));
+  }
+
+  start(): void {
+    if (this.#handlers.size === 0) return;
+    this.#running = true;
+    this.#stopWake = this.queue.onWake(() => this.#tick());
+    this.#timer = setInterval(() => this.#tick(), this.options.pollMs);
+    this.#tick();
+  }
+
+  /** Stops claiming and waits for the jobs in hand; unfinished ones are retried after their lease. */
+  async stop(): Promise<void> {
+    this.#running = false;
+    clearInterval(this.#timer);
+    this.#stopWake?.();
+    await Promise.allSettled([...this.#inFlight]);
+  }
+
+  #tick(): void {
+    if (!this.#running) return;
+    if (this.#ticking) {
+      this.#tickAgain = true;
+      return;
+    }
+    this.#ticking = true;
+    this.#claim()
+      .catch((error: unknown) => this.logger.error({ err: error }, "job claim failed"))
+      .finally(() => {
+        this.#ticking = false;
+        if (this.#tickAgain) {
+          this.#tickAgain = false;
+          this.#tick();
+        }
+      });
+  }
+
+  async #claim(): Promise<void> {
+    for (const handler of this.#handlers.values()) {
+      if (this.options.concurrency - this.#inFlight.size <= 0) return;
+      // A kind with its own limit cannot take every slot (long video jobs must not hold up quick ones).
+      const free = Math.min(
+        this.options.concurrency - this.#inFlight.size,
+        (handler.concurrency ?? this.options.concurrency) - (this.#inFlightByKind.get(handler.kind) ?? 0),
+      );
+      if (free <= 0) continue;
+      // Each kind is claimed with its own lease, so a quick job is taken over quickly after a crash.
+      const now = this.clock.now();
+      const jobs = await this.repository.claimDue(
+        [handler.kind],
+        now.toISOString(),
+        new Date(now.getTime() + (handler.leaseMs ?? DEFAULT_LEASE_MS)).toISOString(),
+        free,
+      );
+      for (const job of jobs) {
+        this.#inFlightByKind.set(handler.kind, (this.#inFlightByKind.get(handler.kind) ?? 0) + 1);
+        const run = this.#run(job).finally(() => {
+          this.#inFlight.delete(run);
+          this.#inFlightByKind.set(handler.kind, (this.#inFlightByKind.get(handler.kind) ?? 1) - 1);
+          this.#tick();
+        });
+        this.#inFlight.add(run);
+      }
+    }
+  }
+
+  async #run(job: {
+    id: string;
+    kind: string;
+    payload: string;
+    attempts: number;
+    max_attempts: number;
+  }): Promise<void> {
+    const handler = this.#handlers.get(job.kind);
+    if (!handler) return;
+    const leaseMs = handler.leaseMs ?? DEFAULT_LEASE_MS;
+    const context: JobContext = {
+      jobId: job.id,
+      attempt: job.attempts,
+      heartbeat: () =>
+        this.repository.extendLease(job.id, new Date(this.clock.now().getTime() + leaseMs).toISOString()),
+    };
+    try {
+      await handler.handle(JSON.parse(job.payload), context);
+      await this.repository.complete(job.id, nowIso(this.clock));
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      this.logger.warn({ err: error, jobId: job.id, kind: job.kind, attempt: job.attempts }, "job failed");
+      if (job.attempts >= job.max_attempts) {
+        await this.repository.fail(job.id, message, nowIso(this.clock));
+        await handler.onGiveUp?.(JSON.parse(job.payload), message);
+      } else {
+        const runAt = new Date(this.clock.now().getTime() + retryDelayMs(job.attempts)).toISOString();
+        await this.repository.reschedule(job.id, runAt, message, nowIso(this.clock));
+      }
+    }
+  }
+}

@@ -1,0 +1,102 @@
+import type { Kysely, Transaction } from "kysely";
+import type { DialectName } from "../store/database.ts";
+import type { Database } from "../store/tables.ts";
+
+export type Executor = Kysely<Database> | Transaction<Database>;
+
+export interface NewJob {
+  id: string;
+  kind: string;
+  payload: string;
+  run_at: string;
+  max_attempts: number;
+  created_at: string;
+}
+
+export class JobRepository {
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly dialect: DialectName,
+  ) {}
+
+  async insert(executor: Executor, job: NewJob): Promise<void> {
+    await executor
+      .insertInto("jobs")
+      .values({
+        ...job,
+        status: "pending",
+        attempts: 0,
+        locked_until: null,
+        last_error: null,
+        updated_at: job.created_at,
+      })
+      .execute();
+  }
+
+  /**
+   * Claims due jobs, and jobs whose lease ran out (their worker died), for `leaseMs`. On PostgreSQL
+   * `SKIP LOCKED` keeps concurrent workers off each other's rows; SQLite has one writer.
+   */
+  claimDue(kinds: string[], now: string, leaseUntil: string, limit: number) {
+    return this.db.transaction().execute(async (trx) => {
+      const due = await trx
+        .selectFrom("jobs")
+        .select("id")
+        .where("kind", "in", kinds)
+        .where((eb) =>
+          eb.or([
+            eb.and([eb("status", "=", "pending"), eb("run_at", "<=", now)]),
+            eb.and([eb("status", "=", "running"), eb("locked_until", "<", now)]),
+          ]),
+        )
+        .orderBy("run_at")
+        .limit(limit)
+        .$if(this.dialect === "postgres", (qb) => qb.forUpdate().skipLocked())
+        .execute();
+      if (due.length === 0) return [];
+      return trx
+        .updateTable("jobs")
+        .set((eb) => ({
+          status: "running",
+          attempts: eb("attempts", "+", 1),
+          locked_until: leaseUntil,
+          updated_at: now,
+        }))
+        .where(
+          "id",
+          "in",
+          due.map((row) => row.id),
+        )
+        .returningAll()
+        .execute();
+    });
+  }
+
+  async complete(id: string, now: string): Promise<void> {
+    await this.db
+      .updateTable("jobs")
+      .set({ status: "done", locked_until: null, updated_at: now })
+      .where("id", "=", id)
+      .execute();
+  }
+
+  async reschedule(id: string, runAt: string, error: string, now: string): Promise<void> {
+    await this.db
+      .updateTable("jobs")
+      .set({ status: "pending", run_at: runAt, locked_until: null, last_error: error, updated_at: now })
+      .where("id", "=", id)
+      .execute();
+  }
+
+  async fail(id: string, error: string, now: string): Promise<void> {
+    await this.db
+      .updateTable("jobs")
+      .set({ status: "failed", locked_until: null, last_error: error, updated_at: now })
+      .where("id", "=", id)
+      .execute();
+  }
+
+  async extendLease(id: string, leaseUntil: string): Promise<void> {
+    await this.db.updateTable("jobs").set({ locked_until: leaseUntil }).where("id", "=", id).execute();
+  }
+}

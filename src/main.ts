@@ -1,0 +1,153 @@
+import { Command, Option } from "commander";
+import { buildApp } from "./app.ts";
+import { type Config, ConfigError, loadConfig } from "./config.ts";
+import { closeCore, openCore, startCumulo } from "./roles.ts";
+import { createServices } from "./services.ts";
+
+const print = (value: unknown): void => {
+  process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+};
+
+class CliError extends Error {}
+
+/** Runs `work` against the configured store, closing it afterwards. */
+async function withServices<T>(
+  work: (services: ReturnType<typeof createServices>) => Promise<T>,
+): Promise<T> {
+  const config = loadConfig();
+  const deps = await openCore({ ...config, logLevel: "silent" });
+  try {
+    return await work(createServices(deps));
+  } finally {
+    await closeCore(deps);
+  }
+}
+
+async function serve(config: Config): Promise<void> {
+  const running = await startCumulo(config);
+  if (running.generatedKey) {
+    process.stdout.write(
+      [
+        "",
+        "Cumulo created the default organization. Its admin API key is shown this once:",
+        "",
+        `    ${running.generatedKey}`,
+        "",
+        `Try: curl -H "Authorization: Bearer ${running.generatedKey}" ${running.apiUrl ?? ""}/v1/livestream/health`,
+        "",
+      ].join("\n"),
+    );
+  }
+  if (running.apiUrl)
+    process.stdout.write(`Cumulo API listening on ${running.apiUrl} (docs at ${running.apiUrl}/docs)\n`);
+  const shutdown = (signal: string) => {
+    process.stdout.write(`${signal} received, shutting down\n`);
+    running.close().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        process.stderr.write(`shutdown failed: ${String(error)}\n`);
+        process.exit(1);
+      },
+    );
+  };
+  process.once("SIGTERM", () => shutdown("SIGTERM"));
+  process.once("SIGINT", () => shutdown("SIGINT"));
+}
+
+export function buildCli(): Command {
+  const program = new Command("cumulo").description("Cumulo platform API").showHelpAfterError();
+
+  program
+    .command("serve", { isDefault: true })
+    .description("start the roles in CUMULO_ROLES (default: api, worker and edge)")
+    .action(() => serve(loadConfig()));
+
+  program
+    .command("migrate")
+    .description("bring the store up to the latest schema")
+    .action(() => withServices(async () => print({ migrated: true })));
+
+  program
+    .command("openapi")
+    .description("print the OpenAPI document")
+    .action(async () => {
+      const config = { ...loadConfig(), logLevel: "silent" };
+      const deps = await openCore(config);
+      try {
+        const app = await buildApp(deps, createServices(deps));
+        await app.ready();
+        print(app.swagger());
+        await app.close();
+      } finally {
+        await closeCore(deps);
+      }
+    });
+
+  const orgs = program.command("orgs").description("organizations");
+  orgs
+    .command("create")
+    .requiredOption("--name <name>", "organization name")
+    .description("create an organization with its first user, billing account and admin key")
+    .action(({ name }: { name: string }) =>
+      withServices(async (services) => {
+        if (name.trim() === "") throw new CliError("--name must not be empty");
+        print(await services.identity.createOrganization(name.trim()));
+      }),
+    );
+  orgs
+    .command("list")
+    .description("list organizations")
+    .action(() => withServices(async (services) => print(await services.identity.listOrganizations())));
+
+  const keys = program.command("keys").description("organization API keys");
+  keys
+    .command("create")
+    .requiredOption("--org <id>", "organization id")
+    .option("--name <name>", "key name", "api key")
+    .addOption(new Option("--read-only", "key may only read").default(false))
+    .description("create an API key (the secret is printed once)")
+    .action(({ org, name, readOnly }: { org: string; name: string; readOnly: boolean }) =>
+      withServices(async (services) => {
+        const result = await services.identity.createApiKey(org, { name, readOnly });
+        if (result.outcome === "organization_not_found") throw new CliError(`organization ${org} not found`);
+        print({ id: result.id, prefix: result.prefix, api_key: result.api_key });
+      }),
+    );
+  keys
+    .command("list")
+    .requiredOption("--org <id>", "organization id")
+    .description("list API keys (no secrets)")
+    .action(({ org }: { org: string }) =>
+      withServices(async (services) => {
+        const list = await services.identity.listApiKeys(org);
+        if (!list) throw new CliError(`organization ${org} not found`);
+        print(list);
+      }),
+    );
+  keys
+    .command("revoke <keyId>")
+    .description("revoke an API key; it stops working at once")
+    .action((keyId: string) =>
+      withServices(async (services) => {
+        if (!/^\d+$/.test(keyId)) throw new CliError(`key id must be a number, got "${keyId}"`);
+        if ((await services.identity.revokeApiKey(Number(keyId))) === "not_found") {
+          throw new CliError(`key ${keyId} not found or already revoked`);
+        }
+        print({ id: Number(keyId), revoked: true });
+      }),
+    );
+
+  return program;
+}
+
+export async function main(argv: string[]): Promise<void> {
+  try {
+    await buildCli().parseAsync(argv);
+  } catch (error) {
+    const known = error instanceof CliError || error instanceof ConfigError;
+    process.stderr.write(
+      `cumulo: ${known ? error.message : error instanceof Error ? error.message : String(error)}\n`,
+    );
+    process.exit(1);
+  }
+}

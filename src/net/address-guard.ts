@@ -1,0 +1,85 @@
+import { lookup as dnsLookup, type LookupAddress } from "node:dns";
+import { isIP } from "node:net";
+import ipaddr from "ipaddr.js";
+import { Agent } from "undici";
+
+/**
+ * Refuses outbound connections to addresses that reach inside the platform (SSRF): loopback,
+ * private, link-local (cloud metadata included), CGNAT, unspecified, multicast, reserved, and
+ * IPv6 forms that wrap such an address (IPv4-mapped, NAT64, 6to4, Teredo).
+ */
+export function isPublicAddress(address: string): boolean {
+  if (!ipaddr.isValid(address)) return false;
+  let parsed = ipaddr.parse(address);
+  if (parsed.kind() === "ipv6" && (parsed as ipaddr.IPv6).isIPv4MappedAddress()) {
+    parsed = (parsed as ipaddr.IPv6).toIPv4Address();
+  }
+  return parsed.range() === "unicast";
+}
+
+export class BlockedAddressError extends Error {
+  constructor(
+    readonly hostname: string,
+    readonly address: string,
+  ) {
+    super(`${hostname} resolves to ${address}, a loopback, private or reserved address`);
+    this.name = "BlockedAddressError";
+  }
+}
+
+export type TargetCheck = { ok: true } | { ok: false; reason: string };
+
+/** Resolves a URL's host now and checks every address it names; used when a URL is saved. */
+export async function checkUrlTarget(url: string, allowPrivate: boolean): Promise<TargetCheck> {
+  if (allowPrivate) return { ok: true };
+  const hostname = new URL(url).hostname.replace(/^\[|\]$/g, "");
+  if (isIP(hostname)) {
+    return isPublicAddress(hostname)
+      ? { ok: true }
+      : { ok: false, reason: `${hostname} is not a public address` };
+  }
+  const addresses = await new Promise<LookupAddress[]>((resolve) =>
+    dnsLookup(hostname, { all: true }, (error, found) => resolve(error ? [] : found)),
+  );
+  if (addresses.length === 0) return { ok: false, reason: `${hostname} does not resolve` };
+  const blocked = addresses.find((entry) => !isPublicAddress(entry.address));
+  return blocked
+    ? { ok: false, reason: new BlockedAddressError(hostname, blocked.address).message }
+    : { ok: true };
+}
+
+type LookupCallback = (
+  error: NodeJS.ErrnoException | null,
+  address: string | LookupAddress[],
+  family?: number,
+) => void;
+
+/**
+ * An undici Agent whose connections go only to checked addresses: the check runs inside the DNS
+ * lookup the socket connects with, so a name cannot resolve one way when checked and another when
+ * used. Literal IP hosts skip DNS, so `assertTargetAllowed` must be called on them before sending.
+ */
+export function createGuardedAgent(options: { allowPrivate: boolean; connectTimeoutMs: number }): Agent {
+  const lookup = (hostname: string, lookupOptions: object, callback: LookupCallback) => {
+    dnsLookup(hostname, { ...lookupOptions, all: true }, (error, addresses) => {
+      if (error) return callback(error, []);
+      if (!options.allowPrivate) {
+        const blocked = addresses.find((entry) => !isPublicAddress(entry.address));
+        if (blocked) return callback(new BlockedAddressError(hostname, blocked.address), []);
+      }
+      const wantsAll = (lookupOptions as { all?: boolean }).all === true;
+      const first = addresses[0];
+      if (wantsAll || !first) return callback(null, addresses);
+      return callback(null, first.address, first.family);
+    });
+  };
+  return new Agent({ connect: { lookup, timeout: options.connectTimeoutMs } as Agent.Options["connect"] });
+}
+
+/** The send-time check for a literal IP host (no DNS lookup happens for those). */
+export function assertTargetAllowed(url: URL, allowPrivate: boolean): void {
+  const hostname = url.hostname.replace(/^\[|\]$/g, "");
+  if (!allowPrivate && isIP(hostname) && !isPublicAddress(hostname)) {
+    throw new BlockedAddressError(hostname, hostname);
+  }
+}

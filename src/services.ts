@@ -1,0 +1,183 @@
+import type { FastifyBaseLogger } from "fastify";
+import type { Redis } from "ioredis";
+import { LocalBlobStore } from "./blobs/local.ts";
+import type { BlobStore } from "./blobs/store.ts";
+import type { Bus } from "./bus.ts";
+import { AnalyticsService, TrafficRecorder } from "./cdn/analytics.ts";
+import { PurgeSync } from "./cdn/purge-sync.ts";
+import { DistributionRepository, TrafficRepository } from "./cdn/repository.ts";
+import { CdnService } from "./cdn/service.ts";
+import type { Clock } from "./clock.ts";
+import { SimulatedDriver } from "./cloud/driver/simulated.ts";
+import { CloudRepository } from "./cloud/repository.ts";
+import { loadSecretKey, SecretBox } from "./cloud/secrets.ts";
+import { CloudService } from "./cloud/service.ts";
+import type { Config } from "./config.ts";
+import { AUTH_CACHE_TTL_MS, AuthCache } from "./identity/auth-cache.ts";
+import { IdentityRepository } from "./identity/repository.ts";
+import { IdentityService } from "./identity/service.ts";
+import type { JobHandler } from "./jobs/queue.ts";
+import { JobQueue } from "./jobs/queue.ts";
+import { JobRepository } from "./jobs/repository.ts";
+import { FolderRepository } from "./media/folder-repository.ts";
+import { createMediaServices, type MediaServices } from "./media/index.ts";
+import { PlayerRepository } from "./media/player-repository.ts";
+import { LibraryRepository } from "./media/repository.ts";
+import { VideoRepository } from "./media/video-repository.ts";
+import type { Store } from "./store/database.ts";
+import { API_VERSION } from "./version.ts";
+import { createVideoServices, type VideoServices } from "./video/index.ts";
+import { DeliveryRepository } from "./webhooks/delivery-repository.ts";
+import { relayWakeups, WebhookDispatcher } from "./webhooks/dispatcher.ts";
+import { WebhookEmitter } from "./webhooks/emitter.ts";
+import { WebhookRepository } from "./webhooks/repository.ts";
+import { WebhookSender } from "./webhooks/sender.ts";
+import { WebhookService } from "./webhooks/service.ts";
+
+/** What every part of Cumulo is built from; outside systems are injected here. */
+export interface CoreDeps {
+  config: Config;
+  store: Store;
+  clock: Clock;
+  bus: Bus;
+  redis: Redis | undefined;
+  logger: FastifyBaseLogger;
+}
+
+/** Something the worker role runs besides queued jobs (a dispatcher with its own claiming loop). */
+export interface BackgroundWorker {
+  name: string;
+  start(): void;
+  stop(): Promise<void>;
+}
+
+export interface Services {
+  identity: IdentityService;
+  jobs: JobQueue;
+  jobRepository: JobRepository;
+  cdn: CdnService;
+  cdnAnalytics: AnalyticsService;
+  /** Edge traffic counters; `flush()` writes them to the store at once. */
+  cdnTraffic: TrafficRecorder;
+  libraries: LibraryRepository;
+  webhookRepository: WebhookRepository;
+  webhooks: WebhookEmitter;
+  blobs: BlobStore;
+  media: MediaServices;
+  webhookEndpoints: WebhookService;
+  webhookDispatcher: WebhookDispatcher;
+  cloud: CloudService;
+  /** Video processing, playback tokens and the edge's media origin. */
+  video: VideoServices;
+  /** Handlers of queued jobs, run by the worker role. */
+  jobHandlers: JobHandler[];
+  workers: BackgroundWorker[];
+}
+
+/** The composition root: builds each domain's repository and service, in dependency order. */
+export function createServices(deps: CoreDeps): Services {
+  const { store, clock, config } = deps;
+  // Verified keys are cached only when every process that can revoke one reaches this node (Redis).
+  const authCache = config.redisUrl ? new AuthCache(AUTH_CACHE_TTL_MS) : undefined;
+  const identity = new IdentityService(new IdentityRepository(store.db), clock, deps.bus, authCache);
+  authCache?.listen(deps.bus).catch((error: unknown) => deps.logger.warn({ err: error }, "auth cache off"));
+  const jobRepository = new JobRepository(store.db, store.dialect);
+  const jobs = new JobQueue(jobRepository, clock);
+  const cdnPurgeSync = new PurgeSync(deps.bus, deps.redis);
+  const cdn = new CdnService(new DistributionRepository(store.db), config, clock, deps.bus, cdnPurgeSync);
+  const cdnTrafficRepository = new TrafficRepository(store.db);
+  const cdnAnalytics = new AnalyticsService(cdnTrafficRepository, cdn, clock);
+  const cdnTraffic = new TrafficRecorder(
+    cdnTrafficRepository,
+    clock,
+    deps.logger,
+    config.edge.analyticsFlushMs,
+  );
+  const webhookRepository = new WebhookRepository(store.db);
+  const webhooks = new WebhookEmitter(webhookRepository, clock);
+  const libraries = new LibraryRepository(store.db);
+  const blobs = new LocalBlobStore(config.dataDir);
+  const videoRepository = new VideoRepository(store.db);
+  const media = createMediaServices({
+    db: store.db,
+    config,
+    clock,
+    libraries,
+    folders: new FolderRepository(store.db),
+    videos: videoRepository,
+    players: new PlayerRepository(store.db),
+    blobs,
+    cdn,
+    jobs,
+    webhooks,
+    webhookRepository,
+  });
+  const webhookDeliveries = new DeliveryRepository(store.db, store.dialect);
+  const webhookEndpoints = new WebhookService(
+    webhookRepository,
+    webhookDeliveries,
+    webhooks,
+    libraries,
+    clock,
+    config.webhookAllowPrivate,
+  );
+  relayWakeups(webhooks, deps.bus, deps.logger);
+  const webhookDispatcher = new WebhookDispatcher(
+    webhookDeliveries,
+    webhooks,
+    deps.bus,
+    new WebhookSender({
+      allowPrivate: config.webhookAllowPrivate,
+      timeoutMs: config.limits.webhookTimeoutMs,
+      maxResponseBytes: config.limits.webhookResponseBytes,
+      userAgent: `Cumulo-Webhooks/${API_VERSION}`,
+    }),
+    clock,
+    deps.logger,
+    // The lease outlasts an attempt (bounded by the timeout) with room to record it.
+    {
+      concurrency: 32,
+      perEndpoint: 8,
+      pollMs: config.limits.webhookPollMs,
+      leaseMs: 2 * config.limits.webhookTimeoutMs + 1000,
+    },
+  );
+  const cloud = new CloudService(
+    new CloudRepository(store.db),
+    identity,
+    new SimulatedDriver(),
+    new SecretBox(() => loadSecretKey(config.secretKey, config.dataDir)),
+    config,
+    clock,
+  );
+  const video = createVideoServices({
+    db: store.db,
+    config,
+    clock,
+    blobs,
+    jobs,
+    webhooks,
+    videos: videoRepository,
+    logger: deps.logger,
+  });
+
+  return {
+    identity,
+    jobs,
+    jobRepository,
+    cdn,
+    cdnAnalytics,
+    cdnTraffic,
+    libraries,
+    webhookRepository,
+    webhooks,
+    blobs,
+    media,
+    webhookEndpoints,
+    webhookDispatcher,
+    cloud,
+    video,
+    jobHandlers: [media.libraries.provisioningHandler(), video.pipeline.handler()],
+    workers: [webhookDispatcher],
+  };
+}

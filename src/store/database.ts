@@ -1,0 +1,166 @@
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import SqliteDatabase from "better-sqlite3";
+import {
+  Kysely,
+  type KyselyPlugin,
+  Migrator,
+  OperationNodeTransformer,
+  type PluginTransformQueryArgs,
+  type PluginTransformResultArgs,
+  PostgresDialect,
+  type PrimitiveValueListNode,
+  type QueryResult,
+  type RootOperationNode,
+  SqliteDialect,
+  type SqliteDatabase as SqliteDialectDatabase,
+  sql,
+  type UnknownRow,
+  type ValueNode,
+} from "kysely";
+import { LRUCache } from "lru-cache";
+import pg from "pg";
+import { allMigrations } from "./migrations/index.ts";
+import type { Database } from "./tables.ts";
+
+export type DialectName = "sqlite" | "postgres";
+
+export interface Store {
+  db: Kysely<Database>;
+  dialect: DialectName;
+  migrate(): Promise<void>;
+  ping(): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+export interface StoreOptions {
+  dataDir: string;
+  databaseUrl: string | undefined;
+}
+
+const toSqliteValue = (value: unknown): unknown => (typeof value === "boolean" ? (value ? 1 : 0) : value);
+
+/** better-sqlite3 cannot bind booleans; SQLite keeps them as 0/1. */
+class SqliteBooleanTransformer extends OperationNodeTransformer {
+  protected override transformValue(node: ValueNode): ValueNode {
+    return { ...super.transformValue(node), value: toSqliteValue(node.value) };
+  }
+
+  protected override transformPrimitiveValueList(node: PrimitiveValueListNode): PrimitiveValueListNode {
+    return { ...super.transformPrimitiveValueList(node), values: node.values.map(toSqliteValue) };
+  }
+}
+
+class SqliteBooleanPlugin implements KyselyPlugin {
+  readonly #transformer = new SqliteBooleanTransformer();
+
+  transformQuery(args: PluginTransformQueryArgs): RootOperationNode {
+    return this.#transformer.transformNode(args.node);
+  }
+
+  async transformResult(args: PluginTransformResultArgs): Promise<QueryResult<UnknownRow>> {
+    return args.result;
+  }
+}
+
+// Both stores read back the same JS values: timestamps as ISO strings, JSON as text, counts as numbers.
+const PG_TIMESTAMPTZ = 1184;
+const PG_INT8 = 20;
+const PG_NUMERIC = 1700;
+const PG_JSON = 114;
+const PG_JSONB = 3802;
+
+const pgTypes = {
+  getTypeParser(oid: number, format?: "text" | "binary") {
+    switch (oid) {
+      case PG_TIMESTAMPTZ:
+        return (value: string) => new Date(value).toISOString();
+      case PG_INT8:
+      case PG_NUMERIC:
+        return (value: string) => Number(value);
+      case PG_JSON:
+      case PG_JSONB:
+        return (value: string) => value;
+      default:
+        return pg.types.getTypeParser(oid, format);
+    }
+  },
+};
+
+/**
+ * Kysely prepares every query it runs; compiling the same SQL on each request was the largest cost
+ * of a read on SQLite (docs/performance.md). Prepared statements are reused by SQL text instead:
+ * Kysely's SQLite driver runs one query at a time on its one connection, so a statement is never
+ * used twice at once, and SQLite re-prepares a statement by itself after a schema change.
+ */
+function withStatementCache(file: SqliteDatabase.Database): SqliteDialectDatabase {
+  const statements = new LRUCache<string, SqliteDatabase.Statement>({ max: 1000 });
+  return {
+    prepare(text) {
+      let statement = statements.get(text);
+      if (!statement) {
+        statement = file.prepare(text);
+        statements.set(text, statement);
+      }
+      return statement;
+    },
+    close() {
+      statements.clear();
+      file.close();
+    },
+  };
+}
+
+function openSqlite(dataDir: string): Kysely<Database> {
+  mkdirSync(dataDir, { recursive: true });
+  const file = new SqliteDatabase(join(dataDir, "cumulo.sqlite"));
+  file.pragma("journal_mode = WAL");
+  file.pragma("foreign_keys = ON");
+  file.pragma("busy_timeout = 5000");
+  file.pragma("synchronous = NORMAL");
+  return new Kysely<Database>({
+    dialect: new SqliteDialect({ database: withStatementCache(file) }),
+    plugins: [new SqliteBooleanPlugin()],
+  });
+}
+
+function openPostgres(databaseUrl: string): Kysely<Database> {
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: 10, types: pgTypes });
+  // An idle client losing its connection must not crash the process; the pool replaces it.
+  pool.on("error", () => {});
+  return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+}
+
+export function openStore(options: StoreOptions): Store {
+  const dialect: DialectName = options.databaseUrl ? "postgres" : "sqlite";
+  const db = options.databaseUrl ? openPostgres(options.databaseUrl) : openSqlite(options.dataDir);
+  return {
+    db,
+    dialect,
+    async migrate() {
+      const migrator = new Migrator({
+        db,
+        provider: { getMigrations: async () => allMigrations(dialect) },
+        // Domains number their migrations in their own ranges, so a later range may land first.
+        allowUnorderedMigrations: true,
+      });
+      const { error, results } = await migrator.migrateToLatest();
+      const failed = results?.find((result) => result.status === "Error");
+      if (error || failed) {
+        const reason = error instanceof Error ? error.message : String(error ?? "unknown error");
+        throw new Error(`Migration ${failed?.migrationName ?? ""} failed: ${reason}`);
+      }
+    },
+    async ping() {
+      try {
+        await sql`select 1`.execute(db);
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    async close() {
+      await db.destroy();
+    },
+  };
+}

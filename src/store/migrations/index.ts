@@ -1,0 +1,34 @@
+import type { Migration } from "kysely";
+import { columnTypes } from "../columns.ts";
+import type { DialectName } from "../database.ts";
+import { identityMigration } from "./0001-identity.ts";
+import { jobsMigration } from "./0002-jobs.ts";
+import { cdnDistributionsMigration } from "./0003-cdn-distributions.ts";
+import { webhooksMigration } from "./0004-webhooks.ts";
+import { mediaLibrariesMigration } from "./0100-media-libraries.ts";
+import { mediaFoldersVideosMigration } from "./0101-media-folders-videos.ts";
+import { mediaSubtitlesThumbnailsMigration } from "./0102-media-subtitles-thumbnails.ts";
+import { mediaPlayersMigration } from "./0103-media-players.ts";
+import { cloudMigration } from "./0200-cloud.ts";
+import { cdnPurgesTrafficMigration } from "./0300-cdn-purges-traffic.ts";
+import { webhookDeliveryAttemptsMigration } from "./0400-webhook-delivery-attempts.ts";
+import { videoProcessingMigration } from "./0500-video-processing.ts";
+
+/** Every migration, by name; names sort in the order they run. Append, never edit a released one. */
+export function allMigrations(dialect: DialectName): Record<string, Migration> {
+  const types = columnTypes(dialect);
+  return {
+    "0001-identity": identityMigration(types),
+    "0002-jobs": jobsMigration(types),
+    "0003-cdn-distributions": cdnDistributionsMigration(types),
+    "0004-webhooks": webhooksMigration(types),
+    "0100-media-libraries": mediaLibrariesMigration(types),
+    "0101-media-folders-videos": mediaFoldersVideosMigration(types),
+    "0102-media-subtitles-thumbnails": mediaSubtitlesThumbnailsMigration(types),
+    "0103-media-players": mediaPlayersMigration(types),
+    "0200-cloud": cloudMigration(types),
+    "0300-cdn-purges-traffic": cdnPurgesTrafficMigration(types),
+    "0400-webhook-delivery-attempts": webhookDeliveryAttemptsMigration(types),
+    "0500-video-processing": videoProcessingMigration(types),
+  };
+}

@@ -1,0 +1,73 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestApp, type TestApp } from "../support/app.ts";
+
+const MISSING = {
+  success: false,
+  error: "unauthorized",
+  code: "auth_type_not_found",
+  message: "Could not determine the authentication type: provide a valid Authorization or X-API-Key header.",
+};
+
+describe("authentication", () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp();
+  });
+  afterAll(() => t.close());
+
+  it("accepts the bootstrap key as Bearer and as X-API-Key", async () => {
+    const bearer = await t.request("GET", "/v1/livestream/health");
+    expect(bearer.status).toBe(200);
+    expect(bearer.body).toEqual({ status: "healthy" });
+    const apiKey = await t.request("GET", "/v1/livestream/health", {
+      anonymous: true,
+      headers: { "X-API-KEY": t.adminKey },
+    });
+    expect(apiKey.status).toBe(200);
+  });
+
+  it("answers the auth_type_not_found body without a usable header", async () => {
+    const variants: Record<string, string>[] = [
+      {},
+      { authorization: "Basic abc" },
+      { authorization: "Bearer" },
+      { apikey: t.adminKey },
+    ];
+    for (const headers of variants) {
+      const response = await t.request("GET", "/v1/livestream/health", { anonymous: true, headers });
+      expect(response.status).toBe(401);
+      expect(response.body).toEqual(MISSING);
+    }
+  });
+
+  it("rejects an unknown key with 401 unauthorized", async () => {
+    const response = await t.request("GET", "/v1/livestream/health", {
+      key: "cmk_not-a-real-key-at-all-000000",
+    });
+    expect(response.status).toBe(401);
+    expect(response.body).toMatchObject({ success: false, error: "unauthorized" });
+  });
+
+  it("stops accepting a revoked key at once", async () => {
+    const org = await t.createOrganization("Revocation org");
+    const created = await t.cumulo.services.identity.createApiKey(org.organizationId, {
+      name: "temp",
+      readOnly: false,
+    });
+    if (created.outcome !== "created") throw new Error("key not created");
+    expect((await t.request("GET", "/v1/livestream/health", { key: created.api_key })).status).toBe(200);
+    expect(await t.cumulo.services.identity.revokeApiKey(created.id)).toBe("revoked");
+    expect((await t.request("GET", "/v1/livestream/health", { key: created.api_key })).status).toBe(401);
+    expect(await t.cumulo.services.identity.revokeApiKey(created.id)).toBe("not_found");
+  });
+
+  it("stores only a hash and a display prefix of each key", async () => {
+    const rows = await t.cumulo.store.db.selectFrom("api_keys").select(["prefix", "key_hash"]).execute();
+    expect(rows.length).toBeGreaterThan(0);
+    for (const row of rows) {
+      expect(row.key_hash).toMatch(/^[0-9a-f]{64}$/);
+      expect(row.key_hash).not.toContain(t.adminKey);
+      expect(row.prefix.length).toBeLessThanOrEqual(12);
+    }
+  });
+});

@@ -1,0 +1,89 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import { runCli } from "../support/cli.ts";
+
+describe("cumulo CLI", () => {
+  let t: TestApp;
+  let env: Record<string, string | undefined>;
+
+  beforeAll(async () => {
+    // The CLI administers the same store while the server runs on it.
+    t = await startTestApp();
+    env = { CUMULO_DATA_DIR: t.store.dataDir, DATABASE_URL: t.store.databaseUrl };
+  });
+  afterAll(() => t.close());
+
+  it("creates an organization whose admin key works on the running server", async () => {
+    const result = await runCli(["orgs", "create", "--name", "Acme"], env);
+    expect(result.stderr).toBe("");
+    expect(result.code).toBe(0);
+    const created = JSON.parse(result.stdout);
+    expect(Object.keys(created).sort()).toEqual([
+      "api_key",
+      "billing_account_id",
+      "organization_id",
+      "user_id",
+    ]);
+    expect(created.organization_id).toMatch(/^[0-9a-f-]{36}$/);
+    expect(Number.isInteger(created.user_id)).toBe(true);
+    expect(Number.isInteger(created.billing_account_id)).toBe(true);
+    const health = await t.request("GET", "/v1/livestream/health", { key: created.api_key });
+    expect(health.status).toBe(200);
+
+    const list = JSON.parse((await runCli(["orgs", "list"], env)).stdout);
+    expect(list.map((org: { name: string }) => org.name)).toEqual(
+      expect.arrayContaining(["Default", "Acme"]),
+    );
+  });
+
+  it("creates, lists and revokes keys; a revoked key stops working at once", async () => {
+    const org = JSON.parse((await runCli(["orgs", "create", "--name", "Keys Inc"], env)).stdout);
+    const created = await runCli(
+      ["keys", "create", "--org", org.organization_id, "--name", "ci", "--read-only"],
+      env,
+    );
+    expect(created.code).toBe(0);
+    const key = JSON.parse(created.stdout);
+    expect(Object.keys(key).sort()).toEqual(["api_key", "id", "prefix"]);
+    expect(key.api_key.startsWith(key.prefix)).toBe(true);
+    expect((await t.request("GET", "/v1/livestream/health", { key: key.api_key })).status).toBe(200);
+
+    const listed = JSON.parse((await runCli(["keys", "list", "--org", org.organization_id], env)).stdout);
+    const entry = listed.find((item: { id: number }) => item.id === key.id);
+    expect(entry).toMatchObject({ name: "ci", prefix: key.prefix, read_only: true });
+    expect(JSON.stringify(listed)).not.toContain(key.api_key);
+
+    const revoked = await runCli(["keys", "revoke", String(key.id)], env);
+    expect(revoked.code).toBe(0);
+    expect((await t.request("GET", "/v1/livestream/health", { key: key.api_key })).status).toBe(401);
+  });
+
+  it("reports errors on stderr with a non-zero exit", async () => {
+    const unknownOrg = await runCli(["keys", "create", "--org", "00000000-0000-4000-8000-000000000000"], env);
+    expect(unknownOrg.code).not.toBe(0);
+    expect(unknownOrg.stderr).toMatch(/organization .* not found/);
+    expect(unknownOrg.stdout).toBe("");
+
+    const badRevoke = await runCli(["keys", "revoke", "999999"], env);
+    expect(badRevoke.code).not.toBe(0);
+    expect(badRevoke.stderr).toMatch(/not found/);
+
+    const missingName = await runCli(["orgs", "create"], env);
+    expect(missingName.code).not.toBe(0);
+    expect(missingName.stderr).toMatch(/--name/);
+  });
+
+  it("stops with one clear line naming a bad configuration value", async () => {
+    const result = await runCli(["orgs", "list"], { ...env, CUMULO_RATE_LIMIT: "lots" });
+    expect(result.code).not.toBe(0);
+    expect(result.stderr.trim().split("\n")).toHaveLength(1);
+    expect(result.stderr).toContain("CUMULO_RATE_LIMIT");
+  });
+
+  it("migrates and prints the OpenAPI document", async () => {
+    expect((await runCli(["migrate"], env)).code).toBe(0);
+    const openapi = await runCli(["openapi"], env);
+    expect(openapi.code).toBe(0);
+    expect(JSON.parse(openapi.stdout).openapi).toBe("3.1.0");
+  });
+});

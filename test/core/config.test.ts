@@ -1,0 +1,63 @@
+import { describe, expect, it } from "vitest";
+import { ConfigError, loadConfig, parseRateLimit } from "../../src/config.ts";
+
+describe("configuration", () => {
+  it("has the contract's defaults", () => {
+    const config = loadConfig({});
+    expect(config).toMatchObject({
+      port: 8080,
+      host: "127.0.0.1",
+      edgePort: 8081,
+      roles: ["api", "worker", "edge"],
+      edgeUrlStyle: "path",
+      mediaDomain: "media.cumulo.local",
+      webhookAllowPrivate: false,
+      originAllowPrivate: false,
+      rateLimit: { max: 600, windowMs: 60_000 },
+      logLevel: "info",
+      regions: ["eu-central", "us-east", "ap-southeast"],
+    });
+    expect(config.dataDir.endsWith("/data")).toBe(true);
+    expect(config.locations.map((location) => location.slug)).toEqual(["local-1"]);
+    expect(config.databaseUrl).toBeUndefined();
+  });
+
+  it("parses rate limits in seconds, minutes and hours", () => {
+    expect(parseRateLimit("10/30s")).toEqual({ max: 10, windowMs: 30_000 });
+    expect(parseRateLimit("100/1m")).toEqual({ max: 100, windowMs: 60_000 });
+    expect(parseRateLimit("5000/1h")).toEqual({ max: 5000, windowMs: 3_600_000 });
+    expect(parseRateLimit("0/1m")).toBeUndefined();
+    expect(parseRateLimit("10/1d")).toBeUndefined();
+  });
+
+  it("names the variable of a bad value", () => {
+    const cases: Record<string, string> = {
+      PORT: "http",
+      CUMULO_EDGE_PORT: "70000",
+      DATABASE_URL: "mysql://x",
+      REDIS_URL: "not a url",
+      CUMULO_BOOTSTRAP_API_KEY: "short",
+      CUMULO_ROLES: "api,cache",
+      CUMULO_EDGE_URL_STYLE: "virtual",
+      CUMULO_WEBHOOK_ALLOW_PRIVATE: "maybe",
+      CUMULO_RATE_LIMIT: "600 per minute",
+      CUMULO_LOG_LEVEL: "loud",
+      CUMULO_MEDIA_DOMAIN: "bad domain",
+    };
+    for (const [name, value] of Object.entries(cases)) {
+      expect(() => loadConfig({ [name]: value }), name).toThrow(ConfigError);
+      expect(() => loadConfig({ [name]: value }), name).toThrow(name);
+    }
+  });
+
+  it("accepts port 0, edge off and a bootstrap key of the allowed alphabet", () => {
+    const config = loadConfig({
+      PORT: "0",
+      CUMULO_EDGE_PORT: "off",
+      CUMULO_BOOTSTRAP_API_KEY: "abc_DEF-0123456789xyz",
+    });
+    expect(config.port).toBe(0);
+    expect(config.edgePort).toBe("off");
+    expect(config.bootstrapApiKey).toBe("abc_DEF-0123456789xyz");
+  });
+});

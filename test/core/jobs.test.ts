@@ -1,0 +1,169 @@
+import type { FastifyBaseLogger } from "fastify";
+import pino from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { systemClock } from "../../src/clock.ts";
+import { type JobHandler, JobRunner } from "../../src/jobs/queue.ts";
+import { startTestApp, type TestApp } from "../support/app.ts";
+
+const silent = pino({ level: "silent" }) as FastifyBaseLogger;
+
+async function waitFor<T>(probe: () => Promise<T | undefined>, timeoutMs = 5000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error("condition not met in time");
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+describe("durable job queue", () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp({ CUMULO_ROLES: "api" });
+  });
+  afterAll(() => t.close());
+
+  const jobRow = (id: string) =>
+    t.cumulo.store.db.selectFrom("jobs").selectAll().where("id", "=", id).executeTakeFirst();
+
+  it("runs a job enqueued in a committed transaction, woken at once", async () => {
+    const { jobs, jobRepository } = t.cumulo.services;
+    const seen: unknown[] = [];
+    const handler: JobHandler<{ n: number }> = {
+      kind: "test.echo",
+      handle: async (payload) => void seen.push(payload),
+    };
+    const runner = new JobRunner(jobs, jobRepository, [handler], systemClock, silent, {
+      concurrency: 2,
+      pollMs: 60_000,
+    });
+    runner.start();
+    try {
+      const id = await t.cumulo.store.db
+        .transaction()
+        .execute((trx) => jobs.enqueue(trx, "test.echo", { n: 1 }));
+      jobs.notify();
+      const done = await waitFor(async () => ((await jobRow(id))?.status === "done" ? true : undefined));
+      expect(done).toBe(true);
+      expect(seen).toEqual([{ n: 1 }]);
+    } finally {
+      await runner.stop();
+    }
+  });
+
+  it("does not run a job whose transaction rolled back", async () => {
+    const { jobs } = t.cumulo.services;
+    let enqueued = "";
+    await expect(
+      t.cumulo.store.db.transaction().execute(async (trx) => {
+        enqueued = await jobs.enqueue(trx, "test.echo", { n: 2 });
+        throw new Error("roll back");
+      }),
+    ).rejects.toThrow("roll back");
+    expect(await jobRow(enqueued)).toBeUndefined();
+  });
+
+  it("retries a failing job and gives up after its last attempt", async () => {
+    const { jobs, jobRepository } = t.cumulo.services;
+    const attempts: number[] = [];
+    const gaveUp: string[] = [];
+    const handler: JobHandler = {
+      kind: "test.fail",
+      handle: async (_payload, context) => {
+        attempts.push(context.attempt);
+        throw new Error(`boom ${context.attempt}`);
+      },
+      onGiveUp: async (_payload, error) => void gaveUp.push(error),
+    };
+    const runner = new JobRunner(jobs, jobRepository, [handler], systemClock, silent, {
+      concurrency: 1,
+      pollMs: 50,
+    });
+    runner.start();
+    try {
+      const id = await t.cumulo.store.db
+        .transaction()
+        .execute((trx) => jobs.enqueue(trx, "test.fail", {}, { maxAttempts: 2 }));
+      jobs.notify();
+      const row = await waitFor(async () => {
+        const current = await jobRow(id);
+        return current?.status === "failed" ? current : undefined;
+      });
+      expect(row.attempts).toBe(2);
+      expect(row.last_error).toBe("boom 2");
+      expect(attempts).toEqual([1, 2]);
+      expect(gaveUp).toEqual(["boom 2"]);
+    } finally {
+      await runner.stop();
+    }
+  });
+
+  it("takes over a job whose worker died once its lease has run out", async () => {
+    const { jobs, jobRepository } = t.cumulo.services;
+    const id = await t.cumulo.store.db.transaction().execute((trx) => jobs.enqueue(trx, "test.lease", {}));
+    // A worker claimed it and vanished: running, with a lease that ended a second ago.
+    const past = new Date(Date.now() - 1000).toISOString();
+    await t.cumulo.store.db
+      .updateTable("jobs")
+      .set({ status: "running", attempts: 1, locked_until: past })
+      .where("id", "=", id)
+      .execute();
+    let ran = 0;
+    const handler: JobHandler = { kind: "test.lease", handle: async () => void ran++ };
+    const runner = new JobRunner(jobs, jobRepository, [handler], systemClock, silent, {
+      concurrency: 1,
+      pollMs: 50,
+    });
+    runner.start();
+    try {
+      const row = await waitFor(async () => {
+        const current = await jobRow(id);
+        return current?.status === "done" ? current : undefined;
+      });
+      expect(row.attempts).toBe(2);
+      expect(ran).toBe(1);
+    } finally {
+      await runner.stop();
+    }
+  });
+  it("keeps a kind with its own concurrency from taking every slot", async () => {
+    const { jobs, jobRepository } = t.cumulo.services;
+    let slowRunning = 0;
+    let slowPeak = 0;
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const slow: JobHandler = {
+      kind: "test.slow",
+      concurrency: 1,
+      handle: async () => {
+        slowRunning++;
+        slowPeak = Math.max(slowPeak, slowRunning);
+        await gate;
+        slowRunning--;
+      },
+    };
+    const quickDone: unknown[] = [];
+    const quick: JobHandler = { kind: "test.quick", handle: async (payload) => void quickDone.push(payload) };
+    const runner = new JobRunner(jobs, jobRepository, [slow, quick], systemClock, silent, {
+      concurrency: 2,
+      pollMs: 50,
+    });
+    runner.start();
+    try {
+      await t.cumulo.store.db.transaction().execute(async (trx) => {
+        for (let n = 0; n < 3; n++) await jobs.enqueue(trx, "test.slow", { n });
+        await jobs.enqueue(trx, "test.quick", { n: 9 });
+      });
+      jobs.notify();
+      // Two slots, three slow jobs: the quick one still runs while the slow ones wait for their gate.
+      await waitFor(async () => (quickDone.length === 1 ? true : undefined));
+      expect(slowPeak).toBe(1);
+    } finally {
+      release();
+      await runner.stop();
+    }
+  });
+});

@@ -1,0 +1,54 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadConfig } from "../../src/config.ts";
+import { startCumulo } from "../../src/roles.ts";
+import { exitOf, serve } from "../support/process.ts";
+import { createTestStore, type TestStore } from "../support/store.ts";
+
+describe("cumulo serve", () => {
+  let store: TestStore;
+  let env: Record<string, string | undefined>;
+  beforeAll(async () => {
+    store = await createTestStore();
+    env = { CUMULO_DATA_DIR: store.dataDir, DATABASE_URL: store.databaseUrl, CUMULO_BOOTSTRAP_API_KEY: "" };
+  });
+  afterAll(() => store.drop());
+
+  it("prints a generated admin key on first start only, and shuts down cleanly on SIGTERM", async () => {
+    const first = await serve(env);
+    const key = /(cmk_[A-Za-z0-9_-]{43})/.exec(first.output())?.[1];
+    expect(key).toBeDefined();
+    const health = await fetch(`${first.apiUrl}/v1/livestream/health`, {
+      headers: { authorization: `Bearer ${key}` },
+    });
+    expect(await health.json()).toEqual({ status: "healthy" });
+    first.child.kill("SIGTERM");
+    expect(await exitOf(first.child)).toBe(0);
+
+    const second = await serve(env);
+    expect(second.output()).not.toMatch(/cmk_/);
+    const again = await fetch(`${second.apiUrl}/v1/livestream/health`, {
+      headers: { "x-api-key": key ?? "" },
+    });
+    expect(again.status).toBe(200);
+    second.child.kill("SIGINT");
+    expect(await exitOf(second.child)).toBe(0);
+  });
+
+  it("runs only the roles it is given", async () => {
+    const workerOnly = await startCumulo(
+      loadConfig({
+        CUMULO_ROLES: "worker",
+        CUMULO_LOG_LEVEL: "silent",
+        CUMULO_EDGE_PORT: "off",
+        CUMULO_DATA_DIR: store.dataDir,
+        ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}),
+      }),
+    );
+    try {
+      expect(workerOnly.apiUrl).toBeUndefined();
+      expect(workerOnly.app).toBeUndefined();
+    } finally {
+      await workerOnly.close();
+    }
+  });
+});

@@ -1,0 +1,49 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestApp, type TestApp } from "../support/app.ts";
+
+describe("text input that one store could not keep", () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp();
+  });
+  afterAll(() => t.close());
+
+  it("refuses NUL characters in JSON bodies, query strings and multipart fields on every store", async () => {
+    const body = await t.request("POST", "/v1/media/libraries", {
+      json: { name: "a\u0000b", description: "fine" },
+    });
+    expect(body.status).toBe(400);
+    expect(body.body).toEqual({
+      success: false,
+      message: "Invalid Request",
+      errors: [
+        {
+          field: "name",
+          code: "validation_format",
+          message: "The name field must not contain NUL characters.",
+        },
+      ],
+    });
+
+    const query = await t.request("GET", "/v1/media/libraries?search=%00");
+    expect(query.status).toBe(400);
+    expect(query.body.errors[0]).toMatchObject({ field: "search", code: "validation_format" });
+
+    const library = (await t.request("POST", "/v1/media/libraries", { json: { name: "Subtitled" } })).body
+      .data;
+    const video = (
+      await t.request("POST", `/v1/media/libraries/${library.id}/videos`, { json: { title: "v" } })
+    ).body.data;
+    const form = new FormData();
+    form.append("title", "bad\u0000title");
+    form.append("language", "en");
+    form.append("file", new Blob(["WEBVTT\n\n00:00.000 --> 00:01.000\nhello\n"]), "captions.vtt");
+    const multipart = await t.request(
+      "POST",
+      `/v1/media/libraries/${library.id}/videos/${video.id}/subtitles`,
+      { body: form },
+    );
+    expect(multipart.status).toBe(400);
+    expect(multipart.body.errors[0]).toMatchObject({ field: "title", code: "validation_format" });
+  });
+});

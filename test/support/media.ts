@@ -1,0 +1,29 @@
+import { join } from "node:path";
+import { locateMediaTools, MediaTools } from "../../src/video/media-tools.ts";
+
+export const testMediaTools = () => new MediaTools(locateMediaTools(), { concurrency: 2, timeoutMs: 60_000 });
+
+/** A short test-pattern clip with a tone, made by ffmpeg at test time. */
+export async function generateClip(
+  directory: string,
+  options: { seconds?: number; width?: number; height?: number; audio?: boolean } = {},
+): Promise<string> {
+  const { seconds = 2.5, width = 640, height = 360, audio = true } = options;
+  const file = join(directory, `clip-${width}x${height}${audio ? "" : "-silent"}.mp4`);
+  await testMediaTools().ffmpeg([
+    "-f",
+    "lavfi",
+    "-i",
+    `testsrc=size=${width}x${height}:rate=25:duration=${seconds}`,
+    ...(audio ? ["-f", "lavfi", "-i", `sine=frequency=440:duration=${seconds}`] : []),
+    "-c:v",
+    "libx264",
+    "-preset",
+    "ultrafast",
+    "-pix_fmt",
+    "yuv420p",
+    ...(audio ? ["-c:a", "aac", "-shortest"] : []),
+    file,
+  ]);
+  return file;
+}

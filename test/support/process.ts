@@ -1,0 +1,38 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { BIN } from "./cli.ts";
+
+export interface Served {
+  child: ChildProcess;
+  output: () => string;
+  apiUrl: string;
+}
+
+/** Starts `cumulo serve` as a real process and waits until it says where it listens. */
+export function serve(env: Record<string, string | undefined>): Promise<Served> {
+  const child = spawn(process.execPath, [BIN, "serve"], {
+    env: { ...process.env, PORT: "0", CUMULO_EDGE_PORT: "off", CUMULO_LOG_LEVEL: "warn", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server did not start:\n${output}`)), 15_000);
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      const match = /listening on (http:\/\/\S+)/.exec(output);
+      if (match?.[1]) {
+        clearTimeout(timer);
+        resolve({ child, output: () => output, apiUrl: match[1] });
+      }
+    };
+    child.stdout?.on("data", onData);
+    child.stderr?.on("data", onData);
+    child.on("exit", (code) => reject(new Error(`server exited with ${code}:\n${output}`)));
+  });
+}
+
+export const exitOf = (child: ChildProcess) =>
+  new Promise<number | null>((resolve) => {
+    // A process killed by a signal has no exit code but a signal code; either means it has exited.
+    if (child.exitCode !== null || child.signalCode !== null) resolve(child.exitCode);
+    else child.on("exit", (code) => resolve(code));
+  });
