@@ -1,0 +1,76 @@
+import type { Insertable, Kysely, Updateable } from "kysely";
+import type { Page } from "../http/pagination.ts";
+import { selectPage } from "../store/paging.ts";
+import type { Database } from "../store/tables.ts";
+import type { Executor } from "./repository.ts";
+import type { FolderTable } from "./tables.ts";
+
+export class FolderRepository {
+  constructor(readonly db: Kysely<Database>) {}
+
+  find(libraryId: string, id: string, executor: Executor = this.db) {
+    return executor
+      .selectFrom("media_folders")
+      .selectAll()
+      .where("library_id", "=", libraryId)
+      .where("id", "=", id)
+      .executeTakeFirst();
+  }
+
+  /** How many of `ids` are folders of the library. */
+  async countInLibrary(executor: Executor, libraryId: string, ids: string[]): Promise<number> {
+    const row = await executor
+      .selectFrom("media_folders")
+      .select((eb) => eb.fn.countAll<number>().as("total"))
+      .where("library_id", "=", libraryId)
+      .where("id", "in", ids)
+      .executeTakeFirstOrThrow();
+    return Number(row.total);
+  }
+
+  async insert(executor: Executor, row: Insertable<FolderTable>): Promise<void> {
+    await executor.insertInto("media_folders").values(row).execute();
+  }
+
+  async update(executor: Executor, id: string, changes: Updateable<FolderTable>): Promise<void> {
+    await executor.updateTable("media_folders").set(changes).where("id", "=", id).execute();
+  }
+
+  list(libraryId: string, parentId: string | undefined, page: Page) {
+    let query = this.db.selectFrom("media_folders").selectAll().where("library_id", "=", libraryId);
+    if (parentId) query = query.where("parent_id", "=", parentId);
+    return selectPage(query.orderBy("created_at", "desc").orderBy("id", "desc"), page);
+  }
+
+  /** The given folders of the library and every folder nested below them. */
+  async withDescendants(executor: Executor, libraryId: string, ids: string[]): Promise<string[]> {
+    const rows = await executor
+      .withRecursive("tree(id)", (qb) =>
+        qb
+          .selectFrom("media_folders")
+          .select("id")
+          .where("library_id", "=", libraryId)
+          .where("id", "in", ids)
+          .union(
+            qb
+              .selectFrom("media_folders as child")
+              .innerJoin("tree", "tree.id", "child.parent_id")
+              .select("child.id"),
+          ),
+      )
+      .selectFrom("tree")
+      .select("id")
+      .execute();
+    return rows.map((row) => row.id);
+  }
+
+  /** Deletes folders; children first is not needed since every id of a subtree is given. */
+  async deleteMany(executor: Executor, ids: string[]): Promise<void> {
+    if (ids.length === 0) return;
+    await executor.deleteFrom("media_folders").where("id", "in", ids).execute();
+  }
+
+  async deleteLibrary(executor: Executor, libraryId: string): Promise<void> {
+    await executor.deleteFrom("media_folders").where("library_id", "=", libraryId).execute();
+  }
+}

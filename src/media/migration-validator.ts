@@ -1,0 +1,92 @@
+import { request } from "undici";
+import type { MigrationProvider } from "../config.ts";
+
+export type CredentialCheck = { outcome: "valid" } | { outcome: "rejected" } | { outcome: "unavailable" };
+
+interface ProviderCall {
+  path: (token: string) => string;
+  /** Bearer token in `Authorization`, unless the provider takes it in the query. */
+  bearer: boolean;
+  /** A 2xx answer may still say the token is unusable. */
+  accepts?: (body: unknown) => boolean;
+}
+
+const CALLS: Record<MigrationProvider, ProviderCall> = {
+  vimeo: { path: () => "/oauth/verify", bearer: true },
+  wistia: { path: () => "/v1/account.json", bearer: true },
+  youtube: { path: (token) => `/tokeninfo?access_token=${encodeURIComponent(token)}`, bearer: false },
+  dailymotion: { path: () => "/auth", bearer: true },
+  cloudflare: {
+    path: () => "/client/v4/user/tokens/verify",
+    bearer: true,
+    accepts: (body) =>
+      typeof body === "object" &&
+      body !== null &&
+      (body as { result?: { status?: unknown } }).result?.status === "active",
+  },
+};
+
+export const PROVIDER_TIMEOUT_MS = 10_000;
+const MAX_BODY_BYTES = 256 * 1024;
+
+/**
+ * Asks an external video platform whether an access token works (before a migration from it).
+ * Redirects are not followed; 401/403/other 4xx means rejected; a timeout, network error, 429 or 5xx
+ * means the provider could not answer.
+ */
+export class MigrationCredentialValidator {
+  constructor(
+    private readonly baseUrls: Record<MigrationProvider, string>,
+    private readonly timeoutMs: number = PROVIDER_TIMEOUT_MS,
+  ) {}
+
+  async validate(provider: MigrationProvider, token: string): Promise<CredentialCheck> {
+    const call = CALLS[provider];
+    const signal = AbortSignal.timeout(this.timeoutMs);
+    try {
+      const response = await request(`${this.baseUrls[provider]}${call.path(token)}`, {
+        method: "GET",
+        headers: {
+          accept: "application/json",
+          "user-agent": "Cumulo-Migrations",
+          ...(call.bearer ? { authorization: `Bearer ${token}` } : {}),
+        },
+        signal,
+        headersTimeout: this.timeoutMs,
+        bodyTimeout: this.timeoutMs,
+      });
+      const status = response.statusCode;
+      if (status === 429 || status >= 500 || (status >= 300 && status < 400)) {
+        await response.body.dump();
+        return { outcome: "unavailable" };
+      }
+      if (status >= 400) {
+        await response.body.dump();
+        return { outcome: "rejected" };
+      }
+      if (!call.accepts) {
+        await response.body.dump();
+        return { outcome: "valid" };
+      }
+      const body = await readJsonBody(response.body);
+      return call.accepts(body) ? { outcome: "valid" } : { outcome: "rejected" };
+    } catch {
+      return { outcome: "unavailable" };
+    }
+  }
+}
+
+async function readJsonBody(body: AsyncIterable<Buffer>): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    size += chunk.length;
+    if (size > MAX_BODY_BYTES) return undefined;
+    chunks.push(chunk);
+  }
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString("utf8"));
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,110 @@
+import { type Insertable, type Kysely, sql, type Transaction, type Updateable } from "kysely";
+import type { Page } from "../http/pagination.ts";
+import { selectPage } from "../store/paging.ts";
+import type { Database } from "../store/tables.ts";
+import type { LibraryTable } from "./tables.ts";
+
+export type Executor = Kysely<Database> | Transaction<Database>;
+
+export interface LibraryFilters {
+  defaultPrivacy?: string;
+  createdFrom?: string;
+  createdTo?: string;
+  search?: string;
+}
+
+/** `%`, `_` and the escape character itself match literally in a LIKE pattern. */
+export const likeContains = (text: string): string => `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+
+export class LibraryRepository {
+  constructor(readonly db: Kysely<Database>) {}
+
+  /** The library if it belongs to the organization; another tenant's library does not exist for it. */
+  findLibrary(organizationId: string, id: string, executor: Executor = this.db) {
+    return executor
+      .selectFrom("libraries")
+      .selectAll()
+      .where("organization_id", "=", organizationId)
+      .where("id", "=", id)
+      .executeTakeFirst();
+  }
+
+  /**
+   * Like `findLibrary`, and holds the library row's write lock until the transaction ends (a no-op
+   * update locks the row on PostgreSQL and takes the single writer slot on SQLite), so changes that
+   * keep a per-library rule (one default player) run one at a time.
+   */
+  async lockLibrary(executor: Executor, organizationId: string, id: string) {
+    await executor
+      .updateTable("libraries")
+      .set((eb) => ({ status: eb.ref("status") }))
+      .where("organization_id", "=", organizationId)
+      .where("id", "=", id)
+      .execute();
+    return this.findLibrary(organizationId, id, executor);
+  }
+
+  /**
+   * Takes the library row's write lock for the rest of the transaction. Folder and video moves and
+   * folder deletions take it, so a video cannot move into a folder that a concurrent bulk delete is
+   * removing (which would otherwise fail that delete on the folder reference).
+   */
+  async lockById(executor: Executor, id: string): Promise<void> {
+    await executor
+      .updateTable("libraries")
+      .set((eb) => ({ status: eb.ref("status") }))
+      .where("id", "=", id)
+      .execute();
+  }
+
+  async insert(executor: Executor, row: Insertable<LibraryTable>): Promise<void> {
+    await executor.insertInto("libraries").values(row).execute();
+  }
+
+  async update(executor: Executor, id: string, changes: Updateable<LibraryTable>): Promise<void> {
+    await executor.updateTable("libraries").set(changes).where("id", "=", id).execute();
+  }
+
+  /** Moves a library from one status to another; false when it was no longer in `from`. */
+  async transition(id: string, from: LibraryTable["status"], to: LibraryTable["status"], now: string) {
+    const result = await this.db
+      .updateTable("libraries")
+      .set({ status: to, updated_at: now })
+      .where("id", "=", id)
+      .where("status", "=", from)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
+  }
+
+  /** Whether the library's distribution row exists (it is created with the library). */
+  async hasDistribution(libraryId: string, distributionId: string): Promise<boolean> {
+    const row = await this.db
+      .selectFrom("cdn_distributions")
+      .select("id")
+      .where("id", "=", distributionId)
+      .where("library_id", "=", libraryId)
+      .executeTakeFirst();
+    return row !== undefined;
+  }
+
+  findById(id: string) {
+    return this.db.selectFrom("libraries").selectAll().where("id", "=", id).executeTakeFirst();
+  }
+
+  list(organizationId: string, filters: LibraryFilters, page: Page) {
+    let query = this.db.selectFrom("libraries").selectAll().where("organization_id", "=", organizationId);
+    if (filters.defaultPrivacy) query = query.where("default_privacy", "=", filters.defaultPrivacy);
+    if (filters.createdFrom) query = query.where("created_at", ">=", filters.createdFrom);
+    if (filters.createdTo) query = query.where("created_at", "<=", filters.createdTo);
+    if (filters.search) {
+      const pattern = likeContains(filters.search.toLowerCase());
+      query = query.where(sql<boolean>`lower(${sql.ref("name")}) like ${pattern} escape '\\'`);
+    }
+    return selectPage(query.orderBy("created_at", "desc").orderBy("id", "desc"), page);
+  }
+
+  /** Removes the library row; its content is removed first by the caller, in the same transaction. */
+  async delete(executor: Executor, id: string): Promise<void> {
+    await executor.deleteFrom("libraries").where("id", "=", id).execute();
+  }
+}

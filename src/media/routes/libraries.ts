@@ -1,0 +1,217 @@
+import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import { ok, okList, okMessage } from "../../http/envelope.ts";
+import { ApiError } from "../../http/errors.ts";
+import { pageMeta, toPage } from "../../http/pagination.ts";
+import { Envelope, IdParams, ListEnvelope, MessageOnly, mediaErrorResponses } from "../../http/schemas.ts";
+import { toLibrary, toSecurity } from "../presenters.ts";
+import {
+  CreateLibraryBody,
+  type CreateLibraryInput,
+  Library,
+  LibraryListQuery,
+  SecuritySettings,
+  UpdateLibraryBody,
+  UpdateSecurityBody,
+} from "../schemas.ts";
+import { listPath, type MediaRouteOptions, mediaSecurity, requireLibrary } from "./common.ts";
+
+const LibraryParams = IdParams("libraryId");
+const tags = ["media: libraries"];
+
+const DAY = /^\d{4}-\d{2}-\d{2}$/;
+
+/** A filter bound as stored text; a whole day counts from its first to its last millisecond. */
+function timeBound(field: string, value: string | undefined, end: boolean): string | undefined {
+  if (value === undefined) return undefined;
+  const text = DAY.test(value) ? `${value}T${end ? "23:59:59.999" : "00:00:00.000"}Z` : value;
+  const time = Date.parse(text);
+  if (Number.isNaN(time))
+    throw ApiError.field(field, "validation_format", `The ${field} field has an invalid format.`);
+  return new Date(time).toISOString();
+}
+
+export const libraryRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async (app, { media, config }) => {
+  app.post(
+    "/libraries",
+    {
+      schema: {
+        operationId: "createLibrary",
+        tags,
+        summary: "Create a library",
+        description:
+          "Starts `provisioning` with its own CDN distribution and becomes `active` within seconds.",
+        security: mediaSecurity,
+        body: CreateLibraryBody(config.regions),
+        response: { ...mediaErrorResponses, 201: Envelope(Library) },
+      },
+    },
+    async (request, reply) => {
+      const { organizationId, userUuid } = request.auth;
+      const library = await media.libraries.create(
+        organizationId,
+        userUuid,
+        request.body as CreateLibraryInput,
+      );
+      return reply.code(201).send(ok("Library created successfully", toLibrary(library)));
+    },
+  );
+
+  app.get(
+    "/libraries",
+    {
+      schema: {
+        operationId: "listLibraries",
+        tags,
+        summary: "List libraries",
+        security: mediaSecurity,
+        querystring: LibraryListQuery,
+        response: { ...mediaErrorResponses, 200: ListEnvelope(Library) },
+      },
+    },
+    async (request) => {
+      const query = request.query;
+      const errors = [];
+      let createdFrom: string | undefined;
+      let createdTo: string | undefined;
+      try {
+        createdFrom = timeBound("created_after", query.created_after, false);
+      } catch (error) {
+        errors.push(...((error as ApiError).options.fieldErrors ?? []));
+      }
+      try {
+        createdTo = timeBound("created_before", query.created_before, true);
+      } catch (error) {
+        errors.push(...((error as ApiError).options.fieldErrors ?? []));
+      }
+      if (errors.length > 0) throw ApiError.validation(errors);
+      const { rows, total } = await media.libraries.list(
+        request.auth.organizationId,
+        {
+          ...(query.default_privacy ? { defaultPrivacy: query.default_privacy } : {}),
+          ...(createdFrom ? { createdFrom } : {}),
+          ...(createdTo ? { createdTo } : {}),
+          ...(query.search ? { search: query.search } : {}),
+        },
+        toPage(query),
+      );
+      return okList(
+        "Libraries retrieved successfully",
+        rows.map(toLibrary),
+        pageMeta(listPath(request), query, total, {
+          default_privacy: query.default_privacy,
+          created_after: query.created_after,
+          created_before: query.created_before,
+          search: query.search,
+        }),
+      );
+    },
+  );
+
+  app.get(
+    "/libraries/:libraryId",
+    {
+      schema: {
+        operationId: "getLibrary",
+        tags,
+        summary: "Get a library",
+        security: mediaSecurity,
+        params: LibraryParams,
+        response: { ...mediaErrorResponses, 200: Envelope(Library) },
+      },
+    },
+    async (request) => {
+      const library = await requireLibrary(media, request, request.params.libraryId);
+      return ok("Library retrieved successfully", toLibrary(library));
+    },
+  );
+
+  app.patch(
+    "/libraries/:libraryId",
+    {
+      schema: {
+        operationId: "updateLibrary",
+        tags,
+        summary: "Update a library's name, description or default privacy",
+        security: mediaSecurity,
+        params: LibraryParams,
+        body: UpdateLibraryBody,
+        response: { ...mediaErrorResponses, 200: Envelope(Library) },
+      },
+    },
+    async (request) => {
+      const { organizationId, userUuid } = request.auth;
+      const library = await media.libraries.update(
+        organizationId,
+        userUuid,
+        request.params.libraryId,
+        request.body,
+      );
+      if (!library) throw ApiError.notFound();
+      return ok("Library updated successfully", toLibrary(library));
+    },
+  );
+
+  app.delete(
+    "/libraries/:libraryId",
+    {
+      schema: {
+        operationId: "deleteLibrary",
+        tags,
+        summary: "Delete a library and everything in it",
+        security: mediaSecurity,
+        params: LibraryParams,
+        response: { ...mediaErrorResponses, 200: MessageOnly },
+      },
+    },
+    async (request) => {
+      const deleted = await media.libraries.delete(request.auth.organizationId, request.params.libraryId);
+      if (!deleted) throw ApiError.notFound();
+      return okMessage("Library deleted successfully");
+    },
+  );
+
+  app.get(
+    "/libraries/:libraryId/security",
+    {
+      schema: {
+        operationId: "getLibrarySecurity",
+        tags,
+        summary: "Get a library's security settings",
+        security: mediaSecurity,
+        params: LibraryParams,
+        response: { ...mediaErrorResponses, 200: Envelope(SecuritySettings) },
+      },
+    },
+    async (request) => {
+      const library = await requireLibrary(media, request, request.params.libraryId);
+      return ok("Security settings retrieved successfully", toSecurity(library));
+    },
+  );
+
+  app.put(
+    "/libraries/:libraryId/security",
+    {
+      schema: {
+        operationId: "updateLibrarySecurity",
+        tags,
+        summary: "Update a library's security settings",
+        description: "Each given field replaces the stored one; omitted fields are kept.",
+        security: mediaSecurity,
+        params: LibraryParams,
+        body: UpdateSecurityBody,
+        response: { ...mediaErrorResponses, 200: Envelope(SecuritySettings) },
+      },
+    },
+    async (request) => {
+      const { organizationId, userUuid } = request.auth;
+      const settings = await media.libraries.updateSecurity(
+        organizationId,
+        userUuid,
+        request.params.libraryId,
+        request.body,
+      );
+      if (!settings) throw ApiError.notFound();
+      return ok("Security settings updated successfully", settings);
+    },
+  );
+};

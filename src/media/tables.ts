@@ -1,0 +1,110 @@
+import type { Bool, JsonText, Timestamp } from "../store/types.ts";
+
+export type LibraryStatus = "provisioning" | "active" | "failed" | "deleting";
+
+export interface LibraryTable {
+  id: string;
+  organization_id: string;
+  name: string;
+  description: string;
+  usage_type: string;
+  default_privacy: string;
+  status: LibraryStatus;
+  region: string;
+  distribution_id: string | null;
+  /** Security settings: access rules as JSON `{action, values, enabled}`. */
+  whitelist_referrers: JsonText;
+  blocked_countries: JsonText;
+  video_privacy: string;
+  created_by: string;
+  updated_by: string | null;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+export interface FolderTable {
+  id: string;
+  organization_id: string;
+  library_id: string;
+  parent_id: string | null;
+  name: string;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+export const VIDEO_STATUSES = [
+  "created",
+  "uploading",
+  "processing",
+  "transcoding",
+  "packaging",
+  "ready",
+  "failed",
+] as const;
+export type VideoStatus = (typeof VIDEO_STATUSES)[number];
+
+export interface VideoTable {
+  id: string;
+  organization_id: string;
+  library_id: string;
+  folder_id: string | null;
+  title: string;
+  description: string;
+  status: VideoStatus;
+  /** Whole seconds. */
+  duration: number;
+  manifest_url: string;
+  thumbnail_url: string;
+  thumbnail_count: number;
+  direct_play_url: string;
+  preview_animation_thumbnail_url: string;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+export interface SubtitleTable {
+  id: string;
+  organization_id: string;
+  library_id: string;
+  video_id: string;
+  title: string;
+  language: string;
+  /** Blob key of the file, as stored. */
+  path: string;
+  format: "vtt" | "srt";
+  created_at: Timestamp;
+  updated_at: Timestamp;
+  deleted_at: Timestamp | null;
+}
+
+export interface ThumbnailTable {
+  id: string;
+  organization_id: string;
+  library_id: string;
+  video_id: string;
+  /** Blob key of the uploaded image. */
+  path: string;
+  content_type: string;
+  size_bytes: number;
+  created_at: Timestamp;
+}
+
+export interface PlayerTable {
+  id: string;
+  organization_id: string;
+  library_id: string;
+  name: string;
+  theme: JsonText;
+  is_default: Bool;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+export interface MediaTables {
+  libraries: LibraryTable;
+  media_folders: FolderTable;
+  media_videos: VideoTable;
+  media_subtitles: SubtitleTable;
+  media_thumbnails: ThumbnailTable;
+  media_players: PlayerTable;
+}

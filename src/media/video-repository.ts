@@ -1,0 +1,112 @@
+import type { Insertable, Kysely, Updateable } from "kysely";
+import type { Page } from "../http/pagination.ts";
+import { selectPage } from "../store/paging.ts";
+import type { Database } from "../store/tables.ts";
+import type { Executor } from "./repository.ts";
+import type { SubtitleTable, ThumbnailTable, VideoStatus, VideoTable } from "./tables.ts";
+
+/** Videos with their subtitles and uploaded thumbnails. */
+export class VideoRepository {
+  constructor(readonly db: Kysely<Database>) {}
+
+  find(libraryId: string, id: string, executor: Executor = this.db) {
+    return executor
+      .selectFrom("media_videos")
+      .selectAll()
+      .where("library_id", "=", libraryId)
+      .where("id", "=", id)
+      .executeTakeFirst();
+  }
+
+  async insert(executor: Executor, row: Insertable<VideoTable>): Promise<void> {
+    await executor.insertInto("media_videos").values(row).execute();
+  }
+
+  async update(executor: Executor, id: string, changes: Updateable<VideoTable>): Promise<void> {
+    await executor.updateTable("media_videos").set(changes).where("id", "=", id).execute();
+  }
+
+  list(libraryId: string, filters: { folderId?: string; status?: VideoStatus }, page: Page) {
+    let query = this.db.selectFrom("media_videos").selectAll().where("library_id", "=", libraryId);
+    if (filters.folderId) query = query.where("folder_id", "=", filters.folderId);
+    if (filters.status) query = query.where("status", "=", filters.status);
+    return selectPage(query.orderBy("created_at", "desc").orderBy("id", "desc"), page);
+  }
+
+  inFolders(executor: Executor, folderIds: string[]) {
+    if (folderIds.length === 0) return Promise.resolve([]);
+    return executor.selectFrom("media_videos").selectAll().where("folder_id", "in", folderIds).execute();
+  }
+
+  /** Deletes videos with their subtitles and thumbnail records. */
+  async deleteMany(executor: Executor, ids: string[]): Promise<void> {
+    if (ids.length === 0) return;
+    await executor.deleteFrom("media_subtitles").where("video_id", "in", ids).execute();
+    await executor.deleteFrom("media_thumbnails").where("video_id", "in", ids).execute();
+    await executor.deleteFrom("media_videos").where("id", "in", ids).execute();
+  }
+
+  async deleteLibrary(executor: Executor, libraryId: string): Promise<void> {
+    await executor.deleteFrom("media_subtitles").where("library_id", "=", libraryId).execute();
+    await executor.deleteFrom("media_thumbnails").where("library_id", "=", libraryId).execute();
+    await executor.deleteFrom("media_videos").where("library_id", "=", libraryId).execute();
+  }
+
+  // ---- Subtitles (deleted ones are kept with `deleted_at` and exist for no one)
+
+  findSubtitle(videoId: string, id: string, executor: Executor = this.db) {
+    return executor
+      .selectFrom("media_subtitles")
+      .selectAll()
+      .where("video_id", "=", videoId)
+      .where("id", "=", id)
+      .where("deleted_at", "is", null)
+      .executeTakeFirst();
+  }
+
+  listSubtitles(videoId: string, page: Page) {
+    return selectPage(
+      this.db
+        .selectFrom("media_subtitles")
+        .selectAll()
+        .where("video_id", "=", videoId)
+        .where("deleted_at", "is", null)
+        .orderBy("created_at", "desc")
+        .orderBy("id", "desc"),
+      page,
+    );
+  }
+
+  async insertSubtitle(executor: Executor, row: Insertable<SubtitleTable>): Promise<void> {
+    await executor.insertInto("media_subtitles").values(row).execute();
+  }
+
+  async updateSubtitle(executor: Executor, id: string, changes: Updateable<SubtitleTable>): Promise<void> {
+    await executor.updateTable("media_subtitles").set(changes).where("id", "=", id).execute();
+  }
+
+  // ---- Thumbnails
+
+  async insertThumbnail(executor: Executor, row: Insertable<ThumbnailTable>): Promise<void> {
+    await executor.insertInto("media_thumbnails").values(row).execute();
+  }
+
+  thumbnailsOf(executor: Executor, videoId: string) {
+    return executor.selectFrom("media_thumbnails").selectAll().where("video_id", "=", videoId).execute();
+  }
+
+  async deleteThumbnails(executor: Executor, ids: string[]): Promise<void> {
+    if (ids.length > 0) await executor.deleteFrom("media_thumbnails").where("id", "in", ids).execute();
+  }
+
+  /** The most recently uploaded thumbnail of a video (what its `thumbnail_url` serves). */
+  latestThumbnail(videoId: string) {
+    return this.db
+      .selectFrom("media_thumbnails")
+      .selectAll()
+      .where("video_id", "=", videoId)
+      .orderBy("created_at", "desc")
+      .orderBy("id", "desc")
+      .executeTakeFirst();
+  }
+}

@@ -1,0 +1,127 @@
+import { randomUUID } from "node:crypto";
+import type { Selectable } from "kysely";
+import { nowIso } from "../clock.ts";
+import type { Page } from "../http/pagination.ts";
+import type { MediaDeps } from "./context.ts";
+import { toVideoEventData } from "./presenters.ts";
+import type { Executor } from "./repository.ts";
+import type { CreateVideoInput, UpdateVideoInput } from "./schemas.ts";
+import type { LibraryTable, VideoStatus, VideoTable } from "./tables.ts";
+import { videoBlobPrefix } from "./urls.ts";
+
+type VideoRow = Selectable<VideoTable>;
+type LibraryRow = Selectable<LibraryTable>;
+
+export type VideoOutcome = { outcome: "ok"; video: VideoRow } | { outcome: "not_found" | "folder_not_found" };
+
+/** The status of a video that exists but has no source yet (the upload moves it to `uploading`). */
+export const INITIAL_VIDEO_STATUS: VideoStatus = "created";
+
+export class VideoService {
+  constructor(private readonly deps: MediaDeps) {}
+
+  find(libraryId: string, id: string): Promise<VideoRow | undefined> {
+    return this.deps.videos.find(libraryId, id);
+  }
+
+  list(libraryId: string, filters: { folderId?: string; status?: VideoStatus }, page: Page) {
+    return this.deps.videos.list(libraryId, filters, page);
+  }
+
+  /** A new video, announced to webhooks (`created`) in the same transaction. */
+  async create(library: LibraryRow, input: CreateVideoInput): Promise<VideoOutcome> {
+    const { db, folders, videos, webhooks, clock } = this.deps;
+    const result = await db.transaction().execute(async (trx): Promise<VideoOutcome> => {
+      if (input.folder_id) await this.deps.libraries.lockById(trx, library.id);
+      if (input.folder_id && !(await folders.find(library.id, input.folder_id, trx))) {
+        return { outcome: "folder_not_found" };
+      }
+      const now = nowIso(clock);
+      const video: VideoRow = {
+        id: randomUUID(),
+        organization_id: library.organization_id,
+        library_id: library.id,
+        folder_id: input.folder_id ?? null,
+        title: input.title,
+        description: input.description ?? "",
+        status: INITIAL_VIDEO_STATUS,
+        duration: 0,
+        manifest_url: "",
+        thumbnail_url: "",
+        thumbnail_count: 0,
+        direct_play_url: "",
+        preview_animation_thumbnail_url: "",
+        created_at: now,
+        updated_at: now,
+      };
+      await videos.insert(trx, video);
+      await webhooks.emit(trx, {
+        event: "created",
+        organizationId: library.organization_id,
+        libraryId: library.id,
+        videoId: video.id,
+        data: toVideoEventData(video),
+      });
+      return { outcome: "ok", video };
+    });
+    if (result.outcome === "ok") webhooks.notify();
+    return result;
+  }
+
+  async update(libraryId: string, id: string, input: UpdateVideoInput): Promise<VideoOutcome> {
+    const { db, folders, videos, clock } = this.deps;
+    return db.transaction().execute(async (trx): Promise<VideoOutcome> => {
+      if (input.folder_id) await this.deps.libraries.lockById(trx, libraryId);
+      const video = await videos.find(libraryId, id, trx);
+      if (!video) return { outcome: "not_found" };
+      if (input.folder_id && !(await folders.find(libraryId, input.folder_id, trx))) {
+        return { outcome: "folder_not_found" };
+      }
+      const changes = {
+        ...(input.title !== undefined ? { title: input.title } : {}),
+        ...(input.description !== undefined ? { description: input.description } : {}),
+        ...(input.folder_id !== undefined ? { folder_id: input.folder_id } : {}),
+        updated_at: nowIso(clock),
+      };
+      await videos.update(trx, id, changes);
+      return { outcome: "ok", video: { ...video, ...changes } };
+    });
+  }
+
+  /** Deletes one video with its subtitles, thumbnails and files; webhooks hear `deleted`. */
+  async delete(libraryId: string, id: string): Promise<boolean> {
+    const { db, videos, webhooks } = this.deps;
+    const video = await db.transaction().execute(async (trx) => {
+      const found = await videos.find(libraryId, id, trx);
+      if (found) await this.removeInTransaction(trx, [found]);
+      return found;
+    });
+    if (!video) return false;
+    webhooks.notify();
+    await this.removeFiles([video]);
+    return true;
+  }
+
+  /** Deletes videos inside the caller's transaction and queues their `deleted` notifications. */
+  async removeInTransaction(trx: Executor, rows: VideoRow[]): Promise<void> {
+    const { videos, webhooks } = this.deps;
+    for (const row of rows) {
+      await webhooks.emit(trx, {
+        event: "deleted",
+        organizationId: row.organization_id,
+        libraryId: row.library_id,
+        videoId: row.id,
+        data: toVideoEventData(row),
+      });
+    }
+    await videos.deleteMany(
+      trx,
+      rows.map((row) => row.id),
+    );
+  }
+
+  /** Removes the files of deleted videos; called once their rows are gone for good (after commit). */
+  async removeFiles(rows: VideoRow[]): Promise<void> {
+    for (const row of rows) await this.deps.blobs.deletePrefix(videoBlobPrefix(row.library_id, row.id));
+  }
+}

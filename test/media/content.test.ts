@@ -1,0 +1,343 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import { createFolder, createLibrary, createVideo, fieldErrors, MISSING_ID } from "./helpers.ts";
+
+describe("security settings, folders, videos and players", () => {
+  let t: TestApp;
+  let lib: string;
+  beforeAll(async () => {
+    t = await startTestApp();
+    lib = (await createLibrary(t, { default_privacy: "unlisted" })).id;
+  });
+  afterAll(() => t.close());
+
+  it("starts with default security settings and merges updates", async () => {
+    const initial = await t.request("GET", `/v1/media/libraries/${lib}/security`);
+    expect(initial.status).toBe(200);
+    expect(initial.body.data).toEqual({
+      whitelist_referrers: { action: "allow", values: [], enabled: false },
+      blocked_countries: { action: "deny", values: [], enabled: false },
+      video_privacy: "unlisted",
+    });
+    const put = await t.request("PUT", `/v1/media/libraries/${lib}/security`, {
+      json: { referrers: { action: "allow", values: ["Example.COM", "*.cdn.example.org"] } },
+    });
+    expect(put.status).toBe(200);
+    expect(put.body.data.whitelist_referrers).toEqual({
+      action: "allow",
+      values: ["example.com", "*.cdn.example.org"],
+      enabled: true,
+    });
+    const countries = await t.request("PUT", `/v1/media/libraries/${lib}/security`, {
+      json: { countries: { action: "deny", values: ["de", "US"], enabled: false }, video_privacy: "private" },
+    });
+    expect(countries.body.data).toEqual({
+      whitelist_referrers: put.body.data.whitelist_referrers,
+      blocked_countries: { action: "deny", values: ["DE", "US"], enabled: false },
+      video_privacy: "private",
+    });
+    const again = await t.request("GET", `/v1/media/libraries/${lib}/security`);
+    expect(again.body.data).toEqual(countries.body.data);
+  });
+
+  it("reports every bad security field at once", async () => {
+    const bad = await t.request("PUT", `/v1/media/libraries/${lib}/security`, {
+      json: {
+        referrers: { action: "block", values: ["ok.com", "ok2.com", "bad host!", "*.", "a..b"] },
+        countries: { values: ["DE", "XX", "ZZ", "QM", "XK", "AA", "DEU"] },
+        video_privacy: "unlisted",
+      },
+    });
+    expect(bad.status).toBe(400);
+    expect(fieldErrors(bad.body)).toEqual({
+      "referrers.action": "validation_enum",
+      "referrers.values.2": "validation_format",
+      "referrers.values.3": "validation_format",
+      "referrers.values.4": "validation_format",
+      "countries.action": "validation_required",
+      "countries.values.1": "validation_format",
+      "countries.values.2": "validation_format",
+      "countries.values.3": "validation_format",
+      "countries.values.4": "validation_format",
+      "countries.values.5": "validation_format",
+      "countries.values.6": "validation_format",
+      video_privacy: "validation_enum",
+    });
+    const tooMany = await t.request("PUT", `/v1/media/libraries/${lib}/security`, {
+      json: { referrers: { action: "deny", values: Array.from({ length: 101 }, (_, i) => `h${i}.com`) } },
+    });
+    expect(fieldErrors(tooMany.body)).toEqual({ "referrers.values": "validation_max" });
+    const noValues = await t.request("PUT", `/v1/media/libraries/${lib}/security`, {
+      json: { countries: { action: "allow" } },
+    });
+    expect(fieldErrors(noValues.body)).toEqual({ "countries.values": "validation_required" });
+    expect((await t.request("PUT", `/v1/media/libraries/${MISSING_ID}/security`, { json: {} })).status).toBe(
+      404,
+    );
+  });
+
+  it("creates, lists, moves and reads folders", async () => {
+    const root = await createFolder(t, lib, { name: "Root" });
+    expect(root).toEqual({
+      id: expect.any(String),
+      library_id: lib,
+      parent_id: null,
+      name: "Root",
+      created_at: expect.any(String),
+      updated_at: expect.any(String),
+    });
+    const child = await createFolder(t, lib, { name: "Child", parent_id: root.id });
+    expect(child.parent_id).toBe(root.id);
+    const children = await t.request("GET", `/v1/media/libraries/${lib}/folders?parent_id=${root.id}`);
+    expect(children.body.data.map((f: { id: string }) => f.id)).toEqual([child.id]);
+    expect(children.body.meta.links.self).toBe(
+      `/v1/media/libraries/${lib}/folders?limit=20&page=1&parent_id=${root.id}`,
+    );
+    const got = await t.request("GET", `/v1/media/libraries/${lib}/folders/${child.id}`);
+    expect(got.body.data.name).toBe("Child");
+    const missingParent = await t.request("POST", `/v1/media/libraries/${lib}/folders`, {
+      json: { name: "x", parent_id: MISSING_ID },
+    });
+    expect(missingParent.status).toBe(404);
+    const bad = await t.request("POST", `/v1/media/libraries/${lib}/folders`, {
+      json: { parent_id: "nope" },
+    });
+    expect(fieldErrors(bad.body)).toEqual({ name: "validation_required", parent_id: "validation_format" });
+    const cycle = await t.request("PATCH", `/v1/media/libraries/${lib}/folders/${root.id}`, {
+      json: { parent_id: child.id },
+    });
+    expect(cycle.status).toBe(409);
+    const moved = await t.request("PATCH", `/v1/media/libraries/${lib}/folders/${child.id}`, {
+      json: { parent_id: null, name: "Top" },
+    });
+    expect(moved.body.data).toMatchObject({ parent_id: null, name: "Top" });
+  });
+
+  it("bulk-deletes folders with nested folders and videos, or nothing", async () => {
+    const a = await createFolder(t, lib, { name: "A" });
+    const b = await createFolder(t, lib, { name: "B", parent_id: a.id });
+    const c = await createFolder(t, lib, { name: "C", parent_id: b.id });
+    const keep = await createFolder(t, lib, { name: "Keep" });
+    const deep = await createVideo(t, lib, { folder_id: c.id });
+    const kept = await createVideo(t, lib, { folder_id: keep.id });
+
+    const other = await createLibrary(t);
+    const foreign = await createFolder(t, other.id);
+    const refused = await t.request("POST", `/v1/media/libraries/${lib}/folders/bulk`, {
+      json: { folder_ids: [a.id, foreign.id] },
+    });
+    expect(refused.status).toBe(404);
+    expect((await t.request("GET", `/v1/media/libraries/${lib}/folders/${a.id}`)).status).toBe(200);
+
+    const bad = await t.request("POST", `/v1/media/libraries/${lib}/folders/bulk`, {
+      json: { folder_ids: [] },
+    });
+    expect(fieldErrors(bad.body)).toEqual({ folder_ids: "validation_min" });
+    const badId = await t.request("POST", `/v1/media/libraries/${lib}/folders/bulk`, {
+      json: { folder_ids: ["x"] },
+    });
+    expect(fieldErrors(badId.body)).toEqual({ "folder_ids.0": "validation_format" });
+
+    const done = await t.request("POST", `/v1/media/libraries/${lib}/folders/bulk`, {
+      json: { folder_ids: [a.id] },
+    });
+    expect(done.status).toBe(200);
+    expect(done.body).toEqual({ success: true, message: expect.any(String), data: { folder_ids: [a.id] } });
+    for (const id of [a.id, b.id, c.id]) {
+      expect((await t.request("GET", `/v1/media/libraries/${lib}/folders/${id}`)).status).toBe(404);
+    }
+    expect((await t.request("GET", `/v1/media/libraries/${lib}/videos/${deep.id}`)).status).toBe(404);
+    expect((await t.request("GET", `/v1/media/libraries/${lib}/videos/${kept.id}`)).status).toBe(200);
+    expect((await t.request("DELETE", `/v1/media/libraries/${lib}/folders/${keep.id}`)).status).toBe(200);
+    expect((await t.request("GET", `/v1/media/libraries/${lib}/videos/${kept.id}`)).status).toBe(404);
+  });
+
+  it("creates, filters, updates and deletes videos, emitting webhook events", async () => {
+    const now = new Date().toISOString();
+    await t.cumulo.store.db
+      .insertInto("webhook_endpoints")
+      .values({
+        id: crypto.randomUUID(),
+        organization_id: (await t.request("GET", `/v1/media/libraries/${lib}`)).body.data.organization_id,
+        library_id: lib,
+        name: "hook",
+        url: "https://example.com/hook",
+        events: JSON.stringify(["created", "deleted"]),
+        headers: null,
+        retry_policy: null,
+        secret: "whsec_x",
+        is_active: true,
+        created_by: null,
+        updated_by: null,
+        created_at: now,
+        updated_at: now,
+      })
+      .execute();
+    const folder = await createFolder(t, lib, { name: "Videos" });
+    const created = await t.request("POST", `/v1/media/libraries/${lib}/videos`, {
+      json: { title: "Clip", description: "D", folder_id: folder.id },
+    });
+    expect(created.status).toBe(201);
+    const video = created.body.data;
+    expect(video).toEqual({
+      id: expect.any(String),
+      library_id: lib,
+      folder_id: folder.id,
+      title: "Clip",
+      description: "D",
+      status: "created",
+      duration: 0,
+      formatted_duration: "00:00:00",
+      manifest_url: "",
+      thumbnail_url: "",
+      thumbnail_count: 0,
+      direct_play_url: "",
+      preview_animation_thumbnail_url: "",
+      created_at: expect.any(String),
+      updated_at: expect.any(String),
+    });
+    const message = await t.cumulo.store.db
+      .selectFrom("webhook_messages")
+      .selectAll()
+      .where("video_id", "=", video.id)
+      .executeTakeFirst();
+    expect(message?.event).toBe("created");
+    expect(JSON.parse(message?.body ?? "{}").payload).toMatchObject({
+      video_id: video.id,
+      libraryId: lib,
+      status: "created",
+    });
+
+    const inFolder = await t.request(
+      "GET",
+      `/v1/media/libraries/${lib}/videos?folder_id=${folder.id}&status=created`,
+    );
+    expect(inFolder.body.data.map((v: { id: string }) => v.id)).toEqual([video.id]);
+    const ready = await t.request("GET", `/v1/media/libraries/${lib}/videos?status=ready`);
+    expect(ready.body.data).toEqual([]);
+    const badStatus = await t.request("GET", `/v1/media/libraries/${lib}/videos?status=done`);
+    expect(fieldErrors(badStatus.body)).toEqual({ status: "validation_enum" });
+
+    const patched = await t.request("PATCH", `/v1/media/libraries/${lib}/videos/${video.id}`, {
+      json: { title: "New", folder_id: null },
+    });
+    expect(patched.body.data).toMatchObject({ title: "New", folder_id: null, description: "D" });
+    const wrongFolder = await t.request("PATCH", `/v1/media/libraries/${lib}/videos/${video.id}`, {
+      json: { folder_id: MISSING_ID },
+    });
+    expect(wrongFolder.status).toBe(404);
+    const badTitle = await t.request("POST", `/v1/media/libraries/${lib}/videos`, { json: { title: "" } });
+    expect(fieldErrors(badTitle.body)).toEqual({ title: "validation_min" });
+
+    const deleted = await t.request("DELETE", `/v1/media/libraries/${lib}/videos/${video.id}`);
+    expect(deleted.status).toBe(200);
+    expect((await t.request("GET", `/v1/media/libraries/${lib}/videos/${video.id}`)).status).toBe(404);
+    const events = await t.cumulo.store.db
+      .selectFrom("webhook_messages")
+      .select("event")
+      .where("video_id", "=", video.id)
+      .execute();
+    expect(events.map((e) => e.event).sort()).toEqual(["created", "deleted"]);
+
+    const doomed = await createVideo(t, lib, { folder_id: folder.id });
+    const bulk = await t.request("POST", `/v1/media/libraries/${lib}/folders/bulk`, {
+      json: { folder_ids: [folder.id] },
+    });
+    expect(bulk.status).toBe(200);
+    // One notification per event; the dispatcher may add retry attempts to the deliveries meanwhile.
+    const doomedEvents = await t.cumulo.store.db
+      .selectFrom("webhook_messages")
+      .select("event")
+      .where("video_id", "=", doomed.id)
+      .execute();
+    expect(doomedEvents.map((e) => e.event).sort()).toEqual(["created", "deleted"]);
+  });
+
+  it("keeps one default player, even under concurrent changes", async () => {
+    const library = (await createLibrary(t)).id;
+    const first = await t.request("POST", `/v1/media/libraries/${library}/players`, {
+      json: { name: "One" },
+    });
+    expect(first.status).toBe(201);
+    expect(first.body.data).toMatchObject({ name: "One", is_default: true, library_id: library });
+    expect(first.body.data.theme).toMatchObject({ autoplay: false, loop: false });
+    const second = await t.request("POST", `/v1/media/libraries/${library}/players`, {
+      json: { name: "Two", theme: { primary_color: "#ff0000", autoplay: true } },
+    });
+    expect(second.body.data).toMatchObject({
+      is_default: false,
+      theme: { primary_color: "#ff0000", autoplay: true },
+    });
+    const badTheme = await t.request("POST", `/v1/media/libraries/${library}/players`, {
+      json: { name: "x", theme: { primary_color: "red", controls: ["teleport"] } },
+    });
+    expect(fieldErrors(badTheme.body)).toEqual({
+      "theme.primary_color": "validation_format",
+      "theme.controls.0": "validation_enum",
+    });
+
+    const players = [first.body.data.id, second.body.data.id];
+    for (let i = 0; i < 3; i++) {
+      players.push(
+        (await t.request("POST", `/v1/media/libraries/${library}/players`, { json: { name: `P${i}` } })).body
+          .data.id,
+      );
+    }
+    const marks = await Promise.all(
+      [...players, ...players].map((id) =>
+        t.request("PATCH", `/v1/media/libraries/${library}/players/${id}/mark-as-default`),
+      ),
+    );
+    expect(marks.map((r) => r.status)).toEqual(marks.map(() => 200));
+    expect(marks[0]?.body).toEqual({ success: true, message: expect.any(String) });
+    const emptyJson = await t.request(
+      "PATCH",
+      `/v1/media/libraries/${library}/players/${players[0]}/mark-as-default`,
+      {
+        body: "",
+        headers: { "content-type": "application/json" },
+      },
+    );
+    expect(emptyJson.status).toBe(200);
+    const list = await t.request("GET", `/v1/media/libraries/${library}/players?limit=100`);
+    expect(list.body.data.filter((p: { is_default: boolean }) => p.is_default)).toHaveLength(1);
+
+    const def = list.body.data.find((p: { is_default: boolean }) => p.is_default);
+    const patched = await t.request("PATCH", `/v1/media/libraries/${library}/players/${def.id}`, {
+      json: { name: "Renamed", theme: { loop: true } },
+    });
+    expect(patched.body.data).toMatchObject({ name: "Renamed", is_default: true, theme: { loop: true } });
+    expect((await t.request("DELETE", `/v1/media/libraries/${library}/players/${def.id}`)).status).toBe(200);
+    const after = await t.request("GET", `/v1/media/libraries/${library}/players`);
+    expect(after.body.data.filter((p: { is_default: boolean }) => p.is_default)).toHaveLength(0);
+    expect((await t.request("GET", `/v1/media/libraries/${library}/players/${def.id}`)).status).toBe(404);
+    expect(
+      (await t.request("PATCH", `/v1/media/libraries/${library}/players/${MISSING_ID}/mark-as-default`))
+        .status,
+    ).toBe(404);
+  });
+
+  it("creates the first player of a library as the only default under concurrency", async () => {
+    const library = (await createLibrary(t)).id;
+    const created = await Promise.all(
+      Array.from({ length: 6 }, (_, i) =>
+        t.request("POST", `/v1/media/libraries/${library}/players`, { json: { name: `C${i}` } }),
+      ),
+    );
+    expect(created.map((r) => r.status)).toEqual(created.map(() => 201));
+    expect(created.filter((r) => r.body.data.is_default)).toHaveLength(1);
+  });
+
+  it("hides another organization's folders, videos and players", async () => {
+    const other = await t.createOrganization("Tenant C");
+    const library = await createLibrary(t, {}, other.key);
+    for (const path of ["folders", "videos", "players"]) {
+      const list = await t.request("GET", `/v1/media/libraries/${library.id}/${path}`);
+      expect(list.status).toBe(404);
+    }
+    const create = await t.request("POST", `/v1/media/libraries/${library.id}/videos`, {
+      json: { title: "x" },
+    });
+    expect(create.status).toBe(404);
+  });
+});

@@ -1,0 +1,218 @@
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import { createLibrary, createVideo, fieldErrors, MISSING_ID } from "./helpers.ts";
+
+const VTT = "WEBVTT\n\n00:00:00.000 --> 00:00:01.500\nHello\n\n00:00:02.000 --> 00:00:03.000\nWorld\n";
+const SRT = "1\r\n00:00:01,000 --> 00:00:02,000\r\nHi\r\n";
+// 1x1 PNG
+const PNG = Buffer.from(
+  "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==",
+  "base64",
+);
+const GIF = Buffer.from("R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7", "base64");
+
+function form(
+  fields: Record<string, string>,
+  file?: { name: string; content: string | Buffer; field?: string },
+) {
+  const data = new FormData();
+  for (const [name, value] of Object.entries(fields)) data.set(name, value);
+  if (file) data.set(file.field ?? "file", new Blob([file.content]), file.name);
+  return data;
+}
+
+describe("subtitles and thumbnails", () => {
+  let t: TestApp;
+  let base: string;
+  beforeAll(async () => {
+    t = await startTestApp({ CUMULO_MAX_SUBTITLE_BYTES: "2048", CUMULO_MAX_THUMBNAIL_BYTES: "4096" });
+    const lib = await createLibrary(t);
+    const video = await createVideo(t, lib.id);
+    base = `/v1/media/libraries/${lib.id}/videos/${video.id}`;
+  });
+  afterAll(() => t.close());
+
+  it("adds, lists, updates and deletes a subtitle", async () => {
+    const created = await t.request("POST", `${base}/subtitles`, {
+      body: form({ title: "English", language: "en-us" }, { name: "en.vtt", content: VTT }),
+    });
+    expect(created.status, created.text).toBe(201);
+    const subtitle = created.body.data;
+    expect(subtitle).toEqual({
+      id: expect.any(String),
+      video_id: base.split("/").pop(),
+      title: "English",
+      language: "en-US",
+      path: expect.stringMatching(/^media\/[0-9a-f-]+\/[0-9a-f-]+\/subtitles\/[0-9a-f-]+$/),
+      created_at: expect.any(String),
+      updated_at: expect.any(String),
+      deleted_at: null,
+    });
+    expect(subtitle.path).not.toContain("en.vtt");
+    const stored = await readFile(join(t.config.dataDir, "blobs", ...subtitle.path.split("/")), "utf8");
+    expect(stored).toBe(VTT);
+
+    const list = await t.request("GET", `${base}/subtitles`);
+    expect(list.body.data.map((s: { id: string }) => s.id)).toEqual([subtitle.id]);
+    expect(list.body.meta.pagination.total).toBe(1);
+
+    const renamed = await t.request("PUT", `${base}/subtitles/${subtitle.id}`, {
+      body: form({ title: "EN" }),
+    });
+    expect(renamed.status).toBe(200);
+    expect(renamed.body.data).toMatchObject({ title: "EN", language: "en-US", path: subtitle.path });
+    const refiled = await t.request("PUT", `${base}/subtitles/${subtitle.id}`, {
+      body: form({ language: "pt-BR" }, { name: "x.srt", content: SRT }),
+    });
+    expect(refiled.body.data).toMatchObject({ title: "EN", language: "pt-BR" });
+    expect(refiled.body.data.path).not.toBe(subtitle.path);
+
+    const none = await t.request("PUT", `${base}/subtitles/${subtitle.id}`, { body: form({ other: "x" }) });
+    expect(fieldErrors(none.body)).toEqual({
+      title: "validation_required",
+      language: "validation_required",
+      file: "validation_required",
+    });
+
+    const deleted = await t.request("DELETE", `${base}/subtitles/${subtitle.id}`);
+    expect(deleted.body).toEqual({ success: true, message: "Subtitle deleted successfully" });
+    expect((await t.request("GET", `${base}/subtitles/${subtitle.id}`)).status).toBe(404);
+    expect((await t.request("DELETE", `${base}/subtitles/${subtitle.id}`)).status).toBe(404);
+    expect(
+      (await t.request("PUT", `${base}/subtitles/${subtitle.id}`, { body: form({ title: "x" }) })).status,
+    ).toBe(404);
+    expect((await t.request("GET", `${base}/subtitles`)).body.data).toEqual([]);
+  });
+
+  it("validates subtitle fields and content, all at once", async () => {
+    const bad = await t.request("POST", `${base}/subtitles`, {
+      body: form({ language: "not a tag" }, { name: "evil.vtt", content: "just some text" }),
+    });
+    expect(bad.status).toBe(400);
+    expect(fieldErrors(bad.body)).toEqual({
+      title: "validation_required",
+      language: "validation_format",
+      file: "validation_mimes",
+    });
+    const missing = await t.request("POST", `${base}/subtitles`, {
+      body: form({ title: "x", language: "en" }),
+    });
+    expect(fieldErrors(missing.body)).toEqual({ file: "validation_required" });
+    const wrongField = await t.request("POST", `${base}/subtitles`, {
+      body: form({ title: "x", language: "en" }, { name: "a.vtt", content: VTT, field: "upload" }),
+    });
+    expect(fieldErrors(wrongField.body)).toEqual({ file: "validation_required" });
+    const binary = await t.request("POST", `${base}/subtitles`, {
+      body: form({ title: "x", language: "en" }, { name: "a.vtt", content: PNG }),
+    });
+    expect(fieldErrors(binary.body)).toEqual({ file: "validation_mimes" });
+  });
+
+  it("answers 413 for an oversized file and 415 for a non-multipart body", async () => {
+    const big = await t.request("POST", `${base}/subtitles`, {
+      body: form(
+        { title: "x", language: "en" },
+        { name: "a.vtt", content: `WEBVTT\n\nNOTE ${"x".repeat(5000)}\n` },
+      ),
+    });
+    expect(big.status).toBe(413);
+    expect(big.body).toEqual({ success: false, message: "Payload Too Large" });
+    const badId = await t.request("POST", `${base.replace(/videos\/.*/, "videos/nope")}/subtitles`, {
+      body: form({ title: "x", language: "en" }, { name: "a.vtt", content: VTT }),
+    });
+    expect(badId.status).toBe(404);
+    const json = await t.request("POST", `${base}/subtitles`, { json: { title: "x", language: "en" } });
+    expect(json.status).toBe(415);
+    expect(json.body).toEqual({ success: false, message: "Unsupported Media Type" });
+    const broken = await t.request("POST", `${base}/subtitles`, {
+      body: '--xyz\r\nContent-Disposition: form-data; name="title"\r\n\r\nunterminated',
+      headers: { "content-type": "multipart/form-data; boundary=xyz" },
+    });
+    expect(broken.status).toBeGreaterThanOrEqual(400);
+    expect(broken.status).toBeLessThan(500);
+  });
+
+  it("uploads a thumbnail checked by extension and content", async () => {
+    const uploaded = await t.request("POST", `${base}/thumbnails`, {
+      body: form({}, { name: "Cover.PNG", content: PNG }),
+    });
+    expect(uploaded.status, uploaded.text).toBe(200);
+    expect(uploaded.body).toEqual({ success: true, message: expect.any(String) });
+    const video = await t.request("GET", base);
+    const [, , , , libraryId, , videoId] = base.split("/");
+    expect(video.body.data.thumbnail_url).toBe(
+      `http://127.0.0.1:8081/${libraryId}.media.cumulo.local/${videoId}/thumbnail.jpg`,
+    );
+    const gif = await t.request("POST", `${base}/thumbnails`, {
+      body: form({}, { name: "a.gif", content: GIF }),
+    });
+    expect(gif.status).toBe(200);
+    const rows = await t.cumulo.store.db
+      .selectFrom("media_thumbnails")
+      .selectAll()
+      .where("video_id", "=", videoId as string)
+      .execute();
+    expect(rows.map((r) => r.content_type)).toEqual(["image/gif"]);
+
+    const mismatch = await t.request("POST", `${base}/thumbnails`, {
+      body: form({}, { name: "a.jpg", content: PNG }),
+    });
+    expect(fieldErrors(mismatch.body)).toEqual({ file: "validation_mimes" });
+    const wrongExt = await t.request("POST", `${base}/thumbnails`, {
+      body: form({}, { name: "a.webp", content: PNG }),
+    });
+    expect(fieldErrors(wrongExt.body)).toEqual({ file: "validation_mimes" });
+    const notImage = await t.request("POST", `${base}/thumbnails`, {
+      body: form({}, { name: "a.png", content: "hello" }),
+    });
+    expect(fieldErrors(notImage.body)).toEqual({ file: "validation_mimes" });
+    const missing = await t.request("POST", `${base}/thumbnails`, { body: form({ name: "x" }) });
+    expect(fieldErrors(missing.body)).toEqual({ file: "validation_required" });
+    const big = await t.request("POST", `${base}/thumbnails`, {
+      body: form({}, { name: "a.png", content: Buffer.concat([PNG, Buffer.alloc(5000)]) }),
+    });
+    expect(big.status).toBe(413);
+    const notFound = await t.request(
+      "POST",
+      `${base.replace(/videos\/.*/, `videos/${MISSING_ID}`)}/thumbnails`,
+      {
+        body: form({}, { name: "a.png", content: PNG }),
+      },
+    );
+    expect(notFound.status).toBe(404);
+  });
+
+  it("removes a library's files with the library", async () => {
+    const lib = await createLibrary(t);
+    const video = await createVideo(t, lib.id);
+    const path = `/v1/media/libraries/${lib.id}/videos/${video.id}`;
+    const created = await t.request("POST", `${path}/subtitles`, {
+      body: form({ title: "T", language: "en" }, { name: "a.srt", content: SRT }),
+    });
+    expect(created.status).toBe(201);
+    await t.request("POST", `${path}/thumbnails`, { body: form({}, { name: "a.png", content: PNG }) });
+    const blobs = t.cumulo.services.blobs;
+    expect(await blobs.exists(created.body.data.path)).toBe(true);
+    expect((await t.request("DELETE", `/v1/media/libraries/${lib.id}`)).status).toBe(200);
+    expect(await blobs.exists(created.body.data.path)).toBe(false);
+    const rows = await t.cumulo.store.db
+      .selectFrom("media_subtitles")
+      .select("id")
+      .where("library_id", "=", lib.id)
+      .execute();
+    expect(rows).toEqual([]);
+  });
+
+  it("hides another organization's subtitles", async () => {
+    const other = await t.createOrganization("Tenant D");
+    const response = await t.request("GET", `${base}/subtitles`, { key: other.key });
+    expect(response.status).toBe(404);
+    const upload = await t.request("POST", `${base}/thumbnails`, {
+      key: other.key,
+      body: form({}, { name: "a.png", content: PNG }),
+    });
+    expect(upload.status).toBe(404);
+  });
+});

@@ -1,0 +1,43 @@
+import { expect } from "vitest";
+import type { TestApp } from "../support/app.ts";
+
+export const MISSING_ID = "00000000-0000-4000-8000-000000000000";
+
+export async function createLibrary(t: TestApp, body: Record<string, unknown> = {}, key?: string) {
+  const response = await t.request("POST", "/v1/media/libraries", {
+    json: { name: "Library", ...body },
+    ...(key ? { key } : {}),
+  });
+  expect(response.status, response.text).toBe(201);
+  return response.body.data as { id: string; [field: string]: unknown };
+}
+
+export async function createVideo(t: TestApp, libraryId: string, body: Record<string, unknown> = {}) {
+  const response = await t.request("POST", `/v1/media/libraries/${libraryId}/videos`, {
+    json: { title: "Video", ...body },
+  });
+  expect(response.status, response.text).toBe(201);
+  return response.body.data as { id: string; [field: string]: unknown };
+}
+
+export async function createFolder(t: TestApp, libraryId: string, body: Record<string, unknown> = {}) {
+  const response = await t.request("POST", `/v1/media/libraries/${libraryId}/folders`, {
+    json: { name: "Folder", ...body },
+  });
+  expect(response.status, response.text).toBe(201);
+  return response.body.data as { id: string; parent_id: string | null; [field: string]: unknown };
+}
+
+export const fieldErrors = (body: { errors?: { field: string; code: string }[] }) =>
+  Object.fromEntries((body.errors ?? []).map((error) => [error.field, error.code]));
+
+/** Polls until `check` passes or the time runs out (short intervals, no long sleeps). */
+export async function eventually<T>(read: () => Promise<T>, check: (value: T) => boolean, timeoutMs = 5000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await read();
+    if (check(value)) return value;
+    if (Date.now() > deadline) return value;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}

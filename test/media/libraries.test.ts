@@ -1,0 +1,383 @@
+import { validate } from "@readme/openapi-parser";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import { createLibrary, eventually, fieldErrors, MISSING_ID } from "./helpers.ts";
+
+const UUID = /^[0-9a-f-]{36}$/;
+const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+
+describe("media libraries", () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp();
+  });
+  afterAll(() => t.close());
+
+  it("creates a provisioning library with its own distribution, then it becomes active", async () => {
+    const created = await t.request("POST", "/v1/media/libraries", { json: { name: "Main" } });
+    expect(created.status).toBe(201);
+    expect(created.body.success).toBe(true);
+    expect(created.body.message).toEqual(expect.any(String));
+    const library = created.body.data;
+    expect(library).toEqual({
+      id: expect.stringMatching(UUID),
+      name: "Main",
+      description: "",
+      usage_type: "video_on_demand",
+      default_privacy: "unlisted",
+      status: "provisioning",
+      region: "eu-central",
+      distribution_id: expect.stringMatching(UUID),
+      organization_id: expect.stringMatching(UUID),
+      created_by: expect.stringMatching(UUID),
+      updated_by: null,
+      created_at: expect.stringMatching(ISO),
+      updated_at: expect.stringMatching(ISO),
+    });
+    const distribution = await t.cumulo.store.db
+      .selectFrom("cdn_distributions")
+      .selectAll()
+      .where("id", "=", library.distribution_id)
+      .executeTakeFirst();
+    expect(distribution?.hostname).toBe(`${library.id}.media.cumulo.local`);
+    expect(distribution?.library_id).toBe(library.id);
+
+    const started = Date.now();
+    const active = await eventually(
+      () => t.request("GET", `/v1/media/libraries/${library.id}`),
+      (response) => response.body.data.status === "active",
+    );
+    expect(active.body.data.status).toBe("active");
+    expect(Date.now() - started).toBeLessThan(5000);
+  });
+
+  it("marks a library failed when provisioning gives up", async () => {
+    const base = await createLibrary(t);
+    const now = new Date().toISOString();
+    const id = crypto.randomUUID();
+    const { store, services } = t.cumulo;
+    // A library whose distribution is missing cannot be provisioned.
+    await store.db
+      .insertInto("libraries")
+      .values({
+        id,
+        organization_id: base.organization_id as string,
+        name: "Broken",
+        description: "",
+        usage_type: "video_on_demand",
+        default_privacy: "unlisted",
+        status: "provisioning",
+        region: "eu-central",
+        distribution_id: null,
+        whitelist_referrers: "{}",
+        blocked_countries: "{}",
+        video_privacy: "unlisted",
+        created_by: base.created_by as string,
+        updated_by: null,
+        created_at: now,
+        updated_at: now,
+      })
+      .execute();
+    const handler = services.jobHandlers.find((h) => h.kind === "media.provision-library");
+    await expect(
+      handler?.handle({ libraryId: id }, { jobId: "x", attempt: 1, heartbeat: async () => {} }),
+    ).rejects.toThrow();
+    await handler?.onGiveUp?.({ libraryId: id }, "no distribution");
+    const response = await t.request("GET", `/v1/media/libraries/${id}`);
+    expect(response.body.data.status).toBe("failed");
+  });
+
+  it("accepts every field and rejects bad ones, all at once", async () => {
+    const full = await createLibrary(t, {
+      name: "Full",
+      description: "About",
+      usage_type: "mixed",
+      default_privacy: "private",
+      region: "us-east",
+    });
+    expect(full).toMatchObject({ usage_type: "mixed", default_privacy: "private", region: "us-east" });
+
+    const bad = await t.request("POST", "/v1/media/libraries", {
+      json: {
+        name: 5,
+        usage_type: "tv",
+        default_privacy: "secret",
+        region: "mars",
+        description: "x".repeat(2001),
+      },
+    });
+    expect(bad.status).toBe(400);
+    expect(bad.body.message).toBe("Invalid Request");
+    expect(fieldErrors(bad.body)).toEqual({
+      name: "validation_type",
+      usage_type: "validation_enum",
+      default_privacy: "validation_enum",
+      region: "validation_enum",
+      description: "validation_max",
+    });
+    const missing = await t.request("POST", "/v1/media/libraries", { json: {} });
+    expect(fieldErrors(missing.body)).toEqual({ name: "validation_required" });
+    const empty = await t.request("POST", "/v1/media/libraries", { json: { name: "" } });
+    expect(fieldErrors(empty.body)).toEqual({ name: "validation_min" });
+  });
+
+  it("updates name, description and default privacy and records who did", async () => {
+    const library = await createLibrary(t, { name: "Before" });
+    const updated = await t.request("PATCH", `/v1/media/libraries/${library.id}`, {
+      json: { name: "After", description: "New", default_privacy: "public" },
+    });
+    expect(updated.status).toBe(200);
+    expect(updated.body.data).toMatchObject({ name: "After", description: "New", default_privacy: "public" });
+    expect(updated.body.data.updated_by).toBe(library.created_by);
+    const bad = await t.request("PATCH", `/v1/media/libraries/${library.id}`, {
+      json: { default_privacy: "x" },
+    });
+    expect(fieldErrors(bad.body)).toEqual({ default_privacy: "validation_enum" });
+    const missing = await t.request("PATCH", `/v1/media/libraries/${MISSING_ID}`, { json: { name: "x" } });
+    expect(missing.status).toBe(404);
+    expect(missing.body).toEqual({ success: false, message: "Resource not found" });
+  });
+
+  it("answers 404 for a missing or malformed library id", async () => {
+    for (const id of [MISSING_ID, "not-a-uuid"]) {
+      const response = await t.request("GET", `/v1/media/libraries/${id}`);
+      expect(response.status).toBe(404);
+      expect(response.body).toEqual({ success: false, message: "Resource not found" });
+    }
+  });
+
+  it("deletes a library with everything in it", async () => {
+    const library = await createLibrary(t);
+    const video = await t.request("POST", `/v1/media/libraries/${library.id}/videos`, {
+      json: { title: "V" },
+    });
+    await t.request("POST", `/v1/media/libraries/${library.id}/folders`, { json: { name: "F" } });
+    await t.request("POST", `/v1/media/libraries/${library.id}/players`, { json: { name: "P" } });
+    const deleted = await t.request("DELETE", `/v1/media/libraries/${library.id}`);
+    expect(deleted.status).toBe(200);
+    expect(deleted.body).toEqual({ success: true, message: expect.any(String) });
+    expect((await t.request("GET", `/v1/media/libraries/${library.id}`)).status).toBe(404);
+    const db = t.cumulo.store.db;
+    expect(
+      await db.selectFrom("media_videos").where("id", "=", video.body.data.id).selectAll().execute(),
+    ).toEqual([]);
+    expect(
+      await db.selectFrom("media_folders").where("library_id", "=", library.id).selectAll().execute(),
+    ).toEqual([]);
+    expect(
+      await db.selectFrom("media_players").where("library_id", "=", library.id).selectAll().execute(),
+    ).toEqual([]);
+    expect(
+      await db.selectFrom("cdn_distributions").where("library_id", "=", library.id).selectAll().execute(),
+    ).toEqual([]);
+    expect((await t.request("DELETE", `/v1/media/libraries/${library.id}`)).status).toBe(404);
+  });
+
+  it("keeps libraries of other organizations invisible", async () => {
+    const other = await t.createOrganization("Tenant B");
+    const mine = await createLibrary(t, { name: "Mine" });
+    const theirs = await createLibrary(t, { name: "Theirs" }, other.key);
+    for (const [method, json] of [
+      ["GET", undefined],
+      ["PATCH", { name: "x" }],
+      ["DELETE", undefined],
+    ] as const) {
+      const response = await t.request(method, `/v1/media/libraries/${theirs.id}`, { json });
+      expect(response.status).toBe(404);
+    }
+    expect((await t.request("GET", `/v1/media/libraries/${theirs.id}/security`)).status).toBe(404);
+    const list = await t.request("GET", "/v1/media/libraries?limit=100", { key: other.key });
+    expect(list.body.data.map((l: { id: string }) => l.id)).toEqual([theirs.id]);
+    expect((await t.request("GET", `/v1/media/libraries/${mine.id}`, { key: other.key })).status).toBe(404);
+  });
+
+  it("lets read-only keys read but not write", async () => {
+    const library = await createLibrary(t);
+    const created = await t.cumulo.services.identity.createApiKey(library.organization_id as string, {
+      name: "reader",
+      readOnly: true,
+    });
+    if (created.outcome !== "created") throw new Error("no key");
+    const api_key = created.api_key;
+    const read = await t.request("GET", `/v1/media/libraries/${library.id}`, { key: api_key });
+    expect(read.status).toBe(200);
+    const write = await t.request("POST", "/v1/media/libraries", { key: api_key, json: { name: "x" } });
+    expect(write.status).toBe(403);
+    expect(write.body).toMatchObject({ success: false, error: "forbidden" });
+    const del = await t.request("DELETE", `/v1/media/libraries/${library.id}`, { key: api_key });
+    expect(del.status).toBe(403);
+  });
+
+  it("requires a credential and accepts X-API-Key", async () => {
+    const anonymous = await t.request("GET", "/v1/media/libraries", { anonymous: true });
+    expect(anonymous.status).toBe(401);
+    expect(anonymous.body).toMatchObject({
+      success: false,
+      error: "unauthorized",
+      code: "auth_type_not_found",
+    });
+    const viaHeader = await t.request("GET", "/v1/media/libraries", {
+      anonymous: true,
+      headers: { "x-api-key": t.adminKey },
+    });
+    expect(viaHeader.status).toBe(200);
+  });
+
+  it("follows the request conventions", async () => {
+    const malformed = await t.request("POST", "/v1/media/libraries", {
+      body: "{not json",
+      headers: { "content-type": "application/json" },
+    });
+    expect(malformed.status).toBe(400);
+    expect(malformed.body).toEqual({ success: false, message: "Invalid Request" });
+    const large = await t.request("POST", "/v1/media/libraries", {
+      json: { name: "x", description: "y".repeat(1024 * 1024 + 10) },
+    });
+    expect(large.status).toBe(413);
+    expect(large.body).toEqual({ success: false, message: "Payload Too Large" });
+    const empty = await t.request("POST", "/v1/media/libraries", {
+      body: "",
+      headers: { "content-type": "application/json" },
+    });
+    expect(empty.status).toBe(400);
+    expect(empty.body).toEqual({ success: false, message: "Invalid Request" });
+    const poisoned = await t.request("POST", "/v1/media/libraries", {
+      body: '{"name":"x","__proto__":{"admin":true}}',
+      headers: { "content-type": "application/json" },
+    });
+    expect(poisoned.status).toBe(400);
+    const form = await t.request("POST", "/v1/media/libraries", { form: { name: "x" } });
+    expect(form.status).toBe(415);
+    expect(form.body).toEqual({ success: false, message: "Unsupported Media Type" });
+    const data = new FormData();
+    data.set("name", "x");
+    const multipart = await t.request("POST", "/v1/media/libraries", { body: data });
+    expect(multipart.status).toBe(415);
+    const text = await t.request("POST", "/v1/media/libraries", {
+      body: "name=x",
+      headers: { "content-type": "text/plain" },
+    });
+    expect(text.status).toBe(415);
+  });
+});
+
+describe("media OpenAPI", () => {
+  it("documents every media operation, multipart bodies included, in a valid document", async () => {
+    const t = await startTestApp();
+    try {
+      const doc = await t.request("GET", "/openapi.json", { anonymous: true });
+      const paths = doc.body.paths as Record<
+        string,
+        Record<string, { operationId?: string; requestBody?: any }>
+      >;
+      const media = Object.entries(paths).filter(([path]) => path.startsWith("/v1/media/"));
+      const operations = media.flatMap(([, methods]) =>
+        Object.entries(methods).filter(([method]) => method !== "head"),
+      );
+      expect(operations.length).toBeGreaterThanOrEqual(29);
+      for (const [, operation] of operations) expect(operation.operationId).toEqual(expect.any(String));
+      const upload = paths["/v1/media/libraries/{libraryId}/videos/{videoId}/subtitles"]?.post;
+      expect(Object.keys(upload?.requestBody?.content ?? {})).toEqual(["multipart/form-data"]);
+      const result = await validate(structuredClone(doc.body));
+      expect(result.valid, JSON.stringify(result)).toBe(true);
+    } finally {
+      await t.close();
+    }
+  });
+});
+
+describe("library lists", () => {
+  let t: TestApp;
+  let ids: string[];
+  beforeAll(async () => {
+    t = await startTestApp();
+    ids = [];
+    for (const [index, privacy] of ["public", "private", "unlisted", "public", "restricted"].entries()) {
+      const library = await createLibrary(t, {
+        name: `Lib ${index} ${privacy === "public" ? "Alpha" : "beta"}`,
+        default_privacy: privacy,
+      });
+      ids.push(library.id);
+    }
+  });
+  afterAll(() => t.close());
+
+  it("pages newest first with meta and links", async () => {
+    const first = await t.request("GET", "/v1/media/libraries?limit=2");
+    expect(first.status).toBe(200);
+    expect(first.body.data.map((l: { id: string }) => l.id)).toEqual([ids[4], ids[3]]);
+    expect(first.body.meta).toEqual({
+      pagination: { page: 1, page_size: 2, total: 5, total_pages: 3 },
+      links: {
+        self: "/v1/media/libraries?limit=2&page=1",
+        first: "/v1/media/libraries?limit=2&page=1",
+        last: "/v1/media/libraries?limit=2&page=3",
+      },
+    });
+    const third = await t.request("GET", "/v1/media/libraries?limit=2&page=3");
+    expect(third.body.data.map((l: { id: string }) => l.id)).toEqual([ids[0]]);
+    const past = await t.request("GET", "/v1/media/libraries?limit=2&page=9");
+    expect(past.status).toBe(200);
+    expect(past.body.data).toEqual([]);
+    const defaults = await t.request("GET", "/v1/media/libraries");
+    expect(defaults.body.meta.pagination).toEqual({ page: 1, page_size: 20, total: 5, total_pages: 1 });
+  });
+
+  it("validates limit and page", async () => {
+    const cases: [string, Record<string, string>][] = [
+      ["limit=abc", { limit: "validation_type" }],
+      ["limit=0", { limit: "validation_min" }],
+      ["limit=101", { limit: "validation_max" }],
+      ["page=0", { page: "validation_min" }],
+    ];
+    for (const [query, errors] of cases) {
+      const response = await t.request("GET", `/v1/media/libraries?${query}`);
+      expect(response.status).toBe(400);
+      expect(fieldErrors(response.body)).toEqual(errors);
+    }
+  });
+
+  it("filters by privacy, name and creation time, keeping filters in links", async () => {
+    const publicOnes = await t.request("GET", "/v1/media/libraries?default_privacy=public");
+    expect(publicOnes.body.data.map((l: { id: string }) => l.id)).toEqual([ids[3], ids[0]]);
+    expect(publicOnes.body.meta.links.self).toBe(
+      "/v1/media/libraries?limit=20&page=1&default_privacy=public",
+    );
+    const search = await t.request("GET", "/v1/media/libraries?search=ALPHA");
+    expect(search.body.data).toHaveLength(2);
+    const none = await t.request("GET", "/v1/media/libraries?search=%25");
+    expect(none.body.data).toHaveLength(0);
+
+    const all = (await t.request("GET", "/v1/media/libraries")).body.data as {
+      id: string;
+      created_at: string;
+    }[];
+    const middle = all.find((l) => l.id === ids[2]) as { created_at: string };
+    const after = await t.request(
+      "GET",
+      `/v1/media/libraries?created_after=${encodeURIComponent(middle.created_at)}`,
+    );
+    expect(after.body.data.map((l: { id: string }) => l.id)).toContain(ids[2]);
+    expect(after.body.data.map((l: { id: string }) => l.id)).not.toContain(ids[0]);
+    const before = await t.request(
+      "GET",
+      `/v1/media/libraries?created_before=${encodeURIComponent(middle.created_at)}`,
+    );
+    expect(before.body.data.map((l: { id: string }) => l.id)).toContain(ids[2]);
+    expect(before.body.data.map((l: { id: string }) => l.id)).not.toContain(ids[4]);
+    const today = middle.created_at.slice(0, 10);
+    const day = await t.request("GET", `/v1/media/libraries?created_after=${today}&created_before=${today}`);
+    expect(day.body.meta.pagination.total).toBe(5);
+
+    const bad = await t.request(
+      "GET",
+      "/v1/media/libraries?created_after=yesterday&created_before=2026-13-45&default_privacy=x",
+    );
+    expect(bad.status).toBe(400);
+    expect(fieldErrors(bad.body)).toEqual({
+      created_after: "validation_format",
+      created_before: "validation_format",
+      default_privacy: "validation_enum",
+    });
+  });
+});
