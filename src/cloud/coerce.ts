@@ -1,0 +1,117 @@
+/**
+ * Cloud operations take the same fields form-urlencoded or as JSON. Form values arrive as text (a
+ * repeated key as an array of text), so before validation each value is converted to the type its
+ * schema declares when the text says so unambiguously: integers from digits, booleans from
+ * true/false/1/0. Anything else is left as it came and fails validation as the wrong type.
+ * Booleans are also accepted as 1/0 (or "true"/"false") in JSON bodies.
+ *
+ * Lists of objects (load-balancer rules and targets) can be sent in a form either in bracket
+ * notation (`forwarding_rules[0][source_port]=80`) or as a JSON text in the field.
+ */
+interface SchemaNode {
+  type?: string | string[];
+  properties?: Record<string, SchemaNode>;
+  items?: SchemaNode;
+  anyOf?: SchemaNode[];
+}
+
+const INTEGER = /^-?\d{1,15}$/;
+const NUMBER = /^-?\d+(\.\d+)?$/;
+
+function typesOf(schema: SchemaNode): string[] {
+  if (schema.anyOf) return schema.anyOf.flatMap(typesOf);
+  if (Array.isArray(schema.type)) return schema.type;
+  return schema.type ? [schema.type] : [];
+}
+
+function toBoolean(value: unknown): unknown {
+  if (value === "true" || value === "1" || value === 1) return true;
+  if (value === "false" || value === "0" || value === 0) return false;
+  return value;
+}
+
+const UNSAFE_KEYS = new Set(["__proto__", "prototype", "constructor"]);
+const BRACKETED = /^([^[\]]+)((?:\[[^[\]]*\])+)$/;
+
+/** `a[0][b]=1` -> `{a: [{b: "1"}]}`; plain keys are kept as they are. */
+export function expandBrackets(body: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(body)) {
+    const match = BRACKETED.exec(key);
+    if (!match) {
+      if (!UNSAFE_KEYS.has(key)) out[key] = value;
+      continue;
+    }
+    const path = [
+      match[1] as string,
+      ...[...(match[2] as string).matchAll(/\[([^[\]]*)\]/g)].map((m) => m[1] as string),
+    ];
+    if (path.some((segment) => UNSAFE_KEYS.has(segment) || segment === "")) continue;
+    let node = out;
+    for (const segment of path.slice(0, -1)) {
+      const next = node[segment];
+      if (next === null || typeof next !== "object" || Array.isArray(next)) node[segment] = {};
+      node = node[segment] as Record<string, unknown>;
+    }
+    node[path[path.length - 1] as string] = value;
+  }
+  return toArrays(out) as Record<string, unknown>;
+}
+
+/** Objects whose keys are all indexes (0, 1, ...) become arrays, in index order. */
+function toArrays(value: unknown): unknown {
+  if (value === null || typeof value !== "object" || Array.isArray(value)) return value;
+  const entries = Object.entries(value).map(([key, item]) => [key, toArrays(item)] as const);
+  if (entries.length > 0 && entries.every(([key]) => /^\d{1,4}$/.test(key))) {
+    return entries.sort((a, b) => Number(a[0]) - Number(b[0])).map(([, item]) => item);
+  }
+  return Object.fromEntries(entries);
+}
+
+function parseJsonText(value: unknown): unknown {
+  if (typeof value !== "string" || !/^\s*[[{]/.test(value)) return value;
+  try {
+    return JSON.parse(value);
+  } catch {
+    return value;
+  }
+}
+
+function coerceValue(schema: SchemaNode, raw: unknown, fromForm: boolean): unknown {
+  const types = typesOf(schema);
+  const value = fromForm && (types.includes("array") || types.includes("object")) ? parseJsonText(raw) : raw;
+  if (types.includes("boolean") && typeof value !== "boolean") return toBoolean(value);
+  if (fromForm && typeof value === "string") {
+    if (types.includes("integer") && INTEGER.test(value)) return Number(value);
+    if (types.includes("number") && NUMBER.test(value)) return Number(value);
+    if (types.includes("null") && value === "") return null;
+  }
+  if (types.includes("array")) {
+    const list = Array.isArray(value) ? value : fromForm ? [value] : value;
+    if (Array.isArray(list) && schema.items)
+      return list.map((item) => coerceValue(schema.items as SchemaNode, item, fromForm));
+    return list;
+  }
+  if (
+    types.includes("object") &&
+    schema.properties &&
+    value &&
+    typeof value === "object" &&
+    !Array.isArray(value)
+  ) {
+    return coerceObject(schema, value as Record<string, unknown>, fromForm);
+  }
+  return value;
+}
+
+export function coerceObject(
+  schema: SchemaNode,
+  body: Record<string, unknown>,
+  fromForm: boolean,
+): Record<string, unknown> {
+  const out: Record<string, unknown> = fromForm ? expandBrackets(body) : { ...body };
+  for (const [key, property] of Object.entries(schema.properties ?? {})) {
+    if (out[key] !== undefined) out[key] = coerceValue(property, out[key], fromForm);
+  }
+  return out;
+}

@@ -1,0 +1,506 @@
+import type { Insertable, Kysely, Transaction, Updateable } from "kysely";
+import type { Database } from "../store/tables.ts";
+import type {
+  CloudDiskTable,
+  CloudFloatingIpTable,
+  CloudLbRuleTable,
+  CloudLbTargetTable,
+  CloudLoadBalancerTable,
+  CloudVmTable,
+} from "./tables.ts";
+
+export type Executor = Kysely<Database> | Transaction<Database>;
+
+/** Which tenant and location a query is confined to: every lookup carries both. */
+export interface Scope {
+  organizationId: string;
+  location: string;
+}
+
+/** Every query of the cloud domain. Each one is confined to an organization (and a location). */
+export class CloudRepository {
+  constructor(readonly db: Kysely<Database>) {}
+
+  transaction<T>(work: (trx: Transaction<Database>) => Promise<T>): Promise<T> {
+    return this.db.transaction().execute(work);
+  }
+
+  // Private addresses (VMs and load balancers share the location's private pool)
+
+  async privateAddressesInUse(executor: Executor, location: string): Promise<string[]> {
+    const rows = await executor
+      .selectFrom("cloud_private_addresses")
+      .select("address")
+      .where("location", "=", location)
+      .execute();
+    return rows.map((row) => row.address);
+  }
+
+  async claimPrivateAddress(
+    executor: Executor,
+    row: { location: string; address: string; resource_type: string; resource_uuid: string },
+  ) {
+    await executor.insertInto("cloud_private_addresses").values(row).execute();
+  }
+
+  async releasePrivateAddress(executor: Executor, location: string, resourceUuid: string) {
+    await executor
+      .deleteFrom("cloud_private_addresses")
+      .where("location", "=", location)
+      .where("resource_uuid", "=", resourceUuid)
+      .execute();
+  }
+
+  // VMs
+
+  async insertVm(executor: Executor, row: Insertable<CloudVmTable>) {
+    await executor.insertInto("cloud_vms").values(row).execute();
+  }
+
+  findVm(executor: Executor, scope: Scope, uuid: string) {
+    return executor
+      .selectFrom("cloud_vms")
+      .selectAll()
+      .where("organization_id", "=", scope.organizationId)
+      .where("location", "=", scope.location)
+      .where("uuid", "=", uuid)
+      .executeTakeFirst();
+  }
+
+  listVms(executor: Executor, scope: Scope) {
+    return executor
+      .selectFrom("cloud_vms")
+      .selectAll()
+      .where("organization_id", "=", scope.organizationId)
+      .where("location", "=", scope.location)
+      .orderBy("created_at", "desc")
+      .orderBy("uuid")
+      .execute();
+  }
+
+  async updateVm(executor: Executor, scope: Scope, uuid: string, changes: Updateable<CloudVmTable>) {
+    await executor
+      .updateTable("cloud_vms")
+      .set(changes)
+      .where("organization_id", "=", scope.organizationId)
+      .where("location", "=", scope.location)
+      .where("uuid", "=", uuid)
+      .execute();
+  }
+
+  async deleteVm(executor: Executor, scope: Scope, uuid: string): Promise<boolean> {
+    const result = await executor
+      .deleteFrom("cloud_vms")
+      .where("organization_id", "=", scope.organizationId)
+      .where("location", "=", scope.location)
+      .where("uuid", "=", uuid)
+      .executeTakeFirst();
+    return Number(result.numDeletedRows) > 0;
+  }
+
+  // Disks
+
+  async insertDisk(executor: Executor, row: Insertable<CloudDiskTable>) {
+    await executor.insertInto("cloud_disks").values(row).execute();
+  }
+
+  /** A block-storage disk (system disks are part of their VM and not reachable here). */
+  findDisk(executor: Executor, scope: Scope, uuid: string) {
+    return executor
+      .selectFrom("cloud_disks")
+      .selectAll()
+      .where("organization_id", "=", scope.organizationId)
+      .where("location", "=", scope.location)
+      .where("uuid", "=", uuid)
+      .where("is_system", "=", false)
+      .executeTakeFirst();
+  }
+
+  listDisks(executor: Executor, scope: Scope) {
+    return executor
+      .selectFrom("cloud_disks")
+      .selectAll()
+      .where("organization_id", "=", scope.organizationId)
+      .where("location", "=", scope.location)
+      .where("is_system", "=", false)
+      .orderBy("created_at", "desc")
+      .orderBy("uuid")
+      .execute();
+  }
+
+  /** Every disk of the VMs (system and attached), ordered by device name. */
+  disksOfVms(executor: Executor, vmUuids: string[]) {
+    if (vmUuids.length === 0) return Promise.resolve([]);
+    return executor
+      .selectFrom("cloud_disks")
+      .selectAll()
+      .where("vm_uuid", "in", vmUuids)
+      .orderBy("device_name")
+      .execute();
+  }
+
+  async updateDisk(executor: Executor, scope: Scope, uuid: string, changes: Updateable<CloudDiskTable>) {
+    await executor
+      .updateTable("cloud_disks")
+      .set(changes)
+      .where("organization_id", "=", scope.organizationId)
+      .where("location", "=", scope.location)
+      .where("uuid", "=", uuid)
+      .execute();
+  }
+
+  /** Attaches only a disk that is attached nowhere: of two concurrent attaches, one wins. */
+  async attachDisk(
+    executor: Executor,
+    scope: Scope,
+    diskUuid: string,
+    attachment: { vm_uuid: string; device_name: string; attached_at: string },
+  ): Promise<boolean> {
+    const result = await executor
+      .updateTable("cloud_disks")
+      .set({ ...attachment, updated_at: attachment.attached_at })
+      .where("organization_id", "=", scope.organizationId)
+      .where("location", "=", scope.location)
+      .where("uuid", "=", diskUuid)
+      .where("is_system", "=", false)
+      .where("vm_uuid", "is", null)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
+  }
+
+  async detachDisk(executor: Executor, scope: Scope, diskUuid: string, vmUuid: string, now: string) {
+    const result = await executor
+      .updateTable("cloud_disks")
+      .set({ vm_uuid: null, device_name: null, attached_at: null, updated_at: now })
+      .where("organization_id", "=", scope.organizationId)
+      .where("location", "=", scope.location)
+      .where("uuid", "=", diskUuid)
+      .where("vm_uuid", "=", vmUuid)
+      .where("is_system", "=", false)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
+  }
+
+  async deleteDisk(executor: Executor, scope: Scope, uuid: string): Promise<boolean> {
+    const result = await executor
+      .deleteFrom("cloud_disks")
+      .where("organization_id", "=", scope.organizationId)
+      .where("location", "=", scope.location)
+      .where("uuid", "=", uuid)
+      .where("vm_uuid", "is", null)
+      .executeTakeFirst();
+    return Number(result.numDeletedRows) > 0;
+  }
+
+  async deleteSystemDisk(executor: Executor, vmUuid: string) {
+    await executor
+      .deleteFrom("cloud_disks")
+      .where("vm_uuid", "=", vmUuid)
+      .where("is_system", "=", true)
+      .execute();
+  }
+
+  // Floating IPs
+
+  async floatingAddressesInUse(executor: Executor, location: string): Promise<string[]> {
+    const rows = await executor
+      .selectFrom("cloud_floating_ips")
+      .select("address")
+      .where("location", "=", location)
+      .execute();
+    return rows.map((row) => row.address);
+  }
+
+  insertFloatingIp(executor: Executor, row: Insertable<CloudFloatingIpTable>) {
+    return executor.insertInto("cloud_floating_ips").values(row).returningAll().executeTakeFirstOrThrow();
+  }
+
+  findFloatingIp(executor: Executor, scope: Scope, address: string) {
+    return executor
+      .selectFrom("cloud_floating_ips")
+      .selectAll()
+      .where("organization_id", "=", scope.organizationId)
+      .where("location", "=", scope.location)
+      .where("address", "=", address)
+      .executeTakeFirst();
+  }
+
+  listFloatingIps(
+    executor: Executor,
+    scope: Scope,
+    filters: { vmUuid?: string | undefined; billingAccountId?: number | undefined },
+  ) {
+    let query = executor
+      .selectFrom("cloud_floating_ips")
+      .selectAll()
+      .where("organization_id", "=", scope.organizationId)
+      .where("location", "=", scope.location);
+    if (filters.vmUuid !== undefined) {
+      query = query
+        .where("assigned_to", "=", filters.vmUuid)
+        .where("assigned_to_resource_type", "=", "virtual_machine");
+    }
+    if (filters.billingAccountId !== undefined) {
+      query = query.where("billing_account_id", "=", filters.billingAccountId);
+    }
+    return query.orderBy("id").execute();
+  }
+
+  /** Addresses routed to any of these VMs, lowest id first (one query for a whole list). */
+  floatingIpsOfVms(executor: Executor, scope: Scope, vmUuids: string[]) {
+    if (vmUuids.length === 0) return Promise.resolve([]);
+    return executor
+      .selectFrom("cloud_floating_ips")
+      .select(["assigned_to", "address"])
+      .where("organization_id", "=", scope.organizationId)
+      .where("location", "=", scope.location)
+      .where("assigned_to_resource_type", "=", "virtual_machine")
+      .where("assigned_to", "in", vmUuids)
+      .orderBy("id")
+      .execute();
+  }
+
+  floatingIpsAssignedTo(executor: Executor, scope: Scope, targetUuid: string) {
+    return executor
+      .selectFrom("cloud_floating_ips")
+      .selectAll()
+      .where("organization_id", "=", scope.organizationId)
+      .where("location", "=", scope.location)
+      .where("assigned_to", "=", targetUuid)
+      .orderBy("id")
+      .execute();
+  }
+
+  async updateFloatingIp(
+    executor: Executor,
+    scope: Scope,
+    id: number,
+    changes: Updateable<CloudFloatingIpTable>,
+  ) {
+    await executor
+      .updateTable("cloud_floating_ips")
+      .set(changes)
+      .where("organization_id", "=", scope.organizationId)
+      .where("location", "=", scope.location)
+      .where("id", "=", id)
+      .execute();
+  }
+
+  /** Assigns only an address that is free or already on this target: of two racing assigns, one wins. */
+  async assignFloatingIp(
+    executor: Executor,
+    scope: Scope,
+    id: number,
+    target: { uuid: string; type: string; privateIp: string; now: string },
+  ): Promise<boolean> {
+    const result = await executor
+      .updateTable("cloud_floating_ips")
+      .set({
+        assigned_to: target.uuid,
+        assigned_to_resource_type: target.type,
+        assigned_to_private_ip: target.privateIp,
+        updated_at: target.now,
+      })
+      .where("organization_id", "=", scope.organizationId)
+      .where("location", "=", scope.location)
+      .where("id", "=", id)
+      .where((eb) => eb.or([eb("assigned_to", "is", null), eb("assigned_to", "=", target.uuid)]))
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
+  }
+
+  async unassignFloatingIpsOf(executor: Executor, scope: Scope, targetUuid: string, now: string) {
+    await executor
+      .updateTable("cloud_floating_ips")
+      .set({
+        assigned_to: null,
+        assigned_to_resource_type: null,
+        assigned_to_private_ip: null,
+        updated_at: now,
+      })
+      .where("organization_id", "=", scope.organizationId)
+      .where("location", "=", scope.location)
+      .where("assigned_to", "=", targetUuid)
+      .execute();
+  }
+
+  async deleteFloatingIp(executor: Executor, scope: Scope, id: number): Promise<boolean> {
+    const result = await executor
+      .deleteFrom("cloud_floating_ips")
+      .where("organization_id", "=", scope.organizationId)
+      .where("location", "=", scope.location)
+      .where("id", "=", id)
+      .where("assigned_to", "is", null)
+      .executeTakeFirst();
+    return Number(result.numDeletedRows) > 0;
+  }
+
+  // Load balancers
+
+  async insertLoadBalancer(executor: Executor, row: Insertable<CloudLoadBalancerTable>) {
+    await executor.insertInto("cloud_load_balancers").values(row).execute();
+  }
+
+  findLoadBalancer(executor: Executor, scope: Scope, uuid: string) {
+    return executor
+      .selectFrom("cloud_load_balancers")
+      .selectAll()
+      .where("organization_id", "=", scope.organizationId)
+      .where("location", "=", scope.location)
+      .where("uuid", "=", uuid)
+      .executeTakeFirst();
+  }
+
+  listLoadBalancers(executor: Executor, scope: Scope) {
+    return executor
+      .selectFrom("cloud_load_balancers")
+      .selectAll()
+      .where("organization_id", "=", scope.organizationId)
+      .where("location", "=", scope.location)
+      .orderBy("created_at", "desc")
+      .orderBy("uuid")
+      .execute();
+  }
+
+  async updateLoadBalancer(
+    executor: Executor,
+    scope: Scope,
+    uuid: string,
+    changes: Updateable<CloudLoadBalancerTable>,
+  ) {
+    await executor
+      .updateTable("cloud_load_balancers")
+      .set(changes)
+      .where("organization_id", "=", scope.organizationId)
+      .where("location", "=", scope.location)
+      .where("uuid", "=", uuid)
+      .execute();
+  }
+
+  async deleteLoadBalancer(executor: Executor, scope: Scope, uuid: string): Promise<boolean> {
+    const result = await executor
+      .deleteFrom("cloud_load_balancers")
+      .where("organization_id", "=", scope.organizationId)
+      .where("location", "=", scope.location)
+      .where("uuid", "=", uuid)
+      .executeTakeFirst();
+    return Number(result.numDeletedRows) > 0;
+  }
+
+  rulesOf(executor: Executor, lbUuids: string[]) {
+    if (lbUuids.length === 0) return Promise.resolve([]);
+    return executor
+      .selectFrom("cloud_lb_rules")
+      .selectAll()
+      .where("load_balancer_uuid", "in", lbUuids)
+      .orderBy("source_port")
+      .execute();
+  }
+
+  targetsOf(executor: Executor, lbUuids: string[]) {
+    if (lbUuids.length === 0) return Promise.resolve([]);
+    return executor
+      .selectFrom("cloud_lb_targets")
+      .selectAll()
+      .where("load_balancer_uuid", "in", lbUuids)
+      .orderBy("created_at")
+      .orderBy("target_uuid")
+      .execute();
+  }
+
+  async insertRules(executor: Executor, rows: Insertable<CloudLbRuleTable>[]) {
+    if (rows.length > 0) await executor.insertInto("cloud_lb_rules").values(rows).execute();
+  }
+
+  async insertTargets(executor: Executor, rows: Insertable<CloudLbTargetTable>[]) {
+    if (rows.length > 0) await executor.insertInto("cloud_lb_targets").values(rows).execute();
+  }
+
+  async deleteRule(executor: Executor, lbUuid: string, ruleUuid: string): Promise<boolean> {
+    const result = await executor
+      .deleteFrom("cloud_lb_rules")
+      .where("load_balancer_uuid", "=", lbUuid)
+      .where("uuid", "=", ruleUuid)
+      .executeTakeFirst();
+    return Number(result.numDeletedRows) > 0;
+  }
+
+  async deleteTarget(executor: Executor, lbUuid: string, targetUuid: string): Promise<boolean> {
+    const result = await executor
+      .deleteFrom("cloud_lb_targets")
+      .where("load_balancer_uuid", "=", lbUuid)
+      .where("target_uuid", "=", targetUuid)
+      .executeTakeFirst();
+    return Number(result.numDeletedRows) > 0;
+  }
+
+  /** The load balancers (of this tenant) that route to a VM. */
+  async loadBalancersTargeting(executor: Executor, scope: Scope, vmUuid: string): Promise<string[]> {
+    const rows = await executor
+      .selectFrom("cloud_lb_targets")
+      .innerJoin("cloud_load_balancers", "cloud_load_balancers.uuid", "cloud_lb_targets.load_balancer_uuid")
+      .select("cloud_load_balancers.uuid")
+      .where("cloud_load_balancers.organization_id", "=", scope.organizationId)
+      .where("cloud_load_balancers.location", "=", scope.location)
+      .where("cloud_lb_targets.target_uuid", "=", vmUuid)
+      .execute();
+    return rows.map((row) => row.uuid);
+  }
+
+  // Object storage
+
+  findS3User(executor: Executor, organizationId: string) {
+    return executor
+      .selectFrom("cloud_s3_users")
+      .selectAll()
+      .where("organization_id", "=", organizationId)
+      .executeTakeFirst();
+  }
+
+  /** Creates the user unless it exists; true when this call created it. */
+  async insertS3UserIfAbsent(
+    executor: Executor,
+    row: {
+      organization_id: string;
+      user_id: string;
+      display_name: string;
+      email: string;
+      max_buckets: number;
+      suspended: boolean;
+      created_at: string;
+    },
+  ): Promise<boolean> {
+    const result = await executor
+      .insertInto("cloud_s3_users")
+      .values(row)
+      .onConflict((oc) => oc.column("organization_id").doNothing())
+      .executeTakeFirst();
+    return Number(result.numInsertedOrUpdatedRows ?? 0) > 0;
+  }
+
+  async insertS3Key(
+    executor: Executor,
+    row: { access_key: string; organization_id: string; secret_encrypted: string; created_at: string },
+  ) {
+    await executor.insertInto("cloud_s3_keys").values(row).execute();
+  }
+
+  listS3Keys(executor: Executor, organizationId: string) {
+    return executor
+      .selectFrom("cloud_s3_keys")
+      .selectAll()
+      .where("organization_id", "=", organizationId)
+      .orderBy("created_at")
+      .orderBy("access_key")
+      .execute();
+  }
+
+  async deleteS3Key(executor: Executor, organizationId: string, accessKey: string): Promise<boolean> {
+    const result = await executor
+      .deleteFrom("cloud_s3_keys")
+      .where("organization_id", "=", organizationId)
+      .where("access_key", "=", accessKey)
+      .executeTakeFirst();
+    return Number(result.numDeletedRows) > 0;
+  }
+}

@@ -1,0 +1,95 @@
+import { statSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { SECRET_KEY_FILE } from "../../src/cloud/secrets.ts";
+import { startTestApp, type TestApp } from "../support/app.ts";
+
+describe("cloud object storage", () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp();
+  });
+  afterAll(() => t.close());
+
+  it("creates the user with one key pair on first call, and returns the same user later", async () => {
+    const other = await t.createOrganization("Bucket people");
+    const [first, concurrent] = await Promise.all([
+      t.cloud("GET", "/v1/storage/user", { key: other.key }),
+      t.cloud("GET", "/v1/storage/user", { key: other.key }),
+    ]);
+    expect(first.status).toBe(200);
+    expect(concurrent.status).toBe(200);
+    expect(first.body).toEqual({
+      userId: expect.any(String),
+      displayName: "Bucket people",
+      email: "",
+      maxBuckets: 1000,
+      suspended: false,
+      s3Credentials: [
+        {
+          accessKey: expect.stringMatching(/^[A-Z0-9]{20}$/),
+          secretKey: expect.stringMatching(/^[A-Za-z0-9+/]{40}$/),
+          userId: first.body.userId,
+        },
+      ],
+    });
+    expect(concurrent.body).toEqual(first.body);
+    const later = await t.cloud("GET", "/v1/cloud/storage/user", { key: other.key });
+    expect(later.body).toEqual(first.body);
+    const mine = await t.cloud("GET", "/v1/storage/user");
+    expect(mine.body.userId).not.toBe(first.body.userId);
+  });
+
+  it("lists, generates and deletes keys (form, JSON or query)", async () => {
+    const user = (await t.cloud("GET", "/v1/storage/user")).body;
+    const listed = await t.cloud("GET", "/v1/storage/user/keys");
+    expect(listed.body).toEqual(user.s3Credentials);
+    const generated = await t.cloud("POST", "/v1/storage/user/keys");
+    expect(generated.status).toBe(200);
+    expect(generated.body).toHaveLength(2);
+    await t.cloud("POST", "/v1/storage/user/keys", { json: {} });
+    const all = (await t.cloud("GET", "/v1/storage/user/keys")).body as { accessKey: string }[];
+    expect(all).toHaveLength(3);
+    const [a, b, c] = all.map((key) => key.accessKey);
+    expect(
+      (await t.cloud("DELETE", "/v1/storage/user/keys", { form: { access_key: a as string } })).body,
+    ).toEqual({
+      success: true,
+    });
+    expect((await t.cloud("DELETE", "/v1/storage/user/keys", { json: { access_key: b } })).status).toBe(200);
+    expect((await t.cloud("DELETE", `/v1/storage/user/keys?access_key=${c}`)).status).toBe(200);
+    expect((await t.cloud("GET", "/v1/storage/user/keys")).body).toEqual([]);
+    const unknown = await t.cloud("DELETE", "/v1/storage/user/keys", { form: { access_key: a as string } });
+    expect(unknown.status).toBe(404);
+    expect(unknown.body.errors.Error).toEqual(expect.any(String));
+    const missing = await t.cloud("DELETE", "/v1/storage/user/keys");
+    expect(missing.status).toBe(400);
+    expect(missing.body.errors).toHaveProperty("access_key");
+  });
+
+  it("does not let another organization delete a key", async () => {
+    const keys = (await t.cloud("POST", "/v1/storage/user/keys")).body as { accessKey: string }[];
+    const other = await t.createOrganization("Key thief");
+    const steal = await t.cloud("DELETE", "/v1/storage/user/keys", {
+      key: other.key,
+      form: { access_key: keys[0]?.accessKey as string },
+    });
+    expect(steal.status).toBe(404);
+  });
+
+  it("keeps secret keys encrypted at rest, under a key file readable by its owner only", async () => {
+    const keys = (await t.cloud("POST", "/v1/storage/user/keys")).body as { secretKey: string }[];
+    const rows = await t.cumulo.store.db.selectFrom("cloud_s3_keys").select("secret_encrypted").execute();
+    const stored = JSON.stringify(rows);
+    for (const key of keys) expect(stored).not.toContain(key.secretKey);
+    expect(rows.every((row) => row.secret_encrypted.startsWith("v1."))).toBe(true);
+    const mode = statSync(join(t.config.dataDir, SECRET_KEY_FILE)).mode & 0o777;
+    expect(mode).toBe(0o600);
+  });
+
+  it("answers the S3 endpoint", async () => {
+    const info = await t.cloud("GET", "/v1/storage/api/s3");
+    expect(info.status).toBe(200);
+    expect(info.body).toEqual({ url: `${t.baseUrl.replace(/\/v1$/, "")}/s3` });
+  });
+});

@@ -1,0 +1,63 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestApp, type TestApp } from "../support/app.ts";
+
+const NO_ROUTE = { message: "no route and no API found with those values" };
+
+describe("cloud routing: prefixes and locations", () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp({ CUMULO_LOCATIONS: "local-1,local-2" });
+  });
+  afterAll(() => t.close());
+
+  it("answers every route under /v1, /v1/cloud, with and without a location", async () => {
+    for (const prefix of ["/v1", "/v1/cloud", "/v1/local-1", "/v1/cloud/local-1"]) {
+      const locations = await t.cloud("GET", `${prefix}/config/locations`);
+      expect(locations.status).toBe(200);
+      expect(locations.body.map((l: { slug: string }) => l.slug)).toEqual(["local-1", "local-2"]);
+      expect((await t.cloud("GET", `${prefix}/storage/user`)).status).toBe(200);
+      const disk = await t.cloud("POST", `${prefix}/storage/disks`, { form: { size_gb: "1" } });
+      expect(disk.status).toBe(200);
+      const got = await t.cloud("GET", `${prefix}/storage/disks/${disk.body.uuid}`);
+      expect(got.status).toBe(200);
+    }
+  });
+
+  it("answers the gateway 404 for an unknown location slug, even without a key", async () => {
+    for (const path of [
+      "/v1/nowhere/storage/disks",
+      "/v1/cloud/nowhere/network/load_balancers",
+      "/v1/mars/config/locations",
+    ]) {
+      const response = await t.cloud("GET", path);
+      expect(response.status).toBe(404);
+      expect(response.body).toEqual(NO_ROUTE);
+      const anonymous = await t.cloud("GET", path, { anonymous: true });
+      expect(anonymous.status).toBe(404);
+    }
+    const unknownRoute = await t.cloud("GET", "/v1/network/nothing-here");
+    expect(unknownRoute.body).toEqual(NO_ROUTE);
+  });
+
+  it("keeps each location's resources and pools apart; the default location is the first", async () => {
+    const vm = await t.cloud("POST", "/v1/local-2/user-resource/vm", { form: { name: "far" } });
+    expect(vm.status).toBe(200);
+    expect(vm.body.private_ipv4).toMatch(/^10\.1\./);
+    expect((await t.cloud("GET", `/v1/local-2/user-resource/vm?uuid=${vm.body.uuid}`)).status).toBe(200);
+    expect((await t.cloud("GET", `/v1/user-resource/vm?uuid=${vm.body.uuid}`)).status).toBe(404);
+    expect((await t.cloud("GET", `/v1/local-1/user-resource/vm?uuid=${vm.body.uuid}`)).status).toBe(404);
+    const near = await t.cloud("POST", "/v1/user-resource/vm", { form: { name: "near" } });
+    expect(near.body.private_ipv4).toMatch(/^10\.0\./);
+    const ip = await t.cloud("POST", "/v1/cloud/local-2/network/ip_addresses", { json: {} });
+    expect(ip.body.address).toBe("198.51.100.1");
+    const list = await t.cloud("GET", "/v1/network/ip_addresses");
+    expect(list.body.map((row: { address: string }) => row.address)).not.toContain("198.51.100.1");
+  });
+
+  it("lists cloud routes in the OpenAPI document with the location variant", async () => {
+    const doc = await t.request("GET", "/openapi.json", { anonymous: true });
+    expect(doc.body.paths["/v1/network/load_balancers/{load_balancer_uuid}"]).toBeDefined();
+    expect(doc.body.paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}"]).toBeDefined();
+    expect(doc.body.paths["/v1/cloud/storage/user"]).toBeUndefined();
+  });
+});

@@ -1,0 +1,222 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startCumulo } from "../../src/roles.ts";
+import { startTestApp, type TestApp } from "../support/app.ts";
+
+const DATE_TIME = /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$/;
+
+describe("cloud tokens and billing accounts", () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp();
+  });
+  afterAll(() => t.close());
+
+  it("lists locations and the organization's billing accounts", async () => {
+    const locations = await t.cloud("GET", "/v1/config/locations");
+    expect(locations.status).toBe(200);
+    expect(locations.body).toEqual([
+      {
+        slug: "local-1",
+        display_name: "Local 1",
+        description: expect.any(String),
+        country_code: "ZZ",
+        is_default: true,
+        is_preferred: true,
+        order_nr: 0,
+      },
+    ]);
+    const accounts = await t.cloud("GET", "/v1/payment/billing_account/list");
+    expect(accounts.status).toBe(200);
+    expect(accounts.body).toHaveLength(1);
+    expect(accounts.body[0]).toMatchObject({ id: expect.any(Number), is_default: true });
+  });
+
+  it("creates a token from a form that authenticates at once and is listed without its secret", async () => {
+    const accounts = await t.cloud("GET", "/v1/payment/billing_account/list");
+    const billingId = accounts.body[0].id as number;
+    const created = await t.cloud("POST", "/v1/user-resource/token", {
+      form: { billing_account_id: String(billingId), description: "ci", restricted: "false" },
+    });
+    expect(created.status).toBe(200);
+    expect(Array.isArray(created.body)).toBe(true);
+    const [token] = created.body;
+    expect(token).toEqual({
+      id: expect.any(Number),
+      billing_account_id: billingId,
+      user_id: expect.any(Number),
+      consumer_id: expect.stringMatching(/^[0-9a-f-]{36}$/),
+      description: "ci",
+      restricted: false,
+      token: expect.any(String),
+      created_at: expect.stringMatching(DATE_TIME),
+      updated_at: expect.stringMatching(DATE_TIME),
+    });
+    const withToken = await t.cloud("GET", "/v1/user-resource/token/list", { key: token.token });
+    expect(withToken.status).toBe(200);
+    const listed = withToken.body.find((row: { id: number }) => row.id === token.id);
+    expect(listed).toBeDefined();
+    expect(listed).not.toHaveProperty("token");
+    expect(listed.description).toBe("ci");
+    // also accepted in X-API-Key
+    const viaHeader = await t.cloud("GET", "/v1/config/locations", {
+      anonymous: true,
+      headers: { "X-API-Key": token.token },
+    });
+    expect(viaHeader.status).toBe(200);
+    // only a hash is kept
+    const rows = await t.cumulo.store.db.selectFrom("api_keys").select(["key_hash", "kind"]).execute();
+    expect(rows.some((row) => row.kind === "cloud_token")).toBe(true);
+    expect(JSON.stringify(rows)).not.toContain(token.token);
+  });
+
+  it("accepts JSON and 1/0 booleans, and defaults the billing account", async () => {
+    const json = await t.cloud("POST", "/v1/user-resource/token", {
+      json: { description: "j", restricted: true },
+    });
+    expect(json.status).toBe(200);
+    expect(json.body[0]).toMatchObject({ restricted: true, billing_account_id: expect.any(Number) });
+    const form = await t.cloud("POST", "/v1/user-resource/token", { form: { restricted: "1" } });
+    expect(form.status).toBe(200);
+    expect(form.body[0]).toMatchObject({ restricted: true, description: "" });
+    const zero = await t.cloud("POST", "/v1/user-resource/token", { json: { restricted: 0 } });
+    expect(zero.body[0].restricted).toBe(false);
+  });
+
+  it("rejects wrong types and foreign billing accounts with the cloud validation body", async () => {
+    const badBool = await t.cloud("POST", "/v1/user-resource/token", { form: { restricted: "maybe" } });
+    expect(badBool.status).toBe(400);
+    expect(badBool.body).toEqual({ message: "Invalid Request", errors: { restricted: expect.any(String) } });
+    const badInt = await t.cloud("POST", "/v1/user-resource/token", { form: { billing_account_id: "abc" } });
+    expect(badInt.status).toBe(400);
+    expect(Object.keys(badInt.body.errors)).toEqual(["billing_account_id"]);
+    const other = await t.createOrganization("Billing other");
+    const foreign = await t.cloud("POST", "/v1/user-resource/token", {
+      json: { billing_account_id: other.billingAccountId },
+    });
+    expect(foreign.status).toBe(400);
+    expect(foreign.body).toEqual({
+      message: "Invalid Request",
+      errors: { billing_account_id: expect.any(String) },
+    });
+  });
+
+  it("updates a token and answers 404 for an unknown one", async () => {
+    const created = await t.cloud("POST", "/v1/user-resource/token", { form: { description: "before" } });
+    const id = created.body[0].id;
+    const updated = await t.cloud("PATCH", "/v1/user-resource/token", {
+      form: { token_id: String(id), description: "after", restricted: "true" },
+    });
+    expect(updated.status).toBe(200);
+    expect(updated.body).toEqual([expect.objectContaining({ id, description: "after", restricted: true })]);
+    expect(updated.body[0]).not.toHaveProperty("token");
+    const huge = await t.cloud("DELETE", "/v1/user-resource/token", { json: { token_id: 99999999999 } });
+    expect(huge.status).toBe(400);
+    expect(huge.body.errors).toHaveProperty("token_id");
+    const notObject = await t.cloud("POST", "/v1/user-resource/token", { json: [1, 2] });
+    expect(notObject.status).toBe(400);
+    expect(notObject.body).toEqual({ message: "Invalid Request", errors: { Error: "Invalid Request" } });
+    const nul = await t.cloud("POST", "/v1/user-resource/token", { json: { description: "a\u0000b" } });
+    expect(nul.status).toBe(400);
+    const missing = await t.cloud("PATCH", "/v1/user-resource/token", { json: { token_id: 999999 } });
+    expect(missing.status).toBe(404);
+    expect(missing.body.errors.Error).toEqual(expect.any(String));
+  });
+
+  it("deletes a token: it stops working at once, and a second delete is 404", async () => {
+    const created = await t.cloud("POST", "/v1/user-resource/token", {
+      form: { description: "short-lived" },
+    });
+    const { id, token } = created.body[0];
+    expect((await t.cloud("GET", "/v1/storage/api/s3", { key: token })).status).toBe(200);
+    const deleted = await t.cloud("DELETE", "/v1/user-resource/token", { form: { token_id: String(id) } });
+    expect(deleted.status).toBe(200);
+    expect(deleted.body).toEqual({ success: true });
+    const after = await t.cloud("GET", "/v1/storage/api/s3", { key: token });
+    expect(after.status).toBe(401);
+    expect(after.body).toMatchObject({ error: "unauthorized" });
+    const again = await t.cloud("DELETE", "/v1/user-resource/token", { json: { token_id: id } });
+    expect(again.status).toBe(404);
+    expect(again.body).toEqual({
+      message: "Failed to delete token: token not found",
+      errors: { Error: "Failed to delete token: token not found" },
+    });
+    const missingField = await t.cloud("DELETE", "/v1/user-resource/token", { form: {} });
+    expect(missingField.status).toBe(400);
+    expect(missingField.body.errors).toHaveProperty("token_id");
+  });
+
+  it("refuses a token deleted on one node at once on another node of the same store", async () => {
+    const other = await startCumulo({ ...t.config, port: 0 });
+    try {
+      const created = await t.cloud("POST", "/v1/user-resource/token", {
+        form: { description: "two nodes" },
+      });
+      const { id, token } = created.body[0];
+      const onOther = (path: string, init: RequestInit = {}) =>
+        fetch(`${other.apiUrl}${path}`, { ...init, headers: { apikey: token, ...(init.headers ?? {}) } });
+      expect((await onOther("/v1/storage/api/s3")).status).toBe(200);
+      const deleted = await t.cloud("DELETE", "/v1/user-resource/token", { form: { token_id: String(id) } });
+      expect(deleted.status).toBe(200);
+      expect((await onOther("/v1/storage/api/s3")).status).toBe(401);
+    } finally {
+      await other.close();
+    }
+  });
+
+  it("forbids a restricted token to manage tokens but lets it work otherwise", async () => {
+    const created = await t.cloud("POST", "/v1/user-resource/token", { form: { restricted: "true" } });
+    const restricted = created.body[0];
+    for (const [method, options] of [
+      ["POST", { form: { description: "nope" } }],
+      ["PATCH", { form: { token_id: String(restricted.id), description: "x" } }],
+      ["DELETE", { form: { token_id: String(restricted.id) } }],
+    ] as const) {
+      const response = await t.cloud(method, "/v1/user-resource/token", {
+        ...options,
+        key: restricted.token,
+      });
+      expect(response.status).toBe(403);
+      expect(response.body).toMatchObject({ error: "forbidden", message: expect.any(String) });
+    }
+    expect((await t.cloud("GET", "/v1/user-resource/token/list", { key: restricted.token })).status).toBe(
+      200,
+    );
+    expect((await t.cloud("GET", "/v1/storage/disks", { key: restricted.token })).status).toBe(200);
+  });
+
+  it("answers 401 without a key and 403 to a read-only key on writes", async () => {
+    const none = await t.cloud("GET", "/v1/user-resource/token/list", { anonymous: true });
+    expect(none.status).toBe(401);
+    expect(none.body).toEqual({ error: "unauthorized", message: "No API key found in request" });
+    const org = await t.createOrganization("Read-only org");
+    const readOnly = await t.cumulo.services.identity.createApiKey(org.organizationId, {
+      name: "ro",
+      readOnly: true,
+    });
+    if (readOnly.outcome !== "created") throw new Error("key not created");
+    expect((await t.cloud("GET", "/v1/storage/disks", { key: readOnly.api_key })).status).toBe(200);
+    const write = await t.cloud("POST", "/v1/storage/disks", {
+      key: readOnly.api_key,
+      form: { size_gb: "5" },
+    });
+    expect(write.status).toBe(403);
+    expect(write.body).toMatchObject({ error: "forbidden" });
+  });
+
+  it("keeps tokens of other organizations out of reach", async () => {
+    const mine = await t.cloud("POST", "/v1/user-resource/token", { form: { description: "mine" } });
+    const other = await t.createOrganization("Token thief");
+    const list = await t.cloud("GET", "/v1/user-resource/token/list", { key: other.key });
+    expect(list.body.map((row: { id: number }) => row.id)).not.toContain(mine.body[0].id);
+    const steal = await t.cloud("DELETE", "/v1/user-resource/token", {
+      key: other.key,
+      form: { token_id: String(mine.body[0].id) },
+    });
+    expect(steal.status).toBe(404);
+    const patch = await t.cloud("PATCH", "/v1/user-resource/token", {
+      key: other.key,
+      form: { token_id: String(mine.body[0].id), description: "pwned" },
+    });
+    expect(patch.status).toBe(404);
+  });
+});

@@ -1,0 +1,137 @@
+import { mkdtempSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { lowestFree, parsePool, poolContains } from "../../src/cloud/addresses.ts";
+import { coerceObject, expandBrackets } from "../../src/cloud/coerce.ts";
+import { DriverRejection } from "../../src/cloud/driver/types.ts";
+import { Fail, isUniqueViolation, retryOnConflict, settle } from "../../src/cloud/outcome.ts";
+import {
+  hashPassword,
+  loadSecretKey,
+  SECRET_KEY_FILE,
+  SecretBox,
+  verifyPassword,
+} from "../../src/cloud/secrets.ts";
+
+describe("address pools", () => {
+  it("excludes the network and broadcast addresses and picks the lowest free one", () => {
+    const pool = parsePool("203.0.113.0/24");
+    expect(lowestFree(pool, [])).toBe("203.0.113.1");
+    expect(lowestFree(pool, ["203.0.113.1", "203.0.113.3"])).toBe("203.0.113.2");
+    expect(poolContains(pool, "203.0.113.255")).toBe(false);
+    const tiny = parsePool("198.51.100.0/30");
+    expect(lowestFree(tiny, ["198.51.100.1", "198.51.100.2"])).toBeUndefined();
+    expect(() => parsePool("10.0.0.0/33")).toThrow();
+    expect(() => parsePool("nonsense")).toThrow();
+  });
+});
+
+describe("form coercion", () => {
+  const schema = {
+    type: "object",
+    properties: {
+      count: { type: "integer" },
+      flag: { type: "boolean" },
+      tags: { type: "array", items: { type: "string" } },
+      rules: {
+        type: "array",
+        items: { type: "object", properties: { port: { type: "integer" } } },
+      },
+      name: { type: "string" },
+    },
+  };
+
+  it("converts unambiguous text and leaves the rest for validation to refuse", () => {
+    expect(coerceObject(schema, { count: "12", flag: "1", tags: "a", name: "7" }, true)).toEqual({
+      count: 12,
+      flag: true,
+      tags: ["a"],
+      name: "7",
+    });
+    expect(coerceObject(schema, { count: "1.5", flag: "yes" }, true)).toEqual({ count: "1.5", flag: "yes" });
+    expect(coerceObject(schema, { count: "12", flag: 0 }, false)).toEqual({ count: "12", flag: false });
+  });
+
+  it("expands bracket notation without touching prototypes", () => {
+    expect(expandBrackets({ "rules[1][port]": "2", "rules[0][port]": "1", plain: "x" })).toEqual({
+      rules: [{ port: "1" }, { port: "2" }],
+      plain: "x",
+    });
+    const hostile = expandBrackets({ "__proto__[polluted]": "1", "a[constructor][prototype]": "1" });
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+    expect(hostile).toEqual({});
+    expect(coerceObject(schema, { "rules[0][port]": "80" }, true)).toEqual({ rules: [{ port: 80 }] });
+  });
+});
+
+describe("secrets", () => {
+  it("seals and opens with the bound context only", () => {
+    const box = new SecretBox(() => loadSecretKey("a configured secret", "/nonexistent"));
+    const sealed = box.seal("s3cr3t", "AKIA1");
+    expect(sealed).not.toContain("s3cr3t");
+    expect(box.open(sealed, "AKIA1")).toBe("s3cr3t");
+    expect(() => box.open(sealed, "AKIA2")).toThrow();
+    const other = new SecretBox(() => loadSecretKey("another secret", "/nonexistent"));
+    expect(() => other.open(sealed, "AKIA1")).toThrow();
+  });
+
+  it("generates a key file once, mode 0600, and reads the same key afterwards", () => {
+    const dir = mkdtempSync(join(tmpdir(), "cumulo-secret-"));
+    try {
+      const first = loadSecretKey(undefined, dir);
+      expect(first).toHaveLength(32);
+      expect(statSync(join(dir, SECRET_KEY_FILE)).mode & 0o777).toBe(0o600);
+      expect(loadSecretKey(undefined, dir).equals(first)).toBe(true);
+      const sealed = new SecretBox(() => first).seal("kept", "ctx");
+      expect(new SecretBox(() => loadSecretKey(undefined, dir)).open(sealed, "ctx")).toBe("kept");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("hashes passwords with a salt", async () => {
+    const a = await hashPassword("hunter22");
+    const b = await hashPassword("hunter22");
+    expect(a).not.toBe(b);
+    expect(await verifyPassword("hunter22", a)).toBe(true);
+    expect(await verifyPassword("hunter23", a)).toBe(false);
+  });
+});
+
+describe("outcomes", () => {
+  it("turns expected failures and driver refusals into outcomes and lets real failures through", async () => {
+    expect(await settle(async () => 1)).toEqual({ ok: true, value: 1 });
+    expect(await settle(async () => Promise.reject(Fail.notFound("Disk")))).toEqual({
+      ok: false,
+      failure: { kind: "not_found", thing: "Disk" },
+    });
+    expect(await settle(async () => Promise.reject(new DriverRejection("cannot resize now")))).toEqual({
+      ok: false,
+      failure: { kind: "conflict", message: "cannot resize now" },
+    });
+    await expect(settle(async () => Promise.reject(new Error("disk on fire")))).rejects.toThrow(
+      "disk on fire",
+    );
+  });
+
+  it("retries only unique violations", async () => {
+    let calls = 0;
+    const value = await retryOnConflict(async () => {
+      calls++;
+      if (calls < 3) throw Object.assign(new Error("dup"), { code: "23505" });
+      return "won";
+    });
+    expect(value).toBe("won");
+    expect(calls).toBe(3);
+    expect(isUniqueViolation({ code: "SQLITE_CONSTRAINT_UNIQUE" })).toBe(true);
+    let other = 0;
+    await expect(
+      retryOnConflict(async () => {
+        other++;
+        throw new Error("boom");
+      }),
+    ).rejects.toThrow("boom");
+    expect(other).toBe(1);
+  });
+});
