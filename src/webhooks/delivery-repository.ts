@@ -1,0 +1,275 @@
+import { type Kysely, sql, type Transaction } from "kysely";
+import type { DialectName } from "../store/database.ts";
+import type { Database } from "../store/tables.ts";
+import { type DeliveryTarget, pendingAttempt } from "./repository.ts";
+
+type Trx = Transaction<Database>;
+
+/** A claimed attempt with what sending it needs. */
+export interface ClaimedDelivery extends DeliveryTarget {
+  id: string;
+  attempt: number;
+  manual: boolean;
+  /** The claim's lease end; only the holder of this exact lease may record the outcome. */
+  lease: string;
+  url: string;
+  headers: string | null;
+  retry_policy: string | null;
+  secret: string;
+  is_active: boolean;
+  body: string;
+}
+
+export interface AttemptRecord {
+  success: boolean;
+  response_status: number;
+  response_body: string;
+  error: string | null;
+  duration_ms: number;
+  attempted_at: string;
+}
+
+export interface RetryPlan {
+  /** When the next scheduled attempt is due; undefined = no further attempt. */
+  nextRetryAt: string | undefined;
+  /** A 410 Gone answer: the endpoint is switched off. */
+  deactivateEndpoint: boolean;
+}
+
+const truthy = (value: boolean | number): boolean => value === true || value === 1;
+
+/**
+ * The delivery queue: claims due attempts, records their outcomes and schedules the next ones. On
+ * PostgreSQL claims use `FOR UPDATE SKIP LOCKED` and the writers of one (message, endpoint) take an
+ * advisory lock so attempt numbers never collide; SQLite has one writer.
+ */
+export class DeliveryRepository {
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly dialect: DialectName,
+  ) {}
+
+  async #lockPair(trx: Trx, messageId: string, endpointId: string): Promise<void> {
+    if (this.dialect !== "postgres") return;
+    await sql`select pg_advisory_xact_lock(hashtext(${`${messageId}/${endpointId}`}))`.execute(trx);
+  }
+
+  /**
+   * Claims up to `limit` due attempts (and attempts whose worker's lease ran out) until `lease`.
+   * Endpoints in `saturated` are skipped in the query, so a backlog for one slow endpoint cannot hide
+   * other endpoints' work; `accept` decides per candidate, and candidates it refuses stay pending.
+   */
+  async claim(
+    now: string,
+    lease: string,
+    limit: number,
+    saturated: string[],
+    accept: (endpointId: string) => boolean,
+  ): Promise<ClaimedDelivery[]> {
+    const ids = await this.db.transaction().execute(async (trx) => {
+      // Two index range scans (state, due_at) and (state, locked_until) rather than one OR over both.
+      const candidates = [
+        ...(await trx
+          .selectFrom("webhook_deliveries")
+          .select(["id", "endpoint_id"])
+          .where("state", "=", "sending")
+          .where("locked_until", "<", now)
+          .$if(saturated.length > 0, (qb) => qb.where("endpoint_id", "not in", saturated))
+          .orderBy("locked_until")
+          .limit(limit * 4)
+          .$if(this.dialect === "postgres", (qb) => qb.forUpdate().skipLocked())
+          .execute()),
+        ...(await trx
+          .selectFrom("webhook_deliveries")
+          .select(["id", "endpoint_id"])
+          .where("state", "=", "pending")
+          .where("due_at", "<=", now)
+          .$if(saturated.length > 0, (qb) => qb.where("endpoint_id", "not in", saturated))
+          .orderBy("due_at")
+          .limit(limit * 4)
+          .$if(this.dialect === "postgres", (qb) => qb.forUpdate().skipLocked())
+          .execute()),
+      ];
+      const chosen: string[] = [];
+      for (const candidate of candidates) {
+        if (chosen.length >= limit) break;
+        if (accept(candidate.endpoint_id)) chosen.push(candidate.id);
+      }
+      if (chosen.length === 0) return [];
+      await trx
+        .updateTable("webhook_deliveries")
+        .set({ state: "sending", locked_until: lease, updated_at: now })
+        .where("id", "in", chosen)
+        .execute();
+      return chosen;
+    });
+    if (ids.length === 0) return [];
+    const rows = await this.db
+      .selectFrom("webhook_deliveries as d")
+      .innerJoin("webhook_endpoints as e", "e.id", "d.endpoint_id")
+      .innerJoin("webhook_messages as m", "m.id", "d.message_id")
+      .select([
+        "d.id",
+        "d.message_id",
+        "d.endpoint_id",
+        "d.organization_id",
+        "d.library_id",
+        "d.video_id",
+        "d.event",
+        "d.attempt",
+        "d.manual",
+        "d.locked_until",
+        "e.url",
+        "e.headers",
+        "e.retry_policy",
+        "e.secret",
+        "e.is_active",
+        "m.body",
+      ])
+      .where("d.id", "in", ids)
+      .where("d.locked_until", "=", lease)
+      .execute();
+    return rows.map(({ locked_until, ...row }) => ({
+      ...row,
+      lease: locked_until ?? lease,
+      manual: truthy(row.manual),
+      is_active: truthy(row.is_active),
+    }));
+  }
+
+  /** Drops a claimed attempt that will not be made (its endpoint was switched off). */
+  async drop(delivery: ClaimedDelivery): Promise<void> {
+    await this.db
+      .deleteFrom("webhook_deliveries")
+      .where("id", "=", delivery.id)
+      .where("state", "=", "sending")
+      .where("locked_until", "=", delivery.lease)
+      .execute();
+  }
+
+  /**
+   * Records a made attempt and, in the same transaction, schedules the next one. `plan` receives how
+   * many scheduled (not manual) attempts of this message have now been made to the endpoint.
+   * Returns false when the claim was lost (its lease ran out and another worker took it).
+   */
+  async record(
+    delivery: ClaimedDelivery,
+    outcome: AttemptRecord,
+    plan: (scheduledAttemptsMade: number) => RetryPlan,
+  ): Promise<{ recorded: boolean; nextRetryAt?: string }> {
+    return this.db.transaction().execute(async (trx) => {
+      await this.#lockPair(trx, delivery.message_id, delivery.endpoint_id);
+      const made = await trx
+        .selectFrom("webhook_deliveries")
+        .select(sql<number>`count(*)`.as("count"))
+        .where("message_id", "=", delivery.message_id)
+        .where("endpoint_id", "=", delivery.endpoint_id)
+        .where("state", "=", "done")
+        .where("manual", "=", false)
+        .executeTakeFirstOrThrow();
+      const decided = plan(Number(made.count) + (delivery.manual ? 0 : 1));
+      const nextRetryAt = delivery.manual ? undefined : decided.nextRetryAt;
+      const updated = await trx
+        .updateTable("webhook_deliveries")
+        .set({
+          state: "done",
+          locked_until: null,
+          success: outcome.success,
+          response_status: outcome.response_status,
+          response_body: outcome.response_body,
+          error: outcome.error,
+          duration_ms: outcome.duration_ms,
+          next_retry_at: nextRetryAt ?? null,
+          created_at: outcome.attempted_at,
+          updated_at: outcome.attempted_at,
+        })
+        .where("id", "=", delivery.id)
+        .where("state", "=", "sending")
+        .where("locked_until", "=", delivery.lease)
+        .executeTakeFirst();
+      if (Number(updated.numUpdatedRows) === 0) return { recorded: false };
+      if (nextRetryAt) {
+        await trx
+          .insertInto("webhook_deliveries")
+          .values(
+            pendingAttempt(delivery, {
+              attempt: (await this.#lastAttempt(trx, delivery.message_id, delivery.endpoint_id)) + 1,
+              dueAt: nextRetryAt,
+              now: outcome.attempted_at,
+            }),
+          )
+          .execute();
+      }
+      if (decided.deactivateEndpoint) {
+        await trx
+          .updateTable("webhook_endpoints")
+          .set({ is_active: false, updated_at: outcome.attempted_at })
+          .where("id", "=", delivery.endpoint_id)
+          .execute();
+      }
+      return { recorded: true, nextRetryAt };
+    });
+  }
+
+  async #lastAttempt(trx: Trx, messageId: string, endpointId: string): Promise<number> {
+    const row = await trx
+      .selectFrom("webhook_deliveries")
+      .select(sql<number | null>`max(attempt)`.as("last"))
+      .where("message_id", "=", messageId)
+      .where("endpoint_id", "=", endpointId)
+      .executeTakeFirst();
+    return Number(row?.last ?? 0);
+  }
+
+  /**
+   * Queues one extra attempt of a message to an endpoint, due now. It is numbered after every attempt
+   * made or asked for; a scheduled retry still waiting moves one number up so numbers follow sending order.
+   */
+  async queueManual(
+    trx: Trx,
+    source: {
+      message_id: string;
+      endpoint_id: string;
+      organization_id: string;
+      library_id: string;
+      video_id: string | null;
+      event: string;
+    },
+    now: string,
+  ): Promise<{ id: string; attempt: number }> {
+    await this.#lockPair(trx, source.message_id, source.endpoint_id);
+    const rows = await trx
+      .selectFrom("webhook_deliveries")
+      .select(["id", "attempt", "state", "manual"])
+      .where("message_id", "=", source.message_id)
+      .where("endpoint_id", "=", source.endpoint_id)
+      .orderBy("attempt", "desc")
+      .execute();
+    const waiting = rows.filter((row) => row.state === "pending" && !truthy(row.manual));
+    const attempt =
+      Math.max(0, ...rows.filter((row) => !waiting.includes(row)).map((row) => row.attempt)) + 1;
+    for (const row of waiting) {
+      if (row.attempt >= attempt) {
+        await trx
+          .updateTable("webhook_deliveries")
+          .set({ attempt: row.attempt + 1, updated_at: now })
+          .where("id", "=", row.id)
+          .execute();
+      }
+    }
+    const row = pendingAttempt(source, { attempt, dueAt: now, now, manual: true });
+    const id = row.id;
+    await trx.insertInto("webhook_deliveries").values(row).execute();
+    return { id, attempt };
+  }
+
+  /** When the earliest waiting attempt is due, to wake exactly then. */
+  async nextDue(): Promise<string | undefined> {
+    const row = await this.db
+      .selectFrom("webhook_deliveries")
+      .select(sql<string | null>`min(due_at)`.as("due"))
+      .where("state", "=", "pending")
+      .executeTakeFirst();
+    return row?.due ?? undefined;
+  }
+}

@@ -1,0 +1,109 @@
+import { randomUUID } from "node:crypto";
+import { EventEmitter } from "node:events";
+import { type Clock, nowIso } from "../clock.ts";
+import { unixSeconds } from "../http/time.ts";
+import { type Executor, pendingAttempt, type WebhookRepository } from "./repository.ts";
+
+export const VIDEO_EVENTS = [
+  "created",
+  "uploading",
+  "processing",
+  "transcoding",
+  "packaging",
+  "ready",
+  "failed",
+  "deleted",
+] as const;
+export type VideoEvent = (typeof VIDEO_EVENTS)[number];
+
+/** The video data of a notification, as SPEC.md names its fields. */
+export interface VideoEventData {
+  status: string;
+  duration: number;
+  formatted_duration: string;
+  video_id: string;
+  client_id: string;
+  libraryId: string;
+  manifest_url: string;
+  thumbnail_url: string;
+  thumbnail_count: number;
+  direct_play_url: string;
+  preview_animation_thumbnail_url: string;
+}
+
+export type Notification =
+  | { event: VideoEvent; organizationId: string; libraryId: string; videoId: string; data: VideoEventData }
+  | { event: "test"; organizationId: string; libraryId: string; endpointId: string };
+
+/**
+ * Writes a notification and the first delivery attempt for each endpoint that wants it, inside the
+ * caller's transaction (transactional outbox): the notification exists exactly when the change does.
+ */
+export class WebhookEmitter {
+  readonly #wake = new EventEmitter();
+
+  constructor(
+    private readonly repository: WebhookRepository,
+    private readonly clock: Clock,
+  ) {}
+
+  /** Returns how many deliveries were queued. Call `notify()` once the transaction has committed. */
+  async emit(executor: Executor, notification: Notification): Promise<number> {
+    const now = nowIso(this.clock);
+    const endpointIds =
+      notification.event === "test"
+        ? [notification.endpointId]
+        : (await this.repository.activeEndpointsOfLibrary(executor, notification.libraryId))
+            .filter((endpoint) => {
+              const events = JSON.parse(endpoint.events) as string[];
+              return events.includes("*") || events.includes(notification.event);
+            })
+            .map((endpoint) => endpoint.id);
+    if (endpointIds.length === 0) return 0;
+
+    const messageId = `msg_${randomUUID().replace(/-/g, "")}`;
+    const videoId = notification.event === "test" ? null : notification.videoId;
+    const body = JSON.stringify({
+      event: notification.event,
+      event_type: notification.event === "test" ? "test" : "video",
+      notification_time: unixSeconds(now),
+      payload: notification.event === "test" ? {} : notification.data,
+    });
+    await this.repository.insertMessage(executor, {
+      id: messageId,
+      organization_id: notification.organizationId,
+      library_id: notification.libraryId,
+      video_id: videoId,
+      event: notification.event,
+      body,
+      created_at: now,
+    });
+    await this.repository.insertDeliveries(
+      executor,
+      endpointIds.map((endpointId) =>
+        pendingAttempt(
+          {
+            message_id: messageId,
+            endpoint_id: endpointId,
+            organization_id: notification.organizationId,
+            library_id: notification.libraryId,
+            video_id: videoId,
+            event: notification.event,
+          },
+          { attempt: 1, dueAt: now, now },
+        ),
+      ),
+    );
+    return endpointIds.length;
+  }
+
+  /** Wakes this process's dispatcher for fresh deliveries. */
+  notify(): void {
+    this.#wake.emit("wake");
+  }
+
+  onWake(listener: () => void): () => void {
+    this.#wake.on("wake", listener);
+    return () => this.#wake.off("wake", listener);
+  }
+}

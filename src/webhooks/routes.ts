@@ -1,0 +1,252 @@
+import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import { requireApiKey } from "../http/auth.ts";
+import { ok, okList, okMessage } from "../http/envelope.ts";
+import { ApiError } from "../http/errors.ts";
+import { pageMeta, toPage } from "../http/pagination.ts";
+import {
+  Envelope,
+  IdParams,
+  ListEnvelope,
+  MessageOnly,
+  mediaErrorResponses,
+  PageQuery,
+} from "../http/schemas.ts";
+import type { IdentityService } from "../identity/service.ts";
+import {
+  CreateEndpointBody,
+  DeliveryQuery,
+  QueuedDelivery,
+  UpdateEndpointBody,
+  WebhookDelivery,
+  WebhookEndpoint,
+} from "./schemas.ts";
+import type { Outcome, WebhookService } from "./service.ts";
+
+const security: Record<string, string[]>[] = [{ bearer: [] }, { apiKeyHeader: [] }];
+const tags = ["webhooks"];
+
+/** The value of a service outcome, or the contract's error for it. */
+function unwrap<T>(result: Outcome<T>): T {
+  switch (result.outcome) {
+    case "ok":
+      return result.value;
+    case "not_found":
+      throw ApiError.notFound();
+    case "invalid":
+      throw ApiError.validation(result.errors);
+  }
+}
+
+/** `/v1/media/libraries/{libraryId}/webhooks`: endpoints, their deliveries, test sends and retries. */
+export const webhookRoutes: FastifyPluginAsyncTypebox<{
+  identity: IdentityService;
+  webhooks: WebhookService;
+}> = async (app, { identity, webhooks }) => {
+  requireApiKey(app, "media", identity);
+  // The operations without a body (test, rotate-secret, retry) are often called with a JSON content
+  // type and nothing after it; an empty JSON body is read as no body here instead of a 400.
+  app.removeContentTypeParser(["application/json", "text/plain"]);
+  app.addContentTypeParser("application/json", { parseAs: "string" }, (_request, text, done) => {
+    if ((text as string).trim() === "") return done(null, undefined);
+    try {
+      done(null, JSON.parse(text as string));
+    } catch {
+      done(Object.assign(new Error("Malformed JSON body"), { statusCode: 400 }), undefined);
+    }
+  });
+  const base = (libraryId: string) => `/v1/media/libraries/${libraryId}/webhooks`;
+
+  app.post(
+    "/",
+    {
+      schema: {
+        operationId: "createWebhookEndpoint",
+        tags,
+        summary: "Create a webhook endpoint",
+        security,
+        params: IdParams("libraryId"),
+        body: CreateEndpointBody,
+        response: { ...mediaErrorResponses, 201: Envelope(WebhookEndpoint) },
+      },
+    },
+    async (request, reply) => {
+      const endpoint = unwrap(await webhooks.create(request.auth, request.params.libraryId, request.body));
+      return reply.code(201).send(ok("Webhook endpoint created", endpoint));
+    },
+  );
+
+  app.get(
+    "/",
+    {
+      schema: {
+        operationId: "listWebhookEndpoints",
+        tags,
+        summary: "List a library's webhook endpoints",
+        security,
+        params: IdParams("libraryId"),
+        querystring: PageQuery,
+        response: { ...mediaErrorResponses, 200: ListEnvelope(WebhookEndpoint) },
+      },
+    },
+    async (request) => {
+      const { libraryId } = request.params;
+      const { rows, total } = unwrap(
+        await webhooks.list(request.auth.organizationId, libraryId, toPage(request.query)),
+      );
+      return okList("Webhook endpoints", rows, pageMeta(base(libraryId), request.query, total));
+    },
+  );
+
+  app.get(
+    "/:endpointId",
+    {
+      schema: {
+        operationId: "getWebhookEndpoint",
+        tags,
+        summary: "Get a webhook endpoint",
+        security,
+        params: IdParams("libraryId", "endpointId"),
+        response: { ...mediaErrorResponses, 200: Envelope(WebhookEndpoint) },
+      },
+    },
+    async (request) => {
+      const { libraryId, endpointId } = request.params;
+      const endpoint = unwrap(await webhooks.get(request.auth.organizationId, libraryId, endpointId));
+      return ok("Webhook endpoint", endpoint);
+    },
+  );
+
+  app.patch(
+    "/:endpointId",
+    {
+      schema: {
+        operationId: "updateWebhookEndpoint",
+        tags,
+        summary: "Update a webhook endpoint",
+        security,
+        params: IdParams("libraryId", "endpointId"),
+        body: UpdateEndpointBody,
+        response: { ...mediaErrorResponses, 200: Envelope(WebhookEndpoint) },
+      },
+    },
+    async (request) => {
+      const { libraryId, endpointId } = request.params;
+      const endpoint = unwrap(await webhooks.update(request.auth, libraryId, endpointId, request.body));
+      return ok("Webhook endpoint updated", endpoint);
+    },
+  );
+
+  app.delete(
+    "/:endpointId",
+    {
+      schema: {
+        operationId: "deleteWebhookEndpoint",
+        tags,
+        summary: "Delete a webhook endpoint and its delivery history",
+        security,
+        params: IdParams("libraryId", "endpointId"),
+        response: { ...mediaErrorResponses, 200: MessageOnly },
+      },
+    },
+    async (request) => {
+      const { libraryId, endpointId } = request.params;
+      if (!(await webhooks.delete(request.auth.organizationId, libraryId, endpointId))) {
+        throw ApiError.notFound();
+      }
+      return okMessage("Webhook endpoint deleted");
+    },
+  );
+
+  app.post(
+    "/:endpointId/rotate-secret",
+    {
+      schema: {
+        operationId: "rotateWebhookSecret",
+        tags,
+        summary: "Replace the endpoint's signing secret",
+        security,
+        params: IdParams("libraryId", "endpointId"),
+        response: { ...mediaErrorResponses, 200: Envelope(WebhookEndpoint) },
+      },
+    },
+    async (request) => {
+      const { libraryId, endpointId } = request.params;
+      const endpoint = unwrap(await webhooks.rotateSecret(request.auth, libraryId, endpointId));
+      return ok("Webhook secret rotated", endpoint);
+    },
+  );
+
+  app.post(
+    "/:endpointId/test",
+    {
+      schema: {
+        operationId: "testWebhookEndpoint",
+        tags,
+        summary: "Send a test notification to this endpoint",
+        security,
+        params: IdParams("libraryId", "endpointId"),
+        response: { ...mediaErrorResponses, 202: Envelope(QueuedDelivery) },
+      },
+    },
+    async (request, reply) => {
+      const { libraryId, endpointId } = request.params;
+      const queued = unwrap(await webhooks.sendTest(request.auth.organizationId, libraryId, endpointId));
+      return reply.code(202).send(ok("Test notification queued", queued));
+    },
+  );
+
+  app.get(
+    "/:endpointId/events",
+    {
+      schema: {
+        operationId: "listWebhookDeliveries",
+        tags,
+        summary: "List the delivery attempts made to an endpoint",
+        description: "One record per attempt made, newest first; attempts not yet made are not listed.",
+        security,
+        params: IdParams("libraryId", "endpointId"),
+        querystring: DeliveryQuery,
+        response: { ...mediaErrorResponses, 200: ListEnvelope(WebhookDelivery) },
+      },
+    },
+    async (request) => {
+      const { libraryId, endpointId } = request.params;
+      const { limit, page, event, success } = request.query;
+      const { rows, total } = unwrap(
+        await webhooks.listDeliveries(
+          request.auth.organizationId,
+          libraryId,
+          endpointId,
+          { event, success },
+          toPage({ limit, page }),
+        ),
+      );
+      return okList(
+        "Webhook deliveries",
+        rows,
+        pageMeta(`${base(libraryId)}/${endpointId}/events`, { limit, page }, total, { event, success }),
+      );
+    },
+  );
+
+  app.post(
+    "/:endpointId/events/:deliveryId/retry",
+    {
+      schema: {
+        operationId: "retryWebhookDelivery",
+        tags,
+        summary: "Send a delivery's notification again now, as a new attempt",
+        security,
+        params: IdParams("libraryId", "endpointId", "deliveryId"),
+        response: { ...mediaErrorResponses, 202: Envelope(QueuedDelivery) },
+      },
+    },
+    async (request, reply) => {
+      const { libraryId, endpointId, deliveryId } = request.params;
+      const queued = unwrap(
+        await webhooks.retryDelivery(request.auth.organizationId, libraryId, endpointId, deliveryId),
+      );
+      return reply.code(202).send(ok("Delivery retry queued", queued));
+    },
+  );
+};

@@ -1,0 +1,131 @@
+import { type Static, type TObject, type TRecord, Type } from "@sinclair/typebox";
+import { Nullable, PageQuery, StringEnum, Uuid } from "../http/schemas.ts";
+import { VIDEO_EVENTS } from "./emitter.ts";
+
+export const SUBSCRIBABLE_EVENTS = [...VIDEO_EVENTS, "*"] as const;
+export const DELIVERY_EVENTS = [...VIDEO_EVENTS, "test"] as const;
+
+const OffsetTimestamp = Type.String({
+  format: "date-time",
+  examples: ["2026-11-21T08:30:00.123+00:00"],
+});
+
+export const RetryPolicySchema = Type.Object(
+  {
+    max_attempts: Type.Integer({ minimum: 1, maximum: 20, default: 8, description: "Attempts in all" }),
+    initial_delay_s: Type.Number({
+      exclusiveMinimum: 0,
+      default: 5,
+      description: "Wait after the first attempt, seconds (fractions allowed)",
+    }),
+    multiplier: Type.Number({
+      minimum: 1,
+      default: 2,
+      description: "Each wait is the previous one times this",
+    }),
+    max_delay_s: Type.Number({ exclusiveMinimum: 0, default: 36_000, description: "Longest wait, seconds" }),
+  },
+  { description: "Replaces the default schedule; omitted fields take the defaults shown" },
+);
+
+const Headers = Type.Record(Type.String(), Type.String({ maxLength: 4096 }), {
+  maxProperties: 50,
+  description: "Sent with every delivery; they never replace the signing headers, Content-Type or Host",
+});
+
+const Url = Type.String({ minLength: 1, maxLength: 2048, description: "http or https address" });
+const Events = Type.Array(StringEnum(SUBSCRIBABLE_EVENTS), { minItems: 1, maxItems: 20 });
+const Name = Type.String({ minLength: 1, maxLength: 255 });
+
+/** `T` or null, as one schema (`type: [object, null]`), so a bad field of T is reported once, by its own path. */
+const OrNull = <T extends TObject | TRecord>(schema: T) =>
+  Type.Unsafe<Static<T> | null>({ ...schema, type: ["object", "null"] });
+
+export const CreateEndpointBody = Type.Object({
+  name: Name,
+  url: Url,
+  events: Events,
+  headers: Type.Optional(OrNull(Headers)),
+  retry_policy: Type.Optional(OrNull(RetryPolicySchema)),
+  is_active: Type.Optional(Type.Boolean({ default: true })),
+});
+export type CreateEndpointBody = Static<typeof CreateEndpointBody>;
+
+export const UpdateEndpointBody = Type.Object({
+  name: Type.Optional(Name),
+  url: Type.Optional(Url),
+  events: Type.Optional(Events),
+  headers: Type.Optional(OrNull(Headers)),
+  retry_policy: Type.Optional(OrNull(RetryPolicySchema)),
+  is_active: Type.Optional(Type.Boolean()),
+});
+export type UpdateEndpointBody = Static<typeof UpdateEndpointBody>;
+
+export const WebhookEndpoint = Type.Object({
+  id: Uuid,
+  library_id: Uuid,
+  organization_id: Uuid,
+  name: Type.String(),
+  url: Type.String(),
+  events: Type.Array(Type.String()),
+  headers: Nullable(Type.Record(Type.String(), Type.String())),
+  retry_policy: Nullable(
+    Type.Object({
+      max_attempts: Type.Integer(),
+      initial_delay_s: Type.Number(),
+      multiplier: Type.Number(),
+      max_delay_s: Type.Number(),
+    }),
+  ),
+  secret: Type.String({ description: "whsec_ + base64 signing key" }),
+  is_active: Type.Boolean(),
+  created_by: Nullable(Uuid),
+  updated_by: Nullable(Uuid),
+  created_at: OffsetTimestamp,
+  updated_at: OffsetTimestamp,
+});
+export type WebhookEndpoint = Static<typeof WebhookEndpoint>;
+
+export const WebhookDelivery = Type.Object({
+  id: Uuid,
+  created_at: OffsetTimestamp,
+  next_retry_at: Type.Optional(OffsetTimestamp),
+  webhook_endpoint_id: Uuid,
+  webhook_endpoint: WebhookEndpoint,
+  video_id: Nullable(Uuid),
+  library_id: Uuid,
+  payload: Type.Object(
+    {
+      event: Type.String(),
+      event_type: Type.String(),
+      notification_time: Type.Integer(),
+      payload: Type.Record(Type.String(), Type.Unknown()),
+    },
+    { additionalProperties: true },
+  ),
+  event: Type.String(),
+  response_status: Type.Integer({ description: "The receiver's HTTP status; 0 when no answer came" }),
+  response_body: Type.String(),
+  error: Type.Optional(Type.String()),
+  attempt: Type.Integer(),
+  duration_ms: Type.Integer(),
+  success: Type.Boolean(),
+});
+export type WebhookDelivery = Static<typeof WebhookDelivery>;
+
+/** What the test and retry routes answer: the attempt they queued. */
+export const QueuedDelivery = Type.Object({
+  id: Uuid,
+  webhook_id: Type.String({ description: "The message id sent as webhook-id" }),
+  webhook_endpoint_id: Uuid,
+  event: Type.String(),
+  attempt: Type.Integer(),
+});
+export type QueuedDelivery = Static<typeof QueuedDelivery>;
+
+export const DeliveryQuery = Type.Object({
+  ...PageQuery.properties,
+  event: Type.Optional(StringEnum(DELIVERY_EVENTS)),
+  success: Type.Optional(Type.Boolean()),
+});
+export type DeliveryQuery = Static<typeof DeliveryQuery>;

@@ -1,0 +1,155 @@
+import { Webhook } from "standardwebhooks";
+import type { Agent } from "undici";
+import { request } from "undici";
+import { assertTargetAllowed, createGuardedAgent } from "../net/address-guard.ts";
+
+export interface OutgoingDelivery {
+  url: string;
+  /** The message id: `webhook-id`, the same on every attempt. */
+  messageId: string;
+  body: string;
+  secret: string;
+  headers: Record<string, string> | null;
+}
+
+export interface DeliveryOutcome {
+  success: boolean;
+  /** The receiver's status; 0 when no HTTP answer came (refused, unreachable, timed out). */
+  status: number;
+  /** At most the first `maxResponseBytes` of the answer, as text. */
+  body: string;
+  error: string | null;
+  durationMs: number;
+  /** `Retry-After` of a 429/503 answer, as sent. */
+  retryAfter: string | undefined;
+}
+
+export interface SenderOptions {
+  allowPrivate: boolean;
+  timeoutMs: number;
+  maxResponseBytes: number;
+  userAgent: string;
+}
+
+/** Headers the signature and the transport own; an endpoint's custom headers never replace them. */
+const RESERVED_HEADERS = new Set([
+  "webhook-id",
+  "webhook-timestamp",
+  "webhook-signature",
+  "content-type",
+  "content-length",
+  "host",
+  "user-agent",
+  "connection",
+  "keep-alive",
+  "transfer-encoding",
+  "upgrade",
+  "expect",
+  "te",
+  "trailer",
+]);
+
+export function signedHeaders(
+  delivery: OutgoingDelivery,
+  at: Date,
+  userAgent: string,
+): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(delivery.headers ?? {})) {
+    if (!RESERVED_HEADERS.has(name.toLowerCase())) headers[name] = value;
+  }
+  headers["content-type"] = "application/json";
+  headers["user-agent"] = userAgent;
+  headers["webhook-id"] = delivery.messageId;
+  headers["webhook-timestamp"] = String(Math.floor(at.getTime() / 1000));
+  headers["webhook-signature"] = new Webhook(delivery.secret).sign(delivery.messageId, at, delivery.body);
+  return headers;
+}
+
+const describe = (error: unknown): string => {
+  if (!(error instanceof Error)) return String(error);
+  const cause = (error as { cause?: unknown }).cause;
+  if (cause instanceof Error && cause.message && cause.message !== error.message) return cause.message;
+  return error.message;
+};
+
+/** Sends one signed attempt with undici through the SSRF-guarded agent; never follows redirects. */
+export class WebhookSender {
+  readonly #agent: Agent;
+
+  constructor(private readonly options: SenderOptions) {
+    this.#agent = createGuardedAgent({
+      allowPrivate: options.allowPrivate,
+      connectTimeoutMs: options.timeoutMs,
+    });
+  }
+
+  async send(delivery: OutgoingDelivery, at: Date): Promise<DeliveryOutcome> {
+    const started = performance.now();
+    const elapsed = () => Math.round(performance.now() - started);
+    const failure = (error: string): DeliveryOutcome => ({
+      success: false,
+      status: 0,
+      body: "",
+      error,
+      durationMs: elapsed(),
+      retryAfter: undefined,
+    });
+    let url: URL;
+    try {
+      url = new URL(delivery.url);
+      assertTargetAllowed(url, this.options.allowPrivate);
+    } catch (error) {
+      return failure(describe(error));
+    }
+    const signal = AbortSignal.timeout(this.options.timeoutMs);
+    try {
+      const response = await request(url, {
+        method: "POST",
+        dispatcher: this.#agent,
+        headers: signedHeaders(delivery, at, this.options.userAgent),
+        body: delivery.body,
+        signal,
+      });
+      const body = await this.#readCapped(response.body);
+      const status = response.statusCode;
+      const retryAfter = response.headers["retry-after"];
+      const success = status >= 200 && status < 300;
+      let error: string | null = null;
+      if (status >= 300 && status < 400) error = `redirect (${status}) not followed`;
+      return {
+        success,
+        status,
+        body,
+        error,
+        durationMs: elapsed(),
+        retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter,
+      };
+    } catch (error) {
+      if (signal.aborted) return failure(`timed out after ${this.options.timeoutMs} ms`);
+      return failure(describe(error));
+    }
+  }
+
+  /** Keeps the first bytes of the answer and stops reading there. */
+  async #readCapped(stream: AsyncIterable<Uint8Array> & { destroy(): void }): Promise<string> {
+    const limit = this.options.maxResponseBytes;
+    const chunks: Uint8Array[] = [];
+    let size = 0;
+    for await (const chunk of stream) {
+      const room = limit - size;
+      chunks.push(chunk.length > room ? chunk.subarray(0, room) : chunk);
+      size += Math.min(chunk.length, room);
+      if (size >= limit) {
+        stream.destroy();
+        break;
+      }
+    }
+    // PostgreSQL text cannot hold NUL characters; a binary answer is kept as readable text without them.
+    return new TextDecoder().decode(Buffer.concat(chunks)).replaceAll("\u0000", "");
+  }
+
+  async close(): Promise<void> {
+    await this.#agent.close();
+  }
+}

@@ -1,0 +1,295 @@
+import { randomBytes, randomUUID } from "node:crypto";
+import type { Clock } from "../clock.ts";
+import { nowIso } from "../clock.ts";
+import type { FieldError } from "../http/errors.ts";
+import type { Page } from "../http/pagination.ts";
+import { withOffset } from "../http/time.ts";
+import type { LibraryRepository } from "../media/repository.ts";
+import { checkUrlTarget } from "../net/address-guard.ts";
+import { readBool, readJson, writeJson } from "../store/codec.ts";
+import type { DeliveryRepository } from "./delivery-repository.ts";
+import type { WebhookEmitter } from "./emitter.ts";
+import type { AttemptFilters, EndpointRow, WebhookRepository } from "./repository.ts";
+import type { RetryPolicy } from "./schedule.ts";
+import type {
+  CreateEndpointBody,
+  QueuedDelivery,
+  UpdateEndpointBody,
+  WebhookDelivery,
+  WebhookEndpoint,
+} from "./schemas.ts";
+
+/** RFC 9110 field name characters. */
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+// Visible characters, spaces and tabs only: no line breaks that could smuggle a second header.
+const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+
+export const generateSecret = (): string => `whsec_${randomBytes(32).toString("base64")}`;
+
+export type Outcome<T> =
+  | { outcome: "ok"; value: T }
+  | { outcome: "not_found" }
+  | { outcome: "invalid"; errors: FieldError[] };
+
+export function toEndpoint(row: EndpointRow): WebhookEndpoint {
+  return {
+    id: row.id,
+    library_id: row.library_id,
+    organization_id: row.organization_id,
+    name: row.name,
+    url: row.url,
+    events: readJson<string[]>(row.events) ?? [],
+    headers: readJson<Record<string, string>>(row.headers),
+    retry_policy: readJson<RetryPolicy>(row.retry_policy),
+    secret: row.secret,
+    is_active: readBool(row.is_active),
+    created_by: row.created_by,
+    updated_by: row.updated_by,
+    created_at: withOffset(row.created_at),
+    updated_at: withOffset(row.updated_at),
+  };
+}
+
+interface Actor {
+  organizationId: string;
+  userUuid: string;
+}
+
+/** Webhook endpoints of a library, their delivery history, test sends and manual retries. */
+export class WebhookService {
+  constructor(
+    private readonly repository: WebhookRepository,
+    private readonly deliveries: DeliveryRepository,
+    private readonly emitter: WebhookEmitter,
+    private readonly libraries: LibraryRepository,
+    private readonly clock: Clock,
+    private readonly allowPrivate: boolean,
+  ) {}
+
+  async #libraryExists(organizationId: string, libraryId: string): Promise<boolean> {
+    return (await this.libraries.findLibrary(organizationId, libraryId)) !== undefined;
+  }
+
+  /** Field errors of a URL and custom headers; the URL's target is resolved and checked (SSRF). */
+  async #check(input: { url?: string; headers?: Record<string, string> | null }): Promise<FieldError[]> {
+    const errors: FieldError[] = [];
+    if (input.url !== undefined) {
+      let parsed: URL | undefined;
+      try {
+        parsed = new URL(input.url);
+      } catch {
+        parsed = undefined;
+      }
+      if (
+        !parsed ||
+        (parsed.protocol !== "http:" && parsed.protocol !== "https:") ||
+        parsed.hostname === ""
+      ) {
+        errors.push({
+          field: "url",
+          code: "validation_format",
+          message: "The url field must be an http or https URL.",
+        });
+      } else {
+        const target = await checkUrlTarget(parsed.toString(), this.allowPrivate);
+        if (!target.ok) {
+          errors.push({
+            field: "url",
+            code: "validation_format",
+            message: `The url field must reach a public address: ${target.reason}.`,
+          });
+        }
+      }
+    }
+    for (const [name, value] of Object.entries(input.headers ?? {})) {
+      if (!HEADER_NAME.test(name)) {
+        errors.push({
+          field: `headers.${name}`,
+          code: "validation_format",
+          message: "Not a valid header name.",
+        });
+      } else if (!HEADER_VALUE.test(value)) {
+        errors.push({
+          field: `headers.${name}`,
+          code: "validation_format",
+          message: "Not a valid header value.",
+        });
+      }
+    }
+    return errors;
+  }
+
+  async create(actor: Actor, libraryId: string, body: CreateEndpointBody): Promise<Outcome<WebhookEndpoint>> {
+    if (!(await this.#libraryExists(actor.organizationId, libraryId))) return { outcome: "not_found" };
+    const errors = await this.#check(body);
+    if (errors.length > 0) return { outcome: "invalid", errors };
+    const now = nowIso(this.clock);
+    const id = randomUUID();
+    await this.repository.db.transaction().execute((trx) =>
+      this.repository.insertEndpoint(trx, {
+        id,
+        organization_id: actor.organizationId,
+        library_id: libraryId,
+        name: body.name,
+        url: body.url,
+        events: JSON.stringify([...new Set(body.events)]),
+        headers: writeJson(body.headers ?? null),
+        retry_policy: writeJson(body.retry_policy ?? null),
+        secret: generateSecret(),
+        is_active: body.is_active ?? true,
+        created_by: actor.userUuid,
+        updated_by: actor.userUuid,
+        created_at: now,
+        updated_at: now,
+      }),
+    );
+    return this.get(actor.organizationId, libraryId, id);
+  }
+
+  async get(organizationId: string, libraryId: string, id: string): Promise<Outcome<WebhookEndpoint>> {
+    const row = await this.repository.findEndpoint(organizationId, libraryId, id);
+    return row ? { outcome: "ok", value: toEndpoint(row) } : { outcome: "not_found" };
+  }
+
+  async list(
+    organizationId: string,
+    libraryId: string,
+    page: Page,
+  ): Promise<Outcome<{ rows: WebhookEndpoint[]; total: number }>> {
+    if (!(await this.#libraryExists(organizationId, libraryId))) return { outcome: "not_found" };
+    const { rows, total } = await this.repository.listEndpoints(organizationId, libraryId, page);
+    return { outcome: "ok", value: { rows: rows.map(toEndpoint), total } };
+  }
+
+  async update(
+    actor: Actor,
+    libraryId: string,
+    id: string,
+    body: UpdateEndpointBody,
+  ): Promise<Outcome<WebhookEndpoint>> {
+    if (!(await this.repository.findEndpoint(actor.organizationId, libraryId, id)))
+      return { outcome: "not_found" };
+    const errors = await this.#check(body);
+    if (errors.length > 0) return { outcome: "invalid", errors };
+    const found = await this.repository.db.transaction().execute(async (trx) => {
+      if (!(await this.repository.findEndpoint(actor.organizationId, libraryId, id, trx))) return false;
+      await this.repository.updateEndpoint(trx, actor.organizationId, id, {
+        ...(body.name !== undefined ? { name: body.name } : {}),
+        ...(body.url !== undefined ? { url: body.url } : {}),
+        ...(body.events !== undefined ? { events: JSON.stringify([...new Set(body.events)]) } : {}),
+        ...(body.headers !== undefined ? { headers: writeJson(body.headers) } : {}),
+        ...(body.retry_policy !== undefined ? { retry_policy: writeJson(body.retry_policy) } : {}),
+        ...(body.is_active !== undefined ? { is_active: body.is_active } : {}),
+        updated_by: actor.userUuid,
+        updated_at: nowIso(this.clock),
+      });
+      return true;
+    });
+    return found ? this.get(actor.organizationId, libraryId, id) : { outcome: "not_found" };
+  }
+
+  async rotateSecret(actor: Actor, libraryId: string, id: string): Promise<Outcome<WebhookEndpoint>> {
+    const found = await this.repository.db.transaction().execute(async (trx) => {
+      if (!(await this.repository.findEndpoint(actor.organizationId, libraryId, id, trx))) return false;
+      await this.repository.updateEndpoint(trx, actor.organizationId, id, {
+        secret: generateSecret(),
+        updated_by: actor.userUuid,
+        updated_at: nowIso(this.clock),
+      });
+      return true;
+    });
+    return found ? this.get(actor.organizationId, libraryId, id) : { outcome: "not_found" };
+  }
+
+  async delete(organizationId: string, libraryId: string, id: string): Promise<boolean> {
+    return this.repository.db.transaction().execute(async (trx) => {
+      if (!(await this.repository.findEndpoint(organizationId, libraryId, id, trx))) return false;
+      return this.repository.deleteEndpoint(trx, organizationId, id);
+    });
+  }
+
+  /** Queues one `test` notification to this endpoint only, whatever its events and is_active. */
+  async sendTest(organizationId: string, libraryId: string, id: string): Promise<Outcome<QueuedDelivery>> {
+    const queued = await this.repository.db.transaction().execute(async (trx) => {
+      if (!(await this.repository.findEndpoint(organizationId, libraryId, id, trx))) return undefined;
+      await this.emitter.emit(trx, { event: "test", organizationId, libraryId, endpointId: id });
+      return this.repository.latestQueued(trx, id, "test");
+    });
+    if (!queued) return { outcome: "not_found" };
+    this.emitter.notify();
+    return {
+      outcome: "ok",
+      value: {
+        id: queued.id,
+        webhook_id: queued.message_id,
+        webhook_endpoint_id: id,
+        event: "test",
+        attempt: queued.attempt,
+      },
+    };
+  }
+
+  async listDeliveries(
+    organizationId: string,
+    libraryId: string,
+    endpointId: string,
+    filters: AttemptFilters,
+    page: Page,
+  ): Promise<Outcome<{ rows: WebhookDelivery[]; total: number }>> {
+    const endpointRow = await this.repository.findEndpoint(organizationId, libraryId, endpointId);
+    if (!endpointRow) return { outcome: "not_found" };
+    const endpoint = toEndpoint(endpointRow);
+    const { rows, total } = await this.repository.listAttempts(organizationId, endpointId, filters, page);
+    return {
+      outcome: "ok",
+      value: {
+        total,
+        rows: rows.map((row) => ({
+          id: row.id,
+          created_at: withOffset(row.created_at),
+          ...(row.next_retry_at ? { next_retry_at: withOffset(row.next_retry_at) } : {}),
+          webhook_endpoint_id: row.endpoint_id,
+          webhook_endpoint: endpoint,
+          video_id: row.video_id,
+          library_id: row.library_id,
+          payload: JSON.parse(row.body),
+          event: row.event,
+          response_status: row.response_status ?? 0,
+          response_body: row.response_body ?? "",
+          ...(row.error ? { error: row.error } : {}),
+          attempt: row.attempt,
+          duration_ms: row.duration_ms ?? 0,
+          success: readBool(row.success),
+        })),
+      },
+    };
+  }
+
+  /** One immediate extra attempt of the delivery's message, signed with the endpoint's current secret. */
+  async retryDelivery(
+    organizationId: string,
+    libraryId: string,
+    endpointId: string,
+    deliveryId: string,
+  ): Promise<Outcome<QueuedDelivery>> {
+    const queued = await this.repository.db.transaction().execute(async (trx) => {
+      if (!(await this.repository.findEndpoint(organizationId, libraryId, endpointId, trx))) return undefined;
+      const source = await this.repository.findAttempt(organizationId, endpointId, deliveryId, trx);
+      if (!source) return undefined;
+      const made = await this.deliveries.queueManual(trx, source, nowIso(this.clock));
+      return { ...made, messageId: source.message_id, event: source.event };
+    });
+    if (!queued) return { outcome: "not_found" };
+    this.emitter.notify();
+    return {
+      outcome: "ok",
+      value: {
+        id: queued.id,
+        webhook_id: queued.messageId,
+        webhook_endpoint_id: endpointId,
+        event: queued.event,
+        attempt: queued.attempt,
+      },
+    };
+  }
+}

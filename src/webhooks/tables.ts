@@ -1,0 +1,65 @@
+import type { ColumnType } from "kysely";
+import type { Bool, JsonText, Timestamp } from "../store/types.ts";
+
+export interface WebhookEndpointTable {
+  id: string;
+  organization_id: string;
+  library_id: string;
+  name: string;
+  url: string;
+  /** JSON array of subscribed event names (`*` for all). */
+  events: JsonText;
+  headers: JsonText | null;
+  retry_policy: JsonText | null;
+  secret: string;
+  is_active: Bool;
+  created_by: string | null;
+  updated_by: string | null;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+/** One notification; its id is the `webhook-id` every attempt of it carries. */
+export interface WebhookMessageTable {
+  id: string;
+  organization_id: string;
+  library_id: string;
+  video_id: string | null;
+  event: string;
+  /** The exact JSON body sent, so every attempt signs the same bytes. */
+  body: JsonText;
+  created_at: Timestamp;
+}
+
+export type DeliveryState = "pending" | "sending" | "done";
+
+/** One row per attempt: `pending` until the dispatcher sends it, then `done` with its outcome. */
+export interface WebhookDeliveryTable {
+  id: string;
+  message_id: string;
+  endpoint_id: string;
+  organization_id: string;
+  library_id: string;
+  video_id: string | null;
+  event: string;
+  attempt: number;
+  state: DeliveryState;
+  due_at: Timestamp;
+  locked_until: Timestamp | null;
+  success: Bool;
+  response_status: number | null;
+  response_body: string | null;
+  error: string | null;
+  duration_ms: number | null;
+  next_retry_at: Timestamp | null;
+  /** Asked for through the retry route: sent once, never followed by a scheduled retry (migration 0400). */
+  manual: ColumnType<boolean | number, boolean | undefined, boolean>;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+export interface WebhookTables {
+  webhook_endpoints: WebhookEndpointTable;
+  webhook_messages: WebhookMessageTable;
+  webhook_deliveries: WebhookDeliveryTable;
+}

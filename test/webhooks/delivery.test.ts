@@ -1,0 +1,512 @@
+import { createHmac } from "node:crypto";
+import { Webhook } from "standardwebhooks";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { DEFAULT_RETRY_DELAYS_S, nextRetryDelayMs, parseRetryAfter } from "../../src/webhooks/schedule.ts";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import {
+  createEndpoint,
+  deliveriesWhen,
+  emitVideoEvent,
+  insertLibrary,
+  organizationOf,
+  type Receiver,
+  startReceiver,
+  videoData,
+  waitUntil,
+  webhooksPath,
+} from "./helpers.ts";
+
+const OFFSET_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}\+00:00$/;
+const header = (value: string | string[] | undefined) => (Array.isArray(value) ? value[0] : value) ?? "";
+const verifyHeaders = (headers: Record<string, string | string[] | undefined>) => ({
+  "webhook-id": header(headers["webhook-id"]),
+  "webhook-timestamp": header(headers["webhook-timestamp"]),
+  "webhook-signature": header(headers["webhook-signature"]),
+});
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe("webhook delivery", () => {
+  let t: TestApp;
+  let organizationId: string;
+  let libraryId: string;
+  const receivers: Receiver[] = [];
+  const receiver = async (...args: Parameters<typeof startReceiver>) => {
+    const started = await startReceiver(...args);
+    receivers.push(started);
+    return started;
+  };
+  const emit = (event: Parameters<typeof emitVideoEvent>[2]["event"], library = libraryId) =>
+    emitVideoEvent(t.cumulo.store.db, t.cumulo.services.webhooks, {
+      organizationId,
+      libraryId: library,
+      event,
+    });
+  const eventsPath = (endpointId: string, library = libraryId) =>
+    `${webhooksPath(library)}/${endpointId}/events`;
+
+  beforeAll(async () => {
+    t = await startTestApp({ CUMULO_WEBHOOK_ALLOW_PRIVATE: "true", CUMULO_WEBHOOK_TIMEOUT_MS: "500" });
+    organizationId = await organizationOf(t);
+  });
+  afterEach(async () => {
+    await Promise.all(receivers.splice(0).map((r) => r.close()));
+  });
+  afterAll(() => t.close());
+
+  const freshLibrary = async () => {
+    libraryId = await insertLibrary(t.cumulo.store.db, organizationId);
+    return libraryId;
+  };
+
+  it("sends a signed notification within a second, with custom headers that cannot replace the signing ones", async () => {
+    await freshLibrary();
+    const hook = await receiver();
+    const endpoint = await createEndpoint(t, libraryId, {
+      url: `${hook.url}/in`,
+      events: ["created"],
+      headers: {
+        "X-Custom": "yes",
+        "webhook-id": "forged",
+        "Webhook-Signature": "v1,forged",
+        "CONTENT-TYPE": "text/plain",
+        Host: "evil.example",
+        "user-agent": "forged",
+      },
+    });
+    const emittedAt = Date.now();
+    const videoId = await emit("created");
+    await emit("ready"); // not subscribed
+    const [request] = await hook.waitFor(1);
+    expect(request.at - emittedAt).toBeLessThan(1000);
+    expect(request.path).toBe("/in");
+    expect(request.headers["x-custom"]).toBe("yes");
+    expect(request.headers["content-type"]).toBe("application/json");
+    expect(request.headers["user-agent"]).toBe("Cumulo-Webhooks/0.1.0");
+    expect(request.headers.host).toBe(new URL(hook.url).host);
+    expect(request.headers["webhook-id"]).toMatch(/^msg_[0-9a-f]{32}$/);
+    expect(Number(request.headers["webhook-timestamp"])).toBeCloseTo(Date.now() / 1000, -1);
+    const verified = new Webhook(endpoint.secret).verify(request.body, verifyHeaders(request.headers));
+    expect(verified).toMatchObject({
+      event: "created",
+      event_type: "video",
+      notification_time: expect.any(Number),
+      payload: { video_id: videoId, libraryId, status: "created" },
+    });
+    // The signature as CONTRACT.md defines it, computed by hand.
+    const signed = `${request.headers["webhook-id"]}.${request.headers["webhook-timestamp"]}.${request.body}`;
+    const key = Buffer.from(endpoint.secret.slice("whsec_".length), "base64");
+    expect(request.headers["webhook-signature"]).toBe(
+      `v1,${createHmac("sha256", key).update(signed).digest("base64")}`,
+    );
+    expect(() =>
+      new Webhook(`whsec_${Buffer.alloc(24, 1).toString("base64")}`).verify(
+        request.body,
+        verifyHeaders(request.headers),
+      ),
+    ).toThrow();
+
+    const [record] = await deliveriesWhen(t, libraryId, endpoint.id, (rows) => rows.length === 1);
+    expect(record).toEqual({
+      id: expect.stringMatching(/^[0-9a-f-]{36}$/),
+      created_at: expect.stringMatching(OFFSET_TIME),
+      webhook_endpoint_id: endpoint.id,
+      webhook_endpoint: endpoint,
+      video_id: videoId,
+      library_id: libraryId,
+      payload: JSON.parse(request.body),
+      event: "created",
+      response_status: 200,
+      response_body: "ok",
+      attempt: 1,
+      duration_ms: expect.any(Number),
+      success: true,
+    });
+    await sleep(100);
+    expect(hook.received).toHaveLength(1);
+  });
+
+  it("retries on failure by the endpoint's policy with next_retry_at, keeping the webhook-id", async () => {
+    await freshLibrary();
+    const hook = await receiver((_r, res) => {
+      res.statusCode = 500;
+      res.end("boom");
+    });
+    const endpoint = await createEndpoint(t, libraryId, {
+      url: hook.url,
+      retry_policy: { max_attempts: 3, initial_delay_s: 0.2, multiplier: 2, max_delay_s: 1 },
+    });
+    await emit("transcoding");
+    const requests = await hook.waitFor(3, 5000);
+    expect(new Set(requests.map((r) => r.headers["webhook-id"])).size).toBe(1);
+    const [first, second, third] = requests.map((r) => r.at) as [number, number, number];
+    expect(second - first).toBeGreaterThanOrEqual(190);
+    expect(third - second).toBeGreaterThanOrEqual(390);
+    const rows = await deliveriesWhen(t, libraryId, endpoint.id, (r) => r.length === 3);
+    expect(rows.map((r) => r.attempt)).toEqual([3, 2, 1]);
+    for (const row of rows) {
+      expect(row).toMatchObject({
+        success: false,
+        response_status: 500,
+        response_body: "boom",
+        event: "transcoding",
+      });
+      expect(row.error).toBeUndefined();
+    }
+    expect(rows[0].next_retry_at).toBeUndefined();
+    for (const row of rows.slice(1)) {
+      expect(row.next_retry_at).toMatch(OFFSET_TIME);
+      expect(Date.parse(row.next_retry_at)).toBeGreaterThan(Date.parse(row.created_at));
+    }
+    await sleep(1200);
+    expect(hook.received).toHaveLength(3);
+  });
+
+  it("schedules the first retry 5 s later (up to 10% jitter) without a retry policy", async () => {
+    await freshLibrary();
+    const hook = await receiver((_r, res) => {
+      res.statusCode = 500;
+      res.end();
+    });
+    const endpoint = await createEndpoint(t, libraryId, { url: hook.url });
+    await emit("created");
+    const [record] = await deliveriesWhen(t, libraryId, endpoint.id, (rows) => rows.length === 1);
+    const wait = Date.parse(record.next_retry_at) - Date.parse(record.created_at);
+    expect(wait).toBeGreaterThanOrEqual(5000);
+    expect(wait).toBeLessThanOrEqual(5600);
+  });
+
+  it("stops on 410 Gone and switches the endpoint off", async () => {
+    await freshLibrary();
+    const hook = await receiver((_r, res) => {
+      res.statusCode = 410;
+      res.end();
+    });
+    const endpoint = await createEndpoint(t, libraryId, {
+      url: hook.url,
+      retry_policy: { max_attempts: 5, initial_delay_s: 0.1, multiplier: 1, max_delay_s: 1 },
+    });
+    await emit("ready");
+    const [record] = await deliveriesWhen(t, libraryId, endpoint.id, (rows) => rows.length === 1);
+    expect(record).toMatchObject({ response_status: 410, success: false });
+    expect(record.next_retry_at).toBeUndefined();
+    const fetched = await t.request("GET", `${webhooksPath(libraryId)}/${endpoint.id}`);
+    expect(fetched.body.data.is_active).toBe(false);
+    await emit("ready"); // inactive endpoints get no new deliveries
+    await sleep(400);
+    expect(hook.received).toHaveLength(1);
+  });
+
+  it("honours a longer Retry-After on 429/503", async () => {
+    await freshLibrary();
+    const hook = await receiver((request, res) => {
+      if (hook.received.indexOf(request) === 0) {
+        res.writeHead(503, { "retry-after": "1" });
+        res.end("busy");
+      } else res.end("ok");
+    });
+    const endpoint = await createEndpoint(t, libraryId, {
+      url: hook.url,
+      retry_policy: { max_attempts: 3, initial_delay_s: 0.1, multiplier: 1, max_delay_s: 1 },
+    });
+    await emit("processing");
+    const [first, second] = await hook.waitFor(2, 5000);
+    expect(second!.at - first!.at).toBeGreaterThanOrEqual(950);
+    const rows = await deliveriesWhen(t, libraryId, endpoint.id, (r) => r.length === 2);
+    expect(rows[1]).toMatchObject({ attempt: 1, response_status: 503 });
+    expect(Date.parse(rows[1].next_retry_at) - Date.parse(rows[1].created_at)).toBeGreaterThanOrEqual(1000);
+    expect(rows[0]).toMatchObject({ attempt: 2, success: true });
+  });
+
+  it("fails an attempt that exceeds the timeout, a redirect, and keeps at most 64 KiB of the answer", async () => {
+    await freshLibrary();
+    const hook = await receiver((request, res) => {
+      if (request.path === "/slow") setTimeout(() => res.end("late"), 1500);
+      else if (request.path === "/redirect") {
+        res.writeHead(302, { location: "/elsewhere" });
+        res.end();
+      } else if (request.path === "/binary") res.end(Buffer.from([0x61, 0x00, 0xff, 0x62]));
+      else res.end("x".repeat(100 * 1024));
+    });
+    const once = { retry_policy: { max_attempts: 1, initial_delay_s: 1, multiplier: 1, max_delay_s: 1 } };
+    const slow = await createEndpoint(t, libraryId, { url: `${hook.url}/slow`, ...once });
+    const redirect = await createEndpoint(t, libraryId, { url: `${hook.url}/redirect`, ...once });
+    const big = await createEndpoint(t, libraryId, { url: `${hook.url}/big`, ...once });
+    const binary = await createEndpoint(t, libraryId, { url: `${hook.url}/binary`, ...once });
+    await emit("packaging");
+
+    const [timedOut] = await deliveriesWhen(t, libraryId, slow.id, (rows) => rows.length === 1);
+    expect(timedOut).toMatchObject({
+      success: false,
+      response_status: 0,
+      error: expect.stringContaining("timed out"),
+    });
+    expect(timedOut.duration_ms).toBeGreaterThanOrEqual(450);
+    expect(timedOut.duration_ms).toBeLessThan(1500);
+
+    const [redirected] = await deliveriesWhen(t, libraryId, redirect.id, (rows) => rows.length === 1);
+    expect(redirected).toMatchObject({
+      success: false,
+      response_status: 302,
+      error: expect.stringContaining("redirect"),
+    });
+    expect(hook.received.filter((r) => r.path === "/elsewhere")).toHaveLength(0);
+
+    const [large] = await deliveriesWhen(t, libraryId, big.id, (rows) => rows.length === 1);
+    expect(large.success).toBe(true);
+    expect(large.response_body).toHaveLength(64 * 1024);
+
+    const [raw] = await deliveriesWhen(t, libraryId, binary.id, (rows) => rows.length === 1);
+    expect(raw).toMatchObject({ success: true, response_body: "a\ufffdb" });
+  });
+
+  it("keeps delivering to other endpoints while one slow endpoint has a large backlog", async () => {
+    await freshLibrary();
+    const hook = await receiver((request, res) => {
+      if (request.path === "/slow") setTimeout(() => res.end("late"), 400);
+      else res.end("ok");
+    });
+    const once = { retry_policy: { max_attempts: 1, initial_delay_s: 1, multiplier: 1, max_delay_s: 1 } };
+    await createEndpoint(t, libraryId, { url: `${hook.url}/slow`, events: ["created"], ...once });
+    await createEndpoint(t, libraryId, { url: `${hook.url}/fast`, events: ["ready"], ...once });
+    await t.cumulo.store.db.transaction().execute(async (trx) => {
+      for (let i = 0; i < 200; i++) {
+        await t.cumulo.services.webhooks.emit(trx, {
+          event: "created",
+          organizationId,
+          libraryId,
+          videoId: "00000000-0000-4000-8000-000000000000",
+          data: videoData(organizationId, libraryId, "00000000-0000-4000-8000-000000000000", "created"),
+        });
+      }
+    });
+    t.cumulo.services.webhooks.notify();
+    await hook.waitFor(8);
+    const sent = Date.now();
+    await emit("ready");
+    const fast = await waitUntil(
+      () => hook.received.find((r) => r.path === "/fast"),
+      5000,
+      "the fast endpoint",
+    );
+    // Behind the backlog it would wait about 5 s (200 × 400 ms / 8).
+    expect(fast.at - sent).toBeLessThan(1000);
+  });
+
+  it("retries a delivery by hand as the next attempt, signed with the current secret", async () => {
+    await freshLibrary();
+    let healthy = false;
+    const hook = await receiver((_r, res) => {
+      res.statusCode = healthy ? 200 : 500;
+      res.end(healthy ? "ok" : "down");
+    });
+    const endpoint = await createEndpoint(t, libraryId, {
+      url: hook.url,
+      retry_policy: { max_attempts: 1, initial_delay_s: 1, multiplier: 1, max_delay_s: 1 },
+    });
+    await emit("failed");
+    const [failed] = await deliveriesWhen(t, libraryId, endpoint.id, (rows) => rows.length === 1);
+    expect(failed.success).toBe(false);
+    const rotated = await t.request("POST", `${webhooksPath(libraryId)}/${endpoint.id}/rotate-secret`);
+    const secret = rotated.body.data.secret as string;
+    healthy = true;
+
+    const retried = await t.request("POST", `${eventsPath(endpoint.id)}/${failed.id}/retry`);
+    expect(retried.status).toBe(202);
+    expect(retried.body).toMatchObject({
+      success: true,
+      data: {
+        attempt: 2,
+        event: "failed",
+        webhook_endpoint_id: endpoint.id,
+        webhook_id: hook.received[0]!.headers["webhook-id"],
+      },
+    });
+    const [, again] = await hook.waitFor(2);
+    expect(again!.headers["webhook-id"]).toBe(hook.received[0]!.headers["webhook-id"]);
+    expect(() => new Webhook(secret).verify(again!.body, verifyHeaders(again!.headers))).not.toThrow();
+    expect(() => new Webhook(endpoint.secret).verify(again!.body, verifyHeaders(again!.headers))).toThrow();
+    const rows = await deliveriesWhen(t, libraryId, endpoint.id, (r) => r.length === 2);
+    expect(rows[0]).toMatchObject({ attempt: 2, success: true, id: retried.body.data.id });
+    expect(rows[0].next_retry_at).toBeUndefined();
+
+    // A manual retry is one attempt: a success or failure schedules nothing more.
+    healthy = false;
+    const third = await t.request("POST", `${eventsPath(endpoint.id)}/${failed.id}/retry`);
+    expect(third.body.data.attempt).toBe(3);
+    await deliveriesWhen(t, libraryId, endpoint.id, (r) => r.length === 3);
+    await sleep(1300);
+    expect(hook.received).toHaveLength(3);
+
+    const unknown = await t.request(
+      "POST",
+      `${eventsPath(endpoint.id)}/00000000-0000-4000-8000-000000000000/retry`,
+    );
+    expect(unknown.status).toBe(404);
+  });
+
+  it("numbers a manual retry before a scheduled retry that is still waiting", async () => {
+    await freshLibrary();
+    const hook = await receiver((_r, res) => {
+      res.statusCode = 500;
+      res.end();
+    });
+    const endpoint = await createEndpoint(t, libraryId, {
+      url: hook.url,
+      retry_policy: { max_attempts: 2, initial_delay_s: 1.5, multiplier: 1, max_delay_s: 2 },
+    });
+    await emit("uploading");
+    const [first] = await deliveriesWhen(t, libraryId, endpoint.id, (rows) => rows.length === 1);
+    const manual = await t.request("POST", `${eventsPath(endpoint.id)}/${first.id}/retry`);
+    expect(manual.body.data.attempt).toBe(2);
+    const rows = await deliveriesWhen(t, libraryId, endpoint.id, (r) => r.length === 3, "limit=100", 5000);
+    expect(rows.map((r) => r.attempt)).toEqual([3, 2, 1]);
+    expect(rows[1].id).toBe(manual.body.data.id);
+  });
+
+  it("sends a test notification to one endpoint whatever its events and is_active", async () => {
+    await freshLibrary();
+    const hook = await receiver();
+    const endpoint = await createEndpoint(t, libraryId, {
+      url: hook.url,
+      events: ["deleted"],
+      is_active: false,
+    });
+    const other = await createEndpoint(t, libraryId, { url: `${hook.url}/other`, events: ["*"] });
+    const response = await t.request("POST", `${webhooksPath(libraryId)}/${endpoint.id}/test`);
+    expect(response.status).toBe(202);
+    expect(response.body).toMatchObject({
+      success: true,
+      data: { event: "test", attempt: 1, webhook_endpoint_id: endpoint.id },
+    });
+    const [request] = await hook.waitFor(1);
+    const body = new Webhook(endpoint.secret).verify(request!.body, verifyHeaders(request!.headers));
+    expect(body).toEqual({
+      event: "test",
+      event_type: "test",
+      notification_time: expect.any(Number),
+      payload: {},
+    });
+    const [record] = await deliveriesWhen(t, libraryId, endpoint.id, (rows) => rows.length === 1);
+    expect(record).toMatchObject({ event: "test", video_id: null, success: true, id: response.body.data.id });
+    await sleep(200);
+    expect(hook.received.filter((r) => r.path === "/other")).toHaveLength(0);
+    expect((await t.request("GET", eventsPath(other.id))).body.data).toEqual([]);
+  });
+
+  it("filters deliveries by event and success and paginates them newest first", async () => {
+    await freshLibrary();
+    const hook = await receiver((request, res) => {
+      res.statusCode = JSON.parse(request.body).event === "ready" ? 500 : 200;
+      res.end();
+    });
+    const endpoint = await createEndpoint(t, libraryId, {
+      url: hook.url,
+      retry_policy: { max_attempts: 1, initial_delay_s: 1, multiplier: 1, max_delay_s: 1 },
+    });
+    for (const event of ["created", "ready", "created", "ready", "created"] as const) await emit(event);
+    const all = await deliveriesWhen(t, libraryId, endpoint.id, (rows) => rows.length === 5);
+    const times = all.map((r) => Date.parse(r.created_at));
+    expect([...times].sort((a, b) => b - a)).toEqual(times);
+
+    const ready = await t.request("GET", `${eventsPath(endpoint.id)}?event=ready`);
+    expect(ready.body.data).toHaveLength(2);
+    expect(ready.body.data.every((r: { event: string }) => r.event === "ready")).toBe(true);
+    const failed = await t.request("GET", `${eventsPath(endpoint.id)}?success=false`);
+    expect(failed.body.data.map((r: { event: string }) => r.event)).toEqual(["ready", "ready"]);
+    const page = await t.request(
+      "GET",
+      `${eventsPath(endpoint.id)}?event=created&success=true&limit=2&page=2`,
+    );
+    expect(page.status).toBe(200);
+    expect(page.body.data).toHaveLength(1);
+    expect(page.body.meta).toEqual({
+      pagination: { page: 2, page_size: 2, total: 3, total_pages: 2 },
+      links: {
+        self: `${eventsPath(endpoint.id)}?limit=2&page=2&event=created&success=true`,
+        first: `${eventsPath(endpoint.id)}?limit=2&page=1&event=created&success=true`,
+        last: `${eventsPath(endpoint.id)}?limit=2&page=2&event=created&success=true`,
+      },
+    });
+    const badEvent = await t.request("GET", `${eventsPath(endpoint.id)}?event=exploded`);
+    expect(badEvent.status).toBe(400);
+    expect(badEvent.body.errors[0]).toMatchObject({ field: "event", code: "validation_enum" });
+    const badSuccess = await t.request("GET", `${eventsPath(endpoint.id)}?success=maybe`);
+    expect(badSuccess.status).toBe(400);
+    expect(badSuccess.body.errors[0]).toMatchObject({ field: "success", code: "validation_type" });
+  });
+});
+
+describe("webhook URL safety at send time", () => {
+  let t: TestApp;
+  let hook: Receiver;
+  beforeAll(async () => {
+    t = await startTestApp();
+    hook = await startReceiver();
+  });
+  afterAll(async () => {
+    await hook.close();
+    await t.close();
+  });
+
+  it("fails the attempt with an error when the target is a private address", async () => {
+    const organizationId = await organizationOf(t);
+    const libraryId = await insertLibrary(t.cumulo.store.db, organizationId);
+    const once = { retry_policy: { max_attempts: 1, initial_delay_s: 1, multiplier: 1, max_delay_s: 1 } };
+    const literal = await createEndpoint(t, libraryId, { url: "https://93.184.215.14/literal", ...once });
+    const named = await createEndpoint(t, libraryId, { url: "https://93.184.215.14/named", ...once });
+    // The endpoints' targets changed after they were saved (as a DNS answer can).
+    const port = new URL(hook.url).port;
+    await t.cumulo.store.db
+      .updateTable("webhook_endpoints")
+      .set({ url: `http://127.0.0.1:${port}/literal` })
+      .where("id", "=", literal.id)
+      .execute();
+    await t.cumulo.store.db
+      .updateTable("webhook_endpoints")
+      .set({ url: `http://localhost:${port}/named` })
+      .where("id", "=", named.id)
+      .execute();
+    await emitVideoEvent(t.cumulo.store.db, t.cumulo.services.webhooks, {
+      organizationId,
+      libraryId,
+      event: "created",
+    });
+    for (const endpoint of [literal, named]) {
+      const [record] = await deliveriesWhen(t, libraryId, endpoint.id, (rows) => rows.length === 1);
+      expect(record).toMatchObject({
+        success: false,
+        response_status: 0,
+        error: expect.stringMatching(/127\.0\.0\.1|::1/),
+      });
+    }
+    expect(hook.received).toHaveLength(0);
+  });
+});
+
+describe("retry schedule", () => {
+  it("follows the default schedule for 8 attempts, with at most 10% jitter", () => {
+    expect(DEFAULT_RETRY_DELAYS_S).toEqual([5, 300, 1800, 7200, 18000, 36000, 36000]);
+    DEFAULT_RETRY_DELAYS_S.forEach((seconds, index) => {
+      expect(nextRetryDelayMs(null, index + 1, () => 0)).toBe(seconds * 1000);
+      expect(nextRetryDelayMs(null, index + 1, () => 0.999)).toBeLessThanOrEqual(seconds * 1100);
+    });
+    expect(nextRetryDelayMs(null, 8, () => 0)).toBeUndefined();
+  });
+
+  it("grows a policy's delay by its multiplier up to max_delay_s and stops at max_attempts", () => {
+    const policy = { max_attempts: 5, initial_delay_s: 0.5, multiplier: 3, max_delay_s: 4 };
+    expect([1, 2, 3, 4].map((made) => nextRetryDelayMs(policy, made, () => 0))).toEqual([
+      500, 1500, 4000, 4000,
+    ]);
+    expect(nextRetryDelayMs(policy, 5, () => 0)).toBeUndefined();
+    expect(nextRetryDelayMs({ ...policy, max_attempts: 1 }, 1)).toBeUndefined();
+  });
+
+  it("reads Retry-After as seconds or an HTTP date", () => {
+    const now = new Date("2026-11-21T08:30:00.000Z");
+    expect(parseRetryAfter("120", now)).toBe(120_000);
+    expect(parseRetryAfter("Sat, 21 Nov 2026 08:31:00 GMT", now)).toBe(60_000);
+    expect(parseRetryAfter("soon", now)).toBeUndefined();
+    expect(parseRetryAfter(undefined, now)).toBeUndefined();
+  });
+});

@@ -1,0 +1,344 @@
+import { randomUUID } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import { createEndpoint, insertLibrary, organizationOf, webhooksPath } from "./helpers.ts";
+
+const OFFSET_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}\+00:00$/;
+
+describe("webhook endpoints", () => {
+  let t: TestApp;
+  let libraryId: string;
+  let organizationId: string;
+  beforeAll(async () => {
+    t = await startTestApp({ CUMULO_WEBHOOK_ALLOW_PRIVATE: "true" });
+    organizationId = await organizationOf(t);
+    libraryId = await insertLibrary(t.cumulo.store.db, organizationId);
+  });
+  afterAll(() => t.close());
+
+  it("creates an endpoint with a generated secret, null optional fields and offset times", async () => {
+    const response = await t.request("POST", webhooksPath(libraryId), {
+      json: { name: "Primary", url: "https://hooks.example.com/in", events: ["created", "ready"] },
+    });
+    expect(response.status).toBe(201);
+    expect(response.body.success).toBe(true);
+    const endpoint = response.body.data;
+    expect(endpoint).toMatchObject({
+      library_id: libraryId,
+      organization_id: organizationId,
+      name: "Primary",
+      url: "https://hooks.example.com/in",
+      events: ["created", "ready"],
+      headers: null,
+      retry_policy: null,
+      is_active: true,
+      updated_by: expect.any(String),
+    });
+    expect(endpoint.id).toMatch(/^[0-9a-f-]{36}$/);
+    expect(endpoint.created_by).toMatch(/^[0-9a-f-]{36}$/);
+    expect(endpoint.created_at).toMatch(OFFSET_TIME);
+    expect(endpoint.updated_at).toMatch(OFFSET_TIME);
+    expect(endpoint.secret).toMatch(/^whsec_[A-Za-z0-9+/]+=*$/);
+    expect(Buffer.from(endpoint.secret.slice(6), "base64").length).toBeGreaterThanOrEqual(24);
+
+    const fetched = await t.request("GET", `${webhooksPath(libraryId)}/${endpoint.id}`);
+    expect(fetched.status).toBe(200);
+    expect(fetched.body.data).toEqual(endpoint);
+  });
+
+  it("keeps headers, a retry policy (fractional seconds allowed) and is_active", async () => {
+    const endpoint = await createEndpoint(t, libraryId, {
+      url: "http://hooks.example.com/x",
+      headers: { "X-Tenant": "42" },
+      retry_policy: { max_attempts: 3, initial_delay_s: 0.5, multiplier: 2, max_delay_s: 60 },
+      is_active: false,
+    });
+    expect(endpoint.headers).toEqual({ "X-Tenant": "42" });
+    expect(endpoint.retry_policy).toEqual({
+      max_attempts: 3,
+      initial_delay_s: 0.5,
+      multiplier: 2,
+      max_delay_s: 60,
+    });
+    expect(endpoint.is_active).toBe(false);
+  });
+
+  it("completes a partial retry policy with the documented defaults", async () => {
+    const endpoint = await createEndpoint(t, libraryId, {
+      url: "https://a.example.com/p",
+      retry_policy: { max_attempts: 3 },
+    });
+    expect(endpoint.retry_policy).toEqual({
+      max_attempts: 3,
+      initial_delay_s: 5,
+      multiplier: 2,
+      max_delay_s: 36000,
+    });
+    const cleared = await t.request("PATCH", `${webhooksPath(libraryId)}/${endpoint.id}`, {
+      json: { retry_policy: null },
+    });
+    expect(cleared.body.data.retry_policy).toBeNull();
+  });
+
+  it("reports every invalid field at once with the contract's codes", async () => {
+    const response = await t.request("POST", webhooksPath(libraryId), {
+      json: {
+        url: 42,
+        events: ["created", "exploded"],
+        retry_policy: { max_attempts: 21, initial_delay_s: 0, multiplier: 0.5, max_delay_s: 10 },
+        is_active: "yes",
+      },
+    });
+    expect(response.status).toBe(400);
+    expect(response.body.message).toBe("Invalid Request");
+    const byField = Object.fromEntries(
+      (response.body.errors as { field: string; code: string }[]).map((e) => [e.field, e.code]),
+    );
+    expect(byField).toEqual({
+      name: "validation_required",
+      url: "validation_type",
+      "events.1": "validation_enum",
+      "retry_policy.max_attempts": "validation_max",
+      "retry_policy.initial_delay_s": "validation_min",
+      "retry_policy.multiplier": "validation_min",
+      is_active: "validation_type",
+    });
+
+    const empty = await t.request("POST", webhooksPath(libraryId), {
+      json: { name: "n", url: "https://a.example.com", events: [] },
+    });
+    expect(empty.body.errors).toEqual([expect.objectContaining({ field: "events", code: "validation_min" })]);
+  });
+
+  it("refuses URLs that are not http(s) and bad custom headers", async () => {
+    for (const url of ["ftp://example.com/x", "not a url", "javascript:alert(1)", "http://"]) {
+      const response = await t.request("POST", webhooksPath(libraryId), {
+        json: { name: "n", url, events: ["*"] },
+      });
+      expect(response.status, url).toBe(400);
+      expect(response.body.errors).toEqual([
+        expect.objectContaining({ field: "url", code: "validation_format" }),
+      ]);
+    }
+    const headers = await t.request("POST", webhooksPath(libraryId), {
+      json: {
+        name: "n",
+        url: "https://a.example.com",
+        events: ["*"],
+        headers: { "Bad Name": "x", Ok: "a\r\nb" },
+      },
+    });
+    expect(headers.status).toBe(400);
+    expect(headers.body.errors.map((e: { field: string }) => e.field).sort()).toEqual([
+      "headers.Bad Name",
+      "headers.Ok",
+    ]);
+  });
+
+  it("updates fields with PATCH, clears headers with null and checks the new URL", async () => {
+    const endpoint = await createEndpoint(t, libraryId, {
+      url: "https://a.example.com/hook",
+      headers: { "X-A": "1" },
+    });
+    const patched = await t.request("PATCH", `${webhooksPath(libraryId)}/${endpoint.id}`, {
+      json: { name: "Renamed", events: ["deleted"], headers: null, is_active: false },
+    });
+    expect(patched.status).toBe(200);
+    expect(patched.body.data).toMatchObject({
+      name: "Renamed",
+      events: ["deleted"],
+      headers: null,
+      is_active: false,
+      url: "https://a.example.com/hook",
+      secret: endpoint.secret,
+      created_at: endpoint.created_at,
+    });
+    const bad = await t.request("PATCH", `${webhooksPath(libraryId)}/${endpoint.id}`, {
+      json: { url: "gopher://x" },
+    });
+    expect(bad.status).toBe(400);
+    expect(bad.body.errors[0]).toMatchObject({ field: "url", code: "validation_format" });
+  });
+
+  it("takes bodyless operations with an empty JSON body, and refuses malformed JSON", async () => {
+    const endpoint = await createEndpoint(t, libraryId, { url: "https://a.example.com/e" });
+    const rotated = await t.request("POST", `${webhooksPath(libraryId)}/${endpoint.id}/rotate-secret`, {
+      headers: { "content-type": "application/json" },
+    });
+    expect(rotated.status).toBe(200);
+    const tested = await t.request("POST", `${webhooksPath(libraryId)}/${endpoint.id}/test`, {
+      headers: { "content-type": "application/json" },
+      body: "",
+    });
+    expect(tested.status).toBe(202);
+    const malformed = await t.request("POST", webhooksPath(libraryId), {
+      headers: { "content-type": "application/json" },
+      body: '{"name": "x",',
+    });
+    expect(malformed.status).toBe(400);
+    expect(malformed.body).toEqual({ success: false, message: "Invalid Request" });
+    const empty = await t.request("POST", webhooksPath(libraryId), {
+      headers: { "content-type": "application/json" },
+    });
+    expect(empty.status).toBe(400);
+    expect(empty.body.message).toBe("Invalid Request");
+    const text = await t.request("POST", webhooksPath(libraryId), {
+      headers: { "content-type": "text/plain" },
+      body: "hi",
+    });
+    expect(text.status).toBe(415);
+  });
+
+  it("rotates the secret", async () => {
+    const endpoint = await createEndpoint(t, libraryId, { url: "https://a.example.com/r" });
+    const rotated = await t.request("POST", `${webhooksPath(libraryId)}/${endpoint.id}/rotate-secret`);
+    expect(rotated.status).toBe(200);
+    expect(rotated.body.data.secret).toMatch(/^whsec_/);
+    expect(rotated.body.data.secret).not.toBe(endpoint.secret);
+    const fetched = await t.request("GET", `${webhooksPath(libraryId)}/${endpoint.id}`);
+    expect(fetched.body.data.secret).toBe(rotated.body.data.secret);
+  });
+
+  it("deletes an endpoint; afterwards it is not found", async () => {
+    const endpoint = await createEndpoint(t, libraryId, { url: "https://a.example.com/d" });
+    const deleted = await t.request("DELETE", `${webhooksPath(libraryId)}/${endpoint.id}`);
+    expect(deleted.status).toBe(200);
+    expect(deleted.body.success).toBe(true);
+    expect((await t.request("GET", `${webhooksPath(libraryId)}/${endpoint.id}`)).status).toBe(404);
+    expect((await t.request("DELETE", `${webhooksPath(libraryId)}/${endpoint.id}`)).status).toBe(404);
+  });
+
+  it("lists endpoints newest first with pagination meta", async () => {
+    const library = await insertLibrary(t.cumulo.store.db, organizationId);
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      ids.push((await createEndpoint(t, library, { name: `e${i}`, url: "https://a.example.com" })).id);
+      await new Promise((resolve) => setTimeout(resolve, 3));
+    }
+    const page1 = await t.request("GET", `${webhooksPath(library)}?limit=2&page=1`);
+    expect(page1.status).toBe(200);
+    expect(page1.body.data.map((e: { id: string }) => e.id)).toEqual([ids[2], ids[1]]);
+    expect(page1.body.meta).toEqual({
+      pagination: { page: 1, page_size: 2, total: 3, total_pages: 2 },
+      links: {
+        self: `${webhooksPath(library)}?limit=2&page=1`,
+        first: `${webhooksPath(library)}?limit=2&page=1`,
+        last: `${webhooksPath(library)}?limit=2&page=2`,
+      },
+    });
+    const page2 = await t.request("GET", `${webhooksPath(library)}?limit=2&page=2`);
+    expect(page2.body.data.map((e: { id: string }) => e.id)).toEqual([ids[0]]);
+    const past = await t.request("GET", `${webhooksPath(library)}?limit=2&page=9`);
+    expect(past.status).toBe(200);
+    expect(past.body.data).toEqual([]);
+    const bad = await t.request("GET", `${webhooksPath(library)}?limit=0`);
+    expect(bad.status).toBe(400);
+    expect(bad.body.errors[0]).toMatchObject({ field: "limit", code: "validation_min" });
+  });
+
+  it("answers 404 for an unknown library, a malformed id and another organization's resources", async () => {
+    expect((await t.request("GET", webhooksPath(randomUUID()))).status).toBe(404);
+    expect((await t.request("GET", webhooksPath("not-a-uuid"))).status).toBe(404);
+    const missing = await t.request("POST", webhooksPath(randomUUID()), {
+      json: { name: "n", url: "https://a.example.com", events: ["*"] },
+    });
+    expect(missing.status).toBe(404);
+    expect(missing.body).toEqual({ success: false, message: "Resource not found" });
+
+    const endpoint = await createEndpoint(t, libraryId, { url: "https://a.example.com/iso" });
+    const other = await t.createOrganization("Webhook rival");
+    const otherLibrary = await insertLibrary(t.cumulo.store.db, other.organizationId);
+    const path = `${webhooksPath(libraryId)}/${endpoint.id}`;
+    const attempts: [string, string, unknown?][] = [
+      ["GET", webhooksPath(libraryId)],
+      ["POST", webhooksPath(libraryId), { name: "n", url: "https://a.example.com", events: ["*"] }],
+      ["GET", path],
+      ["PATCH", path, { name: "stolen" }],
+      ["DELETE", path],
+      ["POST", `${path}/rotate-secret`],
+      ["POST", `${path}/test`],
+      ["GET", `${path}/events`],
+      ["POST", `${path}/events/${randomUUID()}/retry`],
+    ];
+    for (const [method, target, json] of attempts) {
+      const response = await t.request(method, target, { key: other.key, ...(json ? { json } : {}) });
+      expect(response.status, `${method} ${target}`).toBe(404);
+    }
+    // The endpoint is also not reachable through the other organization's own library.
+    const crossed = await t.request("GET", `${webhooksPath(otherLibrary)}/${endpoint.id}`, {
+      key: other.key,
+    });
+    expect(crossed.status).toBe(404);
+    const still = await t.request("GET", path);
+    expect(still.body.data.name).toBe(endpoint.name);
+  });
+
+  it("requires a key, and a read-only key may only read", async () => {
+    const anonymous = await t.request("GET", webhooksPath(libraryId), { anonymous: true });
+    expect(anonymous.status).toBe(401);
+    expect(anonymous.body.code).toBe("auth_type_not_found");
+    const created = await t.cumulo.services.identity.createApiKey(organizationId, {
+      name: "ro",
+      readOnly: true,
+    });
+    if (created.outcome !== "created") throw new Error("key not created");
+    expect((await t.request("GET", webhooksPath(libraryId), { key: created.api_key })).status).toBe(200);
+    const write = await t.request("POST", webhooksPath(libraryId), {
+      key: created.api_key,
+      json: { name: "n", url: "https://a.example.com", events: ["*"] },
+    });
+    expect(write.status).toBe(403);
+  });
+
+  it("documents every route in the OpenAPI document", async () => {
+    const doc = await t.request("GET", "/openapi.json", { anonymous: true });
+    const paths = Object.keys(doc.body.paths).filter((p) => p.includes("/webhooks"));
+    expect(paths.sort()).toEqual([
+      "/v1/media/libraries/{libraryId}/webhooks",
+      "/v1/media/libraries/{libraryId}/webhooks/{endpointId}",
+      "/v1/media/libraries/{libraryId}/webhooks/{endpointId}/events",
+      "/v1/media/libraries/{libraryId}/webhooks/{endpointId}/events/{deliveryId}/retry",
+      "/v1/media/libraries/{libraryId}/webhooks/{endpointId}/rotate-secret",
+      "/v1/media/libraries/{libraryId}/webhooks/{endpointId}/test",
+    ]);
+  });
+});
+
+describe("webhook URL safety at create", () => {
+  let t: TestApp;
+  let libraryId: string;
+  beforeAll(async () => {
+    t = await startTestApp();
+    libraryId = await insertLibrary(t.cumulo.store.db, await organizationOf(t));
+  });
+  afterAll(() => t.close());
+
+  it("refuses loopback, private, link-local, CGNAT, metadata and IPv4-mapped targets", async () => {
+    const urls = [
+      "http://127.0.0.1:8080/hook",
+      "http://localhost/hook",
+      "http://10.1.2.3/hook",
+      "http://192.168.0.10/hook",
+      "http://169.254.169.254/latest/meta-data",
+      "http://100.64.0.1/hook",
+      "http://[::1]/hook",
+      "http://[::ffff:127.0.0.1]/hook",
+      "http://0.0.0.0/hook",
+    ];
+    for (const url of urls) {
+      const response = await t.request("POST", webhooksPath(libraryId), {
+        json: { name: "n", url, events: ["*"] },
+      });
+      expect(response.status, url).toBe(400);
+      expect(response.body.errors, url).toEqual([
+        expect.objectContaining({ field: "url", code: "validation_format" }),
+      ]);
+    }
+    const endpoint = await createEndpoint(t, libraryId, { url: "https://93.184.215.14/hook" });
+    const patched = await t.request("PATCH", `${webhooksPath(libraryId)}/${endpoint.id}`, {
+      json: { url: "http://127.0.0.1/hook" },
+    });
+    expect(patched.status).toBe(400);
+    expect(patched.body.errors[0]).toMatchObject({ field: "url", code: "validation_format" });
+  });
+});

@@ -1,0 +1,183 @@
+import { randomUUID } from "node:crypto";
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { Kysely } from "kysely";
+import type { Database } from "../../src/store/tables.ts";
+import type { VideoEvent, WebhookEmitter } from "../../src/webhooks/emitter.ts";
+import type { TestApp } from "../support/app.ts";
+
+/** A library row with every NOT NULL column of migration 0100 (the media routes arrive with the merge). */
+export async function insertLibrary(db: Kysely<Database>, organizationId: string): Promise<string> {
+  const id = randomUUID();
+  const now = new Date().toISOString();
+  await db
+    .insertInto("libraries")
+    .values({
+      id,
+      organization_id: organizationId,
+      name: "Webhook test library",
+      description: "",
+      usage_type: "video",
+      default_privacy: "public",
+      status: "active",
+      region: "eu-central",
+      distribution_id: null,
+      whitelist_referrers: JSON.stringify({ action: "allow", values: [], enabled: false }),
+      blocked_countries: JSON.stringify({ action: "deny", values: [], enabled: false }),
+      video_privacy: "public",
+      created_by: randomUUID(),
+      updated_by: null,
+      created_at: now,
+      updated_at: now,
+    })
+    .execute();
+  return id;
+}
+
+export async function organizationOf(t: TestApp, key = t.adminKey): Promise<string> {
+  const auth = await t.cumulo.services.identity.authenticate(key);
+  if (!auth) throw new Error("key does not authenticate");
+  return auth.organizationId;
+}
+
+/** Video data of a notification, as the media domain sends it. */
+export const videoData = (organizationId: string, libraryId: string, videoId: string, status: string) => ({
+  status,
+  duration: 0,
+  formatted_duration: "00:00:00",
+  video_id: videoId,
+  client_id: organizationId,
+  libraryId,
+  manifest_url: "",
+  thumbnail_url: "",
+  thumbnail_count: 0,
+  direct_play_url: "",
+  preview_animation_thumbnail_url: "",
+});
+
+/** Queues a video notification the way the media domain does: in a transaction, then notify(). */
+export async function emitVideoEvent(
+  db: Kysely<Database>,
+  emitter: WebhookEmitter,
+  input: { organizationId: string; libraryId: string; event: VideoEvent; videoId?: string },
+): Promise<string> {
+  const videoId = input.videoId ?? randomUUID();
+  await db.transaction().execute((trx) =>
+    emitter.emit(trx, {
+      event: input.event,
+      organizationId: input.organizationId,
+      libraryId: input.libraryId,
+      videoId,
+      data: videoData(input.organizationId, input.libraryId, videoId, input.event),
+    }),
+  );
+  emitter.notify();
+  return videoId;
+}
+
+export interface Received {
+  path: string;
+  headers: IncomingHttpHeaders;
+  body: string;
+  at: number;
+}
+
+export type Responder = (request: Received, res: ServerResponse) => unknown;
+
+/** A real HTTP receiver on 127.0.0.1 that records every request and answers with `respond`. */
+export interface Receiver {
+  url: string;
+  received: Received[];
+  respond: Responder;
+  waitFor(count: number, timeoutMs?: number): Promise<Received[]>;
+  close(): Promise<void>;
+}
+
+export async function startReceiver(respond: Responder = (_r, res) => res.end("ok")): Promise<Receiver> {
+  const received: Received[] = [];
+  const receiver: Receiver = {
+    url: "",
+    received,
+    respond,
+    waitFor: (count, timeoutMs = 10_000) =>
+      waitUntil(
+        () => (received.length >= count ? received : undefined),
+        timeoutMs,
+        `${count} requests (got ${received.length})`,
+      ),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (chunk: Buffer) => chunks.push(chunk));
+    req.on("end", () => {
+      const entry = {
+        path: req.url ?? "/",
+        headers: req.headers,
+        body: Buffer.concat(chunks).toString(),
+        at: Date.now(),
+      };
+      received.push(entry);
+      Promise.resolve(receiver.respond(entry, res)).catch(() => res.destroy());
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  receiver.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return receiver;
+}
+
+/** Polls `check` every 20 ms until it returns a value. */
+export async function waitUntil<T>(
+  check: () => T | undefined | Promise<T | undefined>,
+  timeoutMs = 10_000,
+  what = "condition",
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+export const webhooksPath = (libraryId: string) => `/v1/media/libraries/${libraryId}/webhooks`;
+
+/** Creates an endpoint through the API and returns its record. */
+export async function createEndpoint(
+  t: TestApp,
+  libraryId: string,
+  body: Record<string, unknown>,
+  key?: string,
+) {
+  const response = await t.request("POST", webhooksPath(libraryId), {
+    json: { name: "hook", events: ["*"], ...body },
+    ...(key ? { key } : {}),
+  });
+  if (response.status !== 201) throw new Error(`endpoint not created: ${response.status} ${response.text}`);
+  return response.body.data;
+}
+
+/** The endpoint's delivery records, once `predicate` holds for them. */
+export async function deliveriesWhen(
+  t: TestApp,
+  libraryId: string,
+  endpointId: string,
+  predicate: (rows: any[]) => boolean,
+  query = "limit=100",
+  timeoutMs = 10_000,
+): Promise<any[]> {
+  return waitUntil(
+    async () => {
+      const response = await t.request("GET", `${webhooksPath(libraryId)}/${endpointId}/events?${query}`);
+      const rows = response.body.data as any[];
+      return predicate(rows) ? rows : undefined;
+    },
+    timeoutMs,
+    "delivery records",
+  );
+}
