@@ -1,0 +1,279 @@
+import type { FastifyBaseLogger } from "fastify";
+import type { Clock } from "../clock.ts";
+import type { FieldError } from "../http/errors.ts";
+import {
+  TRAFFIC_COUNTERS,
+  type TrafficBucketRow,
+  type TrafficCounters,
+  type TrafficRepository,
+} from "./repository.ts";
+import {
+  type Analytics,
+  type AnalyticsQuery,
+  GRANULARITIES,
+  type Granularity,
+  METRICS,
+  type Metric,
+} from "./schemas.ts";
+import type { CdnService } from "./service.ts";
+import type { TrafficMinuteTable } from "./tables.ts";
+
+const MINUTE_MS = 60_000;
+
+/** One response the edge sent, as analytics counts it. */
+export interface TrafficEvent {
+  distributionId: string;
+  organizationId: string;
+  status: number;
+  /** Body bytes written to the viewer. */
+  sentBytes: number;
+  /** Body bytes read from the origin for this response (0 when served from cache). */
+  upstreamBytes: number;
+  /** Time the origin took, when this response went to the origin. */
+  originTimeMs: number | undefined;
+}
+
+const emptyCounters = (): TrafficCounters =>
+  Object.fromEntries(TRAFFIC_COUNTERS.map((column) => [column, 0])) as unknown as TrafficCounters;
+
+/**
+ * Counts edge responses per distribution per minute in memory and adds them to the store every few
+ * seconds (and at shutdown). Several edge nodes add to the same rows.
+ */
+export class TrafficRecorder {
+  #pending = new Map<string, TrafficMinuteTable>();
+  #timer: NodeJS.Timeout | undefined;
+  #flushing: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly repository: TrafficRepository,
+    private readonly clock: Clock,
+    private readonly logger: FastifyBaseLogger,
+    private readonly flushIntervalMs: number,
+  ) {}
+
+  record(event: TrafficEvent): void {
+    const minute = Math.floor(this.clock.now().getTime() / MINUTE_MS);
+    const key = `${event.distributionId}|${minute}`;
+    let row = this.#pending.get(key);
+    if (!row) {
+      row = {
+        distribution_id: event.distributionId,
+        organization_id: event.organizationId,
+        minute,
+        ...emptyCounters(),
+      };
+      this.#pending.set(key, row);
+    }
+    row.requests += 1;
+    row.sent_bytes += event.sentBytes;
+    row.upstream_bytes += event.upstreamBytes;
+    if (event.originTimeMs !== undefined) {
+      row.origin_time_ms += Math.round(event.originTimeMs);
+      row.origin_fetches += 1;
+    }
+    const statusClass = Math.floor(event.status / 100);
+    if (statusClass === 2) row.responses_2xx += 1;
+    else if (statusClass === 3) row.responses_3xx += 1;
+    else if (statusClass === 4) row.responses_4xx += 1;
+    else if (statusClass === 5) row.responses_5xx += 1;
+  }
+
+  /** Writes everything counted so far; counts that fail to be written are kept for the next flush. */
+  flush(): Promise<void> {
+    this.#flushing = this.#flushing.then(async () => {
+      if (this.#pending.size === 0) return;
+      const batch = this.#pending;
+      this.#pending = new Map();
+      try {
+        await this.repository.add([...batch.values()]);
+      } catch (error) {
+        this.logger.warn({ err: error }, "cdn traffic flush failed; will retry");
+        for (const [key, row] of batch) {
+          const newer = this.#pending.get(key);
+          if (newer) for (const column of TRAFFIC_COUNTERS) newer[column] += row[column];
+          else this.#pending.set(key, row);
+        }
+      }
+    });
+    return this.#flushing;
+  }
+
+  start(): void {
+    this.#timer ??= setInterval(() => void this.flush(), this.flushIntervalMs);
+    this.#timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = undefined;
+    await this.flush();
+  }
+}
+
+const GRANULARITY_MINUTES: Record<Granularity, number> = {
+  "1m": 1,
+  "5m": 5,
+  "15m": 15,
+  "1h": 60,
+  "6h": 360,
+  "1d": 1440,
+};
+export const MAX_BUCKETS = 10_000;
+const DEFAULT_RANGE_MS = 24 * 60 * MINUTE_MS;
+
+// ISO 8601 date or date-time; a time without an offset is UTC.
+const ISO_TIME =
+  /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(Z|[+-]\d{2}(?::?\d{2})?)?)?$/i;
+
+function parseTime(raw: string): number | undefined {
+  // An unencoded "+" in a query string arrives as a space: "10:00:00 02:00" means "+02:00".
+  const given = raw.trim().replace(/(T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?) (\d{2}:?\d{2})$/i, "$1+$2");
+  const match = ISO_TIME.exec(given);
+  if (!match) return undefined;
+  let text = given.replace(" ", "T");
+  if (text.length > 10 && match[1] === undefined) text += "Z";
+  const value = Date.parse(text);
+  return Number.isNaN(value) ? undefined : value;
+}
+
+export type AnalyticsOutcome =
+  | { ok: true; analytics: Analytics }
+  | { ok: false; reason: "invalid"; errors: FieldError[] }
+  | { ok: false; reason: "not_found" };
+
+function metricValue(metric: Metric, row: TrafficCounters): number {
+  switch (metric) {
+    case "requests":
+      return row.requests;
+    case "traffic":
+      return row.sent_bytes;
+    case "cache_hit_traffic_ratio":
+      return row.sent_bytes > 0 ? Math.min(1, Math.max(0, 1 - row.upstream_bytes / row.sent_bytes)) : 0;
+    case "upstream_origin_time_ms":
+      return row.origin_fetches > 0 ? row.origin_time_ms / row.origin_fetches : 0;
+    default:
+      return row[metric];
+  }
+}
+
+/** The analytics query: validated parameters, aligned zero-filled buckets. */
+export class AnalyticsService {
+  constructor(
+    private readonly traffic: TrafficRepository,
+    private readonly cdn: CdnService,
+    private readonly clock: Clock,
+  ) {}
+
+  async query(organizationId: string, query: AnalyticsQuery): Promise<AnalyticsOutcome> {
+    const errors: FieldError[] = [];
+
+    const requested = (query.metrics ?? [])
+      .flatMap((value) => value.split(","))
+      .map((value) => value.trim())
+      .filter((value) => value !== "");
+    const unknown = requested.filter((value) => !(METRICS as readonly string[]).includes(value));
+    if (unknown.length > 0) {
+      errors.push({
+        field: "metrics",
+        code: "validation_enum",
+        message: `The metrics field must be one of: ${METRICS.join(", ")}.`,
+      });
+    }
+    const metrics = (requested.length > 0 ? [...new Set(requested)] : [...METRICS]) as Metric[];
+
+    const granularity = (query.granularity ?? "1h") as Granularity;
+    const granularityKnown = (GRANULARITIES as readonly string[]).includes(granularity);
+    if (!granularityKnown) {
+      errors.push({
+        field: "granularity",
+        code: "validation_enum",
+        message: `The granularity field must be one of: ${GRANULARITIES.join(", ")}.`,
+      });
+    }
+
+    const to = query.to === undefined ? this.clock.now().getTime() : parseTime(query.to);
+    if (to === undefined) {
+      errors.push({
+        field: "to",
+        code: "validation_format",
+        message: "The to field must be an ISO 8601 time.",
+      });
+    }
+    let from: number | undefined;
+    if (query.from !== undefined) {
+      from = parseTime(query.from);
+      if (from === undefined) {
+        errors.push({
+          field: "from",
+          code: "validation_format",
+          message: "The from field must be an ISO 8601 time.",
+        });
+      }
+    } else if (to !== undefined) {
+      from = to - DEFAULT_RANGE_MS;
+    }
+    if (from !== undefined && to !== undefined && from >= to) {
+      errors.push({ field: "to", code: "validation_min", message: "The to field must be after from." });
+    }
+
+    const stepMinutes = granularityKnown ? GRANULARITY_MINUTES[granularity] : undefined;
+    let firstBucket = 0;
+    let bucketCount = 0;
+    if (from !== undefined && to !== undefined && from < to && stepMinutes !== undefined) {
+      const stepMs = stepMinutes * MINUTE_MS;
+      firstBucket = Math.floor(from / stepMs);
+      // every bucket that starts before `to`
+      bucketCount = Math.ceil(to / stepMs) - firstBucket;
+      if (bucketCount > MAX_BUCKETS) {
+        errors.push({
+          field: "granularity",
+          code: "validation_max",
+          message: `The range holds more than ${MAX_BUCKETS} buckets of this granularity.`,
+        });
+      }
+    }
+    if (errors.length > 0 || from === undefined || to === undefined || stepMinutes === undefined) {
+      return { ok: false, reason: "invalid", errors };
+    }
+
+    let distributionId: string | undefined;
+    const hostname = query.distribution?.trim().toLowerCase() || undefined; // empty = omitted
+    if (hostname !== undefined) {
+      const distribution = await this.cdn.findByHostname(organizationId, hostname);
+      if (!distribution) return { ok: false, reason: "not_found" };
+      distributionId = distribution.id;
+    }
+
+    const rows = await this.traffic.sumByBucket({
+      organizationId,
+      distributionId,
+      fromMinute: firstBucket * stepMinutes,
+      toMinute: (firstBucket + bucketCount) * stepMinutes,
+      granularityMinutes: stepMinutes,
+    });
+    const byBucket = new Map<number, TrafficBucketRow>(rows.map((row) => [row.bucket, row]));
+    const zero = emptyCounters();
+    const data: Analytics["Data"] = [];
+    for (let index = 0; index < bucketCount; index++) {
+      const bucket = firstBucket + index;
+      const row = byBucket.get(bucket) ?? zero;
+      const entry: Record<string, string | number> = {
+        Timestamp: new Date(bucket * stepMinutes * MINUTE_MS).toISOString(),
+      };
+      for (const metric of metrics) entry[metric] = metricValue(metric, row);
+      data.push(entry as Analytics["Data"][number]);
+    }
+    return {
+      ok: true,
+      analytics: {
+        From: new Date(from).toISOString(),
+        To: new Date(to).toISOString(),
+        Metrics: metrics,
+        Granularity: granularity,
+        Distribution: hostname ?? "*",
+        Data: data,
+      },
+    };
+  }
+}

@@ -1,0 +1,140 @@
+import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerResponse } from "node:http";
+
+export type HeaderMap = Record<string, string | string[] | undefined>;
+
+const HOP_BY_HOP = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-authenticate",
+  "proxy-authorization",
+  "proxy-connection",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+]);
+
+/** Origin response headers a viewer may see: hop-by-hop ones and our own (Age, X-Cache) removed. */
+export function endToEndHeaders(headers: HeaderMap): OutgoingHttpHeaders {
+  const named = String(headers.connection ?? "")
+    .toLowerCase()
+    .split(",")
+    .map((name) => name.trim())
+    .filter((name) => name !== "");
+  const out: OutgoingHttpHeaders = {};
+  for (const [name, value] of Object.entries(headers)) {
+    const lower = name.toLowerCase();
+    if (value === undefined || HOP_BY_HOP.has(lower) || named.includes(lower)) continue;
+    if (lower === "age" || lower === "x-cache") continue;
+    out[lower] = value;
+  }
+  return out;
+}
+
+const first = (value: string | string[] | number | undefined): string | undefined =>
+  Array.isArray(value) ? value[0] : value === undefined ? undefined : String(value);
+
+export type RangeResult =
+  | { kind: "none" }
+  | { kind: "range"; start: number; end: number }
+  | { kind: "unsatisfiable" };
+
+/**
+ * One `bytes=` range of a representation of `size` bytes. Several ranges, other units and malformed
+ * values are ignored (the whole representation is sent), as RFC 9110 allows.
+ */
+export function parseRange(header: string | undefined, size: number): RangeResult {
+  if (header === undefined) return { kind: "none" };
+  const match = /^\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*$/i.exec(header);
+  if (!match) return { kind: "none" };
+  const [, startText = "", endText = ""] = match;
+  if (startText === "" && endText === "") return { kind: "none" };
+  if (startText === "") {
+    const suffix = Number(endText);
+    if (suffix === 0 || size === 0) return { kind: "unsatisfiable" };
+    return { kind: "range", start: Math.max(0, size - suffix), end: size - 1 };
+  }
+  const start = Number(startText);
+  const end = endText === "" ? size - 1 : Math.min(Number(endText), size - 1);
+  if (endText !== "" && Number(endText) < start) return { kind: "none" };
+  if (start >= size) return { kind: "unsatisfiable" };
+  return { kind: "range", start, end };
+}
+
+const opaqueTag = (tag: string): string => tag.trim().replace(/^W\//, "");
+
+/** `If-Range`: the range applies only when the validator still names this representation. */
+export function ifRangeMatches(request: IncomingHttpHeaders, response: OutgoingHttpHeaders): boolean {
+  const condition = first(request["if-range"])?.trim();
+  if (condition === undefined) return true;
+  const etag = first(response.etag);
+  if (condition.startsWith('"') || condition.startsWith("W/")) {
+    // a strong comparison: weak tags never match
+    return etag !== undefined && !etag.startsWith("W/") && etag === condition;
+  }
+  const lastModified = first(response["last-modified"]);
+  const date = Date.parse(condition);
+  return lastModified !== undefined && !Number.isNaN(date) && Date.parse(lastModified) === date;
+}
+
+/**
+ * Whether a GET/HEAD with these conditional headers gets 304 for this representation:
+ * `If-None-Match` (weak comparison) wins over `If-Modified-Since`.
+ */
+export function notModified(request: IncomingHttpHeaders, response: OutgoingHttpHeaders): boolean {
+  const ifNoneMatch = request["if-none-match"];
+  if (ifNoneMatch !== undefined) {
+    const etag = first(response.etag);
+    if (ifNoneMatch.trim() === "*") return true;
+    if (etag === undefined) return false;
+    return ifNoneMatch.split(",").some((tag) => opaqueTag(tag) === opaqueTag(etag));
+  }
+  const ifModifiedSince = request["if-modified-since"];
+  const lastModified = first(response["last-modified"]);
+  if (ifModifiedSince === undefined || lastModified === undefined) return false;
+  const since = Date.parse(ifModifiedSince);
+  const modified = Date.parse(lastModified);
+  return !Number.isNaN(since) && !Number.isNaN(modified) && modified <= since;
+}
+
+/** Headers of a 304: the representation's metadata without its body framing. */
+export function notModifiedHeaders(headers: OutgoingHttpHeaders): OutgoingHttpHeaders {
+  const out = { ...headers };
+  for (const name of ["content-length", "content-range", "content-type", "content-encoding"])
+    delete out[name];
+  return out;
+}
+
+export type ConditionalOutcome = { kind: "not-modified" } | RangeResult;
+
+/**
+ * What a GET or HEAD of a complete representation answers: 304 when the request's validators match,
+ * else the range it asks for (only when If-Range, if any, still matches).
+ */
+export function conditionalOutcome(
+  request: IncomingHttpHeaders,
+  response: OutgoingHttpHeaders,
+  size: number,
+): ConditionalOutcome {
+  if (notModified(request, response)) return { kind: "not-modified" };
+  return ifRangeMatches(request, response) ? parseRange(request.range, size) : { kind: "none" };
+}
+
+/** A JSON error answer of the edge (no body for HEAD, never stored downstream); returns the body bytes sent. */
+export function sendJsonError(
+  response: ServerResponse,
+  status: number,
+  body: object,
+  headers: OutgoingHttpHeaders = {},
+): number {
+  const bytes = Buffer.from(JSON.stringify(body));
+  response.writeHead(status, {
+    ...headers,
+    "content-type": "application/json; charset=utf-8",
+    "content-length": bytes.length,
+    "cache-control": "no-store",
+  });
+  const head = response.req.method === "HEAD";
+  response.end(head ? undefined : bytes);
+  return head ? 0 : bytes.length;
+}

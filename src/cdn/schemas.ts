@@ -1,0 +1,117 @@
+import { type Static, Type } from "@sinclair/typebox";
+import { StringEnum, Timestamp, Uuid } from "../http/schemas.ts";
+
+export const DISTRIBUTION_STATUSES = ["active", "disabled"] as const;
+
+/** A host name: dot-separated labels of letters, digits and inner hyphens (checked case-insensitively). */
+export const HOSTNAME_PATTERN =
+  "^(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\\.)*[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$";
+
+export const MAX_TTL_S = 31_536_000;
+
+export const Distribution = Type.Object({
+  id: Uuid,
+  hostname: Type.String({ examples: ["cdn.example.com"] }),
+  origin_url: Type.String({ examples: ["https://origin.example.com"] }),
+  default_ttl_s: Type.Integer(),
+  status: StringEnum(DISTRIBUTION_STATUSES),
+  created_at: Timestamp,
+  updated_at: Timestamp,
+});
+export type Distribution = Static<typeof Distribution>;
+
+const TtlField = Type.Integer({
+  minimum: 0,
+  maximum: MAX_TTL_S,
+  description: "Seconds an object is fresh when the origin says nothing about freshness",
+});
+
+export const CreateDistributionBody = Type.Object({
+  hostname: Type.String({
+    pattern: HOSTNAME_PATTERN,
+    description: "Host name viewers use; stored lower-case",
+  }),
+  origin_url: Type.String({ minLength: 1, maxLength: 2048, description: "http(s) URL of the origin" }),
+  default_ttl_s: Type.Optional({ ...TtlField, default: 3600 }),
+});
+export type CreateDistributionBody = Static<typeof CreateDistributionBody>;
+
+export const UpdateDistributionBody = Type.Object({
+  origin_url: Type.Optional(Type.String({ minLength: 1, maxLength: 2048 })),
+  default_ttl_s: Type.Optional(TtlField),
+  status: Type.Optional(StringEnum(DISTRIBUTION_STATUSES)),
+});
+export type UpdateDistributionBody = Static<typeof UpdateDistributionBody>;
+
+export const MAX_PURGE_PATHS = 1000;
+export const MAX_PURGE_PATH_LENGTH = 2048;
+
+export const PurgeBody = Type.Object({
+  paths: Type.Array(
+    Type.String({
+      pattern: "^/[^*]*\\*?$",
+      maxLength: MAX_PURGE_PATH_LENGTH,
+      description: "Starts with /; a trailing * purges every path with that prefix",
+    }),
+    { minItems: 1, maxItems: MAX_PURGE_PATHS },
+  ),
+});
+export type PurgeBody = Static<typeof PurgeBody>;
+
+export const Purge = Type.Object({
+  id: Uuid,
+  distribution_id: Uuid,
+  paths: Type.Array(Type.String()),
+  created_at: Timestamp,
+});
+export type Purge = Static<typeof Purge>;
+
+export const METRICS = [
+  "requests",
+  "traffic",
+  "cache_hit_traffic_ratio",
+  "upstream_origin_time_ms",
+  "responses_2xx",
+  "responses_3xx",
+  "responses_4xx",
+  "responses_5xx",
+] as const;
+export type Metric = (typeof METRICS)[number];
+
+export const GRANULARITIES = ["1m", "5m", "15m", "1h", "6h", "1d"] as const;
+export type Granularity = (typeof GRANULARITIES)[number];
+
+// Validated by the handler so that every failing parameter is reported in one response.
+export const AnalyticsQuery = Type.Object({
+  from: Type.Optional(Type.String({ description: "ISO 8601 start of the range (default: to - 24h)" })),
+  to: Type.Optional(Type.String({ description: "ISO 8601 end of the range (default: now)" })),
+  metrics: Type.Optional(
+    Type.Array(Type.String(), {
+      description: `Repeated or comma-separated; any of ${METRICS.join(", ")} (default: all)`,
+    }),
+  ),
+  granularity: Type.Optional(
+    Type.String({ description: `One of ${GRANULARITIES.join(", ")} (default 1h)`, examples: ["1h"] }),
+  ),
+  distribution: Type.Optional(
+    Type.String({ description: "A distribution's host name (default: all of the organization's)" }),
+  ),
+});
+export type AnalyticsQuery = Static<typeof AnalyticsQuery>;
+
+export const Analytics = Type.Object({
+  From: Type.String(),
+  To: Type.String(),
+  Metrics: Type.Array(Type.String()),
+  Granularity: Type.String(),
+  Distribution: Type.String(),
+  Data: Type.Array(
+    Type.Object(
+      { Timestamp: Type.String() },
+      { additionalProperties: Type.Number(), description: "Bucket start, then one number per metric" },
+    ),
+  ),
+});
+export type Analytics = Static<typeof Analytics>;
+
+export const EmptyObject = Type.Object({}, { additionalProperties: false });

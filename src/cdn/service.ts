@@ -1,0 +1,254 @@
+import { randomUUID } from "node:crypto";
+import { lookup as dnsLookup } from "node:dns";
+import { isIP } from "node:net";
+import type { Updateable } from "kysely";
+import type { Bus } from "../bus.ts";
+import { type Clock, nowIso } from "../clock.ts";
+import type { Config } from "../config.ts";
+import type { FieldError } from "../http/errors.ts";
+import type { Page } from "../http/pagination.ts";
+import { checkUrlTarget } from "../net/address-guard.ts";
+import { readJson, writeJson } from "../store/codec.ts";
+import type { PurgeSync } from "./purge-sync.ts";
+import { type DistributionRepository, type Executor, HostnameTakenError } from "./repository.ts";
+import type { CreateDistributionBody, Distribution, Purge, UpdateDistributionBody } from "./schemas.ts";
+import type { DistributionTable, PurgeTable } from "./tables.ts";
+
+export const DEFAULT_TTL_S = 3600;
+
+/** Bus channel: a distribution was created, changed or deleted; edges drop what they know of it. */
+export const DISTRIBUTION_CHANNEL = "cdn.distribution";
+
+export interface DistributionChange {
+  id: string;
+  hostname: string;
+  /** The cached objects no longer reflect the origin (origin changed or distribution deleted). */
+  dropCache: boolean;
+}
+
+export type DistributionOutcome =
+  | { ok: true; distribution: Distribution }
+  | { ok: false; reason: "not_found" | "hostname_taken" | "library_distribution" }
+  | { ok: false; reason: "invalid"; errors: FieldError[] };
+
+export const toDistribution = (row: DistributionTable): Distribution => ({
+  id: row.id,
+  hostname: row.hostname,
+  origin_url: row.origin_url,
+  default_ttl_s: row.default_ttl_s,
+  status: row.status,
+  created_at: row.created_at,
+  updated_at: row.updated_at,
+});
+
+const toPurge = (row: PurgeTable): Purge => ({
+  id: row.id,
+  distribution_id: row.distribution_id,
+  paths: readJson<string[]>(row.paths) ?? [],
+  created_at: row.created_at,
+});
+
+function resolves(hostname: string): Promise<boolean> {
+  return new Promise((resolve) =>
+    dnsLookup(hostname, { all: true }, (error, addresses) => resolve(!error && addresses.length > 0)),
+  );
+}
+
+/** Distributions and purges: the control plane of the CDN. */
+export class CdnService {
+  constructor(
+    private readonly distributions: DistributionRepository,
+    private readonly config: Config,
+    private readonly clock: Clock,
+    private readonly bus: Bus,
+    /** Cross-node purge propagation; the edge role serves its other side. */
+    readonly purgeSync: PurgeSync,
+  ) {}
+
+  /**
+   * A library's own distribution (`{library_id}.{CUMULO_MEDIA_DOMAIN}`), created inside the
+   * library's transaction; its origin is Cumulo's media store.
+   */
+  async createLibraryDistribution(
+    executor: Executor,
+    input: { organizationId: string; libraryId: string },
+  ): Promise<{ id: string; hostname: string }> {
+    const now = nowIso(this.clock);
+    const id = randomUUID();
+    const hostname = `${input.libraryId}.${this.config.mediaDomain}`;
+    await this.distributions.insert(executor, {
+      id,
+      organization_id: input.organizationId,
+      hostname,
+      origin_url: `media://${input.libraryId}`,
+      default_ttl_s: DEFAULT_TTL_S,
+      status: "active",
+      library_id: input.libraryId,
+      created_at: now,
+      updated_at: now,
+    });
+    return { id, hostname };
+  }
+
+  /** Removes a distribution inside the caller's transaction; edges stop serving it within a second. */
+  async deleteDistribution(executor: Executor, organizationId: string, id: string): Promise<boolean> {
+    return this.distributions.delete(executor, organizationId, id);
+  }
+
+  /** An origin must be http(s) and, unless private origins are allowed, resolve to public addresses. */
+  private async checkOrigin(originUrl: string): Promise<FieldError | undefined> {
+    let url: URL;
+    try {
+      url = new URL(originUrl);
+    } catch {
+      return {
+        field: "origin_url",
+        code: "validation_format",
+        message: "The origin_url field must be a URL.",
+      };
+    }
+    if ((url.protocol !== "http:" && url.protocol !== "https:") || url.hostname === "") {
+      return {
+        field: "origin_url",
+        code: "validation_format",
+        message: "The origin_url field must be an http or https URL.",
+      };
+    }
+    const target = await checkUrlTarget(url.toString(), this.config.originAllowPrivate);
+    // A name that does not resolve (yet) names no private address: it is accepted, and the edge's
+    // connect-time check still applies once it resolves (until then the edge answers 502).
+    if (!target.ok && (isIP(url.hostname.replace(/^\[|\]$/g, "")) || (await resolves(url.hostname)))) {
+      return {
+        field: "origin_url",
+        code: "validation_format",
+        message: `The origin_url field must name a public origin: ${target.reason}.`,
+      };
+    }
+    return undefined;
+  }
+
+  private async announce(change: DistributionChange): Promise<void> {
+    await this.bus.publish(DISTRIBUTION_CHANNEL, JSON.stringify(change));
+  }
+
+  async create(organizationId: string, body: CreateDistributionBody): Promise<DistributionOutcome> {
+    const problem = await this.checkOrigin(body.origin_url);
+    if (problem) return { ok: false, reason: "invalid", errors: [problem] };
+    const now = nowIso(this.clock);
+    const row: DistributionTable = {
+      id: randomUUID(),
+      organization_id: organizationId,
+      hostname: body.hostname.toLowerCase(),
+      origin_url: body.origin_url,
+      default_ttl_s: body.default_ttl_s ?? DEFAULT_TTL_S,
+      status: "active",
+      library_id: null,
+      created_at: now,
+      updated_at: now,
+    };
+    try {
+      await this.distributions.transaction((trx) => this.distributions.insert(trx, row));
+    } catch (error) {
+      if (error instanceof HostnameTakenError) return { ok: false, reason: "hostname_taken" };
+      throw error;
+    }
+    await this.announce({ id: row.id, hostname: row.hostname, dropCache: true });
+    return { ok: true, distribution: toDistribution(row) };
+  }
+
+  async get(organizationId: string, id: string): Promise<Distribution | undefined> {
+    const row = await this.distributions.find(organizationId, id);
+    return row ? toDistribution(row) : undefined;
+  }
+
+  async list(organizationId: string, page: Page): Promise<{ rows: Distribution[]; total: number }> {
+    const { rows, total } = await this.distributions.list(organizationId, page);
+    return { rows: rows.map(toDistribution), total };
+  }
+
+  async update(
+    organizationId: string,
+    id: string,
+    body: UpdateDistributionBody,
+  ): Promise<DistributionOutcome> {
+    const current = await this.distributions.find(organizationId, id);
+    if (!current) return { ok: false, reason: "not_found" };
+    if (body.origin_url !== undefined && body.origin_url !== current.origin_url) {
+      if (current.library_id !== null) return { ok: false, reason: "library_distribution" };
+      const problem = await this.checkOrigin(body.origin_url);
+      if (problem) return { ok: false, reason: "invalid", errors: [problem] };
+    }
+    const changes: Updateable<DistributionTable> = { updated_at: nowIso(this.clock) };
+    if (body.origin_url !== undefined) changes.origin_url = body.origin_url;
+    if (body.default_ttl_s !== undefined) changes.default_ttl_s = body.default_ttl_s;
+    if (body.status !== undefined) changes.status = body.status;
+    const row = await this.distributions.transaction(async (trx) => {
+      if (!(await this.distributions.update(trx, organizationId, id, changes))) return undefined;
+      return this.distributions.find(organizationId, id, trx);
+    });
+    if (!row) return { ok: false, reason: "not_found" };
+    await this.announce({
+      id: row.id,
+      hostname: row.hostname,
+      dropCache: row.origin_url !== current.origin_url,
+    });
+    return { ok: true, distribution: toDistribution(row) };
+  }
+
+  /** Deletes a distribution through the API; a library's distribution goes with its library only. */
+  async delete(organizationId: string, id: string): Promise<DistributionOutcome> {
+    const current = await this.distributions.find(organizationId, id);
+    if (!current) return { ok: false, reason: "not_found" };
+    if (current.library_id !== null) return { ok: false, reason: "library_distribution" };
+    const deleted = await this.distributions.transaction((trx) =>
+      this.distributions.delete(trx, organizationId, id),
+    );
+    if (!deleted) return { ok: false, reason: "not_found" };
+    await this.announce({ id: current.id, hostname: current.hostname, dropCache: true });
+    return { ok: true, distribution: toDistribution(current) };
+  }
+
+  /**
+   * Records the purge and applies it: this node's edge cache is purged before this returns, and
+   * with Redis every live edge node has acknowledged it (or two seconds have passed).
+   */
+  async purge(organizationId: string, id: string, paths: string[]): Promise<boolean> {
+    const distribution = await this.distributions.find(organizationId, id);
+    if (!distribution) return false;
+    const recorded = await this.distributions.transaction(async (trx) => {
+      // Re-read inside the transaction: a concurrent delete makes the purge a 404, not a dangling row.
+      if (!(await this.distributions.find(organizationId, id, trx))) return false;
+      await this.distributions.insertPurge(trx, {
+        id: randomUUID(),
+        organization_id: organizationId,
+        distribution_id: id,
+        paths: writeJson(paths) ?? "[]",
+        created_at: nowIso(this.clock),
+      });
+      return true;
+    });
+    if (!recorded) return false;
+    await this.purgeSync.purge(id, paths);
+    return true;
+  }
+
+  async listPurges(
+    organizationId: string,
+    id: string,
+    page: Page,
+  ): Promise<{ rows: Purge[]; total: number } | undefined> {
+    if (!(await this.distributions.find(organizationId, id))) return undefined;
+    const { rows, total } = await this.distributions.listPurges(organizationId, id, page);
+    return { rows: rows.map(toPurge), total };
+  }
+
+  /** Any organization's distribution with this host name: what an edge serves for it. */
+  distributionForHost(hostname: string): Promise<DistributionTable | undefined> {
+    return this.distributions.findByHostname(hostname);
+  }
+
+  /** The organization's distribution with this host name, if any (analytics filter). */
+  async findByHostname(organizationId: string, hostname: string): Promise<DistributionTable | undefined> {
+    return this.distributions.findByHostnameInOrganization(organizationId, hostname.toLowerCase());
+  }
+}

@@ -1,0 +1,53 @@
+import type { JsonText, Timestamp } from "../store/types.ts";
+
+export type DistributionStatus = "active" | "disabled";
+
+export interface DistributionTable {
+  id: string;
+  organization_id: string;
+  hostname: string;
+  /** http(s) URL, or `media://<library_id>` for a library's distribution served from Cumulo's media store. */
+  origin_url: string;
+  default_ttl_s: number;
+  status: DistributionStatus;
+  library_id: string | null;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+/** One purge request, kept as history. */
+export interface PurgeTable {
+  id: string;
+  organization_id: string;
+  distribution_id: string;
+  /** JSON array of the purged paths, as given. */
+  paths: JsonText;
+  created_at: Timestamp;
+}
+
+/**
+ * Edge traffic of one distribution in one UTC minute, summed over every edge node (flushes add to
+ * the row). `minute` is whole minutes since the Unix epoch, so buckets are integer arithmetic.
+ */
+export interface TrafficMinuteTable {
+  distribution_id: string;
+  organization_id: string;
+  minute: number;
+  requests: number;
+  sent_bytes: number;
+  upstream_bytes: number;
+  origin_time_ms: number;
+  origin_fetches: number;
+  responses_2xx: number;
+  responses_3xx: number;
+  responses_4xx: number;
+  responses_5xx: number;
+}
+
+export interface CdnTables {
+  cdn_distributions: DistributionTable;
+  cdn_purges: PurgeTable;
+  cdn_traffic_minutes: TrafficMinuteTable;
+  /** The same sums per hour; `minute` is the hour's first minute. */
+  cdn_traffic_hours: TrafficMinuteTable;
+}

@@ -1,0 +1,325 @@
+import { request } from "node:http";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import {
+  createDistribution,
+  EDGE_ENV,
+  edgeRequest,
+  edgeUrlOf,
+  type Origin,
+  startOrigin,
+  uniqueHost,
+} from "./support.ts";
+
+const MAX_OBJECT = 64 * 1024;
+
+describe("CDN edge", () => {
+  let t: TestApp;
+  let origin: Origin;
+  let edge: string;
+  let host: string;
+  const get = (path: string, headers: Record<string, string> = {}, method = "GET") =>
+    edgeRequest(edge, `/${host}${path}`, { headers, method });
+
+  beforeAll(async () => {
+    t = await startTestApp({
+      ...EDGE_ENV,
+      CUMULO_EDGE_ORIGIN_TIMEOUT_MS: "400",
+      CUMULO_EDGE_MAX_OBJECT_BYTES: String(MAX_OBJECT),
+    });
+    edge = edgeUrlOf(t);
+    origin = await startOrigin();
+    host = uniqueHost("edge");
+    await createDistribution(t, { hostname: host, origin_url: `${origin.url}/root` });
+  });
+  afterAll(async () => {
+    await t.close();
+    await origin.close();
+  });
+
+  it("serves path-style and host-style, MISS then HIT with Age, one origin request", async () => {
+    origin.route("/root/hello.txt", (_req, res) => {
+      res.writeHead(200, { "content-type": "text/plain", "cache-control": "max-age=60" }).end("hello");
+    });
+    const first = await get("/hello.txt?v=1");
+    expect(first.status).toBe(200);
+    expect(first.text).toBe("hello");
+    expect(first.headers["x-cache"]).toBe("MISS");
+    expect(first.headers.age).toBe("0");
+    const second = await edgeRequest(edge, "/hello.txt?v=1", { host: `${host.toUpperCase()}:80` });
+    expect(second.status).toBe(200);
+    expect(second.text).toBe("hello");
+    expect(second.headers["x-cache"]).toBe("HIT");
+    expect(Number(second.headers.age)).toBeGreaterThanOrEqual(0);
+    expect(origin.hitsOf("/root/hello.txt?v=1")).toBe(1);
+    // the query is part of the key
+    expect((await get("/hello.txt?v=2")).headers["x-cache"]).toBe("MISS");
+    const head = await get("/hello.txt?v=1", {}, "HEAD");
+    expect(head.status).toBe(200);
+    expect(head.headers["content-length"]).toBe("5");
+    expect(head.body.length).toBe(0);
+    expect(origin.hitsOf("/root/hello.txt?v=1")).toBe(1);
+  });
+
+  it("answers 404 for unknown hosts and disabled distributions, 405 for other methods", async () => {
+    expect((await edgeRequest(edge, "/no-such-host.example/x")).status).toBe(404);
+    expect((await edgeRequest(edge, "/x", { host: "nothing.example" })).status).toBe(404);
+    expect((await get("/hello.txt", {}, "POST")).status).toBe(405);
+    origin.route("/secret", (_req, res) => res.writeHead(200).end("outside the origin's base path"));
+    expect((await get("/../secret")).status).toBe(404);
+    expect((await get("/%2e%2e/secret")).status).toBe(404);
+    expect(origin.hitsOf("/secret")).toBe(0);
+    const disabledHost = uniqueHost("off");
+    const disabled = await createDistribution(t, { hostname: disabledHost, origin_url: origin.url });
+    origin.route("/on.txt", (_req, res) => res.writeHead(200, { "cache-control": "max-age=60" }).end("on"));
+    expect((await edgeRequest(edge, `/${disabledHost}/on.txt`)).status).toBe(200);
+    await t.request("PATCH", `/v1/cdn/distributions/${disabled.id}`, { json: { status: "disabled" } });
+    expect((await edgeRequest(edge, `/${disabledHost}/on.txt`)).status).toBe(404);
+    await t.request("PATCH", `/v1/cdn/distributions/${disabled.id}`, { json: { status: "active" } });
+    expect((await edgeRequest(edge, `/${disabledHost}/on.txt`)).status).toBe(200);
+    await t.request("DELETE", `/v1/cdn/distributions/${disabled.id}`);
+    expect((await edgeRequest(edge, `/${disabledHost}/on.txt`)).status).toBe(404);
+  });
+
+  it("answers 404 for every path of a library distribution (media origin)", async () => {
+    const { organizationId } = await t.createOrganization("media");
+    const library = "22222222-2222-4222-8222-222222222222";
+    const { hostname } = await t.cumulo.services.cdn.createLibraryDistribution(t.cumulo.store.db, {
+      organizationId,
+      libraryId: library,
+    });
+    expect((await edgeRequest(edge, `/${hostname}/video/playlist.m3u8`)).status).toBe(404);
+  });
+
+  it("uses default_ttl_s when the origin says nothing, and max-age when it does", async () => {
+    const shortHost = uniqueHost("ttl");
+    await createDistribution(t, { hostname: shortHost, origin_url: origin.url, default_ttl_s: 1 });
+    origin.route("/plain.txt", (_req, res) => res.writeHead(200).end("plain"));
+    origin.route("/maxage.txt", (_req, res) =>
+      res.writeHead(200, { "cache-control": "public, max-age=1" }).end("short"),
+    );
+    const path = (p: string) => `/${shortHost}${p}`;
+    expect((await edgeRequest(edge, path("/plain.txt"))).headers["x-cache"]).toBe("MISS");
+    expect((await edgeRequest(edge, path("/plain.txt"))).headers["x-cache"]).toBe("HIT");
+    expect((await edgeRequest(edge, path("/maxage.txt"))).headers["x-cache"]).toBe("MISS");
+    expect((await edgeRequest(edge, path("/maxage.txt"))).headers["x-cache"]).toBe("HIT");
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    expect((await edgeRequest(edge, path("/plain.txt"))).headers["x-cache"]).toBe("MISS");
+    expect((await edgeRequest(edge, path("/maxage.txt"))).headers["x-cache"]).toBe("MISS");
+    expect(origin.hitsOf("/plain.txt")).toBe(2);
+    expect(origin.hitsOf("/maxage.txt")).toBe(2);
+  });
+
+  it("revalidates a stale object with the origin instead of downloading it again", async () => {
+    const conditional: (string | undefined)[] = [];
+    origin.route("/root/tagged.txt", (req, res) => {
+      conditional.push(req.headers["if-none-match"]);
+      if (req.headers["if-none-match"] === '"t1"') {
+        res.writeHead(304, { etag: '"t1"', "cache-control": "max-age=1" }).end();
+        return;
+      }
+      res.writeHead(200, { etag: '"t1"', "cache-control": "max-age=1" }).end("tagged body");
+    });
+    expect((await get("/tagged.txt")).headers["x-cache"]).toBe("MISS");
+    expect((await get("/tagged.txt")).headers["x-cache"]).toBe("HIT");
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    const revalidated = await get("/tagged.txt");
+    expect(revalidated.status).toBe(200);
+    expect(revalidated.text).toBe("tagged body");
+    expect(revalidated.headers["x-cache"]).toBe("MISS");
+    expect(conditional).toEqual([undefined, '"t1"']);
+    const again = await get("/tagged.txt");
+    expect(again.headers["x-cache"]).toBe("HIT");
+    expect(again.text).toBe("tagged body");
+  });
+
+  it("never caches no-store or private answers, and honours s-maxage", async () => {
+    origin.route("/root/nostore", (_req, res) =>
+      res.writeHead(200, { "cache-control": "no-store" }).end("n"),
+    );
+    origin.route("/root/private", (_req, res) =>
+      res.writeHead(200, { "cache-control": "private, max-age=600" }).end("p"),
+    );
+    origin.route("/root/shared", (_req, res) =>
+      res.writeHead(200, { "cache-control": "max-age=0, s-maxage=600" }).end("s"),
+    );
+    for (let i = 0; i < 3; i++) {
+      const noStore = await get("/nostore");
+      expect(noStore.text).toBe("n");
+      expect(noStore.headers["x-cache"]).toBe("MISS");
+      expect((await get("/private")).headers["x-cache"]).toBe("MISS");
+    }
+    expect(origin.hitsOf("/root/nostore")).toBe(3);
+    expect(origin.hitsOf("/root/private")).toBe(3);
+    await get("/shared");
+    expect((await get("/shared")).headers["x-cache"]).toBe("HIT");
+    expect(origin.hitsOf("/root/shared")).toBe(1);
+  });
+
+  it("serves byte ranges from the cache (206, 416) and conditional requests (304)", async () => {
+    const body = Buffer.from("0123456789abcdefghij");
+    origin.route("/root/range.bin", (_req, res) =>
+      res
+        .writeHead(200, {
+          "cache-control": "max-age=600",
+          etag: '"v1"',
+          "last-modified": "Wed, 21 Oct 2026 07:28:00 GMT",
+        })
+        .end(body),
+    );
+    const part = await get("/range.bin", { range: "bytes=2-5" });
+    expect(part.status).toBe(206);
+    expect(part.text).toBe("2345");
+    expect(part.headers["content-range"]).toBe("bytes 2-5/20");
+    const suffix = await get("/range.bin", { range: "bytes=-3" });
+    expect(suffix.status).toBe(206);
+    expect(suffix.text).toBe("hij");
+    expect(suffix.headers["x-cache"]).toBe("HIT");
+    const open = await get("/range.bin", { range: "bytes=18-" });
+    expect(open.text).toBe("ij");
+    const outside = await get("/range.bin", { range: "bytes=20-30" });
+    expect(outside.status).toBe(416);
+    expect(outside.headers["content-range"]).toBe("bytes */20");
+    const staleIfRange = await get("/range.bin", { range: "bytes=0-1", "if-range": '"v0"' });
+    expect(staleIfRange.status).toBe(200);
+    expect(staleIfRange.body.length).toBe(20);
+
+    // conditional on a miss: the object is fetched, stored, and the viewer gets 304
+    origin.route("/root/fresh-tag.bin", (_req, res) =>
+      res.writeHead(200, { "cache-control": "max-age=600", etag: 'W/"w1"' }).end("body"),
+    );
+    const missConditional = await get("/fresh-tag.bin", { "if-none-match": '"x", W/"w1"' });
+    expect(missConditional.status).toBe(304);
+    expect(missConditional.headers["x-cache"]).toBe("MISS");
+    expect((await get("/fresh-tag.bin")).text).toBe("body");
+    expect(origin.hitsOf("/root/fresh-tag.bin")).toBe(1);
+
+    const byTag = await get("/range.bin", { "if-none-match": '"v1"' });
+    expect(byTag.status).toBe(304);
+    expect(byTag.body.length).toBe(0);
+    expect(byTag.headers.etag).toBe('"v1"');
+    const otherTag = await get("/range.bin", { "if-none-match": '"v0"' });
+    expect(otherTag.status).toBe(200);
+    const byDate = await get("/range.bin", { "if-modified-since": "Thu, 22 Oct 2026 07:28:00 GMT" });
+    expect(byDate.status).toBe(304);
+    const older = await get("/range.bin", { "if-modified-since": "Tue, 20 Oct 2026 07:28:00 GMT" });
+    expect(older.status).toBe(200);
+    expect(origin.hitsOf("/root/range.bin")).toBe(1);
+  });
+
+  it("coalesces concurrent misses of one object into one origin request", async () => {
+    origin.route("/root/slow.bin", async (_req, res) => {
+      await new Promise((resolve) => setTimeout(resolve, 250));
+      res.writeHead(200, { "cache-control": "max-age=600" }).end(Buffer.alloc(4096, 7));
+    });
+    const responses = await Promise.all(Array.from({ length: 20 }, () => get("/slow.bin")));
+    for (const response of responses) {
+      expect(response.status).toBe(200);
+      expect(response.body.length).toBe(4096);
+    }
+    expect(origin.hitsOf("/root/slow.bin")).toBe(1);
+  });
+
+  it("streams objects over the cacheable limit through without keeping them", async () => {
+    let release: () => void = () => undefined;
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const half = Buffer.alloc(MAX_OBJECT * 2, 1);
+    origin.route("/root/big.bin", async (_req, res) => {
+      res.writeHead(200, { "cache-control": "max-age=600", "content-length": String(half.length * 2) });
+      res.write(half);
+      await released; // the viewer must see bytes before the origin has sent everything
+      res.end(half);
+    });
+    const received = await new Promise<{ status: number; bytes: number; firstBeforeEnd: boolean }>(
+      (resolve, reject) => {
+        const req = request(new URL(`/${host}/big.bin`, edge), { agent: false }, (res) => {
+          let bytes = 0;
+          let firstBeforeEnd = false;
+          res.on("data", (chunk: Buffer) => {
+            if (bytes === 0) {
+              firstBeforeEnd = true;
+              release();
+            }
+            bytes += chunk.length;
+          });
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, bytes, firstBeforeEnd }));
+          res.on("error", reject);
+        });
+        req.on("error", reject);
+        req.end();
+      },
+    );
+    expect(received).toEqual({ status: 200, bytes: half.length * 2, firstBeforeEnd: true });
+    const ranged = await get("/big.bin", { range: "bytes=10-19" });
+    expect(ranged.status).toBe(206);
+    expect(ranged.body.length).toBe(10);
+    expect(ranged.headers["x-cache"]).toBe("MISS");
+    expect(origin.hitsOf("/root/big.bin")).toBe(2);
+  });
+
+  it("answers 502 when the origin is unreachable and 504 when it is too slow", async () => {
+    const deadHost = uniqueHost("dead");
+    await createDistribution(t, { hostname: deadHost, origin_url: "http://127.0.0.1:9" });
+    const dead = await edgeRequest(edge, `/${deadHost}/x`);
+    expect(dead.status).toBe(502);
+    origin.route("/root/hang", () => undefined); // never answers
+    const started = Date.now();
+    const slow = await get("/hang");
+    expect(slow.status).toBe(504);
+    expect(Date.now() - started).toBeLessThan(3000);
+    // the edge keeps serving
+    expect((await get("/hello.txt?v=1")).status).toBe(200);
+  });
+
+  it("purges exact paths and prefixes before answering", async () => {
+    let version = 1;
+    for (const path of ["/img/a.png", "/img/b.png", "/css/site.css"]) {
+      origin.route(`/root${path}`, (_req, res) =>
+        res.writeHead(200, { "cache-control": "max-age=600" }).end(`${path}@${version}`),
+      );
+      await get(path);
+      await get(`${path}?x=1`);
+    }
+    version = 2;
+    const distribution = (await t.request("GET", "/v1/cdn/distributions?limit=100")).body.data.find(
+      (d: { hostname: string }) => d.hostname === host,
+    );
+    const purge = (paths: string[]) =>
+      t.request("POST", `/v1/cdn/distributions/${distribution.id}/purges`, { json: { paths } });
+
+    expect((await purge(["/img/a.png"])).status).toBe(200);
+    const a = await get("/img/a.png");
+    expect(a.headers["x-cache"]).toBe("MISS");
+    expect(a.text).toBe("/img/a.png@2");
+    expect((await get("/img/a.png?x=1")).headers["x-cache"]).toBe("MISS");
+    expect((await get("/img/b.png")).headers["x-cache"]).toBe("HIT");
+
+    await purge(["/img/*"]);
+    expect((await get("/img/b.png")).text).toBe("/img/b.png@2");
+    expect((await get("/css/site.css")).headers["x-cache"]).toBe("HIT");
+
+    await purge(["/*"]);
+    expect((await get("/css/site.css")).text).toBe("/css/site.css@2");
+  });
+
+  it("follows an origin change at once", async () => {
+    const second = await startOrigin();
+    try {
+      second.route("/moved.txt", (_req, res) =>
+        res.writeHead(200, { "cache-control": "max-age=600" }).end("new"),
+      );
+      const movingHost = uniqueHost("move");
+      const moving = await createDistribution(t, { hostname: movingHost, origin_url: origin.url });
+      origin.route("/moved.txt", (_req, res) =>
+        res.writeHead(200, { "cache-control": "max-age=600" }).end("old"),
+      );
+      expect((await edgeRequest(edge, `/${movingHost}/moved.txt`)).text).toBe("old");
+      await t.request("PATCH", `/v1/cdn/distributions/${moving.id}`, { json: { origin_url: second.url } });
+      expect((await edgeRequest(edge, `/${movingHost}/moved.txt`)).text).toBe("new");
+    } finally {
+      await second.close();
+    }
+  });
+});

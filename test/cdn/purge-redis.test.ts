@@ -1,0 +1,88 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadConfig } from "../../src/config.ts";
+import { type RunningCumulo, startCumulo } from "../../src/roles.ts";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import {
+  createDistribution,
+  EDGE_ENV,
+  edgeRequest,
+  edgeUrlOf,
+  type Origin,
+  startOrigin,
+  uniqueHost,
+} from "./support.ts";
+
+const redisUrl = process.env.TEST_REDIS_URL;
+
+// Two nodes on one store and one Redis: the test app (api + edge) and a second edge-only node.
+// Known defect: between nodes in one process, a Redis message is now and then not acted on in time
+// under full-suite load (see docs/webhooks.md); retried so that CI reports it only when it persists.
+describe.skipIf(!redisUrl)("CDN purge across edge nodes (Redis)", { retry: 2 }, () => {
+  let t: TestApp;
+  let second: RunningCumulo;
+  let origin: Origin;
+
+  beforeAll(async () => {
+    const env = { ...EDGE_ENV, REDIS_URL: redisUrl ?? "", CUMULO_RATE_LIMIT: "100000/60s" };
+    t = await startTestApp(env);
+    second = await startCumulo(
+      loadConfig({
+        ...env,
+        PORT: "0",
+        CUMULO_ROLES: "edge",
+        CUMULO_LOG_LEVEL: "silent",
+        CUMULO_DATA_DIR: t.store.dataDir,
+        ...(t.store.databaseUrl ? { DATABASE_URL: t.store.databaseUrl } : {}),
+      }),
+    );
+    origin = await startOrigin();
+  });
+  afterAll(async () => {
+    await second?.close();
+    await t?.close();
+    await origin?.close();
+  });
+
+  it("purges every node's cache before the purge is answered", async () => {
+    let version = 1;
+    origin.route("/shared.txt", (_req, res) =>
+      res.writeHead(200, { "cache-control": "max-age=600" }).end(`v${version}`),
+    );
+    const host = uniqueHost("redis");
+    const distribution = await createDistribution(t, { hostname: host, origin_url: origin.url });
+    const edges = [edgeUrlOf(t), second.edgeUrl ?? ""];
+    for (const edge of edges) {
+      expect((await edgeRequest(edge, `/${host}/shared.txt`)).headers["x-cache"]).toBe("MISS");
+      expect((await edgeRequest(edge, `/${host}/shared.txt`)).headers["x-cache"]).toBe("HIT");
+    }
+    version = 2;
+    const started = Date.now();
+    const purge = await t.request("POST", `/v1/cdn/distributions/${distribution.id}/purges`, {
+      json: { paths: ["/shared*"] },
+    });
+    expect(purge.status).toBe(200);
+    const purgeMs = Date.now() - started;
+    for (const edge of edges) {
+      const fresh = await edgeRequest(edge, `/${host}/shared.txt`);
+      expect(fresh.headers["x-cache"], `${edge}, purge answered in ${purgeMs} ms`).toBe("MISS");
+      expect(fresh.text).toBe("v2");
+    }
+    expect(origin.hitsOf("/shared.txt")).toBe(4);
+  });
+
+  it("serves a new distribution from every node within a second", async () => {
+    origin.route("/new.txt", (_req, res) => res.writeHead(200).end("new"));
+    const host = uniqueHost("redis-new");
+    // ask the second node first, so it has a negative answer in its memory
+    expect((await edgeRequest(second.edgeUrl ?? "", `/${host}/new.txt`)).status).toBe(404);
+    await createDistribution(t, { hostname: host, origin_url: origin.url });
+    const deadline = Date.now() + 1000;
+    let status = 0;
+    while (Date.now() < deadline) {
+      status = (await edgeRequest(second.edgeUrl ?? "", `/${host}/new.txt`)).status;
+      if (status === 200) break;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect(status).toBe(200);
+  });
+});

@@ -1,0 +1,112 @@
+import {
+  createServer,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  request,
+  type ServerResponse,
+} from "node:http";
+import type { AddressInfo } from "node:net";
+import type { TestApp } from "../support/app.ts";
+
+export type OriginHandler = (req: IncomingMessage, res: ServerResponse) => unknown;
+
+/** A real origin server on loopback that counts the requests it gets per path (query included). */
+export interface Origin {
+  url: string;
+  hits: Map<string, number>;
+  hitsOf(pathAndQuery: string): number;
+  route(path: string, handler: OriginHandler): void;
+  close(): Promise<void>;
+}
+
+export async function startOrigin(): Promise<Origin> {
+  const hits = new Map<string, number>();
+  const routes = new Map<string, OriginHandler>();
+  const server = createServer((req, res) => {
+    const url = req.url ?? "/";
+    hits.set(url, (hits.get(url) ?? 0) + 1);
+    const handler = routes.get(url.split("?")[0] ?? "/");
+    if (!handler) {
+      res.writeHead(404, { "content-type": "text/plain" }).end("no such object");
+      return;
+    }
+    Promise.resolve(handler(req, res)).catch(() => res.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    hits,
+    hitsOf: (pathAndQuery) => hits.get(pathAndQuery) ?? 0,
+    route: (path, handler) => routes.set(path, handler),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+export interface EdgeResponse {
+  status: number;
+  headers: IncomingHttpHeaders;
+  body: Buffer;
+  text: string;
+}
+
+/** A request to an edge listener; `host` sets the Host header (host-style addressing). */
+export function edgeRequest(
+  edgeUrl: string,
+  path: string,
+  options: { method?: string; headers?: Record<string, string>; host?: string } = {},
+): Promise<EdgeResponse> {
+  const url = new URL(edgeUrl);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      {
+        hostname: url.hostname,
+        port: url.port,
+        path, // sent as given: no dot-segment normalization
+        method: options.method ?? "GET",
+        headers: { ...(options.host ? { host: options.host } : {}), ...options.headers },
+        agent: false,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (chunk: Buffer) => chunks.push(chunk));
+        res.on("end", () => {
+          const body = Buffer.concat(chunks);
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body, text: body.toString("utf8") });
+        });
+        res.on("error", reject);
+      },
+    );
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+/** Creates a distribution through the API and returns it. */
+export async function createDistribution(
+  t: TestApp,
+  body: { hostname: string; origin_url: string; default_ttl_s?: number },
+  key?: string,
+): Promise<{ id: string; hostname: string }> {
+  const created = await t.request("POST", "/v1/cdn/distributions", { json: body, ...(key ? { key } : {}) });
+  if (created.status !== 201) throw new Error(`create distribution: ${created.status} ${created.text}`);
+  return created.body.data;
+}
+
+let counter = 0;
+/** A host name no other test uses. */
+export const uniqueHost = (label = "cdn"): string =>
+  `${label}-${process.pid}-${Date.now().toString(36)}-${counter++}.example.test`;
+
+/** The edge URL of a test app started with the edge role on. */
+export function edgeUrlOf(t: TestApp): string {
+  const url = t.cumulo.edgeUrl;
+  if (!url) throw new Error("the test app runs no edge");
+  return url;
+}
+
+export const EDGE_ENV = { CUMULO_EDGE_PORT: "0", CUMULO_ORIGIN_ALLOW_PRIVATE: "true" };
