@@ -1,0 +1,67 @@
+import type { FastifyBaseLogger } from "fastify";
+import type { Kysely } from "kysely";
+import type { BlobStore } from "../blobs/store.ts";
+import type { Clock } from "../clock.ts";
+import { loadSecretKey } from "../cloud/secrets.ts";
+import type { Config } from "../config.ts";
+import type { JobQueue } from "../jobs/queue.ts";
+import type { VideoRepository } from "../media/video-repository.ts";
+import type { Database } from "../store/tables.ts";
+import type { WebhookEmitter } from "../webhooks/emitter.ts";
+import { VideoMediaOrigin } from "./media-origin.ts";
+import { locateMediaTools, MediaTools } from "./media-tools.ts";
+import { VideoPipeline } from "./pipeline.ts";
+import { VideoProcessingRepository } from "./repository.ts";
+import { PlaybackTokens } from "./tokens.ts";
+import { Transcoder } from "./transcoder.ts";
+
+export interface VideoServices {
+  pipeline: VideoPipeline;
+  tokens: PlaybackTokens;
+  origin: VideoMediaOrigin;
+  repository: VideoProcessingRepository;
+}
+
+export interface VideoDeps {
+  db: Kysely<Database>;
+  config: Config;
+  clock: Clock;
+  blobs: BlobStore;
+  jobs: JobQueue;
+  webhooks: WebhookEmitter;
+  videos: VideoRepository;
+  logger: FastifyBaseLogger;
+}
+
+/** The video domain: processing pipeline, playback tokens and the edge's media origin. */
+export function createVideoServices(deps: VideoDeps): VideoServices {
+  const repository = new VideoProcessingRepository(deps.db);
+  // ffmpeg is looked up on first use, so processes that never process video need none.
+  let tools: MediaTools | undefined;
+  const lazyTools = () => {
+    tools ??= new MediaTools(locateMediaTools(), {
+      concurrency: deps.config.video.ffmpegConcurrency,
+      timeoutMs: deps.config.video.ffmpegTimeoutMs,
+    });
+    return tools;
+  };
+  const transcoder = new Transcoder(
+    new Proxy({} as MediaTools, {
+      get: (_target, name) => {
+        const real = lazyTools();
+        const value = Reflect.get(real, name, real);
+        return typeof value === "function" ? value.bind(real) : value;
+      },
+    }),
+  );
+  const tokens = new PlaybackTokens(
+    () => loadSecretKey(deps.config.secretKey, deps.config.dataDir),
+    deps.clock,
+  );
+  return {
+    pipeline: new VideoPipeline({ ...deps, processing: repository, transcoder }),
+    tokens,
+    origin: new VideoMediaOrigin(repository, deps.blobs, tokens, deps.logger),
+    repository,
+  };
+}

@@ -1,0 +1,262 @@
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
+import { pipeline } from "node:stream/promises";
+import type { FastifyBaseLogger } from "fastify";
+import type { Selectable } from "kysely";
+import type { BlobStore } from "../blobs/store.ts";
+import { conditionalOutcome, notModifiedHeaders, sendJsonError } from "../cdn/edge/http.ts";
+import type { MediaOrigin } from "../cdn/edge/media-origin.ts";
+import type { LibraryTable } from "../media/tables.ts";
+import { readJson } from "../store/codec.ts";
+import { type AccessDecision, decideAccess, viewerOf } from "./access.ts";
+import { renditionPrefix } from "./pipeline.ts";
+import { srtToVtt, subtitlePlaylist, withQuery, withSubtitleTracks } from "./playlists.ts";
+import type { VideoProcessingRepository } from "./repository.ts";
+import type { PlaybackTokens } from "./tokens.ts";
+import { MASTER_PLAYLIST, MP4_FILE, PREVIEW_FILE, THUMBNAIL_DIR } from "./transcoder.ts";
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Files a video has on its distribution, relative to `/{video_id}/`. */
+type Asset =
+  | { kind: "master" }
+  | { kind: "media-playlist"; file: string }
+  | { kind: "file"; file: string; type: string }
+  | { kind: "thumbnail" }
+  | { kind: "subtitle-playlist"; subtitleId: string }
+  | { kind: "subtitle"; subtitleId: string };
+
+function assetOf(path: string): Asset | undefined {
+  if (path === MASTER_PLAYLIST) return { kind: "master" };
+  if (path === MP4_FILE) return { kind: "file", file: path, type: "video/mp4" };
+  if (path === PREVIEW_FILE) return { kind: "file", file: path, type: "image/webp" };
+  if (path === "thumbnail.jpg") return { kind: "thumbnail" };
+  if (new RegExp(`^${THUMBNAIL_DIR}/thumbnail_\\d{3}\\.jpg$`).test(path))
+    return { kind: "file", file: path, type: "image/jpeg" };
+  if (/^\d{2,4}p\/index\.m3u8$/.test(path)) return { kind: "media-playlist", file: path };
+  if (/^\d{2,4}p\/segment_\d{3,6}\.ts$/.test(path)) return { kind: "file", file: path, type: "video/mp2t" };
+  const subtitle = /^subtitles\/([0-9a-f-]{36})\.(m3u8|vtt)$/i.exec(path);
+  if (subtitle?.[1] && UUID.test(subtitle[1])) {
+    return subtitle[2] === "m3u8"
+      ? { kind: "subtitle-playlist", subtitleId: subtitle[1].toLowerCase() }
+      : { kind: "subtitle", subtitleId: subtitle[1].toLowerCase() };
+  }
+  return undefined;
+}
+
+const PLAYLIST_TYPE = "application/vnd.apple.mpegurl";
+
+/** Whether responses may be kept by shared caches downstream: only when no rule limits who may see them. */
+function isRestricted(library: Selectable<LibraryTable>): boolean {
+  if (library.video_privacy === "private") return true;
+  for (const json of [library.whitelist_referrers, library.blocked_countries]) {
+    const rule = readJson<{ enabled?: boolean }>(json);
+    if (rule && rule.enabled !== false) return true;
+  }
+  return false;
+}
+
+/**
+ * Serves `media://{library_id}` distributions from Cumulo's blob store, enforcing the library's
+ * security settings on every request. Nothing it answers is stored in the edge cache, so a refused
+ * viewer can never be served a copy another viewer was allowed to see.
+ */
+export class VideoMediaOrigin implements MediaOrigin {
+  constructor(
+    private readonly repository: VideoProcessingRepository,
+    private readonly blobs: BlobStore,
+    private readonly tokens: PlaybackTokens,
+    private readonly logger: FastifyBaseLogger,
+  ) {}
+
+  async serve(
+    request: IncomingMessage,
+    response: ServerResponse,
+    libraryId: string,
+    pathAndQuery: string,
+  ): Promise<number> {
+    const queryAt = pathAndQuery.indexOf("?");
+    const rawPath = queryAt === -1 ? pathAndQuery : pathAndQuery.slice(0, queryAt);
+    const query = new URLSearchParams(queryAt === -1 ? "" : pathAndQuery.slice(queryAt + 1));
+    const match = /^\/([^/]+)\/(.+)$/.exec(rawPath);
+    const videoId = match?.[1]?.toLowerCase();
+    const asset = match?.[2] ? assetOf(match[2]) : undefined;
+    if (!videoId || !UUID.test(videoId) || !asset || !UUID.test(libraryId)) return this.#error(response, 404);
+
+    const library = await this.repository.library(libraryId);
+    const video = library ? await this.repository.video(libraryId, videoId) : undefined;
+    if (!library || !video) return this.#error(response, 404);
+    const access = decideAccess(library, video.id, viewerOf(request.headers, query), this.tokens);
+    if (!access.allowed) return this.#error(response, 403, access.message);
+    const cacheControl = isRestricted(library) ? "private, max-age=300" : "public, max-age=300";
+    const playlistCache = isRestricted(library) ? "private, no-cache" : "no-cache";
+
+    if (asset.kind === "thumbnail") {
+      const uploaded = await this.repository.uploadedThumbnail(video.id);
+      if (uploaded) return this.#blob(request, response, uploaded.path, uploaded.content_type, cacheControl);
+    }
+    const processing = await this.repository.find(video.id);
+    if (video.status !== "ready" || !processing) return this.#error(response, 404);
+    const prefix = renditionPrefix(libraryId, video.id, processing.generation);
+    const tokenQuery = access.token && access.expires ? tokenParams(access) : undefined;
+
+    switch (asset.kind) {
+      case "thumbnail":
+        if (Number(processing.thumbnail_count) < 1) return this.#error(response, 404);
+        return this.#blob(
+          request,
+          response,
+          `${prefix}/${THUMBNAIL_DIR}/thumbnail_001.jpg`,
+          "image/jpeg",
+          cacheControl,
+        );
+      case "file":
+        return this.#blob(request, response, `${prefix}/${asset.file}`, asset.type, cacheControl);
+      case "master": {
+        const master = await this.#text(`${prefix}/${MASTER_PLAYLIST}`);
+        if (master === undefined) return this.#error(response, 404);
+        const tracks = (await this.repository.subtitles(video.id)).map((row) => ({
+          id: row.id,
+          title: row.title,
+          language: row.language,
+        }));
+        const text = withSubtitleTracks(master, tracks);
+        return this.#send(
+          request,
+          response,
+          tokenQuery ? withQuery(text, tokenQuery) : text,
+          PLAYLIST_TYPE,
+          playlistCache,
+        );
+      }
+      case "media-playlist": {
+        const text = await this.#text(`${prefix}/${asset.file}`);
+        if (text === undefined) return this.#error(response, 404);
+        return this.#send(
+          request,
+          response,
+          tokenQuery ? withQuery(text, tokenQuery) : text,
+          PLAYLIST_TYPE,
+          playlistCache,
+        );
+      }
+      case "subtitle-playlist": {
+        if (!(await this.repository.subtitle(video.id, asset.subtitleId))) return this.#error(response, 404);
+        const text = subtitlePlaylist(asset.subtitleId, Number(processing.duration_s));
+        return this.#send(
+          request,
+          response,
+          tokenQuery ? withQuery(text, tokenQuery) : text,
+          PLAYLIST_TYPE,
+          playlistCache,
+        );
+      }
+      case "subtitle": {
+        const subtitle = await this.repository.subtitle(video.id, asset.subtitleId);
+        const content = subtitle ? await this.#text(subtitle.path) : undefined;
+        if (!subtitle || content === undefined) return this.#error(response, 404);
+        const vtt = subtitle.format === "srt" ? srtToVtt(content) : content.replace(/^\uFEFF/, "");
+        return this.#send(request, response, vtt, "text/vtt; charset=utf-8", cacheControl);
+      }
+    }
+  }
+
+  async #text(key: string): Promise<string | undefined> {
+    if (!(await this.blobs.stat(key))) return undefined;
+    const chunks: Buffer[] = [];
+    for await (const chunk of this.blobs.open(key)) chunks.push(chunk as Buffer);
+    return Buffer.concat(chunks).toString("utf8");
+  }
+
+  #error(response: ServerResponse, status: 403 | 404, message?: string): number {
+    return sendJsonError(
+      response,
+      status,
+      status === 403
+        ? { success: false, error: "forbidden", message }
+        : { success: false, message: "Resource not found" },
+    );
+  }
+
+  #send(
+    request: IncomingMessage,
+    response: ServerResponse,
+    text: string,
+    type: string,
+    cacheControl: string,
+  ): number {
+    const body = Buffer.from(text, "utf8");
+    response.writeHead(200, {
+      "content-type": type,
+      "content-length": body.length,
+      "cache-control": cacheControl,
+      "x-cache": "MISS",
+      "access-control-allow-origin": "*",
+    });
+    const head = request.method === "HEAD";
+    response.end(head ? undefined : body);
+    return head ? 0 : body.length;
+  }
+
+  /** A stored file with validators, conditional requests and one byte range. */
+  async #blob(
+    request: IncomingMessage,
+    response: ServerResponse,
+    key: string,
+    type: string,
+    cacheControl: string,
+  ): Promise<number> {
+    const found = await this.blobs.stat(key);
+    if (!found) return this.#error(response, 404);
+    const size = found.sizeBytes;
+    const headers: OutgoingHttpHeaders = {
+      "content-type": type,
+      "cache-control": cacheControl,
+      etag: `"${size.toString(16)}-${found.modifiedAt.getTime().toString(16)}"`,
+      "last-modified": found.modifiedAt.toUTCString(),
+      "accept-ranges": "bytes",
+      "x-cache": "MISS",
+      "access-control-allow-origin": "*",
+    };
+    const range = conditionalOutcome(request.headers, headers, size);
+    if (range.kind === "not-modified") {
+      response.writeHead(304, notModifiedHeaders(headers));
+      response.end();
+      return 0;
+    }
+    if (range.kind === "unsatisfiable") {
+      return sendJsonError(
+        response,
+        416,
+        { success: false, message: "Range Not Satisfiable" },
+        { "content-range": `bytes */${size}` },
+      );
+    }
+    const slice = range.kind === "range" ? { start: range.start, end: range.end } : undefined;
+    const length = slice ? slice.end - slice.start + 1 : size;
+    response.writeHead(slice ? 206 : 200, {
+      ...headers,
+      "content-length": length,
+      ...(slice ? { "content-range": `bytes ${slice.start}-${slice.end}/${size}` } : {}),
+    });
+    if (request.method === "HEAD" || length === 0) {
+      response.end();
+      return 0;
+    }
+    let sent = 0;
+    const stream = this.blobs.open(key, slice ?? { start: 0, end: size - 1 });
+    stream.on("data", (chunk: Buffer) => {
+      sent += chunk.length;
+    });
+    try {
+      await pipeline(stream, response);
+    } catch (error) {
+      this.logger.debug({ err: error }, "media response ended early");
+      response.destroy();
+    }
+    return sent;
+  }
+}
+
+function tokenParams(access: Extract<AccessDecision, { allowed: true }>): string {
+  return new URLSearchParams({ token: access.token ?? "", expires: access.expires ?? "" }).toString();
+}

@@ -1,0 +1,165 @@
+import { spawn } from "node:child_process";
+import { accessSync, constants } from "node:fs";
+import { createRequire } from "node:module";
+import { basename, delimiter, join } from "node:path";
+import pLimit, { type LimitFunction } from "p-limit";
+
+export interface MediaToolPaths {
+  ffmpeg: string;
+  ffprobe: string;
+}
+
+function onPath(name: string): string | undefined {
+  for (const directory of (process.env.PATH ?? "").split(delimiter)) {
+    if (!directory) continue;
+    const candidate = join(directory, name);
+    try {
+      accessSync(candidate, constants.X_OK);
+      return candidate;
+    } catch {
+      // not here
+    }
+  }
+  return undefined;
+}
+
+function shipped(packageName: string): string | undefined {
+  try {
+    return (createRequire(import.meta.url)(packageName) as { path: string }).path;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The system's ffmpeg/ffprobe when on PATH, else the binaries shipped in npm packages. */
+export function locateMediaTools(): MediaToolPaths {
+  const ffmpeg = onPath("ffmpeg") ?? shipped("@ffmpeg-installer/ffmpeg");
+  const ffprobe = onPath("ffprobe") ?? shipped("@ffprobe-installer/ffprobe");
+  if (!ffmpeg || !ffprobe) throw new Error("ffmpeg and ffprobe were not found on PATH nor in node_modules");
+  return { ffmpeg, ffprobe };
+}
+
+export class MediaToolError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "MediaToolError";
+  }
+}
+
+export interface ProbeResult {
+  durationS: number;
+  width: number;
+  height: number;
+  hasAudio: boolean;
+  videoCodec: string;
+  /** H.264 profile and level as ffprobe names them, for the HLS CODECS attribute. */
+  profile: string | undefined;
+  level: number | undefined;
+}
+
+interface ProbeJson {
+  format?: { duration?: string };
+  streams?: {
+    codec_type?: string;
+    codec_name?: string;
+    width?: number;
+    height?: number;
+    duration?: string;
+    profile?: string;
+    level?: number;
+  }[];
+}
+
+const STDERR_KEPT = 16 * 1024;
+
+/**
+ * Runs ffmpeg and ffprobe as child processes, never more than `concurrency` at once and each for at
+ * most `timeoutMs`, so processing can never starve or block the API.
+ */
+export class MediaTools {
+  readonly #limit: LimitFunction;
+
+  constructor(
+    readonly paths: MediaToolPaths,
+    private readonly options: { concurrency: number; timeoutMs: number },
+  ) {
+    this.#limit = pLimit(options.concurrency);
+  }
+
+  ffmpeg(args: string[]): Promise<void> {
+    return this.#limit(() =>
+      this.#spawn(this.paths.ffmpeg, ["-hide_banner", "-nostdin", "-loglevel", "error", "-y", ...args]).then(
+        () => {},
+      ),
+    );
+  }
+
+  probe(file: string): Promise<ProbeResult> {
+    return this.#limit(async () => {
+      const output = await this.#spawn(this.paths.ffprobe, [
+        "-v",
+        "error",
+        "-print_format",
+        "json",
+        "-show_format",
+        "-show_streams",
+        file,
+      ]);
+      let parsed: ProbeJson;
+      try {
+        parsed = JSON.parse(output) as ProbeJson;
+      } catch {
+        throw new MediaToolError("ffprobe returned unreadable output");
+      }
+      const video = parsed.streams?.find((stream) => stream.codec_type === "video");
+      if (!video?.width || !video.height) throw new MediaToolError("the file has no video stream");
+      const durationS = Number(parsed.format?.duration ?? video.duration ?? 0);
+      if (!Number.isFinite(durationS) || durationS <= 0)
+        throw new MediaToolError("the video has no duration");
+      return {
+        durationS,
+        width: video.width,
+        height: video.height,
+        hasAudio: parsed.streams?.some((stream) => stream.codec_type === "audio") ?? false,
+        videoCodec: video.codec_name ?? "unknown",
+        profile: video.profile,
+        level: video.level,
+      };
+    });
+  }
+
+  #spawn(command: string, args: string[]): Promise<string> {
+    return new Promise((resolve, reject) => {
+      const child = spawn(command, args, { stdio: ["ignore", "pipe", "pipe"] });
+      let stdout = "";
+      let stderr = "";
+      let timedOut = false;
+      const timer = setTimeout(() => {
+        timedOut = true;
+        child.kill("SIGKILL");
+      }, this.options.timeoutMs);
+      child.stdout.on("data", (chunk: Buffer) => {
+        stdout += chunk.toString();
+      });
+      child.stderr.on("data", (chunk: Buffer) => {
+        stderr = (stderr + chunk.toString()).slice(-STDERR_KEPT);
+      });
+      child.on("error", (error) => {
+        clearTimeout(timer);
+        reject(new MediaToolError(`could not run ${command}: ${error.message}`));
+      });
+      child.on("close", (code, signal) => {
+        clearTimeout(timer);
+        const tool = basename(command);
+        if (timedOut)
+          return reject(new MediaToolError(`${tool} timed out after ${this.options.timeoutMs} ms`));
+        if (code !== 0) {
+          const reason =
+            stderr.trim().split("\n").pop() || (signal ? `killed by ${signal}` : `exit code ${code}`);
+          return reject(new MediaToolError(`${tool}: ${reason}`));
+        }
+        resolve(stdout);
+      });
+    });
+  }
+}

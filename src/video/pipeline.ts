@@ -1,0 +1,300 @@
+import { createReadStream, createWriteStream } from "node:fs";
+import { mkdir, readdir, rm } from "node:fs/promises";
+import { join, relative, sep } from "node:path";
+import { pipeline as streamPipeline } from "node:stream/promises";
+import type { FastifyBaseLogger } from "fastify";
+import type { Insertable, Kysely, Selectable, Updateable } from "kysely";
+import type { BlobStore } from "../blobs/store.ts";
+import { type Clock, nowIso } from "../clock.ts";
+import type { Config } from "../config.ts";
+import type { JobContext, JobHandler, JobQueue } from "../jobs/queue.ts";
+import { toVideoEventData } from "../media/presenters.ts";
+import type { VideoStatus, VideoTable } from "../media/tables.ts";
+import { videoAssetUrl, videoBlobPrefix } from "../media/urls.ts";
+import type { VideoRepository } from "../media/video-repository.ts";
+import type { Database } from "../store/tables.ts";
+import type { WebhookEmitter } from "../webhooks/emitter.ts";
+import { MediaToolError } from "./media-tools.ts";
+import type { VideoProcessingRepository } from "./repository.ts";
+import type { VideoProcessingTable } from "./tables.ts";
+import { MASTER_PLAYLIST, MP4_FILE, PREVIEW_FILE, type Transcoder } from "./transcoder.ts";
+
+type VideoRow = Selectable<VideoTable>;
+
+export const PROCESS_JOB = "video.process";
+/** A processing job is ours for this long without a heartbeat; a dead worker's job is taken over after it. */
+export const PROCESS_LEASE_MS = 10_000;
+const HEARTBEAT_MS = 2_500;
+const PROCESS_ATTEMPTS = 3;
+
+/** Forward order of the statuses; a stage is announced only when the video moves past its current one. */
+const ORDER: VideoStatus[] = ["created", "uploading", "processing", "transcoding", "packaging", "ready"];
+const rank = (status: VideoStatus) => ORDER.indexOf(status);
+
+export interface ProcessPayload {
+  libraryId: string;
+  videoId: string;
+  generation: number;
+}
+
+/** Blob prefix of the renditions and pictures of one upload of a video. */
+export const renditionPrefix = (libraryId: string, videoId: string, generation: number): string =>
+  `${videoBlobPrefix(libraryId, videoId)}/renditions/${generation}`;
+
+export const sourceKey = (libraryId: string, videoId: string, id: string): string =>
+  `${videoBlobPrefix(libraryId, videoId)}/source/${id}`;
+
+/** Generated thumbnails: one per started 2 seconds of video, at least 1 and at most 5. */
+export const thumbnailCountFor = (durationS: number): number =>
+  Math.min(5, Math.max(1, Math.ceil(durationS / 2)));
+
+export interface PipelineDeps {
+  db: Kysely<Database>;
+  config: Config;
+  clock: Clock;
+  blobs: BlobStore;
+  jobs: JobQueue;
+  webhooks: WebhookEmitter;
+  videos: VideoRepository;
+  processing: VideoProcessingRepository;
+  transcoder: Transcoder;
+  logger: FastifyBaseLogger;
+}
+
+async function filesUnder(directory: string): Promise<string[]> {
+  const entries = await readdir(directory, { withFileTypes: true, recursive: true });
+  return entries
+    .filter((entry) => entry.isFile())
+    .map((entry) => join(entry.parentPath, entry.name))
+    .sort();
+}
+
+/**
+ * Takes uploaded sources and turns them into playable renditions: `uploading -> processing ->
+ * transcoding -> packaging -> ready` (or `failed`). Each status change and its webhook notification are
+ * one transaction, so receivers hear the stages in order.
+ */
+export class VideoPipeline {
+  constructor(private readonly deps: PipelineDeps) {}
+
+  /**
+   * Makes a stored upload the video's source: a new generation, status `uploading` (announced), the
+   * processing job queued, all in one transaction. The previous source and renditions are removed
+   * after commit. Undefined when the video no longer exists (the caller removes the upload).
+   */
+  async acceptSource(
+    video: VideoRow,
+    upload: { key: string; sizeBytes: number },
+  ): Promise<VideoRow | undefined> {
+    const { db, videos, processing, webhooks, jobs, clock, blobs } = this.deps;
+    const result = await db.transaction().execute(async (trx) => {
+      const current = await videos.find(video.library_id, video.id, trx);
+      if (!current) return undefined;
+      const previous = await processing.find(video.id, trx);
+      const generation = (previous?.generation ?? 0) + 1;
+      const now = nowIso(clock);
+      const row: Insertable<VideoProcessingTable> = {
+        video_id: video.id,
+        organization_id: video.organization_id,
+        library_id: video.library_id,
+        generation,
+        source_key: upload.key,
+        source_bytes: upload.sizeBytes,
+        duration_s: 0,
+        has_audio: false,
+        thumbnail_count: 0,
+        failure_reason: null,
+        created_at: previous?.created_at ?? now,
+        updated_at: now,
+      };
+      if (previous) await processing.replace(trx, video.id, row);
+      else await processing.insert(trx, row);
+      const uploadedThumbnail = await processing.uploadedThumbnail(video.id, trx);
+      const changes = {
+        status: "uploading" as const,
+        duration: 0,
+        manifest_url: "",
+        direct_play_url: "",
+        preview_animation_thumbnail_url: "",
+        thumbnail_count: 0,
+        thumbnail_url: uploadedThumbnail ? current.thumbnail_url : "",
+        updated_at: now,
+      };
+      await videos.update(trx, video.id, changes);
+      const updated = { ...current, ...changes };
+      await webhooks.emit(trx, {
+        event: "uploading",
+        organizationId: updated.organization_id,
+        libraryId: updated.library_id,
+        videoId: updated.id,
+        data: toVideoEventData(updated),
+      });
+      const payload: ProcessPayload = { libraryId: video.library_id, videoId: video.id, generation };
+      await jobs.enqueue(trx, PROCESS_JOB, payload, { maxAttempts: PROCESS_ATTEMPTS });
+      return { updated, previous };
+    });
+    if (!result) return undefined;
+    webhooks.notify();
+    jobs.notify();
+    if (result.previous) {
+      await blobs.delete(result.previous.source_key);
+      await blobs.deletePrefix(renditionPrefix(video.library_id, video.id, result.previous.generation));
+    }
+    return result.updated;
+  }
+
+  handler(): JobHandler<ProcessPayload> {
+    return {
+      kind: PROCESS_JOB,
+      leaseMs: PROCESS_LEASE_MS,
+      // More videos in hand than ffmpeg slots would only wait, and hold up quick jobs (provisioning).
+      concurrency: this.deps.config.video.ffmpegConcurrency,
+      handle: (payload, context) => this.process(payload, context),
+      onGiveUp: async (payload, error) => {
+        await this.fail(payload, `processing failed: ${error}`);
+      },
+    };
+  }
+
+  /** One processing run of one upload; stops quietly when the upload was replaced or the video deleted. */
+  async process(payload: ProcessPayload, context: JobContext): Promise<void> {
+    const { processing, blobs, transcoder, config, logger } = this.deps;
+    const current = await processing.find(payload.videoId);
+    if (!current || current.generation !== payload.generation) return;
+
+    const heartbeat = setInterval(() => {
+      context
+        .heartbeat()
+        .catch((error: unknown) => logger.warn({ err: error }, "video job heartbeat failed"));
+    }, HEARTBEAT_MS);
+    const workRoot = join(config.dataDir, "video-work");
+    const work = join(workRoot, `${payload.videoId}-${context.jobId}-${context.attempt}`);
+    const prefix = renditionPrefix(payload.libraryId, payload.videoId, payload.generation);
+    try {
+      // Left-overs of an earlier attempt of this video (its worker died) go first.
+      for (const name of await readdir(workRoot).catch(() => [] as string[])) {
+        if (name.startsWith(`${payload.videoId}-`))
+          await rm(join(workRoot, name), { recursive: true, force: true });
+      }
+      if (!(await this.advance(payload, "processing"))) return;
+      await mkdir(work, { recursive: true });
+      const source = join(work, "source");
+      await streamPipeline(blobs.open(current.source_key), createWriteStream(source));
+
+      const probe = await transcoder.probe(source);
+      const duration = Math.round(probe.durationS);
+      if (
+        !(await this.advance(
+          payload,
+          "transcoding",
+          { duration },
+          { duration_s: probe.durationS, has_audio: probe.hasAudio },
+        ))
+      )
+        return;
+      const out = join(work, "out");
+      const renditions = await transcoder.transcode(source, out, probe);
+
+      if (!(await this.advance(payload, "packaging"))) return;
+      const thumbnailCount = thumbnailCountFor(probe.durationS);
+      await transcoder.package(source, out, probe, renditions, thumbnailCount);
+      for (const file of await filesUnder(out)) {
+        const key = `${prefix}/${relative(out, file).split(sep).join("/")}`;
+        await blobs.put(key, createReadStream(file), { maxBytes: Number.MAX_SAFE_INTEGER });
+      }
+
+      const url = (file: string) => videoAssetUrl(config, payload.libraryId, payload.videoId, file);
+      const ready = await this.advance(
+        payload,
+        "ready",
+        {
+          duration,
+          manifest_url: url(MASTER_PLAYLIST),
+          direct_play_url: url(MP4_FILE),
+          preview_animation_thumbnail_url: url(PREVIEW_FILE),
+          thumbnail_url: url("thumbnail.jpg"),
+          thumbnail_count: thumbnailCount,
+        },
+        { thumbnail_count: thumbnailCount },
+      );
+      if (!ready) await blobs.deletePrefix(prefix);
+    } catch (error) {
+      if (error instanceof MediaToolError) {
+        // The input is not a video ffmpeg can read (or took too long): final, not retried.
+        await this.fail(payload, error.message);
+        await blobs.deletePrefix(prefix);
+        return;
+      }
+      throw error;
+    } finally {
+      clearInterval(heartbeat);
+      await rm(work, { recursive: true, force: true });
+    }
+  }
+
+  /**
+   * Moves the video to `status` with `changes`, announcing it, in one transaction, while this upload
+   * is still the video's current one. A stage the video already passed (a retried job) is not
+   * announced again. False when the job should stop.
+   */
+  async advance(
+    payload: ProcessPayload,
+    status: VideoStatus,
+    changes: Updateable<VideoTable> = {},
+    processingChanges: Updateable<VideoProcessingTable> = {},
+  ): Promise<boolean> {
+    const { db, videos, processing, webhooks, clock } = this.deps;
+    const result = await db.transaction().execute(async (trx) => {
+      const now = nowIso(clock);
+      const current = await processing.updateIfCurrent(trx, payload.videoId, payload.generation, {
+        ...processingChanges,
+        updated_at: now,
+      });
+      if (!current) return { go: false, emitted: false };
+      const video = await videos.find(payload.libraryId, payload.videoId, trx);
+      if (!video || video.status === "failed") return { go: false, emitted: false };
+      const forward = rank(status) > rank(video.status);
+      const update = { ...changes, ...(forward ? { status } : {}), updated_at: now };
+      await videos.update(trx, video.id, update);
+      if (!forward) return { go: true, emitted: false };
+      const updated = { ...video, ...update } as VideoRow;
+      await webhooks.emit(trx, {
+        event: status as "processing" | "transcoding" | "packaging" | "ready",
+        organizationId: updated.organization_id,
+        libraryId: updated.library_id,
+        videoId: updated.id,
+        data: toVideoEventData(updated),
+      });
+      return { go: true, emitted: true };
+    });
+    if (result.emitted) webhooks.notify();
+    return result.go;
+  }
+
+  /** Ends the current upload's processing as `failed` with a reason, announced in the same transaction. */
+  async fail(payload: ProcessPayload, reason: string): Promise<void> {
+    const { db, videos, processing, webhooks, clock } = this.deps;
+    const emitted = await db.transaction().execute(async (trx) => {
+      const now = nowIso(clock);
+      const current = await processing.updateIfCurrent(trx, payload.videoId, payload.generation, {
+        failure_reason: reason.slice(0, 1000),
+        updated_at: now,
+      });
+      if (!current) return false;
+      const video = await videos.find(payload.libraryId, payload.videoId, trx);
+      if (!video || video.status === "failed" || video.status === "ready") return false;
+      const update = { status: "failed" as const, updated_at: now };
+      await videos.update(trx, video.id, update);
+      const updated = { ...video, ...update };
+      await webhooks.emit(trx, {
+        event: "failed",
+        organizationId: updated.organization_id,
+        libraryId: updated.library_id,
+        videoId: updated.id,
+        data: toVideoEventData(updated),
+      });
+      return true;
+    });
+    if (emitted) webhooks.notify();
+  }
+}

@@ -1,0 +1,77 @@
+/** HLS text the edge writes on the fly: subtitle tracks in the master, tokens carried into URIs. */
+
+export interface SubtitleTrack {
+  id: string;
+  title: string;
+  language: string;
+}
+
+const SUBTITLE_GROUP = "subs";
+
+const quoted = (value: string): string => value.replace(/["\r\n]/g, "'");
+
+/** Adds one `EXT-X-MEDIA TYPE=SUBTITLES` per track and points every variant at the group. */
+export function withSubtitleTracks(master: string, tracks: SubtitleTrack[]): string {
+  if (tracks.length === 0) return master;
+  const lines = master.trimEnd().split("\n");
+  const at = lines.findIndex((line) => line.startsWith("#EXT-X-STREAM-INF"));
+  const media = tracks.map(
+    (track, index) =>
+      `#EXT-X-MEDIA:TYPE=SUBTITLES,GROUP-ID="${SUBTITLE_GROUP}",NAME="${quoted(track.title)}",LANGUAGE="${quoted(track.language)}",DEFAULT=${index === 0 ? "YES" : "NO"},AUTOSELECT=YES,FORCED=NO,URI="subtitles/${track.id}.m3u8"`,
+  );
+  const out = lines.map((line) =>
+    line.startsWith("#EXT-X-STREAM-INF:") ? `${line},SUBTITLES="${SUBTITLE_GROUP}"` : line,
+  );
+  out.splice(at === -1 ? out.length : at, 0, ...media);
+  return `${out.join("\n")}\n`;
+}
+
+/** A one-cue-file subtitle media playlist covering the whole video. */
+export function subtitlePlaylist(subtitleId: string, durationS: number): string {
+  const duration = Math.max(durationS, 0.001);
+  return `${[
+    "#EXTM3U",
+    "#EXT-X-VERSION:3",
+    `#EXT-X-TARGETDURATION:${Math.ceil(duration)}`,
+    "#EXT-X-MEDIA-SEQUENCE:0",
+    "#EXT-X-PLAYLIST-TYPE:VOD",
+    `#EXTINF:${duration.toFixed(3)},`,
+    `${subtitleId}.vtt`,
+    "#EXT-X-ENDLIST",
+  ].join("\n")}\n`;
+}
+
+/** Appends `query` (`token=...&expires=...`) to every URI a playlist lists, lines and `URI="..."` alike. */
+export function withQuery(playlist: string, query: string): string {
+  const add = (uri: string) => `${uri}${uri.includes("?") ? "&" : "?"}${query}`;
+  return playlist
+    .split("\n")
+    .map((line) => {
+      if (line === "") return line;
+      if (line.startsWith("#"))
+        return line.replace(/URI="([^"]*)"/g, (_match, uri: string) => `URI="${add(uri)}"`);
+      return add(line);
+    })
+    .join("\n");
+}
+
+const SRT_TIME = /(\d{1,2}):(\d{2}):(\d{2})[,.](\d{1,3})/g;
+
+/** WebVTT of an SRT file: header, `.` as decimal mark, zero-padded times, cue numbers kept as ids. */
+export function srtToVtt(srt: string): string {
+  const body = srt
+    .replace(/^\uFEFF/, "")
+    .replace(/\r\n?/g, "\n")
+    .split("\n")
+    .map((line) =>
+      line.includes("-->")
+        ? line.replace(
+            SRT_TIME,
+            (_match, h: string, m: string, s: string, ms: string) =>
+              `${h.padStart(2, "0")}:${m}:${s}.${ms.padEnd(3, "0")}`,
+          )
+        : line,
+    )
+    .join("\n");
+  return `WEBVTT\n\n${body.trim()}\n`;
+}

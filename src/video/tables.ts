@@ -1,0 +1,27 @@
+import type { Bool, Timestamp } from "../store/types.ts";
+
+/**
+ * The processing state of a video's current source. `generation` grows with every upload: renditions
+ * live under `media/{library}/{video}/renditions/{generation}/`, and a job for an older generation
+ * stops without touching the video.
+ */
+export interface VideoProcessingTable {
+  video_id: string;
+  organization_id: string;
+  library_id: string;
+  generation: number;
+  source_key: string;
+  source_bytes: number;
+  /** Probed duration in seconds (fractional), 0 until probed. */
+  duration_s: number;
+  has_audio: Bool;
+  thumbnail_count: number;
+  /** Why processing failed (status `failed`), else null. */
+  failure_reason: string | null;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+export interface VideoTables {
+  video_processing: VideoProcessingTable;
+}

@@ -1,0 +1,461 @@
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { edgeRequest, edgeUrlOf } from "../cdn/support.ts";
+import { createLibrary, createVideo } from "../media/helpers.ts";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import { generateClip, testMediaTools } from "../support/media.ts";
+import {
+  createEndpoint,
+  organizationOf,
+  type Receiver,
+  startReceiver,
+  waitUntil,
+} from "../webhooks/helpers.ts";
+import {
+  fileBytes,
+  pathOf,
+  playlistUris,
+  resolvePath,
+  uploadSource,
+  videoPath,
+  waitForStatus,
+} from "./support.ts";
+
+const MAX_VIDEO_BYTES = 4 * 1024 * 1024;
+const STAGES = ["uploading", "processing", "transcoding", "packaging", "ready"];
+
+describe("video pipeline and playback", () => {
+  let t: TestApp;
+  let receiver: Receiver;
+  let work: string;
+  let clip: string;
+  let libraryId: string;
+  let videoId: string;
+  let organizationId: string;
+  let ready: any;
+  let edge: string;
+  const tools = testMediaTools();
+  const hostname = () => `${libraryId}.media.cumulo.local`;
+  /** A path-style request through the edge for a path under the video. */
+  const play = (file: string, headers: Record<string, string> = {}) =>
+    edgeRequest(edge, `/${hostname()}/${videoId}/${file}`, { headers });
+  const setSecurity = (json: Record<string, unknown>) =>
+    t.request("PUT", `/v1/media/libraries/${libraryId}/security`, { json });
+  const openSecurity = () =>
+    setSecurity({
+      referrers: { action: "allow", values: [], enabled: false },
+      countries: { action: "deny", values: [], enabled: false },
+      video_privacy: "public",
+    });
+
+  beforeAll(async () => {
+    work = mkdtempSync(join(tmpdir(), "cumulo-video-play-"));
+    receiver = await startReceiver();
+    [t, clip] = await Promise.all([
+      startTestApp({
+        CUMULO_EDGE_PORT: "0",
+        CUMULO_WEBHOOK_ALLOW_PRIVATE: "true",
+        CUMULO_MAX_VIDEO_BYTES: String(MAX_VIDEO_BYTES),
+      }),
+      generateClip(work),
+    ]);
+    edge = edgeUrlOf(t);
+    organizationId = await organizationOf(t);
+    libraryId = (await createLibrary(t, { name: "Playback", default_privacy: "public" })).id;
+    await createEndpoint(t, libraryId, { url: `${receiver.url}/hook`, events: ["*"] });
+    videoId = (await createVideo(t, libraryId, { title: "Test <clip>" })).id;
+    // A video/* type with parameters is a raw upload too.
+    const accepted = await uploadSource(
+      t,
+      libraryId,
+      videoId,
+      fileBytes(clip),
+      'video/mp4; codecs="avc1.64001f, mp4a.40.2"',
+    );
+    expect(accepted.status, accepted.text).toBe(202);
+    expect(accepted.body.data).toMatchObject({
+      id: videoId,
+      status: "uploading",
+      duration: 0,
+      manifest_url: "",
+    });
+    ready = await waitForStatus(t, libraryId, videoId, ["ready", "failed"]);
+  }, 90_000);
+
+  afterAll(async () => {
+    await t?.close();
+    await receiver?.close();
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  it("reaches ready with durations, counts and absolute URLs on the library's distribution", () => {
+    expect(ready.status).toBe("ready");
+    expect(ready.duration).toBe(3); // 2.5 s rounds to 3
+    expect(ready.formatted_duration).toBe("00:00:03");
+    expect(ready.thumbnail_count).toBe(2);
+    const base = `http://127.0.0.1:8081/${hostname()}/${videoId}`;
+    expect(ready.manifest_url).toBe(`${base}/playlist.m3u8`);
+    expect(ready.direct_play_url).toBe(`${base}/play.mp4`);
+    expect(ready.thumbnail_url).toBe(`${base}/thumbnail.jpg`);
+    expect(ready.preview_animation_thumbnail_url).toBe(`${base}/preview.webp`);
+  });
+
+  it("notifies every stage, in order, with the video data", async () => {
+    const events = await waitUntil(() => {
+      const mine = receiver.received
+        .map((entry) => JSON.parse(entry.body))
+        .filter((body) => body.payload?.video_id === videoId);
+      return mine.some((body) => body.event === "ready") ? mine : undefined;
+    }, 10_000);
+    expect(events.map((body) => body.event)).toEqual(["created", ...STAGES]);
+    for (const body of events) {
+      expect(body.event_type).toBe("video");
+      expect(body.payload.status).toBe(body.event);
+      expect(body.payload).toMatchObject({ client_id: organizationId, libraryId, video_id: videoId });
+    }
+    const last = events.at(-1);
+    expect(last.payload).toEqual({
+      status: "ready",
+      duration: 3,
+      formatted_duration: "00:00:03",
+      video_id: videoId,
+      client_id: organizationId,
+      libraryId,
+      manifest_url: ready.manifest_url,
+      thumbnail_url: ready.thumbnail_url,
+      thumbnail_count: 2,
+      direct_play_url: ready.direct_play_url,
+      preview_animation_thumbnail_url: ready.preview_animation_thumbnail_url,
+    });
+    // The stage that measured the source already carries the duration.
+    expect(events.find((body) => body.event === "transcoding").payload.duration).toBe(3);
+  });
+
+  it("serves playable HLS through the edge, path-style and host-style", async () => {
+    const masterPath = `/${hostname()}/${videoId}/playlist.m3u8`;
+    const master = await edgeRequest(edge, masterPath);
+    expect(master.status).toBe(200);
+    expect(master.headers["content-type"]).toBe("application/vnd.apple.mpegurl");
+    expect(master.text.startsWith("#EXTM3U")).toBe(true);
+    const hostStyle = await edgeRequest(edge, `/${videoId}/playlist.m3u8`, { host: hostname() });
+    expect(hostStyle.status).toBe(200);
+    expect(hostStyle.text).toBe(master.text);
+
+    const variants = playlistUris(master.text);
+    expect(variants).toEqual(["360p/index.m3u8", "240p/index.m3u8"]);
+    const mediaPath = resolvePath(masterPath, variants[1] ?? "");
+    const media = await edgeRequest(edge, mediaPath);
+    expect(media.status).toBe(200);
+    expect(media.text).toContain("#EXT-X-ENDLIST");
+    const segments = playlistUris(media.text);
+    expect(segments.length).toBeGreaterThan(0);
+    const segment = await edgeRequest(edge, resolvePath(mediaPath, segments[0] ?? ""));
+    expect(segment.status).toBe(200);
+    expect(segment.headers["content-type"]).toBe("video/mp2t");
+    expect(segment.body[0]).toBe(0x47);
+    const file = join(work, "segment.ts");
+    writeFileSync(file, segment.body);
+    await tools.ffmpeg(["-i", file, "-f", "null", "-"]); // decodes, so it plays
+
+    expect((await play("480p/index.m3u8")).status).toBe(404);
+    expect((await play("../../etc/passwd")).status).toBe(404);
+    expect(
+      (await edgeRequest(edge, `/${hostname()}/${videoId}/playlist.m3u8`, { method: "POST" })).status,
+    ).toBe(405);
+  });
+
+  it("serves the MP4 with Range, the thumbnail and the animated preview", async () => {
+    const whole = await play("play.mp4");
+    expect(whole.status).toBe(200);
+    expect(whole.headers["accept-ranges"]).toBe("bytes");
+    const file = join(work, "play.mp4");
+    writeFileSync(file, whole.body);
+    const probe = await tools.probe(file);
+    expect(probe.durationS).toBeCloseTo(2.5, 0);
+
+    const part = await play("play.mp4", { range: "bytes=100-199" });
+    expect(part.status).toBe(206);
+    expect(part.headers["content-range"]).toBe(`bytes 100-199/${whole.body.length}`);
+    expect(part.body).toEqual(whole.body.subarray(100, 200));
+    const tail = await play("play.mp4", { range: `bytes=${whole.body.length}-` });
+    expect(tail.status).toBe(416);
+    const again = await play("play.mp4", { "if-none-match": String(whole.headers.etag) });
+    expect(again.status).toBe(304);
+
+    const thumbnail = await play("thumbnail.jpg");
+    expect(thumbnail.status).toBe(200);
+    expect(thumbnail.body.subarray(0, 3)).toEqual(Buffer.from([0xff, 0xd8, 0xff]));
+    const preview = await play("preview.webp");
+    expect(preview.status).toBe(200);
+    expect(preview.body.subarray(8, 12).toString()).toBe("WEBP");
+  });
+
+  it("lists subtitles as WebVTT tracks in the master, converting SRT", async () => {
+    const form = new FormData();
+    form.set("title", "English");
+    form.set("language", "en");
+    form.set(
+      "file",
+      new Blob(["1\r\n00:00:00,500 --> 00:00:02,000\r\nHello <b>there</b>\r\n"], { type: "text/plain" }),
+      "en.srt",
+    );
+    const created = await t.request("POST", `${videoPath(libraryId, videoId)}/subtitles`, { body: form });
+    expect(created.status, created.text).toBe(201);
+    const subtitleId = created.body.data.id;
+
+    const masterPath = `/${hostname()}/${videoId}/playlist.m3u8`;
+    const master = await edgeRequest(edge, masterPath);
+    expect(master.text).toContain(
+      `#EXT-X-MEDIA:TYPE=SUBTITLES,GROUP-ID="subs",NAME="English",LANGUAGE="en",DEFAULT=YES,AUTOSELECT=YES,FORCED=NO,URI="subtitles/${subtitleId}.m3u8"`,
+    );
+    for (const line of master.text.split("\n").filter((l) => l.startsWith("#EXT-X-STREAM-INF")))
+      expect(line).toContain('SUBTITLES="subs"');
+    const playlistPath = resolvePath(masterPath, `subtitles/${subtitleId}.m3u8`);
+    const playlist = await edgeRequest(edge, playlistPath);
+    expect(playlist.status).toBe(200);
+    expect(playlist.text).toContain("#EXT-X-ENDLIST");
+    const vtt = await edgeRequest(edge, resolvePath(playlistPath, playlistUris(playlist.text)[0] ?? ""));
+    expect(vtt.status).toBe(200);
+    expect(vtt.headers["content-type"]).toBe("text/vtt; charset=utf-8");
+    expect(vtt.text).toBe("WEBVTT\n\n1\n00:00:00.500 --> 00:00:02.000\nHello <b>there</b>\n");
+
+    await t.request("DELETE", `${videoPath(libraryId, videoId)}/subtitles/${subtitleId}`);
+    expect((await edgeRequest(edge, masterPath)).text).not.toContain("EXT-X-MEDIA");
+  });
+
+  it("enforces referrer rules (allow, allow with an empty list, deny, disabled)", async () => {
+    try {
+      await setSecurity({ referrers: { action: "allow", values: ["good.example", "*.partner.example"] } });
+      expect((await play("playlist.m3u8", { referer: "https://good.example/page" })).status).toBe(200);
+      expect((await play("playlist.m3u8", { referer: "https://www.partner.example/" })).status).toBe(200);
+      const refused = await play("playlist.m3u8", { referer: "https://bad.example/" });
+      expect(refused.status).toBe(403);
+      expect(JSON.parse(refused.text)).toMatchObject({ success: false, error: "forbidden" });
+      expect(typeof JSON.parse(refused.text).message).toBe("string");
+      expect((await play("playlist.m3u8")).status).toBe(403);
+
+      await setSecurity({ referrers: { action: "allow", values: [] } });
+      expect((await play("play.mp4", { range: "bytes=0-9" })).status).toBe(206);
+      expect((await play("play.mp4", { referer: "https://good.example/" })).status).toBe(403);
+
+      await setSecurity({ referrers: { action: "deny", values: ["bad.example"] } });
+      expect((await play("thumbnail.jpg", { referer: "https://bad.example/x" })).status).toBe(403);
+      expect((await play("thumbnail.jpg", { referer: "https://good.example/x" })).status).toBe(200);
+      expect((await play("thumbnail.jpg")).status).toBe(200);
+
+      await setSecurity({ referrers: { action: "deny", values: ["bad.example"], enabled: false } });
+      expect((await play("thumbnail.jpg", { referer: "https://bad.example/x" })).status).toBe(200);
+    } finally {
+      await openSecurity();
+    }
+  });
+
+  it("enforces country rules from CF-IPCountry or X-Viewer-Country, and counts refusals", async () => {
+    try {
+      await setSecurity({ countries: { action: "deny", values: ["DE"] } });
+      expect((await play("preview.webp", { "cf-ipcountry": "DE" })).status).toBe(403);
+      expect((await play("preview.webp", { "x-viewer-country": "de" })).status).toBe(403);
+      expect((await play("preview.webp", { "x-viewer-country": "FR" })).status).toBe(200);
+      expect((await play("preview.webp")).status).toBe(200);
+
+      await setSecurity({ countries: { action: "allow", values: ["FR"] } });
+      expect((await play("preview.webp", { "cf-ipcountry": "FR" })).status).toBe(200);
+      expect((await play("preview.webp", { "cf-ipcountry": "US" })).status).toBe(403);
+      expect((await play("preview.webp")).status).toBe(403);
+    } finally {
+      await openSecurity();
+    }
+    await t.cumulo.services.cdnTraffic.flush();
+    const analytics = await t.request(
+      "GET",
+      `/v1/cdn/analytics?metrics=responses_4xx,requests&granularity=1d&distribution=${hostname()}`,
+    );
+    expect(analytics.status, analytics.text).toBe(200);
+    const total = (metric: string) =>
+      analytics.body.Data.reduce(
+        (sum: number, bucket: Record<string, number>) => sum + (bucket[metric] ?? 0),
+        0,
+      );
+    expect(total("responses_4xx")).toBeGreaterThanOrEqual(4);
+  });
+
+  it("plays a private video only with a valid, unexpired token, carried into listed URIs", async () => {
+    try {
+      await setSecurity({ video_privacy: "private" });
+      const missing = await play("playlist.m3u8");
+      expect(missing.status).toBe(403);
+      expect(JSON.parse(missing.text).error).toBe("forbidden");
+
+      const issued = await t.request("POST", `${videoPath(libraryId, videoId)}/playback-token`, {
+        json: { expires_in_s: 600 },
+      });
+      expect(issued.status, issued.text).toBe(201);
+      const { token, expires, manifest_url, direct_play_url } = issued.body.data;
+      expect(expires).toBeGreaterThan(Date.now() / 1000 + 590);
+      const query = `token=${encodeURIComponent(token)}&expires=${expires}`;
+      expect(manifest_url).toBe(`${ready.manifest_url}?${query}`);
+      expect(direct_play_url).toBe(`${ready.direct_play_url}?${query}`);
+
+      const masterPath = pathOf(manifest_url);
+      const master = await edgeRequest(edge, masterPath);
+      expect(master.status).toBe(200);
+      const variants = playlistUris(master.text);
+      for (const uri of variants) expect(uri).toContain(`?${query}`);
+      const mediaPath = resolvePath(masterPath, variants[0] ?? "");
+      const media = await edgeRequest(edge, mediaPath);
+      expect(media.status).toBe(200);
+      const segmentPath = resolvePath(mediaPath, playlistUris(media.text)[0] ?? "");
+      expect(segmentPath).toContain(`?${query}`);
+      expect((await edgeRequest(edge, segmentPath)).status).toBe(200);
+      expect((await edgeRequest(edge, segmentPath.split("?")[0] ?? "")).status).toBe(403);
+      expect(
+        (await edgeRequest(edge, pathOf(direct_play_url), { headers: { range: "bytes=0-9" } })).status,
+      ).toBe(206);
+
+      const wrong = await play(`playlist.m3u8?token=${token.slice(0, -2)}xx&expires=${expires}`);
+      expect(wrong.status).toBe(403);
+      const otherVideo = (await createVideo(t, libraryId)).id;
+      const elsewhere = await edgeRequest(edge, `/${hostname()}/${otherVideo}/playlist.m3u8?${query}`);
+      expect(elsewhere.status).toBe(403);
+      const past = Math.floor(Date.now() / 1000) - 5;
+      const expired = await play(
+        `playlist.m3u8?token=${t.cumulo.services.video.tokens.sign(videoId, past)}&expires=${past}`,
+      );
+      expect(expired.status).toBe(403);
+      expect(JSON.parse(expired.text).message).toMatch(/expired/);
+
+      const tooLong = await t.request("POST", `${videoPath(libraryId, videoId)}/playback-token`, {
+        json: { expires_in_s: 86_401 },
+      });
+      expect(tooLong.status).toBe(400);
+      expect(tooLong.body.errors[0]).toMatchObject({ field: "expires_in_s", code: "validation_max" });
+      const byDefault = await t.request("POST", `${videoPath(libraryId, videoId)}/playback-token`);
+      expect(byDefault.status, byDefault.text).toBe(201);
+      expect(byDefault.body.data.expires).toBeGreaterThan(Date.now() / 1000 + 3590);
+    } finally {
+      await openSecurity();
+    }
+  });
+
+  it("serves an embed page with the player's theme and the player script from Cumulo itself", async () => {
+    const player = await t.request("POST", `/v1/media/libraries/${libraryId}/players`, {
+      json: { name: "Red", theme: { primary_color: "#ff0000", loop: true, controls: ["play", "progress"] } },
+    });
+    expect(player.status, player.text).toBe(201);
+    const page = await fetch(`${t.baseUrl}/embed/${libraryId}/${videoId}?player=${player.body.data.id}`);
+    expect(page.status).toBe(200);
+    expect(page.headers.get("content-type")).toContain("text/html");
+    const html = await page.text();
+    expect(html).toContain(ready.manifest_url);
+    expect(html).toContain('src="/embed/assets/hls.min.js"');
+    expect(html).toContain("accent-color: #ff0000");
+    expect(html).toMatch(/<video id="cumulo-video" controls [^>]*loop/);
+    expect(html).toContain("<title>Test &lt;clip&gt;</title>");
+    const script = await fetch(`${t.baseUrl}/embed/assets/hls.min.js`);
+    expect(script.status).toBe(200);
+    expect(script.headers.get("content-type")).toContain("javascript");
+    expect((await script.text()).length).toBeGreaterThan(100_000);
+
+    expect((await fetch(`${t.baseUrl}/embed/${libraryId}/${crypto.randomUUID()}`)).status).toBe(404);
+    try {
+      await setSecurity({ video_privacy: "private" });
+      const refused = await fetch(`${t.baseUrl}/embed/${libraryId}/${videoId}`);
+      expect(refused.status).toBe(403);
+      expect(await refused.json()).toMatchObject({ success: false, error: "forbidden" });
+      const { token, expires } = (
+        await t.request("POST", `${videoPath(libraryId, videoId)}/playback-token`, { json: {} })
+      ).body.data;
+      const allowed = await fetch(
+        `${t.baseUrl}/embed/${libraryId}/${videoId}?token=${token}&expires=${expires}`,
+      );
+      expect(allowed.status).toBe(200);
+      expect(await allowed.text()).toContain(`playlist.m3u8?token=${token}`);
+    } finally {
+      await openSecurity();
+    }
+  });
+
+  it("ends corrupt input as failed with a reason and a failed event; a new upload replaces it", async () => {
+    const broken = (await createVideo(t, libraryId, { title: "Broken" })).id;
+    const garbage = new Uint8Array(
+      Buffer.concat([Buffer.from("\x00\x00\x00\x18ftypmp42"), Buffer.alloc(8192, 7)]),
+    );
+    expect((await uploadSource(t, libraryId, broken, garbage, "application/octet-stream")).status).toBe(202);
+    const failed = await waitForStatus(t, libraryId, broken, ["failed", "ready"]);
+    expect(failed.status).toBe("failed");
+    const state = await t.request("GET", `${videoPath(libraryId, broken)}/processing`);
+    expect(state.body.data).toMatchObject({ status: "failed", uploads: 1, source_bytes: garbage.length });
+    expect(state.body.data.failure_reason).toMatch(/ffprobe|video/);
+    await waitUntil(() =>
+      receiver.received.some((entry) => {
+        const body = JSON.parse(entry.body);
+        return (
+          body.event === "failed" && body.payload.video_id === broken && body.payload.status === "failed"
+        );
+      }),
+    );
+    expect((await edgeRequest(edge, `/${hostname()}/${broken}/playlist.m3u8`)).status).toBe(404);
+
+    // A second upload (multipart this time) replaces the broken source and is processed from scratch.
+    const form = new FormData();
+    form.set("file", new Blob([fileBytes(clip)], { type: "video/mp4" }), "clip.mp4");
+    const again = await t.request("PUT", `${videoPath(libraryId, broken)}/source`, { body: form });
+    expect(again.status, again.text).toBe(202);
+    expect(again.body.data.status).toBe("uploading");
+    const fixed = await waitForStatus(t, libraryId, broken, ["ready", "failed"]);
+    expect(fixed.status).toBe("ready");
+    const replaced = await t.request("GET", `${videoPath(libraryId, broken)}/processing`);
+    expect(replaced.body.data).toMatchObject({ status: "ready", failure_reason: null, uploads: 2 });
+    expect(replaced.body.data.source_bytes).toBe(fileBytes(clip).length);
+    expect((await edgeRequest(edge, `/${hostname()}/${broken}/playlist.m3u8`)).status).toBe(200);
+    const sources = readdirSync(join(t.store.dataDir, "blobs", "media", libraryId, broken, "source"));
+    expect(sources).toHaveLength(1);
+    expect(readdirSync(join(t.store.dataDir, "blobs", "media", libraryId, broken, "renditions"))).toEqual([
+      "2",
+    ]);
+
+    // Deleting the video removes every file under its prefix.
+    expect((await t.request("DELETE", videoPath(libraryId, broken))).status).toBe(200);
+    expect(existsSync(join(t.store.dataDir, "blobs", "media", libraryId, broken))).toBe(false);
+  });
+
+  it("rejects other content types (415), empty bodies (400), oversize bodies (413) and other tenants (404)", async () => {
+    const target = (await createVideo(t, libraryId, { title: "Refusals" })).id;
+    const text = await uploadSource(t, libraryId, target, new TextEncoder().encode("hello"), "text/plain");
+    expect(text.status).toBe(415);
+    expect(text.body).toEqual({ success: false, message: "Unsupported Media Type" });
+    expect((await uploadSource(t, libraryId, target, new Uint8Array([1, 2]), "image/png")).status).toBe(415);
+    const json = await t.request("PUT", `${videoPath(libraryId, target)}/source`, { json: { file: "x" } });
+    expect(json.status).toBe(415);
+    const empty = await uploadSource(t, libraryId, target, new Uint8Array(0));
+    expect(empty.status).toBe(400);
+    expect(empty.body).toEqual({ success: false, message: "Invalid Request" });
+    const big = await uploadSource(t, libraryId, target, new Uint8Array(MAX_VIDEO_BYTES + 1));
+    expect(big.status).toBe(413);
+    expect(big.body).toEqual({ success: false, message: "Payload Too Large" });
+    // Chunked (no Content-Length): the limit is enforced while streaming.
+    const chunks = new ReadableStream({
+      start(controller) {
+        for (let i = 0; i < 6; i++) controller.enqueue(new Uint8Array(1024 * 1024));
+        controller.close();
+      },
+    });
+    const streamed = await fetch(`${t.baseUrl}${videoPath(libraryId, target)}/source`, {
+      method: "PUT",
+      headers: { authorization: `Bearer ${t.adminKey}`, "content-type": "video/mp4" },
+      body: chunks,
+      duplex: "half",
+    } as RequestInit);
+    expect(streamed.status).toBe(413);
+    const after = await t.request("GET", videoPath(libraryId, target));
+    expect(after.body.data.status).toBe("created");
+
+    const other = await t.createOrganization();
+    const foreign = await uploadSource(t, libraryId, videoId, fileBytes(clip), "video/mp4", other.key);
+    expect(foreign.status).toBe(404);
+    const missing = await uploadSource(t, libraryId, crypto.randomUUID(), fileBytes(clip));
+    expect(missing.status).toBe(404);
+  });
+});

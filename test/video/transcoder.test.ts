@@ -1,0 +1,120 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { readdir } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { locateMediaTools, MediaToolError, MediaTools } from "../../src/video/media-tools.ts";
+import {
+  highProfileCodec,
+  ladderFor,
+  MASTER_PLAYLIST,
+  MP4_FILE,
+  PREVIEW_FILE,
+  Transcoder,
+} from "../../src/video/transcoder.ts";
+import { generateClip, testMediaTools } from "../support/media.ts";
+import { testStoreKind } from "../support/store.ts";
+
+// The pipeline does not touch the store, so it runs once, with the SQLite pass.
+describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
+  let work: string;
+  let clip: string;
+  const tools = testMediaTools();
+  const transcoder = new Transcoder(tools);
+
+  beforeAll(async () => {
+    work = mkdtempSync(join(tmpdir(), "cumulo-video-"));
+    clip = await generateClip(work);
+  });
+  afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+  it("caps the ladder at the source height", () => {
+    expect(ladderFor(1080).map((rung) => rung.height)).toEqual([1080, 720, 480, 360, 240]);
+    expect(ladderFor(400).map((rung) => rung.height)).toEqual([360, 240]);
+    expect(ladderFor(144).map((rung) => rung.height)).toEqual([144]);
+    expect(highProfileCodec(31)).toBe("avc1.64001f");
+    expect(highProfileCodec(40)).toBe("avc1.640028");
+  });
+
+  it("probes duration, size and audio", async () => {
+    const probe = await transcoder.probe(clip);
+    expect(probe.durationS).toBeCloseTo(2.5, 0);
+    expect(probe).toMatchObject({ width: 640, height: 360, hasAudio: true, videoCodec: "h264" });
+  });
+
+  it("produces playable HLS renditions, an MP4, thumbnails and an animated preview", async () => {
+    const out = join(work, "out");
+    const probe = await transcoder.probe(clip);
+    const renditions = await transcoder.transcode(clip, out, probe);
+    expect(renditions.map((rendition) => rendition.height)).toEqual([360, 240]);
+    const { thumbnails } = await transcoder.package(clip, out, probe, renditions, 3);
+
+    const master = readFileSync(join(out, MASTER_PLAYLIST), "utf8");
+    expect(master.startsWith("#EXTM3U")).toBe(true);
+    const variants = [...master.matchAll(/#EXT-X-STREAM-INF:([^\n]+)\n([^\n]+)/g)];
+    expect(variants.map((variant) => variant[2])).toEqual(["360p/index.m3u8", "240p/index.m3u8"]);
+    for (const variant of variants) {
+      expect(variant[1]).toMatch(/BANDWIDTH=\d+/);
+      expect(variant[1]).toMatch(/RESOLUTION=\d+x(360|240)/);
+      expect(variant[1]).toContain('CODECS="avc1.6400');
+      expect(variant[1]).toContain("mp4a.40.2");
+      const media = readFileSync(join(out, variant[2] ?? ""), "utf8");
+      expect(media).toContain("#EXT-X-ENDLIST");
+      const segments = media.split("\n").filter((line) => line.endsWith(".ts"));
+      expect(segments.length).toBeGreaterThan(0);
+      // Decoding the first segment proves it is playable (ffprobe is not used: some static builds crash on MPEG-TS).
+      const segmentPath = join(out, (variant[2] ?? "").replace("index.m3u8", ""), segments[0] ?? "");
+      expect(readFileSync(segmentPath)[0]).toBe(0x47);
+      await tools.ffmpeg(["-i", segmentPath, "-f", "null", "-"]);
+    }
+
+    const mp4 = await tools.probe(join(out, MP4_FILE));
+    expect(mp4.durationS).toBeCloseTo(2.5, 0);
+    expect(mp4.height).toBe(360);
+    expect(thumbnails).toHaveLength(3);
+    for (const thumbnail of thumbnails)
+      expect(readFileSync(join(out, thumbnail)).subarray(0, 3)).toEqual(Buffer.from([0xff, 0xd8, 0xff]));
+    const preview = readFileSync(join(out, PREVIEW_FILE));
+    expect(preview.subarray(0, 4).toString()).toBe("RIFF");
+    expect(preview.subarray(8, 12).toString()).toBe("WEBP");
+    expect((await readdir(out)).sort()).toEqual(
+      ["240p", "360p", MASTER_PLAYLIST, MP4_FILE, PREVIEW_FILE, "thumbnails"].sort(),
+    );
+  }, 120_000);
+
+  it("handles a source without audio", async () => {
+    const silent = await generateClip(work, { audio: false, width: 320, height: 240, seconds: 1.5 });
+    const probe = await transcoder.probe(silent);
+    expect(probe.hasAudio).toBe(false);
+    const out = join(work, "silent");
+    const renditions = await transcoder.transcode(silent, out, probe);
+    await transcoder.package(silent, out, probe, renditions, 1);
+    expect(readFileSync(join(out, MASTER_PLAYLIST), "utf8")).not.toContain("mp4a");
+  }, 60_000);
+
+  it("rejects corrupt input with a reason", async () => {
+    const corrupt = join(work, "corrupt.mp4");
+    writeFileSync(corrupt, Buffer.concat([Buffer.from("\x00\x00\x00\x18ftypmp42"), Buffer.alloc(4096, 7)]));
+    await expect(transcoder.probe(corrupt)).rejects.toBeInstanceOf(MediaToolError);
+    const text = join(work, "notes.mp4");
+    writeFileSync(text, "this is not a video");
+    await expect(transcoder.probe(text)).rejects.toThrow(MediaToolError);
+  });
+
+  it("kills a tool that runs past its timeout", async () => {
+    const impatient = new MediaTools(locateMediaTools(), { concurrency: 1, timeoutMs: 200 });
+    await expect(
+      impatient.ffmpeg([
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc=size=1280x720:rate=25",
+        "-t",
+        "600",
+        "-f",
+        "null",
+        "-",
+      ]),
+    ).rejects.toThrow(/timed out/);
+  });
+});
