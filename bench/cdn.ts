@@ -1,0 +1,376 @@
+/**
+ * CDN benchmark (not part of `npm test`): `npm run bench:cdn`.
+ *
+ * 1. Cache-HIT throughput and latency of Cumulo's edge and of nginx (proxy_cache), both in front of
+ *    the same local origin, for a 1 KiB and a 1 MiB object; prints Cumulo/nginx ratios.
+ * 2. Analytics query time over a month of generated minute rollups for hundreds of distributions,
+ *    written directly through the traffic repository.
+ *
+ * Environment: BENCH_DURATION_S (5), BENCH_CONNECTIONS (50), BENCH_DISTRIBUTIONS (200),
+ * BENCH_DENSITY (share of minutes with traffic per distribution, 0.25), BENCH_SKIP_HTTP=1,
+ * BENCH_SKIP_ANALYTICS=1.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { cpus, tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import autocannon from "autocannon";
+import { LocalBus } from "../src/bus.ts";
+import { AnalyticsService } from "../src/cdn/analytics.ts";
+import { PurgeSync } from "../src/cdn/purge-sync.ts";
+import { DistributionRepository, TrafficRepository } from "../src/cdn/repository.ts";
+import { CdnService } from "../src/cdn/service.ts";
+import type { TrafficMinuteTable } from "../src/cdn/tables.ts";
+import { systemClock } from "../src/clock.ts";
+import { loadConfig } from "../src/config.ts";
+import { IdentityRepository } from "../src/identity/repository.ts";
+import { IdentityService } from "../src/identity/service.ts";
+import { openStore } from "../src/store/database.ts";
+
+const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 5);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
+const DISTRIBUTIONS = Number(process.env.BENCH_DISTRIBUTIONS ?? 200);
+const DENSITY = Number(process.env.BENCH_DENSITY ?? 0.25);
+const ROOT = resolve(import.meta.dirname, "..");
+const KEY = "bench_admin_key_0123456789abcdef";
+const HOST = "bench.example.test";
+
+const sizes = { "1k": 1024, "1m": 1024 * 1024 } as const;
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((done) => server.close(() => done()));
+  return port;
+}
+
+async function startOrigin(): Promise<{ server: Server; port: number; hits: () => number }> {
+  const bodies = Object.fromEntries(
+    Object.entries(sizes).map(([name, size]) => [`/${name}`, Buffer.alloc(size, 97)]),
+  );
+  let hits = 0;
+  const server = createServer((req, res) => {
+    hits++;
+    const body = bodies[req.url ?? ""];
+    if (!body) return res.writeHead(404).end();
+    res.writeHead(200, {
+      "content-type": "application/octet-stream",
+      "cache-control": "public, max-age=3600",
+    });
+    res.end(body);
+  });
+  await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
+  return { server, port: (server.address() as AddressInfo).port, hits: () => hits };
+}
+
+async function waitFor(url: string): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  let last = "";
+  for (;;) {
+    try {
+      const response = await fetch(url);
+      await response.arrayBuffer();
+      if (response.status < 500) return;
+      last = `status ${response.status}`;
+    } catch (error) {
+      last = String((error as Error).cause ?? error);
+    }
+    if (Date.now() > deadline) throw new Error(`${url} did not come up: ${last}`);
+    await new Promise((done) => setTimeout(done, 100));
+  }
+}
+
+/** SIGTERM, then SIGKILL if the child has not exited within 10 s. */
+function stop(child: ChildProcess): Promise<void> {
+  return new Promise((done) => {
+    if (child.exitCode !== null || child.signalCode !== null) return done();
+    const force = setTimeout(() => {
+      console.error(`pid ${child.pid} ignored SIGTERM for 10 s; killing it`);
+      child.kill("SIGKILL");
+    }, 10_000);
+    child.once("exit", () => {
+      clearTimeout(force);
+      done();
+    });
+    child.kill("SIGTERM");
+  });
+}
+
+async function startCumuloEdge(
+  dir: string,
+  originPort: number,
+  children: ChildProcess[],
+): Promise<{ edge: string }> {
+  const [apiPort, edgePort] = [await freePort(), await freePort()];
+  const child = spawn(process.execPath, [join(ROOT, "bin/cumulo.js"), "serve"], {
+    cwd: ROOT,
+    stdio: ["ignore", "ignore", "inherit"],
+    env: {
+      ...process.env,
+      PORT: String(apiPort),
+      CUMULO_EDGE_PORT: String(edgePort),
+      CUMULO_ROLES: "api,edge",
+      CUMULO_DATA_DIR: join(dir, "cumulo"),
+      CUMULO_BOOTSTRAP_API_KEY: KEY,
+      CUMULO_ORIGIN_ALLOW_PRIVATE: "true",
+      CUMULO_LOG_LEVEL: "warn",
+      CUMULO_RATE_LIMIT: "1000000/60s",
+      DATABASE_URL: "",
+      REDIS_URL: "",
+    },
+  });
+  children.push(child);
+  const api = `http://127.0.0.1:${apiPort}`;
+  await waitFor(`${api}/healthz`);
+  const created = await fetch(`${api}/v1/cdn/distributions`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-api-key": KEY },
+    body: JSON.stringify({ hostname: HOST, origin_url: `http://127.0.0.1:${originPort}` }),
+  });
+  if (created.status !== 201)
+    throw new Error(`create distribution: ${created.status} ${await created.text()}`);
+  return { edge: `http://127.0.0.1:${edgePort}/${HOST}` };
+}
+
+async function startNginx(
+  dir: string,
+  originPort: number,
+  children: ChildProcess[],
+): Promise<{ url: string }> {
+  const port = await freePort();
+  const base = join(dir, "nginx");
+  for (const sub of ["cache", "temp"]) mkdirSync(join(base, sub), { recursive: true });
+  // As root, nginx's workers would run as nobody and could not write the cache in our temp dir.
+  const user = process.getuid?.() === 0 ? "user root;" : "";
+  const conf = `
+${user}
+worker_processes 1;
+daemon off;
+pid ${base}/nginx.pid;
+error_log ${base}/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path ${base}/temp/body;
+  proxy_temp_path ${base}/temp/proxy;
+  fastcgi_temp_path ${base}/temp/fastcgi;
+  uwsgi_temp_path ${base}/temp/uwsgi;
+  scgi_temp_path ${base}/temp/scgi;
+  proxy_cache_path ${base}/cache levels=1:2 keys_zone=bench:16m max_size=1g inactive=60m use_temp_path=off;
+  upstream origin { server 127.0.0.1:${originPort}; keepalive 16; }
+  server {
+    listen 127.0.0.1:${port};
+    location / {
+      proxy_pass http://origin;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_cache bench;
+      proxy_cache_lock on;
+      add_header X-Cache $upstream_cache_status;
+    }
+  }
+}
+`;
+  const file = join(base, "nginx.conf");
+  writeFileSync(file, conf);
+  const child = spawn("nginx", ["-c", file, "-p", base], { stdio: ["ignore", "ignore", "inherit"] });
+  children.push(child);
+  const url = `http://127.0.0.1:${port}`;
+  await waitFor(`${url}/1k`);
+  return { url };
+}
+
+interface Measure {
+  rps: number;
+  p50: number;
+  p99: number;
+  mbps: number;
+}
+
+async function measure(url: string): Promise<Measure> {
+  const warm = await fetch(url);
+  await warm.arrayBuffer();
+  const again = await fetch(url);
+  await again.arrayBuffer();
+  const cacheStatus = again.headers.get("x-cache");
+  if (cacheStatus !== "HIT")
+    throw new Error(`${url} is not a cache HIT after warm-up (X-Cache: ${cacheStatus})`);
+  const result = await autocannon({ url, connections: CONNECTIONS, duration: DURATION_S });
+  if (result.errors > 0 || result.non2xx > 0) {
+    throw new Error(`${url}: ${result.errors} errors, ${result.non2xx} non-2xx answers`);
+  }
+  return {
+    rps: result.requests.average,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    mbps: result.throughput.average / (1024 * 1024),
+  };
+}
+
+async function benchHttp(dir: string): Promise<void> {
+  const origin = await startOrigin();
+  const children: ChildProcess[] = [];
+  try {
+    const cumulo = await startCumuloEdge(dir, origin.port, children);
+    const nginx = await startNginx(dir, origin.port, children);
+    console.log(`\n## Cache HIT: ${CONNECTIONS} connections, ${DURATION_S} s per run, nginx with 1 worker`);
+    console.log("| object | server | req/s | p50 ms | p99 ms | MiB/s |");
+    console.log("|---|---|---|---|---|---|");
+    const ratios: string[] = [];
+    for (const name of Object.keys(sizes)) {
+      const ours = await measure(`${cumulo.edge}/${name}`);
+      const theirs = await measure(`${nginx.url}/${name}`);
+      for (const [server, m] of [
+        ["cumulo", ours],
+        ["nginx", theirs],
+      ] as const) {
+        console.log(
+          `| ${name} | ${server} | ${m.rps.toFixed(0)} | ${m.p50.toFixed(1)} | ${m.p99.toFixed(1)} | ${m.mbps.toFixed(1)} |`,
+        );
+      }
+      const latencyRatio = (a: number, b: number) =>
+        a > 0 && b > 0 ? (a / b).toFixed(2) : "n/a (below autocannon's 1 ms resolution)";
+      ratios.push(
+        `${name}: throughput ${(ours.rps / theirs.rps).toFixed(2)}, p50 latency ${latencyRatio(ours.p50, theirs.p50)}, p99 latency ${latencyRatio(ours.p99, theirs.p99)}`,
+      );
+    }
+    console.log("\nRatios Cumulo/nginx (throughput > 1 and latency < 1 favour Cumulo):");
+    for (const line of ratios) console.log(`- ${line}`);
+    console.log(`origin requests during the whole run: ${origin.hits()}`);
+  } finally {
+    for (const child of children) await stop(child);
+    origin.server.close();
+  }
+}
+
+async function benchAnalytics(dir: string): Promise<void> {
+  const config = loadConfig({ CUMULO_DATA_DIR: join(dir, "analytics"), CUMULO_LOG_LEVEL: "warn" });
+  const store = openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl });
+  await store.migrate();
+  try {
+    const identity = new IdentityService(new IdentityRepository(store.db), systemClock);
+    const org = await identity.createOrganization("bench");
+    const distributions = new DistributionRepository(store.db);
+    const bus = new LocalBus();
+    const cdn = new CdnService(distributions, config, systemClock, bus, new PurgeSync(bus, undefined));
+    const traffic = new TrafficRepository(store.db);
+    const analytics = new AnalyticsService(traffic, cdn, systemClock);
+
+    const now = Date.now();
+    const lastMinute = Math.floor(now / 60_000);
+    const minutes = 30 * 24 * 60;
+    const ids: string[] = [];
+    const created = new Date().toISOString();
+    for (let i = 0; i < DISTRIBUTIONS; i++) {
+      const id = randomUUID();
+      ids.push(id);
+      await distributions.insert(store.db, {
+        id,
+        organization_id: org.organization_id,
+        hostname: `d${i}.bench.example.test`,
+        origin_url: "https://origin.example.com",
+        default_ttl_s: 3600,
+        status: "active",
+        library_id: null,
+        created_at: created,
+        updated_at: created,
+      });
+    }
+    let seed = 42;
+    const random = () => {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return seed / 2147483648;
+    };
+    const started = performance.now();
+    let rows = 0;
+    const batch: TrafficMinuteTable[] = [];
+    for (const id of ids) {
+      for (let m = lastMinute - minutes + 1; m <= lastMinute; m++) {
+        if (random() >= DENSITY) continue;
+        const requests = 1 + Math.floor(random() * 100);
+        batch.push({
+          distribution_id: id,
+          organization_id: org.organization_id,
+          minute: m,
+          requests,
+          sent_bytes: requests * 20_000,
+          upstream_bytes: requests * 2_000,
+          origin_time_ms: 40,
+          origin_fetches: 1,
+          responses_2xx: requests - 1,
+          responses_3xx: 0,
+          responses_4xx: 1,
+          responses_5xx: 0,
+        });
+        if (batch.length === 20_000) {
+          rows += batch.length;
+          await traffic.add(batch.splice(0));
+        }
+      }
+    }
+    rows += batch.length;
+    await traffic.add(batch.splice(0));
+    const loadS = (performance.now() - started) / 1000;
+    console.log(
+      `\n## Analytics: ${DISTRIBUTIONS} distributions, 30 days, ${(DENSITY * 100).toFixed(0)}% of minutes with traffic = ${rows} minute rows (SQLite, loaded in ${loadS.toFixed(1)} s)`,
+    );
+    console.log("| query | buckets | median ms | max ms |");
+    console.log("|---|---|---|---|");
+    const to = new Date(now).toISOString();
+    const monthAgo = new Date(now - minutes * 60_000).toISOString();
+    const dayAgo = new Date(now - 24 * 3600_000).toISOString();
+    const cases: [string, Parameters<AnalyticsService["query"]>[1]][] = [
+      [
+        "one distribution, 30 days, 1h",
+        { from: monthAgo, to, granularity: "1h", distribution: "d7.bench.example.test" },
+      ],
+      [
+        "one distribution, 30 days, 15m",
+        { from: monthAgo, to, granularity: "15m", distribution: "d7.bench.example.test" },
+      ],
+      [
+        "one distribution, 24 h, 1m",
+        { from: dayAgo, to, granularity: "1m", distribution: "d7.bench.example.test" },
+      ],
+      ["all distributions, 24 h, 1h", { from: dayAgo, to, granularity: "1h" }],
+      ["all distributions, 30 days, 1d", { from: monthAgo, to, granularity: "1d" }],
+      ["all distributions, 30 days, 1h", { from: monthAgo, to, granularity: "1h" }],
+    ];
+    for (const [label, query] of cases) {
+      const times: number[] = [];
+      let buckets = 0;
+      for (let run = 0; run < 5; run++) {
+        const t0 = performance.now();
+        const outcome = await analytics.query(org.organization_id, query);
+        times.push(performance.now() - t0);
+        if (!outcome.ok) throw new Error(`${label}: ${JSON.stringify(outcome)}`);
+        buckets = outcome.analytics.Data.length;
+      }
+      times.sort((a, b) => a - b);
+      console.log(
+        `| ${label} | ${buckets} | ${(times[2] ?? 0).toFixed(1)} | ${(times[4] ?? 0).toFixed(1)} |`,
+      );
+    }
+  } finally {
+    await store.close();
+  }
+}
+
+async function main(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), "cumulo-bench-cdn-"));
+  console.log(
+    `# Cumulo CDN bench (${cpus().length} cores: ${cpus()[0]?.model ?? "unknown"}, Node ${process.version})`,
+  );
+  try {
+    if (process.env.BENCH_SKIP_HTTP !== "1") await benchHttp(dir);
+    if (process.env.BENCH_SKIP_ANALYTICS !== "1") await benchAnalytics(dir);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+await main();

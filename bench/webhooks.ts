@@ -1,0 +1,154 @@
+/**
+ * Webhook delivery benchmark: sustained deliveries/s to a local receiver and median
+ * event-to-receipt latency, against the same receiver driven directly by undici in the same run.
+ *
+ *   npm run bench:webhooks            (SQLite; set TEST_DATABASE_URL and CUMULO_TEST_STORE=postgres for PostgreSQL)
+ *   BENCH_DELIVERIES=5000 npm run bench:webhooks
+ */
+import { randomUUID } from "node:crypto";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { Agent, request } from "undici";
+import { startTestApp } from "../test/support/app.ts";
+import { emitVideoEvent, insertLibrary, organizationOf, webhooksPath } from "../test/webhooks/helpers.ts";
+
+const TOTAL = Number(process.env.BENCH_DELIVERIES ?? 2000);
+const LATENCY_SAMPLES = 200;
+// The dispatcher sends at most 8 attempts at once to one endpoint; the baseline gets the same.
+const CONCURRENCY = 8;
+
+const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
+};
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Receipt time of every request, by the video id in its body (or the x-bench-id header). */
+const receipts = new Map<string, number>();
+let onReceipt: (() => void) | undefined;
+const server = createServer((req, res) => {
+  const chunks: Buffer[] = [];
+  req.on("data", (chunk: Buffer) => chunks.push(chunk));
+  req.on("end", () => {
+    const at = performance.timeOrigin + performance.now();
+    const id = req.headers["x-bench-id"] ?? JSON.parse(Buffer.concat(chunks).toString()).payload.video_id;
+    receipts.set(String(id), at);
+    res.end("ok");
+    onReceipt?.();
+  });
+});
+await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+const receiverUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
+const now = () => performance.timeOrigin + performance.now();
+
+async function waitForReceipts(ids: string[]): Promise<void> {
+  const pending = () => ids.some((id) => !receipts.has(id));
+  while (pending()) {
+    await new Promise<void>((resolve) => {
+      onReceipt = resolve;
+      setTimeout(resolve, 50);
+    });
+  }
+  onReceipt = undefined;
+}
+
+// Baseline: the same receiver, the same body size, undici directly.
+const body = JSON.stringify({
+  event: "created",
+  event_type: "video",
+  notification_time: 0,
+  payload: { video_id: "x".repeat(36) },
+});
+const agent = new Agent();
+const direct = async (id: string) => {
+  const response = await request(receiverUrl, {
+    method: "POST",
+    dispatcher: agent,
+    headers: { "content-type": "application/json", "x-bench-id": id },
+    body,
+  });
+  await response.body.text();
+};
+
+async function baseline() {
+  const ids = Array.from({ length: TOTAL }, () => randomUUID());
+  const started = now();
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (next < ids.length) await direct(ids[next++] as string);
+    }),
+  );
+  const throughput = TOTAL / ((now() - started) / 1000);
+  const latencies: number[] = [];
+  for (let i = 0; i < LATENCY_SAMPLES; i++) {
+    const id = randomUUID();
+    const sent = now();
+    await direct(id);
+    latencies.push((receipts.get(id) ?? Number.NaN) - sent);
+  }
+  return { throughput, latency: median(latencies) };
+}
+
+async function cumulo() {
+  const t = await startTestApp({ CUMULO_WEBHOOK_ALLOW_PRIVATE: "true", CUMULO_LOG_LEVEL: "silent" });
+  try {
+    const organizationId = await organizationOf(t);
+    const libraryId = await insertLibrary(t.cumulo.store.db, organizationId);
+    const created = await t.request("POST", webhooksPath(libraryId), {
+      json: { name: "bench", url: receiverUrl, events: ["created"] },
+    });
+    if (created.status !== 201) throw new Error(`endpoint not created: ${created.text}`);
+    const emit = () =>
+      emitVideoEvent(t.cumulo.store.db, t.cumulo.services.webhooks, {
+        organizationId,
+        libraryId,
+        event: "created",
+      });
+
+    // Sustained: every notification committed as fast as the store takes them, each in its own
+    // transaction like a video state change; throughput from the first commit to the last receipt.
+    const started = now();
+    const ids: string[] = [];
+    for (let i = 0; i < TOTAL; i++) ids.push(await emit());
+    const emittedIn = (now() - started) / 1000;
+    await waitForReceipts(ids);
+    const throughput = TOTAL / ((now() - started) / 1000);
+
+    // Latency on an otherwise idle server: one notification at a time.
+    const latencies: number[] = [];
+    for (let i = 0; i < LATENCY_SAMPLES; i++) {
+      const sent = now();
+      const id = await emit();
+      await waitForReceipts([id]);
+      latencies.push((receipts.get(id) ?? Number.NaN) - sent);
+      await sleep(2);
+    }
+    return {
+      throughput,
+      latency: median(latencies),
+      emittedPerSecond: TOTAL / emittedIn,
+      store: t.store.kind,
+    };
+  } finally {
+    await t.close();
+  }
+}
+
+const base = await baseline();
+const ours = await cumulo();
+await agent.close();
+server.close();
+
+const fmt = (n: number) => n.toFixed(n < 10 ? 2 : 0);
+console.log(
+  `webhook delivery benchmark (${TOTAL} deliveries, store: ${ours.store}, concurrency per endpoint ${CONCURRENCY})`,
+);
+console.log(`  direct undici:  ${fmt(base.throughput)} requests/s, median latency ${fmt(base.latency)} ms`);
+console.log(
+  `  cumulo:         ${fmt(ours.throughput)} deliveries/s (notifications committed at ${fmt(ours.emittedPerSecond)}/s), median event-to-receipt ${fmt(ours.latency)} ms`,
+);
+console.log(
+  `  ratio:          throughput ${(ours.throughput / base.throughput).toFixed(3)} of direct, latency ${(ours.latency / base.latency).toFixed(1)}x direct`,
+);
+process.exit(0);
