@@ -256,7 +256,7 @@ async function benchAnalytics(dir: string): Promise<void> {
     const org = await identity.createOrganization("bench");
     const distributions = new DistributionRepository(store.db);
     const bus = new LocalBus();
-    const cdn = new CdnService(distributions, config, systemClock, bus, new PurgeSync(bus, undefined));
+    const cdn = new CdnService(distributions, config, systemClock, bus, new PurgeSync(bus));
     const traffic = new TrafficRepository(store.db);
     const analytics = new AnalyticsService(traffic, cdn, systemClock);
 

@@ -72,7 +72,7 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
       },
     },
   });
-  await registerRateLimit(app, config.rateLimit, redis);
+  await registerRateLimit(app, config.rateLimit, redis && { client: redis, prefix: config.redisPrefix });
 
   await app.register(opsRoutes, { store });
   app.get("/openapi.json", { schema: { hide: true }, config: { rateLimit: false } }, async () =>

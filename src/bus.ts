@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { Redis } from "ioredis";
+import { Redis, type RedisOptions } from "ioredis";
 
 export type BusHandler = (message: string) => void | Promise<void>;
 
@@ -8,7 +8,8 @@ export type BusHandler = (message: string) => void | Promise<void>;
  * handlers before it returns, then reaches the other nodes through Redis when configured.
  */
 export interface Bus {
-  publish(channel: string, message: string): Promise<void>;
+  /** Resolves to how many other nodes listen on the channel and were sent the message. */
+  publish(channel: string, message: string): Promise<number>;
   subscribe(channel: string, handler: BusHandler): Promise<void>;
   close(): Promise<void>;
 }
@@ -30,8 +31,9 @@ class LocalHandlers {
 export class LocalBus implements Bus {
   readonly #handlers = new LocalHandlers();
 
-  async publish(channel: string, message: string): Promise<void> {
+  async publish(channel: string, message: string): Promise<number> {
     await this.#handlers.run(channel, message);
+    return 0;
   }
 
   async subscribe(channel: string, handler: BusHandler): Promise<void> {
@@ -41,40 +43,81 @@ export class LocalBus implements Bus {
   async close(): Promise<void> {}
 }
 
-const CHANNEL_PREFIX = "cumulo:";
+const REDIS_READY_TIMEOUT_MS = 10_000;
+
+/**
+ * Opens a Redis connection and waits until it is ready. Nothing may be sent before that: a SUBSCRIBE
+ * sent while ioredis still runs its ready check puts the connection in subscriber mode, the check
+ * fails, and the reconnect that follows drops the subscription.
+ */
+export async function connectRedis(
+  url: string,
+  onError: (error: Error) => void,
+  options: RedisOptions = {},
+): Promise<Redis> {
+  const client = new Redis(url, options);
+  client.on("error", onError);
+  const ready = await new Promise<boolean>((resolve) => {
+    const timer = setTimeout(() => resolve(false), REDIS_READY_TIMEOUT_MS);
+    client.once("ready", () => {
+      clearTimeout(timer);
+      resolve(true);
+    });
+  });
+  if (!ready) {
+    client.disconnect();
+    throw new Error(`Redis (REDIS_URL) did not answer within ${REDIS_READY_TIMEOUT_MS / 1000} s`);
+  }
+  return client;
+}
 
 export class RedisBus implements Bus {
   readonly #nodeId = randomUUID();
   readonly #handlers = new LocalHandlers();
-  readonly #publisher: Redis;
-  readonly #subscriber: Redis;
+  /** Channels whose SUBSCRIBE Redis has confirmed: Redis counts this node among their listeners. */
+  readonly #subscribed = new Set<string>();
 
-  constructor(redisUrl: string, onError: (error: Error) => void) {
-    this.#publisher = new Redis(redisUrl, { lazyConnect: false, maxRetriesPerRequest: 3 });
-    this.#subscriber = new Redis(redisUrl, { lazyConnect: false });
-    this.#publisher.on("error", onError);
-    this.#subscriber.on("error", onError);
-    this.#subscriber.on("message", (channel: string, raw: string) => {
+  private constructor(
+    private readonly prefix: string,
+    private readonly publisher: Redis,
+    private readonly subscriber: Redis,
+    onError: (error: Error) => void,
+  ) {
+    subscriber.on("message", (channel: string, raw: string) => {
       const { origin, message } = JSON.parse(raw) as { origin: string; message: string };
       if (origin === this.#nodeId) return;
-      this.#handlers.run(channel.slice(CHANNEL_PREFIX.length), message).catch(onError);
+      this.#handlers.run(channel.slice(prefix.length), message).catch(onError);
     });
   }
 
-  async publish(channel: string, message: string): Promise<void> {
+  /** Channels are named `prefix + channel`, so deployments that share one Redis do not hear each other. */
+  static async connect(url: string, prefix: string, onError: (error: Error) => void): Promise<RedisBus> {
+    const publisher = await connectRedis(url, onError, { maxRetriesPerRequest: 3 });
+    const subscriber = await connectRedis(url, onError).catch((error: unknown) => {
+      publisher.disconnect();
+      throw error;
+    });
+    return new RedisBus(prefix, publisher, subscriber, onError);
+  }
+
+  async publish(channel: string, message: string): Promise<number> {
     await this.#handlers.run(channel, message);
-    await this.#publisher.publish(
-      CHANNEL_PREFIX + channel,
+    const reached = await this.publisher.publish(
+      this.prefix + channel,
       JSON.stringify({ origin: this.#nodeId, message }),
     );
+    // Redis counts this node's own subscription too; its handlers have already run above.
+    return this.#subscribed.has(channel) ? reached - 1 : reached;
   }
 
   async subscribe(channel: string, handler: BusHandler): Promise<void> {
-    if (this.#handlers.add(channel, handler)) await this.#subscriber.subscribe(CHANNEL_PREFIX + channel);
+    if (!this.#handlers.add(channel, handler)) return;
+    await this.subscriber.subscribe(this.prefix + channel);
+    this.#subscribed.add(channel);
   }
 
   async close(): Promise<void> {
-    this.#subscriber.disconnect();
-    await this.#publisher.quit().catch(() => this.#publisher.disconnect());
+    this.subscriber.disconnect();
+    await this.publisher.quit().catch(() => this.publisher.disconnect());
   }
 }

@@ -23,6 +23,8 @@ export interface Config {
   dataDir: string;
   databaseUrl: string | undefined;
   redisUrl: string | undefined;
+  /** Start of every Redis key and channel name, so that deployments sharing one Redis stay apart. */
+  redisPrefix: string;
   bootstrapApiKey: string | undefined;
   edgePort: number | "off";
   publicUrl: string | undefined;
@@ -178,6 +180,10 @@ export function loadConfig(env: Env = process.env): Config {
 
   const databaseUrl = url(env, "DATABASE_URL", ["postgres:", "postgresql:"]);
   const redisUrl = url(env, "REDIS_URL", ["redis:", "rediss:"]);
+  const redisPrefix = env.CUMULO_REDIS_PREFIX || "cumulo:";
+  if (!/^[A-Za-z0-9:_.-]{1,64}$/.test(redisPrefix)) {
+    throw new ConfigError("CUMULO_REDIS_PREFIX", "must be 1-64 characters from [A-Za-z0-9:_.-]");
+  }
 
   const bootstrapApiKey = env.CUMULO_BOOTSTRAP_API_KEY || undefined;
   if (bootstrapApiKey !== undefined && !BOOTSTRAP_KEY.test(bootstrapApiKey)) {
@@ -220,6 +226,7 @@ export function loadConfig(env: Env = process.env): Config {
     dataDir,
     databaseUrl,
     redisUrl,
+    redisPrefix,
     bootstrapApiKey,
     edgePort,
     publicUrl: url(env, "CUMULO_PUBLIC_URL", ["http:", "https:"]),

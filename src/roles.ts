@@ -1,8 +1,8 @@
 import type { FastifyBaseLogger, FastifyInstance } from "fastify";
-import { Redis } from "ioredis";
+import type { Redis } from "ioredis";
 import pino from "pino";
 import { buildApp } from "./app.ts";
-import { type Bus, LocalBus, RedisBus } from "./bus.ts";
+import { type Bus, connectRedis, LocalBus, RedisBus } from "./bus.ts";
 import { EdgeServer } from "./cdn/edge/server.ts";
 import { type Clock, systemClock } from "./clock.ts";
 import type { Config } from "./config.ts";
@@ -46,9 +46,14 @@ export async function openCore(config: Config, options: StartOptions = {}): Prom
   let redis: Redis | undefined;
   let bus: Bus = new LocalBus();
   if (config.redisUrl) {
-    redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 3 });
-    redis.on("error", onRedisError);
-    bus = new RedisBus(config.redisUrl, onRedisError);
+    try {
+      redis = await connectRedis(config.redisUrl, onRedisError, { maxRetriesPerRequest: 3 });
+      bus = await RedisBus.connect(config.redisUrl, config.redisPrefix, onRedisError);
+    } catch (error) {
+      redis?.disconnect();
+      await store.close();
+      throw error;
+    }
   }
   return { config, store, clock: options.clock ?? systemClock, bus, redis, logger };
 }
@@ -95,7 +100,7 @@ export async function startCumulo(config: Config, options: StartOptions = {}): P
     : undefined;
   const workers = config.roles.includes("worker") ? services.workers : [];
   runner?.start();
-  for (const worker of workers) worker.start();
+  for (const worker of workers) await worker.start();
 
   let closing: Promise<void> | undefined;
   return {

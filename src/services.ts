@@ -47,7 +47,8 @@ export interface CoreDeps {
 /** Something the worker role runs besides queued jobs (a dispatcher with its own claiming loop). */
 export interface BackgroundWorker {
   name: string;
-  start(): void;
+  /** Resolves once the worker hears everything it reacts to (wake-ups from other nodes included). */
+  start(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -83,7 +84,7 @@ export function createServices(deps: CoreDeps): Services {
   authCache?.listen(deps.bus).catch((error: unknown) => deps.logger.warn({ err: error }, "auth cache off"));
   const jobRepository = new JobRepository(store.db, store.dialect);
   const jobs = new JobQueue(jobRepository, clock);
-  const cdnPurgeSync = new PurgeSync(deps.bus, deps.redis);
+  const cdnPurgeSync = new PurgeSync(deps.bus);
   const cdn = new CdnService(new DistributionRepository(store.db), config, clock, deps.bus, cdnPurgeSync);
   const cdnTrafficRepository = new TrafficRepository(store.db);
   const cdnAnalytics = new AnalyticsService(cdnTrafficRepository, cdn, clock);

@@ -11,7 +11,7 @@ import { ApiError } from "./errors.ts";
 export async function registerRateLimit(
   app: FastifyInstance,
   setting: RateLimitSetting,
-  redis: Redis | undefined,
+  redis: { client: Redis; prefix: string } | undefined,
 ) {
   await app.register(rateLimit, {
     global: true,
@@ -19,7 +19,7 @@ export async function registerRateLimit(
     max: setting.max,
     timeWindow: setting.windowMs,
     enableDraftSpec: true,
-    ...(redis ? { redis, nameSpace: "cumulo:rate-limit:" } : {}),
+    ...(redis ? { redis: redis.client, nameSpace: `${redis.prefix}rate-limit:` } : {}),
     keyGenerator: (request) =>
       request.auth ? `key:${request.auth.organizationId}:${request.auth.keyId}` : `ip:${request.ip}`,
     errorResponseBuilder: (_request, context) =>

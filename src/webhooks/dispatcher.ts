@@ -65,12 +65,12 @@ export class WebhookDispatcher implements BackgroundWorker {
     private readonly options: DispatcherOptions,
   ) {}
 
-  start(): void {
+  async start(): Promise<void> {
     if (this.#running) return;
     this.#running = true;
     this.#stopWake = this.emitter.onWake(() => this.#tick());
     // The bus has no unsubscribe; after stop() a wake-up finds the dispatcher not running and is ignored.
-    this.bus
+    await this.bus
       .subscribe(WEBHOOK_WAKE_CHANNEL, () => this.#tick())
       .catch((error: unknown) =>
         this.logger.warn({ err: error }, "webhook wake-ups from other nodes unavailable"),

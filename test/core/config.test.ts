@@ -16,6 +16,7 @@ describe("configuration", () => {
       rateLimit: { max: 600, windowMs: 60_000 },
       logLevel: "info",
       regions: ["eu-central", "us-east", "ap-southeast"],
+      redisPrefix: "cumulo:",
     });
     expect(config.dataDir.endsWith("/data")).toBe(true);
     expect(config.locations.map((location) => location.slug)).toEqual(["local-1"]);
@@ -43,6 +44,7 @@ describe("configuration", () => {
       CUMULO_RATE_LIMIT: "600 per minute",
       CUMULO_LOG_LEVEL: "loud",
       CUMULO_MEDIA_DOMAIN: "bad domain",
+      CUMULO_REDIS_PREFIX: "two words",
     };
     for (const [name, value] of Object.entries(cases)) {
       expect(() => loadConfig({ [name]: value }), name).toThrow(ConfigError);

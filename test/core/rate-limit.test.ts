@@ -50,6 +50,7 @@ describe.runIf(process.env.TEST_REDIS_URL)("rate limit shared through Redis", ()
         CUMULO_LOG_LEVEL: "silent",
         CUMULO_RATE_LIMIT: "4/1m",
         REDIS_URL: process.env.TEST_REDIS_URL ?? "",
+        CUMULO_REDIS_PREFIX: first.store.redisPrefix,
         CUMULO_DATA_DIR: first.store.kind === "sqlite" ? first.store.dataDir : secondStore.dataDir,
         ...(first.store.databaseUrl ? { DATABASE_URL: first.store.databaseUrl } : {}),
       }),

@@ -27,11 +27,8 @@ const listen = async (server: Server): Promise<string> => {
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 };
 
-// Known defect: between nodes in one process, a Redis message is now and then not acted on in time
-// under full-suite load (see docs/webhooks.md); retried so that CI reports it only when it persists.
 describe.runIf(testStoreKind() === "postgres" && redisUrl)(
   "several nodes on one PostgreSQL and one Redis",
-  { retry: 2 },
   () => {
     let store: TestStore;
     const nodes: TestApp[] = [];
@@ -167,6 +164,7 @@ describe.runIf(testStoreKind() === "postgres" && redisUrl)(
         DATABASE_URL: store.databaseUrl,
         CUMULO_DATA_DIR: store.dataDir,
         REDIS_URL: redisUrl,
+        CUMULO_REDIS_PREFIX: store.redisPrefix,
       });
       expect(revoked.code, revoked.stderr).toBe(0);
       for (const node of [apiB, apiA]) {

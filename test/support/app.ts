@@ -78,6 +78,7 @@ export async function startTestApp(
     CUMULO_LOG_LEVEL: "silent",
     CUMULO_BOOTSTRAP_API_KEY: ADMIN_KEY,
     CUMULO_DATA_DIR: store.dataDir,
+    CUMULO_REDIS_PREFIX: store.redisPrefix,
     ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}),
     ...env,
   });

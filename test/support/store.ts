@@ -14,6 +14,8 @@ export interface TestStore {
   kind: TestStoreKind;
   dataDir: string;
   databaseUrl: string | undefined;
+  /** Redis key and channel prefix of its own, so test files sharing one Redis never hear each other. */
+  redisPrefix: string;
   drop(): Promise<void>;
 }
 
@@ -26,11 +28,13 @@ function adminUrl(): string {
 /** A data dir of its own and, on PostgreSQL, a database of its own, dropped afterwards. */
 export async function createTestStore(kind: TestStoreKind = testStoreKind()): Promise<TestStore> {
   const dataDir = mkdtempSync(join(tmpdir(), "cumulo-test-"));
+  const redisPrefix = `cumulo-test-${randomBytes(6).toString("hex")}:`;
   if (kind === "sqlite") {
     return {
       kind,
       dataDir,
       databaseUrl: undefined,
+      redisPrefix,
       drop: async () => rmSync(dataDir, { recursive: true, force: true }),
     };
   }
@@ -45,6 +49,7 @@ export async function createTestStore(kind: TestStoreKind = testStoreKind()): Pr
     kind,
     dataDir,
     databaseUrl: url.toString(),
+    redisPrefix,
     async drop() {
       const client = new pg.Client({ connectionString: adminUrl() });
       await client.connect();

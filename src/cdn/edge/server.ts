@@ -158,7 +158,6 @@ export class EdgeServer {
   readonly #lookups = new Map<string, Promise<DistributionTable | undefined>>();
   readonly #inflight = new Map<string, Promise<FetchResult>>();
   #closed = false;
-  #purges: { stop(): Promise<void> } | undefined;
   #disk: DiskTier | undefined;
 
   constructor(private readonly deps: EdgeDeps) {
@@ -185,7 +184,7 @@ export class EdgeServer {
   }
 
   async start(host: string, port: number): Promise<string> {
-    this.#purges = await this.deps.cdn.purgeSync.serveEdge((message) =>
+    await this.deps.cdn.purgeSync.serveEdge((message) =>
       this.cache.purge(message.distributionId, message.paths),
     );
     await this.deps.bus.subscribe(DISTRIBUTION_CHANNEL, (raw) => {
@@ -216,7 +215,6 @@ export class EdgeServer {
     await closed;
     await this.#agent.close().catch(() => undefined);
     this.#disk?.close();
-    await this.#purges?.stop();
     await this.deps.traffic.stop();
   }
 

@@ -1,0 +1,83 @@
+import { describe, expect, it } from "vitest";
+import { type Bus, LocalBus, RedisBus } from "../../src/bus.ts";
+
+const redisUrl = process.env.TEST_REDIS_URL ?? "";
+const failOnError = (error: Error) => {
+  throw error;
+};
+
+/** Subscribes and returns the list that the channel's messages are appended to. */
+async function collect(bus: Bus, channel: string): Promise<string[]> {
+  const messages: string[] = [];
+  await bus.subscribe(channel, (message) => {
+    messages.push(message);
+  });
+  return messages;
+}
+
+async function settle(done: () => boolean): Promise<void> {
+  for (let wait = 0; !done() && wait < 200; wait++) await new Promise((resolve) => setTimeout(resolve, 10));
+}
+
+describe("local bus", () => {
+  it("runs this node's handlers inside publish and reaches no other node", async () => {
+    const bus = new LocalBus();
+    const seen = await collect(bus, "news");
+    expect(await bus.publish("news", "hello")).toBe(0);
+    expect(seen).toEqual(["hello"]);
+  });
+});
+
+describe.runIf(redisUrl)("Redis bus", () => {
+  const prefix = () => `cumulo-test-bus-${Math.random().toString(36).slice(2)}:`;
+
+  it("hears a message published right after subscribing on a fresh connection", async () => {
+    // A subscription sent before ioredis's ready check had finished was lost on the reconnect that
+    // followed; each round opens fresh connections and subscribes at once.
+    for (let round = 0; round < 20; round++) {
+      const namespace = prefix();
+      const [listener, speaker] = await Promise.all([
+        RedisBus.connect(redisUrl, namespace, failOnError),
+        RedisBus.connect(redisUrl, namespace, failOnError),
+      ]);
+      try {
+        const heard = await collect(listener, "purge");
+        expect(await speaker.publish("purge", `round ${round}`)).toBe(1);
+        await settle(() => heard.length > 0);
+        expect(heard).toEqual([`round ${round}`]);
+      } finally {
+        await Promise.all([listener.close(), speaker.close()]);
+      }
+    }
+  });
+
+  it("counts the other nodes listening, runs its own handlers once, and keeps prefixes apart", async () => {
+    const namespace = prefix();
+    const [self, other, stranger] = await Promise.all([
+      RedisBus.connect(redisUrl, namespace, failOnError),
+      RedisBus.connect(redisUrl, namespace, failOnError),
+      RedisBus.connect(redisUrl, prefix(), failOnError),
+    ]);
+    try {
+      const own = await collect(self, "news");
+      const otherHeard = await collect(other, "news");
+      const strangerHeard = await collect(stranger, "news");
+
+      expect(await self.publish("news", "hello")).toBe(1);
+      await settle(() => otherHeard.length > 0);
+      await self.publish("news", "marker");
+      await settle(() => otherHeard.length > 1);
+      expect(otherHeard).toEqual(["hello", "marker"]);
+      expect(own).toEqual(["hello", "marker"]);
+      expect(strangerHeard).toEqual([]);
+    } finally {
+      await Promise.all([self.close(), other.close(), stranger.close()]);
+    }
+  });
+
+  it("refuses to start when Redis does not answer", async () => {
+    await expect(RedisBus.connect("redis://127.0.0.1:1", prefix(), () => undefined)).rejects.toThrow(
+      /REDIS_URL/,
+    );
+  }, 20_000);
+});
