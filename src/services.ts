@@ -144,7 +144,7 @@ export function createServices(deps: CoreDeps): Services {
     },
   );
   const cloud = new CloudService(
-    new CloudRepository(store.db),
+    new CloudRepository(store.db, store.dialect),
     identity,
     new SimulatedDriver(),
     new SecretBox(() => loadSecretKey(config.secretKey, config.dataDir)),

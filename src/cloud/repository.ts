@@ -1,4 +1,5 @@
 import type { Insertable, Kysely, Transaction, Updateable } from "kysely";
+import type { DialectName } from "../store/database.ts";
 import type { Database } from "../store/tables.ts";
 import type {
   CloudDiskTable,
@@ -19,7 +20,10 @@ export interface Scope {
 
 /** Every query of the cloud domain. Each one is confined to an organization (and a location). */
 export class CloudRepository {
-  constructor(readonly db: Kysely<Database>) {}
+  constructor(
+    readonly db: Kysely<Database>,
+    private readonly dialect: DialectName,
+  ) {}
 
   transaction<T>(work: (trx: Transaction<Database>) => Promise<T>): Promise<T> {
     return this.db.transaction().execute(work);
@@ -57,13 +61,20 @@ export class CloudRepository {
     await executor.insertInto("cloud_vms").values(row).execute();
   }
 
-  findVm(executor: Executor, scope: Scope, uuid: string) {
+  /**
+   * With `lock`, the row stays locked until the transaction ends (PostgreSQL; SQLite runs one write
+   * transaction at a time): a deletion and a change that refers to the resource (a load-balancer
+   * target, a floating-IP assignment) then run one after the other, so neither can leave a reference
+   * to a deleted resource. Locks are taken VMs first (in uuid order), then the load balancer.
+   */
+  findVm(executor: Executor, scope: Scope, uuid: string, lock = false) {
     return executor
       .selectFrom("cloud_vms")
       .selectAll()
       .where("organization_id", "=", scope.organizationId)
       .where("location", "=", scope.location)
       .where("uuid", "=", uuid)
+      .$if(lock && this.dialect === "postgres", (qb) => qb.forUpdate())
       .executeTakeFirst();
   }
 
@@ -341,13 +352,15 @@ export class CloudRepository {
     await executor.insertInto("cloud_load_balancers").values(row).execute();
   }
 
-  findLoadBalancer(executor: Executor, scope: Scope, uuid: string) {
+  /** `lock` as for `findVm`. */
+  findLoadBalancer(executor: Executor, scope: Scope, uuid: string, lock = false) {
     return executor
       .selectFrom("cloud_load_balancers")
       .selectAll()
       .where("organization_id", "=", scope.organizationId)
       .where("location", "=", scope.location)
       .where("uuid", "=", uuid)
+      .$if(lock && this.dialect === "postgres", (qb) => qb.forUpdate())
       .executeTakeFirst();
   }
 

@@ -285,8 +285,9 @@ export class CloudService {
     return view as VmView;
   }
 
-  private async requireVm(executor: Executor, scope: Scope, uuid: string): Promise<VmRow> {
-    const row = isUuid(uuid) ? await this.repository.findVm(executor, scope, uuid) : undefined;
+  /** `lock`: hold the row until the transaction ends (see `CloudRepository.findVm`). */
+  private async requireVm(executor: Executor, scope: Scope, uuid: string, lock = false): Promise<VmRow> {
+    const row = isUuid(uuid) ? await this.repository.findVm(executor, scope, uuid, lock) : undefined;
     if (!row) throw Fail.notFound("Virtual machine");
     return row;
   }
@@ -482,7 +483,7 @@ export class CloudService {
     const scope = { organizationId: auth.organizationId, location };
     return settle(() =>
       this.repository.transaction(async (trx) => {
-        await this.requireVm(trx, scope, uuid);
+        await this.requireVm(trx, scope, uuid, true);
         const now = nowIso(this.clock);
         const disks = await this.repository.disksOfVms(trx, [uuid]);
         for (const disk of disks) {
@@ -803,14 +804,10 @@ export class CloudService {
   /** The private address a floating IP of this target type would route to, or 404. */
   private async targetAddress(executor: Executor, scope: Scope, type: FloatingTargetType, uuid: string) {
     if (type === "virtual_machine") {
-      const vm = isUuid(uuid) ? await this.repository.findVm(executor, scope, uuid) : undefined;
-      if (!vm) throw Fail.notFound("Virtual machine");
-      return vm.private_ipv4;
+      return (await this.requireVm(executor, scope, uuid, true)).private_ipv4;
     }
     if (type === "load_balancer") {
-      const lb = isUuid(uuid) ? await this.repository.findLoadBalancer(executor, scope, uuid) : undefined;
-      if (!lb) throw Fail.notFound("Load balancer");
-      return lb.private_address;
+      return (await this.requireLb(executor, scope, uuid, true)).private_address;
     }
     // Cumulo runs no managed services, so no service can be a target.
     throw Fail.notFound("Service");
@@ -897,8 +894,15 @@ export class CloudService {
     }));
   }
 
-  private async requireLb(executor: Executor, scope: Scope, uuid: string): Promise<LoadBalancerRow> {
-    const row = isUuid(uuid) ? await this.repository.findLoadBalancer(executor, scope, uuid) : undefined;
+  private async requireLb(
+    executor: Executor,
+    scope: Scope,
+    uuid: string,
+    lock = false,
+  ): Promise<LoadBalancerRow> {
+    const row = isUuid(uuid)
+      ? await this.repository.findLoadBalancer(executor, scope, uuid, lock)
+      : undefined;
     if (!row) throw Fail.notFound("Load balancer");
     return row;
   }
@@ -930,6 +934,10 @@ export class CloudService {
   /** The VMs named as targets, each once, with their private addresses; an unknown one is 404. */
   private async resolveTargets(executor: Executor, scope: Scope, targets: TargetInput[]) {
     const resolved = new Map<string, { uuid: string; type: string; ip: string }>();
+    // Lock in one order, so that two calls naming the same VMs cannot wait for each other.
+    for (const uuid of [...new Set(targets.map((target) => target.target_uuid))].sort()) {
+      await this.requireVm(executor, scope, uuid, true);
+    }
     for (const target of targets) {
       const vm = await this.requireVm(executor, scope, target.target_uuid);
       resolved.set(vm.uuid, { uuid: vm.uuid, type: target.target_type, ip: vm.private_ipv4 });
@@ -1063,7 +1071,7 @@ export class CloudService {
     const scope = { organizationId: auth.organizationId, location };
     return settle(() =>
       this.repository.transaction(async (trx) => {
-        await this.requireLb(trx, scope, uuid);
+        await this.requireLb(trx, scope, uuid, true);
         await this.unassignAll(trx, scope, uuid, nowIso(this.clock));
         await this.repository.releasePrivateAddress(trx, location, uuid);
         await this.repository.deleteLoadBalancer(trx, scope, uuid);
@@ -1089,7 +1097,8 @@ export class CloudService {
       retryOnConflict(() =>
         this.repository.transaction(async (trx) => {
           await this.requireLb(trx, scope, uuid);
-          const vm = await this.requireVm(trx, scope, target.target_uuid);
+          const vm = await this.requireVm(trx, scope, target.target_uuid, true);
+          await this.requireLb(trx, scope, uuid, true);
           const existing = (await this.lbView(trx, scope, uuid)).targets.find(
             (t) => t.target_uuid === vm.uuid,
           );
@@ -1119,7 +1128,7 @@ export class CloudService {
     const scope = { organizationId: auth.organizationId, location };
     return settle(() =>
       this.repository.transaction(async (trx) => {
-        await this.requireLb(trx, scope, uuid);
+        await this.requireLb(trx, scope, uuid, true);
         if (!(await this.repository.deleteTarget(trx, uuid, targetUuid))) throw Fail.notFound("Target");
         await this.touchLb(trx, scope, uuid);
         return SUCCESS;
@@ -1132,6 +1141,7 @@ export class CloudService {
     return settle(() =>
       retryOnConflict(() =>
         this.repository.transaction(async (trx) => {
+          await this.requireLb(trx, scope, uuid, true);
           const view = await this.lbView(trx, scope, uuid);
           if (view.forwarding_rules.some((existing) => existing.source_port === rule.source_port)) {
             throw Fail.invalid(
@@ -1165,7 +1175,7 @@ export class CloudService {
     const scope = { organizationId: auth.organizationId, location };
     return settle(() =>
       this.repository.transaction(async (trx) => {
-        await this.requireLb(trx, scope, uuid);
+        await this.requireLb(trx, scope, uuid, true);
         if (!(await this.repository.deleteRule(trx, uuid, ruleUuid))) throw Fail.notFound("Forwarding rule");
         await this.touchLb(trx, scope, uuid);
         return SUCCESS;

@@ -236,4 +236,52 @@ describe("cloud load balancers", () => {
     });
     expect(steal.status).toBe(404);
   });
+  it("never leaves a target or an address on a VM deleted at the same moment", async () => {
+    const lb = (
+      await t.cloud("POST", "/v1/network/load_balancers", {
+        json: { display_name: "race", forwarding_rules: [{ source_port: 80, target_port: 80 }] },
+      })
+    ).body;
+    for (let round = 0; round < 8; round++) {
+      const vm = await createVm(`race-${round}`);
+      const ip = (await t.cloud("POST", "/v1/network/ip_addresses", { json: {} })).body;
+      const [deleted, targeted, assigned] = await Promise.all([
+        t.cloud("DELETE", "/v1/user-resource/vm", { form: { uuid: vm.uuid } }),
+        t.cloud("POST", `/v1/network/load_balancers/${lb.uuid}/targets`, {
+          json: { target_uuid: vm.uuid, target_type: "vm" },
+        }),
+        t.cloud("POST", `/v1/network/ip_addresses/${ip.address}/assign`, {
+          json: { assigned_to: vm.uuid, assigned_to_resource_type: "virtual_machine" },
+        }),
+      ]);
+      expect(deleted.status).toBe(200);
+      // Either order is fine; what the other call did before the deletion is undone by it.
+      expect([200, 404]).toContain(targeted.status);
+      expect([200, 404]).toContain(assigned.status);
+      const now = (await t.cloud("GET", `/v1/network/load_balancers/${lb.uuid}`)).body;
+      expect(now.targets.map((target: { target_uuid: string }) => target.target_uuid)).not.toContain(vm.uuid);
+      expect((await t.cloud("GET", `/v1/network/ip_addresses/${ip.address}`)).body.assigned_to).toBeNull();
+    }
+  });
+
+  it("answers 404, never 500, when a load balancer is deleted while it is being changed", async () => {
+    for (let round = 0; round < 6; round++) {
+      const vm = await createVm(`gone-${round}`);
+      const lb = (
+        await t.cloud("POST", "/v1/network/load_balancers", {
+          json: { display_name: "gone", forwarding_rules: [{ source_port: 80, target_port: 80 }] },
+        })
+      ).body;
+      const base = `/v1/network/load_balancers/${lb.uuid}`;
+      const [deleted, targeted, ruled] = await Promise.all([
+        t.cloud("DELETE", base),
+        t.cloud("POST", `${base}/targets`, { json: { target_uuid: vm.uuid, target_type: "vm" } }),
+        t.cloud("POST", `${base}/forwarding_rules`, { json: { source_port: 443, target_port: 443 } }),
+      ]);
+      expect(deleted.status).toBe(200);
+      expect([200, 404]).toContain(targeted.status);
+      expect([200, 404]).toContain(ruled.status);
+      expect((await t.cloud("GET", base)).status).toBe(404);
+    }
+  });
 });
