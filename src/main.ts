@@ -40,6 +40,8 @@ async function serve(config: Config): Promise<void> {
   }
   if (running.apiUrl)
     process.stdout.write(`Cumulo API listening on ${running.apiUrl} (docs at ${running.apiUrl}/docs)\n`);
+  if (running.edgeUrl) process.stdout.write(`Cumulo CDN edge listening on ${running.edgeUrl}\n`);
+  process.stdout.write(`Cumulo ready (roles: ${config.roles.join(", ")})\n`);
   const shutdown = (signal: string) => {
     process.stdout.write(`${signal} received, shutting down\n`);
     running.close().then(

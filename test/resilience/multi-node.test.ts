@@ -1,16 +1,17 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestApp, type TestApp } from "../support/app.ts";
 import { runCli } from "../support/cli.ts";
+import { exitOf, type Served, serve } from "../support/process.ts";
 import { createTestStore, type TestStore, testStoreKind } from "../support/store.ts";
 
 /**
- * Two API nodes, two worker nodes and two edge nodes, each a separate Cumulo stack (own services, bus,
- * Redis connections, caches), on one PostgreSQL database and one Redis.
+ * Two API processes, two worker processes and two edge processes (each a real `cumulo serve`), on one
+ * PostgreSQL database and one Redis.
  */
 const redisUrl = process.env.TEST_REDIS_URL;
 const RATE = 20;
+const ADMIN_KEY = "multi_node_admin_key_0123456789";
 
 const until = async <T>(probe: () => Promise<T | undefined>, what: string, timeoutMs = 5000): Promise<T> => {
   const deadline = Date.now() + timeoutMs;
@@ -27,14 +28,59 @@ const listen = async (server: Server): Promise<string> => {
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 };
 
+interface Answer {
+  status: number;
+  body: any;
+  text: string;
+}
+
+/** A request to one API process; media routes take the key as a bearer token, cloud routes as `apikey`. */
+async function call(
+  node: Served,
+  method: string,
+  path: string,
+  options: { key?: string; json?: unknown; cloud?: boolean } = {},
+): Promise<Answer> {
+  const key = options.key ?? ADMIN_KEY;
+  const headers: Record<string, string> = options.cloud
+    ? { apikey: key }
+    : { authorization: `Bearer ${key}` };
+  if (options.json !== undefined) headers["content-type"] = "application/json";
+  const response = await fetch(node.apiUrl + path, {
+    method,
+    headers,
+    body: options.json === undefined ? undefined : JSON.stringify(options.json),
+  });
+  const text = await response.text();
+  const json = (response.headers.get("content-type") ?? "").includes("json") && text !== "";
+  return { status: response.status, body: json ? JSON.parse(text) : text, text };
+}
+
 describe.runIf(testStoreKind() === "postgres" && redisUrl)(
-  "several nodes on one PostgreSQL and one Redis",
+  "several processes on one PostgreSQL and one Redis",
   () => {
     let store: TestStore;
-    const nodes: TestApp[] = [];
-    let apiA: TestApp;
-    let apiB: TestApp;
+    const nodes: Served[] = [];
+    let apiA: Served;
+    let apiB: Served;
     let edges: string[];
+    let shared: Record<string, string>;
+
+    /** What the CLI prints for `orgs create`: a new organization and its admin key. */
+    const createOrganization = async (name: string) => {
+      const result = await runCli(["orgs", "create", "--name", name], shared);
+      if (result.code !== 0) throw new Error(result.stderr);
+      const created = JSON.parse(result.stdout) as {
+        organization_id: string;
+        api_key: string;
+        billing_account_id: number;
+      };
+      return {
+        organizationId: created.organization_id,
+        key: created.api_key,
+        billingAccountId: created.billing_account_id,
+      };
+    };
 
     // Origin: its body changes with `version`, and it counts the requests it gets.
     let version = 1;
@@ -63,86 +109,104 @@ describe.runIf(testStoreKind() === "postgres" && redisUrl)(
       originUrl = await listen(origin);
       receiverUrl = await listen(receiver);
       store = await createTestStore("postgres");
-      const shared = {
+      shared = {
+        DATABASE_URL: store.databaseUrl ?? "",
+        CUMULO_DATA_DIR: store.dataDir,
         REDIS_URL: redisUrl ?? "",
+        CUMULO_REDIS_PREFIX: store.redisPrefix,
+        CUMULO_BOOTSTRAP_API_KEY: ADMIN_KEY,
         CUMULO_RATE_LIMIT: `${RATE}/1m`,
         CUMULO_ORIGIN_ALLOW_PRIVATE: "true",
         CUMULO_WEBHOOK_ALLOW_PRIVATE: "true",
       };
-      // One after the other: the first start migrates the store and creates the bootstrap organization.
-      for (const [roles, edgePort] of [
-        ["api", "off"],
-        ["api", "off"],
-        ["worker", "off"],
-        ["worker", "off"],
-        ["edge", "0"],
-        ["edge", "0"],
-      ] as const) {
-        nodes.push(
-          await startTestApp({ ...shared, CUMULO_ROLES: roles, CUMULO_EDGE_PORT: edgePort }, { store }),
-        );
-      }
-      [apiA, apiB] = nodes as [TestApp, TestApp];
-      edges = nodes.slice(4).map((node) => node.cumulo.edgeUrl ?? "");
-    }, 60_000);
+      // The first process migrates the store and creates the bootstrap organization; the rest start together.
+      nodes.push(await serve({ ...shared, CUMULO_ROLES: "api" }));
+      const roles = ["api", "worker", "worker", "edge", "edge"];
+      nodes.push(
+        ...(await Promise.all(
+          roles.map((role) =>
+            serve({ ...shared, CUMULO_ROLES: role, CUMULO_EDGE_PORT: role === "edge" ? "0" : "off" }),
+          ),
+        )),
+      );
+      [apiA, apiB] = nodes as [Served, Served];
+      edges = nodes.slice(4).map((node) => node.edgeUrl ?? "");
+    }, 90_000);
 
     afterAll(async () => {
-      for (const node of nodes) await node.close();
+      await Promise.all(
+        nodes.map((node) => {
+          node.child.kill("SIGTERM");
+          return exitOf(node.child);
+        }),
+      );
       await store?.drop();
       origin.close();
       receiver.close();
     });
 
-    it("shares one rate-limit budget per key across API nodes", async () => {
-      const { key } = await apiA.createOrganization("rate limited");
+    it("shares one rate-limit budget per key across API processes", async () => {
+      const { key } = await createOrganization("rate limited");
       const statuses: number[] = [];
       for (let i = 0; i < RATE; i++) {
         const node = i % 2 === 0 ? apiA : apiB;
-        statuses.push((await node.request("GET", "/v1/media/libraries", { key })).status);
+        statuses.push((await call(node, "GET", "/v1/media/libraries", { key })).status);
       }
       expect(statuses).toEqual(Array(RATE).fill(200));
       // Each node saw only half the budget; the next request on either is over the shared one.
-      const over = await apiB.request("GET", "/v1/media/libraries", { key });
+      const over = await call(apiB, "GET", "/v1/media/libraries", { key });
       expect(over.status).toBe(429);
       expect(over.body).toMatchObject({ success: false, error: "rate_limited" });
-      expect((await apiA.request("GET", "/v1/media/libraries", { key })).status).toBe(429);
+      expect((await call(apiA, "GET", "/v1/media/libraries", { key })).status).toBe(429);
     });
 
-    it("refuses a deleted cloud token on both API nodes at once", async () => {
-      const { key, billingAccountId } = await apiA.createOrganization("token owner");
-      const created = await apiA.cloud("POST", "/v1/user-resource/token", {
+    it("refuses a deleted cloud token on both API processes at once", async () => {
+      const { key, billingAccountId } = await createOrganization("token owner");
+      const created = await call(apiA, "POST", "/v1/user-resource/token", {
+        cloud: true,
         key,
         json: { billing_account_id: billingAccountId, description: "multi-node" },
       });
       expect(created.status).toBe(200);
       const { id, token } = created.body[0] as { id: number; token: string };
       // Both nodes have verified (and may have cached) the token.
-      expect((await apiA.cloud("GET", "/v1/config/locations", { key: token })).status).toBe(200);
-      expect((await apiB.cloud("GET", "/v1/config/locations", { key: token })).status).toBe(200);
+      expect((await call(apiA, "GET", "/v1/config/locations", { cloud: true, key: token })).status).toBe(200);
+      expect((await call(apiB, "GET", "/v1/config/locations", { cloud: true, key: token })).status).toBe(200);
 
-      const deleted = await apiA.cloud("DELETE", "/v1/user-resource/token", { key, json: { token_id: id } });
+      const deleted = await call(apiA, "DELETE", "/v1/user-resource/token", {
+        cloud: true,
+        key,
+        json: { token_id: id },
+      });
       expect(deleted.status).toBe(200);
-      expect((await apiB.cloud("GET", "/v1/config/locations", { key: token })).status).toBe(401);
-      expect((await apiA.cloud("GET", "/v1/config/locations", { key: token })).status).toBe(401);
+      expect((await call(apiB, "GET", "/v1/config/locations", { cloud: true, key: token })).status).toBe(401);
+      expect((await call(apiA, "GET", "/v1/config/locations", { cloud: true, key: token })).status).toBe(401);
     });
 
-    it("applies a token becoming restricted on both API nodes at once", async () => {
-      const { key, billingAccountId } = await apiA.createOrganization("restricted owner");
-      const created = await apiB.cloud("POST", "/v1/user-resource/token", {
+    it("applies a token becoming restricted on both API processes at once", async () => {
+      const { key, billingAccountId } = await createOrganization("restricted owner");
+      const created = await call(apiB, "POST", "/v1/user-resource/token", {
+        cloud: true,
         key,
         json: { billing_account_id: billingAccountId },
       });
       const { id, token } = created.body[0] as { id: number; token: string };
-      expect((await apiA.cloud("GET", "/v1/user-resource/token/list", { key: token })).status).toBe(200);
-      expect((await apiB.cloud("GET", "/v1/user-resource/token/list", { key: token })).status).toBe(200);
+      expect(
+        (await call(apiA, "GET", "/v1/user-resource/token/list", { cloud: true, key: token })).status,
+      ).toBe(200);
+      expect(
+        (await call(apiB, "GET", "/v1/user-resource/token/list", { cloud: true, key: token })).status,
+      ).toBe(200);
 
-      const patched = await apiB.cloud("PATCH", "/v1/user-resource/token", {
+      const patched = await call(apiB, "PATCH", "/v1/user-resource/token", {
+        cloud: true,
         key,
         json: { token_id: id, restricted: true },
       });
       expect(patched.status).toBe(200);
       for (const node of [apiA, apiB]) {
-        const refused = await node.cloud("POST", "/v1/user-resource/token", {
+        const refused = await call(node, "POST", "/v1/user-resource/token", {
+          cloud: true,
           key: token,
           json: { billing_account_id: billingAccountId },
         });
@@ -150,31 +214,24 @@ describe.runIf(testStoreKind() === "postgres" && redisUrl)(
       }
     });
 
-    it("refuses a key revoked by the CLI (another process) on both API nodes at once", async () => {
-      const { organizationId } = await apiA.createOrganization("cli revoke");
-      const made = await apiA.cumulo.services.identity.createApiKey(organizationId, {
-        name: "to revoke",
-        readOnly: false,
-      });
-      if (made.outcome !== "created") throw new Error(made.outcome);
+    it("refuses a key revoked by the CLI (another process) on both API processes at once", async () => {
+      const { organizationId } = await createOrganization("cli revoke");
+      const made = await runCli(["keys", "create", "--org", organizationId, "--name", "to revoke"], shared);
+      expect(made.code, made.stderr).toBe(0);
+      const { id, api_key: key } = JSON.parse(made.stdout) as { id: number; api_key: string };
       for (const node of [apiA, apiB]) {
-        expect((await node.request("GET", "/v1/media/libraries", { key: made.api_key })).status).toBe(200);
+        expect((await call(node, "GET", "/v1/media/libraries", { key })).status).toBe(200);
       }
-      const revoked = await runCli(["keys", "revoke", String(made.id)], {
-        DATABASE_URL: store.databaseUrl,
-        CUMULO_DATA_DIR: store.dataDir,
-        REDIS_URL: redisUrl,
-        CUMULO_REDIS_PREFIX: store.redisPrefix,
-      });
+      const revoked = await runCli(["keys", "revoke", String(id)], shared);
       expect(revoked.code, revoked.stderr).toBe(0);
       for (const node of [apiB, apiA]) {
-        expect((await node.request("GET", "/v1/media/libraries", { key: made.api_key })).status).toBe(401);
+        expect((await call(node, "GET", "/v1/media/libraries", { key })).status).toBe(401);
       }
     });
 
-    it("purges a distribution's cached objects on both edge nodes before answering", async () => {
+    it("purges a distribution's cached objects on both edge processes before answering", async () => {
       const hostname = `multi-node-${Date.now()}.example.test`;
-      const created = await apiA.request("POST", "/v1/cdn/distributions", {
+      const created = await call(apiA, "POST", "/v1/cdn/distributions", {
         json: { hostname, origin_url: originUrl },
       });
       expect(created.status, created.text).toBe(201);
@@ -193,7 +250,7 @@ describe.runIf(testStoreKind() === "postgres" && redisUrl)(
       }
       version = 2;
       const hitsBefore = originHits;
-      const purged = await apiB.request("POST", `/v1/cdn/distributions/${distributionId}/purges`, {
+      const purged = await call(apiB, "POST", `/v1/cdn/distributions/${distributionId}/purges`, {
         json: { paths: ["/*"] },
       });
       expect(purged.status).toBe(200);
@@ -206,11 +263,11 @@ describe.runIf(testStoreKind() === "postgres" && redisUrl)(
     });
 
     it("sends each webhook attempt once although two workers compete for deliveries", async () => {
-      const library = await apiA.request("POST", "/v1/media/libraries", {
+      const library = await call(apiA, "POST", "/v1/media/libraries", {
         json: { name: "multi-node hooks" },
       });
       const libraryId = (library.body as { data: { id: string } }).data.id;
-      const endpoint = await apiB.request("POST", `/v1/media/libraries/${libraryId}/webhooks`, {
+      const endpoint = await call(apiB, "POST", `/v1/media/libraries/${libraryId}/webhooks`, {
         json: {
           name: "receiver",
           url: `${receiverUrl}/hook`,
@@ -224,7 +281,7 @@ describe.runIf(testStoreKind() === "postgres" && redisUrl)(
       const videos = 12;
       for (let i = 0; i < videos; i++) {
         const node = i % 2 === 0 ? apiA : apiB;
-        const video = await node.request("POST", `/v1/media/libraries/${libraryId}/videos`, {
+        const video = await call(node, "POST", `/v1/media/libraries/${libraryId}/videos`, {
           json: { title: `video ${i}` },
         });
         expect(video.status).toBe(201);
@@ -239,7 +296,8 @@ describe.runIf(testStoreKind() === "postgres" && redisUrl)(
       await new Promise((resolve) => setTimeout(resolve, 700));
       expect([...arrivals.values()]).toEqual(Array(videos).fill(2));
 
-      const events = await apiA.request(
+      const events = await call(
+        apiA,
         "GET",
         `/v1/media/libraries/${libraryId}/webhooks/${endpointId}/events?limit=100`,
       );

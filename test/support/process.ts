@@ -4,10 +4,13 @@ import { BIN } from "./cli.ts";
 export interface Served {
   child: ChildProcess;
   output: () => string;
+  /** Where the API listens; empty when the process runs no `api` role. */
   apiUrl: string;
+  /** Where the CDN edge listens, when the process runs the `edge` role on a port. */
+  edgeUrl: string | undefined;
 }
 
-/** Starts `cumulo serve` as a real process and waits until it says where it listens. */
+/** Starts `cumulo serve` as a real process and waits until it says it is ready and where it listens. */
 export function serve(env: Record<string, string | undefined>): Promise<Served> {
   const child = spawn(process.execPath, [BIN, "serve"], {
     env: { ...process.env, PORT: "0", CUMULO_EDGE_PORT: "off", CUMULO_LOG_LEVEL: "warn", ...env },
@@ -15,14 +18,17 @@ export function serve(env: Record<string, string | undefined>): Promise<Served> 
   });
   let output = "";
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start:\n${output}`)), 15_000);
+    const timer = setTimeout(() => reject(new Error(`server did not start:\n${output}`)), 20_000);
     const onData = (chunk: Buffer) => {
       output += chunk.toString();
-      const match = /listening on (http:\/\/\S+)/.exec(output);
-      if (match?.[1]) {
-        clearTimeout(timer);
-        resolve({ child, output: () => output, apiUrl: match[1] });
-      }
+      if (!/^Cumulo ready/m.test(output)) return;
+      clearTimeout(timer);
+      resolve({
+        child,
+        output: () => output,
+        apiUrl: /API listening on (http:\/\/\S+)/.exec(output)?.[1] ?? "",
+        edgeUrl: /edge listening on (http:\/\/\S+)/.exec(output)?.[1],
+      });
     };
     child.stdout?.on("data", onData);
     child.stderr?.on("data", onData);

@@ -1,5 +1,4 @@
-import { type ChildProcess, spawn } from "node:child_process";
-import { join } from "node:path";
+import type { ChildProcess } from "node:child_process";
 import { Redis } from "ioredis";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -7,6 +6,7 @@ import { loadConfig } from "../../src/config.ts";
 import { closeCore, openCore } from "../../src/roles.ts";
 import { createServices } from "../../src/services.ts";
 import { ADMIN_KEY, startTestApp, type TestApp } from "../support/app.ts";
+import { serve } from "../support/process.ts";
 import { createTestStore, type TestStore, testStoreKind } from "../support/store.ts";
 import {
   emitVideoEvent,
@@ -18,41 +18,16 @@ import {
   webhooksPath,
 } from "./helpers.ts";
 
-const ROOT = join(import.meta.dirname, "..", "..");
-
-/** A real `cumulo serve` process on the given store; resolves once it listens. */
-async function startServer(store: TestStore): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, [join(ROOT, "bin", "cumulo.js"), "serve"], {
-    cwd: ROOT,
-    env: {
-      PATH: process.env.PATH,
-      PORT: "0",
-      HOST: "127.0.0.1",
-      CUMULO_ROLES: "api,worker",
-      CUMULO_EDGE_PORT: "off",
-      CUMULO_LOG_LEVEL: "silent",
-      CUMULO_DATA_DIR: store.dataDir,
-      CUMULO_BOOTSTRAP_API_KEY: ADMIN_KEY,
-      CUMULO_WEBHOOK_ALLOW_PRIVATE: "true",
-      CUMULO_WEBHOOK_TIMEOUT_MS: "1500",
-      ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}),
-    },
-    stdio: ["ignore", "pipe", "pipe"],
+/** A real `cumulo serve` process (api and worker) on the given store. */
+const startServer = (store: TestStore) =>
+  serve({
+    CUMULO_ROLES: "api,worker",
+    CUMULO_DATA_DIR: store.dataDir,
+    CUMULO_BOOTSTRAP_API_KEY: ADMIN_KEY,
+    CUMULO_WEBHOOK_ALLOW_PRIVATE: "true",
+    CUMULO_WEBHOOK_TIMEOUT_MS: "1500",
+    ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}),
   });
-  let output = "";
-  const url = await new Promise<string>((resolve, reject) => {
-    child.stdout?.on("data", (chunk: Buffer) => {
-      output += chunk.toString();
-      const match = /listening on (http:\/\/\S+)/.exec(output);
-      if (match?.[1]) resolve(match[1]);
-    });
-    child.stderr?.on("data", (chunk: Buffer) => {
-      output += chunk.toString();
-    });
-    child.on("exit", (code) => reject(new Error(`server exited (${code}): ${output}`)));
-  });
-  return { child, url };
-}
 
 describe("webhook durability", () => {
   it("loses no delivery when the dispatcher's process is killed mid-flight", async () => {
@@ -78,7 +53,7 @@ describe("webhook durability", () => {
         const auth = await services.identity.authenticate(ADMIN_KEY);
         if (!auth) throw new Error("bootstrap key missing");
         const libraryId = await insertLibrary(core.store.db, auth.organizationId);
-        const created = await fetch(`${first.url}${webhooksPath(libraryId)}`, {
+        const created = await fetch(`${first.apiUrl}${webhooksPath(libraryId)}`, {
           method: "POST",
           headers: { authorization: `Bearer ${ADMIN_KEY}`, "content-type": "application/json" },
           body: JSON.stringify({ name: "durable", url: receiver.url, events: ["*"] }),
