@@ -50,6 +50,13 @@ export interface Config {
     originTimeoutMs: number;
     analyticsFlushMs: number;
   };
+  /** How many days the housekeeper keeps rows before deleting them; 0 keeps them forever. */
+  retention: {
+    /** Jobs that finished successfully (failed jobs stay for diagnosis). */
+    doneJobsDays: number;
+    /** CDN minute rollups; hour rollups, which answer granularities of 1 h and more, stay. */
+    cdnMinuteDays: number;
+  };
   /** Video processing (CUMULO_FFMPEG_*): how many ffmpeg/ffprobe runs at once, and for how long each. */
   video: {
     ffmpegConcurrency: number;
@@ -257,6 +264,10 @@ export function loadConfig(env: Env = process.env): Config {
       maxObjectBytes: positiveInt(env, "CUMULO_EDGE_MAX_OBJECT_BYTES", 8 * 1024 * 1024),
       originTimeoutMs: positiveInt(env, "CUMULO_EDGE_ORIGIN_TIMEOUT_MS", 10_000),
       analyticsFlushMs: positiveInt(env, "CUMULO_EDGE_ANALYTICS_FLUSH_MS", 2_000),
+    },
+    retention: {
+      doneJobsDays: nonNegativeInt(env, "CUMULO_JOB_RETENTION_DAYS", 7),
+      cdnMinuteDays: nonNegativeInt(env, "CUMULO_CDN_MINUTE_RETENTION_DAYS", 35),
     },
     video: {
       ffmpegConcurrency: positiveInt(env, "CUMULO_FFMPEG_CONCURRENCY", 2),

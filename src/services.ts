@@ -24,6 +24,7 @@ import { createMediaServices, type MediaServices } from "./media/index.ts";
 import { PlayerRepository } from "./media/player-repository.ts";
 import { LibraryRepository } from "./media/repository.ts";
 import { VideoRepository } from "./media/video-repository.ts";
+import { Housekeeper, type PruneTask } from "./ops/housekeeping.ts";
 import type { Store } from "./store/database.ts";
 import { API_VERSION } from "./version.ts";
 import { createVideoServices, type VideoServices } from "./video/index.ts";
@@ -179,6 +180,32 @@ export function createServices(deps: CoreDeps): Services {
     cloud,
     video,
     jobHandlers: [media.libraries.provisioningHandler(), video.pipeline.handler()],
-    workers: [webhookDispatcher],
+    workers: [
+      webhookDispatcher,
+      new Housekeeper(pruneTasks(config, jobRepository, cdnTrafficRepository), clock, deps.logger),
+    ],
   };
+}
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+/** What the housekeeper deletes, by the configured retention (0 days: kept forever). */
+function pruneTasks(config: Config, jobs: JobRepository, traffic: TrafficRepository): PruneTask[] {
+  const tasks: PruneTask[] = [];
+  const { doneJobsDays, cdnMinuteDays } = config.retention;
+  if (doneJobsDays > 0) {
+    tasks.push({
+      name: "finished jobs",
+      keepMs: doneJobsDays * DAY_MS,
+      prune: (before) => jobs.pruneDone(before.toISOString()),
+    });
+  }
+  if (cdnMinuteDays > 0) {
+    tasks.push({
+      name: "CDN minute rollups",
+      keepMs: cdnMinuteDays * DAY_MS,
+      prune: (before) => traffic.pruneMinutesBefore(Math.floor(before.getTime() / 60_000)),
+    });
+  }
+  return tasks;
 }

@@ -180,6 +180,24 @@ export class TrafficRepository {
     }
   }
 
+  /** Deletes minute rollups before `beforeMinute` (hour rollups stay); returns how many went. */
+  async pruneMinutesBefore(beforeMinute: number): Promise<number> {
+    let removed = 0;
+    // At most a day of rollups per statement keeps each delete, and the locks it holds, short.
+    for (;;) {
+      const oldest = await this.db
+        .selectFrom("cdn_traffic_minutes")
+        .select((eb) => eb.fn.min("minute").as("minute"))
+        .executeTakeFirst();
+      if (oldest?.minute == null || Number(oldest.minute) >= beforeMinute) return removed;
+      const result = await this.db
+        .deleteFrom("cdn_traffic_minutes")
+        .where("minute", "<", Math.min(beforeMinute, Number(oldest.minute) + 24 * 60))
+        .executeTakeFirst();
+      removed += Number(result.numDeletedRows);
+    }
+  }
+
   /**
    * Sums the minutes in [fromMinute, toMinute) per bucket of `granularityMinutes`, for one
    * distribution (already known to be the organization's) or for all of an organization's.

@@ -96,6 +96,27 @@ export class JobRepository {
       .execute();
   }
 
+  /** Deletes jobs that finished successfully before `before` (failed ones stay for diagnosis). */
+  async pruneDone(before: string, batchSize = 1000): Promise<number> {
+    let removed = 0;
+    for (;;) {
+      const result = await this.db
+        .deleteFrom("jobs")
+        .where("id", "in", (eb) =>
+          eb
+            .selectFrom("jobs")
+            .select("id")
+            .where("status", "=", "done")
+            .where("updated_at", "<", before)
+            .limit(batchSize),
+        )
+        .executeTakeFirst();
+      const deleted = Number(result.numDeletedRows);
+      removed += deleted;
+      if (deleted < batchSize) return removed;
+    }
+  }
+
   async extendLease(id: string, leaseUntil: string): Promise<void> {
     await this.db.updateTable("jobs").set({ locked_until: leaseUntil }).where("id", "=", id).execute();
   }

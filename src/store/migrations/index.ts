@@ -11,6 +11,7 @@ import { mediaSubtitlesThumbnailsMigration } from "./0102-media-subtitles-thumbn
 import { mediaPlayersMigration } from "./0103-media-players.ts";
 import { cloudMigration } from "./0200-cloud.ts";
 import { cdnPurgesTrafficMigration } from "./0300-cdn-purges-traffic.ts";
+import { cdnTrafficRetentionMigration } from "./0301-cdn-traffic-retention.ts";
 import { webhookDeliveryAttemptsMigration } from "./0400-webhook-delivery-attempts.ts";
 import { videoProcessingMigration } from "./0500-video-processing.ts";
 
@@ -28,6 +29,7 @@ export function allMigrations(dialect: DialectName): Record<string, Migration> {
     "0103-media-players": mediaPlayersMigration(types),
     "0200-cloud": cloudMigration(types),
     "0300-cdn-purges-traffic": cdnPurgesTrafficMigration(types),
+    "0301-cdn-traffic-retention": cdnTrafficRetentionMigration(),
     "0400-webhook-delivery-attempts": webhookDeliveryAttemptsMigration(types),
     "0500-video-processing": videoProcessingMigration(types),
   };
