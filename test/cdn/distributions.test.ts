@@ -219,6 +219,7 @@ describe("CDN origins on private addresses", () => {
       "http://10.1.2.3/",
       "http://localhost/",
       "http://[::1]/",
+      "http://[::127.0.0.1]/", // IPv4-compatible IPv6
     ]) {
       const response = await t.request("POST", "/v1/cdn/distributions", {
         json: { hostname: uniqueHost("private"), origin_url },

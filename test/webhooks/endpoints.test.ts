@@ -323,6 +323,7 @@ describe("webhook URL safety at create", () => {
       "http://100.64.0.1/hook",
       "http://[::1]/hook",
       "http://[::ffff:127.0.0.1]/hook",
+      "http://[::127.0.0.1]/hook",
       "http://0.0.0.0/hook",
     ];
     for (const url of urls) {
@@ -334,6 +335,11 @@ describe("webhook URL safety at create", () => {
         expect.objectContaining({ field: "url", code: "validation_format" }),
       ]);
     }
+    // a name that does not resolve names no private address: accepted, and checked again at send time
+    const unresolved = await t.request("POST", webhooksPath(libraryId), {
+      json: { name: "n", url: "https://hooks.does-not-exist.invalid/hook", events: ["*"] },
+    });
+    expect(unresolved.status).toBe(201);
     const endpoint = await createEndpoint(t, libraryId, { url: "https://93.184.215.14/hook" });
     const patched = await t.request("PATCH", `${webhooksPath(libraryId)}/${endpoint.id}`, {
       json: { url: "http://127.0.0.1/hook" },
