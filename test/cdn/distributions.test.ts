@@ -83,6 +83,15 @@ describe("CDN distributions API", () => {
         expect.objectContaining({ field: "default_ttl_s", code: "validation_min" }),
       ]),
     );
+    // a malformed origin is reported with the other fields, not after them
+    const together = await t.request("POST", "/v1/cdn/distributions", {
+      json: { hostname: "not a host!", origin_url: "ftp://example.com/" },
+    });
+    expect(together.status).toBe(400);
+    expect(together.body.errors).toEqual([
+      expect.objectContaining({ field: "hostname", code: "validation_format" }),
+      expect.objectContaining({ field: "origin_url", code: "validation_format" }),
+    ]);
     const missing = await t.request("POST", "/v1/cdn/distributions", { json: {} });
     expect(missing.status).toBe(400);
     expect(missing.body.errors).toEqual(
