@@ -108,6 +108,15 @@ describe("webhook endpoints", () => {
       json: { name: "n", url: "https://a.example.com", events: [] },
     });
     expect(empty.body.errors).toEqual([expect.objectContaining({ field: "events", code: "validation_min" })]);
+
+    // a url of the wrong scheme is reported with the other failing fields, not after them
+    const together = await t.request("POST", webhooksPath(libraryId), {
+      json: { name: "", url: "ftp://example.com/x", events: ["*"] },
+    });
+    expect(together.body.errors).toEqual([
+      expect.objectContaining({ field: "name", code: "validation_min" }),
+      expect.objectContaining({ field: "url", code: "validation_format" }),
+    ]);
   });
 
   it("refuses URLs that are not http(s) and bad custom headers", async () => {
