@@ -131,6 +131,9 @@ function parseTime(raw: string): number | undefined {
   const given = raw.trim().replace(/(T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?) (\d{2}:?\d{2})$/i, "$1+$2");
   const match = ISO_TIME.exec(given);
   if (!match) return undefined;
+  // Date.parse rolls a day past the month's end over ("02-30" is March 2); such a date is no date.
+  const [year, month, day] = given.slice(0, 10).split("-").map(Number) as [number, number, number];
+  if (day > new Date(Date.UTC(year, month, 0)).getUTCDate()) return undefined;
   let text = given.replace(" ", "T");
   if (text.length > 10 && match[1] === undefined) text += "Z";
   const value = Date.parse(text);

@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { requireApiKey } from "../http/auth.ts";
 import { ok, okList } from "../http/envelope.ts";
 import { ApiError } from "../http/errors.ts";
+import { acceptJsonBodies } from "../http/json-bodies.ts";
 import { pageMeta, toPage } from "../http/pagination.ts";
 import { Envelope, IdParams, ListEnvelope, mediaErrorResponses, PageQuery } from "../http/schemas.ts";
 import type { IdentityService } from "../identity/service.ts";
@@ -44,6 +45,7 @@ export const cdnRoutes: FastifyPluginAsyncTypebox<{
   analytics: AnalyticsService;
 }> = async (app, { identity, cdn, analytics }) => {
   requireApiKey(app, "cdn", identity);
+  acceptJsonBodies(app);
 
   app.post(
     "/distributions",

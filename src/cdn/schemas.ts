@@ -9,6 +9,18 @@ export const HOSTNAME_PATTERN =
 
 export const MAX_TTL_S = 31_536_000;
 
+/**
+ * An http(s) URL with a host, checked by the schema so a bad origin is reported with the body's other
+ * field errors; the service then parses it and checks where it resolves.
+ */
+const OriginUrl = Type.String({
+  minLength: 1,
+  maxLength: 2048,
+  pattern: "^[Hh][Tt][Tt][Pp][Ss]?://[^/?#\\s]",
+  description: "http(s) URL of the origin",
+  examples: ["https://origin.example.com"],
+});
+
 export const Distribution = Type.Object({
   id: Uuid,
   hostname: Type.String({ examples: ["cdn.example.com"] }),
@@ -31,13 +43,13 @@ export const CreateDistributionBody = Type.Object({
     pattern: HOSTNAME_PATTERN,
     description: "Host name viewers use; stored lower-case",
   }),
-  origin_url: Type.String({ minLength: 1, maxLength: 2048, description: "http(s) URL of the origin" }),
+  origin_url: OriginUrl,
   default_ttl_s: Type.Optional({ ...TtlField, default: 3600 }),
 });
 export type CreateDistributionBody = Static<typeof CreateDistributionBody>;
 
 export const UpdateDistributionBody = Type.Object({
-  origin_url: Type.Optional(Type.String({ minLength: 1, maxLength: 2048 })),
+  origin_url: Type.Optional(OriginUrl),
   default_ttl_s: Type.Optional(TtlField),
   status: Type.Optional(StringEnum(DISTRIBUTION_STATUSES)),
 });

@@ -1,6 +1,4 @@
 import { randomUUID } from "node:crypto";
-import { lookup as dnsLookup } from "node:dns";
-import { isIP } from "node:net";
 import type { Updateable } from "kysely";
 import type { Bus } from "../bus.ts";
 import { type Clock, nowIso } from "../clock.ts";
@@ -47,12 +45,6 @@ const toPurge = (row: PurgeTable): Purge => ({
   paths: readJson<string[]>(row.paths) ?? [],
   created_at: row.created_at,
 });
-
-function resolves(hostname: string): Promise<boolean> {
-  return new Promise((resolve) =>
-    dnsLookup(hostname, { all: true }, (error, addresses) => resolve(!error && addresses.length > 0)),
-  );
-}
 
 /** Distributions and purges: the control plane of the CDN. */
 export class CdnService {
@@ -115,9 +107,9 @@ export class CdnService {
       };
     }
     const target = await checkUrlTarget(url.toString(), this.config.originAllowPrivate);
-    // A name that does not resolve (yet) names no private address: it is accepted, and the edge's
-    // connect-time check still applies once it resolves (until then the edge answers 502).
-    if (!target.ok && (isIP(url.hostname.replace(/^\[|\]$/g, "")) || (await resolves(url.hostname)))) {
+    // A name that does not resolve (yet) passes; the edge's connect-time check still applies once it
+    // resolves (until then the edge answers 502).
+    if (!target.ok) {
       return {
         field: "origin_url",
         code: "validation_format",

@@ -3,16 +3,21 @@ import { isIP } from "node:net";
 import ipaddr from "ipaddr.js";
 import { Agent } from "undici";
 
+/** `::/96`: the deprecated IPv4-compatible IPv6 addresses (`::127.0.0.1`), which ipaddr.js calls unicast. */
+const IPV4_COMPATIBLE: [ipaddr.IPv6, number] = [ipaddr.IPv6.parse("::"), 96];
+
 /**
  * Refuses outbound connections to addresses that reach inside the platform (SSRF): loopback,
  * private, link-local (cloud metadata included), CGNAT, unspecified, multicast, reserved, and
- * IPv6 forms that wrap such an address (IPv4-mapped, NAT64, 6to4, Teredo).
+ * IPv6 forms that wrap such an address (IPv4-mapped, IPv4-compatible, NAT64, 6to4, Teredo).
  */
 export function isPublicAddress(address: string): boolean {
   if (!ipaddr.isValid(address)) return false;
   let parsed = ipaddr.parse(address);
-  if (parsed.kind() === "ipv6" && (parsed as ipaddr.IPv6).isIPv4MappedAddress()) {
-    parsed = (parsed as ipaddr.IPv6).toIPv4Address();
+  if (parsed.kind() === "ipv6") {
+    const ipv6 = parsed as ipaddr.IPv6;
+    if (ipv6.isIPv4MappedAddress()) parsed = ipv6.toIPv4Address();
+    else if (ipv6.match(IPV4_COMPATIBLE)) return false;
   }
   return parsed.range() === "unicast";
 }
@@ -29,7 +34,11 @@ export class BlockedAddressError extends Error {
 
 export type TargetCheck = { ok: true } | { ok: false; reason: string };
 
-/** Resolves a URL's host now and checks every address it names; used when a URL is saved. */
+/**
+ * Resolves a URL's host now and checks every address it names; used when a URL is saved. A name
+ * that does not resolve (yet) names no private address and passes: the connect-time check of
+ * `createGuardedAgent` still refuses it if it later resolves inside the network.
+ */
 export async function checkUrlTarget(url: string, allowPrivate: boolean): Promise<TargetCheck> {
   if (allowPrivate) return { ok: true };
   const hostname = new URL(url).hostname.replace(/^\[|\]$/g, "");
@@ -41,7 +50,6 @@ export async function checkUrlTarget(url: string, allowPrivate: boolean): Promis
   const addresses = await new Promise<LookupAddress[]>((resolve) =>
     dnsLookup(hostname, { all: true }, (error, found) => resolve(error ? [] : found)),
   );
-  if (addresses.length === 0) return { ok: false, reason: `${hostname} does not resolve` };
   const blocked = addresses.find((entry) => !isPublicAddress(entry.address));
   return blocked
     ? { ok: false, reason: new BlockedAddressError(hostname, blocked.address).message }

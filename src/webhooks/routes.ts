@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { requireApiKey } from "../http/auth.ts";
 import { ok, okList, okMessage } from "../http/envelope.ts";
 import { ApiError } from "../http/errors.ts";
+import { acceptJsonBodies } from "../http/json-bodies.ts";
 import { pageMeta, toPage } from "../http/pagination.ts";
 import {
   Envelope,
@@ -44,16 +45,8 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{
 }> = async (app, { identity, webhooks }) => {
   requireApiKey(app, "media", identity);
   // The operations without a body (test, rotate-secret, retry) are often called with a JSON content
-  // type and nothing after it; an empty JSON body is read as no body here instead of a 400.
-  app.removeContentTypeParser(["application/json", "text/plain"]);
-  app.addContentTypeParser("application/json", { parseAs: "string" }, (_request, text, done) => {
-    if ((text as string).trim() === "") return done(null, undefined);
-    try {
-      done(null, JSON.parse(text as string));
-    } catch {
-      done(Object.assign(new Error("Malformed JSON body"), { statusCode: 400 }), undefined);
-    }
-  });
+  // type and nothing after it.
+  acceptJsonBodies(app);
   const base = (libraryId: string) => `/v1/media/libraries/${libraryId}/webhooks`;
 
   app.post(

@@ -33,7 +33,14 @@ const Headers = Type.Record(Type.String(), Type.String({ maxLength: 4096 }), {
   description: "Sent with every delivery; they never replace the signing headers, Content-Type or Host",
 });
 
-const Url = Type.String({ minLength: 1, maxLength: 2048, description: "http or https address" });
+// The scheme is checked here so a bad url is reported with the body's other field errors; the service
+// then parses it and checks where it resolves.
+const Url = Type.String({
+  minLength: 1,
+  maxLength: 2048,
+  pattern: "^[Hh][Tt][Tt][Pp][Ss]?://[^/?#\\s]",
+  description: "http or https address",
+});
 const Events = Type.Array(StringEnum(SUBSCRIBABLE_EVENTS), { minItems: 1, maxItems: 20 });
 const Name = Type.String({ minLength: 1, maxLength: 255 });
 

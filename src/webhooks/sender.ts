@@ -145,8 +145,10 @@ export class WebhookSender {
         break;
       }
     }
-    // PostgreSQL text cannot hold NUL characters; a binary answer is kept as readable text without them.
-    return new TextDecoder().decode(Buffer.concat(chunks)).replaceAll("\u0000", "");
+    // A character cut at the limit is left out (streaming decode holds back its first bytes) rather than
+    // replaced by U+FFFD, which would take the text past the limit. PostgreSQL text cannot hold NUL
+    // characters; a binary answer is kept as readable text without them.
+    return new TextDecoder().decode(Buffer.concat(chunks), { stream: true }).replaceAll("\u0000", "");
   }
 
   async close(): Promise<void> {

@@ -256,6 +256,14 @@ describe("CDN analytics", () => {
       "to:validation_format",
       "from:validation_format",
     ]);
+    // days past the end of their month are not rolled over into the next one
+    expect(await errorsOf("from=2026-02-30T00:00:00Z&to=2026-04-31")).toEqual([
+      "to:validation_format",
+      "from:validation_format",
+    ]);
+    const leapDay = await t.request("GET", "/v1/cdn/analytics?from=2028-02-29T00:00:00Z&to=2028-03-01");
+    expect(leapDay.status).toBe(200);
+    expect(leapDay.body.From).toBe("2028-02-29T00:00:00.000Z");
     const anonymous = await t.request("GET", "/v1/cdn/analytics", { anonymous: true });
     expect(anonymous.status).toBe(401);
   });

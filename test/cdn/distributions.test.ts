@@ -50,7 +50,11 @@ describe("CDN distributions API", () => {
       origin_url: "https://127.0.0.1:8443",
     });
 
-    const deleted = await t.request("DELETE", `/v1/cdn/distributions/${distribution.id}`);
+    // clients that always send a JSON content type may delete with an empty body
+    const deleted = await t.request("DELETE", `/v1/cdn/distributions/${distribution.id}`, {
+      headers: { "content-type": "application/json" },
+      body: "",
+    });
     expect(deleted.status).toBe(200);
     expect((await t.request("GET", `/v1/cdn/distributions/${distribution.id}`)).status).toBe(404);
     expect((await t.request("DELETE", `/v1/cdn/distributions/${distribution.id}`)).status).toBe(404);
@@ -83,6 +87,27 @@ describe("CDN distributions API", () => {
         expect.objectContaining({ field: "default_ttl_s", code: "validation_min" }),
       ]),
     );
+    // a malformed origin is reported with the other fields, not after them
+    const together = await t.request("POST", "/v1/cdn/distributions", {
+      json: { hostname: "not a host!", origin_url: "ftp://example.com/" },
+    });
+    expect(together.status).toBe(400);
+    expect(together.body.errors).toEqual([
+      expect.objectContaining({ field: "hostname", code: "validation_format" }),
+      expect.objectContaining({ field: "origin_url", code: "validation_format" }),
+    ]);
+    const text = await t.request("POST", "/v1/cdn/distributions", {
+      headers: { "content-type": "text/plain" },
+      body: "hostname=a.example.com",
+    });
+    expect(text.status).toBe(415);
+    expect(text.body).toEqual({ success: false, message: "Unsupported Media Type" });
+    const malformed = await t.request("POST", "/v1/cdn/distributions", {
+      headers: { "content-type": "application/json" },
+      body: '{"hostname": ',
+    });
+    expect(malformed.status).toBe(400);
+    expect(malformed.body).toEqual({ success: false, message: "Invalid Request" });
     const missing = await t.request("POST", "/v1/cdn/distributions", { json: {} });
     expect(missing.status).toBe(400);
     expect(missing.body.errors).toEqual(
@@ -219,6 +244,7 @@ describe("CDN origins on private addresses", () => {
       "http://10.1.2.3/",
       "http://localhost/",
       "http://[::1]/",
+      "http://[::127.0.0.1]/", // IPv4-compatible IPv6
     ]) {
       const response = await t.request("POST", "/v1/cdn/distributions", {
         json: { hostname: uniqueHost("private"), origin_url },

@@ -225,6 +225,7 @@ describe("webhook delivery", () => {
         res.writeHead(302, { location: "/elsewhere" });
         res.end();
       } else if (request.path === "/binary") res.end(Buffer.from([0x61, 0x00, 0xff, 0x62]));
+      else if (request.path === "/multibyte") res.end(`x${"é".repeat(40_000)}`);
       else res.end("x".repeat(100 * 1024));
     });
     const once = { retry_policy: { max_attempts: 1, initial_delay_s: 1, multiplier: 1, max_delay_s: 1 } };
@@ -232,6 +233,7 @@ describe("webhook delivery", () => {
     const redirect = await createEndpoint(t, libraryId, { url: `${hook.url}/redirect`, ...once });
     const big = await createEndpoint(t, libraryId, { url: `${hook.url}/big`, ...once });
     const binary = await createEndpoint(t, libraryId, { url: `${hook.url}/binary`, ...once });
+    const multibyte = await createEndpoint(t, libraryId, { url: `${hook.url}/multibyte`, ...once });
     await emit("packaging");
 
     const [timedOut] = await deliveriesWhen(t, libraryId, slow.id, (rows) => rows.length === 1);
@@ -257,6 +259,11 @@ describe("webhook delivery", () => {
 
     const [raw] = await deliveriesWhen(t, libraryId, binary.id, (rows) => rows.length === 1);
     expect(raw).toMatchObject({ success: true, response_body: "a\ufffdb" });
+
+    // the limit falls inside a two-byte character: it is left out, not replaced by a longer U+FFFD
+    const [cut] = await deliveriesWhen(t, libraryId, multibyte.id, (rows) => rows.length === 1);
+    expect(cut.response_body).toBe(`x${"é".repeat(32_767)}`);
+    expect(Buffer.byteLength(cut.response_body)).toBeLessThanOrEqual(64 * 1024);
   });
 
   it("keeps delivering to other endpoints while one slow endpoint has a large backlog", async () => {

@@ -108,6 +108,15 @@ describe("webhook endpoints", () => {
       json: { name: "n", url: "https://a.example.com", events: [] },
     });
     expect(empty.body.errors).toEqual([expect.objectContaining({ field: "events", code: "validation_min" })]);
+
+    // a url of the wrong scheme is reported with the other failing fields, not after them
+    const together = await t.request("POST", webhooksPath(libraryId), {
+      json: { name: "", url: "ftp://example.com/x", events: ["*"] },
+    });
+    expect(together.body.errors).toEqual([
+      expect.objectContaining({ field: "name", code: "validation_min" }),
+      expect.objectContaining({ field: "url", code: "validation_format" }),
+    ]);
   });
 
   it("refuses URLs that are not http(s) and bad custom headers", async () => {
@@ -323,6 +332,7 @@ describe("webhook URL safety at create", () => {
       "http://100.64.0.1/hook",
       "http://[::1]/hook",
       "http://[::ffff:127.0.0.1]/hook",
+      "http://[::127.0.0.1]/hook",
       "http://0.0.0.0/hook",
     ];
     for (const url of urls) {
@@ -334,6 +344,11 @@ describe("webhook URL safety at create", () => {
         expect.objectContaining({ field: "url", code: "validation_format" }),
       ]);
     }
+    // a name that does not resolve names no private address: accepted, and checked again at send time
+    const unresolved = await t.request("POST", webhooksPath(libraryId), {
+      json: { name: "n", url: "https://hooks.does-not-exist.invalid/hook", events: ["*"] },
+    });
+    expect(unresolved.status).toBe(201);
     const endpoint = await createEndpoint(t, libraryId, { url: "https://93.184.215.14/hook" });
     const patched = await t.request("PATCH", `${webhooksPath(libraryId)}/${endpoint.id}`, {
       json: { url: "http://127.0.0.1/hook" },
