@@ -60,6 +60,8 @@ function fieldOf(error: ErrorObject, prefix: string): string {
     .slice(1)
     .map((segment) => segment.replace(/~1/g, "/").replace(/~0/g, "~"));
   if (error.keyword === "required") segments.push(String(error.params.missingProperty));
+  // A key refused by `propertyNames` is reported at its own path (`headers.Bad Name`).
+  if (error.propertyName !== undefined) segments.push(error.propertyName);
   const path = segments.join(".");
   return prefix && path === "" ? prefix : path;
 }

@@ -88,6 +88,14 @@ export const videoRoutes: FastifyPluginAsyncTypebox<VideoRouteOptions> = async (
   const { blobs } = media.deps;
   requireApiKey(app, "media", options.identity);
   app.removeContentTypeParser("text/plain");
+  // The token route's body is optional, and clients often send `Content-Type: application/json`
+  // with nothing after it: an empty JSON body is read as no body (then `{}`, below).
+  const parseJson = app.getDefaultJsonParser("error", "error");
+  app.removeContentTypeParser("application/json");
+  app.addContentTypeParser("application/json", { parseAs: "string" }, (request, body, done) => {
+    if ((body as string).trim() === "") return done(null, undefined);
+    return parseJson(request, body as string, done);
+  });
   await app.register(multipart);
   const handThrough = (request: FastifyRequest, payload: IncomingMessage, done: (error: null) => void) => {
     rawBodies.set(request, payload);

@@ -28,17 +28,24 @@ export const RetryPolicySchema = Type.Object(
   { description: "Replaces the default schedule; omitted fields take the defaults shown" },
 );
 
-const Headers = Type.Record(Type.String(), Type.String({ maxLength: 4096 }), {
-  maxProperties: 50,
-  description: "Sent with every delivery; they never replace the signing headers, Content-Type or Host",
-});
+// Names: RFC 9110 token characters. Values: visible characters, spaces and tabs only, no line
+// breaks that could smuggle a second header.
+const Headers = Type.Record(
+  Type.String(),
+  Type.String({ maxLength: 4096, pattern: "^[\\t\\x20-\\x7e\\x80-\\xff]*$" }),
+  {
+    propertyNames: { pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$" },
+    maxProperties: 50,
+    description: "Sent with every delivery; they never replace the signing headers, Content-Type or Host",
+  },
+);
 
-// The scheme is checked here so a bad url is reported with the body's other field errors; the service
-// then parses it and checks where it resolves.
+// The scheme and a host are checked here so a bad URL is reported with the other fields' errors;
+// the service then parses it fully and checks where it resolves to.
 const Url = Type.String({
   minLength: 1,
   maxLength: 2048,
-  pattern: "^[Hh][Tt][Tt][Pp][Ss]?://[^/?#\\s]",
+  pattern: "^[Hh][Tt][Tt][Pp][Ss]?://[^\\s/?#]+([/?#]\\S*)?$",
   description: "http or https address",
 });
 const Events = Type.Array(StringEnum(SUBSCRIBABLE_EVENTS), { minItems: 1, maxItems: 20 });

@@ -19,11 +19,6 @@ import type {
   WebhookEndpoint,
 } from "./schemas.ts";
 
-/** RFC 9110 field name characters. */
-const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
-// Visible characters, spaces and tabs only: no line breaks that could smuggle a second header.
-const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
-
 export const generateSecret = (): string => `whsec_${randomBytes(32).toString("base64")}`;
 
 export type Outcome<T> =
@@ -70,8 +65,8 @@ export class WebhookService {
     return (await this.libraries.findLibrary(organizationId, libraryId)) !== undefined;
   }
 
-  /** Field errors of a URL and custom headers; the URL's target is resolved and checked (SSRF). */
-  async #check(input: { url?: string; headers?: Record<string, string> | null }): Promise<FieldError[]> {
+  /** Field errors of a URL (its form is checked by the schema): parsed, resolved and checked (SSRF). */
+  async #check(input: { url?: string }): Promise<FieldError[]> {
     const errors: FieldError[] = [];
     if (input.url !== undefined) {
       let parsed: URL | undefined;
@@ -99,21 +94,6 @@ export class WebhookService {
             message: `The url field must reach a public address: ${target.reason}.`,
           });
         }
-      }
-    }
-    for (const [name, value] of Object.entries(input.headers ?? {})) {
-      if (!HEADER_NAME.test(name)) {
-        errors.push({
-          field: `headers.${name}`,
-          code: "validation_format",
-          message: "Not a valid header name.",
-        });
-      } else if (!HEADER_VALUE.test(value)) {
-        errors.push({
-          field: `headers.${name}`,
-          code: "validation_format",
-          message: "Not a valid header value.",
-        });
       }
     }
     return errors;

@@ -144,6 +144,34 @@ describe("webhook endpoints", () => {
     ]);
   });
 
+  it("reports a bad URL and bad header values together with the other fields' errors", async () => {
+    const response = await t.request("POST", webhooksPath(libraryId), {
+      json: {
+        name: "",
+        url: "ftp://example.com/x",
+        events: ["bogus"],
+        headers: { Ok: "a\r\nb", "Bad Name": "x" },
+      },
+    });
+    expect(response.status).toBe(400);
+    const byField = Object.fromEntries(
+      (response.body.errors as { field: string; code: string }[]).map((e) => [e.field, e.code]),
+    );
+    expect(byField).toEqual({
+      name: "validation_min",
+      url: "validation_format",
+      "events.0": "validation_enum",
+      "headers.Ok": "validation_format",
+      "headers.Bad Name": "validation_format",
+    });
+    const endpoint = await createEndpoint(t, libraryId, { url: "https://a.example.com/both" });
+    const patched = await t.request("PATCH", `${webhooksPath(libraryId)}/${endpoint.id}`, {
+      json: { url: "not a url", is_active: "no" },
+    });
+    expect(patched.status).toBe(400);
+    expect(patched.body.errors.map((e: { field: string }) => e.field).sort()).toEqual(["is_active", "url"]);
+  });
+
   it("updates fields with PATCH, clears headers with null and checks the new URL", async () => {
     const endpoint = await createEndpoint(t, libraryId, {
       url: "https://a.example.com/hook",
