@@ -383,11 +383,17 @@ export const cloudRoutes: FastifyPluginAsyncTypebox<{
       schema: {
         ...doc("deleteVm", "virtual machines", "Delete a virtual machine (data disks are detached and kept)"),
         ...noParams,
-        body: S.VmUuidBody,
+        body: S.DeleteVmBody,
+        querystring: S.DeleteVmQuery,
         response: { ...cloudErrorResponses, 200: S.CloudSuccess },
       },
     },
-    async (request) => unwrap(await cloud.deleteVm(request.auth, locationOf(request), request.body.uuid)),
+    async (request) => {
+      const uuid = request.body.uuid ?? request.query.uuid;
+      if (uuid === undefined)
+        throw ApiError.field("uuid", "validation_required", "The uuid field is required.");
+      return unwrap(await cloud.deleteVm(request.auth, locationOf(request), uuid));
+    },
   );
 
   app.post(
