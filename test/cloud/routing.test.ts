@@ -89,8 +89,16 @@ describe("cloud routing: prefixes and locations", () => {
     const json = { "content-type": "application/json" };
     const keys = await t.cloud("POST", "/v1/storage/user/keys", { headers: json });
     expect(keys.status).toBe(200);
-    const ip = await t.cloud("POST", "/v1/network/ip_addresses", { headers: json, body: "" });
+    const [account] = (await t.cloud("GET", "/v1/payment/billing_account/list")).body;
+    const ip = await t.cloud("POST", "/v1/network/ip_addresses", {
+      json: { billing_account_id: account.id },
+    });
     expect(ip.status).toBe(200);
+    const renamed = await t.cloud("PATCH", `/v1/network/ip_addresses/${ip.body.address}`, {
+      headers: json,
+      body: "",
+    });
+    expect(renamed.status).toBe(200);
     expect(
       (await t.cloud("POST", `/v1/network/ip_addresses/${ip.body.address}/unassign`, { headers: json }))
         .status,
