@@ -2,7 +2,7 @@
  * Cloud operations take the same fields form-urlencoded or as JSON. Form values arrive as text (a
  * repeated key as an array of text), so before validation each value is converted to the type its
  * schema declares when the text says so unambiguously: integers from digits, booleans from
- * true/false/1/0. Anything else is left as it came and fails validation as the wrong type.
+ * true/false/1/0 (the words in any case). Anything else is left as it came and fails validation as the wrong type.
  * Booleans are also accepted as 1/0 (or "true"/"false") in JSON bodies.
  *
  * Lists of objects (load-balancer rules and targets) can be sent in a form either in bracket
@@ -24,9 +24,11 @@ function typesOf(schema: SchemaNode): string[] {
   return schema.type ? [schema.type] : [];
 }
 
+/** `true/false/1/0`; the words in any case, since Python clients send `True`/`False` in forms. */
 function toBoolean(value: unknown): unknown {
-  if (value === "true" || value === "1" || value === 1) return true;
-  if (value === "false" || value === "0" || value === 0) return false;
+  const text = typeof value === "string" ? value.toLowerCase() : value;
+  if (text === "true" || text === "1" || text === 1) return true;
+  if (text === "false" || text === "0" || text === 0) return false;
   return value;
 }
 

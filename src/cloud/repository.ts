@@ -462,11 +462,13 @@ export class CloudRepository {
 
   // Object storage
 
-  findS3User(executor: Executor, organizationId: string) {
+  /** `lock` as for `findVm`: the organization's key pairs change one call at a time. */
+  findS3User(executor: Executor, organizationId: string, lock = false) {
     return executor
       .selectFrom("cloud_s3_users")
       .selectAll()
       .where("organization_id", "=", organizationId)
+      .$if(lock && this.dialect === "postgres", (qb) => qb.forUpdate())
       .executeTakeFirst();
   }
 

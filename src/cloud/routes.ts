@@ -1,7 +1,7 @@
 import formbody from "@fastify/formbody";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { type TProperties, Type } from "@sinclair/typebox";
-import type { FastifyRequest } from "fastify";
+import type { FastifyError, FastifyRequest } from "fastify";
 import { requireApiKey } from "../http/auth.ts";
 import { ApiError } from "../http/errors.ts";
 import { cloudErrorResponses, Uuid } from "../http/schemas.ts";
@@ -28,6 +28,15 @@ const SECURITY: { [label: string]: string[] }[] = [{ cloudApiKey: [] }, { apiKey
 const CONSUMES = ["application/x-www-form-urlencoded", "application/json"];
 
 const NO_ROUTE = "no route and no API found with those values";
+
+/** What a path parameter names, for the 404 of a malformed one. */
+const PATH_THINGS: Record<string, string> = {
+  disk_uuid: "Disk",
+  address: "IP address",
+  load_balancer_uuid: "Load balancer",
+  target_uuid: "Target",
+  rule_uuid: "Forwarding rule",
+};
 
 function unwrap<T>(outcome: Outcome<T>): T {
   if (outcome.ok) return outcome.value;
@@ -87,6 +96,28 @@ export const cloudRoutes: FastifyPluginAsyncTypebox<{
   });
   requireApiKey(app, "cloud", identity);
   await app.register(formbody);
+  // Cloud operations take a form or JSON: a text body is 415, like any other type they do not take.
+  app.removeContentTypeParser("text/plain");
+  // Clients often send `Content-Type: application/json` with no body (unassign, key generation):
+  // an empty JSON body is no body, like an empty form; anything else parses as Fastify's default.
+  const parseJson = app.getDefaultJsonParser("error", "error");
+  app.removeContentTypeParser("application/json");
+  app.addContentTypeParser("application/json", { parseAs: "string" }, (request, body, done) => {
+    if ((body as string).trim() === "") return done(null, undefined);
+    return parseJson(request, body as string, done);
+  });
+
+  // A malformed identifier in the path names nothing: 404 naming the kind of resource, like an
+  // unknown one. Every other error goes on to the application's handler.
+  app.setErrorHandler((error: FastifyError) => {
+    if (error.validation && error.validationContext === "params") {
+      const param = error.validation
+        .map((issue) => issue.instancePath.replace(/^\//, "") || String(issue.params.missingProperty ?? ""))
+        .find((name) => PATH_THINGS[name] !== undefined);
+      if (param) throw ApiError.notFound(PATH_THINGS[param]);
+    }
+    throw error;
+  });
 
   // Form values arrive as text: convert them to the declared types before validation (coerce.ts).
   app.addHook("preValidation", async (request) => {
@@ -352,11 +383,17 @@ export const cloudRoutes: FastifyPluginAsyncTypebox<{
       schema: {
         ...doc("deleteVm", "virtual machines", "Delete a virtual machine (data disks are detached and kept)"),
         ...noParams,
-        body: S.VmUuidBody,
+        body: S.DeleteVmBody,
+        querystring: S.DeleteVmQuery,
         response: { ...cloudErrorResponses, 200: S.CloudSuccess },
       },
     },
-    async (request) => unwrap(await cloud.deleteVm(request.auth, locationOf(request), request.body.uuid)),
+    async (request) => {
+      const uuid = request.body.uuid ?? request.query.uuid;
+      if (uuid === undefined)
+        throw ApiError.field("uuid", "validation_required", "The uuid field is required.");
+      return unwrap(await cloud.deleteVm(request.auth, locationOf(request), uuid));
+    },
   );
 
   app.post(

@@ -130,6 +130,12 @@ export const UpdateVmBody = Type.Object({
 
 export const VmUuidBody = Type.Object({ uuid: Ref("VM uuid"), force: Type.Optional(Type.Boolean()) });
 export const VmUuidQuery = Type.Object({ uuid: Ref("VM uuid") });
+/** `DELETE /user-resource/vm` takes `uuid` from the form, JSON or query, like the token delete. */
+export const DeleteVmBody = Type.Object({
+  uuid: Type.Optional(Ref("VM uuid")),
+  force: Type.Optional(Type.Boolean()),
+});
+export const DeleteVmQuery = Type.Object({ uuid: Type.Optional(Ref("VM uuid")) });
 
 export const AttachBody = Type.Object({ uuid: Ref("VM uuid"), storage_uuid: Ref("Disk uuid") });
 

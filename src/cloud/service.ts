@@ -1227,14 +1227,22 @@ export class CloudService {
     }));
   }
 
-  /** The organization's object-storage user, created with one key pair on first use. */
+  /**
+   * The organization's object-storage user, created with one key pair on first use; when every key
+   * pair has been deleted, a new one is generated (SPEC.md: "when the user or keys do not exist
+   * they are generated").
+   */
   async s3User(auth: AuthContext): Promise<S3UserView> {
     // Read before the transaction: on SQLite a query outside it would wait for its connection.
     const displayName = await this.s3DisplayName(auth.organizationId);
     return this.repository.transaction(async (trx) => {
       await this.ensureS3User(trx, auth.organizationId, displayName);
-      const user = await this.repository.findS3User(trx, auth.organizationId);
+      // Locked, so that concurrent calls on a user without keys generate one pair, not one each.
+      const user = await this.repository.findS3User(trx, auth.organizationId, true);
       if (!user) throw new Error("object-storage user vanished");
+      if ((await this.repository.listS3Keys(trx, auth.organizationId)).length === 0) {
+        await this.insertKey(trx, auth.organizationId, nowIso(this.clock));
+      }
       return {
         userId: user.user_id,
         displayName: user.display_name,

@@ -67,6 +67,26 @@ describe("cloud object storage", () => {
     expect(missing.body.errors).toHaveProperty("access_key");
   });
 
+  it("generates a new key pair on GET /storage/user once every key has been deleted", async () => {
+    const other = await t.createOrganization("Keyless");
+    const user = (await t.cloud("GET", "/v1/storage/user", { key: other.key })).body;
+    const [old] = user.s3Credentials;
+    await t.cloud("DELETE", "/v1/storage/user/keys", { key: other.key, form: { access_key: old.accessKey } });
+    expect((await t.cloud("GET", "/v1/storage/user/keys", { key: other.key })).body).toEqual([]);
+    const [again, concurrent] = await Promise.all([
+      t.cloud("GET", "/v1/storage/user", { key: other.key }),
+      t.cloud("GET", "/v1/storage/user", { key: other.key }),
+    ]);
+    expect(again.status).toBe(200);
+    expect(again.body.userId).toBe(user.userId);
+    expect(again.body.s3Credentials).toHaveLength(1);
+    expect(again.body.s3Credentials[0].accessKey).not.toBe(old.accessKey);
+    expect(concurrent.body).toEqual(again.body);
+    expect((await t.cloud("GET", "/v1/storage/user/keys", { key: other.key })).body).toEqual(
+      again.body.s3Credentials,
+    );
+  });
+
   it("does not let another organization delete a key", async () => {
     const keys = (await t.cloud("POST", "/v1/storage/user/keys")).body as { accessKey: string }[];
     const other = await t.createOrganization("Key thief");

@@ -54,6 +54,63 @@ describe("cloud routing: prefixes and locations", () => {
     expect(list.body.map((row: { address: string }) => row.address)).not.toContain("198.51.100.1");
   });
 
+  it("answers 404 naming the resource for a malformed identifier in the path", async () => {
+    const lb = await t.cloud("POST", "/v1/network/load_balancers", { json: { display_name: "lb" } });
+    const cases: [string, string, string][] = [
+      ["GET", "/v1/storage/disks/not-a-uuid", "Disk not found"],
+      ["DELETE", "/v1/local-1/storage/disks/123", "Disk not found"],
+      ["GET", "/v1/network/ip_addresses/203.0.113", "IP address not found"],
+      ["POST", "/v1/cloud/network/ip_addresses/999.1.1.1/unassign", "IP address not found"],
+      ["GET", "/v1/network/load_balancers/nope", "Load balancer not found"],
+      ["DELETE", `/v1/network/load_balancers/${lb.body.uuid}/targets/nope`, "Target not found"],
+      [
+        "DELETE",
+        `/v1/network/load_balancers/${lb.body.uuid}/forwarding_rules/nope`,
+        "Forwarding rule not found",
+      ],
+    ];
+    for (const [method, path, message] of cases) {
+      const response = await t.cloud(method, path);
+      expect(response.status, path).toBe(404);
+      expect(response.body, path).toEqual({ message, errors: { Error: message } });
+    }
+  });
+
+  it("answers 415 for a text body and takes an empty JSON body as no body", async () => {
+    const text = await t.cloud("POST", "/v1/user-resource/token", {
+      body: "description=x",
+      headers: { "content-type": "text/plain" },
+    });
+    expect(text.status).toBe(415);
+    expect(text.body).toEqual({
+      message: "Unsupported Media Type",
+      errors: { Error: "Unsupported Media Type" },
+    });
+    const json = { "content-type": "application/json" };
+    const keys = await t.cloud("POST", "/v1/storage/user/keys", { headers: json });
+    expect(keys.status).toBe(200);
+    const [account] = (await t.cloud("GET", "/v1/payment/billing_account/list")).body;
+    const ip = await t.cloud("POST", "/v1/network/ip_addresses", {
+      json: { billing_account_id: account.id },
+    });
+    expect(ip.status).toBe(200);
+    const renamed = await t.cloud("PATCH", `/v1/network/ip_addresses/${ip.body.address}`, {
+      headers: json,
+      body: "",
+    });
+    expect(renamed.status).toBe(200);
+    expect(
+      (await t.cloud("POST", `/v1/network/ip_addresses/${ip.body.address}/unassign`, { headers: json }))
+        .status,
+    ).toBe(200);
+    const vm = await t.cloud("POST", "/v1/user-resource/vm", { headers: json, body: " " });
+    expect(vm.status).toBe(400);
+    expect(vm.body.errors).toEqual({ name: "The name field is required." });
+    const malformed = await t.cloud("POST", "/v1/user-resource/vm", { headers: json, body: "{x" });
+    expect(malformed.status).toBe(400);
+    expect(malformed.body).toEqual({ message: "Invalid Request", errors: { Error: "Invalid Request" } });
+  });
+
   it("lists cloud routes in the OpenAPI document with the location variant", async () => {
     const doc = await t.request("GET", "/openapi.json", { anonymous: true });
     expect(doc.body.paths["/v1/network/load_balancers/{load_balancer_uuid}"]).toBeDefined();

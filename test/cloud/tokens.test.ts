@@ -80,6 +80,10 @@ describe("cloud tokens and billing accounts", () => {
     expect(form.body[0]).toMatchObject({ restricted: true, description: "" });
     const zero = await t.cloud("POST", "/v1/user-resource/token", { json: { restricted: 0 } });
     expect(zero.body[0].restricted).toBe(false);
+    // Python's requests writes a form boolean as `True`/`False`.
+    const python = await t.cloud("POST", "/v1/user-resource/token", { form: { restricted: "True" } });
+    expect(python.status).toBe(200);
+    expect(python.body[0].restricted).toBe(true);
   });
 
   it("rejects wrong types and foreign billing accounts with the cloud validation body", async () => {

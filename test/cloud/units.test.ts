@@ -51,6 +51,8 @@ describe("form coercion", () => {
     });
     expect(coerceObject(schema, { count: "1.5", flag: "yes" }, true)).toEqual({ count: "1.5", flag: "yes" });
     expect(coerceObject(schema, { count: "12", flag: 0 }, false)).toEqual({ count: "12", flag: false });
+    expect(coerceObject(schema, { flag: "True" }, true)).toEqual({ flag: true });
+    expect(coerceObject(schema, { flag: "FALSE" }, false)).toEqual({ flag: false });
   });
 
   it("expands bracket notation without touching prototypes", () => {

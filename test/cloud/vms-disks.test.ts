@@ -255,6 +255,23 @@ describe("cloud VMs, disks and attachment", () => {
     expect(ip.body.assigned_to).toBeNull();
   });
 
+  it("deletes a VM named in the query or a JSON body; none named is a validation error", async () => {
+    const byQuery = await createVm("query");
+    expect((await t.cloud("DELETE", `/v1/user-resource/vm?uuid=${byQuery.uuid}`)).body).toEqual({
+      success: true,
+    });
+    const byJson = await createVm("json");
+    expect((await t.cloud("DELETE", "/v1/user-resource/vm", { json: { uuid: byJson.uuid } })).status).toBe(
+      200,
+    );
+    const none = await t.cloud("DELETE", "/v1/user-resource/vm");
+    expect(none.status).toBe(400);
+    expect(none.body).toEqual({
+      message: "Invalid Request",
+      errors: { uuid: "The uuid field is required." },
+    });
+  });
+
   it("hides VMs and disks of other organizations", async () => {
     const vm = await createVm("private");
     const disk = await createDisk("4");
