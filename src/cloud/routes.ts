@@ -4,6 +4,7 @@ import { type TProperties, Type } from "@sinclair/typebox";
 import type { FastifyError, FastifyRequest } from "fastify";
 import { requireApiKey } from "../http/auth.ts";
 import { ApiError } from "../http/errors.ts";
+import { acceptJsonBodies } from "../http/json-bodies.ts";
 import { cloudErrorResponses, Uuid } from "../http/schemas.ts";
 import { cloudDateTime } from "../http/time.ts";
 import type { CloudTokenRecord, IdentityService } from "../identity/service.ts";
@@ -96,16 +97,8 @@ export const cloudRoutes: FastifyPluginAsyncTypebox<{
   });
   requireApiKey(app, "cloud", identity);
   await app.register(formbody);
-  // Cloud operations take a form or JSON: a text body is 415, like any other type they do not take.
-  app.removeContentTypeParser("text/plain");
-  // Clients often send `Content-Type: application/json` with no body (unassign, key generation):
-  // an empty JSON body is no body, like an empty form; anything else parses as Fastify's default.
-  const parseJson = app.getDefaultJsonParser("error", "error");
-  app.removeContentTypeParser("application/json");
-  app.addContentTypeParser("application/json", { parseAs: "string" }, (request, body, done) => {
-    if ((body as string).trim() === "") return done(null, undefined);
-    return parseJson(request, body as string, done);
-  });
+  // Cloud operations take a form or JSON; an empty JSON body is no body, like an empty form.
+  acceptJsonBodies(app);
 
   // A malformed identifier in the path names nothing: 404 naming the kind of resource, like an
   // unknown one. Every other error goes on to the application's handler.

@@ -10,6 +10,7 @@ import type { Config } from "../config.ts";
 import { requireApiKey } from "../http/auth.ts";
 import { ok } from "../http/envelope.ts";
 import { ApiError } from "../http/errors.ts";
+import { acceptJsonBodies } from "../http/json-bodies.ts";
 import { Envelope, IdParams, mediaErrorResponses, Nullable, Timestamp } from "../http/schemas.ts";
 import { validatorCompiler } from "../http/validation.ts";
 import type { IdentityService } from "../identity/service.ts";
@@ -87,15 +88,8 @@ export const videoRoutes: FastifyPluginAsyncTypebox<VideoRouteOptions> = async (
   const { media, video, config } = options;
   const { blobs } = media.deps;
   requireApiKey(app, "media", options.identity);
-  app.removeContentTypeParser("text/plain");
-  // The token route's body is optional, and clients often send `Content-Type: application/json`
-  // with nothing after it: an empty JSON body is read as no body (then `{}`, below).
-  const parseJson = app.getDefaultJsonParser("error", "error");
-  app.removeContentTypeParser("application/json");
-  app.addContentTypeParser("application/json", { parseAs: "string" }, (request, body, done) => {
-    if ((body as string).trim() === "") return done(null, undefined);
-    return parseJson(request, body as string, done);
-  });
+  // The token route's body is optional: an empty JSON body is no body (then `{}`, below).
+  acceptJsonBodies(app);
   await app.register(multipart);
   const handThrough = (request: FastifyRequest, payload: IncomingMessage, done: (error: null) => void) => {
     rawBodies.set(request, payload);

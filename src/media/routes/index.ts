@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { requireApiKey } from "../../http/auth.ts";
+import { acceptJsonBodies } from "../../http/json-bodies.ts";
 import type { MediaRouteOptions } from "./common.ts";
 import { fileRoutes } from "./files.ts";
 import { folderRoutes } from "./folders.ts";
@@ -11,16 +12,8 @@ import { videoRoutes } from "./videos.ts";
 /** Every `/v1/media` route: authenticated with Bearer or X-API-Key, answering in the media envelope. */
 export const mediaRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async (app, options) => {
   requireApiKey(app, "media", options.identity);
-  // Media operations take JSON (or multipart for files); a text body is 415, not a validation error.
-  app.removeContentTypeParser("text/plain");
-  // Operations without a body (mark-as-default, deletes) also take an empty JSON body, which clients
-  // often send with `Content-Type: application/json`; everything else parses as Fastify's default.
-  const parseJson = app.getDefaultJsonParser("error", "error");
-  app.removeContentTypeParser("application/json");
-  app.addContentTypeParser("application/json", { parseAs: "string" }, (request, body, done) => {
-    if (body === "" && !request.routeOptions.schema?.body) return done(null, undefined);
-    return parseJson(request, body as string, done);
-  });
+  // Media operations take JSON (or multipart for files).
+  acceptJsonBodies(app);
   // Children get the services only: passing `options` on would repeat this plugin's prefix.
   const { media, identity, config } = options;
   const children = { media, identity, config };
