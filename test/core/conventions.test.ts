@@ -81,6 +81,11 @@ describe("operational endpoints and conventions", () => {
     const cloud = await t.cloud("GET", "/v1/network/nothing-here");
     expect(cloud.status).toBe(404);
     expect(cloud.body).toEqual({ message: "no route and no API found with those values" });
+    for (const path of ["/v1/cloud/nothing-here", "/v1/cloud", "/v1/cloud/local-1/nothing"]) {
+      const prefixed = await t.cloud("GET", path);
+      expect(prefixed.status, path).toBe(404);
+      expect(prefixed.body, path).toEqual({ message: "no route and no API found with those values" });
+    }
   });
 
   it("serves a valid OpenAPI 3.1 document and a reference page", async () => {
