@@ -35,15 +35,21 @@ export const createLogger = (config: Config): FastifyBaseLogger =>
 /** Opens the store (migrating it) and the shared outside systems that every command needs. */
 export async function openCore(config: Config, options: StartOptions = {}): Promise<CoreDeps> {
   const logger = options.logger ?? createLogger(config);
-  const store = openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl });
+  const storeFailure = (error: unknown) =>
+    new Error(
+      `cannot open the store (${config.databaseUrl ? "DATABASE_URL" : "CUMULO_DATA_DIR"}): ${error instanceof Error ? error.message : String(error)}`,
+    );
+  let store: Store;
+  try {
+    store = openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl });
+  } catch (error) {
+    throw storeFailure(error);
+  }
   try {
     await store.migrate();
   } catch (error) {
-    await store.close();
-    const reason = error instanceof Error ? error.message : String(error);
-    throw new Error(
-      `cannot open the store (${config.databaseUrl ? "DATABASE_URL" : "CUMULO_DATA_DIR"}): ${reason}`,
-    );
+    await store.close().catch(() => undefined);
+    throw storeFailure(error);
   }
   const onRedisError = (error: Error) => logger.warn({ err: error }, "redis error");
   let redis: Redis | undefined;

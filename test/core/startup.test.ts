@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.ts";
 import { startCumulo } from "../../src/roles.ts";
@@ -45,6 +48,30 @@ describe("start-up and health", () => {
       );
     } finally {
       await t.close();
+    }
+  });
+
+  it("names the variable when the store cannot be opened", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "cumulo-store-"));
+    try {
+      writeFileSync(join(dir, "file"), "");
+      const config = loadConfig({
+        PORT: "0",
+        CUMULO_EDGE_PORT: "off",
+        CUMULO_LOG_LEVEL: "silent",
+        CUMULO_DATA_DIR: join(dir, "file", "data"),
+      });
+      await expect(startCumulo(config)).rejects.toThrow(/^cannot open the store \(CUMULO_DATA_DIR\): /);
+      const unreachable = loadConfig({
+        PORT: "0",
+        CUMULO_EDGE_PORT: "off",
+        CUMULO_LOG_LEVEL: "silent",
+        CUMULO_DATA_DIR: dir,
+        DATABASE_URL: "postgres://nobody@127.0.0.1:1/nothing",
+      });
+      await expect(startCumulo(unreachable)).rejects.toThrow(/^cannot open the store \(DATABASE_URL\): /);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 
