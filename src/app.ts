@@ -20,7 +20,8 @@ import { embedRoutes } from "./video/embed.ts";
 import { videoRoutes } from "./video/routes.ts";
 import { webhookRoutes } from "./webhooks/routes.ts";
 
-const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+// Any visible ASCII (trace ids, UUIDs, base64): echoed as given; anything else is replaced.
+const REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
 
 function requestId(request: IncomingMessage): string {
   const given = request.headers["x-request-id"];
@@ -33,6 +34,8 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
   const app = Fastify({
     loggerInstance: deps.logger,
     genReqId: requestId,
+    // The reference page answers at `/docs` itself rather than redirecting to `/docs/`.
+    rewriteUrl: (request) => (request.url === "/docs" ? "/docs/" : (request.url ?? "/")),
     bodyLimit: config.limits.jsonBodyBytes,
     routerOptions: { ignoreTrailingSlash: true },
     frameworkErrors,
@@ -41,7 +44,19 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
   app.setValidatorCompiler(validatorCompiler);
   registerAuthDecorators(app);
   registerErrorHandling(app);
+  // No operation takes plain text: such a body is 415, in every group, never a validation error.
+  app.removeContentTypeParser("text/plain");
   app.addHook("preValidation", async (request) => {
+    // A request sent without any body is read as `{}`, so each required field is reported by name
+    // (and operations whose fields are all optional just work); a body of the wrong JSON type is a
+    // 400 Invalid Request (error-handler.ts).
+    if (
+      request.body === undefined &&
+      request.headers["content-type"] === undefined &&
+      (request.routeOptions.schema?.body as { type?: string } | undefined)?.type === "object"
+    ) {
+      request.body = {};
+    }
     const errors = [
       ...nulCharacterErrors(request.params),
       ...nulCharacterErrors(request.query),
@@ -80,7 +95,8 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
   );
   await app.register(scalar, {
     routePrefix: "/docs",
-    configuration: { url: "/openapi.json", title: "Cumulo API reference" },
+    // An absolute script address, so the page works at `/docs` as well as `/docs/`.
+    configuration: { url: "/openapi.json", title: "Cumulo API reference", cdn: "/docs/js/scalar.js" },
   });
 
   await app.register(livestreamRoutes, { prefix: "/v1/livestream", store, identity: services.identity });

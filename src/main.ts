@@ -10,6 +10,14 @@ const print = (value: unknown): void => {
 
 class CliError extends Error {}
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** An organization id is a UUID; checked here so both stores answer the same clear error. */
+function organizationId(org: string): string {
+  if (!UUID.test(org)) throw new CliError(`--org must be an organization id (UUID), got "${org}"`);
+  return org;
+}
+
 /** Runs `work` against the configured store, closing it afterwards. */
 async function withServices<T>(
   work: (services: ReturnType<typeof createServices>) => Promise<T>,
@@ -110,7 +118,7 @@ export function buildCli(): Command {
     .description("create an API key (the secret is printed once)")
     .action(({ org, name, readOnly }: { org: string; name: string; readOnly: boolean }) =>
       withServices(async (services) => {
-        const result = await services.identity.createApiKey(org, { name, readOnly });
+        const result = await services.identity.createApiKey(organizationId(org), { name, readOnly });
         if (result.outcome === "organization_not_found") throw new CliError(`organization ${org} not found`);
         print({ id: result.id, prefix: result.prefix, api_key: result.api_key });
       }),
@@ -121,7 +129,7 @@ export function buildCli(): Command {
     .description("list API keys (no secrets)")
     .action(({ org }: { org: string }) =>
       withServices(async (services) => {
-        const list = await services.identity.listApiKeys(org);
+        const list = await services.identity.listApiKeys(organizationId(org));
         if (!list) throw new CliError(`organization ${org} not found`);
         print(list);
       }),
@@ -131,7 +139,10 @@ export function buildCli(): Command {
     .description("revoke an API key; it stops working at once")
     .action((keyId: string) =>
       withServices(async (services) => {
-        if (!/^\d+$/.test(keyId)) throw new CliError(`key id must be a number, got "${keyId}"`);
+        // Key ids are positive 32-bit integers in both stores.
+        if (!/^\d{1,10}$/.test(keyId) || Number(keyId) < 1 || Number(keyId) > 2_147_483_647) {
+          throw new CliError(`key id must be a positive integer, got "${keyId}"`);
+        }
         if ((await services.identity.revokeApiKey(Number(keyId))) === "not_found") {
           throw new CliError(`key ${keyId} not found or already revoked`);
         }

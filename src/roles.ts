@@ -35,12 +35,21 @@ export const createLogger = (config: Config): FastifyBaseLogger =>
 /** Opens the store (migrating it) and the shared outside systems that every command needs. */
 export async function openCore(config: Config, options: StartOptions = {}): Promise<CoreDeps> {
   const logger = options.logger ?? createLogger(config);
-  const store = openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl });
+  const storeFailure = (error: unknown) =>
+    new Error(
+      `cannot open the store (${config.databaseUrl ? "DATABASE_URL" : "CUMULO_DATA_DIR"}): ${error instanceof Error ? error.message : String(error)}`,
+    );
+  let store: Store;
+  try {
+    store = openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl });
+  } catch (error) {
+    throw storeFailure(error);
+  }
   try {
     await store.migrate();
   } catch (error) {
-    await store.close();
-    throw error;
+    await store.close().catch(() => undefined);
+    throw storeFailure(error);
   }
   const onRedisError = (error: Error) => logger.warn({ err: error }, "redis error");
   let redis: Redis | undefined;
@@ -64,35 +73,69 @@ export async function closeCore(deps: CoreDeps): Promise<void> {
   await deps.store.close();
 }
 
+/** Binds a listener; a failure (address in use, unknown host) names the variables to change. */
+async function listening<T>(
+  variable: string,
+  host: string,
+  port: number,
+  bind: () => Promise<T>,
+): Promise<T> {
+  try {
+    return await bind();
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new Error(`cannot listen on ${host}:${port} (HOST, ${variable}): ${reason}`);
+  }
+}
+
 /**
  * Starts the roles named in the config in this process. `close()` shuts down in order: stop taking
  * requests and let in-flight ones finish, stop the workers (each finishes what it holds), close the store.
  */
-export async function startCumulo(config: Config, options: StartOptions = {}): Promise<RunningCumulo> {
+export async function startCumulo(given: Config, options: StartOptions = {}): Promise<RunningCumulo> {
+  // This process's own copy: values resolved at start (a chosen edge port) stay in it.
+  const config: Config = { ...given };
   const deps = await openCore(config, options);
   const services = createServices(deps);
   const { generatedKey } = await services.identity.ensureBootstrap(config.bootstrapApiKey);
 
-  let app: FastifyInstance | undefined;
-  let apiUrl: string | undefined;
-  if (config.roles.includes("api")) {
-    app = await buildApp(deps, services);
-    await app.listen({ port: config.port, host: config.host });
-    const address = app.server.address();
-    const port = typeof address === "object" && address ? address.port : config.port;
-    apiUrl = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
-  }
-
+  // The edge binds first: with CUMULO_EDGE_PORT=0 the playback URLs the API returns must name the
+  // port it was given, so the chosen URL becomes the edge public URL of this process.
   let edge: EdgeServer | undefined;
   let edgeUrl: string | undefined;
-  if (config.roles.includes("edge") && config.edgePort !== "off") {
-    edge = new EdgeServer({
-      ...deps,
-      cdn: services.cdn,
-      traffic: services.cdnTraffic,
-      mediaOrigin: services.video.origin,
-    });
-    edgeUrl = await edge.start(config.host, config.edgePort);
+  let app: FastifyInstance | undefined;
+  let apiUrl: string | undefined;
+  try {
+    if (config.roles.includes("edge") && config.edgePort !== "off") {
+      const edgePort = config.edgePort;
+      const server = new EdgeServer({
+        ...deps,
+        cdn: services.cdn,
+        traffic: services.cdnTraffic,
+        mediaOrigin: services.video.origin,
+      });
+      edge = server;
+      edgeUrl = await listening("CUMULO_EDGE_PORT", config.host, edgePort, () =>
+        server.start(config.host, edgePort),
+      );
+      if (edgePort === 0 && config.edgePublicUrl === undefined) config.edgePublicUrl = edgeUrl;
+    }
+
+    if (config.roles.includes("api")) {
+      const api = await buildApp(deps, services);
+      app = api;
+      await listening("PORT", config.host, config.port, () =>
+        api.listen({ port: config.port, host: config.host }),
+      );
+      const address = api.server.address();
+      const port = typeof address === "object" && address ? address.port : config.port;
+      apiUrl = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
+    }
+  } catch (error) {
+    await app?.close().catch(() => undefined);
+    await edge?.close().catch(() => undefined);
+    await closeCore(deps).catch(() => undefined);
+    throw error;
   }
 
   const runner = config.roles.includes("worker")

@@ -35,9 +35,13 @@ export function presentedKey(request: FastifyRequest, group: ApiGroup): string |
   return bearer(request) ?? header(request, "x-api-key");
 }
 
-/** A cloud route, with or without the `/cloud` prefix and a location segment (valid or not). */
+/**
+ * A cloud route, with or without a location segment (valid or not), and anything under the cloud
+ * group prefix `/v1/cloud`.
+ */
 export const isCloudPath = (url: string): boolean =>
-  /^\/v1(\/cloud)?(\/[^/?]+)?\/(user-resource|network|storage|config|payment)(\/|\?|$)/.test(url);
+  /^\/v1\/cloud(\/|\?|$)/.test(url) ||
+  /^\/v1(\/[^/?]+)?\/(user-resource|network|storage|config|payment)(\/|\?|$)/.test(url);
 
 /**
  * Marks every route registered in `app` (an encapsulated plugin) as part of `group` and requires a

@@ -31,6 +31,13 @@ function fromFastify(error: FastifyError): ApiError | undefined {
   if (error.validation) {
     // A malformed id in the path names no resource.
     if (error.validationContext === "params") return ApiError.notFound();
+    // A body that is not an object of fields (an array, a string, null) names no field to blame.
+    if (
+      error.validationContext === "body" &&
+      error.validation.some((e) => e.instancePath === "" && e.keyword === "type")
+    ) {
+      return ApiError.invalidRequest();
+    }
     return ApiError.validation(toFieldErrors(error.validation as Parameters<typeof toFieldErrors>[0]));
   }
   switch (error.statusCode) {

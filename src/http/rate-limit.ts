@@ -19,6 +19,8 @@ export async function registerRateLimit(
     max: setting.max,
     timeWindow: setting.windowMs,
     enableDraftSpec: true,
+    // The API reference page and its script are operational, like /healthz and /openapi.json.
+    allowList: (request) => request.routeOptions.url?.startsWith("/docs") ?? false,
     ...(redis ? { redis: redis.client, nameSpace: `${redis.prefix}rate-limit:` } : {}),
     keyGenerator: (request) =>
       request.auth ? `key:${request.auth.organizationId}:${request.auth.keyId}` : `ip:${request.ip}`,

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "@sinclair/typebox";
 import { requireApiKey } from "../http/auth.ts";
+import { ApiError } from "../http/errors.ts";
 import { mediaErrorResponses } from "../http/schemas.ts";
 import type { IdentityService } from "../identity/service.ts";
 import type { Store } from "../store/database.ts";
@@ -12,6 +13,13 @@ export const livestreamRoutes: FastifyPluginAsyncTypebox<{
   identity: IdentityService;
 }> = async (app, { store, identity }) => {
   requireApiKey(app, "livestream", identity);
+  // With the store down the key cannot even be checked: that is the unhealthy answer, not a 500.
+  // Expected errors (401, 403, 429...) go on to the application's handler.
+  app.setErrorHandler(async (error, _request, reply) => {
+    const status = (error as { statusCode?: number }).statusCode;
+    if (error instanceof ApiError || (status !== undefined && status < 500)) throw error;
+    return reply.code(503).send({ status: "unhealthy" });
+  });
 
   app.get(
     "/health",

@@ -68,6 +68,19 @@ describe("cumulo CLI", () => {
     expect(badRevoke.code).not.toBe(0);
     expect(badRevoke.stderr).toMatch(/not found/);
 
+    // The same clear line on both stores (PostgreSQL would otherwise complain about uuid syntax).
+    for (const args of [
+      ["keys", "create", "--org", "not-a-uuid"],
+      ["keys", "list", "--org", "not-a-uuid"],
+    ]) {
+      const badOrg = await runCli(args, env);
+      expect(badOrg.code).not.toBe(0);
+      expect(badOrg.stderr.trim()).toBe('cumulo: --org must be an organization id (UUID), got "not-a-uuid"');
+    }
+    const hugeId = await runCli(["keys", "revoke", "99999999999999999999"], env);
+    expect(hugeId.code).not.toBe(0);
+    expect(hugeId.stderr).toMatch(/key id must be a positive integer/);
+
     const missingName = await runCli(["orgs", "create"], env);
     expect(missingName.code).not.toBe(0);
     expect(missingName.stderr).toMatch(/--name/);

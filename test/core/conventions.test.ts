@@ -24,6 +24,54 @@ describe("operational endpoints and conventions", () => {
     expect(generated.headers.get("x-request-id")).toMatch(/^[0-9a-f-]{36}$/);
     const unsafe = await t.request("GET", "/healthz", { headers: { "x-request-id": "bad id with spaces" } });
     expect(unsafe.headers.get("x-request-id")).toMatch(/^[0-9a-f-]{36}$/);
+    const traceLike = "00-4bf92f3577b34da6a3ce929d0e0e4736/00f067aa0ba902b7+01==";
+    const trace = await t.request("GET", "/healthz", { headers: { "x-request-id": traceLike } });
+    expect(trace.headers.get("x-request-id")).toBe(traceLike);
+    const error = await t.request("GET", "/v1/media/libraries/not-a-uuid", {
+      headers: { "x-request-id": "on-error-1" },
+    });
+    expect(error.status).toBe(404);
+    expect(error.headers.get("x-request-id")).toBe("on-error-1");
+  });
+
+  it("answers a plain-text body with 415 in every group", async () => {
+    const headers = { "content-type": "text/plain" };
+    const cdn = await t.request("POST", "/v1/cdn/distributions", { headers, body: "{}" });
+    expect(cdn.status).toBe(415);
+    expect(cdn.body).toEqual({ success: false, message: "Unsupported Media Type" });
+    const media = await t.request("POST", "/v1/media/libraries", { headers, body: "{}" });
+    expect(media.status).toBe(415);
+    const cloud = await t.cloud("POST", "/v1/user-resource/token", { headers, body: "x" });
+    expect(cloud.status).toBe(415);
+    expect(cloud.body).toEqual({
+      message: "Unsupported Media Type",
+      errors: { Error: "Unsupported Media Type" },
+    });
+  });
+
+  it("reads a request without a body as {} and refuses a body that is not an object", async () => {
+    const none = await t.request("POST", "/v1/cdn/distributions");
+    expect(none.status).toBe(400);
+    expect(none.body.errors.map((e: { field: string; code: string }) => [e.field, e.code])).toEqual(
+      expect.arrayContaining([
+        ["hostname", "validation_required"],
+        ["origin_url", "validation_required"],
+      ]),
+    );
+    for (const body of ["[]", "null", '"text"', "42"]) {
+      const wrong = await t.request("POST", "/v1/media/libraries", {
+        headers: { "content-type": "application/json" },
+        body,
+      });
+      expect(wrong.status, body).toBe(400);
+      expect(wrong.body, body).toEqual({ success: false, message: "Invalid Request" });
+    }
+    const malformed = await t.request("POST", "/v1/media/libraries", {
+      headers: { "content-type": "application/json" },
+      body: "{bad",
+    });
+    expect(malformed.status).toBe(400);
+    expect(malformed.body).toEqual({ success: false, message: "Invalid Request" });
   });
 
   it("answers unknown media routes with the media 404 body and unknown cloud routes with the gateway body", async () => {
@@ -33,6 +81,11 @@ describe("operational endpoints and conventions", () => {
     const cloud = await t.cloud("GET", "/v1/network/nothing-here");
     expect(cloud.status).toBe(404);
     expect(cloud.body).toEqual({ message: "no route and no API found with those values" });
+    for (const path of ["/v1/cloud/nothing-here", "/v1/cloud", "/v1/cloud/local-1/nothing"]) {
+      const prefixed = await t.cloud("GET", path);
+      expect(prefixed.status, path).toBe(404);
+      expect(prefixed.body, path).toEqual({ message: "no route and no API found with those values" });
+    }
   });
 
   it("serves a valid OpenAPI 3.1 document and a reference page", async () => {
@@ -42,9 +95,13 @@ describe("operational endpoints and conventions", () => {
     expect(doc.body.paths["/v1/livestream/health"]).toBeDefined();
     const result = await validate(structuredClone(doc.body));
     expect(result.valid, JSON.stringify(result)).toBe(true);
-    const page = await t.request("GET", "/docs", { anonymous: true });
+    // `/docs` answers the page itself (no redirect); its script loads from an absolute path.
+    const page = await fetch(`${t.baseUrl}/docs`, { redirect: "manual" });
     expect(page.status).toBe(200);
     expect(page.headers.get("content-type")).toContain("text/html");
+    const script = /<script src="([^"]+)"/.exec(await page.text())?.[1] ?? "";
+    expect(script.startsWith("/")).toBe(true);
+    expect((await t.request("GET", script, { anonymous: true })).status).toBe(200);
   });
 });
 

@@ -24,12 +24,20 @@ describe("rate limit per key", () => {
     expect(Number(limited.headers.get("retry-after"))).toBeGreaterThan(0);
     expect(limited.headers.get("ratelimit-remaining")).toBe("0");
     expect(Number(limited.headers.get("ratelimit-reset"))).toBeGreaterThan(0);
+    // The same budget, in the cloud shape.
+    const cloud = await t.cloud("GET", "/v1/storage/user");
+    expect(cloud.status).toBe(429);
+    expect(cloud.body).toEqual({ error: "rate_limited", message: "Too many requests" });
+    expect(Number(cloud.headers.get("retry-after"))).toBeGreaterThan(0);
   });
 
   it("keeps a separate budget for each key and leaves probes alone", async () => {
     const other = await t.createOrganization();
     expect((await t.request("GET", "/v1/livestream/health", { key: other.key })).status).toBe(200);
     for (let i = 0; i < 5; i++) expect((await t.request("GET", "/healthz")).status).toBe(200);
+    for (let i = 0; i < 5; i++) {
+      expect((await t.request("GET", "/docs", { anonymous: true })).status).toBe(200);
+    }
   });
 });
 

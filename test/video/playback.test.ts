@@ -95,7 +95,7 @@ describe("video pipeline and playback", () => {
     expect(ready.duration).toBe(3); // 2.5 s rounds to 3
     expect(ready.formatted_duration).toBe("00:00:03");
     expect(ready.thumbnail_count).toBe(2);
-    const base = `http://127.0.0.1:8081/${hostname()}/${videoId}`;
+    const base = `${edge}/${hostname()}/${videoId}`;
     expect(ready.manifest_url).toBe(`${base}/playlist.m3u8`);
     expect(ready.direct_play_url).toBe(`${base}/play.mp4`);
     expect(ready.thumbnail_url).toBe(`${base}/thumbnail.jpg`);
