@@ -9,6 +9,7 @@ import { CLOUD_PREFIXES, cloudRoutes } from "./cloud/routes.ts";
 import { registerAuthDecorators } from "./http/auth.ts";
 import { frameworkErrors, registerErrorHandling } from "./http/error-handler.ts";
 import { ApiError } from "./http/errors.ts";
+import { acceptJsonBodies } from "./http/json-bodies.ts";
 import { registerRateLimit } from "./http/rate-limit.ts";
 import { nulCharacterErrors, validatorCompiler } from "./http/validation.ts";
 import { livestreamRoutes } from "./livestream/routes.ts";
@@ -44,15 +45,14 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
   app.setValidatorCompiler(validatorCompiler);
   registerAuthDecorators(app);
   registerErrorHandling(app);
-  // No operation takes plain text: such a body is 415, in every group, never a validation error.
-  app.removeContentTypeParser("text/plain");
+  acceptJsonBodies(app);
   app.addHook("preValidation", async (request) => {
-    // A request sent without any body is read as `{}`, so each required field is reported by name
-    // (and operations whose fields are all optional just work); a body of the wrong JSON type is a
-    // 400 Invalid Request (error-handler.ts).
+    // A request without a body (or with an empty JSON one) is read as `{}`, so each required field
+    // is reported by name (and operations whose fields are all optional just work); a body of the
+    // wrong JSON type is a 400 Invalid Request (error-handler.ts).
     if (
       request.body === undefined &&
-      request.headers["content-type"] === undefined &&
+      /^(application\/json\b|$)/i.test(request.headers["content-type"] ?? "") &&
       (request.routeOptions.schema?.body as { type?: string } | undefined)?.type === "object"
     ) {
       request.body = {};

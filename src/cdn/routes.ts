@@ -2,7 +2,6 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { requireApiKey } from "../http/auth.ts";
 import { ok, okList } from "../http/envelope.ts";
 import { ApiError } from "../http/errors.ts";
-import { acceptJsonBodies } from "../http/json-bodies.ts";
 import { pageMeta, toPage } from "../http/pagination.ts";
 import { Envelope, IdParams, ListEnvelope, mediaErrorResponses, PageQuery } from "../http/schemas.ts";
 import type { IdentityService } from "../identity/service.ts";
@@ -45,7 +44,6 @@ export const cdnRoutes: FastifyPluginAsyncTypebox<{
   analytics: AnalyticsService;
 }> = async (app, { identity, cdn, analytics }) => {
   requireApiKey(app, "cdn", identity);
-  acceptJsonBodies(app);
 
   app.post(
     "/distributions",

@@ -4,7 +4,6 @@ import { type TProperties, Type } from "@sinclair/typebox";
 import type { FastifyError, FastifyRequest } from "fastify";
 import { requireApiKey } from "../http/auth.ts";
 import { ApiError } from "../http/errors.ts";
-import { acceptJsonBodies } from "../http/json-bodies.ts";
 import { cloudErrorResponses, Uuid } from "../http/schemas.ts";
 import { cloudDateTime } from "../http/time.ts";
 import type { CloudTokenRecord, IdentityService } from "../identity/service.ts";
@@ -97,8 +96,6 @@ export const cloudRoutes: FastifyPluginAsyncTypebox<{
   });
   requireApiKey(app, "cloud", identity);
   await app.register(formbody);
-  // Cloud operations take a form or JSON; an empty JSON body is no body, like an empty form.
-  acceptJsonBodies(app);
 
   // A malformed identifier in the path names nothing: 404 naming the kind of resource, like an
   // unknown one. Every other error goes on to the application's handler.

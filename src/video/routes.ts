@@ -10,7 +10,6 @@ import type { Config } from "../config.ts";
 import { requireApiKey } from "../http/auth.ts";
 import { ok } from "../http/envelope.ts";
 import { ApiError } from "../http/errors.ts";
-import { acceptJsonBodies } from "../http/json-bodies.ts";
 import { Envelope, IdParams, mediaErrorResponses, Nullable, Timestamp } from "../http/schemas.ts";
 import { validatorCompiler } from "../http/validation.ts";
 import type { IdentityService } from "../identity/service.ts";
@@ -88,8 +87,6 @@ export const videoRoutes: FastifyPluginAsyncTypebox<VideoRouteOptions> = async (
   const { media, video, config } = options;
   const { blobs } = media.deps;
   requireApiKey(app, "media", options.identity);
-  // The token route's body is optional: an empty JSON body is no body (then `{}`, below).
-  acceptJsonBodies(app);
   await app.register(multipart);
   const handThrough = (request: FastifyRequest, payload: IncomingMessage, done: (error: null) => void) => {
     rawBodies.set(request, payload);
@@ -105,11 +102,6 @@ export const videoRoutes: FastifyPluginAsyncTypebox<VideoRouteOptions> = async (
       reply.header("connection", "close");
       raw.resume();
     }
-  });
-  app.addHook("preValidation", async (request) => {
-    // The token route's body is optional: no body is `{}`.
-    if (request.body === undefined && request.routeOptions.url?.endsWith("/playback-token"))
-      request.body = {};
   });
 
   async function requireVideo(request: FastifyRequest, libraryId: string, videoId: string) {

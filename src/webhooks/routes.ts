@@ -2,7 +2,6 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { requireApiKey } from "../http/auth.ts";
 import { ok, okList, okMessage } from "../http/envelope.ts";
 import { ApiError } from "../http/errors.ts";
-import { acceptJsonBodies } from "../http/json-bodies.ts";
 import { pageMeta, toPage } from "../http/pagination.ts";
 import {
   Envelope,
@@ -44,9 +43,6 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{
   webhooks: WebhookService;
 }> = async (app, { identity, webhooks }) => {
   requireApiKey(app, "media", identity);
-  // The operations without a body (test, rotate-secret, retry) are often called with a JSON content
-  // type and nothing after it.
-  acceptJsonBodies(app);
   const base = (libraryId: string) => `/v1/media/libraries/${libraryId}/webhooks`;
 
   app.post(

@@ -239,8 +239,13 @@ describe("media libraries", () => {
       body: "",
       headers: { "content-type": "application/json" },
     });
+    // An empty JSON body is no body: the required fields are named.
     expect(empty.status).toBe(400);
-    expect(empty.body).toEqual({ success: false, message: "Invalid Request" });
+    expect(empty.body).toMatchObject({
+      success: false,
+      message: "Invalid Request",
+      errors: [{ field: "name", code: "validation_required" }],
+    });
     const poisoned = await t.request("POST", "/v1/media/libraries", {
       body: '{"name":"x","__proto__":{"admin":true}}',
       headers: { "content-type": "application/json" },

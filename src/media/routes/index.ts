@@ -1,6 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { requireApiKey } from "../../http/auth.ts";
-import { acceptJsonBodies } from "../../http/json-bodies.ts";
 import type { MediaRouteOptions } from "./common.ts";
 import { fileRoutes } from "./files.ts";
 import { folderRoutes } from "./folders.ts";
@@ -12,8 +11,6 @@ import { videoRoutes } from "./videos.ts";
 /** Every `/v1/media` route: authenticated with Bearer or X-API-Key, answering in the media envelope. */
 export const mediaRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async (app, options) => {
   requireApiKey(app, "media", options.identity);
-  // Media operations take JSON (or multipart for files).
-  acceptJsonBodies(app);
   // Children get the services only: passing `options` on would repeat this plugin's prefix.
   const { media, identity, config } = options;
   const children = { media, identity, config };
