@@ -1,5 +1,3 @@
-import { randomUUID } from "node:crypto";
-import type { IncomingMessage } from "node:http";
 import swagger from "@fastify/swagger";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import scalar from "@scalar/fastify-api-reference";
@@ -11,6 +9,7 @@ import { frameworkErrors, registerErrorHandling } from "./http/error-handler.ts"
 import { ApiError } from "./http/errors.ts";
 import { acceptJsonBodies } from "./http/json-bodies.ts";
 import { registerRateLimit } from "./http/rate-limit.ts";
+import { requestId } from "./http/request-id.ts";
 import { nulCharacterErrors, validatorCompiler } from "./http/validation.ts";
 import { livestreamRoutes } from "./livestream/routes.ts";
 import { mediaRoutes } from "./media/routes/index.ts";
@@ -20,14 +19,6 @@ import { API_VERSION } from "./version.ts";
 import { embedRoutes } from "./video/embed.ts";
 import { videoRoutes } from "./video/routes.ts";
 import { webhookRoutes } from "./webhooks/routes.ts";
-
-// Any visible ASCII (trace ids, UUIDs, base64): echoed as given; anything else is replaced.
-const REQUEST_ID = /^[\x21-\x7e]{1,200}$/;
-
-function requestId(request: IncomingMessage): string {
-  const given = request.headers["x-request-id"];
-  return typeof given === "string" && REQUEST_ID.test(given) ? given : randomUUID();
-}
 
 /** The API listener: plugins, conventions and every domain's routes. */
 export async function buildApp(deps: CoreDeps, services: Services): Promise<FastifyInstance> {

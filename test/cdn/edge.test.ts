@@ -37,6 +37,21 @@ describe("CDN edge", () => {
     await origin.close();
   });
 
+  it("answers every edge response with an X-Request-Id, echoing a safe given one", async () => {
+    origin.route("/root/id.txt", (_req, res) =>
+      res.writeHead(200, { "cache-control": "max-age=60" }).end("id"),
+    );
+    const served = await get("/id.txt");
+    expect(served.headers["x-request-id"]).toMatch(/^[0-9a-f-]{36}$/);
+    const echoed = await get("/id.txt", { "x-request-id": "trace/abc+1=" });
+    expect(echoed.headers["x-request-id"]).toBe("trace/abc+1=");
+    const unknown = await edgeRequest(edge, "/no-such-host.example.test/x", {
+      headers: { "x-request-id": "bad id" },
+    });
+    expect(unknown.status).toBe(404);
+    expect(unknown.headers["x-request-id"]).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
   it("serves path-style and host-style, MISS then HIT with Age, one origin request", async () => {
     origin.route("/root/hello.txt", (_req, res) => {
       res.writeHead(200, { "content-type": "text/plain", "cache-control": "max-age=60" }).end("hello");

@@ -14,6 +14,7 @@ import CachePolicy from "http-cache-semantics";
 import { type Agent, type Dispatcher, request as undiciRequest } from "undici";
 import type { Bus } from "../../bus.ts";
 import type { Config } from "../../config.ts";
+import { requestId } from "../../http/request-id.ts";
 import { assertTargetAllowed, BlockedAddressError, createGuardedAgent } from "../../net/address-guard.ts";
 import type { TrafficRecorder } from "../analytics.ts";
 import { type CdnService, DISTRIBUTION_CHANNEL, type DistributionChange } from "../service.ts";
@@ -275,6 +276,7 @@ export class EdgeServer {
   }
 
   async #handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    response.setHeader("x-request-id", requestId(request));
     const resolved = await this.#resolve(request);
     if (!resolved) {
       this.#sendError(response, 404);
