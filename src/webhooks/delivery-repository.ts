@@ -188,6 +188,17 @@ export class DeliveryRepository {
         .where("locked_until", "=", delivery.lease)
         .executeTakeFirst();
       if (Number(updated.numUpdatedRows) === 0) return { recorded: false };
+      if (outcome.success) {
+        // The notification has arrived: a scheduled retry still waiting (a manual retry got there
+        // first) is not sent. Manual retries asked for are explicit requests and stay.
+        await trx
+          .deleteFrom("webhook_deliveries")
+          .where("message_id", "=", delivery.message_id)
+          .where("endpoint_id", "=", delivery.endpoint_id)
+          .where("state", "=", "pending")
+          .where("manual", "=", false)
+          .execute();
+      }
       if (nextRetryAt) {
         await trx
           .insertInto("webhook_deliveries")

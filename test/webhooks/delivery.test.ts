@@ -370,6 +370,32 @@ describe("webhook delivery", () => {
     expect(rows[1].id).toBe(manual.body.data.id);
   });
 
+  it("drops a waiting scheduled retry once a manual retry has delivered the notification", async () => {
+    await freshLibrary();
+    let answer = 500;
+    const hook = await receiver((_r, res) => {
+      res.statusCode = answer;
+      res.end();
+    });
+    const endpoint = await createEndpoint(t, libraryId, {
+      url: hook.url,
+      retry_policy: { max_attempts: 3, initial_delay_s: 1.5, multiplier: 1, max_delay_s: 2 },
+    });
+    await emit("uploading");
+    const [first] = await deliveriesWhen(t, libraryId, endpoint.id, (rows) => rows.length === 1);
+    answer = 200;
+    await t.request("POST", `${eventsPath(endpoint.id)}/${first.id}/retry`);
+    const rows = await deliveriesWhen(t, libraryId, endpoint.id, (r) => r.length === 2);
+    expect(rows.map((r) => [r.attempt, r.success])).toEqual([
+      [2, true],
+      [1, false],
+    ]);
+    // The retry was due 1.5 s after the first attempt: past that, nothing more was sent.
+    await sleep(2500);
+    expect((await t.request("GET", `${eventsPath(endpoint.id)}?limit=100`)).body.data).toHaveLength(2);
+    expect(hook.received).toHaveLength(2);
+  });
+
   it("sends a test notification to one endpoint whatever its events and is_active", async () => {
     await freshLibrary();
     const hook = await receiver();
