@@ -18,6 +18,7 @@ describe("CDN edge", () => {
   let origin: Origin;
   let edge: string;
   let host: string;
+  let distributionId: string;
   const get = (path: string, headers: Record<string, string> = {}, method = "GET") =>
     edgeRequest(edge, `/${host}${path}`, { headers, method });
 
@@ -30,7 +31,7 @@ describe("CDN edge", () => {
     edge = edgeUrlOf(t);
     origin = await startOrigin();
     host = uniqueHost("edge");
-    await createDistribution(t, { hostname: host, origin_url: `${origin.url}/root` });
+    distributionId = (await createDistribution(t, { hostname: host, origin_url: `${origin.url}/root` })).id;
   });
   afterAll(async () => {
     await t.close();
@@ -50,6 +51,46 @@ describe("CDN edge", () => {
     });
     expect(unknown.status).toBe(404);
     expect(unknown.headers["x-request-id"]).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
+  it("keeps one cached variant per value of the headers the origin varies by", async () => {
+    origin.route("/root/greeting.txt", (req, res) => {
+      const language = String(req.headers["accept-language"] ?? "en");
+      res
+        .writeHead(200, { "cache-control": "max-age=60", vary: "Accept-Language" })
+        .end(language.startsWith("fr") ? "bonjour" : "hello");
+    });
+    const ask = (language: string) => get("/greeting.txt", { "accept-language": language });
+    for (const [language, text] of [
+      ["en", "hello"],
+      ["fr", "bonjour"],
+    ]) {
+      const first = await ask(language as string);
+      expect([first.headers["x-cache"], first.text]).toEqual(["MISS", text]);
+    }
+    for (const [language, text] of [
+      ["fr", "bonjour"],
+      ["en", "hello"],
+    ]) {
+      const again = await ask(language as string);
+      expect([again.headers["x-cache"], again.text]).toEqual(["HIT", text]);
+    }
+    expect(origin.hitsOf("/root/greeting.txt")).toBe(2);
+
+    // A purge of the path takes every variant.
+    const purged = await t.request("POST", `/v1/cdn/distributions/${distributionId}/purges`, {
+      json: { paths: ["/greeting.txt"] },
+    });
+    expect(purged.status).toBe(200);
+    expect((await ask("fr")).headers["x-cache"]).toBe("MISS");
+    expect((await ask("en")).headers["x-cache"]).toBe("MISS");
+
+    // Vary: * answers are never stored.
+    origin.route("/root/any.txt", (_req, res) =>
+      res.writeHead(200, { "cache-control": "max-age=60", vary: "*" }).end("any"),
+    );
+    expect((await get("/any.txt")).headers["x-cache"]).toBe("MISS");
+    expect((await get("/any.txt")).headers["x-cache"]).toBe("MISS");
   });
 
   it("serves path-style and host-style, MISS then HIT with Age, one origin request", async () => {

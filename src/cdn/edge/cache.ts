@@ -1,4 +1,4 @@
-import type { OutgoingHttpHeaders } from "node:http";
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from "node:http";
 import type CachePolicy from "http-cache-semantics";
 import { LRUCache } from "lru-cache";
 import type { DiskTier } from "./disk-tier.ts";
@@ -56,13 +56,30 @@ function purgeMatcher(paths: string[]): (pathAndQuery: string) => boolean {
   return (pathAndQuery) => matchers.some((matches) => matches(pathAndQuery));
 }
 
+/** The path and query a cache key is for (keys: `distribution id`, path and query, then any variant, by line). */
+export const pathOfKey = (key: string): string => key.split("\n", 2)[1] ?? "";
+
+/** Header names of a `Vary` value, lower-cased; `["*"]` when it varies by anything. */
+function varyNames(vary: OutgoingHttpHeaders[string]): string[] {
+  const names = String(vary ?? "")
+    .split(",")
+    .map((name) => name.trim().toLowerCase())
+    .filter((name) => name !== "");
+  return names.includes("*") ? ["*"] : [...new Set(names)].sort();
+}
+
+/** Remembered `Vary` sets: one short list per path that has varied, bounded like any cache. */
+const MAX_VARYING_PATHS = 100_000;
+
 /**
  * The edge's cache: memory bounded by bytes (least recently used objects leave first), and when a
  * disk tier is given, objects evicted from memory go there. Keys are `distribution id` + path and
- * query; an index per distribution makes purges cheap.
+ * query, and, when the origin's answer for that path named `Vary` headers, the request's values of
+ * them: each variant is stored apart. An index per distribution makes purges cheap.
  */
 export class EdgeCache {
   readonly #lru: LRUCache<string, CachedObject>;
+  readonly #varying = new LRUCache<string, string[]>({ max: MAX_VARYING_PATHS });
   readonly #keysByDistribution = new Map<string, Set<string>>();
   readonly #purgeEpochs = new Map<string, number>();
   #disk: DiskTier | undefined;
@@ -94,20 +111,48 @@ export class EdgeCache {
     return `${distributionId}\n${pathAndQuery}`;
   }
 
-  async get(distributionId: string, pathAndQuery: string): Promise<CachedObject | undefined> {
-    const key = EdgeCache.key(distributionId, pathAndQuery);
+  /** The key of the variant a request asks for, by the `Vary` names last seen for its path. */
+  #variantKey(primary: string, request: IncomingHttpHeaders, names = this.#varying.get(primary)): string {
+    if (!names) return primary;
+    const values = names.map((name) => {
+      const value = request[name];
+      return `${name}:${(Array.isArray(value) ? value.join(",") : (value ?? "")).trim()}`;
+    });
+    return `${primary}\n${values.join("\n")}`;
+  }
+
+  async get(
+    distributionId: string,
+    pathAndQuery: string,
+    request: IncomingHttpHeaders,
+  ): Promise<CachedObject | undefined> {
+    const key = this.#variantKey(EdgeCache.key(distributionId, pathAndQuery), request);
     const inMemory = this.#lru.get(key);
     if (inMemory || !this.#disk) return inMemory;
     const epoch = this.epoch(distributionId);
     const fromDisk = await this.#disk.take(key);
-    if (fromDisk) this.set(distributionId, pathAndQuery, fromDisk, epoch);
+    if (fromDisk) this.set(distributionId, pathAndQuery, request, fromDisk, epoch);
     return fromDisk;
   }
 
-  /** Stores an object unless a purge of its distribution happened since `epoch` was read. */
-  set(distributionId: string, pathAndQuery: string, object: CachedObject, epoch: number): boolean {
+  /**
+   * Stores the object as the variant `request` asked for, unless a purge of its distribution happened
+   * since `epoch` was read. An answer that varies by anything (`Vary: *`) is not stored.
+   */
+  set(
+    distributionId: string,
+    pathAndQuery: string,
+    request: IncomingHttpHeaders,
+    object: CachedObject,
+    epoch: number,
+  ): boolean {
     if (this.epoch(distributionId) !== epoch) return false;
-    const key = EdgeCache.key(distributionId, pathAndQuery);
+    const primary = EdgeCache.key(distributionId, pathAndQuery);
+    const names = varyNames(object.headers.vary);
+    if (names[0] === "*") return false;
+    if (names.length > 0) this.#varying.set(primary, names);
+    else this.#varying.delete(primary);
+    const key = this.#variantKey(primary, request, names.length > 0 ? names : undefined);
     this.#lru.set(key, object);
     if (!this.#lru.has(key)) return false; // larger than the whole cache
     let keys = this.#keysByDistribution.get(distributionId);
@@ -119,8 +164,8 @@ export class EdgeCache {
     return true;
   }
 
-  delete(distributionId: string, pathAndQuery: string): void {
-    this.#lru.delete(EdgeCache.key(distributionId, pathAndQuery));
+  delete(distributionId: string, pathAndQuery: string, request: IncomingHttpHeaders): void {
+    this.#lru.delete(this.#variantKey(EdgeCache.key(distributionId, pathAndQuery), request));
   }
 
   /** Counter bumped by every purge of the distribution; a fetch started before a purge is not stored. */
@@ -138,10 +183,9 @@ export class EdgeCache {
     this.#disk?.purge(distributionId, matches);
     const keys = this.#keysByDistribution.get(distributionId);
     if (!keys) return 0;
-    const prefix = `${distributionId}\n`;
     let removed = 0;
     for (const key of [...keys]) {
-      if (matches(key.slice(prefix.length))) {
+      if (matches(pathOfKey(key))) {
         this.#lru.delete(key);
         removed++;
       }

@@ -5,6 +5,7 @@ import { join } from "node:path";
 import CachePolicy from "http-cache-semantics";
 import { LRUCache } from "lru-cache";
 import type { CachedObject } from "./cache.ts";
+import { pathOfKey } from "./cache.ts";
 
 interface StoredEntry {
   file: string;
@@ -121,7 +122,7 @@ export class DiskTier {
   purge(distributionId: string, matches: (pathAndQuery: string) => boolean): void {
     const prefix = `${distributionId}\n`;
     for (const key of [...this.#index.keys()]) {
-      if (key.startsWith(prefix) && matches(key.slice(prefix.length))) this.#index.delete(key);
+      if (key.startsWith(prefix) && matches(pathOfKey(key))) this.#index.delete(key);
     }
   }
 

@@ -315,7 +315,7 @@ export class EdgeServer {
       return;
     }
 
-    const cached = await this.cache.get(distribution.id, pathAndQuery);
+    const cached = await this.cache.get(distribution.id, pathAndQuery, request.headers);
     if (cached && this.#satisfies(cached, request, resolved)) {
       exchange.sent = this.#serveObject(request, response, cached, "HIT");
       return;
@@ -466,9 +466,9 @@ export class EdgeServer {
         ...freshness(policy, refreshedHeaders),
       };
       if (policy.storable() && refreshed.freshUntil > Date.now()) {
-        this.cache.set(distribution.id, pathAndQuery, refreshed, epoch);
+        this.cache.set(distribution.id, pathAndQuery, request.headers, refreshed, epoch);
       } else {
-        this.cache.delete(distribution.id, pathAndQuery);
+        this.cache.delete(distribution.id, pathAndQuery, request.headers);
       }
       settle?.({ kind: "object", object: refreshed });
       exchange.sent = this.#serveObject(request, response, refreshed, "MISS");
@@ -539,7 +539,7 @@ export class EdgeServer {
       policy,
       ...freshness(policy, storedHeaders),
     };
-    this.cache.set(distribution.id, pathAndQuery, object, epoch);
+    this.cache.set(distribution.id, pathAndQuery, request.headers, object, epoch);
     settle?.({ kind: "object", object });
     exchange.sent = this.#serveObject(request, response, object, "MISS");
   }
