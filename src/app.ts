@@ -20,6 +20,20 @@ import { embedRoutes } from "./video/embed.ts";
 import { videoRoutes } from "./video/routes.ts";
 import { webhookRoutes } from "./webhooks/routes.ts";
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * Identifiers in the path and query are compared lower-case: PostgreSQL's uuid columns ignore case
+ * and SQLite's text columns do not, so without this an upper-case id would be found on one store only.
+ */
+function lowerCaseUuids(values: unknown): void {
+  if (typeof values !== "object" || values === null) return;
+  const record = values as Record<string, unknown>;
+  for (const [name, value] of Object.entries(record)) {
+    if (typeof value === "string" && UUID.test(value)) record[name] = value.toLowerCase();
+  }
+}
+
 /** The API listener: plugins, conventions and every domain's routes. */
 export async function buildApp(deps: CoreDeps, services: Services): Promise<FastifyInstance> {
   const { config, store, redis } = deps;
@@ -48,6 +62,8 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
     ) {
       request.body = {};
     }
+    lowerCaseUuids(request.params);
+    lowerCaseUuids(request.query);
     const errors = [
       ...nulCharacterErrors(request.params),
       ...nulCharacterErrors(request.query),

@@ -74,6 +74,18 @@ describe("operational endpoints and conventions", () => {
     expect(malformed.body).toEqual({ success: false, message: "Invalid Request" });
   });
 
+  it("finds a resource by its id in upper case too, on either store", async () => {
+    const library = await t.request("POST", "/v1/media/libraries", { json: { name: "case" } });
+    const id = library.body.data.id as string;
+    const got = await t.request("GET", `/v1/media/libraries/${id.toUpperCase()}`);
+    expect(got.status).toBe(200);
+    expect(got.body.data.id).toBe(id);
+    const vm = await t.cloud("POST", "/v1/user-resource/vm", { form: { name: "case" } });
+    const found = await t.cloud("GET", `/v1/user-resource/vm?uuid=${String(vm.body.uuid).toUpperCase()}`);
+    expect(found.status).toBe(200);
+    expect(found.body.uuid).toBe(vm.body.uuid);
+  });
+
   it("answers unknown media routes with the media 404 body and unknown cloud routes with the gateway body", async () => {
     const media = await t.request("GET", "/v1/media/nothing-here");
     expect(media.status).toBe(404);
