@@ -11,6 +11,11 @@ export interface Bus {
   /** Resolves to how many other nodes listen on the channel and were sent the message. */
   publish(channel: string, message: string): Promise<number>;
   subscribe(channel: string, handler: BusHandler): Promise<void>;
+  /**
+   * Runs `listener` whenever this node is listening again after losing its connection to the other
+   * nodes: messages sent meanwhile are lost, so what they would have invalidated must be dropped.
+   */
+  onReconnect(listener: () => void): void;
   close(): Promise<void>;
 }
 
@@ -39,6 +44,9 @@ export class LocalBus implements Bus {
   async subscribe(channel: string, handler: BusHandler): Promise<void> {
     this.#handlers.add(channel, handler);
   }
+
+  /** One process: nothing can be missed. */
+  onReconnect(): void {}
 
   async close(): Promise<void> {}
 }
@@ -74,6 +82,7 @@ export async function connectRedis(
 export class RedisBus implements Bus {
   readonly #nodeId = randomUUID();
   readonly #handlers = new LocalHandlers();
+  readonly #reconnectListeners: (() => void)[] = [];
   /** Channels whose SUBSCRIBE Redis has confirmed: Redis counts this node among their listeners. */
   readonly #subscribed = new Set<string>();
 
@@ -83,6 +92,15 @@ export class RedisBus implements Bus {
     private readonly subscriber: Redis,
     onError: (error: Error) => void,
   ) {
+    // Every `ready` after the first follows a lost connection. ioredis resubscribes after `ready`;
+    // subscribing here too (harmless) tells when the node listens again, which is when what it
+    // may have missed is dropped.
+    subscriber.on("ready", () => {
+      const channels = [...this.#subscribed].map((channel) => prefix + channel);
+      (channels.length > 0 ? subscriber.subscribe(...channels) : Promise.resolve()).then(() => {
+        for (const listener of this.#reconnectListeners) listener();
+      }, onError);
+    });
     subscriber.on("message", (channel: string, raw: string) => {
       const { origin, message } = JSON.parse(raw) as { origin: string; message: string };
       if (origin === this.#nodeId) return;
@@ -93,10 +111,12 @@ export class RedisBus implements Bus {
   /** Channels are named `prefix + channel`, so deployments that share one Redis do not hear each other. */
   static async connect(url: string, prefix: string, onError: (error: Error) => void): Promise<RedisBus> {
     const publisher = await connectRedis(url, onError, { maxRetriesPerRequest: 3 });
-    const subscriber = await connectRedis(url, onError).catch((error: unknown) => {
-      publisher.disconnect();
-      throw error;
-    });
+    const subscriber = await connectRedis(url, onError, { connectionName: `${prefix}bus` }).catch(
+      (error: unknown) => {
+        publisher.disconnect();
+        throw error;
+      },
+    );
     return new RedisBus(prefix, publisher, subscriber, onError);
   }
 
@@ -114,6 +134,10 @@ export class RedisBus implements Bus {
     if (!this.#handlers.add(channel, handler)) return;
     await this.subscriber.subscribe(this.prefix + channel);
     this.#subscribed.add(channel);
+  }
+
+  onReconnect(listener: () => void): void {
+    this.#reconnectListeners.push(listener);
   }
 
   async close(): Promise<void> {

@@ -32,6 +32,8 @@ export class AuthCache {
   /** Starts serving from the cache once this node hears every key change. */
   async listen(bus: Bus): Promise<void> {
     await bus.subscribe(KEY_CHANGED_CHANNEL, () => this.clear());
+    // Key changes sent while this node was cut off from the others are lost.
+    bus.onReconnect(() => this.clear());
     this.#listening = true;
   }
 

@@ -1,3 +1,4 @@
+import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.ts";
 import { type RunningCumulo, startCumulo } from "../../src/roles.ts";
@@ -67,6 +68,40 @@ describe.skipIf(!redisUrl)("CDN purge across edge nodes (Redis)", () => {
       expect(fresh.text).toBe("v2");
     }
     expect(origin.hitsOf("/shared.txt")).toBe(4);
+  });
+
+  it("starts from an empty cache after losing Redis, since purges sent meanwhile were lost", async () => {
+    origin.route("/kept.txt", (_req, res) =>
+      res.writeHead(200, { "cache-control": "max-age=600" }).end("kept"),
+    );
+    const host = uniqueHost("redis-lost");
+    await createDistribution(t, { hostname: host, origin_url: origin.url });
+    const edges = [edgeUrlOf(t), second.edgeUrl ?? ""];
+    for (const edge of edges) {
+      await edgeRequest(edge, `/${host}/kept.txt`);
+      expect((await edgeRequest(edge, `/${host}/kept.txt`)).headers["x-cache"]).toBe("HIT");
+    }
+    // Cut every node's bus connection (found by name); each reconnects and drops its cache.
+    const admin = new Redis(redisUrl ?? "");
+    try {
+      const clients = String(await admin.call("CLIENT", "LIST")).split("\n");
+      const ids = clients
+        .filter((line) => line.includes(`name=${t.store.redisPrefix}bus `))
+        .map((line) => /\bid=(\d+)/.exec(line)?.[1] ?? "");
+      expect(ids.length).toBeGreaterThanOrEqual(2);
+      for (const id of ids) await admin.call("CLIENT", "KILL", "ID", id);
+    } finally {
+      admin.disconnect();
+    }
+    for (const edge of edges) {
+      const deadline = Date.now() + 5000;
+      let cache = "HIT";
+      while (cache === "HIT" && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        cache = String((await edgeRequest(edge, `/${host}/kept.txt`)).headers["x-cache"]);
+      }
+      expect(cache, edge).toBe("MISS");
+    }
   });
 
   it("serves a new distribution from every node within a second", async () => {

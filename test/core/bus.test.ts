@@ -1,3 +1,4 @@
+import { Redis } from "ioredis";
 import { describe, expect, it } from "vitest";
 import { type Bus, LocalBus, RedisBus } from "../../src/bus.ts";
 
@@ -72,6 +73,39 @@ describe.runIf(redisUrl)("Redis bus", () => {
       expect(strangerHeard).toEqual([]);
     } finally {
       await Promise.all([self.close(), other.close(), stranger.close()]);
+    }
+  });
+
+  it("tells when it listens again after losing its connection, and hears messages from then on", async () => {
+    const namespace = prefix();
+    const [listener, speaker] = await Promise.all([
+      RedisBus.connect(redisUrl, namespace, () => undefined),
+      RedisBus.connect(redisUrl, namespace, failOnError),
+    ]);
+    const admin = new Redis(redisUrl);
+    try {
+      const heard = await collect(listener, "news");
+      let reconnects = 0;
+      listener.onReconnect(() => {
+        reconnects++;
+      });
+      // Cut the listener's subscriber connection, found by its name.
+      const clients = String(await admin.call("CLIENT", "LIST"));
+      const ids = clients
+        .split("\n")
+        .filter((line) => line.includes(`name=${namespace}bus `))
+        .map((line) => /\bid=(\d+)/.exec(line)?.[1]);
+      expect(ids).toHaveLength(2); // the listener's and the speaker's
+      await admin.call("CLIENT", "KILL", "ID", String(ids[0]));
+      await admin.call("CLIENT", "KILL", "ID", String(ids[1]));
+      await settle(() => reconnects > 0);
+      expect(reconnects).toBe(1);
+      expect(await speaker.publish("news", "after")).toBe(1);
+      await settle(() => heard.length > 0);
+      expect(heard).toEqual(["after"]);
+    } finally {
+      admin.disconnect();
+      await Promise.all([listener.close(), speaker.close()]);
     }
   });
 

@@ -82,6 +82,7 @@ export class EdgeCache {
   readonly #varying = new LRUCache<string, string[]>({ max: MAX_VARYING_PATHS });
   readonly #keysByDistribution = new Map<string, Set<string>>();
   readonly #purgeEpochs = new Map<string, number>();
+  #clears = 0;
   #disk: DiskTier | undefined;
 
   constructor(maxBytes: number) {
@@ -168,9 +169,20 @@ export class EdgeCache {
     this.#lru.delete(this.#variantKey(EdgeCache.key(distributionId, pathAndQuery), request));
   }
 
-  /** Counter bumped by every purge of the distribution; a fetch started before a purge is not stored. */
+  /**
+   * Counter bumped by every purge of the distribution and every `clear()`; a fetch started before
+   * either is not stored.
+   */
   epoch(distributionId: string): number {
-    return this.#purgeEpochs.get(distributionId) ?? 0;
+    return (this.#purgeEpochs.get(distributionId) ?? 0) + this.#clears;
+  }
+
+  /** Drops every object of every distribution, in memory and on disk. */
+  clear(): void {
+    this.#clears++;
+    this.#lru.clear();
+    this.#keysByDistribution.clear();
+    this.#disk?.clear();
   }
 
   /**

@@ -126,6 +126,11 @@ export class DiskTier {
     }
   }
 
+  /** Drops every object (their files go as the index lets them go). */
+  clear(): void {
+    this.#index.clear();
+  }
+
   get bytes(): number {
     return this.#index.calculatedSize;
   }

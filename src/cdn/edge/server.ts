@@ -188,6 +188,11 @@ export class EdgeServer {
     await this.deps.cdn.purgeSync.serveEdge((message) =>
       this.cache.purge(message.distributionId, message.paths),
     );
+    // Purges sent while this node was cut off from the others are lost: start from an empty cache.
+    this.deps.bus.onReconnect(() => {
+      this.#hosts.clear();
+      this.cache.clear();
+    });
     await this.deps.bus.subscribe(DISTRIBUTION_CHANNEL, (raw) => {
       const change = JSON.parse(raw) as DistributionChange;
       this.#hosts.delete(change.hostname);
