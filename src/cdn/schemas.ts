@@ -49,7 +49,12 @@ export const CreateDistributionBody = Type.Object({
 export type CreateDistributionBody = Static<typeof CreateDistributionBody>;
 
 export const UpdateDistributionBody = Type.Object({
-  origin_url: Type.Optional(OriginUrl),
+  // A library distribution's own `media://` origin may be sent back unchanged (a client writing back
+  // what it read); any change of it, or a `media://` origin anywhere else, is refused by the service.
+  origin_url: Type.Optional({
+    ...OriginUrl,
+    pattern: "^([Hh][Tt][Tt][Pp][Ss]?|[Mm][Ee][Dd][Ii][Aa])://[^/?#\\s]",
+  }),
   default_ttl_s: Type.Optional(TtlField),
   status: Type.Optional(StringEnum(DISTRIBUTION_STATUSES)),
 });

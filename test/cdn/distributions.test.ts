@@ -135,6 +135,13 @@ describe("CDN distributions API", () => {
     expect(patch.body.errors).toEqual([
       expect.objectContaining({ field: "status", code: "validation_enum" }),
     ]);
+    const mediaOrigin = await t.request("PATCH", `/v1/cdn/distributions/${status.body.data.id}`, {
+      json: { origin_url: "media://x" },
+    });
+    expect(mediaOrigin.status).toBe(400);
+    expect(mediaOrigin.body.errors).toEqual([
+      expect.objectContaining({ field: "origin_url", code: "validation_format" }),
+    ]);
     expect((await t.request("GET", "/v1/cdn/distributions/not-a-uuid")).status).toBe(404);
   });
 
@@ -212,7 +219,7 @@ describe("CDN distributions API", () => {
   });
 
   it("shows library distributions like any other but keeps their origin", async () => {
-    const { organizationId } = await t.createOrganization("media org");
+    const { organizationId, key } = await t.createOrganization("media org");
     const libraryId = "11111111-1111-4111-8111-111111111111";
     const created = await t.cumulo.services.cdn.createLibraryDistribution(t.cumulo.store.db, {
       organizationId,
@@ -225,6 +232,16 @@ describe("CDN distributions API", () => {
       origin_url: "http://127.0.0.1:9",
     });
     expect(other).toEqual({ ok: false, reason: "library_distribution" });
+    // Through the API: its own origin written back unchanged is accepted; a change of it is not.
+    const path = `/v1/cdn/distributions/${created.id}`;
+    const same = await t.request("PATCH", path, {
+      key,
+      json: { origin_url: `media://${libraryId}`, default_ttl_s: 60 },
+    });
+    expect(same.status, same.text).toBe(200);
+    expect(same.body.data).toMatchObject({ origin_url: `media://${libraryId}`, default_ttl_s: 60 });
+    const moved = await t.request("PATCH", path, { key, json: { origin_url: "media://elsewhere" } });
+    expect(moved.status).toBe(409);
     expect(
       await t.cumulo.services.cdn.deleteDistribution(t.cumulo.store.db, organizationId, created.id),
     ).toBe(true);
