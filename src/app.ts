@@ -11,6 +11,7 @@ import { acceptJsonBodies } from "./http/json-bodies.ts";
 import { registerRateLimit } from "./http/rate-limit.ts";
 import { requestId } from "./http/request-id.ts";
 import { nulCharacterErrors, validatorCompiler } from "./http/validation.ts";
+import { isUuid } from "./ids.ts";
 import { livestreamRoutes } from "./livestream/routes.ts";
 import { mediaRoutes } from "./media/routes/index.ts";
 import { opsRoutes } from "./ops/routes.ts";
@@ -20,8 +21,6 @@ import { embedRoutes } from "./video/embed.ts";
 import { videoRoutes } from "./video/routes.ts";
 import { webhookRoutes } from "./webhooks/routes.ts";
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 /**
  * Identifiers in the path and query are compared lower-case: PostgreSQL's uuid columns ignore case
  * and SQLite's text columns do not, so without this an upper-case id would be found on one store only.
@@ -30,7 +29,7 @@ function lowerCaseUuids(values: unknown): void {
   if (typeof values !== "object" || values === null) return;
   const record = values as Record<string, unknown>;
   for (const [name, value] of Object.entries(record)) {
-    if (typeof value === "string" && UUID.test(value)) record[name] = value.toLowerCase();
+    if (typeof value === "string" && isUuid(value)) record[name] = value.toLowerCase();
   }
 }
 

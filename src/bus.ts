@@ -126,8 +126,9 @@ export class RedisBus implements Bus {
       this.prefix + channel,
       JSON.stringify({ origin: this.#nodeId, message }),
     );
-    // Redis counts this node's own subscription too; its handlers have already run above.
-    return this.#subscribed.has(channel) ? reached - 1 : reached;
+    // Redis counts this node's own subscription too (unless it is reconnecting); its handlers have
+    // already run above.
+    return Math.max(0, this.#subscribed.has(channel) ? reached - 1 : reached);
   }
 
   async subscribe(channel: string, handler: BusHandler): Promise<void> {

@@ -1,6 +1,7 @@
 import { Command, Option } from "commander";
 import { buildApp } from "./app.ts";
 import { type Config, ConfigError, loadConfig } from "./config.ts";
+import { isUuid } from "./ids.ts";
 import { closeCore, openCore, startCumulo } from "./roles.ts";
 import { createServices } from "./services.ts";
 
@@ -10,11 +11,9 @@ const print = (value: unknown): void => {
 
 class CliError extends Error {}
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 /** An organization id is a UUID; checked here so both stores answer the same clear error. */
 function organizationId(org: string): string {
-  if (!UUID.test(org)) throw new CliError(`--org must be an organization id (UUID), got "${org}"`);
+  if (!isUuid(org)) throw new CliError(`--org must be an organization id (UUID), got "${org}"`);
   return org;
 }
 

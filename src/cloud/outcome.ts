@@ -68,8 +68,3 @@ export async function retryOnConflict<T>(work: () => Promise<T>, attempts = 60):
     }
   }
 }
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-/** Identifiers from bodies and queries are free text: one that is not a UUID names nothing. */
-export const isUuid = (value: string): boolean => UUID.test(value);

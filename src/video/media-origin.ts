@@ -5,6 +5,7 @@ import type { Selectable } from "kysely";
 import type { BlobStore } from "../blobs/store.ts";
 import { conditionalOutcome, notModifiedHeaders, sendJsonError } from "../cdn/edge/http.ts";
 import type { MediaOrigin } from "../cdn/edge/media-origin.ts";
+import { isUuid } from "../ids.ts";
 import type { LibraryTable } from "../media/tables.ts";
 import { readJson } from "../store/codec.ts";
 import { type AccessDecision, decideAccess, viewerOf } from "./access.ts";
@@ -13,8 +14,6 @@ import { srtToVtt, subtitlePlaylist, withQuery, withSubtitleTracks } from "./pla
 import type { VideoProcessingRepository } from "./repository.ts";
 import type { PlaybackTokens } from "./tokens.ts";
 import { MASTER_PLAYLIST, MP4_FILE, PREVIEW_FILE, THUMBNAIL_DIR } from "./transcoder.ts";
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** Files a video has on its distribution, relative to `/{video_id}/`. */
 type Asset =
@@ -35,7 +34,7 @@ function assetOf(path: string): Asset | undefined {
   if (/^\d{2,4}p\/index\.m3u8$/.test(path)) return { kind: "media-playlist", file: path };
   if (/^\d{2,4}p\/segment_\d{3,6}\.ts$/.test(path)) return { kind: "file", file: path, type: "video/mp2t" };
   const subtitle = /^subtitles\/([0-9a-f-]{36})\.(m3u8|vtt)$/i.exec(path);
-  if (subtitle?.[1] && UUID.test(subtitle[1])) {
+  if (subtitle?.[1] && isUuid(subtitle[1])) {
     return subtitle[2] === "m3u8"
       ? { kind: "subtitle-playlist", subtitleId: subtitle[1].toLowerCase() }
       : { kind: "subtitle", subtitleId: subtitle[1].toLowerCase() };
@@ -80,7 +79,7 @@ export class VideoMediaOrigin implements MediaOrigin {
     const match = /^\/([^/]+)\/(.+)$/.exec(rawPath);
     const videoId = match?.[1]?.toLowerCase();
     const asset = match?.[2] ? assetOf(match[2]) : undefined;
-    if (!videoId || !UUID.test(videoId) || !asset || !UUID.test(libraryId)) return this.#error(response, 404);
+    if (!videoId || !isUuid(videoId) || !asset || !isUuid(libraryId)) return this.#error(response, 404);
 
     const library = await this.repository.library(libraryId);
     const video = library ? await this.repository.video(libraryId, videoId) : undefined;
