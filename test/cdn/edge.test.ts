@@ -1,3 +1,4 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
 import { request } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
@@ -91,6 +92,31 @@ describe("CDN edge", () => {
     );
     expect((await get("/any.txt")).headers["x-cache"]).toBe("MISS");
     expect((await get("/any.txt")).headers["x-cache"]).toBe("MISS");
+  });
+
+  it("serves a stale copy while the origin fails, when the origin allowed it with stale-if-error", async () => {
+    let mode: "ok" | "500" | "reset" = "ok";
+    const answer = (allowStale: boolean) => (req: IncomingMessage, res: ServerResponse) => {
+      if (mode === "reset") return req.socket.destroy();
+      if (mode === "500") return res.writeHead(500).end("broken");
+      res
+        .writeHead(200, { "cache-control": `max-age=1${allowStale ? ", stale-if-error=60" : ""}` })
+        .end("good");
+    };
+    origin.route("/root/sie.txt", answer(true));
+    origin.route("/root/strict.txt", answer(false));
+    for (const path of ["/sie.txt", "/strict.txt"]) expect((await get(path)).text).toBe("good");
+    await new Promise((resolve) => setTimeout(resolve, 1100)); // both copies are stale now
+
+    for (const failure of ["500", "reset"] as const) {
+      mode = failure;
+      const stale = await get("/sie.txt");
+      expect([stale.status, stale.text, stale.headers["x-cache"]], failure).toEqual([200, "good", "HIT"]);
+      const strict = await get("/strict.txt");
+      expect(strict.status, failure).toBe(failure === "500" ? 500 : 502);
+    }
+    mode = "ok";
+    expect((await get("/sie.txt")).headers["x-cache"]).toBe("MISS");
   });
 
   it("serves path-style and host-style, MISS then HIT with Age, one origin request", async () => {

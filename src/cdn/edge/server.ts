@@ -43,6 +43,14 @@ const DEFAULT_TTL_STATUSES = new Set([200, 203, 204, 300, 301, 308, 410]);
 /** Request headers passed to the origin. */
 const FORWARDED_REQUEST_HEADERS = ["accept", "accept-encoding", "accept-language", "user-agent", "referer"];
 
+const STALE_IF_ERROR = /(?:^|,)\s*stale-if-error\s*=\s*"?(\d+)/i;
+
+/** Whether the origin allowed this copy to be served, stale as it is, while the origin fails. */
+function usableOnError(object: CachedObject, now = Date.now()): boolean {
+  const seconds = STALE_IF_ERROR.exec(String(object.headers["cache-control"] ?? ""))?.[1];
+  return seconds !== undefined && now < object.freshUntil + Number(seconds) * 1000;
+}
+
 const EXPLICIT_FRESHNESS = /(?:^|,)\s*(?:max-age|s-maxage)\s*=/i;
 const NO_DEFAULT_TTL = /(?:^|,)\s*(?:no-store|no-cache|private)\b/i;
 
@@ -415,11 +423,19 @@ export class EdgeServer {
     if (typeof etag === "string") headers["if-none-match"] = etag;
     else if (typeof lastModified === "string") headers["if-modified-since"] = lastModified;
 
+    // RFC 5861 `stale-if-error`: while the origin fails, a stale copy it allowed for that is served.
+    const servedStale = (): boolean => {
+      if (!stale || !usableOnError(stale) || response.headersSent) return false;
+      settle?.({ kind: "object", object: stale });
+      exchange.sent = this.#serveObject(request, response, stale, "HIT");
+      return true;
+    };
     const fail = (error: unknown) => {
       const status = isTimeout(error) ? 504 : 502;
       if (!(error instanceof BlockedAddressError) && status === 502) {
         this.deps.logger.debug({ err: error, distribution: distribution.id }, "origin unreachable");
       }
+      if (servedStale()) return;
       settle?.({ kind: "error", status });
       if (!response.headersSent) exchange.sent = this.#sendError(response, status);
       else response.destroy();
@@ -450,6 +466,11 @@ export class EdgeServer {
 
     const status = upstream.statusCode;
     const originHeaders = upstream.headers as HeaderMap;
+    if (status >= 500 && stale && usableOnError(stale)) {
+      await upstream.body.dump().catch(() => undefined);
+      servedStale();
+      return;
+    }
     if (status === 304 && stale) {
       await upstream.body.dump().catch(() => undefined);
       const { policy, matches, modified } = stale.policy.revalidatedPolicy(
