@@ -133,6 +133,7 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
     identity: services.identity,
     cdn: services.cdn,
     analytics: services.cdnAnalytics,
+    maxPurgePaths: config.limits.purgePaths,
   });
 
   return app;

@@ -72,6 +72,10 @@ export interface Config {
     webhookResponseBytes: number;
     /** Fallback poll of the webhook dispatcher, for work committed by other nodes without a wake-up. */
     webhookPollMs: number;
+    /** Paths in one CDN purge request. */
+    purgePaths: number;
+    /** Values in one security rule (referrers, countries). */
+    securityValues: number;
   };
 }
 
@@ -281,6 +285,8 @@ export function loadConfig(env: Env = process.env): Config {
       webhookTimeoutMs: positiveInt(env, "CUMULO_WEBHOOK_TIMEOUT_MS", 10_000),
       webhookResponseBytes: positiveInt(env, "CUMULO_WEBHOOK_MAX_RESPONSE_BYTES", 64 * 1024),
       webhookPollMs: positiveInt(env, "CUMULO_WEBHOOK_POLL_MS", 500),
+      purgePaths: positiveInt(env, "CUMULO_MAX_PURGE_PATHS", 1000),
+      securityValues: positiveInt(env, "CUMULO_MAX_SECURITY_VALUES", 100),
     },
   };
 }

@@ -42,7 +42,8 @@ export const cdnRoutes: FastifyPluginAsyncTypebox<{
   identity: IdentityService;
   cdn: CdnService;
   analytics: AnalyticsService;
-}> = async (app, { identity, cdn, analytics }) => {
+  maxPurgePaths: number;
+}> = async (app, { identity, cdn, analytics, maxPurgePaths }) => {
   requireApiKey(app, "cdn", identity);
 
   app.post(
@@ -152,7 +153,7 @@ export const cdnRoutes: FastifyPluginAsyncTypebox<{
         summary: "Purge cached paths (a trailing * purges a prefix; /* purges everything)",
         security,
         params: DistributionParams,
-        body: PurgeBody,
+        body: PurgeBody(maxPurgePaths),
         response: { ...mediaErrorResponses, 200: EmptyObject },
       },
     },

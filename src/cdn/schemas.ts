@@ -60,20 +60,21 @@ export const UpdateDistributionBody = Type.Object({
 });
 export type UpdateDistributionBody = Static<typeof UpdateDistributionBody>;
 
-export const MAX_PURGE_PATHS = 1000;
 export const MAX_PURGE_PATH_LENGTH = 2048;
 
-export const PurgeBody = Type.Object({
-  paths: Type.Array(
-    Type.String({
-      pattern: "^/[^*]*\\*?$",
-      maxLength: MAX_PURGE_PATH_LENGTH,
-      description: "Starts with /; a trailing * purges every path with that prefix",
-    }),
-    { minItems: 1, maxItems: MAX_PURGE_PATHS },
-  ),
-});
-export type PurgeBody = Static<typeof PurgeBody>;
+/** A purge request: 1 to `maxPaths` paths (`CUMULO_MAX_PURGE_PATHS`, default 1000). */
+export const PurgeBody = (maxPaths: number) =>
+  Type.Object({
+    paths: Type.Array(
+      Type.String({
+        pattern: "^/[^*]*\\*?$",
+        maxLength: MAX_PURGE_PATH_LENGTH,
+        description: "Starts with /; a trailing * purges every path with that prefix",
+      }),
+      { minItems: 1, maxItems: maxPaths },
+    ),
+  });
+export type PurgeBody = Static<ReturnType<typeof PurgeBody>>;
 
 export const Purge = Type.Object({
   id: Uuid,

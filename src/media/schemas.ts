@@ -88,19 +88,23 @@ export type SecuritySettings = Static<typeof SecuritySettings>;
 const REFERRER_HOST_PATTERN =
   "^(\\*\\.)?([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\\.)*[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$";
 
-const ruleInput = (value: ReturnType<typeof Type.String>) =>
+const ruleInput = (value: ReturnType<typeof Type.String>, maxValues: number) =>
   Type.Object({
     action: StringEnum(["allow", "deny"]),
-    values: Type.Array(value, { maxItems: 100 }),
+    values: Type.Array(value, { maxItems: maxValues }),
     enabled: Type.Boolean({ default: true }),
   });
 
-export const UpdateSecurityBody = Type.Object({
-  referrers: Type.Optional(ruleInput(Type.String({ maxLength: 253, pattern: REFERRER_HOST_PATTERN }))),
-  countries: Type.Optional(ruleInput(Type.String({ pattern: COUNTRY_CODE_PATTERN }))),
-  video_privacy: Type.Optional(StringEnum(VIDEO_PRIVACIES)),
-});
-export type UpdateSecurityInput = Static<typeof UpdateSecurityBody>;
+/** Security settings to merge; each rule holds at most `maxValues` (`CUMULO_MAX_SECURITY_VALUES`, 100). */
+export const UpdateSecurityBody = (maxValues: number) =>
+  Type.Object({
+    referrers: Type.Optional(
+      ruleInput(Type.String({ maxLength: 253, pattern: REFERRER_HOST_PATTERN }), maxValues),
+    ),
+    countries: Type.Optional(ruleInput(Type.String({ pattern: COUNTRY_CODE_PATTERN }), maxValues)),
+    video_privacy: Type.Optional(StringEnum(VIDEO_PRIVACIES)),
+  });
+export type UpdateSecurityInput = Static<ReturnType<typeof UpdateSecurityBody>>;
 
 // ---- Folders
 

@@ -198,7 +198,7 @@ export const libraryRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async
         description: "Each given field replaces the stored one; omitted fields are kept.",
         security: mediaSecurity,
         params: LibraryParams,
-        body: UpdateSecurityBody,
+        body: UpdateSecurityBody(config.limits.securityValues),
         response: { ...mediaErrorResponses, 200: Envelope(SecuritySettings) },
       },
     },
