@@ -97,6 +97,15 @@ export class VideoMediaOrigin implements MediaOrigin {
     if (video.status !== "ready" || !processing) return this.#error(response, 404);
     const prefix = renditionPrefix(libraryId, video.id, processing.generation);
     const tokenQuery = access.token && access.expires ? tokenParams(access) : undefined;
+    // Playlists name further files: those links carry the viewer's token, so private playback works.
+    const sendPlaylist = (text: string) =>
+      this.#send(
+        request,
+        response,
+        tokenQuery ? withQuery(text, tokenQuery) : text,
+        PLAYLIST_TYPE,
+        playlistCache,
+      );
 
     switch (asset.kind) {
       case "thumbnail":
@@ -119,35 +128,17 @@ export class VideoMediaOrigin implements MediaOrigin {
           language: row.language,
         }));
         const text = withSubtitleTracks(master, tracks);
-        return this.#send(
-          request,
-          response,
-          tokenQuery ? withQuery(text, tokenQuery) : text,
-          PLAYLIST_TYPE,
-          playlistCache,
-        );
+        return sendPlaylist(text);
       }
       case "media-playlist": {
         const text = await this.#text(`${prefix}/${asset.file}`);
         if (text === undefined) return this.#error(response, 404);
-        return this.#send(
-          request,
-          response,
-          tokenQuery ? withQuery(text, tokenQuery) : text,
-          PLAYLIST_TYPE,
-          playlistCache,
-        );
+        return sendPlaylist(text);
       }
       case "subtitle-playlist": {
         if (!(await this.repository.subtitle(video.id, asset.subtitleId))) return this.#error(response, 404);
         const text = subtitlePlaylist(asset.subtitleId, Number(processing.duration_s));
-        return this.#send(
-          request,
-          response,
-          tokenQuery ? withQuery(text, tokenQuery) : text,
-          PLAYLIST_TYPE,
-          playlistCache,
-        );
+        return sendPlaylist(text);
       }
       case "subtitle": {
         const subtitle = await this.repository.subtitle(video.id, asset.subtitleId);
