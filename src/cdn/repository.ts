@@ -2,9 +2,8 @@ import { type Insertable, type Kysely, sql, type Transaction, type Updateable } 
 import type { Page } from "../http/pagination.ts";
 import { selectPage } from "../store/paging.ts";
 import type { Database } from "../store/tables.ts";
+import { type Executor, isUniqueViolation } from "../store/transactions.ts";
 import type { DistributionTable, PurgeTable, TrafficMinuteTable } from "./tables.ts";
-
-export type Executor = Kysely<Database> | Transaction<Database>;
 
 /** Raised when a hostname is taken (the store's unique index said so). */
 export class HostnameTakenError extends Error {
@@ -12,12 +11,6 @@ export class HostnameTakenError extends Error {
     super(`hostname ${hostname} is already used by another distribution`);
     this.name = "HostnameTakenError";
   }
-}
-
-/** SQLite and PostgreSQL report a unique-index violation differently. */
-function isUniqueViolation(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  return code === "23505" || code === "SQLITE_CONSTRAINT_UNIQUE" || code === "SQLITE_CONSTRAINT_PRIMARYKEY";
 }
 
 export class DistributionRepository {

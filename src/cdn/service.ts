@@ -7,8 +7,9 @@ import type { FieldError } from "../http/errors.ts";
 import type { Page } from "../http/pagination.ts";
 import { checkUrlTarget } from "../net/address-guard.ts";
 import { readJson, writeJson } from "../store/codec.ts";
+import type { Executor } from "../store/transactions.ts";
 import type { PurgeSync } from "./purge-sync.ts";
-import { type DistributionRepository, type Executor, HostnameTakenError } from "./repository.ts";
+import { type DistributionRepository, HostnameTakenError } from "./repository.ts";
 import type { CreateDistributionBody, Distribution, Purge, UpdateDistributionBody } from "./schemas.ts";
 import type { DistributionTable, PurgeTable } from "./tables.ts";
 

@@ -1,3 +1,4 @@
+import { isUniqueViolation } from "../store/transactions.ts";
 import { DriverRejection } from "./driver/types.ts";
 
 /** Expected failures of cloud operations; routes turn them into the contract's error bodies. */
@@ -40,17 +41,6 @@ export async function settle<T>(work: () => Promise<T>): Promise<Outcome<T>> {
       return { ok: false, failure: { kind: "conflict", message: error.message } };
     throw error;
   }
-}
-
-export function isForeignKeyViolation(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  return code === "23503" || code === "SQLITE_CONSTRAINT_FOREIGNKEY";
-}
-
-/** A unique-constraint violation on either store. */
-export function isUniqueViolation(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  return code === "23505" || code === "SQLITE_CONSTRAINT_UNIQUE" || code === "SQLITE_CONSTRAINT_PRIMARYKEY";
 }
 
 /**

@@ -1,6 +1,7 @@
 import type { Insertable, Kysely, Transaction, Updateable } from "kysely";
 import type { DialectName } from "../store/database.ts";
 import type { Database } from "../store/tables.ts";
+import type { Executor } from "../store/transactions.ts";
 import type {
   CloudDiskTable,
   CloudFloatingIpTable,
@@ -9,8 +10,6 @@ import type {
   CloudLoadBalancerTable,
   CloudVmTable,
 } from "./tables.ts";
-
-export type Executor = Kysely<Database> | Transaction<Database>;
 
 /** Which tenant and location a query is confined to: every lookup carries both. */
 export interface Scope {

@@ -5,11 +5,12 @@ import type { Config, Location } from "../config.ts";
 import type { AuthContext, IdentityService } from "../identity/service.ts";
 import { isUuid } from "../ids.ts";
 import { readBool } from "../store/codec.ts";
+import type { Executor } from "../store/transactions.ts";
 import { lowestFree, type Pool, parsePool } from "./addresses.ts";
 import { DEVICE_NAMES } from "./driver/simulated.ts";
 import type { InfrastructureDriver, LoadBalancerSpec } from "./driver/types.ts";
 import { Fail, type Outcome, retryOnConflict, settle } from "./outcome.ts";
-import type { CloudRepository, Executor, Scope } from "./repository.ts";
+import type { CloudRepository, Scope } from "./repository.ts";
 import { hashPassword, type SecretBox } from "./secrets.ts";
 import type { CloudDiskTable, CloudFloatingIpTable, CloudLoadBalancerTable, CloudVmTable } from "./tables.ts";
 

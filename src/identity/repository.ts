@@ -1,8 +1,7 @@
 import type { Kysely, Transaction } from "kysely";
 import type { Database } from "../store/tables.ts";
+import type { Executor } from "../store/transactions.ts";
 import type { ApiKeyKind } from "./tables.ts";
-
-type Executor = Kysely<Database> | Transaction<Database>;
 
 export interface NewApiKeyRow {
   organization_id: string;

@@ -2,7 +2,8 @@ import { randomUUID } from "node:crypto";
 import { EventEmitter } from "node:events";
 import type { FastifyBaseLogger } from "fastify";
 import { type Clock, nowIso } from "../clock.ts";
-import type { Executor, JobRepository } from "./repository.ts";
+import type { Executor } from "../store/transactions.ts";
+import type { JobRepository } from "./repository.ts";
 
 export interface JobContext {
   jobId: string;

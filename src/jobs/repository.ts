@@ -1,8 +1,7 @@
-import type { Kysely, Transaction } from "kysely";
+import type { Kysely } from "kysely";
 import type { DialectName } from "../store/database.ts";
 import type { Database } from "../store/tables.ts";
-
-export type Executor = Kysely<Database> | Transaction<Database>;
+import type { Executor } from "../store/transactions.ts";
 
 export interface NewJob {
   id: string;

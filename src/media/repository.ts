@@ -1,10 +1,9 @@
-import { type Insertable, type Kysely, sql, type Transaction, type Updateable } from "kysely";
+import { type Insertable, type Kysely, sql, type Updateable } from "kysely";
 import type { Page } from "../http/pagination.ts";
 import { selectPage } from "../store/paging.ts";
 import type { Database } from "../store/tables.ts";
+import type { Executor } from "../store/transactions.ts";
 import type { LibraryTable } from "./tables.ts";
-
-export type Executor = Kysely<Database> | Transaction<Database>;
 
 export interface LibraryFilters {
   defaultPrivacy?: string;

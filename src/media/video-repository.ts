@@ -2,7 +2,7 @@ import type { Insertable, Kysely, Updateable } from "kysely";
 import type { Page } from "../http/pagination.ts";
 import { selectPage } from "../store/paging.ts";
 import type { Database } from "../store/tables.ts";
-import type { Executor } from "./repository.ts";
+import type { Executor } from "../store/transactions.ts";
 import type { SubtitleTable, ThumbnailTable, VideoStatus, VideoTable } from "./tables.ts";
 
 /** Videos with their subtitles and uploaded thumbnails. */

@@ -1,8 +1,8 @@
-import type { Insertable, Kysely, Selectable, Transaction, Updateable } from "kysely";
+import type { Insertable, Kysely, Selectable, Updateable } from "kysely";
 import type { Database } from "../store/tables.ts";
+import type { Executor } from "../store/transactions.ts";
 import type { VideoProcessingTable } from "./tables.ts";
 
-export type Executor = Kysely<Database> | Transaction<Database>;
 export type ProcessingRow = Selectable<VideoProcessingTable>;
 
 /** The only queries of the video domain: processing rows, and what playback reads of media rows. */

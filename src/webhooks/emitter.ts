@@ -2,7 +2,8 @@ import { randomUUID } from "node:crypto";
 import { EventEmitter } from "node:events";
 import { type Clock, nowIso } from "../clock.ts";
 import { unixSeconds } from "../http/time.ts";
-import { type Executor, pendingAttempt, type WebhookRepository } from "./repository.ts";
+import type { Executor } from "../store/transactions.ts";
+import { pendingAttempt, type WebhookRepository } from "./repository.ts";
 
 export const VIDEO_EVENTS = [
   "created",

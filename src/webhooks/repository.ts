@@ -1,11 +1,10 @@
 import { randomUUID } from "node:crypto";
-import type { Insertable, Kysely, Selectable, Transaction, Updateable } from "kysely";
+import type { Insertable, Kysely, Selectable, Updateable } from "kysely";
 import type { Page } from "../http/pagination.ts";
 import { selectPage } from "../store/paging.ts";
 import type { Database } from "../store/tables.ts";
+import type { Executor } from "../store/transactions.ts";
 import type { WebhookDeliveryTable, WebhookEndpointTable, WebhookMessageTable } from "./tables.ts";
-
-export type Executor = Kysely<Database> | Transaction<Database>;
 
 /** What every attempt of one message to one endpoint carries. */
 export type DeliveryTarget = Pick<

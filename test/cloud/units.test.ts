@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest";
 import { lowestFree, parsePool, poolContains } from "../../src/cloud/addresses.ts";
 import { coerceObject, expandBrackets } from "../../src/cloud/coerce.ts";
 import { DriverRejection } from "../../src/cloud/driver/types.ts";
-import { Fail, isUniqueViolation, retryOnConflict, settle } from "../../src/cloud/outcome.ts";
+import { Fail, retryOnConflict, settle } from "../../src/cloud/outcome.ts";
 import {
   hashPassword,
   loadSecretKey,
@@ -13,6 +13,7 @@ import {
   SecretBox,
   verifyPassword,
 } from "../../src/cloud/secrets.ts";
+import { isUniqueViolation } from "../../src/store/transactions.ts";
 
 describe("address pools", () => {
   it("excludes the network and broadcast addresses and picks the lowest free one", () => {
