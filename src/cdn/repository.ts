@@ -58,6 +58,20 @@ export class DistributionRepository {
       .executeTakeFirst();
   }
 
+  /** Every distribution of every organization, read a page at a time (start-up checks). */
+  async *scanAll(pageSize = 1000) {
+    let after: string | undefined;
+    for (;;) {
+      let query = this.db.selectFrom("cdn_distributions").selectAll();
+      if (after !== undefined) query = query.where("id", ">", after);
+      const rows = await query.orderBy("id").limit(pageSize).execute();
+      yield* rows;
+      const last = rows.at(-1);
+      if (!last || rows.length < pageSize) return;
+      after = last.id;
+    }
+  }
+
   findByHostnameInOrganization(organizationId: string, hostname: string) {
     return this.db
       .selectFrom("cdn_distributions")

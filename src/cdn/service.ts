@@ -10,6 +10,7 @@ import { readJson, writeJson } from "../store/codec.ts";
 import type { Executor } from "../store/transactions.ts";
 import type { PurgeSync } from "./purge-sync.ts";
 import { type DistributionRepository, HostnameTakenError } from "./repository.ts";
+import { mayServe, reservedHostReason } from "./reserved-hosts.ts";
 import type { CreateDistributionBody, Distribution, Purge, UpdateDistributionBody } from "./schemas.ts";
 import type { DistributionTable, PurgeTable } from "./tables.ts";
 
@@ -124,9 +125,22 @@ export class CdnService {
     await this.bus.publish(DISTRIBUTION_CHANNEL, JSON.stringify(change));
   }
 
+  /** A host name the platform keeps for itself (its own names, IP literals, the media domain) is refused. */
+  private checkHostname(hostname: string): FieldError | undefined {
+    const reserved = reservedHostReason(hostname, this.config);
+    if (reserved === undefined) return undefined;
+    return {
+      field: "hostname",
+      code: "validation_format",
+      message: `The hostname field must not name a host reserved for the platform: ${reserved}.`,
+    };
+  }
+
   async create(organizationId: string, body: CreateDistributionBody): Promise<DistributionOutcome> {
-    const problem = await this.checkOrigin(body.origin_url);
-    if (problem) return { ok: false, reason: "invalid", errors: [problem] };
+    const errors = [this.checkHostname(body.hostname), await this.checkOrigin(body.origin_url)].filter(
+      (error) => error !== undefined,
+    );
+    if (errors.length > 0) return { ok: false, reason: "invalid", errors };
     const now = nowIso(this.clock);
     const row: DistributionTable = {
       id: randomUUID(),
@@ -233,6 +247,18 @@ export class CdnService {
     if (!(await this.distributions.find(organizationId, id))) return undefined;
     const { rows, total } = await this.distributions.listPurges(organizationId, id, page);
     return { rows: rows.map(toPurge), total };
+  }
+
+  /**
+   * Distributions under reserved names that an edge must not serve: rows a store written before the
+   * names were reserved may hold.
+   */
+  async unservableDistributions(): Promise<DistributionTable[]> {
+    const unservable: DistributionTable[] = [];
+    for await (const row of this.distributions.scanAll()) {
+      if (!mayServe(row, this.config)) unservable.push(row);
+    }
+    return unservable;
   }
 
   /** Any organization's distribution with this host name: what an edge serves for it. */

@@ -17,6 +17,7 @@ import type { Config } from "../../config.ts";
 import { requestId } from "../../http/request-id.ts";
 import { assertTargetAllowed, BlockedAddressError, createGuardedAgent } from "../../net/address-guard.ts";
 import type { TrafficRecorder } from "../analytics.ts";
+import { mayServe } from "../reserved-hosts.ts";
 import { type CdnService, DISTRIBUTION_CHANNEL, type DistributionChange } from "../service.ts";
 import type { DistributionTable } from "../tables.ts";
 import { type CachedObject, currentAge, EdgeCache, freshness } from "./cache.ts";
@@ -193,6 +194,12 @@ export class EdgeServer {
   }
 
   async start(host: string, port: number): Promise<string> {
+    for (const row of await this.deps.cdn.unservableDistributions()) {
+      this.deps.logger.warn(
+        { distribution: row.id, organization: row.organization_id, hostname: row.hostname },
+        `distribution ${row.id} uses the reserved host name ${row.hostname}: the edge does not serve it`,
+      );
+    }
     await this.deps.cdn.purgeSync.serveEdge((message) =>
       this.cache.purge(message.distributionId, message.paths),
     );
@@ -237,7 +244,11 @@ export class EdgeServer {
     if (known && known.expires > Date.now()) return known.distribution;
     let lookup = this.#lookups.get(hostname);
     if (!lookup) {
-      lookup = this.deps.cdn.distributionForHost(hostname).finally(() => this.#lookups.delete(hostname));
+      lookup = this.deps.cdn
+        .distributionForHost(hostname)
+        // A reserved name held by a customer row never resolves: the path-style form stays the platform's.
+        .then((found) => (found && mayServe(found, this.deps.config) ? found : undefined))
+        .finally(() => this.#lookups.delete(hostname));
       this.#lookups.set(hostname, lookup);
       lookup.then(
         (distribution) => {
