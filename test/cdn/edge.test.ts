@@ -238,6 +238,21 @@ describe("CDN edge", () => {
     expect(origin.hitsOf("/root/shared")).toBe(1);
   });
 
+  it("never stores an answer that sets a cookie: each viewer gets its own from the origin", async () => {
+    let session = 0;
+    origin.route("/root/login.txt", (_req, res) =>
+      res
+        .writeHead(200, { "cache-control": "public, max-age=300", "set-cookie": `session=s${++session}` })
+        .end("welcome"),
+    );
+    for (const expected of ["session=s1", "session=s2"]) {
+      const viewer = await get("/login.txt");
+      expect([viewer.status, viewer.text, viewer.headers["x-cache"]]).toEqual([200, "welcome", "MISS"]);
+      expect(viewer.headers["set-cookie"]).toEqual([expected]);
+    }
+    expect(origin.hitsOf("/root/login.txt")).toBe(2);
+  });
+
   it("serves byte ranges from the cache (206, 416) and conditional requests (304)", async () => {
     const body = Buffer.from("0123456789abcdefghij");
     origin.route("/root/range.bin", (_req, res) =>

@@ -495,6 +495,18 @@ export class EdgeServer {
       }
       exchange.originMs = performance.now() - started;
       const updated = notModifiedHeaders(endToEndHeaders(originHeaders));
+      if (updated["set-cookie"] !== undefined) {
+        // A cookie is one viewer's: this viewer gets it with the stored body, nobody else does.
+        this.cache.delete(distribution.id, pathAndQuery, request.headers);
+        settle?.({ kind: "pass" });
+        exchange.sent = this.#serveObject(
+          request,
+          response,
+          { ...stale, headers: { ...stale.headers, ...updated } },
+          "MISS",
+        );
+        return;
+      }
       const refreshedHeaders = { ...stale.headers, ...updated };
       const refreshed: CachedObject = {
         ...stale,
@@ -517,7 +529,9 @@ export class EdgeServer {
       { shared: true },
     );
     const declaredLength = Number(originHeaders["content-length"] ?? Number.NaN);
+    // A Set-Cookie answer is one viewer's (as nginx does by default): never stored or shared.
     const cacheable =
+      originHeaders["set-cookie"] === undefined &&
       policy.storable() &&
       policy.maxAge() - policy.age() > 0 &&
       (Number.isNaN(declaredLength) || declaredLength <= maxObjectBytes);
