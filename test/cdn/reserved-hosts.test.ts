@@ -138,6 +138,11 @@ describe("host names reserved for the platform", () => {
       const served = await edgeRequest(edge(), playback, host ? { host } : {});
       expect([served.status, JSON.parse(served.text).error], host).toEqual([403, "forbidden"]);
     }
+    // Host-style, the library's own name under the media domain still reaches the library.
+    const hostStyle = await edgeRequest(edge(), `/${videoId}/playlist.m3u8`, {
+      host: `${libraryId}.${MEDIA_DOMAIN}`,
+    });
+    expect([hostStyle.status, JSON.parse(hostStyle.text).error]).toEqual([403, "forbidden"]);
     // The planted names are not served path-style either.
     for (const hostname of planted) {
       expect((await edgeRequest(edge(), `/${hostname}/`)).status, hostname).toBe(404);
