@@ -74,7 +74,7 @@ export class EdgeCachePolicy {
     };
   }
 
-  now(): number {
+  #now(): number {
     return this.clock.now().getTime();
   }
 
@@ -110,7 +110,7 @@ export class EdgeCachePolicy {
     body: Buffer,
     policy: CachePolicy,
   ): CachedObject {
-    const now = this.now();
+    const now = this.#now();
     const ageAtReceipt = policy.age();
     return {
       status,
@@ -129,19 +129,19 @@ export class EdgeCachePolicy {
    * origin named `Vary` headers, stored for the same values of them.
    */
   satisfies(object: CachedObject, request: IncomingMessage, resolved: Resolved): boolean {
-    if (this.now() >= object.freshUntil) return false;
+    if (this.#now() >= object.freshUntil) return false;
     return !object.varies || object.policy.satisfiesWithoutRevalidation(policyRequest(request, resolved));
   }
 
   /** RFC 5861 `stale-if-error`: whether the origin allowed this stale copy to be served while it fails. */
   usableOnError(object: CachedObject): boolean {
     const seconds = STALE_IF_ERROR.exec(String(object.headers["cache-control"] ?? ""))?.[1];
-    return seconds !== undefined && this.now() < object.freshUntil + Number(seconds) * 1000;
+    return seconds !== undefined && this.#now() < object.freshUntil + Number(seconds) * 1000;
   }
 
   /** Whole seconds since the origin generated the object (the `Age` header). */
   age(object: CachedObject): number {
-    return Math.max(0, Math.floor(object.ageAtReceipt + (this.now() - object.receivedAt) / 1000));
+    return Math.max(0, Math.floor(object.ageAtReceipt + (this.#now() - object.receivedAt) / 1000));
   }
 
   /** The stale copy as the origin's 304 refreshes it (RFC 9111 section 4.3.4). */
@@ -160,6 +160,6 @@ export class EdgeCachePolicy {
     const updated = notModifiedHeaders(endToEndHeaders(headers));
     const object = this.cachedObject(stale.status, { ...stale.headers, ...updated }, stale.body, policy);
     if (updated["set-cookie"] !== undefined) return { kind: "personal", object };
-    return { kind: "refreshed", object, storable: policy.storable() && object.freshUntil > this.now() };
+    return { kind: "refreshed", object, storable: policy.storable() && object.freshUntil > this.#now() };
   }
 }
