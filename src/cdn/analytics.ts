@@ -141,9 +141,9 @@ function parseTime(raw: string): number | undefined {
 }
 
 export type AnalyticsOutcome =
-  | { ok: true; analytics: Analytics }
-  | { ok: false; reason: "invalid"; errors: FieldError[] }
-  | { ok: false; reason: "not_found" };
+  | { outcome: "ok"; analytics: Analytics }
+  | { outcome: "invalid"; errors: FieldError[] }
+  | { outcome: "not_found" };
 
 function metricValue(metric: Metric, row: TrafficCounters): number {
   switch (metric) {
@@ -237,14 +237,14 @@ export class AnalyticsService {
       }
     }
     if (errors.length > 0 || from === undefined || to === undefined || stepMinutes === undefined) {
-      return { ok: false, reason: "invalid", errors };
+      return { outcome: "invalid", errors };
     }
 
     let distributionId: string | undefined;
     const hostname = query.distribution?.trim().toLowerCase() || undefined; // empty = omitted
     if (hostname !== undefined) {
       const distribution = await this.cdn.findByHostname(organizationId, hostname);
-      if (!distribution) return { ok: false, reason: "not_found" };
+      if (!distribution) return { outcome: "not_found" };
       distributionId = distribution.id;
     }
 
@@ -268,7 +268,7 @@ export class AnalyticsService {
       data.push(entry as Analytics["Data"][number]);
     }
     return {
-      ok: true,
+      outcome: "ok",
       analytics: {
         From: new Date(from).toISOString(),
         To: new Date(to).toISOString(),

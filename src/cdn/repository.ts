@@ -1,9 +1,9 @@
-import { type Insertable, type Kysely, sql, type Transaction, type Updateable } from "kysely";
+import { type Insertable, type Kysely, sql, type Transaction } from "kysely";
 import type { Page } from "../http/pagination.ts";
 import { selectPage } from "../store/paging.ts";
 import type { Database } from "../store/tables.ts";
 import { type Executor, isUniqueViolation } from "../store/transactions.ts";
-import type { DistributionTable, PurgeTable, TrafficMinuteTable } from "./tables.ts";
+import type { DistributionChanges, DistributionRow, PurgeTable, TrafficMinuteTable } from "./tables.ts";
 
 /** Raised when a hostname is taken (the store's unique index said so). */
 export class HostnameTakenError extends Error {
@@ -16,12 +16,8 @@ export class HostnameTakenError extends Error {
 export class DistributionRepository {
   constructor(readonly db: Kysely<Database>) {}
 
-  transaction<T>(work: (trx: Transaction<Database>) => Promise<T>): Promise<T> {
-    return this.db.transaction().execute(work);
-  }
-
   /** Inserts a distribution; a taken hostname raises `HostnameTakenError`. */
-  async insert(executor: Executor, row: DistributionTable): Promise<void> {
+  async insert(executor: Executor, row: DistributionRow): Promise<void> {
     try {
       await executor.insertInto("cdn_distributions").values(row).execute();
     } catch (error) {
@@ -58,6 +54,20 @@ export class DistributionRepository {
       .executeTakeFirst();
   }
 
+  /** Every distribution of every organization, read a page at a time (start-up checks). */
+  async *scanAll(pageSize = 1000) {
+    let after: string | undefined;
+    for (;;) {
+      let query = this.db.selectFrom("cdn_distributions").selectAll();
+      if (after !== undefined) query = query.where("id", ">", after);
+      const rows = await query.orderBy("id").limit(pageSize).execute();
+      yield* rows;
+      const last = rows.at(-1);
+      if (!last || rows.length < pageSize) return;
+      after = last.id;
+    }
+  }
+
   findByHostnameInOrganization(organizationId: string, hostname: string) {
     return this.db
       .selectFrom("cdn_distributions")
@@ -83,7 +93,7 @@ export class DistributionRepository {
     executor: Executor,
     organizationId: string,
     id: string,
-    changes: Updateable<DistributionTable>,
+    changes: DistributionChanges,
   ): Promise<boolean> {
     const result = await executor
       .updateTable("cdn_distributions")

@@ -5,7 +5,7 @@ import { ApiError } from "../http/errors.ts";
 import { pageMeta, toPage } from "../http/pagination.ts";
 import { Envelope, IdParams, ListEnvelope, mediaErrorResponses, PageQuery } from "../http/schemas.ts";
 import type { IdentityService } from "../identity/service.ts";
-import type { AnalyticsService } from "./analytics.ts";
+import type { AnalyticsOutcome, AnalyticsService } from "./analytics.ts";
 import {
   Analytics,
   AnalyticsQuery,
@@ -16,25 +16,94 @@ import {
   PurgeBody,
   UpdateDistributionBody,
 } from "./schemas.ts";
-import type { CdnService, DistributionOutcome } from "./service.ts";
+import type {
+  CdnService,
+  CreateOutcome,
+  DeleteOutcome,
+  GetOutcome,
+  PurgeListOutcome,
+  PurgeOutcome,
+  UpdateOutcome,
+} from "./service.ts";
 
 const security: { [name: string]: string[] }[] = [{ apiKeyHeader: [] }, { bearer: [] }];
 const tags = ["cdn"];
 const DistributionParams = IdParams("id");
 
-function unwrap(outcome: DistributionOutcome) {
-  if (outcome.ok) return outcome.distribution;
-  switch (outcome.reason) {
+const HOSTNAME_TAKEN = "A distribution with this hostname already exists";
+const LIBRARY_DISTRIBUTION =
+  "This distribution belongs to a media library: its origin is fixed and it is deleted with the library";
+
+function created(result: CreateOutcome): Distribution {
+  switch (result.outcome) {
+    case "created":
+      return result.distribution;
+    case "invalid":
+      throw ApiError.validation(result.errors);
+    case "hostname_taken":
+      throw ApiError.conflict(HOSTNAME_TAKEN);
+  }
+}
+
+function found(result: GetOutcome): Distribution {
+  switch (result.outcome) {
+    case "found":
+      return result.distribution;
     case "not_found":
       throw ApiError.notFound();
-    case "hostname_taken":
-      throw ApiError.conflict("A distribution with this hostname already exists");
-    case "library_distribution":
-      throw ApiError.conflict(
-        "This distribution belongs to a media library: its origin is fixed and it is deleted with the library",
-      );
+  }
+}
+
+function updated(result: UpdateOutcome): Distribution {
+  switch (result.outcome) {
+    case "updated":
+      return result.distribution;
     case "invalid":
-      throw ApiError.validation(outcome.errors);
+      throw ApiError.validation(result.errors);
+    case "library_distribution":
+      throw ApiError.conflict(LIBRARY_DISTRIBUTION);
+    case "not_found":
+      throw ApiError.notFound();
+  }
+}
+
+function deleted(result: DeleteOutcome): Distribution {
+  switch (result.outcome) {
+    case "deleted":
+      return result.distribution;
+    case "library_distribution":
+      throw ApiError.conflict(LIBRARY_DISTRIBUTION);
+    case "not_found":
+      throw ApiError.notFound();
+  }
+}
+
+function purged(result: PurgeOutcome): Record<string, never> {
+  switch (result.outcome) {
+    case "purged":
+      return {};
+    case "not_found":
+      throw ApiError.notFound();
+  }
+}
+
+function purgePage(result: PurgeListOutcome): { rows: Purge[]; total: number } {
+  switch (result.outcome) {
+    case "listed":
+      return result;
+    case "not_found":
+      throw ApiError.notFound();
+  }
+}
+
+function analyticsOf(result: AnalyticsOutcome): Analytics {
+  switch (result.outcome) {
+    case "ok":
+      return result.analytics;
+    case "invalid":
+      throw ApiError.validation(result.errors);
+    case "not_found":
+      throw ApiError.notFound();
   }
 }
 
@@ -59,7 +128,7 @@ export const cdnRoutes: FastifyPluginAsyncTypebox<{
       },
     },
     async (request, reply) => {
-      const distribution = unwrap(await cdn.create(request.auth.organizationId, request.body));
+      const distribution = created(await cdn.create(request.auth.organizationId, request.body));
       return reply.code(201).send(ok("Distribution created successfully", distribution));
     },
   );
@@ -99,8 +168,7 @@ export const cdnRoutes: FastifyPluginAsyncTypebox<{
       },
     },
     async (request) => {
-      const distribution = await cdn.get(request.auth.organizationId, request.params.id);
-      if (!distribution) throw ApiError.notFound();
+      const distribution = found(await cdn.get(request.auth.organizationId, request.params.id));
       return ok("Distribution retrieved successfully", distribution);
     },
   );
@@ -119,7 +187,7 @@ export const cdnRoutes: FastifyPluginAsyncTypebox<{
       },
     },
     async (request) => {
-      const distribution = unwrap(
+      const distribution = updated(
         await cdn.update(request.auth.organizationId, request.params.id, request.body),
       );
       return ok("Distribution updated successfully", distribution);
@@ -139,7 +207,7 @@ export const cdnRoutes: FastifyPluginAsyncTypebox<{
       },
     },
     async (request) => {
-      const distribution = unwrap(await cdn.delete(request.auth.organizationId, request.params.id));
+      const distribution = deleted(await cdn.delete(request.auth.organizationId, request.params.id));
       return ok("Distribution deleted successfully", distribution);
     },
   );
@@ -158,10 +226,7 @@ export const cdnRoutes: FastifyPluginAsyncTypebox<{
       },
     },
     async (request) => {
-      if (!(await cdn.purge(request.auth.organizationId, request.params.id, request.body.paths))) {
-        throw ApiError.notFound();
-      }
-      return {};
+      return purged(await cdn.purge(request.auth.organizationId, request.params.id, request.body.paths));
     },
   );
 
@@ -179,12 +244,9 @@ export const cdnRoutes: FastifyPluginAsyncTypebox<{
       },
     },
     async (request) => {
-      const page = await cdn.listPurges(
-        request.auth.organizationId,
-        request.params.id,
-        toPage(request.query),
+      const page = purgePage(
+        await cdn.listPurges(request.auth.organizationId, request.params.id, toPage(request.query)),
       );
-      if (!page) throw ApiError.notFound();
       return okList(
         "Purges retrieved successfully",
         page.rows,
@@ -206,10 +268,7 @@ export const cdnRoutes: FastifyPluginAsyncTypebox<{
       },
     },
     async (request) => {
-      const outcome = await analytics.query(request.auth.organizationId, request.query);
-      if (outcome.ok) return outcome.analytics;
-      if (outcome.reason === "not_found") throw ApiError.notFound();
-      throw ApiError.validation(outcome.errors);
+      return analyticsOf(await analytics.query(request.auth.organizationId, request.query));
     },
   );
 };

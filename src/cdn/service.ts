@@ -1,5 +1,4 @@
 import { randomUUID } from "node:crypto";
-import type { Updateable } from "kysely";
 import type { Bus } from "../bus.ts";
 import { type Clock, nowIso } from "../clock.ts";
 import type { Config } from "../config.ts";
@@ -7,11 +6,12 @@ import type { FieldError } from "../http/errors.ts";
 import type { Page } from "../http/pagination.ts";
 import { checkUrlTarget } from "../net/address-guard.ts";
 import { readJson, writeJson } from "../store/codec.ts";
-import type { Executor } from "../store/transactions.ts";
+import { type Executor, type Transact, transactor } from "../store/transactions.ts";
 import type { PurgeSync } from "./purge-sync.ts";
 import { type DistributionRepository, HostnameTakenError } from "./repository.ts";
+import { mayServe, reservedHostReason } from "./reserved-hosts.ts";
 import type { CreateDistributionBody, Distribution, Purge, UpdateDistributionBody } from "./schemas.ts";
-import type { DistributionTable, PurgeTable } from "./tables.ts";
+import type { DistributionChanges, DistributionRow, PurgeRow } from "./tables.ts";
 
 export const DEFAULT_TTL_S = 3600;
 
@@ -25,12 +25,31 @@ export interface DistributionChange {
   dropCache: boolean;
 }
 
-export type DistributionOutcome =
-  | { ok: true; distribution: Distribution }
-  | { ok: false; reason: "not_found" | "hostname_taken" | "library_distribution" }
-  | { ok: false; reason: "invalid"; errors: FieldError[] };
+export type CreateOutcome =
+  | { outcome: "created"; distribution: Distribution }
+  | { outcome: "invalid"; errors: FieldError[] }
+  | { outcome: "hostname_taken" };
 
-export const toDistribution = (row: DistributionTable): Distribution => ({
+export type GetOutcome = { outcome: "found"; distribution: Distribution } | { outcome: "not_found" };
+
+export type UpdateOutcome =
+  | { outcome: "updated"; distribution: Distribution }
+  | { outcome: "invalid"; errors: FieldError[] }
+  /** A library's distribution keeps the origin the platform gave it. */
+  | { outcome: "library_distribution" }
+  | { outcome: "not_found" };
+
+export type DeleteOutcome =
+  | { outcome: "deleted"; distribution: Distribution }
+  /** A library's distribution goes with its library only. */
+  | { outcome: "library_distribution" }
+  | { outcome: "not_found" };
+
+export type PurgeOutcome = { outcome: "purged" } | { outcome: "not_found" };
+
+export type PurgeListOutcome = { outcome: "listed"; rows: Purge[]; total: number } | { outcome: "not_found" };
+
+export const toDistribution = (row: DistributionRow): Distribution => ({
   id: row.id,
   hostname: row.hostname,
   origin_url: row.origin_url,
@@ -40,7 +59,7 @@ export const toDistribution = (row: DistributionTable): Distribution => ({
   updated_at: row.updated_at,
 });
 
-const toPurge = (row: PurgeTable): Purge => ({
+const toPurge = (row: PurgeRow): Purge => ({
   id: row.id,
   distribution_id: row.distribution_id,
   paths: readJson<string[]>(row.paths) ?? [],
@@ -49,6 +68,8 @@ const toPurge = (row: PurgeTable): Purge => ({
 
 /** Distributions and purges: the control plane of the CDN. */
 export class CdnService {
+  private readonly transact: Transact;
+
   constructor(
     private readonly distributions: DistributionRepository,
     private readonly config: Config,
@@ -56,7 +77,9 @@ export class CdnService {
     private readonly bus: Bus,
     /** Cross-node purge propagation; the edge role serves its other side. */
     readonly purgeSync: PurgeSync,
-  ) {}
+  ) {
+    this.transact = transactor(distributions.db);
+  }
 
   /**
    * A library's own distribution (`{library_id}.{CUMULO_MEDIA_DOMAIN}`), created inside the
@@ -124,11 +147,24 @@ export class CdnService {
     await this.bus.publish(DISTRIBUTION_CHANNEL, JSON.stringify(change));
   }
 
-  async create(organizationId: string, body: CreateDistributionBody): Promise<DistributionOutcome> {
-    const problem = await this.checkOrigin(body.origin_url);
-    if (problem) return { ok: false, reason: "invalid", errors: [problem] };
+  /** A host name the platform keeps for itself (its own names, IP literals, the media domain) is refused. */
+  private checkHostname(hostname: string): FieldError | undefined {
+    const reserved = reservedHostReason(hostname, this.config);
+    if (reserved === undefined) return undefined;
+    return {
+      field: "hostname",
+      code: "validation_format",
+      message: `The hostname field must not name a host reserved for the platform: ${reserved}.`,
+    };
+  }
+
+  async create(organizationId: string, body: CreateDistributionBody): Promise<CreateOutcome> {
+    const errors = [this.checkHostname(body.hostname), await this.checkOrigin(body.origin_url)].filter(
+      (error) => error !== undefined,
+    );
+    if (errors.length > 0) return { outcome: "invalid", errors };
     const now = nowIso(this.clock);
-    const row: DistributionTable = {
+    const row: DistributionRow = {
       id: randomUUID(),
       organization_id: organizationId,
       hostname: body.hostname.toLowerCase(),
@@ -140,18 +176,18 @@ export class CdnService {
       updated_at: now,
     };
     try {
-      await this.distributions.transaction((trx) => this.distributions.insert(trx, row));
+      await this.transact((trx) => this.distributions.insert(trx, row));
     } catch (error) {
-      if (error instanceof HostnameTakenError) return { ok: false, reason: "hostname_taken" };
+      if (error instanceof HostnameTakenError) return { outcome: "hostname_taken" };
       throw error;
     }
     await this.announce({ id: row.id, hostname: row.hostname, dropCache: true });
-    return { ok: true, distribution: toDistribution(row) };
+    return { outcome: "created", distribution: toDistribution(row) };
   }
 
-  async get(organizationId: string, id: string): Promise<Distribution | undefined> {
+  async get(organizationId: string, id: string): Promise<GetOutcome> {
     const row = await this.distributions.find(organizationId, id);
-    return row ? toDistribution(row) : undefined;
+    return row ? { outcome: "found", distribution: toDistribution(row) } : { outcome: "not_found" };
   }
 
   async list(organizationId: string, page: Page): Promise<{ rows: Distribution[]; total: number }> {
@@ -159,56 +195,50 @@ export class CdnService {
     return { rows: rows.map(toDistribution), total };
   }
 
-  async update(
-    organizationId: string,
-    id: string,
-    body: UpdateDistributionBody,
-  ): Promise<DistributionOutcome> {
+  async update(organizationId: string, id: string, body: UpdateDistributionBody): Promise<UpdateOutcome> {
     const current = await this.distributions.find(organizationId, id);
-    if (!current) return { ok: false, reason: "not_found" };
+    if (!current) return { outcome: "not_found" };
     if (body.origin_url !== undefined && body.origin_url !== current.origin_url) {
-      if (current.library_id !== null) return { ok: false, reason: "library_distribution" };
+      if (current.library_id !== null) return { outcome: "library_distribution" };
       const problem = await this.checkOrigin(body.origin_url);
-      if (problem) return { ok: false, reason: "invalid", errors: [problem] };
+      if (problem) return { outcome: "invalid", errors: [problem] };
     }
-    const changes: Updateable<DistributionTable> = { updated_at: nowIso(this.clock) };
+    const changes: DistributionChanges = { updated_at: nowIso(this.clock) };
     if (body.origin_url !== undefined) changes.origin_url = body.origin_url;
     if (body.default_ttl_s !== undefined) changes.default_ttl_s = body.default_ttl_s;
     if (body.status !== undefined) changes.status = body.status;
-    const row = await this.distributions.transaction(async (trx) => {
+    const row = await this.transact(async (trx) => {
       if (!(await this.distributions.update(trx, organizationId, id, changes))) return undefined;
       return this.distributions.find(organizationId, id, trx);
     });
-    if (!row) return { ok: false, reason: "not_found" };
+    if (!row) return { outcome: "not_found" };
     await this.announce({
       id: row.id,
       hostname: row.hostname,
       dropCache: row.origin_url !== current.origin_url,
     });
-    return { ok: true, distribution: toDistribution(row) };
+    return { outcome: "updated", distribution: toDistribution(row) };
   }
 
   /** Deletes a distribution through the API; a library's distribution goes with its library only. */
-  async delete(organizationId: string, id: string): Promise<DistributionOutcome> {
+  async delete(organizationId: string, id: string): Promise<DeleteOutcome> {
     const current = await this.distributions.find(organizationId, id);
-    if (!current) return { ok: false, reason: "not_found" };
-    if (current.library_id !== null) return { ok: false, reason: "library_distribution" };
-    const deleted = await this.distributions.transaction((trx) =>
-      this.distributions.delete(trx, organizationId, id),
-    );
-    if (!deleted) return { ok: false, reason: "not_found" };
+    if (!current) return { outcome: "not_found" };
+    if (current.library_id !== null) return { outcome: "library_distribution" };
+    const deleted = await this.transact((trx) => this.distributions.delete(trx, organizationId, id));
+    if (!deleted) return { outcome: "not_found" };
     await this.announce({ id: current.id, hostname: current.hostname, dropCache: true });
-    return { ok: true, distribution: toDistribution(current) };
+    return { outcome: "deleted", distribution: toDistribution(current) };
   }
 
   /**
    * Records the purge and applies it: this node's edge cache is purged before this returns, and
    * with Redis every live edge node has acknowledged it (or two seconds have passed).
    */
-  async purge(organizationId: string, id: string, paths: string[]): Promise<boolean> {
+  async purge(organizationId: string, id: string, paths: string[]): Promise<PurgeOutcome> {
     const distribution = await this.distributions.find(organizationId, id);
-    if (!distribution) return false;
-    const recorded = await this.distributions.transaction(async (trx) => {
+    if (!distribution) return { outcome: "not_found" };
+    const recorded = await this.transact(async (trx) => {
       // Re-read inside the transaction: a concurrent delete makes the purge a 404, not a dangling row.
       if (!(await this.distributions.find(organizationId, id, trx))) return false;
       await this.distributions.insertPurge(trx, {
@@ -220,28 +250,36 @@ export class CdnService {
       });
       return true;
     });
-    if (!recorded) return false;
+    if (!recorded) return { outcome: "not_found" };
     await this.purgeSync.purge(id, paths);
-    return true;
+    return { outcome: "purged" };
   }
 
-  async listPurges(
-    organizationId: string,
-    id: string,
-    page: Page,
-  ): Promise<{ rows: Purge[]; total: number } | undefined> {
-    if (!(await this.distributions.find(organizationId, id))) return undefined;
+  async listPurges(organizationId: string, id: string, page: Page): Promise<PurgeListOutcome> {
+    if (!(await this.distributions.find(organizationId, id))) return { outcome: "not_found" };
     const { rows, total } = await this.distributions.listPurges(organizationId, id, page);
-    return { rows: rows.map(toPurge), total };
+    return { outcome: "listed", rows: rows.map(toPurge), total };
+  }
+
+  /**
+   * Distributions under reserved names that an edge must not serve: rows a store written before the
+   * names were reserved may hold.
+   */
+  async unservableDistributions(): Promise<DistributionRow[]> {
+    const unservable: DistributionRow[] = [];
+    for await (const row of this.distributions.scanAll()) {
+      if (!mayServe(row, this.config)) unservable.push(row);
+    }
+    return unservable;
   }
 
   /** Any organization's distribution with this host name: what an edge serves for it. */
-  distributionForHost(hostname: string): Promise<DistributionTable | undefined> {
+  distributionForHost(hostname: string): Promise<DistributionRow | undefined> {
     return this.distributions.findByHostname(hostname);
   }
 
   /** The organization's distribution with this host name, if any (analytics filter). */
-  async findByHostname(organizationId: string, hostname: string): Promise<DistributionTable | undefined> {
+  async findByHostname(organizationId: string, hostname: string): Promise<DistributionRow | undefined> {
     return this.distributions.findByHostnameInOrganization(organizationId, hostname.toLowerCase());
   }
 }

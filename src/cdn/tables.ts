@@ -1,3 +1,4 @@
+import type { Selectable, Updateable } from "kysely";
 import type { JsonText, Timestamp } from "../store/types.ts";
 
 export type DistributionStatus = "active" | "disabled";
@@ -15,6 +16,9 @@ export interface DistributionTable {
   updated_at: Timestamp;
 }
 
+export type DistributionRow = Selectable<DistributionTable>;
+export type DistributionChanges = Updateable<DistributionTable>;
+
 /** One purge request, kept as history. */
 export interface PurgeTable {
   id: string;
@@ -24,6 +28,8 @@ export interface PurgeTable {
   paths: JsonText;
   created_at: Timestamp;
 }
+
+export type PurgeRow = Selectable<PurgeTable>;
 
 /**
  * Edge traffic of one distribution in one UTC minute, summed over every edge node (flushes add to

@@ -1,10 +1,9 @@
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
-import { pipeline } from "node:stream/promises";
 import type { FastifyBaseLogger } from "fastify";
 import type { Selectable } from "kysely";
 import type { BlobStore } from "../blobs/store.ts";
-import { conditionalOutcome, notModifiedHeaders, sendJsonError } from "../cdn/edge/http.ts";
 import type { MediaOrigin } from "../cdn/edge/media-origin.ts";
+import { sendJsonError, streamRepresentation } from "../cdn/edge/serving.ts";
 import { isUuid } from "../ids.ts";
 import type { LibraryTable } from "../media/tables.ts";
 import { readJson } from "../store/codec.ts";
@@ -207,43 +206,14 @@ export class VideoMediaOrigin implements MediaOrigin {
       "x-cache": "MISS",
       "access-control-allow-origin": "*",
     };
-    const range = conditionalOutcome(request.headers, headers, size);
-    if (range.kind === "not-modified") {
-      response.writeHead(304, notModifiedHeaders(headers));
-      response.end();
-      return 0;
-    }
-    if (range.kind === "unsatisfiable") {
-      return sendJsonError(
-        response,
-        416,
-        { success: false, message: "Range Not Satisfiable" },
-        { "content-range": `bytes */${size}` },
-      );
-    }
-    const slice = range.kind === "range" ? { start: range.start, end: range.end } : undefined;
-    const length = slice ? slice.end - slice.start + 1 : size;
-    response.writeHead(slice ? 206 : 200, {
-      ...headers,
-      "content-length": length,
-      ...(slice ? { "content-range": `bytes ${slice.start}-${slice.end}/${size}` } : {}),
-    });
-    if (request.method === "HEAD" || length === 0) {
-      response.end();
-      return 0;
-    }
-    let sent = 0;
-    const stream = this.blobs.open(key, slice ?? { start: 0, end: size - 1 });
-    stream.on("data", (chunk: Buffer) => {
-      sent += chunk.length;
-    });
-    try {
-      await pipeline(stream, response);
-    } catch (error) {
-      this.logger.debug({ err: error }, "media response ended early");
-      response.destroy();
-    }
-    return sent;
+    return streamRepresentation(
+      request,
+      response,
+      headers,
+      size,
+      (window) => this.blobs.open(key, window),
+      (error) => this.logger.debug({ err: error }, "media response ended early"),
+    );
   }
 }
 

@@ -226,12 +226,15 @@ describe("CDN distributions API", () => {
       libraryId,
     });
     expect(created.hostname).toBe(`${libraryId}.media.cumulo.local`);
-    const row = await t.cumulo.services.cdn.get(organizationId, created.id);
-    expect(row).toMatchObject({ origin_url: `media://${libraryId}`, status: "active" });
+    const found = await t.cumulo.services.cdn.get(organizationId, created.id);
+    expect(found).toMatchObject({
+      outcome: "found",
+      distribution: { origin_url: `media://${libraryId}`, status: "active" },
+    });
     const other = await t.cumulo.services.cdn.update(organizationId, created.id, {
       origin_url: "http://127.0.0.1:9",
     });
-    expect(other).toEqual({ ok: false, reason: "library_distribution" });
+    expect(other).toEqual({ outcome: "library_distribution" });
     // Through the API: its own origin written back unchanged is accepted; a change of it is not.
     const path = `/v1/cdn/distributions/${created.id}`;
     const same = await t.request("PATCH", path, {

@@ -1,6 +1,8 @@
+import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { request } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createLibrary, createVideo } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import {
   createDistribution,
@@ -9,6 +11,7 @@ import {
   edgeUrlOf,
   type Origin,
   startOrigin,
+  TestClock,
   uniqueHost,
 } from "./support.ts";
 
@@ -20,15 +23,19 @@ describe("CDN edge", () => {
   let edge: string;
   let host: string;
   let distributionId: string;
+  const clock = new TestClock();
   const get = (path: string, headers: Record<string, string> = {}, method = "GET") =>
     edgeRequest(edge, `/${host}${path}`, { headers, method });
 
   beforeAll(async () => {
-    t = await startTestApp({
-      ...EDGE_ENV,
-      CUMULO_EDGE_ORIGIN_TIMEOUT_MS: "400",
-      CUMULO_EDGE_MAX_OBJECT_BYTES: String(MAX_OBJECT),
-    });
+    t = await startTestApp(
+      {
+        ...EDGE_ENV,
+        CUMULO_EDGE_ORIGIN_TIMEOUT_MS: "400",
+        CUMULO_EDGE_MAX_OBJECT_BYTES: String(MAX_OBJECT),
+      },
+      { clock },
+    );
     edge = edgeUrlOf(t);
     origin = await startOrigin();
     host = uniqueHost("edge");
@@ -106,7 +113,7 @@ describe("CDN edge", () => {
     origin.route("/root/sie.txt", answer(true));
     origin.route("/root/strict.txt", answer(false));
     for (const path of ["/sie.txt", "/strict.txt"]) expect((await get(path)).text).toBe("good");
-    await new Promise((resolve) => setTimeout(resolve, 1100)); // both copies are stale now
+    clock.advance(1100); // both copies are stale now
 
     for (const failure of ["500", "reset"] as const) {
       mode = failure;
@@ -163,14 +170,26 @@ describe("CDN edge", () => {
     expect((await edgeRequest(edge, `/${disabledHost}/on.txt`)).status).toBe(404);
   });
 
-  it("answers 404 for every path of a library distribution (media origin)", async () => {
-    const { organizationId } = await t.createOrganization("media");
-    const library = "22222222-2222-4222-8222-222222222222";
-    const { hostname } = await t.cumulo.services.cdn.createLibraryDistribution(t.cumulo.store.db, {
-      organizationId,
-      libraryId: library,
-    });
-    expect((await edgeRequest(edge, `/${hostname}/video/playlist.m3u8`)).status).toBe(404);
+  it("answers 404 for every path of a library distribution that names nothing playable", async () => {
+    const library = await createLibrary(t, { name: "Edge library" });
+    const hostname = `${library.id}.media.cumulo.local`;
+    const notReady = await createVideo(t, library.id);
+    // The name resolves to the library (another method is 405, not the unknown-host 404)...
+    const post = await edgeRequest(edge, `/${hostname}/${notReady.id}/playlist.m3u8`, { method: "POST" });
+    expect(post.status).toBe(405);
+    // ...and the media origin finds nothing to play on each of these paths.
+    for (const path of [
+      `/${notReady.id}/playlist.m3u8`, // a video of the library that is not processed
+      `/${randomUUID()}/playlist.m3u8`, // no such video
+      `/${notReady.id}/no-such-file.txt`, // not an asset name
+      "/video/playlist.m3u8", // not a video id
+    ]) {
+      const answer = await edgeRequest(edge, `/${hostname}${path}`);
+      expect([answer.status, answer.text], path).toEqual([
+        404,
+        '{"success":false,"message":"Resource not found"}',
+      ]);
+    }
   });
 
   it("uses default_ttl_s when the origin says nothing, and max-age when it does", async () => {
@@ -185,7 +204,7 @@ describe("CDN edge", () => {
     expect((await edgeRequest(edge, path("/plain.txt"))).headers["x-cache"]).toBe("HIT");
     expect((await edgeRequest(edge, path("/maxage.txt"))).headers["x-cache"]).toBe("MISS");
     expect((await edgeRequest(edge, path("/maxage.txt"))).headers["x-cache"]).toBe("HIT");
-    await new Promise((resolve) => setTimeout(resolve, 1100));
+    clock.advance(1100);
     expect((await edgeRequest(edge, path("/plain.txt"))).headers["x-cache"]).toBe("MISS");
     expect((await edgeRequest(edge, path("/maxage.txt"))).headers["x-cache"]).toBe("MISS");
     expect(origin.hitsOf("/plain.txt")).toBe(2);
@@ -204,7 +223,7 @@ describe("CDN edge", () => {
     });
     expect((await get("/tagged.txt")).headers["x-cache"]).toBe("MISS");
     expect((await get("/tagged.txt")).headers["x-cache"]).toBe("HIT");
-    await new Promise((resolve) => setTimeout(resolve, 1100));
+    clock.advance(1100);
     const revalidated = await get("/tagged.txt");
     expect(revalidated.status).toBe(200);
     expect(revalidated.text).toBe("tagged body");
@@ -236,6 +255,36 @@ describe("CDN edge", () => {
     await get("/shared");
     expect((await get("/shared")).headers["x-cache"]).toBe("HIT");
     expect(origin.hitsOf("/root/shared")).toBe(1);
+  });
+
+  it("never stores an answer that sets a cookie: each viewer gets its own from the origin", async () => {
+    let session = 0;
+    origin.route("/root/login.txt", (_req, res) =>
+      res
+        .writeHead(200, { "cache-control": "public, max-age=300", "set-cookie": `session=s${++session}` })
+        .end("welcome"),
+    );
+    for (const expected of ["session=s1", "session=s2"]) {
+      const viewer = await get("/login.txt");
+      expect([viewer.status, viewer.text, viewer.headers["x-cache"]]).toEqual([200, "welcome", "MISS"]);
+      expect(viewer.headers["set-cookie"]).toEqual([expected]);
+    }
+    expect(origin.hitsOf("/root/login.txt")).toBe(2);
+
+    // A cookie set by a revalidation 304 goes to that viewer only; the stored copy is not kept.
+    origin.route("/root/revalidated-login.txt", (req, res) => {
+      if (req.headers["if-none-match"] === '"c1"') {
+        res.writeHead(304, { etag: '"c1"', "cache-control": "max-age=1", "set-cookie": "session=r1" }).end();
+        return;
+      }
+      res.writeHead(200, { etag: '"c1"', "cache-control": "max-age=1" }).end("page");
+    });
+    expect((await get("/revalidated-login.txt")).headers["set-cookie"]).toBeUndefined();
+    clock.advance(1100);
+    const revalidated = await get("/revalidated-login.txt");
+    expect([revalidated.text, revalidated.headers["set-cookie"]]).toEqual(["page", ["session=r1"]]);
+    const next = await get("/revalidated-login.txt");
+    expect([next.status, next.text, next.headers["set-cookie"]]).toEqual([200, "page", undefined]);
   });
 
   it("serves byte ranges from the cache (206, 416) and conditional requests (304)", async () => {

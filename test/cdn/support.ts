@@ -6,6 +6,7 @@ import {
   type ServerResponse,
 } from "node:http";
 import type { AddressInfo } from "node:net";
+import type { Clock } from "../../src/clock.ts";
 import type { TestApp } from "../support/app.ts";
 
 export type OriginHandler = (req: IncomingMessage, res: ServerResponse) => unknown;
@@ -110,3 +111,21 @@ export function edgeUrlOf(t: TestApp): string {
 }
 
 export const EDGE_ENV = { CUMULO_EDGE_PORT: "0", CUMULO_ORIGIN_ALLOW_PRIVATE: "true" };
+
+/**
+ * A clock the test moves: the real time shifted by `advance()`, or, when started at a given instant,
+ * that instant (frozen) plus whatever was advanced. What is fresh goes stale without waiting.
+ */
+export class TestClock implements Clock {
+  #offsetMs = 0;
+
+  constructor(private readonly frozenAt?: Date) {}
+
+  now(): Date {
+    return new Date((this.frozenAt?.getTime() ?? Date.now()) + this.#offsetMs);
+  }
+
+  advance(ms: number): void {
+    this.#offsetMs += ms;
+  }
+}

@@ -19,21 +19,6 @@ export interface CachedObject {
   varies: boolean;
 }
 
-/** Freshness facts of a just-received response, computed once instead of on every hit. */
-export function freshness(policy: CachePolicy, headers: OutgoingHttpHeaders, now = Date.now()) {
-  const ageAtReceipt = policy.age();
-  return {
-    freshUntil: now + (policy.maxAge() - ageAtReceipt) * 1000,
-    ageAtReceipt,
-    receivedAt: now,
-    varies: headers.vary !== undefined,
-  };
-}
-
-/** Whole seconds since the origin generated the object (the `Age` header). */
-export const currentAge = (object: CachedObject, now = Date.now()): number =>
-  Math.max(0, Math.floor(object.ageAtReceipt + (now - object.receivedAt) / 1000));
-
 // Rough per-entry overhead besides the body (key, headers, policy), so tiny objects are not free.
 const ENTRY_OVERHEAD_BYTES = 512;
 

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { mkdirSync, readdirSync, rmSync } from "node:fs";
 import { readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import CachePolicy from "http-cache-semantics";
+import type CachePolicy from "http-cache-semantics";
 import { LRUCache } from "lru-cache";
 import type { CachedObject } from "./cache.ts";
 import { pathOfKey } from "./cache.ts";
@@ -42,6 +42,8 @@ export class DiskTier {
     root: string,
     maxBytes: number,
     private readonly currentEpoch: (distributionId: string) => number,
+    /** Turns a stored policy back into one on the edge's clock. */
+    private readonly restorePolicy: (serialized: CachePolicy.CachePolicyObject) => CachePolicy,
   ) {
     mkdirSync(root, { recursive: true });
     for (const name of readdirSync(root)) {
@@ -112,7 +114,7 @@ export class DiskTier {
       const data = await readFile(join(this.#directory, entry.file));
       const metaLength = data.readUInt32BE(0);
       const meta = JSON.parse(data.subarray(4, 4 + metaLength).toString()) as StoredMeta;
-      return { ...meta, policy: CachePolicy.fromObject(meta.policy), body: data.subarray(4 + metaLength) };
+      return { ...meta, policy: this.restorePolicy(meta.policy), body: data.subarray(4 + metaLength) };
     } catch {
       return undefined; // removed meanwhile (purged or evicted): a miss
     }

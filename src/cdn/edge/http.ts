@@ -1,4 +1,4 @@
-import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerResponse } from "node:http";
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from "node:http";
 
 export type HeaderMap = Record<string, string | string[] | undefined>;
 
@@ -118,23 +118,4 @@ export function conditionalOutcome(
 ): ConditionalOutcome {
   if (notModified(request, response)) return { kind: "not-modified" };
   return ifRangeMatches(request, response) ? parseRange(request.range, size) : { kind: "none" };
-}
-
-/** A JSON error answer of the edge (no body for HEAD, never stored downstream); returns the body bytes sent. */
-export function sendJsonError(
-  response: ServerResponse,
-  status: number,
-  body: object,
-  headers: OutgoingHttpHeaders = {},
-): number {
-  const bytes = Buffer.from(JSON.stringify(body));
-  response.writeHead(status, {
-    ...headers,
-    "content-type": "application/json; charset=utf-8",
-    "content-length": bytes.length,
-    "cache-control": "no-store",
-  });
-  const head = response.req.method === "HEAD";
-  response.end(head ? undefined : bytes);
-  return head ? 0 : bytes.length;
 }

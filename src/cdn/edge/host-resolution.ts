@@ -1,0 +1,98 @@
+import type { IncomingMessage } from "node:http";
+import type { Clock } from "../../clock.ts";
+import type { Config } from "../../config.ts";
+import { mayServe } from "../reserved-hosts.ts";
+import type { CdnService } from "../service.ts";
+import type { DistributionRow } from "../tables.ts";
+import type { Resolved } from "./cache-policy.ts";
+
+/** How long an edge trusts what it read about a host name (changes also arrive on the bus). */
+const DISTRIBUTION_TTL_MS = 500;
+const MAX_REMEMBERED_HOSTS = 10_000;
+
+function hostOf(request: IncomingMessage): string | undefined {
+  const host = request.headers.host?.trim().toLowerCase();
+  if (!host) return undefined;
+  if (host.startsWith("[")) return undefined; // an IPv6 literal names no distribution
+  return host.replace(/:\d+$/, "").replace(/\.$/, "");
+}
+
+/**
+ * Picks the distribution a request is for: host-style by `Host`, else path-style by the first path
+ * segment. What the store says about a name is remembered briefly; a name reserved for the platform
+ * resolves only to the library it was made for, so the edge's own names always mean path-style.
+ */
+export class HostResolver {
+  readonly #hosts = new Map<string, { distribution: DistributionRow | undefined; expires: number }>();
+  readonly #lookups = new Map<string, Promise<DistributionRow | undefined>>();
+
+  constructor(
+    private readonly cdn: CdnService,
+    private readonly config: Config,
+    private readonly clock: Clock,
+  ) {}
+
+  /** Drops what is remembered of a name (it was created, changed or deleted). */
+  forget(hostname: string): void {
+    this.#hosts.delete(hostname);
+  }
+
+  clear(): void {
+    this.#hosts.clear();
+  }
+
+  async resolve(request: IncomingMessage): Promise<Resolved | undefined> {
+    const url = request.url ?? "/";
+    const queryAt = url.indexOf("?");
+    let path = queryAt === -1 ? url : url.slice(0, queryAt);
+    const query = queryAt === -1 ? "" : url.slice(queryAt);
+    if (/^https?:\/\//i.test(path)) path = new URL(path).pathname; // absolute-form request target
+    if (!path.startsWith("/")) path = `/${path}`;
+
+    const host = hostOf(request);
+    if (host) {
+      const distribution = await this.#distribution(host);
+      if (distribution) return { distribution, pathAndQuery: path + query };
+    }
+    // path-style: /{hostname}/{path}
+    const slash = path.indexOf("/", 1);
+    const segment = slash === -1 ? path.slice(1) : path.slice(1, slash);
+    let hostname: string;
+    try {
+      hostname = decodeURIComponent(segment).toLowerCase();
+    } catch {
+      return undefined;
+    }
+    if (hostname === "" || hostname.length > 253) return undefined;
+    const distribution = await this.#distribution(hostname);
+    if (!distribution) return undefined;
+    return { distribution, pathAndQuery: (slash === -1 ? "/" : path.slice(slash)) + query };
+  }
+
+  async #distribution(hostname: string): Promise<DistributionRow | undefined> {
+    const now = this.clock.now().getTime();
+    const known = this.#hosts.get(hostname);
+    if (known && known.expires > now) return known.distribution;
+    let lookup = this.#lookups.get(hostname);
+    if (!lookup) {
+      lookup = this.cdn
+        .distributionForHost(hostname)
+        // A reserved name held by a customer row never resolves: the path-style form stays the platform's.
+        .then((found) => (found && mayServe(found, this.config) ? found : undefined))
+        .finally(() => this.#lookups.delete(hostname));
+      this.#lookups.set(hostname, lookup);
+      lookup.then(
+        (distribution) => {
+          // Names that match nothing are remembered too; keep the memory bounded.
+          if (this.#hosts.size >= MAX_REMEMBERED_HOSTS) this.#hosts.clear();
+          this.#hosts.set(hostname, {
+            distribution,
+            expires: this.clock.now().getTime() + DISTRIBUTION_TTL_MS,
+          });
+        },
+        () => undefined,
+      );
+    }
+    return lookup;
+  }
+}

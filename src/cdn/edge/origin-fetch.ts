@@ -1,0 +1,198 @@
+import type { IncomingMessage } from "node:http";
+import type { FastifyBaseLogger } from "fastify";
+import { type Agent, type Dispatcher, request as undiciRequest } from "undici";
+import type { Config } from "../../config.ts";
+import { assertTargetAllowed, BlockedAddressError, createGuardedAgent } from "../../net/address-guard.ts";
+import type { DistributionRow } from "../tables.ts";
+import type { CachedObject, EdgeCache } from "./cache.ts";
+import type { EdgeCachePolicy, Resolved } from "./cache-policy.ts";
+import { endToEndHeaders, type HeaderMap } from "./http.ts";
+import type { Exchange, PassingAnswer } from "./relay.ts";
+
+/** Request headers passed to the origin. */
+const FORWARDED_REQUEST_HEADERS = ["accept", "accept-encoding", "accept-language", "user-agent", "referer"];
+
+const isTimeout = (error: unknown): boolean => {
+  const code = (error as { code?: string } | null)?.code ?? "";
+  return (
+    code === "UND_ERR_HEADERS_TIMEOUT" ||
+    code === "UND_ERR_BODY_TIMEOUT" ||
+    code === "UND_ERR_CONNECT_TIMEOUT" ||
+    code === "ETIMEDOUT" ||
+    (error as Error | null)?.name === "TimeoutError"
+  );
+};
+
+/** The origin URL of a path; undefined when dot segments would climb out of the origin's base path. */
+function originUrl(distribution: DistributionRow, pathAndQuery: string): URL | undefined {
+  const base = new URL(distribution.origin_url);
+  const basePath = base.pathname.replace(/\/+$/, "");
+  let target: URL;
+  try {
+    target = new URL(`${base.origin}${basePath}${pathAndQuery}`);
+  } catch {
+    return undefined;
+  }
+  return target.pathname === basePath || target.pathname.startsWith(`${basePath}/`) ? target : undefined;
+}
+
+/** One viewer's miss: the request, what it resolved to, and the analytics of its response. */
+export interface Miss {
+  request: IncomingMessage;
+  resolved: Resolved;
+  exchange: Exchange;
+}
+
+/** What the origin gave for a miss, and whether viewers waiting on the same miss may be given it too. */
+export type Fetched =
+  | { kind: "object"; object: CachedObject; cacheStatus: "HIT" | "MISS"; shared: boolean }
+  /** Not kept (not storable or too large): streamed to this viewer only. */
+  | { kind: "pass"; answer: PassingAnswer }
+  | { kind: "error"; status: 404 | 502 | 504 };
+
+type Asked =
+  | { kind: "answer"; status: number; headers: HeaderMap; body: Dispatcher.ResponseData["body"] }
+  | { kind: "failed"; error: unknown };
+
+/**
+ * Asks origins for misses: a stale copy is revalidated instead of downloaded again, a cacheable answer
+ * that fits the object limit is read whole and stored, anything else is handed back to be streamed.
+ */
+export class OriginFetcher {
+  readonly #agent: Agent;
+
+  constructor(
+    private readonly config: Config,
+    private readonly logger: FastifyBaseLogger,
+    private readonly cache: EdgeCache,
+    private readonly policy: EdgeCachePolicy,
+  ) {
+    this.#agent = createGuardedAgent({
+      allowPrivate: config.originAllowPrivate,
+      connectTimeoutMs: config.edge.originTimeoutMs,
+    });
+  }
+
+  close(): Promise<void> {
+    return this.#agent.close().catch(() => undefined);
+  }
+
+  /** Fetches a miss; `stale` is the stored copy to revalidate (and to serve if the origin fails and allows it). */
+  async fetch(miss: Miss, stale: CachedObject | undefined): Promise<Fetched> {
+    const { request, resolved, exchange } = miss;
+    const { distribution, pathAndQuery } = resolved;
+    const target = originUrl(distribution, pathAndQuery);
+    if (!target) return { kind: "error", status: 404 };
+    // Read before asking: a purge that lands while the origin answers keeps this answer out of the cache.
+    const epoch = this.cache.epoch(distribution.id);
+    const askedAt = performance.now();
+    let fallback = stale;
+    let asked = await this.#ask(target, miss, stale);
+    exchange.originMs = performance.now() - askedAt;
+
+    if (asked.kind === "answer" && asked.status === 304 && stale) {
+      await asked.body.dump().catch(() => undefined);
+      const revalidation = this.policy.revalidated(stale, request, resolved, asked.headers);
+      if (revalidation.kind === "personal") {
+        this.cache.delete(distribution.id, pathAndQuery, request.headers);
+        return { kind: "object", object: revalidation.object, cacheStatus: "MISS", shared: false };
+      }
+      if (revalidation.kind === "refreshed") {
+        if (revalidation.storable) {
+          this.cache.set(distribution.id, pathAndQuery, request.headers, revalidation.object, epoch);
+        } else {
+          this.cache.delete(distribution.id, pathAndQuery, request.headers);
+        }
+        return { kind: "object", object: revalidation.object, cacheStatus: "MISS", shared: true };
+      }
+      // The 304 does not fit the stored copy: ask again for the whole object.
+      fallback = undefined;
+      asked = await this.#ask(target, miss, undefined);
+      exchange.originMs = performance.now() - askedAt;
+    }
+
+    if (asked.kind === "failed") return this.#failed(asked.error, fallback, distribution);
+    const { status, body } = asked;
+    if (status >= 500 && fallback && this.policy.usableOnError(fallback)) {
+      await body.dump().catch(() => undefined);
+      return { kind: "object", object: fallback, cacheStatus: "HIT", shared: true };
+    }
+    const headers = endToEndHeaders(asked.headers);
+    const policy = this.policy.forResponse(request, resolved, status, asked.headers);
+    const { maxObjectBytes } = this.config.edge;
+    if (!this.policy.mayStore(policy, asked.headers, maxObjectBytes)) {
+      return { kind: "pass", answer: { status, headers, body, already: [], askedAt } };
+    }
+
+    const chunks: Buffer[] = [];
+    let size = 0;
+    try {
+      for await (const chunk of body) {
+        const buffer = chunk as Buffer;
+        exchange.upstream += buffer.length;
+        size += buffer.length;
+        chunks.push(buffer);
+        // Larger than announced (or chunked): stop buffering and stream the rest through.
+        if (size > maxObjectBytes) {
+          return { kind: "pass", answer: { status, headers, body, already: chunks, askedAt } };
+        }
+      }
+    } catch (error) {
+      exchange.originMs = performance.now() - askedAt;
+      return this.#failed(error, fallback, distribution);
+    }
+    exchange.originMs = performance.now() - askedAt;
+    const object = this.policy.cachedObject(status, headers, Buffer.concat(chunks, size), policy);
+    this.cache.set(distribution.id, pathAndQuery, request.headers, object, epoch);
+    return { kind: "object", object, cacheStatus: "MISS", shared: true };
+  }
+
+  /** 504 for a timeout, else 502; a stale copy the origin allowed for errors (RFC 5861) instead. */
+  #failed(error: unknown, fallback: CachedObject | undefined, distribution: DistributionRow): Fetched {
+    const status = isTimeout(error) ? 504 : 502;
+    if (!(error instanceof BlockedAddressError) && status === 502) {
+      this.logger.debug({ err: error, distribution: distribution.id }, "origin unreachable");
+    }
+    if (fallback && this.policy.usableOnError(fallback)) {
+      return { kind: "object", object: fallback, cacheStatus: "HIT", shared: true };
+    }
+    return { kind: "error", status };
+  }
+
+  /** One origin request; conditional when a stored copy has a validator. */
+  async #ask(target: URL, { request, resolved }: Miss, stale: CachedObject | undefined): Promise<Asked> {
+    const headers: Record<string, string> = {};
+    for (const name of FORWARDED_REQUEST_HEADERS) {
+      const value = request.headers[name];
+      if (typeof value === "string") headers[name] = value;
+    }
+    const forwardedFor = request.headers["x-forwarded-for"];
+    const client = request.socket.remoteAddress ?? "";
+    headers["x-forwarded-for"] = forwardedFor ? `${forwardedFor}, ${client}` : client;
+    headers["x-forwarded-host"] = resolved.distribution.hostname;
+    headers.via = "1.1 cumulo-edge";
+    const etag = stale?.headers.etag;
+    const lastModified = stale?.headers["last-modified"];
+    if (typeof etag === "string") headers["if-none-match"] = etag;
+    else if (typeof lastModified === "string") headers["if-modified-since"] = lastModified;
+    const { originTimeoutMs } = this.config.edge;
+    try {
+      assertTargetAllowed(target, this.config.originAllowPrivate);
+      const answer = await undiciRequest(target, {
+        method: "GET",
+        headers,
+        dispatcher: this.#agent,
+        headersTimeout: originTimeoutMs,
+        bodyTimeout: originTimeoutMs,
+      });
+      return {
+        kind: "answer",
+        status: answer.statusCode,
+        headers: answer.headers as HeaderMap,
+        body: answer.body,
+      };
+    } catch (error) {
+      return { kind: "failed", error };
+    }
+  }
+}

@@ -1,0 +1,115 @@
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
+import { Transform } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import type { FastifyBaseLogger } from "fastify";
+import { notModified } from "./http.ts";
+import { type ByteWindow, sendNotModified, startRepresentation } from "./serving.ts";
+
+/** What one viewer response did, for analytics. */
+export interface Exchange {
+  sent: number;
+  upstream: number;
+  originMs: number | undefined;
+}
+
+/** An origin answer the edge does not keep: streamed through to one viewer. */
+export interface PassingAnswer {
+  status: number;
+  /** End-to-end headers. */
+  headers: OutgoingHttpHeaders;
+  body: NodeJS.ReadableStream & { destroy(): void };
+  /** Chunks already read from `body` before the edge decided not to keep it. */
+  already: Buffer[];
+  /** `performance.now()` when the origin was asked: origin time runs until its body is through. */
+  askedAt: number;
+}
+
+/**
+ * Streams an origin answer through without keeping it. A 200 of known length gets the viewer's
+ * conditional and Range handling (the range is cut out of the stream); anything else goes as is.
+ */
+export async function relay(
+  request: IncomingMessage,
+  response: ServerResponse,
+  answer: PassingAnswer,
+  exchange: Exchange,
+  logger: FastifyBaseLogger,
+): Promise<void> {
+  const { status, headers, body } = answer;
+  const out: OutgoingHttpHeaders = { ...headers, age: "0", "x-cache": "MISS" };
+  const declared = Number(headers["content-length"] ?? Number.NaN);
+  let window: ByteWindow | undefined;
+  if (status === 200 && notModified(request.headers, out)) {
+    body.destroy();
+    sendNotModified(response, out);
+    return;
+  }
+  if (status === 200 && !Number.isNaN(declared)) {
+    out["accept-ranges"] = "bytes";
+    const started = startRepresentation(request, response, out, declared, { "x-cache": "MISS" });
+    exchange.sent = started.sent;
+    if (!started.window) {
+      body.destroy();
+      return;
+    }
+    window = started.window;
+  } else {
+    response.writeHead(status, out);
+    if (request.method === "HEAD" || status === 204 || status === 304) {
+      body.destroy();
+      response.end();
+      return;
+    }
+  }
+
+  let skip = window?.start ?? 0;
+  let remaining = window ? window.end - window.start + 1 : Number.POSITIVE_INFINITY;
+  const cut = (chunk: Buffer): Buffer | undefined => {
+    let piece = chunk;
+    if (skip > 0) {
+      const dropped = Math.min(skip, piece.length);
+      skip -= dropped;
+      piece = piece.subarray(dropped);
+    }
+    if (piece.length > remaining) piece = piece.subarray(0, remaining);
+    remaining -= piece.length;
+    return piece.length > 0 ? piece : undefined;
+  };
+  for (const chunk of answer.already) {
+    const piece = cut(chunk);
+    if (piece) {
+      exchange.sent += piece.length;
+      response.write(piece);
+    }
+  }
+  let upstreamDone = false;
+  const meter = new Transform({
+    transform(chunk: Buffer, _encoding, callback) {
+      exchange.upstream += chunk.length;
+      const piece = cut(chunk);
+      if (piece) exchange.sent += piece.length;
+      callback(null, piece);
+    },
+  });
+  try {
+    await pipeline(
+      body,
+      meter,
+      async function* (source: AsyncIterable<Buffer>) {
+        for await (const chunk of source) {
+          yield chunk;
+          // The viewer's range is complete: stop reading the origin.
+          if (remaining <= 0) break;
+        }
+        upstreamDone = true;
+      },
+      response,
+    );
+  } catch (error) {
+    if (!upstreamDone) logger.debug({ err: error }, "edge stream ended early");
+    response.destroy();
+  } finally {
+    exchange.originMs = performance.now() - answer.askedAt;
+    body.destroy();
+  }
+}
