@@ -833,13 +833,13 @@ export const cloudRoutes: FastifyPluginAsyncTypebox<{
         ...doc(
           "getS3User",
           "object storage",
-          "The object-storage user with its keys (created on first call)",
+          "The object-storage user with its keys (created on first call by a write-capable key)",
         ),
         ...noParams,
         response: { ...cloudErrorResponses, 200: S.S3UserView },
       },
     },
-    async (request) => cloud.s3User(request.auth),
+    async (request) => unwrap(await cloud.s3User(request.auth)),
   );
 
   app.get(

@@ -267,7 +267,9 @@ export const UpdateLoadBalancerBody = Type.Object({
 
 export const S3KeyView = Type.Object({
   accessKey: Type.String(),
-  secretKey: Type.String(),
+  secretKey: Nullable(
+    Type.String({ description: "The secret; null for a read-only key (read-only keys never see secrets)" }),
+  ),
   userId: Type.String(),
 });
 

@@ -105,7 +105,8 @@ export interface LoadBalancerView {
 
 export interface S3KeyView {
   accessKey: string;
-  secretKey: string;
+  /** `null` for a read-only key: read-only keys never see secrets (docs/security.md). */
+  secretKey: string | null;
   userId: string;
 }
 
@@ -1218,50 +1219,68 @@ export class CloudService {
     });
   }
 
-  private async keyViews(executor: Executor, organizationId: string): Promise<S3KeyView[]> {
-    const user = await this.repository.findS3User(executor, organizationId);
+  private async keyViews(executor: Executor, auth: AuthContext): Promise<S3KeyView[]> {
+    const user = await this.repository.findS3User(executor, auth.organizationId);
     if (!user) return [];
-    const keys = await this.repository.listS3Keys(executor, organizationId);
+    const keys = await this.repository.listS3Keys(executor, auth.organizationId);
     return keys.map((key) => ({
       accessKey: key.access_key,
-      secretKey: this.secrets.open(key.secret_encrypted, key.access_key),
+      secretKey: auth.readOnly ? null : this.secrets.open(key.secret_encrypted, key.access_key),
       userId: user.user_id,
     }));
+  }
+
+  private async s3UserView(executor: Executor, auth: AuthContext): Promise<S3UserView | undefined> {
+    const user = await this.repository.findS3User(executor, auth.organizationId);
+    if (!user) return undefined;
+    return {
+      userId: user.user_id,
+      displayName: user.display_name,
+      email: user.email,
+      maxBuckets: user.max_buckets,
+      suspended: readBool(user.suspended),
+      s3Credentials: await this.keyViews(executor, auth),
+    };
   }
 
   /**
    * The organization's object-storage user, created with one key pair on first use; when every key
    * pair has been deleted, a new one is generated (SPEC.md: "when the user or keys do not exist
-   * they are generated").
+   * they are generated"). A read-only key creates nothing: it sees the user as it is, and a user
+   * that does not exist yet is forbidden to it.
    */
-  async s3User(auth: AuthContext): Promise<S3UserView> {
+  async s3User(auth: AuthContext): Promise<Outcome<S3UserView>> {
+    if (auth.readOnly) {
+      const existing = await this.s3UserView(this.repository.db, auth);
+      if (existing) return { ok: true, value: existing };
+      return {
+        ok: false,
+        failure: { kind: "forbidden", message: "A read-only key cannot create the object-storage user" },
+      };
+    }
     // Read before the transaction: on SQLite a query outside it would wait for its connection.
     const displayName = await this.s3DisplayName(auth.organizationId);
-    return this.repository.transaction(async (trx) => {
+    const view = await this.repository.transaction(async (trx) => {
       await this.ensureS3User(trx, auth.organizationId, displayName);
       // Locked, so that concurrent calls on a user without keys generate one pair, not one each.
-      const user = await this.repository.findS3User(trx, auth.organizationId, true);
-      if (!user) throw new Error("object-storage user vanished");
+      await this.repository.findS3User(trx, auth.organizationId, true);
       if ((await this.repository.listS3Keys(trx, auth.organizationId)).length === 0) {
         await this.insertKey(trx, auth.organizationId, nowIso(this.clock));
       }
-      return {
-        userId: user.user_id,
-        displayName: user.display_name,
-        email: user.email,
-        maxBuckets: user.max_buckets,
-        suspended: readBool(user.suspended),
-        s3Credentials: await this.keyViews(trx, auth.organizationId),
-      };
+      return this.s3UserView(trx, auth);
     });
+    if (!view) throw new Error("object-storage user vanished");
+    return { ok: true, value: view };
   }
 
+  /** The key pairs; a write-capable key creates the user on first use, a read-only key creates nothing. */
   async s3Keys(auth: AuthContext): Promise<S3KeyView[]> {
+    if (auth.readOnly) return this.keyViews(this.repository.db, auth);
     // Read before the transaction: on SQLite a query outside it would wait for its connection.
     const displayName = await this.s3DisplayName(auth.organizationId);
     return this.repository.transaction(async (trx) => {
       await this.ensureS3User(trx, auth.organizationId, displayName);
-      return this.keyViews(trx, auth.organizationId);
+      return this.keyViews(trx, auth);
     });
   }
 
@@ -1272,7 +1291,7 @@ export class CloudService {
     return this.repository.transaction(async (trx) => {
       await this.ensureS3User(trx, auth.organizationId, displayName);
       await this.insertKey(trx, auth.organizationId, nowIso(this.clock));
-      return this.keyViews(trx, auth.organizationId);
+      return this.keyViews(trx, auth);
     });
   }
 
