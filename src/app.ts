@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import scalar from "@scalar/fastify-api-reference";
 import Fastify, { type FastifyInstance } from "fastify";
 import { cdnRoutes } from "./cdn/routes.ts";
-import { CLOUD_PREFIXES, cloudRoutes } from "./cloud/routes.ts";
+import { CLOUD_PREFIXES, cloudRoutes } from "./cloud/routes/index.ts";
 import { registerAuthDecorators } from "./http/auth.ts";
 import { frameworkErrors, registerErrorHandling } from "./http/error-handler.ts";
 import { ApiError } from "./http/errors.ts";

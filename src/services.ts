@@ -9,9 +9,8 @@ import { DistributionRepository, TrafficRepository } from "./cdn/repository.ts";
 import { CdnService } from "./cdn/service.ts";
 import type { Clock } from "./clock.ts";
 import { SimulatedDriver } from "./cloud/driver/simulated.ts";
-import { CloudRepository } from "./cloud/repository.ts";
+import { type CloudServices, createCloudServices } from "./cloud/index.ts";
 import { loadSecretKey, SecretBox } from "./cloud/secrets.ts";
-import { CloudService } from "./cloud/service.ts";
 import type { Config } from "./config.ts";
 import { AUTH_CACHE_TTL_MS, AuthCache } from "./identity/auth-cache.ts";
 import { IdentityRepository } from "./identity/repository.ts";
@@ -68,7 +67,7 @@ export interface Services {
   media: MediaServices;
   webhookEndpoints: WebhookService;
   webhookDispatcher: WebhookDispatcher;
-  cloud: CloudService;
+  cloud: CloudServices;
   /** Video processing, playback tokens and the edge's media origin. */
   video: VideoServices;
   /** Handlers of queued jobs, run by the worker role. */
@@ -144,14 +143,15 @@ export function createServices(deps: CoreDeps): Services {
       leaseMs: 2 * config.limits.webhookTimeoutMs + 1000,
     },
   );
-  const cloud = new CloudService(
-    new CloudRepository(store.db, store.dialect),
+  const cloud = createCloudServices({
+    db: store.db,
+    dialect: store.dialect,
     identity,
-    new SimulatedDriver(),
-    new SecretBox(() => loadSecretKey(config.secretKey, config.dataDir)),
+    driver: new SimulatedDriver(),
+    secrets: new SecretBox(() => loadSecretKey(config.secretKey, config.dataDir)),
     config,
     clock,
-  );
+  });
   const video = createVideoServices({
     db: store.db,
     config,

@@ -1,44 +1,32 @@
 import { isUniqueViolation } from "../store/transactions.ts";
 import { DriverRejection } from "./driver/types.ts";
 
-/** Expected failures of cloud operations; routes turn them into the contract's error bodies. */
-export type Failure =
-  | { kind: "not_found"; thing: string; message?: string }
-  | { kind: "conflict"; message: string }
-  | { kind: "invalid"; field: string; message: string }
-  | { kind: "forbidden"; message: string };
+/**
+ * The failure members every cloud operation's outcome union is built from (each operation names the
+ * ones it can answer); routes turn them into the contract's error bodies (routes/common.ts).
+ */
+export type NotFound = { outcome: "not_found"; thing: string };
+export type Conflict = { outcome: "conflict"; message: string };
+export type Invalid = { outcome: "invalid"; field: string; message: string };
+export type Forbidden = { outcome: "forbidden"; message: string };
+/** The infrastructure refused the change (`DriverRejection`); the operation was rolled back. */
+export type Rejected = { outcome: "rejected"; message: string };
+export type Deleted = { outcome: "deleted" };
 
-export type Outcome<T> = { ok: true; value: T } | { ok: false; failure: Failure };
+export const notFound = (thing: string): NotFound => ({ outcome: "not_found", thing });
+export const conflict = (message: string): Conflict => ({ outcome: "conflict", message });
+export const invalid = (field: string, message: string): Invalid => ({ outcome: "invalid", field, message });
+export const DELETED: Deleted = { outcome: "deleted" };
 
 /**
- * Thrown inside a service (often inside a transaction, so the transaction rolls back) and turned
- * back into a failed Outcome at the service boundary by `settle`.
+ * Runs a write that calls the driver inside its transaction: a refusal thrown there rolls the
+ * transaction back and comes out as a `rejected` outcome. Any other error is a real failure.
  */
-export class Fail extends Error {
-  constructor(readonly failure: Failure) {
-    super(failure.kind);
-  }
-
-  static notFound(thing: string, message?: string): Fail {
-    return new Fail({ kind: "not_found", thing, ...(message ? { message } : {}) });
-  }
-
-  static conflict(message: string): Fail {
-    return new Fail({ kind: "conflict", message });
-  }
-
-  static invalid(field: string, message: string): Fail {
-    return new Fail({ kind: "invalid", field, message });
-  }
-}
-
-export async function settle<T>(work: () => Promise<T>): Promise<Outcome<T>> {
+export async function unlessRejected<T>(work: () => Promise<T>): Promise<T | Rejected> {
   try {
-    return { ok: true, value: await work() };
+    return await work();
   } catch (error) {
-    if (error instanceof Fail) return { ok: false, failure: error.failure };
-    if (error instanceof DriverRejection)
-      return { ok: false, failure: { kind: "conflict", message: error.message } };
+    if (error instanceof DriverRejection) return { outcome: "rejected", message: error.message };
     throw error;
   }
 }

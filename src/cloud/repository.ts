@@ -1,4 +1,5 @@
-import type { Insertable, Kysely, Transaction, Updateable } from "kysely";
+import type { Insertable, Kysely, Updateable } from "kysely";
+import { isUuid } from "../ids.ts";
 import type { DialectName } from "../store/database.ts";
 import type { Database } from "../store/tables.ts";
 import type { Executor } from "../store/transactions.ts";
@@ -23,10 +24,6 @@ export class CloudRepository {
     readonly db: Kysely<Database>,
     private readonly dialect: DialectName,
   ) {}
-
-  transaction<T>(work: (trx: Transaction<Database>) => Promise<T>): Promise<T> {
-    return this.db.transaction().execute(work);
-  }
 
   // Private addresses (VMs and load balancers share the location's private pool)
 
@@ -66,7 +63,9 @@ export class CloudRepository {
    * target, a floating-IP assignment) then run one after the other, so neither can leave a reference
    * to a deleted resource. Locks are taken VMs first (in uuid order), then the load balancer.
    */
-  findVm(executor: Executor, scope: Scope, uuid: string, lock = false) {
+  async findVm(executor: Executor, scope: Scope, uuid: string, lock = false) {
+    // Identifiers from bodies are free text: one that is not a UUID names nothing.
+    if (!isUuid(uuid)) return undefined;
     return executor
       .selectFrom("cloud_vms")
       .selectAll()
@@ -115,7 +114,9 @@ export class CloudRepository {
   }
 
   /** A block-storage disk (system disks are part of their VM and not reachable here). */
-  findDisk(executor: Executor, scope: Scope, uuid: string) {
+  async findDisk(executor: Executor, scope: Scope, uuid: string) {
+    // Identifiers from bodies are free text: one that is not a UUID names nothing.
+    if (!isUuid(uuid)) return undefined;
     return executor
       .selectFrom("cloud_disks")
       .selectAll()
@@ -352,7 +353,9 @@ export class CloudRepository {
   }
 
   /** `lock` as for `findVm`. */
-  findLoadBalancer(executor: Executor, scope: Scope, uuid: string, lock = false) {
+  async findLoadBalancer(executor: Executor, scope: Scope, uuid: string, lock = false) {
+    // Identifiers from bodies are free text: one that is not a UUID names nothing.
+    if (!isUuid(uuid)) return undefined;
     return executor
       .selectFrom("cloud_load_balancers")
       .selectAll()

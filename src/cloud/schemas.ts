@@ -1,4 +1,4 @@
-import { Type } from "@sinclair/typebox";
+import { type Static, Type } from "@sinclair/typebox";
 import { Nullable, StringEnum, Timestamp, Uuid } from "../http/schemas.ts";
 
 // Shapes follow the Warren-platform cloud API (see docs/cloud.md). Request fields are accepted
@@ -267,7 +267,9 @@ export const UpdateLoadBalancerBody = Type.Object({
 
 export const S3KeyView = Type.Object({
   accessKey: Type.String(),
-  secretKey: Type.String(),
+  secretKey: Nullable(
+    Type.String({ description: "The secret; null for a read-only key (read-only keys never see secrets)" }),
+  ),
   userId: Type.String(),
 });
 
@@ -284,3 +286,19 @@ export const AccessKeyBody = Type.Object({
   access_key: Type.Optional(Type.String({ maxLength: 128, pattern: "^[A-Za-z0-9]*$" })),
 });
 export const S3Info = Type.Object({ url: Type.String() });
+
+export type LocationView = Static<typeof LocationView>;
+export type TokenView = Static<typeof TokenView>;
+export type StorageView = Static<typeof StorageView>;
+export type VmView = Static<typeof VmView>;
+export type AttachView = Static<typeof AttachView>;
+export type DiskView = Static<typeof DiskView>;
+export type FloatingIpView = Static<typeof FloatingIpView>;
+export type RuleView = Static<typeof RuleView>;
+export type TargetView = Static<typeof TargetView>;
+export type LoadBalancerView = Static<typeof LoadBalancerView>;
+export type S3KeyView = Static<typeof S3KeyView>;
+export type S3UserView = Static<typeof S3UserView>;
+export type RuleBody = Static<typeof RuleBody>;
+export type TargetBody = Static<typeof TargetBody>;
+export type FloatingTargetType = Static<typeof AssignBody>["assigned_to_resource_type"];

@@ -1,3 +1,4 @@
+import type { Selectable } from "kysely";
 import type { Bool, Serial, Timestamp } from "../store/types.ts";
 
 export interface CloudVmTable {
@@ -125,3 +126,8 @@ export interface CloudTables {
   cloud_s3_users: CloudS3UserTable;
   cloud_s3_keys: CloudS3KeyTable;
 }
+
+export type VmRow = Selectable<CloudVmTable>;
+export type DiskRow = Selectable<CloudDiskTable>;
+export type FloatingIpRow = Selectable<CloudFloatingIpTable>;
+export type LoadBalancerRow = Selectable<CloudLoadBalancerTable>;

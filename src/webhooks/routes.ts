@@ -11,7 +11,7 @@ import {
   mediaErrorResponses,
   PageQuery,
 } from "../http/schemas.ts";
-import type { IdentityService } from "../identity/service.ts";
+import type { AuthContext, IdentityService } from "../identity/service.ts";
 import {
   CreateEndpointBody,
   DeliveryQuery,
@@ -36,6 +36,10 @@ function unwrap<T>(result: Outcome<T>): T {
       throw ApiError.validation(result.errors);
   }
 }
+
+/** Read-only keys never see signing secrets (docs/security.md). */
+const shownTo = (auth: AuthContext, endpoint: WebhookEndpoint): WebhookEndpoint =>
+  auth.readOnly ? { ...endpoint, secret: null } : endpoint;
 
 /** `/v1/media/libraries/{libraryId}/webhooks`: endpoints, their deliveries, test sends and retries. */
 export const webhookRoutes: FastifyPluginAsyncTypebox<{
@@ -82,7 +86,8 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{
       const { rows, total } = unwrap(
         await webhooks.list(request.auth.organizationId, libraryId, toPage(request.query)),
       );
-      return okList("Webhook endpoints", rows, pageMeta(base(libraryId), request.query, total));
+      const endpoints = rows.map((endpoint) => shownTo(request.auth, endpoint));
+      return okList("Webhook endpoints", endpoints, pageMeta(base(libraryId), request.query, total));
     },
   );
 
@@ -101,7 +106,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{
     async (request) => {
       const { libraryId, endpointId } = request.params;
       const endpoint = unwrap(await webhooks.get(request.auth.organizationId, libraryId, endpointId));
-      return ok("Webhook endpoint", endpoint);
+      return ok("Webhook endpoint", shownTo(request.auth, endpoint));
     },
   );
 
@@ -212,7 +217,10 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{
       );
       return okList(
         "Webhook deliveries",
-        rows,
+        rows.map((delivery) => ({
+          ...delivery,
+          webhook_endpoint: shownTo(request.auth, delivery.webhook_endpoint),
+        })),
         pageMeta(`${base(libraryId)}/${endpointId}/events`, { limit, page }, total, { event, success }),
       );
     },

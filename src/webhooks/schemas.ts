@@ -91,7 +91,9 @@ export const WebhookEndpoint = Type.Object({
       max_delay_s: Type.Number(),
     }),
   ),
-  secret: Type.String({ description: "whsec_ + base64 signing key" }),
+  secret: Nullable(
+    Type.String({ description: "whsec_ + base64 signing key; null for a read-only key (docs/security.md)" }),
+  ),
   is_active: Type.Boolean(),
   created_by: Nullable(Uuid),
   updated_by: Nullable(Uuid),

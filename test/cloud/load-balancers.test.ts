@@ -256,6 +256,10 @@ describe("cloud load balancers", () => {
       ]);
       expect(deleted.status).toBe(200);
       // Either order is fine; what the other call did before the deletion is undone by it.
+      // A 404 must be the deleted VM's, not any other reason.
+      for (const answer of [targeted, assigned]) {
+        if (answer.status !== 200) expect(answer.body.message).toBe("Virtual machine not found");
+      }
       expect([200, 404]).toContain(targeted.status);
       expect([200, 404]).toContain(assigned.status);
       const now = (await t.cloud("GET", `/v1/network/load_balancers/${lb.uuid}`)).body;
@@ -281,6 +285,9 @@ describe("cloud load balancers", () => {
       expect(deleted.status).toBe(200);
       expect([200, 404]).toContain(targeted.status);
       expect([200, 404]).toContain(ruled.status);
+      for (const answer of [targeted, ruled]) {
+        if (answer.status !== 200) expect(answer.body.message).toBe("Load balancer not found");
+      }
       expect((await t.cloud("GET", base)).status).toBe(404);
     }
   });

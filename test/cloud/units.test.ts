@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest";
 import { lowestFree, parsePool, poolContains } from "../../src/cloud/addresses.ts";
 import { coerceObject, expandBrackets } from "../../src/cloud/coerce.ts";
 import { DriverRejection } from "../../src/cloud/driver/types.ts";
-import { Fail, retryOnConflict, settle } from "../../src/cloud/outcome.ts";
+import { retryOnConflict, unlessRejected } from "../../src/cloud/outcome.ts";
 import {
   hashPassword,
   loadSecretKey,
@@ -103,17 +103,15 @@ describe("secrets", () => {
 });
 
 describe("outcomes", () => {
-  it("turns expected failures and driver refusals into outcomes and lets real failures through", async () => {
-    expect(await settle(async () => 1)).toEqual({ ok: true, value: 1 });
-    expect(await settle(async () => Promise.reject(Fail.notFound("Disk")))).toEqual({
-      ok: false,
-      failure: { kind: "not_found", thing: "Disk" },
+  it("turns driver refusals into a rejected outcome and lets real failures through", async () => {
+    expect(await unlessRejected(async () => ({ outcome: "created" }))).toEqual({ outcome: "created" });
+    expect(
+      await unlessRejected(async () => Promise.reject(new DriverRejection("cannot resize now"))),
+    ).toEqual({
+      outcome: "rejected",
+      message: "cannot resize now",
     });
-    expect(await settle(async () => Promise.reject(new DriverRejection("cannot resize now")))).toEqual({
-      ok: false,
-      failure: { kind: "conflict", message: "cannot resize now" },
-    });
-    await expect(settle(async () => Promise.reject(new Error("disk on fire")))).rejects.toThrow(
+    await expect(unlessRejected(async () => Promise.reject(new Error("disk on fire")))).rejects.toThrow(
       "disk on fire",
     );
   });

@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { DEVICE_NAMES, SYSTEM_DEVICE } from "../devices.ts";
 import {
   DriverRejection,
   type InfrastructureDriver,
@@ -6,9 +7,6 @@ import {
   type PowerState,
   type VmSpec,
 } from "./types.ts";
-
-/** Device names a VM can hold: `vda` (system) then `vdb` ... `vdz`. */
-export const DEVICE_NAMES = Array.from({ length: 26 }, (_, i) => `vd${String.fromCharCode(97 + i)}`);
 
 /**
  * Infrastructure simulated on this node: no hypervisor, but the same inputs are checked the way a
@@ -20,7 +18,7 @@ export class SimulatedDriver implements InfrastructureDriver {
   readonly name = "simulated";
 
   async createVm(spec: VmSpec): Promise<{ mac: string; status: PowerState }> {
-    if (spec.systemDisk.device !== "vda") throw new DriverRejection("the system disk must be vda");
+    if (spec.systemDisk.device !== SYSTEM_DEVICE) throw new DriverRejection("the system disk must be vda");
     if (spec.vcpu < 1 || spec.memoryMb < 512) throw new DriverRejection("VM below the minimum size");
     return { mac: this.macFor(spec.location, spec.uuid), status: "running" };
   }
@@ -42,7 +40,7 @@ export class SimulatedDriver implements InfrastructureDriver {
   async deleteDisk(): Promise<void> {}
 
   async attachDisk(_location: string, _vmUuid: string, _diskUuid: string, device: string): Promise<void> {
-    if (device === "vda" || !DEVICE_NAMES.includes(device)) {
+    if (device === SYSTEM_DEVICE || !DEVICE_NAMES.includes(device)) {
       throw new DriverRejection(`device ${device} cannot hold a data disk`);
     }
   }

@@ -6,7 +6,8 @@
  * (a NIC's MAC address, the power state).
  *
  * Rules every driver follows:
- * - Calls happen inside the store transaction of the operation: if a call throws, the operation
+ * - Calls happen inside the store transaction of the operation, after its rows are written (a
+ *   creation is asked for once, with identifiers chosen once): if a call throws, the operation
  *   answers 500 and nothing is recorded. A driver must therefore make each call idempotent (the same
  *   call repeated after a rolled-back attempt must succeed) and should undo its own partial work
  *   before throwing.

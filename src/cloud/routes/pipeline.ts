@@ -1,0 +1,57 @@
+import formbody from "@fastify/formbody";
+import type { FastifyError, FastifyInstance } from "fastify";
+import { ApiError } from "../../http/errors.ts";
+import { coerceObject } from "../coerce.ts";
+import type { Locations } from "../locations.ts";
+
+const NO_ROUTE = "no route and no API found with those values";
+
+/** What a path parameter names, for the 404 of a malformed one. */
+const PATH_THINGS: Record<string, string> = {
+  disk_uuid: "Disk",
+  address: "IP address",
+  load_balancer_uuid: "Load balancer",
+  target_uuid: "Target",
+  rule_uuid: "Forwarding rule",
+};
+
+/**
+ * What the cloud API does to a request beyond the shared pipeline of src/http/: an unknown location
+ * is no route, bodies come form-urlencoded or as JSON with form text coerced to the declared types
+ * (coerce.ts), and a malformed path identifier is 404 naming the kind of resource.
+ * `onRequest` hooks added here run before the key check the caller adds after it.
+ */
+export async function cloudRequestPipeline(app: FastifyInstance, locations: Locations): Promise<void> {
+  // An unknown location slug is a route that does not exist, checked before the key.
+  app.addHook("onRequest", async (request) => {
+    request.apiGroup = "cloud";
+    const slug = (request.params as { location?: string }).location;
+    if (slug !== undefined && !locations.has(slug)) {
+      throw new ApiError(404, NO_ROUTE, { body: { message: NO_ROUTE } });
+    }
+  });
+  await app.register(formbody);
+
+  app.setErrorHandler((error: FastifyError) => {
+    if (error.validation && error.validationContext === "params") {
+      const param = error.validation
+        .map((issue) => issue.instancePath.replace(/^\//, "") || String(issue.params.missingProperty ?? ""))
+        .find((name) => PATH_THINGS[name] !== undefined);
+      if (param) throw ApiError.notFound(PATH_THINGS[param]);
+    }
+    throw error;
+  });
+
+  app.addHook("preValidation", async (request) => {
+    const schema = request.routeOptions.schema?.body as Parameters<typeof coerceObject>[0] | undefined;
+    if (!schema) return;
+    const body = request.body;
+    if (body === undefined || body === null || body === "") {
+      request.body = {};
+    } else if (typeof body === "object" && !Array.isArray(body)) {
+      const fromForm = (request.headers["content-type"] ?? "").includes("application/x-www-form-urlencoded");
+      request.body = coerceObject(schema, body as Record<string, unknown>, fromForm);
+    }
+    // Anything else (a JSON array, string or number) fails validation as an invalid request.
+  });
+}
