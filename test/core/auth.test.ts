@@ -56,9 +56,9 @@ describe("authentication", () => {
     });
     if (created.outcome !== "created") throw new Error("key not created");
     expect((await t.request("GET", "/v1/livestream/health", { key: created.api_key })).status).toBe(200);
-    expect(await t.cumulo.services.identity.revokeApiKey(created.id)).toBe("revoked");
+    expect(await t.cumulo.services.identity.revokeApiKey(created.id)).toEqual({ outcome: "revoked" });
     expect((await t.request("GET", "/v1/livestream/health", { key: created.api_key })).status).toBe(401);
-    expect(await t.cumulo.services.identity.revokeApiKey(created.id)).toBe("not_found");
+    expect(await t.cumulo.services.identity.revokeApiKey(created.id)).toEqual({ outcome: "not_found" });
   });
 
   it("stores only a hash and a display prefix of each key", async () => {

@@ -5,9 +5,9 @@ import { DEFAULT_RETRY_DELAYS_S, nextRetryDelayMs, parseRetryAfter } from "../..
 import { startTestApp, type TestApp } from "../support/app.ts";
 import {
   createEndpoint,
+  createLibrary,
   deliveriesWhen,
   emitVideoEvent,
-  insertLibrary,
   organizationOf,
   type Receiver,
   startReceiver,
@@ -36,7 +36,7 @@ describe("webhook delivery", () => {
     return started;
   };
   const emit = (event: Parameters<typeof emitVideoEvent>[2]["event"], library = libraryId) =>
-    emitVideoEvent(t.cumulo.store.db, t.cumulo.services.webhooks, {
+    emitVideoEvent(t.cumulo.store, t.cumulo.services.webhooks, {
       organizationId,
       libraryId: library,
       event,
@@ -54,7 +54,7 @@ describe("webhook delivery", () => {
   afterAll(() => t.close());
 
   const freshLibrary = async () => {
-    libraryId = await insertLibrary(t.cumulo.store.db, organizationId);
+    libraryId = await createLibrary(t.cumulo.services, organizationId);
     return libraryId;
   };
 
@@ -483,7 +483,7 @@ describe("webhook URL safety at send time", () => {
 
   it("fails the attempt with an error when the target is a private address", async () => {
     const organizationId = await organizationOf(t);
-    const libraryId = await insertLibrary(t.cumulo.store.db, organizationId);
+    const libraryId = await createLibrary(t.cumulo.services, organizationId);
     const once = { retry_policy: { max_attempts: 1, initial_delay_s: 1, multiplier: 1, max_delay_s: 1 } };
     const literal = await createEndpoint(t, libraryId, { url: "https://93.184.215.14/literal", ...once });
     const named = await createEndpoint(t, libraryId, { url: "https://93.184.215.14/named", ...once });
@@ -499,7 +499,7 @@ describe("webhook URL safety at send time", () => {
       .set({ url: `http://localhost:${port}/named` })
       .where("id", "=", named.id)
       .execute();
-    await emitVideoEvent(t.cumulo.store.db, t.cumulo.services.webhooks, {
+    await emitVideoEvent(t.cumulo.store, t.cumulo.services.webhooks, {
       organizationId,
       libraryId,
       event: "created",

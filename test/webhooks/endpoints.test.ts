@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import { createEndpoint, insertLibrary, organizationOf, webhooksPath } from "./helpers.ts";
+import { createEndpoint, createLibrary, organizationOf, webhooksPath } from "./helpers.ts";
 
 const OFFSET_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}\+00:00$/;
 
@@ -12,7 +12,7 @@ describe("webhook endpoints", () => {
   beforeAll(async () => {
     t = await startTestApp({ CUMULO_WEBHOOK_ALLOW_PRIVATE: "true" });
     organizationId = await organizationOf(t);
-    libraryId = await insertLibrary(t.cumulo.store.db, organizationId);
+    libraryId = await createLibrary(t.cumulo.services, organizationId);
   });
   afterAll(() => t.close());
 
@@ -246,7 +246,7 @@ describe("webhook endpoints", () => {
   });
 
   it("lists endpoints newest first with pagination meta", async () => {
-    const library = await insertLibrary(t.cumulo.store.db, organizationId);
+    const library = await createLibrary(t.cumulo.services, organizationId);
     const ids: string[] = [];
     for (let i = 0; i < 3; i++) {
       ids.push((await createEndpoint(t, library, { name: `e${i}`, url: "https://a.example.com" })).id);
@@ -284,7 +284,7 @@ describe("webhook endpoints", () => {
 
     const endpoint = await createEndpoint(t, libraryId, { url: "https://a.example.com/iso" });
     const other = await t.createOrganization("Webhook rival");
-    const otherLibrary = await insertLibrary(t.cumulo.store.db, other.organizationId);
+    const otherLibrary = await createLibrary(t.cumulo.services, other.organizationId);
     const path = `${webhooksPath(libraryId)}/${endpoint.id}`;
     const attempts: [string, string, unknown?][] = [
       ["GET", webhooksPath(libraryId)],
@@ -346,7 +346,7 @@ describe("webhook URL safety at create", () => {
   let libraryId: string;
   beforeAll(async () => {
     t = await startTestApp();
-    libraryId = await insertLibrary(t.cumulo.store.db, await organizationOf(t));
+    libraryId = await createLibrary(t.cumulo.services, await organizationOf(t));
   });
   afterAll(() => t.close());
 

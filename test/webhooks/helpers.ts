@@ -1,37 +1,18 @@
 import { randomUUID } from "node:crypto";
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import type { Kysely } from "kysely";
-import type { Database } from "../../src/store/tables.ts";
+import type { Services } from "../../src/services.ts";
+import type { Store } from "../../src/store/database.ts";
+import { transactor } from "../../src/store/transactions.ts";
 import type { VideoEvent, WebhookEmitter } from "../../src/webhooks/emitter.ts";
 import type { TestApp } from "../support/app.ts";
 
-/** A library row with every NOT NULL column of migration 0100 (the media routes arrive with the merge). */
-export async function insertLibrary(db: Kysely<Database>, organizationId: string): Promise<string> {
-  const id = randomUUID();
-  const now = new Date().toISOString();
-  await db
-    .insertInto("libraries")
-    .values({
-      id,
-      organization_id: organizationId,
-      name: "Webhook test library",
-      description: "",
-      usage_type: "video",
-      default_privacy: "public",
-      status: "active",
-      region: "eu-central",
-      distribution_id: null,
-      whitelist_referrers: JSON.stringify({ action: "allow", values: [], enabled: false }),
-      blocked_countries: JSON.stringify({ action: "deny", values: [], enabled: false }),
-      video_privacy: "public",
-      created_by: randomUUID(),
-      updated_by: null,
-      created_at: now,
-      updated_at: now,
-    })
-    .execute();
-  return id;
+/** A library of the organization, made as the API makes one (its creator is any user uuid). */
+export async function createLibrary(services: Services, organizationId: string): Promise<string> {
+  const { library } = await services.media.libraries.create(organizationId, randomUUID(), {
+    name: "Webhook test library",
+  });
+  return library.id;
 }
 
 export async function organizationOf(t: TestApp, key = t.adminKey): Promise<string> {
@@ -57,12 +38,12 @@ export const videoData = (organizationId: string, libraryId: string, videoId: st
 
 /** Queues a video notification the way the media domain does: in a transaction, then notify(). */
 export async function emitVideoEvent(
-  db: Kysely<Database>,
+  store: Store,
   emitter: WebhookEmitter,
   input: { organizationId: string; libraryId: string; event: VideoEvent; videoId?: string },
 ): Promise<string> {
   const videoId = input.videoId ?? randomUUID();
-  await db.transaction().execute((trx) =>
+  await transactor(store.db)((trx) =>
     emitter.emit(trx, {
       event: input.event,
       organizationId: input.organizationId,
