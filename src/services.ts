@@ -82,7 +82,7 @@ export interface Services {
 export function createServices(deps: CoreDeps): Services {
   const { store, clock, config } = deps;
   // Verified keys are cached only when every process that can revoke one reaches this node (Redis).
-  const authCache = config.redisUrl ? new AuthCache(AUTH_CACHE_TTL_MS) : undefined;
+  const authCache = config.redisUrl ? new AuthCache(AUTH_CACHE_TTL_MS, clock) : undefined;
   const transact = transactor(store.db);
   const identity = new IdentityService(
     new IdentityRepository(store.db),

@@ -154,11 +154,10 @@ export class IdentityService {
 
   async authenticate(secret: string): Promise<AuthContext | undefined> {
     const keyHash = hashApiKey(secret);
-    const now = nowIso(this.clock);
-    const cached = this.cache?.get(keyHash, now);
+    const cached = this.cache?.get(keyHash);
     if (cached) return cached;
     const generation = this.cache?.generation ?? 0;
-    const row = await this.repository.findActiveKeyByHash(keyHash, now);
+    const row = await this.repository.findActiveKeyByHash(keyHash, nowIso(this.clock));
     if (!row) return undefined;
     const auth: AuthContext = {
       organizationId: row.organization_id,

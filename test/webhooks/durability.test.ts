@@ -9,6 +9,7 @@ import { ADMIN_KEY, startTestApp, type TestApp } from "../support/app.ts";
 import { serve } from "../support/process.ts";
 import { createTestStore, type TestStore, testStoreKind } from "../support/store.ts";
 import {
+  attemptsOf,
   createLibrary,
   emitVideoEvent,
   organizationOf,
@@ -162,7 +163,12 @@ describe.runIf(testStoreKind() === "postgres")("two dispatchers on one PostgreSQ
     a.cumulo.services.webhooks.notify();
     b.cumulo.services.webhooks.notify();
     await receiver.waitFor(count * 2, 20_000);
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    // Once no attempt is waiting or in flight, no node can send one again.
+    await waitUntil(
+      async () => (await attemptsOf(a, created.body.data.id)).open === 0,
+      20_000,
+      "every attempt to be recorded",
+    );
     expect(seen.size).toBe(count);
     expect([...seen.values()].every((receipts) => receipts === 2)).toBe(true);
     const rows = await a.cumulo.store.db

@@ -126,6 +126,19 @@ export async function waitUntil<T>(
   }
 }
 
+/**
+ * The endpoint's attempts in the store by state: none `pending` or `sending` means nothing more will be
+ * sent to it (unless something new is emitted), which is how tests check that nothing more happens.
+ */
+export async function attemptsOf(t: TestApp, endpointId: string): Promise<{ open: number; all: number }> {
+  const rows = await t.cumulo.store.db
+    .selectFrom("webhook_deliveries")
+    .select("state")
+    .where("endpoint_id", "=", endpointId)
+    .execute();
+  return { open: rows.filter((row) => row.state !== "done").length, all: rows.length };
+}
+
 export const webhooksPath = (libraryId: string) => `/v1/media/libraries/${libraryId}/webhooks`;
 
 /** Creates an endpoint through the API and returns its record. */
