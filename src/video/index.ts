@@ -1,19 +1,10 @@
-import type { FastifyBaseLogger } from "fastify";
-import type { BlobStore } from "../blobs/store.ts";
-import type { Clock } from "../clock.ts";
 import { loadSecretKey } from "../cloud/secrets.ts";
-import type { Config } from "../config.ts";
-import type { JobQueue } from "../jobs/queue.ts";
 import type { PlayerRepository } from "../media/player-repository.ts";
 import type { LibraryRepository } from "../media/repository.ts";
-import type { VideoRepository } from "../media/video-repository.ts";
-import type { Transact } from "../store/transactions.ts";
-import type { WebhookEmitter } from "../webhooks/emitter.ts";
 import { PlaybackAccess } from "./access.ts";
 import { VideoMediaOrigin } from "./media-origin.ts";
 import { locateMediaTools, MediaTools } from "./media-tools.ts";
-import { VideoPipeline } from "./pipeline.ts";
-import type { VideoProcessingRepository } from "./repository.ts";
+import { type PipelineDeps, VideoPipeline } from "./pipeline.ts";
 import { PlaybackTokens } from "./tokens.ts";
 import { Transcoder } from "./transcoder.ts";
 
@@ -25,18 +16,10 @@ export interface VideoServices {
   access: PlaybackAccess;
 }
 
-export interface VideoDeps {
-  transact: Transact;
-  config: Config;
-  clock: Clock;
-  blobs: BlobStore;
-  jobs: JobQueue;
-  webhooks: WebhookEmitter;
+/** The pipeline's needs, and what playback reads of media (its libraries and players). */
+export interface VideoDeps extends Omit<PipelineDeps, "transcoder"> {
   libraries: LibraryRepository;
-  videos: VideoRepository;
   players: PlayerRepository;
-  processing: VideoProcessingRepository;
-  logger: FastifyBaseLogger;
 }
 
 /** The video domain: processing pipeline, playback tokens and the edge's media origin. */

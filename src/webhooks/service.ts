@@ -209,20 +209,25 @@ export class WebhookService {
     const queued = await this.transact(async (trx) => {
       if (!(await this.repository.findEndpoint(organizationId, libraryId, id, trx))) return undefined;
       await this.emitter.emit(trx, { event: "test", organizationId, libraryId, endpointId: id });
-      return this.repository.latestQueued(trx, id, "test");
+      const row = await this.repository.latestQueued(trx, id, "test");
+      return (
+        row && {
+          id: row.id,
+          webhook_id: row.message_id,
+          webhook_endpoint_id: id,
+          event: "test",
+          attempt: row.attempt,
+        }
+      );
     });
-    if (!queued) return { outcome: "not_found" };
+    return this.#queued(queued);
+  }
+
+  /** A delivery queued by the committed transaction: the dispatcher is woken for it. */
+  #queued(delivery: QueuedDelivery | undefined): QueuedOutcome {
+    if (!delivery) return { outcome: "not_found" };
     this.emitter.notify();
-    return {
-      outcome: "queued",
-      delivery: {
-        id: queued.id,
-        webhook_id: queued.message_id,
-        webhook_endpoint_id: id,
-        event: "test",
-        attempt: queued.attempt,
-      },
-    };
+    return { outcome: "queued", delivery };
   }
 
   async listDeliveries(
@@ -271,19 +276,14 @@ export class WebhookService {
       const source = await this.repository.findAttempt(organizationId, endpointId, deliveryId, trx);
       if (!source) return undefined;
       const made = await this.deliveries.queueManual(trx, source, nowIso(this.clock));
-      return { ...made, messageId: source.message_id, event: source.event };
-    });
-    if (!queued) return { outcome: "not_found" };
-    this.emitter.notify();
-    return {
-      outcome: "queued",
-      delivery: {
-        id: queued.id,
-        webhook_id: queued.messageId,
+      return {
+        id: made.id,
+        webhook_id: source.message_id,
         webhook_endpoint_id: endpointId,
-        event: queued.event,
-        attempt: queued.attempt,
-      },
-    };
+        event: source.event,
+        attempt: made.attempt,
+      };
+    });
+    return this.#queued(queued);
   }
 }
