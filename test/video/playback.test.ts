@@ -6,13 +6,8 @@ import { edgeRequest, edgeUrlOf } from "../cdn/support.ts";
 import { createLibrary, createVideo } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { generateClip, testMediaTools } from "../support/media.ts";
-import {
-  createEndpoint,
-  organizationOf,
-  type Receiver,
-  startReceiver,
-  waitUntil,
-} from "../webhooks/helpers.ts";
+import { waitUntil } from "../support/wait.ts";
+import { createEndpoint, organizationOf, type Receiver, startReceiver } from "../webhooks/helpers.ts";
 import {
   fileBytes,
   pathOf,

@@ -3,6 +3,7 @@ import { Webhook } from "standardwebhooks";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_RETRY_DELAYS_S, nextRetryDelayMs, parseRetryAfter } from "../../src/webhooks/schedule.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { waitUntil } from "../support/wait.ts";
 import {
   attemptsOf,
   createEndpoint,
@@ -13,7 +14,6 @@ import {
   type Receiver,
   startReceiver,
   videoData,
-  waitUntil,
   webhooksPath,
 } from "./helpers.ts";
 

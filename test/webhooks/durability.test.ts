@@ -8,6 +8,7 @@ import { createServices } from "../../src/services.ts";
 import { ADMIN_KEY, startTestApp, type TestApp } from "../support/app.ts";
 import { serve } from "../support/process.ts";
 import { createTestStore, type TestStore, testStoreKind } from "../support/store.ts";
+import { waitUntil } from "../support/wait.ts";
 import {
   attemptsOf,
   createLibrary,
@@ -15,7 +16,6 @@ import {
   organizationOf,
   type Receiver,
   startReceiver,
-  waitUntil,
   webhooksPath,
 } from "./helpers.ts";
 

@@ -6,6 +6,7 @@ import type { Store } from "../../src/store/database.ts";
 import { transactor } from "../../src/store/transactions.ts";
 import type { VideoEvent, WebhookEmitter } from "../../src/webhooks/emitter.ts";
 import type { TestApp } from "../support/app.ts";
+import { waitUntil } from "../support/wait.ts";
 
 /** A library of the organization, made as the API makes one (its creator is any user uuid). */
 export async function createLibrary(services: Services, organizationId: string): Promise<string> {
@@ -109,21 +110,6 @@ export async function startReceiver(respond: Responder = (_r, res) => res.end("o
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   receiver.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return receiver;
-}
-
-/** Polls `check` every 20 ms until it returns a value. */
-export async function waitUntil<T>(
-  check: () => T | undefined | Promise<T | undefined>,
-  timeoutMs = 10_000,
-  what = "condition",
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }
 
 /**
