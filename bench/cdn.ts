@@ -29,6 +29,7 @@ import { loadConfig } from "../src/config.ts";
 import { IdentityRepository } from "../src/identity/repository.ts";
 import { IdentityService } from "../src/identity/service.ts";
 import { openStore } from "../src/store/database.ts";
+import { transactor } from "../src/store/transactions.ts";
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
@@ -252,7 +253,7 @@ async function benchAnalytics(dir: string): Promise<void> {
   const store = openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl });
   await store.migrate();
   try {
-    const identity = new IdentityService(new IdentityRepository(store.db), systemClock);
+    const identity = new IdentityService(new IdentityRepository(store.db), transactor(store.db), systemClock);
     const org = await identity.createOrganization("bench");
     const distributions = new DistributionRepository(store.db);
     const bus = new LocalBus();

@@ -10,7 +10,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Agent, request } from "undici";
 import { startTestApp } from "../test/support/app.ts";
-import { emitVideoEvent, insertLibrary, organizationOf, webhooksPath } from "../test/webhooks/helpers.ts";
+import { createLibrary, emitVideoEvent, organizationOf, webhooksPath } from "../test/webhooks/helpers.ts";
 
 const TOTAL = Number(process.env.BENCH_DELIVERIES ?? 2000);
 const LATENCY_SAMPLES = 200;
@@ -94,13 +94,13 @@ async function cumulo() {
   const t = await startTestApp({ CUMULO_WEBHOOK_ALLOW_PRIVATE: "true", CUMULO_LOG_LEVEL: "silent" });
   try {
     const organizationId = await organizationOf(t);
-    const libraryId = await insertLibrary(t.cumulo.store.db, organizationId);
+    const libraryId = await createLibrary(t.cumulo.services, organizationId);
     const created = await t.request("POST", webhooksPath(libraryId), {
       json: { name: "bench", url: receiverUrl, events: ["created"] },
     });
     if (created.status !== 201) throw new Error(`endpoint not created: ${created.text}`);
     const emit = () =>
-      emitVideoEvent(t.cumulo.store.db, t.cumulo.services.webhooks, {
+      emitVideoEvent(t.cumulo.store, t.cumulo.services.webhooks, {
         organizationId,
         libraryId,
         event: "created",

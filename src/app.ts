@@ -18,7 +18,6 @@ import { opsRoutes } from "./ops/routes.ts";
 import type { CoreDeps, Services } from "./services.ts";
 import { API_VERSION } from "./version.ts";
 import { embedRoutes } from "./video/embed.ts";
-import { videoRoutes } from "./video/routes.ts";
 import { webhookRoutes } from "./webhooks/routes.ts";
 
 /**
@@ -107,12 +106,6 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
 
   await app.register(livestreamRoutes, { prefix: "/v1/livestream", store, identity: services.identity });
   await app.register(mediaRoutes, {
-    prefix: "/v1/media",
-    media: services.media,
-    identity: services.identity,
-    config,
-  });
-  await app.register(videoRoutes, {
     prefix: "/v1/media",
     media: services.media,
     video: services.video,

@@ -142,7 +142,7 @@ export function buildCli(): Command {
         if (!/^\d{1,10}$/.test(keyId) || Number(keyId) < 1 || Number(keyId) > 2_147_483_647) {
           throw new CliError(`key id must be a positive integer, got "${keyId}"`);
         }
-        if ((await services.identity.revokeApiKey(Number(keyId))) === "not_found") {
+        if ((await services.identity.revokeApiKey(Number(keyId))).outcome === "not_found") {
           throw new CliError(`key ${keyId} not found or already revoked`);
         }
         print({ id: Number(keyId), revoked: true });

@@ -25,8 +25,10 @@ import { LibraryRepository } from "./media/repository.ts";
 import { VideoRepository } from "./media/video-repository.ts";
 import { Housekeeper, type PruneTask } from "./ops/housekeeping.ts";
 import type { Store } from "./store/database.ts";
+import { transactor } from "./store/transactions.ts";
 import { API_VERSION } from "./version.ts";
 import { createVideoServices, type VideoServices } from "./video/index.ts";
+import { VideoProcessingRepository } from "./video/repository.ts";
 import { DeliveryRepository } from "./webhooks/delivery-repository.ts";
 import { relayWakeups, WebhookDispatcher } from "./webhooks/dispatcher.ts";
 import { WebhookEmitter } from "./webhooks/emitter.ts";
@@ -79,8 +81,15 @@ export interface Services {
 export function createServices(deps: CoreDeps): Services {
   const { store, clock, config } = deps;
   // Verified keys are cached only when every process that can revoke one reaches this node (Redis).
-  const authCache = config.redisUrl ? new AuthCache(AUTH_CACHE_TTL_MS) : undefined;
-  const identity = new IdentityService(new IdentityRepository(store.db), clock, deps.bus, authCache);
+  const authCache = config.redisUrl ? new AuthCache(AUTH_CACHE_TTL_MS, clock) : undefined;
+  const transact = transactor(store.db);
+  const identity = new IdentityService(
+    new IdentityRepository(store.db),
+    transact,
+    clock,
+    deps.bus,
+    authCache,
+  );
   authCache?.listen(deps.bus).catch((error: unknown) => deps.logger.warn({ err: error }, "auth cache off"));
   const jobRepository = new JobRepository(store.db, store.dialect);
   const jobs = new JobQueue(jobRepository, clock);
@@ -99,14 +108,15 @@ export function createServices(deps: CoreDeps): Services {
   const libraries = new LibraryRepository(store.db);
   const blobs = new LocalBlobStore(config.dataDir);
   const videoRepository = new VideoRepository(store.db);
+  const playerRepository = new PlayerRepository(store.db);
   const media = createMediaServices({
-    db: store.db,
+    transact,
     config,
     clock,
     libraries,
     folders: new FolderRepository(store.db),
     videos: videoRepository,
-    players: new PlayerRepository(store.db),
+    players: playerRepository,
     blobs,
     cdn,
     jobs,
@@ -115,6 +125,7 @@ export function createServices(deps: CoreDeps): Services {
   });
   const webhookDeliveries = new DeliveryRepository(store.db, store.dialect);
   const webhookEndpoints = new WebhookService(
+    transact,
     webhookRepository,
     webhookDeliveries,
     webhooks,
@@ -153,13 +164,16 @@ export function createServices(deps: CoreDeps): Services {
     clock,
   });
   const video = createVideoServices({
-    db: store.db,
+    transact,
     config,
     clock,
     blobs,
     jobs,
     webhooks,
+    libraries,
     videos: videoRepository,
+    players: playerRepository,
+    processing: new VideoProcessingRepository(store.db),
     logger: deps.logger,
   });
 

@@ -133,7 +133,7 @@ export class CdnService {
     const target = await checkUrlTarget(url.toString(), this.config.originAllowPrivate);
     // A name that does not resolve (yet) passes; the edge's connect-time check still applies once it
     // resolves (until then the edge answers 502).
-    if (!target.ok) {
+    if (target.outcome === "blocked") {
       return {
         field: "origin_url",
         code: "validation_format",

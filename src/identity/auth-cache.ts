@@ -1,4 +1,5 @@
 import type { Bus } from "../bus.ts";
+import type { Clock } from "../clock.ts";
 import type { AuthContext } from "./service.ts";
 
 /** Published (with the key id) after a key is revoked or changed, so every node drops what it cached. */
@@ -10,6 +11,7 @@ export const AUTH_CACHE_TTL_MS = 2000;
 interface Entry {
   auth: AuthContext;
   expiresAt: string | null;
+  /** Milliseconds of the injected clock when the entry was made. */
   cachedAt: number;
 }
 
@@ -26,6 +28,7 @@ export class AuthCache {
 
   constructor(
     private readonly ttlMs: number,
+    private readonly clock: Clock,
     private readonly maxEntries = 10_000,
   ) {}
 
@@ -46,13 +49,14 @@ export class AuthCache {
     this.#entries.clear();
   }
 
-  get(keyHash: string, nowIso: string): AuthContext | undefined {
+  get(keyHash: string): AuthContext | undefined {
     if (!this.#listening) return undefined;
     const entry = this.#entries.get(keyHash);
     if (!entry) return undefined;
+    const now = this.clock.now();
     if (
-      performance.now() - entry.cachedAt > this.ttlMs ||
-      (entry.expiresAt !== null && entry.expiresAt <= nowIso)
+      now.getTime() - entry.cachedAt > this.ttlMs ||
+      (entry.expiresAt !== null && entry.expiresAt <= now.toISOString())
     ) {
       this.#entries.delete(keyHash);
       return undefined;
@@ -65,6 +69,10 @@ export class AuthCache {
     if (!this.#listening || generation !== this.#generation) return;
     if (this.#entries.size >= this.maxEntries) this.#entries.clear();
     // One object serves many requests: nobody may change it.
-    this.#entries.set(keyHash, { auth: Object.freeze(auth), expiresAt, cachedAt: performance.now() });
+    this.#entries.set(keyHash, {
+      auth: Object.freeze(auth),
+      expiresAt,
+      cachedAt: this.clock.now().getTime(),
+    });
   }
 }

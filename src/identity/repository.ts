@@ -1,4 +1,4 @@
-import type { Kysely, Transaction } from "kysely";
+import type { Kysely } from "kysely";
 import type { Database } from "../store/tables.ts";
 import type { Executor } from "../store/transactions.ts";
 import type { ApiKeyKind } from "./tables.ts";
@@ -22,10 +22,6 @@ export interface NewApiKeyRow {
 
 export class IdentityRepository {
   constructor(private readonly db: Kysely<Database>) {}
-
-  transaction<T>(work: (trx: Transaction<Database>) => Promise<T>): Promise<T> {
-    return this.db.transaction().execute(work);
-  }
 
   async insertOrganization(executor: Executor, row: { id: string; name: string; created_at: string }) {
     await executor

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Bus } from "../bus.ts";
 import { type Clock, nowIso } from "../clock.ts";
 import { readBool } from "../store/codec.ts";
+import type { Transact } from "../store/transactions.ts";
 import { type AuthCache, KEY_CHANGED_CHANNEL } from "./auth-cache.ts";
 import { displayPrefix, generateApiKey, hashApiKey } from "./keys.ts";
 import type { IdentityRepository } from "./repository.ts";
@@ -61,6 +62,7 @@ export interface BillingAccountSummary {
 export class IdentityService {
   constructor(
     private readonly repository: IdentityRepository,
+    private readonly transact: Transact,
     private readonly clock: Clock,
     private readonly bus?: Bus,
     private readonly cache?: AuthCache,
@@ -75,7 +77,7 @@ export class IdentityService {
   /** An organization with its first user, default billing account and an admin key (secret returned once). */
   async createOrganization(name: string, adminKey: string = generateApiKey()): Promise<CreatedOrganization> {
     const now = nowIso(this.clock);
-    return this.repository.transaction(async (trx) => {
+    return this.transact(async (trx) => {
       const organizationId = randomUUID();
       await this.repository.insertOrganization(trx, { id: organizationId, name, created_at: now });
       const user = await this.repository.insertUser(trx, {
@@ -120,7 +122,7 @@ export class IdentityService {
     if (!organization) return { outcome: "organization_not_found" };
     const secret = generateApiKey();
     const now = nowIso(this.clock);
-    const row = await this.repository.transaction(async (trx) => {
+    const row = await this.transact(async (trx) => {
       const user = await this.repository.findFirstUser(trx, organizationId);
       if (!user) throw new Error(`organization ${organizationId} has no user`);
       return this.repository.insertApiKey(
@@ -144,19 +146,18 @@ export class IdentityService {
     }));
   }
 
-  async revokeApiKey(keyId: number): Promise<"revoked" | "not_found"> {
-    if (!(await this.repository.revokeApiKey(keyId, nowIso(this.clock)))) return "not_found";
+  async revokeApiKey(keyId: number): Promise<{ outcome: "revoked" | "not_found" }> {
+    if (!(await this.repository.revokeApiKey(keyId, nowIso(this.clock)))) return { outcome: "not_found" };
     await this.keyChanged(keyId);
-    return "revoked";
+    return { outcome: "revoked" };
   }
 
   async authenticate(secret: string): Promise<AuthContext | undefined> {
     const keyHash = hashApiKey(secret);
-    const now = nowIso(this.clock);
-    const cached = this.cache?.get(keyHash, now);
+    const cached = this.cache?.get(keyHash);
     if (cached) return cached;
     const generation = this.cache?.generation ?? 0;
-    const row = await this.repository.findActiveKeyByHash(keyHash, now);
+    const row = await this.repository.findActiveKeyByHash(keyHash, nowIso(this.clock));
     if (!row) return undefined;
     const auth: AuthContext = {
       organizationId: row.organization_id,
@@ -187,7 +188,7 @@ export class IdentityService {
         return {};
       }
       const now = nowIso(this.clock);
-      await this.repository.transaction(async (trx) => {
+      await this.transact(async (trx) => {
         const user = await this.repository.findFirstUser(trx, defaultOrganization.id);
         if (!user) throw new Error("default organization has no user");
         await this.repository.insertApiKey(
@@ -232,7 +233,7 @@ export class IdentityService {
   ): Promise<{ record: CloudTokenRecord; token: string }> {
     const secret = generateApiKey();
     const now = nowIso(this.clock);
-    const row = await this.repository.transaction((trx) =>
+    const row = await this.transact((trx) =>
       this.repository.insertApiKey(trx, {
         ...this.keyRow(auth.organizationId, auth.userId, "cloud token", secret, false, now),
         kind: "cloud_token",
@@ -254,7 +255,7 @@ export class IdentityService {
     id: number,
     changes: { description?: string; restricted?: boolean; billingAccountId?: number },
   ): Promise<CloudTokenRecord | undefined> {
-    const record = await this.repository.transaction(async (trx) => {
+    const record = await this.transact(async (trx) => {
       const updated = await this.repository.updateLiveApiKey(trx, organizationId, "cloud_token", id, {
         ...(changes.description !== undefined ? { description: changes.description } : {}),
         ...(changes.restricted !== undefined ? { restricted: changes.restricted } : {}),

@@ -1,10 +1,9 @@
-import type { Kysely } from "kysely";
 import type { BlobStore } from "../blobs/store.ts";
 import type { CdnService } from "../cdn/service.ts";
 import type { Clock } from "../clock.ts";
 import type { Config } from "../config.ts";
 import type { JobQueue } from "../jobs/queue.ts";
-import type { Database } from "../store/tables.ts";
+import type { Transact } from "../store/transactions.ts";
 import type { WebhookEmitter } from "../webhooks/emitter.ts";
 import type { WebhookRepository } from "../webhooks/repository.ts";
 import type { FolderRepository } from "./folder-repository.ts";
@@ -14,7 +13,7 @@ import type { VideoRepository } from "./video-repository.ts";
 
 /** What the media services are built from (constructed once in `createServices`). */
 export interface MediaDeps {
-  db: Kysely<Database>;
+  transact: Transact;
   config: Config;
   clock: Clock;
   libraries: LibraryRepository;

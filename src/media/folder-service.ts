@@ -1,16 +1,13 @@
 import { randomUUID } from "node:crypto";
-import type { Selectable } from "kysely";
 import { nowIso } from "../clock.ts";
 import type { Page } from "../http/pagination.ts";
 import type { MediaDeps } from "./context.ts";
 import type { CreateFolderInput, UpdateFolderInput } from "./schemas.ts";
-import type { FolderTable, LibraryTable, VideoTable } from "./tables.ts";
+import type { FolderRow, LibraryRow, VideoRow } from "./tables.ts";
 import type { VideoService } from "./video-service.ts";
 
-type FolderRow = Selectable<FolderTable>;
-
 export type FolderOutcome =
-  | { outcome: "ok"; folder: FolderRow }
+  | { outcome: "created" | "updated"; folder: FolderRow }
   | { outcome: "not_found" | "parent_not_found" | "parent_is_descendant" };
 
 export class FolderService {
@@ -27,9 +24,9 @@ export class FolderService {
     return this.deps.folders.list(libraryId, parentId, page);
   }
 
-  async create(library: Selectable<LibraryTable>, input: CreateFolderInput): Promise<FolderOutcome> {
-    const { db, folders, clock } = this.deps;
-    return db.transaction().execute(async (trx): Promise<FolderOutcome> => {
+  async create(library: LibraryRow, input: CreateFolderInput): Promise<FolderOutcome> {
+    const { transact, folders, clock } = this.deps;
+    return transact(async (trx): Promise<FolderOutcome> => {
       if (input.parent_id) await this.deps.libraries.lockById(trx, library.id);
       if (input.parent_id && !(await folders.find(library.id, input.parent_id, trx))) {
         return { outcome: "parent_not_found" };
@@ -45,14 +42,14 @@ export class FolderService {
         updated_at: now,
       };
       await folders.insert(trx, folder);
-      return { outcome: "ok", folder };
+      return { outcome: "created", folder };
     });
   }
 
   /** Renames or moves a folder; it cannot move below itself. */
   async update(libraryId: string, id: string, input: UpdateFolderInput): Promise<FolderOutcome> {
-    const { db, folders, clock } = this.deps;
-    return db.transaction().execute(async (trx): Promise<FolderOutcome> => {
+    const { transact, folders, clock } = this.deps;
+    return transact(async (trx): Promise<FolderOutcome> => {
       const folder = await folders.find(libraryId, id, trx);
       if (!folder) return { outcome: "not_found" };
       if (input.parent_id) {
@@ -67,7 +64,7 @@ export class FolderService {
         updated_at: nowIso(clock),
       };
       await folders.update(trx, id, changes);
-      return { outcome: "ok", folder: { ...folder, ...changes } };
+      return { outcome: "updated", folder: { ...folder, ...changes } };
     });
   }
 
@@ -79,13 +76,13 @@ export class FolderService {
     libraryId: string,
     ids: string[],
   ): Promise<{ outcome: "deleted"; folderIds: string[] } | { outcome: "not_found" }> {
-    const { db, folders, webhooks } = this.deps;
+    const { transact, folders, webhooks } = this.deps;
     const requested = [...new Set(ids)];
-    const result = await db.transaction().execute(async (trx) => {
+    const result = await transact(async (trx) => {
       await this.deps.libraries.lockById(trx, libraryId);
       if ((await folders.countInLibrary(trx, libraryId, requested)) !== requested.length) return undefined;
       const subtree = await folders.withDescendants(trx, libraryId, requested);
-      const videos: Selectable<VideoTable>[] = await this.deps.videos.inFolders(trx, subtree);
+      const videos: VideoRow[] = await this.deps.videos.inFolders(trx, subtree);
       await this.videos.removeInTransaction(trx, videos);
       await folders.deleteMany(trx, subtree);
       return videos;

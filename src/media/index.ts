@@ -4,6 +4,7 @@ import { LibraryService } from "./library-service.ts";
 import { MigrationCredentialValidator } from "./migration-validator.ts";
 import { PlayerService } from "./player-service.ts";
 import { SubtitleService } from "./subtitle-service.ts";
+import { ThumbnailService } from "./thumbnail-service.ts";
 import { VideoService } from "./video-service.ts";
 
 export interface MediaServices {
@@ -12,6 +13,7 @@ export interface MediaServices {
   folders: FolderService;
   videos: VideoService;
   subtitles: SubtitleService;
+  thumbnails: ThumbnailService;
   players: PlayerService;
   migrations: MigrationCredentialValidator;
 }
@@ -24,6 +26,7 @@ export function createMediaServices(deps: MediaDeps): MediaServices {
     folders: new FolderService(deps, videos),
     videos,
     subtitles: new SubtitleService(deps),
+    thumbnails: new ThumbnailService(deps),
     players: new PlayerService(deps),
     migrations: new MigrationCredentialValidator(deps.config.providerUrls),
   };

@@ -1,5 +1,4 @@
 import { randomUUID } from "node:crypto";
-import type { Selectable } from "kysely";
 import { nowIso } from "../clock.ts";
 import type { Page } from "../http/pagination.ts";
 import type { JobHandler } from "../jobs/queue.ts";
@@ -14,12 +13,13 @@ import type {
   UpdateLibraryInput,
   UpdateSecurityInput,
 } from "./schemas.ts";
-import type { LibraryTable } from "./tables.ts";
+import type { LibraryRow } from "./tables.ts";
 import { libraryBlobPrefix } from "./urls.ts";
 
 export const PROVISION_LIBRARY_JOB = "media.provision-library";
 
-type LibraryRow = Selectable<LibraryTable>;
+export type LibraryOutcome = { outcome: "updated"; library: LibraryRow } | { outcome: "not_found" };
+export type SecurityOutcome = { outcome: "updated"; security: SecuritySettings } | { outcome: "not_found" };
 
 const NEW_REFERRER_RULE: AccessRule = { action: "allow", values: [], enabled: false };
 const NEW_COUNTRY_RULE: AccessRule = { action: "deny", values: [], enabled: false };
@@ -37,12 +37,16 @@ export class LibraryService {
    * A library starts `provisioning` with its own distribution, created in the same transaction; the
    * provisioning job (queued in it too) makes it `active`.
    */
-  async create(organizationId: string, userUuid: string, input: CreateLibraryInput): Promise<LibraryRow> {
-    const { db, config, cdn, jobs, libraries, clock } = this.deps;
+  async create(
+    organizationId: string,
+    userUuid: string,
+    input: CreateLibraryInput,
+  ): Promise<{ outcome: "created"; library: LibraryRow }> {
+    const { transact, config, cdn, jobs, libraries, clock } = this.deps;
     const now = nowIso(clock);
     const id = randomUUID();
     const defaultPrivacy = input.default_privacy ?? "unlisted";
-    const row = await db.transaction().execute(async (trx) => {
+    const library = await transact(async (trx) => {
       const distribution = await cdn.createLibraryDistribution(trx, { organizationId, libraryId: id });
       const library: LibraryRow = {
         id,
@@ -67,7 +71,7 @@ export class LibraryService {
       return library;
     });
     jobs.notify();
-    return row;
+    return { outcome: "created", library };
   }
 
   list(organizationId: string, filters: LibraryFilters, page: Page) {
@@ -79,11 +83,11 @@ export class LibraryService {
     userUuid: string,
     id: string,
     input: UpdateLibraryInput,
-  ): Promise<LibraryRow | undefined> {
-    const { db, libraries, clock } = this.deps;
-    return db.transaction().execute(async (trx) => {
+  ): Promise<LibraryOutcome> {
+    const { transact, libraries, clock } = this.deps;
+    return transact(async (trx): Promise<LibraryOutcome> => {
       const library = await libraries.findLibrary(organizationId, id, trx);
-      if (!library) return undefined;
+      if (!library) return { outcome: "not_found" };
       const changes = {
         ...(input.name !== undefined ? { name: input.name } : {}),
         ...(input.description !== undefined ? { description: input.description } : {}),
@@ -92,7 +96,7 @@ export class LibraryService {
         updated_at: nowIso(clock),
       };
       await libraries.update(trx, id, changes);
-      return { ...library, ...changes };
+      return { outcome: "updated", library: { ...library, ...changes } };
     });
   }
 
@@ -101,9 +105,9 @@ export class LibraryService {
    * thumbnails), folders, players, webhook endpoints and deliveries, and its distribution. Its
    * files go once the transaction has committed.
    */
-  async delete(organizationId: string, id: string): Promise<boolean> {
-    const { db, libraries, folders, videos, players, webhookRepository, cdn, blobs } = this.deps;
-    const deleted = await db.transaction().execute(async (trx) => {
+  async delete(organizationId: string, id: string): Promise<{ outcome: "deleted" | "not_found" }> {
+    const { transact, libraries, folders, videos, players, webhookRepository, cdn, blobs } = this.deps;
+    const deleted = await transact(async (trx) => {
       const library = await libraries.lockLibrary(trx, organizationId, id);
       if (!library) return false;
       await videos.deleteLibrary(trx, id);
@@ -114,13 +118,9 @@ export class LibraryService {
       await libraries.delete(trx, id);
       return true;
     });
-    if (deleted) await blobs.deletePrefix(libraryBlobPrefix(id));
-    return deleted;
-  }
-
-  async security(organizationId: string, id: string): Promise<SecuritySettings | undefined> {
-    const library = await this.find(organizationId, id);
-    return library ? toSecurity(library) : undefined;
+    if (!deleted) return { outcome: "not_found" };
+    await blobs.deletePrefix(libraryBlobPrefix(id));
+    return { outcome: "deleted" };
   }
 
   /** Given rules replace the stored ones, omitted ones are kept. */
@@ -129,11 +129,11 @@ export class LibraryService {
     userUuid: string,
     id: string,
     input: UpdateSecurityInput,
-  ): Promise<SecuritySettings | undefined> {
-    const { db, libraries, clock } = this.deps;
-    return db.transaction().execute(async (trx) => {
+  ): Promise<SecurityOutcome> {
+    const { transact, libraries, clock } = this.deps;
+    return transact(async (trx): Promise<SecurityOutcome> => {
       const library = await libraries.findLibrary(organizationId, id, trx);
-      if (!library) return undefined;
+      if (!library) return { outcome: "not_found" };
       const changes: Partial<LibraryRow> = { updated_by: userUuid, updated_at: nowIso(clock) };
       if (input.referrers) {
         changes.whitelist_referrers = writeJson({
@@ -151,7 +151,7 @@ export class LibraryService {
       }
       if (input.video_privacy) changes.video_privacy = input.video_privacy;
       await libraries.update(trx, id, changes);
-      return toSecurity({ ...library, ...changes });
+      return { outcome: "updated", security: toSecurity({ ...library, ...changes }) };
     });
   }
 

@@ -1,14 +1,15 @@
 import { randomUUID } from "node:crypto";
-import type { Insertable, Selectable } from "kysely";
 import { nowIso } from "../clock.ts";
 import type { Page } from "../http/pagination.ts";
 import { writeJson } from "../store/codec.ts";
 import type { MediaDeps } from "./context.ts";
 import { toPlayer } from "./presenters.ts";
 import type { CreatePlayerInput, Theme, UpdatePlayerInput } from "./schemas.ts";
-import type { LibraryTable, PlayerTable } from "./tables.ts";
+import type { LibraryRow, NewPlayerRow, PlayerRow } from "./tables.ts";
 
-type PlayerRow = Selectable<PlayerTable>;
+export type PlayerOutcome<Done extends string> =
+  | { outcome: Done; player: PlayerRow }
+  | { outcome: "not_found" };
 
 export const DEFAULT_THEME: Theme = {
   primary_color: "#3b82f6",
@@ -35,12 +36,13 @@ export class PlayerService {
   }
 
   /** The first player of a library becomes its default. */
-  async create(library: Selectable<LibraryTable>, input: CreatePlayerInput): Promise<PlayerRow | undefined> {
-    const { db, libraries, players, clock } = this.deps;
-    return db.transaction().execute(async (trx) => {
-      if (!(await libraries.lockLibrary(trx, library.organization_id, library.id))) return undefined;
+  async create(library: LibraryRow, input: CreatePlayerInput): Promise<PlayerOutcome<"created">> {
+    const { transact, libraries, players, clock } = this.deps;
+    return transact(async (trx): Promise<PlayerOutcome<"created">> => {
+      if (!(await libraries.lockLibrary(trx, library.organization_id, library.id)))
+        return { outcome: "not_found" };
       const now = nowIso(clock);
-      const row = {
+      const row: NewPlayerRow = {
         id: randomUUID(),
         organization_id: library.organization_id,
         library_id: library.id,
@@ -49,50 +51,52 @@ export class PlayerService {
         is_default: (await players.count(trx, library.id)) === 0,
         created_at: now,
         updated_at: now,
-      } satisfies Insertable<PlayerTable>;
+      };
       await players.insert(trx, row);
-      return row as PlayerRow;
+      return { outcome: "created", player: row as PlayerRow };
     });
   }
 
   /** Renames or restyles; given theme fields replace the stored ones, the others are kept. */
-  async update(libraryId: string, id: string, input: UpdatePlayerInput): Promise<PlayerRow | undefined> {
-    const { db, players, clock } = this.deps;
-    return db.transaction().execute(async (trx) => {
+  async update(libraryId: string, id: string, input: UpdatePlayerInput): Promise<PlayerOutcome<"updated">> {
+    const { transact, players, clock } = this.deps;
+    return transact(async (trx): Promise<PlayerOutcome<"updated">> => {
       const player = await players.find(libraryId, id, trx);
-      if (!player) return undefined;
+      if (!player) return { outcome: "not_found" };
       const changes = {
         ...(input.name !== undefined ? { name: input.name } : {}),
         ...(input.theme ? { theme: writeJson({ ...toPlayer(player).theme, ...input.theme }) as string } : {}),
         updated_at: nowIso(clock),
       };
       await players.update(trx, id, changes);
-      return { ...player, ...changes };
+      return { outcome: "updated", player: { ...player, ...changes } };
     });
   }
 
-  async markAsDefault(library: Selectable<LibraryTable>, id: string): Promise<boolean> {
-    const { db, libraries, players, clock } = this.deps;
-    return db.transaction().execute(async (trx) => {
-      if (!(await libraries.lockLibrary(trx, library.organization_id, library.id))) return false;
+  async markAsDefault(library: LibraryRow, id: string): Promise<{ outcome: "marked" | "not_found" }> {
+    const { transact, libraries, players, clock } = this.deps;
+    return transact(async (trx) => {
+      if (!(await libraries.lockLibrary(trx, library.organization_id, library.id)))
+        return { outcome: "not_found" };
       const player = await players.find(library.id, id, trx);
-      if (!player) return false;
+      if (!player) return { outcome: "not_found" };
       const now = nowIso(clock);
       await players.clearDefault(trx, library.id, now);
       await players.update(trx, id, { is_default: true, updated_at: now });
-      return true;
+      return { outcome: "marked" };
     });
   }
 
   /** Deleting the default leaves the library without one until another is marked. */
-  async delete(library: Selectable<LibraryTable>, id: string): Promise<boolean> {
-    const { db, libraries, players } = this.deps;
-    return db.transaction().execute(async (trx) => {
-      if (!(await libraries.lockLibrary(trx, library.organization_id, library.id))) return false;
+  async delete(library: LibraryRow, id: string): Promise<{ outcome: "deleted" | "not_found" }> {
+    const { transact, libraries, players } = this.deps;
+    return transact(async (trx) => {
+      if (!(await libraries.lockLibrary(trx, library.organization_id, library.id)))
+        return { outcome: "not_found" };
       const player = await players.find(library.id, id, trx);
-      if (!player) return false;
+      if (!player) return { outcome: "not_found" };
       await players.delete(trx, id);
-      return true;
+      return { outcome: "deleted" };
     });
   }
 }

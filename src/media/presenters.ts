@@ -1,4 +1,3 @@
-import type { Selectable } from "kysely";
 import { formatDuration } from "../http/time.ts";
 import { readBool, readJson } from "../store/codec.ts";
 import type { VideoEventData } from "../webhooks/emitter.ts";
@@ -12,11 +11,11 @@ import type {
   Theme,
   Video,
 } from "./schemas.ts";
-import type { FolderTable, LibraryTable, PlayerTable, SubtitleTable, VideoTable } from "./tables.ts";
+import type { FolderRow, LibraryRow, PlayerRow, SubtitleRow, VideoRow } from "./tables.ts";
 
 /** Rows to the API shapes: the only place field names and encodings are translated. */
 
-export const toLibrary = (row: Selectable<LibraryTable>): Library => ({
+export const toLibrary = (row: LibraryRow): Library => ({
   id: row.id,
   name: row.name,
   description: row.description,
@@ -32,13 +31,13 @@ export const toLibrary = (row: Selectable<LibraryTable>): Library => ({
   updated_at: row.updated_at,
 });
 
-export const toSecurity = (row: Selectable<LibraryTable>): SecuritySettings => ({
+export const toSecurity = (row: LibraryRow): SecuritySettings => ({
   whitelist_referrers: readJson<AccessRule>(row.whitelist_referrers) as AccessRule,
   blocked_countries: readJson<AccessRule>(row.blocked_countries) as AccessRule,
   video_privacy: row.video_privacy,
 });
 
-export const toFolder = (row: Selectable<FolderTable>): Folder => ({
+export const toFolder = (row: FolderRow): Folder => ({
   id: row.id,
   library_id: row.library_id,
   parent_id: row.parent_id,
@@ -47,7 +46,7 @@ export const toFolder = (row: Selectable<FolderTable>): Folder => ({
   updated_at: row.updated_at,
 });
 
-export const toVideo = (row: Selectable<VideoTable>): Video => ({
+export const toVideo = (row: VideoRow): Video => ({
   id: row.id,
   library_id: row.library_id,
   folder_id: row.folder_id,
@@ -66,7 +65,7 @@ export const toVideo = (row: Selectable<VideoTable>): Video => ({
 });
 
 /** The video data of a webhook notification (SPEC.md "Events"); `client_id` is the organization. */
-export const toVideoEventData = (row: Selectable<VideoTable>): VideoEventData => ({
+export const toVideoEventData = (row: VideoRow): VideoEventData => ({
   status: row.status,
   duration: Number(row.duration),
   formatted_duration: formatDuration(Number(row.duration)),
@@ -80,7 +79,7 @@ export const toVideoEventData = (row: Selectable<VideoTable>): VideoEventData =>
   preview_animation_thumbnail_url: row.preview_animation_thumbnail_url,
 });
 
-export const toSubtitle = (row: Selectable<SubtitleTable>): Subtitle => ({
+export const toSubtitle = (row: SubtitleRow): Subtitle => ({
   id: row.id,
   video_id: row.video_id,
   title: row.title,
@@ -91,7 +90,7 @@ export const toSubtitle = (row: Selectable<SubtitleTable>): Subtitle => ({
   deleted_at: row.deleted_at,
 });
 
-export const toPlayer = (row: Selectable<PlayerTable>): Player => ({
+export const toPlayer = (row: PlayerRow): Player => ({
   id: row.id,
   library_id: row.library_id,
   name: row.name,

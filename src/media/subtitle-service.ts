@@ -1,23 +1,64 @@
 import { randomUUID } from "node:crypto";
-import type { Selectable } from "kysely";
 import { nowIso } from "../clock.ts";
+import type { FieldError } from "../http/errors.ts";
 import type { Page } from "../http/pagination.ts";
 import type { MediaDeps } from "./context.ts";
-import type { SubtitleFormat } from "./subtitle-format.ts";
-import type { SubtitleTable, VideoTable } from "./tables.ts";
-import { videoAssetUrl } from "./urls.ts";
+import { keepFileOnlyWhen, requiredField } from "./received-files.ts";
+import { canonicalLanguage, detectSubtitleFormat, type SubtitleFormat } from "./subtitle-format.ts";
+import type { SubtitleRow, VideoRow } from "./tables.ts";
+import { type ReceivedForm, readHead } from "./uploads.ts";
+import { videoBlobPrefix } from "./urls.ts";
 
-type SubtitleRow = Selectable<SubtitleTable>;
-type VideoRow = Selectable<VideoTable>;
+export type SubtitleOutcome<Done extends string> =
+  | { outcome: Done; subtitle: SubtitleRow }
+  | { outcome: "not_found" }
+  | { outcome: "invalid"; errors: FieldError[] };
 
-export interface StoredSubtitleFile {
-  key: string;
-  format: SubtitleFormat;
+const MAX_TITLE = 255;
+
+function checkTitle(value: string | undefined, errors: FieldError[]): string | undefined {
+  if (value === undefined || value.trim() === "") {
+    errors.push(requiredField("title"));
+    return undefined;
+  }
+  if (value.length > MAX_TITLE) {
+    errors.push({
+      field: "title",
+      code: "validation_max",
+      message: `The title field must be at most ${MAX_TITLE} characters.`,
+    });
+    return undefined;
+  }
+  return value;
 }
 
-/** Subtitles and uploaded thumbnails of a video. Files arrive already stored and checked. */
+function checkLanguage(value: string | undefined, errors: FieldError[]): string | undefined {
+  if (value === undefined || value.trim() === "") {
+    errors.push(requiredField("language"));
+    return undefined;
+  }
+  const canonical = canonicalLanguage(value);
+  if (!canonical) {
+    errors.push({
+      field: "language",
+      code: "validation_format",
+      message: "The language field must be a well-formed BCP 47 language tag (en, pt-BR, zh-Hans).",
+    });
+  }
+  return canonical;
+}
+
+/**
+ * Subtitles of a video. Files arrive stored by the upload (`receiveMultipart`); they are checked here
+ * by content, and removed again whenever the subtitle is not saved.
+ */
 export class SubtitleService {
   constructor(private readonly deps: MediaDeps) {}
+
+  /** Where an uploaded subtitle file of the video is stored. */
+  fileKey(video: VideoRow): string {
+    return `${videoBlobPrefix(video.library_id, video.id)}/subtitles/${randomUUID()}`;
+  }
 
   find(videoId: string, id: string): Promise<SubtitleRow | undefined> {
     return this.deps.videos.findSubtitle(videoId, id);
@@ -27,109 +68,100 @@ export class SubtitleService {
     return this.deps.videos.listSubtitles(videoId, page);
   }
 
-  /** Undefined when the video was deleted while its subtitle was uploading. */
-  async create(
-    video: VideoRow,
-    input: { title: string; language: string; file: StoredSubtitleFile },
-  ): Promise<SubtitleRow | undefined> {
-    const now = nowIso(this.deps.clock);
-    const row: SubtitleRow = {
-      id: randomUUID(),
-      organization_id: video.organization_id,
-      library_id: video.library_id,
-      video_id: video.id,
-      title: input.title,
-      language: input.language,
-      path: input.file.key,
-      format: input.file.format,
-      created_at: now,
-      updated_at: now,
-      deleted_at: null,
-    };
-    return this.deps.db.transaction().execute(async (trx) => {
-      if (!(await this.deps.videos.find(video.library_id, video.id, trx))) return undefined;
-      await this.deps.videos.insertSubtitle(trx, row);
-      return row;
-    });
-  }
-
-  /** Changes what is given; a new file replaces the old one, whose blob goes after commit. */
-  async update(
-    videoId: string,
-    id: string,
-    input: { title?: string; language?: string; file?: StoredSubtitleFile },
-  ): Promise<SubtitleRow | undefined> {
-    const { db, videos, blobs, clock } = this.deps;
-    const result = await db.transaction().execute(async (trx) => {
-      const subtitle = await videos.findSubtitle(videoId, id, trx);
-      if (!subtitle) return undefined;
-      const changes = {
-        ...(input.title !== undefined ? { title: input.title } : {}),
-        ...(input.language !== undefined ? { language: input.language } : {}),
-        ...(input.file ? { path: input.file.key, format: input.file.format } : {}),
-        updated_at: nowIso(clock),
-      };
-      await videos.updateSubtitle(trx, id, changes);
-      return { before: subtitle, after: { ...subtitle, ...changes } };
-    });
-    if (!result) return undefined;
-    if (input.file) await blobs.delete(result.before.path);
-    return result.after;
-  }
-
-  /** Marks the subtitle deleted (it then exists for no one) and removes its file. */
-  async delete(videoId: string, id: string): Promise<boolean> {
-    const { db, videos, blobs, clock } = this.deps;
-    const subtitle = await db.transaction().execute(async (trx) => {
-      const found = await videos.findSubtitle(videoId, id, trx);
-      if (found) await videos.updateSubtitle(trx, id, { deleted_at: nowIso(clock) });
-      return found;
-    });
-    if (!subtitle) return false;
-    await blobs.delete(subtitle.path);
-    return true;
-  }
-
-  /**
-   * Records an uploaded thumbnail and points the video's `thumbnail_url` at it (served by the
-   * library's distribution as `/{video_id}/thumbnail.jpg`). Earlier uploads are replaced.
-   */
-  async setThumbnail(
-    video: VideoRow,
-    file: { key: string; contentType: string; sizeBytes: number },
-  ): Promise<VideoRow | undefined> {
-    const { db, videos, blobs, clock, config } = this.deps;
-    const now = nowIso(clock);
-    const result = await db.transaction().execute(async (trx) => {
-      const current = await videos.find(video.library_id, video.id, trx);
-      if (!current) return undefined;
-      const previous = await videos.thumbnailsOf(trx, video.id);
-      await videos.deleteThumbnails(
-        trx,
-        previous.map((row) => row.id),
-      );
-      await videos.insertThumbnail(trx, {
+  /** A subtitle from a form of title, language and file; `not_found` when the video went meanwhile. */
+  create(video: VideoRow, form: ReceivedForm): Promise<SubtitleOutcome<"created">> {
+    return keepFileOnlyWhen(this.deps.blobs, form, "created", async () => {
+      const errors: FieldError[] = [];
+      const title = checkTitle(form.fields.title, errors);
+      const language = checkLanguage(form.fields.language, errors);
+      let format: SubtitleFormat | undefined;
+      if (!form.file) errors.push(requiredField("file"));
+      else format = await this.#checkFile(form.file.key, errors);
+      if (errors.length > 0 || !title || !language || !form.file || !format) {
+        return { outcome: "invalid", errors };
+      }
+      const now = nowIso(this.deps.clock);
+      const subtitle: SubtitleRow = {
         id: randomUUID(),
         organization_id: video.organization_id,
         library_id: video.library_id,
         video_id: video.id,
-        path: file.key,
-        content_type: file.contentType,
-        size_bytes: file.sizeBytes,
+        title,
+        language,
+        path: form.file.key,
+        format,
         created_at: now,
-      });
-      const changes = {
-        thumbnail_url: videoAssetUrl(config, video.library_id, video.id, "thumbnail.jpg"),
         updated_at: now,
+        deleted_at: null,
       };
-      await videos.update(trx, video.id, changes);
-      return { video: { ...current, ...changes }, previous };
+      return this.deps.transact(async (trx) => {
+        if (!(await this.deps.videos.find(video.library_id, video.id, trx))) return { outcome: "not_found" };
+        await this.deps.videos.insertSubtitle(trx, subtitle);
+        return { outcome: "created", subtitle };
+      });
     });
-    if (!result) {
-      await blobs.delete(file.key);
-      return undefined;
+  }
+
+  /**
+   * Changes what the form gives (at least one of title, language, file); a new file replaces the
+   * old one, whose blob goes after commit.
+   */
+  update(videoId: string, id: string, form: ReceivedForm): Promise<SubtitleOutcome<"updated">> {
+    const { transact, videos, blobs, clock } = this.deps;
+    return keepFileOnlyWhen(blobs, form, "updated", async () => {
+      const { title: givenTitle, language: givenLanguage } = form.fields;
+      if (givenTitle === undefined && givenLanguage === undefined && !form.file) {
+        return {
+          outcome: "invalid",
+          errors: [requiredField("title"), requiredField("language"), requiredField("file")],
+        };
+      }
+      const errors: FieldError[] = [];
+      const title = givenTitle === undefined ? undefined : checkTitle(givenTitle, errors);
+      const language = givenLanguage === undefined ? undefined : checkLanguage(givenLanguage, errors);
+      const format = form.file ? await this.#checkFile(form.file.key, errors) : undefined;
+      if (errors.length > 0) return { outcome: "invalid", errors };
+      const result = await transact(async (trx) => {
+        const subtitle = await videos.findSubtitle(videoId, id, trx);
+        if (!subtitle) return undefined;
+        const changes = {
+          ...(title !== undefined ? { title } : {}),
+          ...(language !== undefined ? { language } : {}),
+          ...(form.file && format ? { path: form.file.key, format } : {}),
+          updated_at: nowIso(clock),
+        };
+        await videos.updateSubtitle(trx, id, changes);
+        return { before: subtitle, after: { ...subtitle, ...changes } };
+      });
+      if (!result) return { outcome: "not_found" };
+      if (form.file) await blobs.delete(result.before.path);
+      return { outcome: "updated", subtitle: result.after };
+    });
+  }
+
+  /** Marks the subtitle deleted (it then exists for no one) and removes its file. */
+  async delete(videoId: string, id: string): Promise<{ outcome: "deleted" | "not_found" }> {
+    const { transact, videos, blobs, clock } = this.deps;
+    const subtitle = await transact(async (trx) => {
+      const found = await videos.findSubtitle(videoId, id, trx);
+      if (found) await videos.updateSubtitle(trx, id, { deleted_at: nowIso(clock) });
+      return found;
+    });
+    if (!subtitle) return { outcome: "not_found" };
+    await blobs.delete(subtitle.path);
+    return { outcome: "deleted" };
+  }
+
+  async #checkFile(key: string, errors: FieldError[]): Promise<SubtitleFormat | undefined> {
+    const { blobs, config } = this.deps;
+    const format = detectSubtitleFormat(await readHead(blobs.open(key), config.limits.subtitleBytes + 1));
+    if (!format) {
+      errors.push({
+        field: "file",
+        code: "validation_mimes",
+        message: "The file field must be a WebVTT or SRT subtitle file.",
+      });
     }
-    for (const row of result.previous) await blobs.delete(row.path);
-    return result.video;
+    return format;
   }
 }

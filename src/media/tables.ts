@@ -1,3 +1,4 @@
+import type { Insertable, Selectable, Updateable } from "kysely";
 import type { Bool, JsonText, Timestamp } from "../store/types.ts";
 
 export type LibraryStatus = "provisioning" | "active" | "failed" | "deleting";
@@ -108,3 +109,12 @@ export interface MediaTables {
   media_thumbnails: ThumbnailTable;
   media_players: PlayerTable;
 }
+
+export type LibraryRow = Selectable<LibraryTable>;
+export type FolderRow = Selectable<FolderTable>;
+export type VideoRow = Selectable<VideoTable>;
+export type SubtitleRow = Selectable<SubtitleTable>;
+export type ThumbnailRow = Selectable<ThumbnailTable>;
+export type PlayerRow = Selectable<PlayerTable>;
+export type VideoChanges = Updateable<VideoTable>;
+export type NewPlayerRow = Insertable<PlayerTable>;

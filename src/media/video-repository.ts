@@ -85,6 +85,18 @@ export class VideoRepository {
     await executor.updateTable("media_subtitles").set(changes).where("id", "=", id).execute();
   }
 
+  /** Live subtitles of a video, oldest first (the order of the HLS master's tracks). */
+  subtitlesOldestFirst(videoId: string) {
+    return this.db
+      .selectFrom("media_subtitles")
+      .selectAll()
+      .where("video_id", "=", videoId)
+      .where("deleted_at", "is", null)
+      .orderBy("created_at", "asc")
+      .orderBy("id", "asc")
+      .execute();
+  }
+
   // ---- Thumbnails
 
   async insertThumbnail(executor: Executor, row: Insertable<ThumbnailTable>): Promise<void> {
@@ -100,8 +112,8 @@ export class VideoRepository {
   }
 
   /** The most recently uploaded thumbnail of a video (what its `thumbnail_url` serves). */
-  latestThumbnail(videoId: string) {
-    return this.db
+  latestThumbnail(videoId: string, executor: Executor = this.db) {
+    return executor
       .selectFrom("media_thumbnails")
       .selectAll()
       .where("video_id", "=", videoId)

@@ -1,18 +1,16 @@
 import { randomUUID } from "node:crypto";
-import type { Selectable } from "kysely";
 import { nowIso } from "../clock.ts";
 import type { Page } from "../http/pagination.ts";
 import type { Executor } from "../store/transactions.ts";
 import type { MediaDeps } from "./context.ts";
 import { toVideoEventData } from "./presenters.ts";
 import type { CreateVideoInput, UpdateVideoInput } from "./schemas.ts";
-import type { LibraryTable, VideoStatus, VideoTable } from "./tables.ts";
+import type { LibraryRow, VideoRow, VideoStatus } from "./tables.ts";
 import { videoBlobPrefix } from "./urls.ts";
 
-type VideoRow = Selectable<VideoTable>;
-type LibraryRow = Selectable<LibraryTable>;
-
-export type VideoOutcome = { outcome: "ok"; video: VideoRow } | { outcome: "not_found" | "folder_not_found" };
+export type VideoOutcome =
+  | { outcome: "created" | "updated"; video: VideoRow }
+  | { outcome: "not_found" | "folder_not_found" };
 
 /** The status of a video that exists but has no source yet (the upload moves it to `uploading`). */
 export const INITIAL_VIDEO_STATUS: VideoStatus = "created";
@@ -30,8 +28,8 @@ export class VideoService {
 
   /** A new video, announced to webhooks (`created`) in the same transaction. */
   async create(library: LibraryRow, input: CreateVideoInput): Promise<VideoOutcome> {
-    const { db, folders, videos, webhooks, clock } = this.deps;
-    const result = await db.transaction().execute(async (trx): Promise<VideoOutcome> => {
+    const { transact, folders, videos, webhooks, clock } = this.deps;
+    const result = await transact(async (trx): Promise<VideoOutcome> => {
       if (input.folder_id) await this.deps.libraries.lockById(trx, library.id);
       if (input.folder_id && !(await folders.find(library.id, input.folder_id, trx))) {
         return { outcome: "folder_not_found" };
@@ -62,15 +60,15 @@ export class VideoService {
         videoId: video.id,
         data: toVideoEventData(video),
       });
-      return { outcome: "ok", video };
+      return { outcome: "created", video };
     });
-    if (result.outcome === "ok") webhooks.notify();
+    if (result.outcome === "created") webhooks.notify();
     return result;
   }
 
   async update(libraryId: string, id: string, input: UpdateVideoInput): Promise<VideoOutcome> {
-    const { db, folders, videos, clock } = this.deps;
-    return db.transaction().execute(async (trx): Promise<VideoOutcome> => {
+    const { transact, folders, videos, clock } = this.deps;
+    return transact(async (trx): Promise<VideoOutcome> => {
       if (input.folder_id) await this.deps.libraries.lockById(trx, libraryId);
       const video = await videos.find(libraryId, id, trx);
       if (!video) return { outcome: "not_found" };
@@ -84,22 +82,22 @@ export class VideoService {
         updated_at: nowIso(clock),
       };
       await videos.update(trx, id, changes);
-      return { outcome: "ok", video: { ...video, ...changes } };
+      return { outcome: "updated", video: { ...video, ...changes } };
     });
   }
 
   /** Deletes one video with its subtitles, thumbnails and files; webhooks hear `deleted`. */
-  async delete(libraryId: string, id: string): Promise<boolean> {
-    const { db, videos, webhooks } = this.deps;
-    const video = await db.transaction().execute(async (trx) => {
+  async delete(libraryId: string, id: string): Promise<{ outcome: "deleted" | "not_found" }> {
+    const { transact, videos, webhooks } = this.deps;
+    const video = await transact(async (trx) => {
       const found = await videos.find(libraryId, id, trx);
       if (found) await this.removeInTransaction(trx, [found]);
       return found;
     });
-    if (!video) return false;
+    if (!video) return { outcome: "not_found" };
     webhooks.notify();
     await this.removeFiles([video]);
-    return true;
+    return { outcome: "deleted" };
   }
 
   /** Deletes videos inside the caller's transaction and queues their `deleted` notifications. */

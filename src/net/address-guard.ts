@@ -32,7 +32,7 @@ export class BlockedAddressError extends Error {
   }
 }
 
-export type TargetCheck = { ok: true } | { ok: false; reason: string };
+export type TargetCheck = { outcome: "public" } | { outcome: "blocked"; reason: string };
 
 /**
  * Resolves a URL's host now and checks every address it names; used when a URL is saved. A name
@@ -40,20 +40,20 @@ export type TargetCheck = { ok: true } | { ok: false; reason: string };
  * `createGuardedAgent` still refuses it if it later resolves inside the network.
  */
 export async function checkUrlTarget(url: string, allowPrivate: boolean): Promise<TargetCheck> {
-  if (allowPrivate) return { ok: true };
+  if (allowPrivate) return { outcome: "public" };
   const hostname = new URL(url).hostname.replace(/^\[|\]$/g, "");
   if (isIP(hostname)) {
     return isPublicAddress(hostname)
-      ? { ok: true }
-      : { ok: false, reason: `${hostname} is not a public address` };
+      ? { outcome: "public" }
+      : { outcome: "blocked", reason: `${hostname} is not a public address` };
   }
   const addresses = await new Promise<LookupAddress[]>((resolve) =>
     dnsLookup(hostname, { all: true }, (error, found) => resolve(error ? [] : found)),
   );
   const blocked = addresses.find((entry) => !isPublicAddress(entry.address));
   return blocked
-    ? { ok: false, reason: new BlockedAddressError(hostname, blocked.address).message }
-    : { ok: true };
+    ? { outcome: "blocked", reason: new BlockedAddressError(hostname, blocked.address).message }
+    : { outcome: "public" };
 }
 
 type LookupCallback = (

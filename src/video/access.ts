@@ -1,6 +1,9 @@
-import type { Selectable } from "kysely";
-import type { LibraryTable } from "../media/tables.ts";
+import type { PlayerRepository } from "../media/player-repository.ts";
+import type { LibraryRepository } from "../media/repository.ts";
+import type { LibraryRow, VideoRow } from "../media/tables.ts";
+import type { VideoRepository } from "../media/video-repository.ts";
 import { readJson } from "../store/codec.ts";
+import type { VideoProcessingRepository } from "./repository.ts";
 import type { PlaybackTokens } from "./tokens.ts";
 
 interface Rule {
@@ -16,13 +19,20 @@ export interface Viewer {
   expires: string | undefined;
 }
 
-export type AccessDecision =
-  | {
-      allowed: true /** Present when the request carried a valid token, to pass on in playlists. */;
-      token?: string;
-      expires?: string;
-    }
-  | { allowed: false; message: string };
+/** A valid token the request carried, to pass on in the links it is answered with. */
+export interface ViewerToken {
+  token: string;
+  expires: string;
+}
+
+export type Admission =
+  | { outcome: "admitted"; library: LibraryRow; video: VideoRow; token: ViewerToken | undefined }
+  | { outcome: "not_found" }
+  | { outcome: "refused"; message: string };
+
+type Decision =
+  | { outcome: "admitted"; token: ViewerToken | undefined }
+  | { outcome: "refused"; message: string };
 
 const first = (value: string | string[] | undefined): string | undefined =>
   Array.isArray(value) ? value[0] : value;
@@ -62,12 +72,7 @@ function ruleOf(json: string): Rule | undefined {
  * The library's security settings applied to one playback request: referrer rule, country rule, then
  * `video_privacy` `private` (a valid token for this video). Disabled rules are ignored.
  */
-export function decideAccess(
-  library: Selectable<LibraryTable>,
-  videoId: string,
-  viewer: Viewer,
-  tokens: PlaybackTokens,
-): AccessDecision {
+function decide(library: LibraryRow, videoId: string, viewer: Viewer, tokens: PlaybackTokens): Decision {
   const referrers = ruleOf(library.whitelist_referrers);
   if (referrers) {
     const host = viewer.referer === undefined ? undefined : (refererHost(viewer.referer) ?? "");
@@ -75,9 +80,9 @@ export function decideAccess(
       host !== undefined && referrers.values.some((value) => hostMatches(host, value.toLowerCase()));
     if (referrers.action === "allow") {
       const admitted = referrers.values.length === 0 ? viewer.referer === undefined : listed;
-      if (!admitted) return { allowed: false, message: "This referrer may not play this video" };
+      if (!admitted) return { outcome: "refused", message: "This referrer may not play this video" };
     } else if (listed) {
-      return { allowed: false, message: "This referrer may not play this video" };
+      return { outcome: "refused", message: "This referrer may not play this video" };
     }
   }
   const countries = ruleOf(library.blocked_countries);
@@ -86,7 +91,7 @@ export function decideAccess(
       viewer.country !== undefined &&
       countries.values.some((value) => value.toUpperCase() === viewer.country);
     if (countries.action === "allow" ? !listed : listed) {
-      return { allowed: false, message: "This video is not available in your country" };
+      return { outcome: "refused", message: "This video is not available in your country" };
     }
   }
   const check = tokens.check(videoId, viewer.token, viewer.expires);
@@ -97,9 +102,57 @@ export function decideAccess(
         : check === "expired"
           ? "The playback token has expired"
           : "The playback token is not valid";
-    return { allowed: false, message };
+    return { outcome: "refused", message };
   }
-  return check === "valid"
-    ? { allowed: true, token: viewer.token, expires: viewer.expires }
-    : { allowed: true };
+  const token =
+    check === "valid" && viewer.token !== undefined && viewer.expires !== undefined
+      ? { token: viewer.token, expires: viewer.expires }
+      : undefined;
+  return { outcome: "admitted", token };
+}
+
+/**
+ * Who may play what: the one place the playback rules are applied, for the edge's media origin and
+ * the embed page alike, and what playback reads of a video (its media rows belong to media).
+ */
+export class PlaybackAccess {
+  constructor(
+    private readonly libraries: LibraryRepository,
+    private readonly videos: VideoRepository,
+    private readonly players: PlayerRepository,
+    private readonly processing: VideoProcessingRepository,
+    private readonly tokens: PlaybackTokens,
+  ) {}
+
+  /** The library's rules applied to a viewer of one of its videos (playback is not authenticated). */
+  async admit(libraryId: string, videoId: string, viewer: Viewer): Promise<Admission> {
+    const library = await this.libraries.findById(libraryId);
+    const video = library ? await this.videos.find(libraryId, videoId) : undefined;
+    if (!library || !video) return { outcome: "not_found" };
+    const decision = decide(library, video.id, viewer, this.tokens);
+    return decision.outcome === "admitted" ? { ...decision, library, video } : decision;
+  }
+
+  /** The processing state of the video's current source: which renditions exist. */
+  renditions(videoId: string) {
+    return this.processing.find(videoId);
+  }
+
+  /** Live subtitles, oldest first (the order of the HLS master's tracks). */
+  subtitles(videoId: string) {
+    return this.videos.subtitlesOldestFirst(videoId);
+  }
+
+  subtitle(videoId: string, id: string) {
+    return this.videos.findSubtitle(videoId, id);
+  }
+
+  uploadedThumbnail(videoId: string) {
+    return this.videos.latestThumbnail(videoId);
+  }
+
+  /** The named player of the library, else (no name) its default one. */
+  player(libraryId: string, playerId: string | undefined) {
+    return playerId ? this.players.find(libraryId, playerId) : this.players.findDefault(libraryId);
+  }
 }

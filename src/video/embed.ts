@@ -6,10 +6,11 @@ import type { Config } from "../config.ts";
 import { ApiError } from "../http/errors.ts";
 import { IdParams, mediaErrorResponses, Uuid } from "../http/schemas.ts";
 import type { MediaServices } from "../media/index.ts";
+import { DEFAULT_THEME } from "../media/player-service.ts";
 import type { Theme } from "../media/schemas.ts";
 import { videoAssetUrl } from "../media/urls.ts";
 import { readJson } from "../store/codec.ts";
-import { decideAccess, viewerOf } from "./access.ts";
+import { viewerOf } from "./access.ts";
 import type { VideoServices } from "./index.ts";
 import { MASTER_PLAYLIST, MP4_FILE } from "./transcoder.ts";
 
@@ -20,15 +21,6 @@ export interface EmbedRouteOptions {
 }
 
 export const HLS_SCRIPT_PATH = "/embed/assets/hls.min.js";
-
-const DEFAULT_THEME: Theme = {
-  primary_color: "#3b82f6",
-  background_color: "#000000",
-  text_color: "#ffffff",
-  controls: ["play", "progress", "current-time", "mute", "volume", "captions", "settings", "fullscreen"],
-  autoplay: false,
-  loop: false,
-};
 
 const COLOR = /^#(?:[0-9a-f]{3}|[0-9a-f]{6})$/i;
 const color = (value: unknown, fallback: string) =>
@@ -169,24 +161,24 @@ export const embedRoutes: FastifyPluginAsyncTypebox<EmbedRouteOptions> = async (
     },
     async (request, reply) => {
       const { libraryId, videoId } = request.params;
-      const library = await video.repository.library(libraryId);
-      const found = library ? await video.repository.video(libraryId, videoId) : undefined;
-      if (!library || !found) throw ApiError.notFound();
       const query = new URLSearchParams();
       if (request.query.token !== undefined) query.set("token", request.query.token);
       if (request.query.expires !== undefined) query.set("expires", request.query.expires);
-      const access = decideAccess(library, found.id, viewerOf(request.headers, query), video.tokens);
-      if (!access.allowed) throw ApiError.forbidden(access.message);
+      const access = await video.access.admit(libraryId, videoId, viewerOf(request.headers, query));
+      switch (access.outcome) {
+        case "not_found":
+          throw ApiError.notFound();
+        case "refused":
+          throw ApiError.forbidden(access.message);
+        case "admitted":
+          break;
+      }
+      const found = access.video;
       if (found.status !== "ready") throw ApiError.notFound();
-      const player = request.query.player
-        ? await video.repository.player(libraryId, request.query.player)
-        : await video.repository.defaultPlayer(libraryId);
+      const player = await video.access.player(libraryId, request.query.player);
       if (request.query.player && !player) throw ApiError.notFound();
       const theme = (player ? readJson<Theme>(player.theme) : undefined) ?? DEFAULT_THEME;
-      const suffix =
-        access.token && access.expires
-          ? `?${new URLSearchParams({ token: access.token, expires: access.expires }).toString()}`
-          : "";
+      const suffix = access.token ? `?${new URLSearchParams({ ...access.token }).toString()}` : "";
       const html = embedPage({
         title: found.title,
         manifestUrl: `${videoAssetUrl(config, libraryId, found.id, MASTER_PLAYLIST)}${suffix}`,

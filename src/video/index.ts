@@ -1,17 +1,10 @@
-import type { FastifyBaseLogger } from "fastify";
-import type { Kysely } from "kysely";
-import type { BlobStore } from "../blobs/store.ts";
-import type { Clock } from "../clock.ts";
 import { loadSecretKey } from "../cloud/secrets.ts";
-import type { Config } from "../config.ts";
-import type { JobQueue } from "../jobs/queue.ts";
-import type { VideoRepository } from "../media/video-repository.ts";
-import type { Database } from "../store/tables.ts";
-import type { WebhookEmitter } from "../webhooks/emitter.ts";
+import type { PlayerRepository } from "../media/player-repository.ts";
+import type { LibraryRepository } from "../media/repository.ts";
+import { PlaybackAccess } from "./access.ts";
 import { VideoMediaOrigin } from "./media-origin.ts";
 import { locateMediaTools, MediaTools } from "./media-tools.ts";
-import { VideoPipeline } from "./pipeline.ts";
-import { VideoProcessingRepository } from "./repository.ts";
+import { type PipelineDeps, VideoPipeline } from "./pipeline.ts";
 import { PlaybackTokens } from "./tokens.ts";
 import { Transcoder } from "./transcoder.ts";
 
@@ -19,23 +12,18 @@ export interface VideoServices {
   pipeline: VideoPipeline;
   tokens: PlaybackTokens;
   origin: VideoMediaOrigin;
-  repository: VideoProcessingRepository;
+  /** The playback rules, shared by the media origin and the embed page. */
+  access: PlaybackAccess;
 }
 
-export interface VideoDeps {
-  db: Kysely<Database>;
-  config: Config;
-  clock: Clock;
-  blobs: BlobStore;
-  jobs: JobQueue;
-  webhooks: WebhookEmitter;
-  videos: VideoRepository;
-  logger: FastifyBaseLogger;
+/** The pipeline's needs, and what playback reads of media (its libraries and players). */
+export interface VideoDeps extends Omit<PipelineDeps, "transcoder"> {
+  libraries: LibraryRepository;
+  players: PlayerRepository;
 }
 
 /** The video domain: processing pipeline, playback tokens and the edge's media origin. */
 export function createVideoServices(deps: VideoDeps): VideoServices {
-  const repository = new VideoProcessingRepository(deps.db);
   // ffmpeg is looked up on first use, so processes that never process video need none.
   let tools: MediaTools | undefined;
   const lazyTools = () => {
@@ -58,10 +46,11 @@ export function createVideoServices(deps: VideoDeps): VideoServices {
     () => loadSecretKey(deps.config.secretKey, deps.config.dataDir),
     deps.clock,
   );
+  const access = new PlaybackAccess(deps.libraries, deps.videos, deps.players, deps.processing, tokens);
   return {
-    pipeline: new VideoPipeline({ ...deps, processing: repository, transcoder }),
+    pipeline: new VideoPipeline({ ...deps, transcoder }),
     tokens,
-    origin: new VideoMediaOrigin(repository, deps.blobs, tokens, deps.logger),
-    repository,
+    origin: new VideoMediaOrigin(access, deps.blobs, deps.logger),
+    access,
   };
 }

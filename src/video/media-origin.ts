@@ -1,17 +1,14 @@
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
 import type { FastifyBaseLogger } from "fastify";
-import type { Selectable } from "kysely";
 import type { BlobStore } from "../blobs/store.ts";
 import type { MediaOrigin } from "../cdn/edge/media-origin.ts";
 import { sendJsonError, streamRepresentation } from "../cdn/edge/serving.ts";
 import { isUuid } from "../ids.ts";
-import type { LibraryTable } from "../media/tables.ts";
+import type { LibraryRow } from "../media/tables.ts";
 import { readJson } from "../store/codec.ts";
-import { type AccessDecision, decideAccess, viewerOf } from "./access.ts";
+import { type PlaybackAccess, type ViewerToken, viewerOf } from "./access.ts";
 import { renditionPrefix } from "./pipeline.ts";
 import { srtToVtt, subtitlePlaylist, withQuery, withSubtitleTracks } from "./playlists.ts";
-import type { VideoProcessingRepository } from "./repository.ts";
-import type { PlaybackTokens } from "./tokens.ts";
 import { MASTER_PLAYLIST, MP4_FILE, PREVIEW_FILE, THUMBNAIL_DIR } from "./transcoder.ts";
 
 /** Files a video has on its distribution, relative to `/{video_id}/`. */
@@ -44,7 +41,7 @@ function assetOf(path: string): Asset | undefined {
 const PLAYLIST_TYPE = "application/vnd.apple.mpegurl";
 
 /** Whether responses may be kept by shared caches downstream: only when no rule limits who may see them. */
-function isRestricted(library: Selectable<LibraryTable>): boolean {
+function isRestricted(library: LibraryRow): boolean {
   if (library.video_privacy === "private") return true;
   for (const json of [library.whitelist_referrers, library.blocked_countries]) {
     const rule = readJson<{ enabled?: boolean }>(json);
@@ -60,9 +57,8 @@ function isRestricted(library: Selectable<LibraryTable>): boolean {
  */
 export class VideoMediaOrigin implements MediaOrigin {
   constructor(
-    private readonly repository: VideoProcessingRepository,
+    private readonly playback: PlaybackAccess,
     private readonly blobs: BlobStore,
-    private readonly tokens: PlaybackTokens,
     private readonly logger: FastifyBaseLogger,
   ) {}
 
@@ -80,22 +76,21 @@ export class VideoMediaOrigin implements MediaOrigin {
     const asset = match?.[2] ? assetOf(match[2]) : undefined;
     if (!videoId || !isUuid(videoId) || !asset || !isUuid(libraryId)) return this.#error(response, 404);
 
-    const library = await this.repository.library(libraryId);
-    const video = library ? await this.repository.video(libraryId, videoId) : undefined;
-    if (!library || !video) return this.#error(response, 404);
-    const access = decideAccess(library, video.id, viewerOf(request.headers, query), this.tokens);
-    if (!access.allowed) return this.#error(response, 403, access.message);
+    const access = await this.playback.admit(libraryId, videoId, viewerOf(request.headers, query));
+    if (access.outcome === "not_found") return this.#error(response, 404);
+    if (access.outcome === "refused") return this.#error(response, 403, access.message);
+    const { library, video } = access;
     const cacheControl = isRestricted(library) ? "private, max-age=300" : "public, max-age=300";
     const playlistCache = isRestricted(library) ? "private, no-cache" : "no-cache";
 
     if (asset.kind === "thumbnail") {
-      const uploaded = await this.repository.uploadedThumbnail(video.id);
+      const uploaded = await this.playback.uploadedThumbnail(video.id);
       if (uploaded) return this.#blob(request, response, uploaded.path, uploaded.content_type, cacheControl);
     }
-    const processing = await this.repository.find(video.id);
+    const processing = await this.playback.renditions(video.id);
     if (video.status !== "ready" || !processing) return this.#error(response, 404);
     const prefix = renditionPrefix(libraryId, video.id, processing.generation);
-    const tokenQuery = access.token && access.expires ? tokenParams(access) : undefined;
+    const tokenQuery = access.token ? tokenParams(access.token) : undefined;
     // Playlists name further files: those links carry the viewer's token, so private playback works.
     const sendPlaylist = (text: string) =>
       this.#send(
@@ -121,7 +116,7 @@ export class VideoMediaOrigin implements MediaOrigin {
       case "master": {
         const master = await this.#text(`${prefix}/${MASTER_PLAYLIST}`);
         if (master === undefined) return this.#error(response, 404);
-        const tracks = (await this.repository.subtitles(video.id)).map((row) => ({
+        const tracks = (await this.playback.subtitles(video.id)).map((row) => ({
           id: row.id,
           title: row.title,
           language: row.language,
@@ -135,12 +130,12 @@ export class VideoMediaOrigin implements MediaOrigin {
         return sendPlaylist(text);
       }
       case "subtitle-playlist": {
-        if (!(await this.repository.subtitle(video.id, asset.subtitleId))) return this.#error(response, 404);
+        if (!(await this.playback.subtitle(video.id, asset.subtitleId))) return this.#error(response, 404);
         const text = subtitlePlaylist(asset.subtitleId, Number(processing.duration_s));
         return sendPlaylist(text);
       }
       case "subtitle": {
-        const subtitle = await this.repository.subtitle(video.id, asset.subtitleId);
+        const subtitle = await this.playback.subtitle(video.id, asset.subtitleId);
         const content = subtitle ? await this.#text(subtitle.path) : undefined;
         if (!subtitle || content === undefined) return this.#error(response, 404);
         const vtt = subtitle.format === "srt" ? srtToVtt(content) : content.replace(/^\uFEFF/, "");
@@ -217,6 +212,6 @@ export class VideoMediaOrigin implements MediaOrigin {
   }
 }
 
-function tokenParams(access: Extract<AccessDecision, { allowed: true }>): string {
-  return new URLSearchParams({ token: access.token ?? "", expires: access.expires ?? "" }).toString();
+function tokenParams(token: ViewerToken): string {
+  return new URLSearchParams({ token: token.token, expires: token.expires }).toString();
 }

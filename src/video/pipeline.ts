@@ -1,25 +1,25 @@
+import { randomUUID } from "node:crypto";
 import { createReadStream, createWriteStream } from "node:fs";
 import { mkdir, readdir, rm } from "node:fs/promises";
 import { join, relative, sep } from "node:path";
 import { pipeline as streamPipeline } from "node:stream/promises";
 import type { FastifyBaseLogger } from "fastify";
-import type { Insertable, Kysely, Selectable, Updateable } from "kysely";
 import type { BlobStore } from "../blobs/store.ts";
 import { type Clock, nowIso } from "../clock.ts";
 import type { Config } from "../config.ts";
 import type { JobContext, JobHandler, JobQueue } from "../jobs/queue.ts";
 import { toVideoEventData } from "../media/presenters.ts";
-import type { VideoStatus, VideoTable } from "../media/tables.ts";
+import type { VideoChanges, VideoRow, VideoStatus } from "../media/tables.ts";
 import { videoAssetUrl, videoBlobPrefix } from "../media/urls.ts";
 import type { VideoRepository } from "../media/video-repository.ts";
-import type { Database } from "../store/tables.ts";
+import type { Transact } from "../store/transactions.ts";
 import type { WebhookEmitter } from "../webhooks/emitter.ts";
 import { MediaToolError } from "./media-tools.ts";
 import type { VideoProcessingRepository } from "./repository.ts";
-import type { VideoProcessingTable } from "./tables.ts";
+import type { NewProcessingRow, ProcessingChanges, ProcessingRow } from "./tables.ts";
 import { MASTER_PLAYLIST, MP4_FILE, PREVIEW_FILE, type Transcoder } from "./transcoder.ts";
 
-type VideoRow = Selectable<VideoTable>;
+export type SourceOutcome = { outcome: "accepted"; video: VideoRow } | { outcome: "not_found" | "empty" };
 
 export const PROCESS_JOB = "video.process";
 /** A processing job is ours for this long without a heartbeat; a dead worker's job is taken over after it. */
@@ -49,7 +49,7 @@ export const thumbnailCountFor = (durationS: number): number =>
   Math.min(5, Math.max(1, Math.ceil(durationS / 2)));
 
 export interface PipelineDeps {
-  db: Kysely<Database>;
+  transact: Transact;
   config: Config;
   clock: Clock;
   blobs: BlobStore;
@@ -77,23 +77,36 @@ async function filesUnder(directory: string): Promise<string[]> {
 export class VideoPipeline {
   constructor(private readonly deps: PipelineDeps) {}
 
+  /** Where an uploaded source of the video is stored. */
+  sourceKey(video: VideoRow): string {
+    return sourceKey(video.library_id, video.id, randomUUID());
+  }
+
   /**
    * Makes a stored upload the video's source: a new generation, status `uploading` (announced), the
    * processing job queued, all in one transaction. The previous source and renditions are removed
-   * after commit. Undefined when the video no longer exists (the caller removes the upload).
+   * after commit. An empty upload, or one for a video deleted meanwhile, is removed and refused.
    */
-  async acceptSource(
-    video: VideoRow,
-    upload: { key: string; sizeBytes: number },
-  ): Promise<VideoRow | undefined> {
-    const { db, videos, processing, webhooks, jobs, clock, blobs } = this.deps;
-    const result = await db.transaction().execute(async (trx) => {
+  async acceptSource(video: VideoRow, upload: { key: string; sizeBytes: number }): Promise<SourceOutcome> {
+    const { blobs } = this.deps;
+    let result: SourceOutcome | undefined;
+    try {
+      result = upload.sizeBytes === 0 ? { outcome: "empty" } : await this.#accept(video, upload);
+      return result;
+    } finally {
+      if (result?.outcome !== "accepted") await blobs.delete(upload.key);
+    }
+  }
+
+  async #accept(video: VideoRow, upload: { key: string; sizeBytes: number }): Promise<SourceOutcome> {
+    const { transact, videos, processing, webhooks, jobs, clock, blobs } = this.deps;
+    const result = await transact(async (trx) => {
       const current = await videos.find(video.library_id, video.id, trx);
       if (!current) return undefined;
       const previous = await processing.find(video.id, trx);
       const generation = (previous?.generation ?? 0) + 1;
       const now = nowIso(clock);
-      const row: Insertable<VideoProcessingTable> = {
+      const row: NewProcessingRow = {
         video_id: video.id,
         organization_id: video.organization_id,
         library_id: video.library_id,
@@ -109,7 +122,7 @@ export class VideoPipeline {
       };
       if (previous) await processing.replace(trx, video.id, row);
       else await processing.insert(trx, row);
-      const uploadedThumbnail = await processing.uploadedThumbnail(video.id, trx);
+      const uploadedThumbnail = await videos.latestThumbnail(video.id, trx);
       const changes = {
         status: "uploading" as const,
         duration: 0,
@@ -133,14 +146,19 @@ export class VideoPipeline {
       await jobs.enqueue(trx, PROCESS_JOB, payload, { maxAttempts: PROCESS_ATTEMPTS });
       return { updated, previous };
     });
-    if (!result) return undefined;
+    if (!result) return { outcome: "not_found" };
     webhooks.notify();
     jobs.notify();
     if (result.previous) {
       await blobs.delete(result.previous.source_key);
       await blobs.deletePrefix(renditionPrefix(video.library_id, video.id, result.previous.generation));
     }
-    return result.updated;
+    return { outcome: "accepted", video: result.updated };
+  }
+
+  /** The processing row of the video's current source (none before the first upload). */
+  processingOf(video: VideoRow): Promise<ProcessingRow | undefined> {
+    return this.deps.processing.find(video.id);
   }
 
   handler(): JobHandler<ProcessPayload> {
@@ -240,11 +258,11 @@ export class VideoPipeline {
   async advance(
     payload: ProcessPayload,
     status: VideoStatus,
-    changes: Updateable<VideoTable> = {},
-    processingChanges: Updateable<VideoProcessingTable> = {},
+    changes: VideoChanges = {},
+    processingChanges: ProcessingChanges = {},
   ): Promise<boolean> {
-    const { db, videos, processing, webhooks, clock } = this.deps;
-    const result = await db.transaction().execute(async (trx) => {
+    const { transact, videos, processing, webhooks, clock } = this.deps;
+    const result = await transact(async (trx) => {
       const now = nowIso(clock);
       const current = await processing.updateIfCurrent(trx, payload.videoId, payload.generation, {
         ...processingChanges,
@@ -273,8 +291,8 @@ export class VideoPipeline {
 
   /** Ends the current upload's processing as `failed` with a reason, announced in the same transaction. */
   async fail(payload: ProcessPayload, reason: string): Promise<void> {
-    const { db, videos, processing, webhooks, clock } = this.deps;
-    const emitted = await db.transaction().execute(async (trx) => {
+    const { transact, videos, processing, webhooks, clock } = this.deps;
+    const emitted = await transact(async (trx) => {
       const now = nowIso(clock);
       const current = await processing.updateIfCurrent(trx, payload.videoId, payload.generation, {
         failure_reason: reason.slice(0, 1000),

@@ -1,3 +1,4 @@
+import type { Insertable, Selectable, Updateable } from "kysely";
 import type { Bool, Timestamp } from "../store/types.ts";
 
 /**
@@ -25,3 +26,7 @@ export interface VideoProcessingTable {
 export interface VideoTables {
   video_processing: VideoProcessingTable;
 }
+
+export type ProcessingRow = Selectable<VideoProcessingTable>;
+export type NewProcessingRow = Insertable<VideoProcessingTable>;
+export type ProcessingChanges = Updateable<VideoProcessingTable>;

@@ -20,16 +20,18 @@ import {
   WebhookDelivery,
   WebhookEndpoint,
 } from "./schemas.ts";
-import type { Outcome, WebhookService } from "./service.ts";
+import type { EndpointOutcome, ListOutcome, QueuedOutcome, WebhookService } from "./service.ts";
 
 const security: Record<string, string[]>[] = [{ bearer: [] }, { apiKeyHeader: [] }];
 const tags = ["webhooks"];
 
-/** The value of a service outcome, or the contract's error for it. */
-function unwrap<T>(result: Outcome<T>): T {
+function endpointOf(result: EndpointOutcome) {
   switch (result.outcome) {
-    case "ok":
-      return result.value;
+    case "created":
+    case "found":
+    case "updated":
+    case "rotated":
+      return result.endpoint;
     case "not_found":
       throw ApiError.notFound();
     case "invalid":
@@ -40,6 +42,24 @@ function unwrap<T>(result: Outcome<T>): T {
 /** Read-only keys never see signing secrets (docs/security.md). */
 const shownTo = (auth: AuthContext, endpoint: WebhookEndpoint): WebhookEndpoint =>
   auth.readOnly ? { ...endpoint, secret: null } : endpoint;
+
+function queuedOf(result: QueuedOutcome) {
+  switch (result.outcome) {
+    case "queued":
+      return result.delivery;
+    case "not_found":
+      throw ApiError.notFound();
+  }
+}
+
+function listOf<T>(result: ListOutcome<T>) {
+  switch (result.outcome) {
+    case "listed":
+      return result;
+    case "not_found":
+      throw ApiError.notFound();
+  }
+}
 
 /** `/v1/media/libraries/{libraryId}/webhooks`: endpoints, their deliveries, test sends and retries. */
 export const webhookRoutes: FastifyPluginAsyncTypebox<{
@@ -63,7 +83,9 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{
       },
     },
     async (request, reply) => {
-      const endpoint = unwrap(await webhooks.create(request.auth, request.params.libraryId, request.body));
+      const endpoint = endpointOf(
+        await webhooks.create(request.auth, request.params.libraryId, request.body),
+      );
       return reply.code(201).send(ok("Webhook endpoint created", endpoint));
     },
   );
@@ -83,7 +105,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{
     },
     async (request) => {
       const { libraryId } = request.params;
-      const { rows, total } = unwrap(
+      const { rows, total } = listOf(
         await webhooks.list(request.auth.organizationId, libraryId, toPage(request.query)),
       );
       const endpoints = rows.map((endpoint) => shownTo(request.auth, endpoint));
@@ -105,7 +127,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{
     },
     async (request) => {
       const { libraryId, endpointId } = request.params;
-      const endpoint = unwrap(await webhooks.get(request.auth.organizationId, libraryId, endpointId));
+      const endpoint = endpointOf(await webhooks.get(request.auth.organizationId, libraryId, endpointId));
       return ok("Webhook endpoint", shownTo(request.auth, endpoint));
     },
   );
@@ -125,7 +147,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{
     },
     async (request) => {
       const { libraryId, endpointId } = request.params;
-      const endpoint = unwrap(await webhooks.update(request.auth, libraryId, endpointId, request.body));
+      const endpoint = endpointOf(await webhooks.update(request.auth, libraryId, endpointId, request.body));
       return ok("Webhook endpoint updated", endpoint);
     },
   );
@@ -144,10 +166,13 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{
     },
     async (request) => {
       const { libraryId, endpointId } = request.params;
-      if (!(await webhooks.delete(request.auth.organizationId, libraryId, endpointId))) {
-        throw ApiError.notFound();
+      const result = await webhooks.delete(request.auth.organizationId, libraryId, endpointId);
+      switch (result.outcome) {
+        case "deleted":
+          return okMessage("Webhook endpoint deleted");
+        case "not_found":
+          throw ApiError.notFound();
       }
-      return okMessage("Webhook endpoint deleted");
     },
   );
 
@@ -165,7 +190,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{
     },
     async (request) => {
       const { libraryId, endpointId } = request.params;
-      const endpoint = unwrap(await webhooks.rotateSecret(request.auth, libraryId, endpointId));
+      const endpoint = endpointOf(await webhooks.rotateSecret(request.auth, libraryId, endpointId));
       return ok("Webhook secret rotated", endpoint);
     },
   );
@@ -184,7 +209,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{
     },
     async (request, reply) => {
       const { libraryId, endpointId } = request.params;
-      const queued = unwrap(await webhooks.sendTest(request.auth.organizationId, libraryId, endpointId));
+      const queued = queuedOf(await webhooks.sendTest(request.auth.organizationId, libraryId, endpointId));
       return reply.code(202).send(ok("Test notification queued", queued));
     },
   );
@@ -206,7 +231,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{
     async (request) => {
       const { libraryId, endpointId } = request.params;
       const { limit, page, event, success } = request.query;
-      const { rows, total } = unwrap(
+      const { rows, total } = listOf(
         await webhooks.listDeliveries(
           request.auth.organizationId,
           libraryId,
@@ -240,7 +265,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{
     },
     async (request, reply) => {
       const { libraryId, endpointId, deliveryId } = request.params;
-      const queued = unwrap(
+      const queued = queuedOf(
         await webhooks.retryDelivery(request.auth.organizationId, libraryId, endpointId, deliveryId),
       );
       return reply.code(202).send(ok("Delivery retry queued", queued));

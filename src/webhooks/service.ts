@@ -7,6 +7,7 @@ import { withOffset } from "../http/time.ts";
 import type { LibraryRepository } from "../media/repository.ts";
 import { checkUrlTarget } from "../net/address-guard.ts";
 import { readBool, readJson, writeJson } from "../store/codec.ts";
+import type { Transact } from "../store/transactions.ts";
 import type { DeliveryRepository } from "./delivery-repository.ts";
 import type { WebhookEmitter } from "./emitter.ts";
 import type { AttemptFilters, EndpointRow, WebhookRepository } from "./repository.ts";
@@ -21,10 +22,14 @@ import type {
 
 export const generateSecret = (): string => `whsec_${randomBytes(32).toString("base64")}`;
 
-export type Outcome<T> =
-  | { outcome: "ok"; value: T }
-  | { outcome: "not_found" }
+type NotFound = { outcome: "not_found" };
+
+export type EndpointOutcome =
+  | { outcome: "created" | "found" | "updated" | "rotated"; endpoint: WebhookEndpoint }
+  | NotFound
   | { outcome: "invalid"; errors: FieldError[] };
+export type QueuedOutcome = { outcome: "queued"; delivery: QueuedDelivery } | NotFound;
+export type ListOutcome<T> = { outcome: "listed"; rows: T[]; total: number } | NotFound;
 
 export function toEndpoint(row: EndpointRow): WebhookEndpoint {
   return {
@@ -53,6 +58,7 @@ interface Actor {
 /** Webhook endpoints of a library, their delivery history, test sends and manual retries. */
 export class WebhookService {
   constructor(
+    private readonly transact: Transact,
     private readonly repository: WebhookRepository,
     private readonly deliveries: DeliveryRepository,
     private readonly emitter: WebhookEmitter,
@@ -87,7 +93,7 @@ export class WebhookService {
         });
       } else {
         const target = await checkUrlTarget(parsed.toString(), this.allowPrivate);
-        if (!target.ok) {
+        if (target.outcome === "blocked") {
           errors.push({
             field: "url",
             code: "validation_format",
@@ -99,13 +105,13 @@ export class WebhookService {
     return errors;
   }
 
-  async create(actor: Actor, libraryId: string, body: CreateEndpointBody): Promise<Outcome<WebhookEndpoint>> {
+  async create(actor: Actor, libraryId: string, body: CreateEndpointBody): Promise<EndpointOutcome> {
     if (!(await this.#libraryExists(actor.organizationId, libraryId))) return { outcome: "not_found" };
     const errors = await this.#check(body);
     if (errors.length > 0) return { outcome: "invalid", errors };
     const now = nowIso(this.clock);
     const id = randomUUID();
-    await this.repository.db.transaction().execute((trx) =>
+    await this.transact((trx) =>
       this.repository.insertEndpoint(trx, {
         id,
         organization_id: actor.organizationId,
@@ -123,22 +129,27 @@ export class WebhookService {
         updated_at: now,
       }),
     );
-    return this.get(actor.organizationId, libraryId, id);
+    return this.#read("created", actor.organizationId, libraryId, id);
   }
 
-  async get(organizationId: string, libraryId: string, id: string): Promise<Outcome<WebhookEndpoint>> {
-    const row = await this.repository.findEndpoint(organizationId, libraryId, id);
-    return row ? { outcome: "ok", value: toEndpoint(row) } : { outcome: "not_found" };
+  get(organizationId: string, libraryId: string, id: string): Promise<EndpointOutcome> {
+    return this.#read("found", organizationId, libraryId, id);
   }
 
-  async list(
+  async #read(
+    outcome: "created" | "found" | "updated" | "rotated",
     organizationId: string,
     libraryId: string,
-    page: Page,
-  ): Promise<Outcome<{ rows: WebhookEndpoint[]; total: number }>> {
+    id: string,
+  ): Promise<EndpointOutcome> {
+    const row = await this.repository.findEndpoint(organizationId, libraryId, id);
+    return row ? { outcome, endpoint: toEndpoint(row) } : { outcome: "not_found" };
+  }
+
+  async list(organizationId: string, libraryId: string, page: Page): Promise<ListOutcome<WebhookEndpoint>> {
     if (!(await this.#libraryExists(organizationId, libraryId))) return { outcome: "not_found" };
     const { rows, total } = await this.repository.listEndpoints(organizationId, libraryId, page);
-    return { outcome: "ok", value: { rows: rows.map(toEndpoint), total } };
+    return { outcome: "listed", rows: rows.map(toEndpoint), total };
   }
 
   async update(
@@ -146,12 +157,12 @@ export class WebhookService {
     libraryId: string,
     id: string,
     body: UpdateEndpointBody,
-  ): Promise<Outcome<WebhookEndpoint>> {
+  ): Promise<EndpointOutcome> {
     if (!(await this.repository.findEndpoint(actor.organizationId, libraryId, id)))
       return { outcome: "not_found" };
     const errors = await this.#check(body);
     if (errors.length > 0) return { outcome: "invalid", errors };
-    const found = await this.repository.db.transaction().execute(async (trx) => {
+    const found = await this.transact(async (trx) => {
       if (!(await this.repository.findEndpoint(actor.organizationId, libraryId, id, trx))) return false;
       await this.repository.updateEndpoint(trx, actor.organizationId, id, {
         ...(body.name !== undefined ? { name: body.name } : {}),
@@ -165,11 +176,11 @@ export class WebhookService {
       });
       return true;
     });
-    return found ? this.get(actor.organizationId, libraryId, id) : { outcome: "not_found" };
+    return found ? this.#read("updated", actor.organizationId, libraryId, id) : { outcome: "not_found" };
   }
 
-  async rotateSecret(actor: Actor, libraryId: string, id: string): Promise<Outcome<WebhookEndpoint>> {
-    const found = await this.repository.db.transaction().execute(async (trx) => {
+  async rotateSecret(actor: Actor, libraryId: string, id: string): Promise<EndpointOutcome> {
+    const found = await this.transact(async (trx) => {
       if (!(await this.repository.findEndpoint(actor.organizationId, libraryId, id, trx))) return false;
       await this.repository.updateEndpoint(trx, actor.organizationId, id, {
         secret: generateSecret(),
@@ -178,35 +189,45 @@ export class WebhookService {
       });
       return true;
     });
-    return found ? this.get(actor.organizationId, libraryId, id) : { outcome: "not_found" };
+    return found ? this.#read("rotated", actor.organizationId, libraryId, id) : { outcome: "not_found" };
   }
 
-  async delete(organizationId: string, libraryId: string, id: string): Promise<boolean> {
-    return this.repository.db.transaction().execute(async (trx) => {
+  async delete(
+    organizationId: string,
+    libraryId: string,
+    id: string,
+  ): Promise<{ outcome: "deleted" | "not_found" }> {
+    const deleted = await this.transact(async (trx) => {
       if (!(await this.repository.findEndpoint(organizationId, libraryId, id, trx))) return false;
       return this.repository.deleteEndpoint(trx, organizationId, id);
     });
+    return { outcome: deleted ? "deleted" : "not_found" };
   }
 
   /** Queues one `test` notification to this endpoint only, whatever its events and is_active. */
-  async sendTest(organizationId: string, libraryId: string, id: string): Promise<Outcome<QueuedDelivery>> {
-    const queued = await this.repository.db.transaction().execute(async (trx) => {
+  async sendTest(organizationId: string, libraryId: string, id: string): Promise<QueuedOutcome> {
+    const queued = await this.transact(async (trx) => {
       if (!(await this.repository.findEndpoint(organizationId, libraryId, id, trx))) return undefined;
       await this.emitter.emit(trx, { event: "test", organizationId, libraryId, endpointId: id });
-      return this.repository.latestQueued(trx, id, "test");
+      const row = await this.repository.latestQueued(trx, id, "test");
+      return (
+        row && {
+          id: row.id,
+          webhook_id: row.message_id,
+          webhook_endpoint_id: id,
+          event: "test",
+          attempt: row.attempt,
+        }
+      );
     });
-    if (!queued) return { outcome: "not_found" };
+    return this.#queued(queued);
+  }
+
+  /** A delivery queued by the committed transaction: the dispatcher is woken for it. */
+  #queued(delivery: QueuedDelivery | undefined): QueuedOutcome {
+    if (!delivery) return { outcome: "not_found" };
     this.emitter.notify();
-    return {
-      outcome: "ok",
-      value: {
-        id: queued.id,
-        webhook_id: queued.message_id,
-        webhook_endpoint_id: id,
-        event: "test",
-        attempt: queued.attempt,
-      },
-    };
+    return { outcome: "queued", delivery };
   }
 
   async listDeliveries(
@@ -215,33 +236,31 @@ export class WebhookService {
     endpointId: string,
     filters: AttemptFilters,
     page: Page,
-  ): Promise<Outcome<{ rows: WebhookDelivery[]; total: number }>> {
+  ): Promise<ListOutcome<WebhookDelivery>> {
     const endpointRow = await this.repository.findEndpoint(organizationId, libraryId, endpointId);
     if (!endpointRow) return { outcome: "not_found" };
     const endpoint = toEndpoint(endpointRow);
     const { rows, total } = await this.repository.listAttempts(organizationId, endpointId, filters, page);
     return {
-      outcome: "ok",
-      value: {
-        total,
-        rows: rows.map((row) => ({
-          id: row.id,
-          created_at: withOffset(row.created_at),
-          ...(row.next_retry_at ? { next_retry_at: withOffset(row.next_retry_at) } : {}),
-          webhook_endpoint_id: row.endpoint_id,
-          webhook_endpoint: endpoint,
-          video_id: row.video_id,
-          library_id: row.library_id,
-          payload: JSON.parse(row.body),
-          event: row.event,
-          response_status: row.response_status ?? 0,
-          response_body: row.response_body ?? "",
-          ...(row.error ? { error: row.error } : {}),
-          attempt: row.attempt,
-          duration_ms: row.duration_ms ?? 0,
-          success: readBool(row.success),
-        })),
-      },
+      outcome: "listed",
+      total,
+      rows: rows.map((row) => ({
+        id: row.id,
+        created_at: withOffset(row.created_at),
+        ...(row.next_retry_at ? { next_retry_at: withOffset(row.next_retry_at) } : {}),
+        webhook_endpoint_id: row.endpoint_id,
+        webhook_endpoint: endpoint,
+        video_id: row.video_id,
+        library_id: row.library_id,
+        payload: JSON.parse(row.body),
+        event: row.event,
+        response_status: row.response_status ?? 0,
+        response_body: row.response_body ?? "",
+        ...(row.error ? { error: row.error } : {}),
+        attempt: row.attempt,
+        duration_ms: row.duration_ms ?? 0,
+        success: readBool(row.success),
+      })),
     };
   }
 
@@ -251,25 +270,20 @@ export class WebhookService {
     libraryId: string,
     endpointId: string,
     deliveryId: string,
-  ): Promise<Outcome<QueuedDelivery>> {
-    const queued = await this.repository.db.transaction().execute(async (trx) => {
+  ): Promise<QueuedOutcome> {
+    const queued = await this.transact(async (trx) => {
       if (!(await this.repository.findEndpoint(organizationId, libraryId, endpointId, trx))) return undefined;
       const source = await this.repository.findAttempt(organizationId, endpointId, deliveryId, trx);
       if (!source) return undefined;
       const made = await this.deliveries.queueManual(trx, source, nowIso(this.clock));
-      return { ...made, messageId: source.message_id, event: source.event };
-    });
-    if (!queued) return { outcome: "not_found" };
-    this.emitter.notify();
-    return {
-      outcome: "ok",
-      value: {
-        id: queued.id,
-        webhook_id: queued.messageId,
+      return {
+        id: made.id,
+        webhook_id: source.message_id,
         webhook_endpoint_id: endpointId,
-        event: queued.event,
-        attempt: queued.attempt,
-      },
-    };
+        event: source.event,
+        attempt: made.attempt,
+      };
+    });
+    return this.#queued(queued);
   }
 }

@@ -36,11 +36,11 @@ describe("address guard", () => {
   });
 
   it("refuses URLs naming or resolving to private addresses unless allowed", async () => {
-    expect(await checkUrlTarget("http://127.0.0.1:8080/hook", false)).toMatchObject({ ok: false });
-    expect(await checkUrlTarget("http://[::1]/hook", false)).toMatchObject({ ok: false });
-    expect(await checkUrlTarget("http://localhost/hook", false)).toMatchObject({ ok: false });
-    expect(await checkUrlTarget("http://localhost/hook", true)).toEqual({ ok: true });
-    expect(await checkUrlTarget("http://8.8.8.8/hook", false)).toEqual({ ok: true });
+    expect(await checkUrlTarget("http://127.0.0.1:8080/hook", false)).toMatchObject({ outcome: "blocked" });
+    expect(await checkUrlTarget("http://[::1]/hook", false)).toMatchObject({ outcome: "blocked" });
+    expect(await checkUrlTarget("http://localhost/hook", false)).toMatchObject({ outcome: "blocked" });
+    expect(await checkUrlTarget("http://localhost/hook", true)).toEqual({ outcome: "public" });
+    expect(await checkUrlTarget("http://8.8.8.8/hook", false)).toEqual({ outcome: "public" });
     expect(() => assertTargetAllowed(new URL("http://10.0.0.1/"), false)).toThrow(/not public|private/);
   });
 

@@ -30,14 +30,3 @@ export async function createFolder(t: TestApp, libraryId: string, body: Record<s
 
 export const fieldErrors = (body: { errors?: { field: string; code: string }[] }) =>
   Object.fromEntries((body.errors ?? []).map((error) => [error.field, error.code]));
-
-/** Polls until `check` passes or the time runs out (short intervals, no long sleeps). */
-export async function eventually<T>(read: () => Promise<T>, check: (value: T) => boolean, timeoutMs = 5000) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await read();
-    if (check(value)) return value;
-    if (Date.now() > deadline) return value;
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}

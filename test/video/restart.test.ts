@@ -5,7 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { generateClip } from "../support/media.ts";
 import { exitOf, type Served, serve } from "../support/process.ts";
 import { createTestStore, type TestStore } from "../support/store.ts";
-import { type Receiver, startReceiver, waitUntil } from "../webhooks/helpers.ts";
+import { waitUntil } from "../support/wait.ts";
+import { type Receiver, startReceiver } from "../webhooks/helpers.ts";
 
 const KEY = "video_restart_key_0123456789abcdef";
 

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { expect } from "vitest";
 import type { TestApp } from "../support/app.ts";
+import { waitUntil } from "../support/wait.ts";
 
 export const videoPath = (libraryId: string, videoId: string) =>
   `/v1/media/libraries/${libraryId}/videos/${videoId}`;
@@ -31,14 +32,15 @@ export async function waitForStatus(
   statuses: string[],
   timeoutMs = 60_000,
 ) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const response = await t.request("GET", videoPath(libraryId, videoId));
-    expect(response.status, response.text).toBe(200);
-    if (statuses.includes(response.body.data.status)) return response.body.data;
-    if (Date.now() > deadline) throw new Error(`video stayed ${response.body.data.status}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
+  return waitUntil(
+    async () => {
+      const response = await t.request("GET", videoPath(libraryId, videoId));
+      expect(response.status, response.text).toBe(200);
+      return statuses.includes(response.body.data.status) ? response.body.data : undefined;
+    },
+    timeoutMs,
+    `video status ${statuses.join(" or ")}`,
+  );
 }
 
 /** The path of an absolute playback URL, for a request to this test's own edge listener. */

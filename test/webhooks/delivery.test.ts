@@ -3,16 +3,17 @@ import { Webhook } from "standardwebhooks";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { DEFAULT_RETRY_DELAYS_S, nextRetryDelayMs, parseRetryAfter } from "../../src/webhooks/schedule.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { waitUntil } from "../support/wait.ts";
 import {
+  attemptsOf,
   createEndpoint,
+  createLibrary,
   deliveriesWhen,
   emitVideoEvent,
-  insertLibrary,
   organizationOf,
   type Receiver,
   startReceiver,
   videoData,
-  waitUntil,
   webhooksPath,
 } from "./helpers.ts";
 
@@ -23,7 +24,6 @@ const verifyHeaders = (headers: Record<string, string | string[] | undefined>) =
   "webhook-timestamp": header(headers["webhook-timestamp"]),
   "webhook-signature": header(headers["webhook-signature"]),
 });
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe("webhook delivery", () => {
   let t: TestApp;
@@ -36,7 +36,7 @@ describe("webhook delivery", () => {
     return started;
   };
   const emit = (event: Parameters<typeof emitVideoEvent>[2]["event"], library = libraryId) =>
-    emitVideoEvent(t.cumulo.store.db, t.cumulo.services.webhooks, {
+    emitVideoEvent(t.cumulo.store, t.cumulo.services.webhooks, {
       organizationId,
       libraryId: library,
       event,
@@ -54,7 +54,7 @@ describe("webhook delivery", () => {
   afterAll(() => t.close());
 
   const freshLibrary = async () => {
-    libraryId = await insertLibrary(t.cumulo.store.db, organizationId);
+    libraryId = await createLibrary(t.cumulo.services, organizationId);
     return libraryId;
   };
 
@@ -121,7 +121,7 @@ describe("webhook delivery", () => {
       duration_ms: expect.any(Number),
       success: true,
     });
-    await sleep(100);
+    expect(await attemptsOf(t, endpoint.id)).toEqual({ open: 0, all: 1 });
     expect(hook.received).toHaveLength(1);
   });
 
@@ -157,7 +157,7 @@ describe("webhook delivery", () => {
       expect(row.next_retry_at).toMatch(OFFSET_TIME);
       expect(Date.parse(row.next_retry_at)).toBeGreaterThan(Date.parse(row.created_at));
     }
-    await sleep(1200);
+    expect(await attemptsOf(t, endpoint.id)).toEqual({ open: 0, all: 3 });
     expect(hook.received).toHaveLength(3);
   });
 
@@ -192,7 +192,7 @@ describe("webhook delivery", () => {
     const fetched = await t.request("GET", `${webhooksPath(libraryId)}/${endpoint.id}`);
     expect(fetched.body.data.is_active).toBe(false);
     await emit("ready"); // inactive endpoints get no new deliveries
-    await sleep(400);
+    expect(await attemptsOf(t, endpoint.id)).toEqual({ open: 0, all: 1 });
     expect(hook.received).toHaveLength(1);
   });
 
@@ -341,7 +341,7 @@ describe("webhook delivery", () => {
     const third = await t.request("POST", `${eventsPath(endpoint.id)}/${failed.id}/retry`);
     expect(third.body.data.attempt).toBe(3);
     await deliveriesWhen(t, libraryId, endpoint.id, (r) => r.length === 3);
-    await sleep(1300);
+    expect(await attemptsOf(t, endpoint.id)).toEqual({ open: 0, all: 3 });
     expect(hook.received).toHaveLength(3);
 
     const unknown = await t.request(
@@ -390,9 +390,8 @@ describe("webhook delivery", () => {
       [2, true],
       [1, false],
     ]);
-    // The retry was due 1.5 s after the first attempt: past that, nothing more was sent.
-    await sleep(2500);
-    expect((await t.request("GET", `${eventsPath(endpoint.id)}?limit=100`)).body.data).toHaveLength(2);
+    // The retry that was due 1.5 s after the first attempt is not waiting any more.
+    expect(await attemptsOf(t, endpoint.id)).toEqual({ open: 0, all: 2 });
     expect(hook.received).toHaveLength(2);
   });
 
@@ -421,7 +420,7 @@ describe("webhook delivery", () => {
     });
     const [record] = await deliveriesWhen(t, libraryId, endpoint.id, (rows) => rows.length === 1);
     expect(record).toMatchObject({ event: "test", video_id: null, success: true, id: response.body.data.id });
-    await sleep(200);
+    expect(await attemptsOf(t, other.id)).toEqual({ open: 0, all: 0 });
     expect(hook.received.filter((r) => r.path === "/other")).toHaveLength(0);
     expect((await t.request("GET", eventsPath(other.id))).body.data).toEqual([]);
   });
@@ -483,7 +482,7 @@ describe("webhook URL safety at send time", () => {
 
   it("fails the attempt with an error when the target is a private address", async () => {
     const organizationId = await organizationOf(t);
-    const libraryId = await insertLibrary(t.cumulo.store.db, organizationId);
+    const libraryId = await createLibrary(t.cumulo.services, organizationId);
     const once = { retry_policy: { max_attempts: 1, initial_delay_s: 1, multiplier: 1, max_delay_s: 1 } };
     const literal = await createEndpoint(t, libraryId, { url: "https://93.184.215.14/literal", ...once });
     const named = await createEndpoint(t, libraryId, { url: "https://93.184.215.14/named", ...once });
@@ -499,7 +498,7 @@ describe("webhook URL safety at send time", () => {
       .set({ url: `http://localhost:${port}/named` })
       .where("id", "=", named.id)
       .execute();
-    await emitVideoEvent(t.cumulo.store.db, t.cumulo.services.webhooks, {
+    await emitVideoEvent(t.cumulo.store, t.cumulo.services.webhooks, {
       organizationId,
       libraryId,
       event: "created",

@@ -8,13 +8,14 @@ import { createServices } from "../../src/services.ts";
 import { ADMIN_KEY, startTestApp, type TestApp } from "../support/app.ts";
 import { serve } from "../support/process.ts";
 import { createTestStore, type TestStore, testStoreKind } from "../support/store.ts";
+import { waitUntil } from "../support/wait.ts";
 import {
+  attemptsOf,
+  createLibrary,
   emitVideoEvent,
-  insertLibrary,
   organizationOf,
   type Receiver,
   startReceiver,
-  waitUntil,
   webhooksPath,
 } from "./helpers.ts";
 
@@ -52,7 +53,7 @@ describe("webhook durability", () => {
       try {
         const auth = await services.identity.authenticate(ADMIN_KEY);
         if (!auth) throw new Error("bootstrap key missing");
-        const libraryId = await insertLibrary(core.store.db, auth.organizationId);
+        const libraryId = await createLibrary(services, auth.organizationId);
         const created = await fetch(`${first.apiUrl}${webhooksPath(libraryId)}`, {
           method: "POST",
           headers: { authorization: `Bearer ${ADMIN_KEY}`, "content-type": "application/json" },
@@ -61,7 +62,7 @@ describe("webhook durability", () => {
         expect(created.status).toBe(201);
         const count = 20;
         for (let i = 0; i < count; i++) {
-          await emitVideoEvent(core.store.db, services.webhooks, {
+          await emitVideoEvent(core.store, services.webhooks, {
             organizationId: auth.organizationId,
             libraryId,
             event: "created",
@@ -138,7 +139,7 @@ describe.runIf(testStoreKind() === "postgres")("two dispatchers on one PostgreSQ
 
   it("never sends the same attempt twice", async () => {
     const organizationId = await organizationOf(a);
-    const libraryId = await insertLibrary(a.cumulo.store.db, organizationId);
+    const libraryId = await createLibrary(a.cumulo.services, organizationId);
     const created = await a.request("POST", webhooksPath(libraryId), {
       json: {
         name: "shared",
@@ -162,7 +163,12 @@ describe.runIf(testStoreKind() === "postgres")("two dispatchers on one PostgreSQ
     a.cumulo.services.webhooks.notify();
     b.cumulo.services.webhooks.notify();
     await receiver.waitFor(count * 2, 20_000);
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    // Once no attempt is waiting or in flight, no node can send one again.
+    await waitUntil(
+      async () => (await attemptsOf(a, created.body.data.id)).open === 0,
+      20_000,
+      "every attempt to be recorded",
+    );
     expect(seen.size).toBe(count);
     expect([...seen.values()].every((receipts) => receipts === 2)).toBe(true);
     const rows = await a.cumulo.store.db
@@ -202,13 +208,13 @@ describe("nodes split by role", () => {
     const receiver = await startReceiver();
     try {
       const organizationId = await organizationOf(api);
-      const libraryId = await insertLibrary(api.cumulo.store.db, organizationId);
+      const libraryId = await createLibrary(api.cumulo.services, organizationId);
       const created = await api.request("POST", webhooksPath(libraryId), {
         json: { name: "split", url: receiver.url, events: ["*"] },
       });
       expect(created.status).toBe(201);
       for (let i = 0; i < 10; i++) {
-        await emitVideoEvent(api.cumulo.store.db, api.cumulo.services.webhooks, {
+        await emitVideoEvent(api.cumulo.store, api.cumulo.services.webhooks, {
           organizationId,
           libraryId,
           event: "ready",

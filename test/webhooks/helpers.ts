@@ -1,37 +1,19 @@
 import { randomUUID } from "node:crypto";
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import type { Kysely } from "kysely";
-import type { Database } from "../../src/store/tables.ts";
+import type { Services } from "../../src/services.ts";
+import type { Store } from "../../src/store/database.ts";
+import { transactor } from "../../src/store/transactions.ts";
 import type { VideoEvent, WebhookEmitter } from "../../src/webhooks/emitter.ts";
 import type { TestApp } from "../support/app.ts";
+import { waitUntil } from "../support/wait.ts";
 
-/** A library row with every NOT NULL column of migration 0100 (the media routes arrive with the merge). */
-export async function insertLibrary(db: Kysely<Database>, organizationId: string): Promise<string> {
-  const id = randomUUID();
-  const now = new Date().toISOString();
-  await db
-    .insertInto("libraries")
-    .values({
-      id,
-      organization_id: organizationId,
-      name: "Webhook test library",
-      description: "",
-      usage_type: "video",
-      default_privacy: "public",
-      status: "active",
-      region: "eu-central",
-      distribution_id: null,
-      whitelist_referrers: JSON.stringify({ action: "allow", values: [], enabled: false }),
-      blocked_countries: JSON.stringify({ action: "deny", values: [], enabled: false }),
-      video_privacy: "public",
-      created_by: randomUUID(),
-      updated_by: null,
-      created_at: now,
-      updated_at: now,
-    })
-    .execute();
-  return id;
+/** A library of the organization, made as the API makes one (its creator is any user uuid). */
+export async function createLibrary(services: Services, organizationId: string): Promise<string> {
+  const { library } = await services.media.libraries.create(organizationId, randomUUID(), {
+    name: "Webhook test library",
+  });
+  return library.id;
 }
 
 export async function organizationOf(t: TestApp, key = t.adminKey): Promise<string> {
@@ -57,12 +39,12 @@ export const videoData = (organizationId: string, libraryId: string, videoId: st
 
 /** Queues a video notification the way the media domain does: in a transaction, then notify(). */
 export async function emitVideoEvent(
-  db: Kysely<Database>,
+  store: Store,
   emitter: WebhookEmitter,
   input: { organizationId: string; libraryId: string; event: VideoEvent; videoId?: string },
 ): Promise<string> {
   const videoId = input.videoId ?? randomUUID();
-  await db.transaction().execute((trx) =>
+  await transactor(store.db)((trx) =>
     emitter.emit(trx, {
       event: input.event,
       organizationId: input.organizationId,
@@ -130,19 +112,17 @@ export async function startReceiver(respond: Responder = (_r, res) => res.end("o
   return receiver;
 }
 
-/** Polls `check` every 20 ms until it returns a value. */
-export async function waitUntil<T>(
-  check: () => T | undefined | Promise<T | undefined>,
-  timeoutMs = 10_000,
-  what = "condition",
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
+/**
+ * The endpoint's attempts in the store by state: none `pending` or `sending` means nothing more will be
+ * sent to it (unless something new is emitted), which is how tests check that nothing more happens.
+ */
+export async function attemptsOf(t: TestApp, endpointId: string): Promise<{ open: number; all: number }> {
+  const rows = await t.cumulo.store.db
+    .selectFrom("webhook_deliveries")
+    .select("state")
+    .where("endpoint_id", "=", endpointId)
+    .execute();
+  return { open: rows.filter((row) => row.state !== "done").length, all: rows.length };
 }
 
 export const webhooksPath = (libraryId: string) => `/v1/media/libraries/${libraryId}/webhooks`;

@@ -1,13 +1,14 @@
 import type { FastifyRequest } from "fastify";
-import type { Selectable } from "kysely";
 import type { Config } from "../../config.ts";
 import { ApiError } from "../../http/errors.ts";
 import type { IdentityService } from "../../identity/service.ts";
+import type { VideoServices } from "../../video/index.ts";
 import type { MediaServices } from "../index.ts";
-import type { LibraryTable, VideoTable } from "../tables.ts";
+import type { LibraryRow, VideoRow } from "../tables.ts";
 
 export interface MediaRouteOptions {
   media: MediaServices;
+  video: VideoServices;
   identity: IdentityService;
   config: Config;
 }
@@ -20,7 +21,7 @@ export async function requireLibrary(
   media: MediaServices,
   request: FastifyRequest,
   libraryId: string,
-): Promise<Selectable<LibraryTable>> {
+): Promise<LibraryRow> {
   const library = await media.libraries.find(request.auth.organizationId, libraryId);
   if (!library) throw ApiError.notFound();
   return library;
@@ -31,7 +32,7 @@ export async function requireVideo(
   request: FastifyRequest,
   libraryId: string,
   videoId: string,
-): Promise<Selectable<VideoTable>> {
+): Promise<VideoRow> {
   const library = await requireLibrary(media, request, libraryId);
   const video = await media.videos.find(library.id, videoId);
   if (!video) throw ApiError.notFound();

@@ -21,7 +21,8 @@ const FolderParams = IdParams("libraryId", "folderId");
 
 function folderOf(result: FolderOutcome) {
   switch (result.outcome) {
-    case "ok":
+    case "created":
+    case "updated":
       return toFolder(result.folder);
     case "not_found":
     case "parent_not_found":

@@ -3,15 +3,13 @@ import { ok, okList, okMessage } from "../../http/envelope.ts";
 import { ApiError } from "../../http/errors.ts";
 import { pageMeta, toPage } from "../../http/pagination.ts";
 import { Envelope, IdParams, ListEnvelope, MessageOnly, mediaErrorResponses } from "../../http/schemas.ts";
-import { toLibrary, toSecurity } from "../presenters.ts";
+import { toLibrary } from "../presenters.ts";
 import {
   CreateLibraryBody,
   type CreateLibraryInput,
   Library,
   LibraryListQuery,
-  SecuritySettings,
   UpdateLibraryBody,
-  UpdateSecurityBody,
 } from "../schemas.ts";
 import { listPath, type MediaRouteOptions, mediaSecurity, requireLibrary } from "./common.ts";
 
@@ -47,7 +45,7 @@ export const libraryRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async
     },
     async (request, reply) => {
       const { organizationId, userUuid } = request.auth;
-      const library = await media.libraries.create(
+      const { library } = await media.libraries.create(
         organizationId,
         userUuid,
         request.body as CreateLibraryInput,
@@ -140,14 +138,18 @@ export const libraryRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async
     },
     async (request) => {
       const { organizationId, userUuid } = request.auth;
-      const library = await media.libraries.update(
+      const result = await media.libraries.update(
         organizationId,
         userUuid,
         request.params.libraryId,
         request.body,
       );
-      if (!library) throw ApiError.notFound();
-      return ok("Library updated successfully", toLibrary(library));
+      switch (result.outcome) {
+        case "updated":
+          return ok("Library updated successfully", toLibrary(result.library));
+        case "not_found":
+          throw ApiError.notFound();
+      }
     },
   );
 
@@ -164,54 +166,13 @@ export const libraryRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async
       },
     },
     async (request) => {
-      const deleted = await media.libraries.delete(request.auth.organizationId, request.params.libraryId);
-      if (!deleted) throw ApiError.notFound();
-      return okMessage("Library deleted successfully");
-    },
-  );
-
-  app.get(
-    "/libraries/:libraryId/security",
-    {
-      schema: {
-        operationId: "getLibrarySecurity",
-        tags,
-        summary: "Get a library's security settings",
-        security: mediaSecurity,
-        params: LibraryParams,
-        response: { ...mediaErrorResponses, 200: Envelope(SecuritySettings) },
-      },
-    },
-    async (request) => {
-      const library = await requireLibrary(media, request, request.params.libraryId);
-      return ok("Security settings retrieved successfully", toSecurity(library));
-    },
-  );
-
-  app.put(
-    "/libraries/:libraryId/security",
-    {
-      schema: {
-        operationId: "updateLibrarySecurity",
-        tags,
-        summary: "Update a library's security settings",
-        description: "Each given field replaces the stored one; omitted fields are kept.",
-        security: mediaSecurity,
-        params: LibraryParams,
-        body: UpdateSecurityBody(config.limits.securityValues),
-        response: { ...mediaErrorResponses, 200: Envelope(SecuritySettings) },
-      },
-    },
-    async (request) => {
-      const { organizationId, userUuid } = request.auth;
-      const settings = await media.libraries.updateSecurity(
-        organizationId,
-        userUuid,
-        request.params.libraryId,
-        request.body,
-      );
-      if (!settings) throw ApiError.notFound();
-      return ok("Security settings updated successfully", settings);
+      const result = await media.libraries.delete(request.auth.organizationId, request.params.libraryId);
+      switch (result.outcome) {
+        case "deleted":
+          return okMessage("Library deleted successfully");
+        case "not_found":
+          throw ApiError.notFound();
+      }
     },
   );
 };

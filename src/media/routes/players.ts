@@ -35,9 +35,13 @@ export const playerRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async 
     },
     async (request, reply) => {
       const library = await requireLibrary(media, request, request.params.libraryId);
-      const player = await media.players.create(library, request.body);
-      if (!player) throw ApiError.notFound();
-      return reply.code(201).send(ok("Player created successfully", toPlayer(player)));
+      const result = await media.players.create(library, request.body);
+      switch (result.outcome) {
+        case "created":
+          return reply.code(201).send(ok("Player created successfully", toPlayer(result.player)));
+        case "not_found":
+          throw ApiError.notFound();
+      }
     },
   );
 
@@ -101,9 +105,13 @@ export const playerRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async 
     },
     async (request) => {
       const library = await requireLibrary(media, request, request.params.libraryId);
-      const player = await media.players.update(library.id, request.params.playerId, request.body);
-      if (!player) throw ApiError.notFound();
-      return ok("Player updated successfully", toPlayer(player));
+      const result = await media.players.update(library.id, request.params.playerId, request.body);
+      switch (result.outcome) {
+        case "updated":
+          return ok("Player updated successfully", toPlayer(result.player));
+        case "not_found":
+          throw ApiError.notFound();
+      }
     },
   );
 
@@ -121,8 +129,13 @@ export const playerRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async 
     },
     async (request) => {
       const library = await requireLibrary(media, request, request.params.libraryId);
-      if (!(await media.players.markAsDefault(library, request.params.playerId))) throw ApiError.notFound();
-      return okMessage("Player marked as default successfully");
+      const result = await media.players.markAsDefault(library, request.params.playerId);
+      switch (result.outcome) {
+        case "marked":
+          return okMessage("Player marked as default successfully");
+        case "not_found":
+          throw ApiError.notFound();
+      }
     },
   );
 
@@ -141,8 +154,13 @@ export const playerRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async 
     },
     async (request) => {
       const library = await requireLibrary(media, request, request.params.libraryId);
-      if (!(await media.players.delete(library, request.params.playerId))) throw ApiError.notFound();
-      return okMessage("Player deleted successfully");
+      const result = await media.players.delete(library, request.params.playerId);
+      switch (result.outcome) {
+        case "deleted":
+          return okMessage("Player deleted successfully");
+        case "not_found":
+          throw ApiError.notFound();
+      }
     },
   );
 };

@@ -13,8 +13,14 @@ const LibraryParams = IdParams("libraryId");
 const VideoParams = IdParams("libraryId", "videoId");
 
 function videoOf(result: VideoOutcome) {
-  if (result.outcome === "ok") return toVideo(result.video);
-  throw ApiError.notFound();
+  switch (result.outcome) {
+    case "created":
+    case "updated":
+      return toVideo(result.video);
+    case "not_found":
+    case "folder_not_found":
+      throw ApiError.notFound();
+  }
 }
 
 export const videoRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async (app, { media }) => {
@@ -127,8 +133,13 @@ export const videoRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async (
     },
     async (request) => {
       const library = await requireLibrary(media, request, request.params.libraryId);
-      if (!(await media.videos.delete(library.id, request.params.videoId))) throw ApiError.notFound();
-      return okMessage("Video deleted successfully");
+      const result = await media.videos.delete(library.id, request.params.videoId);
+      switch (result.outcome) {
+        case "deleted":
+          return okMessage("Video deleted successfully");
+        case "not_found":
+          throw ApiError.notFound();
+      }
     },
   );
 };

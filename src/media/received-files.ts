@@ -1,0 +1,29 @@
+import type { BlobStore } from "../blobs/store.ts";
+import type { FieldError } from "../http/errors.ts";
+import type { ReceivedForm } from "./uploads.ts";
+
+/** The error of a form field that was not sent. */
+export const requiredField = (field: string): FieldError => ({
+  field,
+  code: "validation_required",
+  message: `The ${field} field is required.`,
+});
+
+/**
+ * Runs `work` on a form whose file is already stored; unless it ends in `kept`, the file is removed
+ * again (also when `work` throws), so a refused upload leaves nothing behind.
+ */
+export async function keepFileOnlyWhen<T extends { outcome: string }>(
+  blobs: BlobStore,
+  form: ReceivedForm,
+  kept: T["outcome"],
+  work: () => Promise<T>,
+): Promise<T> {
+  let result: T | undefined;
+  try {
+    result = await work();
+    return result;
+  } finally {
+    if (form.file && result?.outcome !== kept) await blobs.delete(form.file.key);
+  }
+}
