@@ -10,7 +10,8 @@ import { ApiError } from "./http/errors.ts";
 import { acceptJsonBodies } from "./http/json-bodies.ts";
 import { registerRateLimit } from "./http/rate-limit.ts";
 import { requestId } from "./http/request-id.ts";
-import { nulCharacterErrors, validatorCompiler } from "./http/validation.ts";
+import { registerUploadSlots } from "./http/upload-bodies.ts";
+import { unstorableTextErrors, validatorCompiler } from "./http/validation.ts";
 import { isUuid } from "./ids.ts";
 import { livestreamRoutes } from "./livestream/routes.ts";
 import { mediaRoutes } from "./media/routes/index.ts";
@@ -49,7 +50,8 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
   app.setValidatorCompiler(validatorCompiler);
   registerAuthDecorators(app);
   registerErrorHandling(app);
-  acceptJsonBodies(app);
+  acceptJsonBodies(app, { maxDepth: config.limits.jsonDepth });
+  registerUploadSlots(app, config.limits.concurrentUploadsPerKey);
   app.addHook("preValidation", async (request) => {
     // A request without a body (or with an empty JSON one) is read as `{}`, so each required field
     // is reported by name (and operations whose fields are all optional just work); a body of the
@@ -64,9 +66,9 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
     lowerCaseUuids(request.params);
     lowerCaseUuids(request.query);
     const errors = [
-      ...nulCharacterErrors(request.params),
-      ...nulCharacterErrors(request.query),
-      ...nulCharacterErrors(request.body),
+      ...unstorableTextErrors(request.params),
+      ...unstorableTextErrors(request.query),
+      ...unstorableTextErrors(request.body),
     ];
     if (errors.length > 0) throw ApiError.validation(errors);
   });

@@ -76,6 +76,12 @@ export interface Config {
     purgePaths: number;
     /** Values in one security rule (referrers, countries). */
     securityValues: number;
+    /** Nesting of objects and arrays in a JSON body. */
+    jsonDepth: number;
+    /** Multipart bodies: parts, text fields, bytes of one text field, header lines of one part. */
+    multipart: { parts: number; fields: number; fieldBytes: number; partHeaders: number };
+    /** Streamed uploads (multipart or raw) one API key may have in progress at once, per node. */
+    concurrentUploadsPerKey: number;
   };
 }
 
@@ -287,6 +293,14 @@ export function loadConfig(env: Env = process.env): Config {
       webhookPollMs: positiveInt(env, "CUMULO_WEBHOOK_POLL_MS", 500),
       purgePaths: positiveInt(env, "CUMULO_MAX_PURGE_PATHS", 1000),
       securityValues: positiveInt(env, "CUMULO_MAX_SECURITY_VALUES", 100),
+      jsonDepth: positiveInt(env, "CUMULO_MAX_JSON_DEPTH", 64),
+      multipart: {
+        parts: positiveInt(env, "CUMULO_MULTIPART_MAX_PARTS", 30),
+        fields: positiveInt(env, "CUMULO_MULTIPART_MAX_FIELDS", 20),
+        fieldBytes: positiveInt(env, "CUMULO_MULTIPART_MAX_FIELD_BYTES", 64 * 1024),
+        partHeaders: positiveInt(env, "CUMULO_MULTIPART_MAX_PART_HEADERS", 16),
+      },
+      concurrentUploadsPerKey: positiveInt(env, "CUMULO_MAX_CONCURRENT_UPLOADS", 4),
     },
   };
 }

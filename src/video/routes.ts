@@ -1,7 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import { PassThrough, type Readable } from "node:stream";
-import multipart from "@fastify/multipart";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "@sinclair/typebox";
 import type { FastifyRequest, FastifySchemaCompiler } from "fastify";
@@ -11,6 +10,7 @@ import { requireApiKey } from "../http/auth.ts";
 import { ok } from "../http/envelope.ts";
 import { ApiError } from "../http/errors.ts";
 import { Envelope, IdParams, mediaErrorResponses, Nullable, Timestamp } from "../http/schemas.ts";
+import { acceptUploads } from "../http/upload-bodies.ts";
 import { validatorCompiler } from "../http/validation.ts";
 import type { IdentityService } from "../identity/service.ts";
 import type { MediaServices } from "../media/index.ts";
@@ -87,7 +87,7 @@ export const videoRoutes: FastifyPluginAsyncTypebox<VideoRouteOptions> = async (
   const { media, video, config } = options;
   const { blobs } = media.deps;
   requireApiKey(app, "media", options.identity);
-  await app.register(multipart);
+  await acceptUploads(app, config);
   const handThrough = (request: FastifyRequest, payload: IncomingMessage, done: (error: null) => void) => {
     rawBodies.set(request, payload);
     done(null);

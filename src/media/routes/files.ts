@@ -1,5 +1,4 @@
 import { randomUUID } from "node:crypto";
-import multipart from "@fastify/multipart";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "@sinclair/typebox";
 import type { FastifySchemaCompiler } from "fastify";
@@ -16,6 +15,7 @@ import {
   mediaErrorResponses,
   PageQuery,
 } from "../../http/schemas.ts";
+import { acceptUploads } from "../../http/upload-bodies.ts";
 import { validatorCompiler } from "../../http/validation.ts";
 import { toSubtitle } from "../presenters.ts";
 import { Subtitle } from "../schemas.ts";
@@ -127,7 +127,7 @@ const extensionOf = (filename: string): string => {
  * only, so JSON routes elsewhere answer 415 to multipart bodies; here a non-multipart body is 415.
  */
 export const fileRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async (app, { media, config }) => {
-  await app.register(multipart);
+  await acceptUploads(app, config);
   const { blobs } = media.deps;
   const subtitleTags = ["media: subtitles"];
 
