@@ -5,9 +5,10 @@ import Fastify, { type FastifyInstance } from "fastify";
 import { cdnRoutes } from "./cdn/routes.ts";
 import { CLOUD_PREFIXES, cloudRoutes } from "./cloud/routes.ts";
 import { registerAuthDecorators } from "./http/auth.ts";
-import { frameworkErrors, registerErrorHandling } from "./http/error-handler.ts";
+import { clientErrorBody, frameworkErrors, registerErrorHandling } from "./http/error-handler.ts";
 import { ApiError } from "./http/errors.ts";
 import { acceptJsonBodies } from "./http/json-bodies.ts";
+import { clientErrorHandler, listenerLimits } from "./http/listener.ts";
 import { registerRateLimit } from "./http/rate-limit.ts";
 import { requestId } from "./http/request-id.ts";
 import { registerUploadSlots } from "./http/upload-bodies.ts";
@@ -45,6 +46,11 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
     bodyLimit: config.limits.jsonBodyBytes,
     routerOptions: { ignoreTrailingSlash: true },
     frameworkErrors,
+    // Fastify sets these three on the server itself, over what `http` says.
+    http: listenerLimits(config),
+    requestTimeout: config.listener.requestTimeoutMs,
+    keepAliveTimeout: config.listener.keepAliveTimeoutMs,
+    clientErrorHandler: clientErrorHandler(clientErrorBody, deps.logger),
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.setValidatorCompiler(validatorCompiler);

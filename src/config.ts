@@ -62,6 +62,13 @@ export interface Config {
     ffmpegConcurrency: number;
     ffmpegTimeoutMs: number;
   };
+  /** Bounds of both HTTP listeners (API and edge); see src/http/listener.ts. */
+  listener: {
+    headersTimeoutMs: number;
+    requestTimeoutMs: number;
+    keepAliveTimeoutMs: number;
+    maxHeaderBytes: number;
+  };
   limits: {
     jsonBodyBytes: number;
     subtitleBytes: number;
@@ -234,6 +241,12 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError("CUMULO_MEDIA_DOMAIN", `must be a host name, got "${mediaDomain}"`);
   }
 
+  const headersTimeoutMs = positiveInt(env, "CUMULO_HEADERS_TIMEOUT_MS", 10_000);
+  const requestTimeoutMs = positiveInt(env, "CUMULO_REQUEST_TIMEOUT_MS", 300_000);
+  if (headersTimeoutMs > requestTimeoutMs) {
+    throw new ConfigError("CUMULO_HEADERS_TIMEOUT_MS", "must not be longer than CUMULO_REQUEST_TIMEOUT_MS");
+  }
+
   const dataDirRaw = env.CUMULO_DATA_DIR || "./data";
   const dataDir = isAbsolute(dataDirRaw) ? dataDirRaw : resolve(process.cwd(), dataDirRaw);
 
@@ -282,6 +295,12 @@ export function loadConfig(env: Env = process.env): Config {
     video: {
       ffmpegConcurrency: positiveInt(env, "CUMULO_FFMPEG_CONCURRENCY", 2),
       ffmpegTimeoutMs: positiveInt(env, "CUMULO_FFMPEG_TIMEOUT_S", 1800) * 1000,
+    },
+    listener: {
+      headersTimeoutMs,
+      requestTimeoutMs,
+      keepAliveTimeoutMs: positiveInt(env, "CUMULO_KEEP_ALIVE_TIMEOUT_MS", 5_000),
+      maxHeaderBytes: positiveInt(env, "CUMULO_MAX_HEADER_BYTES", 16 * 1024),
     },
     limits: {
       jsonBodyBytes: positiveInt(env, "CUMULO_MAX_JSON_BYTES", 1024 * 1024),

@@ -1,5 +1,5 @@
 import { type Config, loadConfig } from "../../src/config.ts";
-import { type RunningCumulo, startCumulo } from "../../src/roles.ts";
+import { type RunningCumulo, type StartOptions, startCumulo } from "../../src/roles.ts";
 import { createTestStore, type TestStore } from "./store.ts";
 
 export const ADMIN_KEY = "test_admin_key_0123456789abcdef";
@@ -68,7 +68,7 @@ async function send<T>(
  */
 export async function startTestApp(
   env: Record<string, string> = {},
-  options: { store?: TestStore } = {},
+  options: { store?: TestStore; logger?: StartOptions["logger"] } = {},
 ): Promise<TestApp> {
   // A given store is shared (several nodes on one database) and left for its owner to drop.
   const store = options.store ?? (await createTestStore());
@@ -82,7 +82,7 @@ export async function startTestApp(
     ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}),
     ...env,
   });
-  const cumulo = await startCumulo(config);
+  const cumulo = await startCumulo(config, { logger: options.logger });
   const baseUrl = cumulo.apiUrl ?? "";
   const withKey = (header: "authorization" | "apikey", options: RequestOptions): Record<string, string> => {
     if (options.anonymous) return {};

@@ -1,10 +1,4 @@
-import {
-  createServer,
-  type IncomingMessage,
-  type OutgoingHttpHeaders,
-  type Server,
-  type ServerResponse,
-} from "node:http";
+import type { IncomingMessage, OutgoingHttpHeaders, Server, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { Transform } from "node:stream";
@@ -14,6 +8,7 @@ import CachePolicy from "http-cache-semantics";
 import { type Agent, type Dispatcher, request as undiciRequest } from "undici";
 import type { Bus } from "../../bus.ts";
 import type { Config } from "../../config.ts";
+import { createBoundedServer } from "../../http/listener.ts";
 import { requestId } from "../../http/request-id.ts";
 import { assertTargetAllowed, BlockedAddressError, createGuardedAgent } from "../../net/address-guard.ts";
 import type { TrafficRecorder } from "../analytics.ts";
@@ -183,7 +178,7 @@ export class EdgeServer {
       allowPrivate: deps.config.originAllowPrivate,
       connectTimeoutMs: deps.config.edge.originTimeoutMs,
     });
-    this.#server = createServer((request, response) => {
+    this.#server = createBoundedServer(deps, (request, response) => {
       this.#handle(request, response).catch((error: unknown) => {
         deps.logger.error({ err: error }, "edge request failed");
         if (!response.headersSent) this.#sendError(response, 500);
