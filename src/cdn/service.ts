@@ -10,8 +10,16 @@ import { readJson, writeJson } from "../store/codec.ts";
 import type { Executor } from "../store/transactions.ts";
 import type { PurgeSync } from "./purge-sync.ts";
 import { type DistributionRepository, HostnameTakenError } from "./repository.ts";
-import type { CreateDistributionBody, Distribution, Purge, UpdateDistributionBody } from "./schemas.ts";
+import {
+  type CreateDistributionBody,
+  type Distribution,
+  HOSTNAME_PATTERN,
+  type Purge,
+  type UpdateDistributionBody,
+} from "./schemas.ts";
 import type { DistributionTable, PurgeTable } from "./tables.ts";
+
+const HOSTNAME = new RegExp(HOSTNAME_PATTERN);
 
 export const DEFAULT_TTL_S = 3600;
 
@@ -235,8 +243,12 @@ export class CdnService {
     return { rows: rows.map(toPurge), total };
   }
 
-  /** Any organization's distribution with this host name: what an edge serves for it. */
-  distributionForHost(hostname: string): Promise<DistributionTable | undefined> {
+  /**
+   * Any organization's distribution with this host name: what an edge serves for it. Text that is
+   * no host name (a viewer's Host header or path segment: NUL, spaces...) names none, unqueried.
+   */
+  async distributionForHost(hostname: string): Promise<DistributionTable | undefined> {
+    if (!HOSTNAME.test(hostname)) return undefined;
     return this.distributions.findByHostname(hostname);
   }
 

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import { RawConnection } from "./raw-http.ts";
+import { capturingLogger, errorLines } from "./log-capture.ts";
+import { RawConnection, sendRaw } from "./raw-http.ts";
 
 const nested = (depth: number): string => `${'{"a":'.repeat(depth)}1${"}".repeat(depth)}`;
 
@@ -20,13 +21,18 @@ function multipartRequest(path: string, key: string, body: string, headers: Reco
 describe("hostile input", () => {
   let t: TestApp;
   let videoPath: string;
+  const { logger, lines } = capturingLogger();
 
   beforeAll(async () => {
-    t = await startTestApp({
-      CUMULO_MAX_JSON_DEPTH: "32",
-      CUMULO_MULTIPART_MAX_PARTS: "10",
-      CUMULO_MAX_CONCURRENT_UPLOADS: "1",
-    });
+    t = await startTestApp(
+      {
+        CUMULO_MAX_JSON_DEPTH: "32",
+        CUMULO_MULTIPART_MAX_PARTS: "10",
+        CUMULO_MAX_CONCURRENT_UPLOADS: "1",
+        CUMULO_EDGE_PORT: "0",
+      },
+      { logger },
+    );
     const library = (await t.request("POST", "/v1/media/libraries", { json: { name: "L" } })).body.data;
     const video = (
       await t.request("POST", `/v1/media/libraries/${library.id}/videos`, { json: { title: "V" } })
@@ -189,5 +195,18 @@ describe("hostile input", () => {
     let next = await second();
     while (next.status === 429) next = await second();
     expect(next.status).toBe(400);
+  });
+
+  it("answers edge requests naming no host name (NUL, spaces) with 404 without asking the store", async () => {
+    for (const [host, path] of [
+      ["a b", "/%00/x"],
+      ["\u00ff", "/a%20b/x"],
+      ["localhost", `/${"a".repeat(300)}/x`],
+    ]) {
+      const answer = await sendRaw(t.cumulo.edgeUrl ?? "", `GET ${path} HTTP/1.1\r\nHost: ${host}\r\n\r\n`);
+      expect(answer?.status).toBe(404);
+      expect(JSON.parse(answer?.body ?? "")).toEqual({ success: false, message: "Resource not found" });
+    }
+    expect(errorLines(lines)).toEqual([]);
   });
 });
