@@ -37,6 +37,9 @@ export async function receiveMultipart(
   const fields: Record<string, string> = {};
   let file: ReceivedFile | undefined;
   try {
+    // A client gone while the route was busy (looking the video up) leaves a body that will never
+    // end, and no event to say so once parsing starts.
+    if (request.raw.destroyed) throw new Error("client gone");
     // One byte over the limit lets our own counter see the overflow and answer 413. Limits on parts
     // and fields are the plugin's (acceptUploads in src/http/upload-bodies.ts).
     const parts = request.parts({ limits: { fileSize: options.maxBytes + 1 } });
@@ -63,6 +66,11 @@ export async function receiveMultipart(
     if (textErrors.length > 0) throw ApiError.validation(textErrors);
   } catch (error) {
     if (file) await blobs.delete(file.key);
+    if (request.raw.destroyed) {
+      // The client's doing, not the server's: nobody is left to read the answer.
+      request.log.warn({ err: error }, "client closed the connection during its upload");
+      throw malformed(options.fileField);
+    }
     throw toUploadError(error, options.fileField);
   }
   return { fields, file };

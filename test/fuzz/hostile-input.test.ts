@@ -41,6 +41,38 @@ describe("hostile input", () => {
   });
   afterAll(() => t.close());
 
+  const probeUpload = () =>
+    t.request("POST", `${videoPath}/subtitles`, {
+      body: "--zzz--\r\n",
+      headers: { "content-type": "multipart/form-data; boundary=zzz" },
+    });
+
+  /**
+   * Starts an upload that never finishes and returns once it holds the key's only upload slot (a
+   * probe upload is refused with 429); the two race for the slot, so a lost race starts over.
+   */
+  async function stalledUpload(method: string, path: string): Promise<RawConnection> {
+    for (;;) {
+      const connection = await RawConnection.open(t.baseUrl);
+      connection.write(
+        multipartRequest(path, t.adminKey, "", { "content-length": "100000" }).replace("POST", method) +
+          `--zzz\r\nContent-Disposition: form-data; name="file"; filename="a.vtt"\r\n\r\nWEBVTT\n${"x".repeat(5000)}`,
+      );
+      let probe = await probeUpload();
+      while (probe.status !== 429 && connection.received === "") probe = await probeUpload();
+      if (probe.status === 429 && connection.received === "") return connection;
+      connection.close();
+      await connection.closed;
+    }
+  }
+
+  /** Waits until the key's upload slot is free again. */
+  async function slotFreed() {
+    let probe = await probeUpload();
+    while (probe.status === 429) probe = await probeUpload();
+    return probe;
+  }
+
   it("answers a JSON body nested past the configured depth with 400 Invalid Request in each group's shape", async () => {
     const media = await t.request("POST", "/v1/media/libraries", {
       body: `{"name":"x","description":${nested(5000)}}`,
@@ -167,20 +199,9 @@ describe("hostile input", () => {
   });
 
   it("limits concurrent uploads per key with 429 and frees the slot when the upload ends", async () => {
-    const stalled = await RawConnection.open(t.baseUrl);
-    // Headers and the start of a body that never finishes: the upload holds its slot.
-    stalled.write(
-      multipartRequest(`${videoPath}/subtitles`, t.adminKey, "", { "content-length": "100000" }) +
-        '--zzz\r\nContent-Disposition: form-data; name="file"; filename="a.vtt"\r\n\r\nWEBVTT\n',
-    );
-    const second = async () =>
-      t.request("POST", `${videoPath}/subtitles`, {
-        body: "--zzz--\r\n",
-        headers: { "content-type": "multipart/form-data; boundary=zzz" },
-      });
-    let refused = await second();
-    // The stalled upload reaches the server asynchronously: ask until it holds the slot.
-    while (refused.status !== 429) refused = await second();
+    const stalled = await stalledUpload("POST", `${videoPath}/subtitles`);
+    const refused = await probeUpload();
+    expect(refused.status).toBe(429);
     expect(refused.body).toEqual({ success: false, error: "rate_limited", message: "Too many requests" });
     expect(refused.headers.get("retry-after")).toBe("1");
     // Another key has its own slots; JSON requests of the same key are not uploads.
@@ -190,11 +211,9 @@ describe("hostile input", () => {
       key: other.key,
     });
     expect(otherLibrary.status).toBe(201);
+    expect((await t.request("GET", "/v1/media/libraries")).status).toBe(200);
     stalled.close();
-    await stalled.closed;
-    let next = await second();
-    while (next.status === 429) next = await second();
-    expect(next.status).toBe(400);
+    expect((await slotFreed()).status).toBe(400);
   });
 
   it("answers edge requests naming no host name (NUL, spaces) with 404 without asking the store", async () => {
@@ -208,5 +227,20 @@ describe("hostile input", () => {
       expect(JSON.parse(answer?.body ?? "")).toEqual({ success: false, message: "Resource not found" });
     }
     expect(errorLines(lines)).toEqual([]);
+  });
+
+  it("logs a client that aborts an upload as a warning, not an error", async () => {
+    const before = lines.length;
+    for (const [method, path] of [
+      ["POST", `${videoPath}/subtitles`],
+      ["PUT", `${videoPath}/source`],
+    ] as const) {
+      const connection = await stalledUpload(method, path);
+      connection.close();
+      await slotFreed();
+    }
+    const logged = lines.slice(before);
+    expect(errorLines(logged)).toEqual([]);
+    expect(logged.some((line) => line.msg === "client closed the connection during its upload")).toBe(true);
   });
 });
