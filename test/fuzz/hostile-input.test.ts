@@ -243,4 +243,16 @@ describe("hostile input", () => {
     expect(errorLines(logged)).toEqual([]);
     expect(logged.some((line) => line.msg === "client closed the connection during its upload")).toBe(true);
   });
+
+  it("takes time filters from year 0 to 9999 on both stores", async () => {
+    for (const query of [
+      "created_before=0000-01-01T00:00:00Z",
+      "created_after=0000-01-01",
+      "created_before=9999-12-31T23:59:59.999Z",
+    ]) {
+      const answer = await t.request("GET", `/v1/media/libraries?${query}`);
+      expect(answer.status, query).toBe(200);
+    }
+    expect(errorLines(lines)).toEqual([]);
+  });
 });

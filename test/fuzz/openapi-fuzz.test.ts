@@ -751,6 +751,7 @@ describe("fuzzing every operation of the OpenAPI document", () => {
   it(
     "answers every generated request to the edge with a non-5xx in its plain shape, promptly, logging no error",
     async () => {
+      const edgeStart = lines.length;
       const hostArb = fc.oneof(
         { weight: 4, arbitrary: fc.constant(distributionHost) },
         {
@@ -868,9 +869,9 @@ describe("fuzzing every operation of the OpenAPI document", () => {
           if (failure)
             throw new Error(`edge: ${failure}\n  request: Host ${host} ${describeRequest(request)}`);
         }),
-        { seed: SEED, numRuns: EDGE_RUNS, endOnFailure: false },
+        { seed: SEED, numRuns: EDGE_RUNS },
       );
-      expect(errorLines(lines)).toEqual([]);
+      expect(errorLines(lines.slice(edgeStart))).toEqual([]);
     },
     TEST_TIMEOUT_MS,
   );

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadConfig } from "../../src/config.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { capturingLogger, errorLines } from "./log-capture.ts";
 import { RawConnection, sendRaw } from "./raw-http.ts";
@@ -33,15 +34,21 @@ describe("slow and broken clients on both listeners", () => {
   });
   afterAll(() => t.close());
 
-  it("stays responsive with hundreds of idle connections on each listener, and closes them", async () => {
+  it("stays responsive with hundreds of idle and stalled connections on each listener, and closes them", async () => {
     const idle: RawConnection[] = [];
     for (let index = 0; index < IDLE_CONNECTIONS; index++) {
-      idle.push(await RawConnection.open(t.baseUrl), await RawConnection.open(edgeUrl));
+      for (const url of [t.baseUrl, edgeUrl]) {
+        const connection = await RawConnection.open(url);
+        // Half send nothing at all, half stall in the middle of their headers.
+        if (index % 2 === 1)
+          connection.write("GET /v1/media/libraries HTTP/1.1\r\nHost: localhost\r\nX-Wait");
+        idle.push(connection);
+      }
     }
     expect(await healthy(t.baseUrl)).toBe(200);
     const edgeAnswer = await fetch(`${edgeUrl}/nothing-here`, { signal: AbortSignal.timeout(3_000) });
     expect(edgeAnswer.status).toBe(404);
-    // Each connection that never sent a request is closed once the headers timeout passes.
+    // Each connection that never completed a request is closed once the headers timeout passes.
     await Promise.all(idle.map((connection) => connection.closed));
     expect(await healthy(t.baseUrl)).toBe(200);
   });
@@ -136,6 +143,12 @@ describe("slow and broken clients on both listeners", () => {
       expect(JSON.parse(answer?.body ?? ""), request.slice(0, 60)).toEqual(body);
     }
     expect(await healthy(t.baseUrl)).toBe(200);
+  });
+
+  it("refuses a headers timeout longer than the request timeout at start-up", () => {
+    expect(() =>
+      loadConfig({ CUMULO_HEADERS_TIMEOUT_MS: "20000", CUMULO_REQUEST_TIMEOUT_MS: "10000" }),
+    ).toThrow(/CUMULO_HEADERS_TIMEOUT_MS must not be longer than CUMULO_REQUEST_TIMEOUT_MS/);
   });
 
   it("logs no slow or broken client at error level", () => {
