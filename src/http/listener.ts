@@ -55,9 +55,11 @@ export function clientErrorHandler(body: ClientErrorBody, logger: FastifyBaseLog
     if (error.code === "ECONNRESET" || socket.destroyed) return;
     const { status, message } = clientErrorStatus(error);
     logger.debug({ err: error }, "client error");
-    const pending = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+    // The response of a request whose headers were read (a body that timed out) names its path.
+    const pending = (socket as Socket & { _httpMessage?: { headersSent?: boolean; req?: { url?: string } } })
+      ._httpMessage;
     if (socket.writable && !pending?.headersSent) {
-      const text = JSON.stringify(body(status, message, pathOf(error)));
+      const text = JSON.stringify(body(status, message, pathOf(error) ?? pending?.req?.url));
       socket.write(
         `HTTP/1.1 ${status} ${message}\r\nContent-Type: application/json; charset=utf-8\r\n` +
           `Content-Length: ${Buffer.byteLength(text)}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n${text}`,

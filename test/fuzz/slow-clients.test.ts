@@ -84,6 +84,20 @@ describe("slow and broken clients on both listeners", () => {
       clearInterval(trickle);
     }
     expect(await healthy(t.baseUrl)).toBe(200);
+
+    // A cloud request's body that times out is answered in the cloud shape.
+    const cloud = await RawConnection.open(t.baseUrl);
+    cloud.write(
+      `POST /v1/user-resource/token HTTP/1.1\r\nHost: localhost\r\napikey: ${t.adminKey}\r\n` +
+        "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{",
+    );
+    const answer = await cloud.answer(10_000);
+    await cloud.closed;
+    expect(answer?.status).toBe(408);
+    expect(JSON.parse(answer?.body ?? "")).toEqual({
+      message: "Request Timeout",
+      errors: { Error: "Request Timeout" },
+    });
   });
 
   it("answers what the HTTP parser refuses in the group's shape, on the API and the edge", async () => {
