@@ -39,7 +39,7 @@ export async function receiveMultipart(
   try {
     // A client gone while the route was busy (looking the video up) leaves a body that will never
     // end, and no event to say so once parsing starts.
-    if (request.raw.destroyed) throw new Error("client gone");
+    if (clientGone(request)) throw new Error("client gone");
     // One byte over the limit lets our own counter see the overflow and answer 413. Limits on parts
     // and fields are the plugin's (acceptUploads in src/http/upload-bodies.ts).
     const parts = request.parts({ limits: { fileSize: options.maxBytes + 1 } });
@@ -66,7 +66,7 @@ export async function receiveMultipart(
     if (textErrors.length > 0) throw ApiError.validation(textErrors);
   } catch (error) {
     if (file) await blobs.delete(file.key);
-    if (request.raw.destroyed) {
+    if (clientGone(request)) {
       // The client's doing, not the server's: nobody is left to read the answer.
       request.log.warn({ err: error }, "client closed the connection during its upload");
       throw malformed(options.fileField);
@@ -75,6 +75,9 @@ export async function receiveMultipart(
   }
   return { fields, file };
 }
+
+/** The client closed the connection before sending its whole body (a finished body is destroyed too). */
+const clientGone = (request: FastifyRequest): boolean => request.raw.destroyed && !request.raw.complete;
 
 /** A body the parser cannot read to its end: the file it should carry cannot be trusted. */
 const malformed = (fileField: string): ApiError =>
