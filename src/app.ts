@@ -5,12 +5,14 @@ import Fastify, { type FastifyInstance } from "fastify";
 import { cdnRoutes } from "./cdn/routes.ts";
 import { CLOUD_PREFIXES, cloudRoutes } from "./cloud/routes/index.ts";
 import { registerAuthDecorators } from "./http/auth.ts";
-import { frameworkErrors, registerErrorHandling } from "./http/error-handler.ts";
+import { clientErrorBody, frameworkErrors, registerErrorHandling } from "./http/error-handler.ts";
 import { ApiError } from "./http/errors.ts";
 import { acceptJsonBodies } from "./http/json-bodies.ts";
+import { clientErrorHandler, listenerLimits } from "./http/listener.ts";
 import { registerRateLimit } from "./http/rate-limit.ts";
 import { requestId } from "./http/request-id.ts";
-import { nulCharacterErrors, validatorCompiler } from "./http/validation.ts";
+import { registerUploadSlots } from "./http/upload-bodies.ts";
+import { unstorableTextErrors, validatorCompiler } from "./http/validation.ts";
 import { isUuid } from "./ids.ts";
 import { livestreamRoutes } from "./livestream/routes.ts";
 import { mediaRoutes } from "./media/routes/index.ts";
@@ -43,12 +45,18 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
     bodyLimit: config.limits.jsonBodyBytes,
     routerOptions: { ignoreTrailingSlash: true },
     frameworkErrors,
+    // Fastify sets these three on the server itself, over what `http` says.
+    http: listenerLimits(config),
+    requestTimeout: config.listener.requestTimeoutMs,
+    keepAliveTimeout: config.listener.keepAliveTimeoutMs,
+    clientErrorHandler: clientErrorHandler(clientErrorBody, deps.logger),
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.setValidatorCompiler(validatorCompiler);
   registerAuthDecorators(app);
   registerErrorHandling(app);
-  acceptJsonBodies(app);
+  acceptJsonBodies(app, { maxDepth: config.limits.jsonDepth });
+  registerUploadSlots(app, config.limits.concurrentUploadsPerKey);
   app.addHook("preValidation", async (request) => {
     // A request without a body (or with an empty JSON one) is read as `{}`, so each required field
     // is reported by name (and operations whose fields are all optional just work); a body of the
@@ -63,9 +71,9 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
     lowerCaseUuids(request.params);
     lowerCaseUuids(request.query);
     const errors = [
-      ...nulCharacterErrors(request.params),
-      ...nulCharacterErrors(request.query),
-      ...nulCharacterErrors(request.body),
+      ...unstorableTextErrors(request.params),
+      ...unstorableTextErrors(request.query),
+      ...unstorableTextErrors(request.body),
     ];
     if (errors.length > 0) throw ApiError.validation(errors);
   });

@@ -62,6 +62,13 @@ export interface Config {
     ffmpegConcurrency: number;
     ffmpegTimeoutMs: number;
   };
+  /** Bounds of both HTTP listeners (API and edge); see src/http/listener.ts. */
+  listener: {
+    headersTimeoutMs: number;
+    requestTimeoutMs: number;
+    keepAliveTimeoutMs: number;
+    maxHeaderBytes: number;
+  };
   limits: {
     jsonBodyBytes: number;
     subtitleBytes: number;
@@ -76,6 +83,12 @@ export interface Config {
     purgePaths: number;
     /** Values in one security rule (referrers, countries). */
     securityValues: number;
+    /** Nesting of objects and arrays in a JSON body. */
+    jsonDepth: number;
+    /** Multipart bodies: parts, text fields, bytes of one text field, header lines of one part. */
+    multipart: { parts: number; fields: number; fieldBytes: number; partHeaders: number };
+    /** Streamed uploads (multipart or raw) one API key may have in progress at once, per node. */
+    concurrentUploadsPerKey: number;
   };
 }
 
@@ -228,6 +241,12 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError("CUMULO_MEDIA_DOMAIN", `must be a host name, got "${mediaDomain}"`);
   }
 
+  const headersTimeoutMs = positiveInt(env, "CUMULO_HEADERS_TIMEOUT_MS", 10_000);
+  const requestTimeoutMs = positiveInt(env, "CUMULO_REQUEST_TIMEOUT_MS", 300_000);
+  if (headersTimeoutMs > requestTimeoutMs) {
+    throw new ConfigError("CUMULO_HEADERS_TIMEOUT_MS", "must not be longer than CUMULO_REQUEST_TIMEOUT_MS");
+  }
+
   const dataDirRaw = env.CUMULO_DATA_DIR || "./data";
   const dataDir = isAbsolute(dataDirRaw) ? dataDirRaw : resolve(process.cwd(), dataDirRaw);
 
@@ -277,6 +296,12 @@ export function loadConfig(env: Env = process.env): Config {
       ffmpegConcurrency: positiveInt(env, "CUMULO_FFMPEG_CONCURRENCY", 2),
       ffmpegTimeoutMs: positiveInt(env, "CUMULO_FFMPEG_TIMEOUT_S", 1800) * 1000,
     },
+    listener: {
+      headersTimeoutMs,
+      requestTimeoutMs,
+      keepAliveTimeoutMs: positiveInt(env, "CUMULO_KEEP_ALIVE_TIMEOUT_MS", 5_000),
+      maxHeaderBytes: positiveInt(env, "CUMULO_MAX_HEADER_BYTES", 16 * 1024),
+    },
     limits: {
       jsonBodyBytes: positiveInt(env, "CUMULO_MAX_JSON_BYTES", 1024 * 1024),
       subtitleBytes: positiveInt(env, "CUMULO_MAX_SUBTITLE_BYTES", 5 * 1024 * 1024),
@@ -287,6 +312,14 @@ export function loadConfig(env: Env = process.env): Config {
       webhookPollMs: positiveInt(env, "CUMULO_WEBHOOK_POLL_MS", 500),
       purgePaths: positiveInt(env, "CUMULO_MAX_PURGE_PATHS", 1000),
       securityValues: positiveInt(env, "CUMULO_MAX_SECURITY_VALUES", 100),
+      jsonDepth: positiveInt(env, "CUMULO_MAX_JSON_DEPTH", 64),
+      multipart: {
+        parts: positiveInt(env, "CUMULO_MULTIPART_MAX_PARTS", 30),
+        fields: positiveInt(env, "CUMULO_MULTIPART_MAX_FIELDS", 20),
+        fieldBytes: positiveInt(env, "CUMULO_MULTIPART_MAX_FIELD_BYTES", 64 * 1024),
+        partHeaders: positiveInt(env, "CUMULO_MULTIPART_MAX_PART_HEADERS", 16),
+      },
+      concurrentUploadsPerKey: positiveInt(env, "CUMULO_MAX_CONCURRENT_UPLOADS", 4),
     },
   };
 }

@@ -10,8 +10,16 @@ import { type Executor, type Transact, transactor } from "../store/transactions.
 import type { PurgeSync } from "./purge-sync.ts";
 import { type DistributionRepository, HostnameTakenError } from "./repository.ts";
 import { mayServe, reservedHostReason } from "./reserved-hosts.ts";
-import type { CreateDistributionBody, Distribution, Purge, UpdateDistributionBody } from "./schemas.ts";
+import {
+  type CreateDistributionBody,
+  type Distribution,
+  HOSTNAME_PATTERN,
+  type Purge,
+  type UpdateDistributionBody,
+} from "./schemas.ts";
 import type { DistributionChanges, DistributionRow, PurgeRow } from "./tables.ts";
+
+const HOSTNAME = new RegExp(HOSTNAME_PATTERN);
 
 export const DEFAULT_TTL_S = 3600;
 
@@ -273,8 +281,12 @@ export class CdnService {
     return unservable;
   }
 
-  /** Any organization's distribution with this host name: what an edge serves for it. */
-  distributionForHost(hostname: string): Promise<DistributionRow | undefined> {
+  /**
+   * Any organization's distribution with this host name: what an edge serves for it. Text that is
+   * no host name (a viewer's Host header or path segment: NUL, spaces...) names none, unqueried.
+   */
+  async distributionForHost(hostname: string): Promise<DistributionRow | undefined> {
+    if (!HOSTNAME.test(hostname)) return undefined;
     return this.distributions.findByHostname(hostname);
   }
 

@@ -60,8 +60,22 @@ function fromFastify(error: FastifyError): ApiError | undefined {
 
 const INTERNAL = new ApiError(500, "Internal server error");
 
+/** The body of `error` in `group`'s shape. */
+export const errorBody = (group: ApiGroup, error: ApiError): unknown =>
+  error.options.body ?? (group === "cloud" ? cloudBody(error) : mediaBody(error));
+
+/**
+ * What the API listener answers when its HTTP parser refuses a request (src/http/listener.ts): the
+ * group's shape when the request line was read, the media envelope otherwise.
+ */
+export const clientErrorBody = (status: number, message: string, path: string | undefined): object =>
+  errorBody(
+    path !== undefined && isCloudPath(path) ? "cloud" : "media",
+    new ApiError(status, message),
+  ) as object;
+
 export function sendApiError(request: FastifyRequest, reply: FastifyReply, error: ApiError): FastifyReply {
-  const body = error.options.body ?? (groupOf(request) === "cloud" ? cloudBody(error) : mediaBody(error));
+  const body = errorBody(groupOf(request), error);
   if (error.options.headers) reply.headers(error.options.headers);
   // Bodies are rendered here, not by the route's response schema, which describes successes.
   return reply

@@ -1,17 +1,53 @@
-import type { FastifyInstance } from "fastify";
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import { ApiError } from "./errors.ts";
+
+/**
+ * Whether JSON text nests objects and arrays deeper than `maxDepth`. One pass over the text,
+ * before it is parsed, so a hostile body never becomes a deep structure that later code walks.
+ */
+export function nestsDeeperThan(text: string, maxDepth: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let index = 0; index < text.length; index++) {
+    const char = text.charCodeAt(index);
+    if (inString) {
+      if (char === 0x5c)
+        index++; // backslash: the next character is escaped
+      else if (char === 0x22) inString = false;
+    } else if (char === 0x22) {
+      inString = true;
+    } else if (char === 0x7b || char === 0x5b) {
+      if (++depth > maxDepth) return true;
+    } else if (char === 0x7d || char === 0x5d) {
+      depth--;
+    }
+  }
+  return false;
+}
+
+const CHARSET = /;\s*charset\s*=\s*"?([^";\s]*)"?/i;
+
+/** JSON is UTF-8 (RFC 8259); a body declared in another charset would be misread, so it is refused. */
+function declaresOtherCharset(request: FastifyRequest): boolean {
+  const charset = CHARSET.exec(request.headers["content-type"] ?? "")?.[1];
+  return charset !== undefined && !/^utf-?8$/i.test(charset);
+}
 
 /**
  * Body parsing for every group: no operation takes plain text, so such a body is 415 (never a
  * validation error), and an empty body sent with `Content-Type: application/json` (as many clients
- * do on deletes and other operations without a body) is read as no body at all. Malformed JSON
- * stays 400.
+ * do on deletes and other operations without a body) is read as no body at all. Malformed JSON,
+ * and JSON nested deeper than `maxDepth`, stays 400; a charset other than UTF-8 is 415.
  */
-export function acceptJsonBodies(app: FastifyInstance): void {
+export function acceptJsonBodies(app: FastifyInstance, options: { maxDepth: number }): void {
   app.removeContentTypeParser("text/plain");
   const parseJson = app.getDefaultJsonParser("error", "error");
   app.removeContentTypeParser("application/json");
   app.addContentTypeParser("application/json", { parseAs: "string" }, (request, body, done) => {
-    if ((body as string).trim() === "") return done(null, undefined);
-    return parseJson(request, body as string, done);
+    if (declaresOtherCharset(request)) return done(ApiError.unsupportedMediaType(), undefined);
+    const text = body as string;
+    if (text.trim() === "") return done(null, undefined);
+    if (nestsDeeperThan(text, options.maxDepth)) return done(ApiError.invalidRequest(), undefined);
+    return parseJson(request, text, done);
   });
 }

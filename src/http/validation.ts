@@ -106,24 +106,50 @@ export function toFieldErrors(errors: ErrorObject[], prefix = ""): FieldError[] 
   return [...byField.values()];
 }
 
-/**
- * Fields whose text holds a NUL character. PostgreSQL text cannot store one (SQLite can), so such
- * input is refused everywhere, the same on both stores.
- */
-export function nulCharacterErrors(value: unknown, path = ""): FieldError[] {
-  if (typeof value === "string") {
-    return value.includes("\u0000")
-      ? [
-          {
-            field: path,
-            code: "validation_format",
-            message: `The ${path} field must not contain NUL characters.`,
-          },
-        ]
-      : [];
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+function unstorableTextError(text: string, field: string): FieldError | undefined {
+  // PostgreSQL text cannot hold a NUL (SQLite can), and an unpaired UTF-16 surrogate cannot be
+  // written as UTF-8 (stores replace it with U+FFFD): both would change the data, so both are refused.
+  if (text.includes("\u0000")) {
+    return {
+      field,
+      code: "validation_format",
+      message: `The ${field} field must not contain NUL characters.`,
+    };
   }
-  if (typeof value !== "object" || value === null) return [];
-  return Object.entries(value).flatMap(([key, item]) =>
-    nulCharacterErrors(item, path ? `${path}.${key}` : key),
-  );
+  if (LONE_SURROGATE.test(text)) {
+    return {
+      field,
+      code: "validation_format",
+      message: `The ${field} field must not contain unpaired UTF-16 surrogates.`,
+    };
+  }
+  return undefined;
+}
+
+/**
+ * Fields (or keys) of request data whose text the stores cannot keep as sent: a NUL character or
+ * an unpaired surrogate, refused the same on both stores. Walks with its own stack, so any nesting
+ * depth is safe.
+ */
+export function unstorableTextErrors(value: unknown, path = ""): FieldError[] {
+  const errors: FieldError[] = [];
+  const pending: { value: unknown; path: string }[] = [{ value, path }];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    if (typeof next.value === "string") {
+      const error = unstorableTextError(next.value, next.path);
+      if (error) errors.push(error);
+      continue;
+    }
+    if (typeof next.value !== "object" || next.value === null) continue;
+    // Children go on the stack last-first, so fields are reported in the order they were sent.
+    for (const [key, item] of Object.entries(next.value).reverse()) {
+      const itemPath = next.path ? `${next.path}.${key}` : key;
+      const keyError = unstorableTextError(key, itemPath);
+      if (keyError) errors.push(keyError);
+      else pending.push({ value: item, path: itemPath });
+    }
+  }
+  return errors;
 }

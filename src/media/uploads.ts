@@ -1,9 +1,11 @@
-import type { Readable } from "node:stream";
+import type { IncomingMessage } from "node:http";
+import { PassThrough, type Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
 import type { Multipart } from "@fastify/multipart";
 import type { FastifyRequest } from "fastify";
 import { type BlobStore, BlobTooLargeError } from "../blobs/store.ts";
 import { ApiError } from "../http/errors.ts";
-import { nulCharacterErrors } from "../http/validation.ts";
+import { unstorableTextErrors } from "../http/validation.ts";
 
 export interface ReceivedFile {
   /** Blob key the file was stored under (chosen by the server). */
@@ -17,8 +19,6 @@ export interface ReceivedForm {
   fields: Record<string, string>;
   file: ReceivedFile | undefined;
 }
-
-const MAX_FIELD_BYTES = 64 * 1024;
 
 const isFileSystemError = (error: unknown): boolean =>
   typeof error === "object" && error !== null && "syscall" in error;
@@ -37,42 +37,108 @@ export async function receiveMultipart(
   const fields: Record<string, string> = {};
   let file: ReceivedFile | undefined;
   try {
-    const parts = request.parts({
-      // One byte over the limit lets our own counter see the overflow and answer 413.
-      limits: { fileSize: options.maxBytes + 1, files: 5, fields: 20, fieldSize: MAX_FIELD_BYTES },
-    });
+    // A client gone while the route was busy (looking the video up) leaves a body that will never
+    // end, and no event to say so once parsing starts.
+    if (clientGone(request)) throw new Error("client gone");
+    // One byte over the limit lets our own counter see the overflow and answer 413. Limits on parts
+    // and fields are the plugin's (acceptUploads in src/http/upload-bodies.ts).
+    const parts = request.parts({ limits: { fileSize: options.maxBytes + 1 } });
+    const closed = watchClosingDelimiter(request.raw, boundaryOf(request.headers["content-type"]));
     for await (const part of parts as AsyncIterableIterator<Multipart>) {
       if (part.type === "field") {
+        if (part.valueTruncated) throw ApiError.payloadTooLarge();
         if (!(part.fieldname in fields)) fields[part.fieldname] = String(part.value ?? "");
         continue;
       }
+      const content = ownedStream(part.file);
       if (part.fieldname !== options.fileField || file) {
-        await drain(part.file);
+        await drain(content);
         continue;
       }
       const key = options.key();
-      const stored = await blobs.put(key, part.file, { maxBytes: options.maxBytes });
+      const stored = await blobs.put(key, content, { maxBytes: options.maxBytes });
       file = { key, filename: part.filename ?? "", sizeBytes: stored.sizeBytes };
       if ((part.file as Readable & { truncated?: boolean }).truncated) throw ApiError.payloadTooLarge();
     }
-    const nulErrors = nulCharacterErrors(fields);
-    if (nulErrors.length > 0) throw ApiError.validation(nulErrors);
+    // The parser takes a body that ends without its closing delimiter as complete: it is truncated.
+    if (!closed()) throw malformed(options.fileField);
+    const textErrors = unstorableTextErrors(fields);
+    if (textErrors.length > 0) throw ApiError.validation(textErrors);
   } catch (error) {
     if (file) await blobs.delete(file.key);
-    throw toUploadError(error);
+    if (clientGone(request)) {
+      // The client's doing, not the server's: nobody is left to read the answer.
+      request.log.warn({ err: error }, "client closed the connection during its upload");
+      throw malformed(options.fileField);
+    }
+    throw toUploadError(error, options.fileField);
   }
   return { fields, file };
 }
 
-function toUploadError(error: unknown): unknown {
+/** The client closed the connection before sending its whole body (a finished body is destroyed too). */
+const clientGone = (request: FastifyRequest): boolean => request.raw.destroyed && !request.raw.complete;
+
+/** A body the parser cannot read to its end: the file it should carry cannot be trusted. */
+const malformed = (fileField: string): ApiError =>
+  ApiError.field(
+    fileField,
+    "validation_format",
+    `The ${fileField} field could not be read: the multipart body is malformed or ends before its closing boundary.`,
+  );
+
+function toUploadError(error: unknown, fileField: string): unknown {
   if (error instanceof ApiError) return error;
   if (error instanceof BlobTooLargeError) return ApiError.payloadTooLarge();
   if (isFileSystemError(error)) return error;
   const status = (error as { statusCode?: number }).statusCode;
   if (status === 413) return ApiError.payloadTooLarge();
   if (status === 415 || status === 406) return ApiError.unsupportedMediaType();
-  // Anything else busboy complains about is a malformed body.
-  return ApiError.invalidRequest();
+  // Anything else the parser complains about (a part cut short, no boundary) is a malformed body.
+  return malformed(fileField);
+}
+
+/**
+ * A file part's stream, taken over as soon as the part arrives. The parser reports a body that ends
+ * inside the part by failing or destroying the part's stream, possibly before anyone reads it (the
+ * whole body may be parsed before the part is handed over): such a part is cut short, and piping it
+ * at once makes a later failure reach the reader instead of leaving it waiting for an end that never
+ * comes.
+ */
+function ownedStream(part: Readable): Readable {
+  if (part.destroyed && !part.readableEnded) throw new Error("multipart part cut short");
+  const copy = new PassThrough();
+  pipeline(part, copy).catch(() => undefined); // the failure reaches the reader through `copy`
+  return copy;
+}
+
+const BOUNDARY = /;\s*boundary\s*=\s*(?:"([^"]+)"|([^;\s]+))/i;
+
+function boundaryOf(contentType: string | undefined): string {
+  const match = BOUNDARY.exec(contentType ?? "");
+  return match?.[1] ?? match?.[2] ?? "";
+}
+
+/**
+ * Watches the body go by for the multipart closing delimiter (CRLF `--boundary--`; at the very
+ * start of the body without the CRLF), and tells whether it was seen.
+ */
+function watchClosingDelimiter(body: IncomingMessage, boundary: string): () => boolean {
+  const delimiter = Buffer.from(`\r\n--${boundary}--`);
+  let seen = false;
+  // The body starts as if after a line break, so an empty form (`--boundary--`) counts too.
+  let tail = Buffer.from("\r\n");
+  const onData = (chunk: Buffer) => {
+    const window = Buffer.concat([tail, chunk]);
+    if (window.includes(delimiter)) {
+      seen = true;
+      body.off("data", onData);
+      return;
+    }
+    tail = window.subarray(Math.max(0, window.length - delimiter.length + 1));
+  };
+  if (boundary !== "") body.on("data", onData);
+  return () => seen;
 }
 
 async function drain(stream: Readable): Promise<void> {

@@ -1,16 +1,11 @@
-import {
-  createServer,
-  type IncomingMessage,
-  type OutgoingHttpHeaders,
-  type Server,
-  type ServerResponse,
-} from "node:http";
+import type { IncomingMessage, OutgoingHttpHeaders, Server, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import type { FastifyBaseLogger } from "fastify";
 import type { Bus } from "../../bus.ts";
 import type { Clock } from "../../clock.ts";
 import type { Config } from "../../config.ts";
+import { createBoundedServer } from "../../http/listener.ts";
 import { requestId } from "../../http/request-id.ts";
 import type { TrafficRecorder } from "../analytics.ts";
 import { type CdnService, DISTRIBUTION_CHANNEL, type DistributionChange } from "../service.ts";
@@ -88,7 +83,7 @@ export class EdgeServer {
     }
     this.#hosts = new HostResolver(deps.cdn, deps.config, deps.clock);
     this.#origins = new OriginFetcher(deps.config, deps.logger, this.cache, this.#policy);
-    this.#server = createServer((request, response) => {
+    this.#server = createBoundedServer(deps, (request, response) => {
       this.#handle(request, response).catch((error: unknown) => {
         deps.logger.error({ err: error }, "edge request failed");
         if (!response.headersSent) sendError(response, 500);

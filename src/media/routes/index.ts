@@ -1,6 +1,6 @@
-import multipart from "@fastify/multipart";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { requireApiKey } from "../../http/auth.ts";
+import { acceptUploads } from "../../http/upload-bodies.ts";
 import type { MediaRouteOptions } from "./common.ts";
 import { folderRoutes } from "./folders.ts";
 import { libraryRoutes } from "./libraries.ts";
@@ -14,11 +14,12 @@ import { videoSourceRoutes } from "./video-source.ts";
 import { videoRoutes } from "./videos.ts";
 
 /**
- * The routes that take files. `@fastify/multipart` is registered in this context only, so JSON routes
- * elsewhere answer 415 to multipart bodies; here a body that is not multipart is 415.
+ * The routes that take files. `@fastify/multipart` is registered in this context only (with the
+ * upload limits of `acceptUploads`), so JSON routes elsewhere answer 415 to multipart bodies; here a
+ * body that is not multipart is 415.
  */
 const fileTakingRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async (app, options) => {
-  await app.register(multipart);
+  await acceptUploads(app, options.config);
   await app.register(subtitleRoutes, options);
   await app.register(thumbnailRoutes, options);
   await app.register(videoSourceRoutes, options);

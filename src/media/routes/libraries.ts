@@ -17,6 +17,7 @@ const LibraryParams = IdParams("libraryId");
 const tags = ["media: libraries"];
 
 const DAY = /^\d{4}-\d{2}-\d{2}$/;
+const EARLIEST = Date.parse("0001-01-01T00:00:00.000Z");
 
 /** A filter bound as stored text; a whole day counts from its first to its last millisecond. */
 function timeBound(field: string, value: string | undefined, end: boolean): string | undefined {
@@ -25,7 +26,8 @@ function timeBound(field: string, value: string | undefined, end: boolean): stri
   const time = Date.parse(text);
   if (Number.isNaN(time))
     throw ApiError.field(field, "validation_format", `The ${field} field has an invalid format.`);
-  return new Date(time).toISOString();
+  // Year 0 is valid ISO 8601 but out of PostgreSQL's range; nothing was created before year 1.
+  return new Date(Math.max(time, EARLIEST)).toISOString();
 }
 
 export const libraryRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async (app, { media, config }) => {

@@ -56,15 +56,6 @@ export const videoSourceRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = a
   };
   app.addContentTypeParser("application/octet-stream", handThrough);
   app.addContentTypeParser(/^video\/[a-z0-9.+-]+(?:\s*;.*)?$/i, handThrough);
-  app.addHook("onSend", async (request, reply) => {
-    // An answer given before the body was read (404, 413 by Content-Length...): the rest of the body
-    // is discarded as it arrives and the connection is not reused, so nothing waits on it.
-    const raw = request.raw;
-    if (!raw.complete) {
-      reply.header("connection", "close");
-      raw.resume();
-    }
-  });
 
   app.put(
     "/libraries/:libraryId/videos/:videoId/source",

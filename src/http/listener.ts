@@ -1,0 +1,84 @@
+import { createServer, type RequestListener, type Server, type ServerOptions } from "node:http";
+import type { Socket } from "node:net";
+import type { FastifyBaseLogger } from "fastify";
+import type { Config } from "../config.ts";
+
+/**
+ * Time and size bounds of an HTTP listener (the API and the CDN edge alike): a client that stalls
+ * or trickles its headers or body is cut off, an idle keep-alive connection is closed, and an
+ * oversized header section is refused before it is buffered.
+ */
+export function listenerLimits(config: Config): ServerOptions {
+  const { headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs, maxHeaderBytes } = config.listener;
+  return {
+    headersTimeout: headersTimeoutMs,
+    requestTimeout: requestTimeoutMs,
+    keepAliveTimeout: keepAliveTimeoutMs,
+    maxHeaderSize: maxHeaderBytes,
+    // Node checks the two timeouts on this interval (30 s by default, which would let a stalled
+    // client outlive its headers timeout several times over).
+    connectionsCheckingInterval: Math.max(10, Math.min(1000, Math.floor(headersTimeoutMs / 4))),
+  };
+}
+
+/** Why the HTTP parser refused a connection's input, as a status and the contract's message. */
+export function clientErrorStatus(error: { code?: string }): { status: number; message: string } {
+  switch (error.code) {
+    case "ERR_HTTP_REQUEST_TIMEOUT":
+      return { status: 408, message: "Request Timeout" };
+    case "HPE_HEADER_OVERFLOW":
+      return { status: 431, message: "Request Header Fields Too Large" };
+    default:
+      return { status: 400, message: "Invalid Request" };
+  }
+}
+
+const REQUEST_LINE = /^[A-Z]+ (\S+) HTTP\//;
+
+/** The path of the request that failed, when the parser kept the bytes holding its request line. */
+function pathOf(error: { rawPacket?: unknown }): string | undefined {
+  const raw = error.rawPacket;
+  if (!Buffer.isBuffer(raw)) return undefined;
+  return REQUEST_LINE.exec(raw.subarray(0, 8192).toString("latin1"))?.[1];
+}
+
+export type ClientErrorBody = (status: number, message: string, path: string | undefined) => object;
+
+/**
+ * Answers what the HTTP parser refuses before any handler runs (a malformed request, both
+ * Content-Length and Transfer-Encoding, broken chunking, a header section too large, a headers or
+ * request timeout) with `body`'s JSON, then closes the connection. These are the client's doing:
+ * logged at debug, never as errors.
+ */
+export function clientErrorHandler(body: ClientErrorBody, logger: FastifyBaseLogger) {
+  return (error: Error & { code?: string; rawPacket?: unknown }, socket: Socket): void => {
+    if (error.code === "ECONNRESET" || socket.destroyed) return;
+    const { status, message } = clientErrorStatus(error);
+    logger.debug({ err: error }, "client error");
+    // The response of a request whose headers were read (a body that timed out) names its path.
+    const pending = (socket as Socket & { _httpMessage?: { headersSent?: boolean; req?: { url?: string } } })
+      ._httpMessage;
+    if (socket.writable && !pending?.headersSent) {
+      const text = JSON.stringify(body(status, message, pathOf(error) ?? pending?.req?.url));
+      socket.write(
+        `HTTP/1.1 ${status} ${message}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+          `Content-Length: ${Buffer.byteLength(text)}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n${text}`,
+      );
+    }
+    socket.destroy();
+  };
+}
+
+/** The plain error shape of a listener outside the API (the CDN edge). */
+const plainErrorBody: ClientErrorBody = (_status, message) => ({ success: false, message });
+
+/** A node HTTP listener with `listenerLimits` and JSON answers to what its parser refuses. */
+export function createBoundedServer(
+  deps: { config: Config; logger: FastifyBaseLogger },
+  handler: RequestListener,
+  errorBody: ClientErrorBody = plainErrorBody,
+): Server {
+  const server = createServer(listenerLimits(deps.config), handler);
+  server.on("clientError", clientErrorHandler(errorBody, deps.logger));
+  return server;
+}

@@ -1,0 +1,258 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import { capturingLogger, errorLines } from "./log-capture.ts";
+import { RawConnection, sendRaw } from "./raw-http.ts";
+
+const nested = (depth: number): string => `${'{"a":'.repeat(depth)}1${"}".repeat(depth)}`;
+
+function multipartRequest(path: string, key: string, body: string, headers: Record<string, string> = {}) {
+  const head = Object.entries({
+    host: "localhost",
+    authorization: `Bearer ${key}`,
+    "content-type": "multipart/form-data; boundary=zzz",
+    "content-length": String(Buffer.byteLength(body)),
+    ...headers,
+  })
+    .map(([name, value]) => `${name}: ${value}\r\n`)
+    .join("");
+  return `POST ${path} HTTP/1.1\r\n${head}\r\n${body}`;
+}
+
+describe("hostile input", () => {
+  let t: TestApp;
+  let videoPath: string;
+  const { logger, lines } = capturingLogger();
+
+  beforeAll(async () => {
+    t = await startTestApp(
+      {
+        CUMULO_MAX_JSON_DEPTH: "32",
+        CUMULO_MULTIPART_MAX_PARTS: "10",
+        CUMULO_MAX_CONCURRENT_UPLOADS: "1",
+        CUMULO_EDGE_PORT: "0",
+      },
+      { logger },
+    );
+    const library = (await t.request("POST", "/v1/media/libraries", { json: { name: "L" } })).body.data;
+    const video = (
+      await t.request("POST", `/v1/media/libraries/${library.id}/videos`, { json: { title: "V" } })
+    ).body.data;
+    videoPath = `/v1/media/libraries/${library.id}/videos/${video.id}`;
+  });
+  afterAll(() => t.close());
+
+  const probeUpload = () =>
+    t.request("POST", `${videoPath}/subtitles`, {
+      body: "--zzz--\r\n",
+      headers: { "content-type": "multipart/form-data; boundary=zzz" },
+    });
+
+  /**
+   * Starts an upload that never finishes and returns once it holds the key's only upload slot (a
+   * probe upload is refused with 429); the two race for the slot, so a lost race starts over.
+   */
+  async function stalledUpload(method: string, path: string): Promise<RawConnection> {
+    for (;;) {
+      const connection = await RawConnection.open(t.baseUrl);
+      connection.write(
+        multipartRequest(path, t.adminKey, "", { "content-length": "100000" }).replace("POST", method) +
+          `--zzz\r\nContent-Disposition: form-data; name="file"; filename="a.vtt"\r\n\r\nWEBVTT\n${"x".repeat(5000)}`,
+      );
+      let probe = await probeUpload();
+      while (probe.status !== 429 && connection.received === "") probe = await probeUpload();
+      if (probe.status === 429 && connection.received === "") return connection;
+      connection.close();
+      await connection.closed;
+    }
+  }
+
+  /** Waits until the key's upload slot is free again. */
+  async function slotFreed() {
+    let probe = await probeUpload();
+    while (probe.status === 429) probe = await probeUpload();
+    return probe;
+  }
+
+  it("answers a JSON body nested past the configured depth with 400 Invalid Request in each group's shape", async () => {
+    const media = await t.request("POST", "/v1/media/libraries", {
+      body: `{"name":"x","description":${nested(5000)}}`,
+      headers: { "content-type": "application/json" },
+    });
+    expect(media.status).toBe(400);
+    expect(media.body).toEqual({ success: false, message: "Invalid Request" });
+    const cloud = await t.cloud("POST", "/v1/user-resource/token", {
+      body: nested(33),
+      headers: { "content-type": "application/json" },
+    });
+    expect(cloud.status).toBe(400);
+    expect(cloud.body).toEqual({ message: "Invalid Request", errors: { Error: "Invalid Request" } });
+    // At the limit the body is read as usual (here: a wrong type for the field).
+    const within = await t.request("POST", "/v1/media/libraries", {
+      body: `{"name":${nested(31)}}`,
+      headers: { "content-type": "application/json" },
+    });
+    expect(within.status).toBe(400);
+    expect(within.body.errors[0]).toMatchObject({ field: "name", code: "validation_type" });
+  });
+
+  it("refuses unpaired surrogates in bodies, queries and multipart fields, as NUL is refused", async () => {
+    const body = await t.request("POST", "/v1/media/libraries", {
+      body: '{"name":"a\\ud800b"}',
+      headers: { "content-type": "application/json" },
+    });
+    expect(body.status).toBe(400);
+    expect(body.body.errors).toEqual([
+      {
+        field: "name",
+        code: "validation_format",
+        message: "The name field must not contain unpaired UTF-16 surrogates.",
+      },
+    ]);
+    const low = await t.request("POST", "/v1/media/libraries", {
+      body: '{"name":"ok","description":"\\udc00"}',
+      headers: { "content-type": "application/json" },
+    });
+    expect(low.body.errors[0]).toMatchObject({ field: "description", code: "validation_format" });
+    const paired = await t.request("POST", "/v1/media/libraries", { json: { name: "a\ud83d\ude00b" } });
+    expect(paired.status).toBe(201);
+    expect(paired.body.data.name).toBe("a😀b");
+
+    // A surrogate encoded as UTF-8 bytes is invalid UTF-8, read as U+FFFD: stored as read, never a 5xx.
+    const query = await t.request("GET", "/v1/media/libraries?search=%ED%A0%80");
+    expect(query.status).toBe(200);
+    const raw = Buffer.concat([
+      Buffer.from('--zzz\r\nContent-Disposition: form-data; name="title"\r\n\r\nbad'),
+      Buffer.from([0xed, 0xa0, 0x80]),
+      Buffer.from(
+        '\r\n--zzz\r\nContent-Disposition: form-data; name="language"\r\n\r\nen\r\n--zzz\r\nContent-Disposition: form-data; name="file"; filename="a.vtt"\r\n\r\nWEBVTT\n\n00:00.000 --> 00:01.000\nhi\n\r\n--zzz--\r\n',
+      ),
+    ]);
+    const multipart = await t.request("POST", `${videoPath}/subtitles`, {
+      body: raw,
+      headers: { "content-type": "multipart/form-data; boundary=zzz" },
+    });
+    expect(multipart.status).toBe(201);
+    const cloud = await t.cloud("POST", "/v1/user-resource/token", {
+      body: '{"name":"\\udfff"}',
+      headers: { "content-type": "application/json" },
+    });
+    expect(cloud.status).toBe(400);
+    expect(cloud.body.errors.name).toMatch(/surrogates/);
+  });
+
+  it("answers JSON declared in a charset other than UTF-8 with 415 in each group's shape", async () => {
+    const media = await t.request("POST", "/v1/media/libraries", {
+      body: '{"name":"x"}',
+      headers: { "content-type": "application/json; charset=utf-16" },
+    });
+    expect(media.status).toBe(415);
+    expect(media.body).toEqual({ success: false, message: "Unsupported Media Type" });
+    const cloud = await t.cloud("POST", "/v1/user-resource/token", {
+      body: '{"name":"x"}',
+      headers: { "content-type": 'application/json; charset="ISO-8859-1"' },
+    });
+    expect(cloud.status).toBe(415);
+    expect(cloud.body).toEqual({
+      message: "Unsupported Media Type",
+      errors: { Error: "Unsupported Media Type" },
+    });
+    const utf8 = await t.request("POST", "/v1/media/libraries", {
+      body: '{"name":"x"}',
+      headers: { "content-type": "application/json; charset=UTF-8" },
+    });
+    expect(utf8.status).toBe(201);
+  });
+
+  it("answers a truncated or malformed multipart body with 400 as soon as the body ends", async () => {
+    const bodies = [
+      '--zzz\r\nContent-Disposition: form-data; name="file"; filename="a.vtt"\r\n\r\nWEBVTT\r\n--zz',
+      '--zzz\r\nContent-Disposition: form-data; name="title"\r\n\r\nt\r\n--zzz\r\nContent-Disposition: form-data; name="language"\r\n\r\nen\r\n--zzz\r\nContent-Disposition: form-data; name="file"; filename="a.vtt"\r\n\r\nWEBVTT\n\n00:00.000 --> 00:01.000\nhi\n\r\n--zzz',
+      "not multipart at all",
+      "",
+    ];
+    for (const body of bodies) {
+      for (const path of [`${videoPath}/subtitles`, `${videoPath}/thumbnails`]) {
+        const connection = await RawConnection.open(t.baseUrl);
+        connection.write(multipartRequest(path, t.adminKey, body));
+        const answer = await connection.answer();
+        connection.close();
+        expect(answer?.status, `${path} ${JSON.stringify(body)}`).toBe(400);
+        const parsed = JSON.parse(answer?.body ?? "");
+        expect(parsed).toMatchObject({ success: false, message: "Invalid Request" });
+        expect(parsed.errors[0]).toMatchObject({ field: "file", code: "validation_format" });
+      }
+    }
+    const source = await RawConnection.open(t.baseUrl);
+    source.write(multipartRequest(`${videoPath}/source`, t.adminKey, bodies[0] ?? "").replace("POST", "PUT"));
+    expect((await source.answer())?.status).toBe(400);
+    source.close();
+  });
+
+  it("answers a multipart body with more parts than allowed with 413", async () => {
+    const part = '--zzz\r\nContent-Disposition: form-data; name="x"\r\n\r\ny\r\n';
+    const response = await t.request("POST", `${videoPath}/subtitles`, {
+      body: `${part.repeat(5000)}--zzz--\r\n`,
+      headers: { "content-type": "multipart/form-data; boundary=zzz" },
+    });
+    expect(response.status).toBe(413);
+    expect(response.body).toEqual({ success: false, message: "Payload Too Large" });
+  });
+
+  it("limits concurrent uploads per key with 429 and frees the slot when the upload ends", async () => {
+    const stalled = await stalledUpload("POST", `${videoPath}/subtitles`);
+    const refused = await probeUpload();
+    expect(refused.status).toBe(429);
+    expect(refused.body).toEqual({ success: false, error: "rate_limited", message: "Too many requests" });
+    expect(refused.headers.get("retry-after")).toBe("1");
+    // Another key has its own slots; JSON requests of the same key are not uploads.
+    const other = await t.createOrganization();
+    const otherLibrary = await t.request("POST", "/v1/media/libraries", {
+      json: { name: "O" },
+      key: other.key,
+    });
+    expect(otherLibrary.status).toBe(201);
+    expect((await t.request("GET", "/v1/media/libraries")).status).toBe(200);
+    stalled.close();
+    expect((await slotFreed()).status).toBe(400);
+  });
+
+  it("answers edge requests naming no host name (NUL, spaces) with 404 without asking the store", async () => {
+    for (const [host, path] of [
+      ["a b", "/%00/x"],
+      ["\u00ff", "/a%20b/x"],
+      ["localhost", `/${"a".repeat(300)}/x`],
+    ]) {
+      const answer = await sendRaw(t.cumulo.edgeUrl ?? "", `GET ${path} HTTP/1.1\r\nHost: ${host}\r\n\r\n`);
+      expect(answer?.status).toBe(404);
+      expect(JSON.parse(answer?.body ?? "")).toEqual({ success: false, message: "Resource not found" });
+    }
+    expect(errorLines(lines)).toEqual([]);
+  });
+
+  it("logs a client that aborts an upload as a warning, not an error", async () => {
+    const before = lines.length;
+    for (const [method, path] of [
+      ["POST", `${videoPath}/subtitles`],
+      ["PUT", `${videoPath}/source`],
+    ] as const) {
+      const connection = await stalledUpload(method, path);
+      connection.close();
+      await slotFreed();
+    }
+    const logged = lines.slice(before);
+    expect(errorLines(logged)).toEqual([]);
+    expect(logged.some((line) => line.msg === "client closed the connection during its upload")).toBe(true);
+  });
+
+  it("takes time filters from year 0 to 9999 on both stores", async () => {
+    for (const query of [
+      "created_before=0000-01-01T00:00:00Z",
+      "created_after=0000-01-01",
+      "created_before=9999-12-31T23:59:59.999Z",
+    ]) {
+      const answer = await t.request("GET", `/v1/media/libraries?${query}`);
+      expect(answer.status, query).toBe(200);
+    }
+    expect(errorLines(lines)).toEqual([]);
+  });
+});

@@ -1,0 +1,171 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadConfig } from "../../src/config.ts";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import { capturingLogger, errorLines } from "./log-capture.ts";
+import { RawConnection, sendRaw } from "./raw-http.ts";
+
+const IDLE_CONNECTIONS = 300;
+
+/** /healthz through a fresh connection: it must answer while the listener is busy with slow clients. */
+async function healthy(baseUrl: string): Promise<number> {
+  const response = await fetch(`${baseUrl}/healthz`, { signal: AbortSignal.timeout(3_000) });
+  await response.arrayBuffer();
+  return response.status;
+}
+
+describe("slow and broken clients on both listeners", () => {
+  let t: TestApp;
+  let edgeUrl: string;
+  const { logger, lines } = capturingLogger();
+
+  beforeAll(async () => {
+    t = await startTestApp(
+      {
+        CUMULO_EDGE_PORT: "0",
+        // Small bounds so the test runs fast; the defaults are documented in docs/decisions.md.
+        CUMULO_HEADERS_TIMEOUT_MS: "400",
+        CUMULO_REQUEST_TIMEOUT_MS: "1200",
+        CUMULO_KEEP_ALIVE_TIMEOUT_MS: "300",
+        CUMULO_MAX_HEADER_BYTES: "4096",
+      },
+      { logger },
+    );
+    edgeUrl = t.cumulo.edgeUrl ?? "";
+  });
+  afterAll(() => t.close());
+
+  it("stays responsive with hundreds of idle and stalled connections on each listener, and closes them", async () => {
+    const idle: RawConnection[] = [];
+    for (let index = 0; index < IDLE_CONNECTIONS; index++) {
+      for (const url of [t.baseUrl, edgeUrl]) {
+        const connection = await RawConnection.open(url);
+        // Half send nothing at all, half stall in the middle of their headers.
+        if (index % 2 === 1)
+          connection.write("GET /v1/media/libraries HTTP/1.1\r\nHost: localhost\r\nX-Wait");
+        idle.push(connection);
+      }
+    }
+    expect(await healthy(t.baseUrl)).toBe(200);
+    const edgeAnswer = await fetch(`${edgeUrl}/nothing-here`, { signal: AbortSignal.timeout(3_000) });
+    expect(edgeAnswer.status).toBe(404);
+    // Each connection that never completed a request is closed once the headers timeout passes.
+    await Promise.all(idle.map((connection) => connection.closed));
+    expect(await healthy(t.baseUrl)).toBe(200);
+  });
+
+  it("answers stalled headers with 408 in the group's shape and closes the connection", async () => {
+    for (const [url, path, body] of [
+      [t.baseUrl, "/v1/media/libraries", { success: false, message: "Request Timeout" }],
+      [edgeUrl, "/lib/video.mp4", { success: false, message: "Request Timeout" }],
+    ] as const) {
+      const connection = await RawConnection.open(url);
+      connection.write(`GET ${path} HTTP/1.1\r\nHost: localhost\r\nX-Slow: `);
+      const answer = await connection.answer(5_000);
+      await connection.closed;
+      expect(answer?.status).toBe(408);
+      expect(JSON.parse(answer?.body ?? "")).toEqual(body);
+    }
+  });
+
+  it("cuts off a trickled body once the request timeout passes, and frees the connection", async () => {
+    const connection = await RawConnection.open(t.baseUrl);
+    connection.write(
+      `POST /v1/media/libraries HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${t.adminKey}\r\n` +
+        "Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{",
+    );
+    // One byte whenever the server has not yet given up: never enough to finish the body.
+    const trickle = setInterval(() => connection.write(" "), 50);
+    try {
+      const answer = await connection.answer(10_000);
+      await connection.closed;
+      expect(answer?.status).toBe(408);
+      expect(JSON.parse(answer?.body ?? "")).toEqual({ success: false, message: "Request Timeout" });
+    } finally {
+      clearInterval(trickle);
+    }
+    expect(await healthy(t.baseUrl)).toBe(200);
+
+    // A cloud request's body that times out is answered in the cloud shape.
+    const cloud = await RawConnection.open(t.baseUrl);
+    cloud.write(
+      `POST /v1/user-resource/token HTTP/1.1\r\nHost: localhost\r\napikey: ${t.adminKey}\r\n` +
+        "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{",
+    );
+    const answer = await cloud.answer(10_000);
+    await cloud.closed;
+    expect(answer?.status).toBe(408);
+    expect(JSON.parse(answer?.body ?? "")).toEqual({
+      message: "Request Timeout",
+      errors: { Error: "Request Timeout" },
+    });
+  });
+
+  it("answers what the HTTP parser refuses in the group's shape, on the API and the edge", async () => {
+    const big = "x".repeat(8192);
+    const cases: { url: string; request: string; status: number; body: unknown }[] = [
+      {
+        url: t.baseUrl,
+        request: `GET /v1/media/libraries HTTP/1.1\r\nHost: x\r\nX-Big: ${big}\r\n\r\n`,
+        status: 431,
+        body: { success: false, message: "Request Header Fields Too Large" },
+      },
+      {
+        url: t.baseUrl,
+        request: `GET /v1/user-resource/token HTTP/1.1\r\nHost: x\r\nX-Big: ${big}\r\n\r\n`,
+        status: 431,
+        body: {
+          message: "Request Header Fields Too Large",
+          errors: { Error: "Request Header Fields Too Large" },
+        },
+      },
+      {
+        url: t.baseUrl,
+        request:
+          "POST /v1/media/libraries HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        status: 400,
+        body: { success: false, message: "Invalid Request" },
+      },
+      {
+        url: t.baseUrl,
+        request:
+          "POST /v1/user-resource/token HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n",
+        status: 400,
+        body: { message: "Invalid Request", errors: { Error: "Invalid Request" } },
+      },
+      {
+        url: t.baseUrl,
+        request: "GARBAGE\r\n\r\n",
+        status: 400,
+        body: { success: false, message: "Invalid Request" },
+      },
+      {
+        url: edgeUrl,
+        request: `GET /a HTTP/1.1\r\nHost: x\r\nX-Big: ${big}\r\n\r\n`,
+        status: 431,
+        body: { success: false, message: "Request Header Fields Too Large" },
+      },
+      {
+        url: edgeUrl,
+        request: "GET /a HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+        status: 400,
+        body: { success: false, message: "Invalid Request" },
+      },
+    ];
+    for (const { url, request, status, body } of cases) {
+      const answer = await sendRaw(url, request);
+      expect(answer?.status, request.slice(0, 60)).toBe(status);
+      expect(JSON.parse(answer?.body ?? ""), request.slice(0, 60)).toEqual(body);
+    }
+    expect(await healthy(t.baseUrl)).toBe(200);
+  });
+
+  it("refuses a headers timeout longer than the request timeout at start-up", () => {
+    expect(() =>
+      loadConfig({ CUMULO_HEADERS_TIMEOUT_MS: "20000", CUMULO_REQUEST_TIMEOUT_MS: "10000" }),
+    ).toThrow(/CUMULO_HEADERS_TIMEOUT_MS must not be longer than CUMULO_REQUEST_TIMEOUT_MS/);
+  });
+
+  it("logs no slow or broken client at error level", () => {
+    expect(errorLines(lines)).toEqual([]);
+  });
+});
