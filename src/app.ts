@@ -19,6 +19,7 @@ import type { CoreDeps, Services } from "./services.ts";
 import { API_VERSION } from "./version.ts";
 import { embedRoutes } from "./video/embed.ts";
 import { videoRoutes } from "./video/routes.ts";
+import { uploadRoutes } from "./video/uploads/routes.ts";
 import { webhookRoutes } from "./webhooks/routes.ts";
 
 /**
@@ -89,6 +90,7 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
           bearer: { type: "http", scheme: "bearer" },
           apiKeyHeader: { type: "apiKey", in: "header", name: "X-API-Key" },
           cloudApiKey: { type: "apiKey", in: "header", name: "apikey" },
+          uploadSignature: { type: "apiKey", in: "header", name: "AuthorizationSignature" },
         },
       },
     },
@@ -116,6 +118,12 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
     prefix: "/v1/media",
     media: services.media,
     video: services.video,
+    identity: services.identity,
+    config,
+  });
+  await app.register(uploadRoutes, {
+    prefix: "/v1/media",
+    uploads: services.uploads,
     identity: services.identity,
     config,
   });

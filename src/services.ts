@@ -28,6 +28,7 @@ import { Housekeeper, type PruneTask } from "./ops/housekeeping.ts";
 import type { Store } from "./store/database.ts";
 import { API_VERSION } from "./version.ts";
 import { createVideoServices, type VideoServices } from "./video/index.ts";
+import { createUploadServices, type UploadServices } from "./video/uploads/index.ts";
 import { DeliveryRepository } from "./webhooks/delivery-repository.ts";
 import { relayWakeups, WebhookDispatcher } from "./webhooks/dispatcher.ts";
 import { WebhookEmitter } from "./webhooks/emitter.ts";
@@ -71,6 +72,8 @@ export interface Services {
   cloud: CloudService;
   /** Video processing, playback tokens and the edge's media origin. */
   video: VideoServices;
+  /** Resumable (tus) uploads, signed upload authorizations and URL imports of video sources. */
+  uploads: UploadServices;
   /** Handlers of queued jobs, run by the worker role. */
   jobHandlers: JobHandler[];
   workers: BackgroundWorker[];
@@ -162,6 +165,17 @@ export function createServices(deps: CoreDeps): Services {
     videos: videoRepository,
     logger: deps.logger,
   });
+  const uploads = createUploadServices({
+    db: store.db,
+    config,
+    clock,
+    blobs,
+    jobs,
+    webhooks,
+    videos: videoRepository,
+    pipeline: video.pipeline,
+    logger: deps.logger,
+  });
 
   return {
     identity,
@@ -179,10 +193,22 @@ export function createServices(deps: CoreDeps): Services {
     webhookDispatcher,
     cloud,
     video,
-    jobHandlers: [media.libraries.provisioningHandler(), video.pipeline.handler()],
+    uploads,
+    jobHandlers: [media.libraries.provisioningHandler(), video.pipeline.handler(), uploads.imports.handler()],
     workers: [
       webhookDispatcher,
-      new Housekeeper(pruneTasks(config, jobRepository, cdnTrafficRepository), clock, deps.logger),
+      new Housekeeper(
+        [
+          ...pruneTasks(config, jobRepository, cdnTrafficRepository),
+          {
+            name: "abandoned resumable uploads",
+            keepMs: config.uploads.expiryMs,
+            prune: (before) => uploads.resumable.pruneCreatedBefore(before),
+          },
+        ],
+        clock,
+        deps.logger,
+      ),
     ],
   };
 }

@@ -1,0 +1,70 @@
+import type { FastifyBaseLogger } from "fastify";
+import type { Kysely } from "kysely";
+import type { BlobStore } from "../../blobs/store.ts";
+import type { Clock } from "../../clock.ts";
+import { loadSecretKey } from "../../cloud/secrets.ts";
+import type { Config } from "../../config.ts";
+import type { JobQueue } from "../../jobs/queue.ts";
+import type { VideoRepository } from "../../media/video-repository.ts";
+import type { Database } from "../../store/tables.ts";
+import { transactor } from "../../store/transactions.ts";
+import { API_VERSION } from "../../version.ts";
+import type { WebhookEmitter } from "../../webhooks/emitter.ts";
+import type { VideoPipeline } from "../pipeline.ts";
+import { UploadRepository } from "./repository.ts";
+import { UploadSigner } from "./signatures.ts";
+import { ResumableUploads } from "./tus.ts";
+import { UrlImports } from "./url-import.ts";
+
+/** Where the tus endpoint answers; upload URLs are `{TUS_PATH}/{upload_id}`. */
+export const TUS_PATH = "/v1/media/tus";
+
+export interface UploadServices {
+  resumable: ResumableUploads;
+  signer: UploadSigner;
+  imports: UrlImports;
+  /** Looks videos up by library and id, whoever owns them (signed uploads name their video). */
+  videos: VideoRepository;
+}
+
+export interface UploadDeps {
+  db: Kysely<Database>;
+  config: Config;
+  clock: Clock;
+  blobs: BlobStore;
+  jobs: JobQueue;
+  webhooks: WebhookEmitter;
+  videos: VideoRepository;
+  pipeline: VideoPipeline;
+  logger: FastifyBaseLogger;
+}
+
+/** Resumable uploads, signed browser upload authorizations and URL imports of video sources. */
+export function createUploadServices(deps: UploadDeps): UploadServices {
+  const repository = new UploadRepository(deps.db);
+  const { config } = deps;
+  return {
+    resumable: new ResumableUploads(
+      {
+        dataDir: config.dataDir,
+        maxBytes: config.limits.videoSourceBytes,
+        expiryMs: config.uploads.expiryMs,
+        clock: deps.clock,
+        blobs: deps.blobs,
+        repository,
+        videos: deps.videos,
+        pipeline: deps.pipeline,
+        logger: deps.logger,
+      },
+      TUS_PATH,
+    ),
+    signer: new UploadSigner(() => loadSecretKey(config.secretKey, config.dataDir), deps.clock),
+    imports: new UrlImports({
+      ...deps,
+      transact: transactor(deps.db),
+      repository,
+      userAgent: `Cumulo-Import/${API_VERSION}`,
+    }),
+    videos: deps.videos,
+  };
+}

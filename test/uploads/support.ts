@@ -1,0 +1,88 @@
+import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { type AddressInfo, connect, createServer, type Server, type Socket } from "node:net";
+import { join } from "node:path";
+import { Upload, type UploadOptions } from "tus-js-client";
+import type { TestApp } from "../support/app.ts";
+
+export const TUS_PATH = "/v1/media/tus";
+
+/** Runs a tus-js-client upload to its end; rejects with the client's error. */
+export function runUpload(file: Buffer, options: UploadOptions): Promise<Upload> {
+  return new Promise((resolve, reject) => {
+    const upload: Upload = new Upload(file, {
+      retryDelays: [],
+      ...options,
+      onSuccess: () => resolve(upload),
+      onError: (error) => reject(error),
+    });
+    upload.start();
+  });
+}
+
+export const sha256 = (bytes: Buffer) => createHash("sha256").update(bytes).digest("hex");
+
+/** The bytes Cumulo stored as the video's current source (read from the blob store's files). */
+export async function storedSource(t: TestApp, videoId: string): Promise<Buffer> {
+  const row = await t.cumulo.services.video.repository.find(videoId);
+  if (!row) throw new Error("the video has no source");
+  return readFileSync(join(t.store.dataDir, "blobs", ...row.source_key.split("/")));
+}
+
+/**
+ * A TCP proxy in front of the API that can cut a connection passing through it: after `cutAfter(n)`,
+ * the first connection that has sent `n` bytes towards the server is dropped (the client sees its
+ * request fail; the server receives what was sent so far).
+ */
+export interface CuttingProxy {
+  url: string;
+  cuts: number;
+  cutAfter(bytes: number): void;
+  close(): Promise<void>;
+}
+
+export async function startCuttingProxy(target: string): Promise<CuttingProxy> {
+  const { hostname, port } = new URL(target);
+  let cutAt: number | undefined;
+  const sockets = new Set<Socket>();
+  const proxy: CuttingProxy = {
+    url: "",
+    cuts: 0,
+    cutAfter: (bytes) => {
+      cutAt = bytes;
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
+  const server: Server = createServer((client) => {
+    const upstream = connect(Number(port), hostname);
+    sockets.add(client).add(upstream);
+    let forwarded = 0;
+    client.on("data", (chunk: Buffer) => {
+      forwarded += chunk.length;
+      upstream.write(chunk);
+      if (cutAt !== undefined && forwarded >= cutAt) {
+        // Only this connection is cut; the client's next one passes.
+        cutAt = undefined;
+        proxy.cuts += 1;
+        client.destroy();
+        upstream.end();
+      }
+    });
+    upstream.on("data", (chunk: Buffer) => client.write(chunk));
+    const end = () => {
+      client.destroy();
+      upstream.destroy();
+      sockets.delete(client);
+      sockets.delete(upstream);
+    };
+    client.on("close", end).on("error", end);
+    upstream.on("close", end).on("error", end);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  proxy.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return proxy;
+}
