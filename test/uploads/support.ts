@@ -30,26 +30,39 @@ export async function storedSource(t: TestApp, videoId: string): Promise<Buffer>
 }
 
 /**
- * A TCP proxy in front of the API that can cut a connection passing through it: after `cutAfter(n)`,
- * the first connection that has sent `n` bytes towards the server is dropped (the client sees its
- * request fail; the server receives what was sent so far).
+ * A TCP proxy in front of the API that can cut a connection passing through it. After
+ * `holdAfter(n)`, the first connection that has sent `n` bytes towards the server stops being
+ * forwarded (`held` resolves); `cutHeld()` then drops it: the client sees its request fail, the
+ * server has received what was forwarded so far.
  */
 export interface CuttingProxy {
   url: string;
   cuts: number;
-  cutAfter(bytes: number): void;
+  holdAfter(bytes: number): Promise<void>;
+  cutHeld(): void;
   close(): Promise<void>;
 }
 
 export async function startCuttingProxy(target: string): Promise<CuttingProxy> {
   const { hostname, port } = new URL(target);
-  let cutAt: number | undefined;
+  let holdAt: number | undefined;
+  let onHeld: (() => void) | undefined;
+  let held: { client: Socket; upstream: Socket } | undefined;
   const sockets = new Set<Socket>();
   const proxy: CuttingProxy = {
     url: "",
     cuts: 0,
-    cutAfter: (bytes) => {
-      cutAt = bytes;
+    holdAfter: (bytes) =>
+      new Promise<void>((resolve) => {
+        holdAt = bytes;
+        onHeld = resolve;
+      }),
+    cutHeld: () => {
+      if (!held) throw new Error("no connection is held");
+      proxy.cuts += 1;
+      held.client.destroy();
+      held.upstream.end();
+      held = undefined;
     },
     close: () =>
       new Promise<void>((resolve) => {
@@ -64,12 +77,11 @@ export async function startCuttingProxy(target: string): Promise<CuttingProxy> {
     client.on("data", (chunk: Buffer) => {
       forwarded += chunk.length;
       upstream.write(chunk);
-      if (cutAt !== undefined && forwarded >= cutAt) {
-        // Only this connection is cut; the client's next one passes.
-        cutAt = undefined;
-        proxy.cuts += 1;
-        client.destroy();
-        upstream.end();
+      if (holdAt !== undefined && forwarded >= holdAt) {
+        holdAt = undefined;
+        client.pause();
+        held = { client, upstream };
+        onHeld?.();
       }
     });
     upstream.on("data", (chunk: Buffer) => client.write(chunk));

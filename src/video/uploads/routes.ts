@@ -398,6 +398,8 @@ const tusRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, opt
 
 /** Resumable (tus) uploads, signed browser upload authorizations and URL imports, under `/v1/media`. */
 export const uploadRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, options) => {
-  await app.register(sourceRoutes, options);
-  await app.register(tusRoutes, { ...options, prefix: TUS_PATH.slice("/v1/media".length) });
+  // Only the services go on: the parent's own `prefix` option would be applied twice.
+  const { uploads, identity, config } = options;
+  await app.register(sourceRoutes, { uploads, identity, config });
+  await app.register(tusRoutes, { uploads, identity, config, prefix: TUS_PATH.slice("/v1/media".length) });
 };

@@ -92,6 +92,9 @@ function importAccess(settings: Config["uploads"]): PrivateAccess {
   };
 }
 
+/** Lets go of an answer's body we do not want (undici reads a little of it, then closes). */
+const discard = (body: { dump(): Promise<void> }): Promise<void> => body.dump().catch(() => undefined);
+
 /** Counts the bytes passing through and reports them. */
 class ByteCounter extends Transform {
   bytes = 0;
@@ -247,11 +250,13 @@ export class UrlImports {
       clearInterval(heartbeat);
     }
     const video = await videos.find(payload.libraryId, payload.videoId);
-    const stillCurrent =
-      video && (await this.#update(payload, { status: "stored", bytes_received: stored.sizeBytes }));
+    const stillCurrent = (await repository.findImport(payload.videoId))?.id === payload.importId;
     if (!video || !stillCurrent || !(await pipeline.acceptSource(video, stored))) {
       await blobs.delete(stored.key);
+      return;
     }
+    // `stored` once the file is the video's source: processing has it from here.
+    await this.#update(payload, { status: "stored", bytes_received: stored.sizeBytes });
   }
 
   /** Follows redirects by hand, so every hop's address is checked, and streams the answer into the blob store. */
@@ -275,7 +280,7 @@ export class UrlImports {
       });
       const status = response.statusCode;
       if (REDIRECTS.has(status)) {
-        response.body.destroy();
+        await discard(response.body);
         const location = response.headers.location;
         const next = Array.isArray(location) ? location[0] : location;
         if (!next) throw new ImportRefused(`the URL answered ${status} without a Location`);
@@ -284,14 +289,14 @@ export class UrlImports {
         continue;
       }
       if (status !== 200) {
-        response.body.destroy();
+        await discard(response.body);
         // An origin's own trouble may pass; anything else the URL says will not change.
         if (status >= 500 || status === 429) throw new Error(`the URL answered ${status}`);
         throw new ImportRefused(`the URL answered ${status}`);
       }
       const declared = Number(response.headers["content-length"] ?? Number.NaN);
       if (declared > maxBytes) {
-        response.body.destroy();
+        await discard(response.body);
         throw new ImportRefused(`the file is larger than ${maxBytes} bytes`);
       }
       const contentLength = Number.isFinite(declared) ? declared : null;
