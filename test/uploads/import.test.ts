@@ -186,6 +186,7 @@ describe("importing a video's source from a URL", () => {
     });
     expect(theirs.status).toBe(404);
     await settled(videoId);
+    await waitForStatus(t, libraryId, videoId, ["ready", "failed"]);
   });
 });
 

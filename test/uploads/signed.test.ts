@@ -122,7 +122,7 @@ describe("signed browser uploads (no API key)", () => {
     const videoId = (await createVideo(t, libraryId)).id;
     const otherVideoId = (await createVideo(t, libraryId)).id;
     const { headers } = await authorize(videoId);
-    const { signer } = t.cumulo.services.uploads;
+    const { signer } = t.cumulo.services.uploads.authorizations;
 
     const pastExpires = Math.floor(Date.now() / 1000) - 10;
     const expired = await create({

@@ -12,7 +12,7 @@ import { API_VERSION } from "../../version.ts";
 import type { WebhookEmitter } from "../../webhooks/emitter.ts";
 import type { VideoPipeline } from "../pipeline.ts";
 import { UploadRepository } from "./repository.ts";
-import { UploadSigner } from "./signatures.ts";
+import { UploadAuthorizations, UploadSigner } from "./signatures.ts";
 import { ResumableUploads } from "./tus.ts";
 import { UrlImports } from "./url-import.ts";
 
@@ -21,10 +21,8 @@ export const TUS_PATH = "/v1/media/tus";
 
 export interface UploadServices {
   resumable: ResumableUploads;
-  signer: UploadSigner;
+  authorizations: UploadAuthorizations;
   imports: UrlImports;
-  /** Looks videos up by library and id, whoever owns them (signed uploads name their video). */
-  videos: VideoRepository;
 }
 
 export interface UploadDeps {
@@ -58,13 +56,15 @@ export function createUploadServices(deps: UploadDeps): UploadServices {
       },
       TUS_PATH,
     ),
-    signer: new UploadSigner(() => loadSecretKey(config.secretKey, config.dataDir), deps.clock),
+    authorizations: new UploadAuthorizations(
+      new UploadSigner(() => loadSecretKey(config.secretKey, config.dataDir), deps.clock),
+      deps.videos,
+    ),
     imports: new UrlImports({
       ...deps,
       transact: transactor(deps.db),
       repository,
       userAgent: `Cumulo-Import/${API_VERSION}`,
     }),
-    videos: deps.videos,
   };
 }

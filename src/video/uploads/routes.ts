@@ -92,29 +92,35 @@ const sourceRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, 
     },
     async (request, reply) => {
       const { libraryId, videoId } = request.params;
-      const video = await uploads.videos.find(libraryId, videoId);
-      if (!video || video.organization_id !== request.auth.organizationId) throw ApiError.notFound();
-      const { signature, expires } = uploads.signer.issue(
+      const issued = await uploads.authorizations.issue(
+        request.auth.organizationId,
         libraryId,
         videoId,
         request.body.expires_in_s ?? DEFAULT_UPLOAD_AUTH_TTL_S,
       );
-      const origin = config.publicUrl ?? `${request.protocol}://${request.host}`;
-      return reply.code(201).send(
-        ok("Upload authorization created successfully", {
-          library_id: libraryId,
-          video_id: videoId,
-          expires,
-          signature,
-          endpoint: `${origin}${TUS_PATH}`,
-          headers: {
-            AuthorizationSignature: signature,
-            AuthorizationExpire: String(expires),
-            LibraryId: libraryId,
-            VideoId: videoId,
-          },
-        }),
-      );
+      switch (issued.outcome) {
+        case "not_found":
+          throw ApiError.notFound();
+        case "issued": {
+          const { signature, expires } = issued;
+          const origin = config.publicUrl ?? `${request.protocol}://${request.host}`;
+          return reply.code(201).send(
+            ok("Upload authorization created successfully", {
+              library_id: libraryId,
+              video_id: videoId,
+              expires,
+              signature,
+              endpoint: `${origin}${TUS_PATH}`,
+              headers: {
+                AuthorizationSignature: signature,
+                AuthorizationExpire: String(expires),
+                LibraryId: libraryId,
+                VideoId: videoId,
+              },
+            }),
+          );
+        }
+      }
     },
   );
 
@@ -241,7 +247,7 @@ const tusRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, opt
           "A signed upload needs AuthorizationSignature, AuthorizationExpire, LibraryId and VideoId headers",
         );
       }
-      const check = uploads.signer.check(libraryId, videoId, signature, expires);
+      const check = uploads.authorizations.check(libraryId, videoId, signature, expires);
       if (check === "expired") throw ApiError.unauthorized("The upload authorization has expired");
       if (check !== "valid") throw ApiError.unauthorized("Invalid upload authorization");
       return { kind: "signed", libraryId, videoId };
@@ -311,11 +317,13 @@ const tusRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, opt
       target = { libraryId: named.libraryId ?? "", videoId: named.videoId ?? "" };
     }
     if (!isUuid(target.libraryId) || !isUuid(target.videoId)) throw ApiError.notFound();
-    const video = await uploads.videos.find(target.libraryId, target.videoId);
-    if (!video || (caller.kind === "key" && video.organization_id !== caller.organizationId)) {
-      throw ApiError.notFound();
-    }
-    return { organizationId: video.organization_id, libraryId: video.library_id, videoId: video.id };
+    const binding = await uploads.resumable.bindingFor(
+      target.libraryId,
+      target.videoId,
+      caller.kind === "key" ? caller.organizationId : undefined,
+    );
+    if (!binding) throw ApiError.notFound();
+    return binding;
   }
 
   async function handOver(request: FastifyRequest, reply: FastifyReply, binding?: UploadBinding) {

@@ -1,5 +1,6 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import type { Clock } from "../../clock.ts";
+import type { VideoRepository } from "../../media/video-repository.ts";
 
 export const DEFAULT_UPLOAD_AUTH_TTL_S = 3600;
 export const MAX_UPLOAD_AUTH_TTL_S = 7 * 86_400;
@@ -46,5 +47,32 @@ export class UploadSigner {
 
   #nowS(): number {
     return Math.floor(this.clock.now().getTime() / 1000);
+  }
+}
+
+export type IssueOutcome =
+  | { outcome: "issued"; signature: string; expires: number }
+  | { outcome: "not_found" };
+
+/** Issues and checks upload authorizations for the videos of the calling organization. */
+export class UploadAuthorizations {
+  constructor(
+    readonly signer: UploadSigner,
+    private readonly videos: VideoRepository,
+  ) {}
+
+  async issue(
+    organizationId: string,
+    libraryId: string,
+    videoId: string,
+    ttlS: number,
+  ): Promise<IssueOutcome> {
+    const video = await this.videos.find(libraryId, videoId);
+    if (!video || video.organization_id !== organizationId) return { outcome: "not_found" };
+    return { outcome: "issued", ...this.signer.issue(libraryId, videoId, ttlS) };
+  }
+
+  check(libraryId: string, videoId: string, signature: string, expires: string): SignatureCheck {
+    return this.signer.check(libraryId, videoId, signature, expires);
   }
 }

@@ -146,6 +146,18 @@ export class ResumableUploads {
     return this.deps.repository.findUpload(id);
   }
 
+  /** The binding of a new upload to a video; undefined when there is no such video (of `organizationId`, when given). */
+  async bindingFor(
+    libraryId: string,
+    videoId: string,
+    organizationId?: string,
+  ): Promise<UploadBinding | undefined> {
+    const video = await this.deps.videos.find(libraryId, videoId);
+    if (!video || (organizationId !== undefined && video.organization_id !== organizationId))
+      return undefined;
+    return { organizationId: video.organization_id, libraryId: video.library_id, videoId: video.id };
+  }
+
   async #onCreate(request: unknown, upload: Upload): Promise<{ metadata: TusMetadata }> {
     const node = nodeRequestOf(request);
     const binding = node && this.#bindings.get(node);
