@@ -107,7 +107,7 @@ const nodeRequestOf = (request: unknown): IncomingMessage | undefined =>
  * processing probes the content with ffprobe.
  */
 export class ResumableUploads {
-  readonly server: Server;
+  readonly #server: Server;
   readonly #directory: string;
   readonly #bindings = new WeakMap<IncomingMessage, UploadBinding>();
 
@@ -116,7 +116,7 @@ export class ResumableUploads {
     path: string,
   ) {
     this.#directory = join(deps.dataDir, "uploads");
-    this.server = new Server({
+    this.#server = new Server({
       path,
       datastore: new VideoUploadStore(this.#directory, deps.repository, deps.expiryMs),
       maxSize: deps.maxBytes,
@@ -139,7 +139,7 @@ export class ResumableUploads {
   /** Hands a request to the tus server; `binding` is the video a creation request is for. */
   async handle(request: IncomingMessage, response: ServerResponse, binding?: UploadBinding): Promise<void> {
     if (binding) this.#bindings.set(request, binding);
-    await this.server.handle(request, response);
+    await this.#server.handle(request, response);
   }
 
   find(id: string): Promise<VideoUploadRow | undefined> {
