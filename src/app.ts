@@ -20,6 +20,7 @@ import { opsRoutes } from "./ops/routes.ts";
 import type { CoreDeps, Services } from "./services.ts";
 import { API_VERSION } from "./version.ts";
 import { embedRoutes } from "./video/embed.ts";
+import { uploadRoutes } from "./video/uploads/routes.ts";
 import { webhookRoutes } from "./webhooks/routes.ts";
 
 /**
@@ -96,6 +97,7 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
           bearer: { type: "http", scheme: "bearer" },
           apiKeyHeader: { type: "apiKey", in: "header", name: "X-API-Key" },
           cloudApiKey: { type: "apiKey", in: "header", name: "apikey" },
+          uploadSignature: { type: "apiKey", in: "header", name: "AuthorizationSignature" },
         },
       },
     },
@@ -117,6 +119,12 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
     prefix: "/v1/media",
     media: services.media,
     video: services.video,
+    identity: services.identity,
+    config,
+  });
+  await app.register(uploadRoutes, {
+    prefix: "/v1/media",
+    uploads: services.uploads,
     identity: services.identity,
     config,
   });

@@ -1,4 +1,5 @@
 import { isAbsolute, resolve } from "node:path";
+import ipaddr from "ipaddr.js";
 
 export type Role = "api" | "worker" | "edge";
 export const ALL_ROLES: readonly Role[] = ["api", "worker", "edge"];
@@ -68,6 +69,18 @@ export interface Config {
     requestTimeoutMs: number;
     keepAliveTimeoutMs: number;
     maxHeaderBytes: number;
+  };
+  /** Resumable uploads and URL imports of video sources (CUMULO_UPLOAD_*, CUMULO_IMPORT_*). */
+  uploads: {
+    /** An unfinished resumable upload is refused and removed this long after its creation. */
+    expiryMs: number;
+    /** Whether a URL import may reach loopback, private and reserved addresses (all of them). */
+    importAllowPrivate: boolean;
+    /** Addresses and CIDR ranges a URL import may reach although they are not public (internal origins). */
+    importAllowAddresses: string[];
+    /** Longest whole download of a URL import, and longest wait for its next bytes. */
+    importTimeoutMs: number;
+    importIdleTimeoutMs: number;
   };
   limits: {
     jsonBodyBytes: number;
@@ -170,6 +183,16 @@ function list(env: Env, name: string, fallback: string[]): string[] {
     .split(",")
     .map((item) => item.trim())
     .filter((item) => item !== "");
+}
+
+function addressRanges(env: Env, name: string): string[] {
+  const ranges = list(env, name, []);
+  for (const range of ranges) {
+    if (!ipaddr.isValid(range) && !ipaddr.isValidCIDR(range)) {
+      throw new ConfigError(name, `has "${range}", which is neither an IP address nor a CIDR range`);
+    }
+  }
+  return ranges;
 }
 
 const SLUG = /^[a-z0-9][a-z0-9-]{0,62}$/;
@@ -301,6 +324,13 @@ export function loadConfig(env: Env = process.env): Config {
       requestTimeoutMs,
       keepAliveTimeoutMs: positiveInt(env, "CUMULO_KEEP_ALIVE_TIMEOUT_MS", 5_000),
       maxHeaderBytes: positiveInt(env, "CUMULO_MAX_HEADER_BYTES", 16 * 1024),
+    },
+    uploads: {
+      expiryMs: positiveInt(env, "CUMULO_UPLOAD_EXPIRY_S", 86_400) * 1000,
+      importAllowPrivate: bool(env, "CUMULO_IMPORT_ALLOW_PRIVATE", false),
+      importAllowAddresses: addressRanges(env, "CUMULO_IMPORT_ALLOW_ADDRESSES"),
+      importTimeoutMs: positiveInt(env, "CUMULO_IMPORT_TIMEOUT_S", 3600) * 1000,
+      importIdleTimeoutMs: positiveInt(env, "CUMULO_IMPORT_IDLE_TIMEOUT_S", 30) * 1000,
     },
     limits: {
       jsonBodyBytes: positiveInt(env, "CUMULO_MAX_JSON_BYTES", 1024 * 1024),

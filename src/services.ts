@@ -29,6 +29,8 @@ import { transactor } from "./store/transactions.ts";
 import { API_VERSION } from "./version.ts";
 import { createVideoServices, type VideoServices } from "./video/index.ts";
 import { VideoProcessingRepository } from "./video/repository.ts";
+import { createUploadServices, type UploadServices } from "./video/uploads/index.ts";
+import { UploadRepository } from "./video/uploads/repository.ts";
 import { DeliveryRepository } from "./webhooks/delivery-repository.ts";
 import { relayWakeups, WebhookDispatcher } from "./webhooks/dispatcher.ts";
 import { WebhookEmitter } from "./webhooks/emitter.ts";
@@ -72,6 +74,8 @@ export interface Services {
   cloud: CloudServices;
   /** Video processing, playback tokens and the edge's media origin. */
   video: VideoServices;
+  /** Resumable (tus) uploads, signed upload authorizations and URL imports of video sources. */
+  uploads: UploadServices;
   /** Handlers of queued jobs, run by the worker role. */
   jobHandlers: JobHandler[];
   workers: BackgroundWorker[];
@@ -176,6 +180,18 @@ export function createServices(deps: CoreDeps): Services {
     processing: new VideoProcessingRepository(store.db),
     logger: deps.logger,
   });
+  const uploads = createUploadServices({
+    repository: new UploadRepository(store.db),
+    transact,
+    config,
+    clock,
+    blobs,
+    jobs,
+    webhooks,
+    videos: videoRepository,
+    pipeline: video.pipeline,
+    logger: deps.logger,
+  });
 
   return {
     identity,
@@ -193,10 +209,22 @@ export function createServices(deps: CoreDeps): Services {
     webhookDispatcher,
     cloud,
     video,
-    jobHandlers: [media.libraries.provisioningHandler(), video.pipeline.handler()],
+    uploads,
+    jobHandlers: [media.libraries.provisioningHandler(), video.pipeline.handler(), uploads.imports.handler()],
     workers: [
       webhookDispatcher,
-      new Housekeeper(pruneTasks(config, jobRepository, cdnTrafficRepository), clock, deps.logger),
+      new Housekeeper(
+        [
+          ...pruneTasks(config, jobRepository, cdnTrafficRepository),
+          {
+            name: "abandoned resumable uploads",
+            keepMs: config.uploads.expiryMs,
+            prune: (before) => uploads.resumable.pruneCreatedBefore(before),
+          },
+        ],
+        clock,
+        deps.logger,
+      ),
     ],
   };
 }

@@ -82,6 +82,7 @@ export class JobRunner {
   #timer: NodeJS.Timeout | undefined;
   #stopWake: (() => void) | undefined;
   #running = false;
+  #claiming: Promise<void> | undefined;
   #ticking = false;
   #tickAgain = false;
 
@@ -109,6 +110,8 @@ export class JobRunner {
     this.#running = false;
     clearInterval(this.#timer);
     this.#stopWake?.();
+    // A claim under way may still hand out jobs: wait for it before waiting for the jobs in hand.
+    await this.#claiming;
     await Promise.allSettled([...this.#inFlight]);
   }
 
@@ -119,7 +122,7 @@ export class JobRunner {
       return;
     }
     this.#ticking = true;
-    this.#claim()
+    this.#claiming = this.#claim()
       .catch((error: unknown) => this.logger.error({ err: error }, "job claim failed"))
       .finally(() => {
         this.#ticking = false;

@@ -22,6 +22,15 @@ export function isPublicAddress(address: string): boolean {
   return parsed.range() === "unicast";
 }
 
+/**
+ * Whether non-public addresses may be reached: all of them (`true`), none (`false`), or those a
+ * predicate admits (an allow-list of internal origins, e.g. URL imports' CUMULO_IMPORT_ALLOW_ADDRESSES).
+ */
+export type PrivateAccess = boolean | ((address: string) => boolean);
+
+const mayReach = (address: string, access: PrivateAccess): boolean =>
+  isPublicAddress(address) || (typeof access === "function" ? access(address) : access);
+
 export class BlockedAddressError extends Error {
   constructor(
     readonly hostname: string,
@@ -39,18 +48,18 @@ export type TargetCheck = { outcome: "public" } | { outcome: "blocked"; reason: 
  * that does not resolve (yet) names no private address and passes: the connect-time check of
  * `createGuardedAgent` still refuses it if it later resolves inside the network.
  */
-export async function checkUrlTarget(url: string, allowPrivate: boolean): Promise<TargetCheck> {
-  if (allowPrivate) return { outcome: "public" };
+export async function checkUrlTarget(url: string, allowPrivate: PrivateAccess): Promise<TargetCheck> {
+  if (allowPrivate === true) return { outcome: "public" };
   const hostname = new URL(url).hostname.replace(/^\[|\]$/g, "");
   if (isIP(hostname)) {
-    return isPublicAddress(hostname)
+    return mayReach(hostname, allowPrivate)
       ? { outcome: "public" }
       : { outcome: "blocked", reason: `${hostname} is not a public address` };
   }
   const addresses = await new Promise<LookupAddress[]>((resolve) =>
     dnsLookup(hostname, { all: true }, (error, found) => resolve(error ? [] : found)),
   );
-  const blocked = addresses.find((entry) => !isPublicAddress(entry.address));
+  const blocked = addresses.find((entry) => !mayReach(entry.address, allowPrivate));
   return blocked
     ? { outcome: "blocked", reason: new BlockedAddressError(hostname, blocked.address).message }
     : { outcome: "public" };
@@ -67,14 +76,15 @@ type LookupCallback = (
  * lookup the socket connects with, so a name cannot resolve one way when checked and another when
  * used. Literal IP hosts skip DNS, so `assertTargetAllowed` must be called on them before sending.
  */
-export function createGuardedAgent(options: { allowPrivate: boolean; connectTimeoutMs: number }): Agent {
+export function createGuardedAgent(options: {
+  allowPrivate: PrivateAccess;
+  connectTimeoutMs: number;
+}): Agent {
   const lookup = (hostname: string, lookupOptions: object, callback: LookupCallback) => {
     dnsLookup(hostname, { ...lookupOptions, all: true }, (error, addresses) => {
       if (error) return callback(error, []);
-      if (!options.allowPrivate) {
-        const blocked = addresses.find((entry) => !isPublicAddress(entry.address));
-        if (blocked) return callback(new BlockedAddressError(hostname, blocked.address), []);
-      }
+      const blocked = addresses.find((entry) => !mayReach(entry.address, options.allowPrivate));
+      if (blocked) return callback(new BlockedAddressError(hostname, blocked.address), []);
       const wantsAll = (lookupOptions as { all?: boolean }).all === true;
       const first = addresses[0];
       if (wantsAll || !first) return callback(null, addresses);
@@ -85,9 +95,9 @@ export function createGuardedAgent(options: { allowPrivate: boolean; connectTime
 }
 
 /** The send-time check for a literal IP host (no DNS lookup happens for those). */
-export function assertTargetAllowed(url: URL, allowPrivate: boolean): void {
+export function assertTargetAllowed(url: URL, allowPrivate: PrivateAccess): void {
   const hostname = url.hostname.replace(/^\[|\]$/g, "");
-  if (!allowPrivate && isIP(hostname) && !isPublicAddress(hostname)) {
+  if (isIP(hostname) && !mayReach(hostname, allowPrivate)) {
     throw new BlockedAddressError(hostname, hostname);
   }
 }

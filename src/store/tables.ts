@@ -4,6 +4,7 @@ import type { IdentityTables } from "../identity/tables.ts";
 import type { JobTables } from "../jobs/tables.ts";
 import type { MediaTables } from "../media/tables.ts";
 import type { VideoTables } from "../video/tables.ts";
+import type { UploadTables } from "../video/uploads/tables.ts";
 import type { WebhookTables } from "../webhooks/tables.ts";
 
 /** Every table of the store; each domain declares its own in `<domain>/tables.ts`. */
@@ -14,4 +15,5 @@ export interface Database
     WebhookTables,
     MediaTables,
     CloudTables,
-    VideoTables {}
+    VideoTables,
+    UploadTables {}

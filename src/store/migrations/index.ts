@@ -14,6 +14,7 @@ import { cdnPurgesTrafficMigration } from "./0300-cdn-purges-traffic.ts";
 import { cdnTrafficRetentionMigration } from "./0301-cdn-traffic-retention.ts";
 import { webhookDeliveryAttemptsMigration } from "./0400-webhook-delivery-attempts.ts";
 import { videoProcessingMigration } from "./0500-video-processing.ts";
+import { videoUploadsMigration } from "./0501-video-uploads.ts";
 
 /** Every migration, by name; names sort in the order they run. Append, never edit a released one. */
 export function allMigrations(dialect: DialectName): Record<string, Migration> {
@@ -32,5 +33,6 @@ export function allMigrations(dialect: DialectName): Record<string, Migration> {
     "0301-cdn-traffic-retention": cdnTrafficRetentionMigration(),
     "0400-webhook-delivery-attempts": webhookDeliveryAttemptsMigration(types),
     "0500-video-processing": videoProcessingMigration(types),
+    "0501-video-uploads": videoUploadsMigration(types),
   };
 }

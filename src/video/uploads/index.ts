@@ -1,0 +1,66 @@
+import type { FastifyBaseLogger } from "fastify";
+import type { BlobStore } from "../../blobs/store.ts";
+import type { Clock } from "../../clock.ts";
+import { loadSecretKey } from "../../cloud/secrets.ts";
+import type { Config } from "../../config.ts";
+import type { JobQueue } from "../../jobs/queue.ts";
+import type { VideoRepository } from "../../media/video-repository.ts";
+import type { Transact } from "../../store/transactions.ts";
+import { API_VERSION } from "../../version.ts";
+import type { WebhookEmitter } from "../../webhooks/emitter.ts";
+import type { VideoPipeline } from "../pipeline.ts";
+import type { UploadRepository } from "./repository.ts";
+import { UploadAuthorizations, UploadSigner } from "./signatures.ts";
+import { ResumableUploads } from "./tus.ts";
+import { UrlImports } from "./url-import.ts";
+
+/** Where the tus endpoint answers; upload URLs are `{TUS_PATH}/{upload_id}`. */
+export const TUS_PATH = "/v1/media/tus";
+
+export interface UploadServices {
+  resumable: ResumableUploads;
+  authorizations: UploadAuthorizations;
+  imports: UrlImports;
+}
+
+export interface UploadDeps {
+  repository: UploadRepository;
+  transact: Transact;
+  config: Config;
+  clock: Clock;
+  blobs: BlobStore;
+  jobs: JobQueue;
+  webhooks: WebhookEmitter;
+  videos: VideoRepository;
+  pipeline: VideoPipeline;
+  logger: FastifyBaseLogger;
+}
+
+/** Resumable uploads, signed browser upload authorizations and URL imports of video sources. */
+export function createUploadServices(deps: UploadDeps): UploadServices {
+  const { config, repository } = deps;
+  return {
+    resumable: new ResumableUploads(
+      {
+        dataDir: config.dataDir,
+        maxBytes: config.limits.videoSourceBytes,
+        expiryMs: config.uploads.expiryMs,
+        clock: deps.clock,
+        blobs: deps.blobs,
+        repository,
+        videos: deps.videos,
+        pipeline: deps.pipeline,
+        logger: deps.logger,
+      },
+      TUS_PATH,
+    ),
+    authorizations: new UploadAuthorizations(
+      new UploadSigner(() => loadSecretKey(config.secretKey, config.dataDir), deps.clock),
+      deps.videos,
+    ),
+    imports: new UrlImports({
+      ...deps,
+      userAgent: `Cumulo-Import/${API_VERSION}`,
+    }),
+  };
+}

@@ -1,0 +1,413 @@
+import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import { Type } from "@sinclair/typebox";
+import { Metadata } from "@tus/server";
+import type { FastifyReply, FastifyRequest } from "fastify";
+import type { Config } from "../../config.ts";
+import { presentedKey, requireApiKey } from "../../http/auth.ts";
+import { ok } from "../../http/envelope.ts";
+import { ApiError } from "../../http/errors.ts";
+import {
+  Envelope,
+  IdParams,
+  mediaErrorResponses,
+  Nullable,
+  StringEnum,
+  Timestamp,
+} from "../../http/schemas.ts";
+import type { IdentityService } from "../../identity/service.ts";
+import { isUuid } from "../../ids.ts";
+import { TUS_PATH, type UploadServices } from "./index.ts";
+import { DEFAULT_UPLOAD_AUTH_TTL_S, MAX_UPLOAD_AUTH_TTL_S } from "./signatures.ts";
+import type { VideoUploadRow } from "./tables.ts";
+import type { UploadBinding } from "./tus.ts";
+
+export interface UploadRouteOptions {
+  uploads: UploadServices;
+  identity: IdentityService;
+  config: Config;
+}
+
+const VideoParams = IdParams("libraryId", "videoId");
+const security: Record<string, string[]>[] = [{ bearer: [] }, { apiKeyHeader: [] }];
+const tags = ["media: uploads"];
+
+const UploadAuthorizationBody = Type.Object({
+  expires_in_s: Type.Optional(
+    Type.Integer({
+      minimum: 60,
+      maximum: MAX_UPLOAD_AUTH_TTL_S,
+      description: `Seconds the authorization stays valid (60-${MAX_UPLOAD_AUTH_TTL_S}), default ${DEFAULT_UPLOAD_AUTH_TTL_S}`,
+    }),
+  ),
+});
+const UploadAuthorization = Type.Object({
+  library_id: Type.String(),
+  video_id: Type.String(),
+  expires: Type.Integer({ description: "Unix seconds" }),
+  signature: Type.String({ description: "Hex HMAC-SHA256, see docs/video.md" }),
+  endpoint: Type.String({ description: "The tus endpoint to create the upload at" }),
+  headers: Type.Object(
+    {
+      AuthorizationSignature: Type.String(),
+      AuthorizationExpire: Type.String(),
+      LibraryId: Type.String(),
+      VideoId: Type.String(),
+    },
+    { description: "Headers to send with every tus request (tus-js-client `headers` option)" },
+  ),
+});
+const FetchBody = Type.Object({
+  url: Type.String({ description: "http(s) URL of the video file" }),
+});
+const ImportState = Type.Object({
+  video_id: Type.String(),
+  url: Type.String(),
+  status: StringEnum(["queued", "downloading", "stored", "failed"] as const),
+  bytes_received: Type.Integer(),
+  content_length: Nullable(Type.Integer()),
+  failure_reason: Nullable(Type.String()),
+  created_at: Timestamp,
+  updated_at: Timestamp,
+});
+
+/** Signed upload authorizations and URL imports: ordinary media routes behind the API key. */
+const sourceRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, options) => {
+  const { uploads, config } = options;
+  requireApiKey(app, "media", options.identity);
+
+  app.post(
+    "/libraries/:libraryId/videos/:videoId/upload-authorization",
+    {
+      schema: {
+        operationId: "createUploadAuthorization",
+        tags,
+        summary: "Sign a browser upload of one video's source (tus), without the API key",
+        description:
+          "The answer's `headers` authorize tus requests (creation, HEAD, PATCH, DELETE) at `endpoint` for this video only, until `expires`. Hand them to the browser (e.g. tus-js-client's `headers` option).",
+        security,
+        params: VideoParams,
+        body: UploadAuthorizationBody,
+        response: { ...mediaErrorResponses, 201: Envelope(UploadAuthorization) },
+      },
+    },
+    async (request, reply) => {
+      const { libraryId, videoId } = request.params;
+      const issued = await uploads.authorizations.issue(
+        request.auth.organizationId,
+        libraryId,
+        videoId,
+        request.body.expires_in_s ?? DEFAULT_UPLOAD_AUTH_TTL_S,
+      );
+      switch (issued.outcome) {
+        case "not_found":
+          throw ApiError.notFound();
+        case "issued": {
+          const { signature, expires } = issued;
+          const origin = config.publicUrl ?? `${request.protocol}://${request.host}`;
+          return reply.code(201).send(
+            ok("Upload authorization created successfully", {
+              library_id: libraryId,
+              video_id: videoId,
+              expires,
+              signature,
+              endpoint: `${origin}${TUS_PATH}`,
+              headers: {
+                AuthorizationSignature: signature,
+                AuthorizationExpire: String(expires),
+                LibraryId: libraryId,
+                VideoId: videoId,
+              },
+            }),
+          );
+        }
+      }
+    },
+  );
+
+  app.post(
+    "/libraries/:libraryId/videos/:videoId/source/fetch",
+    {
+      schema: {
+        operationId: "fetchVideoSource",
+        tags,
+        summary: "Set a video's source from a URL (downloaded in the background)",
+        description: `The server downloads the http(s) URL (redirects followed, every hop must reach a public address; at most ${config.limits.videoSourceBytes} bytes) and then processes it like an uploaded source. Answers 202 with the import; follow it with GET on this path, the video's status and its webhook events. A new fetch replaces an unfinished one.`,
+        security,
+        params: VideoParams,
+        body: FetchBody,
+        response: { ...mediaErrorResponses, 202: Envelope(ImportState) },
+      },
+    },
+    async (request, reply) => {
+      const { libraryId, videoId } = request.params;
+      const result = await uploads.imports.request(
+        request.auth.organizationId,
+        libraryId,
+        videoId,
+        request.body.url,
+      );
+      switch (result.outcome) {
+        case "accepted":
+          return reply.code(202).send(ok("Video fetch accepted", result.import));
+        case "not_found":
+          throw ApiError.notFound();
+        case "invalid":
+          throw ApiError.validation(result.errors);
+      }
+    },
+  );
+
+  app.get(
+    "/libraries/:libraryId/videos/:videoId/source/fetch",
+    {
+      schema: {
+        operationId: "getVideoSourceFetch",
+        tags,
+        summary: "Progress of a video's latest import from a URL, with the reason of a failure",
+        security,
+        params: VideoParams,
+        response: { ...mediaErrorResponses, 200: Envelope(ImportState) },
+      },
+    },
+    async (request) => {
+      const { libraryId, videoId } = request.params;
+      const found = await uploads.imports.find(request.auth.organizationId, libraryId, videoId);
+      if (!found) throw ApiError.notFound();
+      return ok("Video fetch retrieved successfully", found);
+    },
+  );
+};
+
+/** Who is calling the tus endpoint: an organization's API key, or a signature for one video. */
+type Caller =
+  | { kind: "key"; organizationId: string }
+  | { kind: "signed"; libraryId: string; videoId: string };
+
+const header = (request: FastifyRequest, name: string): string | undefined => {
+  const value = request.headers[name];
+  return (Array.isArray(value) ? value[0] : value)?.trim() || undefined;
+};
+
+const TusHeaders = Type.Object({
+  "tus-resumable": Type.Optional(Type.String({ description: "1.0.0 (required by the protocol)" })),
+  authorizationsignature: Type.Optional(Type.String({ description: "From an upload authorization" })),
+  authorizationexpire: Type.Optional(Type.String()),
+  libraryid: Type.Optional(Type.String()),
+  videoid: Type.Optional(Type.String()),
+});
+const TusCreateHeaders = Type.Object({
+  ...TusHeaders.properties,
+  "upload-length": Type.Optional(Type.String({ description: "Total bytes (or Upload-Defer-Length: 1)" })),
+  "upload-metadata": Type.Optional(
+    Type.String({
+      description:
+        "tus metadata; `library_id` and `video_id` name the video for API-key uploads (a signed upload's video is the signed one)",
+    }),
+  ),
+});
+const UploadIdParams = Type.Object({ uploadId: Type.String({ maxLength: 200 }) });
+const noBody = (description: string) => Type.Null({ description });
+const EXPOSED =
+  "Upload-Offset, Upload-Length, Upload-Metadata, Upload-Expires, Location, Tus-Version, Tus-Resumable, Tus-Max-Size, Tus-Extension";
+
+/**
+ * The tus 1.0 endpoint (`@tus/server`). Fastify authenticates and checks the upload's binding (so
+ * refusals use the contract's error bodies), then hands the raw request to the tus server; the
+ * PATCH body is never parsed or buffered here.
+ */
+const tusRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, options) => {
+  const { uploads, identity } = options;
+  const callers = new WeakMap<FastifyRequest, Caller>();
+
+  // Upload bytes stay in the request stream for the tus server.
+  app.addContentTypeParser("application/offset+octet-stream", (_request, _payload, done) => done(null));
+  app.addHook("onRequest", async (request) => {
+    request.apiGroup = "media";
+    if (request.method === "OPTIONS") return;
+    callers.set(request, await authenticate(request));
+  });
+  app.addHook("onSend", async (request, reply) => {
+    // Our own refusals must be readable by a browser on another origin, as the tus answers are.
+    reply.header("access-control-allow-origin", "*");
+    reply.header("access-control-expose-headers", EXPOSED);
+    if (!request.raw.complete) {
+      reply.header("connection", "close");
+      request.raw.resume();
+    }
+  });
+
+  async function authenticate(request: FastifyRequest): Promise<Caller> {
+    const signature = header(request, "authorizationsignature");
+    if (signature) {
+      const expires = header(request, "authorizationexpire");
+      const libraryId = header(request, "libraryid")?.toLowerCase();
+      const videoId = header(request, "videoid")?.toLowerCase();
+      if (!expires || !libraryId || !videoId) {
+        throw ApiError.unauthorized(
+          "A signed upload needs AuthorizationSignature, AuthorizationExpire, LibraryId and VideoId headers",
+        );
+      }
+      const check = uploads.authorizations.check(libraryId, videoId, signature, expires);
+      if (check === "expired") throw ApiError.unauthorized("The upload authorization has expired");
+      if (check !== "valid") throw ApiError.unauthorized("Invalid upload authorization");
+      return { kind: "signed", libraryId, videoId };
+    }
+    const secret = presentedKey(request, "media");
+    if (!secret) {
+      throw ApiError.unauthorized(
+        "Provide an Authorization or X-API-Key header, or the headers of an upload authorization.",
+        "auth_type_not_found",
+      );
+    }
+    const auth = await identity.authenticate(secret);
+    if (!auth) throw ApiError.unauthorized("Invalid authentication credentials");
+    if (auth.readOnly && request.method !== "HEAD") throw ApiError.forbidden("This API key is read-only");
+    request.auth = auth;
+    return { kind: "key", organizationId: auth.organizationId };
+  }
+
+  const callerOf = (request: FastifyRequest): Caller => {
+    const caller = callers.get(request);
+    if (!caller) throw ApiError.unauthorized("Invalid authentication credentials");
+    return caller;
+  };
+
+  const mayUse = (caller: Caller, record: VideoUploadRow): boolean =>
+    caller.kind === "key"
+      ? record.organization_id === caller.organizationId
+      : record.library_id === caller.libraryId && record.video_id === caller.videoId;
+
+  function requireTusVersion(request: FastifyRequest): void {
+    if (!header(request, "tus-resumable")) {
+      throw new ApiError(412, "The Tus-Resumable header is required (tus 1.0.0)");
+    }
+  }
+
+  /** The video a creation request is for: the signed one, or the one its metadata names. */
+  async function bindingFor(request: FastifyRequest, caller: Caller): Promise<UploadBinding> {
+    let metadata: Record<string, string | null> = {};
+    const sent = header(request, "upload-metadata");
+    try {
+      if (sent) metadata = Metadata.parse(sent);
+    } catch {
+      throw ApiError.invalidRequest("Upload-Metadata is malformed");
+    }
+    const named = {
+      libraryId: metadata.library_id?.toLowerCase(),
+      videoId: metadata.video_id?.toLowerCase(),
+    };
+    let target: { libraryId: string; videoId: string };
+    if (caller.kind === "signed") {
+      const other =
+        (named.libraryId && named.libraryId !== caller.libraryId) ||
+        (named.videoId && named.videoId !== caller.videoId);
+      if (other) throw ApiError.forbidden("The upload authorization is for another video");
+      target = caller;
+    } else {
+      const missing = (["library_id", "video_id"] as const).filter((name) => !metadata[name]);
+      if (missing.length > 0) {
+        throw ApiError.validation(
+          missing.map((field) => ({
+            field,
+            code: "validation_required" as const,
+            message: `Upload-Metadata must name the ${field}.`,
+          })),
+        );
+      }
+      target = { libraryId: named.libraryId ?? "", videoId: named.videoId ?? "" };
+    }
+    if (!isUuid(target.libraryId) || !isUuid(target.videoId)) throw ApiError.notFound();
+    const binding = await uploads.resumable.bindingFor(
+      target.libraryId,
+      target.videoId,
+      caller.kind === "key" ? caller.organizationId : undefined,
+    );
+    if (!binding) throw ApiError.notFound();
+    return binding;
+  }
+
+  async function handOver(request: FastifyRequest, reply: FastifyReply, binding?: UploadBinding) {
+    reply.hijack();
+    reply.raw.setHeader("x-request-id", request.id);
+    await uploads.resumable.handle(request.raw, reply.raw, binding);
+  }
+
+  const optionsSchema = (url: string) => ({
+    operationId: url === "" ? "tusCapabilities" : "tusUploadCapabilities",
+    tags,
+    summary: "tus capabilities and CORS preflight (no authentication)",
+    response: { 204: noBody("Tus-Version, Tus-Extension, Tus-Max-Size and CORS headers") },
+  });
+  for (const url of ["", "/:uploadId"]) {
+    app.options(url, { schema: optionsSchema(url) }, (request, reply) => handOver(request, reply));
+  }
+
+  app.post(
+    "",
+    {
+      schema: {
+        operationId: "createResumableUpload",
+        tags,
+        summary: "Create a resumable upload of a video's source (tus 1.0 creation)",
+        description: `tus creation (with \`creation-with-upload\` and \`creation-defer-length\`). Authenticated by the API key (the video named by \`library_id\` and \`video_id\` in Upload-Metadata) or by an upload authorization's headers. \`Upload-Length\` at most ${options.config.limits.videoSourceBytes} bytes (413 beyond). Answers 201 with \`Location\` (the upload URL, relative to this endpoint). When the last byte arrives the video is processed as after a one-request upload. tus's own answers (412, 409, 413, 460...) have plain-text bodies as the protocol defines; authentication, binding and validation refusals use the API's error bodies.`,
+        security: [...security, { uploadSignature: [] }],
+        headers: TusCreateHeaders,
+        response: { ...mediaErrorResponses, 201: noBody("Created; `Location` is the upload URL") },
+      },
+    },
+    async (request, reply) => {
+      const caller = callerOf(request);
+      requireTusVersion(request);
+      await handOver(request, reply, await bindingFor(request, caller));
+    },
+  );
+
+  const uploadRoute = (method: "HEAD" | "PATCH" | "DELETE", schema: Record<string, unknown>) =>
+    app.route({
+      method,
+      url: "/:uploadId",
+      schema: {
+        tags,
+        security: [...security, { uploadSignature: [] }],
+        headers: TusHeaders,
+        params: UploadIdParams,
+        ...schema,
+      },
+      handler: async (request: FastifyRequest, reply: FastifyReply) => {
+        const caller = callerOf(request);
+        requireTusVersion(request);
+        const { uploadId } = request.params as { uploadId: string };
+        const record = await uploads.resumable.find(uploadId);
+        // Another organization's or another video's upload does not exist for the caller.
+        if (!record || !mayUse(caller, record)) throw ApiError.notFound();
+        if (method === "PATCH" && record.completed_at) throw ApiError.conflict("The upload is complete");
+        await handOver(request, reply);
+      },
+    });
+  uploadRoute("HEAD", {
+    operationId: "getResumableUploadOffset",
+    summary: "Offset of a resumable upload (tus HEAD)",
+    description: "`Upload-Offset` is how many bytes the server has; resume with PATCH from there.",
+    response: { ...mediaErrorResponses, 200: noBody("Upload-Offset, Upload-Length, Upload-Metadata") },
+  });
+  uploadRoute("PATCH", {
+    operationId: "continueResumableUpload",
+    summary: "Send the next bytes of a resumable upload (tus PATCH)",
+    description:
+      "Body: bytes from `Upload-Offset`, `Content-Type: application/offset+octet-stream`. Answers 204 with the new `Upload-Offset`; 409 (plain text, tus) when the offset is not the server's.",
+    response: { ...mediaErrorResponses, 204: noBody("The new Upload-Offset") },
+  });
+  uploadRoute("DELETE", {
+    operationId: "terminateResumableUpload",
+    summary: "Abandon a resumable upload and delete its bytes (tus termination)",
+    response: { ...mediaErrorResponses, 204: noBody("Terminated") },
+  });
+};
+
+/** Resumable (tus) uploads, signed browser upload authorizations and URL imports, under `/v1/media`. */
+export const uploadRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, options) => {
+  // Only the services go on: the parent's own `prefix` option would be applied twice.
+  const { uploads, identity, config } = options;
+  await app.register(sourceRoutes, { uploads, identity, config });
+  await app.register(tusRoutes, { uploads, identity, config, prefix: TUS_PATH.slice("/v1/media".length) });
+};

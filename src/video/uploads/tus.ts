@@ -1,0 +1,233 @@
+import { randomUUID } from "node:crypto";
+import { createReadStream } from "node:fs";
+import { readdir, rm, stat } from "node:fs/promises";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { join } from "node:path";
+import { FileStore } from "@tus/file-store";
+import { type KvStore, Server, Upload } from "@tus/server";
+import type { FastifyBaseLogger } from "fastify";
+import type { BlobStore } from "../../blobs/store.ts";
+import { type Clock, nowIso } from "../../clock.ts";
+import type { VideoRepository } from "../../media/video-repository.ts";
+import { readJson, writeJson } from "../../store/codec.ts";
+import { sourceKey, type VideoPipeline } from "../pipeline.ts";
+import type { UploadRepository } from "./repository.ts";
+import type { VideoUploadRow } from "./tables.ts";
+
+/** The one video an upload is for; fixed when the upload is created. */
+export interface UploadBinding {
+  organizationId: string;
+  libraryId: string;
+  videoId: string;
+}
+
+type TusMetadata = Record<string, string | null>;
+
+/** A tus answer with a plain-text body, as the library renders its own errors. */
+const tusError = (status_code: number, body: string) => ({ status_code, body: `${body}\n` });
+
+const toUpload = (row: VideoUploadRow, offset: number) =>
+  new Upload({
+    id: row.id,
+    size: row.size_bytes === null ? undefined : Number(row.size_bytes),
+    offset,
+    metadata: readJson<TusMetadata>(row.metadata) ?? {},
+    creation_date: row.created_at,
+  });
+
+/**
+ * tus's per-upload record, kept in the store rather than next to the file: the binding to a video
+ * is written at creation (by `onUploadCreate`), the library then only records the length.
+ */
+class UploadRecords implements KvStore<Upload> {
+  constructor(private readonly repository: UploadRepository) {}
+
+  async get(id: string): Promise<Upload | undefined> {
+    const row = await this.repository.findUpload(id);
+    return row ? toUpload(row, 0) : undefined;
+  }
+
+  async set(id: string, upload: Upload): Promise<void> {
+    await this.repository.updateUpload(this.repository.db, id, {
+      size_bytes: upload.size ?? null,
+      metadata: writeJson(upload.metadata ?? {}) ?? "{}",
+    });
+  }
+
+  async delete(id: string): Promise<void> {
+    await this.repository.deleteUpload(this.repository.db, id);
+  }
+
+  list(): Promise<string[]> {
+    return this.repository.uploadIds();
+  }
+}
+
+/** The file store, except that a finished upload (its file already moved to the blob store) still answers HEAD. */
+class VideoUploadStore extends FileStore {
+  constructor(
+    directory: string,
+    private readonly repository: UploadRepository,
+    expiryMs: number,
+  ) {
+    super({
+      directory,
+      configstore: new UploadRecords(repository),
+      expirationPeriodInMilliseconds: expiryMs,
+    });
+  }
+
+  override async getUpload(id: string): Promise<Upload> {
+    const row = await this.repository.findUpload(id);
+    if (row?.completed_at && row.size_bytes !== null) return toUpload(row, Number(row.size_bytes));
+    return super.getUpload(id);
+  }
+}
+
+export interface ResumableUploadDeps {
+  dataDir: string;
+  maxBytes: number;
+  expiryMs: number;
+  clock: Clock;
+  blobs: BlobStore;
+  repository: UploadRepository;
+  videos: VideoRepository;
+  pipeline: VideoPipeline;
+  logger: FastifyBaseLogger;
+}
+
+/** The request an upload is created from, as the tus library hands it to its hooks. */
+const nodeRequestOf = (request: unknown): IncomingMessage | undefined =>
+  (request as { runtime?: { node?: { req?: IncomingMessage } } }).runtime?.node?.req;
+
+/**
+ * Resumable uploads (tus 1.0 through `@tus/server` and `@tus/file-store`) of a video's source. The
+ * bytes go to `{dataDir}/uploads/{id}`; when the last one arrives the file moves into the blob store
+ * and the video takes the same path as a one-request upload (`VideoPipeline.acceptSource`), whose
+ * processing probes the content with ffprobe.
+ */
+export class ResumableUploads {
+  readonly #server: Server;
+  readonly #directory: string;
+  readonly #bindings = new WeakMap<IncomingMessage, UploadBinding>();
+
+  constructor(
+    private readonly deps: ResumableUploadDeps,
+    path: string,
+  ) {
+    this.#directory = join(deps.dataDir, "uploads");
+    this.#server = new Server({
+      path,
+      datastore: new VideoUploadStore(this.#directory, deps.repository, deps.expiryMs),
+      maxSize: deps.maxBytes,
+      // The client resolves it against the endpoint it called, so it works behind any proxy.
+      relativeLocation: true,
+      disableTerminationForFinishedUploads: true,
+      allowedHeaders: ["X-API-Key", "AuthorizationSignature", "AuthorizationExpire", "LibraryId", "VideoId"],
+      onUploadCreate: (request, upload) => this.#onCreate(request, upload),
+      onUploadFinish: async (_request, upload) => {
+        await this.#onFinish(upload.id);
+        return {};
+      },
+      onResponseError: (_request, error) => {
+        if (!("status_code" in error)) deps.logger.error({ err: error }, "resumable upload failed");
+        return undefined;
+      },
+    });
+  }
+
+  /** Hands a request to the tus server; `binding` is the video a creation request is for. */
+  async handle(request: IncomingMessage, response: ServerResponse, binding?: UploadBinding): Promise<void> {
+    if (binding) this.#bindings.set(request, binding);
+    await this.#server.handle(request, response);
+  }
+
+  find(id: string): Promise<VideoUploadRow | undefined> {
+    return this.deps.repository.findUpload(id);
+  }
+
+  /** The binding of a new upload to a video; undefined when there is no such video (of `organizationId`, when given). */
+  async bindingFor(
+    libraryId: string,
+    videoId: string,
+    organizationId?: string,
+  ): Promise<UploadBinding | undefined> {
+    const video = await this.deps.videos.find(libraryId, videoId);
+    if (!video || (organizationId !== undefined && video.organization_id !== organizationId))
+      return undefined;
+    return { organizationId: video.organization_id, libraryId: video.library_id, videoId: video.id };
+  }
+
+  async #onCreate(request: unknown, upload: Upload): Promise<{ metadata: TusMetadata }> {
+    const node = nodeRequestOf(request);
+    const binding = node && this.#bindings.get(node);
+    if (!binding) throw tusError(500, "Upload creation without a video");
+    if (upload.size === 0) throw tusError(400, "Upload-Length must be at least 1 byte");
+    const metadata = { ...upload.metadata, library_id: binding.libraryId, video_id: binding.videoId };
+    const { repository } = this.deps;
+    await repository.insertUpload(repository.db, {
+      id: upload.id,
+      organization_id: binding.organizationId,
+      library_id: binding.libraryId,
+      video_id: binding.videoId,
+      size_bytes: upload.size ?? null,
+      metadata: writeJson(metadata) ?? "{}",
+      completed_at: null,
+      created_at: nowIso(this.deps.clock),
+    });
+    return { metadata };
+  }
+
+  /** The last byte arrived: the file becomes the video's source and processing starts. */
+  async #onFinish(id: string): Promise<void> {
+    const { repository, videos, blobs, pipeline, clock, maxBytes } = this.deps;
+    const record = await repository.findUpload(id);
+    if (!record) throw tusError(404, "The upload no longer exists");
+    if (record.completed_at) return;
+    const file = join(this.#directory, id);
+    const video = await videos.find(record.library_id, record.video_id);
+    if (!video) {
+      await this.#remove(id);
+      throw tusError(404, "The video no longer exists");
+    }
+    const stored = await blobs.put(
+      sourceKey(record.library_id, record.video_id, randomUUID()),
+      createReadStream(file),
+      { maxBytes },
+    );
+    if (!(await pipeline.acceptSource(video, stored))) {
+      await blobs.delete(stored.key);
+      await this.#remove(id);
+      throw tusError(404, "The video no longer exists");
+    }
+    // The record stays until it expires, so a client that missed the last answer sees the upload complete.
+    await repository.updateUpload(repository.db, id, { completed_at: nowIso(clock) });
+    await rm(file, { force: true });
+  }
+
+  async #remove(id: string): Promise<void> {
+    await rm(join(this.#directory, id), { force: true });
+    await this.deps.repository.deleteUpload(this.deps.repository.db, id);
+  }
+
+  /**
+   * Housekeeping: removes uploads created before `before` (abandoned ones with their partial file,
+   * finished ones' records), and files no record names (their video was deleted). Returns how many.
+   */
+  async pruneCreatedBefore(before: Date): Promise<number> {
+    const expired = await this.deps.repository.uploadsCreatedBefore(before.toISOString());
+    for (const id of expired) await this.#remove(id);
+    let orphans = 0;
+    const known = new Set(await this.deps.repository.uploadIds());
+    for (const name of await readdir(this.#directory).catch(() => [] as string[])) {
+      if (known.has(name)) continue;
+      const file = join(this.#directory, name);
+      const info = await stat(file).catch(() => undefined);
+      if (info && info.mtime < before) {
+        await rm(file, { force: true, recursive: true });
+        orphans += 1;
+      }
+    }
+    return expired.length + orphans;
+  }
+}

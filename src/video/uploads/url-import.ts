@@ -1,0 +1,362 @@
+import { randomUUID } from "node:crypto";
+import { Transform, type TransformCallback } from "node:stream";
+import type { FastifyBaseLogger } from "fastify";
+import ipaddr from "ipaddr.js";
+import { type Agent, request } from "undici";
+import { type BlobStore, BlobTooLargeError, type StoredBlob } from "../../blobs/store.ts";
+import { type Clock, nowIso } from "../../clock.ts";
+import type { Config } from "../../config.ts";
+import type { FieldError } from "../../http/errors.ts";
+import type { JobContext, JobHandler, JobQueue } from "../../jobs/queue.ts";
+import { toVideoEventData } from "../../media/presenters.ts";
+import type { VideoRepository } from "../../media/video-repository.ts";
+import {
+  assertTargetAllowed,
+  BlockedAddressError,
+  checkUrlTarget,
+  createGuardedAgent,
+  type PrivateAccess,
+} from "../../net/address-guard.ts";
+import type { Transact } from "../../store/transactions.ts";
+import type { WebhookEmitter } from "../../webhooks/emitter.ts";
+import { sourceKey, type VideoPipeline } from "../pipeline.ts";
+import type { UploadRepository } from "./repository.ts";
+import type { ImportStatus, VideoImportRow } from "./tables.ts";
+
+export const IMPORT_JOB = "video.import";
+const IMPORT_LEASE_MS = 30_000;
+const HEARTBEAT_MS = 5_000;
+const IMPORT_ATTEMPTS = 3;
+const MAX_REDIRECTS = 5;
+const MAX_URL_LENGTH = 2048;
+/** Progress is written to the store at most this often while bytes arrive. */
+const PROGRESS_EVERY_MS = 1_000;
+const REDIRECTS = new Set([301, 302, 303, 307, 308]);
+
+export interface ImportPayload {
+  libraryId: string;
+  videoId: string;
+  importId: string;
+}
+
+export interface ImportView {
+  video_id: string;
+  url: string;
+  status: ImportStatus;
+  bytes_received: number;
+  content_length: number | null;
+  failure_reason: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export type ImportOutcome =
+  | { outcome: "accepted"; import: ImportView }
+  | { outcome: "not_found" }
+  | { outcome: "invalid"; errors: FieldError[] };
+
+/** A download that cannot succeed by trying again (refused address, 4xx, too large): final at once. */
+class ImportRefused extends Error {}
+
+const toImportView = (row: VideoImportRow): ImportView => ({
+  video_id: row.video_id,
+  url: row.url,
+  status: row.status,
+  bytes_received: Number(row.bytes_received),
+  content_length: row.content_length === null ? null : Number(row.content_length),
+  failure_reason: row.failure_reason,
+  created_at: row.created_at,
+  updated_at: row.updated_at,
+});
+
+/** The refusal of the address guard, whether undici hands it over directly or as the cause. */
+const blockedAddress = (error: unknown): BlockedAddressError | undefined => {
+  if (error instanceof BlockedAddressError) return error;
+  const cause = (error as { cause?: unknown } | undefined)?.cause;
+  return cause instanceof BlockedAddressError ? cause : undefined;
+};
+
+/** Which non-public addresses imports may reach: all, none, or the configured addresses and ranges. */
+function importAccess(settings: Config["uploads"]): PrivateAccess {
+  if (settings.importAllowPrivate) return true;
+  if (settings.importAllowAddresses.length === 0) return false;
+  const ranges = settings.importAllowAddresses.map((range) =>
+    range.includes("/")
+      ? ipaddr.parseCIDR(range)
+      : ipaddr.parseCIDR(`${range}/${ipaddr.parse(range).kind() === "ipv4" ? 32 : 128}`),
+  );
+  return (address) => {
+    if (!ipaddr.isValid(address)) return false;
+    const parsed = ipaddr.process(address);
+    return ranges.some(([network, bits]) => network.kind() === parsed.kind() && parsed.match(network, bits));
+  };
+}
+
+/** Lets go of an answer's body we do not want (undici reads a little of it, then closes). */
+const discard = (body: { dump(): Promise<void> }): Promise<void> => body.dump().catch(() => undefined);
+
+/** Counts the bytes passing through and reports them. */
+class ByteCounter extends Transform {
+  bytes = 0;
+
+  constructor(private readonly onBytes: (bytes: number) => void) {
+    super();
+  }
+
+  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
+    this.bytes += chunk.length;
+    this.onBytes(this.bytes);
+    callback(null, chunk);
+  }
+}
+
+export interface UrlImportDeps {
+  transact: Transact;
+  config: Config;
+  clock: Clock;
+  blobs: BlobStore;
+  jobs: JobQueue;
+  webhooks: WebhookEmitter;
+  videos: VideoRepository;
+  repository: UploadRepository;
+  pipeline: VideoPipeline;
+  logger: FastifyBaseLogger;
+  userAgent: string;
+}
+
+/**
+ * Sets a video's source from an http(s) URL: a durable job downloads it through the SSRF-guarded
+ * agent (every redirect hop checked; connections go only to checked addresses) with a size limit and
+ * timeouts, then hands it to the pipeline exactly as a one-request upload (ffprobe checks the content).
+ */
+export class UrlImports {
+  readonly #agent: Agent;
+  readonly #access: PrivateAccess;
+
+  constructor(private readonly deps: UrlImportDeps) {
+    this.#access = importAccess(deps.config.uploads);
+    this.#agent = createGuardedAgent({
+      allowPrivate: this.#access,
+      connectTimeoutMs: deps.config.uploads.importIdleTimeoutMs,
+    });
+  }
+
+  async request(
+    organizationId: string,
+    libraryId: string,
+    videoId: string,
+    url: string,
+  ): Promise<ImportOutcome> {
+    const errors = await this.#checkUrl(url);
+    if (errors.length > 0) return { outcome: "invalid", errors };
+    const { transact, videos, repository, jobs, clock } = this.deps;
+    const row = await transact(async (trx) => {
+      const video = await videos.find(libraryId, videoId, trx);
+      if (!video || video.organization_id !== organizationId) return undefined;
+      const now = nowIso(clock);
+      const created: VideoImportRow = {
+        video_id: videoId,
+        id: randomUUID(),
+        organization_id: organizationId,
+        library_id: libraryId,
+        url,
+        status: "queued",
+        bytes_received: 0,
+        content_length: null,
+        failure_reason: null,
+        created_at: now,
+        updated_at: now,
+      };
+      await repository.putImport(trx, created);
+      const payload: ImportPayload = { libraryId, videoId, importId: created.id };
+      await jobs.enqueue(trx, IMPORT_JOB, payload, { maxAttempts: IMPORT_ATTEMPTS });
+      return created;
+    });
+    if (!row) return { outcome: "not_found" };
+    jobs.notify();
+    return { outcome: "accepted", import: toImportView(row) };
+  }
+
+  /** The video's latest import, when the video is the organization's. */
+  async find(organizationId: string, libraryId: string, videoId: string): Promise<ImportView | undefined> {
+    const row = await this.deps.repository.findImport(videoId);
+    if (!row || row.organization_id !== organizationId || row.library_id !== libraryId) return undefined;
+    return toImportView(row);
+  }
+
+  async #checkUrl(url: string): Promise<FieldError[]> {
+    let parsed: URL | undefined;
+    try {
+      parsed = new URL(url);
+    } catch {
+      parsed = undefined;
+    }
+    if (!parsed || !["http:", "https:"].includes(parsed.protocol) || url.length > MAX_URL_LENGTH) {
+      return [
+        {
+          field: "url",
+          code: "validation_format",
+          message: `The url field must be an http or https URL of at most ${MAX_URL_LENGTH} characters.`,
+        },
+      ];
+    }
+    const target = await checkUrlTarget(parsed.toString(), this.#access);
+    if (target.outcome === "public") return [];
+    return [
+      {
+        field: "url",
+        code: "validation_format",
+        message: `The url field must reach a public address: ${target.reason}.`,
+      },
+    ];
+  }
+
+  handler(): JobHandler<ImportPayload> {
+    return {
+      kind: IMPORT_JOB,
+      leaseMs: IMPORT_LEASE_MS,
+      handle: (payload, context) => this.run(payload, context),
+      onGiveUp: (payload, error) => this.#fail(payload, `download failed: ${error}`),
+    };
+  }
+
+  /** One download attempt; stops quietly when the import was replaced or the video deleted. */
+  async run(payload: ImportPayload, context: JobContext): Promise<void> {
+    const { repository, blobs, videos, pipeline, logger } = this.deps;
+    const current = await repository.findImport(payload.videoId);
+    if (!current || current.id !== payload.importId) return;
+    if (!(await this.#update(payload, { status: "downloading", bytes_received: 0 }))) return;
+    const heartbeat = setInterval(() => {
+      context.heartbeat().catch((error: unknown) => logger.warn({ err: error }, "import heartbeat failed"));
+    }, HEARTBEAT_MS);
+    let stored: StoredBlob;
+    try {
+      stored = await this.#download(payload, current.url);
+    } catch (error) {
+      const blocked = blockedAddress(error);
+      if (error instanceof ImportRefused || blocked) {
+        await this.#fail(payload, (blocked ?? (error as Error)).message);
+        return;
+      }
+      if (error instanceof BlobTooLargeError) {
+        await this.#fail(
+          payload,
+          `the file is larger than ${this.deps.config.limits.videoSourceBytes} bytes`,
+        );
+        return;
+      }
+      throw error;
+    } finally {
+      clearInterval(heartbeat);
+    }
+    const video = await videos.find(payload.libraryId, payload.videoId);
+    const stillCurrent = (await repository.findImport(payload.videoId))?.id === payload.importId;
+    if (!video || !stillCurrent || !(await pipeline.acceptSource(video, stored))) {
+      await blobs.delete(stored.key);
+      return;
+    }
+    // `stored` once the file is the video's source: processing has it from here.
+    await this.#update(payload, { status: "stored", bytes_received: stored.sizeBytes });
+  }
+
+  /** Follows redirects by hand, so every hop's address is checked, and streams the answer into the blob store. */
+  async #download(payload: ImportPayload, url: string): Promise<StoredBlob> {
+    const { config, blobs } = this.deps;
+    const maxBytes = config.limits.videoSourceBytes;
+    const signal = AbortSignal.timeout(config.uploads.importTimeoutMs);
+    let target = new URL(url);
+    for (let hop = 0; ; hop += 1) {
+      if (target.protocol !== "http:" && target.protocol !== "https:") {
+        throw new ImportRefused(`a redirect led to ${target.protocol}, not http or https`);
+      }
+      assertTargetAllowed(target, this.#access);
+      const response = await request(target, {
+        method: "GET",
+        dispatcher: this.#agent,
+        headers: { "user-agent": this.deps.userAgent, accept: "video/*, application/octet-stream, */*" },
+        headersTimeout: config.uploads.importIdleTimeoutMs,
+        bodyTimeout: config.uploads.importIdleTimeoutMs,
+        signal,
+      });
+      const status = response.statusCode;
+      if (REDIRECTS.has(status)) {
+        await discard(response.body);
+        const location = response.headers.location;
+        const next = Array.isArray(location) ? location[0] : location;
+        if (!next) throw new ImportRefused(`the URL answered ${status} without a Location`);
+        if (hop >= MAX_REDIRECTS) throw new ImportRefused(`more than ${MAX_REDIRECTS} redirects`);
+        target = new URL(next, target);
+        continue;
+      }
+      if (status !== 200) {
+        await discard(response.body);
+        // An origin's own trouble may pass; anything else the URL says will not change.
+        if (status >= 500 || status === 429) throw new Error(`the URL answered ${status}`);
+        throw new ImportRefused(`the URL answered ${status}`);
+      }
+      const declared = Number(response.headers["content-length"] ?? Number.NaN);
+      if (declared > maxBytes) {
+        await discard(response.body);
+        throw new ImportRefused(`the file is larger than ${maxBytes} bytes`);
+      }
+      const contentLength = Number.isFinite(declared) ? declared : null;
+      await this.#update(payload, { content_length: contentLength });
+      let reported = performance.now();
+      const counter = new ByteCounter((bytes) => {
+        if (performance.now() - reported < PROGRESS_EVERY_MS) return;
+        reported = performance.now();
+        this.#update(payload, { bytes_received: bytes }).catch((error: unknown) =>
+          this.deps.logger.warn({ err: error }, "import progress not recorded"),
+        );
+      });
+      response.body.once("error", (error) => counter.destroy(error));
+      return blobs.put(
+        sourceKey(payload.libraryId, payload.videoId, randomUUID()),
+        response.body.pipe(counter),
+        { maxBytes },
+      );
+    }
+  }
+
+  async #update(
+    payload: ImportPayload,
+    changes: { status?: ImportStatus; bytes_received?: number; content_length?: number | null },
+  ): Promise<boolean> {
+    const { repository, clock } = this.deps;
+    return repository.updateImportIfCurrent(repository.db, payload.videoId, payload.importId, {
+      ...changes,
+      updated_at: nowIso(clock),
+    });
+  }
+
+  /**
+   * Records the failure on the import and, for a video that has no source yet (`created`), moves the
+   * video to `failed` with its `failed` event, all in one transaction. A video that already has a
+   * source keeps it (and its status); the reason is on the import.
+   */
+  async #fail(payload: ImportPayload, reason: string): Promise<void> {
+    const { transact, repository, videos, webhooks, clock } = this.deps;
+    const emitted = await transact(async (trx) => {
+      const now = nowIso(clock);
+      const current = await repository.updateImportIfCurrent(trx, payload.videoId, payload.importId, {
+        status: "failed",
+        failure_reason: reason.slice(0, 1000),
+        updated_at: now,
+      });
+      if (!current) return false;
+      const video = await videos.find(payload.libraryId, payload.videoId, trx);
+      if (video?.status !== "created") return false;
+      const update = { status: "failed" as const, updated_at: now };
+      await videos.update(trx, video.id, update);
+      await webhooks.emit(trx, {
+        event: "failed",
+        organizationId: video.organization_id,
+        libraryId: video.library_id,
+        videoId: video.id,
+        data: toVideoEventData({ ...video, ...update }),
+      });
+      return true;
+    });
+    if (emitted) webhooks.notify();
+  }
+}

@@ -1,0 +1,415 @@
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import * as tus from "tus-js-client";
+import { Upload, type UploadOptions } from "tus-js-client";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createLibrary, createVideo } from "../media/helpers.ts";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import { generateClip } from "../support/media.ts";
+import { createTestStore, type TestStore } from "../support/store.ts";
+import { waitUntil } from "../support/wait.ts";
+import { videoPath, waitForStatus } from "../video/support.ts";
+import { createEndpoint, type Receiver, startReceiver } from "../webhooks/helpers.ts";
+import { runUpload, sha256, startCuttingProxy, storedSource, TUS_PATH } from "./support.ts";
+
+const MAX_VIDEO_BYTES = 8 * 1024 * 1024;
+const CHUNK = 64 * 1024;
+/** tus-js-client's Node storage of upload URLs (a JSON file), which its type declarations leave out. */
+const FileUrlStorage = (
+  tus as unknown as { FileUrlStorage: new (path: string) => UploadOptions["urlStorage"] }
+).FileUrlStorage;
+const STAGES = ["uploading", "processing", "transcoding", "packaging", "ready"];
+
+describe("resumable uploads (tus) with tus-js-client", () => {
+  let t: TestApp;
+  let work: string;
+  let clip: Buffer;
+  let libraryId: string;
+  let receiver: Receiver;
+  const auth = () => ({ authorization: `Bearer ${t.adminKey}` });
+  const newVideo = async () => (await createVideo(t, libraryId)).id;
+  const metadataFor = (videoId: string) => ({
+    library_id: libraryId,
+    video_id: videoId,
+    filename: "clip.mp4",
+  });
+
+  beforeAll(async () => {
+    work = mkdtempSync(join(tmpdir(), "cumulo-tus-"));
+    receiver = await startReceiver();
+    let file: string;
+    [t, file] = await Promise.all([
+      startTestApp({
+        CUMULO_RATE_LIMIT: "100000/1m",
+        CUMULO_WEBHOOK_ALLOW_PRIVATE: "true",
+        CUMULO_MAX_VIDEO_BYTES: String(MAX_VIDEO_BYTES),
+        CUMULO_FFMPEG_CONCURRENCY: "1",
+      }),
+      generateClip(work, { seconds: 3, width: 640, height: 360 }),
+    ]);
+    clip = readFileSync(file);
+    libraryId = (await createLibrary(t)).id;
+  });
+  afterAll(async () => {
+    await t?.close();
+    await receiver?.close();
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  it("uploads a generated video in chunks; the video goes through the pipeline with its events", async () => {
+    await createEndpoint(t, libraryId, { url: `${receiver.url}/hook` });
+    const videoId = await newVideo();
+    const chunks: number[] = [];
+    const upload = await runUpload(clip, {
+      endpoint: `${t.baseUrl}${TUS_PATH}`,
+      chunkSize: CHUNK,
+      headers: auth(),
+      metadata: metadataFor(videoId),
+      onChunkComplete: (size) => chunks.push(size),
+    });
+    expect(chunks.length).toBe(Math.ceil(clip.length / CHUNK));
+    expect(upload.url).toMatch(new RegExp(`^${t.baseUrl}${TUS_PATH}/[0-9a-f]+$`));
+    const ready = await waitForStatus(t, libraryId, videoId, ["ready", "failed"]);
+    expect(ready.status).toBe("ready");
+    expect(ready.duration).toBe(3);
+    expect(sha256(await storedSource(t, videoId))).toBe(sha256(clip));
+
+    const events = await waitUntil(() => {
+      const mine = receiver.received
+        .map((r) => JSON.parse(r.body))
+        .filter((b) => b.payload?.video_id === videoId);
+      return mine.some((body) => body.event === "ready") ? mine : undefined;
+    }, 10_000);
+    expect(events.map((event) => event.event)).toEqual(["created", ...STAGES]);
+
+    // A finished upload still answers HEAD with its full offset (a client that missed the last answer).
+    const head = await fetch(upload.url ?? "", {
+      method: "HEAD",
+      headers: { ...auth(), "tus-resumable": "1.0.0" },
+    });
+    expect(head.status).toBe(200);
+    expect(head.headers.get("upload-offset")).toBe(String(clip.length));
+  });
+
+  it("resumes after the connection drops mid-PATCH, from the bytes the server kept", async () => {
+    const videoId = await newVideo();
+    const proxy = await startCuttingProxy(t.baseUrl);
+    const offsets: number[] = [];
+    let uploadId = "";
+    try {
+      // One PATCH for the whole file, held when 40% of it went through, cut once the server wrote some.
+      const held = proxy.holdAfter(Math.floor(clip.length * 0.4));
+      const finished = runUpload(clip, {
+        endpoint: `${proxy.url}${TUS_PATH}`,
+        headers: auth(),
+        metadata: metadataFor(videoId),
+        retryDelays: [0, 200, 500, 1000],
+        onAfterResponse: (request, response) => {
+          if (request.getMethod() === "POST")
+            uploadId = (response.getHeader("Location") ?? "").split("/").pop() ?? "";
+          if (request.getMethod() === "HEAD") offsets.push(Number(response.getHeader("Upload-Offset")));
+        },
+      });
+      await held;
+      const partial = join(t.store.dataDir, "uploads", uploadId);
+      await waitUntil(() => (existsSync(partial) && statSync(partial).size > 0 ? true : undefined));
+      proxy.cutHeld();
+      await finished;
+    } finally {
+      await proxy.close();
+    }
+    expect(proxy.cuts).toBe(1);
+    // The client asked where to go on, and went on from the part of the cut request the server kept.
+    expect(offsets.length).toBe(1);
+    expect(offsets[0]).toBeGreaterThan(0);
+    expect(offsets[0]).toBeLessThan(clip.length);
+    expect(sha256(await storedSource(t, videoId))).toBe(sha256(clip));
+    expect((await waitForStatus(t, libraryId, videoId, ["ready", "failed"])).status).toBe("ready");
+  });
+
+  it("refuses uploads over the size limit at creation and while receiving a deferred length", async () => {
+    const videoId = await newVideo();
+    const metadata = `library_id ${btoa(libraryId)},video_id ${btoa(videoId)}`;
+    const tooLong = await fetch(`${t.baseUrl}${TUS_PATH}`, {
+      method: "POST",
+      headers: {
+        ...auth(),
+        "tus-resumable": "1.0.0",
+        "upload-length": String(MAX_VIDEO_BYTES + 1),
+        "upload-metadata": metadata,
+      },
+    });
+    expect(tooLong.status).toBe(413);
+
+    const deferred = await fetch(`${t.baseUrl}${TUS_PATH}`, {
+      method: "POST",
+      headers: {
+        ...auth(),
+        "tus-resumable": "1.0.0",
+        "upload-defer-length": "1",
+        "upload-metadata": metadata,
+      },
+    });
+    expect(deferred.status).toBe(201);
+    const url = new URL(deferred.headers.get("location") ?? "", `${t.baseUrl}${TUS_PATH}/`).toString();
+    const over = await fetch(url, {
+      method: "PATCH",
+      headers: {
+        ...auth(),
+        "tus-resumable": "1.0.0",
+        "upload-offset": "0",
+        "content-type": "application/offset+octet-stream",
+      },
+      body: new Uint8Array(MAX_VIDEO_BYTES + 1024),
+    });
+    expect(over.status).toBe(413);
+    // Nothing past the limit was kept.
+    const head = await fetch(url, { method: "HEAD", headers: { ...auth(), "tus-resumable": "1.0.0" } });
+    expect(Number(head.headers.get("upload-offset"))).toBeLessThanOrEqual(MAX_VIDEO_BYTES);
+  });
+
+  it("terminates an upload: its bytes and record are gone", async () => {
+    const videoId = await newVideo();
+    const created = await fetch(`${t.baseUrl}${TUS_PATH}`, {
+      method: "POST",
+      headers: {
+        ...auth(),
+        "tus-resumable": "1.0.0",
+        "upload-length": String(clip.length),
+        "upload-metadata": `library_id ${btoa(libraryId)},video_id ${btoa(videoId)}`,
+        "content-type": "application/offset+octet-stream",
+      },
+      body: clip.subarray(0, 1000),
+    });
+    expect(created.status).toBe(201);
+    expect(created.headers.get("upload-offset")).toBe("1000");
+    const id = (created.headers.get("location") ?? "").split("/").pop() ?? "";
+    const file = join(t.store.dataDir, "uploads", id);
+    expect(existsSync(file)).toBe(true);
+    const url = `${t.baseUrl}${TUS_PATH}/${id}`;
+    const deleted = await fetch(url, { method: "DELETE", headers: { ...auth(), "tus-resumable": "1.0.0" } });
+    expect(deleted.status).toBe(204);
+    expect(existsSync(file)).toBe(false);
+    const head = await fetch(url, { method: "HEAD", headers: { ...auth(), "tus-resumable": "1.0.0" } });
+    expect(head.status).toBe(404);
+  });
+
+  it("keeps uploads to their organization and validates the creation request in the contract's shape", async () => {
+    const videoId = await newVideo();
+    const other = await t.createOrganization();
+    const created = await fetch(`${t.baseUrl}${TUS_PATH}`, {
+      method: "POST",
+      headers: {
+        ...auth(),
+        "tus-resumable": "1.0.0",
+        "upload-length": "10",
+        "upload-metadata": `library_id ${btoa(libraryId)},video_id ${btoa(videoId)}`,
+      },
+    });
+    const url = new URL(created.headers.get("location") ?? "", `${t.baseUrl}${TUS_PATH}/`).toString();
+    const tusHeader = { "tus-resumable": "1.0.0" };
+
+    // Another organization can neither see, continue nor terminate it, nor upload to this video.
+    for (const method of ["HEAD", "DELETE"]) {
+      const response = await fetch(url, {
+        method,
+        headers: { authorization: `Bearer ${other.key}`, ...tusHeader },
+      });
+      expect(response.status).toBe(404);
+    }
+    const patch = await fetch(url, {
+      method: "PATCH",
+      headers: {
+        authorization: `Bearer ${other.key}`,
+        ...tusHeader,
+        "upload-offset": "0",
+        "content-type": "application/offset+octet-stream",
+      },
+      body: "0123456789",
+    });
+    expect(patch.status).toBe(404);
+    expect(await patch.json()).toEqual({ success: false, message: "Resource not found" });
+    const foreign = await fetch(`${t.baseUrl}${TUS_PATH}`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${other.key}`,
+        ...tusHeader,
+        "upload-length": "10",
+        "upload-metadata": `library_id ${btoa(libraryId)},video_id ${btoa(videoId)}`,
+      },
+    });
+    expect(foreign.status).toBe(404);
+
+    const anonymous = await fetch(`${t.baseUrl}${TUS_PATH}`, {
+      method: "POST",
+      headers: { ...tusHeader, "upload-length": "10" },
+    });
+    expect(anonymous.status).toBe(401);
+    expect(await anonymous.json()).toMatchObject({ success: false, error: "unauthorized" });
+    const unnamed = await fetch(`${t.baseUrl}${TUS_PATH}`, {
+      method: "POST",
+      headers: { ...auth(), ...tusHeader, "upload-length": "10" },
+    });
+    expect(unnamed.status).toBe(400);
+    expect(((await unnamed.json()) as any).errors.map((e: { field: string }) => e.field)).toEqual([
+      "library_id",
+      "video_id",
+    ]);
+    const empty = await fetch(`${t.baseUrl}${TUS_PATH}`, {
+      method: "POST",
+      headers: {
+        ...auth(),
+        ...tusHeader,
+        "upload-length": "0",
+        "upload-metadata": `library_id ${btoa(libraryId)},video_id ${btoa(videoId)}`,
+      },
+    });
+    expect(empty.status).toBe(400);
+    const noVersion = await fetch(`${t.baseUrl}${TUS_PATH}`, {
+      method: "POST",
+      headers: { ...auth(), "upload-length": "10" },
+    });
+    expect(noVersion.status).toBe(412);
+    expect(await noVersion.json()).toMatchObject({ success: false });
+  });
+
+  it("removes abandoned uploads in housekeeping once they expire", async () => {
+    const videoId = await newVideo();
+    const created = await fetch(`${t.baseUrl}${TUS_PATH}`, {
+      method: "POST",
+      headers: {
+        ...auth(),
+        "tus-resumable": "1.0.0",
+        "upload-length": String(clip.length),
+        "upload-metadata": `library_id ${btoa(libraryId)},video_id ${btoa(videoId)}`,
+        "content-type": "application/offset+octet-stream",
+      },
+      body: clip.subarray(0, 500),
+    });
+    const id = (created.headers.get("location") ?? "").split("/").pop() ?? "";
+    const file = join(t.store.dataDir, "uploads", id);
+    const { resumable } = t.cumulo.services.uploads;
+    // Nothing is due yet; a pass after the expiry removes the record and the partial file.
+    await resumable.pruneCreatedBefore(new Date(Date.now() - t.config.uploads.expiryMs));
+    expect(existsSync(file)).toBe(true);
+    await resumable.pruneCreatedBefore(new Date(Date.now() + 1000));
+    expect(existsSync(file)).toBe(false);
+    expect(await resumable.find(id)).toBeUndefined();
+  });
+});
+
+describe("resumable uploads across a server restart and across nodes", () => {
+  let store: TestStore;
+  let work: string;
+  let clip: Buffer;
+
+  beforeAll(async () => {
+    store = await createTestStore();
+    work = mkdtempSync(join(tmpdir(), "cumulo-tus-restart-"));
+    clip = readFileSync(await generateClip(work, { seconds: 2, width: 320, height: 240 }));
+  });
+  afterAll(async () => {
+    await store?.drop();
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  it("resumes an upload after the server restarts (same data dir and database, same address)", async () => {
+    const env = { CUMULO_RATE_LIMIT: "100000/1m" };
+    let t = await startTestApp(env, { store });
+    const port = new URL(t.baseUrl).port;
+    const endpoint = `${t.baseUrl}${TUS_PATH}`;
+    try {
+      const libraryId = (await createLibrary(t)).id;
+      const videoId = (await createVideo(t, libraryId)).id;
+      const options = {
+        endpoint,
+        chunkSize: 16 * 1024,
+        headers: { authorization: `Bearer ${t.adminKey}` },
+        metadata: { library_id: libraryId, video_id: videoId },
+        // Where a real client keeps its upload URLs, so a new run finds the unfinished upload.
+        urlStorage: new FileUrlStorage(join(work, "tus-urls.json")),
+        retryDelays: [],
+      };
+      // First run: stop after three chunks, then the server goes away.
+      await new Promise<void>((resolve, reject) => {
+        let done = 0;
+        const first: Upload = new Upload(clip, {
+          ...options,
+          onChunkComplete: () => {
+            done += 1;
+            if (done === 3) first.abort().then(resolve, reject);
+          },
+          onError: reject,
+        });
+        first.start();
+      });
+      await t.close();
+      t = await startTestApp({ ...env, PORT: port }, { store });
+
+      // Second run, as the client would after its own restart: find the upload and continue it.
+      let resumedFrom = -1;
+      await new Promise<void>((resolve, reject) => {
+        const second: Upload = new Upload(clip, {
+          ...options,
+          onAfterResponse: (request, response) => {
+            if (request.getMethod() === "HEAD") resumedFrom = Number(response.getHeader("Upload-Offset"));
+          },
+          onSuccess: () => resolve(),
+          onError: reject,
+        });
+        second.findPreviousUploads().then((previous) => {
+          expect(previous.length).toBe(1);
+          second.resumeFromPreviousUpload(previous[0] as NonNullable<(typeof previous)[0]>);
+          second.start();
+        }, reject);
+      });
+      expect(resumedFrom).toBe(3 * 16 * 1024);
+      expect(sha256(await storedSource(t, videoId))).toBe(sha256(clip));
+      expect((await waitForStatus(t, libraryId, videoId, ["ready", "failed"])).status).toBe("ready");
+    } finally {
+      await t.close();
+    }
+  });
+
+  it("continues on a second API node an upload started on the first", async () => {
+    const env = { CUMULO_RATE_LIMIT: "100000/1m", CUMULO_ROLES: "api" };
+    const a = await startTestApp(env, { store });
+    const b = await startTestApp(env, { store });
+    try {
+      const libraryId = (await createLibrary(a)).id;
+      const videoId = (await createVideo(a, libraryId)).id;
+      const headers = { authorization: `Bearer ${a.adminKey}` };
+      let uploadUrl = "";
+      await new Promise<void>((resolve, reject) => {
+        const first: Upload = new Upload(clip, {
+          endpoint: `${a.baseUrl}${TUS_PATH}`,
+          chunkSize: 16 * 1024,
+          headers,
+          metadata: { library_id: libraryId, video_id: videoId },
+          retryDelays: [],
+          onChunkComplete: () => {
+            uploadUrl = first.url ?? "";
+            first.abort().then(resolve, reject);
+          },
+          onError: reject,
+        });
+        first.start();
+      });
+      const onB = uploadUrl.replace(a.baseUrl, b.baseUrl);
+      expect(onB).not.toBe(uploadUrl);
+      await runUpload(clip, {
+        uploadUrl: onB,
+        endpoint: `${b.baseUrl}${TUS_PATH}`,
+        chunkSize: 16 * 1024,
+        headers,
+      });
+      const processing = await b.request("GET", `${videoPath(libraryId, videoId)}/processing`);
+      expect(processing.body.data.source_bytes).toBe(clip.length);
+      expect(sha256(await storedSource(b, videoId))).toBe(sha256(clip));
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+});
