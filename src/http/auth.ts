@@ -13,7 +13,7 @@ declare module "fastify" {
   }
 }
 
-const MISSING_MEDIA_CREDENTIAL =
+export const MISSING_MEDIA_CREDENTIAL =
   "Could not determine the authentication type: provide a valid Authorization or X-API-Key header.";
 const READ_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
 

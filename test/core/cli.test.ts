@@ -2,7 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { runCli } from "../support/cli.ts";
 
-describe("cumulo CLI", () => {
+// Each case runs the real binary several times, each start compiling TypeScript: on a loaded machine
+// that alone can pass the suite's default 20 s, so the bound here is wider.
+describe("cumulo CLI", { timeout: 60_000 }, () => {
   let t: TestApp;
   let env: Record<string, string | undefined>;
 

@@ -130,13 +130,28 @@ export async function createTenantResources(t: TestApp, key: string): Promise<Te
   if (subtitle.status !== 201) throw new Error(`subtitle: ${subtitle.status} ${subtitle.text}`);
   const endpoint = await media("POST", `${libraryPath}/webhooks`, {
     name: "Matrix endpoint",
-    url: "https://93.184.215.14/hook",
+    // `.invalid` never resolves (RFC 6761): the test delivery fails at once, connecting nowhere.
+    url: "https://matrix.invalid/hook",
     events: ["*"],
   });
   const delivery = await media("POST", `${libraryPath}/webhooks/${endpoint.id}/test`);
+  await media("POST", `${libraryPath}/videos/${video.id}/source/fetch`, {
+    url: "https://matrix.invalid/v.mp4",
+  });
+  const meta = (name: string, value: string) => `${name} ${Buffer.from(value).toString("base64")}`;
+  const upload = await t.request("POST", "/v1/media/tus", {
+    key,
+    headers: {
+      "tus-resumable": "1.0.0",
+      "upload-length": "1024",
+      "upload-metadata": [meta("library_id", library.id), meta("video_id", video.id)].join(","),
+    },
+  });
+  const uploadUrl = upload.headers.get("location");
+  if (upload.status !== 201 || !uploadUrl) throw new Error(`tus upload: ${upload.status} ${upload.text}`);
   const distribution = await media("POST", "/v1/cdn/distributions", {
     hostname: `matrix-${library.id.slice(0, 8)}.example.com`,
-    origin_url: "https://93.184.215.14",
+    origin_url: "https://origin.matrix.invalid",
   });
   const vm = await cloud("POST", "/v1/user-resource/vm", { name: "matrix" });
   const disk = await cloud("POST", "/v1/storage/disks", { size_gb: 10 });
@@ -157,6 +172,7 @@ export async function createTenantResources(t: TestApp, key: string): Promise<Te
     subtitleId: subtitle.body.data.id,
     endpointId: endpoint.id,
     deliveryId: delivery.id,
+    uploadId: String(uploadUrl).split("/").pop() ?? "",
     id: distribution.id,
     disk_uuid: disk.uuid,
     address: ip.address,

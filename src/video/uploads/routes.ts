@@ -3,7 +3,7 @@ import { Type } from "@sinclair/typebox";
 import { Metadata } from "@tus/server";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Config } from "../../config.ts";
-import { presentedKey, requireApiKey } from "../../http/auth.ts";
+import { MISSING_MEDIA_CREDENTIAL, presentedKey, requireApiKey } from "../../http/auth.ts";
 import { ok } from "../../http/envelope.ts";
 import { ApiError } from "../../http/errors.ts";
 import {
@@ -254,10 +254,8 @@ const tusRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, opt
     }
     const secret = presentedKey(request, "media");
     if (!secret) {
-      throw ApiError.unauthorized(
-        "Provide an Authorization or X-API-Key header, or the headers of an upload authorization.",
-        "auth_type_not_found",
-      );
+      // The contract's body for a missing credential, word for word, as on every media route.
+      throw ApiError.unauthorized(MISSING_MEDIA_CREDENTIAL, "auth_type_not_found");
     }
     const auth = await identity.authenticate(secret);
     if (!auth) throw ApiError.unauthorized("Invalid authentication credentials");
