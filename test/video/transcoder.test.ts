@@ -45,9 +45,9 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
   it("produces playable HLS renditions, an MP4, thumbnails and an animated preview", async () => {
     const out = join(work, "out");
     const probe = await transcoder.probe(clip);
-    const renditions = await transcoder.transcode(clip, out, probe);
+    const { renditions, thumbnails } = await transcoder.transcode(clip, out, probe, 3);
     expect(renditions.map((rendition) => rendition.height)).toEqual([360, 240]);
-    const { thumbnails } = await transcoder.package(clip, out, probe, renditions, 3);
+    await transcoder.package(out, probe, renditions);
 
     const master = readFileSync(join(out, MASTER_PLAYLIST), "utf8");
     expect(master.startsWith("#EXTM3U")).toBe(true);
@@ -82,13 +82,40 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     );
   }, 120_000);
 
+  it("makes the MP4 from the top rung's encoded stream, not a second encode", async () => {
+    const out = join(work, "reuse");
+    const probe = await transcoder.probe(clip);
+    const { renditions } = await transcoder.transcode(clip, out, probe, 2);
+    await transcoder.package(out, probe, renditions);
+    expect(readFileSync(join(out, MASTER_PLAYLIST), "utf8").match(/^\d+p\/index\.m3u8$/gm)).toEqual([
+      "360p/index.m3u8",
+      "240p/index.m3u8",
+    ]);
+    // The decoded pictures of a copied stream are identical; any re-encode (lossy) would change them.
+    const pictureHashes = async (input: string, name: string) => {
+      const file = join(out, name);
+      await tools.ffmpeg(["-i", input, "-map", "0:v", "-f", "framemd5", file]);
+      return readFileSync(file, "utf8")
+        .split("\n")
+        .filter((line) => line && !line.startsWith("#"))
+        .map((line) => line.split(",").pop()?.trim());
+    };
+    const mp4 = await pictureHashes(join(out, MP4_FILE), "mp4.md5");
+    const topRung = await pictureHashes(join(out, "360p", "index.m3u8"), "rung.md5");
+    expect(mp4.length).toBeGreaterThan(50);
+    expect(mp4).toEqual(topRung);
+    const header = readFileSync(join(out, MP4_FILE));
+    // `+faststart`: the index (moov) comes before the media data (mdat).
+    expect(header.indexOf("moov")).toBeLessThan(header.indexOf("mdat"));
+  }, 120_000);
+
   it("handles a source without audio", async () => {
     const silent = await generateClip(work, { audio: false, width: 320, height: 240, seconds: 1.5 });
     const probe = await transcoder.probe(silent);
     expect(probe.hasAudio).toBe(false);
     const out = join(work, "silent");
-    const renditions = await transcoder.transcode(silent, out, probe);
-    await transcoder.package(silent, out, probe, renditions, 1);
+    const { renditions } = await transcoder.transcode(silent, out, probe, 1);
+    await transcoder.package(out, probe, renditions);
     expect(readFileSync(join(out, MASTER_PLAYLIST), "utf8")).not.toContain("mp4a");
   }, 60_000);
 
