@@ -11,6 +11,7 @@ import {
   MP4_FILE,
   PREVIEW_FILE,
   Transcoder,
+  thumbnailSelection,
 } from "../../src/video/transcoder.ts";
 import { generateClip, testMediaTools } from "../support/media.ts";
 import { testStoreKind } from "../support/store.ts";
@@ -59,6 +60,8 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
       expect(variant[1]).toContain('CODECS="avc1.6400');
       expect(variant[1]).toContain("mp4a.40.2");
       const media = readFileSync(join(out, variant[2] ?? ""), "utf8");
+      // Written as a growing EVENT playlist during the encode, complete (VOD) afterwards.
+      expect(media).toContain("#EXT-X-PLAYLIST-TYPE:VOD");
       expect(media).toContain("#EXT-X-ENDLIST");
       const segments = media.split("\n").filter((line) => line.endsWith(".ts"));
       expect(segments.length).toBeGreaterThan(0);
@@ -74,6 +77,10 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     expect(thumbnails).toHaveLength(3);
     for (const thumbnail of thumbnails)
       expect(readFileSync(join(out, thumbnail)).subarray(0, 3)).toEqual(Buffer.from([0xff, 0xd8, 0xff]));
+    // Three different moments of the moving test pattern, not one frame repeated.
+    expect(
+      new Set(thumbnails.map((thumbnail) => readFileSync(join(out, thumbnail)).toString("base64"))).size,
+    ).toBe(3);
     const preview = readFileSync(join(out, PREVIEW_FILE));
     expect(preview.subarray(0, 4).toString()).toBe("RIFF");
     expect(preview.subarray(8, 12).toString()).toBe("WEBP");
@@ -108,6 +115,12 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     // `+faststart`: the index (moov) comes before the media data (mdat).
     expect(header.indexOf("moov")).toBeLessThan(header.indexOf("mdat"));
   }, 120_000);
+
+  it("selects the first frame at or after the middle of each slice for the thumbnails", () => {
+    expect(thumbnailSelection(10, 2)).toBe(
+      "gte(t,2.500)*not(gte(prev_t,2.500))+gte(t,7.500)*not(gte(prev_t,7.500))",
+    );
+  });
 
   it("handles a source without audio", async () => {
     const silent = await generateClip(work, { audio: false, width: 320, height: 240, seconds: 1.5 });
