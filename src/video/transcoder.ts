@@ -177,7 +177,8 @@ export class Transcoder {
       "+faststart",
       join(outDir, MP4_FILE),
     ]);
-    return { renditions, thumbnails: await this.#thumbnails(outDir, thumbnailCount) };
+    const thumbnailScale = `scale=${scaledWidth(probe, thumbnailHeight)}:${thumbnailHeight}`;
+    return { renditions, thumbnails: await this.#thumbnails(source, outDir, thumbnailScale, thumbnailCount) };
   }
 
   /** The master playlist; written last, when every rendition it lists is complete. */
@@ -187,15 +188,33 @@ export class Transcoder {
 
   /**
    * The `count` thumbnail names. A source whose last frame comes before the last slice's middle (a
-   * few frames long) yields fewer pictures; the last one made stands in for the missing ones.
+   * few frames long, or a very low frame rate) yields fewer pictures: the last one made stands in for
+   * the missing ones, and the first frame when none was made (a single-frame video).
    */
-  async #thumbnails(outDir: string, count: number): Promise<string[]> {
+  async #thumbnails(source: string, outDir: string, scale: string, count: number): Promise<string[]> {
     const names = Array.from(
       { length: count },
       (_, index) => `${THUMBNAIL_DIR}/thumbnail_${String(index + 1).padStart(3, "0")}.jpg`,
     );
-    const made = new Set(await readdir(join(outDir, THUMBNAIL_DIR)));
-    const present = names.filter((name) => made.has(name.slice(THUMBNAIL_DIR.length + 1)));
+    const made = async () => {
+      const files = new Set(await readdir(join(outDir, THUMBNAIL_DIR)));
+      return names.filter((name) => files.has(name.slice(THUMBNAIL_DIR.length + 1)));
+    };
+    let present = await made();
+    if (present.length === 0) {
+      await this.tools.ffmpeg([
+        "-i",
+        source,
+        "-frames:v",
+        "1",
+        "-vf",
+        scale,
+        "-q:v",
+        "4",
+        join(outDir, names[0] ?? ""),
+      ]);
+      present = await made();
+    }
     const last = present[present.length - 1];
     if (!last) throw new MediaToolError("the video has no frame to take a thumbnail from");
     for (const name of names.slice(present.length)) await copyFile(join(outDir, last), join(outDir, name));

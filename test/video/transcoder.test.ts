@@ -122,6 +122,27 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     );
   });
 
+  it("gives a single-frame video its thumbnails", async () => {
+    const still = join(work, "still.mp4");
+    await tools.ffmpeg([
+      "-f",
+      "lavfi",
+      "-i",
+      "testsrc=size=320x240:rate=25",
+      "-frames:v",
+      "1",
+      "-pix_fmt",
+      "yuv420p",
+      still,
+    ]);
+    const probe = await transcoder.probe(still);
+    const out = join(work, "still");
+    const { thumbnails } = await transcoder.transcode(still, out, probe, 2);
+    expect(thumbnails).toEqual(["thumbnails/thumbnail_001.jpg", "thumbnails/thumbnail_002.jpg"]);
+    for (const thumbnail of thumbnails)
+      expect(readFileSync(join(out, thumbnail)).subarray(0, 3)).toEqual(Buffer.from([0xff, 0xd8, 0xff]));
+  }, 60_000);
+
   it("handles a source without audio", async () => {
     const silent = await generateClip(work, { audio: false, width: 320, height: 240, seconds: 1.5 });
     const probe = await transcoder.probe(silent);
