@@ -211,11 +211,11 @@ export class VideoPipeline {
       )
         return;
       const out = join(work, "out");
-      const renditions = await transcoder.transcode(source, out, probe);
+      const thumbnailCount = thumbnailCountFor(probe.durationS);
+      const { renditions } = await transcoder.transcode(source, out, probe, thumbnailCount);
 
       if (!(await this.advance(payload, "packaging"))) return;
-      const thumbnailCount = thumbnailCountFor(probe.durationS);
-      await transcoder.package(source, out, probe, renditions, thumbnailCount);
+      await transcoder.package(out, probe, renditions);
       for (const file of await filesUnder(out)) {
         const key = `${prefix}/${relative(out, file).split(sep).join("/")}`;
         await blobs.put(key, createReadStream(file), { maxBytes: Number.MAX_SAFE_INTEGER });

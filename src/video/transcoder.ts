@@ -1,6 +1,6 @@
-import { mkdir, readdir, readFile, stat, writeFile } from "node:fs/promises";
+import { copyFile, mkdir, readdir, readFile, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import type { MediaTools, ProbeResult } from "./media-tools.ts";
+import { MediaToolError, type MediaTools, type ProbeResult } from "./media-tools.ts";
 
 /** Rungs of the HLS ladder; a source gets every rung up to its own height. */
 export const LADDER = [
@@ -63,19 +63,45 @@ export class Transcoder {
     return this.tools.probe(source);
   }
 
-  /** HLS renditions of the ladder and a progressive MP4. */
-  async transcode(source: string, outDir: string, probe: ProbeResult): Promise<Rendition[]> {
-    const audio = probe.hasAudio ? ["-c:a", "aac", "-b:a", `${AUDIO_KBPS}k`, "-ac", "2"] : ["-an"];
-    const renditions: Rendition[] = [];
-    for (const rung of ladderFor(probe.height)) {
-      const directory = `${rung.height}p`;
-      const width = scaledWidth(probe, rung.height);
-      await mkdir(join(outDir, directory), { recursive: true });
-      await this.tools.ffmpeg([
-        "-i",
-        source,
-        "-vf",
-        `scale=${width}:${rung.height}`,
+  /**
+   * Every output of the video from one ffmpeg process that decodes the source once: the HLS ladder
+   * (one encoder per rung, fed by a `split` filter), the thumbnails and the animated preview. The
+   * MP4 is then the top rung (at most 720p) copied into an MP4 container, not encoded again.
+   * The rungs' media playlists grow segment by segment (`EVENT`), so the lowest rung plays while
+   * the ladder is still being encoded; each becomes `VOD` once complete.
+   */
+  async transcode(
+    source: string,
+    outDir: string,
+    probe: ProbeResult,
+    thumbnailCount: number,
+  ): Promise<{ renditions: Rendition[]; thumbnails: string[] }> {
+    const rungs = ladderFor(probe.height).map((rung) => ({
+      ...rung,
+      width: scaledWidth(probe, rung.height),
+      directory: `${rung.height}p`,
+    }));
+    for (const rung of rungs) await mkdir(join(outDir, rung.directory), { recursive: true });
+    await mkdir(join(outDir, THUMBNAIL_DIR), { recursive: true });
+
+    const thumbnailHeight = Math.min(THUMBNAIL_HEIGHT, even(probe.height));
+    const graph = [
+      `[0:v]split=${rungs.length + 2}${rungs.map((_, index) => `[in${index}]`).join("")}[inthumbs][inpreview]`,
+      ...rungs.map((rung, index) => `[in${index}]scale=${rung.width}:${rung.height}[rung${index}]`),
+      `[inthumbs]setpts=PTS-STARTPTS,select='${thumbnailSelection(probe.durationS, thumbnailCount)}',setpts=N/TB,scale=${scaledWidth(probe, thumbnailHeight)}:${thumbnailHeight}[thumbs]`,
+      `[inpreview]trim=duration=${Math.min(PREVIEW_SECONDS, probe.durationS)},fps=10,scale=320:-2[preview]`,
+    ].join(";");
+    const audio = probe.hasAudio
+      ? ["-map", "0:a:0", "-c:a", "aac", "-b:a", `${AUDIO_KBPS}k`, "-ac", "2"]
+      : [];
+    await this.tools.ffmpeg([
+      "-i",
+      source,
+      "-filter_complex",
+      graph,
+      ...rungs.flatMap((rung, index) => [
+        "-map",
+        `[rung${index}]`,
         "-c:v",
         "libx264",
         "-profile:v",
@@ -100,80 +126,21 @@ export class Transcoder {
         "-hls_time",
         String(SEGMENT_S),
         "-hls_playlist_type",
-        "vod",
+        "event",
         "-hls_segment_filename",
-        join(outDir, directory, "segment_%03d.ts"),
-        join(outDir, directory, "index.m3u8"),
-      ]);
-      renditions.push({
-        height: rung.height,
-        width,
-        codecs: highProfileCodec(levelFor(rung.height)),
-        playlist: `${directory}/index.m3u8`,
-        ...(await this.#bandwidth(outDir, directory, probe.durationS)),
-      });
-    }
-    const mp4Height = Math.min(MP4_MAX_HEIGHT, even(probe.height));
-    await this.tools.ffmpeg([
-      "-i",
-      source,
-      "-vf",
-      `scale=${scaledWidth(probe, mp4Height)}:${mp4Height}`,
-      "-c:v",
-      "libx264",
-      "-preset",
-      "veryfast",
-      "-crf",
-      "23",
-      "-pix_fmt",
-      "yuv420p",
-      ...audio,
-      "-movflags",
-      "+faststart",
-      join(outDir, MP4_FILE),
-    ]);
-    return renditions;
-  }
-
-  /** The master playlist, `count` thumbnails spread over the video, and an animated preview. */
-  async package(
-    source: string,
-    outDir: string,
-    probe: ProbeResult,
-    renditions: Rendition[],
-    thumbnailCount: number,
-  ): Promise<{ thumbnails: string[] }> {
-    await writeFile(join(outDir, MASTER_PLAYLIST), masterPlaylist(renditions, probe.hasAudio));
-
-    await mkdir(join(outDir, THUMBNAIL_DIR), { recursive: true });
-    const thumbnails: string[] = [];
-    for (let index = 0; index < thumbnailCount; index++) {
-      const at = (probe.durationS * (index + 0.5)) / thumbnailCount;
-      const name = `${THUMBNAIL_DIR}/thumbnail_${String(index + 1).padStart(3, "0")}.jpg`;
-      await this.tools.ffmpeg([
-        "-ss",
-        at.toFixed(3),
-        "-i",
-        source,
-        "-frames:v",
-        "1",
-        "-vf",
-        `scale=${scaledWidth(probe, Math.min(THUMBNAIL_HEIGHT, even(probe.height)))}:${Math.min(THUMBNAIL_HEIGHT, even(probe.height))}`,
-        "-q:v",
-        "4",
-        join(outDir, name),
-      ]);
-      thumbnails.push(name);
-    }
-
-    await this.tools.ffmpeg([
-      "-t",
-      String(Math.min(PREVIEW_SECONDS, probe.durationS)),
-      "-i",
-      source,
-      "-vf",
-      "fps=10,scale=320:-2",
-      "-an",
+        join(outDir, rung.directory, "segment_%03d.ts"),
+        join(outDir, rung.directory, "index.m3u8"),
+      ]),
+      // One picture per second of `setpts=N/TB`: the selected frames, none repeated.
+      "-map",
+      "[thumbs]",
+      "-r",
+      "1",
+      "-q:v",
+      "4",
+      join(outDir, THUMBNAIL_DIR, "thumbnail_%03d.jpg"),
+      "-map",
+      "[preview]",
       "-c:v",
       "libwebp",
       "-quality",
@@ -182,7 +149,76 @@ export class Transcoder {
       "0",
       join(outDir, PREVIEW_FILE),
     ]);
-    return { thumbnails };
+
+    const renditions: Rendition[] = [];
+    for (const rung of rungs) {
+      const playlist = join(outDir, rung.directory, "index.m3u8");
+      const text = await readFile(playlist, "utf8");
+      await writeFile(playlist, text.replace("#EXT-X-PLAYLIST-TYPE:EVENT", "#EXT-X-PLAYLIST-TYPE:VOD"));
+      renditions.push({
+        height: rung.height,
+        width: rung.width,
+        codecs: highProfileCodec(levelFor(rung.height)),
+        playlist: `${rung.directory}/index.m3u8`,
+        ...(await this.#bandwidth(outDir, rung.directory, probe.durationS)),
+      });
+    }
+
+    const mp4Rung = rungs.find((rung) => rung.height <= MP4_MAX_HEIGHT) ?? rungs[rungs.length - 1];
+    await this.tools.ffmpeg([
+      "-i",
+      join(outDir, mp4Rung?.directory ?? "", "index.m3u8"),
+      "-map",
+      "0",
+      "-c",
+      "copy",
+      ...(probe.hasAudio ? ["-bsf:a", "aac_adtstoasc"] : []),
+      "-movflags",
+      "+faststart",
+      join(outDir, MP4_FILE),
+    ]);
+    const thumbnailScale = `scale=${scaledWidth(probe, thumbnailHeight)}:${thumbnailHeight}`;
+    return { renditions, thumbnails: await this.#thumbnails(source, outDir, thumbnailScale, thumbnailCount) };
+  }
+
+  /** The master playlist; written last, when every rendition it lists is complete. */
+  async package(outDir: string, probe: ProbeResult, renditions: Rendition[]): Promise<void> {
+    await writeFile(join(outDir, MASTER_PLAYLIST), masterPlaylist(renditions, probe.hasAudio));
+  }
+
+  /**
+   * The `count` thumbnail names. A source whose last frame comes before the last slice's middle (a
+   * few frames long, or a very low frame rate) yields fewer pictures: the last one made stands in for
+   * the missing ones, and the first frame when none was made (a single-frame video).
+   */
+  async #thumbnails(source: string, outDir: string, scale: string, count: number): Promise<string[]> {
+    const names = Array.from(
+      { length: count },
+      (_, index) => `${THUMBNAIL_DIR}/thumbnail_${String(index + 1).padStart(3, "0")}.jpg`,
+    );
+    const made = async () => {
+      const files = new Set(await readdir(join(outDir, THUMBNAIL_DIR)));
+      return names.filter((name) => files.has(name.slice(THUMBNAIL_DIR.length + 1)));
+    };
+    let present = await made();
+    if (present.length === 0) {
+      await this.tools.ffmpeg([
+        "-i",
+        source,
+        "-frames:v",
+        "1",
+        "-vf",
+        scale,
+        "-q:v",
+        "4",
+        join(outDir, names[0] ?? ""),
+      ]);
+      present = await made();
+    }
+    const last = present[present.length - 1];
+    if (!last) throw new MediaToolError("the video has no frame to take a thumbnail from");
+    for (const name of names.slice(present.length)) await copyFile(join(outDir, last), join(outDir, name));
+    return names;
   }
 
   /** Peak and average bits per second of a rendition, measured from its segments. */
@@ -200,6 +236,17 @@ export class Transcoder {
     const totalSeconds = durations.reduce((sum, value) => sum + value, 0) || durationS;
     return { bandwidth: Math.round(peak), averageBandwidth: Math.round(totalBits / totalSeconds) };
   }
+}
+
+/**
+ * A `select` expression taking, for each of `count` equal slices of the video, the first frame at
+ * or after the slice's middle (`prev_t` is NaN on the first frame, so `not(gte(...))` admits it).
+ */
+export function thumbnailSelection(durationS: number, count: number): string {
+  return Array.from({ length: count }, (_, index) => {
+    const at = ((durationS * (index + 0.5)) / count).toFixed(3);
+    return `gte(t,${at})*not(gte(prev_t,${at}))`;
+  }).join("+");
 }
 
 export function masterPlaylist(renditions: Rendition[], hasAudio: boolean): string {

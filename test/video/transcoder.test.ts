@@ -11,6 +11,7 @@ import {
   MP4_FILE,
   PREVIEW_FILE,
   Transcoder,
+  thumbnailSelection,
 } from "../../src/video/transcoder.ts";
 import { generateClip, testMediaTools } from "../support/media.ts";
 import { testStoreKind } from "../support/store.ts";
@@ -45,9 +46,9 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
   it("produces playable HLS renditions, an MP4, thumbnails and an animated preview", async () => {
     const out = join(work, "out");
     const probe = await transcoder.probe(clip);
-    const renditions = await transcoder.transcode(clip, out, probe);
+    const { renditions, thumbnails } = await transcoder.transcode(clip, out, probe, 3);
     expect(renditions.map((rendition) => rendition.height)).toEqual([360, 240]);
-    const { thumbnails } = await transcoder.package(clip, out, probe, renditions, 3);
+    await transcoder.package(out, probe, renditions);
 
     const master = readFileSync(join(out, MASTER_PLAYLIST), "utf8");
     expect(master.startsWith("#EXTM3U")).toBe(true);
@@ -59,6 +60,8 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
       expect(variant[1]).toContain('CODECS="avc1.6400');
       expect(variant[1]).toContain("mp4a.40.2");
       const media = readFileSync(join(out, variant[2] ?? ""), "utf8");
+      // Written as a growing EVENT playlist during the encode, complete (VOD) afterwards.
+      expect(media).toContain("#EXT-X-PLAYLIST-TYPE:VOD");
       expect(media).toContain("#EXT-X-ENDLIST");
       const segments = media.split("\n").filter((line) => line.endsWith(".ts"));
       expect(segments.length).toBeGreaterThan(0);
@@ -74,6 +77,10 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     expect(thumbnails).toHaveLength(3);
     for (const thumbnail of thumbnails)
       expect(readFileSync(join(out, thumbnail)).subarray(0, 3)).toEqual(Buffer.from([0xff, 0xd8, 0xff]));
+    // Three different moments of the moving test pattern, not one frame repeated.
+    expect(
+      new Set(thumbnails.map((thumbnail) => readFileSync(join(out, thumbnail)).toString("base64"))).size,
+    ).toBe(3);
     const preview = readFileSync(join(out, PREVIEW_FILE));
     expect(preview.subarray(0, 4).toString()).toBe("RIFF");
     expect(preview.subarray(8, 12).toString()).toBe("WEBP");
@@ -82,13 +89,67 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     );
   }, 120_000);
 
+  it("makes the MP4 from the top rung's encoded stream, not a second encode", async () => {
+    const out = join(work, "reuse");
+    const probe = await transcoder.probe(clip);
+    const { renditions } = await transcoder.transcode(clip, out, probe, 2);
+    await transcoder.package(out, probe, renditions);
+    expect(readFileSync(join(out, MASTER_PLAYLIST), "utf8").match(/^\d+p\/index\.m3u8$/gm)).toEqual([
+      "360p/index.m3u8",
+      "240p/index.m3u8",
+    ]);
+    // The decoded pictures of a copied stream are identical; any re-encode (lossy) would change them.
+    const pictureHashes = async (input: string, name: string) => {
+      const file = join(out, name);
+      await tools.ffmpeg(["-i", input, "-map", "0:v", "-f", "framemd5", file]);
+      return readFileSync(file, "utf8")
+        .split("\n")
+        .filter((line) => line && !line.startsWith("#"))
+        .map((line) => line.split(",").pop()?.trim());
+    };
+    const mp4 = await pictureHashes(join(out, MP4_FILE), "mp4.md5");
+    const topRung = await pictureHashes(join(out, "360p", "index.m3u8"), "rung.md5");
+    expect(mp4.length).toBeGreaterThan(50);
+    expect(mp4).toEqual(topRung);
+    const header = readFileSync(join(out, MP4_FILE));
+    // `+faststart`: the index (moov) comes before the media data (mdat).
+    expect(header.indexOf("moov")).toBeLessThan(header.indexOf("mdat"));
+  }, 120_000);
+
+  it("selects the first frame at or after the middle of each slice for the thumbnails", () => {
+    expect(thumbnailSelection(10, 2)).toBe(
+      "gte(t,2.500)*not(gte(prev_t,2.500))+gte(t,7.500)*not(gte(prev_t,7.500))",
+    );
+  });
+
+  it("gives a single-frame video its thumbnails", async () => {
+    const still = join(work, "still.mp4");
+    await tools.ffmpeg([
+      "-f",
+      "lavfi",
+      "-i",
+      "testsrc=size=320x240:rate=25",
+      "-frames:v",
+      "1",
+      "-pix_fmt",
+      "yuv420p",
+      still,
+    ]);
+    const probe = await transcoder.probe(still);
+    const out = join(work, "still");
+    const { thumbnails } = await transcoder.transcode(still, out, probe, 2);
+    expect(thumbnails).toEqual(["thumbnails/thumbnail_001.jpg", "thumbnails/thumbnail_002.jpg"]);
+    for (const thumbnail of thumbnails)
+      expect(readFileSync(join(out, thumbnail)).subarray(0, 3)).toEqual(Buffer.from([0xff, 0xd8, 0xff]));
+  }, 60_000);
+
   it("handles a source without audio", async () => {
     const silent = await generateClip(work, { audio: false, width: 320, height: 240, seconds: 1.5 });
     const probe = await transcoder.probe(silent);
     expect(probe.hasAudio).toBe(false);
     const out = join(work, "silent");
-    const renditions = await transcoder.transcode(silent, out, probe);
-    await transcoder.package(silent, out, probe, renditions, 1);
+    const { renditions } = await transcoder.transcode(silent, out, probe, 1);
+    await transcoder.package(out, probe, renditions);
     expect(readFileSync(join(out, MASTER_PLAYLIST), "utf8")).not.toContain("mp4a");
   }, 60_000);
 
