@@ -62,6 +62,8 @@ export interface Config {
     ffmpegConcurrency: number;
     ffmpegTimeoutMs: number;
   };
+  /** Developer mode (CUMULO_DEV_MODE): the `/_cumulo/` routes for state, time and faults (docs/dev-mode.md). */
+  devMode: boolean;
   limits: {
     jsonBodyBytes: number;
     subtitleBytes: number;
@@ -277,6 +279,7 @@ export function loadConfig(env: Env = process.env): Config {
       ffmpegConcurrency: positiveInt(env, "CUMULO_FFMPEG_CONCURRENCY", 2),
       ffmpegTimeoutMs: positiveInt(env, "CUMULO_FFMPEG_TIMEOUT_S", 1800) * 1000,
     },
+    devMode: bool(env, "CUMULO_DEV_MODE", false),
     limits: {
       jsonBodyBytes: positiveInt(env, "CUMULO_MAX_JSON_BYTES", 1024 * 1024),
       subtitleBytes: positiveInt(env, "CUMULO_MAX_SUBTITLE_BYTES", 5 * 1024 * 1024),
