@@ -10,10 +10,19 @@ import { mediaErrorResponses, StringEnum, Timestamp, Uuid } from "../http/schema
 import { DEFAULT_ORGANIZATION_NAME } from "../identity/service.ts";
 import type { CoreDeps, Services } from "../services.ts";
 import { FAULT_METHODS, FaultRules } from "./faults.ts";
-import { StateRepository } from "./state-repository.ts";
-import { SNAPSHOT_NAME, StateService } from "./state-service.ts";
+import { createStateService, SNAPSHOT_NAME } from "./state-service.ts";
 
 export const DEV_PREFIX = "/_cumulo";
+
+/** What developer mode offers, as `cumulo dev` prints it and `GET /_cumulo` answers it. */
+export const DEV_MODE_OFFERS = [
+  "POST   /_cumulo/state/reset                  empty the store (to: bootstrap | empty)",
+  "PUT    /_cumulo/state/snapshots/{name}       save the store and blobs",
+  "POST   /_cumulo/state/snapshots/{name}/load  restore them",
+  "GET    /_cumulo/state/snapshots              list snapshots",
+  "GET    /_cumulo/time, POST /_cumulo/time     read or move the clock (advance_ms, to, real)",
+  "GET    /_cumulo/faults, POST, DELETE         fault rules (status, latency, probability, count)",
+];
 const tags = ["dev-mode"];
 
 const Snapshot = Type.Object({ name: Type.String(), created_at: Timestamp });
@@ -71,13 +80,7 @@ async function requireOperator(request: FastifyRequest, services: Services): Pro
 export const devModeRoutes = fastifyPlugin(
   async (app: FastifyInstance, { deps, services }: DevModeOptions) => {
     if (!deps.config.devMode) return;
-    const state = new StateService(
-      new StateRepository(deps.store.db, deps.store.dialect),
-      deps.store.dialect,
-      deps.config,
-      services.identity,
-      deps.bus,
-    );
+    const state = createStateService(deps, services.identity);
     const faults = new FaultRules();
     const clock = deps.clock instanceof OffsetClock ? deps.clock : undefined;
 
@@ -118,10 +121,10 @@ export const devModeRoutes = fastifyPlugin(
               operationId: "getDevMode",
               tags,
               summary: "What developer mode offers",
-              response: { 200: Type.Object({ features: Type.Array(Type.String()) }), ...mediaErrorResponses },
+              response: { 200: Type.Object({ offers: Type.Array(Type.String()) }), ...mediaErrorResponses },
             },
           },
-          async () => ({ features: ["state", "snapshots", "time", "faults"] }),
+          async () => ({ offers: DEV_MODE_OFFERS }),
         );
 
         dev.post(

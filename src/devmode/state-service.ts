@@ -3,8 +3,9 @@ import { join } from "node:path";
 import type { Bus } from "../bus.ts";
 import type { Config } from "../config.ts";
 import type { IdentityService } from "../identity/service.ts";
+import type { CoreDeps } from "../services.ts";
 import type { DialectName } from "../store/database.ts";
-import type { StateRepository } from "./state-repository.ts";
+import { StateRepository } from "./state-repository.ts";
 
 /** Snapshot names: lower-case letters, digits and `_` (they name a PostgreSQL schema and a folder). */
 export const SNAPSHOT_NAME = "^[a-z0-9_]{1,40}$";
@@ -112,3 +113,12 @@ export class StateService {
 function ignoreMissing(error: unknown): void {
   if ((error as { code?: string }).code !== "ENOENT") throw error;
 }
+
+export const createStateService = (deps: CoreDeps, identity: IdentityService): StateService =>
+  new StateService(
+    new StateRepository(deps.store.db, deps.store.dialect),
+    deps.store.dialect,
+    deps.config,
+    identity,
+    deps.bus,
+  );

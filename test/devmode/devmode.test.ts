@@ -55,7 +55,7 @@ describe("developer mode on", () => {
     expect(refused.body.success).toBe(false);
     const operator = await t.request("GET", "/_cumulo");
     expect(operator.status).toBe(200);
-    expect(operator.body.features).toContain("state");
+    expect(operator.body.offers).toEqual(expect.arrayContaining([expect.stringContaining("/_cumulo/time")]));
   });
 
   it("saves a snapshot, then loads it back after changes, and resets to the bootstrap state", async () => {
