@@ -10,7 +10,11 @@ import { mediaErrorResponses, StringEnum, Timestamp, Uuid } from "../http/schema
 import { DEFAULT_ORGANIZATION_NAME } from "../identity/service.ts";
 import type { CoreDeps, Services } from "../services.ts";
 import { FAULT_METHODS, FaultRules } from "./faults.ts";
+import { SeedBody, seedWorld } from "./seed.ts";
 import { createStateService, SNAPSHOT_NAME } from "./state-service.ts";
+
+/** The snapshot a seed is undone from when one of its calls is refused. */
+const SEED_ROLLBACK = "seed_rollback";
 
 export const DEV_PREFIX = "/_cumulo";
 
@@ -20,6 +24,7 @@ export const DEV_MODE_OFFERS = [
   "PUT    /_cumulo/state/snapshots/{name}       save the store and blobs",
   "POST   /_cumulo/state/snapshots/{name}/load  restore them",
   "GET    /_cumulo/state/snapshots              list snapshots",
+  "POST   /_cumulo/state/seed                   add a known world (JSON)",
   "GET    /_cumulo/time, POST /_cumulo/time     read or move the clock (advance_ms, to, real)",
   "GET    /_cumulo/faults, POST, DELETE         fault rules (status, latency, probability, count)",
 ];
@@ -231,6 +236,41 @@ export const devModeRoutes = fastifyPlugin(
                 return reply.code(204).send(null);
               case "not_found":
                 throw ApiError.notFound("Snapshot");
+            }
+          },
+        );
+
+        dev.post(
+          "/state/seed",
+          {
+            schema: {
+              operationId: "seedDevState",
+              tags,
+              summary:
+                "Add a known world (organizations, keys, libraries, videos, distributions, other calls) through the API",
+              body: SeedBody,
+              response: {
+                200: Type.Object({ organizations: Type.Array(Type.Unknown()) }),
+                ...mediaErrorResponses,
+              },
+            },
+          },
+          async (request) => {
+            // All or nothing: the store is put back as it was when a call is refused.
+            await state.save(SEED_ROLLBACK);
+            try {
+              const seeded = await seedWorld(app, services.identity, request.body);
+              switch (seeded.outcome) {
+                case "seeded":
+                  return { organizations: seeded.organizations };
+                case "failed":
+                  await state.load(SEED_ROLLBACK);
+                  throw ApiError.invalidRequest(
+                    `Seeding stopped at ${seeded.step}: ${seeded.status} ${JSON.stringify(seeded.answer)}`,
+                  );
+              }
+            } finally {
+              await state.remove(SEED_ROLLBACK);
             }
           },
         );
