@@ -84,6 +84,7 @@ export class JobRunner {
   #running = false;
   #ticking = false;
   #tickAgain = false;
+  #claiming: Promise<void> | undefined;
 
   constructor(
     private readonly queue: JobQueue,
@@ -109,6 +110,8 @@ export class JobRunner {
     this.#running = false;
     clearInterval(this.#timer);
     this.#stopWake?.();
+    // A claim under way when stop() was called starts its jobs after this point: wait for it first.
+    await this.#claiming;
     await Promise.allSettled([...this.#inFlight]);
   }
 
@@ -119,10 +122,11 @@ export class JobRunner {
       return;
     }
     this.#ticking = true;
-    this.#claim()
+    this.#claiming = this.#claim()
       .catch((error: unknown) => this.logger.error({ err: error }, "job claim failed"))
       .finally(() => {
         this.#ticking = false;
+        this.#claiming = undefined;
         if (this.#tickAgain) {
           this.#tickAgain = false;
           this.#tick();
