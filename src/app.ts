@@ -4,6 +4,7 @@ import scalar from "@scalar/fastify-api-reference";
 import Fastify, { type FastifyInstance } from "fastify";
 import { cdnRoutes } from "./cdn/routes.ts";
 import { CLOUD_PREFIXES, cloudRoutes } from "./cloud/routes/index.ts";
+import { devModeRoutes } from "./devmode/routes.ts";
 import { registerAuthDecorators } from "./http/auth.ts";
 import { clientErrorBody, frameworkErrors, registerErrorHandling } from "./http/error-handler.ts";
 import { ApiError } from "./http/errors.ts";
@@ -104,6 +105,7 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
   });
   await registerRateLimit(app, config.rateLimit, redis && { client: redis, prefix: config.redisPrefix });
 
+  await app.register(devModeRoutes, { deps, services });
   await app.register(opsRoutes, { store });
   app.get("/openapi.json", { schema: { hide: true }, config: { rateLimit: false } }, async () =>
     app.swagger(),

@@ -16,8 +16,15 @@ export interface Bus {
    * nodes: messages sent meanwhile are lost, so what they would have invalidated must be dropped.
    */
   onReconnect(listener: () => void): void;
+  /**
+   * Runs every node's `onReconnect` listeners: the store changed under the caches (a developer-mode
+   * reset or snapshot load), so what they hold is dropped as after a lost connection.
+   */
+  dropCaches(): Promise<void>;
   close(): Promise<void>;
 }
+
+const DROP_CACHES_CHANNEL = "bus.drop-caches";
 
 class LocalHandlers {
   readonly #handlers = new Map<string, BusHandler[]>();
@@ -45,8 +52,16 @@ export class LocalBus implements Bus {
     this.#handlers.add(channel, handler);
   }
 
-  /** One process: nothing can be missed. */
-  onReconnect(): void {}
+  readonly #reconnectListeners: (() => void)[] = [];
+
+  /** One process: nothing can be missed, so these run only on `dropCaches`. */
+  onReconnect(listener: () => void): void {
+    this.#reconnectListeners.push(listener);
+  }
+
+  async dropCaches(): Promise<void> {
+    for (const listener of this.#reconnectListeners) listener();
+  }
 
   async close(): Promise<void> {}
 }
@@ -98,7 +113,7 @@ export class RedisBus implements Bus {
     subscriber.on("ready", () => {
       const channels = [...this.#subscribed].map((channel) => prefix + channel);
       (channels.length > 0 ? subscriber.subscribe(...channels) : Promise.resolve()).then(() => {
-        for (const listener of this.#reconnectListeners) listener();
+        this.#runReconnectListeners();
       }, onError);
     });
     subscriber.on("message", (channel: string, raw: string) => {
@@ -117,7 +132,17 @@ export class RedisBus implements Bus {
         throw error;
       },
     );
-    return new RedisBus(prefix, publisher, subscriber, onError);
+    const bus = new RedisBus(prefix, publisher, subscriber, onError);
+    await bus.subscribe(DROP_CACHES_CHANNEL, () => bus.#runReconnectListeners());
+    return bus;
+  }
+
+  #runReconnectListeners(): void {
+    for (const listener of this.#reconnectListeners) listener();
+  }
+
+  async dropCaches(): Promise<void> {
+    await this.publish(DROP_CACHES_CHANNEL, "");
   }
 
   async publish(channel: string, message: string): Promise<number> {

@@ -6,3 +6,16 @@ export interface Clock {
 export const systemClock: Clock = { now: () => new Date() };
 
 export const nowIso = (clock: Clock): string => clock.now().toISOString();
+
+/**
+ * The real clock moved by an offset: developer mode's clock, which a test moves forward (or back to
+ * real time) while every service keeps reading "now" from it.
+ */
+export class OffsetClock implements Clock {
+  /** How far ahead of real time (milliseconds; 0 is real time). */
+  offsetMs = 0;
+
+  now(): Date {
+    return new Date(Date.now() + this.offsetMs);
+  }
+}

@@ -82,6 +82,8 @@ export interface Config {
     importTimeoutMs: number;
     importIdleTimeoutMs: number;
   };
+  /** Developer mode (CUMULO_DEV_MODE): the `/_cumulo/` routes for state, time and faults (docs/dev-mode.md). */
+  devMode: boolean;
   limits: {
     jsonBodyBytes: number;
     subtitleBytes: number;
@@ -332,6 +334,7 @@ export function loadConfig(env: Env = process.env): Config {
       importTimeoutMs: positiveInt(env, "CUMULO_IMPORT_TIMEOUT_S", 3600) * 1000,
       importIdleTimeoutMs: positiveInt(env, "CUMULO_IMPORT_IDLE_TIMEOUT_S", 30) * 1000,
     },
+    devMode: bool(env, "CUMULO_DEV_MODE", false),
     limits: {
       jsonBodyBytes: positiveInt(env, "CUMULO_MAX_JSON_BYTES", 1024 * 1024),
       subtitleBytes: positiveInt(env, "CUMULO_MAX_SUBTITLE_BYTES", 5 * 1024 * 1024),

@@ -1,9 +1,11 @@
 import { Command, Option } from "commander";
 import { buildApp } from "./app.ts";
 import { type Config, ConfigError, loadConfig } from "./config.ts";
+import { DEV_MODE_OFFERS } from "./devmode/routes.ts";
+import { createStateService, SNAPSHOT_NAME } from "./devmode/state-service.ts";
 import { isUuid } from "./ids.ts";
 import { closeCore, openCore, startCumulo } from "./roles.ts";
-import { createServices } from "./services.ts";
+import { type CoreDeps, createServices } from "./services.ts";
 
 const print = (value: unknown): void => {
   process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
@@ -19,12 +21,12 @@ function organizationId(org: string): string {
 
 /** Runs `work` against the configured store, closing it afterwards. */
 async function withServices<T>(
-  work: (services: ReturnType<typeof createServices>) => Promise<T>,
+  work: (services: ReturnType<typeof createServices>, deps: CoreDeps) => Promise<T>,
 ): Promise<T> {
   const config = loadConfig();
   const deps = await openCore({ ...config, logLevel: "silent" });
   try {
-    return await work(createServices(deps));
+    return await work(createServices(deps), deps);
   } finally {
     await closeCore(deps);
   }
@@ -48,6 +50,11 @@ async function serve(config: Config): Promise<void> {
   if (running.apiUrl)
     process.stdout.write(`Cumulo API listening on ${running.apiUrl} (docs at ${running.apiUrl}/docs)\n`);
   if (running.edgeUrl) process.stdout.write(`Cumulo CDN edge listening on ${running.edgeUrl}\n`);
+  if (config.devMode) {
+    process.stdout.write(
+      `Developer mode is on (docs/dev-mode.md); with an admin key of the default organization:\n${DEV_MODE_OFFERS.map((line) => `  ${line}\n`).join("")}`,
+    );
+  }
   process.stdout.write(`Cumulo ready (roles: ${config.roles.join(", ")})\n`);
   const shutdown = (signal: string) => {
     process.stdout.write(`${signal} received, shutting down\n`);
@@ -70,6 +77,61 @@ export function buildCli(): Command {
     .command("serve", { isDefault: true })
     .description("start the roles in CUMULO_ROLES (default: api, worker and edge)")
     .action(() => serve(loadConfig()));
+
+  program
+    .command("dev")
+    .description("start like serve, with developer mode on (state, snapshots, time, faults under /_cumulo/)")
+    .action(() => serve({ ...loadConfig(), devMode: true }));
+
+  const state = program
+    .command("state")
+    .description(
+      "developer mode: reset, save or load the store and blobs (stop the server first, or use Redis)",
+    );
+  const snapshotName = (name: string) => {
+    if (!new RegExp(SNAPSHOT_NAME).test(name)) {
+      throw new CliError(`snapshot name must be 1-40 characters from [a-z0-9_], got "${name}"`);
+    }
+    return name;
+  };
+  state
+    .command("save <name>")
+    .description("save the store and blobs as a named snapshot")
+    .action((name: string) =>
+      withServices(async (services, deps) =>
+        print((await createStateService(deps, services.identity).save(snapshotName(name))).snapshot),
+      ),
+    );
+  state
+    .command("load <name>")
+    .description("replace the store and blobs with a snapshot")
+    .action((name: string) =>
+      withServices(async (services, deps) => {
+        const loaded = await createStateService(deps, services.identity).load(snapshotName(name));
+        switch (loaded.outcome) {
+          case "loaded":
+            return print({ loaded: name });
+          case "not_found":
+            throw new CliError(`snapshot ${name} not found`);
+          case "schema_mismatch":
+            throw new CliError(`snapshot ${name} was saved at another schema version`);
+        }
+      }),
+    );
+  state
+    .command("reset")
+    .addOption(
+      new Option("--to <target>", "bootstrap: keep the default organization")
+        .choices(["bootstrap", "empty"])
+        .default("bootstrap"),
+    )
+    .description("empty the store and blobs")
+    .action(({ to }: { to: "bootstrap" | "empty" }) =>
+      withServices(async (services, deps) => {
+        const { generatedKey } = await createStateService(deps, services.identity).reset(to);
+        print({ reset: to, ...(generatedKey ? { generated_key: generatedKey } : {}) });
+      }),
+    );
 
   program
     .command("migrate")

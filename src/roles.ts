@@ -4,7 +4,7 @@ import pino from "pino";
 import { buildApp } from "./app.ts";
 import { type Bus, connectRedis, LocalBus, RedisBus } from "./bus.ts";
 import { EdgeServer } from "./cdn/edge/server.ts";
-import { type Clock, systemClock } from "./clock.ts";
+import { type Clock, OffsetClock, systemClock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import { JobRunner } from "./jobs/queue.ts";
 import { type CoreDeps, createServices, type Services } from "./services.ts";
@@ -64,7 +64,14 @@ export async function openCore(config: Config, options: StartOptions = {}): Prom
       throw error;
     }
   }
-  return { config, store, clock: options.clock ?? systemClock, bus, redis, logger };
+  return {
+    config,
+    store,
+    clock: options.clock ?? (config.devMode ? new OffsetClock() : systemClock),
+    bus,
+    redis,
+    logger,
+  };
 }
 
 export async function closeCore(deps: CoreDeps): Promise<void> {

@@ -82,9 +82,9 @@ export class JobRunner {
   #timer: NodeJS.Timeout | undefined;
   #stopWake: (() => void) | undefined;
   #running = false;
-  #claiming: Promise<void> | undefined;
   #ticking = false;
   #tickAgain = false;
+  #claiming: Promise<void> | undefined;
 
   constructor(
     private readonly queue: JobQueue,
@@ -126,6 +126,7 @@ export class JobRunner {
       .catch((error: unknown) => this.logger.error({ err: error }, "job claim failed"))
       .finally(() => {
         this.#ticking = false;
+        this.#claiming = undefined;
         if (this.#tickAgain) {
           this.#tickAgain = false;
           this.#tick();

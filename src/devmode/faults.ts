@@ -1,0 +1,89 @@
+import { randomUUID } from "node:crypto";
+
+export const FAULT_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] as const;
+
+/** What a fault rule matches and what it does; every matching field must match. */
+export interface FaultRuleInput {
+  /** A route template as registered, e.g. `/v1/media/libraries/:libraryId/videos`. */
+  route?: string;
+  /** Or any path starting with this. */
+  path_prefix?: string;
+  method?: (typeof FAULT_METHODS)[number];
+  organization_id?: string;
+  /** Answer this status with the group's error body instead of running the operation. */
+  status?: number;
+  /** Wait this long before going on (with `status`, before answering it). */
+  latency_ms?: number;
+  /** Chance that a matching request is hit (0-1, default 1). */
+  probability?: number;
+  /** How many requests it hits before it goes away (default: until removed). */
+  count?: number;
+}
+
+export interface FaultRule extends FaultRuleInput {
+  id: string;
+  probability: number;
+  /** Hits left; null: until removed. */
+  remaining: number | null;
+  hits: number;
+}
+
+export interface RequestFacts {
+  route: string | undefined;
+  path: string;
+  method: string;
+  organizationId: string | undefined;
+}
+
+/**
+ * Fault rules of this process (not shared between nodes: developer mode runs one process). `take`
+ * decides for one request and counts the hit.
+ */
+export class FaultRules {
+  readonly #rules = new Map<string, FaultRule>();
+  constructor(private readonly random: () => number = Math.random) {}
+
+  add(input: FaultRuleInput): FaultRule {
+    const rule: FaultRule = {
+      ...input,
+      id: randomUUID(),
+      probability: input.probability ?? 1,
+      remaining: input.count ?? null,
+      hits: 0,
+    };
+    this.#rules.set(rule.id, rule);
+    return rule;
+  }
+
+  list(): FaultRule[] {
+    return [...this.#rules.values()];
+  }
+
+  remove(id: string): boolean {
+    return this.#rules.delete(id);
+  }
+
+  clear(): void {
+    this.#rules.clear();
+  }
+
+  /** The first rule that hits this request, if any. */
+  take(request: RequestFacts): FaultRule | undefined {
+    for (const rule of this.#rules.values()) {
+      if (!matches(rule, request) || this.random() >= rule.probability) continue;
+      rule.hits++;
+      if (rule.remaining !== null && --rule.remaining <= 0) this.#rules.delete(rule.id);
+      return rule;
+    }
+    return undefined;
+  }
+}
+
+function matches(rule: FaultRule, request: RequestFacts): boolean {
+  return (
+    (rule.route === undefined || rule.route === request.route) &&
+    (rule.path_prefix === undefined || request.path.startsWith(rule.path_prefix)) &&
+    (rule.method === undefined || rule.method === request.method) &&
+    (rule.organization_id === undefined || rule.organization_id === request.organizationId)
+  );
+}

@@ -1,0 +1,393 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import { type Static, Type } from "@sinclair/typebox";
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import fastifyPlugin from "fastify-plugin";
+import { OffsetClock } from "../clock.ts";
+import { presentedKey } from "../http/auth.ts";
+import { ApiError } from "../http/errors.ts";
+import { mediaErrorResponses, StringEnum, Timestamp, Uuid } from "../http/schemas.ts";
+import { DEFAULT_ORGANIZATION_NAME } from "../identity/service.ts";
+import type { CoreDeps, Services } from "../services.ts";
+import { FAULT_METHODS, FaultRules } from "./faults.ts";
+import { SeedBody, seedWorld } from "./seed.ts";
+import { createStateService, SNAPSHOT_NAME } from "./state-service.ts";
+
+/** The snapshot a seed is undone from when one of its calls is refused. */
+const SEED_ROLLBACK = "seed_rollback";
+
+export const DEV_PREFIX = "/_cumulo";
+
+/** What developer mode offers, as `cumulo dev` prints it and `GET /_cumulo` answers it. */
+export const DEV_MODE_OFFERS = [
+  "POST   /_cumulo/state/reset                  empty the store (to: bootstrap | empty)",
+  "PUT    /_cumulo/state/snapshots/{name}       save the store and blobs",
+  "POST   /_cumulo/state/snapshots/{name}/load  restore them",
+  "GET    /_cumulo/state/snapshots              list snapshots",
+  "POST   /_cumulo/state/seed                   add a known world (JSON)",
+  "GET    /_cumulo/time, POST /_cumulo/time     read or move the clock (advance_ms, to, real)",
+  "GET    /_cumulo/faults, POST, DELETE         fault rules (status, latency, probability, count)",
+];
+const tags = ["dev-mode"];
+
+const Snapshot = Type.Object({ name: Type.String(), created_at: Timestamp });
+const SnapshotName = Type.String({ pattern: SNAPSHOT_NAME });
+const Done = Type.Object({ done: Type.Boolean(), duration_ms: Type.Number() });
+const TimeView = Type.Object({ now: Timestamp, offset_ms: Type.Integer() });
+const TimeChange = Type.Object({
+  advance_ms: Type.Optional(Type.Integer({ minimum: 0 })),
+  to: Type.Optional(Timestamp),
+  real: Type.Optional(Type.Boolean()),
+});
+const FaultInput = Type.Object({
+  route: Type.Optional(Type.String({ minLength: 1 })),
+  path_prefix: Type.Optional(Type.String({ minLength: 1 })),
+  method: Type.Optional(StringEnum(FAULT_METHODS)),
+  organization_id: Type.Optional(Uuid),
+  status: Type.Optional(Type.Integer({ minimum: 400, maximum: 599 })),
+  latency_ms: Type.Optional(Type.Integer({ minimum: 1, maximum: 60_000 })),
+  probability: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
+  count: Type.Optional(Type.Integer({ minimum: 1 })),
+});
+const Fault = Type.Composite([
+  Type.Omit(FaultInput, ["probability", "count"]),
+  Type.Object({
+    id: Uuid,
+    probability: Type.Number(),
+    remaining: Type.Union([Type.Integer(), Type.Null()]),
+    hits: Type.Integer(),
+  }),
+]);
+
+interface DevModeOptions {
+  deps: CoreDeps;
+  services: Services;
+}
+
+/** Only the operator may use developer mode: a non-read-only key of the bootstrap (default) organization. */
+async function requireOperator(request: FastifyRequest, services: Services): Promise<void> {
+  const secret = presentedKey(request, "media");
+  if (!secret) throw ApiError.unauthorized("An operator API key is required", "auth_type_not_found");
+  const auth = await services.identity.authenticate(secret);
+  if (!auth) throw ApiError.unauthorized("Invalid authentication credentials");
+  const operator = (await services.identity.listOrganizations()).find(
+    (org) => org.name === DEFAULT_ORGANIZATION_NAME,
+  );
+  if (auth.organizationId !== operator?.id || auth.readOnly || auth.kind === "cloud_token") {
+    throw ApiError.forbidden("Developer mode needs an admin key of the bootstrap organization");
+  }
+}
+
+/**
+ * Developer mode (docs/dev-mode.md): with CUMULO_DEV_MODE off nothing is registered, so `/_cumulo/`
+ * answers the ordinary 404. Not encapsulated: the fault hook applies to every route of the app.
+ */
+export const devModeRoutes = fastifyPlugin(
+  async (app: FastifyInstance, { deps, services }: DevModeOptions) => {
+    if (!deps.config.devMode) return;
+    const state = createStateService(deps, services.identity);
+    const faults = new FaultRules();
+    const clock = deps.clock instanceof OffsetClock ? deps.clock : undefined;
+
+    app.addHook("preHandler", async (request, reply) => {
+      if (request.url.startsWith(`${DEV_PREFIX}/`)) return;
+      const rule = faults.take({
+        route: request.routeOptions.url,
+        path: request.url.split("?")[0] ?? request.url,
+        method: request.method,
+        organizationId: request.auth?.organizationId,
+      });
+      if (!rule) return;
+      reply.header("x-cumulo-fault", rule.id);
+      request.log.warn({ fault: rule.id, url: request.url }, "developer mode: injected fault");
+      if (rule.latency_ms) await sleep(rule.latency_ms);
+      if (rule.status) throw new ApiError(rule.status, `Fault injected by developer mode rule ${rule.id}`);
+    });
+
+    /** Clock moved: jobs and webhook retries that fell due run now rather than at their next poll. */
+    const wakeWorkers = () => {
+      services.jobs.notify();
+      services.webhooks.notify();
+    };
+
+    await app.register(
+      (async (dev) => {
+        dev.addHook("onRequest", (request) => requireOperator(request, services));
+        const timed = async (work: () => Promise<unknown>) => {
+          const started = performance.now();
+          await work();
+          return { done: true, duration_ms: Math.round((performance.now() - started) * 10) / 10 };
+        };
+
+        dev.get(
+          "/",
+          {
+            schema: {
+              operationId: "getDevMode",
+              tags,
+              summary: "What developer mode offers",
+              response: { 200: Type.Object({ offers: Type.Array(Type.String()) }), ...mediaErrorResponses },
+            },
+          },
+          async () => ({ offers: DEV_MODE_OFFERS }),
+        );
+
+        dev.post(
+          "/state/reset",
+          {
+            schema: {
+              operationId: "resetDevState",
+              tags,
+              summary:
+                "Empty the store and blobs; `bootstrap` (default) then recreates the default organization",
+              body: Type.Object({ to: Type.Optional(StringEnum(["bootstrap", "empty"] as const)) }),
+              response: {
+                200: Type.Composite([Done, Type.Object({ generated_key: Type.Optional(Type.String()) })]),
+                ...mediaErrorResponses,
+              },
+            },
+          },
+          async (request) => {
+            let generatedKey: string | undefined;
+            const result = await timed(async () => {
+              ({ generatedKey } = await state.reset(request.body.to ?? "bootstrap"));
+              faults.clear();
+            });
+            return { ...result, ...(generatedKey ? { generated_key: generatedKey } : {}) };
+          },
+        );
+
+        dev.get(
+          "/state/snapshots",
+          {
+            schema: {
+              operationId: "listDevSnapshots",
+              tags,
+              summary: "Saved snapshots",
+              response: { 200: Type.Object({ snapshots: Type.Array(Snapshot) }), ...mediaErrorResponses },
+            },
+          },
+          async () => ({ snapshots: await state.list() }),
+        );
+
+        dev.put(
+          "/state/snapshots/:name",
+          {
+            schema: {
+              operationId: "saveDevSnapshot",
+              tags,
+              summary: "Save the store and blobs as a named snapshot (replacing one of that name)",
+              params: Type.Object({ name: SnapshotName }),
+              response: {
+                200: Type.Composite([Done, Type.Object({ snapshot: Snapshot })]),
+                ...mediaErrorResponses,
+              },
+            },
+          },
+          async (request) => {
+            let snapshot: Static<typeof Snapshot> | undefined;
+            const result = await timed(async () => {
+              ({ snapshot } = await state.save(request.params.name));
+            });
+            return { ...result, snapshot: snapshot as Static<typeof Snapshot> };
+          },
+        );
+
+        dev.post(
+          "/state/snapshots/:name/load",
+          {
+            schema: {
+              operationId: "loadDevSnapshot",
+              tags,
+              summary: "Replace the store and blobs with a snapshot",
+              params: Type.Object({ name: SnapshotName }),
+              response: { 200: Done, ...mediaErrorResponses },
+            },
+          },
+          async (request) => {
+            const started = performance.now();
+            const loaded = await state.load(request.params.name);
+            switch (loaded.outcome) {
+              case "loaded":
+                return { done: true, duration_ms: Math.round((performance.now() - started) * 10) / 10 };
+              case "not_found":
+                throw ApiError.notFound("Snapshot");
+              case "schema_mismatch":
+                throw ApiError.conflict("The snapshot was saved at another schema version");
+            }
+          },
+        );
+
+        dev.delete(
+          "/state/snapshots/:name",
+          {
+            schema: {
+              operationId: "deleteDevSnapshot",
+              tags,
+              summary: "Delete a snapshot",
+              params: Type.Object({ name: SnapshotName }),
+              response: { 204: Type.Null(), ...mediaErrorResponses },
+            },
+          },
+          async (request, reply) => {
+            const removed = await state.remove(request.params.name);
+            switch (removed.outcome) {
+              case "deleted":
+                return reply.code(204).send(null);
+              case "not_found":
+                throw ApiError.notFound("Snapshot");
+            }
+          },
+        );
+
+        dev.post(
+          "/state/seed",
+          {
+            schema: {
+              operationId: "seedDevState",
+              tags,
+              summary:
+                "Add a known world (organizations, keys, libraries, videos, distributions, other calls) through the API",
+              body: SeedBody,
+              response: {
+                200: Type.Object({ organizations: Type.Array(Type.Unknown()) }),
+                ...mediaErrorResponses,
+              },
+            },
+          },
+          async (request) => {
+            // All or nothing: the store is put back as it was when a call is refused.
+            await state.save(SEED_ROLLBACK);
+            try {
+              const seeded = await seedWorld(app, services.identity, request.body);
+              switch (seeded.outcome) {
+                case "seeded":
+                  return { organizations: seeded.organizations };
+                case "failed":
+                  await state.load(SEED_ROLLBACK);
+                  throw ApiError.invalidRequest(
+                    `Seeding stopped at ${seeded.step}: ${seeded.status} ${JSON.stringify(seeded.answer)}`,
+                  );
+              }
+            } finally {
+              await state.remove(SEED_ROLLBACK);
+            }
+          },
+        );
+
+        dev.get(
+          "/time",
+          {
+            schema: {
+              operationId: "getDevTime",
+              tags,
+              summary: "The server's clock",
+              response: { 200: TimeView, ...mediaErrorResponses },
+            },
+          },
+          async () => timeView(),
+        );
+
+        dev.post(
+          "/time",
+          {
+            schema: {
+              operationId: "setDevTime",
+              tags,
+              summary: "Move the clock: forward by `advance_ms`, to an instant `to`, or back to `real` time",
+              body: TimeChange,
+              response: { 200: TimeView, ...mediaErrorResponses },
+            },
+          },
+          async (request) => {
+            if (!clock) throw ApiError.conflict("This server's clock is injected and cannot be moved");
+            const { advance_ms, to, real } = request.body;
+            if ([advance_ms, to, real].filter((given) => given !== undefined).length !== 1) {
+              throw ApiError.field(
+                "advance_ms",
+                "validation_required",
+                "Give exactly one of advance_ms, to, real",
+              );
+            }
+            if (real) clock.offsetMs = 0;
+            else if (to !== undefined) clock.offsetMs = Date.parse(to) - Date.now();
+            else clock.offsetMs += advance_ms ?? 0;
+            wakeWorkers();
+            return timeView();
+          },
+        );
+
+        dev.get(
+          "/faults",
+          {
+            schema: {
+              operationId: "listDevFaults",
+              tags,
+              summary: "Fault rules in force",
+              response: { 200: Type.Object({ faults: Type.Array(Fault) }), ...mediaErrorResponses },
+            },
+          },
+          async () => ({ faults: faults.list() }),
+        );
+
+        dev.post(
+          "/faults",
+          {
+            schema: {
+              operationId: "addDevFault",
+              tags,
+              summary: "Add a fault rule: matching requests answer `status` and/or wait `latency_ms`",
+              body: FaultInput,
+              response: { 201: Fault, ...mediaErrorResponses },
+            },
+          },
+          async (request, reply) => {
+            const input = request.body;
+            if (input.status === undefined && input.latency_ms === undefined) {
+              throw ApiError.field("status", "validation_required", "Give status, latency_ms or both");
+            }
+            return reply.code(201).send(faults.add(input));
+          },
+        );
+
+        dev.delete(
+          "/faults/:faultId",
+          {
+            schema: {
+              operationId: "deleteDevFault",
+              tags,
+              summary: "Remove a fault rule",
+              params: Type.Object({ faultId: Uuid }),
+              response: { 204: Type.Null(), ...mediaErrorResponses },
+            },
+          },
+          async (request, reply) => {
+            if (!faults.remove(request.params.faultId)) throw ApiError.notFound("Fault rule");
+            return reply.code(204).send(null);
+          },
+        );
+
+        dev.delete(
+          "/faults",
+          {
+            schema: {
+              operationId: "clearDevFaults",
+              tags,
+              summary: "Remove every fault rule",
+              response: { 204: Type.Null(), ...mediaErrorResponses },
+            },
+          },
+          async (_request, reply) => {
+            faults.clear();
+            return reply.code(204).send(null);
+          },
+        );
+      }) satisfies FastifyPluginAsyncTypebox,
+      { prefix: DEV_PREFIX },
+    );
+
+    function timeView() {
+      return { now: deps.clock.now().toISOString(), offset_ms: clock?.offsetMs ?? 0 };
+    }
+  },
+);

@@ -1,0 +1,187 @@
+import { type Kysely, sql } from "kysely";
+import type { DialectName } from "../store/database.ts";
+import type { Database } from "../store/tables.ts";
+
+/** Kysely's own bookkeeping: a snapshot or reset never touches which migrations ran. */
+const isMigrationTable = (name: string) => name.startsWith("kysely_");
+
+/** PostgreSQL keeps each snapshot as a schema of plain copies of the tables. */
+export const snapshotSchema = (name: string) => `cumulo_snapshot_${name}`;
+
+const quoted = (identifier: string) => sql.id(identifier);
+
+/**
+ * Whole-store operations of developer mode, over every table at once (so a new table needs nothing
+ * here): empty it, copy it into a snapshot, and copy a snapshot back.
+ */
+export class StateRepository {
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly dialect: DialectName,
+  ) {}
+
+  /** The application's tables, parents before children (the order rows can be inserted in). */
+  async tables(): Promise<string[]> {
+    if (this.dialect === "sqlite") {
+      const { rows } = await sql<{ name: string }>`
+        select name from sqlite_master where type = 'table' and name not like 'sqlite_%' order by name`.execute(
+        this.db,
+      );
+      return rows.map((row) => row.name).filter((name) => !isMigrationTable(name));
+    }
+    const { rows } = await sql<{ name: string }>`
+      select table_name as name from information_schema.tables
+      where table_schema = current_schema() and table_type = 'BASE TABLE' order by table_name`.execute(
+      this.db,
+    );
+    const names = rows.map((row) => row.name).filter((name) => !isMigrationTable(name));
+    const { rows: edges } = await sql<{ child: string; parent: string }>`
+      select child.relname as child, parent.relname as parent
+      from pg_constraint c
+      join pg_class child on child.oid = c.conrelid
+      join pg_class parent on parent.oid = c.confrelid
+      where c.contype = 'f' and c.connamespace = current_schema()::regnamespace`.execute(this.db);
+    return parentsFirst(names, edges);
+  }
+
+  async migrations(executor: Kysely<Database> = this.db, from?: string): Promise<string[]> {
+    const table = from ? sql`${quoted(from)}.kysely_migration` : sql`kysely_migration`;
+    const { rows } = await sql<{ name: string }>`select name from ${table} order by name`.execute(executor);
+    return rows.map((row) => row.name);
+  }
+
+  /** Deletes every row of every table, in one transaction; identities start again from 1. */
+  async empty(): Promise<void> {
+    const tables = await this.tables();
+    if (this.dialect === "postgres") {
+      await sql`truncate ${sql.join(tables.map(quoted))} restart identity cascade`.execute(this.db);
+      return;
+    }
+    await withoutSqliteForeignKeys(this.db, (connection) =>
+      connection.transaction().execute(async (trx) => {
+        for (const table of tables) await sql`delete from ${quoted(table)}`.execute(trx);
+        await sql`delete from sqlite_sequence`.execute(trx).catch(() => undefined);
+      }),
+    );
+  }
+
+  /** SQLite: a consistent copy of the whole database in one file (`VACUUM INTO`). */
+  async saveSqlite(file: string): Promise<void> {
+    await sql`vacuum into ${file}`.execute(this.db);
+  }
+
+  /** PostgreSQL: copies every table (and the migration list) into the snapshot's own schema. */
+  async savePostgres(name: string): Promise<void> {
+    const schema = snapshotSchema(name);
+    const tables = [...(await this.tables()), "kysely_migration"];
+    await this.db.transaction().execute(async (trx) => {
+      await sql`drop schema if exists ${quoted(schema)} cascade`.execute(trx);
+      await sql`create schema ${quoted(schema)}`.execute(trx);
+      for (const table of tables) {
+        await sql`create table ${quoted(schema)}.${quoted(table)} as table ${quoted(table)}`.execute(trx);
+      }
+    });
+  }
+
+  async dropPostgresSnapshot(name: string): Promise<void> {
+    await sql`drop schema if exists ${quoted(snapshotSchema(name))} cascade`.execute(this.db);
+  }
+
+  async postgresSnapshotExists(name: string): Promise<boolean> {
+    const { rows } = await sql<{ found: number }>`
+      select 1 as found from information_schema.schemata where schema_name = ${snapshotSchema(name)}`.execute(
+      this.db,
+    );
+    return rows.length > 0;
+  }
+
+  /**
+   * Replaces every row by the snapshot's, in one transaction. Answers `schema_mismatch` when the
+   * snapshot was taken at another set of migrations (its rows would not fit the tables).
+   */
+  async load(
+    source: { sqliteFile: string } | { postgresName: string },
+  ): Promise<"loaded" | "schema_mismatch"> {
+    const tables = await this.tables();
+    const ours = (await this.migrations()).join();
+    if ("sqliteFile" in source) {
+      return withoutSqliteForeignKeys(this.db, async (connection) => {
+        await sql`attach database ${source.sqliteFile} as snapshot`.execute(connection);
+        try {
+          if ((await this.migrations(connection, "snapshot")).join() !== ours) return "schema_mismatch";
+          await connection.transaction().execute(async (trx) => {
+            for (const table of tables) await sql`delete from main.${quoted(table)}`.execute(trx);
+            for (const table of tables) {
+              await sql`insert into main.${quoted(table)} select * from snapshot.${quoted(table)}`.execute(
+                trx,
+              );
+            }
+            await sql`delete from main.sqlite_sequence`.execute(trx).catch(() => undefined);
+            await sql`insert into main.sqlite_sequence select * from snapshot.sqlite_sequence`
+              .execute(trx)
+              .catch(() => undefined);
+          });
+          return "loaded";
+        } finally {
+          await sql`detach database snapshot`.execute(connection);
+        }
+      });
+    }
+    const schema = snapshotSchema(source.postgresName);
+    if ((await this.migrations(this.db, schema)).join() !== ours) return "schema_mismatch";
+    await this.db.transaction().execute(async (trx) => {
+      await sql`truncate ${sql.join(tables.map(quoted))} cascade`.execute(trx);
+      for (const table of tables) {
+        await sql`insert into ${quoted(table)} select * from ${quoted(schema)}.${quoted(table)}`.execute(trx);
+      }
+      // Serial ids continue after the restored rows.
+      const { rows } = await sql<{ table_name: string; column_name: string }>`
+        select table_name, column_name from information_schema.columns
+        where table_schema = current_schema() and (column_default like 'nextval(%' or is_identity = 'YES')`.execute(
+        trx,
+      );
+      for (const { table_name, column_name } of rows) {
+        if (!tables.includes(table_name)) continue;
+        await sql`select setval(pg_get_serial_sequence(${table_name}, ${column_name}),
+          coalesce((select max(${quoted(column_name)}) from ${quoted(table_name)}), 0) + 1, false)`.execute(
+          trx,
+        );
+      }
+    });
+    return "loaded";
+  }
+}
+
+/**
+ * Runs `work` on SQLite's one connection with foreign keys off: with deferred checks instead, the
+ * commit of a whole-table swap failed although `pragma foreign_key_check` found nothing. The connection
+ * is held, so no other query runs meanwhile; the rows put back come from a consistent store.
+ */
+async function withoutSqliteForeignKeys<T>(
+  db: Kysely<Database>,
+  work: (connection: Kysely<Database>) => Promise<T>,
+): Promise<T> {
+  return db.connection().execute(async (connection) => {
+    await sql`pragma foreign_keys = off`.execute(connection);
+    try {
+      return await work(connection);
+    } finally {
+      await sql`pragma foreign_keys = on`.execute(connection);
+    }
+  });
+}
+
+/** Orders tables so that every table comes after those its foreign keys point at. */
+function parentsFirst(names: string[], edges: { child: string; parent: string }[]): string[] {
+  const ordered: string[] = [];
+  const placed = new Set<string>();
+  const visit = (name: string, path: Set<string>) => {
+    if (placed.has(name) || path.has(name)) return;
+    path.add(name);
+    for (const edge of edges) if (edge.child === name && edge.parent !== name) visit(edge.parent, path);
+    placed.add(name);
+    ordered.push(name);
+  };
+  for (const name of names) visit(name, new Set());
+  return ordered;
+}

@@ -1,0 +1,124 @@
+import { cp, mkdir, readdir, rm, stat } from "node:fs/promises";
+import { join } from "node:path";
+import type { Bus } from "../bus.ts";
+import type { Config } from "../config.ts";
+import type { IdentityService } from "../identity/service.ts";
+import type { CoreDeps } from "../services.ts";
+import type { DialectName } from "../store/database.ts";
+import { StateRepository } from "./state-repository.ts";
+
+/** Snapshot names: lower-case letters, digits and `_` (they name a PostgreSQL schema and a folder). */
+export const SNAPSHOT_NAME = "^[a-z0-9_]{1,40}$";
+
+export interface SnapshotView {
+  name: string;
+  created_at: string;
+}
+
+export type ResetTarget = "bootstrap" | "empty";
+
+/**
+ * Developer mode's store operations: reset, and named snapshots of the store and the blobs. After
+ * each change every node drops its caches (verified keys, edge hosts, edge cache) through the bus.
+ */
+export class StateService {
+  constructor(
+    private readonly repository: StateRepository,
+    private readonly dialect: DialectName,
+    private readonly config: Config,
+    private readonly identity: IdentityService,
+    private readonly bus: Bus,
+  ) {}
+
+  get #blobDir() {
+    return join(this.config.dataDir, "blobs");
+  }
+
+  #snapshotDir(name?: string) {
+    const root = join(this.config.dataDir, "snapshots");
+    return name === undefined ? root : join(root, name);
+  }
+
+  /**
+   * Empties the store and the blobs. `bootstrap` then makes the default organization again (with the
+   * bootstrap key, or a generated key that is returned once).
+   */
+  async reset(to: ResetTarget): Promise<{ outcome: "reset"; generatedKey: string | undefined }> {
+    await this.repository.empty();
+    await rm(this.#blobDir, { recursive: true, force: true });
+    const { generatedKey } =
+      to === "bootstrap" ? await this.identity.ensureBootstrap(this.config.bootstrapApiKey) : {};
+    await this.bus.dropCaches();
+    return { outcome: "reset", generatedKey };
+  }
+
+  async save(name: string): Promise<{ outcome: "saved"; snapshot: SnapshotView }> {
+    const dir = this.#snapshotDir(name);
+    await rm(dir, { recursive: true, force: true });
+    await mkdir(dir, { recursive: true });
+    if (this.dialect === "sqlite") await this.repository.saveSqlite(join(dir, "store.sqlite"));
+    else await this.repository.savePostgres(name);
+    await cp(this.#blobDir, join(dir, "blobs"), { recursive: true }).catch(ignoreMissing);
+    return { outcome: "saved", snapshot: await this.#view(name) };
+  }
+
+  async load(name: string): Promise<{ outcome: "loaded" | "not_found" | "schema_mismatch" }> {
+    if (!(await this.#exists(name))) return { outcome: "not_found" };
+    const dir = this.#snapshotDir(name);
+    const loaded = await this.repository.load(
+      this.dialect === "sqlite" ? { sqliteFile: join(dir, "store.sqlite") } : { postgresName: name },
+    );
+    if (loaded === "schema_mismatch") return { outcome: loaded };
+    await rm(this.#blobDir, { recursive: true, force: true });
+    await cp(join(dir, "blobs"), this.#blobDir, { recursive: true }).catch(ignoreMissing);
+    await this.bus.dropCaches();
+    return { outcome: "loaded" };
+  }
+
+  async remove(name: string): Promise<{ outcome: "deleted" | "not_found" }> {
+    if (!(await this.#exists(name))) return { outcome: "not_found" };
+    if (this.dialect === "postgres") await this.repository.dropPostgresSnapshot(name);
+    await rm(this.#snapshotDir(name), { recursive: true, force: true });
+    return { outcome: "deleted" };
+  }
+
+  async list(): Promise<SnapshotView[]> {
+    const names = await readdir(this.#snapshotDir()).catch((error: unknown) => {
+      ignoreMissing(error);
+      return [];
+    });
+    const views: SnapshotView[] = [];
+    for (const name of names.sort()) if (await this.#exists(name)) views.push(await this.#view(name));
+    return views;
+  }
+
+  /** A snapshot exists once its folder and (on PostgreSQL) its schema do. */
+  async #exists(name: string): Promise<boolean> {
+    if (!new RegExp(SNAPSHOT_NAME).test(name)) return false;
+    const found = await stat(this.#snapshotDir(name)).then(
+      (info) => info.isDirectory(),
+      () => false,
+    );
+    if (!found || this.dialect === "sqlite") return found;
+    return this.repository.postgresSnapshotExists(name);
+  }
+
+  async #view(name: string): Promise<SnapshotView> {
+    const info = await stat(this.#snapshotDir(name));
+    return { name, created_at: info.mtime.toISOString() };
+  }
+}
+
+/** No blobs folder yet (nothing uploaded) is an empty set of blobs. */
+function ignoreMissing(error: unknown): void {
+  if ((error as { code?: string }).code !== "ENOENT") throw error;
+}
+
+export const createStateService = (deps: CoreDeps, identity: IdentityService): StateService =>
+  new StateService(
+    new StateRepository(deps.store.db, deps.store.dialect),
+    deps.store.dialect,
+    deps.config,
+    identity,
+    deps.bus,
+  );

@@ -1,0 +1,148 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createLibrary } from "../media/helpers.ts";
+import { startTestApp, type TestApp } from "../support/app.ts";
+
+const DEV_ON = { CUMULO_DEV_MODE: "true" };
+
+describe("developer mode off (the default)", () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp();
+  });
+  afterAll(() => t.close());
+
+  it("answers the ordinary 404 on every developer route and leaves them out of the document", async () => {
+    for (const [method, path] of [
+      ["GET", "/_cumulo"],
+      ["POST", "/_cumulo/state/reset"],
+      ["PUT", "/_cumulo/state/snapshots/one"],
+      ["POST", "/_cumulo/state/snapshots/one/load"],
+      ["GET", "/_cumulo/time"],
+      ["POST", "/_cumulo/time"],
+      ["POST", "/_cumulo/faults"],
+    ] as const) {
+      const response = await t.request(method, path, method === "GET" ? {} : { json: {} });
+      expect(response.status, `${method} ${path}`).toBe(404);
+      expect(response.body).toEqual({ success: false, message: "Resource not found" });
+    }
+    const document = await t.request("GET", "/openapi.json", { anonymous: true });
+    expect(Object.keys(document.body.paths).filter((path) => path.startsWith("/_cumulo"))).toEqual([]);
+  });
+});
+
+describe("developer mode on", () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp(DEV_ON);
+  });
+  afterAll(() => t.close());
+
+  it("lists its routes under the dev-mode tag", async () => {
+    const document = await t.request("GET", "/openapi.json", { anonymous: true });
+    const devPaths = Object.entries(document.body.paths as Record<string, Record<string, { tags: string[] }>>)
+      .filter(([path]) => path.startsWith("/_cumulo"))
+      .flatMap(([, operations]) => Object.values(operations));
+    expect(devPaths.length).toBeGreaterThanOrEqual(8);
+    for (const operation of devPaths) expect(operation.tags).toEqual(["dev-mode"]);
+  });
+
+  it("needs an admin key of the bootstrap organization", async () => {
+    expect((await t.request("GET", "/_cumulo", { anonymous: true })).status).toBe(401);
+    expect((await t.request("GET", "/_cumulo", { key: "not-a-key-at-all-0000000" })).status).toBe(401);
+    const other = await t.createOrganization();
+    const refused = await t.request("GET", "/_cumulo", { key: other.key });
+    expect(refused.status).toBe(403);
+    expect(refused.body.success).toBe(false);
+    const operator = await t.request("GET", "/_cumulo");
+    expect(operator.status).toBe(200);
+    expect(operator.body.offers).toEqual(expect.arrayContaining([expect.stringContaining("/_cumulo/time")]));
+  });
+
+  it("saves a snapshot, then loads it back after changes, and resets to the bootstrap state", async () => {
+    const kept = await createLibrary(t, { name: "Kept" });
+    const saved = await t.request("PUT", "/_cumulo/state/snapshots/base");
+    expect(saved.status, saved.text).toBe(200);
+    expect(saved.body.snapshot.name).toBe("base");
+    const listed = await t.request("GET", "/_cumulo/state/snapshots");
+    expect(listed.body.snapshots.map((s: { name: string }) => s.name)).toEqual(["base"]);
+
+    const later = await createLibrary(t, { name: "Later" });
+    await t.request("DELETE", `/v1/media/libraries/${kept.id}`);
+    const loaded = await t.request("POST", "/_cumulo/state/snapshots/base/load");
+    expect(loaded.status, loaded.text).toBe(200);
+    expect((await t.request("GET", `/v1/media/libraries/${kept.id}`)).status).toBe(200);
+    expect((await t.request("GET", `/v1/media/libraries/${later.id}`)).status).toBe(404);
+    // Ids keep counting after the restored rows: a new organization and key work.
+    const created = await t.createOrganization("After load");
+    expect((await t.request("GET", "/v1/media/libraries", { key: created.key })).status).toBe(200);
+
+    const reset = await t.request("POST", "/_cumulo/state/reset", { json: {} });
+    expect(reset.status, reset.text).toBe(200);
+    expect((await t.request("GET", `/v1/media/libraries/${kept.id}`)).status).toBe(404);
+    // The other organization's key is gone, the bootstrap key works again at once.
+    expect((await t.request("GET", "/v1/media/libraries", { key: created.key })).status).toBe(401);
+    expect((await t.request("GET", "/v1/media/libraries")).body.data).toEqual([]);
+
+    expect((await t.request("POST", "/_cumulo/state/snapshots/base/load")).status).toBe(200);
+    expect((await t.request("GET", `/v1/media/libraries/${kept.id}`)).status).toBe(200);
+  });
+
+  it("answers 404 for an unknown snapshot and for a name that cannot be one", async () => {
+    expect((await t.request("POST", "/_cumulo/state/snapshots/missing/load")).status).toBe(404);
+    expect((await t.request("DELETE", "/_cumulo/state/snapshots/missing")).status).toBe(404);
+    expect((await t.request("PUT", "/_cumulo/state/snapshots/Bad-Name")).status).toBe(404);
+  });
+
+  it("moves the clock forward and back to real time", async () => {
+    const before = await t.request("GET", "/_cumulo/time");
+    expect(before.body.offset_ms).toBe(0);
+    const moved = await t.request("POST", "/_cumulo/time", { json: { advance_ms: 86_400_000 } });
+    expect(moved.status).toBe(200);
+    expect(moved.body.offset_ms).toBe(86_400_000);
+    expect(Date.parse(moved.body.now) - Date.parse(before.body.now)).toBeGreaterThanOrEqual(86_400_000);
+    // Writes are stamped with the moved clock.
+    const library = await createLibrary(t, { name: "Tomorrow" });
+    expect(Date.parse(String(library.created_at))).toBeGreaterThanOrEqual(Date.parse(moved.body.now));
+    const real = await t.request("POST", "/_cumulo/time", { json: { real: true } });
+    expect(real.body.offset_ms).toBe(0);
+    const both = await t.request("POST", "/_cumulo/time", { json: { real: true, advance_ms: 5 } });
+    expect(both.status).toBe(400);
+  });
+
+  it("injects a fault with the group's error body, marks it, and stops after its count", async () => {
+    const added = await t.request("POST", "/_cumulo/faults", {
+      json: { route: "/v1/media/libraries", method: "GET", status: 503, count: 1 },
+    });
+    expect(added.status, added.text).toBe(201);
+    const faulted = await t.request("GET", "/v1/media/libraries");
+    expect(faulted.status).toBe(503);
+    expect(faulted.headers.get("x-cumulo-fault")).toBe(added.body.id);
+    expect(faulted.body).toEqual({ success: false, message: expect.stringContaining(added.body.id) });
+    const next = await t.request("GET", "/v1/media/libraries");
+    expect(next.status).toBe(200);
+    expect(next.headers.get("x-cumulo-fault")).toBeNull();
+    expect((await t.request("GET", "/_cumulo/faults")).body.faults).toEqual([]);
+
+    const cloud = await t.request("POST", "/_cumulo/faults", {
+      json: { path_prefix: "/v1/cloud", status: 500 },
+    });
+    const cloudAnswer = await t.cloud("GET", "/v1/cloud/user-resource/vm/list");
+    expect(cloudAnswer.status).toBe(500);
+    expect(cloudAnswer.headers.get("x-cumulo-fault")).toBe(cloud.body.id);
+    expect(cloudAnswer.body.message).toEqual(expect.stringContaining(cloud.body.id));
+    expect((await t.request("DELETE", `/_cumulo/faults/${cloud.body.id}`)).status).toBe(204);
+    expect((await t.request("DELETE", `/_cumulo/faults/${cloud.body.id}`)).status).toBe(404);
+    expect((await t.request("POST", "/_cumulo/faults", { json: { route: "/x" } })).status).toBe(400);
+  });
+
+  it("injects faults only for the organization named", async () => {
+    const other = await t.createOrganization("Faulted");
+    await t.request("POST", "/_cumulo/faults", {
+      json: { organization_id: other.organizationId, status: 500 },
+    });
+    expect((await t.request("GET", "/v1/media/libraries", { key: other.key })).status).toBe(500);
+    expect((await t.request("GET", "/v1/media/libraries")).status).toBe(200);
+    expect((await t.request("DELETE", "/_cumulo/faults")).status).toBe(204);
+    expect((await t.request("GET", "/v1/media/libraries", { key: other.key })).status).toBe(200);
+  });
+});
