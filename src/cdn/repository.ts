@@ -150,6 +150,11 @@ export interface TrafficBucketRow extends TrafficCounters {
 /** The rollup tables by period length, finest first. */
 const RESOLUTIONS = [
   { minutes: 1, distribution: "cdn_traffic_minutes", organization: "cdn_organization_traffic_minutes" },
+  {
+    minutes: 15,
+    distribution: "cdn_traffic_quarter_hours",
+    organization: "cdn_organization_traffic_quarter_hours",
+  },
   { minutes: 60, distribution: "cdn_traffic_hours", organization: "cdn_organization_traffic_hours" },
   { minutes: 1440, distribution: "cdn_traffic_days", organization: "cdn_organization_traffic_days" },
 ] as const;
@@ -181,7 +186,7 @@ const countersOf = (row: TrafficCounters): TrafficCounters =>
   Object.fromEntries(TRAFFIC_COUNTERS.map((column) => [column, row[column]])) as unknown as TrafficCounters;
 
 /**
- * Edge traffic rollups per minute, hour and day, per distribution and per organization: added to by
+ * Edge traffic rollups per minute, quarter hour, hour and day, per distribution and per organization: added to by
  * every edge node's flush, read by the analytics query from the coarsest table that fits.
  */
 export class TrafficRepository {
@@ -232,7 +237,7 @@ export class TrafficRepository {
     }
   }
 
-  /** Deletes minute rollups before `beforeMinute` (hour and day rollups stay); returns how many went. */
+  /** Deletes minute rollups before `beforeMinute` (the coarser ones stay); returns how many went. */
   async pruneMinutesBefore(beforeMinute: number): Promise<number> {
     let removed = 0;
     for (const table of ["cdn_traffic_minutes", "cdn_organization_traffic_minutes"] as const) {
@@ -256,7 +261,8 @@ export class TrafficRepository {
   /**
    * Sums the minutes in [fromMinute, toMinute) per bucket of `granularityMinutes`, for one
    * distribution (already known to be the organization's) or for all of an organization's, from the
-   * coarsest rollup whose periods tile the buckets: days for `1d`, hours for `1h` and `6h`.
+   * coarsest rollup whose periods tile the buckets: days for `1d`, hours for `1h` and `6h`, quarter
+   * hours for `15m`.
    */
   async sumByBucket(input: {
     organizationId: string;

@@ -30,7 +30,7 @@ describe("CDN rollups migration", () => {
     await testStore.drop();
   });
 
-  it("fills the daily and organization rollups from the traffic stored before it", async () => {
+  it("fills the quarter-hour, daily and organization rollups from the traffic stored before it", async () => {
     const { db, dialect } = store;
     const before = Object.fromEntries(
       Object.entries(allMigrations(dialect)).filter(([name]) => name !== ROLLUPS),
@@ -72,7 +72,9 @@ describe("CDN rollups migration", () => {
 
     const read = async (
       table:
+        | "cdn_traffic_quarter_hours"
         | "cdn_traffic_days"
+        | "cdn_organization_traffic_quarter_hours"
         | "cdn_organization_traffic_minutes"
         | "cdn_organization_traffic_hours"
         | "cdn_organization_traffic_days",
@@ -83,6 +85,17 @@ describe("CDN rollups migration", () => {
           ([minuteA = 0, requestsA = 0], [minuteB = 0, requestsB = 0]) =>
             minuteA - minuteB || requestsA - requestsB,
         );
+    expect(await read("cdn_traffic_quarter_hours")).toEqual([
+      [day + 60, 3, 1],
+      [day + 60, 5, 1],
+      [day + 1425, 4, 1],
+      [day + 1440, 6, 1],
+    ]);
+    expect(await read("cdn_organization_traffic_quarter_hours")).toEqual([
+      [day + 60, 8, 2],
+      [day + 1425, 4, 1],
+      [day + 1440, 6, 1],
+    ]);
     expect(await read("cdn_traffic_days")).toEqual([
       [day, 5, 1],
       [day, 9, 3],

@@ -14,9 +14,10 @@ const COUNTERS = [
 ];
 
 /**
- * Daily rollups per distribution, and minute, hourly and daily rollups per organization, so every
- * analytics query reads few rows; filled from the rollups already stored (hours outlive minutes, so
- * the coarser tables come from the hourly one).
+ * Quarter-hour and daily rollups per distribution, and minute, quarter-hour, hourly and daily ones
+ * per organization, so every analytics query reads few rows; filled from the rollups already stored
+ * (hours outlive minutes, so daily sums come from the hourly table, quarter hours from the minutes
+ * still kept).
  */
 export const cdnTrafficRollupsMigration = (t: ColumnTypes): Migration => ({
   async up(db) {
@@ -26,26 +27,29 @@ export const cdnTrafficRollupsMigration = (t: ColumnTypes): Migration => ({
       return built;
     };
 
-    await withCounters(
-      db.schema
-        .createTable("cdn_traffic_days")
-        .addColumn("distribution_id", t.uuid, (c) => c.notNull())
-        .addColumn("organization_id", t.uuid, (c) =>
-          c.notNull().references("organizations.id").onDelete("cascade"),
-        )
-        .addColumn("minute", t.bigint, (c) => c.notNull()),
-    )
-      .addPrimaryKeyConstraint("cdn_traffic_days_pk", ["distribution_id", "minute"])
-      .execute();
-    // For the organization's cascading delete.
-    await db.schema
-      .createIndex("cdn_traffic_days_organization_idx")
-      .on("cdn_traffic_days")
-      .columns(["organization_id", "minute"])
-      .execute();
+    for (const table of ["cdn_traffic_quarter_hours", "cdn_traffic_days"]) {
+      await withCounters(
+        db.schema
+          .createTable(table)
+          .addColumn("distribution_id", t.uuid, (c) => c.notNull())
+          .addColumn("organization_id", t.uuid, (c) =>
+            c.notNull().references("organizations.id").onDelete("cascade"),
+          )
+          .addColumn("minute", t.bigint, (c) => c.notNull()),
+      )
+        .addPrimaryKeyConstraint(`${table}_pk`, ["distribution_id", "minute"])
+        .execute();
+      // For the organization's cascading delete.
+      await db.schema
+        .createIndex(`${table}_organization_idx`)
+        .on(table)
+        .columns(["organization_id", "minute"])
+        .execute();
+    }
 
     for (const table of [
       "cdn_organization_traffic_minutes",
+      "cdn_organization_traffic_quarter_hours",
       "cdn_organization_traffic_hours",
       "cdn_organization_traffic_days",
     ]) {
@@ -70,6 +74,13 @@ export const cdnTrafficRollupsMigration = (t: ColumnTypes): Migration => ({
     const sums = sql.join(COUNTERS.map((column) => sql`sum(${sql.ref(column)})`));
     const columns = sql.join(COUNTERS.map((column) => sql.ref(column)));
     const day = sql`(${sql.ref("minute")} / 1440) * 1440`;
+    const quarter = sql`(${sql.ref("minute")} / 15) * 15`;
+    await sql`insert into cdn_traffic_quarter_hours (distribution_id, organization_id, minute, ${columns})
+      select distribution_id, organization_id, ${quarter}, ${sums} from cdn_traffic_minutes
+      group by distribution_id, organization_id, ${quarter}`.execute(db);
+    await sql`insert into cdn_organization_traffic_quarter_hours (organization_id, minute, ${columns})
+      select organization_id, ${quarter}, ${sums} from cdn_traffic_minutes
+      group by organization_id, ${quarter}`.execute(db);
     await sql`insert into cdn_traffic_days (distribution_id, organization_id, minute, ${columns})
       select distribution_id, organization_id, ${day}, ${sums} from cdn_traffic_hours
       group by distribution_id, organization_id, ${day}`.execute(db);
