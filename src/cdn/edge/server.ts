@@ -172,7 +172,7 @@ export class EdgeServer {
           this.#count(distribution, response.statusCode, { sent, upstream: 0, originMs: undefined });
           return undefined;
         }
-        return this.#answer(request, response, id, resolved, cached);
+        return this.#answer(request, response, id, resolved, { cached });
       }
     }
     return this.#answer(request, response, id, resolved);
@@ -189,13 +189,13 @@ export class EdgeServer {
     });
   }
 
-  /** Everything but the hot path; `cached` is the cache lookup when `#handle` already started it. */
+  /** Everything but the hot path; `lookup` holds the cache lookup when `#handle` already made it. */
   async #answer(
     request: IncomingMessage,
     response: ServerResponse,
     id: string,
     resolved: Resolved | undefined,
-    cached?: ReturnType<EdgeCache["get"]>,
+    lookup?: { cached: ReturnType<EdgeCache["get"]> },
   ): Promise<void> {
     response.setHeader("x-request-id", id);
     if (!resolved) {
@@ -226,7 +226,9 @@ export class EdgeServer {
     }
 
     const miss: Miss = { request, resolved, exchange };
-    const stored = await (cached ?? this.cache.get(distribution.id, pathAndQuery, request.headers));
+    const stored = await (lookup
+      ? lookup.cached
+      : this.cache.get(distribution.id, pathAndQuery, request.headers));
     if (stored && this.#policy.satisfies(stored, request, resolved)) {
       exchange.sent = this.#sendObject(miss, response, stored, "HIT");
       return;
