@@ -3,7 +3,13 @@ import type { Page } from "../http/pagination.ts";
 import { selectPage } from "../store/paging.ts";
 import type { Database } from "../store/tables.ts";
 import { type Executor, isUniqueViolation } from "../store/transactions.ts";
-import type { DistributionChanges, DistributionRow, PurgeTable, TrafficMinuteTable } from "./tables.ts";
+import type {
+  DistributionChanges,
+  DistributionRow,
+  OrganizationTrafficTable,
+  PurgeTable,
+  TrafficMinuteTable,
+} from "./tables.ts";
 
 /** Raised when a hostname is taken (the store's unique index said so). */
 export class HostnameTakenError extends Error {
@@ -141,31 +147,79 @@ export interface TrafficBucketRow extends TrafficCounters {
   bucket: number;
 }
 
-/** Per-minute traffic rollups: added to by every edge node, read by the analytics query. */
+/** The rollup tables by period length, finest first. */
+const RESOLUTIONS = [
+  { minutes: 1, distribution: "cdn_traffic_minutes", organization: "cdn_organization_traffic_minutes" },
+  {
+    minutes: 15,
+    distribution: "cdn_traffic_quarter_hours",
+    organization: "cdn_organization_traffic_quarter_hours",
+  },
+  { minutes: 60, distribution: "cdn_traffic_hours", organization: "cdn_organization_traffic_hours" },
+  { minutes: 1440, distribution: "cdn_traffic_days", organization: "cdn_organization_traffic_days" },
+] as const;
+
+type RollupTable = (typeof RESOLUTIONS)[number]["distribution" | "organization"];
+
+/**
+ * Sums minute rows into one row per scope (distribution or organization) and period of `minutes`,
+ * in key order: every flush locks rows in the same order, so concurrent flushes cannot deadlock.
+ */
+function rollUp<Row extends OrganizationTrafficTable>(
+  rows: TrafficMinuteTable[],
+  minutes: number,
+  scopeOf: (row: TrafficMinuteTable) => string,
+  startPeriod: (row: TrafficMinuteTable, minute: number) => Row,
+): Row[] {
+  const periods = new Map<string, Row>();
+  for (const row of rows) {
+    const minute = row.minute - (row.minute % minutes);
+    const key = `${scopeOf(row)}|${minute}`;
+    const period = periods.get(key);
+    if (!period) periods.set(key, startPeriod(row, minute));
+    else for (const column of TRAFFIC_COUNTERS) period[column] += row[column];
+  }
+  return [...periods.keys()].sort().map((key) => periods.get(key) as Row);
+}
+
+const countersOf = (row: TrafficCounters): TrafficCounters =>
+  Object.fromEntries(TRAFFIC_COUNTERS.map((column) => [column, row[column]])) as unknown as TrafficCounters;
+
+/**
+ * Edge traffic rollups per minute, quarter hour, hour and day, per distribution and per organization: added to by
+ * every edge node's flush, read by the analytics query from the coarsest table that fits.
+ */
 export class TrafficRepository {
   constructor(readonly db: Kysely<Database>) {}
 
-  /** Adds the counters to their minute rows and hour rows (creating them), in one transaction. */
+  /** Adds minute counters to every rollup table (creating rows), in one transaction. */
   async add(rows: TrafficMinuteTable[]): Promise<void> {
     if (rows.length === 0) return;
-    const hours = new Map<string, TrafficMinuteTable>();
-    for (const row of rows) {
-      const minute = Math.floor(row.minute / 60) * 60;
-      const key = `${row.distribution_id}|${minute}`;
-      const hour = hours.get(key);
-      if (!hour) hours.set(key, { ...row, minute });
-      else for (const column of TRAFFIC_COUNTERS) hour[column] += row[column];
-    }
     await this.db.transaction().execute(async (trx) => {
-      await this.#upsertAdd(trx, "cdn_traffic_minutes", rows);
-      await this.#upsertAdd(trx, "cdn_traffic_hours", [...hours.values()]);
+      for (const resolution of RESOLUTIONS) {
+        const byDistribution = rollUp(
+          rows,
+          resolution.minutes,
+          (row) => row.distribution_id,
+          (row, minute) => ({ ...row, minute }),
+        );
+        await this.#upsertAdd(trx, resolution.distribution, "distribution_id", byDistribution);
+        const byOrganization = rollUp(
+          rows,
+          resolution.minutes,
+          (row) => row.organization_id,
+          (row, minute) => ({ organization_id: row.organization_id, minute, ...countersOf(row) }),
+        );
+        await this.#upsertAdd(trx, resolution.organization, "organization_id", byOrganization);
+      }
     });
   }
 
   async #upsertAdd(
     trx: Transaction<Database>,
-    table: "cdn_traffic_minutes" | "cdn_traffic_hours",
-    rows: TrafficMinuteTable[],
+    table: RollupTable,
+    scope: "distribution_id" | "organization_id",
+    rows: OrganizationTrafficTable[],
   ): Promise<void> {
     const added = Object.fromEntries(
       TRAFFIC_COUNTERS.map((column) => [
@@ -178,33 +232,37 @@ export class TrafficRepository {
       await trx
         .insertInto(table)
         .values(rows.slice(index, index + 500))
-        .onConflict((conflict) => conflict.columns(["distribution_id", "minute"]).doUpdateSet(added))
+        .onConflict((conflict) => conflict.columns([scope, "minute"]).doUpdateSet(added))
         .execute();
     }
   }
 
-  /** Deletes minute rollups before `beforeMinute` (hour rollups stay); returns how many went. */
+  /** Deletes minute rollups before `beforeMinute` (the coarser ones stay); returns how many went. */
   async pruneMinutesBefore(beforeMinute: number): Promise<number> {
     let removed = 0;
-    // At most a day of rollups per statement keeps each delete, and the locks it holds, short.
-    for (;;) {
-      const oldest = await this.db
-        .selectFrom("cdn_traffic_minutes")
-        .select((eb) => eb.fn.min("minute").as("minute"))
-        .executeTakeFirst();
-      if (oldest?.minute == null || Number(oldest.minute) >= beforeMinute) return removed;
-      const result = await this.db
-        .deleteFrom("cdn_traffic_minutes")
-        .where("minute", "<", Math.min(beforeMinute, Number(oldest.minute) + 24 * 60))
-        .executeTakeFirst();
-      removed += Number(result.numDeletedRows);
+    for (const table of ["cdn_traffic_minutes", "cdn_organization_traffic_minutes"] as const) {
+      // At most a day of rollups per statement keeps each delete, and the locks it holds, short.
+      for (;;) {
+        const oldest = await this.db
+          .selectFrom(table)
+          .select((eb) => eb.fn.min("minute").as("minute"))
+          .executeTakeFirst();
+        if (oldest?.minute == null || Number(oldest.minute) >= beforeMinute) break;
+        const result = await this.db
+          .deleteFrom(table)
+          .where("minute", "<", Math.min(beforeMinute, Number(oldest.minute) + 24 * 60))
+          .executeTakeFirst();
+        removed += Number(result.numDeletedRows);
+      }
     }
+    return removed;
   }
 
   /**
    * Sums the minutes in [fromMinute, toMinute) per bucket of `granularityMinutes`, for one
-   * distribution (already known to be the organization's) or for all of an organization's.
-   * Hour-aligned ranges and buckets read the hourly table (60 times fewer rows).
+   * distribution (already known to be the organization's) or for all of an organization's, from the
+   * coarsest rollup whose periods tile the buckets: days for `1d`, hours for `1h` and `6h`, quarter
+   * hours for `15m`.
    */
   async sumByBucket(input: {
     organizationId: string;
@@ -214,18 +272,20 @@ export class TrafficRepository {
     granularityMinutes: number;
   }): Promise<TrafficBucketRow[]> {
     const { organizationId, distributionId, fromMinute, toMinute, granularityMinutes } = input;
-    const hourly = granularityMinutes % 60 === 0 && fromMinute % 60 === 0 && toMinute % 60 === 0;
-    let query = this.db
-      .selectFrom(hourly ? "cdn_traffic_hours" : "cdn_traffic_minutes")
-      .where("minute", ">=", fromMinute)
-      .where("minute", "<", toMinute);
+    const tiles = (minutes: number) =>
+      granularityMinutes % minutes === 0 && fromMinute % minutes === 0 && toMinute % minutes === 0;
+    const resolution = RESOLUTIONS.findLast((candidate) => tiles(candidate.minutes)) ?? RESOLUTIONS[0];
     // A distribution's rows all carry its organization: its own key range is the narrower scan.
-    query =
+    const [table, scope, id] =
       distributionId !== undefined
-        ? query.where("distribution_id", "=", distributionId)
-        : query.where("organization_id", "=", organizationId);
+        ? [resolution.distribution, "distribution_id", distributionId]
+        : [resolution.organization, "organization_id", organizationId];
     const bucket = sql<number>`(${sql.ref("minute")} / ${sql.lit(granularityMinutes)})`;
-    const rows = await query
+    const rows = await this.db
+      .selectFrom(table)
+      .where(sql.ref(scope), "=", id)
+      .where("minute", ">=", fromMinute)
+      .where("minute", "<", toMinute)
       .select((eb) => [
         bucket.as("bucket"),
         ...TRAFFIC_COUNTERS.map((column) => eb.fn.sum<number>(column).as(column)),

@@ -50,10 +50,22 @@ export interface TrafficMinuteTable {
   responses_5xx: number;
 }
 
+/** The same sums over all of an organization's distributions (past ones included). */
+export type OrganizationTrafficTable = Omit<TrafficMinuteTable, "distribution_id">;
+
+/**
+ * Rollups per minute, quarter hour, hour and day, per distribution and per organization, all written
+ * in the flush's transaction; in the coarser tables `minute` is the period's first minute (UTC).
+ */
 export interface CdnTables {
   cdn_distributions: DistributionTable;
   cdn_purges: PurgeTable;
   cdn_traffic_minutes: TrafficMinuteTable;
-  /** The same sums per hour; `minute` is the hour's first minute. */
+  cdn_traffic_quarter_hours: TrafficMinuteTable;
   cdn_traffic_hours: TrafficMinuteTable;
+  cdn_traffic_days: TrafficMinuteTable;
+  cdn_organization_traffic_minutes: OrganizationTrafficTable;
+  cdn_organization_traffic_quarter_hours: OrganizationTrafficTable;
+  cdn_organization_traffic_hours: OrganizationTrafficTable;
+  cdn_organization_traffic_days: OrganizationTrafficTable;
 }

@@ -54,6 +54,14 @@ describe("CDN edge", () => {
     expect(served.headers["x-request-id"]).toMatch(/^[0-9a-f-]{36}$/);
     const echoed = await get("/id.txt", { "x-request-id": "trace/abc+1=" });
     expect(echoed.headers["x-request-id"]).toBe("trace/abc+1=");
+    // hits answered in one header list (plain) and through the range and conditional paths
+    expect(echoed.headers["x-cache"]).toBe("HIT");
+    const ranged = await get("/id.txt", { range: "bytes=0-0", "x-request-id": "ranged" });
+    expect([ranged.status, ranged.headers["x-cache"], ranged.headers["x-request-id"]]).toEqual([
+      206,
+      "HIT",
+      "ranged",
+    ]);
     const unknown = await edgeRequest(edge, "/no-such-host.example.test/x", {
       headers: { "x-request-id": "bad id" },
     });

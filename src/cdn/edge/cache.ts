@@ -107,16 +107,28 @@ export class EdgeCache {
     return `${primary}\n${values.join("\n")}`;
   }
 
-  async get(
+  /** The variant a request asks for: from memory at once, or a promise of the disk tier's copy. */
+  get(
+    distributionId: string,
+    pathAndQuery: string,
+    request: IncomingHttpHeaders,
+  ): CachedObject | undefined | Promise<CachedObject | undefined> {
+    const key = this.#variantKey(EdgeCache.key(distributionId, pathAndQuery), request);
+    const inMemory = this.#lru.get(key);
+    if (inMemory || !this.#disk) return inMemory;
+    return this.#fromDisk(this.#disk, key, distributionId, pathAndQuery, request);
+  }
+
+  /** Moves a copy the disk tier kept back into memory. */
+  async #fromDisk(
+    disk: DiskTier,
+    key: string,
     distributionId: string,
     pathAndQuery: string,
     request: IncomingHttpHeaders,
   ): Promise<CachedObject | undefined> {
-    const key = this.#variantKey(EdgeCache.key(distributionId, pathAndQuery), request);
-    const inMemory = this.#lru.get(key);
-    if (inMemory || !this.#disk) return inMemory;
     const epoch = this.epoch(distributionId);
-    const fromDisk = await this.#disk.take(key);
+    const fromDisk = await disk.take(key);
     if (fromDisk) this.set(distributionId, pathAndQuery, request, fromDisk, epoch);
     return fromDisk;
   }

@@ -41,7 +41,11 @@ export class HostResolver {
     this.#hosts.clear();
   }
 
-  async resolve(request: IncomingMessage): Promise<Resolved | undefined> {
+  /**
+   * The distribution and path a request is for. While what the store said about the name is
+   * remembered the answer is given at once, without a promise: the cache-hit path never waits.
+   */
+  resolve(request: IncomingMessage): Resolved | undefined | Promise<Resolved | undefined> {
     const url = request.url ?? "/";
     const queryAt = url.indexOf("?");
     let path = queryAt === -1 ? url : url.slice(0, queryAt);
@@ -51,10 +55,19 @@ export class HostResolver {
 
     const host = hostOf(request);
     if (host) {
-      const distribution = await this.#distribution(host);
+      const distribution = this.#distribution(host);
+      if (distribution instanceof Promise) {
+        return distribution.then((found) =>
+          found ? { distribution: found, pathAndQuery: path + query } : this.#byPathPrefix(path, query),
+        );
+      }
       if (distribution) return { distribution, pathAndQuery: path + query };
     }
-    // path-style: /{hostname}/{path}
+    return this.#byPathPrefix(path, query);
+  }
+
+  /** Path-style: `/{hostname}/{path}`. */
+  #byPathPrefix(path: string, query: string): Resolved | undefined | Promise<Resolved | undefined> {
     const slash = path.indexOf("/", 1);
     const segment = slash === -1 ? path.slice(1) : path.slice(1, slash);
     let hostname: string;
@@ -64,12 +77,15 @@ export class HostResolver {
       return undefined;
     }
     if (hostname === "" || hostname.length > 253) return undefined;
-    const distribution = await this.#distribution(hostname);
-    if (!distribution) return undefined;
-    return { distribution, pathAndQuery: (slash === -1 ? "/" : path.slice(slash)) + query };
+    const pathAndQuery = (slash === -1 ? "/" : path.slice(slash)) + query;
+    const distribution = this.#distribution(hostname);
+    if (distribution instanceof Promise) {
+      return distribution.then((found) => (found ? { distribution: found, pathAndQuery } : undefined));
+    }
+    return distribution ? { distribution, pathAndQuery } : undefined;
   }
 
-  async #distribution(hostname: string): Promise<DistributionRow | undefined> {
+  #distribution(hostname: string): DistributionRow | undefined | Promise<DistributionRow | undefined> {
     const now = this.clock.now().getTime();
     const known = this.#hosts.get(hostname);
     if (known && known.expires > now) return known.distribution;

@@ -9,8 +9,9 @@ import { createBoundedServer } from "../../http/listener.ts";
 import { requestId } from "../../http/request-id.ts";
 import type { TrafficRecorder } from "../analytics.ts";
 import { type CdnService, DISTRIBUTION_CHANNEL, type DistributionChange } from "../service.ts";
+import type { DistributionRow } from "../tables.ts";
 import { type CachedObject, EdgeCache } from "./cache.ts";
-import { EdgeCachePolicy } from "./cache-policy.ts";
+import { EdgeCachePolicy, type Resolved } from "./cache-policy.ts";
 import { MissCoalescer } from "./coalescing.ts";
 import { DiskTier } from "./disk-tier.ts";
 import { HostResolver } from "./host-resolution.ts";
@@ -25,6 +26,8 @@ type SharedResult =
   | { kind: "error"; status: number }
   /** Nothing shareable (not cacheable or too large): each waiting viewer asks the origin itself. */
   | { kind: "pass" };
+
+const HTTP_ORIGIN = /^https?:\/\//i;
 
 const ERROR_MESSAGES: Record<number, string> = {
   404: "Resource not found",
@@ -84,11 +87,11 @@ export class EdgeServer {
     this.#hosts = new HostResolver(deps.cdn, deps.config, deps.clock);
     this.#origins = new OriginFetcher(deps.config, deps.logger, this.cache, this.#policy);
     this.#server = createBoundedServer(deps, (request, response) => {
-      this.#handle(request, response).catch((error: unknown) => {
-        deps.logger.error({ err: error }, "edge request failed");
-        if (!response.headersSent) sendError(response, 500);
-        else response.destroy();
-      });
+      try {
+        this.#handle(request, response)?.catch((error: unknown) => this.#failed(response, error));
+      } catch (error) {
+        this.#failed(response, error);
+      }
     });
   }
 
@@ -138,32 +141,72 @@ export class EdgeServer {
     await this.deps.traffic.stop();
   }
 
-  async #handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
-    response.setHeader("x-request-id", requestId(request));
-    const resolved = await this.#hosts.resolve(request);
+  #failed(response: ServerResponse, error: unknown): void {
+    this.deps.logger.error({ err: error }, "edge request failed");
+    if (!response.headersSent) sendError(response, 500);
+    else response.destroy();
+  }
+
+  /**
+   * Answers a request. A fresh in-memory copy for a remembered host is sent at once, without a
+   * promise or a listener (the hot path); everything else continues in `#answer`.
+   */
+  #handle(request: IncomingMessage, response: ServerResponse): Promise<void> | undefined {
+    const id = requestId(request);
+    const resolved = this.#hosts.resolve(request);
+    if (resolved instanceof Promise) {
+      response.setHeader("x-request-id", id); // also on a 500 if the lookup fails
+      return resolved.then((found) => this.#answer(request, response, id, found));
+    }
+    if (resolved && (request.method === "GET" || request.method === "HEAD")) {
+      const { distribution, pathAndQuery } = resolved;
+      if (distribution.status === "active" && HTTP_ORIGIN.test(distribution.origin_url)) {
+        const cached = this.cache.get(distribution.id, pathAndQuery, request.headers);
+        if (!(cached instanceof Promise) && cached && this.#policy.satisfies(cached, request, resolved)) {
+          const sent = sendCachedObject(request, response, cached, "HIT", this.#policy.age(cached), id);
+          this.#count(distribution, response.statusCode, { sent, upstream: 0, originMs: undefined });
+          return undefined;
+        }
+        return this.#answer(request, response, id, resolved, { cached });
+      }
+    }
+    return this.#answer(request, response, id, resolved);
+  }
+
+  #count(distribution: DistributionRow, status: number, exchange: Exchange): void {
+    this.deps.traffic.record({
+      distributionId: distribution.id,
+      organizationId: distribution.organization_id,
+      status,
+      sentBytes: exchange.sent,
+      upstreamBytes: exchange.upstream,
+      originTimeMs: exchange.originMs,
+    });
+  }
+
+  /** Everything but the hot path; `lookup` holds the cache lookup when `#handle` already made it. */
+  async #answer(
+    request: IncomingMessage,
+    response: ServerResponse,
+    id: string,
+    resolved: Resolved | undefined,
+    lookup?: { cached: ReturnType<EdgeCache["get"]> },
+  ): Promise<void> {
+    response.setHeader("x-request-id", id);
     if (!resolved) {
       sendError(response, 404);
       return;
     }
     const { distribution, pathAndQuery } = resolved;
     const exchange: Exchange = { sent: 0, upstream: 0, originMs: undefined };
-    response.once("close", () => {
-      this.deps.traffic.record({
-        distributionId: distribution.id,
-        organizationId: distribution.organization_id,
-        status: response.statusCode,
-        sentBytes: exchange.sent,
-        upstreamBytes: exchange.upstream,
-        originTimeMs: exchange.originMs,
-      });
-    });
+    response.once("close", () => this.#count(distribution, response.statusCode, exchange));
 
     // Library distributions (media://) are answered by the media origin, which applies the library's
     // access rules on every request; their responses are never stored in the edge cache.
     const mediaLibrary = /^media:\/\/(.+)$/i.exec(distribution.origin_url)?.[1];
     const servable = mediaLibrary
       ? this.deps.mediaOrigin !== undefined
-      : /^https?:\/\//i.test(distribution.origin_url);
+      : HTTP_ORIGIN.test(distribution.origin_url);
     if (distribution.status !== "active" || !servable) {
       exchange.sent = sendError(response, 404);
       return;
@@ -178,16 +221,18 @@ export class EdgeServer {
     }
 
     const miss: Miss = { request, resolved, exchange };
-    const cached = await this.cache.get(distribution.id, pathAndQuery, request.headers);
-    if (cached && this.#policy.satisfies(cached, request, resolved)) {
-      exchange.sent = this.#sendObject(miss, response, cached, "HIT");
+    const stored = await (lookup
+      ? lookup.cached
+      : this.cache.get(distribution.id, pathAndQuery, request.headers));
+    if (stored && this.#policy.satisfies(stored, request, resolved)) {
+      exchange.sent = this.#sendObject(miss, response, stored, "HIT");
       return;
     }
     const key = EdgeCache.key(distribution.id, pathAndQuery);
     const pending = this.#misses.waitFor(key);
     if (!pending) {
       // A stale copy of the same variant is revalidated instead of downloaded again.
-      const stale = cached && !cached.varies && cached.status === 200 ? cached : undefined;
+      const stale = stored && !stored.varies && stored.status === 200 ? stored : undefined;
       await this.#misses.lead(key, (share) => this.#fetch(miss, response, stale, share));
       return;
     }

@@ -139,13 +139,18 @@ function flatHeaders(object: CachedObject): string[] {
   return flat;
 }
 
-/** Sends an object of the edge cache (from cache or just fetched) with its `Age` and `X-Cache`. */
+/**
+ * Sends an object of the edge cache (from cache or just fetched) with its `Age` and `X-Cache`.
+ * `requestId` is given when the response has no `X-Request-Id` yet: the common case then writes
+ * every header in one flat list, which is `writeHead`'s fast path (headers set before take its slow one).
+ */
 export function sendCachedObject(
   request: IncomingMessage,
   response: ServerResponse,
   object: CachedObject,
   cacheStatus: "HIT" | "MISS",
   age: number,
+  requestId?: string,
 ): number {
   const head = request.method === "HEAD";
   const conditions = request.headers;
@@ -156,7 +161,7 @@ export function sendCachedObject(
     conditions["if-modified-since"] === undefined
   ) {
     // The common case, kept cheap: the stored headers as a flat list plus the per-answer ones.
-    response.writeHead(200, [
+    const headers = [
       ...flatHeaders(object),
       "age",
       String(age),
@@ -166,10 +171,13 @@ export function sendCachedObject(
       "bytes",
       "content-length",
       String(object.body.length),
-    ]);
+    ];
+    if (requestId !== undefined) headers.push("x-request-id", requestId);
+    response.writeHead(200, headers);
     response.end(head ? undefined : object.body);
     return head ? 0 : object.body.length;
   }
+  if (requestId !== undefined) response.setHeader("x-request-id", requestId);
   const headers: OutgoingHttpHeaders = { ...object.headers, age: String(age), "x-cache": cacheStatus };
   if (object.status === 200) {
     headers["accept-ranges"] = "bytes";

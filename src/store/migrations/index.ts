@@ -12,6 +12,7 @@ import { mediaPlayersMigration } from "./0103-media-players.ts";
 import { cloudMigration } from "./0200-cloud.ts";
 import { cdnPurgesTrafficMigration } from "./0300-cdn-purges-traffic.ts";
 import { cdnTrafficRetentionMigration } from "./0301-cdn-traffic-retention.ts";
+import { cdnTrafficRollupsMigration } from "./0302-cdn-traffic-rollups.ts";
 import { webhookDeliveryAttemptsMigration } from "./0400-webhook-delivery-attempts.ts";
 import { videoProcessingMigration } from "./0500-video-processing.ts";
 import { videoUploadsMigration } from "./0501-video-uploads.ts";
@@ -31,6 +32,7 @@ export function allMigrations(dialect: DialectName): Record<string, Migration> {
     "0200-cloud": cloudMigration(types),
     "0300-cdn-purges-traffic": cdnPurgesTrafficMigration(types),
     "0301-cdn-traffic-retention": cdnTrafficRetentionMigration(),
+    "0302-cdn-traffic-rollups": cdnTrafficRollupsMigration(types),
     "0400-webhook-delivery-attempts": webhookDeliveryAttemptsMigration(types),
     "0500-video-processing": videoProcessingMigration(types),
     "0501-video-uploads": videoUploadsMigration(types),

@@ -1,0 +1,120 @@
+import { randomUUID } from "node:crypto";
+import { Migrator } from "kysely";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { openStore, type Store } from "../../src/store/database.ts";
+import { allMigrations } from "../../src/store/migrations/index.ts";
+import { createTestStore, type TestStore } from "../support/store.ts";
+
+const ROLLUPS = "0302-cdn-traffic-rollups";
+const counters = (requests: number) => ({
+  requests,
+  sent_bytes: requests * 100,
+  upstream_bytes: requests * 10,
+  origin_time_ms: requests * 7,
+  origin_fetches: 1,
+  responses_2xx: requests,
+  responses_3xx: 0,
+  responses_4xx: 0,
+  responses_5xx: 0,
+});
+
+describe("CDN rollups migration", () => {
+  let testStore: TestStore;
+  let store: Store;
+  beforeAll(async () => {
+    testStore = await createTestStore();
+    store = openStore({ dataDir: testStore.dataDir, databaseUrl: testStore.databaseUrl });
+  });
+  afterAll(async () => {
+    await store.close();
+    await testStore.drop();
+  });
+
+  it("fills the quarter-hour, daily and organization rollups from the traffic stored before it", async () => {
+    const { db, dialect } = store;
+    const before = Object.fromEntries(
+      Object.entries(allMigrations(dialect)).filter(([name]) => name !== ROLLUPS),
+    );
+    const migrator = new Migrator({
+      db,
+      provider: { getMigrations: async () => before },
+      allowUnorderedMigrations: true,
+    });
+    expect((await migrator.migrateToLatest()).error).toBeUndefined();
+
+    const organizationId = randomUUID();
+    const now = new Date().toISOString();
+    await db
+      .insertInto("organizations")
+      .values({ id: organizationId, name: "backfill", created_at: now, updated_at: now })
+      .execute();
+    const [first, second] = [randomUUID(), randomUUID()];
+    const day = 20_000 * 1440; // a UTC midnight, in minutes since the epoch
+    // As the flush wrote them before: minute rows and their hourly sums. The first hour's minutes
+    // are already past retention (deleted), its hour row is kept.
+    const minutes = [
+      { distribution_id: first, minute: day + 61, ...counters(3) },
+      { distribution_id: first, minute: day + 1439, ...counters(4) },
+      { distribution_id: second, minute: day + 61, ...counters(5) },
+      { distribution_id: second, minute: day + 1440, ...counters(6) },
+    ].map((row) => ({ ...row, organization_id: organizationId }));
+    const hours = [
+      { distribution_id: first, minute: day, ...counters(2) },
+      { distribution_id: first, minute: day + 60, ...counters(3) },
+      { distribution_id: first, minute: day + 1380, ...counters(4) },
+      { distribution_id: second, minute: day + 60, ...counters(5) },
+      { distribution_id: second, minute: day + 1440, ...counters(6) },
+    ].map((row) => ({ ...row, organization_id: organizationId }));
+    await db.insertInto("cdn_traffic_minutes").values(minutes).execute();
+    await db.insertInto("cdn_traffic_hours").values(hours).execute();
+
+    await store.migrate();
+
+    const read = async (
+      table:
+        | "cdn_traffic_quarter_hours"
+        | "cdn_traffic_days"
+        | "cdn_organization_traffic_quarter_hours"
+        | "cdn_organization_traffic_minutes"
+        | "cdn_organization_traffic_hours"
+        | "cdn_organization_traffic_days",
+    ) =>
+      (await db.selectFrom(table).select(["minute", "requests", "origin_fetches"]).execute())
+        .map((row) => [Number(row.minute), Number(row.requests), Number(row.origin_fetches)])
+        .sort(
+          ([minuteA = 0, requestsA = 0], [minuteB = 0, requestsB = 0]) =>
+            minuteA - minuteB || requestsA - requestsB,
+        );
+    expect(await read("cdn_traffic_quarter_hours")).toEqual([
+      [day + 60, 3, 1],
+      [day + 60, 5, 1],
+      [day + 1425, 4, 1],
+      [day + 1440, 6, 1],
+    ]);
+    expect(await read("cdn_organization_traffic_quarter_hours")).toEqual([
+      [day + 60, 8, 2],
+      [day + 1425, 4, 1],
+      [day + 1440, 6, 1],
+    ]);
+    expect(await read("cdn_traffic_days")).toEqual([
+      [day, 5, 1],
+      [day, 9, 3],
+      [day + 1440, 6, 1],
+    ]);
+    expect(await read("cdn_organization_traffic_minutes")).toEqual([
+      [day + 61, 8, 2],
+      [day + 1439, 4, 1],
+      [day + 1440, 6, 1],
+    ]);
+    expect(await read("cdn_organization_traffic_hours")).toEqual([
+      [day, 2, 1],
+      [day + 60, 8, 2],
+      [day + 1380, 4, 1],
+      [day + 1440, 6, 1],
+    ]);
+    expect(await read("cdn_organization_traffic_days")).toEqual([
+      [day, 14, 4],
+      [day + 1440, 6, 1],
+    ]);
+  });
+});
