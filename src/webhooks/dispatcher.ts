@@ -9,7 +9,7 @@ import { nextRetryDelayMs, parseRetryAfter, type RetryPolicy } from "./schedule.
 import type { DeliveryOutcome, WebhookSender } from "./sender.ts";
 
 export interface DispatcherOptions {
-  /** Attempts in flight in this process. */
+  /** Attempts in flight in this process; an endpoint's second and later ones may use only half. */
   concurrency: number;
   /** Attempts in flight to one endpoint from this process. */
   perEndpoint: number;
@@ -131,15 +131,22 @@ export class WebhookDispatcher implements BackgroundWorker {
     if (free <= 0) return;
     const now = this.clock.now();
     const taken = new Map<string, number>();
+    let takenTotal = 0;
+    // Fairness: half the slots are kept for endpoints with nothing in flight, so slow endpoints holding
+    // their attempts open (up to `perEndpoint` each) cannot take every slot from the fast ones.
+    const mayTakeAnother = (inFlightToEndpoint: number) =>
+      inFlightToEndpoint < this.options.perEndpoint &&
+      (inFlightToEndpoint === 0 || this.#inFlight.size + takenTotal < this.options.concurrency / 2);
     const claimed = await this.deliveries.claim(
       now.toISOString(),
       new Date(now.getTime() + this.options.leaseMs).toISOString(),
       free,
-      [...this.#perEndpoint].filter(([, count]) => count >= this.options.perEndpoint).map(([id]) => id),
+      [...this.#perEndpoint].filter(([, count]) => !mayTakeAnother(count)).map(([id]) => id),
       (endpointId) => {
         const count = (this.#perEndpoint.get(endpointId) ?? 0) + (taken.get(endpointId) ?? 0);
-        if (count >= this.options.perEndpoint) return false;
+        if (!mayTakeAnother(count)) return false;
         taken.set(endpointId, (taken.get(endpointId) ?? 0) + 1);
+        takenTotal++;
         return true;
       },
     );
