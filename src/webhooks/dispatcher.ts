@@ -35,6 +35,9 @@ export function relayWakeups(emitter: WebhookEmitter, bus: Bus, logger: FastifyB
   });
 }
 
+/** Attempts claimed in one transaction. */
+const CLAIM_BATCH = 32;
+
 /** Longest wait a Retry-After may impose (a day); longer values are treated as this. */
 const MAX_RETRY_AFTER_MS = 24 * 3600 * 1000;
 
@@ -127,7 +130,8 @@ export class WebhookDispatcher implements BackgroundWorker {
   }
 
   async #claim(): Promise<void> {
-    const free = this.options.concurrency - this.#inFlight.size;
+    // Claims go in small batches: the candidate scan stays short, and a full batch claims again at once.
+    const free = Math.min(this.options.concurrency - this.#inFlight.size, CLAIM_BATCH);
     if (free <= 0) return;
     const now = this.clock.now();
     const taken = new Map<string, number>();
@@ -165,6 +169,7 @@ export class WebhookDispatcher implements BackgroundWorker {
         });
       this.#inFlight.add(run);
     }
+    if (claimed.length === free) this.#tickAgain = true;
     if (claimed.length === 0) {
       // Due work left unclaimed is held back by a concurrency limit: a finishing attempt wakes us.
       const due = await this.deliveries.nextDue();
