@@ -4,6 +4,10 @@
  *
  *   npm run bench:webhooks            (SQLite; set TEST_DATABASE_URL and CUMULO_TEST_STORE=postgres for PostgreSQL)
  *   BENCH_DELIVERIES=5000 npm run bench:webhooks
+ *
+ * Then fairness: BENCH_ENDPOINTS (1000) endpoints on one library, 80% fast, 10% slow (answer after
+ * 1 s) and 10% failing (500), BENCH_EVENTS (3) notifications to all of them; it prints how soon every
+ * fast endpoint had all its notifications, beside the slow receivers' 1 s.
  */
 import { randomUUID } from "node:crypto";
 import { createServer } from "node:http";
@@ -13,6 +17,9 @@ import { startTestApp } from "../test/support/app.ts";
 import { createLibrary, emitVideoEvent, organizationOf, webhooksPath } from "../test/webhooks/helpers.ts";
 
 const TOTAL = Number(process.env.BENCH_DELIVERIES ?? 2000);
+const ENDPOINTS = Number(process.env.BENCH_ENDPOINTS ?? 1000);
+const EVENTS = Number(process.env.BENCH_EVENTS ?? 3);
+const SLOW_MS = 1000;
 const LATENCY_SAMPLES = 200;
 // The dispatcher sends at most 8 attempts at once to one endpoint; the baseline gets the same.
 const CONCURRENCY = 8;
@@ -31,12 +38,30 @@ const server = createServer((req, res) => {
   req.on("data", (chunk: Buffer) => chunks.push(chunk));
   req.on("end", () => {
     const at = performance.timeOrigin + performance.now();
+    if (req.url?.startsWith("/mixed/")) return mixedReceipt(req.url, Buffer.concat(chunks), at, res);
     const id = req.headers["x-bench-id"] ?? JSON.parse(Buffer.concat(chunks).toString()).payload.video_id;
     receipts.set(String(id), at);
     res.end("ok");
     onReceipt?.();
   });
 });
+
+/** Mixed endpoints: `/mixed/<kind>/<n>`; fast receipts are timed per (endpoint, video). */
+const mixed = { fast: new Map<string, number>(), slow: 0, failing: 0 };
+function mixedReceipt(url: string, body: Buffer, at: number, res: import("node:http").ServerResponse) {
+  const [, , kind] = url.split("/");
+  if (kind === "slow") {
+    mixed.slow++;
+    setTimeout(() => res.end("ok"), SLOW_MS);
+  } else if (kind === "failing") {
+    mixed.failing++;
+    res.statusCode = 500;
+    res.end("no");
+  } else {
+    mixed.fast.set(`${url} ${JSON.parse(body.toString()).payload.video_id}`, at);
+    res.end("ok");
+  }
+}
 await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
 const receiverUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
 const now = () => performance.timeOrigin + performance.now();
@@ -135,8 +160,49 @@ async function cumulo() {
   }
 }
 
+/** Fairness: fast endpoints served while slow and failing ones take their share of the dispatcher. */
+async function fairness() {
+  const t = await startTestApp({
+    CUMULO_WEBHOOK_ALLOW_PRIVATE: "true",
+    CUMULO_LOG_LEVEL: "silent",
+    CUMULO_RATE_LIMIT: "1000000000/1h",
+  });
+  try {
+    const organizationId = await organizationOf(t);
+    const libraryId = await createLibrary(t.cumulo.services, organizationId);
+    let fastEndpoints = 0;
+    for (let i = 0; i < ENDPOINTS; i++) {
+      const kind = i % 10 === 0 ? "slow" : i % 10 === 1 ? "failing" : "fast";
+      if (kind === "fast") fastEndpoints++;
+      const created = await t.request("POST", webhooksPath(libraryId), {
+        json: {
+          name: `bench ${i}`,
+          url: `${receiverUrl.replace("/hook", "")}/mixed/${kind}/${i}`,
+          events: ["created"],
+        },
+      });
+      if (created.status !== 201) throw new Error(`endpoint not created: ${created.text}`);
+    }
+    const started = now();
+    for (let i = 0; i < EVENTS; i++) {
+      await emitVideoEvent(t.cumulo.store, t.cumulo.services.webhooks, {
+        organizationId,
+        libraryId,
+        event: "created",
+      });
+    }
+    const expected = fastEndpoints * EVENTS;
+    while (mixed.fast.size < expected) await sleep(20);
+    const times = [...mixed.fast.values()].map((at) => at - started);
+    return { fastEndpoints, expected, allFastMs: Math.max(...times), medianFastMs: median(times), ...mixed };
+  } finally {
+    await t.close();
+  }
+}
+
 const base = await baseline();
 const ours = await cumulo();
+const fair = ENDPOINTS > 0 ? await fairness() : undefined;
 await agent.close();
 server.close();
 
@@ -148,7 +214,15 @@ console.log(`  direct undici:  ${fmt(base.throughput)} requests/s, median latenc
 console.log(
   `  cumulo:         ${fmt(ours.throughput)} deliveries/s (notifications committed at ${fmt(ours.emittedPerSecond)}/s), median event-to-receipt ${fmt(ours.latency)} ms`,
 );
+if (fair) {
+  console.log(
+    `fairness: ${ENDPOINTS} endpoints (${fair.fastEndpoints} fast, 10% slow answering after ${SLOW_MS} ms, 10% failing with 500), ${EVENTS} notifications each`,
+  );
+  console.log(
+    `  fast endpoints: all ${fair.expected} deliveries received ${fmt(fair.allFastMs)} ms after the first notification (median ${fmt(fair.medianFastMs)} ms); meanwhile ${fair.slow} slow and ${fair.failing} failing attempts sent`,
+  );
+}
 console.log(
-  `  ratio:          throughput ${(ours.throughput / base.throughput).toFixed(3)} of direct, latency ${(ours.latency / base.latency).toFixed(1)}x direct`,
+  `  ratio:          throughput ${(ours.throughput / base.throughput).toFixed(3)} of direct, latency ${(ours.latency / base.latency).toFixed(1)}x direct${fair ? `; every fast delivery done at ${(fair.allFastMs / SLOW_MS).toFixed(2)} of one slow answer` : ""}`,
 );
 process.exit(0);

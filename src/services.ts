@@ -84,8 +84,11 @@ export interface Services {
 /** The composition root: builds each domain's repository and service, in dependency order. */
 export function createServices(deps: CoreDeps): Services {
   const { store, clock, config } = deps;
-  // Verified keys are cached only when every process that can revoke one reaches this node (Redis).
-  const authCache = config.redisUrl ? new AuthCache(AUTH_CACHE_TTL_MS, clock) : undefined;
+  // Verified keys are cached only where every revocation reaches this node: Redis, or SQLite's data_version.
+  const authCache =
+    config.redisUrl || store.externalChanges
+      ? new AuthCache(AUTH_CACHE_TTL_MS, clock, store.externalChanges)
+      : undefined;
   const transact = transactor(store.db);
   const identity = new IdentityService(
     new IdentityRepository(store.db),
@@ -152,7 +155,8 @@ export function createServices(deps: CoreDeps): Services {
     deps.logger,
     // The lease outlasts an attempt (bounded by the timeout) with room to record it.
     {
-      concurrency: 32,
+      // Sockets waiting on slow receivers cost little; many endpoints are served at once.
+      concurrency: 256,
       perEndpoint: 8,
       pollMs: config.limits.webhookPollMs,
       leaseMs: 2 * config.limits.webhookTimeoutMs + 1000,

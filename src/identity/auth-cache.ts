@@ -19,18 +19,24 @@ interface Entry {
  * Verified keys, kept for a short time so a request does not need a store round trip to authenticate.
  * Any key change published on the bus clears the whole cache (changes are rare); a lookup that was in
  * flight while a change arrived is not cached (`generation`), so a revoked key never comes back.
- * Used only when the bus reaches every process that can revoke keys (Redis): see docs/performance.md.
+ * Used only where every revocation reaches it: through the bus with Redis, or on SQLite, where any
+ * commit by another process (the CLI) moves `externalChanges` and clears the cache before its next
+ * use. See docs/performance.md.
  */
 export class AuthCache {
   readonly #entries = new Map<string, Entry>();
   #generation = 0;
   #listening = false;
+  #storeVersion: number | undefined;
 
   constructor(
     private readonly ttlMs: number,
     private readonly clock: Clock,
+    private readonly externalChanges?: () => number,
     private readonly maxEntries = 10_000,
-  ) {}
+  ) {
+    this.#storeVersion = externalChanges?.();
+  }
 
   /** Starts serving from the cache once this node hears every key change. */
   async listen(bus: Bus): Promise<void> {
@@ -51,6 +57,13 @@ export class AuthCache {
 
   get(keyHash: string): AuthContext | undefined {
     if (!this.#listening) return undefined;
+    if (this.externalChanges) {
+      const version = this.externalChanges();
+      if (version !== this.#storeVersion) {
+        this.#storeVersion = version;
+        this.clear();
+      }
+    }
     const entry = this.#entries.get(keyHash);
     if (!entry) return undefined;
     const now = this.clock.now();

@@ -70,6 +70,8 @@ export class IdentityService {
 
   /** Tells every node (and this one) that a key was revoked or changed; their auth caches drop it. */
   private async keyChanged(keyId: number): Promise<void> {
+    // This node forgets at once, before answering; the bus tells the others.
+    this.cache?.clear();
     // The change is committed; a lost message only leaves a cached entry to its short TTL.
     await this.bus?.publish(KEY_CHANGED_CHANNEL, String(keyId)).catch(() => undefined);
   }

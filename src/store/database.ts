@@ -28,6 +28,11 @@ export type DialectName = "sqlite" | "postgres";
 export interface Store {
   db: Kysely<Database>;
   dialect: DialectName;
+  /**
+   * SQLite only: a number that changes whenever another connection (another process, such as the
+   * CLI) commits to the database; this process's own commits leave it alone. Read synchronously.
+   */
+  externalChanges?: () => number;
   migrate(): Promise<void>;
   ping(): Promise<boolean>;
   close(): Promise<void>;
@@ -111,17 +116,20 @@ function withStatementCache(file: SqliteDatabase.Database): SqliteDialectDatabas
   };
 }
 
-function openSqlite(dataDir: string): Kysely<Database> {
+function openSqlite(dataDir: string): { db: Kysely<Database>; externalChanges: () => number } {
   mkdirSync(dataDir, { recursive: true });
   const file = new SqliteDatabase(join(dataDir, "cumulo.sqlite"));
   file.pragma("journal_mode = WAL");
   file.pragma("foreign_keys = ON");
   file.pragma("busy_timeout = 5000");
   file.pragma("synchronous = NORMAL");
-  return new Kysely<Database>({
+  // `data_version` moves only on other connections' commits: a microsecond read, no query building.
+  const dataVersion = file.prepare("PRAGMA data_version").pluck();
+  const db = new Kysely<Database>({
     dialect: new SqliteDialect({ database: withStatementCache(file) }),
     plugins: [new SqliteBooleanPlugin()],
   });
+  return { db, externalChanges: () => dataVersion.get() as number };
 }
 
 function openPostgres(databaseUrl: string): Kysely<Database> {
@@ -133,10 +141,13 @@ function openPostgres(databaseUrl: string): Kysely<Database> {
 
 export function openStore(options: StoreOptions): Store {
   const dialect: DialectName = options.databaseUrl ? "postgres" : "sqlite";
-  const db = options.databaseUrl ? openPostgres(options.databaseUrl) : openSqlite(options.dataDir);
+  const { db, externalChanges } = options.databaseUrl
+    ? { db: openPostgres(options.databaseUrl), externalChanges: undefined }
+    : openSqlite(options.dataDir);
   return {
     db,
     dialect,
+    externalChanges,
     async migrate() {
       const migrator = new Migrator({
         db,

@@ -9,7 +9,7 @@ import { nextRetryDelayMs, parseRetryAfter, type RetryPolicy } from "./schedule.
 import type { DeliveryOutcome, WebhookSender } from "./sender.ts";
 
 export interface DispatcherOptions {
-  /** Attempts in flight in this process. */
+  /** Attempts in flight in this process; an endpoint's second and later ones may use only half. */
   concurrency: number;
   /** Attempts in flight to one endpoint from this process. */
   perEndpoint: number;
@@ -34,6 +34,9 @@ export function relayWakeups(emitter: WebhookEmitter, bus: Bus, logger: FastifyB
       .catch((error: unknown) => logger.warn({ err: error }, "webhook wake-up not published"));
   });
 }
+
+/** Attempts claimed in one transaction. */
+const CLAIM_BATCH = 32;
 
 /** Longest wait a Retry-After may impose (a day); longer values are treated as this. */
 const MAX_RETRY_AFTER_MS = 24 * 3600 * 1000;
@@ -127,19 +130,27 @@ export class WebhookDispatcher implements BackgroundWorker {
   }
 
   async #claim(): Promise<void> {
-    const free = this.options.concurrency - this.#inFlight.size;
+    // Claims go in small batches: the candidate scan stays short, and a full batch claims again at once.
+    const free = Math.min(this.options.concurrency - this.#inFlight.size, CLAIM_BATCH);
     if (free <= 0) return;
     const now = this.clock.now();
     const taken = new Map<string, number>();
+    let takenTotal = 0;
+    // Fairness: half the slots are kept for endpoints with nothing in flight, so slow endpoints holding
+    // their attempts open (up to `perEndpoint` each) cannot take every slot from the fast ones.
+    const mayTakeAnother = (inFlightToEndpoint: number) =>
+      inFlightToEndpoint < this.options.perEndpoint &&
+      (inFlightToEndpoint === 0 || this.#inFlight.size + takenTotal < this.options.concurrency / 2);
     const claimed = await this.deliveries.claim(
       now.toISOString(),
       new Date(now.getTime() + this.options.leaseMs).toISOString(),
       free,
-      [...this.#perEndpoint].filter(([, count]) => count >= this.options.perEndpoint).map(([id]) => id),
+      [...this.#perEndpoint].filter(([, count]) => !mayTakeAnother(count)).map(([id]) => id),
       (endpointId) => {
         const count = (this.#perEndpoint.get(endpointId) ?? 0) + (taken.get(endpointId) ?? 0);
-        if (count >= this.options.perEndpoint) return false;
+        if (!mayTakeAnother(count)) return false;
         taken.set(endpointId, (taken.get(endpointId) ?? 0) + 1);
+        takenTotal++;
         return true;
       },
     );
@@ -158,6 +169,7 @@ export class WebhookDispatcher implements BackgroundWorker {
         });
       this.#inFlight.add(run);
     }
+    if (claimed.length === free) this.#tickAgain = true;
     if (claimed.length === 0) {
       // Due work left unclaimed is held back by a concurrency limit: a finishing attempt wakes us.
       const due = await this.deliveries.nextDue();

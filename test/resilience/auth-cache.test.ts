@@ -1,7 +1,9 @@
-import { describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LocalBus } from "../../src/bus.ts";
 import { AuthCache, KEY_CHANGED_CHANNEL } from "../../src/identity/auth-cache.ts";
 import type { AuthContext } from "../../src/identity/service.ts";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import { runCli } from "../support/cli.ts";
 
 const auth: AuthContext = {
   organizationId: "00000000-0000-4000-8000-000000000001",
@@ -68,5 +70,67 @@ describe("auth cache", () => {
     expect(cache.get("short")).toEqual(auth);
     clock.advance(1);
     expect(cache.get("short")).toBeUndefined();
+  });
+
+  it("drops every entry when another process commits to the store", async () => {
+    let version = 1;
+    const cache = new AuthCache(60_000, handClock(), () => version);
+    await cache.listen(new LocalBus());
+    cache.set("hash", auth, null, cache.generation);
+    expect(cache.get("hash")).toEqual(auth);
+    version = 2; // e.g. `cumulo keys revoke` committed from its own process
+    expect(cache.get("hash")).toBeUndefined();
+  });
+
+  it("does not keep a lookup during which another process committed", async () => {
+    let version = 1;
+    const cache = new AuthCache(60_000, handClock(), () => version);
+    await cache.listen(new LocalBus());
+    expect(cache.get("hash")).toBeUndefined(); // a miss: the lookup starts...
+    const generation = cache.generation;
+    version = 2; // ...the key is revoked by another process after the lookup read it...
+    cache.set("hash", auth, null, generation);
+    expect(cache.get("hash")).toBeUndefined(); // ...and the next use checks the store again.
+  });
+});
+
+describe("auth cache on a running server", () => {
+  let t: TestApp;
+  let env: Record<string, string | undefined>;
+
+  beforeAll(async () => {
+    // A stopped clock: a cached key does not age out of the cache while the slow CLI runs.
+    const started = new Date();
+    t = await startTestApp({}, { clock: { now: () => new Date(started) } });
+    env = { CUMULO_DATA_DIR: t.store.dataDir, DATABASE_URL: t.store.databaseUrl };
+  });
+  afterAll(() => t.close());
+
+  it("refuses a key on the very next request after the CLI revoked it from its own process", async () => {
+    const org = JSON.parse((await runCli(["orgs", "create", "--name", "Cached"], env)).stdout);
+    const key = JSON.parse(
+      (await runCli(["keys", "create", "--org", org.organization_id, "--name", "hot"], env)).stdout,
+    );
+    // Used repeatedly, so a cache (SQLite) holds it when the revocation lands.
+    for (let i = 0; i < 3; i++) {
+      expect((await t.request("GET", "/v1/media/libraries?limit=20", { key: key.api_key })).status).toBe(200);
+    }
+    expect((await runCli(["keys", "revoke", String(key.id)], env)).code).toBe(0);
+    expect((await t.request("GET", "/v1/media/libraries?limit=20", { key: key.api_key })).status).toBe(401);
+    // Three CLI processes: slow to start on a loaded machine.
+  }, 90_000);
+
+  it("refuses a cloud token on the very next request after it was deleted through the API", async () => {
+    const created = await t.cloud("POST", "/v1/user-resource/token", {
+      form: { description: "hot", restricted: "false" },
+    });
+    expect(created.status).toBe(200);
+    const [token] = created.body as { id: number; token: string }[];
+    for (let i = 0; i < 3; i++) {
+      expect((await t.cloud("GET", "/v1/user-resource/token/list", { key: token?.token })).status).toBe(200);
+    }
+    const deleted = await t.cloud("DELETE", "/v1/user-resource/token", { json: { token_id: token?.id } });
+    expect(deleted.status).toBeLessThan(300);
+    expect((await t.cloud("GET", "/v1/user-resource/token/list", { key: token?.token })).status).toBe(401);
   });
 });
