@@ -61,13 +61,24 @@ export class TokenService {
       const billing = await this.billing.resolve(auth, changes.billingAccountId);
       if (billing.outcome !== "found") return billing;
     }
-    const updated = await this.identity.updateCloudToken(auth.organizationId, id, changes);
-    return updated ? { outcome: "updated", token: tokenView(updated) } : notFound("Token");
+    const result = await this.identity.updateCloudToken(auth.organizationId, id, changes);
+    switch (result.outcome) {
+      case "updated":
+        return { outcome: "updated", token: tokenView(result.token) };
+      case "not_found":
+        return notFound("Token");
+    }
   }
 
   async delete(auth: AuthContext, id: number | undefined): Promise<DeleteTokenOutcome> {
     if (auth.restricted) return RESTRICTED;
     if (id === undefined) return { outcome: "missing_id" };
-    return (await this.identity.deleteCloudToken(auth.organizationId, id)) ? DELETED : notFound("Token");
+    const result = await this.identity.deleteCloudToken(auth.organizationId, id);
+    switch (result.outcome) {
+      case "revoked":
+        return DELETED;
+      case "not_found":
+        return notFound("Token");
+    }
   }
 }

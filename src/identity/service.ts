@@ -256,7 +256,7 @@ export class IdentityService {
     organizationId: string,
     id: number,
     changes: { description?: string; restricted?: boolean; billingAccountId?: number },
-  ): Promise<CloudTokenRecord | undefined> {
+  ): Promise<{ outcome: "updated"; token: CloudTokenRecord } | { outcome: "not_found" }> {
     const record = await this.transact(async (trx) => {
       const updated = await this.repository.updateLiveApiKey(trx, organizationId, "cloud_token", id, {
         ...(changes.description !== undefined ? { description: changes.description } : {}),
@@ -269,20 +269,22 @@ export class IdentityService {
       return row ? toCloudToken(row) : undefined;
     });
     // `restricted` and the billing account are part of a cached AuthContext.
-    if (record) await this.keyChanged(id);
-    return record;
+    if (!record) return { outcome: "not_found" };
+    await this.keyChanged(id);
+    return { outcome: "updated", token: record };
   }
 
   /** Revokes the token: the next request presenting it, on any node, is refused (caches are told first). */
-  async deleteCloudToken(organizationId: string, id: number): Promise<boolean> {
+  async deleteCloudToken(organizationId: string, id: number): Promise<{ outcome: "revoked" | "not_found" }> {
     const revoked = await this.repository.revokeOrganizationApiKey(
       organizationId,
       "cloud_token",
       id,
       nowIso(this.clock),
     );
-    if (revoked) await this.keyChanged(id);
-    return revoked;
+    if (!revoked) return { outcome: "not_found" };
+    await this.keyChanged(id);
+    return { outcome: "revoked" };
   }
 
   private keyRow(

@@ -162,7 +162,8 @@ export async function createTenantResources(t: TestApp, key: string): Promise<Te
   });
   const token = await cloud("POST", "/v1/user-resource/token", {});
   await cloud("GET", "/v1/storage/user");
-  const s3Key = await cloud("POST", "/v1/storage/user/keys");
+  // The answer is every key pair of the user; the last one is the pair just made.
+  const s3Keys = (await cloud("POST", "/v1/storage/user/keys")) as { accessKey: string }[];
   return {
     location: t.config.locations[0]?.slug ?? "",
     libraryId: library.id,
@@ -183,7 +184,7 @@ export async function createTenantResources(t: TestApp, key: string): Promise<Te
     uuid: vm.uuid,
     storage_uuid: disk.uuid,
     token_id: token.id,
-    access_key: s3Key.access_key,
+    access_key: s3Keys[s3Keys.length - 1]?.accessKey ?? "",
     folder_ids: folder.id,
   };
 }
