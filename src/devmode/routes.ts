@@ -10,6 +10,7 @@ import { mediaErrorResponses, StringEnum, Timestamp, Uuid } from "../http/schema
 import { DEFAULT_ORGANIZATION_NAME } from "../identity/service.ts";
 import type { CoreDeps, Services } from "../services.ts";
 import { FAULT_METHODS, FaultRules } from "./faults.ts";
+import { DEFAULT_BODY_LIMIT, Recorder } from "./recording.ts";
 import { SeedBody, seedWorld } from "./seed.ts";
 import { createStateService, SNAPSHOT_NAME } from "./state-service.ts";
 
@@ -27,6 +28,8 @@ export const DEV_MODE_OFFERS = [
   "POST   /_cumulo/state/seed                   add a known world (JSON)",
   "GET    /_cumulo/time, POST /_cumulo/time     read or move the clock (advance_ms, to, real)",
   "GET    /_cumulo/faults, POST, DELETE         fault rules (status, latency, probability, count)",
+  "POST   /_cumulo/recording                    record an organization's requests (recording: true | false)",
+  "GET    /_cumulo/recording.har                download an organization's recording (HAR 1.2)",
 ];
 const tags = ["dev-mode"];
 
@@ -59,6 +62,13 @@ const Fault = Type.Composite([
   }),
 ]);
 
+const RecordingStatus = Type.Object({
+  organization_id: Uuid,
+  recording: Type.Boolean(),
+  entries: Type.Integer(),
+});
+const OrganizationQuery = Type.Object({ organization_id: Uuid });
+
 interface DevModeOptions {
   deps: CoreDeps;
   services: Services;
@@ -88,6 +98,33 @@ export const devModeRoutes = fastifyPlugin(
     const state = createStateService(deps, services.identity);
     const faults = new FaultRules();
     const clock = deps.clock instanceof OffsetClock ? deps.clock : undefined;
+    const recorder = new Recorder();
+    const requestStarts = new WeakMap<FastifyRequest, { at: Date; mark: number }>();
+
+    app.addHook("onRequest", async (request) => {
+      requestStarts.set(request, { at: deps.clock.now(), mark: performance.now() });
+    });
+    // Recorded as the answer leaves: by then authentication has named the organization.
+    app.addHook("onSend", async (request, reply, payload) => {
+      const organizationId = request.auth?.organizationId;
+      const started = requestStarts.get(request);
+      if (!organizationId || !started || request.url.startsWith(`${DEV_PREFIX}/`)) return payload;
+      if (!recorder.isRecording(organizationId)) return payload;
+      recorder.record(organizationId, {
+        startedAt: started.at,
+        durationMs: Math.round((performance.now() - started.mark) * 10) / 10,
+        method: request.method,
+        url: request.url,
+        requestHeaders: flatHeaders(request.headers),
+        requestBody: request.body === undefined ? undefined : bodyText(request.body),
+        requestMimeType: String(request.headers["content-type"] ?? ""),
+        status: reply.statusCode,
+        responseHeaders: flatHeaders(reply.getHeaders()),
+        responseBody: typeof payload === "string" || Buffer.isBuffer(payload) ? String(payload) : undefined,
+        responseMimeType: String(reply.getHeader("content-type") ?? ""),
+      });
+      return payload;
+    });
 
     app.addHook("preHandler", async (request, reply) => {
       if (request.url.startsWith(`${DEV_PREFIX}/`)) return;
@@ -382,9 +419,104 @@ export const devModeRoutes = fastifyPlugin(
             return reply.code(204).send(null);
           },
         );
+
+        dev.get(
+          "/recording",
+          {
+            schema: {
+              operationId: "listDevRecordings",
+              tags,
+              summary: "Organizations with a recording, whether it is on, and how many entries it holds",
+              response: {
+                200: Type.Object({ recordings: Type.Array(RecordingStatus) }),
+                ...mediaErrorResponses,
+              },
+            },
+          },
+          async () => ({ recordings: recorder.status() }),
+        );
+
+        dev.post(
+          "/recording",
+          {
+            schema: {
+              operationId: "setDevRecording",
+              tags,
+              summary: "Turn recording of an organization's requests on or off",
+              body: Type.Object({
+                organization_id: Uuid,
+                recording: Type.Boolean(),
+                body_limit_bytes: Type.Optional(Type.Integer({ minimum: 0, maximum: 1024 * 1024 })),
+              }),
+              response: { 200: RecordingStatus, ...mediaErrorResponses },
+            },
+          },
+          async (request) => {
+            const { organization_id, recording, body_limit_bytes } = request.body;
+            if (recording) recorder.start(organization_id, body_limit_bytes ?? DEFAULT_BODY_LIMIT);
+            else recorder.stop(organization_id);
+            return {
+              organization_id,
+              recording: recorder.isRecording(organization_id),
+              entries: recorder.entries(organization_id).length,
+            };
+          },
+        );
+
+        dev.get(
+          "/recording.har",
+          {
+            schema: {
+              operationId: "getDevRecordingHar",
+              tags,
+              summary: "An organization's recorded requests and responses as a HAR 1.2 file",
+              querystring: OrganizationQuery,
+              response: {
+                200: Type.Object({ log: Type.Record(Type.String(), Type.Unknown()) }),
+                ...mediaErrorResponses,
+              },
+            },
+          },
+          async (request, reply) => {
+            reply.header(
+              "content-disposition",
+              `attachment; filename="cumulo-${request.query.organization_id}.har"`,
+            );
+            return recorder.har(request.query.organization_id);
+          },
+        );
+
+        dev.delete(
+          "/recording",
+          {
+            schema: {
+              operationId: "clearDevRecording",
+              tags,
+              summary: "Drop an organization's recording (and stop it)",
+              querystring: OrganizationQuery,
+              response: { 204: Type.Null(), ...mediaErrorResponses },
+            },
+          },
+          async (request, reply) => {
+            recorder.clear(request.query.organization_id);
+            return reply.code(204).send(null);
+          },
+        );
       }) satisfies FastifyPluginAsyncTypebox,
       { prefix: DEV_PREFIX },
     );
+
+    function flatHeaders(headers: Record<string, unknown>): Record<string, string> {
+      const flat: Record<string, string> = {};
+      for (const [name, value] of Object.entries(headers)) {
+        if (value !== undefined) flat[name] = Array.isArray(value) ? value.join(", ") : String(value);
+      }
+      return flat;
+    }
+
+    function bodyText(body: unknown): string {
+      return typeof body === "string" ? body : Buffer.isBuffer(body) ? body.toString() : JSON.stringify(body);
+    }
 
     function timeView() {
       return { now: deps.clock.now().toISOString(), offset_ms: clock?.offsetMs ?? 0 };
