@@ -9,7 +9,7 @@ import { ApiError } from "../http/errors.ts";
 import { mediaErrorResponses, StringEnum, Timestamp, Uuid } from "../http/schemas.ts";
 import { DEFAULT_ORGANIZATION_NAME } from "../identity/service.ts";
 import type { CoreDeps, Services } from "../services.ts";
-import { FAULT_METHODS, FaultRules } from "./faults.ts";
+import { FAULT_METHODS, FAULT_TARGETS, FAULT_VIDEO_STAGES, FaultRules } from "./faults.ts";
 import { DEFAULT_BODY_LIMIT, Recorder } from "./recording.ts";
 import { SeedBody, seedWorld } from "./seed.ts";
 import { createStateService, SNAPSHOT_NAME } from "./state-service.ts";
@@ -28,6 +28,7 @@ export const DEV_MODE_OFFERS = [
   "POST   /_cumulo/state/seed                   add a known world (JSON)",
   "GET    /_cumulo/time, POST /_cumulo/time     read or move the clock (advance_ms, to, real)",
   "GET    /_cumulo/faults, POST, DELETE         fault rules (status, latency, probability, count)",
+  "                                             target: http | webhook (status, timeout) | video (stage)",
   "POST   /_cumulo/recording                    record an organization's requests (recording: true | false)",
   "GET    /_cumulo/recording.har                download an organization's recording (HAR 1.2)",
 ];
@@ -43,6 +44,12 @@ const TimeChange = Type.Object({
   real: Type.Optional(Type.Boolean()),
 });
 const FaultInput = Type.Object({
+  target: Type.Optional(StringEnum(FAULT_TARGETS)),
+  url_prefix: Type.Optional(Type.String({ minLength: 1 })),
+  timeout: Type.Optional(Type.Boolean()),
+  library_id: Type.Optional(Uuid),
+  video_id: Type.Optional(Uuid),
+  stage: Type.Optional(StringEnum(FAULT_VIDEO_STAGES)),
   route: Type.Optional(Type.String({ minLength: 1 })),
   path_prefix: Type.Optional(Type.String({ minLength: 1 })),
   method: Type.Optional(StringEnum(FAULT_METHODS)),
@@ -53,9 +60,10 @@ const FaultInput = Type.Object({
   count: Type.Optional(Type.Integer({ minimum: 1 })),
 });
 const Fault = Type.Composite([
-  Type.Omit(FaultInput, ["probability", "count"]),
+  Type.Omit(FaultInput, ["probability", "count", "target"]),
   Type.Object({
     id: Uuid,
+    target: StringEnum(FAULT_TARGETS),
     probability: Type.Number(),
     remaining: Type.Union([Type.Integer(), Type.Null()]),
     hits: Type.Integer(),
@@ -99,6 +107,30 @@ export const devModeRoutes = fastifyPlugin(
     const faults = new FaultRules();
     const clock = deps.clock instanceof OffsetClock ? deps.clock : undefined;
     const recorder = new Recorder();
+
+    services.webhookDispatcher.injectFault = (url) => {
+      const rule = faults.takeWebhook(url);
+      if (!rule) return undefined;
+      deps.logger.warn({ fault: rule.id, url }, "developer mode: injected webhook fault");
+      const what = rule.timeout ? "timed out" : `answered ${rule.status}`;
+      return {
+        success: false,
+        status: rule.timeout ? 0 : (rule.status ?? 500),
+        body: "",
+        error: `injected fault ${rule.id}: ${what}`,
+        durationMs: 0,
+        retryAfter: undefined,
+      };
+    };
+    services.video.pipeline.injectFault = (payload, stage) => {
+      const rule = faults.takeVideo(payload, stage);
+      if (!rule) return undefined;
+      deps.logger.warn(
+        { fault: rule.id, video: payload.videoId, stage },
+        "developer mode: injected video fault",
+      );
+      return `injected fault ${rule.id}: failed at ${stage}`;
+    };
     const requestStarts = new WeakMap<FastifyRequest, { at: Date; mark: number }>();
 
     app.addHook("onRequest", async (request) => {
@@ -380,8 +412,15 @@ export const devModeRoutes = fastifyPlugin(
           },
           async (request, reply) => {
             const input = request.body;
-            if (input.status === undefined && input.latency_ms === undefined) {
+            const target = input.target ?? "http";
+            if (target === "http" && input.status === undefined && input.latency_ms === undefined) {
               throw ApiError.field("status", "validation_required", "Give status, latency_ms or both");
+            }
+            if (target === "webhook" && input.status === undefined && !input.timeout) {
+              throw ApiError.field("status", "validation_required", "Give status or timeout: true");
+            }
+            if (target === "video" && input.stage === undefined) {
+              throw ApiError.field("stage", "validation_required", "Give the stage at which the video fails");
             }
             return reply.code(201).send(faults.add(input));
           },
