@@ -30,6 +30,8 @@ export interface FaultRuleInput {
   video_id?: string;
   /** Video rules: the stage at which processing fails. */
   stage?: FaultVideoStage;
+  /** Video rules: processing stops at the stage (the video stays there) instead of failing. */
+  stop?: boolean;
   /** Chance that a matching request is hit (0-1, default 1). */
   probability?: number;
   /** How many requests it hits before it goes away (default: until removed). */

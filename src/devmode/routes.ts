@@ -28,7 +28,7 @@ export const DEV_MODE_OFFERS = [
   "POST   /_cumulo/state/seed                   add a known world (JSON)",
   "GET    /_cumulo/time, POST /_cumulo/time     read or move the clock (advance_ms, to, real)",
   "GET    /_cumulo/faults, POST, DELETE         fault rules (status, latency, probability, count)",
-  "                                             target: http | webhook (status, timeout) | video (stage)",
+  "                                             target: http | webhook (status, timeout) | video (stage, stop)",
   "POST   /_cumulo/recording                    record an organization's requests (recording: true | false)",
   "GET    /_cumulo/recording.har                download an organization's recording (HAR 1.2)",
 ];
@@ -50,6 +50,7 @@ const FaultInput = Type.Object({
   library_id: Type.Optional(Uuid),
   video_id: Type.Optional(Uuid),
   stage: Type.Optional(StringEnum(FAULT_VIDEO_STAGES)),
+  stop: Type.Optional(Type.Boolean()),
   route: Type.Optional(Type.String({ minLength: 1 })),
   path_prefix: Type.Optional(Type.String({ minLength: 1 })),
   method: Type.Optional(StringEnum(FAULT_METHODS)),
@@ -129,7 +130,7 @@ export const devModeRoutes = fastifyPlugin(
         { fault: rule.id, video: payload.videoId, stage },
         "developer mode: injected video fault",
       );
-      return `injected fault ${rule.id}: failed at ${stage}`;
+      return rule.stop ? { stop: true } : { fail: `injected fault ${rule.id}: failed at ${stage}` };
     };
     const requestStarts = new WeakMap<FastifyRequest, { at: Date; mark: number }>();
 

@@ -74,10 +74,13 @@ async function filesUnder(directory: string): Promise<string[]> {
  * transcoding -> packaging -> ready` (or `failed`). Each status change and its webhook notification are
  * one transaction, so receivers hear the stages in order.
  */
+/** Fail the video with a reason, or stop its processing where it is (it stays at that stage). */
+export type InjectedVideoFault = { fail: string } | { stop: true };
+
 export class VideoPipeline {
   /** Developer mode's fault rules: a reason here fails the video at that stage. */
   injectFault:
-    | ((payload: ProcessPayload, stage: "transcoding" | "packaging") => string | undefined)
+    | ((payload: ProcessPayload, stage: "transcoding" | "packaging") => InjectedVideoFault | undefined)
     | undefined;
 
   constructor(private readonly deps: PipelineDeps) {}
@@ -297,9 +300,9 @@ export class VideoPipeline {
   }
 
   async #failInjected(payload: ProcessPayload, stage: "transcoding" | "packaging"): Promise<boolean> {
-    const reason = this.injectFault?.(payload, stage);
-    if (reason) await this.fail(payload, reason);
-    return reason !== undefined;
+    const fault = this.injectFault?.(payload, stage);
+    if (fault && "fail" in fault) await this.fail(payload, fault.fail);
+    return fault !== undefined;
   }
 
   /** Ends the current upload's processing as `failed` with a reason, announced in the same transaction. */

@@ -113,6 +113,29 @@ describe("fault rules for webhook deliveries and video processing", () => {
     await t.request("DELETE", `/_cumulo/faults/${rule.body.id}`);
   });
 
+  it("stops a video at the chosen stage, where it stays", async () => {
+    const libraryId = (await createLibrary(t, { name: "Held videos" })).id;
+    const videoId = (await createVideo(t, libraryId, { title: "Held" })).id;
+    const rule = await t.request("POST", "/_cumulo/faults", {
+      json: { target: "video", video_id: videoId, stage: "transcoding", stop: true, count: 1 },
+    });
+    expect(rule.status, rule.text).toBe(201);
+    expect((await uploadSource(t, libraryId, videoId, fileBytes(clip))).status).toBe(202);
+    // The rule is used once the processing job has reached the stage and stopped there.
+    await waitUntil(async () => {
+      const faults = (await t.request("GET", "/_cumulo/faults")).body.faults as { id: string }[];
+      return faults.some((fault) => fault.id === rule.body.id) ? undefined : true;
+    });
+    // Its processing job ends there, leaving the video at the stage.
+    await waitUntil(async () => {
+      const jobs = await t.cumulo.store.db.selectFrom("jobs").select(["status", "payload"]).execute();
+      const job = jobs.find((row) => row.payload.includes(videoId));
+      return job && job.status === "done" ? job : undefined;
+    });
+    const held = await t.request("GET", videoPath(libraryId, videoId));
+    expect(held.body.data.status).toBe("transcoding");
+  });
+
   it("asks a video rule for its stage and a webhook rule for a status or a timeout", async () => {
     const noStage = await t.request("POST", "/_cumulo/faults", { json: { target: "video" } });
     expect(noStage.status).toBe(400);
