@@ -1,9 +1,16 @@
 import { randomUUID } from "node:crypto";
 
 export const FAULT_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] as const;
+/** What a rule hits: API requests, webhook deliveries, or video processing. */
+export const FAULT_TARGETS = ["http", "webhook", "video"] as const;
+export const FAULT_VIDEO_STAGES = ["transcoding", "packaging"] as const;
+export type FaultTarget = (typeof FAULT_TARGETS)[number];
+export type FaultVideoStage = (typeof FAULT_VIDEO_STAGES)[number];
 
 /** What a fault rule matches and what it does; every matching field must match. */
 export interface FaultRuleInput {
+  /** Default `http`. */
+  target?: FaultTarget;
   /** A route template as registered, e.g. `/v1/media/libraries/:libraryId/videos`. */
   route?: string;
   /** Or any path starting with this. */
@@ -14,6 +21,17 @@ export interface FaultRuleInput {
   status?: number;
   /** Wait this long before going on (with `status`, before answering it). */
   latency_ms?: number;
+  /** Webhook rules: deliveries to URLs starting with this. */
+  url_prefix?: string;
+  /** Webhook rules: the delivery times out instead of answering `status`. */
+  timeout?: boolean;
+  /** Video rules: only this library or video. */
+  library_id?: string;
+  video_id?: string;
+  /** Video rules: the stage at which processing fails. */
+  stage?: FaultVideoStage;
+  /** Video rules: processing stops at the stage (the video stays there) instead of failing. */
+  stop?: boolean;
   /** Chance that a matching request is hit (0-1, default 1). */
   probability?: number;
   /** How many requests it hits before it goes away (default: until removed). */
@@ -22,6 +40,7 @@ export interface FaultRuleInput {
 
 export interface FaultRule extends FaultRuleInput {
   id: string;
+  target: FaultTarget;
   probability: number;
   /** Hits left; null: until removed. */
   remaining: number | null;
@@ -47,6 +66,7 @@ export class FaultRules {
     const rule: FaultRule = {
       ...input,
       id: randomUUID(),
+      target: input.target ?? "http",
       probability: input.probability ?? 1,
       remaining: input.count ?? null,
       hits: 0,
@@ -69,8 +89,28 @@ export class FaultRules {
 
   /** The first rule that hits this request, if any. */
   take(request: RequestFacts): FaultRule | undefined {
+    return this.#take("http", (rule) => matches(rule, request));
+  }
+
+  /** The first rule that hits a webhook delivery to this URL, if any. */
+  takeWebhook(url: string): FaultRule | undefined {
+    return this.#take("webhook", (rule) => rule.url_prefix === undefined || url.startsWith(rule.url_prefix));
+  }
+
+  /** The first rule that fails this video's processing at this stage, if any. */
+  takeVideo(video: { libraryId: string; videoId: string }, stage: FaultVideoStage): FaultRule | undefined {
+    return this.#take(
+      "video",
+      (rule) =>
+        rule.stage === stage &&
+        (rule.library_id === undefined || rule.library_id === video.libraryId) &&
+        (rule.video_id === undefined || rule.video_id === video.videoId),
+    );
+  }
+
+  #take(target: FaultTarget, matching: (rule: FaultRule) => boolean): FaultRule | undefined {
     for (const rule of this.#rules.values()) {
-      if (!matches(rule, request) || this.random() >= rule.probability) continue;
+      if (rule.target !== target || !matching(rule) || this.random() >= rule.probability) continue;
       rule.hits++;
       if (rule.remaining !== null && --rule.remaining <= 0) this.#rules.delete(rule.id);
       return rule;

@@ -9,7 +9,8 @@ import { ApiError } from "../http/errors.ts";
 import { mediaErrorResponses, StringEnum, Timestamp, Uuid } from "../http/schemas.ts";
 import { DEFAULT_ORGANIZATION_NAME } from "../identity/service.ts";
 import type { CoreDeps, Services } from "../services.ts";
-import { FAULT_METHODS, FaultRules } from "./faults.ts";
+import { FAULT_METHODS, FAULT_TARGETS, FAULT_VIDEO_STAGES, FaultRules } from "./faults.ts";
+import { DEFAULT_BODY_LIMIT, Recorder } from "./recording.ts";
 import { SeedBody, seedWorld } from "./seed.ts";
 import { createStateService, SNAPSHOT_NAME } from "./state-service.ts";
 
@@ -27,6 +28,9 @@ export const DEV_MODE_OFFERS = [
   "POST   /_cumulo/state/seed                   add a known world (JSON)",
   "GET    /_cumulo/time, POST /_cumulo/time     read or move the clock (advance_ms, to, real)",
   "GET    /_cumulo/faults, POST, DELETE         fault rules (status, latency, probability, count)",
+  "                                             target: http | webhook (status, timeout) | video (stage, stop)",
+  "POST   /_cumulo/recording                    record an organization's requests (recording: true | false)",
+  "GET    /_cumulo/recording.har                download an organization's recording (HAR 1.2)",
 ];
 const tags = ["dev-mode"];
 
@@ -40,6 +44,13 @@ const TimeChange = Type.Object({
   real: Type.Optional(Type.Boolean()),
 });
 const FaultInput = Type.Object({
+  target: Type.Optional(StringEnum(FAULT_TARGETS)),
+  url_prefix: Type.Optional(Type.String({ minLength: 1 })),
+  timeout: Type.Optional(Type.Boolean()),
+  library_id: Type.Optional(Uuid),
+  video_id: Type.Optional(Uuid),
+  stage: Type.Optional(StringEnum(FAULT_VIDEO_STAGES)),
+  stop: Type.Optional(Type.Boolean()),
   route: Type.Optional(Type.String({ minLength: 1 })),
   path_prefix: Type.Optional(Type.String({ minLength: 1 })),
   method: Type.Optional(StringEnum(FAULT_METHODS)),
@@ -50,14 +61,22 @@ const FaultInput = Type.Object({
   count: Type.Optional(Type.Integer({ minimum: 1 })),
 });
 const Fault = Type.Composite([
-  Type.Omit(FaultInput, ["probability", "count"]),
+  Type.Omit(FaultInput, ["probability", "count", "target"]),
   Type.Object({
     id: Uuid,
+    target: StringEnum(FAULT_TARGETS),
     probability: Type.Number(),
     remaining: Type.Union([Type.Integer(), Type.Null()]),
     hits: Type.Integer(),
   }),
 ]);
+
+const RecordingStatus = Type.Object({
+  organization_id: Uuid,
+  recording: Type.Boolean(),
+  entries: Type.Integer(),
+});
+const OrganizationQuery = Type.Object({ organization_id: Uuid });
 
 interface DevModeOptions {
   deps: CoreDeps;
@@ -88,6 +107,57 @@ export const devModeRoutes = fastifyPlugin(
     const state = createStateService(deps, services.identity);
     const faults = new FaultRules();
     const clock = deps.clock instanceof OffsetClock ? deps.clock : undefined;
+    const recorder = new Recorder();
+
+    services.webhookDispatcher.injectFault = (url) => {
+      const rule = faults.takeWebhook(url);
+      if (!rule) return undefined;
+      deps.logger.warn({ fault: rule.id, url }, "developer mode: injected webhook fault");
+      const what = rule.timeout ? "timed out" : `answered ${rule.status}`;
+      return {
+        success: false,
+        status: rule.timeout ? 0 : (rule.status ?? 500),
+        body: "",
+        error: `injected fault ${rule.id}: ${what}`,
+        durationMs: 0,
+        retryAfter: undefined,
+      };
+    };
+    services.video.pipeline.injectFault = (payload, stage) => {
+      const rule = faults.takeVideo(payload, stage);
+      if (!rule) return undefined;
+      deps.logger.warn(
+        { fault: rule.id, video: payload.videoId, stage },
+        "developer mode: injected video fault",
+      );
+      return rule.stop ? { stop: true } : { fail: `injected fault ${rule.id}: failed at ${stage}` };
+    };
+    const requestStarts = new WeakMap<FastifyRequest, { at: Date; mark: number }>();
+
+    app.addHook("onRequest", async (request) => {
+      requestStarts.set(request, { at: deps.clock.now(), mark: performance.now() });
+    });
+    // Recorded as the answer leaves: by then authentication has named the organization.
+    app.addHook("onSend", async (request, reply, payload) => {
+      const organizationId = request.auth?.organizationId;
+      const started = requestStarts.get(request);
+      if (!organizationId || !started || request.url.startsWith(`${DEV_PREFIX}/`)) return payload;
+      if (!recorder.isRecording(organizationId)) return payload;
+      recorder.record(organizationId, {
+        startedAt: started.at,
+        durationMs: Math.round((performance.now() - started.mark) * 10) / 10,
+        method: request.method,
+        url: request.url,
+        requestHeaders: flatHeaders(request.headers),
+        requestBody: request.body === undefined ? undefined : bodyText(request.body),
+        requestMimeType: String(request.headers["content-type"] ?? ""),
+        status: reply.statusCode,
+        responseHeaders: flatHeaders(reply.getHeaders()),
+        responseBody: typeof payload === "string" || Buffer.isBuffer(payload) ? String(payload) : undefined,
+        responseMimeType: String(reply.getHeader("content-type") ?? ""),
+      });
+      return payload;
+    });
 
     app.addHook("preHandler", async (request, reply) => {
       if (request.url.startsWith(`${DEV_PREFIX}/`)) return;
@@ -343,8 +413,15 @@ export const devModeRoutes = fastifyPlugin(
           },
           async (request, reply) => {
             const input = request.body;
-            if (input.status === undefined && input.latency_ms === undefined) {
+            const target = input.target ?? "http";
+            if (target === "http" && input.status === undefined && input.latency_ms === undefined) {
               throw ApiError.field("status", "validation_required", "Give status, latency_ms or both");
+            }
+            if (target === "webhook" && input.status === undefined && !input.timeout) {
+              throw ApiError.field("status", "validation_required", "Give status or timeout: true");
+            }
+            if (target === "video" && input.stage === undefined) {
+              throw ApiError.field("stage", "validation_required", "Give the stage at which the video fails");
             }
             return reply.code(201).send(faults.add(input));
           },
@@ -382,9 +459,104 @@ export const devModeRoutes = fastifyPlugin(
             return reply.code(204).send(null);
           },
         );
+
+        dev.get(
+          "/recording",
+          {
+            schema: {
+              operationId: "listDevRecordings",
+              tags,
+              summary: "Organizations with a recording, whether it is on, and how many entries it holds",
+              response: {
+                200: Type.Object({ recordings: Type.Array(RecordingStatus) }),
+                ...mediaErrorResponses,
+              },
+            },
+          },
+          async () => ({ recordings: recorder.status() }),
+        );
+
+        dev.post(
+          "/recording",
+          {
+            schema: {
+              operationId: "setDevRecording",
+              tags,
+              summary: "Turn recording of an organization's requests on or off",
+              body: Type.Object({
+                organization_id: Uuid,
+                recording: Type.Boolean(),
+                body_limit_bytes: Type.Optional(Type.Integer({ minimum: 0, maximum: 1024 * 1024 })),
+              }),
+              response: { 200: RecordingStatus, ...mediaErrorResponses },
+            },
+          },
+          async (request) => {
+            const { organization_id, recording, body_limit_bytes } = request.body;
+            if (recording) recorder.start(organization_id, body_limit_bytes ?? DEFAULT_BODY_LIMIT);
+            else recorder.stop(organization_id);
+            return {
+              organization_id,
+              recording: recorder.isRecording(organization_id),
+              entries: recorder.entries(organization_id).length,
+            };
+          },
+        );
+
+        dev.get(
+          "/recording.har",
+          {
+            schema: {
+              operationId: "getDevRecordingHar",
+              tags,
+              summary: "An organization's recorded requests and responses as a HAR 1.2 file",
+              querystring: OrganizationQuery,
+              response: {
+                200: Type.Object({ log: Type.Record(Type.String(), Type.Unknown()) }),
+                ...mediaErrorResponses,
+              },
+            },
+          },
+          async (request, reply) => {
+            reply.header(
+              "content-disposition",
+              `attachment; filename="cumulo-${request.query.organization_id}.har"`,
+            );
+            return recorder.har(request.query.organization_id);
+          },
+        );
+
+        dev.delete(
+          "/recording",
+          {
+            schema: {
+              operationId: "clearDevRecording",
+              tags,
+              summary: "Drop an organization's recording (and stop it)",
+              querystring: OrganizationQuery,
+              response: { 204: Type.Null(), ...mediaErrorResponses },
+            },
+          },
+          async (request, reply) => {
+            recorder.clear(request.query.organization_id);
+            return reply.code(204).send(null);
+          },
+        );
       }) satisfies FastifyPluginAsyncTypebox,
       { prefix: DEV_PREFIX },
     );
+
+    function flatHeaders(headers: Record<string, unknown>): Record<string, string> {
+      const flat: Record<string, string> = {};
+      for (const [name, value] of Object.entries(headers)) {
+        if (value !== undefined) flat[name] = Array.isArray(value) ? value.join(", ") : String(value);
+      }
+      return flat;
+    }
+
+    function bodyText(body: unknown): string {
+      return typeof body === "string" ? body : Buffer.isBuffer(body) ? body.toString() : JSON.stringify(body);
+    }
 
     function timeView() {
       return { now: deps.clock.now().toISOString(), offset_ms: clock?.offsetMs ?? 0 };

@@ -74,7 +74,15 @@ async function filesUnder(directory: string): Promise<string[]> {
  * transcoding -> packaging -> ready` (or `failed`). Each status change and its webhook notification are
  * one transaction, so receivers hear the stages in order.
  */
+/** Fail the video with a reason, or stop its processing where it is (it stays at that stage). */
+export type InjectedVideoFault = { fail: string } | { stop: true };
+
 export class VideoPipeline {
+  /** Developer mode's fault rules: a reason here fails the video at that stage. */
+  injectFault:
+    | ((payload: ProcessPayload, stage: "transcoding" | "packaging") => InjectedVideoFault | undefined)
+    | undefined;
+
   constructor(private readonly deps: PipelineDeps) {}
 
   /** Where an uploaded source of the video is stored. */
@@ -210,11 +218,13 @@ export class VideoPipeline {
         ))
       )
         return;
+      if (await this.#failInjected(payload, "transcoding")) return;
       const out = join(work, "out");
       const thumbnailCount = thumbnailCountFor(probe.durationS);
       const { renditions } = await transcoder.transcode(source, out, probe, thumbnailCount);
 
       if (!(await this.advance(payload, "packaging"))) return;
+      if (await this.#failInjected(payload, "packaging")) return;
       await transcoder.package(out, probe, renditions);
       for (const file of await filesUnder(out)) {
         const key = `${prefix}/${relative(out, file).split(sep).join("/")}`;
@@ -287,6 +297,12 @@ export class VideoPipeline {
     });
     if (result.emitted) webhooks.notify();
     return result.go;
+  }
+
+  async #failInjected(payload: ProcessPayload, stage: "transcoding" | "packaging"): Promise<boolean> {
+    const fault = this.injectFault?.(payload, stage);
+    if (fault && "fail" in fault) await this.fail(payload, fault.fail);
+    return fault !== undefined;
   }
 
   /** Ends the current upload's processing as `failed` with a reason, announced in the same transaction. */

@@ -58,6 +58,9 @@ export class WebhookDispatcher implements BackgroundWorker {
   #ticking = false;
   #tickAgain = false;
 
+  /** Developer mode's fault rules: an outcome here replaces sending the delivery. */
+  injectFault: ((url: string) => DeliveryOutcome | undefined) | undefined;
+
   constructor(
     private readonly deliveries: DeliveryRepository,
     private readonly emitter: WebhookEmitter,
@@ -184,16 +187,18 @@ export class WebhookDispatcher implements BackgroundWorker {
       return;
     }
     const at = this.clock.now();
-    const outcome = await this.sender.send(
-      {
-        url: delivery.url,
-        messageId: delivery.message_id,
-        body: delivery.body,
-        secret: delivery.secret,
-        headers: readJson<Record<string, string>>(delivery.headers),
-      },
-      at,
-    );
+    const outcome =
+      this.injectFault?.(delivery.url) ??
+      (await this.sender.send(
+        {
+          url: delivery.url,
+          messageId: delivery.message_id,
+          body: delivery.body,
+          secret: delivery.secret,
+          headers: readJson<Record<string, string>>(delivery.headers),
+        },
+        at,
+      ));
     const policy = readJson<RetryPolicy>(delivery.retry_policy);
     const result = await this.deliveries.record(
       delivery,

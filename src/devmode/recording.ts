@@ -1,0 +1,169 @@
+/** Headers whose values are credentials: recorded as `***`. */
+const SECRET_HEADERS = new Set([
+  "authorization",
+  "proxy-authorization",
+  "apikey",
+  "x-api-key",
+  "cookie",
+  "set-cookie",
+]);
+/** Body fields and query parameters whose values are credentials (keys, webhook and S3 secrets, tokens). */
+const SECRET_FIELD = /secret|password|token|^api_?key$|^key$|access_key|signature/i;
+const MASK = "***";
+
+/** Entries kept per organization; the oldest go first. */
+export const RECORDING_MAX_ENTRIES = 1000;
+export const DEFAULT_BODY_LIMIT = 64 * 1024;
+
+export interface RecordedExchange {
+  startedAt: Date;
+  durationMs: number;
+  method: string;
+  url: string;
+  requestHeaders: Record<string, string>;
+  requestBody: string | undefined;
+  requestMimeType: string;
+  status: number;
+  responseHeaders: Record<string, string>;
+  responseBody: string | undefined;
+  responseMimeType: string;
+}
+
+interface Recording {
+  bodyLimit: number;
+  entries: HarEntry[];
+}
+
+/**
+ * Per-organization recordings of this process (developer mode runs one process), kept in memory and
+ * bounded: at most RECORDING_MAX_ENTRIES entries each, bodies cut at the recording's limit.
+ */
+export class Recorder {
+  readonly #recordings = new Map<string, Recording>();
+
+  start(organizationId: string, bodyLimit = DEFAULT_BODY_LIMIT): void {
+    const current = this.#recordings.get(organizationId);
+    this.#recordings.set(organizationId, { bodyLimit, entries: current?.entries ?? [] });
+  }
+
+  /** Stops recording; the entries stay downloadable until cleared. */
+  stop(organizationId: string): void {
+    const current = this.#recordings.get(organizationId);
+    if (current) current.bodyLimit = -1;
+  }
+
+  isRecording(organizationId: string): boolean {
+    return (this.#recordings.get(organizationId)?.bodyLimit ?? -1) >= 0;
+  }
+
+  status(): { organization_id: string; recording: boolean; entries: number }[] {
+    return [...this.#recordings].map(([organizationId, recording]) => ({
+      organization_id: organizationId,
+      recording: recording.bodyLimit >= 0,
+      entries: recording.entries.length,
+    }));
+  }
+
+  clear(organizationId?: string): void {
+    if (organizationId === undefined) this.#recordings.clear();
+    else this.#recordings.delete(organizationId);
+  }
+
+  record(organizationId: string, exchange: RecordedExchange): void {
+    const recording = this.#recordings.get(organizationId);
+    if (!recording || recording.bodyLimit < 0) return;
+    recording.entries.push(harEntry(exchange, recording.bodyLimit));
+    if (recording.entries.length > RECORDING_MAX_ENTRIES) recording.entries.shift();
+  }
+
+  entries(organizationId: string): HarEntry[] {
+    return this.#recordings.get(organizationId)?.entries ?? [];
+  }
+
+  /** The organization's recording as a HAR 1.2 document. */
+  har(organizationId: string): { log: Record<string, unknown> } {
+    return {
+      log: {
+        version: "1.2",
+        creator: { name: "Cumulo developer mode", version: "1" },
+        entries: this.entries(organizationId),
+      },
+    };
+  }
+}
+
+export type HarEntry = ReturnType<typeof harEntry>;
+
+function harEntry(exchange: RecordedExchange, bodyLimit: number) {
+  const url = new URL(exchange.url, "http://cumulo.local");
+  for (const name of [...url.searchParams.keys()]) {
+    if (SECRET_FIELD.test(name) || SECRET_HEADERS.has(name.toLowerCase())) url.searchParams.set(name, MASK);
+  }
+  const requestText = exchange.requestBody && maskBody(exchange.requestBody);
+  const responseText = exchange.responseBody && maskBody(exchange.responseBody);
+  return {
+    startedDateTime: exchange.startedAt.toISOString(),
+    time: exchange.durationMs,
+    request: {
+      method: exchange.method,
+      url: url.toString(),
+      httpVersion: "HTTP/1.1",
+      cookies: [],
+      headers: harHeaders(exchange.requestHeaders),
+      queryString: [...url.searchParams].map(([name, value]) => ({ name, value })),
+      ...(requestText !== undefined
+        ? { postData: { mimeType: exchange.requestMimeType, text: cut(requestText, bodyLimit) } }
+        : {}),
+      headersSize: -1,
+      bodySize: exchange.requestBody === undefined ? 0 : Buffer.byteLength(exchange.requestBody),
+    },
+    response: {
+      status: exchange.status,
+      statusText: "",
+      httpVersion: "HTTP/1.1",
+      cookies: [],
+      headers: harHeaders(exchange.responseHeaders),
+      content: {
+        size: exchange.responseBody === undefined ? 0 : Buffer.byteLength(exchange.responseBody),
+        mimeType: exchange.responseMimeType,
+        text: cut(responseText ?? "", bodyLimit),
+      },
+      redirectURL: exchange.responseHeaders.location ?? "",
+      headersSize: -1,
+      bodySize: exchange.responseBody === undefined ? 0 : Buffer.byteLength(exchange.responseBody),
+    },
+    cache: {},
+    timings: { send: 0, wait: exchange.durationMs, receive: 0 },
+  };
+}
+
+function harHeaders(headers: Record<string, string>) {
+  return Object.entries(headers).map(([name, value]) => ({
+    name,
+    value: SECRET_HEADERS.has(name.toLowerCase()) ? MASK : value,
+  }));
+}
+
+/** JSON bodies get their secret fields masked; other bodies are kept as they are. */
+function maskBody(text: string): string {
+  try {
+    return JSON.stringify(maskValue(JSON.parse(text)));
+  } catch {
+    return text;
+  }
+}
+
+function maskValue(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(maskValue);
+  if (value === null || typeof value !== "object") return value;
+  return Object.fromEntries(
+    Object.entries(value).map(([name, inner]) => [
+      name,
+      SECRET_FIELD.test(name) && typeof inner === "string" ? MASK : maskValue(inner),
+    ]),
+  );
+}
+
+function cut(text: string, limit: number): string {
+  return Buffer.byteLength(text) <= limit ? text : Buffer.from(text).subarray(0, limit).toString();
+}
