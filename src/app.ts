@@ -9,7 +9,7 @@ import { registerAuthDecorators } from "./http/auth.ts";
 import { clientErrorBody, frameworkErrors, registerErrorHandling } from "./http/error-handler.ts";
 import { ApiError } from "./http/errors.ts";
 import { acceptJsonBodies } from "./http/json-bodies.ts";
-import { clientErrorHandler, listenerLimits } from "./http/listener.ts";
+import { clientErrorHandler, listenerLimits, stopAccepting } from "./http/listener.ts";
 import { registerRateLimit } from "./http/rate-limit.ts";
 import { requestId } from "./http/request-id.ts";
 import { registerUploadSlots } from "./http/upload-bodies.ts";
@@ -52,7 +52,22 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
     requestTimeout: config.listener.requestTimeoutMs,
     keepAliveTimeout: config.listener.keepAliveTimeoutMs,
     clientErrorHandler: clientErrorHandler(clientErrorBody, deps.logger),
+    // While shutting down, a request that reaches us on an open keep-alive connection is served
+    // (with `Connection: close`, see below) rather than refused with a 503 the client would see.
+    return503OnClosing: false,
   }).withTypeProvider<TypeBoxTypeProvider>();
+
+  // From the moment shutdown begins, every answer (those in flight included) tells keep-alive
+  // clients to reconnect, so they move to another node instead of meeting a closed socket.
+  let draining = false;
+  app.addHook("preClose", async () => {
+    draining = true;
+    await stopAccepting(app.server);
+  });
+  app.addHook("onSend", async (_request, reply, payload) => {
+    if (draining) reply.header("connection", "close");
+    return payload;
+  });
 
   app.setValidatorCompiler(validatorCompiler);
   registerAuthDecorators(app);

@@ -4,6 +4,7 @@ import { type Config, ConfigError, loadConfig } from "./config.ts";
 import { DEV_MODE_OFFERS } from "./devmode/routes.ts";
 import { createStateService, SNAPSHOT_NAME } from "./devmode/state-service.ts";
 import { isUuid } from "./ids.ts";
+import { backup, restore } from "./ops/backup.ts";
 import { closeCore, openCore, startCumulo } from "./roles.ts";
 import { type CoreDeps, createServices } from "./services.ts";
 
@@ -151,6 +152,49 @@ export function buildCli(): Command {
         await app.close();
       } finally {
         await closeCore(deps);
+      }
+    });
+
+  program
+    .command("backup")
+    .requiredOption("--to <dir>", "an empty or new directory for the backup")
+    .description("back up the SQLite store, the blobs and the secret key file while the server runs")
+    .action(async ({ to }: { to: string }) => {
+      const result = await backup(loadConfig(), to);
+      switch (result.outcome) {
+        case "backed_up":
+          return print(result.manifest);
+        case "postgres":
+          throw new CliError(
+            "DATABASE_URL is set: back up PostgreSQL with pg_dump and copy the blobs (docs/operations.md, Backups)",
+          );
+        case "target_not_empty":
+          throw new CliError(`--to ${to} is not empty; give a new or empty directory`);
+        case "no_database":
+          throw new CliError("no store to back up in CUMULO_DATA_DIR (cumulo.sqlite not found)");
+      }
+    });
+
+  program
+    .command("restore")
+    .requiredOption("--from <dir>", "a directory written by cumulo backup")
+    .description("restore a backup into an empty CUMULO_DATA_DIR (SQLite); start the server afterwards")
+    .action(async ({ from }: { from: string }) => {
+      const config = loadConfig();
+      const result = await restore(config, from);
+      switch (result.outcome) {
+        case "restored":
+          return print({ restored: from, data_dir: config.dataDir, ...result.manifest });
+        case "postgres":
+          throw new CliError(
+            "DATABASE_URL is set: restore PostgreSQL with pg_restore and copy the blobs (docs/operations.md, Backups)",
+          );
+        case "data_dir_not_empty":
+          throw new CliError(
+            `CUMULO_DATA_DIR ${config.dataDir} is not empty; restore only into an empty data dir`,
+          );
+        case "not_a_backup":
+          throw new CliError(`--from ${from} is not a complete backup (no manifest.json or cumulo.sqlite)`);
       }
     });
 

@@ -1,5 +1,6 @@
 import { createServer, type RequestListener, type Server, type ServerOptions } from "node:http";
-import type { Socket } from "node:net";
+import { Server as NetServer, type Socket } from "node:net";
+import { setTimeout } from "node:timers/promises";
 import type { FastifyBaseLogger } from "fastify";
 import type { Config } from "../config.ts";
 
@@ -81,4 +82,20 @@ export function createBoundedServer(
   const server = createServer(listenerLimits(deps.config), handler);
   server.on("clientError", clientErrorHandler(errorBody, deps.logger));
   return server;
+}
+
+/** Long enough for a request already on the wire to arrive; short enough not to delay shutdown. */
+const IDLE_CONNECTION_GRACE_MS = 250;
+
+/**
+ * First step of a graceful close: stop accepting connections, then give open ones a short grace in
+ * which a request a client was already sending arrives and is answered (the caller answers it with
+ * `Connection: close`). `http`'s close() ends idle connections at once, which resets such requests.
+ */
+export async function stopAccepting(server: Server): Promise<void> {
+  const open = await new Promise<number>((resolve, reject) =>
+    server.getConnections((error, count) => (error ? reject(error) : resolve(count))),
+  );
+  NetServer.prototype.close.call(server);
+  if (open > 0) await setTimeout(IDLE_CONNECTION_GRACE_MS);
 }

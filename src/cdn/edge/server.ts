@@ -5,7 +5,7 @@ import type { FastifyBaseLogger } from "fastify";
 import type { Bus } from "../../bus.ts";
 import type { Clock } from "../../clock.ts";
 import type { Config } from "../../config.ts";
-import { createBoundedServer } from "../../http/listener.ts";
+import { createBoundedServer, stopAccepting } from "../../http/listener.ts";
 import { requestId } from "../../http/request-id.ts";
 import type { TrafficRecorder } from "../analytics.ts";
 import { type CdnService, DISTRIBUTION_CHANNEL, type DistributionChange } from "../service.ts";
@@ -70,6 +70,8 @@ export class EdgeServer {
   readonly #origins: OriginFetcher;
   readonly #misses = new MissCoalescer<SharedResult>({ kind: "pass" });
   #closed = false;
+  /** Responses being written, told to close their connection when shutdown begins. */
+  readonly #inFlight = new Set<ServerResponse>();
   #disk: DiskTier | undefined;
 
   constructor(private readonly deps: EdgeDeps) {
@@ -87,6 +89,12 @@ export class EdgeServer {
     this.#hosts = new HostResolver(deps.cdn, deps.config, deps.clock);
     this.#origins = new OriginFetcher(deps.config, deps.logger, this.cache, this.#policy);
     this.#server = createBoundedServer(deps, (request, response) => {
+      // While closing, keep-alive clients are told to reconnect (to another node) after this answer.
+      if (this.#closed) response.shouldKeepAlive = false;
+      else {
+        this.#inFlight.add(response);
+        response.once("close", () => this.#inFlight.delete(response));
+      }
       try {
         this.#handle(request, response)?.catch((error: unknown) => this.#failed(response, error));
       } catch (error) {
@@ -133,6 +141,8 @@ export class EdgeServer {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    for (const response of this.#inFlight) if (!response.headersSent) response.shouldKeepAlive = false;
+    await stopAccepting(this.#server);
     const closed = new Promise<void>((resolve) => this.#server.close(() => resolve()));
     this.#server.closeIdleConnections();
     await closed;

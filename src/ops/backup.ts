@@ -1,0 +1,129 @@
+import { copyFile, cp, mkdir, readdir, readFile, stat, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import SqliteDatabase from "better-sqlite3";
+import { SECRET_KEY_FILE } from "../cloud/secrets.ts";
+import type { Config } from "../config.ts";
+import { API_VERSION } from "../version.ts";
+
+const DATABASE_FILE = "cumulo.sqlite";
+const BLOBS_DIR = "blobs";
+const MANIFEST_FILE = "manifest.json";
+/** Uploads in progress; never named by a committed row. */
+const BLOB_TEMP_DIR = ".tmp";
+
+export interface BackupManifest {
+  format: 1;
+  cumulo_version: string;
+  created_at: string;
+  migrations: string[];
+  /** false when the key comes from CUMULO_SECRET_KEY, which the operator keeps themselves. */
+  secret_key_file: boolean;
+}
+
+export type BackupOutcome =
+  | { outcome: "backed_up"; manifest: BackupManifest }
+  | { outcome: "postgres" }
+  | { outcome: "target_not_empty" }
+  | { outcome: "no_database" };
+
+export type RestoreOutcome =
+  | { outcome: "restored"; manifest: BackupManifest }
+  | { outcome: "postgres" }
+  | { outcome: "data_dir_not_empty" }
+  | { outcome: "not_a_backup" };
+
+async function isEmptyDir(path: string): Promise<boolean> {
+  try {
+    return (await readdir(path)).length === 0;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return true;
+    throw error;
+  }
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await stat(path);
+    return true;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return false;
+    throw error;
+  }
+}
+
+/**
+ * An online, consistent backup of a SQLite node. Order matters: the database snapshot comes first,
+ * then the blobs. A blob is written (renamed into place) before the row naming it commits and is
+ * never rewritten under the same key, so every blob a snapshotted row names is already on disk when
+ * the copy starts. The manifest is written last: a directory without one is an unfinished backup.
+ */
+export async function backup(config: Config, target: string): Promise<BackupOutcome> {
+  if (config.databaseUrl) return { outcome: "postgres" };
+  if (!(await isEmptyDir(target))) return { outcome: "target_not_empty" };
+  const source = join(config.dataDir, DATABASE_FILE);
+  if (!(await exists(source))) return { outcome: "no_database" };
+  await mkdir(target, { recursive: true });
+
+  const live = new SqliteDatabase(source, { fileMustExist: true });
+  try {
+    // The backup API copies a consistent snapshot page by page while the server keeps writing.
+    await live.backup(join(target, DATABASE_FILE));
+  } finally {
+    live.close();
+  }
+  const migrations = readMigrations(join(target, DATABASE_FILE));
+
+  const blobs = join(config.dataDir, BLOBS_DIR);
+  if (await exists(blobs)) {
+    await cp(blobs, join(target, BLOBS_DIR), {
+      recursive: true,
+      filter: (path) => path !== join(blobs, BLOB_TEMP_DIR),
+    });
+  }
+  const keyFile = join(config.dataDir, SECRET_KEY_FILE);
+  const hasKeyFile = await exists(keyFile);
+  if (hasKeyFile) await copyFile(keyFile, join(target, SECRET_KEY_FILE));
+
+  const manifest: BackupManifest = {
+    format: 1,
+    cumulo_version: API_VERSION,
+    created_at: new Date().toISOString(),
+    migrations,
+    secret_key_file: hasKeyFile,
+  };
+  await writeFile(join(target, MANIFEST_FILE), `${JSON.stringify(manifest, null, 2)}\n`);
+  return { outcome: "backed_up", manifest };
+}
+
+function readMigrations(file: string): string[] {
+  const copy = new SqliteDatabase(file, { readonly: true, fileMustExist: true });
+  try {
+    return copy.prepare("SELECT name FROM kysely_migration ORDER BY name").pluck().all() as string[];
+  } finally {
+    copy.close();
+  }
+}
+
+/** Brings a backup back into an empty data dir; never overwrites a store that exists. */
+export async function restore(config: Config, from: string): Promise<RestoreOutcome> {
+  if (config.databaseUrl) return { outcome: "postgres" };
+  let manifest: BackupManifest;
+  try {
+    manifest = JSON.parse(await readFile(join(from, MANIFEST_FILE), "utf8")) as BackupManifest;
+  } catch {
+    return { outcome: "not_a_backup" };
+  }
+  if (manifest.format !== 1 || !(await exists(join(from, DATABASE_FILE)))) return { outcome: "not_a_backup" };
+  if (!(await isEmptyDir(config.dataDir))) return { outcome: "data_dir_not_empty" };
+
+  await mkdir(config.dataDir, { recursive: true });
+  if (await exists(join(from, BLOBS_DIR))) {
+    await cp(join(from, BLOBS_DIR), join(config.dataDir, BLOBS_DIR), { recursive: true });
+  }
+  if (manifest.secret_key_file) {
+    await copyFile(join(from, SECRET_KEY_FILE), join(config.dataDir, SECRET_KEY_FILE));
+  }
+  // The database last: a data dir with a store in it is a restored one.
+  await copyFile(join(from, DATABASE_FILE), join(config.dataDir, DATABASE_FILE));
+  return { outcome: "restored", manifest };
+}

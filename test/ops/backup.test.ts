@@ -1,0 +1,168 @@
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, relative } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import { runCli } from "../support/cli.ts";
+import { type TestStore, testStoreKind } from "../support/store.ts";
+
+/** Every file under `dir` (relative paths), uploads in progress left out. */
+function filesUnder(dir: string): string[] {
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((entry) => entry.isFile())
+    .map((entry) => relative(dir, join(entry.parentPath, entry.name)))
+    .filter((path) => !path.startsWith(".tmp"))
+    .sort();
+}
+
+// `cumulo backup` covers SQLite only; PostgreSQL is backed up with pg_dump (docs/operations.md).
+describe.skipIf(testStoreKind() === "postgres")(
+  "cumulo backup and restore (SQLite)",
+  { timeout: 90_000 },
+  () => {
+    let t: TestApp;
+    const scratch: string[] = [];
+    const tempDir = () => {
+      const dir = mkdtempSync(join(tmpdir(), "cumulo-backup-"));
+      scratch.push(dir);
+      return dir;
+    };
+
+    beforeAll(async () => {
+      // API only: no worker processes the uploaded bytes, so the blob stays as it was acknowledged.
+      // The writer runs as fast as it can: the request budget must not be what stops it.
+      t = await startTestApp({ CUMULO_ROLES: "api", CUMULO_RATE_LIMIT: "1000000/1s" });
+    });
+    afterAll(async () => {
+      await t.close();
+      for (const dir of scratch) rmSync(dir, { recursive: true, force: true });
+    });
+
+    it("takes a consistent backup under writes and restores it into a new data dir", async () => {
+      const storage = await t.cloud("GET", "/v1/storage/user");
+      expect(storage.status).toBe(200);
+      const acknowledged: { libraryId: string; videoId: string; title: string }[] = [];
+      let writing = true;
+      const writeErrors: string[] = [];
+      const writer = (async () => {
+        for (let n = 0; writing; n++) {
+          const library = await t.request("POST", "/v1/media/libraries", { json: { name: `lib ${n}` } });
+          if (library.status !== 201) {
+            writeErrors.push(library.text);
+            break;
+          }
+          const libraryId = library.body.data.id as string;
+          const title = `video ${n}`;
+          const video = await t.request("POST", `/v1/media/libraries/${libraryId}/videos`, {
+            json: { title },
+          });
+          if (video.status !== 201) {
+            writeErrors.push(video.text);
+            break;
+          }
+          const videoId = video.body.data.id as string;
+          const source = await t.request("PUT", `/v1/media/libraries/${libraryId}/videos/${videoId}/source`, {
+            body: new TextEncoder().encode(`bytes of ${title}`),
+            headers: { "content-type": "video/mp4" },
+          });
+          if (source.status >= 300) {
+            writeErrors.push(source.text);
+            break;
+          }
+          acknowledged.push({ libraryId, videoId, title });
+        }
+      })();
+
+      // Let the writer acknowledge some work, then remember what was acknowledged before the backup.
+      while (acknowledged.length < 5 && writeErrors.length === 0)
+        await new Promise((resolve) => setImmediate(resolve));
+      const before = [...acknowledged];
+      const blobsBefore = filesUnder(join(t.store.dataDir, "blobs"));
+      const target = join(tempDir(), "backup");
+      const backedUp = await runCli(["backup", "--to", target], { CUMULO_DATA_DIR: t.store.dataDir });
+      const afterBackup = acknowledged.length;
+      writing = false;
+      await writer;
+      expect(backedUp.stderr).toBe("");
+      expect(backedUp.code).toBe(0);
+      expect(writeErrors).toEqual([]);
+      // The writes really overlapped the backup.
+      expect(afterBackup).toBeGreaterThan(before.length);
+      const manifest = JSON.parse(readFileSync(join(target, "manifest.json"), "utf8"));
+      expect(manifest).toMatchObject({ format: 1, secret_key_file: true });
+      expect(manifest.migrations.length).toBeGreaterThan(0);
+
+      // A second backup into the same directory is refused.
+      const again = await runCli(["backup", "--to", target], { CUMULO_DATA_DIR: t.store.dataDir });
+      expect(again.code).not.toBe(0);
+      expect(again.stderr).toMatch(/is not empty/);
+
+      const restoredDir = join(tempDir(), "data");
+      const restored = await runCli(["restore", "--from", target], { CUMULO_DATA_DIR: restoredDir });
+      expect(restored.stderr).toBe("");
+      expect(restored.code).toBe(0);
+      // Every blob acknowledged before the backup began came back byte for byte.
+      const blobsRestored = filesUnder(join(restoredDir, "blobs"));
+      expect(blobsRestored).toEqual(expect.arrayContaining(blobsBefore));
+      for (const path of blobsBefore) {
+        expect(readFileSync(join(restoredDir, "blobs", path))).toEqual(
+          readFileSync(join(t.store.dataDir, "blobs", path)),
+        );
+      }
+
+      const restoredStore: TestStore = {
+        kind: "sqlite",
+        dataDir: restoredDir,
+        databaseUrl: undefined,
+        redisPrefix: `${t.store.redisPrefix}restored:`,
+        drop: async () => {},
+      };
+      const second = await startTestApp({ CUMULO_ROLES: "api" }, { store: restoredStore });
+      try {
+        for (const { libraryId, videoId, title } of before) {
+          const video = await second.request("GET", `/v1/media/libraries/${libraryId}/videos/${videoId}`);
+          expect(video.status).toBe(200);
+          expect(video.body.data.title).toBe(title);
+        }
+        // The restored secret key decrypts the stored S3 secret.
+        const restoredStorage = await second.cloud("GET", "/v1/storage/user");
+        expect(restoredStorage.status).toBe(200);
+        expect(restoredStorage.body).toEqual(storage.body);
+      } finally {
+        await second.close();
+      }
+    });
+
+    it("restores only into an empty data dir and only from a backup", async () => {
+      const target = join(tempDir(), "backup");
+      expect((await runCli(["backup", "--to", target], { CUMULO_DATA_DIR: t.store.dataDir })).code).toBe(0);
+
+      const busy = tempDir();
+      writeFileSync(join(busy, "cumulo.sqlite"), "");
+      const refused = await runCli(["restore", "--from", target], { CUMULO_DATA_DIR: busy });
+      expect(refused.code).not.toBe(0);
+      expect(refused.stderr).toMatch(/is not empty; restore only into an empty data dir/);
+      expect(readFileSync(join(busy, "cumulo.sqlite"), "utf8")).toBe("");
+
+      const notBackup = await runCli(["restore", "--from", tempDir()], {
+        CUMULO_DATA_DIR: join(tempDir(), "d"),
+      });
+      expect(notBackup.code).not.toBe(0);
+      expect(notBackup.stderr).toMatch(/is not a complete backup/);
+    });
+  },
+);
+
+it("cumulo backup refuses on PostgreSQL and points to the documented procedure", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "cumulo-backup-"));
+  try {
+    const result = await runCli(["backup", "--to", join(dir, "backup")], {
+      CUMULO_DATA_DIR: join(dir, "data"),
+      DATABASE_URL: "postgres://nobody@127.0.0.1:1/none",
+    });
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toMatch(/pg_dump.*docs\/operations\.md/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
