@@ -91,12 +91,14 @@ export class EdgeServer {
     this.#server = createBoundedServer(deps, (request, response) => {
       // While closing, keep-alive clients are told to reconnect (to another node) after this answer.
       if (this.#closed) response.shouldKeepAlive = false;
-      else {
+      try {
+        const pending = this.#handle(request, response);
+        if (!pending) return;
+        // Only answers still pending can be under way when shutdown begins: a fresh hit is already
+        // written by now, and is spared the tracking.
         this.#inFlight.add(response);
         response.once("close", () => this.#inFlight.delete(response));
-      }
-      try {
-        this.#handle(request, response)?.catch((error: unknown) => this.#failed(response, error));
+        pending.catch((error: unknown) => this.#failed(response, error));
       } catch (error) {
         this.#failed(response, error);
       }
