@@ -148,6 +148,7 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
     identity: services.identity,
     console: services.console,
     signInLimit: config.signInRateLimit,
+    publicUrl: config.publicUrl,
   });
   await app.register(apiKeyRoutes, { prefix: "/v1/organization", identity: services.identity });
   await app.register(livestreamRoutes, { prefix: "/v1/livestream", store, identity: services.identity });

@@ -49,12 +49,19 @@ export const isCloudPath = (url: string): boolean =>
 export const sessionToken = (request: FastifyRequest): string | undefined =>
   request.cookies[SESSION_COOKIE] || undefined;
 
-/** How the session cookie is set: never readable by scripts, never sent by other sites (docs/console.md). */
-export const sessionCookieOptions = (request: FastifyRequest): CookieSerializeOptions => ({
+/**
+ * How the session cookie is set: never readable by scripts, never sent by other sites, and `Secure`
+ * when the browser reaches Cumulo over HTTPS: the request came over TLS, or the public URL (the
+ * address behind a TLS-terminating proxy) is https (docs/console.md).
+ */
+export const sessionCookieOptions = (
+  request: FastifyRequest,
+  publicUrl: string | undefined,
+): CookieSerializeOptions => ({
   httpOnly: true,
   sameSite: "strict",
   path: "/",
-  secure: request.protocol === "https",
+  secure: request.protocol === "https" || publicUrl?.startsWith("https:") === true,
   maxAge: SESSION_LIFETIME_MS / 1000,
 });
 

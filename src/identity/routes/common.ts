@@ -7,6 +7,8 @@ export interface ConsoleRouteOptions {
   console: ConsoleService;
   /** Sign-in attempts allowed per client address and per email in a window. */
   signInLimit: RateLimitSetting;
+  /** CUMULO_PUBLIC_URL: an https one makes the session cookie `Secure`. */
+  publicUrl: string | undefined;
 }
 
 export const tags = ["console"];

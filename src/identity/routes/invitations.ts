@@ -10,7 +10,7 @@ import { type ConsoleRouteOptions, tags } from "./common.ts";
 /** `/v1/console/invitations`: an invited user chooses a password through the link they were given. */
 export const invitationRoutes: FastifyPluginAsyncTypebox<ConsoleRouteOptions> = async (
   app,
-  { console, signInLimit },
+  { console, signInLimit, publicUrl },
 ) => {
   app.post(
     "/invitations/accept",
@@ -34,7 +34,7 @@ export const invitationRoutes: FastifyPluginAsyncTypebox<ConsoleRouteOptions> = 
       const result = await console.acceptInvitation(request.body.token, request.body.password);
       switch (result.outcome) {
         case "accepted":
-          reply.setCookie(SESSION_COOKIE, result.token, sessionCookieOptions(request));
+          reply.setCookie(SESSION_COOKIE, result.token, sessionCookieOptions(request, publicUrl));
           return reply.code(201).send(ok("Invitation accepted", result.session));
         case "invalid":
           throw ApiError.validation(result.errors);

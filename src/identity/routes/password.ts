@@ -10,7 +10,7 @@ import { type ConsoleRouteOptions, consoleSecurity, tags } from "./common.ts";
 /** `/v1/console/password`: the signed-in user changes their password. */
 export const passwordRoutes: FastifyPluginAsyncTypebox<ConsoleRouteOptions> = async (
   app,
-  { identity, console, signInLimit },
+  { identity, console, signInLimit, publicUrl },
 ) => {
   app.put(
     "/password",
@@ -46,7 +46,7 @@ export const passwordRoutes: FastifyPluginAsyncTypebox<ConsoleRouteOptions> = as
       switch (result.outcome) {
         case "changed":
           // This tab stays signed in with a new session; every old one (this one's too) has ended.
-          reply.setCookie(SESSION_COOKIE, result.token, sessionCookieOptions(request));
+          reply.setCookie(SESSION_COOKIE, result.token, sessionCookieOptions(request, publicUrl));
           return reply.code(204).send(null);
         case "invalid":
           throw ApiError.validation(result.errors);

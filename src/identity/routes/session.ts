@@ -12,7 +12,7 @@ import { type ConsoleRouteOptions, consoleSecurity, tags } from "./common.ts";
 /** `/v1/console/session`: sign in, the current session, sign out. */
 export const sessionRoutes: FastifyPluginAsyncTypebox<ConsoleRouteOptions> = async (
   app,
-  { identity, console, signInLimit },
+  { identity, console, signInLimit, publicUrl },
 ) => {
   // Per client address (the route's budget) and per email (below), so neither many addresses
   // against one account nor one address against many accounts can guess for long.
@@ -54,7 +54,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<ConsoleRouteOptions> = asy
       const result = await console.signIn(request.body.email, request.body.password);
       switch (result.outcome) {
         case "signed_in":
-          reply.setCookie(SESSION_COOKIE, result.token, sessionCookieOptions(request));
+          reply.setCookie(SESSION_COOKIE, result.token, sessionCookieOptions(request, publicUrl));
           return reply.code(201).send(ok("Signed in", result.session));
         case "invalid_credentials":
           throw ApiError.unauthorized("Wrong email or password", "invalid_credentials");
@@ -98,7 +98,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<ConsoleRouteOptions> = asy
         throw error;
       });
       if (current) await console.signOut(current.token);
-      reply.clearCookie(SESSION_COOKIE, sessionCookieOptions(request));
+      reply.clearCookie(SESSION_COOKIE, sessionCookieOptions(request, publicUrl));
       return reply.code(204).send(null);
     },
   );
