@@ -93,6 +93,34 @@ describe("password change", () => {
   });
 });
 
+describe("a read-only user's own account", () => {
+  it("may change their password and sign out", async () => {
+    const t = await startTestApp();
+    try {
+      await createConsoleUser(t, { email: "ro@example.test", readOnly: true });
+      const session = await signIn(t, "ro@example.test");
+      const changed = await t.request("PUT", "/v1/console/password", {
+        ...withSession(session),
+        json: { current_password: PASSWORD, new_password: NEW_PASSWORD },
+      });
+      expect(changed.status).toBe(204);
+      const renewed = sessionCookieOf(changed.headers);
+      const current = await t.request("GET", "/v1/console/session", {
+        anonymous: true,
+        headers: { cookie: renewed?.cookie ?? "" },
+      });
+      expect(current.body.data.user.read_only).toBe(true);
+      const out = await t.request("DELETE", "/v1/console/session", {
+        anonymous: true,
+        headers: { cookie: renewed?.cookie ?? "", "x-csrf-token": current.body.data.csrf_token },
+      });
+      expect(out.status).toBe(204);
+    } finally {
+      await t.close();
+    }
+  });
+});
+
 describe("invitations", () => {
   let t: TestApp;
   const clock = new OffsetClock();

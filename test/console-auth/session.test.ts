@@ -82,6 +82,24 @@ describe("console sign-in and sessions", () => {
     expect(response.body.errors.map((e: { field: string }) => e.field).sort()).toEqual(["email", "password"]);
   });
 
+  it("takes JSON only, so no cross-site form can sign anyone in", async () => {
+    for (const [type, body] of [
+      [
+        "application/x-www-form-urlencoded",
+        `email=ada%40example.test&password=${encodeURIComponent(PASSWORD)}`,
+      ],
+      ["text/plain", JSON.stringify({ email: "ada@example.test", password: PASSWORD })],
+    ]) {
+      const response = await t.request("POST", "/v1/console/session", {
+        anonymous: true,
+        headers: { "content-type": type ?? "" },
+        body,
+      });
+      expect(response.status).toBe(415);
+      expect(sessionCookieOf(response.headers)).toBeUndefined();
+    }
+  });
+
   it("answers 401 without a session and with a cookie naming none", async () => {
     const none = await t.request("GET", "/v1/console/session", { anonymous: true });
     expect(none.status).toBe(401);
