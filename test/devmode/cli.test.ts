@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLibrary } from "../media/helpers.ts";
 import { ADMIN_KEY, startTestApp } from "../support/app.ts";
@@ -54,4 +57,79 @@ describe("cumulo state save | load | reset", () => {
     expect(malformed.code).toBe(1);
     expect(malformed.stderr).toContain("snapshot name must be");
   }, 60_000);
+
+  it("seeds from a YAML or JSON file, all or nothing, and resets one organization", async () => {
+    const work = mkdtempSync(join(tmpdir(), "cumulo-cli-seed-"));
+    try {
+      const yamlFile = join(work, "world.yaml");
+      writeFileSync(
+        yamlFile,
+        [
+          "organizations:",
+          "  - name: From YAML",
+          "    api_key: yaml_cli_key_0123456789abc",
+          "    libraries:",
+          "      - name: Seeded",
+          "        videos:",
+          "          - title: First",
+          "    cloud:",
+          "      disks:",
+          "        - size_gb: 2",
+          "",
+        ].join("\n"),
+      );
+      const seeded = await runCli(["state", "seed", yamlFile], env);
+      expect(seeded.code, seeded.stderr).toBe(0);
+      const [organization] = JSON.parse(seeded.stdout).organizations;
+      expect(organization.libraries[0].videos[0].title).toBe("First");
+
+      const refusedFile = join(work, "refused.json");
+      writeFileSync(
+        refusedFile,
+        JSON.stringify({ organizations: [{ name: "Half", distributions: [{ hostname: "not a host" }] }] }),
+      );
+      const refused = await runCli(["state", "seed", refusedFile], env);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain("seeding stopped at organizations[0].distributions[0]");
+      writeFileSync(join(work, "world.txt"), "{}");
+      const unknownKind = await runCli(["state", "seed", join(work, "world.txt")], env);
+      expect(unknownKind.stderr).toContain("ends in .json, .yaml or .yml");
+      writeFileSync(join(work, "bad.yml"), "organizations:\n  - title: nameless\n");
+      const invalid = await runCli(["state", "seed", join(work, "bad.yml")], env);
+      expect(invalid.code).toBe(1);
+      expect(invalid.stderr).toContain("bad.yml: /organizations/0");
+
+      const app = await startTestApp({}, { store });
+      try {
+        const libraries = await app.request("GET", "/v1/media/libraries", {
+          key: "yaml_cli_key_0123456789abc",
+        });
+        expect(libraries.body.data.map((library: { name: string }) => library.name)).toEqual(["Seeded"]);
+        const names = (await app.cumulo.services.identity.listOrganizations()).map((org) => org.name);
+        expect(names).not.toContain("Half");
+      } finally {
+        await app.close();
+      }
+
+      const reset = await runCli(["state", "reset", "--org", organization.id], env);
+      expect(reset.code, reset.stderr).toBe(0);
+      const after = await startTestApp({}, { store });
+      try {
+        const libraries = await after.request("GET", "/v1/media/libraries", {
+          key: "yaml_cli_key_0123456789abc",
+        });
+        expect(libraries.status).toBe(200);
+        expect(libraries.body.data).toEqual([]);
+      } finally {
+        await after.close();
+      }
+      const missing = await runCli(["state", "reset", "--org", organization.id, "--to", "empty"], env);
+      expect(missing.code, missing.stderr).toBe(0);
+      const gone = await runCli(["state", "reset", "--org", organization.id], env);
+      expect(gone.code).toBe(1);
+      expect(gone.stderr).toContain(`organization ${organization.id} not found`);
+    } finally {
+      rmSync(work, { recursive: true, force: true });
+    }
+  }, 240_000);
 });
