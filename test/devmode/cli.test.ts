@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLibrary } from "../media/helpers.ts";
 import { ADMIN_KEY, startTestApp } from "../support/app.ts";
 import { runCli } from "../support/cli.ts";
+import { exitOf, serve } from "../support/process.ts";
 import { createTestStore, type TestStore } from "../support/store.ts";
 import { waitUntil } from "../support/wait.ts";
 
@@ -132,4 +133,40 @@ describe("cumulo state save | load | reset", () => {
       rmSync(work, { recursive: true, force: true });
     }
   }, 240_000);
+
+  it("cumulo dev seeds the store once started and takes its transitions from flags", async () => {
+    const work = mkdtempSync(join(tmpdir(), "cumulo-dev-seed-"));
+    const file = join(work, "world.yml");
+    writeFileSync(file, "organizations:\n  - name: Dev seeded\n    api_key: dev_seed_key_0123456789abc\n");
+    const devStore = await createTestStore();
+    const served = await serve(
+      {
+        CUMULO_DATA_DIR: devStore.dataDir,
+        DATABASE_URL: devStore.databaseUrl,
+        CUMULO_BOOTSTRAP_API_KEY: ADMIN_KEY,
+        CUMULO_REDIS_PREFIX: devStore.redisPrefix,
+      },
+      ["dev", "--seed", file, "--libraries", "instant", "--videos", "instant"],
+    );
+    try {
+      expect(served.output()).toContain('"name": "Dev seeded"');
+      const headers = { authorization: `Bearer ${ADMIN_KEY}` };
+      const transitions = await fetch(`${served.apiUrl}/_cumulo/transitions`, { headers });
+      expect((await transitions.json()).default).toEqual({ video: "instant", library: "instant" });
+      const seededKey = { authorization: "Bearer dev_seed_key_0123456789abc" };
+      const created = await fetch(`${served.apiUrl}/v1/media/libraries`, {
+        method: "POST",
+        headers: { ...seededKey, "content-type": "application/json" },
+        body: JSON.stringify({ name: "Quick" }),
+      });
+      const { data } = await created.json();
+      const got = await fetch(`${served.apiUrl}/v1/media/libraries/${data.id}`, { headers: seededKey });
+      expect((await got.json()).data.status).toBe("active");
+    } finally {
+      served.child.kill("SIGTERM");
+      await exitOf(served.child);
+      await devStore.drop();
+      rmSync(work, { recursive: true, force: true });
+    }
+  }, 60_000);
 });
