@@ -152,16 +152,19 @@ describe("cumulo state save | load | reset", () => {
       expect(served.output()).toContain('"name": "Dev seeded"');
       const headers = { authorization: `Bearer ${ADMIN_KEY}` };
       const transitions = await fetch(`${served.apiUrl}/_cumulo/transitions`, { headers });
-      expect((await transitions.json()).default).toEqual({ video: "instant", library: "instant" });
+      expect(((await transitions.json()) as { default: unknown }).default).toEqual({
+        video: "instant",
+        library: "instant",
+      });
       const seededKey = { authorization: "Bearer dev_seed_key_0123456789abc" };
       const created = await fetch(`${served.apiUrl}/v1/media/libraries`, {
         method: "POST",
         headers: { ...seededKey, "content-type": "application/json" },
         body: JSON.stringify({ name: "Quick" }),
       });
-      const { data } = await created.json();
+      const { data } = (await created.json()) as { data: { id: string } };
       const got = await fetch(`${served.apiUrl}/v1/media/libraries/${data.id}`, { headers: seededKey });
-      expect((await got.json()).data.status).toBe("active");
+      expect(((await got.json()) as { data: { status: string } }).data.status).toBe("active");
     } finally {
       served.child.kill("SIGTERM");
       await exitOf(served.child);
