@@ -86,6 +86,8 @@ export interface Config {
   };
   /** Developer mode (CUMULO_DEV_MODE): the `/_cumulo/` routes for state, time and faults (docs/dev-mode.md). */
   devMode: boolean;
+  /** Developer mode's starting transitions (CUMULO_DEV_VIDEOS, CUMULO_DEV_LIBRARIES): `instant` skips the work. */
+  devTransitions: { video: "real" | "instant"; library: "real" | "instant" };
   limits: {
     jsonBodyBytes: number;
     subtitleBytes: number;
@@ -138,6 +140,13 @@ function bool(env: Env, name: string, fallback: boolean): boolean {
   if (["true", "1", "yes"].includes(raw.toLowerCase())) return true;
   if (["false", "0", "no"].includes(raw.toLowerCase())) return false;
   throw new ConfigError(name, `must be true or false, got "${raw}"`);
+}
+
+function realOrInstant(env: Env, name: string): "real" | "instant" {
+  const raw = env[name] || "real";
+  if (raw !== "real" && raw !== "instant")
+    throw new ConfigError(name, `must be real or instant, got "${raw}"`);
+  return raw;
 }
 
 function url(env: Env, name: string, protocols: string[]): string | undefined {
@@ -346,6 +355,10 @@ export function loadConfig(env: Env = process.env): Config {
       importIdleTimeoutMs: positiveInt(env, "CUMULO_IMPORT_IDLE_TIMEOUT_S", 30) * 1000,
     },
     devMode: bool(env, "CUMULO_DEV_MODE", false),
+    devTransitions: {
+      video: realOrInstant(env, "CUMULO_DEV_VIDEOS"),
+      library: realOrInstant(env, "CUMULO_DEV_LIBRARIES"),
+    },
     limits: {
       jsonBodyBytes: positiveInt(env, "CUMULO_MAX_JSON_BYTES", 1024 * 1024),
       subtitleBytes: positiveInt(env, "CUMULO_MAX_SUBTITLE_BYTES", 5 * 1024 * 1024),

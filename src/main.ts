@@ -1,7 +1,9 @@
+import { readFile } from "node:fs/promises";
 import { Command, Option } from "commander";
 import { buildApp } from "./app.ts";
 import { type Config, ConfigError, loadConfig } from "./config.ts";
 import { DEV_MODE_OFFERS } from "./devmode/routes.ts";
+import { readSeedFile, type SeedBody, type SeedOutcome, seedAtomically } from "./devmode/seed.ts";
 import { createStateService, SNAPSHOT_NAME } from "./devmode/state-service.ts";
 import { isUuid } from "./ids.ts";
 import { backup, restore } from "./ops/backup.ts";
@@ -41,7 +43,26 @@ async function withServices<T>(
   }
 }
 
-async function serve(config: Config): Promise<void> {
+/** A seed file (JSON or YAML by its extension), read and checked against the seed's schema. */
+async function seedFile(file: string): Promise<SeedBody> {
+  const text = await readFile(file, "utf8").catch((error: Error) => {
+    throw new CliError(`cannot read ${file}: ${error.message}`);
+  });
+  const read = readSeedFile(file, text);
+  if ("problem" in read) throw new CliError(read.problem);
+  return read.seed;
+}
+
+function seeded(outcome: SeedOutcome): unknown {
+  if (outcome.outcome === "failed") {
+    throw new CliError(
+      `seeding stopped at ${outcome.step}: ${outcome.status} ${JSON.stringify(outcome.answer)} (nothing was added)`,
+    );
+  }
+  return { organizations: outcome.organizations };
+}
+
+async function serve(config: Config, seed?: SeedBody): Promise<void> {
   const running = await startCumulo(config);
   if (running.generatedKey) {
     process.stdout.write(
@@ -63,6 +84,10 @@ async function serve(config: Config): Promise<void> {
     process.stdout.write(
       `Developer mode is on (docs/dev-mode.md); with an admin key of the default organization:\n${DEV_MODE_OFFERS.map((line) => `  ${line}\n`).join("")}`,
     );
+  }
+  if (seed) {
+    if (!running.app?.devSeed) throw new CliError("--seed needs the api role");
+    print(seeded(await running.app.devSeed(seed)));
   }
   process.stdout.write(`Cumulo ready (roles: ${config.roles.join(", ")})\n`);
   const shutdown = (signal: string) => {
@@ -90,7 +115,36 @@ export function buildCli(): Command {
   program
     .command("dev")
     .description("start like serve, with developer mode on (state, snapshots, time, faults under /_cumulo/)")
-    .action(() => serve({ ...loadConfig(), devMode: true }));
+    .option("--seed <file>", "seed the store from a JSON or YAML file once started")
+    .addOption(
+      new Option("--videos <transition>", "video processing: instant skips ffmpeg").choices([
+        "real",
+        "instant",
+      ]),
+    )
+    .addOption(
+      new Option("--libraries <transition>", "library provisioning: instant provisions at creation").choices([
+        "real",
+        "instant",
+      ]),
+    )
+    .action(
+      async (options: { seed?: string; videos?: "real" | "instant"; libraries?: "real" | "instant" }) => {
+        const config = loadConfig();
+        const seed = options.seed === undefined ? undefined : await seedFile(options.seed);
+        await serve(
+          {
+            ...config,
+            devMode: true,
+            devTransitions: {
+              video: options.videos ?? config.devTransitions.video,
+              library: options.libraries ?? config.devTransitions.library,
+            },
+          },
+          seed,
+        );
+      },
+    );
 
   const state = program
     .command("state")
@@ -108,7 +162,7 @@ export function buildCli(): Command {
     .description("save the store and blobs as a named snapshot")
     .action((name: string) =>
       withServices(async (services, deps) =>
-        print((await createStateService(deps, services.identity).save(snapshotName(name))).snapshot),
+        print((await createStateService(deps, services).save(snapshotName(name))).snapshot),
       ),
     );
   state
@@ -116,7 +170,7 @@ export function buildCli(): Command {
     .description("replace the store and blobs with a snapshot")
     .action((name: string) =>
       withServices(async (services, deps) => {
-        const loaded = await createStateService(deps, services.identity).load(snapshotName(name));
+        const loaded = await createStateService(deps, services).load(snapshotName(name));
         switch (loaded.outcome) {
           case "loaded":
             return print({ loaded: name });
@@ -130,15 +184,41 @@ export function buildCli(): Command {
   state
     .command("reset")
     .addOption(
-      new Option("--to <target>", "bootstrap: keep the default organization")
+      new Option(
+        "--to <target>",
+        "bootstrap: keep the default organization (with --org: keep the organization and its keys)",
+      )
         .choices(["bootstrap", "empty"])
         .default("bootstrap"),
     )
-    .description("empty the store and blobs")
-    .action(({ to }: { to: "bootstrap" | "empty" }) =>
+    .option("--org <id>", "reset only this organization, leaving the others as they are")
+    .description("empty the store and blobs, or one organization")
+    .action(({ to, org }: { to: "bootstrap" | "empty"; org?: string }) =>
       withServices(async (services, deps) => {
-        const { generatedKey } = await createStateService(deps, services.identity).reset(to);
+        if (org !== undefined) {
+          const reset = await createStateService(deps, services).resetOrganization(organizationId(org), to);
+          if (reset.outcome === "not_found") throw new CliError(`organization ${org} not found`);
+          return print({ reset: to, organization_id: org });
+        }
+        const { generatedKey } = await createStateService(deps, services).reset(to);
         print({ reset: to, ...(generatedKey ? { generated_key: generatedKey } : {}) });
+      }),
+    );
+
+  state
+    .command("seed <file>")
+    .description("add a known world from a JSON or YAML file (all or nothing)")
+    .action((file: string) =>
+      withServices(async (services, deps) => {
+        const seed = await seedFile(file);
+        const app = await buildApp(deps, services);
+        try {
+          print(
+            seeded(await seedAtomically(app, createStateService(deps, services), services.identity, seed)),
+          );
+        } finally {
+          await app.close();
+        }
       }),
     );
 

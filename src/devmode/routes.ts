@@ -3,29 +3,38 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { type Static, Type } from "@sinclair/typebox";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import fastifyPlugin from "fastify-plugin";
+import { parse as parseYaml } from "yaml";
 import { OffsetClock } from "../clock.ts";
 import { presentedKey } from "../http/auth.ts";
 import { ApiError } from "../http/errors.ts";
 import { mediaErrorResponses, StringEnum, Timestamp, Uuid } from "../http/schemas.ts";
 import { DEFAULT_ORGANIZATION_NAME } from "../identity/service.ts";
 import type { CoreDeps, Services } from "../services.ts";
+import { locateMediaTools, MediaTools } from "../video/media-tools.ts";
 import { FAULT_METHODS, FAULT_TARGETS, FAULT_VIDEO_STAGES, FaultRules } from "./faults.ts";
+import { PlaceholderRenditions } from "./placeholder.ts";
 import { DEFAULT_BODY_LIMIT, Recorder } from "./recording.ts";
-import { SeedBody, seedWorld } from "./seed.ts";
+import { SeedBody, type SeedOutcome, seedAtomically, YAML_TYPES } from "./seed.ts";
 import { createStateService, SNAPSHOT_NAME } from "./state-service.ts";
+import { LIBRARY_STOP_STAGES, Transitions, VIDEO_STOP_STAGES } from "./transitions.ts";
 
-/** The snapshot a seed is undone from when one of its calls is refused. */
-const SEED_ROLLBACK = "seed_rollback";
+declare module "fastify" {
+  interface FastifyInstance {
+    /** Developer mode's seed (all or nothing), for `cumulo dev --seed`; absent when the mode is off. */
+    devSeed?: (seed: SeedBody) => Promise<SeedOutcome>;
+  }
+}
 
 export const DEV_PREFIX = "/_cumulo";
 
 /** What developer mode offers, as `cumulo dev` prints it and `GET /_cumulo` answers it. */
 export const DEV_MODE_OFFERS = [
-  "POST   /_cumulo/state/reset                  empty the store (to: bootstrap | empty)",
+  "POST   /_cumulo/state/reset                  empty the store or one organization_id (to: bootstrap | empty)",
   "PUT    /_cumulo/state/snapshots/{name}       save the store and blobs",
   "POST   /_cumulo/state/snapshots/{name}/load  restore them",
   "GET    /_cumulo/state/snapshots              list snapshots",
-  "POST   /_cumulo/state/seed                   add a known world (JSON)",
+  "POST   /_cumulo/state/seed                   add a known world (JSON or YAML)",
+  "GET    /_cumulo/transitions, PUT, DELETE     videos and libraries: real | instant | {stop_at}",
   "GET    /_cumulo/time, POST /_cumulo/time     read or move the clock (advance_ms, to, real)",
   "GET    /_cumulo/faults, POST, DELETE         fault rules (status, latency, probability, count)",
   "                                             target: http | webhook (status, timeout) | video (stage, stop)",
@@ -78,6 +87,25 @@ const RecordingStatus = Type.Object({
 });
 const OrganizationQuery = Type.Object({ organization_id: Uuid });
 
+const VideoTransition = Type.Union([
+  StringEnum(["real", "instant"] as const),
+  Type.Object({ stop_at: StringEnum(VIDEO_STOP_STAGES) }, { additionalProperties: false }),
+]);
+const LibraryTransition = Type.Union([
+  StringEnum(["real", "instant"] as const),
+  Type.Object({ stop_at: StringEnum(LIBRARY_STOP_STAGES) }, { additionalProperties: false }),
+]);
+const TransitionsView = Type.Object({
+  default: Type.Object({ video: VideoTransition, library: LibraryTransition }),
+  organizations: Type.Array(
+    Type.Object({
+      organization_id: Uuid,
+      video: Type.Optional(VideoTransition),
+      library: Type.Optional(LibraryTransition),
+    }),
+  ),
+});
+
 interface DevModeOptions {
   deps: CoreDeps;
   services: Services;
@@ -104,10 +132,33 @@ async function requireOperator(request: FastifyRequest, services: Services): Pro
 export const devModeRoutes = fastifyPlugin(
   async (app: FastifyInstance, { deps, services }: DevModeOptions) => {
     if (!deps.config.devMode) return;
-    const state = createStateService(deps, services.identity);
+    const state = createStateService(deps, services);
     const faults = new FaultRules();
     const clock = deps.clock instanceof OffsetClock ? deps.clock : undefined;
     const recorder = new Recorder();
+    const transitions = new Transitions(deps.config.devTransitions);
+    let tools: MediaTools | undefined;
+    const placeholder = new PlaceholderRenditions(deps.config.dataDir, () => {
+      tools ??= new MediaTools(locateMediaTools(), {
+        concurrency: deps.config.video.ffmpegConcurrency,
+        timeoutMs: deps.config.video.ffmpegTimeoutMs,
+      });
+      return tools;
+    });
+
+    services.video.pipeline.transition = (organizationId) => {
+      const rule = transitions.of(organizationId).video;
+      if (rule === "real") return undefined;
+      return {
+        placeholder: () => placeholder.get(),
+        ...(rule === "instant" ? {} : { stopAt: rule.stop_at }),
+      };
+    };
+    services.media.libraries.transition = (organizationId) => {
+      const rule = transitions.of(organizationId).library;
+      return rule === "real" ? undefined : rule === "instant" ? "instant" : "stop";
+    };
+    app.decorate("devSeed", (seed: SeedBody) => seedAtomically(app, state, services.identity, seed));
 
     services.webhookDispatcher.injectFault = (url) => {
       const rule = faults.takeWebhook(url);
@@ -183,6 +234,14 @@ export const devModeRoutes = fastifyPlugin(
     await app.register(
       (async (dev) => {
         dev.addHook("onRequest", (request) => requireOperator(request, services));
+        // A seed may be YAML (the same schema as JSON).
+        dev.addContentTypeParser(YAML_TYPES, { parseAs: "string" }, (_request, text, done) => {
+          try {
+            done(null, parseYaml(String(text)));
+          } catch (error) {
+            done(ApiError.invalidRequest(`The body is not valid YAML: ${(error as Error).message}`));
+          }
+        });
         const timed = async (work: () => Promise<unknown>) => {
           const started = performance.now();
           await work();
@@ -210,7 +269,10 @@ export const devModeRoutes = fastifyPlugin(
               tags,
               summary:
                 "Empty the store and blobs; `bootstrap` (default) then recreates the default organization",
-              body: Type.Object({ to: Type.Optional(StringEnum(["bootstrap", "empty"] as const)) }),
+              body: Type.Object({
+                to: Type.Optional(StringEnum(["bootstrap", "empty"] as const)),
+                organization_id: Type.Optional(Uuid),
+              }),
               response: {
                 200: Type.Composite([Done, Type.Object({ generated_key: Type.Optional(Type.String()) })]),
                 ...mediaErrorResponses,
@@ -218,9 +280,16 @@ export const devModeRoutes = fastifyPlugin(
             },
           },
           async (request) => {
+            const { to = "bootstrap", organization_id } = request.body;
+            if (organization_id !== undefined) {
+              const started = performance.now();
+              const { outcome } = await state.resetOrganization(organization_id, to);
+              if (outcome === "not_found") throw ApiError.notFound("Organization");
+              return { done: true, duration_ms: Math.round((performance.now() - started) * 10) / 10 };
+            }
             let generatedKey: string | undefined;
             const result = await timed(async () => {
-              ({ generatedKey } = await state.reset(request.body.to ?? "bootstrap"));
+              ({ generatedKey } = await state.reset(to));
               faults.clear();
             });
             return { ...result, ...(generatedKey ? { generated_key: generatedKey } : {}) };
@@ -326,22 +395,73 @@ export const devModeRoutes = fastifyPlugin(
             },
           },
           async (request) => {
-            // All or nothing: the store is put back as it was when a call is refused.
-            await state.save(SEED_ROLLBACK);
-            try {
-              const seeded = await seedWorld(app, services.identity, request.body);
-              switch (seeded.outcome) {
-                case "seeded":
-                  return { organizations: seeded.organizations };
-                case "failed":
-                  await state.load(SEED_ROLLBACK);
-                  throw ApiError.invalidRequest(
-                    `Seeding stopped at ${seeded.step}: ${seeded.status} ${JSON.stringify(seeded.answer)}`,
-                  );
-              }
-            } finally {
-              await state.remove(SEED_ROLLBACK);
+            const seeded = await seedAtomically(app, state, services.identity, request.body);
+            switch (seeded.outcome) {
+              case "seeded":
+                return { organizations: seeded.organizations };
+              case "failed":
+                throw ApiError.invalidRequest(
+                  `Seeding stopped at ${seeded.step}: ${seeded.status} ${JSON.stringify(seeded.answer)}`,
+                );
             }
+          },
+        );
+
+        dev.get(
+          "/transitions",
+          {
+            schema: {
+              operationId: "getDevTransitions",
+              tags,
+              summary:
+                "How videos and libraries move through their statuses, for everyone and per organization",
+              response: { 200: TransitionsView, ...mediaErrorResponses },
+            },
+          },
+          async () => transitions.view(),
+        );
+
+        dev.put(
+          "/transitions",
+          {
+            schema: {
+              operationId: "setDevTransitions",
+              tags,
+              summary:
+                "Video processing and library provisioning: `real`, `instant` (no ffmpeg, placeholder renditions) or `{stop_at}` a stage",
+              body: Type.Object({
+                organization_id: Type.Optional(Uuid),
+                video: Type.Optional(VideoTransition),
+                library: Type.Optional(LibraryTransition),
+              }),
+              response: { 200: TransitionsView, ...mediaErrorResponses },
+            },
+          },
+          async (request) => {
+            const { organization_id, video, library } = request.body;
+            if (video === undefined && library === undefined) {
+              throw ApiError.field("video", "validation_required", "Give video, library or both");
+            }
+            transitions.set(organization_id, { video, library });
+            return transitions.view();
+          },
+        );
+
+        dev.delete(
+          "/transitions",
+          {
+            schema: {
+              operationId: "clearDevTransitions",
+              tags,
+              summary:
+                "Drop one organization's transition rules, or (without organization_id) all: back to real",
+              querystring: Type.Object({ organization_id: Type.Optional(Uuid) }),
+              response: { 204: Type.Null(), ...mediaErrorResponses },
+            },
+          },
+          async (request, reply) => {
+            transitions.clear(request.query.organization_id);
+            return reply.code(204).send(null);
           },
         );
 

@@ -1,7 +1,18 @@
 import { type Static, Type } from "@sinclair/typebox";
+import { Value } from "@sinclair/typebox/value";
 import type { FastifyInstance } from "fastify";
+import { parse as parseYaml } from "yaml";
 import type { IdentityService } from "../identity/service.ts";
 import { isUniqueViolation } from "../store/transactions.ts";
+import type { StateService } from "./state-service.ts";
+
+/** Cloud resources a seed can name, and the route each is created by. */
+const CLOUD_RESOURCES = {
+  vms: "/v1/user-resource/vm",
+  disks: "/v1/storage/disks",
+  floating_ips: "/v1/network/ip_addresses",
+  load_balancers: "/v1/network/load_balancers",
+} as const;
 
 const Body = Type.Record(Type.String(), Type.Unknown());
 
@@ -23,6 +34,18 @@ export const SeedBody = Type.Object({
       ),
       /** Bodies of `POST /v1/cdn/distributions`. */
       distributions: Type.Optional(Type.Array(Body)),
+      /** Bodies of the cloud API's create calls, by resource (see CLOUD_RESOURCES), made in this order. */
+      cloud: Type.Optional(
+        Type.Object(
+          {
+            vms: Type.Optional(Type.Array(Body)),
+            disks: Type.Optional(Type.Array(Body)),
+            floating_ips: Type.Optional(Type.Array(Body)),
+            load_balancers: Type.Optional(Type.Array(Body)),
+          },
+          { additionalProperties: false },
+        ),
+      ),
       /** Any other call as this organization, e.g. cloud resources: `{method, path, body}`. */
       requests: Type.Optional(
         Type.Array(
@@ -114,6 +137,16 @@ export async function seedWorld(
         const at = `organizations[${o}].distributions[${d}]`;
         distributions.push((await call(at, key, "POST", "/v1/cdn/distributions", distribution)).data);
       }
+      const cloud: Record<string, unknown[]> = {};
+      for (const [resource, path] of Object.entries(CLOUD_RESOURCES)) {
+        const bodies = org.cloud?.[resource as keyof typeof CLOUD_RESOURCES] ?? [];
+        if (bodies.length === 0) continue;
+        cloud[resource] = [];
+        for (const [c, body] of bodies.entries()) {
+          const at = `organizations[${o}].cloud.${resource}[${c}]`;
+          cloud[resource].push(await call(at, key, "POST", path, body, true));
+        }
+      }
       const requests = [];
       for (const [r, request] of (org.requests ?? []).entries()) {
         const at = `organizations[${o}].requests[${r}]`;
@@ -127,6 +160,7 @@ export async function seedWorld(
         keys,
         libraries,
         distributions,
+        cloud,
         requests,
       });
     }
@@ -137,4 +171,46 @@ export async function seedWorld(
     }
     throw error;
   }
+}
+
+/** The snapshot a seed is undone from when one of its calls is refused. */
+const SEED_ROLLBACK = "seed_rollback";
+
+/**
+ * Seeds all or nothing: the store is saved first and put back when a call is refused (changes
+ * other clients made meanwhile are undone too).
+ */
+export async function seedAtomically(
+  app: FastifyInstance,
+  state: StateService,
+  identity: IdentityService,
+  seed: SeedBody,
+): Promise<SeedOutcome> {
+  await state.save(SEED_ROLLBACK);
+  try {
+    const seeded = await seedWorld(app, identity, seed);
+    if (seeded.outcome === "failed") await state.load(SEED_ROLLBACK);
+    return seeded;
+  } finally {
+    await state.remove(SEED_ROLLBACK);
+  }
+}
+
+/** Media types of a YAML seed; anything else is read as JSON. */
+export const YAML_TYPES = ["application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml"];
+
+/** A seed file's text: YAML when the name ends `.yaml`/`.yml`, JSON when `.json`. */
+export function readSeedFile(name: string, text: string): { seed: SeedBody } | { problem: string } {
+  const yaml = /\.ya?ml$/i.test(name);
+  if (!yaml && !/\.json$/i.test(name))
+    return { problem: `${name}: a seed file ends in .json, .yaml or .yml` };
+  let parsed: unknown;
+  try {
+    parsed = yaml ? parseYaml(text) : JSON.parse(text);
+  } catch (error) {
+    return { problem: `${name}: not valid ${yaml ? "YAML" : "JSON"}: ${(error as Error).message}` };
+  }
+  const [first] = Value.Errors(SeedBody, parsed);
+  if (first) return { problem: `${name}: ${first.path || "/"} ${first.message}` };
+  return { seed: parsed as SeedBody };
 }

@@ -10,6 +10,24 @@ export const snapshotSchema = (name: string) => `cumulo_snapshot_${name}`;
 
 const quoted = (identifier: string) => sql.id(identifier);
 
+/** What an organization keeps when reset to its bootstrap state: itself, its users, billing account and keys. */
+export const IDENTITY_TABLES = ["organizations", "users", "billing_accounts", "api_keys"];
+
+/**
+ * Tables that name their organization neither in an `organization_id` column nor through a foreign
+ * key: private addresses are held by a resource's uuid (a VM or a load balancer). Queued jobs carry
+ * only ids in their payload and end quietly when their rows are gone.
+ */
+const ADDRESS_HOLDERS = ["cloud_vms", "cloud_load_balancers"];
+export const TABLES_WITHOUT_OWNER = ["jobs", "cloud_private_addresses"];
+
+interface ForeignKey {
+  child: string;
+  child_column: string;
+  parent: string;
+  parent_column: string;
+}
+
 /**
  * Whole-store operations of developer mode, over every table at once (so a new table needs nothing
  * here): empty it, copy it into a snapshot, and copy a snapshot back.
@@ -42,6 +60,81 @@ export class StateRepository {
       join pg_class parent on parent.oid = c.confrelid
       where c.contype = 'f' and c.connamespace = current_schema()::regnamespace`.execute(this.db);
     return parentsFirst(names, edges);
+  }
+
+  /** Every single-column foreign key between the application's tables. */
+  async foreignKeys(executor: Kysely<Database> = this.db): Promise<ForeignKey[]> {
+    if (this.dialect === "sqlite") {
+      const { rows } = await sql<ForeignKey>`
+        select m.name as child, f."from" as child_column, f."table" as parent, f."to" as parent_column
+        from sqlite_master m, pragma_foreign_key_list(m.name) f where m.type = 'table'`.execute(executor);
+      return rows;
+    }
+    const { rows } = await sql<ForeignKey>`
+      select child.relname as child, ca.attname as child_column, parent.relname as parent, pa.attname as parent_column
+      from pg_constraint c
+      join pg_class child on child.oid = c.conrelid
+      join pg_class parent on parent.oid = c.confrelid
+      join pg_attribute ca on ca.attrelid = c.conrelid and ca.attnum = c.conkey[1]
+      join pg_attribute pa on pa.attrelid = c.confrelid and pa.attnum = c.confkey[1]
+      where c.contype = 'f' and c.connamespace = current_schema()::regnamespace`.execute(executor);
+    return rows;
+  }
+
+  /** Tables with an `organization_id` column. */
+  async organizationTables(executor: Kysely<Database> = this.db): Promise<string[]> {
+    const { rows } =
+      this.dialect === "sqlite"
+        ? await sql<{ name: string }>`
+            select m.name as name from sqlite_master m, pragma_table_info(m.name) c
+            where m.type = 'table' and c.name = 'organization_id'`.execute(executor)
+        : await sql<{ name: string }>`
+            select table_name as name from information_schema.columns
+            where table_schema = current_schema() and column_name = 'organization_id'`.execute(executor);
+    return rows.map((row) => row.name);
+  }
+
+  /**
+   * Deletes one organization's rows, in one transaction: every row of a table with its
+   * `organization_id`, rows of tables that hang off those by a foreign key, and the private
+   * addresses of its VMs and load balancers. `keepIdentity` keeps the organization itself, its users,
+   * billing account and keys. Answers the ids of the libraries it had (their files are to go too),
+   * or undefined when there is no such organization.
+   */
+  async emptyOrganization(organizationId: string, keepIdentity: boolean): Promise<string[] | undefined> {
+    // Read before the transaction: SQLite's one connection is held by it.
+    const owned = new Set(await this.organizationTables());
+    const keys = (await this.foreignKeys()).filter((key) => key.child !== key.parent);
+    const all = await this.tables();
+    return this.db.transaction().execute(async (trx) => {
+      const { rows: found } = await sql<{ id: string }>`
+        select id from organizations where id = ${organizationId}`.execute(trx);
+      if (found.length === 0) return undefined;
+      const { rows: libraries } = await sql<{ id: string }>`
+        select id from libraries where organization_id = ${organizationId}`.execute(trx);
+      const kept = new Set(keepIdentity ? IDENTITY_TABLES : []);
+      for (const holder of ADDRESS_HOLDERS) {
+        await sql`delete from cloud_private_addresses where resource_uuid in
+          (select uuid from ${quoted(holder)} where organization_id = ${organizationId})`.execute(trx);
+      }
+      // Children before their parents, so no foreign key is left pointing at a deleted row.
+      for (const table of parentsFirst(all, keys).reverse()) {
+        if (kept.has(table)) continue;
+        if (table === "organizations") {
+          await sql`delete from organizations where id = ${organizationId}`.execute(trx);
+        } else if (owned.has(table)) {
+          await sql`delete from ${quoted(table)} where organization_id = ${organizationId}`.execute(trx);
+        } else {
+          for (const key of keys.filter((key) => key.child === table && owned.has(key.parent))) {
+            await sql`delete from ${quoted(table)} where ${quoted(key.child_column)} in
+              (select ${quoted(key.parent_column)} from ${quoted(key.parent)} where organization_id = ${organizationId})`.execute(
+              trx,
+            );
+          }
+        }
+      }
+      return libraries.map((library) => library.id);
+    });
   }
 
   async migrations(executor: Kysely<Database> = this.db, from?: string): Promise<string[]> {

@@ -1,9 +1,11 @@
 import { cp, mkdir, readdir, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
+import type { BlobStore } from "../blobs/store.ts";
 import type { Bus } from "../bus.ts";
 import type { Config } from "../config.ts";
 import type { IdentityService } from "../identity/service.ts";
-import type { CoreDeps } from "../services.ts";
+import { libraryBlobPrefix } from "../media/urls.ts";
+import type { CoreDeps, Services } from "../services.ts";
 import type { DialectName } from "../store/database.ts";
 import { StateRepository } from "./state-repository.ts";
 
@@ -28,6 +30,7 @@ export class StateService {
     private readonly config: Config,
     private readonly identity: IdentityService,
     private readonly bus: Bus,
+    private readonly blobs: BlobStore,
   ) {}
 
   get #blobDir() {
@@ -50,6 +53,21 @@ export class StateService {
       to === "bootstrap" ? await this.identity.ensureBootstrap(this.config.bootstrapApiKey) : {};
     await this.bus.dropCaches();
     return { outcome: "reset", generatedKey };
+  }
+
+  /**
+   * Empties one organization, leaving every other untouched: `bootstrap` keeps the organization with
+   * its users, billing account and keys (the state it was created in), `empty` removes it whole.
+   */
+  async resetOrganization(
+    organizationId: string,
+    to: ResetTarget,
+  ): Promise<{ outcome: "reset" | "not_found" }> {
+    const libraries = await this.repository.emptyOrganization(organizationId, to === "bootstrap");
+    if (!libraries) return { outcome: "not_found" };
+    for (const library of libraries) await this.blobs.deletePrefix(libraryBlobPrefix(library));
+    await this.bus.dropCaches();
+    return { outcome: "reset" };
   }
 
   async save(name: string): Promise<{ outcome: "saved"; snapshot: SnapshotView }> {
@@ -114,11 +132,15 @@ function ignoreMissing(error: unknown): void {
   if ((error as { code?: string }).code !== "ENOENT") throw error;
 }
 
-export const createStateService = (deps: CoreDeps, identity: IdentityService): StateService =>
+export const createStateService = (
+  deps: CoreDeps,
+  services: Pick<Services, "identity" | "blobs">,
+): StateService =>
   new StateService(
     new StateRepository(deps.store.db, deps.store.dialect),
     deps.store.dialect,
     deps.config,
-    identity,
+    services.identity,
     deps.bus,
+    services.blobs,
   );

@@ -27,6 +27,12 @@ const NEW_COUNTRY_RULE: AccessRule = { action: "deny", values: [], enabled: fals
 const unique = (values: string[]): string[] => [...new Set(values)];
 
 export class LibraryService {
+  /**
+   * Developer mode's state transitions of the organization's libraries: `instant` provisions a new
+   * library as soon as it is created, `stop` leaves it `provisioning`; none: the job provisions it.
+   */
+  transition: ((organizationId: string) => "instant" | "stop" | undefined) | undefined;
+
   constructor(private readonly deps: MediaDeps) {}
 
   find(organizationId: string, id: string): Promise<LibraryRow | undefined> {
@@ -71,6 +77,7 @@ export class LibraryService {
       return library;
     });
     jobs.notify();
+    if (this.transition?.(organizationId) === "instant") await this.#provision(id);
     return { outcome: "created", library };
   }
 
@@ -155,25 +162,30 @@ export class LibraryService {
     });
   }
 
-  /** The job that finishes a new library: checks its distribution exists, then marks it `active`. */
+  /** The job that finishes a new library (see `#provision`). */
   provisioningHandler(): JobHandler<{ libraryId: string }> {
     const { libraries, clock } = this.deps;
     return {
       kind: PROVISION_LIBRARY_JOB,
       // A few store writes: a worker that died holding it is replaced quickly.
       leaseMs: 10_000,
-      handle: async ({ libraryId }) => {
-        const library = await libraries.findById(libraryId);
-        if (library?.status !== "provisioning") return;
-        const served =
-          library.distribution_id !== null &&
-          (await libraries.hasDistribution(libraryId, library.distribution_id));
-        if (!served) throw new Error(`library ${libraryId} has no distribution`);
-        await libraries.transition(libraryId, "provisioning", "active", nowIso(clock));
-      },
+      handle: ({ libraryId }) => this.#provision(libraryId),
       onGiveUp: async ({ libraryId }) => {
         await libraries.transition(libraryId, "provisioning", "failed", nowIso(clock));
       },
     };
+  }
+
+  /** Checks a `provisioning` library's distribution exists, then marks it `active`. */
+  async #provision(libraryId: string): Promise<void> {
+    const { libraries, clock } = this.deps;
+    const library = await libraries.findById(libraryId);
+    if (library?.status !== "provisioning") return;
+    if (this.transition?.(library.organization_id) === "stop") return;
+    const served =
+      library.distribution_id !== null &&
+      (await libraries.hasDistribution(libraryId, library.distribution_id));
+    if (!served) throw new Error(`library ${libraryId} has no distribution`);
+    await libraries.transition(libraryId, "provisioning", "active", nowIso(clock));
   }
 }

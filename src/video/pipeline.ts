@@ -14,7 +14,7 @@ import { videoAssetUrl, videoBlobPrefix } from "../media/urls.ts";
 import type { VideoRepository } from "../media/video-repository.ts";
 import type { Transact } from "../store/transactions.ts";
 import type { WebhookEmitter } from "../webhooks/emitter.ts";
-import { MediaToolError } from "./media-tools.ts";
+import { MediaToolError, type ProbeResult } from "./media-tools.ts";
 import type { VideoProcessingRepository } from "./repository.ts";
 import type { NewProcessingRow, ProcessingChanges, ProcessingRow } from "./tables.ts";
 import { MASTER_PLAYLIST, MP4_FILE, PREVIEW_FILE, type Transcoder } from "./transcoder.ts";
@@ -77,11 +77,24 @@ async function filesUnder(directory: string): Promise<string[]> {
 /** Fail the video with a reason, or stop its processing where it is (it stays at that stage). */
 export type InjectedVideoFault = { fail: string } | { stop: true };
 
+/**
+ * Developer mode's state transitions: a ready-made output (renditions, master playlist, MP4 and
+ * pictures, with the probe of the source it was made from) stands in for ffmpeg's, and processing
+ * may stop at a stage (the video stays there).
+ */
+export interface VideoTransition {
+  placeholder: () => Promise<{ directory: string; probe: ProbeResult }>;
+  stopAt?: "processing" | "transcoding" | "packaging";
+}
+
 export class VideoPipeline {
   /** Developer mode's fault rules: a reason here fails the video at that stage. */
   injectFault:
     | ((payload: ProcessPayload, stage: "transcoding" | "packaging") => InjectedVideoFault | undefined)
     | undefined;
+
+  /** Developer mode's state transitions of the organization's videos; none: real processing. */
+  transition: ((organizationId: string) => VideoTransition | undefined) | undefined;
 
   constructor(private readonly deps: PipelineDeps) {}
 
@@ -203,11 +216,21 @@ export class VideoPipeline {
           await rm(join(workRoot, name), { recursive: true, force: true });
       }
       if (!(await this.advance(payload, "processing"))) return;
-      await mkdir(work, { recursive: true });
-      const source = join(work, "source");
-      await streamPipeline(blobs.open(current.source_key), createWriteStream(source));
-
-      const probe = await transcoder.probe(source);
+      const transition = this.transition?.(current.organization_id);
+      if (transition?.stopAt === "processing") return;
+      let source: string | undefined;
+      let out: string;
+      let probe: ProbeResult;
+      if (transition) {
+        // Developer mode: the placeholder's files, the source is not read.
+        ({ directory: out, probe } = await transition.placeholder());
+      } else {
+        await mkdir(work, { recursive: true });
+        source = join(work, "source");
+        await streamPipeline(blobs.open(current.source_key), createWriteStream(source));
+        probe = await transcoder.probe(source);
+        out = join(work, "out");
+      }
       const duration = Math.round(probe.durationS);
       if (
         !(await this.advance(
@@ -218,14 +241,17 @@ export class VideoPipeline {
         ))
       )
         return;
+      if (transition?.stopAt === "transcoding") return;
       if (await this.#failInjected(payload, "transcoding")) return;
-      const out = join(work, "out");
       const thumbnailCount = thumbnailCountFor(probe.durationS);
-      const { renditions } = await transcoder.transcode(source, out, probe, thumbnailCount);
+      const renditions = source
+        ? (await transcoder.transcode(source, out, probe, thumbnailCount)).renditions
+        : [];
 
       if (!(await this.advance(payload, "packaging"))) return;
+      if (transition?.stopAt === "packaging") return;
       if (await this.#failInjected(payload, "packaging")) return;
-      await transcoder.package(out, probe, renditions);
+      if (source) await transcoder.package(out, probe, renditions);
       for (const file of await filesUnder(out)) {
         const key = `${prefix}/${relative(out, file).split(sep).join("/")}`;
         await blobs.put(key, createReadStream(file), { maxBytes: Number.MAX_SAFE_INTEGER });

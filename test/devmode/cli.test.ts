@@ -1,7 +1,11 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLibrary } from "../media/helpers.ts";
 import { ADMIN_KEY, startTestApp } from "../support/app.ts";
 import { runCli } from "../support/cli.ts";
+import { exitOf, serve } from "../support/process.ts";
 import { createTestStore, type TestStore } from "../support/store.ts";
 import { waitUntil } from "../support/wait.ts";
 
@@ -53,5 +57,119 @@ describe("cumulo state save | load | reset", () => {
     const malformed = await runCli(["state", "save", "Bad Name"], env);
     expect(malformed.code).toBe(1);
     expect(malformed.stderr).toContain("snapshot name must be");
+  }, 60_000);
+
+  it("seeds from a YAML or JSON file, all or nothing, and resets one organization", async () => {
+    const work = mkdtempSync(join(tmpdir(), "cumulo-cli-seed-"));
+    try {
+      const yamlFile = join(work, "world.yaml");
+      writeFileSync(
+        yamlFile,
+        [
+          "organizations:",
+          "  - name: From YAML",
+          "    api_key: yaml_cli_key_0123456789abc",
+          "    libraries:",
+          "      - name: Seeded",
+          "        videos:",
+          "          - title: First",
+          "    cloud:",
+          "      disks:",
+          "        - size_gb: 2",
+          "",
+        ].join("\n"),
+      );
+      const seeded = await runCli(["state", "seed", yamlFile], env);
+      expect(seeded.code, seeded.stderr).toBe(0);
+      const [organization] = JSON.parse(seeded.stdout).organizations;
+      expect(organization.libraries[0].videos[0].title).toBe("First");
+
+      const refusedFile = join(work, "refused.json");
+      writeFileSync(
+        refusedFile,
+        JSON.stringify({ organizations: [{ name: "Half", distributions: [{ hostname: "not a host" }] }] }),
+      );
+      const refused = await runCli(["state", "seed", refusedFile], env);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain("seeding stopped at organizations[0].distributions[0]");
+      writeFileSync(join(work, "world.txt"), "{}");
+      const unknownKind = await runCli(["state", "seed", join(work, "world.txt")], env);
+      expect(unknownKind.stderr).toContain("ends in .json, .yaml or .yml");
+      writeFileSync(join(work, "bad.yml"), "organizations:\n  - title: nameless\n");
+      const invalid = await runCli(["state", "seed", join(work, "bad.yml")], env);
+      expect(invalid.code).toBe(1);
+      expect(invalid.stderr).toContain("bad.yml: /organizations/0");
+
+      const app = await startTestApp({}, { store });
+      try {
+        const libraries = await app.request("GET", "/v1/media/libraries", {
+          key: "yaml_cli_key_0123456789abc",
+        });
+        expect(libraries.body.data.map((library: { name: string }) => library.name)).toEqual(["Seeded"]);
+        const names = (await app.cumulo.services.identity.listOrganizations()).map((org) => org.name);
+        expect(names).not.toContain("Half");
+      } finally {
+        await app.close();
+      }
+
+      const reset = await runCli(["state", "reset", "--org", organization.id], env);
+      expect(reset.code, reset.stderr).toBe(0);
+      const after = await startTestApp({}, { store });
+      try {
+        const libraries = await after.request("GET", "/v1/media/libraries", {
+          key: "yaml_cli_key_0123456789abc",
+        });
+        expect(libraries.status).toBe(200);
+        expect(libraries.body.data).toEqual([]);
+      } finally {
+        await after.close();
+      }
+      const missing = await runCli(["state", "reset", "--org", organization.id, "--to", "empty"], env);
+      expect(missing.code, missing.stderr).toBe(0);
+      const gone = await runCli(["state", "reset", "--org", organization.id], env);
+      expect(gone.code).toBe(1);
+      expect(gone.stderr).toContain(`organization ${organization.id} not found`);
+    } finally {
+      rmSync(work, { recursive: true, force: true });
+    }
+  }, 240_000);
+
+  it("cumulo dev seeds the store once started and takes its transitions from flags", async () => {
+    const work = mkdtempSync(join(tmpdir(), "cumulo-dev-seed-"));
+    const file = join(work, "world.yml");
+    writeFileSync(file, "organizations:\n  - name: Dev seeded\n    api_key: dev_seed_key_0123456789abc\n");
+    const devStore = await createTestStore();
+    const served = await serve(
+      {
+        CUMULO_DATA_DIR: devStore.dataDir,
+        DATABASE_URL: devStore.databaseUrl,
+        CUMULO_BOOTSTRAP_API_KEY: ADMIN_KEY,
+        CUMULO_REDIS_PREFIX: devStore.redisPrefix,
+      },
+      ["dev", "--seed", file, "--libraries", "instant", "--videos", "instant"],
+    );
+    try {
+      expect(served.output()).toContain('"name": "Dev seeded"');
+      const headers = { authorization: `Bearer ${ADMIN_KEY}` };
+      const transitions = await fetch(`${served.apiUrl}/_cumulo/transitions`, { headers });
+      expect(((await transitions.json()) as { default: unknown }).default).toEqual({
+        video: "instant",
+        library: "instant",
+      });
+      const seededKey = { authorization: "Bearer dev_seed_key_0123456789abc" };
+      const created = await fetch(`${served.apiUrl}/v1/media/libraries`, {
+        method: "POST",
+        headers: { ...seededKey, "content-type": "application/json" },
+        body: JSON.stringify({ name: "Quick" }),
+      });
+      const { data } = (await created.json()) as { data: { id: string } };
+      const got = await fetch(`${served.apiUrl}/v1/media/libraries/${data.id}`, { headers: seededKey });
+      expect(((await got.json()) as { data: { status: string } }).data.status).toBe("active");
+    } finally {
+      served.child.kill("SIGTERM");
+      await exitOf(served.child);
+      await devStore.drop();
+      rmSync(work, { recursive: true, force: true });
+    }
   }, 60_000);
 });

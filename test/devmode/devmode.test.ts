@@ -20,6 +20,10 @@ describe("developer mode off (the default)", () => {
       ["GET", "/_cumulo/time"],
       ["POST", "/_cumulo/time"],
       ["POST", "/_cumulo/faults"],
+      ["POST", "/_cumulo/state/seed"],
+      ["GET", "/_cumulo/transitions"],
+      ["PUT", "/_cumulo/transitions"],
+      ["DELETE", "/_cumulo/transitions"],
     ] as const) {
       const response = await t.request(method, path, method === "GET" ? {} : { json: {} });
       expect(response.status, `${method} ${path}`).toBe(404);

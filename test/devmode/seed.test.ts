@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { stringify as toYaml } from "yaml";
 import { startTestApp, type TestApp } from "../support/app.ts";
 
 const ACME_KEY = "acme_seeded_key_0123456789";
@@ -64,5 +65,71 @@ describe("seeding a known world", () => {
     });
     expect(reused.status).toBe(400);
     expect(reused.body.message).toContain("organizations[0].api_key");
+  });
+
+  /** A world with something of every kind, cloud resources named by kind. */
+  const WORLD = {
+    organizations: [
+      {
+        name: "Yamlco",
+        api_key: "yamlco_seeded_key_0123456789",
+        keys: [{ name: "reader", read_only: true }],
+        libraries: [{ name: "Films", description: "from a seed", videos: [{ title: "One" }] }],
+        distributions: [{ hostname: "cdn.yamlco.test", origin_url: "http://127.0.0.1:9" }],
+        cloud: { vms: [{ name: "web" }], disks: [{ size_gb: 5 }], floating_ips: [{ name: "front" }] },
+      },
+      { name: "Second", libraries: [{ name: "Other" }] },
+    ],
+  };
+
+  /** What a seed made, without what differs between two runs (ids, keys, times, addresses, makers). */
+  const shape = (value: unknown): unknown => {
+    if (Array.isArray(value)) return value.map(shape);
+    if (value && typeof value === "object") {
+      return Object.fromEntries(
+        Object.entries(value)
+          .filter(
+            ([name]) =>
+              !/(^|_)(id|uuid|key|at|address|ip|hostname|url|name_server|by|mac|billing_account)s?$/.test(
+                name,
+              ),
+          )
+          .map(([name, inner]) => [name, shape(inner)]),
+      );
+    }
+    return value;
+  };
+
+  it("reads the same world from YAML as from JSON, cloud resources included", async () => {
+    const fromJson = await t.request("POST", "/_cumulo/state/seed", { json: WORLD });
+    expect(fromJson.status, fromJson.text).toBe(200);
+    const [yamlco] = fromJson.body.organizations;
+    expect(Object.keys(yamlco.cloud).sort()).toEqual(["disks", "floating_ips", "vms"]);
+    const disks = await t.cloud("GET", "/v1/storage/disks", { key: WORLD.organizations[0]?.api_key });
+    expect(disks.status, disks.text).toBe(200);
+    expect(JSON.stringify(disks.body)).toContain(yamlco.cloud.disks[0].uuid);
+    expect((await t.request("POST", "/_cumulo/state/reset", { json: {} })).status).toBe(200);
+
+    const yaml = toYaml(WORLD);
+    expect(yaml).not.toContain("{");
+    const fromYaml = await t.request("POST", "/_cumulo/state/seed", {
+      body: yaml,
+      headers: { "content-type": "application/yaml" },
+    });
+    expect(fromYaml.status, fromYaml.text).toBe(200);
+    expect(shape(fromYaml.body)).toEqual(shape(fromJson.body));
+    expect(fromYaml.body.organizations[0].api_key).toBe(WORLD.organizations[0]?.api_key);
+
+    const broken = await t.request("POST", "/_cumulo/state/seed", {
+      body: "organizations: [unclosed",
+      headers: { "content-type": "text/yaml" },
+    });
+    expect(broken.status).toBe(400);
+    expect(broken.body.message).toContain("not valid YAML");
+    const wrongShape = await t.request("POST", "/_cumulo/state/seed", {
+      body: "organizations:\n  - title: no name\n",
+      headers: { "content-type": "application/yaml" },
+    });
+    expect(wrongShape.status).toBe(400);
   });
 });

@@ -10,9 +10,9 @@ export interface Served {
   edgeUrl: string | undefined;
 }
 
-/** Starts `cumulo serve` as a real process and waits until it says it is ready and where it listens. */
-export function serve(env: Record<string, string | undefined>): Promise<Served> {
-  const child = spawn(process.execPath, [BIN, "serve"], {
+/** Starts `cumulo serve` (or `args`) as a real process and waits until it says it is ready and where it listens. */
+export function serve(env: Record<string, string | undefined>, args = ["serve"]): Promise<Served> {
+  const child = spawn(process.execPath, [BIN, ...args], {
     env: { ...process.env, PORT: "0", CUMULO_EDGE_PORT: "off", CUMULO_LOG_LEVEL: "warn", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });

@@ -1,0 +1,95 @@
+import { randomUUID } from "node:crypto";
+import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import type { MediaTools, ProbeResult } from "../video/media-tools.ts";
+import { thumbnailCountFor } from "../video/pipeline.ts";
+import { Transcoder } from "../video/transcoder.ts";
+
+/** Bump when the placeholder's recipe changes, so a cached older one is not used. */
+const VERSION = "v1";
+const SECONDS = 2;
+
+export interface Placeholder {
+  /** The processing output to copy for every video: HLS ladder, master playlist, MP4, pictures. */
+  directory: string;
+  /** The probe of the synthetic source it was made from (duration, size, audio). */
+  probe: ProbeResult;
+}
+
+/**
+ * The renditions developer mode gives a video processed "instantly": made once, at first use, by the
+ * real transcoder from a 2-second synthetic source (ffmpeg's test pattern and a tone), then cached in
+ * `<data dir>/devmode/placeholder-v1/` and copied for every video. So they are real, valid media (an
+ * HLS ladder that plays, an MP4, thumbnails and a preview) that cost no ffmpeg run per video.
+ */
+export class PlaceholderRenditions {
+  #ready: Promise<Placeholder> | undefined;
+
+  constructor(
+    private readonly dataDir: string,
+    private readonly tools: () => MediaTools,
+  ) {}
+
+  get root(): string {
+    return join(this.dataDir, "devmode", `placeholder-${VERSION}`);
+  }
+
+  get(): Promise<Placeholder> {
+    this.#ready ??= this.#cachedOrMade().catch((error: unknown) => {
+      this.#ready = undefined;
+      throw error;
+    });
+    return this.#ready;
+  }
+
+  async #cachedOrMade(): Promise<Placeholder> {
+    const cached = await this.#read(this.root).catch(() => undefined);
+    if (cached) return cached;
+    // Made aside and moved in whole, so a crash never leaves a half-made placeholder in use.
+    const building = `${this.root}.${randomUUID()}`;
+    try {
+      await mkdir(join(building, "renditions"), { recursive: true });
+      const source = join(building, "source.mp4");
+      const tools = this.tools();
+      await tools.ffmpeg([
+        "-f",
+        "lavfi",
+        "-i",
+        `testsrc2=size=426x240:rate=25:duration=${SECONDS}`,
+        "-f",
+        "lavfi",
+        "-i",
+        `sine=frequency=440:sample_rate=48000:duration=${SECONDS}`,
+        "-c:v",
+        "libx264",
+        "-pix_fmt",
+        "yuv420p",
+        "-c:a",
+        "aac",
+        "-shortest",
+        source,
+      ]);
+      const probe = await tools.probe(source);
+      const transcoder = new Transcoder(tools);
+      const out = join(building, "renditions");
+      const { renditions } = await transcoder.transcode(
+        source,
+        out,
+        probe,
+        thumbnailCountFor(probe.durationS),
+      );
+      await transcoder.package(out, probe, renditions);
+      await writeFile(join(building, "probe.json"), JSON.stringify(probe));
+      await rm(this.root, { recursive: true, force: true });
+      await rename(building, this.root);
+    } finally {
+      await rm(building, { recursive: true, force: true });
+    }
+    return this.#read(this.root);
+  }
+
+  async #read(root: string): Promise<Placeholder> {
+    const probe = JSON.parse(await readFile(join(root, "probe.json"), "utf8")) as ProbeResult;
+    return { directory: join(root, "renditions"), probe };
+  }
+}

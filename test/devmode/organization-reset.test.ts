@@ -1,0 +1,126 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  IDENTITY_TABLES,
+  StateRepository,
+  TABLES_WITHOUT_OWNER,
+} from "../../src/devmode/state-repository.ts";
+import { renditionPrefix } from "../../src/video/pipeline.ts";
+import { createLibrary } from "../media/helpers.ts";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import { waitUntil } from "../support/wait.ts";
+import { uploadSource } from "../video/support.ts";
+import { createEndpoint } from "../webhooks/helpers.ts";
+
+interface World {
+  key: string;
+  libraryId: string;
+  videoId: string;
+  distributionId: string;
+  diskUuid: string;
+}
+
+describe("resetting one organization", () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp({ CUMULO_DEV_MODE: "true", CUMULO_DEV_VIDEOS: "instant" });
+  });
+  afterAll(() => t.close());
+
+  /** A library with a processed video and a webhook endpoint, a distribution and a disk. */
+  async function populate(key: string, name: string): Promise<World> {
+    const libraryId = (await createLibrary(t, { name }, key)).id;
+    const created = await t.request("POST", `/v1/media/libraries/${libraryId}/videos`, {
+      key,
+      json: { title: `${name} video` },
+    });
+    const videoId = created.body.data.id;
+    await createEndpoint(t, libraryId, { url: "https://hooks.invalid/in" }, key);
+    expect(
+      (await uploadSource(t, libraryId, videoId, new Uint8Array([1, 2, 3]), "video/mp4", key)).status,
+    ).toBe(202);
+    const distribution = await t.request("POST", "/v1/cdn/distributions", {
+      key,
+      json: { hostname: `${name.toLowerCase()}.cdn.invalid`, origin_url: "https://origin.invalid" },
+    });
+    expect(distribution.status, distribution.text).toBe(201);
+    const disk = await t.cloud("POST", "/v1/storage/disks", { key, json: { size_gb: 1 } });
+    expect(disk.status, disk.text).toBeLessThan(300);
+    return { key, libraryId, videoId, distributionId: distribution.body.data.id, diskUuid: disk.body.uuid };
+  }
+
+  const rendition = (world: World) =>
+    t.cumulo.services.blobs.exists(`${renditionPrefix(world.libraryId, world.videoId, 1)}/playlist.m3u8`);
+
+  async function expectIntact(world: World) {
+    const video = await t.request("GET", `/v1/media/libraries/${world.libraryId}/videos/${world.videoId}`, {
+      key: world.key,
+    });
+    expect(video.body.data.status).toBe("ready");
+    expect(await rendition(world)).toBe(true);
+    const distribution = await t.request("GET", `/v1/cdn/distributions/${world.distributionId}`, {
+      key: world.key,
+    });
+    expect(distribution.status).toBe(200);
+    expect((await t.cloud("GET", `/v1/storage/disks/${world.diskUuid}`, { key: world.key })).status).toBe(
+      200,
+    );
+  }
+
+  it("empties one organization to its bootstrap state, then removes it, leaving the other intact", async () => {
+    const other = await t.createOrganization("Reset me");
+    const theirs = await populate(other.key, "Theirs");
+    const mine = await populate(t.adminKey, "Mine");
+    for (const world of [theirs, mine]) {
+      await waitUntil(async () => {
+        const path = `/v1/media/libraries/${world.libraryId}/videos/${world.videoId}`;
+        return (await t.request("GET", path, { key: world.key })).body.data.status === "ready";
+      });
+    }
+    expect(await rendition(theirs)).toBe(true);
+
+    const reset = await t.request("POST", "/_cumulo/state/reset", {
+      json: { organization_id: other.organizationId, to: "bootstrap" },
+    });
+    expect(reset.status, reset.text).toBe(200);
+    // Its key still works and finds nothing: no libraries, distributions, disks or files.
+    const libraries = await t.request("GET", "/v1/media/libraries", { key: other.key });
+    expect(libraries.status).toBe(200);
+    expect(libraries.body.data).toEqual([]);
+    expect((await t.request("GET", "/v1/cdn/distributions", { key: other.key })).body.data).toEqual([]);
+    expect((await t.cloud("GET", `/v1/storage/disks/${theirs.diskUuid}`, { key: other.key })).status).toBe(
+      404,
+    );
+    expect(await rendition(theirs)).toBe(false);
+    await expectIntact(mine);
+
+    const removed = await t.request("POST", "/_cumulo/state/reset", {
+      json: { organization_id: other.organizationId, to: "empty" },
+    });
+    expect(removed.status, removed.text).toBe(200);
+    expect((await t.request("GET", "/v1/media/libraries", { key: other.key })).status).toBe(401);
+    const names = (await t.cumulo.services.identity.listOrganizations()).map((org) => org.name);
+    expect(names).not.toContain("Reset me");
+    await expectIntact(mine);
+
+    const unknown = await t.request("POST", "/_cumulo/state/reset", {
+      json: { organization_id: other.organizationId },
+    });
+    expect(unknown.status).toBe(404);
+    const malformed = await t.request("POST", "/_cumulo/state/reset", { json: { organization_id: "acme" } });
+    expect(malformed.status).toBe(400);
+  });
+
+  it("knows how every table belongs to an organization (a new table must be placed)", async () => {
+    const repository = new StateRepository(t.cumulo.store.db, t.cumulo.store.dialect);
+    const owned = new Set(await repository.organizationTables());
+    const keys = await repository.foreignKeys();
+    const unplaced = (await repository.tables()).filter(
+      (table) =>
+        !owned.has(table) &&
+        !IDENTITY_TABLES.includes(table) &&
+        !TABLES_WITHOUT_OWNER.includes(table) &&
+        !keys.some((key) => key.child === table && owned.has(key.parent)),
+    );
+    expect(unplaced).toEqual([]);
+  });
+});
