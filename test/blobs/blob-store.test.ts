@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LocalBlobStore } from "../../src/blobs/local.ts";
 import { S3BlobStore } from "../../src/blobs/s3.ts";
 import { type BlobStore, BlobTooLargeError } from "../../src/blobs/store.ts";
+import { loadConfig } from "../../src/config.ts";
 import { startTestS3, type TestS3 } from "../support/s3.ts";
 
 /** One implementation under test: how to make it, and what it really holds (read around the store). */
@@ -176,6 +177,44 @@ describe.each([
 });
 
 describe("s3 blob store settings", () => {
+  it("reads the S3 settings and names the variable that is wrong", () => {
+    const base = { CUMULO_BLOB_STORE: "s3", CUMULO_S3_BUCKET: "media-bucket" };
+    expect(loadConfig({}).blobStore).toEqual({ kind: "local" });
+    expect(
+      loadConfig({
+        ...base,
+        CUMULO_S3_ENDPOINT: "http://s3.storage.invalid:9000/",
+        CUMULO_S3_FORCE_PATH_STYLE: "true",
+        CUMULO_S3_ACCESS_KEY_ID: "id",
+        CUMULO_S3_SECRET_ACCESS_KEY: "secret",
+      }).blobStore,
+    ).toEqual({
+      kind: "s3",
+      bucket: "media-bucket",
+      region: "us-east-1",
+      endpoint: "http://s3.storage.invalid:9000",
+      forcePathStyle: true,
+      credentials: { accessKeyId: "id", secretAccessKey: "secret" },
+    });
+    expect(loadConfig({ ...base, CUMULO_S3_REGION: "eu-central-1" }).blobStore).toMatchObject({
+      region: "eu-central-1",
+      endpoint: undefined,
+      forcePathStyle: false,
+      credentials: undefined,
+    });
+    const refusals: [Record<string, string>, RegExp][] = [
+      [{ CUMULO_BLOB_STORE: "disk" }, /CUMULO_BLOB_STORE must be local or s3/],
+      [{ CUMULO_BLOB_STORE: "s3" }, /CUMULO_S3_BUCKET must be an S3 bucket name/],
+      [{ ...base, CUMULO_S3_BUCKET: "Bad_Bucket" }, /CUMULO_S3_BUCKET/],
+      [{ ...base, CUMULO_S3_ENDPOINT: "ftp://x.invalid" }, /CUMULO_S3_ENDPOINT must use http: or https:/],
+      [{ ...base, CUMULO_S3_FORCE_PATH_STYLE: "maybe" }, /CUMULO_S3_FORCE_PATH_STYLE must be true or false/],
+      [{ ...base, CUMULO_S3_ACCESS_KEY_ID: "id" }, /CUMULO_S3_SECRET_ACCESS_KEY must be set together/],
+      [{ ...base, CUMULO_S3_SECRET_ACCESS_KEY: "secret" }, /CUMULO_S3_ACCESS_KEY_ID must be set together/],
+    ];
+    for (const [env, message] of refusals)
+      expect(() => loadConfig(env), JSON.stringify(env)).toThrow(message);
+  });
+
   it("refuses to start on a bucket that does not answer", async () => {
     const s3 = await startTestS3();
     try {
