@@ -18,12 +18,25 @@ export interface Location {
   privatePool: string;
 }
 
+/** Where the blob store keeps objects when `CUMULO_BLOB_STORE=s3`. */
+export interface S3BlobSettings {
+  bucket: string;
+  region: string;
+  /** An S3-compatible service's URL; unset for AWS itself. */
+  endpoint: string | undefined;
+  forcePathStyle: boolean;
+  /** Unset: the AWS SDK's default chain (AWS_* variables, shared config, instance role). */
+  credentials: { accessKeyId: string; secretAccessKey: string } | undefined;
+}
+
 export interface Config {
   port: number;
   host: string;
   dataDir: string;
   databaseUrl: string | undefined;
   redisUrl: string | undefined;
+  /** Media files: under the data dir (`local`, one node) or in a bucket every node shares (`s3`). */
+  blobStore: { kind: "local" } | ({ kind: "s3" } & S3BlobSettings);
   /** Start of every Redis key and channel name, so that deployments sharing one Redis stay apart. */
   redisPrefix: string;
   bootstrapApiKey: string | undefined;
@@ -227,6 +240,33 @@ function locations(env: Env): Location[] {
   });
 }
 
+const BUCKET = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
+
+function blobStore(env: Env): Config["blobStore"] {
+  const kind = env.CUMULO_BLOB_STORE || "local";
+  if (kind === "local") return { kind };
+  if (kind !== "s3") throw new ConfigError("CUMULO_BLOB_STORE", `must be local or s3, got "${kind}"`);
+  const bucket = env.CUMULO_S3_BUCKET ?? "";
+  if (!BUCKET.test(bucket))
+    throw new ConfigError("CUMULO_S3_BUCKET", `must be an S3 bucket name, got "${bucket}"`);
+  const accessKeyId = env.CUMULO_S3_ACCESS_KEY_ID || undefined;
+  const secretAccessKey = env.CUMULO_S3_SECRET_ACCESS_KEY || undefined;
+  if ((accessKeyId === undefined) !== (secretAccessKey === undefined)) {
+    throw new ConfigError(
+      accessKeyId ? "CUMULO_S3_SECRET_ACCESS_KEY" : "CUMULO_S3_ACCESS_KEY_ID",
+      "must be set together with the other one of CUMULO_S3_ACCESS_KEY_ID and CUMULO_S3_SECRET_ACCESS_KEY",
+    );
+  }
+  return {
+    kind,
+    bucket,
+    region: env.CUMULO_S3_REGION || "us-east-1",
+    endpoint: url(env, "CUMULO_S3_ENDPOINT", ["http:", "https:"]),
+    forcePathStyle: bool(env, "CUMULO_S3_FORCE_PATH_STYLE", false),
+    credentials: accessKeyId && secretAccessKey ? { accessKeyId, secretAccessKey } : undefined,
+  };
+}
+
 /** Reads the environment into a typed config; the first bad value stops with one line naming it. */
 export function loadConfig(env: Env = process.env): Config {
   const roles = list(env, "CUMULO_ROLES", [...ALL_ROLES]);
@@ -300,6 +340,7 @@ export function loadConfig(env: Env = process.env): Config {
     dataDir,
     databaseUrl,
     redisUrl,
+    blobStore: blobStore(env),
     redisPrefix,
     bootstrapApiKey,
     edgePort,

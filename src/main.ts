@@ -251,10 +251,15 @@ export function buildCli(): Command {
       const result = await backup(loadConfig(), to);
       switch (result.outcome) {
         case "backed_up":
+          if (result.manifest.blobs?.store === "s3") {
+            process.stderr.write(
+              `The blobs were not copied: they stay in S3 bucket ${result.manifest.blobs.bucket}; protect them with the bucket's versioning or replication (docs/operations.md, Backups)\n`,
+            );
+          }
           return print(result.manifest);
         case "postgres":
           throw new CliError(
-            "DATABASE_URL is set: back up PostgreSQL with pg_dump and copy the blobs (docs/operations.md, Backups)",
+            "DATABASE_URL is set: back up PostgreSQL with pg_dump, and the blobs (the blob directory, or the S3 bucket's versioning or replication) (docs/operations.md, Backups)",
           );
         case "target_not_empty":
           throw new CliError(`--to ${to} is not empty; give a new or empty directory`);

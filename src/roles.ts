@@ -113,6 +113,7 @@ export async function startCumulo(given: Config, options: StartOptions = {}): Pr
   let app: FastifyInstance | undefined;
   let apiUrl: string | undefined;
   try {
+    await services.blobs.ready();
     if (config.roles.includes("edge") && config.edgePort !== "off") {
       const edgePort = config.edgePort;
       const server = new EdgeServer({

@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from "fastify";
 import type { Redis } from "ioredis";
 import { LocalBlobStore } from "./blobs/local.ts";
+import { S3BlobStore } from "./blobs/s3.ts";
 import type { BlobStore } from "./blobs/store.ts";
 import type { Bus } from "./bus.ts";
 import { AnalyticsService, TrafficRecorder } from "./cdn/analytics.ts";
@@ -120,7 +121,8 @@ export function createServices(deps: CoreDeps): Services {
   const webhookRepository = new WebhookRepository(store.db);
   const webhooks = new WebhookEmitter(webhookRepository, clock);
   const libraries = new LibraryRepository(store.db);
-  const blobs = new LocalBlobStore(config.dataDir);
+  const blobs: BlobStore =
+    config.blobStore.kind === "s3" ? new S3BlobStore(config.blobStore) : new LocalBlobStore(config.dataDir);
   const videoRepository = new VideoRepository(store.db);
   const playerRepository = new PlayerRepository(store.db);
   const media = createMediaServices({

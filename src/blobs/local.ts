@@ -3,27 +3,9 @@ import { createReadStream, createWriteStream } from "node:fs";
 import { access, mkdir, rename, rm, stat } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import type { Readable } from "node:stream";
-import { Transform, type TransformCallback } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import { assertBlobKey, type BlobStore, BlobTooLargeError, type StoredBlob } from "./store.ts";
-
-/** Counts bytes as they pass and fails the pipeline as soon as the limit is crossed. */
-class SizeLimit extends Transform {
-  bytes = 0;
-
-  constructor(private readonly maxBytes: number) {
-    super();
-  }
-
-  override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
-    this.bytes += chunk.length;
-    if (this.bytes > this.maxBytes) {
-      callback(new BlobTooLargeError(this.maxBytes));
-      return;
-    }
-    callback(null, chunk);
-  }
-}
+import { SizeLimit } from "./size-limit.ts";
+import { assertBlobKey, type BlobStore, type StoredBlob } from "./store.ts";
 
 /** Blobs as files under `${dataDir}/blobs`; uploads land in `.tmp/` and are renamed into place. */
 export class LocalBlobStore implements BlobStore {
@@ -38,6 +20,14 @@ export class LocalBlobStore implements BlobStore {
   #path(key: string): string {
     assertBlobKey(key);
     return join(this.#root, ...key.split("/"));
+  }
+
+  async ready(): Promise<void> {
+    try {
+      await mkdir(this.#root, { recursive: true });
+    } catch (error) {
+      throw new Error(`cannot create the blob directory (CUMULO_DATA_DIR): ${(error as Error).message}`);
+    }
   }
 
   async put(key: string, body: Readable, options: { maxBytes: number }): Promise<StoredBlob> {

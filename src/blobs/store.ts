@@ -19,6 +19,8 @@ export interface StoredBlob {
  * under `media/{library_id}/{video_id}/`, so a whole video or library is removed by prefix.
  */
 export interface BlobStore {
+  /** Checks that the store can be used; a node refuses to start (one line naming the setting) otherwise. */
+  ready(): Promise<void>;
   /**
    * Streams `body` into `key`. The size limit is enforced while streaming: past `maxBytes` the write
    * stops and `BlobTooLargeError` is thrown. The blob appears only once complete (atomic rename).

@@ -1,6 +1,6 @@
 import { createServer, type RequestListener, type Server, type ServerOptions } from "node:http";
 import { Server as NetServer, type Socket } from "node:net";
-import { setTimeout } from "node:timers/promises";
+import { setImmediate, setTimeout } from "node:timers/promises";
 import type { FastifyBaseLogger } from "fastify";
 import type { Config } from "../config.ts";
 
@@ -97,5 +97,11 @@ export async function stopAccepting(server: Server): Promise<void> {
     server.getConnections((error, count) => (error ? reject(error) : resolve(count))),
   );
   NetServer.prototype.close.call(server);
-  if (open > 0) await setTimeout(IDLE_CONNECTION_GRACE_MS);
+  if (open > 0) {
+    await setTimeout(IDLE_CONNECTION_GRACE_MS);
+    // An event-loop turn runs timers before reading sockets: on a busy node the grace can end with
+    // requests that arrived in time still unread, and their connections would be closed as idle.
+    // One pass of I/O first reads and starts them, so their connections are no longer idle.
+    await setImmediate();
+  }
 }

@@ -18,6 +18,12 @@ export interface BackupManifest {
   migrations: string[];
   /** false when the key comes from CUMULO_SECRET_KEY, which the operator keeps themselves. */
   secret_key_file: boolean;
+  /**
+   * Where the media files are: copied into the backup (local store), or left in the S3 bucket that
+   * every node shares, which the operator protects with the bucket's own versioning or replication.
+   * Absent in backups taken before the S3 store existed (they always include the blobs).
+   */
+  blobs?: { store: "local"; included: true } | { store: "s3"; bucket: string; included: false };
 }
 
 export type BackupOutcome =
@@ -56,6 +62,7 @@ async function exists(path: string): Promise<boolean> {
  * then the blobs. A blob is written (renamed into place) before the row naming it commits and is
  * never rewritten under the same key, so every blob a snapshotted row names is already on disk when
  * the copy starts. The manifest is written last: a directory without one is an unfinished backup.
+ * With the S3 blob store the blobs stay in the bucket; the manifest names it.
  */
 export async function backup(config: Config, target: string): Promise<BackupOutcome> {
   if (config.databaseUrl) return { outcome: "postgres" };
@@ -74,7 +81,8 @@ export async function backup(config: Config, target: string): Promise<BackupOutc
   const migrations = readMigrations(join(target, DATABASE_FILE));
 
   const blobs = join(config.dataDir, BLOBS_DIR);
-  if (await exists(blobs)) {
+  const { blobStore } = config;
+  if (blobStore.kind === "local" && (await exists(blobs))) {
     await cp(blobs, join(target, BLOBS_DIR), {
       recursive: true,
       filter: (path) => path !== join(blobs, BLOB_TEMP_DIR),
@@ -90,6 +98,10 @@ export async function backup(config: Config, target: string): Promise<BackupOutc
     created_at: new Date().toISOString(),
     migrations,
     secret_key_file: hasKeyFile,
+    blobs:
+      blobStore.kind === "s3"
+        ? { store: "s3", bucket: blobStore.bucket, included: false }
+        : { store: "local", included: true },
   };
   await writeFile(join(target, MANIFEST_FILE), `${JSON.stringify(manifest, null, 2)}\n`);
   return { outcome: "backed_up", manifest };

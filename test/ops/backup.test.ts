@@ -2,8 +2,10 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "n
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createLibrary, createVideo } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { runCli } from "../support/cli.ts";
+import { startTestS3 } from "../support/s3.ts";
 import { type TestStore, testStoreKind } from "../support/store.ts";
 
 /** Every file under `dir` (relative paths), uploads in progress left out. */
@@ -89,7 +91,11 @@ describe.skipIf(testStoreKind() === "postgres")(
       // The writes really overlapped the backup.
       expect(afterBackup).toBeGreaterThan(before.length);
       const manifest = JSON.parse(readFileSync(join(target, "manifest.json"), "utf8"));
-      expect(manifest).toMatchObject({ format: 1, secret_key_file: true });
+      expect(manifest).toMatchObject({
+        format: 1,
+        secret_key_file: true,
+        blobs: { store: "local", included: true },
+      });
       expect(manifest.migrations.length).toBeGreaterThan(0);
 
       // A second backup into the same directory is refused.
@@ -130,6 +136,61 @@ describe.skipIf(testStoreKind() === "postgres")(
         expect(restoredStorage.body).toEqual(storage.body);
       } finally {
         await second.close();
+      }
+    });
+
+    it("leaves blobs in the S3 bucket, says so, and a restored node reads them from there", async () => {
+      const s3 = await startTestS3();
+      const node = await startTestApp({ ...s3.env, CUMULO_ROLES: "api" });
+      try {
+        const libraryId = (await createLibrary(node)).id;
+        const videoId = (await createVideo(node, libraryId)).id;
+        const data = new FormData();
+        data.set("title", "English");
+        data.set("language", "en");
+        data.set("file", new Blob(["WEBVTT\n\n00:00:00.000 --> 00:00:01.000\nHi\n"]), "en.vtt");
+        const subtitle = await node.request(
+          "POST",
+          `/v1/media/libraries/${libraryId}/videos/${videoId}/subtitles`,
+          {
+            body: data,
+          },
+        );
+        expect(subtitle.status, subtitle.text).toBe(201);
+
+        const target = join(tempDir(), "backup");
+        const backedUp = await runCli(["backup", "--to", target], {
+          ...s3.env,
+          CUMULO_DATA_DIR: node.store.dataDir,
+        });
+        expect(backedUp.code, backedUp.stderr).toBe(0);
+        expect(backedUp.stderr).toMatch(/not copied: they stay in S3 bucket cumulo-test/);
+        const manifest = JSON.parse(readFileSync(join(target, "manifest.json"), "utf8"));
+        expect(manifest.blobs).toEqual({ store: "s3", bucket: "cumulo-test", included: false });
+        expect(readdirSync(target)).not.toContain("blobs");
+
+        const restoredDir = join(tempDir(), "data");
+        const restored = await runCli(["restore", "--from", target], { CUMULO_DATA_DIR: restoredDir });
+        expect(restored.code, restored.stderr).toBe(0);
+        const second = await startTestApp(
+          { ...s3.env, CUMULO_ROLES: "api" },
+          { store: { ...node.store, dataDir: restoredDir, drop: async () => {} } },
+        );
+        try {
+          const listed = await second.request(
+            "GET",
+            `/v1/media/libraries/${libraryId}/videos/${videoId}/subtitles`,
+          );
+          expect(listed.status).toBe(200);
+          const path = listed.body.data[0]?.path as string;
+          expect(path).toBe(subtitle.body.data.path);
+          expect(await second.cumulo.services.blobs.exists(path)).toBe(true);
+        } finally {
+          await second.close();
+        }
+      } finally {
+        await node.close();
+        await s3.close();
       }
     });
 
