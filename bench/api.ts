@@ -1,3 +1,10 @@
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import Fastify from "fastify";
+import { exitOf } from "../test/support/process.ts";
 import {
   BENCH_KEY,
   benchSetups,
@@ -12,8 +19,13 @@ import {
 } from "./support.ts";
 
 /**
- * Representative reads and writes of a running Cumulo, each printed beside a bare Fastify JSON route
- * measured in the same run (ratio = Cumulo req/s ÷ baseline req/s), on SQLite and on PostgreSQL.
+ * Representative reads and writes of a running Cumulo, each measured beside (in the same run, one
+ * right after the other):
+ * - a bare Fastify route at the same method and path that answers the same JSON Cumulo answered
+ *   (no store, no hooks, Fastify's default serializer): `ratio` = Cumulo req/s ÷ its req/s;
+ * - with BENCH_PRISM=1, Prism (`@stoplight/prism-cli`) mocking Cumulo's own openapi.json:
+ *   `×prism` = Cumulo req/s ÷ Prism req/s.
+ * On SQLite, PostgreSQL, and PostgreSQL with Redis (see `benchSetups`).
  */
 
 const media = { authorization: `Bearer ${BENCH_KEY}`, "content-type": "application/json" };
@@ -32,7 +44,13 @@ async function call(
   return JSON.parse(text);
 }
 
-async function scenarios(base: string): Promise<[string, Target][]> {
+interface Scenario {
+  name: string;
+  path: string;
+  target: Omit<Target, "url">;
+}
+
+async function scenarios(base: string): Promise<Scenario[]> {
   const library = (
     await call(base, "POST", "/v1/media/libraries", media, JSON.stringify({ name: "bench library" }))
   ).data;
@@ -61,16 +79,22 @@ async function scenarios(base: string): Promise<[string, Target][]> {
     }),
   );
   return [
-    ["read: library list", { url: `${base}/v1/media/libraries?limit=20`, headers: media }],
-    ["read: load balancer get", { url: `${base}/v1/network/load_balancers/${lb.uuid}`, headers: cloud }],
-    [
-      "read: analytics (24 h, 1 h)",
-      { url: `${base}/v1/cdn/analytics?granularity=1h`, headers: { "x-api-key": BENCH_KEY } },
-    ],
-    [
-      "write: token create",
-      {
-        url: `${base}/v1/user-resource/token`,
+    // `page` is given because Prism reads the published schema's defaulted `page` as required.
+    { name: "read: library list", path: "/v1/media/libraries?limit=20&page=1", target: { headers: media } },
+    {
+      name: "read: load balancer get",
+      path: `/v1/network/load_balancers/${lb.uuid}`,
+      target: { headers: cloud },
+    },
+    {
+      name: "read: analytics (24 h, 1 h)",
+      path: "/v1/cdn/analytics?granularity=1h",
+      target: { headers: { "x-api-key": BENCH_KEY } },
+    },
+    {
+      name: "write: token create",
+      path: "/v1/user-resource/token",
+      target: {
         method: "POST",
         headers: form,
         body: new URLSearchParams({
@@ -79,11 +103,11 @@ async function scenarios(base: string): Promise<[string, Target][]> {
           restricted: "false",
         }).toString(),
       },
-    ],
-    [
-      "write: security update",
-      {
-        url: `${base}/v1/media/libraries/${library.id}/security`,
+    },
+    {
+      name: "write: security update",
+      path: `/v1/media/libraries/${library.id}/security`,
+      target: {
         method: "PUT",
         headers: media,
         body: JSON.stringify({
@@ -91,42 +115,142 @@ async function scenarios(base: string): Promise<[string, Target][]> {
           countries: { action: "deny", values: ["FR"] },
         }),
       },
-    ],
+    },
   ];
 }
 
-const widths = [15, 30, 10, 9, 9, 8, 8];
-const row = (store: string, name: string, m: Measurement, baseline: Measurement) =>
-  formatRow(
-    [
-      store,
-      name,
-      m.requestsPerSecond.toFixed(0),
-      m.p50Ms.toFixed(1),
-      m.p99Ms.toFixed(1),
-      (m.requestsPerSecond / baseline.requestsPerSecond).toFixed(3),
-      m.errors + m.non2xx,
-    ],
-    widths,
+/**
+ * A bare Fastify server answering each scenario's method and path with the JSON (and status) Cumulo
+ * gave for it once: the ceiling of the same answer without the store, hooks and schemas.
+ */
+async function startSameAnswers(base: string, list: Scenario[]) {
+  const app = Fastify({ logger: false });
+  // Fastify parses JSON itself; form bodies get the smallest parser that reads them.
+  app.addContentTypeParser("application/x-www-form-urlencoded", { parseAs: "string" }, (_r, body, done) =>
+    done(null, Object.fromEntries(new URLSearchParams(body as string))),
   );
+  for (const { path, target } of list) {
+    const response = await fetch(base + path, {
+      method: target.method ?? "GET",
+      headers: target.headers,
+      body: target.body,
+    });
+    const status = response.status;
+    const answer = await response.json();
+    app.route({
+      method: target.method ?? "GET",
+      url: path.split("?")[0] ?? path,
+      handler: async (_request, reply) => reply.code(status).send(answer),
+    });
+  }
+  await app.listen({ port: 0, host: "127.0.0.1" });
+  const address = app.server.address();
+  const port = typeof address === "object" && address ? address.port : 0;
+  return { url: `http://127.0.0.1:${port}`, close: () => app.close() };
+}
+
+/** Prism mocking Cumulo's published openapi.json, as its own process. */
+async function startPrism(cumuloBase: string) {
+  const dir = mkdtempSync(join(tmpdir(), "cumulo-prism-"));
+  const spec = join(dir, "openapi.json");
+  writeFileSync(spec, await (await fetch(`${cumuloBase}/openapi.json`)).text());
+  const bin = createRequire(import.meta.url).resolve("@stoplight/prism-cli/dist/index.js");
+  const child = spawn(process.execPath, [bin, "mock", "--host", "127.0.0.1", "--port", "0", spec], {
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  const url = await new Promise<string>((resolve, reject) => {
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      const match = /Prism is listening on (http:\/\/\S+)/.exec(output);
+      if (match?.[1]) {
+        // From here on its per-request log lines are drained without being kept.
+        child.stdout?.off("data", onData);
+        child.stdout?.resume();
+        resolve(match[1]);
+      }
+    };
+    child.stdout?.on("data", onData);
+    child.stderr?.on("data", (chunk: Buffer) => {
+      output += chunk.toString();
+    });
+    child.on("exit", (code) => reject(new Error(`prism exited with ${code}:\n${output}`)));
+  });
+  return {
+    url,
+    async close() {
+      child.kill("SIGTERM");
+      await exitOf(child);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+const widths = [15, 30, 9, 8, 8, 11, 7, 9, 8, 7];
+const header = [
+  "store",
+  "scenario",
+  "req/s",
+  "p50 ms",
+  "p99 ms",
+  "bare req/s",
+  "ratio",
+  "prism r/s",
+  "×prism",
+  "errors",
+];
 
 async function main() {
-  console.log(`autocannon: ${CONNECTIONS} connections, ${DURATION_S} s per scenario`);
-  const baselineServer = await startBaseline();
-  const baseline = await measure({ url: baselineServer.url });
-  console.log(formatRow(["store", "scenario", "req/s", "p50 ms", "p99 ms", "ratio", "errors"], widths));
-  console.log(row("-", "baseline: bare Fastify JSON", baseline, baseline));
+  const withPrism = process.env.BENCH_PRISM === "1";
+  console.log(`autocannon: ${CONNECTIONS} connections, ${DURATION_S} s per measurement`);
+  const tiny = await startBaseline();
+  const tinyFigure = await measure({ url: tiny.url });
+  await tiny.close();
+  console.log(`bare Fastify, small JSON: ${tinyFigure.requestsPerSecond.toFixed(0)} req/s`);
+  console.log(formatRow(header, widths));
+  const results: string[] = [];
   for (const { label, kind, env } of benchSetups()) {
     const running = await startBenchCumulo(kind, env);
+    const base = running.cumulo.apiUrl ?? "";
+    const list = await scenarios(base);
+    const same = await startSameAnswers(base, list);
+    const prism = withPrism ? await startPrism(base) : undefined;
     try {
-      for (const [name, target] of await scenarios(running.cumulo.apiUrl ?? "")) {
-        console.log(row(label, name, await measure(target), baseline));
+      for (const { name, path, target } of list) {
+        const bare = await measure({ ...target, url: same.url + path });
+        const cumulo: Measurement = await measure({ ...target, url: base + path });
+        const mocked = prism ? await measure({ ...target, url: prism.url + path }) : undefined;
+        const ratio = cumulo.requestsPerSecond / bare.requestsPerSecond;
+        const overPrism = mocked ? cumulo.requestsPerSecond / mocked.requestsPerSecond : undefined;
+        console.log(
+          formatRow(
+            [
+              label,
+              name,
+              cumulo.requestsPerSecond.toFixed(0),
+              cumulo.p50Ms.toFixed(1),
+              cumulo.p99Ms.toFixed(1),
+              bare.requestsPerSecond.toFixed(0),
+              ratio.toFixed(3),
+              mocked ? mocked.requestsPerSecond.toFixed(0) : "-",
+              overPrism ? overPrism.toFixed(1) : "-",
+              cumulo.errors + cumulo.non2xx,
+            ],
+            widths,
+          ),
+        );
+        results.push(
+          `${label} ${name}: ${ratio.toFixed(3)} of bare Fastify` +
+            (overPrism ? `, ${overPrism.toFixed(1)}× Prism (${mocked?.non2xx ?? 0} non-2xx from Prism)` : ""),
+        );
       }
     } finally {
+      await prism?.close();
+      await same.close();
       await running.close();
     }
   }
-  await baselineServer.close();
+  console.log(`\nratios:\n${results.join("\n")}`);
 }
 
 await main();

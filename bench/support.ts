@@ -23,8 +23,13 @@ export interface Target {
   body?: string;
 }
 
+/**
+ * Load from a worker thread, so the client's own work does not share the event loop of a server
+ * running in this process (Cumulo and the bare routes do; Prism and nginx run as processes of their own).
+ */
 export async function measure(target: Target): Promise<Measurement> {
   const result = await autocannon({
+    workers: 1,
     url: target.url,
     method: target.method ?? "GET",
     headers: target.headers,

@@ -14,6 +14,7 @@ import {
   type RootOperationNode,
   SqliteDialect,
   type SqliteDatabase as SqliteDialectDatabase,
+  type SqliteStatement,
   sql,
   type UnknownRow,
   type ValueNode,
@@ -46,6 +47,14 @@ export interface StoreOptions {
 const toSqliteValue = (value: unknown): unknown => (typeof value === "boolean" ? (value ? 1 : 0) : value);
 
 /** better-sqlite3 cannot bind booleans; SQLite keeps them as 0/1. */
+const bindable = (parameters: ReadonlyArray<unknown>): ReadonlyArray<unknown> =>
+  parameters.some((value) => typeof value === "boolean") ? parameters.map(toSqliteValue) : parameters;
+
+/**
+ * The same conversion for the schema builders' literal defaults (`defaultTo(false)`), which are part
+ * of the SQL text rather than parameters. Only migrations use it: rewriting every query's operation
+ * tree cost several percent of a read, so queries convert their parameters as they are bound.
+ */
 class SqliteBooleanTransformer extends OperationNodeTransformer {
   protected override transformValue(node: ValueNode): ValueNode {
     return { ...super.transformValue(node), value: toSqliteValue(node.value) };
@@ -96,15 +105,25 @@ const pgTypes = {
  * Kysely prepares every query it runs; compiling the same SQL on each request was the largest cost
  * of a read on SQLite (docs/performance.md). Prepared statements are reused by SQL text instead:
  * Kysely's SQLite driver runs one query at a time on its one connection, so a statement is never
- * used twice at once, and SQLite re-prepares a statement by itself after a schema change.
+ * used twice at once, and SQLite re-prepares a statement by itself after a schema change. Booleans
+ * are bound as 0/1 here.
  */
 function withStatementCache(file: SqliteDatabase.Database): SqliteDialectDatabase {
-  const statements = new LRUCache<string, SqliteDatabase.Statement>({ max: 1000 });
+  const statements = new LRUCache<string, SqliteStatement>({ max: 1000 });
+  const prepare = (text: string): SqliteStatement => {
+    const statement = file.prepare(text);
+    return {
+      reader: statement.reader,
+      all: (parameters) => statement.all(bindable(parameters)),
+      run: (parameters) => statement.run(bindable(parameters)),
+      iterate: (parameters) => statement.iterate(bindable(parameters)),
+    };
+  };
   return {
     prepare(text) {
       let statement = statements.get(text);
       if (!statement) {
-        statement = file.prepare(text);
+        statement = prepare(text);
         statements.set(text, statement);
       }
       return statement;
@@ -125,10 +144,7 @@ function openSqlite(dataDir: string): { db: Kysely<Database>; externalChanges: (
   file.pragma("synchronous = NORMAL");
   // `data_version` moves only on other connections' commits: a microsecond read, no query building.
   const dataVersion = file.prepare("PRAGMA data_version").pluck();
-  const db = new Kysely<Database>({
-    dialect: new SqliteDialect({ database: withStatementCache(file) }),
-    plugins: [new SqliteBooleanPlugin()],
-  });
+  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(file) }) });
   return { db, externalChanges: () => dataVersion.get() as number };
 }
 
@@ -150,7 +166,7 @@ export function openStore(options: StoreOptions): Store {
     externalChanges,
     async migrate() {
       const migrator = new Migrator({
-        db,
+        db: dialect === "sqlite" ? db.withPlugin(new SqliteBooleanPlugin()) : db,
         provider: { getMigrations: async () => allMigrations(dialect) },
         // Domains number their migrations in their own ranges, so a later range may land first.
         allowUnorderedMigrations: true,
