@@ -3,7 +3,12 @@ import type { Bus } from "../bus.ts";
 import type { Clock } from "../clock.ts";
 import type { BackgroundWorker } from "../services.ts";
 import { readJson } from "../store/codec.ts";
-import type { ClaimedDelivery, DeliveryRepository } from "./delivery-repository.ts";
+import type {
+  ClaimedDelivery,
+  DeliveryRepository,
+  FinishedAttempt,
+  RecordResult,
+} from "./delivery-repository.ts";
 import type { WebhookEmitter } from "./emitter.ts";
 import { nextRetryDelayMs, parseRetryAfter, type RetryPolicy } from "./schedule.ts";
 import type { DeliveryOutcome, WebhookSender } from "./sender.ts";
@@ -38,6 +43,9 @@ export function relayWakeups(emitter: WebhookEmitter, bus: Bus, logger: FastifyB
 /** Attempts claimed in one transaction. */
 const CLAIM_BATCH = 32;
 
+/** Finished attempts recorded in one transaction at most. */
+const RECORD_BATCH = 64;
+
 /** Longest wait a Retry-After may impose (a day); longer values are treated as this. */
 const MAX_RETRY_AFTER_MS = 24 * 3600 * 1000;
 
@@ -57,6 +65,12 @@ export class WebhookDispatcher implements BackgroundWorker {
   #claiming: Promise<void> | undefined;
   #ticking = false;
   #tickAgain = false;
+  readonly #toRecord: {
+    attempt: FinishedAttempt;
+    resolve: (result: RecordResult) => void;
+    reject: (error: unknown) => void;
+  }[] = [];
+  #recording: Promise<void> | undefined;
 
   /** Developer mode's fault rules: an outcome here replaces sending the delivery. */
   injectFault: ((url: string) => DeliveryOutcome | undefined) | undefined;
@@ -200,9 +214,9 @@ export class WebhookDispatcher implements BackgroundWorker {
         at,
       ));
     const policy = readJson<RetryPolicy>(delivery.retry_policy);
-    const result = await this.deliveries.record(
+    const result = await this.#record({
       delivery,
-      {
+      outcome: {
         success: outcome.success,
         response_status: outcome.status,
         response_body: outcome.body,
@@ -210,21 +224,52 @@ export class WebhookDispatcher implements BackgroundWorker {
         duration_ms: outcome.durationMs,
         attempted_at: at.toISOString(),
       },
-      (made) => this.#plan(outcome, policy, made),
-    );
+      plan: this.#plan(outcome, policy, delivery.manual),
+    });
+    if (result.error !== undefined) throw result.error;
     if (result.nextRetryAt) this.#wakeAt(Date.parse(result.nextRetryAt));
   }
 
-  #plan(outcome: DeliveryOutcome, policy: RetryPolicy | null, made: number) {
+  /**
+   * Queues a finished attempt for the next batch. One batch is written at a time; attempts that
+   * finish meanwhile wait for the following one, so under load a commit covers many attempts while
+   * a lone attempt is written at once.
+   */
+  #record(attempt: FinishedAttempt): Promise<RecordResult> {
+    return new Promise((resolve, reject) => {
+      this.#toRecord.push({ attempt, resolve, reject });
+      if (!this.#recording) this.#recording = this.#recordBatches();
+    });
+  }
+
+  async #recordBatches(): Promise<void> {
+    while (this.#toRecord.length > 0) {
+      const batch = this.#toRecord.splice(0, RECORD_BATCH);
+      try {
+        const results = await this.deliveries.recordMany(batch.map((entry) => entry.attempt));
+        for (const [index, entry] of batch.entries()) entry.resolve(results[index] as RecordResult);
+      } catch (error) {
+        for (const entry of batch) entry.reject(error);
+      }
+    }
+    this.#recording = undefined;
+  }
+
+  /** What follows an attempt; a function of the attempts made when that count matters. */
+  #plan(outcome: DeliveryOutcome, policy: RetryPolicy | null, manual: boolean): FinishedAttempt["plan"] {
     if (outcome.success) return { nextRetryAt: undefined, deactivateEndpoint: false };
     if (outcome.status === 410) return { nextRetryAt: undefined, deactivateEndpoint: true };
-    let delay = nextRetryDelayMs(policy, made, this.options.random);
-    if (delay === undefined) return { nextRetryAt: undefined, deactivateEndpoint: false };
-    const now = this.clock.now();
-    if (outcome.status === 429 || outcome.status === 503) {
-      const asked = parseRetryAfter(outcome.retryAfter, now);
-      if (asked !== undefined && asked > delay) delay = Math.min(asked, MAX_RETRY_AFTER_MS);
-    }
-    return { nextRetryAt: new Date(now.getTime() + delay).toISOString(), deactivateEndpoint: false };
+    // A manual attempt never schedules another one.
+    if (manual) return { nextRetryAt: undefined, deactivateEndpoint: false };
+    return (made: number) => {
+      let delay = nextRetryDelayMs(policy, made, this.options.random);
+      if (delay === undefined) return { nextRetryAt: undefined, deactivateEndpoint: false };
+      const now = this.clock.now();
+      if (outcome.status === 429 || outcome.status === 503) {
+        const asked = parseRetryAfter(outcome.retryAfter, now);
+        if (asked !== undefined && asked > delay) delay = Math.min(asked, MAX_RETRY_AFTER_MS);
+      }
+      return { nextRetryAt: new Date(now.getTime() + delay).toISOString(), deactivateEndpoint: false };
+    };
   }
 }
