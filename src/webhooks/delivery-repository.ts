@@ -165,6 +165,19 @@ export class DeliveryRepository {
     }));
   }
 
+  /** Gives claimed attempts that were never sent back to the queue, due as they were. */
+  async release(deliveries: ClaimedDelivery[], now: string): Promise<void> {
+    for (const delivery of deliveries) {
+      await this.db
+        .updateTable("webhook_deliveries")
+        .set({ state: "pending", locked_until: null, updated_at: now })
+        .where("id", "=", delivery.id)
+        .where("state", "=", "sending")
+        .where("locked_until", "=", delivery.lease)
+        .execute();
+    }
+  }
+
   /** Drops a claimed attempt that will not be made (its endpoint was switched off). */
   async drop(delivery: ClaimedDelivery): Promise<void> {
     await this.db
@@ -241,9 +254,11 @@ export class DeliveryRepository {
       .where("locked_until", "=", delivery.lease)
       .executeTakeFirst();
     if (Number(updated.numUpdatedRows) === 0) return { recorded: false };
-    if (outcome.success) {
-      // The notification has arrived: a scheduled retry still waiting (a manual retry got there
-      // first) is not sent. Manual retries asked for are explicit requests and stay.
+    if (outcome.success && delivery.manual) {
+      // The notification has arrived: a scheduled retry still waiting (this manual retry got there
+      // first) is not sent. Other manual retries asked for are explicit requests and stay. A
+      // scheduled attempt that succeeds is the latest scheduled one (the next is only queued when
+      // it fails), so it never leaves a scheduled retry behind.
       await trx
         .deleteFrom("webhook_deliveries")
         .where("message_id", "=", delivery.message_id)
