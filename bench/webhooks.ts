@@ -5,6 +5,9 @@
  *   npm run bench:webhooks            (SQLite; set TEST_DATABASE_URL and CUMULO_TEST_STORE=postgres for PostgreSQL)
  *   BENCH_DELIVERIES=5000 npm run bench:webhooks
  *
+ * Beside wall-clock throughput it prints the process's CPU time per item (the bench, receiver and
+ * Cumulo share one process), which moves less than throughput when other work shares the machine.
+ *
  * Then fairness: BENCH_ENDPOINTS (1000) endpoints on one library, 80% fast, 10% slow (answer after
  * 1 s) and 10% failing (500), BENCH_EVENTS (3) notifications to all of them; it prints how soon every
  * fast endpoint had all its notifications, beside the slow receivers' 1 s.
@@ -27,6 +30,11 @@ const CONCURRENCY = 8;
 const median = (values: number[]) => {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
+};
+/** CPU time (user + system) this process spent since `before`, in µs: steadier than wall time on a shared machine. */
+const cpuMicros = (before: NodeJS.CpuUsage) => {
+  const used = process.cpuUsage(before);
+  return used.user + used.system;
 };
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -98,6 +106,7 @@ const direct = async (id: string) => {
 async function baseline() {
   const ids = Array.from({ length: TOTAL }, () => randomUUID());
   const started = now();
+  const cpuBefore = process.cpuUsage();
   let next = 0;
   await Promise.all(
     Array.from({ length: CONCURRENCY }, async () => {
@@ -105,6 +114,7 @@ async function baseline() {
     }),
   );
   const throughput = TOTAL / ((now() - started) / 1000);
+  const cpuPerItem = cpuMicros(cpuBefore) / TOTAL;
   const latencies: number[] = [];
   for (let i = 0; i < LATENCY_SAMPLES; i++) {
     const id = randomUUID();
@@ -112,7 +122,7 @@ async function baseline() {
     await direct(id);
     latencies.push((receipts.get(id) ?? Number.NaN) - sent);
   }
-  return { throughput, latency: median(latencies) };
+  return { throughput, latency: median(latencies), cpuPerItem };
 }
 
 async function cumulo() {
@@ -134,11 +144,13 @@ async function cumulo() {
     // Sustained: every notification committed as fast as the store takes them, each in its own
     // transaction like a video state change; throughput from the first commit to the last receipt.
     const started = now();
+    const cpuBefore = process.cpuUsage();
     const ids: string[] = [];
     for (let i = 0; i < TOTAL; i++) ids.push(await emit());
     const emittedIn = (now() - started) / 1000;
     await waitForReceipts(ids);
     const throughput = TOTAL / ((now() - started) / 1000);
+    const cpuPerItem = cpuMicros(cpuBefore) / TOTAL;
 
     // Latency on an otherwise idle server: one notification at a time.
     const latencies: number[] = [];
@@ -152,6 +164,7 @@ async function cumulo() {
     return {
       throughput,
       latency: median(latencies),
+      cpuPerItem,
       emittedPerSecond: TOTAL / emittedIn,
       store: t.store.kind,
     };
@@ -210,9 +223,11 @@ const fmt = (n: number) => n.toFixed(n < 10 ? 2 : 0);
 console.log(
   `webhook delivery benchmark (${TOTAL} deliveries, store: ${ours.store}, concurrency per endpoint ${CONCURRENCY})`,
 );
-console.log(`  direct undici:  ${fmt(base.throughput)} requests/s, median latency ${fmt(base.latency)} ms`);
 console.log(
-  `  cumulo:         ${fmt(ours.throughput)} deliveries/s (notifications committed at ${fmt(ours.emittedPerSecond)}/s), median event-to-receipt ${fmt(ours.latency)} ms`,
+  `  direct undici:  ${fmt(base.throughput)} requests/s, ${fmt(base.cpuPerItem)} µs CPU per request (client and receiver), median latency ${fmt(base.latency)} ms`,
+);
+console.log(
+  `  cumulo:         ${fmt(ours.throughput)} deliveries/s (notifications committed at ${fmt(ours.emittedPerSecond)}/s), ${fmt(ours.cpuPerItem)} µs CPU per delivery (notification, delivery and receiver), median event-to-receipt ${fmt(ours.latency)} ms`,
 );
 if (fair) {
   console.log(
@@ -223,6 +238,6 @@ if (fair) {
   );
 }
 console.log(
-  `  ratio:          throughput ${(ours.throughput / base.throughput).toFixed(3)} of direct, latency ${(ours.latency / base.latency).toFixed(1)}x direct${fair ? `; every fast delivery done at ${(fair.allFastMs / SLOW_MS).toFixed(2)} of one slow answer` : ""}`,
+  `  ratio:          throughput ${(ours.throughput / base.throughput).toFixed(3)} of direct, CPU per item ${(base.cpuPerItem / ours.cpuPerItem).toFixed(3)} of direct's, latency ${(ours.latency / base.latency).toFixed(1)}x direct${fair ? `; every fast delivery done at ${(fair.allFastMs / SLOW_MS).toFixed(2)} of one slow answer` : ""}`,
 );
 process.exit(0);

@@ -255,12 +255,14 @@ export class AnalyticsService {
       toMinute: (firstBucket + bucketCount) * stepMinutes,
       granularityMinutes: stepMinutes,
     });
-    const byBucket = new Map<number, TrafficBucketRow>(rows.map((row) => [row.bucket, row]));
+    // One pass: the rows come in bucket order, so each bucket takes the next row when it is its own.
     const zero = emptyCounters();
     const data: Analytics["Data"] = [];
+    let next = 0;
     for (let index = 0; index < bucketCount; index++) {
       const bucket = firstBucket + index;
-      const row = byBucket.get(bucket) ?? zero;
+      let row: TrafficCounters = zero;
+      if (rows[next]?.bucket === bucket) row = rows[next++] as TrafficBucketRow;
       const entry: Record<string, string | number> = {
         Timestamp: new Date(bucket * stepMinutes * MINUTE_MS).toISOString(),
       };

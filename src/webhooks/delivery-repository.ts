@@ -2,6 +2,7 @@ import { type Kysely, sql, type Transaction } from "kysely";
 import type { DialectName } from "../store/database.ts";
 import type { Database } from "../store/tables.ts";
 import { type DeliveryTarget, pendingAttempt } from "./repository.ts";
+import type { DeliveryState } from "./tables.ts";
 
 type Trx = Transaction<Database>;
 
@@ -36,7 +37,29 @@ export interface RetryPlan {
   deactivateEndpoint: boolean;
 }
 
+/**
+ * A finished attempt to record. `plan` decides what follows; a function when that depends on how many
+ * scheduled attempts of the message the endpoint has had (read only then).
+ */
+export interface FinishedAttempt {
+  delivery: ClaimedDelivery;
+  outcome: AttemptRecord;
+  plan: RetryPlan | ((scheduledAttemptsMade: number) => RetryPlan);
+}
+
+/** `recorded: false` when the claim was lost (its lease ran out and another worker took it) or the write failed. */
+export interface RecordResult {
+  recorded: boolean;
+  nextRetryAt?: string;
+  error?: unknown;
+}
+
 const truthy = (value: boolean | number): boolean => value === true || value === 1;
+const pairKey = (delivery: ClaimedDelivery) => `${delivery.message_id}/${delivery.endpoint_id}`;
+
+// Literal states (not bound parameters) let both stores use the partial indexes of migration 0601.
+const WAITING = sql.lit<DeliveryState>("pending");
+const CLAIMED = sql.lit<DeliveryState>("sending");
 
 /**
  * The delivery queue: claims due attempts, records their outcomes and schedules the next ones. On
@@ -58,6 +81,8 @@ export class DeliveryRepository {
    * Claims up to `limit` due attempts (and attempts whose worker's lease ran out) until `lease`.
    * Endpoints in `saturated` are skipped in the query, so a backlog for one slow endpoint cannot hide
    * other endpoints' work; `accept` decides per candidate, and candidates it refuses stay pending.
+   * No transaction: the one update re-checks that each row is still claimable and returns the rows it
+   * took, so two workers that chose the same candidates never both get one.
    */
   async claim(
     now: string,
@@ -66,44 +91,44 @@ export class DeliveryRepository {
     saturated: string[],
     accept: (endpointId: string) => boolean,
   ): Promise<ClaimedDelivery[]> {
-    const ids = await this.db.transaction().execute(async (trx) => {
-      // Two index range scans (state, due_at) and (state, locked_until) rather than one OR over both.
-      const candidates = [
-        ...(await trx
-          .selectFrom("webhook_deliveries")
-          .select(["id", "endpoint_id"])
-          .where("state", "=", "sending")
-          .where("locked_until", "<", now)
-          .$if(saturated.length > 0, (qb) => qb.where("endpoint_id", "not in", saturated))
-          .orderBy("locked_until")
-          .limit(limit * 4)
-          .$if(this.dialect === "postgres", (qb) => qb.forUpdate().skipLocked())
-          .execute()),
-        ...(await trx
-          .selectFrom("webhook_deliveries")
-          .select(["id", "endpoint_id"])
-          .where("state", "=", "pending")
-          .where("due_at", "<=", now)
-          .$if(saturated.length > 0, (qb) => qb.where("endpoint_id", "not in", saturated))
-          .orderBy("due_at")
-          .limit(limit * 4)
-          .$if(this.dialect === "postgres", (qb) => qb.forUpdate().skipLocked())
-          .execute()),
-      ];
-      const chosen: string[] = [];
-      for (const candidate of candidates) {
-        if (chosen.length >= limit) break;
-        if (accept(candidate.endpoint_id)) chosen.push(candidate.id);
-      }
-      if (chosen.length === 0) return [];
-      await trx
-        .updateTable("webhook_deliveries")
-        .set({ state: "sending", locked_until: lease, updated_at: now })
-        .where("id", "in", chosen)
-        .execute();
-      return chosen;
-    });
-    if (ids.length === 0) return [];
+    // Two scans of the partial indexes (waiting by due time, claimed by lease end), each reading the
+    // index alone; states are literals so both stores can match the indexes' predicates.
+    const candidates = [
+      ...(await this.db
+        .selectFrom("webhook_deliveries")
+        .select(["id", "endpoint_id"])
+        .where("state", "=", CLAIMED)
+        .where("locked_until", "<", now)
+        .$if(saturated.length > 0, (qb) => qb.where("endpoint_id", "not in", saturated))
+        .orderBy("locked_until")
+        .limit(limit * 4)
+        .execute()),
+      ...(await this.db
+        .selectFrom("webhook_deliveries")
+        .select(["id", "endpoint_id"])
+        .where("state", "=", WAITING)
+        .where("due_at", "<=", now)
+        .$if(saturated.length > 0, (qb) => qb.where("endpoint_id", "not in", saturated))
+        .orderBy("due_at")
+        .limit(limit * 4)
+        .execute()),
+    ];
+    const chosen: string[] = [];
+    for (const candidate of candidates) {
+      if (chosen.length >= limit) break;
+      if (accept(candidate.endpoint_id)) chosen.push(candidate.id);
+    }
+    if (chosen.length === 0) return [];
+    const claimed = await this.db
+      .updateTable("webhook_deliveries")
+      .set({ state: "sending", locked_until: lease, updated_at: now })
+      .where("id", "in", chosen)
+      .where((eb) =>
+        eb.or([eb("state", "=", WAITING), eb.and([eb("state", "=", CLAIMED), eb("locked_until", "<", now)])]),
+      )
+      .returning("id")
+      .execute();
+    if (claimed.length === 0) return [];
     const rows = await this.db
       .selectFrom("webhook_deliveries as d")
       .innerJoin("webhook_endpoints as e", "e.id", "d.endpoint_id")
@@ -126,8 +151,11 @@ export class DeliveryRepository {
         "e.is_active",
         "m.body",
       ])
-      .where("d.id", "in", ids)
-      .where("d.locked_until", "=", lease)
+      .where(
+        "d.id",
+        "in",
+        claimed.map((row) => row.id),
+      )
       .execute();
     return rows.map(({ locked_until, ...row }) => ({
       ...row,
@@ -135,6 +163,19 @@ export class DeliveryRepository {
       manual: truthy(row.manual),
       is_active: truthy(row.is_active),
     }));
+  }
+
+  /** Gives claimed attempts that were never sent back to the queue, due as they were. */
+  async release(deliveries: ClaimedDelivery[], now: string): Promise<void> {
+    for (const delivery of deliveries) {
+      await this.db
+        .updateTable("webhook_deliveries")
+        .set({ state: "pending", locked_until: null, updated_at: now })
+        .where("id", "=", delivery.id)
+        .where("state", "=", "sending")
+        .where("locked_until", "=", delivery.lease)
+        .execute();
+    }
   }
 
   /** Drops a claimed attempt that will not be made (its endpoint was switched off). */
@@ -148,17 +189,39 @@ export class DeliveryRepository {
   }
 
   /**
-   * Records a made attempt and, in the same transaction, schedules the next one. `plan` receives how
-   * many scheduled (not manual) attempts of this message have now been made to the endpoint.
-   * Returns false when the claim was lost (its lease ran out and another worker took it).
+   * Records made attempts and schedules the next ones, all in one transaction (one commit for a
+   * batch of finished attempts). When the batch fails as a whole, each attempt is recorded in a
+   * transaction of its own, so one that cannot be written does not hold back the others; that one
+   * stays claimed and is sent again once its lease runs out. Returns one result per attempt, in order.
    */
-  async record(
-    delivery: ClaimedDelivery,
-    outcome: AttemptRecord,
-    plan: (scheduledAttemptsMade: number) => RetryPlan,
-  ): Promise<{ recorded: boolean; nextRetryAt?: string }> {
-    return this.db.transaction().execute(async (trx) => {
-      await this.#lockPair(trx, delivery.message_id, delivery.endpoint_id);
+  async recordMany(attempts: FinishedAttempt[]): Promise<RecordResult[]> {
+    // The same lock order in every batch: concurrent workers' advisory locks cannot deadlock.
+    const ordered = [...attempts].sort((a, b) => pairKey(a.delivery).localeCompare(pairKey(b.delivery)));
+    let results: Map<FinishedAttempt, RecordResult>;
+    try {
+      results = await this.db.transaction().execute(async (trx) => {
+        const done = new Map<FinishedAttempt, RecordResult>();
+        for (const attempt of ordered) done.set(attempt, await this.#record(trx, attempt));
+        return done;
+      });
+    } catch (batchError) {
+      if (attempts.length === 1) throw batchError;
+      results = new Map();
+      for (const attempt of ordered) {
+        try {
+          results.set(attempt, await this.db.transaction().execute((trx) => this.#record(trx, attempt)));
+        } catch (error) {
+          results.set(attempt, { recorded: false, error });
+        }
+      }
+    }
+    return attempts.map((attempt) => results.get(attempt) as RecordResult);
+  }
+
+  async #record(trx: Trx, { delivery, outcome, plan }: FinishedAttempt): Promise<RecordResult> {
+    await this.#lockPair(trx, delivery.message_id, delivery.endpoint_id);
+    let decided: RetryPlan;
+    if (typeof plan === "function") {
       const made = await trx
         .selectFrom("webhook_deliveries")
         .select(sql<number>`count(*)`.as("count"))
@@ -167,59 +230,63 @@ export class DeliveryRepository {
         .where("state", "=", "done")
         .where("manual", "=", false)
         .executeTakeFirstOrThrow();
-      const decided = plan(Number(made.count) + (delivery.manual ? 0 : 1));
-      const nextRetryAt = delivery.manual ? undefined : decided.nextRetryAt;
-      const updated = await trx
-        .updateTable("webhook_deliveries")
-        .set({
-          state: "done",
-          locked_until: null,
-          success: outcome.success,
-          response_status: outcome.response_status,
-          response_body: outcome.response_body,
-          error: outcome.error,
-          duration_ms: outcome.duration_ms,
-          next_retry_at: nextRetryAt ?? null,
-          created_at: outcome.attempted_at,
-          updated_at: outcome.attempted_at,
-        })
-        .where("id", "=", delivery.id)
-        .where("state", "=", "sending")
-        .where("locked_until", "=", delivery.lease)
-        .executeTakeFirst();
-      if (Number(updated.numUpdatedRows) === 0) return { recorded: false };
-      if (outcome.success) {
-        // The notification has arrived: a scheduled retry still waiting (a manual retry got there
-        // first) is not sent. Manual retries asked for are explicit requests and stay.
-        await trx
-          .deleteFrom("webhook_deliveries")
-          .where("message_id", "=", delivery.message_id)
-          .where("endpoint_id", "=", delivery.endpoint_id)
-          .where("state", "=", "pending")
-          .where("manual", "=", false)
-          .execute();
-      }
-      if (nextRetryAt) {
-        await trx
-          .insertInto("webhook_deliveries")
-          .values(
-            pendingAttempt(delivery, {
-              attempt: (await this.#lastAttempt(trx, delivery.message_id, delivery.endpoint_id)) + 1,
-              dueAt: nextRetryAt,
-              now: outcome.attempted_at,
-            }),
-          )
-          .execute();
-      }
-      if (decided.deactivateEndpoint) {
-        await trx
-          .updateTable("webhook_endpoints")
-          .set({ is_active: false, updated_at: outcome.attempted_at })
-          .where("id", "=", delivery.endpoint_id)
-          .execute();
-      }
-      return { recorded: true, nextRetryAt };
-    });
+      decided = plan(Number(made.count) + (delivery.manual ? 0 : 1));
+    } else {
+      decided = plan;
+    }
+    const nextRetryAt = delivery.manual ? undefined : decided.nextRetryAt;
+    const updated = await trx
+      .updateTable("webhook_deliveries")
+      .set({
+        state: "done",
+        locked_until: null,
+        success: outcome.success,
+        response_status: outcome.response_status,
+        response_body: outcome.response_body,
+        error: outcome.error,
+        duration_ms: outcome.duration_ms,
+        next_retry_at: nextRetryAt ?? null,
+        created_at: outcome.attempted_at,
+        updated_at: outcome.attempted_at,
+      })
+      .where("id", "=", delivery.id)
+      .where("state", "=", "sending")
+      .where("locked_until", "=", delivery.lease)
+      .executeTakeFirst();
+    if (Number(updated.numUpdatedRows) === 0) return { recorded: false };
+    if (outcome.success && delivery.manual) {
+      // The notification has arrived: a scheduled retry still waiting (this manual retry got there
+      // first) is not sent. Other manual retries asked for are explicit requests and stay. A
+      // scheduled attempt that succeeds is the latest scheduled one (the next is only queued when
+      // it fails), so it never leaves a scheduled retry behind.
+      await trx
+        .deleteFrom("webhook_deliveries")
+        .where("message_id", "=", delivery.message_id)
+        .where("endpoint_id", "=", delivery.endpoint_id)
+        .where("state", "=", "pending")
+        .where("manual", "=", false)
+        .execute();
+    }
+    if (nextRetryAt) {
+      await trx
+        .insertInto("webhook_deliveries")
+        .values(
+          pendingAttempt(delivery, {
+            attempt: (await this.#lastAttempt(trx, delivery.message_id, delivery.endpoint_id)) + 1,
+            dueAt: nextRetryAt,
+            now: outcome.attempted_at,
+          }),
+        )
+        .execute();
+    }
+    if (decided.deactivateEndpoint) {
+      await trx
+        .updateTable("webhook_endpoints")
+        .set({ is_active: false, updated_at: outcome.attempted_at })
+        .where("id", "=", delivery.endpoint_id)
+        .execute();
+    }
+    return { recorded: true, nextRetryAt };
   }
 
   async #lastAttempt(trx: Trx, messageId: string, endpointId: string): Promise<number> {
@@ -279,7 +346,7 @@ export class DeliveryRepository {
     const row = await this.db
       .selectFrom("webhook_deliveries")
       .select(sql<string | null>`min(due_at)`.as("due"))
-      .where("state", "=", "pending")
+      .where("state", "=", WAITING)
       .executeTakeFirst();
     return row?.due ?? undefined;
   }

@@ -3,13 +3,21 @@ import type { Bus } from "../bus.ts";
 import type { Clock } from "../clock.ts";
 import type { BackgroundWorker } from "../services.ts";
 import { readJson } from "../store/codec.ts";
-import type { ClaimedDelivery, DeliveryRepository } from "./delivery-repository.ts";
+import type {
+  ClaimedDelivery,
+  DeliveryRepository,
+  FinishedAttempt,
+  RecordResult,
+} from "./delivery-repository.ts";
 import type { WebhookEmitter } from "./emitter.ts";
 import { nextRetryDelayMs, parseRetryAfter, type RetryPolicy } from "./schedule.ts";
 import type { DeliveryOutcome, WebhookSender } from "./sender.ts";
 
 export interface DispatcherOptions {
-  /** Attempts in flight in this process; an endpoint's second and later ones may use only half. */
+  /**
+   * Attempts claimed by this process (being sent or waiting for their endpoint's turn); an
+   * endpoint's second and later ones may use only half.
+   */
   concurrency: number;
   /** Attempts in flight to one endpoint from this process. */
   perEndpoint: number;
@@ -38,6 +46,9 @@ export function relayWakeups(emitter: WebhookEmitter, bus: Bus, logger: FastifyB
 /** Attempts claimed in one transaction. */
 const CLAIM_BATCH = 32;
 
+/** Finished attempts recorded in one transaction at most. */
+const RECORD_BATCH = 64;
+
 /** Longest wait a Retry-After may impose (a day); longer values are treated as this. */
 const MAX_RETRY_AFTER_MS = 24 * 3600 * 1000;
 
@@ -49,7 +60,17 @@ const MAX_RETRY_AFTER_MS = 24 * 3600 * 1000;
 export class WebhookDispatcher implements BackgroundWorker {
   readonly name = "webhook-dispatcher";
   readonly #inFlight = new Set<Promise<void>>();
-  readonly #perEndpoint = new Map<string, number>();
+  /** Claimed attempts not yet recorded, per endpoint: being sent or waiting in `#queued`. */
+  readonly #held = new Map<string, number>();
+  #heldTotal = 0;
+  /** Attempts being sent, per endpoint (at most `perEndpoint`). */
+  readonly #sending = new Map<string, number>();
+  /** Claimed attempts waiting for one of their endpoint's sending slots, oldest first. */
+  readonly #queued = new Map<string, ClaimedDelivery[]>();
+  #wakePending = false;
+  #stopping: Promise<void> | undefined;
+  /** The last claim refused candidates because of the shared half of the slots. */
+  #heldBackByShare = false;
   #poll: NodeJS.Timeout | undefined;
   #alarm: { at: number; timer: NodeJS.Timeout } | undefined;
   #stopWake: (() => void) | undefined;
@@ -57,6 +78,12 @@ export class WebhookDispatcher implements BackgroundWorker {
   #claiming: Promise<void> | undefined;
   #ticking = false;
   #tickAgain = false;
+  readonly #toRecord: {
+    attempt: FinishedAttempt;
+    resolve: (result: RecordResult) => void;
+    reject: (error: unknown) => void;
+  }[] = [];
+  #recording: Promise<void> | undefined;
 
   /** Developer mode's fault rules: an outcome here replaces sending the delivery. */
   injectFault: ((url: string) => DeliveryOutcome | undefined) | undefined;
@@ -74,10 +101,10 @@ export class WebhookDispatcher implements BackgroundWorker {
   async start(): Promise<void> {
     if (this.#running) return;
     this.#running = true;
-    this.#stopWake = this.emitter.onWake(() => this.#tick());
+    this.#stopWake = this.emitter.onWake(() => this.#wake());
     // The bus has no unsubscribe; after stop() a wake-up finds the dispatcher not running and is ignored.
     await this.bus
-      .subscribe(WEBHOOK_WAKE_CHANNEL, () => this.#tick())
+      .subscribe(WEBHOOK_WAKE_CHANNEL, () => this.#wake())
       .catch((error: unknown) =>
         this.logger.warn({ err: error }, "webhook wake-ups from other nodes unavailable"),
       );
@@ -86,16 +113,46 @@ export class WebhookDispatcher implements BackgroundWorker {
     this.#tick();
   }
 
-  /** Stops claiming and finishes the attempts in hand; claims it never got to expire and are retaken. */
-  async stop(): Promise<void> {
+  /**
+   * Stops claiming and finishes the attempts being sent; claimed attempts not started yet are given
+   * back to the queue (should that fail, their claims expire and are retaken). Calling it again
+   * waits for the same stop.
+   */
+  stop(): Promise<void> {
+    this.#stopping ??= this.#stop();
+    return this.#stopping;
+  }
+
+  async #stop(): Promise<void> {
     this.#running = false;
     clearInterval(this.#poll);
     if (this.#alarm) clearTimeout(this.#alarm.timer);
     this.#alarm = undefined;
     this.#stopWake?.();
     await this.#claiming;
+    const unsent = [...this.#queued.values()].flat();
+    this.#queued.clear();
+    if (unsent.length > 0) {
+      await this.deliveries
+        .release(unsent, this.clock.now().toISOString())
+        .catch((error: unknown) => this.logger.warn({ err: error }, "claimed webhook attempts not released"));
+    }
     while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
     await this.sender.close();
+  }
+
+  /**
+   * A notification was committed (here or on another node). Wake-ups of one turn of the event loop
+   * share one claim, made after that turn's other work: a burst of notifications costs one claim,
+   * not one each, and a lone notification waits for nothing.
+   */
+  #wake(): void {
+    if (!this.#running || this.#wakePending) return;
+    this.#wakePending = true;
+    setImmediate(() => {
+      this.#wakePending = false;
+      this.#tick();
+    });
   }
 
   #tick(): void {
@@ -134,43 +191,49 @@ export class WebhookDispatcher implements BackgroundWorker {
 
   async #claim(): Promise<void> {
     // Claims go in small batches: the candidate scan stays short, and a full batch claims again at once.
-    const free = Math.min(this.options.concurrency - this.#inFlight.size, CLAIM_BATCH);
+    const free = Math.min(this.options.concurrency - this.#heldTotal, CLAIM_BATCH);
     if (free <= 0) return;
     const now = this.clock.now();
     const taken = new Map<string, number>();
     let takenTotal = 0;
-    // Fairness: half the slots are kept for endpoints with nothing in flight, so slow endpoints holding
-    // their attempts open (up to `perEndpoint` each) cannot take every slot from the fast ones.
-    const mayTakeAnother = (inFlightToEndpoint: number) =>
-      inFlightToEndpoint < this.options.perEndpoint &&
-      (inFlightToEndpoint === 0 || this.#inFlight.size + takenTotal < this.options.concurrency / 2);
+    // An endpoint keeps its next round of attempts claimed (up to twice `perEndpoint`), so one claim
+    // serves many attempts. Fairness: half the slots are kept for endpoints with nothing in hand, so
+    // slow endpoints holding their attempts open cannot take every slot from the fast ones.
+    const holdLimit = 2 * this.options.perEndpoint;
+    const sharedSlotFree = () => this.#heldTotal + takenTotal < this.options.concurrency / 2;
+    const mayTakeAnother = (heldByEndpoint: number) =>
+      heldByEndpoint === 0 || (heldByEndpoint < holdLimit && sharedSlotFree());
+    // Skipped in the query: endpoints that may take nothing now, and those with attempts still waiting
+    // in hand (they claim again when that queue runs dry).
+    const skipped = [...this.#held].filter(([id, held]) => this.#queued.has(id) || !mayTakeAnother(held));
+    // Endpoints held back only by the shared half: any finishing attempt may let them go on.
+    let heldBackByShare = skipped.some(([id, held]) => !this.#queued.has(id) && held < holdLimit);
     const claimed = await this.deliveries.claim(
       now.toISOString(),
       new Date(now.getTime() + this.options.leaseMs).toISOString(),
       free,
-      [...this.#perEndpoint].filter(([, count]) => !mayTakeAnother(count)).map(([id]) => id),
+      skipped.map(([id]) => id),
       (endpointId) => {
-        const count = (this.#perEndpoint.get(endpointId) ?? 0) + (taken.get(endpointId) ?? 0);
-        if (!mayTakeAnother(count)) return false;
+        const held = (this.#held.get(endpointId) ?? 0) + (taken.get(endpointId) ?? 0);
+        if (!mayTakeAnother(held)) {
+          if (held < holdLimit) heldBackByShare = true;
+          return false;
+        }
         taken.set(endpointId, (taken.get(endpointId) ?? 0) + 1);
         takenTotal++;
         return true;
       },
     );
+    this.#heldBackByShare = heldBackByShare;
     for (const delivery of claimed) {
-      this.#perEndpoint.set(delivery.endpoint_id, (this.#perEndpoint.get(delivery.endpoint_id) ?? 0) + 1);
-      const run = this.#deliver(delivery)
-        .catch((error: unknown) =>
-          this.logger.error({ err: error, deliveryId: delivery.id }, "webhook delivery failed to record"),
-        )
-        .finally(() => {
-          this.#inFlight.delete(run);
-          const left = (this.#perEndpoint.get(delivery.endpoint_id) ?? 1) - 1;
-          if (left > 0) this.#perEndpoint.set(delivery.endpoint_id, left);
-          else this.#perEndpoint.delete(delivery.endpoint_id);
-          this.#tick();
-        });
-      this.#inFlight.add(run);
+      this.#held.set(delivery.endpoint_id, (this.#held.get(delivery.endpoint_id) ?? 0) + 1);
+      this.#heldTotal++;
+      const queue = this.#queued.get(delivery.endpoint_id);
+      if (queue) queue.push(delivery);
+      else this.#queued.set(delivery.endpoint_id, [delivery]);
+    }
+    for (const endpointId of new Set(claimed.map((delivery) => delivery.endpoint_id))) {
+      this.#sendNext(endpointId);
     }
     if (claimed.length === free) this.#tickAgain = true;
     if (claimed.length === 0) {
@@ -178,6 +241,40 @@ export class WebhookDispatcher implements BackgroundWorker {
       const due = await this.deliveries.nextDue();
       if (due && Date.parse(due) > now.getTime()) this.#wakeAt(Date.parse(due));
     }
+  }
+
+  /** Starts the endpoint's waiting attempts while it has free sending slots. */
+  #sendNext(endpointId: string): void {
+    const queue = this.#queued.get(endpointId);
+    while (this.#running && queue && queue.length > 0) {
+      const sending = this.#sending.get(endpointId) ?? 0;
+      if (sending >= this.options.perEndpoint) return;
+      const delivery = queue.shift() as ClaimedDelivery;
+      if (queue.length === 0) this.#queued.delete(endpointId);
+      this.#sending.set(endpointId, sending + 1);
+      const run = this.#deliver(delivery)
+        .catch((error: unknown) =>
+          this.logger.error({ err: error, deliveryId: delivery.id }, "webhook delivery failed to record"),
+        )
+        .finally(() => this.#finished(run, endpointId));
+      this.#inFlight.add(run);
+    }
+  }
+
+  #finished(run: Promise<void>, endpointId: string): void {
+    this.#inFlight.delete(run);
+    const decrement = (counts: Map<string, number>) => {
+      const left = (counts.get(endpointId) ?? 1) - 1;
+      if (left > 0) counts.set(endpointId, left);
+      else counts.delete(endpointId);
+    };
+    decrement(this.#sending);
+    decrement(this.#held);
+    this.#heldTotal--;
+    this.#sendNext(endpointId);
+    // Claim again when this endpoint has nothing left in hand to send, or when others were held back
+    // because the shared slots were full; otherwise new work arrives with its own wake-up.
+    if (!this.#queued.has(endpointId) || this.#heldBackByShare) this.#tick();
   }
 
   async #deliver(delivery: ClaimedDelivery): Promise<void> {
@@ -200,9 +297,9 @@ export class WebhookDispatcher implements BackgroundWorker {
         at,
       ));
     const policy = readJson<RetryPolicy>(delivery.retry_policy);
-    const result = await this.deliveries.record(
+    const result = await this.#record({
       delivery,
-      {
+      outcome: {
         success: outcome.success,
         response_status: outcome.status,
         response_body: outcome.body,
@@ -210,21 +307,54 @@ export class WebhookDispatcher implements BackgroundWorker {
         duration_ms: outcome.durationMs,
         attempted_at: at.toISOString(),
       },
-      (made) => this.#plan(outcome, policy, made),
-    );
+      plan: this.#plan(outcome, policy, delivery.manual),
+    });
+    if (result.error !== undefined) throw result.error;
     if (result.nextRetryAt) this.#wakeAt(Date.parse(result.nextRetryAt));
   }
 
-  #plan(outcome: DeliveryOutcome, policy: RetryPolicy | null, made: number) {
+  /**
+   * Queues a finished attempt for the next batch. One batch is written at a time; attempts that
+   * finish meanwhile wait for the following one, so under load a commit covers many attempts while
+   * a lone attempt is written at once.
+   */
+  #record(attempt: FinishedAttempt): Promise<RecordResult> {
+    return new Promise((resolve, reject) => {
+      this.#toRecord.push({ attempt, resolve, reject });
+      // The batch starts after the I/O callbacks of this loop turn, so answers that arrived
+      // together are recorded together.
+      this.#recording ??= new Promise((started) => setImmediate(started)).then(() => this.#recordBatches());
+    });
+  }
+
+  async #recordBatches(): Promise<void> {
+    while (this.#toRecord.length > 0) {
+      const batch = this.#toRecord.splice(0, RECORD_BATCH);
+      try {
+        const results = await this.deliveries.recordMany(batch.map((entry) => entry.attempt));
+        for (const [index, entry] of batch.entries()) entry.resolve(results[index] as RecordResult);
+      } catch (error) {
+        for (const entry of batch) entry.reject(error);
+      }
+    }
+    this.#recording = undefined;
+  }
+
+  /** What follows an attempt; a function of the attempts made when that count matters. */
+  #plan(outcome: DeliveryOutcome, policy: RetryPolicy | null, manual: boolean): FinishedAttempt["plan"] {
     if (outcome.success) return { nextRetryAt: undefined, deactivateEndpoint: false };
     if (outcome.status === 410) return { nextRetryAt: undefined, deactivateEndpoint: true };
-    let delay = nextRetryDelayMs(policy, made, this.options.random);
-    if (delay === undefined) return { nextRetryAt: undefined, deactivateEndpoint: false };
-    const now = this.clock.now();
-    if (outcome.status === 429 || outcome.status === 503) {
-      const asked = parseRetryAfter(outcome.retryAfter, now);
-      if (asked !== undefined && asked > delay) delay = Math.min(asked, MAX_RETRY_AFTER_MS);
-    }
-    return { nextRetryAt: new Date(now.getTime() + delay).toISOString(), deactivateEndpoint: false };
+    // A manual attempt never schedules another one.
+    if (manual) return { nextRetryAt: undefined, deactivateEndpoint: false };
+    return (made: number) => {
+      let delay = nextRetryDelayMs(policy, made, this.options.random);
+      if (delay === undefined) return { nextRetryAt: undefined, deactivateEndpoint: false };
+      const now = this.clock.now();
+      if (outcome.status === 429 || outcome.status === 503) {
+        const asked = parseRetryAfter(outcome.retryAfter, now);
+        if (asked !== undefined && asked > delay) delay = Math.min(asked, MAX_RETRY_AFTER_MS);
+      }
+      return { nextRetryAt: new Date(now.getTime() + delay).toISOString(), deactivateEndpoint: false };
+    };
   }
 }

@@ -17,6 +17,7 @@ import { cdnTrafficRollupsMigration } from "./0302-cdn-traffic-rollups.ts";
 import { webhookDeliveryAttemptsMigration } from "./0400-webhook-delivery-attempts.ts";
 import { videoProcessingMigration } from "./0500-video-processing.ts";
 import { videoUploadsMigration } from "./0501-video-uploads.ts";
+import { webhookQueueIndexesMigration } from "./0601-webhook-queue-indexes.ts";
 
 /** Every migration, by name; names sort in the order they run. Append, never edit a released one. */
 export function allMigrations(dialect: DialectName): Record<string, Migration> {
@@ -38,5 +39,6 @@ export function allMigrations(dialect: DialectName): Record<string, Migration> {
     "0400-webhook-delivery-attempts": webhookDeliveryAttemptsMigration(types),
     "0500-video-processing": videoProcessingMigration(types),
     "0501-video-uploads": videoUploadsMigration(types),
+    "0601-webhook-queue-indexes": webhookQueueIndexesMigration(),
   };
 }
