@@ -17,6 +17,7 @@ import { unstorableTextErrors, validatorCompiler } from "./http/validation.ts";
 import { isUuid } from "./ids.ts";
 import { livestreamRoutes } from "./livestream/routes.ts";
 import { mediaRoutes } from "./media/routes/index.ts";
+import { registerMetrics } from "./ops/metrics-endpoint.ts";
 import { opsRoutes } from "./ops/routes.ts";
 import type { CoreDeps, Services } from "./services.ts";
 import { API_VERSION } from "./version.ts";
@@ -69,6 +70,7 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
     return payload;
   });
 
+  registerMetrics(app, deps.metrics, config);
   app.setValidatorCompiler(validatorCompiler);
   registerAuthDecorators(app);
   registerErrorHandling(app);
@@ -118,7 +120,12 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
       },
     },
   });
-  await registerRateLimit(app, config.rateLimit, redis && { client: redis, prefix: config.redisPrefix });
+  await registerRateLimit(
+    app,
+    config.rateLimit,
+    redis && { client: redis, prefix: config.redisPrefix },
+    deps.metrics.rateLimitRefused,
+  );
 
   await app.register(devModeRoutes, { deps, services });
   await app.register(opsRoutes, { store });

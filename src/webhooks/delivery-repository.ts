@@ -2,6 +2,7 @@ import { type Kysely, sql, type Transaction } from "kysely";
 import type { DialectName } from "../store/database.ts";
 import type { Database } from "../store/tables.ts";
 import { type DeliveryTarget, pendingAttempt } from "./repository.ts";
+import type { DeliveryState } from "./tables.ts";
 
 type Trx = Transaction<Database>;
 
@@ -272,6 +273,16 @@ export class DeliveryRepository {
     const id = row.id;
     await trx.insertInto("webhook_deliveries").values(row).execute();
     return { id, attempt };
+  }
+
+  /** Attempts waiting to be sent or being sent, by state, for the metrics scrape. */
+  async backlog(): Promise<{ state: DeliveryState; count: number }[]> {
+    return this.db
+      .selectFrom("webhook_deliveries")
+      .select((eb) => ["state", eb.fn.countAll<number>().as("count")])
+      .where("state", "in", ["pending", "sending"])
+      .groupBy("state")
+      .execute();
   }
 
   /** When the earliest waiting attempt is due, to wake exactly then. */
