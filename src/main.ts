@@ -51,6 +51,7 @@ async function serve(config: Config): Promise<void> {
   if (running.apiUrl)
     process.stdout.write(`Cumulo API listening on ${running.apiUrl} (docs at ${running.apiUrl}/docs)\n`);
   if (running.edgeUrl) process.stdout.write(`Cumulo CDN edge listening on ${running.edgeUrl}\n`);
+  if (running.metricsUrl) process.stdout.write(`Cumulo metrics listening on ${running.metricsUrl}/metrics\n`);
   if (config.devMode) {
     process.stdout.write(
       `Developer mode is on (docs/dev-mode.md); with an admin key of the default organization:\n${DEV_MODE_OFFERS.map((line) => `  ${line}\n`).join("")}`,

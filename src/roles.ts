@@ -137,9 +137,7 @@ export async function startCumulo(given: Config, options: StartOptions = {}): Pr
     if (metricsPort !== undefined) {
       const listener = new MetricsListener(deps, deps.metrics);
       metricsListener = listener;
-      metricsUrl = await listening("CUMULO_METRICS_PORT", config.metrics.host, metricsPort, () =>
-        listener.start(config.metrics.host, metricsPort),
-      );
+      metricsUrl = await listener.start(config.metrics.host, metricsPort);
     }
 
     if (config.roles.includes("edge") && config.edgePort !== "off") {

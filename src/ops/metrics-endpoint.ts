@@ -69,9 +69,15 @@ export class MetricsListener {
   /** Binds `CUMULO_METRICS_HOST:CUMULO_METRICS_PORT`; resolves to the listener's URL. */
   async start(host: string, port: number): Promise<string> {
     await new Promise<void>((resolve, reject) => {
-      this.#server.once("error", reject);
+      this.#server.once("error", (error) =>
+        reject(
+          new Error(
+            `cannot listen on ${host}:${port} (CUMULO_METRICS_HOST, CUMULO_METRICS_PORT): ${error.message}`,
+          ),
+        ),
+      );
       this.#server.listen(port, host, () => {
-        this.#server.off("error", reject);
+        this.#server.removeAllListeners("error");
         resolve();
       });
     });

@@ -8,6 +8,7 @@ import { Metrics } from "../../src/ops/metrics.ts";
 import { locateMediaTools, MediaTools } from "../../src/video/media-tools.ts";
 import { createDistribution, EDGE_ENV, edgeRequest, startOrigin, uniqueHost } from "../cdn/support.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { createTestStore } from "../support/store.ts";
 import { waitUntil } from "../support/wait.ts";
 import {
   createEndpoint,
@@ -283,6 +284,20 @@ describe("metrics exposure", () => {
       expect((await fetch(`${metricsUrl}/metrics`, { method: "POST", headers: bearer })).status).toBe(404);
     } finally {
       await t.close();
+    }
+  });
+
+  it("refuses to start when the metrics port is taken, naming the variables", async () => {
+    const first = await startTestApp({ CUMULO_METRICS_PORT: "0" });
+    const store = await createTestStore();
+    try {
+      const taken = new URL(first.cumulo.metricsUrl ?? "").port;
+      await expect(startTestApp({ CUMULO_METRICS_PORT: taken }, { store })).rejects.toThrow(
+        "(CUMULO_METRICS_HOST, CUMULO_METRICS_PORT)",
+      );
+    } finally {
+      await first.close();
+      await store.drop();
     }
   });
 
