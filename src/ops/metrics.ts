@@ -1,13 +1,7 @@
-import {
-  Counter,
-  type CounterConfiguration,
-  collectDefaultMetrics,
-  Gauge,
-  Histogram,
-  Registry,
-} from "prom-client";
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import type { Clock } from "../clock.ts";
 import type { Config } from "../config.ts";
+import { type HistogramSeries, observe, TalliedCounter, TalliedHistogram } from "./metric-tallies.ts";
 
 /** Seconds: from a cached API answer (sub-millisecond) to a slow request near its timeout. */
 const REQUEST_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
@@ -53,49 +47,17 @@ export interface StoreSources {
   redis: { status: string } | undefined;
 }
 
-/**
- * A counter whose hot-path increments are plain additions to tallies, handed to prom-client when
- * scraped: its `inc()` hashes the label values on every call (about 1 µs), an addition costs nothing.
- */
-class TalliedCounter<T extends string> {
-  readonly #counter: Counter<T>;
-  readonly #tallies: { child: Counter.Internal; pending: number }[] = [];
-
-  constructor(configuration: Omit<CounterConfiguration<T>, "collect">) {
-    const tallies = this.#tallies;
-    this.#counter = new Counter({
-      ...configuration,
-      collect() {
-        for (const tally of tallies) {
-          if (tally.pending === 0) continue;
-          tally.child.inc(tally.pending);
-          tally.pending = 0;
-        }
-      },
-    });
-  }
-
-  /** A tally of one label set; keep it and add to its `pending`. */
-  tally(...values: string[]): { pending: number } {
-    const tally = {
-      child: values.length === 0 ? this.#counter : this.#counter.labels(...values),
-      pending: 0,
-    };
-    this.#tallies.push(tally);
-    return tally;
-  }
-}
-
 interface RequestSeries {
   requests: { pending: number };
-  duration: Histogram.Internal<"route" | "method" | "status_class">;
+  duration: HistogramSeries;
 }
 
 const statusClass = (status: number): string => `${Math.floor(status / 100)}xx`;
 
 /**
- * This process's Prometheus metrics. Recording is an increment on a label child looked up in a
- * map, never a label object built per event; what lives in the store is read at scrape time.
+ * This process's Prometheus metrics. What happens on every request or query (API answers, edge
+ * answers, store queries) is added to tallies made once per label set (`metric-tallies.ts`), never
+ * a label object built per event; what lives in the store is read at scrape time.
  */
 export class Metrics {
   readonly registry = new Registry();
@@ -105,7 +67,7 @@ export class Metrics {
     labelNames: ["route", "method", "status"] as const,
     registers: [this.registry],
   });
-  readonly #httpDuration = new Histogram({
+  readonly #httpDuration = new TalliedHistogram({
     name: "cumulo_http_request_duration_seconds",
     help: "Time from receiving an API request to sending its answer, by route template, method and status class.",
     labelNames: ["route", "method", "status_class"] as const,
@@ -158,12 +120,12 @@ export class Metrics {
     help: "Body bytes the CDN edge wrote to viewers.",
     registers: [this.registry],
   }).tally();
-  readonly #edgeOrigin = new Histogram({
+  readonly #edgeOrigin = new TalliedHistogram({
     name: "cumulo_edge_origin_duration_seconds",
     help: "How long the CDN edge waited on an origin for one request, until its body was through.",
     buckets: REQUEST_BUCKETS,
     registers: [this.registry],
-  });
+  }).series();
   readonly #edgeCoalesced = new TalliedCounter({
     name: "cumulo_edge_coalesced_misses_total",
     help: "CDN edge misses that waited on another viewer's origin request for the same object instead of asking the origin.",
@@ -182,12 +144,12 @@ export class Metrics {
     buckets: JOB_BUCKETS,
     registers: [this.registry],
   });
-  readonly #queryDuration = new Histogram({
+  readonly #queryDuration = new TalliedHistogram({
     name: "cumulo_store_query_duration_seconds",
     help: "How long one store query took, including its wait for a connection.",
     buckets: QUERY_BUCKETS,
     registers: [this.registry],
-  });
+  }).series();
   readonly #queryErrors = new TalliedCounter({
     name: "cumulo_store_query_errors_total",
     help: "Store queries that failed (constraint violations included).",
@@ -208,7 +170,7 @@ export class Metrics {
   httpResponse = (route: string | undefined, method: string, status: number, milliseconds: number): void => {
     const series = this.#requestSeries(route ?? UNMATCHED_ROUTE, method, status);
     series.requests.pending++;
-    series.duration.observe(milliseconds / 1000);
+    observe(series.duration, milliseconds / 1000);
   };
 
   rateLimitRefused = (): void => {
@@ -235,7 +197,7 @@ export class Metrics {
     (cacheStatus === "HIT" ? this.#edgeHit : cacheStatus === "MISS" ? this.#edgeMiss : this.#edgeNone)
       .pending++;
     this.#edgeBytes.pending += sentBytes;
-    if (originMs !== undefined) this.#edgeOrigin.observe(originMs / 1000);
+    if (originMs !== undefined) observe(this.#edgeOrigin, originMs / 1000);
   };
 
   edgeCoalescedMiss = (): void => {
@@ -248,7 +210,7 @@ export class Metrics {
   };
 
   storeQuery = (milliseconds: number, failed: boolean): void => {
-    this.#queryDuration.observe(milliseconds / 1000);
+    observe(this.#queryDuration, milliseconds / 1000);
     if (failed) this.#queryErrors.pending++;
   };
 
@@ -346,9 +308,13 @@ export class Metrics {
     }
     let series = byStatus.get(status);
     if (!series) {
+      // Codes of one class share their duration series (200 and 201 are one `2xx` series).
+      const sameClass = [...byStatus].find(([code]) => statusClass(code) === statusClass(status))?.[1];
       series = {
         requests: this.#httpRequests.tally(route, method, String(status)),
-        duration: this.#httpDuration.labels(route, method, statusClass(status)),
+        duration:
+          sameClass?.duration ??
+          this.#httpDuration.series({ route, method, status_class: statusClass(status) }),
       };
       byStatus.set(status, series);
     }

@@ -313,6 +313,45 @@ describe("metrics exposure", () => {
   });
 });
 
+describe("metric series", () => {
+  it("keeps one duration series per route, method and status class", async () => {
+    const metrics = new Metrics({ processMetrics: false });
+    metrics.httpResponse("/v1/things", "POST", 201, 2);
+    metrics.httpResponse("/v1/things", "POST", 200, 4);
+    metrics.httpResponse("/v1/things", "POST", 400, 1);
+    const text = (await metrics.render()).body;
+    const samples = parseSamples(text);
+    const labels = { route: "/v1/things", method: "POST" };
+    expect(
+      value(samples, "cumulo_http_request_duration_seconds_count", { ...labels, status_class: "2xx" }),
+    ).toBe(2);
+    expect(
+      value(samples, "cumulo_http_request_duration_seconds_sum", { ...labels, status_class: "2xx" }),
+    ).toBe(0.006);
+    expect(
+      value(samples, "cumulo_http_request_duration_seconds_count", { ...labels, status_class: "4xx" }),
+    ).toBe(1);
+    expect(text.match(/cumulo_http_request_duration_seconds_count/g)?.length).toBe(2);
+    expect(value(samples, "cumulo_http_requests_total", { ...labels, status: "201" })).toBe(1);
+    expect(value(samples, "cumulo_http_requests_total", { ...labels, status: "200" })).toBe(1);
+    // Buckets are cumulative: 2 ms is under 2.5 ms, both are under 5 ms.
+    expect(
+      value(samples, "cumulo_http_request_duration_seconds_bucket", {
+        le: "0.0025",
+        ...labels,
+        status_class: "2xx",
+      }),
+    ).toBe(1);
+    expect(
+      value(samples, "cumulo_http_request_duration_seconds_bucket", {
+        le: "0.005",
+        ...labels,
+        status_class: "2xx",
+      }),
+    ).toBe(2);
+  });
+});
+
 describe("ffmpeg metrics", () => {
   it("counts runs by tool and outcome", async () => {
     const metrics = new Metrics({ processMetrics: false });
