@@ -8,6 +8,7 @@ import { Metrics } from "../../src/ops/metrics.ts";
 import { locateMediaTools, MediaTools } from "../../src/video/media-tools.ts";
 import { createDistribution, EDGE_ENV, edgeRequest, startOrigin, uniqueHost } from "../cdn/support.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { generateClip } from "../support/media.ts";
 import { createTestStore } from "../support/store.ts";
 import { waitUntil } from "../support/wait.ts";
 import {
@@ -362,18 +363,8 @@ describe("ffmpeg metrics", () => {
     });
     const directory = await mkdtemp(join(tmpdir(), "cumulo-metrics-"));
     try {
-      const clip = join(directory, "clip.mp4");
-      await tools.ffmpeg([
-        "-f",
-        "lavfi",
-        "-i",
-        "testsrc=size=64x48:rate=5",
-        "-t",
-        "1",
-        "-pix_fmt",
-        "yuv420p",
-        clip,
-      ]);
+      const clip = await generateClip(directory, { seconds: 1, width: 64, height: 48, audio: false });
+      await tools.ffmpeg(["-i", clip, "-frames:v", "1", join(directory, "frame.jpg")]);
       await tools.probe(clip);
       await expect(tools.probe(join(directory, "missing.mp4"))).rejects.toThrow();
       const samples = parseSamples((await metrics.render()).body);
