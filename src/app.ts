@@ -20,6 +20,7 @@ import { consoleRoutes } from "./identity/routes/index.ts";
 import { isUuid } from "./ids.ts";
 import { livestreamRoutes } from "./livestream/routes.ts";
 import { mediaRoutes } from "./media/routes/index.ts";
+import { registerMetrics } from "./ops/metrics-endpoint.ts";
 import { opsRoutes } from "./ops/routes.ts";
 import type { CoreDeps, Services } from "./services.ts";
 import { API_VERSION } from "./version.ts";
@@ -74,6 +75,7 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
     done(null, payload);
   });
 
+  registerMetrics(app, deps.metrics, config);
   app.setValidatorCompiler(validatorCompiler);
   registerAuthDecorators(app);
   // Console sessions travel in a cookie (docs/console.md); only the API listener reads cookies.
@@ -129,7 +131,12 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
       },
     },
   });
-  await registerRateLimit(app, config.rateLimit, redis && { client: redis, prefix: config.redisPrefix });
+  await registerRateLimit(
+    app,
+    config.rateLimit,
+    redis && { client: redis, prefix: config.redisPrefix },
+    deps.metrics.rateLimitRefused,
+  );
 
   await app.register(devModeRoutes, { deps, services });
   await app.register(opsRoutes, { store });

@@ -97,6 +97,14 @@ export interface Config {
     importTimeoutMs: number;
     importIdleTimeoutMs: number;
   };
+  /** Prometheus `/metrics` (CUMULO_METRICS_*); off unless a port or a token is set (docs/operations.md, Monitoring). */
+  metrics: {
+    /** A listener of its own for `/metrics`; when set, the API port does not serve it. */
+    port: number | undefined;
+    host: string;
+    /** Bearer token `/metrics` requires, wherever it is served. */
+    token: string | undefined;
+  };
   /** Developer mode (CUMULO_DEV_MODE): the `/_cumulo/` routes for state, time and faults (docs/dev-mode.md). */
   devMode: boolean;
   /** Developer mode's starting transitions (CUMULO_DEV_VIDEOS, CUMULO_DEV_LIBRARIES): `instant` skips the work. */
@@ -135,6 +143,7 @@ export class ConfigError extends Error {
 
 type Env = Record<string, string | undefined>;
 
+const METRICS_TOKEN = /^[\x21-\x7e]{16,256}$/;
 const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
 const BOOTSTRAP_KEY = /^[A-Za-z0-9_-]{20,200}$/;
 
@@ -145,6 +154,10 @@ function port(env: Env, name: string, fallback: number): number {
   if (!/^\d+$/.test(raw) || value > 65535)
     throw new ConfigError(name, `must be a port number 0-65535, got "${raw}"`);
   return value;
+}
+
+function optionalPort(env: Env, name: string): number | undefined {
+  return env[name] === undefined || env[name] === "" ? undefined : port(env, name, 0);
 }
 
 function bool(env: Env, name: string, fallback: boolean): boolean {
@@ -331,6 +344,11 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError("CUMULO_HEADERS_TIMEOUT_MS", "must not be longer than CUMULO_REQUEST_TIMEOUT_MS");
   }
 
+  const metricsToken = env.CUMULO_METRICS_TOKEN || undefined;
+  if (metricsToken !== undefined && !METRICS_TOKEN.test(metricsToken)) {
+    throw new ConfigError("CUMULO_METRICS_TOKEN", "must be 16-256 printable characters without spaces");
+  }
+
   const dataDirRaw = env.CUMULO_DATA_DIR || "./data";
   const dataDir = isAbsolute(dataDirRaw) ? dataDirRaw : resolve(process.cwd(), dataDirRaw);
 
@@ -394,6 +412,11 @@ export function loadConfig(env: Env = process.env): Config {
       importAllowAddresses: addressRanges(env, "CUMULO_IMPORT_ALLOW_ADDRESSES"),
       importTimeoutMs: positiveInt(env, "CUMULO_IMPORT_TIMEOUT_S", 3600) * 1000,
       importIdleTimeoutMs: positiveInt(env, "CUMULO_IMPORT_IDLE_TIMEOUT_S", 30) * 1000,
+    },
+    metrics: {
+      port: env.CUMULO_METRICS_PORT === "off" ? undefined : optionalPort(env, "CUMULO_METRICS_PORT"),
+      host: env.CUMULO_METRICS_HOST || "127.0.0.1",
+      token: metricsToken,
     },
     devMode: bool(env, "CUMULO_DEV_MODE", false),
     devTransitions: {

@@ -80,6 +80,7 @@ async function serve(config: Config, seed?: SeedBody): Promise<void> {
   if (running.apiUrl)
     process.stdout.write(`Cumulo API listening on ${running.apiUrl} (docs at ${running.apiUrl}/docs)\n`);
   if (running.edgeUrl) process.stdout.write(`Cumulo CDN edge listening on ${running.edgeUrl}\n`);
+  if (running.metricsUrl) process.stdout.write(`Cumulo metrics listening on ${running.metricsUrl}/metrics\n`);
   if (config.devMode) {
     process.stdout.write(
       `Developer mode is on (docs/dev-mode.md); with an admin key of the default organization:\n${DEV_MODE_OFFERS.map((line) => `  ${line}\n`).join("")}`,

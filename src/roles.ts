@@ -7,6 +7,8 @@ import { EdgeServer } from "./cdn/edge/server.ts";
 import { type Clock, OffsetClock, systemClock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import { JobRunner } from "./jobs/queue.ts";
+import { Metrics, metricsExposed } from "./ops/metrics.ts";
+import { MetricsListener } from "./ops/metrics-endpoint.ts";
 import { type CoreDeps, createServices, type Services } from "./services.ts";
 import { openStore, type Store } from "./store/database.ts";
 
@@ -19,6 +21,8 @@ export interface RunningCumulo {
   app: FastifyInstance | undefined;
   /** The CDN edge listener's base URL, when this process runs the edge role. */
   edgeUrl: string | undefined;
+  /** The metrics listener's base URL, when `CUMULO_METRICS_PORT` is set. */
+  metricsUrl: string | undefined;
   /** A key generated on first start (empty store, no bootstrap key); shown once. */
   generatedKey: string | undefined;
   close(): Promise<void>;
@@ -35,13 +39,18 @@ export const createLogger = (config: Config): FastifyBaseLogger =>
 /** Opens the store (migrating it) and the shared outside systems that every command needs. */
 export async function openCore(config: Config, options: StartOptions = {}): Promise<CoreDeps> {
   const logger = options.logger ?? createLogger(config);
+  const metrics = new Metrics({ processMetrics: metricsExposed(config) });
   const storeFailure = (error: unknown) =>
     new Error(
       `cannot open the store (${config.databaseUrl ? "DATABASE_URL" : "CUMULO_DATA_DIR"}): ${error instanceof Error ? error.message : String(error)}`,
     );
   let store: Store;
   try {
-    store = openStore({ dataDir: config.dataDir, databaseUrl: config.databaseUrl });
+    store = openStore({
+      dataDir: config.dataDir,
+      databaseUrl: config.databaseUrl,
+      onQuery: metrics.storeQuery,
+    });
   } catch (error) {
     throw storeFailure(error);
   }
@@ -71,6 +80,7 @@ export async function openCore(config: Config, options: StartOptions = {}): Prom
     bus,
     redis,
     logger,
+    metrics,
   };
 }
 
@@ -105,6 +115,14 @@ export async function startCumulo(given: Config, options: StartOptions = {}): Pr
   const deps = await openCore(config, options);
   const services = createServices(deps);
   const { generatedKey } = await services.identity.ensureBootstrap(config.bootstrapApiKey);
+  deps.metrics.observe({
+    clock: deps.clock,
+    jobKinds: services.jobHandlers.map((handler) => handler.kind),
+    jobs: services.jobRepository,
+    webhookBacklog: () => services.webhookDeliveries.backlog(),
+    pool: deps.store.pool,
+    redis: deps.redis,
+  });
 
   // The edge binds first: with CUMULO_EDGE_PORT=0 the playback URLs the API returns must name the
   // port it was given, so the chosen URL becomes the edge public URL of this process.
@@ -112,8 +130,17 @@ export async function startCumulo(given: Config, options: StartOptions = {}): Pr
   let edgeUrl: string | undefined;
   let app: FastifyInstance | undefined;
   let apiUrl: string | undefined;
+  let metricsListener: MetricsListener | undefined;
+  let metricsUrl: string | undefined;
   try {
     await services.blobs.ready();
+    const metricsPort = config.metrics.port;
+    if (metricsPort !== undefined) {
+      const listener = new MetricsListener(deps, deps.metrics);
+      metricsListener = listener;
+      metricsUrl = await listener.start(config.metrics.host, metricsPort);
+    }
+
     if (config.roles.includes("edge") && config.edgePort !== "off") {
       const edgePort = config.edgePort;
       const server = new EdgeServer({
@@ -142,12 +169,15 @@ export async function startCumulo(given: Config, options: StartOptions = {}): Pr
   } catch (error) {
     await app?.close().catch(() => undefined);
     await edge?.close().catch(() => undefined);
+    await metricsListener?.close().catch(() => undefined);
     await closeCore(deps).catch(() => undefined);
     throw error;
   }
 
   const runner = config.roles.includes("worker")
-    ? new JobRunner(services.jobs, services.jobRepository, services.jobHandlers, deps.clock, deps.logger)
+    ? new JobRunner(services.jobs, services.jobRepository, services.jobHandlers, deps.clock, deps.logger, {
+        onRun: deps.metrics.jobRun,
+      })
     : undefined;
   const workers = config.roles.includes("worker") ? services.workers : [];
   runner?.start();
@@ -161,12 +191,14 @@ export async function startCumulo(given: Config, options: StartOptions = {}): Pr
     apiUrl,
     app,
     edgeUrl,
+    metricsUrl,
     generatedKey,
     close() {
       closing ??= (async () => {
         await app?.close();
         await edge?.close();
         await Promise.all([runner?.stop(), ...workers.map((worker) => worker.stop())]);
+        await metricsListener?.close();
         await closeCore(deps);
       })();
       return closing;

@@ -27,6 +27,7 @@ import { PlayerRepository } from "./media/player-repository.ts";
 import { LibraryRepository } from "./media/repository.ts";
 import { VideoRepository } from "./media/video-repository.ts";
 import { Housekeeper, type PruneTask } from "./ops/housekeeping.ts";
+import type { Metrics } from "./ops/metrics.ts";
 import type { Store } from "./store/database.ts";
 import { transactor } from "./store/transactions.ts";
 import { API_VERSION } from "./version.ts";
@@ -49,6 +50,8 @@ export interface CoreDeps {
   bus: Bus;
   redis: Redis | undefined;
   logger: FastifyBaseLogger;
+  /** This process's Prometheus metrics (src/ops/metrics.ts). */
+  metrics: Metrics;
 }
 
 /** Something the worker role runs besides queued jobs (a dispatcher with its own claiming loop). */
@@ -76,6 +79,8 @@ export interface Services {
   media: MediaServices;
   webhookEndpoints: WebhookService;
   webhookDispatcher: WebhookDispatcher;
+  /** The webhook attempt queue (its backlog is a metric). */
+  webhookDeliveries: DeliveryRepository;
   cloud: CloudServices;
   /** Video processing, playback tokens and the edge's media origin. */
   video: VideoServices;
@@ -169,6 +174,7 @@ export function createServices(deps: CoreDeps): Services {
       perEndpoint: 8,
       pollMs: config.limits.webhookPollMs,
       leaseMs: 2 * config.limits.webhookTimeoutMs + 1000,
+      onAttempt: deps.metrics.webhookAttempt,
     },
   );
   const cloud = createCloudServices({
@@ -192,6 +198,7 @@ export function createServices(deps: CoreDeps): Services {
     players: playerRepository,
     processing: new VideoProcessingRepository(store.db),
     logger: deps.logger,
+    onMediaToolRun: deps.metrics.mediaToolRun,
   });
   const uploads = createUploadServices({
     repository: new UploadRepository(store.db),
@@ -221,6 +228,7 @@ export function createServices(deps: CoreDeps): Services {
     media,
     webhookEndpoints,
     webhookDispatcher,
+    webhookDeliveries,
     cloud,
     video,
     uploads,

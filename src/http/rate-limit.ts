@@ -13,6 +13,7 @@ export async function registerRateLimit(
   app: FastifyInstance,
   setting: RateLimitSetting,
   redis: { client: Redis; prefix: string } | undefined,
+  onRefused?: () => void,
 ) {
   await app.register(rateLimit, {
     global: true,
@@ -25,10 +26,12 @@ export async function registerRateLimit(
     ...(redis ? { redis: redis.client, nameSpace: `${redis.prefix}rate-limit:` } : {}),
     keyGenerator: (request) =>
       request.auth ? `${request.auth.organizationId}:${credentialOf(request.auth)}` : `ip:${request.ip}`,
-    errorResponseBuilder: (_request, context) =>
-      new ApiError(429, "Too many requests", {
+    errorResponseBuilder: (_request, context) => {
+      onRefused?.();
+      return new ApiError(429, "Too many requests", {
         error: "rate_limited",
         headers: { "retry-after": String(Math.ceil(context.ttl / 1000)) },
-      }),
+      });
+    },
   });
 }

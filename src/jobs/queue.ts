@@ -70,6 +70,8 @@ export interface JobRunnerOptions {
   concurrency: number;
   /** Fallback poll, for jobs enqueued by other processes and retries coming due. */
   pollMs: number;
+  /** Told how each attempt ended and how long it ran (metrics). */
+  onRun?: (kind: string, outcome: "succeeded" | "retried" | "failed", seconds: number) => void;
 }
 
 const DEFAULT_LEASE_MS = 60_000;
@@ -85,6 +87,7 @@ export class JobRunner {
   #ticking = false;
   #tickAgain = false;
   #claiming: Promise<void> | undefined;
+  private readonly options: JobRunnerOptions;
 
   constructor(
     private readonly queue: JobQueue,
@@ -92,8 +95,9 @@ export class JobRunner {
     handlers: JobHandler[],
     private readonly clock: Clock,
     private readonly logger: FastifyBaseLogger,
-    private readonly options: JobRunnerOptions = { concurrency: 4, pollMs: 1000 },
+    options: Partial<JobRunnerOptions> = {},
   ) {
+    this.options = { concurrency: 4, pollMs: 1000, ...options };
     this.#handlers = new Map(handlers.map((handler) => [handler.kind, handler]));
   }
 
@@ -179,12 +183,17 @@ export class JobRunner {
       heartbeat: () =>
         this.repository.extendLease(job.id, new Date(this.clock.now().getTime() + leaseMs).toISOString()),
     };
+    const started = performance.now();
+    const ran = (outcome: "succeeded" | "retried" | "failed") =>
+      this.options.onRun?.(job.kind, outcome, (performance.now() - started) / 1000);
     try {
       await handler.handle(JSON.parse(job.payload), context);
       await this.repository.complete(job.id, nowIso(this.clock));
+      ran("succeeded");
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       this.logger.warn({ err: error, jobId: job.id, kind: job.kind, attempt: job.attempts }, "job failed");
+      ran(job.attempts >= job.max_attempts ? "failed" : "retried");
       if (job.attempts >= job.max_attempts) {
         await this.repository.fail(job.id, message, nowIso(this.clock));
         await handler.onGiveUp?.(JSON.parse(job.payload), message);

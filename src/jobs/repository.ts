@@ -2,6 +2,7 @@ import type { Kysely } from "kysely";
 import type { DialectName } from "../store/database.ts";
 import type { Database } from "../store/tables.ts";
 import type { Executor } from "../store/transactions.ts";
+import type { JobStatus } from "./tables.ts";
 
 export interface NewJob {
   id: string;
@@ -114,6 +115,26 @@ export class JobRepository {
       removed += deleted;
       if (deleted < batchSize) return removed;
     }
+  }
+
+  /**
+   * Jobs not done, by kind and status, with the earliest `run_at` of each group: one grouped scan of
+   * the (status, run_at) index, for the metrics scrape.
+   */
+  async unfinishedByKind(): Promise<
+    { kind: string; status: JobStatus; count: number; earliest_run_at: string | null }[]
+  > {
+    return this.db
+      .selectFrom("jobs")
+      .select((eb) => [
+        "kind",
+        "status",
+        eb.fn.countAll<number>().as("count"),
+        eb.fn.min("run_at").as("earliest_run_at"),
+      ])
+      .where("status", "in", ["pending", "running", "failed"])
+      .groupBy(["kind", "status"])
+      .execute();
   }
 
   async extendLease(id: string, leaseUntil: string): Promise<void> {

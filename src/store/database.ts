@@ -3,6 +3,7 @@ import { join } from "node:path";
 import SqliteDatabase from "better-sqlite3";
 import {
   Kysely,
+  type KyselyConfig,
   type KyselyPlugin,
   Migrator,
   OperationNodeTransformer,
@@ -34,6 +35,8 @@ export interface Store {
    * CLI) commits to the database; this process's own commits leave it alone. Read synchronously.
    */
   externalChanges?: () => number;
+  /** PostgreSQL's connection pool, for its metrics; SQLite has one connection and no pool. */
+  pool?: { totalCount: number; idleCount: number; waitingCount: number };
   migrate(): Promise<void>;
   ping(): Promise<boolean>;
   close(): Promise<void>;
@@ -42,7 +45,13 @@ export interface Store {
 export interface StoreOptions {
   dataDir: string;
   databaseUrl: string | undefined;
+  /** Told each query's duration and whether it failed (metrics). */
+  onQuery?: (milliseconds: number, failed: boolean) => void;
 }
+
+/** Kysely's query log as a timing hook: Kysely measures each query only when a log is set. */
+const queryLog = (onQuery: StoreOptions["onQuery"]): Pick<KyselyConfig, "log"> =>
+  onQuery ? { log: (event) => onQuery(event.queryDurationMillis, event.level === "error") } : {};
 
 const toSqliteValue = (value: unknown): unknown => (typeof value === "boolean" ? (value ? 1 : 0) : value);
 
@@ -135,7 +144,10 @@ function withStatementCache(file: SqliteDatabase.Database): SqliteDialectDatabas
   };
 }
 
-function openSqlite(dataDir: string): { db: Kysely<Database>; externalChanges: () => number } {
+function openSqlite(
+  dataDir: string,
+  onQuery: StoreOptions["onQuery"],
+): { db: Kysely<Database>; externalChanges: () => number } {
   mkdirSync(dataDir, { recursive: true });
   const file = new SqliteDatabase(join(dataDir, "cumulo.sqlite"));
   file.pragma("journal_mode = WAL");
@@ -144,26 +156,33 @@ function openSqlite(dataDir: string): { db: Kysely<Database>; externalChanges: (
   file.pragma("synchronous = NORMAL");
   // `data_version` moves only on other connections' commits: a microsecond read, no query building.
   const dataVersion = file.prepare("PRAGMA data_version").pluck();
-  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(file) }) });
+  const db = new Kysely<Database>({
+    dialect: new SqliteDialect({ database: withStatementCache(file) }),
+    ...queryLog(onQuery),
+  });
   return { db, externalChanges: () => dataVersion.get() as number };
 }
 
-function openPostgres(databaseUrl: string): Kysely<Database> {
+function openPostgres(
+  databaseUrl: string,
+  onQuery: StoreOptions["onQuery"],
+): { db: Kysely<Database>; pool: pg.Pool } {
   const pool = new pg.Pool({ connectionString: databaseUrl, max: 10, types: pgTypes });
   // An idle client losing its connection must not crash the process; the pool replaces it.
   pool.on("error", () => {});
-  return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  return { db: new Kysely<Database>({ dialect: new PostgresDialect({ pool }), ...queryLog(onQuery) }), pool };
 }
 
 export function openStore(options: StoreOptions): Store {
   const dialect: DialectName = options.databaseUrl ? "postgres" : "sqlite";
-  const { db, externalChanges } = options.databaseUrl
-    ? { db: openPostgres(options.databaseUrl), externalChanges: undefined }
-    : openSqlite(options.dataDir);
+  const { db, externalChanges, pool } = options.databaseUrl
+    ? { ...openPostgres(options.databaseUrl, options.onQuery), externalChanges: undefined }
+    : { ...openSqlite(options.dataDir, options.onQuery), pool: undefined };
   return {
     db,
     dialect,
     externalChanges,
+    pool,
     async migrate() {
       const migrator = new Migrator({
         db: dialect === "sqlite" ? db.withPlugin(new SqliteBooleanPlugin()) : db,

@@ -3,7 +3,7 @@ import type { PlayerRepository } from "../media/player-repository.ts";
 import type { LibraryRepository } from "../media/repository.ts";
 import { PlaybackAccess } from "./access.ts";
 import { VideoMediaOrigin } from "./media-origin.ts";
-import { locateMediaTools, MediaTools } from "./media-tools.ts";
+import { locateMediaTools, type MediaToolOptions, MediaTools } from "./media-tools.ts";
 import { type PipelineDeps, VideoPipeline } from "./pipeline.ts";
 import { PlaybackTokens } from "./tokens.ts";
 import { Transcoder } from "./transcoder.ts";
@@ -20,6 +20,7 @@ export interface VideoServices {
 export interface VideoDeps extends Omit<PipelineDeps, "transcoder"> {
   libraries: LibraryRepository;
   players: PlayerRepository;
+  onMediaToolRun?: MediaToolOptions["onRun"];
 }
 
 /** The video domain: processing pipeline, playback tokens and the edge's media origin. */
@@ -30,6 +31,7 @@ export function createVideoServices(deps: VideoDeps): VideoServices {
     tools ??= new MediaTools(locateMediaTools(), {
       concurrency: deps.config.video.ffmpegConcurrency,
       timeoutMs: deps.config.video.ffmpegTimeoutMs,
+      onRun: deps.onMediaToolRun,
     });
     return tools;
   };

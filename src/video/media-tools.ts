@@ -72,6 +72,17 @@ interface ProbeJson {
 
 const STDERR_KEPT = 16 * 1024;
 
+export interface MediaToolOptions {
+  concurrency: number;
+  timeoutMs: number;
+  /** Told how each run ended and how long it took (metrics). */
+  onRun?: (
+    tool: "ffmpeg" | "ffprobe",
+    outcome: "succeeded" | "failed" | "timed_out",
+    seconds: number,
+  ) => void;
+}
+
 /**
  * Runs ffmpeg and ffprobe as child processes, never more than `concurrency` at once and each for at
  * most `timeoutMs`, so processing can never starve or block the API.
@@ -81,22 +92,27 @@ export class MediaTools {
 
   constructor(
     readonly paths: MediaToolPaths,
-    private readonly options: { concurrency: number; timeoutMs: number },
+    private readonly options: MediaToolOptions,
   ) {
     this.#limit = pLimit(options.concurrency);
   }
 
   ffmpeg(args: string[]): Promise<void> {
     return this.#limit(() =>
-      this.#spawn(this.paths.ffmpeg, ["-hide_banner", "-nostdin", "-loglevel", "error", "-y", ...args]).then(
-        () => {},
-      ),
+      this.#spawn("ffmpeg", this.paths.ffmpeg, [
+        "-hide_banner",
+        "-nostdin",
+        "-loglevel",
+        "error",
+        "-y",
+        ...args,
+      ]).then(() => {}),
     );
   }
 
   probe(file: string): Promise<ProbeResult> {
     return this.#limit(async () => {
-      const output = await this.#spawn(this.paths.ffprobe, [
+      const output = await this.#spawn("ffprobe", this.paths.ffprobe, [
         "-v",
         "error",
         "-print_format",
@@ -128,7 +144,14 @@ export class MediaTools {
     });
   }
 
-  #spawn(command: string, args: string[]): Promise<string> {
+  #spawn(label: "ffmpeg" | "ffprobe", command: string, args: string[]): Promise<string> {
+    const started = performance.now();
+    let counted = false;
+    // A process that cannot start may report both "error" and "close": it is one run.
+    const ran = (outcome: "succeeded" | "failed" | "timed_out") => {
+      if (!counted) this.options.onRun?.(label, outcome, (performance.now() - started) / 1000);
+      counted = true;
+    };
     return new Promise((resolve, reject) => {
       const child = spawn(command, args, { stdio: ["ignore", "pipe", "pipe"] });
       let stdout = "";
@@ -146,10 +169,12 @@ export class MediaTools {
       });
       child.on("error", (error) => {
         clearTimeout(timer);
+        ran("failed");
         reject(new MediaToolError(`could not run ${command}: ${error.message}`));
       });
       child.on("close", (code, signal) => {
         clearTimeout(timer);
+        ran(timedOut ? "timed_out" : code === 0 ? "succeeded" : "failed");
         const tool = basename(command);
         if (timedOut)
           return reject(new MediaToolError(`${tool} timed out after ${this.options.timeoutMs} ms`));

@@ -341,6 +341,16 @@ export class DeliveryRepository {
     return { id, attempt };
   }
 
+  /** Attempts waiting to be sent or being sent, by state, for the metrics scrape. */
+  async backlog(): Promise<{ state: DeliveryState; count: number }[]> {
+    return this.db
+      .selectFrom("webhook_deliveries")
+      .select((eb) => ["state", eb.fn.countAll<number>().as("count")])
+      .where("state", "in", ["pending", "sending"])
+      .groupBy("state")
+      .execute();
+  }
+
   /** When the earliest waiting attempt is due, to wake exactly then. */
   async nextDue(): Promise<string | undefined> {
     const row = await this.db

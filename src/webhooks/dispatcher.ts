@@ -26,6 +26,8 @@ export interface DispatcherOptions {
   /** How long a claim is ours; longer than an attempt can take (the send timeout). */
   leaseMs: number;
   random?: () => number;
+  /** Told each attempt's receiver status (0: no answer), success and duration (metrics). */
+  onAttempt?: (status: number, success: boolean, milliseconds: number) => void;
 }
 
 /** Bus channel on which a notification anywhere wakes every node's dispatcher. */
@@ -296,6 +298,7 @@ export class WebhookDispatcher implements BackgroundWorker {
         },
         at,
       ));
+    this.options.onAttempt?.(outcome.status, outcome.success, outcome.durationMs);
     const policy = readJson<RetryPolicy>(delivery.retry_policy);
     const result = await this.#record({
       delivery,

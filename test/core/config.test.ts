@@ -45,6 +45,8 @@ describe("configuration", () => {
       CUMULO_LOG_LEVEL: "loud",
       CUMULO_MEDIA_DOMAIN: "bad domain",
       CUMULO_REDIS_PREFIX: "two words",
+      CUMULO_METRICS_PORT: "metrics",
+      CUMULO_METRICS_TOKEN: "short",
     };
     for (const [name, value] of Object.entries(cases)) {
       expect(() => loadConfig({ [name]: value }), name).toThrow(ConfigError);
@@ -61,5 +63,19 @@ describe("configuration", () => {
     expect(config.port).toBe(0);
     expect(config.edgePort).toBe("off");
     expect(config.bootstrapApiKey).toBe("abc_DEF-0123456789xyz");
+  });
+
+  it("keeps /metrics off by default; a port, a host and a token turn it on", () => {
+    expect(loadConfig({}).metrics).toEqual({ port: undefined, host: "127.0.0.1", token: undefined });
+    expect(loadConfig({ CUMULO_METRICS_PORT: "off" }).metrics.port).toBeUndefined();
+    const config = loadConfig({
+      CUMULO_METRICS_PORT: "9464",
+      CUMULO_METRICS_HOST: "0.0.0.0",
+      CUMULO_METRICS_TOKEN: "scrape-token-0123456789",
+    });
+    expect(config.metrics).toEqual({ port: 9464, host: "0.0.0.0", token: "scrape-token-0123456789" });
+    expect(() => loadConfig({ CUMULO_METRICS_TOKEN: "has a space in it 0123" })).toThrow(
+      "CUMULO_METRICS_TOKEN",
+    );
   });
 });

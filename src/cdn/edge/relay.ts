@@ -10,6 +10,8 @@ export interface Exchange {
   sent: number;
   upstream: number;
   originMs: number | undefined;
+  /** The answer's `X-Cache` (metrics); unset for errors. */
+  cacheStatus?: "HIT" | "MISS";
 }
 
 /** An origin answer the edge does not keep: streamed through to one viewer. */

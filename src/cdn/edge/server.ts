@@ -7,6 +7,7 @@ import type { Clock } from "../../clock.ts";
 import type { Config } from "../../config.ts";
 import { createBoundedServer, stopAccepting } from "../../http/listener.ts";
 import { requestId } from "../../http/request-id.ts";
+import type { Metrics } from "../../ops/metrics.ts";
 import type { TrafficRecorder } from "../analytics.ts";
 import { type CdnService, DISTRIBUTION_CHANNEL, type DistributionChange } from "../service.ts";
 import type { DistributionRow } from "../tables.ts";
@@ -53,6 +54,7 @@ export interface EdgeDeps {
   clock: Clock;
   cdn: CdnService;
   traffic: TrafficRecorder;
+  metrics: Metrics;
   /** Serves `media://` (library) distributions; without it the edge answers 404 for them. */
   mediaOrigin?: MediaOrigin;
 }
@@ -176,7 +178,12 @@ export class EdgeServer {
         const cached = this.cache.get(distribution.id, pathAndQuery, request.headers);
         if (!(cached instanceof Promise) && cached && this.#policy.satisfies(cached, request, resolved)) {
           const sent = sendCachedObject(request, response, cached, "HIT", this.#policy.age(cached), id);
-          this.#count(distribution, response.statusCode, { sent, upstream: 0, originMs: undefined });
+          this.#count(distribution, response.statusCode, {
+            sent,
+            upstream: 0,
+            originMs: undefined,
+            cacheStatus: "HIT",
+          });
           return undefined;
         }
         return this.#answer(request, response, id, resolved, { cached });
@@ -186,6 +193,7 @@ export class EdgeServer {
   }
 
   #count(distribution: DistributionRow, status: number, exchange: Exchange): void {
+    this.deps.metrics.edgeResponse(exchange.cacheStatus, exchange.sent, exchange.originMs);
     this.deps.traffic.record({
       distributionId: distribution.id,
       organizationId: distribution.organization_id,
@@ -206,7 +214,7 @@ export class EdgeServer {
   ): Promise<void> {
     response.setHeader("x-request-id", id);
     if (!resolved) {
-      sendError(response, 404);
+      this.deps.metrics.edgeResponse(undefined, sendError(response, 404), undefined);
       return;
     }
     const { distribution, pathAndQuery } = resolved;
@@ -228,6 +236,7 @@ export class EdgeServer {
       return;
     }
     if (mediaLibrary && this.deps.mediaOrigin) {
+      exchange.cacheStatus = "MISS";
       exchange.sent = await this.deps.mediaOrigin.serve(request, response, mediaLibrary, pathAndQuery);
       return;
     }
@@ -248,6 +257,7 @@ export class EdgeServer {
       await this.#misses.lead(key, (share) => this.#fetch(miss, response, stale, share));
       return;
     }
+    this.deps.metrics.edgeCoalescedMiss();
     const result = await pending;
     if (result.kind === "object" && this.#policy.satisfies(result.object, request, resolved)) {
       exchange.sent = this.#sendObject(miss, response, result.object, "MISS");
@@ -277,17 +287,19 @@ export class EdgeServer {
         return;
       case "pass":
         share({ kind: "pass" });
+        miss.exchange.cacheStatus = "MISS";
         await relay(miss.request, response, fetched.answer, miss.exchange, this.deps.logger);
         return;
     }
   }
 
   #sendObject(
-    { request }: Miss,
+    { request, exchange }: Miss,
     response: ServerResponse,
     object: CachedObject,
     cacheStatus: "HIT" | "MISS",
   ): number {
+    exchange.cacheStatus = cacheStatus;
     return sendCachedObject(request, response, object, cacheStatus, this.#policy.age(object));
   }
 }

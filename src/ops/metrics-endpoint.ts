@@ -1,0 +1,124 @@
+import { createHash, timingSafeEqual } from "node:crypto";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { FastifyBaseLogger, FastifyInstance } from "fastify";
+import type { Config } from "../config.ts";
+import { createBoundedServer } from "../http/listener.ts";
+import type { Metrics } from "./metrics.ts";
+
+const digest = (text: string) => createHash("sha256").update(text).digest();
+
+/** Whether an `Authorization` header carries the token; compared in constant time. */
+export function bearerMatches(header: string | undefined, token: string): boolean {
+  const given = /^Bearer (\S+)$/i.exec(header ?? "")?.[1];
+  return given !== undefined && timingSafeEqual(digest(given), digest(token));
+}
+
+const UNAUTHORIZED = JSON.stringify({ error: "unauthorized", message: "A valid metrics token is required" });
+const NOT_FOUND = JSON.stringify({ error: "not_found", message: "Resource not found" });
+
+/**
+ * Counts every API answer, and serves `/metrics` on the API port when a token is set and no
+ * listener of its own is (otherwise that path stays an unknown one: 404).
+ */
+export function registerMetrics(app: FastifyInstance, metrics: Metrics, config: Config): void {
+  app.addHook("onResponse", (request, reply, done) => {
+    metrics.httpResponse(request.routeOptions.url, request.method, reply.statusCode, reply.elapsedTime);
+    done();
+  });
+  const { token, port } = config.metrics;
+  if (token === undefined || port !== undefined) return;
+  app.get(
+    "/metrics",
+    {
+      // For operators, not API customers: left out of the API document.
+      schema: { hide: true, operationId: "getMetrics", tags: ["operations"], summary: "Prometheus metrics" },
+      config: { rateLimit: false },
+    },
+    async (request, reply) => {
+      if (!bearerMatches(request.headers.authorization, token)) {
+        return reply
+          .code(401)
+          .header("www-authenticate", "Bearer")
+          .type("application/json; charset=utf-8")
+          .send(UNAUTHORIZED);
+      }
+      const { contentType, body } = await metrics.render();
+      return reply.header("cache-control", "no-store").type(contentType).send(body);
+    },
+  );
+}
+
+/** The listener of `CUMULO_METRICS_PORT`: `GET /metrics` only, with the token when one is set. */
+export class MetricsListener {
+  readonly #server;
+
+  constructor(
+    private readonly deps: { config: Config; logger: FastifyBaseLogger },
+    private readonly metrics: Metrics,
+  ) {
+    this.#server = createBoundedServer(deps, (request, response) => {
+      this.#answer(request, response).catch((error: unknown) => {
+        deps.logger.error({ err: error }, "metrics scrape failed");
+        if (!response.headersSent) send(response, 500, "application/json; charset=utf-8", "{}");
+        else response.destroy();
+      });
+    });
+  }
+
+  /** Binds `CUMULO_METRICS_HOST:CUMULO_METRICS_PORT`; resolves to the listener's URL. */
+  async start(host: string, port: number): Promise<string> {
+    await new Promise<void>((resolve, reject) => {
+      this.#server.once("error", (error) =>
+        reject(
+          new Error(
+            `cannot listen on ${host}:${port} (CUMULO_METRICS_HOST, CUMULO_METRICS_PORT): ${error.message}`,
+          ),
+        ),
+      );
+      this.#server.listen(port, host, () => {
+        this.#server.removeAllListeners("error");
+        resolve();
+      });
+    });
+    const address = this.#server.address() as AddressInfo;
+    return `http://${host.includes(":") ? `[${host}]` : host}:${address.port}`;
+  }
+
+  async close(): Promise<void> {
+    const closed = new Promise<void>((resolve) => this.#server.close(() => resolve()));
+    this.#server.closeAllConnections();
+    await closed;
+  }
+
+  async #answer(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    const path = (request.url ?? "/").split("?")[0];
+    if (path !== "/metrics" || (request.method !== "GET" && request.method !== "HEAD")) {
+      send(response, 404, "application/json; charset=utf-8", NOT_FOUND);
+      return;
+    }
+    const { token } = this.deps.config.metrics;
+    if (token !== undefined && !bearerMatches(request.headers.authorization, token)) {
+      response.setHeader("www-authenticate", "Bearer");
+      send(response, 401, "application/json; charset=utf-8", UNAUTHORIZED);
+      return;
+    }
+    const { contentType, body } = await this.metrics.render();
+    send(response, 200, contentType, request.method === "HEAD" ? "" : body, Buffer.byteLength(body));
+  }
+}
+
+function send(
+  response: ServerResponse,
+  status: number,
+  contentType: string,
+  body: string,
+  length = Buffer.byteLength(body),
+): void {
+  response.writeHead(status, {
+    "content-type": contentType,
+    "content-length": length,
+    "cache-control": "no-store",
+  });
+  response.end(body);
+}

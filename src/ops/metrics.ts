@@ -1,0 +1,365 @@
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import type { Clock } from "../clock.ts";
+import type { Config } from "../config.ts";
+import { type HistogramSeries, observe, TalliedCounter, TalliedHistogram } from "./metric-tallies.ts";
+
+/** Seconds: from a cached API answer (sub-millisecond) to a slow request near its timeout. */
+const REQUEST_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+/** Seconds: one store query, from a prepared SQLite read to a PostgreSQL round trip under load. */
+const QUERY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
+/** Seconds: background work, from a quick provisioning job to a long transcode. */
+const JOB_BUCKETS = [0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600];
+
+const LINT_FAILING_DEFAULTS = [
+  "nodejs_active_handles_total",
+  "nodejs_active_requests_total",
+  "nodejs_active_resources_total",
+];
+
+/** How long a scrape reuses what it read from the store, so frequent scrapes cannot load it. */
+export const STORE_SNAPSHOT_TTL_MS = 5000;
+
+/** Route label of a request no route matched (404s of unknown paths), so URLs never become labels. */
+const UNMATCHED_ROUTE = "unmatched";
+
+export type JobRunOutcome = "succeeded" | "retried" | "failed";
+export type WebhookAttemptOutcome = "delivered" | "refused" | "unanswered";
+export type MediaToolOutcome = "succeeded" | "failed" | "timed_out";
+
+/** Whether this process serves `/metrics` at all (a listener of its own or a token on the API port). */
+export const metricsExposed = (config: Config): boolean =>
+  config.metrics.port !== undefined || config.metrics.token !== undefined;
+
+/** What the scrape reads from the store and the connections, wired once the services exist. */
+export interface StoreSources {
+  clock: Clock;
+  /** Kinds of job this deployment runs: each is reported, with 0 when it has no such job. */
+  jobKinds: readonly string[];
+  jobs: {
+    unfinishedByKind(): Promise<
+      { kind: string; status: string; count: number; earliest_run_at: string | null }[]
+    >;
+  };
+  webhookBacklog(): Promise<{ state: string; count: number }[]>;
+  /** PostgreSQL's pool; absent on SQLite (one connection, no pool). */
+  pool: { totalCount: number; idleCount: number; waitingCount: number } | undefined;
+  /** ioredis' connection state; absent without Redis. */
+  redis: { status: string } | undefined;
+}
+
+interface RequestSeries {
+  requests: { pending: number };
+  duration: HistogramSeries;
+}
+
+const statusClass = (status: number): string => `${Math.floor(status / 100)}xx`;
+
+/**
+ * This process's Prometheus metrics. What happens on every request or query (API answers, edge
+ * answers, store queries) is added to tallies made once per label set (`metric-tallies.ts`), never
+ * a label object built per event; what lives in the store is read at scrape time.
+ */
+export class Metrics {
+  readonly registry = new Registry();
+  readonly #httpRequests = new TalliedCounter({
+    name: "cumulo_http_requests_total",
+    help: "API requests answered, by route template, method and status code.",
+    labelNames: ["route", "method", "status"] as const,
+    registers: [this.registry],
+  });
+  readonly #httpDuration = new TalliedHistogram({
+    name: "cumulo_http_request_duration_seconds",
+    help: "Time from receiving an API request to sending its answer, by route template, method and status class.",
+    labelNames: ["route", "method", "status_class"] as const,
+    buckets: REQUEST_BUCKETS,
+    registers: [this.registry],
+  });
+  /** route -> method -> status -> series. */
+  readonly #httpSeries = new Map<string, Map<string, Map<number, RequestSeries>>>();
+  readonly #rateLimited = new TalliedCounter({
+    name: "cumulo_rate_limit_refusals_total",
+    help: "API requests refused with 429 because their key (or address) spent its request budget.",
+    registers: [this.registry],
+  }).tally();
+  readonly #jobRuns = new Counter({
+    name: "cumulo_job_runs_total",
+    help: "Job attempts finished by this process's runner, by kind and outcome (retried: will run again).",
+    labelNames: ["kind", "outcome"] as const,
+    registers: [this.registry],
+  });
+  readonly #jobDuration = new Histogram({
+    name: "cumulo_job_run_duration_seconds",
+    help: "How long one job attempt ran in this process, by kind.",
+    labelNames: ["kind"] as const,
+    buckets: JOB_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly #webhookAttempts = new Counter({
+    name: "cumulo_webhook_attempts_total",
+    help: "Webhook delivery attempts sent by this process, by outcome: delivered (2xx), refused (other status), unanswered (no HTTP answer).",
+    labelNames: ["outcome"] as const,
+    registers: [this.registry],
+  });
+  readonly #webhookDuration = new Histogram({
+    name: "cumulo_webhook_attempt_duration_seconds",
+    help: "How long one webhook delivery attempt took, until the receiver's answer or the failure.",
+    buckets: REQUEST_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly #edgeRequests = new TalliedCounter({
+    name: "cumulo_edge_requests_total",
+    help: "CDN edge answers, by cache status: hit (from the edge cache), miss (from the origin), none (errors, unknown hosts).",
+    labelNames: ["cache"] as const,
+    registers: [this.registry],
+  });
+  readonly #edgeHit = this.#edgeRequests.tally("hit");
+  readonly #edgeMiss = this.#edgeRequests.tally("miss");
+  readonly #edgeNone = this.#edgeRequests.tally("none");
+  readonly #edgeBytes = new TalliedCounter({
+    name: "cumulo_edge_sent_bytes_total",
+    help: "Body bytes the CDN edge wrote to viewers.",
+    registers: [this.registry],
+  }).tally();
+  readonly #edgeOrigin = new TalliedHistogram({
+    name: "cumulo_edge_origin_duration_seconds",
+    help: "How long the CDN edge waited on an origin for one request, until its body was through.",
+    buckets: REQUEST_BUCKETS,
+    registers: [this.registry],
+  }).series();
+  readonly #edgeCoalesced = new TalliedCounter({
+    name: "cumulo_edge_coalesced_misses_total",
+    help: "CDN edge misses that waited on another viewer's origin request for the same object instead of asking the origin.",
+    registers: [this.registry],
+  }).tally();
+  readonly #toolRuns = new Counter({
+    name: "cumulo_ffmpeg_runs_total",
+    help: "ffmpeg and ffprobe runs finished, by tool and outcome.",
+    labelNames: ["tool", "outcome"] as const,
+    registers: [this.registry],
+  });
+  readonly #toolDuration = new Histogram({
+    name: "cumulo_ffmpeg_run_duration_seconds",
+    help: "How long one ffmpeg or ffprobe run took, by tool.",
+    labelNames: ["tool"] as const,
+    buckets: JOB_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly #queryDuration = new TalliedHistogram({
+    name: "cumulo_store_query_duration_seconds",
+    help: "How long one store query took, including its wait for a connection.",
+    buckets: QUERY_BUCKETS,
+    registers: [this.registry],
+  }).series();
+  readonly #queryErrors = new TalliedCounter({
+    name: "cumulo_store_query_errors_total",
+    help: "Store queries that failed (constraint violations included).",
+    registers: [this.registry],
+  }).tally();
+  #snapshot: { at: number; reading: Promise<StoreSnapshot> } | undefined;
+
+  /** @param processMetrics also export Node's process metrics (CPU, memory, event loop, GC). */
+  constructor(options: { processMetrics: boolean }) {
+    if (options.processMetrics) {
+      collectDefaultMetrics({ register: this.registry });
+      // Gauges named like counters (Prometheus' lint refuses them); the same figures stay exported
+      // by type as nodejs_active_handles, nodejs_active_requests and nodejs_active_resources.
+      for (const name of LINT_FAILING_DEFAULTS) this.registry.removeSingleMetric(name);
+    }
+  }
+
+  httpResponse = (route: string | undefined, method: string, status: number, milliseconds: number): void => {
+    const series = this.#requestSeries(route ?? UNMATCHED_ROUTE, method, status);
+    series.requests.pending++;
+    observe(series.duration, milliseconds / 1000);
+  };
+
+  rateLimitRefused = (): void => {
+    this.#rateLimited.pending++;
+  };
+
+  jobRun = (kind: string, outcome: JobRunOutcome, seconds: number): void => {
+    this.#jobRuns.labels(kind, outcome).inc();
+    this.#jobDuration.labels(kind).observe(seconds);
+  };
+
+  webhookAttempt = (status: number, success: boolean, milliseconds: number): void => {
+    const outcome: WebhookAttemptOutcome = success ? "delivered" : status === 0 ? "unanswered" : "refused";
+    this.#webhookAttempts.labels(outcome).inc();
+    this.#webhookDuration.observe(milliseconds / 1000);
+  };
+
+  /** One edge answer; `cacheStatus` is its `X-Cache`, `originMs` set when it waited on the origin. */
+  edgeResponse = (
+    cacheStatus: "HIT" | "MISS" | undefined,
+    sentBytes: number,
+    originMs: number | undefined,
+  ): void => {
+    (cacheStatus === "HIT" ? this.#edgeHit : cacheStatus === "MISS" ? this.#edgeMiss : this.#edgeNone)
+      .pending++;
+    this.#edgeBytes.pending += sentBytes;
+    if (originMs !== undefined) observe(this.#edgeOrigin, originMs / 1000);
+  };
+
+  edgeCoalescedMiss = (): void => {
+    this.#edgeCoalesced.pending++;
+  };
+
+  mediaToolRun = (tool: "ffmpeg" | "ffprobe", outcome: MediaToolOutcome, seconds: number): void => {
+    this.#toolRuns.labels(tool, outcome).inc();
+    this.#toolDuration.labels(tool).observe(seconds);
+  };
+
+  storeQuery = (milliseconds: number, failed: boolean): void => {
+    observe(this.#queryDuration, milliseconds / 1000);
+    if (failed) this.#queryErrors.pending++;
+  };
+
+  /**
+   * Gauges read at scrape time: jobs and webhook backlog from the store (one grouped query each,
+   * reused for `STORE_SNAPSHOT_TTL_MS`), the PostgreSQL pool and the Redis connection.
+   */
+  observe(sources: StoreSources): void {
+    const snapshot = () => this.#storeSnapshot(sources);
+    const registers = [this.registry];
+    new Gauge({
+      name: "cumulo_jobs",
+      help: "Jobs in the store by kind and state: queued (waiting, retries scheduled for later included), running, failed (gave up; kept until deleted).",
+      labelNames: ["kind", "state"] as const,
+      registers,
+      async collect() {
+        const { jobs } = await snapshot();
+        this.reset();
+        for (const kind of sources.jobKinds) {
+          for (const state of Object.values(JOB_STATES)) this.labels(kind, state).set(0);
+        }
+        for (const row of jobs) this.labels(row.kind, row.state).set(row.count);
+      },
+    });
+    new Gauge({
+      name: "cumulo_jobs_oldest_queued_age_seconds",
+      help: "How long the oldest queued job of each kind has been due without being claimed (0 when none is due).",
+      labelNames: ["kind"] as const,
+      registers,
+      async collect() {
+        const { oldestQueuedAge } = await snapshot();
+        this.reset();
+        for (const kind of sources.jobKinds) this.labels(kind).set(0);
+        for (const [kind, age] of oldestQueuedAge) this.labels(kind).set(age);
+      },
+    });
+    new Gauge({
+      name: "cumulo_webhook_backlog",
+      help: "Webhook delivery attempts not finished, by state: pending (waiting to be sent or retried) or sending (claimed by a worker).",
+      labelNames: ["state"] as const,
+      registers,
+      async collect() {
+        const backlog = (await snapshot()).webhookBacklog;
+        for (const state of ["pending", "sending"]) this.labels(state).set(backlog.get(state) ?? 0);
+      },
+    });
+    const { pool, redis } = sources;
+    if (pool) {
+      new Gauge({
+        name: "cumulo_store_pool_connections",
+        help: "PostgreSQL connections of this process's pool, by state: busy (running a query or transaction) or idle.",
+        labelNames: ["state"] as const,
+        registers,
+        collect() {
+          this.labels("busy").set(pool.totalCount - pool.idleCount);
+          this.labels("idle").set(pool.idleCount);
+        },
+      });
+      new Gauge({
+        name: "cumulo_store_pool_waiting_requests",
+        help: "Queries of this process waiting for a free PostgreSQL connection.",
+        registers,
+        collect() {
+          this.set(pool.waitingCount);
+        },
+      });
+    }
+    if (redis) {
+      new Gauge({
+        name: "cumulo_redis_up",
+        help: "1 when this process's Redis connection is ready, 0 while it is connecting or lost.",
+        registers,
+        collect() {
+          this.set(redis.status === "ready" ? 1 : 0);
+        },
+      });
+    }
+  }
+
+  /** The exposition text, and its content type. */
+  async render(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+
+  #requestSeries(route: string, method: string, status: number): RequestSeries {
+    let byMethod = this.#httpSeries.get(route);
+    if (!byMethod) {
+      byMethod = new Map();
+      this.#httpSeries.set(route, byMethod);
+    }
+    let byStatus = byMethod.get(method);
+    if (!byStatus) {
+      byStatus = new Map();
+      byMethod.set(method, byStatus);
+    }
+    let series = byStatus.get(status);
+    if (!series) {
+      // Codes of one class share their duration series (200 and 201 are one `2xx` series).
+      const sameClass = [...byStatus].find(([code]) => statusClass(code) === statusClass(status))?.[1];
+      series = {
+        requests: this.#httpRequests.tally(route, method, String(status)),
+        duration:
+          sameClass?.duration ??
+          this.#httpDuration.series({ route, method, status_class: statusClass(status) }),
+      };
+      byStatus.set(status, series);
+    }
+    return series;
+  }
+
+  #storeSnapshot(sources: StoreSources): Promise<StoreSnapshot> {
+    const now = sources.clock.now().getTime();
+    if (this.#snapshot && now - this.#snapshot.at < STORE_SNAPSHOT_TTL_MS) return this.#snapshot.reading;
+    const reading = readStoreSnapshot(sources, now);
+    this.#snapshot = { at: now, reading };
+    // A failed read is not kept: the next scrape asks again.
+    reading.catch(() => {
+      if (this.#snapshot?.reading === reading) this.#snapshot = undefined;
+    });
+    return reading;
+  }
+}
+
+interface StoreSnapshot {
+  jobs: { kind: string; state: string; count: number }[];
+  oldestQueuedAge: Map<string, number>;
+  webhookBacklog: Map<string, number>;
+}
+
+const JOB_STATES: Record<string, string> = { pending: "queued", running: "running", failed: "failed" };
+
+async function readStoreSnapshot(sources: StoreSources, now: number): Promise<StoreSnapshot> {
+  const [jobRows, backlogRows] = await Promise.all([
+    sources.jobs.unfinishedByKind(),
+    sources.webhookBacklog(),
+  ]);
+  const jobs: StoreSnapshot["jobs"] = [];
+  const oldestQueuedAge = new Map<string, number>();
+  for (const row of jobRows) {
+    const state = JOB_STATES[row.status];
+    if (!state) continue;
+    jobs.push({ kind: row.kind, state, count: row.count });
+    if (row.status === "pending" && row.earliest_run_at) {
+      oldestQueuedAge.set(row.kind, Math.max(0, (now - Date.parse(row.earliest_run_at)) / 1000));
+    }
+  }
+  return {
+    jobs,
+    oldestQueuedAge,
+    webhookBacklog: new Map(backlogRows.map((row) => [row.state, row.count])),
+  };
+}

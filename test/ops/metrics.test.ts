@@ -1,0 +1,393 @@
+import { spawnSync } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Metrics } from "../../src/ops/metrics.ts";
+import { locateMediaTools, MediaTools } from "../../src/video/media-tools.ts";
+import { createDistribution, EDGE_ENV, edgeRequest, startOrigin, uniqueHost } from "../cdn/support.ts";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import { generateClip } from "../support/media.ts";
+import { createTestStore } from "../support/store.ts";
+import { waitUntil } from "../support/wait.ts";
+import {
+  createEndpoint,
+  createLibrary,
+  organizationOf,
+  startReceiver,
+  webhooksPath,
+} from "../webhooks/helpers.ts";
+
+const TOKEN = "metrics-token-0123456789abcdef";
+const PROVISION = "media.provision-library";
+const RULES_FILE = join(import.meta.dirname, "../../deploy/prometheus/cumulo-alerts.yml");
+
+/** The samples of an exposition, by series (`name{label="value",...}` exactly as written). */
+function parseSamples(text: string): Map<string, number> {
+  const samples = new Map<string, number>();
+  for (const line of text.split("\n")) {
+    if (line === "" || line.startsWith("#")) continue;
+    const at = line.lastIndexOf(" ");
+    samples.set(line.slice(0, at), Number(line.slice(at + 1)));
+  }
+  return samples;
+}
+
+/** The value of one series; labels in the order prom-client writes them (as declared). */
+function value(samples: Map<string, number>, name: string, labels: Record<string, string> = {}): number {
+  const list = Object.entries(labels)
+    .map(([label, text]) => `${label}="${text}"`)
+    .join(",");
+  return samples.get(list === "" ? name : `${name}{${list}}`) ?? 0;
+}
+
+async function scrape(t: TestApp): Promise<{ text: string; samples: Map<string, number> }> {
+  const response = await t.request("GET", "/metrics", { headers: { authorization: `Bearer ${TOKEN}` } });
+  expect(response.status).toBe(200);
+  return { text: response.text, samples: parseSamples(response.text) };
+}
+
+const promtool = spawnSync("promtool", ["--version"]).status === 0;
+
+describe("metrics", () => {
+  let t: TestApp;
+  let edgeUrl: string;
+
+  beforeAll(async () => {
+    t = await startTestApp({
+      ...EDGE_ENV,
+      CUMULO_METRICS_TOKEN: TOKEN,
+      CUMULO_RATE_LIMIT: "40/1m",
+      CUMULO_WEBHOOK_ALLOW_PRIVATE: "true",
+    });
+    edgeUrl = t.cumulo.edgeUrl ?? "";
+  });
+  afterAll(() => t.close());
+
+  it("serves /metrics on the API port only with the token", async () => {
+    expect((await t.request("GET", "/metrics", { anonymous: true })).status).toBe(401);
+    const wrong = await t.request("GET", "/metrics", {
+      headers: { authorization: "Bearer wrong-token-0123456789" },
+    });
+    expect(wrong.status).toBe(401);
+    expect(wrong.body).toEqual({ error: "unauthorized", message: "A valid metrics token is required" });
+    // An API key is not the metrics token.
+    expect((await t.request("GET", "/metrics")).status).toBe(401);
+    const right = await t.request("GET", "/metrics", { headers: { authorization: `Bearer ${TOKEN}` } });
+    expect(right.status).toBe(200);
+    expect(right.headers.get("content-type")).toMatch(/^text\/plain; version=0\.0\.4/);
+    expect(right.text).toContain("process_cpu_user_seconds_total");
+    const document = await t.request("GET", "/openapi.json");
+    expect(Object.keys(document.body.paths)).not.toContain("/metrics");
+  });
+
+  it("counts API requests by route template, method and status, and rate-limit refusals", async () => {
+    const other = await t.createOrganization("Metrics rate limit");
+    const unknownLibrary = randomUUID();
+    const before = (await scrape(t)).samples;
+    for (let i = 0; i < 3; i++) expect((await t.request("GET", "/v1/cdn/distributions")).status).toBe(200);
+    expect((await t.request("GET", `/v1/media/libraries/${unknownLibrary}`)).status).toBe(404);
+    expect((await t.request("GET", "/no/such/path")).status).toBe(404);
+    // The other organization's key spends its budget of 40 and is refused once.
+    for (let i = 0; i < 40; i++) {
+      expect((await t.request("GET", "/v1/cdn/distributions", { key: other.key })).status).toBe(200);
+    }
+    expect((await t.request("GET", "/v1/cdn/distributions", { key: other.key })).status).toBe(429);
+    const { text, samples: after } = await scrape(t);
+
+    const moved = (name: string, labels: Record<string, string> = {}) =>
+      value(after, name, labels) - value(before, name, labels);
+    const route = (path: string, status: string) => ({ route: path, method: "GET", status });
+    expect(moved("cumulo_http_requests_total", route("/v1/cdn/distributions", "200"))).toBe(43);
+    expect(moved("cumulo_http_requests_total", route("/v1/cdn/distributions", "429"))).toBe(1);
+    expect(moved("cumulo_http_requests_total", route("/v1/media/libraries/:libraryId", "404"))).toBe(1);
+    expect(moved("cumulo_http_requests_total", route("unmatched", "404"))).toBe(1);
+    expect(moved("cumulo_rate_limit_refusals_total")).toBe(1);
+    const durations = { route: "/v1/cdn/distributions", method: "GET", status_class: "2xx" };
+    expect(moved("cumulo_http_request_duration_seconds_count", durations)).toBe(43);
+    expect(moved("cumulo_http_request_duration_seconds_bucket", { le: "+Inf", ...durations })).toBe(43);
+    // Store queries were timed; URLs never become labels.
+    expect(moved("cumulo_store_query_duration_seconds_count")).toBeGreaterThan(0);
+    expect(text).not.toContain(unknownLibrary);
+    expect(text).not.toContain("/no/such/path");
+  });
+
+  it("counts edge hits, misses, bytes, origin time and coalesced misses", async () => {
+    const origin = await startOrigin();
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    origin.route("/page.txt", (_req, res) => {
+      res.writeHead(200, { "content-type": "text/plain", "cache-control": "max-age=300" }).end("0123456789");
+    });
+    origin.route("/slow.txt", async (_req, res) => {
+      await held;
+      res.writeHead(200, { "content-type": "text/plain", "cache-control": "max-age=300" }).end("slow!");
+    });
+    try {
+      const host = uniqueHost("metrics");
+      await createDistribution(t, { hostname: host, origin_url: origin.url });
+      const before = (await scrape(t)).samples;
+      const miss = await edgeRequest(edgeUrl, "/page.txt", { host });
+      const hit = await edgeRequest(edgeUrl, "/page.txt", { host });
+      expect([miss.headers["x-cache"], hit.headers["x-cache"]]).toEqual(["MISS", "HIT"]);
+      expect((await edgeRequest(edgeUrl, "/page.txt", { host: "unknown.example.test" })).status).toBe(404);
+
+      // Two viewers miss the same object at once: the second waits on the first one's origin request.
+      const first = edgeRequest(edgeUrl, "/slow.txt", { host });
+      await waitUntil(() => origin.hitsOf("/slow.txt") === 1, 10_000, "the origin asked");
+      const second = edgeRequest(edgeUrl, "/slow.txt", { host });
+      await waitUntil(
+        async () => value((await scrape(t)).samples, "cumulo_edge_coalesced_misses_total") > 0,
+        10_000,
+        "a coalesced miss",
+      );
+      release();
+      expect((await Promise.all([first, second])).map((answer) => answer.text)).toEqual(["slow!", "slow!"]);
+      expect(origin.hitsOf("/slow.txt")).toBe(1);
+
+      const after = (await scrape(t)).samples;
+      const moved = (name: string, labels: Record<string, string> = {}) =>
+        value(after, name, labels) - value(before, name, labels);
+      expect(moved("cumulo_edge_requests_total", { cache: "miss" })).toBe(3);
+      expect(moved("cumulo_edge_requests_total", { cache: "hit" })).toBe(1);
+      expect(moved("cumulo_edge_requests_total", { cache: "none" })).toBe(1);
+      const notFoundBytes = Buffer.byteLength(
+        JSON.stringify({ success: false, message: "Resource not found" }),
+      );
+      expect(moved("cumulo_edge_sent_bytes_total")).toBe(10 + 10 + notFoundBytes + 5 + 5);
+      expect(moved("cumulo_edge_origin_duration_seconds_count")).toBe(2);
+      expect(moved("cumulo_edge_coalesced_misses_total")).toBe(1);
+    } finally {
+      release();
+      await origin.close();
+    }
+  });
+
+  it("counts webhook attempts by outcome, and job runs by kind", async () => {
+    const receiver = await startReceiver((_request, res) => res.end("ok"));
+    try {
+      const before = (await scrape(t)).samples;
+      const libraryId = await createLibrary(t.cumulo.services, await organizationOf(t));
+      const endpoint = await createEndpoint(t, libraryId, { url: `${receiver.url}/hook` });
+      const sent = await t.request("POST", `${webhooksPath(libraryId)}/${endpoint.id}/test`);
+      expect(sent.status).toBe(202);
+      await receiver.waitFor(1);
+      const after = await waitUntil(async () => {
+        const { samples } = await scrape(t);
+        const delivered = value(samples, "cumulo_webhook_attempts_total", { outcome: "delivered" });
+        const provisioned = value(samples, "cumulo_job_runs_total", {
+          kind: PROVISION,
+          outcome: "succeeded",
+        });
+        return delivered > value(before, "cumulo_webhook_attempts_total", { outcome: "delivered" }) &&
+          provisioned > value(before, "cumulo_job_runs_total", { kind: PROVISION, outcome: "succeeded" })
+          ? samples
+          : undefined;
+      });
+      const moved = (name: string, labels: Record<string, string> = {}) =>
+        value(after, name, labels) - value(before, name, labels);
+      expect(moved("cumulo_webhook_attempts_total", { outcome: "delivered" })).toBe(1);
+      expect(moved("cumulo_webhook_attempts_total", { outcome: "refused" })).toBe(0);
+      expect(moved("cumulo_webhook_attempt_duration_seconds_count")).toBe(1);
+      expect(moved("cumulo_job_runs_total", { kind: PROVISION, outcome: "succeeded" })).toBe(1);
+      expect(moved("cumulo_job_run_duration_seconds_count", { kind: PROVISION })).toBe(1);
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  it("reports the store's pool on PostgreSQL only", async () => {
+    const { samples } = await scrape(t);
+    const pooled = [...samples.keys()].some((series) => series.startsWith("cumulo_store_pool_connections"));
+    expect(pooled).toBe(t.cumulo.store.dialect === "postgres");
+    expect(samples.has("cumulo_redis_up")).toBe(false);
+  });
+
+  it.runIf(promtool)(
+    "output passes promtool check metrics, and the example alert rules pass check rules",
+    async () => {
+      const { text } = await scrape(t);
+      const metrics = spawnSync("promtool", ["check", "metrics"], { input: text, encoding: "utf8" });
+      expect(metrics.stdout + metrics.stderr).toBe("");
+      expect(metrics.status).toBe(0);
+      const rules = spawnSync("promtool", ["check", "rules", RULES_FILE], { encoding: "utf8" });
+      expect(rules.stderr).toBe("");
+      expect(rules.stdout).toContain("SUCCESS");
+      expect(rules.status).toBe(0);
+    },
+  );
+  it.skipIf(promtool)(
+    "promtool check metrics: skipped, promtool is not on PATH (Debian package prometheus)",
+    () => {},
+  );
+});
+
+describe("metrics read from the store", () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    // No worker: queued work stays queued.
+    t = await startTestApp({
+      CUMULO_ROLES: "api",
+      CUMULO_METRICS_TOKEN: TOKEN,
+      CUMULO_WEBHOOK_ALLOW_PRIVATE: "true",
+    });
+  });
+  afterAll(() => t.close());
+
+  it("reports queued jobs by kind, the oldest one's age and the webhook backlog", async () => {
+    const organizationId = await organizationOf(t);
+    const libraryId = await createLibrary(t.cumulo.services, organizationId);
+    await createLibrary(t.cumulo.services, organizationId);
+    const endpoint = await createEndpoint(t, libraryId, { url: "http://hooks.example.invalid/hook" });
+    expect((await t.request("POST", `${webhooksPath(libraryId)}/${endpoint.id}/test`)).status).toBe(202);
+
+    const { samples } = await scrape(t);
+    expect(value(samples, "cumulo_jobs", { kind: PROVISION, state: "queued" })).toBe(2);
+    expect(value(samples, "cumulo_jobs", { kind: PROVISION, state: "running" })).toBe(0);
+    expect(value(samples, "cumulo_jobs", { kind: PROVISION, state: "failed" })).toBe(0);
+    expect(samples.has(`cumulo_jobs_oldest_queued_age_seconds{kind="${PROVISION}"}`)).toBe(true);
+    expect(
+      value(samples, "cumulo_jobs_oldest_queued_age_seconds", { kind: PROVISION }),
+    ).toBeGreaterThanOrEqual(0);
+    // Kinds with nothing queued read 0 rather than vanishing.
+    expect(samples.get('cumulo_jobs{kind="video.process",state="queued"}')).toBe(0);
+    expect(value(samples, "cumulo_webhook_backlog", { state: "pending" })).toBe(1);
+    expect(value(samples, "cumulo_webhook_backlog", { state: "sending" })).toBe(0);
+  });
+});
+
+describe("metrics exposure", () => {
+  it("answers 404 on the API port when neither a port nor a token is set", async () => {
+    const t = await startTestApp();
+    try {
+      expect((await t.request("GET", "/metrics", { anonymous: true })).status).toBe(404);
+      expect(t.cumulo.metricsUrl).toBeUndefined();
+    } finally {
+      await t.close();
+    }
+  });
+
+  it("serves /metrics only on its own listener when a port is set, with the token when one is set", async () => {
+    const t = await startTestApp({ CUMULO_METRICS_PORT: "0", CUMULO_METRICS_TOKEN: TOKEN });
+    try {
+      const bearer = { authorization: `Bearer ${TOKEN}` };
+      expect((await t.request("GET", "/metrics", { headers: bearer })).status).toBe(404);
+      const metricsUrl = t.cumulo.metricsUrl ?? "";
+      expect(new URL(metricsUrl).hostname).toBe("127.0.0.1");
+      expect((await fetch(`${metricsUrl}/metrics`)).status).toBe(401);
+      const scraped = await fetch(`${metricsUrl}/metrics`, { headers: bearer });
+      expect(scraped.status).toBe(200);
+      expect(await scraped.text()).toContain("cumulo_http_requests_total");
+      expect((await fetch(`${metricsUrl}/other`, { headers: bearer })).status).toBe(404);
+      expect((await fetch(`${metricsUrl}/metrics`, { method: "POST", headers: bearer })).status).toBe(404);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it("refuses to start when the metrics port is taken, naming the variables", async () => {
+    const first = await startTestApp({ CUMULO_METRICS_PORT: "0" });
+    const store = await createTestStore();
+    try {
+      const taken = new URL(first.cumulo.metricsUrl ?? "").port;
+      await expect(startTestApp({ CUMULO_METRICS_PORT: taken }, { store })).rejects.toThrow(
+        "(CUMULO_METRICS_HOST, CUMULO_METRICS_PORT)",
+      );
+    } finally {
+      await first.close();
+      await store.drop();
+    }
+  });
+
+  it("serves a worker-only node's metrics on its own listener without a token", async () => {
+    const t = await startTestApp({ CUMULO_ROLES: "worker", CUMULO_METRICS_PORT: "0" });
+    try {
+      const scraped = await fetch(`${t.cumulo.metricsUrl}/metrics`);
+      expect(scraped.status).toBe(200);
+      expect(await scraped.text()).toContain(`cumulo_jobs{kind="${PROVISION}",state="queued"} 0`);
+    } finally {
+      await t.close();
+    }
+  });
+});
+
+describe("metric series", () => {
+  it("keeps one duration series per route, method and status class", async () => {
+    const metrics = new Metrics({ processMetrics: false });
+    metrics.httpResponse("/v1/things", "POST", 201, 2);
+    metrics.httpResponse("/v1/things", "POST", 200, 4);
+    metrics.httpResponse("/v1/things", "POST", 400, 1);
+    const text = (await metrics.render()).body;
+    const samples = parseSamples(text);
+    const labels = { route: "/v1/things", method: "POST" };
+    expect(
+      value(samples, "cumulo_http_request_duration_seconds_count", { ...labels, status_class: "2xx" }),
+    ).toBe(2);
+    expect(
+      value(samples, "cumulo_http_request_duration_seconds_sum", { ...labels, status_class: "2xx" }),
+    ).toBe(0.006);
+    expect(
+      value(samples, "cumulo_http_request_duration_seconds_count", { ...labels, status_class: "4xx" }),
+    ).toBe(1);
+    expect(text.match(/cumulo_http_request_duration_seconds_count/g)?.length).toBe(2);
+    expect(value(samples, "cumulo_http_requests_total", { ...labels, status: "201" })).toBe(1);
+    expect(value(samples, "cumulo_http_requests_total", { ...labels, status: "200" })).toBe(1);
+    // Buckets are cumulative: 2 ms is under 2.5 ms, both are under 5 ms.
+    expect(
+      value(samples, "cumulo_http_request_duration_seconds_bucket", {
+        le: "0.0025",
+        ...labels,
+        status_class: "2xx",
+      }),
+    ).toBe(1);
+    expect(
+      value(samples, "cumulo_http_request_duration_seconds_bucket", {
+        le: "0.005",
+        ...labels,
+        status_class: "2xx",
+      }),
+    ).toBe(2);
+  });
+});
+
+describe("ffmpeg metrics", () => {
+  it("counts runs by tool and outcome", async () => {
+    const metrics = new Metrics({ processMetrics: false });
+    const tools = new MediaTools(locateMediaTools(), {
+      concurrency: 1,
+      timeoutMs: 60_000,
+      onRun: metrics.mediaToolRun,
+    });
+    const directory = await mkdtemp(join(tmpdir(), "cumulo-metrics-"));
+    try {
+      const clip = await generateClip(directory, { seconds: 1, width: 64, height: 48, audio: false });
+      await tools.ffmpeg(["-i", clip, "-frames:v", "1", join(directory, "frame.jpg")]);
+      await tools.probe(clip);
+      await expect(tools.probe(join(directory, "missing.mp4"))).rejects.toThrow();
+      const samples = parseSamples((await metrics.render()).body);
+      expect(value(samples, "cumulo_ffmpeg_runs_total", { tool: "ffmpeg", outcome: "succeeded" })).toBe(1);
+      expect(value(samples, "cumulo_ffmpeg_runs_total", { tool: "ffprobe", outcome: "succeeded" })).toBe(1);
+      expect(value(samples, "cumulo_ffmpeg_runs_total", { tool: "ffprobe", outcome: "failed" })).toBe(1);
+      expect(value(samples, "cumulo_ffmpeg_run_duration_seconds_count", { tool: "ffprobe" })).toBe(2);
+    } finally {
+      await rm(directory, { recursive: true, force: true });
+    }
+  });
+});
+
+describe.runIf(process.env.TEST_REDIS_URL)("metrics with Redis", () => {
+  it("reports the Redis connection as up", async () => {
+    const t = await startTestApp({
+      REDIS_URL: process.env.TEST_REDIS_URL ?? "",
+      CUMULO_METRICS_TOKEN: TOKEN,
+    });
+    try {
+      expect(value((await scrape(t)).samples, "cumulo_redis_up")).toBe(1);
+    } finally {
+      await t.close();
+    }
+  });
+});
