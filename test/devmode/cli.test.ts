@@ -147,6 +147,8 @@ describe("cumulo state save | load | reset", () => {
         CUMULO_REDIS_PREFIX: devStore.redisPrefix,
       },
       ["dev", "--seed", file, "--libraries", "instant", "--videos", "instant"],
+      // A process that transpiles at start and seeds before it is ready: slow on a busy machine.
+      90_000,
     );
     try {
       expect(served.output()).toContain('"name": "Dev seeded"');
@@ -171,5 +173,5 @@ describe("cumulo state save | load | reset", () => {
       await devStore.drop();
       rmSync(work, { recursive: true, force: true });
     }
-  }, 60_000);
+  }, 150_000);
 });
