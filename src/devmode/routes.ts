@@ -262,7 +262,7 @@ export const devModeRoutes = fastifyPlugin(
               operationId: "resetDevState",
               tags,
               summary:
-                "Empty the store and blobs; `bootstrap` (default) then recreates the default organization",
+                "Empty the store and blobs, or one `organization_id`; `bootstrap` (default) keeps the default organization (or that organization with its keys)",
               body: Type.Object({
                 to: Type.Optional(StringEnum(["bootstrap", "empty"] as const)),
                 organization_id: Type.Optional(Uuid),
