@@ -2,6 +2,7 @@ import { readFile } from "node:fs/promises";
 import { Command, Option } from "commander";
 import { buildApp } from "./app.ts";
 import { type Config, ConfigError, loadConfig } from "./config.ts";
+import { PlaceholderRenditions } from "./devmode/placeholder.ts";
 import { DEV_MODE_OFFERS } from "./devmode/routes.ts";
 import { readSeedFile, type SeedBody, type SeedOutcome, seedAtomically } from "./devmode/seed.ts";
 import { createStateService, SNAPSHOT_NAME } from "./devmode/state-service.ts";
@@ -214,9 +215,9 @@ export function buildCli(): Command {
         const seed = await seedFile(file);
         const app = await buildApp(deps, services);
         try {
-          print(
-            seeded(await seedAtomically(app, createStateService(deps, services), services.identity, seed)),
-          );
+          const state = createStateService(deps, services);
+          const placeholder = PlaceholderRenditions.of(deps.config);
+          print(seeded(await seedAtomically(app, state, services.identity, seed, () => placeholder.mp4())));
         } finally {
           await app.close();
         }

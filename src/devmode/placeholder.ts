@@ -1,9 +1,10 @@
 import { randomUUID } from "node:crypto";
 import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import type { MediaTools, ProbeResult } from "../video/media-tools.ts";
+import type { Config } from "../config.ts";
+import { locateMediaTools, MediaTools, type ProbeResult } from "../video/media-tools.ts";
 import { thumbnailCountFor } from "../video/pipeline.ts";
-import { Transcoder } from "../video/transcoder.ts";
+import { MP4_FILE, Transcoder } from "../video/transcoder.ts";
 
 /** Bump when the placeholder's recipe changes, so a cached older one is not used. */
 const VERSION = "v1";
@@ -30,6 +31,18 @@ export class PlaceholderRenditions {
     private readonly tools: () => MediaTools,
   ) {}
 
+  /** The configured ffmpeg, found on first use (a process that makes no placeholder needs none). */
+  static of(config: Config): PlaceholderRenditions {
+    let tools: MediaTools | undefined;
+    return new PlaceholderRenditions(config.dataDir, () => {
+      tools ??= new MediaTools(locateMediaTools(), {
+        concurrency: config.video.ffmpegConcurrency,
+        timeoutMs: config.video.ffmpegTimeoutMs,
+      });
+      return tools;
+    });
+  }
+
   get root(): string {
     return join(this.dataDir, "devmode", `placeholder-${VERSION}`);
   }
@@ -40,6 +53,11 @@ export class PlaceholderRenditions {
       throw error;
     });
     return this.#ready;
+  }
+
+  /** The placeholder's MP4: a small valid video, e.g. a seeded video's source. */
+  async mp4(): Promise<Buffer> {
+    return readFile(join((await this.get()).directory, MP4_FILE));
   }
 
   async #cachedOrMade(): Promise<Placeholder> {

@@ -10,7 +10,6 @@ import { ApiError } from "../http/errors.ts";
 import { mediaErrorResponses, StringEnum, Timestamp, Uuid } from "../http/schemas.ts";
 import { DEFAULT_ORGANIZATION_NAME } from "../identity/service.ts";
 import type { CoreDeps, Services } from "../services.ts";
-import { locateMediaTools, MediaTools } from "../video/media-tools.ts";
 import { FAULT_METHODS, FAULT_TARGETS, FAULT_VIDEO_STAGES, FaultRules } from "./faults.ts";
 import { PlaceholderRenditions } from "./placeholder.ts";
 import { DEFAULT_BODY_LIMIT, Recorder } from "./recording.ts";
@@ -137,14 +136,9 @@ export const devModeRoutes = fastifyPlugin(
     const clock = deps.clock instanceof OffsetClock ? deps.clock : undefined;
     const recorder = new Recorder();
     const transitions = new Transitions(deps.config.devTransitions);
-    let tools: MediaTools | undefined;
-    const placeholder = new PlaceholderRenditions(deps.config.dataDir, () => {
-      tools ??= new MediaTools(locateMediaTools(), {
-        concurrency: deps.config.video.ffmpegConcurrency,
-        timeoutMs: deps.config.video.ffmpegTimeoutMs,
-      });
-      return tools;
-    });
+    const placeholder = PlaceholderRenditions.of(deps.config);
+    const seed = (body: SeedBody) =>
+      seedAtomically(app, state, services.identity, body, () => placeholder.mp4());
 
     services.video.pipeline.transition = (organizationId) => {
       const rule = transitions.of(organizationId).video;
@@ -158,7 +152,7 @@ export const devModeRoutes = fastifyPlugin(
       const rule = transitions.of(organizationId).library;
       return rule === "real" ? undefined : rule === "instant" ? "instant" : "stop";
     };
-    app.decorate("devSeed", (seed: SeedBody) => seedAtomically(app, state, services.identity, seed));
+    app.decorate("devSeed", seed);
 
     services.webhookDispatcher.injectFault = (url) => {
       const rule = faults.takeWebhook(url);
@@ -268,7 +262,7 @@ export const devModeRoutes = fastifyPlugin(
               operationId: "resetDevState",
               tags,
               summary:
-                "Empty the store and blobs; `bootstrap` (default) then recreates the default organization",
+                "Empty the store and blobs, or one `organization_id`; `bootstrap` (default) keeps the default organization (or that organization with its keys)",
               body: Type.Object({
                 to: Type.Optional(StringEnum(["bootstrap", "empty"] as const)),
                 organization_id: Type.Optional(Uuid),
@@ -395,7 +389,7 @@ export const devModeRoutes = fastifyPlugin(
             },
           },
           async (request) => {
-            const seeded = await seedAtomically(app, state, services.identity, request.body);
+            const seeded = await seed(request.body);
             switch (seeded.outcome) {
               case "seeded":
                 return { organizations: seeded.organizations };

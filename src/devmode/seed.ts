@@ -28,9 +28,23 @@ export const SeedBody = Type.Object({
           Type.Object({ name: Type.String({ minLength: 1 }), read_only: Type.Optional(Type.Boolean()) }),
         ),
       ),
-      /** Bodies of `POST /v1/media/libraries`, each with its videos (bodies of `POST …/videos`). */
+      /**
+       * Bodies of `POST /v1/media/libraries`, each with its videos (bodies of `POST …/videos`; with
+       * `source: "placeholder"` the placeholder MP4 is then uploaded as the video's source).
+       */
       libraries: Type.Optional(
-        Type.Array(Type.Intersect([Body, Type.Object({ videos: Type.Optional(Type.Array(Body)) })])),
+        Type.Array(
+          Type.Intersect([
+            Body,
+            Type.Object({
+              videos: Type.Optional(
+                Type.Array(
+                  Type.Intersect([Body, Type.Object({ source: Type.Optional(Type.Literal("placeholder")) })]),
+                ),
+              ),
+            }),
+          ]),
+        ),
       ),
       /** Bodies of `POST /v1/cdn/distributions`. */
       distributions: Type.Optional(Type.Array(Body)),
@@ -86,6 +100,7 @@ export async function seedWorld(
   app: FastifyInstance,
   identity: IdentityService,
   seed: SeedBody,
+  placeholderVideo: () => Promise<Buffer>,
 ): Promise<SeedOutcome> {
   const call = async (
     step: string,
@@ -126,9 +141,22 @@ export async function seedWorld(
         const at = `organizations[${o}].libraries[${l}]`;
         const made = (await call(at, key, "POST", "/v1/media/libraries", library)).data ?? {};
         const madeVideos = [];
-        for (const [v, video] of (videos ?? []).entries()) {
+        for (const [v, { source, ...video }] of (videos ?? []).entries()) {
           const url = `/v1/media/libraries/${made.id}/videos`;
-          madeVideos.push((await call(`${at}.videos[${v}]`, key, "POST", url, video)).data);
+          const madeVideo = (await call(`${at}.videos[${v}]`, key, "POST", url, video)).data;
+          if (source === "placeholder") {
+            const uploaded: Sent = await app.inject({
+              method: "PUT",
+              url: `${url}/${madeVideo?.id}/source`,
+              headers: { authorization: `Bearer ${key}`, "content-type": "video/mp4" },
+              payload: await placeholderVideo(),
+            });
+            const answer = uploaded.json() as { data?: unknown };
+            if (uploaded.statusCode >= 300) {
+              throw new StepFailed(`${at}.videos[${v}].source`, uploaded.statusCode, answer);
+            }
+            madeVideos.push(answer.data ?? madeVideo);
+          } else madeVideos.push(madeVideo);
         }
         libraries.push({ ...made, videos: madeVideos });
       }
@@ -185,10 +213,11 @@ export async function seedAtomically(
   state: StateService,
   identity: IdentityService,
   seed: SeedBody,
+  placeholderVideo: () => Promise<Buffer>,
 ): Promise<SeedOutcome> {
   await state.save(SEED_ROLLBACK);
   try {
-    const seeded = await seedWorld(app, identity, seed);
+    const seeded = await seedWorld(app, identity, seed, placeholderVideo);
     if (seeded.outcome === "failed") await state.load(SEED_ROLLBACK);
     return seeded;
   } finally {

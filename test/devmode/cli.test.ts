@@ -47,8 +47,8 @@ describe("cumulo state save | load | reset", () => {
     const afterLoad = await startTestApp({}, { store });
     expect((await afterLoad.request("GET", `/v1/media/libraries/${library.id}`)).status).toBe(200);
     await afterLoad.close();
-    // Three starts and three CLI processes on a loaded machine.
-  }, 120_000);
+    // Three starts and three CLI processes (each transpiles at start): minutes on a loaded machine.
+  }, 240_000);
 
   it("names what is wrong with a missing or malformed snapshot", async () => {
     const missing = await runCli(["state", "load", "nothing_here"], env);
@@ -57,7 +57,7 @@ describe("cumulo state save | load | reset", () => {
     const malformed = await runCli(["state", "save", "Bad Name"], env);
     expect(malformed.code).toBe(1);
     expect(malformed.stderr).toContain("snapshot name must be");
-  }, 60_000);
+  }, 120_000);
 
   it("seeds from a YAML or JSON file, all or nothing, and resets one organization", async () => {
     const work = mkdtempSync(join(tmpdir(), "cumulo-cli-seed-"));
@@ -147,6 +147,8 @@ describe("cumulo state save | load | reset", () => {
         CUMULO_REDIS_PREFIX: devStore.redisPrefix,
       },
       ["dev", "--seed", file, "--libraries", "instant", "--videos", "instant"],
+      // A process that transpiles at start and seeds before it is ready: slow on a busy machine.
+      90_000,
     );
     try {
       expect(served.output()).toContain('"name": "Dev seeded"');
@@ -171,5 +173,5 @@ describe("cumulo state save | load | reset", () => {
       await devStore.drop();
       rmSync(work, { recursive: true, force: true });
     }
-  }, 60_000);
+  }, 150_000);
 });

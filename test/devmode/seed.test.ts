@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { stringify as toYaml } from "yaml";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { waitUntil } from "../support/wait.ts";
 
 const ACME_KEY = "acme_seeded_key_0123456789";
 
@@ -132,4 +133,32 @@ describe("seeding a known world", () => {
     });
     expect(wrongShape.status).toBe(400);
   });
+
+  it("uploads the placeholder MP4 as a seeded video's source, which real processing takes", async () => {
+    const seeded = await t.request("POST", "/_cumulo/state/seed", {
+      json: {
+        organizations: [
+          {
+            name: "With a video",
+            libraries: [{ name: "Played", videos: [{ title: "Ready soon", source: "placeholder" }] }],
+          },
+        ],
+      },
+    });
+    expect(seeded.status, seeded.text).toBe(200);
+    const [organization] = seeded.body.organizations;
+    const library = organization.libraries[0];
+    const video = library.videos[0];
+    expect(video).toMatchObject({ title: "Ready soon", status: "uploading" });
+    const path = `/v1/media/libraries/${library.id}/videos/${video.id}`;
+    const done = await waitUntil(
+      async () => {
+        const answer = await t.request("GET", path, { key: organization.api_key });
+        return ["ready", "failed"].includes(answer.body.data.status) ? answer.body.data : undefined;
+      },
+      60_000,
+      "the seeded video processed",
+    );
+    expect(done).toMatchObject({ status: "ready", duration: 2 });
+  }, 90_000);
 });

@@ -132,7 +132,7 @@ describe("state transitions: instant processing and provisioning, or a stop at a
       rmSync(work, { recursive: true, force: true });
     }
     expect((await edgeRequest(edge, pathOf(ready.thumbnail_url))).status).toBe(200);
-  });
+  }, 120_000);
 
   it("stops a video at a chosen stage, where it stays", async () => {
     await setTransitions({ organization_id: organizationId, video: { stop_at: "transcoding" } });

@@ -11,14 +11,18 @@ export interface Served {
 }
 
 /** Starts `cumulo serve` (or `args`) as a real process and waits until it says it is ready and where it listens. */
-export function serve(env: Record<string, string | undefined>, args = ["serve"]): Promise<Served> {
+export function serve(
+  env: Record<string, string | undefined>,
+  args = ["serve"],
+  startupLimitMs = 20_000,
+): Promise<Served> {
   const child = spawn(process.execPath, [BIN, ...args], {
     env: { ...process.env, PORT: "0", CUMULO_EDGE_PORT: "off", CUMULO_LOG_LEVEL: "warn", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start:\n${output}`)), 20_000);
+    const timer = setTimeout(() => reject(new Error(`server did not start:\n${output}`)), startupLimitMs);
     const onData = (chunk: Buffer) => {
       output += chunk.toString();
       if (!/^Cumulo ready/m.test(output)) return;
