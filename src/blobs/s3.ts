@@ -11,7 +11,10 @@ type Storage = typeof import("@aws-sdk/lib-storage");
 const loadSdk = (): Promise<[Sdk, Storage]> =>
   Promise.all([import("@aws-sdk/client-s3"), import("@aws-sdk/lib-storage")]);
 
-/** Parts of a multipart upload: S3's minimum part size, so a large video holds at most 4 parts in memory. */
+/**
+ * Multipart upload parts (S3 wants at least 5 MiB; at most 10,000 parts make 80 GB), at most 4 in
+ * flight: an upload holds up to 32 MiB in memory, whatever the video's size.
+ */
 const PART_BYTES = 8 * 1024 * 1024;
 const UPLOAD_QUEUE = 4;
 
@@ -26,11 +29,18 @@ const statusOf = (error: unknown): number | undefined =>
  */
 export class S3BlobStore implements BlobStore {
   readonly #bucket: string;
-  readonly #sdk: Promise<{ sdk: Sdk; storage: Storage; client: S3Client }>;
+  readonly #settings: S3BlobSettings;
+  #connection: Promise<{ sdk: Sdk; storage: Storage; client: S3Client }> | undefined;
 
   constructor(settings: S3BlobSettings) {
     this.#bucket = settings.bucket;
-    this.#sdk = loadSdk().then(([sdk, storage]) => ({
+    this.#settings = settings;
+  }
+
+  /** The SDK and a client, loaded on first use (a CLI command that touches no blob never loads them). */
+  get #sdk(): Promise<{ sdk: Sdk; storage: Storage; client: S3Client }> {
+    const settings = this.#settings;
+    this.#connection ??= loadSdk().then(([sdk, storage]) => ({
       sdk,
       storage,
       client: new sdk.S3Client({
@@ -44,6 +54,7 @@ export class S3BlobStore implements BlobStore {
         responseChecksumValidation: "WHEN_REQUIRED",
       }),
     }));
+    return this.#connection;
   }
 
   /** The bucket must answer with these settings, so a misconfigured node stops at start instead of failing uploads. */
