@@ -18,7 +18,8 @@ export function serve(env: Record<string, string | undefined>): Promise<Served> 
   });
   let output = "";
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start:\n${output}`)), 20_000);
+    // A bound, not a measure: a start that compiles the sources with tsx on a loaded machine took over 20 s.
+    const timer = setTimeout(() => reject(new Error(`server did not start:\n${output}`)), 90_000);
     const onData = (chunk: Buffer) => {
       output += chunk.toString();
       if (!/^Cumulo ready/m.test(output)) return;
