@@ -1,26 +1,26 @@
 import { PassThrough, pipeline, type Readable } from "node:stream";
-import {
-  DeleteObjectCommand,
-  DeleteObjectsCommand,
-  GetObjectCommand,
-  HeadBucketCommand,
-  HeadObjectCommand,
-  ListObjectsV2Command,
-  S3Client,
-  S3ServiceException,
-} from "@aws-sdk/client-s3";
-import { Upload } from "@aws-sdk/lib-storage";
+import type { S3Client } from "@aws-sdk/client-s3";
 import type { S3BlobSettings } from "../config.ts";
 import { SizeLimit } from "./size-limit.ts";
 import { assertBlobKey, type BlobStore, type StoredBlob } from "./store.ts";
 
-/** Parts of a multipart upload: S3's minimum part size, so a large video holds at most 4 parts in memory. */
+type Sdk = typeof import("@aws-sdk/client-s3");
+type Storage = typeof import("@aws-sdk/lib-storage");
+
+/** The SDK takes most of a second to load: only processes that use the S3 store load it. */
+const loadSdk = (): Promise<[Sdk, Storage]> =>
+  Promise.all([import("@aws-sdk/client-s3"), import("@aws-sdk/lib-storage")]);
+
+/**
+ * Multipart upload parts (S3 wants at least 5 MiB; at most 10,000 parts make 80 GB), at most 4 in
+ * flight: an upload holds up to 32 MiB in memory, whatever the video's size.
+ */
 const PART_BYTES = 8 * 1024 * 1024;
 const UPLOAD_QUEUE = 4;
 
-function isNotFound(error: unknown): boolean {
-  return error instanceof S3ServiceException && error.$metadata.httpStatusCode === 404;
-}
+/** The HTTP status of an S3 service error (the SDK's `S3ServiceException`), if it is one. */
+const statusOf = (error: unknown): number | undefined =>
+  (error as { $metadata?: { httpStatusCode?: number } } | undefined)?.$metadata?.httpStatusCode;
 
 /**
  * Blobs as objects of one S3 bucket (AWS or any S3-compatible service), keyed by the blob key itself,
@@ -28,43 +28,56 @@ function isNotFound(error: unknown): boolean {
  * `lib-storage` (multipart above one part), which makes the object visible only once complete.
  */
 export class S3BlobStore implements BlobStore {
-  readonly #client: S3Client;
   readonly #bucket: string;
+  readonly #settings: S3BlobSettings;
+  #connection: Promise<{ sdk: Sdk; storage: Storage; client: S3Client }> | undefined;
 
   constructor(settings: S3BlobSettings) {
     this.#bucket = settings.bucket;
-    this.#client = new S3Client({
-      region: settings.region,
-      forcePathStyle: settings.forcePathStyle,
-      ...(settings.endpoint ? { endpoint: settings.endpoint } : {}),
-      ...(settings.credentials ? { credentials: settings.credentials } : {}),
-      // Checksums only where S3 requires them: many S3-compatible servers reject the newer
-      // `aws-chunked` trailing checksums, and ranged reads cannot be checked against a whole-object sum.
-      requestChecksumCalculation: "WHEN_REQUIRED",
-      responseChecksumValidation: "WHEN_REQUIRED",
-    });
+    this.#settings = settings;
+  }
+
+  /** The SDK and a client, loaded on first use (a CLI command that touches no blob never loads them). */
+  get #sdk(): Promise<{ sdk: Sdk; storage: Storage; client: S3Client }> {
+    const settings = this.#settings;
+    this.#connection ??= loadSdk().then(([sdk, storage]) => ({
+      sdk,
+      storage,
+      client: new sdk.S3Client({
+        region: settings.region,
+        forcePathStyle: settings.forcePathStyle,
+        ...(settings.endpoint ? { endpoint: settings.endpoint } : {}),
+        ...(settings.credentials ? { credentials: settings.credentials } : {}),
+        // Checksums only where S3 requires them: many S3-compatible servers reject the newer
+        // `aws-chunked` trailing checksums, and ranged reads cannot be checked against a whole-object sum.
+        requestChecksumCalculation: "WHEN_REQUIRED",
+        responseChecksumValidation: "WHEN_REQUIRED",
+      }),
+    }));
+    return this.#connection;
   }
 
   /** The bucket must answer with these settings, so a misconfigured node stops at start instead of failing uploads. */
   async ready(): Promise<void> {
+    const { sdk, client } = await this.#sdk;
     try {
-      await this.#client.send(new HeadBucketCommand({ Bucket: this.#bucket }));
+      await client.send(new sdk.HeadBucketCommand({ Bucket: this.#bucket }));
     } catch (error) {
+      const status = statusOf(error);
       const reason =
-        error instanceof S3ServiceException
-          ? `${error.name} (HTTP ${error.$metadata.httpStatusCode})`
-          : (error as Error).message;
+        status === undefined ? (error as Error).message : `${(error as Error).name} (HTTP ${status})`;
       throw new Error(`cannot reach S3 bucket "${this.#bucket}" (CUMULO_S3_*): ${reason}`);
     }
   }
 
   async put(key: string, body: Readable, options: { maxBytes: number }): Promise<StoredBlob> {
     assertBlobKey(key);
+    const { storage, client } = await this.#sdk;
     const limit = new SizeLimit(options.maxBytes);
     // A source error or the size limit destroys `limit`, which fails the upload and aborts its parts.
     const limited = pipeline(body, limit, () => undefined);
-    const upload = new Upload({
-      client: this.#client,
+    const upload = new storage.Upload({
+      client,
       params: { Bucket: this.#bucket, Key: key, Body: limited },
       partSize: PART_BYTES,
       queueSize: UPLOAD_QUEUE,
@@ -85,14 +98,16 @@ export class S3BlobStore implements BlobStore {
     const aborter = new AbortController();
     // The reader leaving early (a viewer who closed the connection) ends the request to S3 too.
     out.once("close", () => aborter.abort());
-    this.#client
-      .send(
-        new GetObjectCommand({
-          Bucket: this.#bucket,
-          Key: key,
-          ...(range ? { Range: `bytes=${range.start}-${range.end}` } : {}),
-        }),
-        { abortSignal: aborter.signal },
+    this.#sdk
+      .then(({ sdk, client }) =>
+        client.send(
+          new sdk.GetObjectCommand({
+            Bucket: this.#bucket,
+            Key: key,
+            ...(range ? { Range: `bytes=${range.start}-${range.end}` } : {}),
+          }),
+          { abortSignal: aborter.signal },
+        ),
       )
       .then((answer) => {
         pipeline(answer.Body as Readable, out, () => undefined);
@@ -103,11 +118,12 @@ export class S3BlobStore implements BlobStore {
 
   async stat(key: string): Promise<{ sizeBytes: number; modifiedAt: Date } | undefined> {
     assertBlobKey(key);
+    const { sdk, client } = await this.#sdk;
     try {
-      const head = await this.#client.send(new HeadObjectCommand({ Bucket: this.#bucket, Key: key }));
+      const head = await client.send(new sdk.HeadObjectCommand({ Bucket: this.#bucket, Key: key }));
       return { sizeBytes: head.ContentLength ?? 0, modifiedAt: head.LastModified ?? new Date(0) };
     } catch (error) {
-      if (isNotFound(error)) return undefined;
+      if (statusOf(error) === 404) return undefined;
       throw error;
     }
   }
@@ -118,16 +134,18 @@ export class S3BlobStore implements BlobStore {
 
   async delete(key: string): Promise<void> {
     assertBlobKey(key);
-    await this.#client.send(new DeleteObjectCommand({ Bucket: this.#bucket, Key: key }));
+    const { sdk, client } = await this.#sdk;
+    await client.send(new sdk.DeleteObjectCommand({ Bucket: this.#bucket, Key: key }));
   }
 
   async deletePrefix(prefix: string): Promise<void> {
     assertBlobKey(prefix);
+    const { sdk, client } = await this.#sdk;
     // A page holds at most 1000 keys, the most one DeleteObjects call takes.
     let continuationToken: string | undefined;
     do {
-      const page = await this.#client.send(
-        new ListObjectsV2Command({
+      const page = await client.send(
+        new sdk.ListObjectsV2Command({
           Bucket: this.#bucket,
           Prefix: `${prefix}/`,
           ...(continuationToken ? { ContinuationToken: continuationToken } : {}),
@@ -135,8 +153,8 @@ export class S3BlobStore implements BlobStore {
       );
       const keys = (page.Contents ?? []).flatMap((object) => (object.Key ? [{ Key: object.Key }] : []));
       if (keys.length > 0) {
-        const answer = await this.#client.send(
-          new DeleteObjectsCommand({ Bucket: this.#bucket, Delete: { Objects: keys, Quiet: true } }),
+        const answer = await client.send(
+          new sdk.DeleteObjectsCommand({ Bucket: this.#bucket, Delete: { Objects: keys, Quiet: true } }),
         );
         const failed = answer.Errors?.[0];
         if (failed) throw new Error(`S3 could not delete ${failed.Key}: ${failed.Code} ${failed.Message}`);

@@ -74,8 +74,8 @@ describe("video on the S3 blob store, split across nodes", { timeout: 120_000 },
     videoId = (await createVideo(api, libraryId, { title: "on s3" })).id;
     const accepted = await uploadSource(api, libraryId, videoId, clip);
     expect(accepted.status, accepted.text).toBe(202);
-    expect((await waitForStatus(api, libraryId, videoId, ["ready", "failed"])).status).toBe("ready");
-  });
+    expect((await waitForStatus(api, libraryId, videoId, ["ready", "failed"], 150_000)).status).toBe("ready");
+  }, 180_000); // three nodes and a transcode, on a machine that may be busy
 
   afterAll(async () => {
     for (const app of [edgeNode, worker, api]) await app?.close();

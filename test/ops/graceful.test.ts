@@ -8,7 +8,7 @@ import { startReceiver } from "../webhooks/helpers.ts";
 
 const KEY = "graceful_test_key_0123456789abcdef";
 
-describe("graceful shutdown", { timeout: 60_000 }, () => {
+describe("graceful shutdown", { timeout: 300_000 }, () => {
   let store: TestStore;
   beforeAll(async () => {
     store = await createTestStore();
