@@ -5,8 +5,8 @@ import type { Database } from "./tables.ts";
 /**
  * Runs a filtered, ordered query for one page and counts the whole result with the same filters, in
  * one statement: the count is an uncorrelated subquery, which both stores evaluate once per statement
- * from the index alone (a `count(*) over ()` window instead made SQLite build every matching row in
- * full before cutting the page). Only a page past the end (no rows, offset > 0) counts apart.
+ * (from the index when the filters are indexed; a `count(*) over ()` window instead made SQLite build
+ * every matching row in full before cutting the page). Only a page past the end counts apart.
  */
 export async function selectPage<TB extends keyof Database, O>(
   query: SelectQueryBuilder<Database, TB, O>,
