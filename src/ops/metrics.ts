@@ -17,7 +17,7 @@ const LINT_FAILING_DEFAULTS = [
 ];
 
 /** How long a scrape reuses what it read from the store, so frequent scrapes cannot load it. */
-export const STORE_SNAPSHOT_TTL_MS = 5000;
+const STORE_SNAPSHOT_TTL_MS = 5000;
 
 /** Route label of a request no route matched (404s of unknown paths), so URLs never become labels. */
 const UNMATCHED_ROUTE = "unmatched";
@@ -323,7 +323,9 @@ export class Metrics {
 
   #storeSnapshot(sources: StoreSources): Promise<StoreSnapshot> {
     const now = sources.clock.now().getTime();
-    if (this.#snapshot && now - this.#snapshot.at < STORE_SNAPSHOT_TTL_MS) return this.#snapshot.reading;
+    // A clock moved back (developer mode) reads again rather than keeping a snapshot from the future.
+    const age = this.#snapshot ? now - this.#snapshot.at : Number.POSITIVE_INFINITY;
+    if (this.#snapshot && age >= 0 && age < STORE_SNAPSHOT_TTL_MS) return this.#snapshot.reading;
     const reading = readStoreSnapshot(sources, now);
     this.#snapshot = { at: now, reading };
     // A failed read is not kept: the next scrape asks again.

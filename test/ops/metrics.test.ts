@@ -6,7 +6,14 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Metrics } from "../../src/ops/metrics.ts";
 import { locateMediaTools, MediaTools } from "../../src/video/media-tools.ts";
-import { createDistribution, EDGE_ENV, edgeRequest, startOrigin, uniqueHost } from "../cdn/support.ts";
+import {
+  createDistribution,
+  EDGE_ENV,
+  edgeRequest,
+  startOrigin,
+  TestClock,
+  uniqueHost,
+} from "../cdn/support.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { generateClip } from "../support/media.ts";
 import { createTestStore } from "../support/store.ts";
@@ -256,6 +263,27 @@ describe("metrics read from the store", () => {
     expect(samples.get('cumulo_jobs{kind="video.process",state="queued"}')).toBe(0);
     expect(value(samples, "cumulo_webhook_backlog", { state: "pending" })).toBe(1);
     expect(value(samples, "cumulo_webhook_backlog", { state: "sending" })).toBe(0);
+  });
+});
+
+describe("metrics read from the store, cached", () => {
+  it("reads the store at most once per 5 s of the clock, however often it is scraped", async () => {
+    const clock = new TestClock(new Date());
+    const t = await startTestApp({ CUMULO_ROLES: "api", CUMULO_METRICS_TOKEN: TOKEN }, { clock });
+    try {
+      const organizationId = await organizationOf(t);
+      const queued = async () =>
+        value((await scrape(t)).samples, "cumulo_jobs", { kind: PROVISION, state: "queued" });
+      expect(await queued()).toBe(0);
+      await createLibrary(t.cumulo.services, organizationId);
+      expect(await queued()).toBe(0);
+      clock.advance(4_999);
+      expect(await queued()).toBe(0);
+      clock.advance(1);
+      expect(await queued()).toBe(1);
+    } finally {
+      await t.close();
+    }
   });
 });
 
