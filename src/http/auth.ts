@@ -46,7 +46,7 @@ export const isCloudPath = (url: string): boolean =>
   /^\/v1(\/[^/?]+)?\/(user-resource|network|storage|config|payment)(\/|\?|$)/.test(url);
 
 /** The console session cookie's value, if the request carries one. */
-export const sessionToken = (request: FastifyRequest): string | undefined =>
+const sessionToken = (request: FastifyRequest): string | undefined =>
   request.cookies[SESSION_COOKIE] || undefined;
 
 /**
@@ -65,7 +65,7 @@ export const sessionCookieOptions = (
   maxAge: SESSION_LIFETIME_MS / 1000,
 });
 
-export const CSRF_HEADER = "x-csrf-token";
+const CSRF_HEADER = "x-csrf-token";
 
 /**
  * The live session of the request's cookie, or undefined when it has none. A cookie that names no
