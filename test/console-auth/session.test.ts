@@ -238,3 +238,26 @@ describe("sign-in rate limit", () => {
     expect((await signInFrom(t, "127.0.0.10", "e@example.test")).status).toBe(401);
   });
 });
+
+describe("sessions across API nodes", () => {
+  it("are accepted and ended by any node on the same store", async () => {
+    const first = await startTestApp();
+    // A second node on the same database, as behind a load balancer.
+    const second = await startTestApp({}, { store: first.store });
+    try {
+      await createConsoleUser(first, { email: "nodes@example.test" });
+      const session = await signIn(first, "nodes@example.test");
+      expect((await second.request("GET", "/v1/console/session", withSession(session))).status).toBe(200);
+      const created = await second.request("POST", "/v1/media/libraries", {
+        ...withSession(session),
+        json: { name: "Made on node two" },
+      });
+      expect(created.status).toBe(201);
+      expect((await second.request("DELETE", "/v1/console/session", withSession(session))).status).toBe(204);
+      expect((await first.request("GET", "/v1/media/libraries", withSession(session))).status).toBe(401);
+    } finally {
+      await second.close();
+      await first.close();
+    }
+  });
+});
