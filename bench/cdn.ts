@@ -405,8 +405,10 @@ async function benchAnalytics(dir: string, databaseUrl: string | undefined): Pro
     console.log(
       `\n## Analytics: ${DISTRIBUTIONS} distributions, 30 days, ${(DENSITY * 100).toFixed(0)}% of minutes with traffic = ${rows} minute rows (${storeName}, loaded in ${loadS.toFixed(1)} s)`,
     );
-    console.log("| query | buckets | median ms | max ms |");
-    console.log("|---|---|---|---|");
+    // CPU ms: this process's CPU time for the query (not the PostgreSQL server's); on a busy machine
+    // the wall time also holds the time spent waiting for a core.
+    console.log("| query | buckets | median ms | max ms | median CPU ms |");
+    console.log("|---|---|---|---|---|");
     const to = new Date(now).toISOString();
     const monthAgo = new Date(now - minutes * 60_000).toISOString();
     const dayAgo = new Date(now - 24 * 3600_000).toISOString();
@@ -436,19 +438,24 @@ async function benchAnalytics(dir: string, databaseUrl: string | undefined): Pro
     let slowest = { label: "", ms: 0 };
     for (const [label, query] of cases) {
       const times: number[] = [];
+      const cpuTimes: number[] = [];
       let buckets = 0;
       for (let run = 0; run < 5; run++) {
         const t0 = performance.now();
+        const cpu0 = process.cpuUsage();
         const outcome = await analytics.query(org.organization_id, query);
         times.push(performance.now() - t0);
+        const cpu = process.cpuUsage(cpu0);
+        cpuTimes.push((cpu.user + cpu.system) / 1000);
         if (outcome.outcome !== "ok") throw new Error(`${label}: ${JSON.stringify(outcome)}`);
         buckets = outcome.analytics.Data.length;
       }
       times.sort((a, b) => a - b);
+      cpuTimes.sort((a, b) => a - b);
       const max = times[4] ?? 0;
       if (max >= slowest.ms) slowest = { label, ms: max };
       console.log(
-        `| ${label} | ${buckets} | ${(times[2] ?? 0).toFixed(1)} | ${(times[4] ?? 0).toFixed(1)} |`,
+        `| ${label} | ${buckets} | ${(times[2] ?? 0).toFixed(1)} | ${(times[4] ?? 0).toFixed(1)} | ${(cpuTimes[2] ?? 0).toFixed(1)} |`,
       );
     }
     return `Analytics on ${storeName}: slowest query (max of 5) ${slowest.ms.toFixed(1)} ms, "${slowest.label}"; ratio to the ${ANALYTICS_TARGET_MS} ms target ${(slowest.ms / ANALYTICS_TARGET_MS).toFixed(2)} (<= 1 meets it)`;
