@@ -63,13 +63,15 @@ describe("webhook attempts claimed ahead", () => {
       });
     }
 
-    // Every attempt is claimed, one round of them is being sent and held open by the receiver.
-    await waitUntil(
-      async () => (await states()).sending === EVENTS || undefined,
-      20_000,
-      "every attempt claimed",
-    );
+    // One round is being sent and held open by the receiver, and more than that round is claimed.
+    // (How many more depends on how the notifications and claims interleave: an endpoint with attempts
+    // waiting in hand claims no more until that queue runs dry, which the held round prevents here.)
     await receiver.waitFor(PER_ENDPOINT, 20_000);
+    await waitUntil(
+      async () => (await states()).sending > PER_ENDPOINT || undefined,
+      20_000,
+      "the next round claimed ahead",
+    );
     expect(receiver.received).toHaveLength(PER_ENDPOINT);
 
     // Stopping gives the claimed attempts that were not sent back at once, then waits for the round in flight.
