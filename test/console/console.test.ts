@@ -160,17 +160,21 @@ describe.skipIf(missing)("the console in Chromium", () => {
     await screenshot(page, "video");
   });
 
-  it("creates a player and marks it default", async () => {
+  it("creates players and marks one default", async () => {
     await page.getByRole("link", { name: "Players" }).click();
-    await page.getByRole("button", { name: "New player" }).click();
-    const dialog = page.getByRole("dialog", { name: "New player" });
-    await dialog.getByLabel("Name", { exact: true }).fill("Brand");
-    await dialog.getByRole("button", { name: "Save player" }).click();
-    await page.getByRole("button", { name: "Mark Brand as default" }).click();
+    for (const name of ["Brand", "Classic"]) {
+      await page.getByRole("button", { name: "New player" }).click();
+      const dialog = page.getByRole("dialog", { name: "New player" });
+      await dialog.getByLabel("Name", { exact: true }).fill(name);
+      await dialog.getByRole("button", { name: "Save player" }).click();
+      await page.getByRole("rowheader", { name }).waitFor();
+    }
+    await page.getByRole("button", { name: "Mark Classic as default" }).click();
     await page
-      .getByRole("button", { name: "Mark Brand as default" })
-      .and(page.locator(":disabled"))
+      .locator("button:disabled", { hasText: "Mark default" })
+      .and(page.getByLabel("Mark Classic as default"))
       .waitFor();
+    await expect(page.getByRole("button", { name: "Mark Brand as default" }).isEnabled()).resolves.toBe(true);
     await screenshot(page, "players");
   });
 
