@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import type { Browser, BrowserContext, Page } from "playwright-core";
@@ -114,6 +114,20 @@ describe.skipIf(missing)("the console in Chromium", () => {
     await page.getByRole("link", { name: "Trailers" }).click();
     await page.getByRole("heading", { name: "Trailers", level: 1 }).waitFor();
     await page.getByText("No videos here yet.").waitFor();
+    // A bad referrer: the API's error appears beside the referrers' values, naming the line.
+    const referrers = page.getByRole("group", { name: "Referrers" });
+    await referrers.getByLabel("Values").fill("example.com\nnot a host!");
+    await page.getByRole("button", { name: "Save security settings" }).click();
+    await page.locator('[data-field-error="referrers.values"]', { hasText: "Line 2" }).waitFor();
+    await referrers.getByLabel("Values").fill("example.com");
+    await page.getByRole("button", { name: "Save security settings" }).click();
+    await page
+      .getByText("Security settings saved.")
+      .waitFor()
+      .catch(async (error) => {
+        await screenshot(page, "security-failed");
+        throw error;
+      });
     await screenshot(page, "library");
   });
 
@@ -158,6 +172,29 @@ describe.skipIf(missing)("the console in Chromium", () => {
       { timeout: 30_000 },
     );
     await screenshot(page, "video");
+  });
+
+  it("adds, edits and deletes a subtitle of the video", async () => {
+    const vtt = `${workDir}/en.vtt`;
+    writeFileSync(vtt, "WEBVTT\n\n00:00.000 --> 00:02.000\nHello\n");
+    await page.getByRole("button", { name: "Add subtitle" }).click();
+    const adding = page.getByRole("dialog", { name: "Add subtitle" });
+    await adding.getByLabel("Title").fill("English");
+    await adding.getByLabel("Language").fill("en");
+    await adding.getByLabel("File (WebVTT or SRT)").setInputFiles(vtt);
+    await adding.getByRole("button", { name: "Save subtitle" }).click();
+    await page.getByRole("rowheader", { name: "English" }).waitFor();
+    await page.getByRole("button", { name: "Edit English" }).click();
+    const editing = page.getByRole("dialog", { name: "Edit subtitle" });
+    await editing.getByLabel("Title").fill("English (CC)");
+    await editing.getByRole("button", { name: "Save subtitle" }).click();
+    await page.getByRole("rowheader", { name: "English (CC)" }).waitFor();
+    await page.getByRole("button", { name: "Delete English (CC)" }).click();
+    await page
+      .getByRole("dialog", { name: "Delete subtitle" })
+      .getByRole("button", { name: "Delete subtitle" })
+      .click();
+    await page.getByText("No subtitles yet.").waitFor();
   });
 
   it("creates players and marks one default", async () => {

@@ -8,6 +8,7 @@ import { useSignedIn } from "../../session.tsx";
 
 type Action = "allow" | "deny";
 type VideoPrivacy = "public" | "private" | "restricted";
+const PRIVACY: VideoPrivacy[] = ["public", "private", "restricted"];
 
 interface Rule {
   action: Action;
@@ -40,14 +41,17 @@ export function SecurityForm({ libraryId }: { libraryId: string }) {
   );
   const [referrers, setReferrers] = useState<Rule>({ action: "allow", values: "", enabled: false });
   const [countries, setCountries] = useState<Rule>({ action: "deny", values: "", enabled: false });
-  const [privacy, setPrivacy] = useState<VideoPrivacy>("public");
+  const [privacy, setPrivacy] = useState<string>("public");
+  // The stored privacy can be a value this form cannot send back (a library's `unlisted`): it is
+  // shown as it is and sent only when changed.
+  const stored = security.data?.data.video_privacy;
   const [saved, setSaved] = useState(false);
   useEffect(() => {
     if (security.state !== "ready") return;
     const { whitelist_referrers: r, blocked_countries: c, video_privacy } = security.data.data;
     setReferrers({ action: r.action, values: toLines(r.values), enabled: r.enabled });
     setCountries({ action: c.action, values: toLines(c.values), enabled: c.enabled });
-    setPrivacy(video_privacy as VideoPrivacy);
+    setPrivacy(video_privacy);
   }, [security.state, security.data]);
   const { submit, busy, errors, formError } = useSubmit(async () => {
     setSaved(false);
@@ -57,7 +61,7 @@ export function SecurityForm({ libraryId }: { libraryId: string }) {
         body: {
           referrers: { ...referrers, values: fromLines(referrers.values) },
           countries: { ...countries, values: fromLines(countries.values) },
-          video_privacy: privacy,
+          ...(privacy !== stored ? { video_privacy: privacy as VideoPrivacy } : {}),
         },
       }),
     );
@@ -128,8 +132,9 @@ export function SecurityForm({ libraryId }: { libraryId: string }) {
             {...control}
             value={privacy}
             disabled={readOnly}
-            onChange={(event) => setPrivacy(event.target.value as VideoPrivacy)}
+            onChange={(event) => setPrivacy(event.target.value)}
           >
+            {stored && !PRIVACY.includes(stored as VideoPrivacy) && <option value={stored}>{stored}</option>}
             <option value="public">public</option>
             <option value="restricted">restricted</option>
             <option value="private">private (a playback token is needed)</option>
