@@ -1,18 +1,32 @@
-import { defineConfig } from "vitest/config";
+import { configDefaults, defineConfig } from "vitest/config";
 
 // The whole suite runs once per store: always on SQLite, and on PostgreSQL when TEST_DATABASE_URL is set.
 const stores = process.env.TEST_DATABASE_URL ? ["sqlite", "postgres"] : ["sqlite"];
 
 export default defineConfig({
   test: {
-    projects: stores.map((store) => ({
-      extends: true,
-      test: {
-        name: store,
-        env: { CUMULO_TEST_STORE: store },
+    projects: [
+      ...stores.map((store) => ({
+        extends: true as const,
+        test: {
+          name: store,
+          env: { CUMULO_TEST_STORE: store },
+          include: ["test/**/*.test.ts"],
+          exclude: [...configDefaults.exclude, "test/console/**"],
+        },
+      })),
+      // The console in a real browser, once, on SQLite: the store is not what these tests are about.
+      {
+        extends: true as const,
+        test: {
+          name: "console",
+          env: { CUMULO_TEST_STORE: "sqlite" },
+          include: ["test/console/**/*.test.ts"],
+          globalSetup: ["test/console/build-console.ts"],
+          testTimeout: 120_000,
+        },
       },
-    })),
-    include: ["test/**/*.test.ts"],
+    ],
     pool: "forks",
     testTimeout: 20_000,
     hookTimeout: 30_000,

@@ -5,6 +5,7 @@ import scalar from "@scalar/fastify-api-reference";
 import Fastify, { type FastifyInstance } from "fastify";
 import { cdnRoutes } from "./cdn/routes.ts";
 import { CLOUD_PREFIXES, cloudRoutes } from "./cloud/routes/index.ts";
+import { consolePages } from "./console/pages.ts";
 import { devModeRoutes } from "./devmode/routes.ts";
 import { registerAuthDecorators } from "./http/auth.ts";
 import { clientErrorBody, frameworkErrors, registerErrorHandling } from "./http/error-handler.ts";
@@ -131,6 +132,8 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
       },
     },
   });
+  // Before the rate limit: the console's static files are not API requests (its API calls are counted).
+  await app.register(consolePages, { dir: config.consoleDir });
   await registerRateLimit(
     app,
     config.rateLimit,

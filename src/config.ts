@@ -1,4 +1,5 @@
 import { isAbsolute, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import ipaddr from "ipaddr.js";
 
 export type Role = "api" | "worker" | "edge";
@@ -56,6 +57,8 @@ export interface Config {
   locations: Location[];
   /** Key that encrypts stored secrets (object-storage secret keys); when unset, a random key kept in a file in the data dir. */
   secretKey: string | undefined;
+  /** The built web console served at /console (CUMULO_CONSOLE_DIR; default the repository's web/dist). */
+  consoleDir: string;
   providerUrls: Record<MigrationProvider, string>;
   /** CDN edge tuning (CUMULO_EDGE_*). */
   edge: {
@@ -375,6 +378,7 @@ export function loadConfig(env: Env = process.env): Config {
     regions: list(env, "CUMULO_REGIONS", ["eu-central", "us-east", "ap-southeast"]),
     locations: locations(env),
     secretKey: env.CUMULO_SECRET_KEY || undefined,
+    consoleDir: resolve(env.CUMULO_CONSOLE_DIR || fileURLToPath(new URL("../web/dist", import.meta.url))),
     providerUrls: {
       vimeo: url(env, "CUMULO_PROVIDER_VIMEO_URL", ["http:", "https:"]) ?? "https://api.vimeo.com",
       wistia: url(env, "CUMULO_PROVIDER_WISTIA_URL", ["http:", "https:"]) ?? "https://api.wistia.com",

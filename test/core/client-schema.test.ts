@@ -1,0 +1,23 @@
+import { readFileSync } from "node:fs";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { renderSchema, SCHEMA_FILE } from "../../packages/client/scripts/generate.ts";
+import { startTestApp, type TestApp } from "../support/app.ts";
+
+describe("the typed client (packages/client)", () => {
+  let app: TestApp;
+
+  beforeAll(async () => {
+    app = await startTestApp();
+  });
+  afterAll(async () => {
+    await app?.close();
+  });
+
+  it("has committed types that match the server's current OpenAPI document", async () => {
+    const document = (await app.request("GET", "/openapi.json", { anonymous: true })).body;
+    const expected = await renderSchema(document);
+    // Compared as a boolean so a stale file fails with the fix, not a megabyte of diff.
+    const fresh = readFileSync(SCHEMA_FILE, "utf8") === expected;
+    expect(fresh, "packages/client/src/schema.d.ts is stale: run `npm run client:generate`").toBe(true);
+  });
+});

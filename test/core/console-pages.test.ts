@@ -1,0 +1,94 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestApp, type TestApp } from "../support/app.ts";
+
+/** A stand-in build of the console: what Vite writes (index.html and hashed assets). */
+function fakeBuild(): string {
+  const dir = mkdtempSync(join(tmpdir(), "cumulo-console-"));
+  mkdirSync(join(dir, "assets"));
+  writeFileSync(
+    join(dir, "index.html"),
+    '<!doctype html><script src="/console/assets/index-abc123.js"></script>',
+  );
+  writeFileSync(join(dir, "assets", "index-abc123.js"), `console.log(${JSON.stringify("x".repeat(4096))});`);
+  return dir;
+}
+
+describe("the console's files at /console", () => {
+  let app: TestApp;
+  let dir: string;
+
+  beforeAll(async () => {
+    dir = fakeBuild();
+    app = await startTestApp({ CUMULO_CONSOLE_DIR: dir });
+  });
+  afterAll(async () => {
+    await app?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("answers /console and any page under it with index.html, revalidated each time", async () => {
+    for (const path of ["/console", "/console/", "/console/libraries/abc/videos/def"]) {
+      const response = await app.request("GET", path, { anonymous: true });
+      expect(response.status, path).toBe(200);
+      expect(response.headers.get("content-type")).toMatch(/^text\/html/);
+      expect(response.headers.get("cache-control")).toBe("no-cache");
+      expect(response.headers.get("x-frame-options")).toBe("DENY");
+      expect(response.text).toContain("/console/assets/index-abc123.js");
+    }
+  });
+
+  it("serves hashed assets as immutable and compressed when the browser accepts it", async () => {
+    const response = await app.request("GET", "/console/assets/index-abc123.js", {
+      anonymous: true,
+      headers: { "accept-encoding": "gzip" },
+    });
+    expect(response.status).toBe(200);
+    expect(response.headers.get("cache-control")).toBe("public, max-age=31536000, immutable");
+    expect(response.headers.get("content-encoding")).toBe("gzip");
+    expect(response.text).toContain("xxxx");
+  });
+
+  it("answers 404 for an asset that is not in the build (not index.html)", async () => {
+    const response = await app.request("GET", "/console/assets/index-old999.js", { anonymous: true });
+    expect(response.status).toBe(404);
+    expect(response.text).not.toContain("<script");
+  });
+
+  it("keeps API answers as they were (no compression outside /console)", async () => {
+    const response = await app.request("GET", "/v1/media/libraries", {
+      headers: { "accept-encoding": "gzip" },
+    });
+    expect(response.status).toBe(200);
+    expect(response.headers.get("content-encoding")).toBeNull();
+  });
+
+  it("is not in the OpenAPI document", async () => {
+    const document = (await app.request("GET", "/openapi.json", { anonymous: true })).body;
+    expect(Object.keys(document.paths).filter((path) => path.startsWith("/console"))).toEqual([]);
+  });
+});
+
+describe("a console that was not built", () => {
+  let app: TestApp;
+  let dir: string;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "cumulo-console-empty-"));
+    app = await startTestApp({ CUMULO_CONSOLE_DIR: dir });
+  });
+  afterAll(async () => {
+    await app?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("answers 503 with a page saying how to build it, and the API still works", async () => {
+    const response = await app.request("GET", "/console/keys", { anonymous: true });
+    expect(response.status).toBe(503);
+    expect(response.headers.get("content-type")).toMatch(/^text\/html/);
+    expect(response.text).toContain("npm run console:build");
+    expect((await app.request("GET", "/v1/media/libraries")).status).toBe(200);
+  });
+});

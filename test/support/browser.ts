@@ -1,0 +1,46 @@
+import { existsSync, mkdirSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
+
+/** Debian's Chromium; the browser tests never download a browser of their own. */
+export const CHROMIUM = process.env.CUMULO_TEST_CHROMIUM ?? "/usr/bin/chromium";
+
+export const SCREENSHOTS = fileURLToPath(new URL("../../test-artifacts/screenshots/", import.meta.url));
+
+/** Why the browser tests cannot run here, or `undefined` when they can. */
+export function browserMissing(): string | undefined {
+  if (existsSync(CHROMIUM)) return undefined;
+  return `browser tests skipped: ${CHROMIUM} is missing. Install it with \`apt-get install chromium\` (or set CUMULO_TEST_CHROMIUM) and run \`npx vitest run --project console\`.`;
+}
+
+export async function launchBrowser(): Promise<Browser> {
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+      // The tests check that video plays; a headless browser has no user gesture to allow it.
+      "--autoplay-policy=no-user-gesture-required",
+    ],
+  });
+}
+
+/** A fresh browser profile (its own cookies) at a laptop's screen size, able to use the clipboard. */
+export async function newConsoleContext(browser: Browser, baseUrl: string): Promise<BrowserContext> {
+  const context = await browser.newContext({ baseURL: baseUrl, viewport: { width: 1280, height: 800 } });
+  // Fail fast: a page element that is not there in 10 s is not coming.
+  context.setDefaultTimeout(10_000);
+  await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: baseUrl });
+  return context;
+}
+
+/** A full-page screenshot kept under test-artifacts/screenshots/ (git-ignored) for a person to look at. */
+export async function screenshot(page: Page, name: string): Promise<void> {
+  mkdirSync(SCREENSHOTS, { recursive: true });
+  await page.screenshot({ path: `${SCREENSHOTS}${name}.png`, fullPage: true });
+}

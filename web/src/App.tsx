@@ -1,0 +1,69 @@
+import { lazy, type ReactNode, Suspense } from "react";
+import { BrowserRouter, Navigate, Route, Routes, useLocation } from "react-router";
+import { Layout } from "./components/Layout.tsx";
+import { Loading } from "./components/States.tsx";
+import { SignInPage } from "./pages/sign-in/SignInPage.tsx";
+import { SessionProvider, useSession } from "./session.tsx";
+
+// Every page but sign-in is its own chunk, so the first page loads only the frame.
+const KeysPage = lazy(() => import("./pages/keys/KeysPage.tsx").then((m) => ({ default: m.KeysPage })));
+const LibrariesPage = lazy(() =>
+  import("./pages/libraries/LibrariesPage.tsx").then((m) => ({ default: m.LibrariesPage })),
+);
+const LibraryPage = lazy(() =>
+  import("./pages/libraries/LibraryPage.tsx").then((m) => ({ default: m.LibraryPage })),
+);
+const VideoPage = lazy(() =>
+  import("./pages/libraries/VideoPage.tsx").then((m) => ({ default: m.VideoPage })),
+);
+const PlayersPage = lazy(() =>
+  import("./pages/players/PlayersPage.tsx").then((m) => ({ default: m.PlayersPage })),
+);
+const WebhooksPage = lazy(() =>
+  import("./pages/webhooks/WebhooksPage.tsx").then((m) => ({ default: m.WebhooksPage })),
+);
+const CdnPage = lazy(() => import("./pages/cdn/CdnPage.tsx").then((m) => ({ default: m.CdnPage })));
+const CloudPage = lazy(() => import("./pages/cloud/CloudPage.tsx").then((m) => ({ default: m.CloudPage })));
+const NotFoundPage = lazy(() =>
+  import("./pages/not-found/NotFoundPage.tsx").then((m) => ({ default: m.NotFoundPage })),
+);
+
+function RequireSession({ children }: { children: ReactNode }) {
+  const { session } = useSession();
+  const location = useLocation();
+  if (session === undefined) return <Loading what="Checking your session" />;
+  if (session === null) return <Navigate to="/sign-in" replace state={{ from: location.pathname }} />;
+  return children;
+}
+
+export function App() {
+  return (
+    <SessionProvider>
+      <BrowserRouter basename="/console">
+        <Suspense fallback={<Loading />}>
+          <Routes>
+            <Route path="/sign-in" element={<SignInPage />} />
+            <Route
+              element={
+                <RequireSession>
+                  <Layout />
+                </RequireSession>
+              }
+            >
+              <Route index element={<Navigate to="/libraries" replace />} />
+              <Route path="keys" element={<KeysPage />} />
+              <Route path="libraries" element={<LibrariesPage />} />
+              <Route path="libraries/:libraryId" element={<LibraryPage />} />
+              <Route path="libraries/:libraryId/videos/:videoId" element={<VideoPage />} />
+              <Route path="players" element={<PlayersPage />} />
+              <Route path="webhooks/*" element={<WebhooksPage />} />
+              <Route path="cdn/*" element={<CdnPage />} />
+              <Route path="cloud/*" element={<CloudPage />} />
+              <Route path="*" element={<NotFoundPage />} />
+            </Route>
+          </Routes>
+        </Suspense>
+      </BrowserRouter>
+    </SessionProvider>
+  );
+}

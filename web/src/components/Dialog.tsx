@@ -1,0 +1,154 @@
+import { type ReactNode, useEffect, useId, useRef, useState } from "react";
+
+interface DialogProps {
+  open: boolean;
+  title: string;
+  onClose: () => void;
+  children: ReactNode;
+}
+
+/** A modal on the native <dialog>: focus is trapped, Escape closes, focus returns to the opener. */
+export function Dialog({ open, title, onClose, children }: DialogProps) {
+  const ref = useRef<HTMLDialogElement>(null);
+  const titleId = useId();
+  useEffect(() => {
+    const dialog = ref.current;
+    if (!dialog) return;
+    if (open && !dialog.open) dialog.showModal();
+    if (!open && dialog.open) dialog.close();
+  }, [open]);
+  return (
+    <dialog
+      ref={ref}
+      aria-labelledby={titleId}
+      onClose={onClose}
+      onCancel={(event) => {
+        event.preventDefault();
+        onClose();
+      }}
+    >
+      {open && (
+        <>
+          <h2 id={titleId}>{title}</h2>
+          {children}
+        </>
+      )}
+    </dialog>
+  );
+}
+
+interface ConfirmDialogProps {
+  open: boolean;
+  title: string;
+  children: ReactNode;
+  confirmLabel: string;
+  onConfirm: () => Promise<void> | void;
+  onClose: () => void;
+}
+
+/** Asks before a destructive action; shows the action's error in place. */
+export function ConfirmDialog({
+  open,
+  title,
+  children,
+  confirmLabel,
+  onConfirm,
+  onClose,
+}: ConfirmDialogProps) {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string>();
+  useEffect(() => {
+    if (open) setError(undefined);
+  }, [open]);
+  return (
+    <Dialog open={open} title={title} onClose={onClose}>
+      <div className="dialog-body">{children}</div>
+      {error && (
+        <p className="field-error" role="alert">
+          {error}
+        </p>
+      )}
+      <div className="dialog-actions">
+        <button type="button" onClick={onClose}>
+          Cancel
+        </button>
+        <button
+          type="button"
+          className="danger"
+          disabled={busy}
+          onClick={async () => {
+            setBusy(true);
+            try {
+              await onConfirm();
+              onClose();
+            } catch (caught) {
+              setError(caught instanceof Error ? caught.message : "Failed");
+            } finally {
+              setBusy(false);
+            }
+          }}
+        >
+          {confirmLabel}
+        </button>
+      </div>
+    </Dialog>
+  );
+}
+
+export function CopyButton({ text, label = "Copy" }: { text: string; label?: string }) {
+  const [copied, setCopied] = useState<"yes" | "failed">();
+  return (
+    <button
+      type="button"
+      onClick={async () => {
+        try {
+          await navigator.clipboard.writeText(text);
+          setCopied("yes");
+        } catch {
+          // No clipboard access (permission refused, page not focused): the text stays selectable.
+          setCopied("failed");
+        }
+      }}
+    >
+      {copied === "yes" ? "Copied" : copied === "failed" ? "Copy failed: select the text" : label}
+      <span className="visually-hidden" aria-live="polite">
+        {copied === "yes" ? " to the clipboard" : ""}
+      </span>
+    </button>
+  );
+}
+
+interface SecretDialogProps {
+  open: boolean;
+  title: string;
+  /** What the secret is, e.g. "API key". */
+  label: string;
+  secret: string;
+  onClose: () => void;
+}
+
+/** A secret the API returns once: shown here once, with a copy button and a plain warning. */
+export function SecretDialog({ open, title, label, secret, onClose }: SecretDialogProps) {
+  const id = useId();
+  return (
+    <Dialog open={open} title={title} onClose={onClose}>
+      <p className="warning">Copy it now: it is shown only this once and cannot be shown again.</p>
+      <label htmlFor={id}>{label}</label>
+      <div className="secret-row">
+        <input
+          id={id}
+          readOnly
+          value={secret}
+          className="secret"
+          onFocus={(event) => event.target.select()}
+        />
+        <CopyButton text={secret} />
+      </div>
+      <div className="dialog-actions">
+        <button type="button" className="primary" onClick={onClose}>
+          I have copied it
+        </button>
+      </div>
+    </Dialog>
+  );
+}

@@ -1,0 +1,57 @@
+import { type ReactNode, useId } from "react";
+
+export interface FieldControlProps {
+  id: string;
+  name: string;
+  "aria-invalid": boolean;
+  "aria-describedby": string | undefined;
+}
+
+interface FieldProps {
+  label: string;
+  /** The field's name as the API reports it in validation errors (`referrers.values.2`). */
+  name: string;
+  /** The message of the API for this field, shown beside it. */
+  error?: string | undefined;
+  hint?: string;
+  children: (control: FieldControlProps) => ReactNode;
+}
+
+/** A labelled form control with its hint and the API's field error beside it. */
+export function Field({ label, name, error, hint, children }: FieldProps) {
+  const id = useId();
+  const hintId = hint ? `${id}-hint` : undefined;
+  const errorId = error ? `${id}-error` : undefined;
+  const describedBy = [hintId, errorId].filter(Boolean).join(" ") || undefined;
+  return (
+    <div className={error ? "field field-invalid" : "field"}>
+      <label htmlFor={id}>{label}</label>
+      {children({ id, name, "aria-invalid": Boolean(error), "aria-describedby": describedBy })}
+      {hint && (
+        <small id={hintId} className="field-hint">
+          {hint}
+        </small>
+      )}
+      {error && (
+        <small id={errorId} className="field-error" data-field-error={name}>
+          {error}
+        </small>
+      )}
+    </div>
+  );
+}
+
+/** Field errors the form shows nowhere else (a field the form has no control for), as one list. */
+export function OtherErrors({ errors, shown }: { errors: Record<string, string>; shown: string[] }) {
+  const rest = Object.entries(errors).filter(([field]) => !shown.includes(field));
+  if (rest.length === 0) return null;
+  return (
+    <ul className="form-errors" role="alert">
+      {rest.map(([field, message]) => (
+        <li key={field}>
+          <code>{field}</code>: {message}
+        </li>
+      ))}
+    </ul>
+  );
+}

@@ -1,0 +1,98 @@
+import { type ReactNode, useEffect, useState } from "react";
+import { NavLink, Outlet, useLocation, useNavigate } from "react-router";
+import { messageOf } from "../api.ts";
+import { useSession, useSignedIn } from "../session.tsx";
+import { LivestreamHealth } from "./LivestreamHealth.tsx";
+
+export const NAVIGATION = [
+  { to: "/keys", label: "API keys" },
+  { to: "/libraries", label: "Libraries" },
+  { to: "/players", label: "Players" },
+  { to: "/webhooks", label: "Webhooks" },
+  { to: "/cdn", label: "CDN" },
+  { to: "/cloud", label: "Cloud" },
+] as const;
+
+/** The signed-in frame: header with organization, livestream health and sign-out; navigation; the page. */
+export function Layout() {
+  const session = useSignedIn();
+  const { signOut } = useSession();
+  const navigate = useNavigate();
+  const location = useLocation();
+  const [menuOpen, setMenuOpen] = useState(false);
+  const [signOutError, setSignOutError] = useState<string>();
+  // A phone's menu closes once a page is chosen.
+  // biome-ignore lint/correctness/useExhaustiveDependencies: runs on navigation by design
+  useEffect(() => setMenuOpen(false), [location.pathname]);
+
+  return (
+    <div className="frame">
+      <a className="skip-link" href="#main">
+        Skip to content
+      </a>
+      <header className="topbar">
+        <button
+          type="button"
+          className="menu-button"
+          aria-expanded={menuOpen}
+          aria-controls="main-nav"
+          onClick={() => setMenuOpen((open) => !open)}
+        >
+          Menu
+        </button>
+        <span className="brand">Cumulo</span>
+        <span className="org" title="Organization">
+          {session.organization.name}
+        </span>
+        <LivestreamHealth />
+        <span className="user">
+          {session.user.email}
+          {session.readOnly && <span className="badge">read-only</span>}
+        </span>
+        <button
+          type="button"
+          onClick={async () => {
+            try {
+              await signOut();
+              navigate("/sign-in");
+            } catch (error) {
+              setSignOutError(messageOf(error));
+            }
+          }}
+        >
+          Sign out
+        </button>
+        {signOutError && (
+          <span className="field-error" role="alert">
+            {signOutError}
+          </span>
+        )}
+      </header>
+      <nav id="main-nav" className={menuOpen ? "sidenav open" : "sidenav"} aria-label="Main">
+        <ul>
+          {NAVIGATION.map((item) => (
+            <li key={item.to}>
+              <NavLink to={item.to}>{item.label}</NavLink>
+            </li>
+          ))}
+        </ul>
+      </nav>
+      <main id="main" tabIndex={-1}>
+        <Outlet />
+      </main>
+    </div>
+  );
+}
+
+/** A page's title (also the document title) and its main actions. */
+export function PageHeader({ title, children }: { title: string; children?: ReactNode }) {
+  useEffect(() => {
+    document.title = `${title} · Cumulo console`;
+  }, [title]);
+  return (
+    <div className="page-header">
+      <h1>{title}</h1>
+      {children && <div className="page-actions">{children}</div>}
+    </div>
+  );
+}

@@ -1,0 +1,78 @@
+import { type FormEvent, useEffect, useState } from "react";
+import { Navigate, useLocation, useNavigate } from "react-router";
+import { ApiFailure } from "../../api.ts";
+import { Field } from "../../components/Field.tsx";
+import { useSubmit } from "../../form.ts";
+import { useSession } from "../../session.tsx";
+
+export function SignInPage() {
+  const { session, signIn } = useSession();
+  const navigate = useNavigate();
+  const location = useLocation();
+  const [email, setEmail] = useState("");
+  const [password, setPassword] = useState("");
+  const from = (location.state as { from?: string } | null)?.from ?? "/libraries";
+  const { submit, busy, errors, formError } = useSubmit(async () => {
+    try {
+      await signIn(email, password);
+    } catch (error) {
+      // One answer for a wrong email and a wrong password, as the API gives it.
+      if (error instanceof ApiFailure && error.status === 401) {
+        throw new Error("The email or password is not right.");
+      }
+      throw error;
+    }
+    navigate(from, { replace: true });
+  });
+  useEffect(() => {
+    document.title = "Sign in · Cumulo console";
+  }, []);
+  if (session) return <Navigate to={from} replace />;
+
+  return (
+    <main id="main" className="sign-in">
+      <form
+        className="card"
+        aria-labelledby="sign-in-title"
+        onSubmit={(event: FormEvent) => {
+          event.preventDefault();
+          void submit();
+        }}
+      >
+        <h1 id="sign-in-title">Sign in to Cumulo</h1>
+        <Field label="Email" name="email" error={errors.email}>
+          {(control) => (
+            <input
+              {...control}
+              type="email"
+              autoComplete="username"
+              required
+              value={email}
+              onChange={(event) => setEmail(event.target.value)}
+            />
+          )}
+        </Field>
+        <Field label="Password" name="password" error={errors.password}>
+          {(control) => (
+            <input
+              {...control}
+              type="password"
+              autoComplete="current-password"
+              required
+              value={password}
+              onChange={(event) => setPassword(event.target.value)}
+            />
+          )}
+        </Field>
+        {formError && (
+          <p className="field-error" role="alert">
+            {formError}
+          </p>
+        )}
+        <button type="submit" className="primary" disabled={busy}>
+          {busy ? "Signing in…" : "Sign in"}
+        </button>
+      </form>
+    </main>
+  );
+}

@@ -1,0 +1,69 @@
+import { createContext, type ReactNode, useCallback, useContext, useEffect, useMemo, useState } from "react";
+import { ApiFailure, api, call, setCsrfToken } from "./api.ts";
+
+export interface ConsoleSession {
+  user: { id: number; uuid: string; email: string; read_only: boolean };
+  organization: { id: string; name: string };
+  csrf_token: string;
+}
+
+interface SessionState {
+  /** `undefined` while the first check runs; `null` when nobody is signed in. */
+  session: ConsoleSession | null | undefined;
+  signIn(email: string, password: string): Promise<void>;
+  signOut(): Promise<void>;
+  /** Read-only users see every page and every button, disabled where it would change something. */
+  readOnly: boolean;
+}
+
+const SessionContext = createContext<SessionState | undefined>(undefined);
+
+function remember(session: ConsoleSession | null) {
+  setCsrfToken(session?.csrf_token);
+  return session;
+}
+
+export function SessionProvider({ children }: { children: ReactNode }) {
+  const [session, setSession] = useState<ConsoleSession | null | undefined>(undefined);
+
+  useEffect(() => {
+    call(api.GET("/v1/console/session")).then(
+      (body) => setSession(remember(body.data)),
+      () => setSession(remember(null)),
+    );
+  }, []);
+
+  const signIn = useCallback(async (email: string, password: string) => {
+    const body = await call(api.POST("/v1/console/session", { body: { email, password } }));
+    setSession(remember(body.data));
+  }, []);
+
+  const signOut = useCallback(async () => {
+    try {
+      await call(api.DELETE("/v1/console/session"));
+    } catch (error) {
+      // A session that already ended is signed out all the same.
+      if (!(error instanceof ApiFailure && error.status === 401)) throw error;
+    }
+    setSession(remember(null));
+  }, []);
+
+  const value = useMemo(
+    () => ({ session, signIn, signOut, readOnly: session?.user.read_only ?? true }),
+    [session, signIn, signOut],
+  );
+  return <SessionContext.Provider value={value}>{children}</SessionContext.Provider>;
+}
+
+export function useSession(): SessionState {
+  const state = useContext(SessionContext);
+  if (!state) throw new Error("useSession outside SessionProvider");
+  return state;
+}
+
+/** The signed-in session; only for pages inside the signed-in layout. */
+export function useSignedIn(): ConsoleSession & { readOnly: boolean } {
+  const { session, readOnly } = useSession();
+  if (!session) throw new Error("useSignedIn without a session");
+  return { ...session, readOnly };
+}

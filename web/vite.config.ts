@@ -1,0 +1,15 @@
+import { fileURLToPath } from "node:url";
+import react from "@vitejs/plugin-react";
+import { defineConfig } from "vite";
+
+// Served by Cumulo at /console (src/console/pages.ts). The client is taken from its source, so the
+// console always builds against the committed schema without building the package first.
+export default defineConfig({
+  base: "/console/",
+  plugins: [react()],
+  resolve: {
+    alias: { "@cumulo/client": fileURLToPath(new URL("../packages/client/src/index.ts", import.meta.url)) },
+  },
+  build: { outDir: "dist", emptyOutDir: true, sourcemap: false, target: "es2022" },
+  server: { proxy: { "/v1": "http://127.0.0.1:8080" } },
+});
