@@ -1,3 +1,4 @@
+import cookie from "@fastify/cookie";
 import swagger from "@fastify/swagger";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import scalar from "@scalar/fastify-api-reference";
@@ -15,6 +16,8 @@ import { registerRateLimit } from "./http/rate-limit.ts";
 import { requestId } from "./http/request-id.ts";
 import { registerUploadSlots } from "./http/upload-bodies.ts";
 import { unstorableTextErrors, validatorCompiler } from "./http/validation.ts";
+import { apiKeyRoutes } from "./identity/routes/api-keys.ts";
+import { consoleRoutes } from "./identity/routes/index.ts";
 import { isUuid } from "./ids.ts";
 import { livestreamRoutes } from "./livestream/routes.ts";
 import { mediaRoutes } from "./media/routes/index.ts";
@@ -72,6 +75,8 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
 
   app.setValidatorCompiler(validatorCompiler);
   registerAuthDecorators(app);
+  // Console sessions travel in a cookie (docs/console.md); only the API listener reads cookies.
+  await app.register(cookie);
   registerErrorHandling(app);
   acceptJsonBodies(app, { maxDepth: config.limits.jsonDepth });
   registerUploadSlots(app, config.limits.concurrentUploadsPerKey);
@@ -115,6 +120,13 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
           apiKeyHeader: { type: "apiKey", in: "header", name: "X-API-Key" },
           cloudApiKey: { type: "apiKey", in: "header", name: "apikey" },
           uploadSignature: { type: "apiKey", in: "header", name: "AuthorizationSignature" },
+          consoleSession: {
+            type: "apiKey",
+            in: "cookie",
+            name: "cumulo_session",
+            description:
+              "The console's session (POST /v1/console/session). Accepted by every API route when no key header is sent; unsafe methods also need the session's X-CSRF-Token header.",
+          },
         },
       },
     },
@@ -134,6 +146,14 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
     configuration: { url: "/openapi.json", title: "Cumulo API reference", cdn: "/docs/js/scalar.js" },
   });
 
+  await app.register(consoleRoutes, {
+    prefix: "/v1/console",
+    identity: services.identity,
+    console: services.console,
+    signInLimit: config.signInRateLimit,
+    publicUrl: config.publicUrl,
+  });
+  await app.register(apiKeyRoutes, { prefix: "/v1/organization", identity: services.identity });
   await app.register(livestreamRoutes, { prefix: "/v1/livestream", store, identity: services.identity });
   await app.register(mediaRoutes, {
     prefix: "/v1/media",

@@ -37,6 +37,8 @@ export interface Config {
   webhookAllowPrivate: boolean;
   originAllowPrivate: boolean;
   rateLimit: RateLimitSetting;
+  /** Console sign-in attempts per client address and per email (CUMULO_SIGN_IN_RATE_LIMIT). */
+  signInRateLimit: RateLimitSetting;
   logLevel: string;
   regions: string[];
   locations: Location[];
@@ -255,6 +257,14 @@ export function loadConfig(env: Env = process.env): Config {
       `must look like 600/60s, 100/1m or 5000/1h, got "${rateLimitRaw}"`,
     );
 
+  const signInRateLimitRaw = env.CUMULO_SIGN_IN_RATE_LIMIT || "10/15m";
+  const signInRateLimit = parseRateLimit(signInRateLimitRaw);
+  if (!signInRateLimit)
+    throw new ConfigError(
+      "CUMULO_SIGN_IN_RATE_LIMIT",
+      `must look like 10/15m, 5/60s or 50/1h, got "${signInRateLimitRaw}"`,
+    );
+
   const logLevel = env.CUMULO_LOG_LEVEL || "info";
   if (!LOG_LEVELS.includes(logLevel)) {
     throw new ConfigError("CUMULO_LOG_LEVEL", `must be one of ${LOG_LEVELS.join(", ")}, got "${logLevel}"`);
@@ -295,6 +305,7 @@ export function loadConfig(env: Env = process.env): Config {
     webhookAllowPrivate: bool(env, "CUMULO_WEBHOOK_ALLOW_PRIVATE", false),
     originAllowPrivate: bool(env, "CUMULO_ORIGIN_ALLOW_PRIVATE", false),
     rateLimit,
+    signInRateLimit,
     logLevel,
     regions: list(env, "CUMULO_REGIONS", ["eu-central", "us-east", "ap-southeast"]),
     locations: locations(env),

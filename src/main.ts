@@ -20,6 +20,14 @@ function organizationId(org: string): string {
   return org;
 }
 
+/** Key and user ids are positive 32-bit integers in both stores. */
+function positiveId(value: string, what: string): number {
+  if (!/^\d{1,10}$/.test(value) || Number(value) < 1 || Number(value) > 2_147_483_647) {
+    throw new CliError(`${what} must be a positive integer, got "${value}"`);
+  }
+  return Number(value);
+}
+
 /** Runs `work` against the configured store, closing it afterwards. */
 async function withServices<T>(
   work: (services: ReturnType<typeof createServices>, deps: CoreDeps) => Promise<T>,
@@ -244,18 +252,93 @@ export function buildCli(): Command {
     .description("revoke an API key; it stops working at once")
     .action((keyId: string) =>
       withServices(async (services) => {
-        // Key ids are positive 32-bit integers in both stores.
-        if (!/^\d{1,10}$/.test(keyId) || Number(keyId) < 1 || Number(keyId) > 2_147_483_647) {
-          throw new CliError(`key id must be a positive integer, got "${keyId}"`);
-        }
-        if ((await services.identity.revokeApiKey(Number(keyId))).outcome === "not_found") {
+        if ((await services.identity.revokeApiKey(positiveId(keyId, "key id"))).outcome === "not_found") {
           throw new CliError(`key ${keyId} not found or already revoked`);
         }
         print({ id: Number(keyId), revoked: true });
       }),
     );
 
+  const users = program.command("users").description("console users (people who sign in at /console)");
+  users
+    .command("create")
+    .requiredOption("--org <id>", "organization id")
+    .requiredOption("--email <email>", "the email the user signs in with")
+    .addOption(new Option("--read-only", "the user may look at everything and change nothing").default(false))
+    .description(
+      "create a console user: the password is read from stdin when piped, else a one-time invitation link is printed",
+    )
+    .action(({ org, email, readOnly }: { org: string; email: string; readOnly: boolean }) =>
+      withServices(async (services) => {
+        const password = await passwordFromStdin();
+        const result = await services.console.createUser({
+          organizationId: organizationId(org),
+          email,
+          readOnly,
+          ...(password === undefined ? {} : { password }),
+        });
+        switch (result.outcome) {
+          case "created":
+            return print({
+              ...result.user,
+              ...(result.invitation_url
+                ? {
+                    invitation_url: result.invitation_url,
+                    invitation_expires_at: result.invitation_expires_at,
+                  }
+                : {}),
+            });
+          case "organization_not_found":
+            throw new CliError(`organization ${org} not found`);
+          case "email_taken":
+            throw new CliError(`a user with email ${email.trim().toLowerCase()} already exists`);
+          case "invalid":
+            throw new CliError(
+              result.errors
+                .map(
+                  (error) => `${error.field === "email" ? "--email" : "password (stdin)"}: ${error.message}`,
+                )
+                .join("; "),
+            );
+        }
+      }),
+    );
+  users
+    .command("list")
+    .requiredOption("--org <id>", "organization id")
+    .description("list the organization's console users")
+    .action(({ org }: { org: string }) =>
+      withServices(async (services) => {
+        const list = await services.console.listUsers(organizationId(org));
+        if (!list) throw new CliError(`organization ${org} not found`);
+        print(list);
+      }),
+    );
+  users
+    .command("remove <userId>")
+    .description("remove a console user; their sessions end at once")
+    .action((userId: string) =>
+      withServices(async (services) => {
+        if ((await services.console.removeUser(positiveId(userId, "user id"))).outcome === "not_found") {
+          throw new CliError(`console user ${userId} not found`);
+        }
+        print({ id: Number(userId), removed: true });
+      }),
+    );
+
   return program;
+}
+
+/**
+ * The password piped to `users create` (one line; the final line break is not part of it), or
+ * undefined when stdin is a terminal or empty: then the user gets an invitation link instead.
+ */
+async function passwordFromStdin(): Promise<string | undefined> {
+  if (process.stdin.isTTY) return undefined;
+  let text = "";
+  for await (const chunk of process.stdin) text += String(chunk);
+  const password = text.replace(/\r?\n$/, "");
+  return password === "" ? undefined : password;
 }
 
 export async function main(argv: string[]): Promise<void> {

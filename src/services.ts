@@ -13,8 +13,10 @@ import { type CloudServices, createCloudServices } from "./cloud/index.ts";
 import { loadSecretKey, SecretBox } from "./cloud/secrets.ts";
 import type { Config } from "./config.ts";
 import { AUTH_CACHE_TTL_MS, AuthCache } from "./identity/auth-cache.ts";
+import { ConsoleService } from "./identity/console-service.ts";
 import { IdentityRepository } from "./identity/repository.ts";
 import { IdentityService } from "./identity/service.ts";
+import { UserRepository } from "./identity/user-repository.ts";
 import type { JobHandler } from "./jobs/queue.ts";
 import { JobQueue } from "./jobs/queue.ts";
 import { JobRepository } from "./jobs/repository.ts";
@@ -58,6 +60,8 @@ export interface BackgroundWorker {
 
 export interface Services {
   identity: IdentityService;
+  /** Console users, passwords, sessions and invitations. */
+  console: ConsoleService;
   jobs: JobQueue;
   jobRepository: JobRepository;
   cdn: CdnService;
@@ -90,12 +94,15 @@ export function createServices(deps: CoreDeps): Services {
       ? new AuthCache(AUTH_CACHE_TTL_MS, clock, store.externalChanges)
       : undefined;
   const transact = transactor(store.db);
-  const identity = new IdentityService(
-    new IdentityRepository(store.db),
+  const identityRepository = new IdentityRepository(store.db);
+  const identity = new IdentityService(identityRepository, transact, clock, deps.bus, authCache);
+  const consoleService = new ConsoleService(
+    new UserRepository(store.db),
+    identityRepository,
+    identity,
     transact,
     clock,
-    deps.bus,
-    authCache,
+    (config.publicUrl ?? `http://${config.host}:${config.port}`).replace(/\/+$/, ""),
   );
   authCache?.listen(deps.bus).catch((error: unknown) => deps.logger.warn({ err: error }, "auth cache off"));
   const jobRepository = new JobRepository(store.db, store.dialect);
@@ -199,6 +206,7 @@ export function createServices(deps: CoreDeps): Services {
 
   return {
     identity,
+    console: consoleService,
     jobs,
     jobRepository,
     cdn,

@@ -1,5 +1,7 @@
+import type { CookieSerializeOptions } from "@fastify/cookie";
 import type { FastifyInstance, FastifyRequest } from "fastify";
-import type { AuthContext, IdentityService } from "../identity/service.ts";
+import type { AuthContext, IdentityService, SessionIdentity } from "../identity/service.ts";
+import { csrfTokenMatches, SESSION_COOKIE, SESSION_LIFETIME_MS } from "../identity/sessions.ts";
 import { ApiError } from "./errors.ts";
 
 /** Which API a route belongs to: decides accepted credential headers and error body shapes. */
@@ -43,23 +45,73 @@ export const isCloudPath = (url: string): boolean =>
   /^\/v1\/cloud(\/|\?|$)/.test(url) ||
   /^\/v1(\/[^/?]+)?\/(user-resource|network|storage|config|payment)(\/|\?|$)/.test(url);
 
+/** The console session cookie's value, if the request carries one. */
+export const sessionToken = (request: FastifyRequest): string | undefined =>
+  request.cookies[SESSION_COOKIE] || undefined;
+
+/**
+ * How the session cookie is set: never readable by scripts, never sent by other sites, and `Secure`
+ * when the browser reaches Cumulo over HTTPS: the request came over TLS, or the public URL (the
+ * address behind a TLS-terminating proxy) is https (docs/console.md).
+ */
+export const sessionCookieOptions = (
+  request: FastifyRequest,
+  publicUrl: string | undefined,
+): CookieSerializeOptions => ({
+  httpOnly: true,
+  sameSite: "strict",
+  path: "/",
+  secure: request.protocol === "https" || publicUrl?.startsWith("https:") === true,
+  maxAge: SESSION_LIFETIME_MS / 1000,
+});
+
+export const CSRF_HEADER = "x-csrf-token";
+
+/**
+ * The live session of the request's cookie, or undefined when it has none. A cookie that names no
+ * live session is 401; an unsafe method without the session's CSRF token in `X-CSRF-Token` is 403,
+ * since a browser sends the cookie whoever made the page that sends the request.
+ */
+export async function authenticateSessionCookie(
+  request: FastifyRequest,
+  identity: IdentityService,
+): Promise<{ token: string; session: SessionIdentity } | undefined> {
+  const token = sessionToken(request);
+  if (!token) return undefined;
+  const session = await identity.authenticateSession(token);
+  if (!session)
+    throw ApiError.unauthorized("The console session has ended: sign in again", "session_expired");
+  if (!READ_METHODS.has(request.method) && !csrfTokenMatches(token, header(request, CSRF_HEADER))) {
+    throw new ApiError(403, "Missing or wrong X-CSRF-Token header for this session", {
+      error: "forbidden",
+      code: "csrf_token_invalid",
+    });
+  }
+  return { token, session };
+}
+
 /**
  * Marks every route registered in `app` (an encapsulated plugin) as part of `group` and requires a
- * valid key for it; read-only keys may only read.
+ * valid key for it, or else a console session cookie (with its CSRF token on writes); read-only keys
+ * and users may only read.
  */
 export function requireApiKey(app: FastifyInstance, group: ApiGroup, identity: IdentityService): void {
   app.addHook("onRequest", async (request) => {
     request.apiGroup = group;
     const secret = presentedKey(request, group);
-    if (!secret) {
+    const auth = secret
+      ? await identity.authenticate(secret)
+      : (await authenticateSessionCookie(request, identity))?.session.auth;
+    if (!secret && !auth) {
       throw group === "cloud"
         ? ApiError.unauthorized("No API key found in request")
         : ApiError.unauthorized(MISSING_MEDIA_CREDENTIAL, "auth_type_not_found");
     }
-    const auth = await identity.authenticate(secret);
     if (!auth) throw ApiError.unauthorized("Invalid authentication credentials");
     if (auth.readOnly && !READ_METHODS.has(request.method)) {
-      throw ApiError.forbidden("This API key is read-only");
+      throw ApiError.forbidden(
+        auth.sessionId === undefined ? "This API key is read-only" : "This user is read-only",
+      );
     }
     request.auth = auth;
   });

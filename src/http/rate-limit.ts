@@ -2,6 +2,7 @@ import rateLimit from "@fastify/rate-limit";
 import type { FastifyInstance } from "fastify";
 import type { Redis } from "ioredis";
 import type { RateLimitSetting } from "../config.ts";
+import { credentialOf } from "../identity/service.ts";
 import { ApiError } from "./errors.ts";
 
 /**
@@ -23,7 +24,7 @@ export async function registerRateLimit(
     allowList: (request) => request.routeOptions.url?.startsWith("/docs") ?? false,
     ...(redis ? { redis: redis.client, nameSpace: `${redis.prefix}rate-limit:` } : {}),
     keyGenerator: (request) =>
-      request.auth ? `key:${request.auth.organizationId}:${request.auth.keyId}` : `ip:${request.ip}`,
+      request.auth ? `${request.auth.organizationId}:${credentialOf(request.auth)}` : `ip:${request.ip}`,
     errorResponseBuilder: (_request, context) =>
       new ApiError(429, "Too many requests", {
         error: "rate_limited",

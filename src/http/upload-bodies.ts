@@ -1,6 +1,7 @@
 import multipart from "@fastify/multipart";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import type { Config } from "../config.ts";
+import { credentialOf } from "../identity/service.ts";
 import { ApiError } from "./errors.ts";
 
 /** Bodies a handler streams to storage itself, rather than ones parsed before it runs. */
@@ -48,7 +49,7 @@ const tooManyUploads = () =>
   new ApiError(429, "Too many requests", { error: "rate_limited", headers: { "retry-after": "1" } });
 
 function slotKey(request: FastifyRequest): string | undefined {
-  return request.auth ? `${request.auth.organizationId}:${request.auth.keyId}` : undefined;
+  return request.auth ? `${request.auth.organizationId}:${credentialOf(request.auth)}` : undefined;
 }
 
 /**

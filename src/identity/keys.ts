@@ -6,8 +6,14 @@ const DISPLAY_PREFIX_LENGTH = 12;
 /** A new API key secret: `cmk_` and 43 base64url characters (256 random bits). */
 export const generateApiKey = (): string => KEY_PREFIX + randomBytes(32).toString("base64url");
 
-/** Keys are high-entropy secrets, so one SHA-256 is enough to keep them unrecoverable at rest. */
-export const hashApiKey = (secret: string): string => createHash("sha256").update(secret).digest("hex");
+/**
+ * API keys, session cookies and invitation tokens are high-entropy secrets, so one SHA-256 is enough
+ * to keep them unrecoverable at rest (passwords, chosen by people, are hashed with scrypt instead).
+ */
+export const hashSecret = (secret: string): string => createHash("sha256").update(secret).digest("hex");
 
 /** The part of a key kept in clear, to recognise it in listings. */
 export const displayPrefix = (secret: string): string => secret.slice(0, DISPLAY_PREFIX_LENGTH);
+
+/** A session cookie value or an invitation token: 256 random bits, base64url. */
+export const generateToken = (): string => randomBytes(32).toString("base64url");

@@ -32,7 +32,15 @@ export class IdentityRepository {
 
   insertUser(
     executor: Executor,
-    row: { uuid: string; organization_id: string; name: string; email: string; created_at: string },
+    row: {
+      uuid: string;
+      organization_id: string;
+      name: string;
+      email: string;
+      created_at: string;
+      password_hash?: string | null;
+      read_only?: boolean;
+    },
   ) {
     return executor.insertInto("users").values(row).returningAll().executeTakeFirstOrThrow();
   }
@@ -115,12 +123,43 @@ export class IdentityRepository {
         "api_keys.restricted",
         "api_keys.billing_account_id",
         "api_keys.expires_at",
+        "api_keys.last_used_at",
         "users.uuid as user_uuid",
       ])
       .where("api_keys.key_hash", "=", keyHash)
       .where("api_keys.revoked_at", "is", null)
       .where((eb) => eb.or([eb("api_keys.expires_at", "is", null), eb("api_keys.expires_at", ">", now)]))
       .executeTakeFirst();
+  }
+
+  async touchApiKey(id: number, now: string): Promise<void> {
+    await this.db.updateTable("api_keys").set({ last_used_at: now }).where("id", "=", id).execute();
+  }
+
+  /** The session with this token hash, live at `now` (not idle since `idleSince`), with its user and organization. */
+  findLiveSession(tokenHash: string, now: string, idleSince: string) {
+    return this.db
+      .selectFrom("console_sessions")
+      .innerJoin("users", "users.id", "console_sessions.user_id")
+      .innerJoin("organizations", "organizations.id", "users.organization_id")
+      .select([
+        "console_sessions.id",
+        "console_sessions.last_seen_at",
+        "users.id as user_id",
+        "users.uuid as user_uuid",
+        "users.email",
+        "users.read_only",
+        "organizations.id as organization_id",
+        "organizations.name as organization_name",
+      ])
+      .where("console_sessions.token_hash", "=", tokenHash)
+      .where("console_sessions.expires_at", ">", now)
+      .where("console_sessions.last_seen_at", ">", idleSince)
+      .executeTakeFirst();
+  }
+
+  async touchSession(id: number, now: string): Promise<void> {
+    await this.db.updateTable("console_sessions").set({ last_seen_at: now }).where("id", "=", id).execute();
   }
 
   findKeyByHash(keyHash: string) {

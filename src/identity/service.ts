@@ -4,8 +4,9 @@ import { type Clock, nowIso } from "../clock.ts";
 import { readBool } from "../store/codec.ts";
 import type { Transact } from "../store/transactions.ts";
 import { type AuthCache, KEY_CHANGED_CHANNEL } from "./auth-cache.ts";
-import { displayPrefix, generateApiKey, hashApiKey } from "./keys.ts";
+import { displayPrefix, generateApiKey, hashSecret } from "./keys.ts";
 import type { IdentityRepository } from "./repository.ts";
+import { SESSION_IDLE_MS, SESSION_TOUCH_MS } from "./sessions.ts";
 import type { ApiKeyKind } from "./tables.ts";
 
 /** Who a request acts as, once its key is verified. */
@@ -15,11 +16,28 @@ export interface AuthContext {
   userId: number;
   /** User UUID (media `created_by`). */
   userUuid: string;
-  keyId: number;
+  /** The API key presented; undefined when a console session authenticated the request. */
+  keyId?: number;
+  /** The console session presented (its cookie); undefined for API keys. */
+  sessionId?: number;
   kind: ApiKeyKind;
   readOnly: boolean;
   restricted: boolean;
   billingAccountId: number | null;
+}
+
+/**
+ * What per-credential budgets (rate limit, upload slots) count against: the key, or for console
+ * sessions the user, so signing in again does not give a fresh budget.
+ */
+export const credentialOf = (auth: AuthContext): string =>
+  auth.sessionId === undefined ? `key:${auth.keyId}` : `user:${auth.userId}`;
+
+/** A live console session: who it acts as, and what the console shows of it. */
+export interface SessionIdentity {
+  auth: AuthContext;
+  email: string;
+  organizationName: string;
 }
 
 export interface ApiKeySummary {
@@ -29,6 +47,7 @@ export interface ApiKeySummary {
   kind: ApiKeyKind;
   read_only: boolean;
   created_at: string;
+  last_used_at: string | null;
 }
 
 export interface CreatedOrganization {
@@ -39,6 +58,9 @@ export interface CreatedOrganization {
 }
 
 export const DEFAULT_ORGANIZATION_NAME = "Default";
+
+/** A key's `last_used_at` is written at most this often, so authenticating rarely writes. */
+const LAST_USE_PRECISION_MS = 60 * 1000;
 
 /** A cloud token (an API key of kind `cloud_token`) as stored; `token` only right after creation. */
 export interface CloudTokenRecord {
@@ -69,7 +91,7 @@ export class IdentityService {
   ) {}
 
   /** Tells every node (and this one) that a key was revoked or changed; their auth caches drop it. */
-  private async keyChanged(keyId: number): Promise<void> {
+  async keyChanged(keyId: number): Promise<void> {
     // This node forgets at once, before answering; the bus tells the others.
     this.cache?.clear();
     // The change is committed; a lost message only leaves a cached entry to its short TTL.
@@ -117,7 +139,7 @@ export class IdentityService {
     organizationId: string,
     options: { name: string; readOnly: boolean },
   ): Promise<
-    | { outcome: "created"; id: number; prefix: string; api_key: string }
+    | ({ outcome: "created"; api_key: string } & Omit<ApiKeySummary, "kind" | "last_used_at">)
     | { outcome: "organization_not_found" }
   > {
     const organization = await this.repository.findOrganization(organizationId);
@@ -132,7 +154,15 @@ export class IdentityService {
         this.keyRow(organizationId, user.id, options.name, secret, options.readOnly, now),
       );
     });
-    return { outcome: "created", id: row.id, prefix: row.prefix, api_key: secret };
+    return {
+      outcome: "created",
+      id: row.id,
+      name: row.name,
+      prefix: row.prefix,
+      read_only: readBool(row.read_only),
+      created_at: row.created_at,
+      api_key: secret,
+    };
   }
 
   async listApiKeys(organizationId: string): Promise<ApiKeySummary[] | undefined> {
@@ -145,7 +175,24 @@ export class IdentityService {
       kind: row.kind,
       read_only: readBool(row.read_only),
       created_at: row.created_at,
+      last_used_at: row.last_used_at,
     }));
+  }
+
+  /** Revokes an organization API key of this organization; it is refused at once on every node. */
+  async revokeOrganizationApiKey(
+    organizationId: string,
+    id: number,
+  ): Promise<{ outcome: "revoked" | "not_found" }> {
+    const revoked = await this.repository.revokeOrganizationApiKey(
+      organizationId,
+      "organization",
+      id,
+      nowIso(this.clock),
+    );
+    if (!revoked) return { outcome: "not_found" };
+    await this.keyChanged(id);
+    return { outcome: "revoked" };
   }
 
   async revokeApiKey(keyId: number): Promise<{ outcome: "revoked" | "not_found" }> {
@@ -155,12 +202,16 @@ export class IdentityService {
   }
 
   async authenticate(secret: string): Promise<AuthContext | undefined> {
-    const keyHash = hashApiKey(secret);
+    const keyHash = hashSecret(secret);
     const cached = this.cache?.get(keyHash);
     if (cached) return cached;
     const generation = this.cache?.generation ?? 0;
-    const row = await this.repository.findActiveKeyByHash(keyHash, nowIso(this.clock));
+    const now = this.clock.now();
+    const row = await this.repository.findActiveKeyByHash(keyHash, now.toISOString());
     if (!row) return undefined;
+    if (row.last_used_at === null || Date.parse(row.last_used_at) <= now.getTime() - LAST_USE_PRECISION_MS) {
+      await this.repository.touchApiKey(row.id, now.toISOString());
+    }
     const auth: AuthContext = {
       organizationId: row.organization_id,
       userId: row.user_id,
@@ -175,13 +226,41 @@ export class IdentityService {
     return auth;
   }
 
+  /** The live session whose cookie holds `token` (idle and absolute expiry by the injected clock). */
+  async authenticateSession(token: string): Promise<SessionIdentity | undefined> {
+    const now = this.clock.now();
+    const row = await this.repository.findLiveSession(
+      hashSecret(token),
+      now.toISOString(),
+      new Date(now.getTime() - SESSION_IDLE_MS).toISOString(),
+    );
+    if (!row) return undefined;
+    if (Date.parse(row.last_seen_at) <= now.getTime() - SESSION_TOUCH_MS) {
+      await this.repository.touchSession(row.id, now.toISOString());
+    }
+    return {
+      auth: {
+        organizationId: row.organization_id,
+        userId: row.user_id,
+        userUuid: row.user_uuid,
+        sessionId: row.id,
+        kind: "organization",
+        readOnly: readBool(row.read_only),
+        restricted: false,
+        billingAccountId: null,
+      },
+      email: row.email,
+      organizationName: row.organization_name,
+    };
+  }
+
   /**
    * First start: make sure someone can log in. With a bootstrap key, the default organization exists
    * and holds that key; with none and an empty store, a generated key is returned to be printed once.
    */
   async ensureBootstrap(bootstrapKey: string | undefined): Promise<{ generatedKey?: string }> {
     if (bootstrapKey) {
-      const existing = await this.repository.findKeyByHash(hashApiKey(bootstrapKey));
+      const existing = await this.repository.findKeyByHash(hashSecret(bootstrapKey));
       if (existing) return {};
       const organizations = await this.repository.listOrganizations();
       const defaultOrganization = organizations.find((org) => org.name === DEFAULT_ORGANIZATION_NAME);
@@ -302,7 +381,7 @@ export class IdentityService {
       name,
       description: "",
       prefix: displayPrefix(secret),
-      key_hash: hashApiKey(secret),
+      key_hash: hashSecret(secret),
       read_only: readOnly,
       restricted: false,
       billing_account_id: null,

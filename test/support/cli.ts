@@ -9,13 +9,21 @@ export interface CliResult {
   stderr: string;
 }
 
-/** Runs the real `cumulo` binary with the given environment on top of this process's. */
-export function runCli(args: string[], env: Record<string, string | undefined>): Promise<CliResult> {
+/**
+ * Runs the real `cumulo` binary with the given environment on top of this process's; `input`, when
+ * given, is piped to its stdin (else stdin is empty, as with `< /dev/null`).
+ */
+export function runCli(
+  args: string[],
+  env: Record<string, string | undefined>,
+  input?: string,
+): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [BIN, ...args], {
       env: { ...process.env, CUMULO_LOG_LEVEL: "silent", ...env },
-      stdio: ["ignore", "pipe", "pipe"],
+      stdio: ["pipe", "pipe", "pipe"],
     });
+    child.stdin.end(input ?? "");
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (chunk) => {

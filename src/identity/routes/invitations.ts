@@ -1,0 +1,52 @@
+import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import { sessionCookieOptions } from "../../http/auth.ts";
+import { ok } from "../../http/envelope.ts";
+import { ApiError } from "../../http/errors.ts";
+import { Envelope, mediaErrorResponses } from "../../http/schemas.ts";
+import { AcceptInvitationBody, ConsoleSession } from "../schemas.ts";
+import { SESSION_COOKIE } from "../sessions.ts";
+import { type ConsoleRouteOptions, tags } from "./common.ts";
+
+/** `/v1/console/invitations`: an invited user chooses a password through the link they were given. */
+export const invitationRoutes: FastifyPluginAsyncTypebox<ConsoleRouteOptions> = async (
+  app,
+  { console, signInLimit, publicUrl },
+) => {
+  app.post(
+    "/invitations/accept",
+    {
+      schema: {
+        operationId: "acceptConsoleInvitation",
+        tags,
+        summary: "Accept an invitation: set the password and sign in (sets the session cookie)",
+        body: AcceptInvitationBody,
+        response: { ...mediaErrorResponses, 201: Envelope(ConsoleSession) },
+      },
+      config: {
+        rateLimit: {
+          max: signInLimit.max,
+          timeWindow: signInLimit.windowMs,
+          keyGenerator: (request) => `invitation:ip:${request.ip}`,
+        },
+      },
+    },
+    async (request, reply) => {
+      const result = await console.acceptInvitation(request.body.token, request.body.password);
+      switch (result.outcome) {
+        case "accepted":
+          reply.setCookie(SESSION_COOKIE, result.token, sessionCookieOptions(request, publicUrl));
+          return reply.code(201).send(ok("Invitation accepted", result.session));
+        case "invalid":
+          throw ApiError.validation(result.errors);
+        case "expired":
+          throw ApiError.field("token", "validation_credentials", "This invitation has expired");
+        case "not_found":
+          throw ApiError.field(
+            "token",
+            "validation_credentials",
+            "This invitation is unknown or was already used",
+          );
+      }
+    },
+  );
+};

@@ -1,0 +1,56 @@
+import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import { Type } from "@sinclair/typebox";
+import { authenticateSessionCookie, sessionCookieOptions } from "../../http/auth.ts";
+import { ApiError } from "../../http/errors.ts";
+import { mediaErrorResponses } from "../../http/schemas.ts";
+import { ChangePasswordBody } from "../schemas.ts";
+import { SESSION_COOKIE } from "../sessions.ts";
+import { type ConsoleRouteOptions, consoleSecurity, tags } from "./common.ts";
+
+/** `/v1/console/password`: the signed-in user changes their password. */
+export const passwordRoutes: FastifyPluginAsyncTypebox<ConsoleRouteOptions> = async (
+  app,
+  { identity, console, signInLimit, publicUrl },
+) => {
+  app.put(
+    "/password",
+    {
+      schema: {
+        operationId: "changeConsolePassword",
+        tags,
+        summary: "Change the signed-in user's password; every other session of the user ends",
+        security: consoleSecurity,
+        body: ChangePasswordBody,
+        response: { ...mediaErrorResponses, 204: Type.Null() },
+      },
+      // Checking the current password is a guess like a sign-in: the same budget, per user.
+      config: {
+        rateLimit: {
+          max: signInLimit.max,
+          timeWindow: signInLimit.windowMs,
+          keyGenerator: (request) => `password:user:${request.auth.userId}`,
+        },
+      },
+      onRequest: async (request) => {
+        const current = await authenticateSessionCookie(request, identity);
+        if (!current) throw ApiError.unauthorized("Not signed in", "not_signed_in");
+        request.auth = current.session.auth;
+      },
+    },
+    async (request, reply) => {
+      const result = await console.changePassword(
+        request.auth.userId,
+        request.body.current_password,
+        request.body.new_password,
+      );
+      switch (result.outcome) {
+        case "changed":
+          // This tab stays signed in with a new session; every old one (this one's too) has ended.
+          reply.setCookie(SESSION_COOKIE, result.token, sessionCookieOptions(request, publicUrl));
+          return reply.code(204).send(null);
+        case "invalid":
+          throw ApiError.validation(result.errors);
+      }
+    },
+  );
+};

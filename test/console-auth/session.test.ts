@@ -1,0 +1,240 @@
+import { request as httpRequest } from "node:http";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { OffsetClock } from "../../src/clock.ts";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import { createConsoleUser, PASSWORD, sessionCookieOf, signIn, withSession } from "../support/console.ts";
+
+const INVALID_CREDENTIALS = {
+  success: false,
+  error: "unauthorized",
+  code: "invalid_credentials",
+  message: "Wrong email or password",
+};
+
+describe("console sign-in and sessions", () => {
+  let t: TestApp;
+  const clock = new OffsetClock();
+  beforeAll(async () => {
+    t = await startTestApp({}, { clock });
+    await createConsoleUser(t, { email: "Ada@Example.test" });
+  });
+  afterAll(() => t.close());
+
+  it("signs in with email (any case) and password, setting an HttpOnly SameSite=Strict cookie", async () => {
+    const response = await t.request("POST", "/v1/console/session", {
+      anonymous: true,
+      json: { email: "  ada@example.TEST ", password: PASSWORD },
+    });
+    expect(response.status).toBe(201);
+    expect(response.body.success).toBe(true);
+    expect(response.body.data.user).toMatchObject({ email: "ada@example.test", read_only: false });
+    expect(response.body.data.organization.name).toBe("Default");
+    expect(response.body.data.csrf_token).toMatch(/^[\w-]{43}$/);
+    const cookie = sessionCookieOf(response.headers);
+    // Plain HTTP without an https public URL: not Secure (a browser would drop it on http://).
+    expect(cookie?.setCookie).toMatch(
+      /^cumulo_session=[\w-]{43}; Max-Age=604800; Path=\/; HttpOnly; SameSite=Strict$/,
+    );
+    const current = await t.request("GET", "/v1/console/session", {
+      anonymous: true,
+      headers: { cookie: cookie?.cookie ?? "" },
+    });
+    expect(current.status).toBe(200);
+    expect(current.body.data).toEqual(response.body.data);
+  });
+
+  it("stores only a hash of the cookie", async () => {
+    const session = await signIn(t, "ada@example.test");
+    const value = session.cookie.split("=")[1] ?? "";
+    const rows = await t.cumulo.store.db.selectFrom("console_sessions").selectAll().execute();
+    expect(rows.length).toBeGreaterThan(0);
+    for (const row of rows) {
+      expect(row.token_hash).toMatch(/^[0-9a-f]{64}$/);
+      expect(row.token_hash).not.toContain(value);
+    }
+    const users = await t.cumulo.store.db
+      .selectFrom("users")
+      .select("password_hash")
+      .where("email", "=", "ada@example.test")
+      .execute();
+    expect(users[0]?.password_hash).toMatch(/^scrypt\$32768\$8\$1\$[\w-]{22}\$[\w-]{43}$/);
+  });
+
+  it("answers the same 401 to a wrong password and to an unknown email", async () => {
+    const wrong = await t.request("POST", "/v1/console/session", {
+      anonymous: true,
+      json: { email: "ada@example.test", password: "not the password" },
+    });
+    const unknown = await t.request("POST", "/v1/console/session", {
+      anonymous: true,
+      json: { email: "nobody@example.test", password: PASSWORD },
+    });
+    for (const response of [wrong, unknown]) {
+      expect(response.status).toBe(401);
+      expect(response.body).toEqual(INVALID_CREDENTIALS);
+      expect(sessionCookieOf(response.headers)).toBeUndefined();
+    }
+  });
+
+  it("refuses malformed sign-in bodies with field errors", async () => {
+    const response = await t.request("POST", "/v1/console/session", { anonymous: true, json: { email: 5 } });
+    expect(response.status).toBe(400);
+    expect(response.body.errors.map((e: { field: string }) => e.field).sort()).toEqual(["email", "password"]);
+  });
+
+  it("takes JSON only, so no cross-site form can sign anyone in", async () => {
+    for (const [type, body] of [
+      [
+        "application/x-www-form-urlencoded",
+        `email=ada%40example.test&password=${encodeURIComponent(PASSWORD)}`,
+      ],
+      ["text/plain", JSON.stringify({ email: "ada@example.test", password: PASSWORD })],
+    ]) {
+      const response = await t.request("POST", "/v1/console/session", {
+        anonymous: true,
+        headers: { "content-type": type ?? "" },
+        body,
+      });
+      expect(response.status).toBe(415);
+      expect(sessionCookieOf(response.headers)).toBeUndefined();
+    }
+  });
+
+  it("answers 401 without a session and with a cookie naming none", async () => {
+    const none = await t.request("GET", "/v1/console/session", { anonymous: true });
+    expect(none.status).toBe(401);
+    expect(none.body).toMatchObject({ success: false, error: "unauthorized", code: "not_signed_in" });
+    const forged = await t.request("GET", "/v1/console/session", {
+      anonymous: true,
+      headers: { cookie: "cumulo_session=forged" },
+    });
+    expect(forged.status).toBe(401);
+    expect(forged.body).toMatchObject({ success: false, error: "unauthorized", code: "session_expired" });
+    // On an API route a dead cookie is a 401 too, never the key's answer.
+    const media = await t.request("GET", "/v1/media/libraries", {
+      anonymous: true,
+      headers: { cookie: "cumulo_session=forged" },
+    });
+    expect(media.status).toBe(401);
+  });
+
+  it("signs out only with the CSRF token, ending the session and clearing the cookie", async () => {
+    const session = await signIn(t, "ada@example.test");
+    const refused = await t.request("DELETE", "/v1/console/session", withSession(session, false));
+    expect(refused.status).toBe(403);
+    expect(refused.body).toMatchObject({ success: false, error: "forbidden", code: "csrf_token_invalid" });
+    expect((await t.request("GET", "/v1/console/session", withSession(session))).status).toBe(200);
+
+    const out = await t.request("DELETE", "/v1/console/session", withSession(session));
+    expect(out.status).toBe(204);
+    expect(out.headers.getSetCookie()[0]).toMatch(
+      /^cumulo_session=; Max-Age=0; Path=\/; Expires=Thu, 01 Jan 1970/,
+    );
+    expect((await t.request("GET", "/v1/console/session", withSession(session))).status).toBe(401);
+    expect((await t.request("GET", "/v1/media/libraries", withSession(session))).status).toBe(401);
+    // Signing out again (a stale tab) just clears the cookie.
+    expect((await t.request("DELETE", "/v1/console/session", withSession(session))).status).toBe(204);
+  });
+
+  it("ends a session after 8 hours idle, and after 7 days however active", async () => {
+    clock.offsetMs = 0;
+    const idle = await signIn(t, "ada@example.test");
+    const active = await signIn(t, "ada@example.test");
+    try {
+      clock.offsetMs = 7 * 60 * 60 * 1000;
+      expect((await t.request("GET", "/v1/console/session", withSession(active))).status).toBe(200);
+      clock.offsetMs = 8 * 60 * 60 * 1000 + 1000;
+      expect((await t.request("GET", "/v1/console/session", withSession(idle))).status).toBe(401);
+      // Used an hour ago: still live.
+      expect((await t.request("GET", "/v1/console/session", withSession(active))).status).toBe(200);
+      for (let hours = 14; hours < 7 * 24; hours += 6) {
+        clock.offsetMs = hours * 60 * 60 * 1000;
+        expect((await t.request("GET", "/v1/media/libraries", withSession(active))).status).toBe(200);
+      }
+      clock.offsetMs = 7 * 24 * 60 * 60 * 1000 + 1000;
+      expect((await t.request("GET", "/v1/media/libraries", withSession(active))).status).toBe(401);
+    } finally {
+      clock.offsetMs = 0;
+    }
+  });
+});
+
+describe("console cookie over https", () => {
+  it("is Secure when the public URL is https (TLS ends at a proxy)", async () => {
+    const t = await startTestApp({ CUMULO_PUBLIC_URL: "https://cumulo.example.invalid" });
+    try {
+      await createConsoleUser(t, { email: "secure@example.test" });
+      const session = await signIn(t, "secure@example.test");
+      expect(session.setCookie).toMatch(/; HttpOnly; Secure; SameSite=Strict$/);
+    } finally {
+      await t.close();
+    }
+  });
+});
+
+/** A sign-in attempt sent from a given loopback address (Linux routes all of 127/8 to loopback). */
+function signInFrom(t: TestApp, localAddress: string, email: string) {
+  const url = new URL("/v1/console/session", t.baseUrl);
+  return new Promise<{ status: number; retryAfter: string | undefined; body: any }>((resolve, reject) => {
+    const request = httpRequest(
+      url,
+      { method: "POST", localAddress, headers: { "content-type": "application/json" } },
+      (response) => {
+        let text = "";
+        response.on("data", (chunk) => {
+          text += chunk;
+        });
+        response.on("end", () =>
+          resolve({
+            status: response.statusCode ?? 0,
+            retryAfter: response.headers["retry-after"] as string | undefined,
+            body: JSON.parse(text),
+          }),
+        );
+      },
+    );
+    request.on("error", reject);
+    request.end(JSON.stringify({ email, password: "a wrong password" }));
+  });
+}
+
+describe("sign-in rate limit", () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp({ CUMULO_SIGN_IN_RATE_LIMIT: "3/15m" });
+    await createConsoleUser(t, { email: "target@example.test" });
+  });
+  afterAll(() => t.close());
+
+  it("limits attempts on one email from many addresses", async () => {
+    for (const address of ["127.0.0.2", "127.0.0.3", "127.0.0.4"]) {
+      expect((await signInFrom(t, address, "target@example.test")).status).toBe(401);
+    }
+    const limited = await signInFrom(t, "127.0.0.5", "TARGET@example.test");
+    expect(limited.status).toBe(429);
+    expect(limited.body).toEqual({
+      success: false,
+      error: "rate_limited",
+      message: "Too many sign-in attempts",
+    });
+    expect(Number(limited.retryAfter)).toBeGreaterThan(0);
+    // Even the right password waits: guessing is what is limited.
+    const right = await t.request("POST", "/v1/console/session", {
+      anonymous: true,
+      json: { email: "target@example.test", password: PASSWORD },
+    });
+    expect(right.status).toBe(429);
+  });
+
+  it("limits attempts from one address on many emails", async () => {
+    for (const email of ["a@example.test", "b@example.test", "c@example.test"]) {
+      expect((await signInFrom(t, "127.0.0.9", email)).status).toBe(401);
+    }
+    const limited = await signInFrom(t, "127.0.0.9", "d@example.test");
+    expect(limited.status).toBe(429);
+    expect(limited.body.error).toBe("rate_limited");
+    expect(Number(limited.retryAfter)).toBeGreaterThan(0);
+    // Another address is not held back by this one.
+    expect((await signInFrom(t, "127.0.0.10", "e@example.test")).status).toBe(401);
+  });
+});
