@@ -77,7 +77,7 @@ describe.skipIf(missing)("the console in Chromium: webhooks, CDN, cloud and the 
     browser = await launchBrowser();
     context = await newConsoleContext(browser, app.baseUrl);
     page = await signInAs(context, EMAIL);
-  });
+  }, 120_000);
   afterAll(async () => {
     await browser?.close();
     await app?.close();
