@@ -1,4 +1,3 @@
-import type { CumuloClient } from "@cumulo/client";
 import { createContext, type ReactNode, useCallback, useContext, useEffect, useMemo, useState } from "react";
 import { ApiFailure, api, call, setCsrfToken } from "./api.ts";
 
@@ -17,22 +16,6 @@ interface SessionState {
   readOnly: boolean;
 }
 
-/**
- * The session routes as agreed in the console session interface. TODO(merge console-auth): once its
- * routes are in the OpenAPI document, regenerate the client and call `api` directly.
- */
-interface SessionPaths {
-  "/v1/console/session": {
-    get: { responses: { 200: { content: { "application/json": { data: ConsoleSession } } } } };
-    post: {
-      requestBody: { content: { "application/json": { email: string; password: string } } };
-      responses: { 201: { content: { "application/json": { data: ConsoleSession } } } };
-    };
-    delete: { responses: { 204: { content: never } } };
-  };
-}
-const sessionApi = api as unknown as CumuloClient & import("openapi-fetch").Client<SessionPaths>;
-
 const SessionContext = createContext<SessionState | undefined>(undefined);
 
 function remember(session: ConsoleSession | null) {
@@ -44,20 +27,20 @@ export function SessionProvider({ children }: { children: ReactNode }) {
   const [session, setSession] = useState<ConsoleSession | null | undefined>(undefined);
 
   useEffect(() => {
-    call(sessionApi.GET("/v1/console/session")).then(
+    call(api.GET("/v1/console/session")).then(
       (body) => setSession(remember(body.data)),
       () => setSession(remember(null)),
     );
   }, []);
 
   const signIn = useCallback(async (email: string, password: string) => {
-    const body = await call(sessionApi.POST("/v1/console/session", { body: { email, password } }));
+    const body = await call(api.POST("/v1/console/session", { body: { email, password } }));
     setSession(remember(body.data));
   }, []);
 
   const signOut = useCallback(async () => {
     try {
-      await call(sessionApi.DELETE("/v1/console/session"));
+      await call(api.DELETE("/v1/console/session"));
     } catch (error) {
       // A session that already ended is signed out all the same.
       if (!(error instanceof ApiFailure && error.status === 401)) throw error;

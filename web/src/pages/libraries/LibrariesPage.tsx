@@ -1,13 +1,192 @@
+import { type FormEvent, useState } from "react";
+import { Link } from "react-router";
+import { api, call } from "../../api.ts";
+import { type Column, DataTable, pagingOf } from "../../components/DataTable.tsx";
+import { ConfirmDialog, Dialog } from "../../components/Dialog.tsx";
 import { PageHeader } from "../../components/Layout.tsx";
-import { Empty } from "../../components/States.tsx";
+import { Empty, ErrorState, Loading } from "../../components/States.tsx";
+import { useLoad } from "../../load.ts";
+import { useSignedIn } from "../../session.tsx";
+import { LibraryForm } from "./LibraryForm.tsx";
+import type { Library } from "./types.ts";
+
+const PRIVACY = ["public", "private", "unlisted", "restricted"] as const;
+type Privacy = (typeof PRIVACY)[number];
 
 export function LibrariesPage() {
+  const { readOnly } = useSignedIn();
+  const [page, setPage] = useState(1);
+  const [search, setSearch] = useState("");
+  const [privacy, setPrivacy] = useState<Privacy | "">("");
+  const [creating, setCreating] = useState(false);
+  const [editing, setEditing] = useState<Library>();
+  const [deleting, setDeleting] = useState<Library>();
+
+  const libraries = useLoad(
+    () =>
+      call(
+        api.GET("/v1/media/libraries", {
+          params: {
+            query: {
+              page,
+              limit: 20,
+              ...(search ? { search } : {}),
+              ...(privacy ? { default_privacy: privacy } : {}),
+            },
+          },
+        }),
+      ),
+    `${page}|${search}|${privacy}`,
+  );
+
+  const columns: Column<Library>[] = [
+    {
+      header: "Name",
+      rowHeader: true,
+      cell: (library) => <Link to={`/libraries/${library.id}`}>{library.name}</Link>,
+    },
+    { header: "Default privacy", cell: (library) => library.default_privacy },
+    {
+      header: "Status",
+      cell: (library) => <span className={`status status-${library.status}`}>{library.status}</span>,
+    },
+    { header: "Region", cell: (library) => library.region },
+    { header: "Created", cell: (library) => new Date(library.created_at).toLocaleString() },
+    {
+      header: "Actions",
+      cell: (library) => (
+        <div className="row-actions">
+          <button
+            type="button"
+            disabled={readOnly}
+            onClick={() => setEditing(library)}
+            aria-label={`Edit ${library.name}`}
+          >
+            Edit
+          </button>
+          <button
+            type="button"
+            className="danger"
+            disabled={readOnly}
+            onClick={() => setDeleting(library)}
+            aria-label={`Delete ${library.name}`}
+          >
+            Delete
+          </button>
+        </div>
+      ),
+    },
+  ];
+
   return (
     <>
-      <PageHeader title="Libraries" />
-      <Empty>
-        <p>This page is not built yet.</p>
-      </Empty>
+      <PageHeader title="Libraries">
+        <button type="button" className="primary" disabled={readOnly} onClick={() => setCreating(true)}>
+          New library
+        </button>
+      </PageHeader>
+      <form
+        className="filters"
+        aria-label="Filter libraries"
+        onSubmit={(event: FormEvent) => event.preventDefault()}
+      >
+        <div className="field">
+          <label htmlFor="library-search">Name contains</label>
+          <input
+            id="library-search"
+            type="search"
+            value={search}
+            onChange={(event) => {
+              setSearch(event.target.value);
+              setPage(1);
+            }}
+          />
+        </div>
+        <div className="field">
+          <label htmlFor="library-privacy">Default privacy</label>
+          <select
+            id="library-privacy"
+            value={privacy}
+            onChange={(event) => {
+              setPrivacy(event.target.value as Privacy | "");
+              setPage(1);
+            }}
+          >
+            <option value="">Any</option>
+            {PRIVACY.map((value) => (
+              <option key={value}>{value}</option>
+            ))}
+          </select>
+        </div>
+      </form>
+      {libraries.state === "loading" && <Loading what="Loading libraries" />}
+      {libraries.state === "error" && <ErrorState error={libraries.error} onRetry={libraries.reload} />}
+      {libraries.state === "ready" &&
+        (libraries.data.data.length === 0 ? (
+          <Empty>
+            <p>{search || privacy ? "No library matches these filters." : "No libraries yet."}</p>
+          </Empty>
+        ) : (
+          <DataTable
+            caption="Libraries"
+            columns={columns}
+            rows={libraries.data.data}
+            rowKey={(library) => library.id}
+            paging={pagingOf(libraries.data.meta, setPage)}
+          />
+        ))}
+      <Dialog open={creating} title="New library" onClose={() => setCreating(false)}>
+        <LibraryForm
+          submitLabel="Create library"
+          onCancel={() => setCreating(false)}
+          onSave={async (fields) => {
+            await call(api.POST("/v1/media/libraries", { body: fields }));
+            setCreating(false);
+            libraries.reload();
+          }}
+        />
+      </Dialog>
+      <Dialog
+        open={editing !== undefined}
+        title={`Edit ${editing?.name ?? ""}`}
+        onClose={() => setEditing(undefined)}
+      >
+        {editing && (
+          <LibraryForm
+            library={editing}
+            submitLabel="Save"
+            onCancel={() => setEditing(undefined)}
+            onSave={async ({ name, description, default_privacy }) => {
+              await call(
+                api.PATCH("/v1/media/libraries/{libraryId}", {
+                  params: { path: { libraryId: editing.id } },
+                  body: { name, description, default_privacy },
+                }),
+              );
+              setEditing(undefined);
+              libraries.reload();
+            }}
+          />
+        )}
+      </Dialog>
+      <ConfirmDialog
+        open={deleting !== undefined}
+        title="Delete library"
+        confirmLabel="Delete library"
+        onClose={() => setDeleting(undefined)}
+        onConfirm={async () => {
+          if (!deleting) return;
+          await call(
+            api.DELETE("/v1/media/libraries/{libraryId}", { params: { path: { libraryId: deleting.id } } }),
+          );
+          libraries.reload();
+        }}
+      >
+        <p>
+          Delete <strong>{deleting?.name}</strong> with all its videos, players and webhooks? This cannot be
+          undone.
+        </p>
+      </ConfirmDialog>
     </>
   );
 }

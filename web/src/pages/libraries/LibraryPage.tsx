@@ -1,13 +1,61 @@
+import { useState } from "react";
+import { Link, useParams } from "react-router";
+import { api, call } from "../../api.ts";
 import { PageHeader } from "../../components/Layout.tsx";
-import { Empty } from "../../components/States.tsx";
+import { ErrorState, Loading } from "../../components/States.tsx";
+import { useLoad } from "../../load.ts";
+import { FolderTree } from "./FolderTree.tsx";
+import { SecurityForm } from "./SecurityForm.tsx";
+import { UploadForm } from "./UploadForm.tsx";
+import { VideoList } from "./VideoList.tsx";
 
+/** One library: its folders, its videos, uploading, and its security settings. */
 export function LibraryPage() {
+  const { libraryId = "" } = useParams();
+  const [folderId, setFolderId] = useState<string | null>(null);
+  const [videosRound, setVideosRound] = useState(0);
+  const library = useLoad(
+    () => call(api.GET("/v1/media/libraries/{libraryId}", { params: { path: { libraryId } } })),
+    libraryId,
+  );
+  if (library.state === "loading") return <Loading what="Loading the library" />;
+  if (library.state === "error") return <ErrorState error={library.error} onRetry={library.reload} />;
+  const { data } = library.data;
   return (
     <>
-      <PageHeader title="Library" />
-      <Empty>
-        <p>This page is not built yet.</p>
-      </Empty>
+      <nav aria-label="Breadcrumb" className="breadcrumb">
+        <Link to="/libraries">Libraries</Link> / <span aria-current="page">{data.name}</span>
+      </nav>
+      <PageHeader title={data.name}>
+        <Link className="button" to={`/players?library=${data.id}`}>
+          Players
+        </Link>
+      </PageHeader>
+      {data.description && <p>{data.description}</p>}
+      <div className="library-layout">
+        <section className="panel" aria-labelledby="folders-title">
+          <h2 id="folders-title">Folders</h2>
+          <FolderTree libraryId={data.id} selected={folderId} onSelect={setFolderId} />
+        </section>
+        <div>
+          <section className="panel" aria-labelledby="upload-title">
+            <h2 id="upload-title">Upload a video</h2>
+            <UploadForm
+              libraryId={data.id}
+              folderId={folderId}
+              onUploaded={() => setVideosRound((n) => n + 1)}
+            />
+          </section>
+          <section className="panel" aria-labelledby="videos-title">
+            <h2 id="videos-title">Videos</h2>
+            <VideoList libraryId={data.id} folderId={folderId} round={videosRound} />
+          </section>
+        </div>
+      </div>
+      <section className="panel" aria-labelledby="security-title">
+        <h2 id="security-title">Security</h2>
+        <SecurityForm libraryId={data.id} />
+      </section>
     </>
   );
 }

@@ -1,0 +1,156 @@
+import { type FormEvent, useEffect, useState } from "react";
+import { api, call } from "../../api.ts";
+import { Field, OtherErrors } from "../../components/Field.tsx";
+import { ErrorState, Loading } from "../../components/States.tsx";
+import { useSubmit } from "../../form.ts";
+import { useLoad } from "../../load.ts";
+import { useSignedIn } from "../../session.tsx";
+
+type Action = "allow" | "deny";
+type VideoPrivacy = "public" | "private" | "restricted";
+
+interface Rule {
+  action: Action;
+  values: string;
+  enabled: boolean;
+}
+
+const toLines = (values: string[]) => values.join("\n");
+const fromLines = (text: string) =>
+  text
+    .split(/[\n,]/)
+    .map((value) => value.trim())
+    .filter(Boolean);
+
+/** The first error of a field or of any element under it (`referrers.values.2`). */
+function errorUnder(errors: Record<string, string>, prefix: string): string | undefined {
+  const entry = Object.entries(errors).find(([field]) => field === prefix || field.startsWith(`${prefix}.`));
+  if (!entry) return undefined;
+  const [field, message] = entry;
+  const index = field.slice(prefix.length + 1);
+  return index ? `Line ${Number(index) + 1}: ${message}` : message;
+}
+
+/** Referrer and country rules and the privacy of the library's videos. */
+export function SecurityForm({ libraryId }: { libraryId: string }) {
+  const { readOnly } = useSignedIn();
+  const security = useLoad(
+    () => call(api.GET("/v1/media/libraries/{libraryId}/security", { params: { path: { libraryId } } })),
+    libraryId,
+  );
+  const [referrers, setReferrers] = useState<Rule>({ action: "allow", values: "", enabled: false });
+  const [countries, setCountries] = useState<Rule>({ action: "deny", values: "", enabled: false });
+  const [privacy, setPrivacy] = useState<VideoPrivacy>("public");
+  const [saved, setSaved] = useState(false);
+  useEffect(() => {
+    if (security.state !== "ready") return;
+    const { whitelist_referrers: r, blocked_countries: c, video_privacy } = security.data.data;
+    setReferrers({ action: r.action, values: toLines(r.values), enabled: r.enabled });
+    setCountries({ action: c.action, values: toLines(c.values), enabled: c.enabled });
+    setPrivacy(video_privacy as VideoPrivacy);
+  }, [security.state, security.data]);
+  const { submit, busy, errors, formError } = useSubmit(async () => {
+    setSaved(false);
+    await call(
+      api.PUT("/v1/media/libraries/{libraryId}/security", {
+        params: { path: { libraryId } },
+        body: {
+          referrers: { ...referrers, values: fromLines(referrers.values) },
+          countries: { ...countries, values: fromLines(countries.values) },
+          video_privacy: privacy,
+        },
+      }),
+    );
+    setSaved(true);
+  });
+  if (security.state === "loading") return <Loading what="Loading security settings" />;
+  if (security.state === "error") return <ErrorState error={security.error} onRetry={security.reload} />;
+
+  const rule = (name: "referrers" | "countries", value: Rule, set: (rule: Rule) => void, hint: string) => (
+    <fieldset>
+      <legend>{name === "referrers" ? "Referrers" : "Countries"}</legend>
+      <label className="field-inline">
+        <input
+          type="checkbox"
+          checked={value.enabled}
+          disabled={readOnly}
+          onChange={(event) => set({ ...value, enabled: event.target.checked })}
+        />{" "}
+        Enforce this rule
+      </label>
+      <Field label="Action" name={`${name}.action`} error={errors[`${name}.action`]}>
+        {(control) => (
+          <select
+            {...control}
+            value={value.action}
+            disabled={readOnly}
+            onChange={(event) => set({ ...value, action: event.target.value as Action })}
+          >
+            <option value="allow">allow only these</option>
+            <option value="deny">deny these</option>
+          </select>
+        )}
+      </Field>
+      <Field label="Values" name={`${name}.values`} hint={hint} error={errorUnder(errors, `${name}.values`)}>
+        {(control) => (
+          <textarea
+            {...control}
+            rows={3}
+            value={value.values}
+            disabled={readOnly}
+            onChange={(event) => set({ ...value, values: event.target.value })}
+          />
+        )}
+      </Field>
+    </fieldset>
+  );
+
+  return (
+    <form
+      noValidate
+      onSubmit={(event: FormEvent) => {
+        event.preventDefault();
+        void submit();
+      }}
+    >
+      <div className="grid-2">
+        {rule(
+          "referrers",
+          referrers,
+          setReferrers,
+          "One host name per line, e.g. example.com or *.example.com",
+        )}
+        {rule("countries", countries, setCountries, "One ISO country code per line, e.g. DE")}
+      </div>
+      <Field label="Video privacy" name="video_privacy" error={errors.video_privacy}>
+        {(control) => (
+          <select
+            {...control}
+            value={privacy}
+            disabled={readOnly}
+            onChange={(event) => setPrivacy(event.target.value as VideoPrivacy)}
+          >
+            <option value="public">public</option>
+            <option value="restricted">restricted</option>
+            <option value="private">private (a playback token is needed)</option>
+          </select>
+        )}
+      </Field>
+      <OtherErrors
+        errors={errors}
+        shown={Object.keys(errors).filter((field) =>
+          /^(referrers|countries)\.(action|values)|^video_privacy$/.test(field),
+        )}
+      />
+      {formError && (
+        <p className="field-error" role="alert">
+          {formError}
+        </p>
+      )}
+      {saved && <p role="status">Security settings saved.</p>}
+      <button type="submit" className="primary" disabled={readOnly || busy}>
+        Save security settings
+      </button>
+    </form>
+  );
+}

@@ -1,0 +1,99 @@
+import { useState } from "react";
+import { Link } from "react-router";
+import { api, call } from "../../api.ts";
+import { type Column, DataTable, pagingOf } from "../../components/DataTable.tsx";
+import { Empty, ErrorState, Loading } from "../../components/States.tsx";
+import { useLoad } from "../../load.ts";
+import type { Video } from "./types.ts";
+
+const STATUSES = [
+  "created",
+  "uploading",
+  "processing",
+  "transcoding",
+  "packaging",
+  "ready",
+  "failed",
+] as const;
+type Status = (typeof STATUSES)[number];
+
+export function VideoStatus({ status }: { status: string }) {
+  return <span className={`status status-${status}`}>{status}</span>;
+}
+
+/** The library's videos (of one folder when chosen), with their status. */
+export function VideoList({
+  libraryId,
+  folderId,
+  round,
+}: {
+  libraryId: string;
+  folderId: string | null;
+  round: number;
+}) {
+  const [page, setPage] = useState(1);
+  const [status, setStatus] = useState<Status | "">("");
+  const videos = useLoad(
+    () =>
+      call(
+        api.GET("/v1/media/libraries/{libraryId}/videos", {
+          params: {
+            path: { libraryId },
+            query: {
+              page,
+              limit: 20,
+              ...(folderId ? { folder_id: folderId } : {}),
+              ...(status ? { status } : {}),
+            },
+          },
+        }),
+      ),
+    `${libraryId}|${folderId}|${page}|${status}|${round}`,
+  );
+  const columns: Column<Video>[] = [
+    {
+      header: "Title",
+      rowHeader: true,
+      cell: (video) => <Link to={`/libraries/${libraryId}/videos/${video.id}`}>{video.title}</Link>,
+    },
+    { header: "Status", cell: (video) => <VideoStatus status={video.status} /> },
+    { header: "Duration", cell: (video) => video.formatted_duration },
+    { header: "Created", cell: (video) => new Date(video.created_at).toLocaleString() },
+  ];
+  return (
+    <>
+      <div className="filters">
+        <div className="field">
+          <label htmlFor="video-status">Status</label>
+          <select
+            id="video-status"
+            value={status}
+            onChange={(event) => {
+              setStatus(event.target.value as Status | "");
+              setPage(1);
+            }}
+          >
+            <option value="">Any</option>
+            {STATUSES.map((value) => (
+              <option key={value}>{value}</option>
+            ))}
+          </select>
+        </div>
+      </div>
+      {videos.state === "loading" && <Loading what="Loading videos" />}
+      {videos.state === "error" && <ErrorState error={videos.error} onRetry={videos.reload} />}
+      {videos.state === "ready" &&
+        (videos.data.data.length === 0 ? (
+          <Empty>No videos here yet.</Empty>
+        ) : (
+          <DataTable
+            caption="Videos"
+            columns={columns}
+            rows={videos.data.data}
+            rowKey={(video) => video.id}
+            paging={pagingOf(videos.data.meta, setPage)}
+          />
+        ))}
+    </>
+  );
+}
