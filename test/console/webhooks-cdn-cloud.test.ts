@@ -222,15 +222,38 @@ describe.skipIf(missing)("the console in Chromium: webhooks, CDN, cloud and the 
     await page.getByRole("rowheader", { name: "data" }).waitFor();
     await screenshot(page, "cloud-disks");
 
-    for (const [tab, ready, name] of [
-      ["Virtual machines", "No virtual machine yet.", "cloud-vms"],
-      ["Floating IPs", "No floating IP yet.", "cloud-floating-ips"],
-      ["Load balancers", "No load balancer yet.", "cloud-load-balancers"],
-    ] as const) {
-      await page.getByRole("link", { name: tab }).click();
-      await page.getByText(ready).waitFor();
-      await screenshot(page, name);
-    }
+    await page.getByRole("link", { name: "Virtual machines" }).click();
+    await page.getByText("No virtual machine yet.").waitFor();
+    await page.getByRole("button", { name: "Create VM" }).click();
+    const vmDialog = page.getByRole("dialog", { name: "Create a virtual machine" });
+    await vmDialog.getByLabel("Name", { exact: true }).fill("web 1");
+    await vmDialog.getByLabel("vCPUs").fill("0");
+    await vmDialog.getByRole("button", { name: "Create VM" }).click();
+    await vmDialog.locator('[data-field-error="vcpu"]').waitFor();
+    await vmDialog.getByLabel("vCPUs").fill("2");
+    await vmDialog.getByRole("button", { name: "Create VM" }).click();
+    await page.getByRole("rowheader", { name: "web 1" }).waitFor();
+    await page.getByRole("button", { name: "Stop web 1" }).click();
+    await page.getByRole("button", { name: "Start web 1" }).waitFor();
+    await screenshot(page, "cloud-vms");
+
+    await page.getByRole("link", { name: "Floating IPs" }).click();
+    await page.getByText("No floating IP yet.").waitFor();
+    await page.getByLabel("Name").fill("front door");
+    await page.getByRole("button", { name: "Allocate" }).click();
+    await page.getByRole("cell", { name: "front door" }).waitFor();
+    await screenshot(page, "cloud-floating-ips");
+
+    await page.getByRole("link", { name: "Load balancers" }).click();
+    await page.getByText("No load balancer yet.").waitFor();
+    await page.getByLabel("Name").fill("edge lb");
+    await page.getByRole("button", { name: "Create load balancer" }).click();
+    await page.getByRole("rowheader", { name: "edge lb" }).waitFor();
+    await expect(page.getByRole("table", { name: "Load balancers" }).textContent()).resolves.toContain(
+      "80 → 8080",
+    );
+    await screenshot(page, "cloud-load-balancers");
+
     await page.getByRole("link", { name: "Object storage" }).click();
     await page.getByRole("rowheader", { name: /^[A-Z0-9]{20}$/ }).waitFor();
     await screenshot(page, "cloud-object-storage");
