@@ -8,7 +8,7 @@ import { BENCH_KEY, formatRow, startBenchCumulo } from "./support.ts";
 
 /**
  * Lighthouse (npm `lighthouse`, desktop preset) on the console's sign-in, library and CDN analytics
- * pages, in Debian's Chromium against a started Cumulo serving the freshly built console. The signed-in
+ * pages (issue 12) and the webhooks and cloud pages, in Debian's Chromium against a started Cumulo serving the freshly built console. The signed-in
  * pages get the session cookie through `extraHeaders`. Prints the four category scores of each page
  * and fails when accessibility or best practices is under 95 (issue 12).
  */
@@ -66,6 +66,8 @@ try {
     { name: "sign-in", path: "/console/sign-in", signedIn: false },
     { name: "library", path: `/console/libraries/${libraryId}`, signedIn: true },
     { name: "cdn analytics", path: "/console/cdn/analytics", signedIn: true },
+    { name: "webhooks", path: `/console/webhooks?library=${libraryId}`, signedIn: true },
+    { name: "cloud", path: "/console/cloud", signedIn: true },
   ];
   const widths = [16, 13, 15, 16, 6];
   console.log(formatRow(["page", "performance", "accessibility", "best practices", "seo"], widths));
