@@ -62,4 +62,8 @@ export async function consolePages(app: FastifyInstance, { dir }: ConsolePagesOp
     pageHeaders(reply).sendFile("index.html", { cacheControl: false });
   app.get("/console", hide, page);
   app.get("/console/*", hide, page);
+  // An asset name that is not in this build (an old tab after a deploy) is a plain 404, not the page.
+  app.get("/console/assets/*", hide, async (_request, reply) =>
+    reply.code(404).type("text/plain; charset=utf-8").send("Not found: reload the console"),
+  );
 }

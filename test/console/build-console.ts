@@ -9,5 +9,10 @@ import { browserMissing } from "../support/browser.ts";
 export function setup() {
   if (browserMissing()) return;
   const root = fileURLToPath(new URL("../..", import.meta.url));
-  execFileSync("npm", ["run", "--silent", "console:build"], { cwd: root, stdio: "ignore" });
+  // vitest sets NODE_ENV=test, which would give React's development build: build as `npm ci` does.
+  execFileSync("npm", ["run", "--silent", "console:build"], {
+    cwd: root,
+    stdio: "ignore",
+    env: { ...process.env, NODE_ENV: "production" },
+  });
 }

@@ -35,4 +35,21 @@ describe.skipIf(missing)("the console in Chromium: the page frame", () => {
     await screenshot(page, "sign-in-phone");
     await context.close();
   });
+
+  it("loads at most 250 KB of compressed JavaScript on the first page", async () => {
+    const context = await newConsoleContext(browser, app.baseUrl);
+    const page = await context.newPage();
+    const scripts: Promise<number>[] = [];
+    page.on("requestfinished", (request) => {
+      // The bytes on the wire: the body as sent, compressed.
+      if (request.resourceType() === "script")
+        scripts.push(request.sizes().then((sizes) => sizes.responseBodySize));
+    });
+    await page.goto("/console/sign-in", { waitUntil: "networkidle" });
+    const bytes = (await Promise.all(scripts)).reduce((sum, size) => sum + size, 0);
+    console.log(`first page: ${scripts.length} scripts, ${(bytes / 1024).toFixed(1)} KB compressed`);
+    expect(scripts.length).toBeGreaterThan(0);
+    expect(bytes).toBeLessThanOrEqual(250 * 1024);
+    await context.close();
+  });
 });

@@ -51,6 +51,12 @@ describe("the console's files at /console", () => {
     expect(response.text).toContain("xxxx");
   });
 
+  it("answers 404 for an asset that is not in the build (not index.html)", async () => {
+    const response = await app.request("GET", "/console/assets/index-old999.js", { anonymous: true });
+    expect(response.status).toBe(404);
+    expect(response.text).not.toContain("<script");
+  });
+
   it("keeps API answers as they were (no compression outside /console)", async () => {
     const response = await app.request("GET", "/v1/media/libraries", {
       headers: { "accept-encoding": "gzip" },

@@ -96,18 +96,23 @@ export function ConfirmDialog({
 }
 
 export function CopyButton({ text, label = "Copy" }: { text: string; label?: string }) {
-  const [copied, setCopied] = useState(false);
+  const [copied, setCopied] = useState<"yes" | "failed">();
   return (
     <button
       type="button"
       onClick={async () => {
-        await navigator.clipboard.writeText(text);
-        setCopied(true);
+        try {
+          await navigator.clipboard.writeText(text);
+          setCopied("yes");
+        } catch {
+          // No clipboard access (permission refused, page not focused): the text stays selectable.
+          setCopied("failed");
+        }
       }}
     >
-      {copied ? "Copied" : label}
+      {copied === "yes" ? "Copied" : copied === "failed" ? "Copy failed: select the text" : label}
       <span className="visually-hidden" aria-live="polite">
-        {copied ? " to the clipboard" : ""}
+        {copied === "yes" ? " to the clipboard" : ""}
       </span>
     </button>
   );

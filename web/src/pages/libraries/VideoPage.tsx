@@ -59,19 +59,19 @@ export function VideoPage() {
     return { player: players.data.find((player) => player.is_default), privacy: security.data.video_privacy };
   }, libraryId);
 
-  // Polls the stages until the video is ready or failed, then reads the video again.
-  const status = processing.data?.data.status;
+  // Polls the stages after each answer until the video is ready or failed, then reads the video again.
+  const answer = processing.data;
   const { reload: reloadProcessing } = processing;
   const { reload: reloadVideo } = video;
   useEffect(() => {
-    if (status === undefined) return;
-    if (FINAL.has(status)) {
+    if (answer === undefined) return;
+    if (FINAL.has(answer.data.status)) {
       reloadVideo();
       return;
     }
     const timer = setTimeout(reloadProcessing, POLL_MS);
     return () => clearTimeout(timer);
-  }, [status, reloadProcessing, reloadVideo]);
+  }, [answer, reloadProcessing, reloadVideo]);
 
   const ready = video.data?.data.status === "ready";
   const manifest = useLoad(async () => {
