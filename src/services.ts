@@ -16,6 +16,7 @@ import { AUTH_CACHE_TTL_MS, AuthCache } from "./identity/auth-cache.ts";
 import { ConsoleService } from "./identity/console-service.ts";
 import { IdentityRepository } from "./identity/repository.ts";
 import { IdentityService } from "./identity/service.ts";
+import { SESSION_IDLE_MS } from "./identity/sessions.ts";
 import { UserRepository } from "./identity/user-repository.ts";
 import type { JobHandler } from "./jobs/queue.ts";
 import { JobQueue } from "./jobs/queue.ts";
@@ -228,6 +229,12 @@ export function createServices(deps: CoreDeps): Services {
       new Housekeeper(
         [
           ...pruneTasks(config, jobRepository, cdnTrafficRepository),
+          {
+            // Idle this long, a session has ended whatever its expiry: its row is only clutter.
+            name: "ended console sessions",
+            keepMs: SESSION_IDLE_MS,
+            prune: (before) => consoleService.pruneEndedSessions(before),
+          },
           {
             name: "abandoned resumable uploads",
             keepMs: config.uploads.expiryMs,

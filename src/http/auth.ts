@@ -46,7 +46,7 @@ export const isCloudPath = (url: string): boolean =>
   /^\/v1(\/[^/?]+)?\/(user-resource|network|storage|config|payment)(\/|\?|$)/.test(url);
 
 /** The console session cookie's value, if the request carries one. */
-export const sessionToken = (request: FastifyRequest): string | undefined =>
+const sessionToken = (request: FastifyRequest): string | undefined =>
   request.cookies[SESSION_COOKIE] || undefined;
 
 /**
@@ -65,7 +65,7 @@ export const sessionCookieOptions = (
   maxAge: SESSION_LIFETIME_MS / 1000,
 });
 
-export const CSRF_HEADER = "x-csrf-token";
+const CSRF_HEADER = "x-csrf-token";
 
 /**
  * The live session of the request's cookie, or undefined when it has none. A cookie that names no
@@ -91,29 +91,41 @@ export async function authenticateSessionCookie(
 }
 
 /**
- * Marks every route registered in `app` (an encapsulated plugin) as part of `group` and requires a
- * valid key for it, or else a console session cookie (with its CSRF token on writes); read-only keys
- * and users may only read.
+ * Who sends the request: the key in one of `group`'s headers, or else the console session cookie
+ * (with its CSRF token on writes). Read-only keys and users may only read. Throws the contract's
+ * 401/403 otherwise.
+ */
+export async function authenticateRequest(
+  request: FastifyRequest,
+  group: ApiGroup,
+  identity: IdentityService,
+): Promise<AuthContext> {
+  const secret = presentedKey(request, group);
+  const auth = secret
+    ? await identity.authenticate(secret)
+    : (await authenticateSessionCookie(request, identity))?.session.auth;
+  if (!secret && !auth) {
+    throw group === "cloud"
+      ? ApiError.unauthorized("No API key found in request")
+      : ApiError.unauthorized(MISSING_MEDIA_CREDENTIAL, "auth_type_not_found");
+  }
+  if (!auth) throw ApiError.unauthorized("Invalid authentication credentials");
+  if (auth.readOnly && !READ_METHODS.has(request.method)) {
+    throw ApiError.forbidden(
+      auth.sessionId === undefined ? "This API key is read-only" : "This user is read-only",
+    );
+  }
+  return auth;
+}
+
+/**
+ * Marks every route registered in `app` (an encapsulated plugin) as part of `group` and
+ * authenticates every request (`authenticateRequest`).
  */
 export function requireApiKey(app: FastifyInstance, group: ApiGroup, identity: IdentityService): void {
   app.addHook("onRequest", async (request) => {
     request.apiGroup = group;
-    const secret = presentedKey(request, group);
-    const auth = secret
-      ? await identity.authenticate(secret)
-      : (await authenticateSessionCookie(request, identity))?.session.auth;
-    if (!secret && !auth) {
-      throw group === "cloud"
-        ? ApiError.unauthorized("No API key found in request")
-        : ApiError.unauthorized(MISSING_MEDIA_CREDENTIAL, "auth_type_not_found");
-    }
-    if (!auth) throw ApiError.unauthorized("Invalid authentication credentials");
-    if (auth.readOnly && !READ_METHODS.has(request.method)) {
-      throw ApiError.forbidden(
-        auth.sessionId === undefined ? "This API key is read-only" : "This user is read-only",
-      );
-    }
-    request.auth = auth;
+    request.auth = await authenticateRequest(request, group, identity);
   });
 }
 

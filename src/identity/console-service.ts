@@ -245,6 +245,11 @@ export class ConsoleService {
     return { outcome: "removed" };
   }
 
+  /** Removes sessions that have ended (idle or expired) before `before`: the housekeeper's task. */
+  pruneEndedSessions(before: Date): Promise<number> {
+    return this.users.pruneSessions(before.toISOString());
+  }
+
   private async openSession(trx: Trx, userId: number): Promise<string> {
     const token = generateToken();
     const now = this.clock.now();

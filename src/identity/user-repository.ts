@@ -82,6 +82,15 @@ export class UserRepository {
     await this.db.deleteFrom("console_sessions").where("token_hash", "=", tokenHash).execute();
   }
 
+  /** Deletes sessions idle since before `before` or expired by then; returns how many went. */
+  async pruneSessions(before: string): Promise<number> {
+    const result = await this.db
+      .deleteFrom("console_sessions")
+      .where((eb) => eb.or([eb("last_seen_at", "<", before), eb("expires_at", "<", before)]))
+      .executeTakeFirst();
+    return Number(result.numDeletedRows);
+  }
+
   async deleteUserSessions(executor: Executor, userId: number): Promise<void> {
     await executor.deleteFrom("console_sessions").where("user_id", "=", userId).execute();
   }

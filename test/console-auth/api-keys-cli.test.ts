@@ -103,7 +103,7 @@ describe("organization API keys from the console", () => {
 });
 
 // Each case runs the real binary several times (each start compiling TypeScript), so the bound is wider.
-describe("cumulo users", { timeout: 120_000 }, () => {
+describe("cumulo users", { timeout: 240_000 }, () => {
   let t: TestApp;
   let env: Record<string, string | undefined>;
   let org: string;

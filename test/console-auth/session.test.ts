@@ -1,6 +1,7 @@
 import { request as httpRequest } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { OffsetClock } from "../../src/clock.ts";
+import type { Housekeeper } from "../../src/ops/housekeeping.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { createConsoleUser, PASSWORD, sessionCookieOf, signIn, withSession } from "../support/console.ts";
 
@@ -236,5 +237,53 @@ describe("sign-in rate limit", () => {
     expect(Number(limited.retryAfter)).toBeGreaterThan(0);
     // Another address is not held back by this one.
     expect((await signInFrom(t, "127.0.0.10", "e@example.test")).status).toBe(401);
+  });
+});
+
+describe("sessions across API nodes", () => {
+  it("are accepted and ended by any node on the same store", async () => {
+    const first = await startTestApp();
+    // A second node on the same database, as behind a load balancer.
+    const second = await startTestApp({}, { store: first.store });
+    try {
+      await createConsoleUser(first, { email: "nodes@example.test" });
+      const session = await signIn(first, "nodes@example.test");
+      expect((await second.request("GET", "/v1/console/session", withSession(session))).status).toBe(200);
+      const created = await second.request("POST", "/v1/media/libraries", {
+        ...withSession(session),
+        json: { name: "Made on node two" },
+      });
+      expect(created.status).toBe(201);
+      expect((await second.request("DELETE", "/v1/console/session", withSession(session))).status).toBe(204);
+      expect((await first.request("GET", "/v1/media/libraries", withSession(session))).status).toBe(401);
+    } finally {
+      await second.close();
+      await first.close();
+    }
+  });
+});
+
+describe("housekeeping of sessions", () => {
+  it("deletes ended sessions' rows and keeps live ones", async () => {
+    const clock = new OffsetClock();
+    // A worker whose hourly round is far off: the test runs the round itself.
+    const t = await startTestApp({ CUMULO_ROLES: "api,worker" }, { clock });
+    try {
+      const housekeeper = t.cumulo.services.workers.find(
+        (worker) => worker.name === "housekeeping",
+      ) as Housekeeper;
+      await createConsoleUser(t, { email: "tidy@example.test" });
+      const ended = await signIn(t, "tidy@example.test");
+      clock.offsetMs = 5 * 60 * 60 * 1000;
+      const live = await signIn(t, "tidy@example.test");
+      clock.offsetMs = 9 * 60 * 60 * 1000;
+      await housekeeper.runOnce();
+      const rows = await t.cumulo.store.db.selectFrom("console_sessions").select("id").execute();
+      expect(rows).toHaveLength(1);
+      expect((await t.request("GET", "/v1/console/session", withSession(live))).status).toBe(200);
+      expect((await t.request("GET", "/v1/console/session", withSession(ended))).status).toBe(401);
+    } finally {
+      await t.close();
+    }
   });
 });

@@ -15,6 +15,7 @@ import {
   urlOf,
   wrongHeader,
 } from "../support/auth-matrix.ts";
+import { createConsoleUser, type SignedIn, signIn } from "../support/console.ts";
 
 /**
  * Every authenticated operation of `/openapi.json`, called by every kind of caller that must be
@@ -28,6 +29,9 @@ describe("auth and tenant matrix over every operation", () => {
   let ours: TenantResources;
   let revokedKey: string;
   let readOnlyKey: string;
+  /** Console sessions of an admin and of a read-only user of the owner's organization. */
+  let adminSession: SignedIn;
+  let readerSession: SignedIn;
   let otherKey: string;
   /** What the other organization sends of its own in a body (its billing account). */
   let theirs: TenantResources;
@@ -44,6 +48,11 @@ describe("auth and tenant matrix over every operation", () => {
     await identity.revokeApiKey(revoked.id);
     revokedKey = revoked.api_key;
     readOnlyKey = readOnly.api_key;
+    adminSession = await signIn(t, (await createConsoleUser(t, { email: "matrix@example.test" })).email);
+    readerSession = await signIn(
+      t,
+      (await createConsoleUser(t, { email: "matrix-reader@example.test", readOnly: true })).email,
+    );
     const other = await t.createOrganization("Matrix rival");
     otherKey = other.key;
     theirs = { ...ours, set_id: other.billingAccountId };
@@ -148,6 +157,47 @@ describe("auth and tenant matrix over every operation", () => {
         if (response.status !== 200) return `${response.status} ${response.text}`;
       },
     );
+  });
+
+  it("lets a console session (the cookie alone) read each resource it addresses", async () => {
+    await everyOperation(
+      (operation) => addressesResource(operation) && !isWrite(operation),
+      async (operation) => {
+        const response = await call(operation, { cookie: readerSession.cookie });
+        if (response.status !== 200) return `${response.status} ${response.text}`;
+      },
+    );
+  });
+
+  it("answers 403 csrf_token_invalid to a session's write without its X-CSRF-Token or with another", async () => {
+    await everyOperation(isWrite, async (operation) => {
+      for (const csrf of [undefined, readerSession.csrf]) {
+        const response = await call(
+          operation,
+          { cookie: adminSession.cookie, ...(csrf ? { "x-csrf-token": csrf } : {}) },
+          ours,
+        );
+        const expectedCode = operation.group === "cloud" ? undefined : "csrf_token_invalid";
+        if (
+          response.status !== 403 ||
+          !isGroupError(operation.group, response.body, "forbidden") ||
+          response.body.code !== expectedCode
+        )
+          return `${csrf ? "wrong" : "no"} token: ${response.status} ${response.text}`;
+      }
+    });
+  });
+
+  it("answers 403 to a read-only user's session on every write", async () => {
+    await everyOperation(isWrite, async (operation) => {
+      const response = await call(
+        operation,
+        { cookie: readerSession.cookie, "x-csrf-token": readerSession.csrf },
+        ours,
+      );
+      if (response.status !== 403 || !isGroupError(operation.group, response.body, "forbidden"))
+        return `${response.status} ${response.text}`;
+    });
   });
 
   it("answers 404 to another organization on every operation naming a resource", async () => {

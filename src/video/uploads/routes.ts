@@ -3,7 +3,7 @@ import { Type } from "@sinclair/typebox";
 import { Metadata } from "@tus/server";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Config } from "../../config.ts";
-import { MISSING_MEDIA_CREDENTIAL, presentedKey, requireApiKey } from "../../http/auth.ts";
+import { authenticateRequest, requireApiKey } from "../../http/auth.ts";
 import { ok } from "../../http/envelope.ts";
 import { ApiError } from "../../http/errors.ts";
 import {
@@ -252,14 +252,8 @@ const tusRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, opt
       if (check !== "valid") throw ApiError.unauthorized("Invalid upload authorization");
       return { kind: "signed", libraryId, videoId };
     }
-    const secret = presentedKey(request, "media");
-    if (!secret) {
-      // The contract's body for a missing credential, word for word, as on every media route.
-      throw ApiError.unauthorized(MISSING_MEDIA_CREDENTIAL, "auth_type_not_found");
-    }
-    const auth = await identity.authenticate(secret);
-    if (!auth) throw ApiError.unauthorized("Invalid authentication credentials");
-    if (auth.readOnly && request.method !== "HEAD") throw ApiError.forbidden("This API key is read-only");
+    // A key or the console's session, with the refusals of every media route.
+    const auth = await authenticateRequest(request, "media", identity);
     request.auth = auth;
     return { kind: "key", organizationId: auth.organizationId };
   }
