@@ -1,14 +1,31 @@
+import "../../components/blocks.css";
+import "./cdn.css";
+import { lazy, Suspense } from "react";
+import { NavLink, Route, Routes } from "react-router";
 import { PageHeader } from "../../components/Layout.tsx";
-import { Empty } from "../../components/States.tsx";
+import { Loading } from "../../components/States.tsx";
+import { Distributions } from "./Distributions.tsx";
 
-/** Placeholder: the CDN page is built by a later change (issue 12). */
+// The charts (and their library) load only when the analytics tab is opened.
+const Analytics = lazy(() => import("./Analytics.tsx").then((m) => ({ default: m.Analytics })));
+
+/** CDN: distributions with their purges (`/cdn`) and traffic analytics (`/cdn/analytics`). */
 export function CdnPage() {
   return (
     <>
       <PageHeader title="CDN" />
-      <Empty>
-        <p>This page is not built yet.</p>
-      </Empty>
+      <nav className="tabs" aria-label="CDN sections">
+        <NavLink to="/cdn" end>
+          Distributions
+        </NavLink>
+        <NavLink to="/cdn/analytics">Analytics</NavLink>
+      </nav>
+      <Suspense fallback={<Loading what="Loading charts" />}>
+        <Routes>
+          <Route index element={<Distributions />} />
+          <Route path="analytics" element={<Analytics />} />
+        </Routes>
+      </Suspense>
     </>
   );
 }

@@ -1,14 +1,43 @@
+import "../../components/blocks.css";
+import { NavLink, Route, Routes } from "react-router";
 import { PageHeader } from "../../components/Layout.tsx";
-import { Empty } from "../../components/States.tsx";
+import { Disks } from "./Disks.tsx";
+import { FloatingIps } from "./FloatingIps.tsx";
+import { LoadBalancers } from "./LoadBalancers.tsx";
+import { ObjectStorage } from "./ObjectStorage.tsx";
+import { Tokens } from "./Tokens.tsx";
+import { Vms } from "./Vms.tsx";
 
-/** Placeholder: the Cloud page is built by a later change (issue 12). */
+const SECTIONS = [
+  { path: "", label: "Tokens", element: <Tokens /> },
+  { path: "vms", label: "Virtual machines", element: <Vms /> },
+  { path: "disks", label: "Disks", element: <Disks /> },
+  { path: "floating-ips", label: "Floating IPs", element: <FloatingIps /> },
+  { path: "load-balancers", label: "Load balancers", element: <LoadBalancers /> },
+  { path: "object-storage", label: "Object storage", element: <ObjectStorage /> },
+];
+
+/** Cloud resources of the default location, one tab each (`/cloud`, `/cloud/vms`, ...). */
 export function CloudPage() {
   return (
     <>
       <PageHeader title="Cloud" />
-      <Empty>
-        <p>This page is not built yet.</p>
-      </Empty>
+      <nav className="tabs" aria-label="Cloud sections">
+        {SECTIONS.map((section) => (
+          <NavLink key={section.label} to={section.path ? `/cloud/${section.path}` : "/cloud"} end>
+            {section.label}
+          </NavLink>
+        ))}
+      </nav>
+      <Routes>
+        {SECTIONS.map((section) =>
+          section.path ? (
+            <Route key={section.label} path={section.path} element={section.element} />
+          ) : (
+            <Route key={section.label} index element={section.element} />
+          ),
+        )}
+      </Routes>
     </>
   );
 }

@@ -1,14 +1,271 @@
+import type { paths } from "@cumulo/client";
+import "../../components/blocks.css";
+import "./webhooks.css";
+import { useCallback, useState } from "react";
+import { useSearchParams } from "react-router";
+import { api, call } from "../../api.ts";
+import { type Column, DataTable, pagingOf } from "../../components/DataTable.tsx";
+import { ConfirmDialog, SecretDialog } from "../../components/Dialog.tsx";
 import { PageHeader } from "../../components/Layout.tsx";
-import { Empty } from "../../components/States.tsx";
+import { Empty, ErrorState, Loading } from "../../components/States.tsx";
+import { useLoad } from "../../load.ts";
+import { useSignedIn } from "../../session.tsx";
+import { Deliveries } from "./Deliveries.tsx";
+import { EndpointDialog } from "./EndpointDialog.tsx";
 
-/** Placeholder: the Webhooks page is built by a later change (issue 12). */
+type EndpointList =
+  paths["/v1/media/libraries/{libraryId}/webhooks"]["get"]["responses"][200]["content"]["application/json"];
+export type Endpoint = EndpointList["data"][number];
+
+/** The picker lists this many libraries; an organization with more picks by search. */
+const LIBRARY_PICKER_SIZE = 100;
+
+/** Webhook endpoints belong to a library: the page picks one (kept in `?library=`), then its endpoints. */
 export function WebhooksPage() {
+  const [params, setParams] = useSearchParams();
+  const libraryId = params.get("library") ?? "";
+  const endpointId = params.get("endpoint") ?? "";
+  const [search, setSearch] = useState("");
+  const libraries = useLoad(
+    () =>
+      call(
+        api.GET("/v1/media/libraries", {
+          params: { query: { limit: LIBRARY_PICKER_SIZE, page: 1, ...(search ? { search } : {}) } },
+        }),
+      ),
+    search,
+  );
+  const choose = (next: { library?: string; endpoint?: string }) => {
+    const updated = new URLSearchParams();
+    const library = next.library ?? libraryId;
+    if (library) updated.set("library", library);
+    if (next.endpoint) updated.set("endpoint", next.endpoint);
+    setParams(updated);
+  };
+
   return (
     <>
       <PageHeader title="Webhooks" />
-      <Empty>
-        <p>This page is not built yet.</p>
-      </Empty>
+      <section className="panel" aria-labelledby="webhook-library-title">
+        <h2 id="webhook-library-title">Library</h2>
+        {libraries.state === "loading" && <Loading what="Loading libraries" />}
+        {libraries.state === "error" && <ErrorState error={libraries.error} onRetry={libraries.reload} />}
+        {libraries.state === "ready" && (
+          <div className="filters">
+            <div className="field">
+              <label htmlFor="webhook-library-search">Search libraries</label>
+              <input
+                id="webhook-library-search"
+                type="search"
+                value={search}
+                onChange={(event) => setSearch(event.target.value)}
+              />
+            </div>
+            <div className="field">
+              <label htmlFor="webhook-library">Library</label>
+              <select
+                id="webhook-library"
+                value={libraryId}
+                onChange={(event) => choose({ library: event.target.value })}
+              >
+                <option value="">Choose a library…</option>
+                {libraries.data.data.map((library) => (
+                  <option key={library.id} value={library.id}>
+                    {library.name}
+                  </option>
+                ))}
+              </select>
+            </div>
+          </div>
+        )}
+        {libraries.state === "ready" && libraries.data.data.length === 0 && (
+          <Empty>
+            <p>
+              {search ? "No library matches the search." : "There are no libraries yet: create one first."}
+            </p>
+          </Empty>
+        )}
+      </section>
+      {libraryId && (
+        <Endpoints
+          key={libraryId}
+          libraryId={libraryId}
+          selected={endpointId}
+          onSelect={(endpoint) => choose({ endpoint })}
+        />
+      )}
+    </>
+  );
+}
+
+interface EndpointsProps {
+  libraryId: string;
+  selected: string;
+  onSelect: (endpointId: string) => void;
+}
+
+function Endpoints({ libraryId, selected, onSelect }: EndpointsProps) {
+  const { readOnly } = useSignedIn();
+  const [page, setPage] = useState(1);
+  const endpoints = useLoad(
+    () =>
+      call(
+        api.GET("/v1/media/libraries/{libraryId}/webhooks", {
+          params: { path: { libraryId }, query: { page, limit: 20 } },
+        }),
+      ),
+    `${libraryId}:${page}`,
+  );
+  const [editing, setEditing] = useState<Endpoint | "new">();
+  const [deleting, setDeleting] = useState<Endpoint>();
+  const [secret, setSecret] = useState<{ title: string; value: string }>();
+  const [rotateError, setRotateError] = useState<string>();
+  const { reload } = endpoints;
+
+  const rotate = useCallback(
+    async (endpoint: Endpoint) => {
+      setRotateError(undefined);
+      try {
+        const body = await call(
+          api.POST("/v1/media/libraries/{libraryId}/webhooks/{endpointId}/rotate-secret", {
+            params: { path: { libraryId, endpointId: endpoint.id } },
+          }),
+        );
+        if (body.data.secret) setSecret({ title: `New secret of ${endpoint.name}`, value: body.data.secret });
+      } catch (error) {
+        setRotateError(error instanceof Error ? error.message : "Rotation failed");
+      }
+    },
+    [libraryId],
+  );
+
+  const columns: Column<Endpoint>[] = [
+    { header: "Name", cell: (endpoint) => endpoint.name, rowHeader: true },
+    { header: "URL", cell: (endpoint) => <span className="mono break">{endpoint.url}</span> },
+    { header: "Events", cell: (endpoint) => endpoint.events.join(", ") },
+    {
+      header: "Active",
+      cell: (endpoint) => (
+        <span className={endpoint.is_active ? "status status-ready" : "status"}>
+          {endpoint.is_active ? "active" : "paused"}
+        </span>
+      ),
+    },
+    {
+      header: "Actions",
+      cell: (endpoint) => (
+        <div className="row-actions">
+          <button
+            type="button"
+            aria-pressed={selected === endpoint.id}
+            aria-label={`Deliveries of ${endpoint.name}`}
+            onClick={() => onSelect(endpoint.id)}
+          >
+            Deliveries
+          </button>
+          <button
+            type="button"
+            disabled={readOnly}
+            aria-label={`Edit ${endpoint.name}`}
+            onClick={() => setEditing(endpoint)}
+          >
+            Edit
+          </button>
+          <button
+            type="button"
+            disabled={readOnly}
+            aria-label={`Rotate the secret of ${endpoint.name}`}
+            onClick={() => void rotate(endpoint)}
+          >
+            Rotate secret
+          </button>
+          <button
+            type="button"
+            className="danger"
+            disabled={readOnly}
+            aria-label={`Delete ${endpoint.name}`}
+            onClick={() => setDeleting(endpoint)}
+          >
+            Delete
+          </button>
+        </div>
+      ),
+    },
+  ];
+
+  const selectedEndpoint = endpoints.data?.data.find((endpoint) => endpoint.id === selected);
+
+  return (
+    <>
+      <section className="panel" aria-labelledby="webhook-endpoints-title">
+        <div className="page-header">
+          <h2 id="webhook-endpoints-title">Endpoints</h2>
+          <button type="button" className="primary" disabled={readOnly} onClick={() => setEditing("new")}>
+            Add endpoint
+          </button>
+        </div>
+        {rotateError && (
+          <p className="field-error" role="alert">
+            {rotateError}
+          </p>
+        )}
+        {endpoints.state === "loading" && <Loading what="Loading endpoints" />}
+        {endpoints.state === "error" && <ErrorState error={endpoints.error} onRetry={reload} />}
+        {endpoints.state === "ready" &&
+          (endpoints.data.data.length === 0 ? (
+            <Empty>
+              <p>This library sends no webhooks yet. Add an endpoint to receive its video events.</p>
+            </Empty>
+          ) : (
+            <DataTable
+              caption="Webhook endpoints"
+              columns={columns}
+              rows={endpoints.data.data}
+              rowKey={(endpoint) => endpoint.id}
+              paging={pagingOf(endpoints.data.meta, setPage)}
+            />
+          ))}
+      </section>
+      {selectedEndpoint && (
+        <Deliveries key={selectedEndpoint.id} libraryId={libraryId} endpoint={selectedEndpoint} />
+      )}
+      <EndpointDialog
+        libraryId={libraryId}
+        endpoint={editing}
+        onClose={() => setEditing(undefined)}
+        onSaved={(saved, created) => {
+          setEditing(undefined);
+          reload();
+          if (created && saved.secret) setSecret({ title: `Secret of ${saved.name}`, value: saved.secret });
+        }}
+      />
+      <ConfirmDialog
+        open={deleting !== undefined}
+        title="Delete endpoint"
+        confirmLabel="Delete endpoint"
+        onClose={() => setDeleting(undefined)}
+        onConfirm={async () => {
+          if (!deleting) return;
+          await call(
+            api.DELETE("/v1/media/libraries/{libraryId}/webhooks/{endpointId}", {
+              params: { path: { libraryId, endpointId: deleting.id } },
+            }),
+          );
+          if (deleting.id === selected) onSelect("");
+          reload();
+        }}
+      >
+        <p>
+          Delete <strong>{deleting?.name}</strong>? It receives no more events.
+        </p>
+      </ConfirmDialog>
+      <SecretDialog
+        open={secret !== undefined}
+        title={secret?.title ?? ""}
+        label="Signing secret"
+        secret={secret?.value ?? ""}
+        onClose={() => setSecret(undefined)}
+      />
     </>
   );
 }

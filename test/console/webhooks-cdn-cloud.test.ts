@@ -1,0 +1,283 @@
+import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { Browser, BrowserContext, Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { edgeRequest, type Origin, startOrigin } from "../cdn/support.ts";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import { browserMissing, launchBrowser, newConsoleContext, screenshot } from "../support/browser.ts";
+import { createConsoleUser, PASSWORD } from "../support/console.ts";
+import { waitUntil } from "../support/wait.ts";
+
+const missing = browserMissing();
+if (missing) console.warn(missing);
+
+const EMAIL = "ops@example.invalid";
+const READER = "reader@example.invalid";
+const HOSTNAME = "cdn.console-e2e.invalid";
+
+/** A webhook receiver on loopback that keeps what it is sent. */
+async function startReceiver() {
+  const received: { headers: IncomingHttpHeaders; body: string }[] = [];
+  const server: Server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (chunk: Buffer) => chunks.push(chunk));
+    req.on("end", () => {
+      received.push({ headers: req.headers, body: Buffer.concat(chunks).toString("utf8") });
+      res.writeHead(200, { "content-type": "application/json" }).end('{"received":true}');
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/hooks`,
+    received,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+async function signInAs(context: BrowserContext, email: string): Promise<Page> {
+  const page = await context.newPage();
+  await page.goto("/console/sign-in");
+  await page.getByLabel("Email").fill(email);
+  await page.getByLabel("Password").fill(PASSWORD);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.waitForURL("**/console/libraries");
+  return page;
+}
+
+describe.skipIf(missing)("the console in Chromium: webhooks, CDN, cloud and the livestream badge", () => {
+  let app: TestApp;
+  let browser: Browser;
+  let context: BrowserContext;
+  let page: Page;
+  let receiver: Awaited<ReturnType<typeof startReceiver>>;
+  let origin: Origin;
+  let libraryId: string;
+
+  beforeAll(async () => {
+    receiver = await startReceiver();
+    origin = await startOrigin();
+    origin.route("/hello.txt", (_req, res) =>
+      res.writeHead(200, { "content-type": "text/plain" }).end("hello edge"),
+    );
+    app = await startTestApp({
+      CUMULO_WEBHOOK_ALLOW_PRIVATE: "true",
+      CUMULO_ORIGIN_ALLOW_PRIVATE: "true",
+      CUMULO_EDGE_PORT: "0",
+      CUMULO_EDGE_ANALYTICS_FLUSH_MS: "200",
+    });
+    await createConsoleUser(app, { email: EMAIL });
+    await createConsoleUser(app, { email: READER, readOnly: true });
+    const library = await app.request("POST", "/v1/media/libraries", { json: { name: "E2E library" } });
+    libraryId = library.body.data.id;
+    browser = await launchBrowser();
+    context = await newConsoleContext(browser, app.baseUrl);
+    page = await signInAs(context, EMAIL);
+  }, 120_000);
+  afterAll(async () => {
+    await browser?.close();
+    await app?.close();
+    await receiver?.close();
+    await origin?.close();
+  });
+
+  it("shows the livestream health in the page frame", async () => {
+    const badge = page.locator("[data-livestream-health]");
+    await badge.filter({ hasNotText: "checking" }).waitFor();
+    await expect(badge.getAttribute("data-livestream-health")).resolves.toMatch(/^(healthy|unhealthy)$/);
+  });
+
+  it("adds a webhook endpoint, shows its secret once and a delivery with payload and response", async () => {
+    await page.goto(`/console/webhooks?library=${libraryId}`);
+    await page.getByText("This library sends no webhooks yet").waitFor();
+    await page.getByRole("button", { name: "Add endpoint" }).click();
+    const dialog = page.getByRole("dialog", { name: "Add endpoint" });
+    // The API's field error appears beside the field.
+    await dialog.getByLabel("Name").fill("Receiver");
+    await dialog.getByLabel("URL").fill("not a url");
+    await dialog.getByRole("button", { name: "Add endpoint" }).click();
+    await dialog.locator('[data-field-error="url"]').waitFor();
+    await dialog.getByLabel("URL").fill(receiver.url);
+    await dialog.getByRole("button", { name: "Add endpoint" }).click();
+
+    const secretDialog = page.getByRole("dialog", { name: "Secret of Receiver" });
+    await expect(secretDialog.getByLabel("Signing secret").inputValue()).resolves.toMatch(/^whsec_/);
+    await screenshot(page, "webhooks-secret");
+    await secretDialog.getByRole("button", { name: "I have copied it" }).click();
+    // The table never shows the secret.
+    await expect(page.locator("table").textContent()).resolves.not.toContain("whsec_");
+
+    await page.getByRole("button", { name: "Deliveries of Receiver" }).click();
+    await page.getByRole("button", { name: "Send test event" }).click();
+    await page.getByText(/Test event: attempt 1 queued/).waitFor();
+    await waitUntil(() => receiver.received.length > 0, 15_000, "the test event at the receiver");
+    // The log shows the attempt once it is recorded; Refresh asks again.
+    await waitUntil(
+      async () => {
+        await page.getByRole("button", { name: "Refresh" }).click();
+        return (await page.locator('[data-delivery-event="test"]').count()) > 0;
+      },
+      15_000,
+      "the delivery in the log",
+    );
+    const delivery = page.locator('[data-delivery-event="test"]').first();
+    await delivery.locator("summary").click();
+    await expect(delivery.textContent()).resolves.toContain('"received": true');
+    await expect(delivery.textContent()).resolves.toContain("attempt 1");
+    await screenshot(page, "webhooks");
+
+    await delivery.getByRole("button", { name: "Redeliver" }).click();
+    await page.getByText(/Redelivery: attempt 2 queued/).waitFor();
+    await waitUntil(() => receiver.received.length > 1, 15_000, "the redelivery at the receiver");
+  });
+
+  it("creates a distribution, shows its traffic in all eight charts and purges a path into the history", async () => {
+    await page.goto("/console/cdn");
+    // The library made earlier has its own distribution, so the list is not empty.
+    await page.getByRole("table", { name: "CDN distributions" }).waitFor();
+    await page.getByRole("button", { name: "Add distribution" }).click();
+    const dialog = page.getByRole("dialog", { name: "Add distribution" });
+    await dialog.getByLabel("Host name").fill(HOSTNAME);
+    await dialog.getByLabel("Origin URL").fill(origin.url);
+    await dialog.getByRole("button", { name: "Add distribution" }).click();
+    await page.getByRole("rowheader", { name: HOSTNAME }).waitFor();
+
+    const edgeUrl = app.cumulo.edgeUrl ?? "";
+    for (let i = 0; i < 3; i++) {
+      const answer = await edgeRequest(edgeUrl, "/hello.txt", { host: HOSTNAME });
+      expect(answer.text).toBe("hello edge");
+    }
+
+    await page.getByRole("link", { name: "Analytics" }).click();
+    await page.getByLabel("Range").selectOption("1h");
+    await page.getByLabel("Distribution").selectOption(HOSTNAME);
+    const requestsTotal = page.locator('[data-metric-total="requests"]');
+    // The edge adds its counts every 200 ms here; Refresh asks again until they are in.
+    await waitUntil(
+      async () => {
+        await page.getByRole("button", { name: "Refresh" }).click();
+        await requestsTotal.waitFor();
+        return (await requestsTotal.getAttribute("data-value")) === "3";
+      },
+      15_000,
+      "three requests in the analytics",
+    );
+    await expect(page.locator("figure.chart").count()).resolves.toBe(8);
+    await expect(
+      page.locator('[data-metric-total="responses_2xx"]').getAttribute("data-value"),
+    ).resolves.toBe("3");
+    await expect(page.locator('[data-metric-total="traffic"]').getAttribute("data-value")).resolves.not.toBe(
+      "0",
+    );
+    await expect(page.locator("figure.chart canvas").count()).resolves.toBe(8);
+    await screenshot(page, "cdn-analytics");
+
+    // A granularity that makes too many buckets is refused beside the picker.
+    await page.getByLabel("Range").selectOption("30d");
+    await page.getByLabel("Granularity").selectOption("1m");
+    await page.locator('[data-field-error="granularity"]').waitFor();
+
+    await page.getByRole("link", { name: "Distributions" }).click();
+    await page.getByRole("button", { name: `Purges of ${HOSTNAME}` }).click();
+    await page.getByText("Nothing purged yet.").waitFor();
+    await page.getByLabel("Paths to purge").fill("no-slash");
+    await page.getByRole("button", { name: "Purge", exact: true }).click();
+    await page.locator('[data-field-error="paths"]').waitFor();
+    await page.getByLabel("Paths to purge").fill("/hello.txt\n/img/*");
+    await page.getByRole("button", { name: "Purge", exact: true }).click();
+    await page.getByText("Purged 2 paths.").waitFor();
+    const history = page.getByRole("table", { name: `Purges of ${HOSTNAME}` });
+    await history.getByText("/img/*").waitFor();
+    await expect(history.textContent()).resolves.toContain("/hello.txt");
+    await screenshot(page, "cdn");
+  });
+
+  it("renders every cloud section and creates a token that works against the API", async () => {
+    await page.goto("/console/cloud");
+    await page.getByText("No cloud token yet.").waitFor();
+    await page.getByLabel("Description").fill("console e2e");
+    await page.getByRole("button", { name: "Create token" }).click();
+    const secretDialog = page.getByRole("dialog", { name: "Token created" });
+    const token = await secretDialog.getByLabel("Token").inputValue();
+    expect(token).toMatch(/^cmk_/);
+    await secretDialog.getByRole("button", { name: "I have copied it" }).click();
+    await page.getByRole("rowheader", { name: "console e2e" }).waitFor();
+    await screenshot(page, "cloud-tokens");
+    const listed = await app.cloud("GET", "/v1/user-resource/token/list", { key: token });
+    expect(listed.status).toBe(200);
+    expect(listed.body.map((row: { description: string }) => row.description)).toContain("console e2e");
+
+    await page.getByRole("link", { name: "Disks" }).click();
+    await page.getByText("No disk yet.").waitFor();
+    await page.getByLabel("Name").fill("data");
+    await page.getByLabel("Size (GB)").fill("0");
+    await page.getByRole("button", { name: "Create disk" }).click();
+    await page.locator('[data-field-error="size_gb"]').waitFor();
+    await page.getByLabel("Size (GB)").fill("5");
+    await page.getByRole("button", { name: "Create disk" }).click();
+    await page.getByRole("rowheader", { name: "data" }).waitFor();
+    await screenshot(page, "cloud-disks");
+
+    await page.getByRole("link", { name: "Virtual machines" }).click();
+    await page.getByText("No virtual machine yet.").waitFor();
+    await page.getByRole("button", { name: "Create VM" }).click();
+    const vmDialog = page.getByRole("dialog", { name: "Create a virtual machine" });
+    await vmDialog.getByLabel("Name", { exact: true }).fill("web 1");
+    await vmDialog.getByLabel("vCPUs").fill("0");
+    await vmDialog.getByRole("button", { name: "Create VM" }).click();
+    await vmDialog.locator('[data-field-error="vcpu"]').waitFor();
+    await vmDialog.getByLabel("vCPUs").fill("2");
+    await vmDialog.getByRole("button", { name: "Create VM" }).click();
+    await page.getByRole("rowheader", { name: "web 1" }).waitFor();
+    await page.getByRole("button", { name: "Stop web 1" }).click();
+    await page.getByRole("button", { name: "Start web 1" }).waitFor();
+    await screenshot(page, "cloud-vms");
+
+    await page.getByRole("link", { name: "Floating IPs" }).click();
+    await page.getByText("No floating IP yet.").waitFor();
+    await page.getByLabel("Name").fill("front door");
+    await page.getByRole("button", { name: "Allocate" }).click();
+    await page.getByRole("cell", { name: "front door" }).waitFor();
+    await screenshot(page, "cloud-floating-ips");
+
+    await page.getByRole("link", { name: "Load balancers" }).click();
+    await page.getByText("No load balancer yet.").waitFor();
+    await page.getByLabel("Name").fill("edge lb");
+    await page.getByRole("button", { name: "Create load balancer" }).click();
+    await page.getByRole("rowheader", { name: "edge lb" }).waitFor();
+    await expect(page.getByRole("table", { name: "Load balancers" }).textContent()).resolves.toContain(
+      "80 → 8080",
+    );
+    await screenshot(page, "cloud-load-balancers");
+
+    await page.getByRole("link", { name: "Object storage" }).click();
+    await page.getByRole("rowheader", { name: /^[A-Z0-9]{20}$/ }).waitFor();
+    await screenshot(page, "cloud-object-storage");
+
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.getByRole("link", { name: "Tokens" }).click();
+    await page.getByRole("rowheader", { name: "console e2e" }).waitFor();
+    await screenshot(page, "cloud-phone");
+    await page.setViewportSize({ width: 1280, height: 800 });
+  });
+
+  it("shows a read-only user every page with its write controls disabled", async () => {
+    const readerContext = await newConsoleContext(browser, app.baseUrl);
+    const reader = await signInAs(readerContext, READER);
+    await reader.goto(`/console/webhooks?library=${libraryId}`);
+    await reader.getByRole("button", { name: "Deliveries of Receiver" }).waitFor();
+    await expect(reader.getByRole("button", { name: "Add endpoint" }).isDisabled()).resolves.toBe(true);
+    await expect(reader.getByRole("button", { name: "Delete Receiver" }).isDisabled()).resolves.toBe(true);
+    await reader.goto("/console/cdn");
+    await reader.getByRole("rowheader", { name: HOSTNAME }).waitFor();
+    await expect(reader.getByRole("button", { name: "Add distribution" }).isDisabled()).resolves.toBe(true);
+    await reader.goto("/console/cloud");
+    await reader.getByRole("rowheader", { name: "console e2e" }).waitFor();
+    await expect(reader.getByRole("button", { name: "Create token" }).isDisabled()).resolves.toBe(true);
+    await readerContext.close();
+  });
+});

@@ -1,0 +1,274 @@
+import "uplot/dist/uPlot.min.css";
+import { useEffect, useId, useMemo, useRef, useState } from "react";
+import uPlot from "uplot";
+import { api, call } from "../../api.ts";
+import { Field, OtherErrors } from "../../components/Field.tsx";
+import { Empty, ErrorState, Loading } from "../../components/States.tsx";
+import { useLoad } from "../../load.ts";
+
+/** The eight metrics of getCdnAnalytics, in the API's order, with how a reader wants to see them. */
+const METRICS = [
+  { name: "requests", label: "Requests", format: (value: number) => value.toLocaleString(), total: "sum" },
+  { name: "traffic", label: "Traffic sent", format: bytes, total: "sum" },
+  {
+    name: "cache_hit_traffic_ratio",
+    label: "Cache hit ratio (traffic)",
+    format: (value: number) => `${(value * 100).toFixed(1)} %`,
+    total: "peak",
+  },
+  {
+    name: "upstream_origin_time_ms",
+    label: "Origin time (mean)",
+    format: (value: number) => `${value.toFixed(1)} ms`,
+    total: "peak",
+  },
+  {
+    name: "responses_2xx",
+    label: "2xx responses",
+    format: (value: number) => value.toLocaleString(),
+    total: "sum",
+  },
+  {
+    name: "responses_3xx",
+    label: "3xx responses",
+    format: (value: number) => value.toLocaleString(),
+    total: "sum",
+  },
+  {
+    name: "responses_4xx",
+    label: "4xx responses",
+    format: (value: number) => value.toLocaleString(),
+    total: "sum",
+  },
+  {
+    name: "responses_5xx",
+    label: "5xx responses",
+    format: (value: number) => value.toLocaleString(),
+    total: "sum",
+  },
+] as const;
+
+const RANGES = [
+  { value: "1h", label: "Last hour", ms: 3_600_000, granularity: "1m" },
+  { value: "6h", label: "Last 6 hours", ms: 6 * 3_600_000, granularity: "5m" },
+  { value: "24h", label: "Last 24 hours", ms: 24 * 3_600_000, granularity: "1h" },
+  { value: "7d", label: "Last 7 days", ms: 7 * 24 * 3_600_000, granularity: "6h" },
+  { value: "30d", label: "Last 30 days", ms: 30 * 24 * 3_600_000, granularity: "1d" },
+] as const;
+
+const GRANULARITIES = ["1m", "5m", "15m", "1h", "6h", "1d"] as const;
+
+function bytes(value: number): string {
+  const units = ["B", "KB", "MB", "GB", "TB"];
+  let scaled = value;
+  let unit = 0;
+  while (scaled >= 1000 && unit < units.length - 1) {
+    scaled /= 1000;
+    unit += 1;
+  }
+  return `${scaled.toFixed(unit === 0 ? 0 : 1)} ${units[unit]}`;
+}
+
+type Row = { Timestamp: string } & Record<string, unknown>;
+
+/** A bucket's value of a metric (the API sends numbers; anything else counts as 0). */
+const bucketValue = (row: Row, metric: string) => {
+  const value = row[metric];
+  return typeof value === "number" ? value : 0;
+};
+
+/**
+ * Traffic of the organization or one distribution: all eight metrics as charts over a chosen range
+ * and granularity. Each chart has its figures as text beside it (the total or mean, and a table on
+ * request), since a canvas says nothing to a screen reader.
+ */
+export function Analytics() {
+  const [range, setRange] = useState<(typeof RANGES)[number]["value"]>("24h");
+  const [granularity, setGranularity] = useState<string>("1h");
+  const [distribution, setDistribution] = useState("");
+  // `to` is fixed when the pickers change or on refresh, so reloading one answer asks for the same window.
+  const [to, setTo] = useState(() => new Date());
+  const windowMs = RANGES.find((option) => option.value === range)?.ms ?? RANGES[2].ms;
+  const from = new Date(to.getTime() - windowMs);
+  const distributions = useLoad(
+    () => call(api.GET("/v1/cdn/distributions", { params: { query: { page: 1, limit: 100 } } })),
+    "distributions",
+  );
+  const analytics = useLoad(
+    () =>
+      call(
+        api.GET("/v1/cdn/analytics", {
+          params: {
+            query: {
+              from: from.toISOString(),
+              to: to.toISOString(),
+              granularity,
+              metrics: METRICS.map((metric) => metric.name),
+              ...(distribution ? { distribution } : {}),
+            },
+          },
+        }),
+      ),
+    `${from.toISOString()}|${to.toISOString()}|${granularity}|${distribution}`,
+  );
+  const fieldErrors = analytics.state === "error" ? errorsOf(analytics.error) : {};
+  const hasFieldErrors = Object.keys(fieldErrors).length > 0;
+
+  return (
+    <section className="panel" aria-labelledby="cdn-analytics-title">
+      <h2 id="cdn-analytics-title">Analytics</h2>
+      <div className="filters">
+        <Field label="Distribution" name="distribution" error={fieldErrors.distribution}>
+          {(control) => (
+            <select
+              {...control}
+              value={distribution}
+              onChange={(event) => setDistribution(event.target.value)}
+            >
+              <option value="">All distributions</option>
+              {distributions.data?.data.map((row) => (
+                <option key={row.id} value={row.hostname}>
+                  {row.hostname}
+                </option>
+              ))}
+            </select>
+          )}
+        </Field>
+        <Field label="Range" name="range" error={fieldErrors.from ?? fieldErrors.to}>
+          {(control) => (
+            <select
+              {...control}
+              value={range}
+              onChange={(event) => {
+                const chosen = RANGES.find((option) => option.value === event.target.value) ?? RANGES[2];
+                setRange(chosen.value);
+                setGranularity(chosen.granularity);
+                setTo(new Date());
+              }}
+            >
+              {RANGES.map((option) => (
+                <option key={option.value} value={option.value}>
+                  {option.label}
+                </option>
+              ))}
+            </select>
+          )}
+        </Field>
+        <Field label="Granularity" name="granularity" error={fieldErrors.granularity}>
+          {(control) => (
+            <select {...control} value={granularity} onChange={(event) => setGranularity(event.target.value)}>
+              {GRANULARITIES.map((value) => (
+                <option key={value} value={value}>
+                  {value}
+                </option>
+              ))}
+            </select>
+          )}
+        </Field>
+        <button type="button" className="filters-button" onClick={() => setTo(new Date())}>
+          Refresh
+        </button>
+      </div>
+      {analytics.state === "loading" && <Loading what="Loading analytics" />}
+      {analytics.state === "error" &&
+        (hasFieldErrors ? (
+          <OtherErrors errors={fieldErrors} shown={["distribution", "from", "to", "granularity"]} />
+        ) : (
+          <ErrorState error={analytics.error} onRetry={analytics.reload} />
+        ))}
+      {analytics.state === "ready" &&
+        (analytics.data.Data.length === 0 ? (
+          <Empty>
+            <p>No buckets in this range.</p>
+          </Empty>
+        ) : (
+          <div className="chart-grid">
+            {METRICS.map((metric) => (
+              <MetricChart key={metric.name} metric={metric} rows={analytics.data.Data as Row[]} />
+            ))}
+          </div>
+        ))}
+    </section>
+  );
+}
+
+function errorsOf(error: unknown): Record<string, string> {
+  return typeof error === "object" && error !== null && "fieldErrors" in error
+    ? (error as { fieldErrors: Record<string, string> }).fieldErrors
+    : {};
+}
+
+function MetricChart({ metric, rows }: { metric: (typeof METRICS)[number]; rows: Row[] }) {
+  const titleId = useId();
+  const plotRef = useRef<HTMLDivElement>(null);
+  const values = useMemo(() => rows.map((row) => bucketValue(row, metric.name)), [rows, metric]);
+  const times = useMemo(() => rows.map((row) => Date.parse(row.Timestamp) / 1000), [rows]);
+  const summed = values.reduce((sum, value) => sum + value, 0);
+  // Ratios and means of buckets do not add up: those charts name their highest bucket instead.
+  const summary = metric.total === "sum" ? summed : Math.max(0, ...values);
+
+  useEffect(() => {
+    const element = plotRef.current;
+    if (!element) return;
+    const plot = new uPlot(
+      {
+        width: Math.max(element.clientWidth, 200),
+        height: 160,
+        legend: { show: false },
+        cursor: { y: false },
+        scales: { y: { range: (_plot, min, max) => [Math.min(0, min), max > 0 ? max * 1.1 : 1] } },
+        axes: [
+          { stroke: "#59636e" },
+          { stroke: "#59636e", size: 60, values: (_plot, ticks) => ticks.map(metric.format) },
+        ],
+        series: [{}, { label: metric.label, stroke: "#0b5cad", fill: "rgba(11, 92, 173, 0.12)", width: 2 }],
+      },
+      [times, values],
+      element,
+    );
+    const resize = new ResizeObserver(() =>
+      plot.setSize({ width: Math.max(element.clientWidth, 200), height: 160 }),
+    );
+    resize.observe(element);
+    return () => {
+      resize.disconnect();
+      plot.destroy();
+    };
+  }, [metric, times, values]);
+
+  return (
+    <figure className="chart" aria-labelledby={titleId} data-metric={metric.name}>
+      <figcaption id={titleId}>
+        <span className="chart-title">{metric.label}</span>{" "}
+        <span className="chart-total" data-metric-total={metric.name} data-value={summary}>
+          {metric.total} {metric.format(summary)}
+        </span>
+      </figcaption>
+      <div ref={plotRef} className="chart-plot" aria-hidden="true" />
+      <details>
+        <summary>
+          <span className="visually-hidden">{metric.label}: </span>Figures per bucket
+        </summary>
+        <div className="table-wrap">
+          <table>
+            <caption className="visually-hidden">{metric.label} per bucket</caption>
+            <thead>
+              <tr>
+                <th scope="col">Bucket (UTC)</th>
+                <th scope="col">{metric.label}</th>
+              </tr>
+            </thead>
+            <tbody>
+              {rows.map((row, index) => (
+                <tr key={row.Timestamp}>
+                  <th scope="row">{row.Timestamp}</th>
+                  <td>{metric.format(values[index] ?? 0)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      </details>
+    </figure>
+  );
+}

@@ -1,0 +1,263 @@
+import type { paths } from "@cumulo/client";
+import { type FormEvent, useEffect, useState } from "react";
+import { useSearchParams } from "react-router";
+import { api, call } from "../../api.ts";
+import { type Column, DataTable, pagingOf } from "../../components/DataTable.tsx";
+import { ConfirmDialog, Dialog } from "../../components/Dialog.tsx";
+import { Field, OtherErrors } from "../../components/Field.tsx";
+import { Empty, ErrorState, Loading } from "../../components/States.tsx";
+import { useSubmit } from "../../form.ts";
+import { useLoad } from "../../load.ts";
+import { useSignedIn } from "../../session.tsx";
+import { Purges } from "./Purges.tsx";
+
+type DistributionList =
+  paths["/v1/cdn/distributions"]["get"]["responses"][200]["content"]["application/json"];
+export type Distribution = DistributionList["data"][number];
+
+/** The organization's distributions; the one chosen (`?distribution=`) shows its purge form and history. */
+export function Distributions() {
+  const { readOnly } = useSignedIn();
+  const [params, setParams] = useSearchParams();
+  const selected = params.get("distribution") ?? "";
+  const [page, setPage] = useState(1);
+  const distributions = useLoad(
+    () => call(api.GET("/v1/cdn/distributions", { params: { query: { page, limit: 20 } } })),
+    `${page}`,
+  );
+  const [editing, setEditing] = useState<Distribution | "new">();
+  const [deleting, setDeleting] = useState<Distribution>();
+  const { reload } = distributions;
+  const select = (id: string) => setParams(id ? { distribution: id } : {});
+
+  const columns: Column<Distribution>[] = [
+    { header: "Host name", cell: (row) => <span className="mono">{row.hostname}</span>, rowHeader: true },
+    { header: "Origin", cell: (row) => <span className="mono break">{row.origin_url}</span> },
+    { header: "Default TTL", cell: (row) => `${row.default_ttl_s} s` },
+    {
+      header: "Status",
+      cell: (row) => (
+        <span className={row.status === "active" ? "status status-ready" : "status"}>{row.status}</span>
+      ),
+    },
+    {
+      header: "Actions",
+      cell: (row) => (
+        <div className="row-actions">
+          <button
+            type="button"
+            aria-pressed={selected === row.id}
+            aria-label={`Purges of ${row.hostname}`}
+            onClick={() => select(row.id)}
+          >
+            Purges
+          </button>
+          <button
+            type="button"
+            disabled={readOnly}
+            aria-label={`Edit ${row.hostname}`}
+            onClick={() => setEditing(row)}
+          >
+            Edit
+          </button>
+          <button
+            type="button"
+            className="danger"
+            disabled={readOnly}
+            aria-label={`Delete ${row.hostname}`}
+            onClick={() => setDeleting(row)}
+          >
+            Delete
+          </button>
+        </div>
+      ),
+    },
+  ];
+  const chosen = distributions.data?.data.find((row) => row.id === selected);
+
+  return (
+    <>
+      <section className="panel" aria-labelledby="cdn-distributions-title">
+        <div className="page-header">
+          <h2 id="cdn-distributions-title">Distributions</h2>
+          <button type="button" className="primary" disabled={readOnly} onClick={() => setEditing("new")}>
+            Add distribution
+          </button>
+        </div>
+        {distributions.state === "loading" && <Loading what="Loading distributions" />}
+        {distributions.state === "error" && <ErrorState error={distributions.error} onRetry={reload} />}
+        {distributions.state === "ready" &&
+          (distributions.data.data.length === 0 ? (
+            <Empty>
+              <p>No distribution yet. Add one to serve an origin through the Cumulo edge.</p>
+            </Empty>
+          ) : (
+            <DataTable
+              caption="CDN distributions"
+              columns={columns}
+              rows={distributions.data.data}
+              rowKey={(row) => row.id}
+              paging={pagingOf(distributions.data.meta, setPage)}
+            />
+          ))}
+      </section>
+      {chosen && <Purges key={chosen.id} distribution={chosen} />}
+      <DistributionDialog
+        distribution={editing}
+        onClose={() => setEditing(undefined)}
+        onSaved={() => {
+          setEditing(undefined);
+          reload();
+        }}
+      />
+      <ConfirmDialog
+        open={deleting !== undefined}
+        title="Delete distribution"
+        confirmLabel="Delete distribution"
+        onClose={() => setDeleting(undefined)}
+        onConfirm={async () => {
+          if (!deleting) return;
+          await call(api.DELETE("/v1/cdn/distributions/{id}", { params: { path: { id: deleting.id } } }));
+          if (deleting.id === selected) select("");
+          reload();
+        }}
+      >
+        <p>
+          Delete <strong>{deleting?.hostname}</strong>? The edge stops serving it at once; its past traffic
+          stays in the analytics.
+        </p>
+      </ConfirmDialog>
+    </>
+  );
+}
+
+interface DistributionDialogProps {
+  distribution: Distribution | "new" | undefined;
+  onClose: () => void;
+  onSaved: () => void;
+}
+
+function DistributionDialog({ distribution, onClose, onSaved }: DistributionDialogProps) {
+  const existing = distribution === "new" ? undefined : distribution;
+  const [hostname, setHostname] = useState("");
+  const [origin, setOrigin] = useState("");
+  const [ttl, setTtl] = useState("");
+  const [active, setActive] = useState(true);
+  const { submit, busy, errors, formError, reset } = useSubmit(async () => {
+    // An empty TTL leaves the server's default (new) or the current value (edit).
+    const defaultTtl = ttl.trim() === "" ? {} : { default_ttl_s: Number(ttl) };
+    if (existing) {
+      await call(
+        api.PATCH("/v1/cdn/distributions/{id}", {
+          params: { path: { id: existing.id } },
+          body: { origin_url: origin, status: active ? "active" : "disabled", ...defaultTtl },
+        }),
+      );
+    } else {
+      await call(
+        api.POST("/v1/cdn/distributions", { body: { hostname, origin_url: origin, ...defaultTtl } }),
+      );
+    }
+    onSaved();
+  });
+  useEffect(() => {
+    if (distribution === undefined) return;
+    reset();
+    setHostname(existing?.hostname ?? "");
+    setOrigin(existing?.origin_url ?? "");
+    setTtl(existing ? String(existing.default_ttl_s) : "");
+    setActive(existing ? existing.status === "active" : true);
+  }, [distribution, existing, reset]);
+
+  return (
+    <Dialog
+      open={distribution !== undefined}
+      title={existing ? `Edit ${existing.hostname}` : "Add distribution"}
+      onClose={onClose}
+    >
+      <form
+        noValidate
+        onSubmit={(event: FormEvent) => {
+          event.preventDefault();
+          void submit();
+        }}
+      >
+        <Field
+          label="Host name"
+          name="hostname"
+          error={errors.hostname}
+          hint={existing ? "The host name cannot change." : "The name viewers use, e.g. cdn.example.com."}
+        >
+          {(control) => (
+            <input
+              {...control}
+              required
+              readOnly={Boolean(existing)}
+              value={hostname}
+              onChange={(event) => setHostname(event.target.value)}
+            />
+          )}
+        </Field>
+        <Field
+          label="Origin URL"
+          name="origin_url"
+          error={errors.origin_url}
+          hint="Where the edge fetches from."
+        >
+          {(control) => (
+            <input
+              {...control}
+              type="url"
+              required
+              inputMode="url"
+              value={origin}
+              onChange={(event) => setOrigin(event.target.value)}
+            />
+          )}
+        </Field>
+        <Field
+          label="Default TTL (seconds)"
+          name="default_ttl_s"
+          error={errors.default_ttl_s}
+          hint="How long an answer without caching headers is kept. Empty: the server's default."
+        >
+          {(control) => (
+            <input
+              {...control}
+              type="number"
+              min={0}
+              inputMode="numeric"
+              value={ttl}
+              onChange={(event) => setTtl(event.target.value)}
+            />
+          )}
+        </Field>
+        {existing && (
+          <label className="field field-inline">
+            <input
+              type="checkbox"
+              name="status"
+              checked={active}
+              onChange={(event) => setActive(event.target.checked)}
+            />
+            Active (disabled distributions answer 404 for every path)
+          </label>
+        )}
+        <OtherErrors errors={errors} shown={["hostname", "origin_url", "default_ttl_s", "status"]} />
+        {formError && (
+          <p className="field-error" role="alert">
+            {formError}
+          </p>
+        )}
+        <div className="dialog-actions">
+          <button type="button" onClick={onClose}>
+            Cancel
+          </button>
+          <button type="submit" className="primary" disabled={busy}>
+            {existing ? "Save" : "Add distribution"}
+          </button>
+        </div>
+      </form>
+    </Dialog>
+  );
+}

@@ -1,0 +1,133 @@
+import type { paths } from "@cumulo/client";
+import { type FormEvent, useState } from "react";
+import { api, call } from "../../api.ts";
+import { type Column, DataTable, pagingOf } from "../../components/DataTable.tsx";
+import { DateTime } from "../../components/DateTime.tsx";
+import { Field, OtherErrors } from "../../components/Field.tsx";
+import { Empty, ErrorState, Loading } from "../../components/States.tsx";
+import { useSubmit } from "../../form.ts";
+import { useLoad } from "../../load.ts";
+import { useSignedIn } from "../../session.tsx";
+import type { Distribution } from "./Distributions.tsx";
+
+type PurgeList =
+  paths["/v1/cdn/distributions/{id}/purges"]["get"]["responses"][200]["content"]["application/json"];
+type Purge = PurgeList["data"][number];
+
+const columns: Column<Purge>[] = [
+  { header: "When", cell: (purge) => <DateTime value={purge.created_at} />, rowHeader: true },
+  {
+    header: "Paths",
+    cell: (purge) => (
+      <ul className="plain-list">
+        {purge.paths.map((path) => (
+          <li key={path} className="mono break">
+            {path}
+          </li>
+        ))}
+      </ul>
+    ),
+  },
+];
+
+/** The purge form of one distribution (one path or pattern a line) and its purge history. */
+export function Purges({ distribution }: { distribution: Distribution }) {
+  const { readOnly } = useSignedIn();
+  const [page, setPage] = useState(1);
+  const [paths, setPaths] = useState("");
+  const [done, setDone] = useState<string>();
+  const history = useLoad(
+    () =>
+      call(
+        api.GET("/v1/cdn/distributions/{id}/purges", {
+          params: { path: { id: distribution.id }, query: { page, limit: 20 } },
+        }),
+      ),
+    `${page}`,
+  );
+  const { submit, busy, errors, formError } = useSubmit(async () => {
+    setDone(undefined);
+    const list = paths
+      .split("\n")
+      .map((line) => line.trim())
+      .filter(Boolean);
+    await call(
+      api.POST("/v1/cdn/distributions/{id}/purges", {
+        params: { path: { id: distribution.id } },
+        body: { paths: list },
+      }),
+    );
+    setDone(`Purged ${list.length} ${list.length === 1 ? "path" : "paths"}.`);
+    setPaths("");
+    history.reload();
+  });
+  // The API names a bad line `paths.N`; the textarea shows the first such error beside it.
+  const pathError =
+    errors.paths ??
+    Object.entries(errors)
+      .filter(([field]) => field.startsWith("paths."))
+      .map(([field, message]) => `Line ${Number(field.slice(6)) + 1}: ${message}`)[0];
+
+  return (
+    <section className="panel" aria-labelledby="cdn-purges-title">
+      <h2 id="cdn-purges-title">Purges of {distribution.hostname}</h2>
+      <form
+        noValidate
+        onSubmit={(event: FormEvent) => {
+          event.preventDefault();
+          void submit();
+        }}
+      >
+        <Field
+          label="Paths to purge"
+          name="paths"
+          error={pathError}
+          hint="One a line: /img/logo.png, a prefix such as /img/*, or /* for everything."
+        >
+          {(control) => (
+            <textarea
+              {...control}
+              rows={3}
+              value={paths}
+              onChange={(event) => setPaths(event.target.value)}
+            />
+          )}
+        </Field>
+        <OtherErrors
+          errors={errors}
+          shown={["paths", ...Object.keys(errors).filter((field) => field.startsWith("paths."))]}
+        />
+        {formError && (
+          <p className="field-error" role="alert">
+            {formError}
+          </p>
+        )}
+        {done && (
+          <p className="notice" role="status">
+            {done}
+          </p>
+        )}
+        <button type="submit" className="primary" disabled={readOnly || busy}>
+          Purge
+        </button>
+      </form>
+      <h3>History</h3>
+      {history.state === "loading" && <Loading what="Loading purges" />}
+      {history.state === "error" && <ErrorState error={history.error} onRetry={history.reload} />}
+      {history.state === "ready" &&
+        (history.data.data.length === 0 ? (
+          <Empty>
+            <p>Nothing purged yet.</p>
+          </Empty>
+        ) : (
+          <DataTable
+            caption={`Purges of ${distribution.hostname}`}
+            columns={columns}
+            rows={history.data.data}
+            rowKey={(purge) => purge.id}
+            paging={pagingOf(history.data.meta, setPage)}
+          />
+        ))}
+    </section>
+  );
+}

@@ -1,0 +1,193 @@
+import type { paths } from "@cumulo/client";
+import { useState } from "react";
+import { api, call, messageOf } from "../../api.ts";
+import { pagingOf } from "../../components/DataTable.tsx";
+import { DateTime } from "../../components/DateTime.tsx";
+import { Empty, ErrorState, Loading } from "../../components/States.tsx";
+import { useLoad } from "../../load.ts";
+import { useSignedIn } from "../../session.tsx";
+import type { Endpoint } from "./WebhooksPage.tsx";
+
+type DeliveryList =
+  paths["/v1/media/libraries/{libraryId}/webhooks/{endpointId}/events"]["get"]["responses"][200]["content"]["application/json"];
+type Delivery = DeliveryList["data"][number];
+
+/** Pretty-prints JSON text, and leaves any other text as it came. */
+function pretty(text: string): string {
+  try {
+    return JSON.stringify(JSON.parse(text), null, 2);
+  } catch {
+    return text;
+  }
+}
+
+/**
+ * The endpoint's delivery log (one record per attempt made, newest first), each with its payload,
+ * the receiver's answer or the error, and a button that sends the notification once more.
+ */
+export function Deliveries({ libraryId, endpoint }: { libraryId: string; endpoint: Endpoint }) {
+  const { readOnly } = useSignedIn();
+  const [page, setPage] = useState(1);
+  const [notice, setNotice] = useState<{ text: string; error: boolean }>();
+  const deliveries = useLoad(
+    () =>
+      call(
+        api.GET("/v1/media/libraries/{libraryId}/webhooks/{endpointId}/events", {
+          params: { path: { libraryId, endpointId: endpoint.id }, query: { page, limit: 20 } },
+        }),
+      ),
+    `${page}`,
+  );
+
+  const act = async (label: string, action: () => Promise<{ data: { attempt: number } }>) => {
+    setNotice(undefined);
+    try {
+      const queued = await action();
+      setNotice({
+        text: `${label}: attempt ${queued.data.attempt} queued. Refresh to see it.`,
+        error: false,
+      });
+    } catch (error) {
+      setNotice({ text: `${label} failed: ${messageOf(error)}`, error: true });
+    }
+  };
+
+  const sendTest = () =>
+    act("Test event", () =>
+      call(
+        api.POST("/v1/media/libraries/{libraryId}/webhooks/{endpointId}/test", {
+          params: { path: { libraryId, endpointId: endpoint.id } },
+        }),
+      ),
+    );
+  const redeliver = (delivery: Delivery) =>
+    act("Redelivery", () =>
+      call(
+        api.POST("/v1/media/libraries/{libraryId}/webhooks/{endpointId}/events/{deliveryId}/retry", {
+          params: { path: { libraryId, endpointId: endpoint.id, deliveryId: delivery.id } },
+        }),
+      ),
+    );
+
+  return (
+    <section className="panel" aria-labelledby="webhook-deliveries-title">
+      <div className="page-header">
+        <h2 id="webhook-deliveries-title">Deliveries of {endpoint.name}</h2>
+        <div className="page-actions">
+          <button type="button" onClick={deliveries.reload}>
+            Refresh
+          </button>
+          <button type="button" disabled={readOnly} onClick={() => void sendTest()}>
+            Send test event
+          </button>
+        </div>
+      </div>
+      {notice && (
+        <p className={notice.error ? "field-error" : "notice"} role={notice.error ? "alert" : "status"}>
+          {notice.text}
+        </p>
+      )}
+      {deliveries.state === "loading" && <Loading what="Loading deliveries" />}
+      {deliveries.state === "error" && <ErrorState error={deliveries.error} onRetry={deliveries.reload} />}
+      {deliveries.state === "ready" &&
+        (deliveries.data.data.length === 0 ? (
+          <Empty>
+            <p>
+              No delivery yet. Events of this library's videos appear here once sent; try "Send test event".
+            </p>
+          </Empty>
+        ) : (
+          <>
+            <ol className="delivery-list" aria-label="Delivery attempts, newest first">
+              {deliveries.data.data.map((delivery) => (
+                <DeliveryItem
+                  key={delivery.id}
+                  delivery={delivery}
+                  readOnly={readOnly}
+                  onRedeliver={() => void redeliver(delivery)}
+                />
+              ))}
+            </ol>
+            <Pager meta={deliveries.data.meta} onPage={setPage} />
+          </>
+        ))}
+    </section>
+  );
+}
+
+function Pager({ meta, onPage }: { meta: DeliveryList["meta"]; onPage: (page: number) => void }) {
+  const paging = pagingOf(meta, onPage);
+  if (paging.totalPages <= 1) return null;
+  return (
+    <nav className="pager" aria-label="Delivery pages">
+      <button type="button" disabled={paging.page <= 1} onClick={() => onPage(paging.page - 1)}>
+        Newer
+      </button>
+      <span>
+        Page {paging.page} of {paging.totalPages}
+      </span>
+      <button
+        type="button"
+        disabled={paging.page >= paging.totalPages}
+        onClick={() => onPage(paging.page + 1)}
+      >
+        Older
+      </button>
+    </nav>
+  );
+}
+
+interface DeliveryItemProps {
+  delivery: Delivery;
+  readOnly: boolean;
+  onRedeliver: () => void;
+}
+
+function DeliveryItem({ delivery, readOnly, onRedeliver }: DeliveryItemProps) {
+  const outcome = delivery.success ? "delivered" : "failed";
+  return (
+    <li className="delivery" data-delivery-event={delivery.event}>
+      <details>
+        <summary>
+          <span className={`status status-${delivery.success ? "ready" : "failed"}`}>{outcome}</span>{" "}
+          <strong>{delivery.event}</strong> · attempt {delivery.attempt} · HTTP{" "}
+          {delivery.response_status === 0 ? "none" : delivery.response_status} · {delivery.duration_ms} ms ·{" "}
+          <DateTime value={delivery.created_at} />
+        </summary>
+        <dl className="delivery-facts">
+          <dt>Delivery</dt>
+          <dd className="mono">{delivery.id}</dd>
+          {delivery.video_id && (
+            <>
+              <dt>Video</dt>
+              <dd className="mono">{delivery.video_id}</dd>
+            </>
+          )}
+          {delivery.next_retry_at && (
+            <>
+              <dt>Next retry</dt>
+              <dd>
+                <DateTime value={delivery.next_retry_at} />
+              </dd>
+            </>
+          )}
+          {delivery.error && (
+            <>
+              <dt>Error</dt>
+              <dd className="field-error">{delivery.error}</dd>
+            </>
+          )}
+        </dl>
+        <h3>Payload</h3>
+        <pre className="code-block">{JSON.stringify(delivery.payload, null, 2)}</pre>
+        <h3>Response</h3>
+        <pre className="code-block">
+          {delivery.response_body ? pretty(delivery.response_body) : "(empty)"}
+        </pre>
+        <button type="button" disabled={readOnly} onClick={onRedeliver}>
+          Redeliver
+        </button>
+      </details>
+    </li>
+  );
+}
