@@ -3,6 +3,7 @@ import { startTestApp, type TestApp } from "../support/app.ts";
 import {
   createEndpoint,
   createLibrary,
+  deliveriesWhen,
   emitVideoEvent,
   organizationOf,
   type Receiver,
@@ -32,7 +33,7 @@ describe("moving the clock", () => {
     });
     const organizationId = await organizationOf(t);
     const libraryId = await createLibrary(t.cumulo.services, organizationId);
-    await createEndpoint(t, libraryId, {
+    const endpoint = await createEndpoint(t, libraryId, {
       url: `${receiver.url}/in`,
       // The retry is due an hour after the failure: only a moved clock brings it within the test.
       retry_policy: { max_attempts: 3, initial_delay_s: 3600, multiplier: 1, max_delay_s: 3600 },
@@ -43,6 +44,8 @@ describe("moving the clock", () => {
       event: "created",
     });
     await receiver.waitFor(1);
+    // The retry is planned from the clock when the answer is recorded: move it only after that.
+    await deliveriesWhen(t, libraryId, endpoint.id, (rows) => rows.some((row) => row.success === false));
     const moved = await t.request("POST", "/_cumulo/time", { json: { advance_ms: 2 * HOUR_MS } });
     expect(moved.status).toBe(200);
     const received = await receiver.waitFor(2);
