@@ -2,6 +2,7 @@ import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { browserMissing, launchBrowser, newConsoleContext, screenshot } from "../support/browser.ts";
+import { adminOrganizationId, PASSWORD } from "../support/console.ts";
 
 const missing = browserMissing();
 if (missing) console.warn(missing);
@@ -51,5 +52,45 @@ describe.skipIf(missing)("the console in Chromium: the page frame", () => {
     expect(scripts.length).toBeGreaterThan(0);
     expect(bytes).toBeLessThanOrEqual(250 * 1024);
     await context.close();
+  });
+
+  it("takes an invited person from the link to a password, signed in, and changes the password on the account page", async () => {
+    const created = await app.cumulo.services.console.createUser({
+      organizationId: await adminOrganizationId(app),
+      email: "invited@example.invalid",
+      readOnly: false,
+    });
+    if (created.outcome !== "created" || !created.invitation_url) throw new Error("no invitation");
+    const context = await newConsoleContext(browser, app.baseUrl);
+    const page = await context.newPage();
+    await page.goto(`/console/invite${new URL(created.invitation_url).hash}`);
+    await page.getByLabel("New password").fill(PASSWORD);
+    await page.getByLabel("Repeat the password").fill(PASSWORD);
+    await screenshot(page, "invite");
+    await page.getByRole("button", { name: "Set password and sign in" }).click();
+    await page.waitForURL("**/console/libraries");
+
+    await page.getByRole("link", { name: "invited@example.invalid" }).click();
+    await page.waitForURL("**/console/account");
+    await page.getByLabel("Current password").fill("not the password");
+    await page.getByLabel("New password").fill("a brand new passphrase");
+    await page.getByRole("button", { name: "Change password" }).click();
+    await page.locator('[data-field-error="current_password"]').waitFor();
+    await page.getByLabel("Current password").fill(PASSWORD);
+    await page.getByRole("button", { name: "Change password" }).click();
+    await page.getByRole("status").filter({ hasText: "Password changed" }).waitFor();
+    await screenshot(page, "account");
+    // The tab goes on with its fresh session (a write needs the fresh CSRF token too).
+    await page.goto("/console/keys");
+    await page.getByRole("heading", { name: "API keys" }).waitFor();
+    await context.close();
+
+    const signIn = (password: string) =>
+      app.request("POST", "/v1/console/session", {
+        anonymous: true,
+        json: { email: "invited@example.invalid", password },
+      });
+    expect((await signIn(PASSWORD)).status).toBe(401);
+    expect((await signIn("a brand new passphrase")).status).toBe(201);
   });
 });

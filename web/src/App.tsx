@@ -2,6 +2,7 @@ import { lazy, type ReactNode, Suspense } from "react";
 import { BrowserRouter, Navigate, Route, Routes, useLocation } from "react-router";
 import { Layout } from "./components/Layout.tsx";
 import { Loading } from "./components/States.tsx";
+import { InvitePage } from "./pages/invite/InvitePage.tsx";
 import { SignInPage } from "./pages/sign-in/SignInPage.tsx";
 import { SessionProvider, useSession } from "./session.tsx";
 
@@ -24,6 +25,9 @@ const WebhooksPage = lazy(() =>
 );
 const CdnPage = lazy(() => import("./pages/cdn/CdnPage.tsx").then((m) => ({ default: m.CdnPage })));
 const CloudPage = lazy(() => import("./pages/cloud/CloudPage.tsx").then((m) => ({ default: m.CloudPage })));
+const AccountPage = lazy(() =>
+  import("./pages/account/AccountPage.tsx").then((m) => ({ default: m.AccountPage })),
+);
 const NotFoundPage = lazy(() =>
   import("./pages/not-found/NotFoundPage.tsx").then((m) => ({ default: m.NotFoundPage })),
 );
@@ -43,6 +47,7 @@ export function App() {
         <Suspense fallback={<Loading />}>
           <Routes>
             <Route path="/sign-in" element={<SignInPage />} />
+            <Route path="/invite" element={<InvitePage />} />
             <Route
               element={
                 <RequireSession>
@@ -59,6 +64,7 @@ export function App() {
               <Route path="webhooks/*" element={<WebhooksPage />} />
               <Route path="cdn/*" element={<CdnPage />} />
               <Route path="cloud/*" element={<CloudPage />} />
+              <Route path="account" element={<AccountPage />} />
               <Route path="*" element={<NotFoundPage />} />
             </Route>
           </Routes>

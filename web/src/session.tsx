@@ -12,6 +12,10 @@ interface SessionState {
   session: ConsoleSession | null | undefined;
   signIn(email: string, password: string): Promise<void>;
   signOut(): Promise<void>;
+  /** Sets the password of an invited user and signs them in. */
+  acceptInvitation(token: string, password: string): Promise<void>;
+  /** Ends every session of the user; this tab continues with the fresh one the answer sets. */
+  changePassword(currentPassword: string, newPassword: string): Promise<void>;
   /** Read-only users see every page and every button, disabled where it would change something. */
   readOnly: boolean;
 }
@@ -48,9 +52,32 @@ export function SessionProvider({ children }: { children: ReactNode }) {
     setSession(remember(null));
   }, []);
 
+  const acceptInvitation = useCallback(async (token: string, password: string) => {
+    const body = await call(api.POST("/v1/console/invitations/accept", { body: { token, password } }));
+    setSession(remember(body.data));
+  }, []);
+
+  const changePassword = useCallback(async (currentPassword: string, newPassword: string) => {
+    await call(
+      api.PUT("/v1/console/password", {
+        body: { current_password: currentPassword, new_password: newPassword },
+      }),
+    );
+    // The fresh session has a CSRF token of its own.
+    const body = await call(api.GET("/v1/console/session"));
+    setSession(remember(body.data));
+  }, []);
+
   const value = useMemo(
-    () => ({ session, signIn, signOut, readOnly: session?.user.read_only ?? true }),
-    [session, signIn, signOut],
+    () => ({
+      session,
+      signIn,
+      signOut,
+      acceptInvitation,
+      changePassword,
+      readOnly: session?.user.read_only ?? true,
+    }),
+    [session, signIn, signOut, acceptInvitation, changePassword],
   );
   return <SessionContext.Provider value={value}>{children}</SessionContext.Provider>;
 }

@@ -46,7 +46,9 @@ export function Layout() {
         </span>
         <LivestreamHealth />
         <span className="user">
-          {session.user.email}
+          <NavLink to="/account" className="account-link" title="Your account: change password">
+            {session.user.email}
+          </NavLink>
           {session.readOnly && <span className="badge">read-only</span>}
         </span>
         <button

@@ -1,0 +1,83 @@
+import { type FormEvent, useEffect, useState } from "react";
+import { useNavigate } from "react-router";
+import { Field } from "../../components/Field.tsx";
+import { useSubmit } from "../../form.ts";
+import { useSession } from "../../session.tsx";
+
+/**
+ * Where `cumulo users create` sends an invited person: `/console/invite#<token>`. The token sits after
+ * `#`, so it never reaches a server log; the person chooses a password and is signed in.
+ */
+export function InvitePage() {
+  const { acceptInvitation } = useSession();
+  const navigate = useNavigate();
+  const [token] = useState(() => window.location.hash.slice(1));
+  const [password, setPassword] = useState("");
+  const [repeated, setRepeated] = useState("");
+  const [mismatch, setMismatch] = useState<string>();
+  const { submit, busy, errors, formError } = useSubmit(async () => {
+    // An unknown, used or expired token comes back as the API's error on `token`, shown below.
+    await acceptInvitation(token, password);
+    navigate("/libraries", { replace: true });
+  });
+  useEffect(() => {
+    document.title = "Accept invitation · Cumulo console";
+  }, []);
+
+  return (
+    <main id="main" className="sign-in">
+      <form
+        className="card"
+        aria-labelledby="invite-title"
+        onSubmit={(event: FormEvent) => {
+          event.preventDefault();
+          setMismatch(password === repeated ? undefined : "The two passwords differ.");
+          if (password === repeated) void submit();
+        }}
+      >
+        <h1 id="invite-title">Choose your password</h1>
+        {token === "" ? (
+          <p className="field-error" role="alert">
+            This link has no invitation token: open the whole link you were given.
+          </p>
+        ) : (
+          <>
+            <Field label="New password" name="password" error={errors.password} hint="10 to 200 characters">
+              {(control) => (
+                <input
+                  {...control}
+                  type="password"
+                  autoComplete="new-password"
+                  required
+                  minLength={10}
+                  value={password}
+                  onChange={(event) => setPassword(event.target.value)}
+                />
+              )}
+            </Field>
+            <Field label="Repeat the password" name="repeated" error={mismatch}>
+              {(control) => (
+                <input
+                  {...control}
+                  type="password"
+                  autoComplete="new-password"
+                  required
+                  value={repeated}
+                  onChange={(event) => setRepeated(event.target.value)}
+                />
+              )}
+            </Field>
+            {(formError ?? errors.token) && (
+              <p className="field-error" role="alert">
+                {formError ?? errors.token}
+              </p>
+            )}
+            <button type="submit" className="primary" disabled={busy}>
+              {busy ? "Saving…" : "Set password and sign in"}
+            </button>
+          </>
+        )}
+      </form>
+    </main>
+  );
+}
