@@ -28,10 +28,6 @@ export default defineConfig({
       },
     ],
     pool: "forks",
-    // Two test files at a time, whatever the core count: most tests wait on sockets, child processes
-    // and timers rather than on a core, so two keep the suite well inside CI's time on 2 cores.
-    maxWorkers: 2,
-    minWorkers: 1,
     testTimeout: 20_000,
     hookTimeout: 30_000,
   },
