@@ -1,4 +1,4 @@
-import { useCallback, useState } from "react";
+import { type FormEvent, useCallback, useState } from "react";
 import { ApiFailure, type FieldErrors, messageOf } from "./api.ts";
 
 /**
@@ -32,3 +32,11 @@ export function useSubmit<A extends unknown[]>(action: (...args: A) => Promise<v
   }, []);
   return { submit, busy, errors, formError, reset };
 }
+
+/** A form's submit handler: the page stays put (no browser submission) and the action runs. */
+export const submitting =
+  (submit: () => Promise<void>) =>
+  (event: FormEvent): void => {
+    event.preventDefault();
+    void submit();
+  };

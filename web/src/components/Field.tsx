@@ -55,3 +55,13 @@ export function OtherErrors({ errors, shown }: { errors: Record<string, string>;
     </ul>
   );
 }
+
+/** A failure that belongs to no field, announced to screen readers. */
+export function FormError({ message }: { message: string | undefined }) {
+  if (!message) return null;
+  return (
+    <p className="field-error" role="alert">
+      {message}
+    </p>
+  );
+}

@@ -1,7 +1,7 @@
-import { type FormEvent, useState } from "react";
-import { Field } from "../../components/Field.tsx";
+import { useState } from "react";
+import { Field, FormError } from "../../components/Field.tsx";
 import { PageHeader } from "../../components/Layout.tsx";
-import { useSubmit } from "../../form.ts";
+import { submitting, useSubmit } from "../../form.ts";
 import { useSession, useSignedIn } from "../../session.tsx";
 
 /** The signed-in person's own account: who they are, and a password change that ends other sessions. */
@@ -29,14 +29,7 @@ export function AccountPage() {
           {session.readOnly ? " (read-only: you can look at everything and change nothing)" : ""}
         </p>
       </section>
-      <form
-        className="card"
-        aria-labelledby="account-password"
-        onSubmit={(event: FormEvent) => {
-          event.preventDefault();
-          void submit();
-        }}
-      >
+      <form className="card" aria-labelledby="account-password" onSubmit={submitting(submit)}>
         <h2 id="account-password">Change password</h2>
         <p>Changing it signs you out everywhere else.</p>
         <Field label="Current password" name="current_password" error={errors.current_password}>
@@ -68,11 +61,7 @@ export function AccountPage() {
             />
           )}
         </Field>
-        {formError && (
-          <p className="field-error" role="alert">
-            {formError}
-          </p>
-        )}
+        <FormError message={formError} />
         {done && <p role="status">Password changed. Your other sessions have ended.</p>}
         <button type="submit" className="primary" disabled={busy}>
           {busy ? "Saving…" : "Change password"}

@@ -1,12 +1,12 @@
 import type { paths } from "@cumulo/client";
-import { type FormEvent, useEffect, useState } from "react";
+import { useEffect, useState } from "react";
 import { useSearchParams } from "react-router";
 import { api, call } from "../../api.ts";
 import { type Column, DataTable, pagingOf } from "../../components/DataTable.tsx";
 import { ConfirmDialog, Dialog } from "../../components/Dialog.tsx";
-import { Field, OtherErrors } from "../../components/Field.tsx";
+import { Field, FormError, OtherErrors } from "../../components/Field.tsx";
 import { Empty, ErrorState, Loading } from "../../components/States.tsx";
-import { useSubmit } from "../../form.ts";
+import { submitting, useSubmit } from "../../form.ts";
 import { useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";
 import { Purges } from "./Purges.tsx";
@@ -175,13 +175,7 @@ function DistributionDialog({ distribution, onClose, onSaved }: DistributionDial
       title={existing ? `Edit ${existing.hostname}` : "Add distribution"}
       onClose={onClose}
     >
-      <form
-        noValidate
-        onSubmit={(event: FormEvent) => {
-          event.preventDefault();
-          void submit();
-        }}
-      >
+      <form noValidate onSubmit={submitting(submit)}>
         <Field
           label="Host name"
           name="hostname"
@@ -244,11 +238,7 @@ function DistributionDialog({ distribution, onClose, onSaved }: DistributionDial
           </label>
         )}
         <OtherErrors errors={errors} shown={["hostname", "origin_url", "default_ttl_s", "status"]} />
-        {formError && (
-          <p className="field-error" role="alert">
-            {formError}
-          </p>
-        )}
+        <FormError message={formError} />
         <div className="dialog-actions">
           <button type="button" onClick={onClose}>
             Cancel

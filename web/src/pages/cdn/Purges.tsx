@@ -1,11 +1,11 @@
 import type { paths } from "@cumulo/client";
-import { type FormEvent, useState } from "react";
+import { useState } from "react";
 import { api, call } from "../../api.ts";
 import { type Column, DataTable, pagingOf } from "../../components/DataTable.tsx";
 import { DateTime } from "../../components/DateTime.tsx";
-import { Field, OtherErrors } from "../../components/Field.tsx";
+import { Field, FormError, OtherErrors } from "../../components/Field.tsx";
 import { Empty, ErrorState, Loading } from "../../components/States.tsx";
-import { useSubmit } from "../../form.ts";
+import { submitting, useSubmit } from "../../form.ts";
 import { useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";
 import type { Distribution } from "./Distributions.tsx";
@@ -71,13 +71,7 @@ export function Purges({ distribution }: { distribution: Distribution }) {
   return (
     <section className="panel" aria-labelledby="cdn-purges-title">
       <h2 id="cdn-purges-title">Purges of {distribution.hostname}</h2>
-      <form
-        noValidate
-        onSubmit={(event: FormEvent) => {
-          event.preventDefault();
-          void submit();
-        }}
-      >
+      <form noValidate onSubmit={submitting(submit)}>
         <Field
           label="Paths to purge"
           name="paths"
@@ -97,11 +91,7 @@ export function Purges({ distribution }: { distribution: Distribution }) {
           errors={errors}
           shown={["paths", ...Object.keys(errors).filter((field) => field.startsWith("paths."))]}
         />
-        {formError && (
-          <p className="field-error" role="alert">
-            {formError}
-          </p>
-        )}
+        <FormError message={formError} />
         {done && (
           <p className="notice" role="status">
             {done}

@@ -1,11 +1,11 @@
 import type { paths } from "@cumulo/client";
-import { type FormEvent, useState } from "react";
+import { useState } from "react";
 import { api, call } from "../../api.ts";
 import { type Column, DataTable } from "../../components/DataTable.tsx";
 import { DateTime } from "../../components/DateTime.tsx";
 import { ConfirmDialog } from "../../components/Dialog.tsx";
 import { Field, OtherErrors } from "../../components/Field.tsx";
-import { useSubmit } from "../../form.ts";
+import { submitting, useSubmit } from "../../form.ts";
 import { useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";
 import { FormError, ListPanel } from "./ListPanel.tsx";
@@ -55,14 +55,7 @@ export function Disks() {
     <>
       <section className="panel" aria-labelledby="cloud-disk-create">
         <h2 id="cloud-disk-create">Create a disk</h2>
-        <form
-          className="inline-form"
-          noValidate
-          onSubmit={(event: FormEvent) => {
-            event.preventDefault();
-            void submit();
-          }}
-        >
+        <form className="inline-form" noValidate onSubmit={submitting(submit)}>
           <Field label="Name" name="display_name" error={errors.display_name}>
             {(control) => (
               <input {...control} value={name} onChange={(event) => setName(event.target.value)} />

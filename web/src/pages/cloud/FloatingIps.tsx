@@ -1,10 +1,10 @@
 import type { paths } from "@cumulo/client";
-import { type FormEvent, useState } from "react";
+import { useState } from "react";
 import { api, call, messageOf } from "../../api.ts";
 import { type Column, DataTable } from "../../components/DataTable.tsx";
 import { ConfirmDialog } from "../../components/Dialog.tsx";
 import { Field, OtherErrors } from "../../components/Field.tsx";
-import { useSubmit } from "../../form.ts";
+import { submitting, useSubmit } from "../../form.ts";
 import { useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";
 import { FormError, ListPanel } from "./ListPanel.tsx";
@@ -84,14 +84,7 @@ export function FloatingIps() {
     <>
       <section className="panel" aria-labelledby="cloud-ip-create">
         <h2 id="cloud-ip-create">Allocate an address</h2>
-        <form
-          className="inline-form"
-          noValidate
-          onSubmit={(event: FormEvent) => {
-            event.preventDefault();
-            void submit();
-          }}
-        >
+        <form className="inline-form" noValidate onSubmit={submitting(submit)}>
           <Field label="Name" name="name" error={errors.name}>
             {(control) => (
               <input {...control} value={name} onChange={(event) => setName(event.target.value)} />

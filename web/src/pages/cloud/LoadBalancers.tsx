@@ -1,10 +1,10 @@
 import type { paths } from "@cumulo/client";
-import { type FormEvent, useState } from "react";
+import { useState } from "react";
 import { api, call } from "../../api.ts";
 import { type Column, DataTable } from "../../components/DataTable.tsx";
 import { ConfirmDialog } from "../../components/Dialog.tsx";
 import { Field, OtherErrors } from "../../components/Field.tsx";
-import { useSubmit } from "../../form.ts";
+import { submitting, useSubmit } from "../../form.ts";
 import { useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";
 import { FormError, ListPanel } from "./ListPanel.tsx";
@@ -67,14 +67,7 @@ export function LoadBalancers() {
     <>
       <section className="panel" aria-labelledby="cloud-lb-create">
         <h2 id="cloud-lb-create">Create a load balancer</h2>
-        <form
-          className="inline-form"
-          noValidate
-          onSubmit={(event: FormEvent) => {
-            event.preventDefault();
-            void submit();
-          }}
-        >
+        <form className="inline-form" noValidate onSubmit={submitting(submit)}>
           <Field label="Name" name="display_name" error={errors.display_name}>
             {(control) => (
               <input {...control} value={name} onChange={(event) => setName(event.target.value)} />

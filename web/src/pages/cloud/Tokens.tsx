@@ -1,11 +1,11 @@
 import type { paths } from "@cumulo/client";
-import { type FormEvent, useState } from "react";
+import { useState } from "react";
 import { api, call } from "../../api.ts";
 import { type Column, DataTable } from "../../components/DataTable.tsx";
 import { DateTime } from "../../components/DateTime.tsx";
 import { ConfirmDialog, SecretDialog } from "../../components/Dialog.tsx";
 import { Field, OtherErrors } from "../../components/Field.tsx";
-import { useSubmit } from "../../form.ts";
+import { submitting, useSubmit } from "../../form.ts";
 import { useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";
 import { FormError, ListPanel } from "./ListPanel.tsx";
@@ -58,14 +58,7 @@ export function Tokens() {
     <>
       <section className="panel" aria-labelledby="cloud-token-create">
         <h2 id="cloud-token-create">Create a token</h2>
-        <form
-          className="inline-form"
-          noValidate
-          onSubmit={(event: FormEvent) => {
-            event.preventDefault();
-            void submit();
-          }}
-        >
+        <form className="inline-form" noValidate onSubmit={submitting(submit)}>
           <Field label="Description" name="description" error={errors.description}>
             {(control) => (
               <input

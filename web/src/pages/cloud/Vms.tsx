@@ -1,10 +1,10 @@
 import type { paths } from "@cumulo/client";
-import { type FormEvent, useState } from "react";
+import { useState } from "react";
 import { api, call, messageOf } from "../../api.ts";
 import { type Column, DataTable } from "../../components/DataTable.tsx";
 import { ConfirmDialog, Dialog } from "../../components/Dialog.tsx";
 import { Field, OtherErrors } from "../../components/Field.tsx";
-import { useSubmit } from "../../form.ts";
+import { submitting, useSubmit } from "../../form.ts";
 import { useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";
 import { FormError, ListPanel } from "./ListPanel.tsx";
@@ -183,13 +183,7 @@ function CreateVmDialog({
   });
   return (
     <Dialog open={open} title="Create a virtual machine" onClose={onClose}>
-      <form
-        noValidate
-        onSubmit={(event: FormEvent) => {
-          event.preventDefault();
-          void submit();
-        }}
-      >
+      <form noValidate onSubmit={submitting(submit)}>
         <div className="grid-2">
           {FIELDS.map((field) => (
             <Field

@@ -1,11 +1,11 @@
-import { type FormEvent, useState } from "react";
+import { useState } from "react";
 import { api, call } from "../../api.ts";
 import { type Column, DataTable } from "../../components/DataTable.tsx";
 import { ConfirmDialog, Dialog, SecretDialog } from "../../components/Dialog.tsx";
 import { Field, OtherErrors } from "../../components/Field.tsx";
 import { PageHeader } from "../../components/Layout.tsx";
 import { Empty, ErrorState, Loading } from "../../components/States.tsx";
-import { useSubmit } from "../../form.ts";
+import { submitting, useSubmit } from "../../form.ts";
 import { useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";
 
@@ -87,13 +87,7 @@ export function KeysPage() {
           <DataTable caption="API keys" columns={columns} rows={keys.data.data} rowKey={(key) => key.id} />
         ))}
       <Dialog open={creating} title="New API key" onClose={() => setCreating(false)}>
-        <form
-          noValidate
-          onSubmit={(event: FormEvent) => {
-            event.preventDefault();
-            void create.submit();
-          }}
-        >
+        <form noValidate onSubmit={submitting(create.submit)}>
           <Field
             label="Name"
             name="name"

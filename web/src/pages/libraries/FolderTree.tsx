@@ -1,9 +1,9 @@
-import { type FormEvent, useState } from "react";
+import { useState } from "react";
 import { api, call } from "../../api.ts";
 import { ConfirmDialog } from "../../components/Dialog.tsx";
 import { Field } from "../../components/Field.tsx";
 import { Empty, ErrorState, Loading } from "../../components/States.tsx";
-import { useSubmit } from "../../form.ts";
+import { submitting, useSubmit } from "../../form.ts";
 import { useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";
 import type { Folder } from "./types.ts";
@@ -90,12 +90,7 @@ export function FolderTree({ libraryId, selected, onSelect }: FolderTreeProps) {
         </ul>
       </nav>
       {folders.data.length === 0 && <Empty>No folders yet.</Empty>}
-      <form
-        onSubmit={(event: FormEvent) => {
-          event.preventDefault();
-          void create.submit();
-        }}
-      >
+      <form onSubmit={submitting(create.submit)}>
         <Field
           label={selectedFolder ? `New folder in ${selectedFolder.name}` : "New folder"}
           name="name"

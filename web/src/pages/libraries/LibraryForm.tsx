@@ -1,6 +1,6 @@
-import { type FormEvent, useState } from "react";
-import { Field, OtherErrors } from "../../components/Field.tsx";
-import { useSubmit } from "../../form.ts";
+import { useState } from "react";
+import { Field, FormError, OtherErrors } from "../../components/Field.tsx";
+import { submitting, useSubmit } from "../../form.ts";
 import type { Library, LibraryCreate } from "./types.ts";
 
 const USAGE = ["video_on_demand", "live_streaming", "mixed"] as const;
@@ -29,13 +29,7 @@ export function LibraryForm({ library, submitLabel, onSave, onCancel }: LibraryF
     }),
   );
   return (
-    <form
-      noValidate
-      onSubmit={(event: FormEvent) => {
-        event.preventDefault();
-        void submit();
-      }}
-    >
+    <form noValidate onSubmit={submitting(submit)}>
       <Field label="Name" name="name" error={errors.name}>
         {(control) => <input {...control} value={name} onChange={(event) => setName(event.target.value)} />}
       </Field>
@@ -74,11 +68,7 @@ export function LibraryForm({ library, submitLabel, onSave, onCancel }: LibraryF
         )}
       </Field>
       <OtherErrors errors={errors} shown={["name", "description", "usage_type", "default_privacy"]} />
-      {formError && (
-        <p className="field-error" role="alert">
-          {formError}
-        </p>
-      )}
+      <FormError message={formError} />
       <div className="dialog-actions">
         <button type="button" onClick={onCancel}>
           Cancel

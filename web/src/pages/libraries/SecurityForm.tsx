@@ -1,8 +1,8 @@
-import { type FormEvent, useEffect, useState } from "react";
+import { useEffect, useState } from "react";
 import { api, call } from "../../api.ts";
-import { Field, OtherErrors } from "../../components/Field.tsx";
+import { Field, FormError, OtherErrors } from "../../components/Field.tsx";
 import { ErrorState, Loading } from "../../components/States.tsx";
-import { useSubmit } from "../../form.ts";
+import { submitting, useSubmit } from "../../form.ts";
 import { useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";
 
@@ -110,13 +110,7 @@ export function SecurityForm({ libraryId }: { libraryId: string }) {
   );
 
   return (
-    <form
-      noValidate
-      onSubmit={(event: FormEvent) => {
-        event.preventDefault();
-        void submit();
-      }}
-    >
+    <form noValidate onSubmit={submitting(submit)}>
       <div className="grid-2">
         {rule(
           "referrers",
@@ -147,11 +141,7 @@ export function SecurityForm({ libraryId }: { libraryId: string }) {
           /^(referrers|countries)\.(action|values)|^video_privacy$/.test(field),
         )}
       />
-      {formError && (
-        <p className="field-error" role="alert">
-          {formError}
-        </p>
-      )}
+      <FormError message={formError} />
       {saved && <p role="status">Security settings saved.</p>}
       <button type="submit" className="primary" disabled={readOnly || busy}>
         Save security settings

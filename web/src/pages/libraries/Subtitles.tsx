@@ -1,10 +1,10 @@
-import { type FormEvent, useState } from "react";
+import { useState } from "react";
 import { api, call } from "../../api.ts";
 import { type Column, DataTable } from "../../components/DataTable.tsx";
 import { ConfirmDialog, Dialog } from "../../components/Dialog.tsx";
-import { Field, OtherErrors } from "../../components/Field.tsx";
+import { Field, FormError, OtherErrors } from "../../components/Field.tsx";
 import { Empty, ErrorState, Loading } from "../../components/States.tsx";
-import { useSubmit } from "../../form.ts";
+import { submitting, useSubmit } from "../../form.ts";
 import { useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";
 import type { Subtitle } from "./types.ts";
@@ -38,13 +38,7 @@ function SubtitleForm({
   const [file, setFile] = useState<File>();
   const { submit, busy, errors, formError } = useSubmit(() => onSave({ title, language, file }));
   return (
-    <form
-      noValidate
-      onSubmit={(event: FormEvent) => {
-        event.preventDefault();
-        void submit();
-      }}
-    >
+    <form noValidate onSubmit={submitting(submit)}>
       <Field label="Title" name="title" error={errors.title}>
         {(control) => <input {...control} value={title} onChange={(event) => setTitle(event.target.value)} />}
       </Field>
@@ -68,11 +62,7 @@ function SubtitleForm({
         )}
       </Field>
       <OtherErrors errors={errors} shown={["title", "language", "file"]} />
-      {formError && (
-        <p className="field-error" role="alert">
-          {formError}
-        </p>
-      )}
+      <FormError message={formError} />
       <div className="dialog-actions">
         <button type="button" onClick={onCancel}>
           Cancel

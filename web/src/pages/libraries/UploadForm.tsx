@@ -1,8 +1,8 @@
-import { type FormEvent, useState } from "react";
+import { useState } from "react";
 import { useNavigate } from "react-router";
 import { api, call } from "../../api.ts";
-import { Field } from "../../components/Field.tsx";
-import { useSubmit } from "../../form.ts";
+import { Field, FormError } from "../../components/Field.tsx";
+import { submitting, useSubmit } from "../../form.ts";
 import { useSignedIn } from "../../session.tsx";
 
 /**
@@ -57,13 +57,7 @@ export function UploadForm({
     navigate(`/libraries/${libraryId}/videos/${videoId}`);
   });
   return (
-    <form
-      noValidate
-      onSubmit={(event: FormEvent) => {
-        event.preventDefault();
-        void submit();
-      }}
-    >
+    <form noValidate onSubmit={submitting(submit)}>
       <div className="grid-2">
         <Field label="Title" name="title" hint="The file's name when left empty" error={errors.title}>
           {(control) => (
@@ -96,11 +90,7 @@ export function UploadForm({
           <span aria-live="polite">{Math.round(progress * 100)}%</span>
         </div>
       )}
-      {formError && (
-        <p className="field-error" role="alert">
-          {formError}
-        </p>
-      )}
+      <FormError message={formError} />
       <button type="submit" className="primary" disabled={readOnly || busy}>
         {busy ? "Uploading…" : "Upload"}
       </button>

@@ -1,11 +1,11 @@
-import { type FormEvent, useEffect, useState } from "react";
+import { useEffect, useState } from "react";
 import { Link, useParams } from "react-router";
 import { api, call } from "../../api.ts";
 import { CopyButton } from "../../components/Dialog.tsx";
 import { Field } from "../../components/Field.tsx";
 import { PageHeader } from "../../components/Layout.tsx";
 import { ErrorState, Loading } from "../../components/States.tsx";
-import { useSubmit } from "../../form.ts";
+import { submitting, useSubmit } from "../../form.ts";
 import { useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";
 import { HlsPlayer } from "./Player.tsx";
@@ -165,13 +165,7 @@ export function VideoPage() {
         ) : (
           <p className="state">No thumbnail until the video is ready.</p>
         )}
-        <form
-          noValidate
-          onSubmit={(event: FormEvent) => {
-            event.preventDefault();
-            void upload.submit();
-          }}
-        >
+        <form noValidate onSubmit={submitting(upload.submit)}>
           <Field
             label="New thumbnail (JPEG, PNG or WebP)"
             name="file"

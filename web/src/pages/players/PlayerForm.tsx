@@ -1,6 +1,6 @@
-import { type FormEvent, useState } from "react";
-import { Field, OtherErrors } from "../../components/Field.tsx";
-import { useSubmit } from "../../form.ts";
+import { useState } from "react";
+import { Field, FormError, OtherErrors } from "../../components/Field.tsx";
+import { submitting, useSubmit } from "../../form.ts";
 import type { Player } from "../libraries/types.ts";
 
 type Theme = Player["theme"];
@@ -73,13 +73,7 @@ export function PlayerForm({ player, onSave, onCancel }: PlayerFormProps) {
     </Field>
   );
   return (
-    <form
-      noValidate
-      onSubmit={(event: FormEvent) => {
-        event.preventDefault();
-        void submit();
-      }}
-    >
+    <form noValidate onSubmit={submitting(submit)}>
       <Field label="Name" name="name" error={errors.name}>
         {(control) => <input {...control} value={name} onChange={(event) => setName(event.target.value)} />}
       </Field>
@@ -131,11 +125,7 @@ export function PlayerForm({ player, onSave, onCancel }: PlayerFormProps) {
         errors={errors}
         shown={["name", "theme.primary_color", "theme.background_color", "theme.text_color"]}
       />
-      {formError && (
-        <p className="field-error" role="alert">
-          {formError}
-        </p>
-      )}
+      <FormError message={formError} />
       <div className="dialog-actions">
         <button type="button" onClick={onCancel}>
           Cancel

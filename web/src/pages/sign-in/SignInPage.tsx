@@ -1,8 +1,8 @@
-import { type FormEvent, useEffect, useState } from "react";
+import { useEffect, useState } from "react";
 import { Navigate, useLocation, useNavigate } from "react-router";
 import { ApiFailure } from "../../api.ts";
-import { Field } from "../../components/Field.tsx";
-import { useSubmit } from "../../form.ts";
+import { Field, FormError } from "../../components/Field.tsx";
+import { submitting, useSubmit } from "../../form.ts";
 import { useSession } from "../../session.tsx";
 
 export function SignInPage() {
@@ -31,14 +31,7 @@ export function SignInPage() {
 
   return (
     <main id="main" className="sign-in">
-      <form
-        className="card"
-        aria-labelledby="sign-in-title"
-        onSubmit={(event: FormEvent) => {
-          event.preventDefault();
-          void submit();
-        }}
-      >
+      <form className="card" aria-labelledby="sign-in-title" onSubmit={submitting(submit)}>
         <h1 id="sign-in-title">Sign in to Cumulo</h1>
         <Field label="Email" name="email" error={errors.email}>
           {(control) => (
@@ -64,11 +57,7 @@ export function SignInPage() {
             />
           )}
         </Field>
-        {formError && (
-          <p className="field-error" role="alert">
-            {formError}
-          </p>
-        )}
+        <FormError message={formError} />
         <button type="submit" className="primary" disabled={busy}>
           {busy ? "Signing in…" : "Sign in"}
         </button>

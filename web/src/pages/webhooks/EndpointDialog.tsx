@@ -1,9 +1,9 @@
 import type { paths } from "@cumulo/client";
-import { type FormEvent, useEffect, useState } from "react";
+import { useEffect, useState } from "react";
 import { api, call } from "../../api.ts";
 import { Dialog } from "../../components/Dialog.tsx";
-import { Field, OtherErrors } from "../../components/Field.tsx";
-import { useSubmit } from "../../form.ts";
+import { Field, FormError, OtherErrors } from "../../components/Field.tsx";
+import { submitting, useSubmit } from "../../form.ts";
 import type { Endpoint } from "./WebhooksPage.tsx";
 
 type EventName =
@@ -68,13 +68,7 @@ export function EndpointDialog({ libraryId, endpoint, onClose, onSaved }: Endpoi
       title={existing ? `Edit ${existing.name}` : "Add endpoint"}
       onClose={onClose}
     >
-      <form
-        noValidate
-        onSubmit={(event: FormEvent) => {
-          event.preventDefault();
-          void submit();
-        }}
-      >
+      <form noValidate onSubmit={submitting(submit)}>
         <Field label="Name" name="name" error={errors.name}>
           {(control) => (
             <input {...control} required value={name} onChange={(event) => setName(event.target.value)} />
@@ -132,11 +126,7 @@ export function EndpointDialog({ libraryId, endpoint, onClose, onSaved }: Endpoi
           Active (deliver events to this endpoint)
         </label>
         <OtherErrors errors={errors} shown={["name", "url", "events", "is_active"]} />
-        {formError && (
-          <p className="field-error" role="alert">
-            {formError}
-          </p>
-        )}
+        <FormError message={formError} />
         <div className="dialog-actions">
           <button type="button" onClick={onClose}>
             Cancel
