@@ -3,7 +3,7 @@ import { fileURLToPath } from "node:url";
 import * as chromeLauncher from "chrome-launcher";
 import lighthouse from "lighthouse";
 import desktopConfig from "lighthouse/core/config/desktop-config.js";
-import { CHROMIUM } from "../test/support/browser.ts";
+import { CHROMIUM, CHROMIUM_FLAGS } from "../test/support/browser.ts";
 import { BENCH_KEY, formatRow, startBenchCumulo } from "./support.ts";
 
 /**
@@ -24,16 +24,7 @@ execFileSync("npm", ["run", "--silent", "console:build"], { cwd: root, stdio: "i
 const bench = await startBenchCumulo("sqlite", { CUMULO_ROLES: "api" });
 const chrome = await chromeLauncher.launch({
   chromePath: CHROMIUM,
-  chromeFlags: [
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-  ],
+  chromeFlags: ["--headless=new", ...CHROMIUM_FLAGS],
 });
 let failed = false;
 try {

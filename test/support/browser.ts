@@ -13,17 +13,25 @@ export function browserMissing(): string | undefined {
   return `browser tests skipped: ${CHROMIUM} is missing. Install it with \`apt-get install chromium\` (or set CUMULO_TEST_CHROMIUM) and run \`npx vitest run --project console\`.`;
 }
 
+/**
+ * Headless Chromium on a machine with a closed network: without the background-networking flags it
+ * keeps trying to reach Google's services. Shared by the browser tests and the Lighthouse bench.
+ */
+export const CHROMIUM_FLAGS = [
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+];
+
 export async function launchBrowser(): Promise<Browser> {
   return chromium.launch({
     executablePath: CHROMIUM,
     args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
+      ...CHROMIUM_FLAGS,
       // The tests check that video plays; a headless browser has no user gesture to allow it.
       "--autoplay-policy=no-user-gesture-required",
     ],

@@ -1,15 +1,13 @@
 import { randomUUID } from "node:crypto";
 import { Transform, type TransformCallback } from "node:stream";
-import type { FastifyBaseLogger } from "fastify";
 import ipaddr from "ipaddr.js";
 import { type Agent, request } from "undici";
-import { type BlobStore, BlobTooLargeError, type StoredBlob } from "../../blobs/store.ts";
-import { type Clock, nowIso } from "../../clock.ts";
+import { BlobTooLargeError, type StoredBlob } from "../../blobs/store.ts";
+import { nowIso } from "../../clock.ts";
 import type { Config } from "../../config.ts";
 import type { FieldError } from "../../http/errors.ts";
-import type { JobContext, JobHandler, JobQueue } from "../../jobs/queue.ts";
+import type { JobContext, JobHandler } from "../../jobs/queue.ts";
 import { toVideoEventData } from "../../media/presenters.ts";
-import type { VideoRepository } from "../../media/video-repository.ts";
 import {
   assertTargetAllowed,
   BlockedAddressError,
@@ -17,10 +15,8 @@ import {
   createGuardedAgent,
   type PrivateAccess,
 } from "../../net/address-guard.ts";
-import type { Transact } from "../../store/transactions.ts";
-import type { WebhookEmitter } from "../../webhooks/emitter.ts";
-import { sourceKey, type VideoPipeline } from "../pipeline.ts";
-import type { UploadRepository } from "./repository.ts";
+import { sourceKey } from "../pipeline.ts";
+import type { UploadDeps } from "./index.ts";
 import type { ImportStatus, VideoImportRow } from "./tables.ts";
 
 export const IMPORT_JOB = "video.import";
@@ -110,19 +106,8 @@ class ByteCounter extends Transform {
   }
 }
 
-export interface UrlImportDeps {
-  transact: Transact;
-  config: Config;
-  clock: Clock;
-  blobs: BlobStore;
-  jobs: JobQueue;
-  webhooks: WebhookEmitter;
-  videos: VideoRepository;
-  repository: UploadRepository;
-  pipeline: VideoPipeline;
-  logger: FastifyBaseLogger;
-  userAgent: string;
-}
+/** What an upload service has, and the User-Agent sent with source downloads. */
+export type UrlImportDeps = UploadDeps & { userAgent: string };
 
 /**
  * Sets a video's source from an http(s) URL: a durable job downloads it through the SSRF-guarded
