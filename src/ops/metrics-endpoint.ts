@@ -4,7 +4,7 @@ import type { AddressInfo } from "node:net";
 import type { FastifyBaseLogger, FastifyInstance } from "fastify";
 import type { Config } from "../config.ts";
 import { createBoundedServer } from "../http/listener.ts";
-import type { Metrics } from "./metrics.ts";
+import { type Metrics, metricsExposed } from "./metrics.ts";
 
 const digest = (text: string) => createHash("sha256").update(text).digest();
 
@@ -22,6 +22,8 @@ const NOT_FOUND = JSON.stringify({ error: "not_found", message: "Resource not fo
  * listener of its own is (otherwise that path stays an unknown one: 404).
  */
 export function registerMetrics(app: FastifyInstance, metrics: Metrics, config: Config): void {
+  // With /metrics off no request pays for the count.
+  if (!metricsExposed(config)) return;
   app.addHook("onResponse", (request, reply, done) => {
     metrics.httpResponse(request.routeOptions.url, request.method, reply.statusCode, reply.elapsedTime);
     done();
