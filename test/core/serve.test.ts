@@ -32,7 +32,8 @@ describe("cumulo serve", () => {
     expect(again.status).toBe(200);
     second.child.kill("SIGINT");
     expect(await exitOf(second.child)).toBe(0);
-  });
+    // Two cold starts of a server process: a time limit for a busy machine, not a speed check.
+  }, 240_000);
 
   it("runs only the roles it is given", async () => {
     const workerOnly = await startCumulo(

@@ -227,7 +227,8 @@ describe.runIf(testStoreKind() === "postgres" && redisUrl)(
       for (const node of [apiB, apiA]) {
         expect((await call(node, "GET", "/v1/media/libraries", { key })).status).toBe(401);
       }
-    });
+      // Two CLI processes start cold: a time limit for a busy machine, not a speed check.
+    }, 120_000);
 
     it("purges a distribution's cached objects on both edge processes before answering", async () => {
       const hostname = `multi-node-${Date.now()}.example.test`;
