@@ -300,7 +300,7 @@ export class DeliveryRepository {
     const ordered = [...attempts].sort((a, b) => pairKey(a.delivery).localeCompare(pairKey(b.delivery)));
     let results: Map<FinishedAttempt, RecordResult>;
     try {
-      results = await this.db.transaction().execute(async (trx) => {
+      results = await this.#recording(async (trx) => {
         const done = new Map<FinishedAttempt, RecordResult>();
         for (const attempt of ordered) done.set(attempt, await this.#record(trx, attempt));
         return done;
@@ -310,7 +310,7 @@ export class DeliveryRepository {
       results = new Map();
       for (const attempt of ordered) {
         try {
-          results.set(attempt, await this.db.transaction().execute((trx) => this.#record(trx, attempt)));
+          results.set(attempt, await this.#recording((trx) => this.#record(trx, attempt)));
         } catch (error) {
           results.set(attempt, { recorded: false, error });
         }
@@ -319,8 +319,24 @@ export class DeliveryRepository {
     return attempts.map((attempt) => results.get(attempt) as RecordResult);
   }
 
+  /**
+   * A transaction recording outcomes. On PostgreSQL its commit does not wait for the disk: should the
+   * database lose it in a crash, its attempts are still claimed and are sent again once their lease
+   * runs out, as when the dispatcher's own process dies before recording (at least once either way).
+   */
+  #recording<T>(work: (trx: Trx) => Promise<T>): Promise<T> {
+    return this.db.transaction().execute(async (trx) => {
+      if (this.dialect === "postgres") await sql`set local synchronous_commit = off`.execute(trx);
+      return work(trx);
+    });
+  }
+
   async #record(trx: Trx, { delivery, outcome, plan }: FinishedAttempt): Promise<RecordResult> {
-    await this.#lockPair(trx, delivery.message_id, delivery.endpoint_id);
+    // Only writes that number the pair's attempts (a retry queued, a manual retry's clean-up) take its
+    // lock; recording a success or a 410 touches this attempt's row alone.
+    if (typeof plan === "function" || delivery.manual) {
+      await this.#lockPair(trx, delivery.message_id, delivery.endpoint_id);
+    }
     let decided: RetryPlan;
     if (typeof plan === "function") {
       const made = await trx

@@ -87,6 +87,9 @@ export class WebhookDispatcher implements BackgroundWorker {
   #claiming: Promise<void> | undefined;
   #ticking = false;
   #tickAgain = false;
+  /** What the next claim is for: endpoints that asked (`#claimIfLow`), or anything due (`#claimAny`). */
+  readonly #claimFor = new Set<string>();
+  #claimAny = false;
   readonly #toRecord: {
     attempt: FinishedAttempt;
     resolve: (result: RecordResult) => void;
@@ -164,21 +167,29 @@ export class WebhookDispatcher implements BackgroundWorker {
     });
   }
 
-  #tick(): void {
+  /** Claims for `endpointId`, or for anything due (a wake-up, the poll, an alarm). */
+  #tick(endpointId?: string): void {
     if (!this.#running) return;
+    if (endpointId === undefined) this.#claimAny = true;
+    else this.#claimFor.add(endpointId);
     if (this.#ticking) {
       this.#tickAgain = true;
       return;
     }
+    this.#runClaim();
+  }
+
+  /** One claim at a time; reasons to claim that arrive meanwhile are served by one more after it. */
+  #runClaim(): void {
     this.#ticking = true;
     this.#claiming = this.#claim()
       .catch((error: unknown) => this.logger.error({ err: error }, "webhook claim failed"))
       .finally(() => {
         this.#ticking = false;
         this.#claiming = undefined;
-        if (this.#tickAgain) {
+        if (this.#tickAgain && this.#running) {
           this.#tickAgain = false;
-          this.#tick();
+          this.#runClaim();
         }
       });
   }
@@ -217,6 +228,13 @@ export class WebhookDispatcher implements BackgroundWorker {
     const skipped = [...this.#held].filter(([id, held]) => this.#queued.has(id) || !mayTakeAnother(held));
     // Endpoints held back only by the shared half: any finishing attempt may let them go on.
     let heldBackByShare = skipped.some(([id, held]) => !this.#queued.has(id) && held < holdLimit);
+    // Endpoints that asked for this claim while another was running may have been served by that one.
+    const skippedIds = new Set(skipped.map(([id]) => id));
+    const wanted =
+      this.#claimAny || this.#heldBackByShare || [...this.#claimFor].some((id) => !skippedIds.has(id));
+    this.#claimAny = false;
+    this.#claimFor.clear();
+    if (!wanted) return;
     const claimed = await this.deliveries.claim(
       now.toISOString(),
       new Date(now.getTime() + this.options.leaseMs).toISOString(),
@@ -244,7 +262,7 @@ export class WebhookDispatcher implements BackgroundWorker {
     for (const endpointId of new Set(claimed.map((delivery) => delivery.endpoint_id))) {
       this.#sendNext(endpointId);
     }
-    if (claimed.length === free) this.#tickAgain = true;
+    if (claimed.length === free) this.#tick();
     if (claimed.length === 0) {
       // Due work left unclaimed is held back by a concurrency limit: a finishing attempt wakes us.
       const due = await this.deliveries.nextDue();
@@ -297,7 +315,8 @@ export class WebhookDispatcher implements BackgroundWorker {
    */
   #claimIfLow(endpointId: string): void {
     const roomForRound = (this.#held.get(endpointId) ?? 0) <= this.options.perEndpoint;
-    if ((roomForRound && !this.#queued.has(endpointId)) || this.#heldBackByShare) this.#tick();
+    if (this.#heldBackByShare) this.#tick();
+    else if (roomForRound && !this.#queued.has(endpointId)) this.#tick(endpointId);
   }
 
   /** Makes the attempt; undefined when it is not made (its endpoint was switched off). */
