@@ -1,5 +1,6 @@
 import { type Kysely, sql, type Transaction } from "kysely";
 import type { DialectName } from "../store/database.ts";
+import { PreparedQuery, type ValueOf } from "../store/prepared.ts";
 import type { Database } from "../store/tables.ts";
 import { type DeliveryTarget, pendingAttempt } from "./repository.ts";
 import type { DeliveryState } from "./tables.ts";
@@ -55,6 +56,10 @@ export interface RecordResult {
 }
 
 const truthy = (value: boolean | number): boolean => value === true || value === 1;
+
+/** The endpoint ids of a candidate scan, as values of its prepared query. */
+const endpointValues = (value: ValueOf<Scan>, saturated: string[]) =>
+  saturated.map((_, index) => value((values) => values.saturated[index] as string));
 const pairKey = (delivery: ClaimedDelivery) => `${delivery.message_id}/${delivery.endpoint_id}`;
 
 // Literal states (not bound parameters) let both stores use the partial indexes of migration 0601.
@@ -66,7 +71,148 @@ const CLAIMED = sql.lit<DeliveryState>("sending");
  * PostgreSQL claims use `FOR UPDATE SKIP LOCKED` and the writers of one (message, endpoint) take an
  * advisory lock so attempt numbers never collide; SQLite has one writer.
  */
+/** A candidate scan of `claim`: `saturated` endpoints are left out. */
+interface Scan {
+  now: string;
+  limit: number;
+  saturated: string[];
+}
+
+/** A prepared query's shape for a list: compiled once per length. */
+const listLength = (list: readonly unknown[]) => String(list.length);
+
 export class DeliveryRepository {
+  // The queue's statements run for every attempt or claim, so they are built once
+  // (src/store/prepared.ts). States are literals so both stores match the partial indexes' predicates.
+  readonly #expiredClaims = new PreparedQuery(
+    (value: ValueOf<Scan>, scan) =>
+      this.db
+        .selectFrom("webhook_deliveries")
+        .select(["id", "endpoint_id"])
+        .where("state", "=", CLAIMED)
+        .where(
+          "locked_until",
+          "<",
+          value((values) => values.now),
+        )
+        .$if(scan.saturated.length > 0, (qb) =>
+          qb.where("endpoint_id", "not in", endpointValues(value, scan.saturated)),
+        )
+        .orderBy("locked_until")
+        .limit(value((values) => values.limit)),
+    (scan) => listLength(scan.saturated),
+  );
+  readonly #dueAttempts = new PreparedQuery(
+    (value: ValueOf<Scan>, scan) =>
+      this.db
+        .selectFrom("webhook_deliveries")
+        .select(["id", "endpoint_id"])
+        .where("state", "=", WAITING)
+        .where(
+          "due_at",
+          "<=",
+          value((values) => values.now),
+        )
+        .$if(scan.saturated.length > 0, (qb) =>
+          qb.where("endpoint_id", "not in", endpointValues(value, scan.saturated)),
+        )
+        .orderBy("due_at")
+        .limit(value((values) => values.limit)),
+    (scan) => listLength(scan.saturated),
+  );
+  /** Takes the chosen candidates that are still claimable (another worker may have taken some). */
+  readonly #take = new PreparedQuery(
+    (value: ValueOf<{ ids: string[]; now: string; lease: string }>, { ids }) =>
+      this.db
+        .updateTable("webhook_deliveries")
+        .set({
+          state: "sending",
+          locked_until: value((values) => values.lease),
+          updated_at: value((values) => values.now),
+        })
+        .where(
+          "id",
+          "in",
+          ids.map((_, index) => value((values) => values.ids[index] as string)),
+        )
+        .where((eb) =>
+          eb.or([
+            eb("state", "=", WAITING),
+            eb.and([
+              eb("state", "=", CLAIMED),
+              eb(
+                "locked_until",
+                "<",
+                value((values) => values.now),
+              ),
+            ]),
+          ]),
+        )
+        .returning("id"),
+    ({ ids }) => listLength(ids),
+  );
+  /** What sending the claimed attempts needs. */
+  readonly #claimedRows = new PreparedQuery(
+    (value: ValueOf<string[]>, ids) =>
+      this.db
+        .selectFrom("webhook_deliveries as d")
+        .innerJoin("webhook_endpoints as e", "e.id", "d.endpoint_id")
+        .innerJoin("webhook_messages as m", "m.id", "d.message_id")
+        .select([
+          "d.id",
+          "d.message_id",
+          "d.endpoint_id",
+          "d.organization_id",
+          "d.library_id",
+          "d.video_id",
+          "d.event",
+          "d.attempt",
+          "d.manual",
+          "d.locked_until",
+          "e.url",
+          "e.headers",
+          "e.retry_policy",
+          "e.secret",
+          "e.is_active",
+          "m.body",
+        ])
+        .where(
+          "d.id",
+          "in",
+          ids.map((_, index) => value((values) => values[index] as string)),
+        ),
+    listLength,
+  );
+  /** Records a made attempt, if this worker's claim on it still holds. */
+  readonly #recordAttempt = new PreparedQuery(
+    (value: ValueOf<{ delivery: ClaimedDelivery; outcome: AttemptRecord; nextRetryAt: string | null }>) =>
+      this.db
+        .updateTable("webhook_deliveries")
+        .set({
+          state: "done",
+          locked_until: null,
+          success: value((values) => values.outcome.success),
+          response_status: value((values) => values.outcome.response_status),
+          response_body: value((values) => values.outcome.response_body),
+          error: value((values) => values.outcome.error),
+          duration_ms: value((values) => values.outcome.duration_ms),
+          next_retry_at: value((values) => values.nextRetryAt),
+          created_at: value((values) => values.outcome.attempted_at),
+          updated_at: value((values) => values.outcome.attempted_at),
+        })
+        .where(
+          "id",
+          "=",
+          value((values) => values.delivery.id),
+        )
+        .where("state", "=", "sending")
+        .where(
+          "locked_until",
+          "=",
+          value((values) => values.delivery.lease),
+        ),
+  );
+
   constructor(
     private readonly db: Kysely<Database>,
     private readonly dialect: DialectName,
@@ -91,27 +237,12 @@ export class DeliveryRepository {
     saturated: string[],
     accept: (endpointId: string) => boolean,
   ): Promise<ClaimedDelivery[]> {
-    // Two scans of the partial indexes (waiting by due time, claimed by lease end), each reading the
-    // index alone; states are literals so both stores can match the indexes' predicates.
+    // Two scans of the partial indexes (claimed by lease end, waiting by due time), each reading the
+    // index alone.
+    const scan = { now, limit: limit * 4, saturated };
     const candidates = [
-      ...(await this.db
-        .selectFrom("webhook_deliveries")
-        .select(["id", "endpoint_id"])
-        .where("state", "=", CLAIMED)
-        .where("locked_until", "<", now)
-        .$if(saturated.length > 0, (qb) => qb.where("endpoint_id", "not in", saturated))
-        .orderBy("locked_until")
-        .limit(limit * 4)
-        .execute()),
-      ...(await this.db
-        .selectFrom("webhook_deliveries")
-        .select(["id", "endpoint_id"])
-        .where("state", "=", WAITING)
-        .where("due_at", "<=", now)
-        .$if(saturated.length > 0, (qb) => qb.where("endpoint_id", "not in", saturated))
-        .orderBy("due_at")
-        .limit(limit * 4)
-        .execute()),
+      ...(await this.#expiredClaims.execute(this.db, scan)).rows,
+      ...(await this.#dueAttempts.execute(this.db, scan)).rows,
     ];
     const chosen: string[] = [];
     for (const candidate of candidates) {
@@ -119,44 +250,14 @@ export class DeliveryRepository {
       if (accept(candidate.endpoint_id)) chosen.push(candidate.id);
     }
     if (chosen.length === 0) return [];
-    const claimed = await this.db
-      .updateTable("webhook_deliveries")
-      .set({ state: "sending", locked_until: lease, updated_at: now })
-      .where("id", "in", chosen)
-      .where((eb) =>
-        eb.or([eb("state", "=", WAITING), eb.and([eb("state", "=", CLAIMED), eb("locked_until", "<", now)])]),
-      )
-      .returning("id")
-      .execute();
+    const claimed = (await this.#take.execute(this.db, { ids: chosen, now, lease })).rows;
     if (claimed.length === 0) return [];
-    const rows = await this.db
-      .selectFrom("webhook_deliveries as d")
-      .innerJoin("webhook_endpoints as e", "e.id", "d.endpoint_id")
-      .innerJoin("webhook_messages as m", "m.id", "d.message_id")
-      .select([
-        "d.id",
-        "d.message_id",
-        "d.endpoint_id",
-        "d.organization_id",
-        "d.library_id",
-        "d.video_id",
-        "d.event",
-        "d.attempt",
-        "d.manual",
-        "d.locked_until",
-        "e.url",
-        "e.headers",
-        "e.retry_policy",
-        "e.secret",
-        "e.is_active",
-        "m.body",
-      ])
-      .where(
-        "d.id",
-        "in",
+    const rows = (
+      await this.#claimedRows.execute(
+        this.db,
         claimed.map((row) => row.id),
       )
-      .execute();
+    ).rows;
     return rows.map(({ locked_until, ...row }) => ({
       ...row,
       lease: locked_until ?? lease,
@@ -199,7 +300,7 @@ export class DeliveryRepository {
     const ordered = [...attempts].sort((a, b) => pairKey(a.delivery).localeCompare(pairKey(b.delivery)));
     let results: Map<FinishedAttempt, RecordResult>;
     try {
-      results = await this.db.transaction().execute(async (trx) => {
+      results = await this.#recording(async (trx) => {
         const done = new Map<FinishedAttempt, RecordResult>();
         for (const attempt of ordered) done.set(attempt, await this.#record(trx, attempt));
         return done;
@@ -209,7 +310,7 @@ export class DeliveryRepository {
       results = new Map();
       for (const attempt of ordered) {
         try {
-          results.set(attempt, await this.db.transaction().execute((trx) => this.#record(trx, attempt)));
+          results.set(attempt, await this.#recording((trx) => this.#record(trx, attempt)));
         } catch (error) {
           results.set(attempt, { recorded: false, error });
         }
@@ -218,8 +319,24 @@ export class DeliveryRepository {
     return attempts.map((attempt) => results.get(attempt) as RecordResult);
   }
 
+  /**
+   * A transaction recording outcomes. On PostgreSQL its commit does not wait for the disk: should the
+   * database lose it in a crash, its attempts are still claimed and are sent again once their lease
+   * runs out, as when the dispatcher's own process dies before recording (at least once either way).
+   */
+  #recording<T>(work: (trx: Trx) => Promise<T>): Promise<T> {
+    return this.db.transaction().execute(async (trx) => {
+      if (this.dialect === "postgres") await sql`set local synchronous_commit = off`.execute(trx);
+      return work(trx);
+    });
+  }
+
   async #record(trx: Trx, { delivery, outcome, plan }: FinishedAttempt): Promise<RecordResult> {
-    await this.#lockPair(trx, delivery.message_id, delivery.endpoint_id);
+    // Only writes that number the pair's attempts (a retry queued, a manual retry's clean-up) take its
+    // lock; recording a success or a 410 touches this attempt's row alone.
+    if (typeof plan === "function" || delivery.manual) {
+      await this.#lockPair(trx, delivery.message_id, delivery.endpoint_id);
+    }
     let decided: RetryPlan;
     if (typeof plan === "function") {
       const made = await trx
@@ -235,25 +352,12 @@ export class DeliveryRepository {
       decided = plan;
     }
     const nextRetryAt = delivery.manual ? undefined : decided.nextRetryAt;
-    const updated = await trx
-      .updateTable("webhook_deliveries")
-      .set({
-        state: "done",
-        locked_until: null,
-        success: outcome.success,
-        response_status: outcome.response_status,
-        response_body: outcome.response_body,
-        error: outcome.error,
-        duration_ms: outcome.duration_ms,
-        next_retry_at: nextRetryAt ?? null,
-        created_at: outcome.attempted_at,
-        updated_at: outcome.attempted_at,
-      })
-      .where("id", "=", delivery.id)
-      .where("state", "=", "sending")
-      .where("locked_until", "=", delivery.lease)
-      .executeTakeFirst();
-    if (Number(updated.numUpdatedRows) === 0) return { recorded: false };
+    const updated = await this.#recordAttempt.execute(trx, {
+      delivery,
+      outcome,
+      nextRetryAt: nextRetryAt ?? null,
+    });
+    if (Number(updated.numAffectedRows ?? 0) === 0) return { recorded: false };
     if (outcome.success && delivery.manual) {
       // The notification has arrived: a scheduled retry still waiting (this manual retry got there
       // first) is not sent. Other manual retries asked for are explicit requests and stay. A

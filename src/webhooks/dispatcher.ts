@@ -51,6 +51,13 @@ const CLAIM_BATCH = 32;
 /** Finished attempts recorded in one transaction at most. */
 const RECORD_BATCH = 64;
 
+/** Counts one fewer for `key`, forgetting it at zero. */
+function decrement(counts: Map<string, number>, key: string): void {
+  const left = (counts.get(key) ?? 1) - 1;
+  if (left > 0) counts.set(key, left);
+  else counts.delete(key);
+}
+
 /** Longest wait a Retry-After may impose (a day); longer values are treated as this. */
 const MAX_RETRY_AFTER_MS = 24 * 3600 * 1000;
 
@@ -80,6 +87,9 @@ export class WebhookDispatcher implements BackgroundWorker {
   #claiming: Promise<void> | undefined;
   #ticking = false;
   #tickAgain = false;
+  /** What the next claim is for: endpoints that asked (`#claimIfLow`), or anything due (`#claimAny`). */
+  readonly #claimFor = new Set<string>();
+  #claimAny = false;
   readonly #toRecord: {
     attempt: FinishedAttempt;
     resolve: (result: RecordResult) => void;
@@ -157,21 +167,29 @@ export class WebhookDispatcher implements BackgroundWorker {
     });
   }
 
-  #tick(): void {
+  /** Claims for `endpointId`, or for anything due (a wake-up, the poll, an alarm). */
+  #tick(endpointId?: string): void {
     if (!this.#running) return;
+    if (endpointId === undefined) this.#claimAny = true;
+    else this.#claimFor.add(endpointId);
     if (this.#ticking) {
       this.#tickAgain = true;
       return;
     }
+    this.#runClaim();
+  }
+
+  /** One claim at a time; reasons to claim that arrive meanwhile are served by one more after it. */
+  #runClaim(): void {
     this.#ticking = true;
     this.#claiming = this.#claim()
       .catch((error: unknown) => this.logger.error({ err: error }, "webhook claim failed"))
       .finally(() => {
         this.#ticking = false;
         this.#claiming = undefined;
-        if (this.#tickAgain) {
+        if (this.#tickAgain && this.#running) {
           this.#tickAgain = false;
-          this.#tick();
+          this.#runClaim();
         }
       });
   }
@@ -210,6 +228,13 @@ export class WebhookDispatcher implements BackgroundWorker {
     const skipped = [...this.#held].filter(([id, held]) => this.#queued.has(id) || !mayTakeAnother(held));
     // Endpoints held back only by the shared half: any finishing attempt may let them go on.
     let heldBackByShare = skipped.some(([id, held]) => !this.#queued.has(id) && held < holdLimit);
+    // Endpoints that asked for this claim while another was running may have been served by that one.
+    const skippedIds = new Set(skipped.map(([id]) => id));
+    const wanted =
+      this.#claimAny || this.#heldBackByShare || [...this.#claimFor].some((id) => !skippedIds.has(id));
+    this.#claimAny = false;
+    this.#claimFor.clear();
+    if (!wanted) return;
     const claimed = await this.deliveries.claim(
       now.toISOString(),
       new Date(now.getTime() + this.options.leaseMs).toISOString(),
@@ -237,7 +262,7 @@ export class WebhookDispatcher implements BackgroundWorker {
     for (const endpointId of new Set(claimed.map((delivery) => delivery.endpoint_id))) {
       this.#sendNext(endpointId);
     }
-    if (claimed.length === free) this.#tickAgain = true;
+    if (claimed.length === free) this.#tick();
     if (claimed.length === 0) {
       // Due work left unclaimed is held back by a concurrency limit: a finishing attempt wakes us.
       const due = await this.deliveries.nextDue();
@@ -254,7 +279,9 @@ export class WebhookDispatcher implements BackgroundWorker {
       const delivery = queue.shift() as ClaimedDelivery;
       if (queue.length === 0) this.#queued.delete(endpointId);
       this.#sending.set(endpointId, sending + 1);
-      const run = this.#deliver(delivery)
+      const run = this.#send(delivery)
+        .finally(() => this.#answered(endpointId))
+        .then((sent) => sent && this.#recordOutcome(delivery, sent.at, sent.outcome))
         .catch((error: unknown) =>
           this.logger.error({ err: error, deliveryId: delivery.id }, "webhook delivery failed to record"),
         )
@@ -263,27 +290,41 @@ export class WebhookDispatcher implements BackgroundWorker {
     }
   }
 
-  #finished(run: Promise<void>, endpointId: string): void {
-    this.#inFlight.delete(run);
-    const decrement = (counts: Map<string, number>) => {
-      const left = (counts.get(endpointId) ?? 1) - 1;
-      if (left > 0) counts.set(endpointId, left);
-      else counts.delete(endpointId);
-    };
-    decrement(this.#sending);
-    decrement(this.#held);
-    this.#heldTotal--;
+  /**
+   * The receiver has answered (or the attempt was dropped): its sending slot goes to the endpoint's
+   * next attempt while this one's outcome is recorded, so recording never holds a request slot.
+   */
+  #answered(endpointId: string): void {
+    decrement(this.#sending, endpointId);
     this.#sendNext(endpointId);
-    // Claim again when this endpoint has nothing left in hand to send, or when others were held back
-    // because the shared slots were full; otherwise new work arrives with its own wake-up.
-    if (!this.#queued.has(endpointId) || this.#heldBackByShare) this.#tick();
+    this.#claimIfLow(endpointId);
   }
 
-  async #deliver(delivery: ClaimedDelivery): Promise<void> {
+  /** The attempt's outcome is recorded: its claim is no longer held. */
+  #finished(run: Promise<void>, endpointId: string): void {
+    this.#inFlight.delete(run);
+    decrement(this.#held, endpointId);
+    this.#heldTotal--;
+    this.#claimIfLow(endpointId);
+  }
+
+  /**
+   * Claims again when this endpoint has nothing left in hand to send and room for a whole round (one
+   * claim per round, not one per finished attempt), or when others were held back because the shared
+   * slots were full; otherwise new work arrives with its own wake-up.
+   */
+  #claimIfLow(endpointId: string): void {
+    const roomForRound = (this.#held.get(endpointId) ?? 0) <= this.options.perEndpoint;
+    if (this.#heldBackByShare) this.#tick();
+    else if (roomForRound && !this.#queued.has(endpointId)) this.#tick(endpointId);
+  }
+
+  /** Makes the attempt; undefined when it is not made (its endpoint was switched off). */
+  async #send(delivery: ClaimedDelivery): Promise<{ at: Date; outcome: DeliveryOutcome } | undefined> {
     // A switched-off endpoint gets nothing scheduled; tests and retries asked for by hand still go.
     if (!delivery.is_active && !delivery.manual && delivery.event !== "test") {
       await this.deliveries.drop(delivery);
-      return;
+      return undefined;
     }
     const at = this.clock.now();
     const outcome =
@@ -298,6 +339,10 @@ export class WebhookDispatcher implements BackgroundWorker {
         },
         at,
       ));
+    return { at, outcome };
+  }
+
+  async #recordOutcome(delivery: ClaimedDelivery, at: Date, outcome: DeliveryOutcome): Promise<void> {
     this.options.onAttempt?.(outcome.status, outcome.success, outcome.durationMs);
     const policy = readJson<RetryPolicy>(delivery.retry_policy);
     const result = await this.#record({

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Insertable, Kysely, Selectable, Updateable } from "kysely";
 import type { Page } from "../http/pagination.ts";
 import { selectPage } from "../store/paging.ts";
+import { PreparedQuery, type ValueOf } from "../store/prepared.ts";
 import type { Database } from "../store/tables.ts";
 import type { Executor } from "../store/transactions.ts";
 import type { WebhookDeliveryTable, WebhookEndpointTable, WebhookMessageTable } from "./tables.ts";
@@ -48,24 +49,61 @@ export interface AttemptFilters {
   success?: boolean;
 }
 
-export class WebhookRepository {
-  constructor(readonly db: Kysely<Database>) {}
+type MessageRow = Insertable<WebhookMessageTable>;
+type DeliveryRow = Insertable<WebhookDeliveryTable>;
 
-  activeEndpointsOfLibrary(executor: Executor, libraryId: string) {
-    return executor
+/** The columns a row sets (as the query builder does, leaving out undefined ones). */
+const columnsOf = <Row extends object>(row: Row) =>
+  (Object.keys(row) as (keyof Row & string)[]).filter((key) => row[key] !== undefined);
+
+/** The row's columns, each a value of a prepared query reading it from `values`. */
+function rowValues<Values, Row extends object>(
+  value: ValueOf<Values>,
+  row: Row,
+  read: (values: Values) => Row,
+): Row {
+  return Object.fromEntries(columnsOf(row).map((key) => [key, value((values) => read(values)[key])])) as Row;
+}
+
+export class WebhookRepository {
+  // Run with every notification (its transaction), so built once (src/store/prepared.ts).
+  readonly #activeEndpoints = new PreparedQuery((value: ValueOf<{ libraryId: string }>) =>
+    this.db
       .selectFrom("webhook_endpoints")
       .select(["id", "events"])
-      .where("library_id", "=", libraryId)
-      .where("is_active", "=", true)
-      .execute();
+      .where(
+        "library_id",
+        "=",
+        value((values) => values.libraryId),
+      )
+      .where("is_active", "=", true),
+  );
+  readonly #insertMessage = new PreparedQuery(
+    (value: ValueOf<MessageRow>, row) =>
+      this.db.insertInto("webhook_messages").values(rowValues(value, row, (values) => values)),
+    (row) => columnsOf(row).join(),
+  );
+  // Compiled per number of rows; the rows of one insert set the same columns.
+  readonly #insertDeliveries = new PreparedQuery(
+    (value: ValueOf<DeliveryRow[]>, rows) =>
+      this.db
+        .insertInto("webhook_deliveries")
+        .values(rows.map((row, index) => rowValues(value, row, (values) => values[index] as DeliveryRow))),
+    (rows) => `${rows.length} ${columnsOf(rows[0] ?? {}).join()}`,
+  );
+
+  constructor(readonly db: Kysely<Database>) {}
+
+  async activeEndpointsOfLibrary(executor: Executor, libraryId: string) {
+    return (await this.#activeEndpoints.execute(executor, { libraryId })).rows;
   }
 
-  async insertMessage(executor: Executor, row: Insertable<WebhookMessageTable>): Promise<void> {
-    await executor.insertInto("webhook_messages").values(row).execute();
+  async insertMessage(executor: Executor, row: MessageRow): Promise<void> {
+    await this.#insertMessage.execute(executor, row);
   }
 
-  async insertDeliveries(executor: Executor, rows: Insertable<WebhookDeliveryTable>[]): Promise<void> {
-    if (rows.length > 0) await executor.insertInto("webhook_deliveries").values(rows).execute();
+  async insertDeliveries(executor: Executor, rows: DeliveryRow[]): Promise<void> {
+    if (rows.length > 0) await this.#insertDeliveries.execute(executor, rows);
   }
 
   /** Everything webhook-related of a library, removed with the library. */

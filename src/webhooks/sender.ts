@@ -1,4 +1,4 @@
-import { Webhook } from "standardwebhooks";
+import { createHmac } from "node:crypto";
 import type { Agent } from "undici";
 import { request } from "undici";
 import { assertTargetAllowed, createGuardedAgent } from "../net/address-guard.ts";
@@ -49,6 +49,16 @@ const RESERVED_HEADERS = new Set([
   "trailer",
 ]);
 
+/**
+ * The Standard Webhooks signature: `v1,` and the base64 HMAC-SHA256 of `id.timestamp.body` under the
+ * key the `whsec_` secret encodes. Computed with node:crypto rather than the standardwebhooks package,
+ * whose SHA-256 in JavaScript was about 5% of a delivery's CPU; the tests verify it with that package.
+ */
+function signature(secret: string, messageId: string, timestamp: number, body: string): string {
+  const key = Buffer.from(secret.startsWith("whsec_") ? secret.slice("whsec_".length) : secret, "base64");
+  return `v1,${createHmac("sha256", key).update(`${messageId}.${timestamp}.${body}`).digest("base64")}`;
+}
+
 export function signedHeaders(
   delivery: OutgoingDelivery,
   at: Date,
@@ -61,8 +71,9 @@ export function signedHeaders(
   headers["content-type"] = "application/json";
   headers["user-agent"] = userAgent;
   headers["webhook-id"] = delivery.messageId;
-  headers["webhook-timestamp"] = String(Math.floor(at.getTime() / 1000));
-  headers["webhook-signature"] = new Webhook(delivery.secret).sign(delivery.messageId, at, delivery.body);
+  const timestamp = Math.floor(at.getTime() / 1000);
+  headers["webhook-timestamp"] = String(timestamp);
+  headers["webhook-signature"] = signature(delivery.secret, delivery.messageId, timestamp, delivery.body);
   return headers;
 }
 
