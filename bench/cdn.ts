@@ -346,7 +346,7 @@ async function benchAnalytics(dir: string, databaseUrl: string | undefined): Pro
     const distributions = new DistributionRepository(store.db);
     const bus = new LocalBus();
     const cdn = new CdnService(distributions, config, systemClock, bus, new PurgeSync(bus));
-    const traffic = new TrafficRepository(store.db);
+    const traffic = new TrafficRepository(store.db, store.dialect);
     const analytics = new AnalyticsService(traffic, cdn, systemClock);
 
     const now = Date.now();

@@ -116,7 +116,7 @@ export function createServices(deps: CoreDeps): Services {
   const jobs = new JobQueue(jobRepository, clock);
   const cdnPurgeSync = new PurgeSync(deps.bus);
   const cdn = new CdnService(new DistributionRepository(store.db), config, clock, deps.bus, cdnPurgeSync);
-  const cdnTrafficRepository = new TrafficRepository(store.db);
+  const cdnTrafficRepository = new TrafficRepository(store.db, store.dialect);
   const cdnAnalytics = new AnalyticsService(cdnTrafficRepository, cdn, clock);
   const cdnTraffic = new TrafficRecorder(
     cdnTrafficRepository,

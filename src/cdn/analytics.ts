@@ -1,12 +1,7 @@
 import type { FastifyBaseLogger } from "fastify";
 import type { Clock } from "../clock.ts";
 import type { FieldError } from "../http/errors.ts";
-import {
-  TRAFFIC_COUNTERS,
-  type TrafficBucketRow,
-  type TrafficCounters,
-  type TrafficRepository,
-} from "./repository.ts";
+import { TRAFFIC_COUNTERS, type TrafficCounters, type TrafficRepository } from "./repository.ts";
 import {
   type Analytics,
   type AnalyticsQuery,
@@ -280,16 +275,17 @@ export class AnalyticsService {
       toMinute: (firstBucket + bucketCount) * stepMinutes,
       granularityMinutes: stepMinutes,
     });
-    // One pass: the rows come in bucket order, so each bucket takes the next row when it is its own.
+    // Each row in its bucket's slot; the buckets without traffic are left empty (zero).
+    const rowAt: (TrafficCounters | undefined)[] = new Array(bucketCount);
+    for (const row of rows) rowAt[row.bucket - firstBucket] = row;
     const zero = emptyCounters();
     const data: Analytics["Data"] = [];
     const timestamp = bucketTimestamps();
-    let next = 0;
     for (let index = 0; index < bucketCount; index++) {
-      const bucket = firstBucket + index;
-      let row: TrafficCounters = zero;
-      if (rows[next]?.bucket === bucket) row = rows[next++] as TrafficBucketRow;
-      const entry: Record<string, string | number> = { Timestamp: timestamp(bucket * stepMinutes) };
+      const row = rowAt[index] ?? zero;
+      const entry: Record<string, string | number> = {
+        Timestamp: timestamp((firstBucket + index) * stepMinutes),
+      };
       for (const metric of metrics) entry[metric] = metricValue(metric, row);
       data.push(entry as Analytics["Data"][number]);
     }

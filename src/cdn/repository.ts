@@ -1,5 +1,6 @@
 import { type Insertable, type Kysely, sql, type Transaction } from "kysely";
 import type { Page } from "../http/pagination.ts";
+import type { DialectName } from "../store/database.ts";
 import { selectPage } from "../store/paging.ts";
 import type { Database } from "../store/tables.ts";
 import { type Executor, isUniqueViolation } from "../store/transactions.ts";
@@ -196,7 +197,10 @@ const countersOf = (row: TrafficCounters): TrafficCounters =>
  * table that fits.
  */
 export class TrafficRepository {
-  constructor(readonly db: Kysely<Database>) {}
+  constructor(
+    readonly db: Kysely<Database>,
+    private readonly dialect: DialectName,
+  ) {}
 
   /** Adds minute counters to every rollup table (creating rows), in one transaction. */
   async add(rows: TrafficMinuteTable[]): Promise<void> {
@@ -268,7 +272,7 @@ export class TrafficRepository {
    * Sums the minutes in [fromMinute, toMinute) per bucket of `granularityMinutes`, for one
    * distribution (already known to be the organization's) or for all of an organization's, from the
    * coarsest rollup whose periods tile the buckets: days for `1d`, hours for `1h` and `6h`, quarter
-   * hours for `15m`, five minutes for `5m`. Rows come in bucket order, buckets without traffic left out.
+   * hours for `15m`, five minutes for `5m`. One row per bucket with traffic, in no particular order.
    */
   async sumByBucket(input: {
     organizationId: string;
@@ -292,21 +296,39 @@ export class TrafficRepository {
       .where(sql.ref(scope), "=", id)
       .where("minute", ">=", fromMinute)
       .where("minute", "<", toMinute);
-    // A rollup whose periods are the buckets is read as it is, in key order: no grouping, no sort.
-    // Both stores already answer numbers (PostgreSQL's bigint and numeric are parsed as such, see
-    // src/store/database.ts), and a group always has a row to sum: the rows are returned as they are.
-    return resolution.minutes === granularityMinutes
-      ? inRange
-          .select([bucket.as("bucket"), ...TRAFFIC_COUNTERS])
-          .orderBy("minute")
-          .execute()
-      : inRange
-          .select((eb) => [
-            bucket.as("bucket"),
-            ...TRAFFIC_COUNTERS.map((column) => eb.fn.sum<number>(column).as(column)),
-          ])
-          .groupBy(bucket)
-          .orderBy(bucket)
-          .execute();
+    // A rollup whose periods are the buckets is read as it is: no grouping.
+    const rows =
+      resolution.minutes === granularityMinutes
+        ? inRange.select([bucket.as("bucket"), ...TRAFFIC_COUNTERS])
+        : inRange
+            .select((eb) => [
+              bucket.as("bucket"),
+              ...TRAFFIC_COUNTERS.map((column) => eb.fn.sum<number>(column).as(column)),
+            ])
+            .groupBy(bucket);
+    // A month at `5m` is 8,640 rows, and either driver spends more CPU making a row object than the
+    // store spends finding the row: the store answers all of them as one JSON array of arrays instead
+    // (about a third of the CPU). Its numbers read back exactly as the drivers' would.
+    const [aggregate, array] =
+      this.dialect === "postgres" ? ["json_agg", "json_build_array"] : ["json_group_array", "json_array"];
+    const columns = sql.join(["bucket", ...TRAFFIC_COUNTERS].map((column) => sql.ref(column)));
+    const { json } = await this.db
+      .selectFrom(rows.as("bucket_rows"))
+      .select(sql<string>`coalesce(${sql.raw(aggregate)}(${sql.raw(array)}(${columns})), '[]')`.as("json"))
+      .executeTakeFirstOrThrow();
+    // Written out rather than looped over TRAFFIC_COUNTERS (in whose order `columns` are): a literal
+    // builds each of the thousands of objects at once, a loop of keyed stores cost half as much again.
+    return (JSON.parse(json) as number[][]).map((row) => ({
+      bucket: row[0] as number,
+      requests: row[1] as number,
+      sent_bytes: row[2] as number,
+      upstream_bytes: row[3] as number,
+      origin_time_ms: row[4] as number,
+      origin_fetches: row[5] as number,
+      responses_2xx: row[6] as number,
+      responses_3xx: row[7] as number,
+      responses_4xx: row[8] as number,
+      responses_5xx: row[9] as number,
+    }));
   }
 }

@@ -165,7 +165,9 @@ describe("CDN analytics rollups", () => {
     // hourly and daily ones, and so the answers at those granularities, stay.
     const hourly = `/v1/cdn/analytics?from=${from}&to=${to}&granularity=1h`;
     const hourlyBefore = (await t.request("GET", hourly, { key: org.key })).body.Data;
-    await new TrafficRepository(db).pruneMinutesBefore(Date.parse("2026-06-01T00:00:00Z") / 60_000);
+    await new TrafficRepository(db, t.cumulo.store.dialect).pruneMinutesBefore(
+      Date.parse("2026-06-01T00:00:00Z") / 60_000,
+    );
     const minutesLeft = await db
       .selectFrom("cdn_organization_traffic_minutes")
       .select("minute")
