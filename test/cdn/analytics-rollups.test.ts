@@ -144,6 +144,38 @@ describe("CDN analytics rollups", () => {
       }
     }
 
+    // The five-minute tables themselves hold exactly the sums of their minutes, per distribution and
+    // per organization (the `5m` answers above are read from them).
+    const fiveMinuteSums = (rows: Row[], scopeOf: (row: Row) => string) => {
+      const sums = new Map<string, number[]>();
+      for (const row of rows) {
+        const key = `${scopeOf(row)}|${Math.floor(Number(row.minute) / 5) * 5}`;
+        const total = sums.get(key) ?? COUNTERS.map(() => 0);
+        sums.set(
+          key,
+          total.map((value, index) => value + Number(row[COUNTERS[index] as (typeof COUNTERS)[number]])),
+        );
+      }
+      return [...sums.entries()].sort(([a], [b]) => a.localeCompare(b));
+    };
+    const byDistribution = await db
+      .selectFrom("cdn_traffic_five_minutes")
+      .selectAll()
+      .where("organization_id", "=", org.organizationId)
+      .execute();
+    expect(fiveMinuteSums(byDistribution, (row) => String(row.distribution_id))).toEqual(
+      fiveMinuteSums(minuteRows, (row) => String(row.distribution_id)),
+    );
+    const byOrganization = await db
+      .selectFrom("cdn_organization_traffic_five_minutes")
+      .selectAll()
+      .where("organization_id", "=", org.organizationId)
+      .execute();
+    expect(byOrganization.length).toBeGreaterThan(4);
+    expect(fiveMinuteSums(byOrganization, (row) => String(row.organization_id))).toEqual(
+      fiveMinuteSums(minuteRows, (row) => String(row.organization_id)),
+    );
+
     // The traffic made several origin fetches of different lengths in one day: the daily mean is
     // their total over their count.
     const daily = await t.request(
