@@ -273,7 +273,7 @@ function pruneTasks(config: Config, jobs: JobRepository, traffic: TrafficReposit
   }
   if (cdnMinuteDays > 0) {
     tasks.push({
-      name: "CDN minute rollups",
+      name: "CDN minute and five-minute rollups",
       keepMs: cdnMinuteDays * DAY_MS,
       prune: (before) => traffic.pruneMinutesBefore(Math.floor(before.getTime() / 60_000)),
     });

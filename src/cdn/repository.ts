@@ -247,20 +247,30 @@ export class TrafficRepository {
     }
   }
 
-  /** Deletes minute rollups before `beforeMinute` (the coarser ones stay); returns how many went. */
+  /**
+   * Deletes minute and five-minute rollups before `beforeMinute` (the coarser ones stay); returns how
+   * many went. The time is rounded down to five minutes, so a five-minute row goes with all of its
+   * minutes and a `5m` bucket always equals the minute data kept, as when `5m` read the minutes.
+   */
   async pruneMinutesBefore(beforeMinute: number): Promise<number> {
+    const before = beforeMinute - (beforeMinute % 5);
     let removed = 0;
-    for (const table of ["cdn_traffic_minutes", "cdn_organization_traffic_minutes"] as const) {
+    for (const table of [
+      "cdn_traffic_minutes",
+      "cdn_organization_traffic_minutes",
+      "cdn_traffic_five_minutes",
+      "cdn_organization_traffic_five_minutes",
+    ] as const) {
       // At most a day of rollups per statement keeps each delete, and the locks it holds, short.
       for (;;) {
         const oldest = await this.db
           .selectFrom(table)
           .select((eb) => eb.fn.min("minute").as("minute"))
           .executeTakeFirst();
-        if (oldest?.minute == null || Number(oldest.minute) >= beforeMinute) break;
+        if (oldest?.minute == null || Number(oldest.minute) >= before) break;
         const result = await this.db
           .deleteFrom(table)
-          .where("minute", "<", Math.min(beforeMinute, Number(oldest.minute) + 24 * 60))
+          .where("minute", "<", Math.min(before, Number(oldest.minute) + 24 * 60))
           .executeTakeFirst();
         removed += Number(result.numDeletedRows);
       }

@@ -193,8 +193,8 @@ describe("CDN analytics rollups", () => {
     expect(daily.body.Data[0].upstream_origin_time_ms).toBe(originMs / fetches);
     expect(daily.body.Data[0].requests).toBe(dayRows.reduce((total, row) => total + Number(row.requests), 0));
 
-    // Retention deletes the minute rollups (of distributions and organizations) before a time; the
-    // hourly and daily ones, and so the answers at those granularities, stay.
+    // Retention deletes the minute and five-minute rollups (of distributions and organizations) before
+    // a time; the hourly and daily ones, and so the answers at those granularities, stay.
     const hourly = `/v1/cdn/analytics?from=${from}&to=${to}&granularity=1h`;
     const hourlyBefore = (await t.request("GET", hourly, { key: org.key })).body.Data;
     await new TrafficRepository(db, t.cumulo.store.dialect).pruneMinutesBefore(
@@ -207,6 +207,15 @@ describe("CDN analytics rollups", () => {
       .execute();
     expect(minutesLeft.length).toBeGreaterThan(0);
     for (const row of minutesLeft)
+      expect(Number(row.minute)).toBeGreaterThanOrEqual(Date.parse("2026-06-01") / 60_000);
+    const fiveMinutesLeft = await db
+      .selectFrom("cdn_organization_traffic_five_minutes")
+      .select("minute")
+      .where("organization_id", "=", org.organizationId)
+      .execute();
+    expect(fiveMinutesLeft.length).toBeGreaterThan(0);
+    expect(fiveMinutesLeft.length).toBeLessThan(byOrganization.length);
+    for (const row of fiveMinutesLeft)
       expect(Number(row.minute)).toBeGreaterThanOrEqual(Date.parse("2026-06-01") / 60_000);
     expect((await t.request("GET", hourly, { key: org.key })).body.Data).toEqual(hourlyBefore);
   });

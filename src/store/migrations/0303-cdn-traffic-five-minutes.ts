@@ -5,7 +5,7 @@ import { COUNTERS } from "./0302-cdn-traffic-rollups.ts";
 /**
  * Five-minute rollups per distribution and per organization, so a `5m` query reads one row per bucket
  * instead of summing up to five minute rows into each; filled from the minute rows still kept (as the
- * quarter hours were by `0302-cdn-traffic-rollups`).
+ * quarter hours were by `0302-cdn-traffic-rollups`), and deleted with them by the retention.
  */
 export const cdnTrafficFiveMinutesMigration = (t: ColumnTypes): Migration => ({
   async up(db) {
@@ -38,6 +38,10 @@ export const cdnTrafficFiveMinutesMigration = (t: ColumnTypes): Migration => ({
     await organizationTable
       .addPrimaryKeyConstraint("cdn_organization_traffic_five_minutes_pk", ["organization_id", "minute"])
       .execute();
+    // The housekeeper deletes them by time, with the minute rollups.
+    for (const table of ["cdn_traffic_five_minutes", "cdn_organization_traffic_five_minutes"]) {
+      await db.schema.createIndex(`${table}_minute_idx`).on(table).column("minute").execute();
+    }
 
     const sums = sql.join(COUNTERS.map((column) => sql`sum(${sql.ref(column)})`));
     const columns = sql.join(COUNTERS.map((column) => sql.ref(column)));
