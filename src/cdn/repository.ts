@@ -318,13 +318,16 @@ export class TrafficRepository {
             .groupBy(bucket);
     // A month at `5m` is 8,640 rows, and either driver spends more CPU making a row object than the
     // store spends finding the row: the store answers all of them as one JSON array of arrays instead
-    // (about a third of the CPU). Its numbers read back exactly as the drivers' would.
-    const [aggregate, array] =
-      this.dialect === "postgres" ? ["json_agg", "json_build_array"] : ["json_group_array", "json_array"];
+    // (about a third of the CPU). Its numbers read back exactly as the drivers' would. PostgreSQL
+    // builds an array value's JSON in about half the time of `json_build_array`'s.
     const columns = sql.join(["bucket", ...TRAFFIC_COUNTERS].map((column) => sql.ref(column)));
+    const asJson =
+      this.dialect === "postgres"
+        ? sql<string>`coalesce(json_agg(array[${columns}]), '[]')`
+        : sql<string>`json_group_array(json_array(${columns}))`;
     const { json } = await this.db
       .selectFrom(rows.as("bucket_rows"))
-      .select(sql<string>`coalesce(${sql.raw(aggregate)}(${sql.raw(array)}(${columns})), '[]')`.as("json"))
+      .select(asJson.as("json"))
       .executeTakeFirstOrThrow();
     // Written out rather than looped over TRAFFIC_COUNTERS (in whose order `columns` are): a literal
     // builds each of the thousands of objects at once, a loop of keyed stores cost half as much again.
