@@ -73,7 +73,7 @@ export interface Config {
   retention: {
     /** Jobs that finished successfully (failed jobs stay for diagnosis). */
     doneJobsDays: number;
-    /** CDN minute rollups; hour rollups, which answer granularities of 1 h and more, stay. */
+    /** CDN minute and five-minute rollups; the coarser ones, which answer `15m` and more, stay. */
     cdnMinuteDays: number;
   };
   /** Video processing (CUMULO_FFMPEG_*): how many ffmpeg/ffprobe runs at once, and for how long each. */

@@ -116,7 +116,7 @@ export function createServices(deps: CoreDeps): Services {
   const jobs = new JobQueue(jobRepository, clock);
   const cdnPurgeSync = new PurgeSync(deps.bus);
   const cdn = new CdnService(new DistributionRepository(store.db), config, clock, deps.bus, cdnPurgeSync);
-  const cdnTrafficRepository = new TrafficRepository(store.db);
+  const cdnTrafficRepository = new TrafficRepository(store.db, store.dialect);
   const cdnAnalytics = new AnalyticsService(cdnTrafficRepository, cdn, clock);
   const cdnTraffic = new TrafficRecorder(
     cdnTrafficRepository,
@@ -273,7 +273,7 @@ function pruneTasks(config: Config, jobs: JobRepository, traffic: TrafficReposit
   }
   if (cdnMinuteDays > 0) {
     tasks.push({
-      name: "CDN minute rollups",
+      name: "CDN minute and five-minute rollups",
       keepMs: cdnMinuteDays * DAY_MS,
       prune: (before) => traffic.pruneMinutesBefore(Math.floor(before.getTime() / 60_000)),
     });

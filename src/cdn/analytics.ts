@@ -1,12 +1,7 @@
 import type { FastifyBaseLogger } from "fastify";
 import type { Clock } from "../clock.ts";
 import type { FieldError } from "../http/errors.ts";
-import {
-  TRAFFIC_COUNTERS,
-  type TrafficBucketRow,
-  type TrafficCounters,
-  type TrafficRepository,
-} from "./repository.ts";
+import { TRAFFIC_COUNTERS, type TrafficCounters, type TrafficRepository } from "./repository.ts";
 import {
   type Analytics,
   type AnalyticsQuery,
@@ -140,6 +135,31 @@ function parseTime(raw: string): number | undefined {
   return Number.isNaN(value) ? undefined : value;
 }
 
+const DAY_MINUTES = 1440;
+/** "HH:MM:00.000Z" of every minute of a UTC day, as `toISOString` writes it. */
+const TIMES_OF_DAY = Array.from({ length: DAY_MINUTES }, (_, minute) =>
+  new Date(minute * MINUTE_MS).toISOString().slice("1970-01-01T".length),
+);
+
+/**
+ * `new Date(minute * MINUTE_MS).toISOString()` for a fraction of the cost: the date of the day last
+ * asked for is kept, so buckets in order format each day once and join it to a time of day (one
+ * `toISOString` per bucket was most of the fill's CPU for a month at `5m`, 8,640 buckets).
+ */
+function bucketTimestamps(): (minute: number) => string {
+  let day = Number.NaN;
+  let date = "";
+  return (minute) => {
+    const minuteDay = Math.floor(minute / DAY_MINUTES);
+    if (minuteDay !== day) {
+      day = minuteDay;
+      const iso = new Date(day * DAY_MINUTES * MINUTE_MS).toISOString();
+      date = iso.slice(0, iso.indexOf("T") + 1);
+    }
+    return date + TIMES_OF_DAY[minute - minuteDay * DAY_MINUTES];
+  };
+}
+
 export type AnalyticsOutcome =
   | { outcome: "ok"; analytics: Analytics }
   | { outcome: "invalid"; errors: FieldError[] }
@@ -255,16 +275,16 @@ export class AnalyticsService {
       toMinute: (firstBucket + bucketCount) * stepMinutes,
       granularityMinutes: stepMinutes,
     });
-    // One pass: the rows come in bucket order, so each bucket takes the next row when it is its own.
+    // Each row in its bucket's slot; the buckets without traffic are left empty (zero).
+    const rowAt: (TrafficCounters | undefined)[] = new Array(bucketCount);
+    for (const row of rows) rowAt[row.bucket - firstBucket] = row;
     const zero = emptyCounters();
     const data: Analytics["Data"] = [];
-    let next = 0;
+    const timestamp = bucketTimestamps();
     for (let index = 0; index < bucketCount; index++) {
-      const bucket = firstBucket + index;
-      let row: TrafficCounters = zero;
-      if (rows[next]?.bucket === bucket) row = rows[next++] as TrafficBucketRow;
+      const row = rowAt[index] ?? zero;
       const entry: Record<string, string | number> = {
-        Timestamp: new Date(bucket * stepMinutes * MINUTE_MS).toISOString(),
+        Timestamp: timestamp((firstBucket + index) * stepMinutes),
       };
       for (const metric of metrics) entry[metric] = metricValue(metric, row);
       data.push(entry as Analytics["Data"][number]);

@@ -1,5 +1,6 @@
 import { type Insertable, type Kysely, sql, type Transaction } from "kysely";
 import type { Page } from "../http/pagination.ts";
+import type { DialectName } from "../store/database.ts";
 import { selectPage } from "../store/paging.ts";
 import type { Database } from "../store/tables.ts";
 import { type Executor, isUniqueViolation } from "../store/transactions.ts";
@@ -151,6 +152,11 @@ export interface TrafficBucketRow extends TrafficCounters {
 const RESOLUTIONS = [
   { minutes: 1, distribution: "cdn_traffic_minutes", organization: "cdn_organization_traffic_minutes" },
   {
+    minutes: 5,
+    distribution: "cdn_traffic_five_minutes",
+    organization: "cdn_organization_traffic_five_minutes",
+  },
+  {
     minutes: 15,
     distribution: "cdn_traffic_quarter_hours",
     organization: "cdn_organization_traffic_quarter_hours",
@@ -186,11 +192,15 @@ const countersOf = (row: TrafficCounters): TrafficCounters =>
   Object.fromEntries(TRAFFIC_COUNTERS.map((column) => [column, row[column]])) as unknown as TrafficCounters;
 
 /**
- * Edge traffic rollups per minute, quarter hour, hour and day, per distribution and per organization: added to by
- * every edge node's flush, read by the analytics query from the coarsest table that fits.
+ * Edge traffic rollups per minute, five minutes, quarter hour, hour and day, per distribution and per
+ * organization: added to by every edge node's flush, read by the analytics query from the coarsest
+ * table that fits.
  */
 export class TrafficRepository {
-  constructor(readonly db: Kysely<Database>) {}
+  constructor(
+    readonly db: Kysely<Database>,
+    private readonly dialect: DialectName,
+  ) {}
 
   /** Adds minute counters to every rollup table (creating rows), in one transaction. */
   async add(rows: TrafficMinuteTable[]): Promise<void> {
@@ -237,20 +247,30 @@ export class TrafficRepository {
     }
   }
 
-  /** Deletes minute rollups before `beforeMinute` (the coarser ones stay); returns how many went. */
+  /**
+   * Deletes minute and five-minute rollups before `beforeMinute` (the coarser ones stay); returns how
+   * many went. The time is rounded down to five minutes, so a five-minute row goes with all of its
+   * minutes and a `5m` bucket always equals the minute data kept, as when `5m` read the minutes.
+   */
   async pruneMinutesBefore(beforeMinute: number): Promise<number> {
+    const before = beforeMinute - (beforeMinute % 5);
     let removed = 0;
-    for (const table of ["cdn_traffic_minutes", "cdn_organization_traffic_minutes"] as const) {
+    for (const table of [
+      "cdn_traffic_minutes",
+      "cdn_organization_traffic_minutes",
+      "cdn_traffic_five_minutes",
+      "cdn_organization_traffic_five_minutes",
+    ] as const) {
       // At most a day of rollups per statement keeps each delete, and the locks it holds, short.
       for (;;) {
         const oldest = await this.db
           .selectFrom(table)
           .select((eb) => eb.fn.min("minute").as("minute"))
           .executeTakeFirst();
-        if (oldest?.minute == null || Number(oldest.minute) >= beforeMinute) break;
+        if (oldest?.minute == null || Number(oldest.minute) >= before) break;
         const result = await this.db
           .deleteFrom(table)
-          .where("minute", "<", Math.min(beforeMinute, Number(oldest.minute) + 24 * 60))
+          .where("minute", "<", Math.min(before, Number(oldest.minute) + 24 * 60))
           .executeTakeFirst();
         removed += Number(result.numDeletedRows);
       }
@@ -262,7 +282,7 @@ export class TrafficRepository {
    * Sums the minutes in [fromMinute, toMinute) per bucket of `granularityMinutes`, for one
    * distribution (already known to be the organization's) or for all of an organization's, from the
    * coarsest rollup whose periods tile the buckets: days for `1d`, hours for `1h` and `6h`, quarter
-   * hours for `15m`. Rows come in bucket order, buckets without traffic left out.
+   * hours for `15m`, five minutes for `5m`. One row per bucket with traffic, in no particular order.
    */
   async sumByBucket(input: {
     organizationId: string;
@@ -286,25 +306,42 @@ export class TrafficRepository {
       .where(sql.ref(scope), "=", id)
       .where("minute", ">=", fromMinute)
       .where("minute", "<", toMinute);
-    // A rollup whose periods are the buckets is read as it is, in key order: no grouping, no sort.
+    // A rollup whose periods are the buckets is read as it is: no grouping.
     const rows =
       resolution.minutes === granularityMinutes
-        ? await inRange
-            .select([bucket.as("bucket"), ...TRAFFIC_COUNTERS])
-            .orderBy("minute")
-            .execute()
-        : await inRange
+        ? inRange.select([bucket.as("bucket"), ...TRAFFIC_COUNTERS])
+        : inRange
             .select((eb) => [
               bucket.as("bucket"),
               ...TRAFFIC_COUNTERS.map((column) => eb.fn.sum<number>(column).as(column)),
             ])
-            .groupBy(bucket)
-            .orderBy(bucket)
-            .execute();
-    return rows.map((row) => {
-      const out = { bucket: Number(row.bucket) } as TrafficBucketRow;
-      for (const column of TRAFFIC_COUNTERS) out[column] = Number(row[column] ?? 0);
-      return out;
-    });
+            .groupBy(bucket);
+    // A month at `5m` is 8,640 rows, and either driver spends more CPU making a row object than the
+    // store spends finding the row: the store answers all of them as one JSON array of arrays instead
+    // (about a third of the CPU). Its numbers read back exactly as the drivers' would. PostgreSQL
+    // builds an array value's JSON in about half the time of `json_build_array`'s.
+    const columns = sql.join(["bucket", ...TRAFFIC_COUNTERS].map((column) => sql.ref(column)));
+    const asJson =
+      this.dialect === "postgres"
+        ? sql<string>`coalesce(json_agg(array[${columns}]), '[]')`
+        : sql<string>`json_group_array(json_array(${columns}))`;
+    const { json } = await this.db
+      .selectFrom(rows.as("bucket_rows"))
+      .select(asJson.as("json"))
+      .executeTakeFirstOrThrow();
+    // Written out rather than looped over TRAFFIC_COUNTERS (in whose order `columns` are): a literal
+    // builds each of the thousands of objects at once, a loop of keyed stores cost half as much again.
+    return (JSON.parse(json) as number[][]).map((row) => ({
+      bucket: row[0] as number,
+      requests: row[1] as number,
+      sent_bytes: row[2] as number,
+      upstream_bytes: row[3] as number,
+      origin_time_ms: row[4] as number,
+      origin_fetches: row[5] as number,
+      responses_2xx: row[6] as number,
+      responses_3xx: row[7] as number,
+      responses_4xx: row[8] as number,
+      responses_5xx: row[9] as number,
+    }));
   }
 }

@@ -54,17 +54,20 @@ export interface TrafficMinuteTable {
 export type OrganizationTrafficTable = Omit<TrafficMinuteTable, "distribution_id">;
 
 /**
- * Rollups per minute, quarter hour, hour and day, per distribution and per organization, all written
- * in the flush's transaction; in the coarser tables `minute` is the period's first minute (UTC).
+ * Rollups per minute, five minutes, quarter hour, hour and day, per distribution and per organization,
+ * all written in the flush's transaction; in the coarser tables `minute` is the period's first minute
+ * (UTC).
  */
 export interface CdnTables {
   cdn_distributions: DistributionTable;
   cdn_purges: PurgeTable;
   cdn_traffic_minutes: TrafficMinuteTable;
+  cdn_traffic_five_minutes: TrafficMinuteTable;
   cdn_traffic_quarter_hours: TrafficMinuteTable;
   cdn_traffic_hours: TrafficMinuteTable;
   cdn_traffic_days: TrafficMinuteTable;
   cdn_organization_traffic_minutes: OrganizationTrafficTable;
+  cdn_organization_traffic_five_minutes: OrganizationTrafficTable;
   cdn_organization_traffic_quarter_hours: OrganizationTrafficTable;
   cdn_organization_traffic_hours: OrganizationTrafficTable;
   cdn_organization_traffic_days: OrganizationTrafficTable;

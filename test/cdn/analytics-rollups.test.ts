@@ -144,6 +144,38 @@ describe("CDN analytics rollups", () => {
       }
     }
 
+    // The five-minute tables themselves hold exactly the sums of their minutes, per distribution and
+    // per organization (the `5m` answers above are read from them).
+    const fiveMinuteSums = (rows: Row[], scopeOf: (row: Row) => string) => {
+      const sums = new Map<string, number[]>();
+      for (const row of rows) {
+        const key = `${scopeOf(row)}|${Math.floor(Number(row.minute) / 5) * 5}`;
+        const total = sums.get(key) ?? COUNTERS.map(() => 0);
+        sums.set(
+          key,
+          total.map((value, index) => value + Number(row[COUNTERS[index] as (typeof COUNTERS)[number]])),
+        );
+      }
+      return [...sums.entries()].sort(([a], [b]) => a.localeCompare(b));
+    };
+    const byDistribution = await db
+      .selectFrom("cdn_traffic_five_minutes")
+      .selectAll()
+      .where("organization_id", "=", org.organizationId)
+      .execute();
+    expect(fiveMinuteSums(byDistribution, (row) => String(row.distribution_id))).toEqual(
+      fiveMinuteSums(minuteRows, (row) => String(row.distribution_id)),
+    );
+    const byOrganization = await db
+      .selectFrom("cdn_organization_traffic_five_minutes")
+      .selectAll()
+      .where("organization_id", "=", org.organizationId)
+      .execute();
+    expect(byOrganization.length).toBeGreaterThan(4);
+    expect(fiveMinuteSums(byOrganization, (row) => String(row.organization_id))).toEqual(
+      fiveMinuteSums(minuteRows, (row) => String(row.organization_id)),
+    );
+
     // The traffic made several origin fetches of different lengths in one day: the daily mean is
     // their total over their count.
     const daily = await t.request(
@@ -161,11 +193,13 @@ describe("CDN analytics rollups", () => {
     expect(daily.body.Data[0].upstream_origin_time_ms).toBe(originMs / fetches);
     expect(daily.body.Data[0].requests).toBe(dayRows.reduce((total, row) => total + Number(row.requests), 0));
 
-    // Retention deletes the minute rollups (of distributions and organizations) before a time; the
-    // hourly and daily ones, and so the answers at those granularities, stay.
+    // Retention deletes the minute and five-minute rollups (of distributions and organizations) before
+    // a time; the hourly and daily ones, and so the answers at those granularities, stay.
     const hourly = `/v1/cdn/analytics?from=${from}&to=${to}&granularity=1h`;
     const hourlyBefore = (await t.request("GET", hourly, { key: org.key })).body.Data;
-    await new TrafficRepository(db).pruneMinutesBefore(Date.parse("2026-06-01T00:00:00Z") / 60_000);
+    await new TrafficRepository(db, t.cumulo.store.dialect).pruneMinutesBefore(
+      Date.parse("2026-06-01T00:00:00Z") / 60_000,
+    );
     const minutesLeft = await db
       .selectFrom("cdn_organization_traffic_minutes")
       .select("minute")
@@ -173,6 +207,15 @@ describe("CDN analytics rollups", () => {
       .execute();
     expect(minutesLeft.length).toBeGreaterThan(0);
     for (const row of minutesLeft)
+      expect(Number(row.minute)).toBeGreaterThanOrEqual(Date.parse("2026-06-01") / 60_000);
+    const fiveMinutesLeft = await db
+      .selectFrom("cdn_organization_traffic_five_minutes")
+      .select("minute")
+      .where("organization_id", "=", org.organizationId)
+      .execute();
+    expect(fiveMinutesLeft.length).toBeGreaterThan(0);
+    expect(fiveMinutesLeft.length).toBeLessThan(byOrganization.length);
+    for (const row of fiveMinutesLeft)
       expect(Number(row.minute)).toBeGreaterThanOrEqual(Date.parse("2026-06-01") / 60_000);
     expect((await t.request("GET", hourly, { key: org.key })).body.Data).toEqual(hourlyBefore);
   });

@@ -146,7 +146,7 @@ describe("CDN analytics", () => {
   });
 
   it("aligns buckets to the granularity in UTC and fills empty ones with zeros", async () => {
-    const traffic = new TrafficRepository(t.cumulo.store.db);
+    const traffic = new TrafficRepository(t.cumulo.store.db, t.cumulo.store.dialect);
     const organizationId = (await t.cumulo.services.cdn.distributionForHost(hostA))?.organization_id ?? "";
     const minute = (iso: string) => Date.parse(iso) / 60_000;
     const row = (iso: string, requests: number, sent: number, upstream: number) => ({

@@ -21,7 +21,7 @@ describe("housekeeping", () => {
   });
   afterAll(() => t.close());
 
-  it("deletes finished jobs and CDN minute rollups past their retention, and nothing else", async () => {
+  it("deletes finished jobs and CDN minute and five-minute rollups past their retention, and nothing else", async () => {
     const { db } = t.cumulo.store;
     const job = (status: JobStatus, age: number) => {
       const stamp = daysAgo(age).toISOString();
@@ -77,6 +77,11 @@ describe("housekeeping", () => {
       .insertInto("cdn_traffic_hours")
       .values([row(Math.floor(old / 60) * 60)])
       .execute();
+    const fiveMinutesOf = (minute: number) => minute - (minute % 5);
+    await db
+      .insertInto("cdn_traffic_five_minutes")
+      .values([row(fiveMinutesOf(old)), row(fiveMinutesOf(recent))])
+      .execute();
 
     await housekeeper.runOnce();
 
@@ -90,6 +95,12 @@ describe("housekeeping", () => {
       .where("distribution_id", "=", distributionId)
       .execute();
     expect(minutes.map((entry) => Number(entry.minute))).toEqual([recent]);
+    const fiveMinutes = await db
+      .selectFrom("cdn_traffic_five_minutes")
+      .select("minute")
+      .where("distribution_id", "=", distributionId)
+      .execute();
+    expect(fiveMinutes.map((entry) => Number(entry.minute))).toEqual([fiveMinutesOf(recent)]);
     const hours = await db
       .selectFrom("cdn_traffic_hours")
       .select("minute")

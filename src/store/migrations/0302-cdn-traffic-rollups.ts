@@ -1,7 +1,8 @@
 import { type CreateTableBuilder, type Migration, sql } from "kysely";
 import type { ColumnTypes } from "../columns.ts";
 
-const COUNTERS = [
+/** The counter columns every traffic rollup table has (also used by later rollup migrations). */
+export const COUNTERS = [
   "requests",
   "sent_bytes",
   "upstream_bytes",
