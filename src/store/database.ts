@@ -175,7 +175,7 @@ function openSqlite(
   file.pragma("foreign_keys = ON");
   file.pragma("busy_timeout = 5000");
   file.pragma("synchronous = NORMAL");
-  // `data_version` moves only on other connections' commits: a microsecond read, no query building.
+  // `data_version` moves only on other connections' commits: one statement step (a few µs), no query building.
   const dataVersion = file.prepare("PRAGMA data_version").pluck();
   const externalChanges = () => dataVersion.get() as number;
   const db = new Kysely<Database>({
