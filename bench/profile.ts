@@ -9,7 +9,8 @@ import { createTestStore } from "../test/support/store.ts";
 
 /**
  * CPU profile of a real `cumulo serve` process (`node --cpu-prof`) under one autocannon load, then the
- * hottest frames by self time and the hottest files. Usage:
+ * hottest frames by self time and the hottest files, counting only the samples taken under the load.
+ * Usage:
  *   npm run bench:profile -- [library-list|security-put|lb-get|token-create]
  * PROFILE_SECONDS (10) sets the load duration; TEST_DATABASE_URL profiles on PostgreSQL; REDIS_URL is
  * passed on to the server. It also prints the server's CPU time per request (user + system, from
@@ -29,6 +30,7 @@ interface ProfileNode {
   children?: number[];
 }
 interface Profile {
+  startTime: number;
   nodes: ProfileNode[];
   samples: number[];
   timeDeltas: number[];
@@ -134,7 +136,10 @@ async function main() {
   const idleMsPerSecond = (cpuMs(child.pid ?? 0) - idleStart) / IDLE_SECONDS;
   const cpuBefore = cpuMs(child.pid ?? 0);
   const started = performance.now();
+  // The profile's clock is the system's monotonic clock in µs, as `process.hrtime` is.
+  const loadFrom = Number(process.hrtime.bigint() / 1000n);
   const result = await autocannon({ ...target, connections: 10, duration: SECONDS });
+  const loadTo = Number(process.hrtime.bigint() / 1000n);
   const busyMs = cpuMs(child.pid ?? 0) - cpuBefore;
   const loadSeconds = (performance.now() - started) / 1000;
   const cpuPerRequest = (busyMs * 1000) / result.requests.total;
@@ -147,12 +152,18 @@ async function main() {
   await store.drop();
   if (!profiling) return;
 
-  const file = readdirSync(profileDir).find((name) => name.endsWith(".cpuprofile"));
+  // CPU.<date>.<time>.<pid>.<thread>.<sequence>.cpuprofile: thread 0 serves; tsx's loader has its own.
+  const file = readdirSync(profileDir).find((name) => /\.0\.\d+\.cpuprofile$/.test(name));
   if (!file) throw new Error("no profile written");
   const profile = JSON.parse(readFileSync(join(profileDir, file), "utf8")) as Profile;
+  // Only the samples taken under load: start-up and set-up would otherwise dominate a short run.
   const selfTime = new Map<number, number>();
+  let sampledAt = profile.startTime;
   profile.samples.forEach((id, index) => {
-    selfTime.set(id, (selfTime.get(id) ?? 0) + (profile.timeDeltas[index] ?? 0));
+    const delta = profile.timeDeltas[index] ?? 0;
+    sampledAt += delta;
+    if (sampledAt < loadFrom || sampledAt > loadTo) return;
+    selfTime.set(id, (selfTime.get(id) ?? 0) + delta);
   });
   const total = [...selfTime.values()].reduce((sum, value) => sum + value, 0);
   const byFrame = new Map<string, number>();

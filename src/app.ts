@@ -14,6 +14,7 @@ import { acceptJsonBodies } from "./http/json-bodies.ts";
 import { clientErrorHandler, listenerLimits, stopAccepting } from "./http/listener.ts";
 import { registerRateLimit } from "./http/rate-limit.ts";
 import { requestId } from "./http/request-id.ts";
+import { RequestLog } from "./http/request-log.ts";
 import { registerUploadSlots } from "./http/upload-bodies.ts";
 import { unstorableTextErrors, validatorCompiler } from "./http/validation.ts";
 import { apiKeyRoutes } from "./identity/routes/api-keys.ts";
@@ -47,6 +48,7 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
   const app = Fastify({
     loggerInstance: deps.logger,
     genReqId: requestId,
+    logController: new RequestLog(),
     // The reference page answers at `/docs` itself rather than redirecting to `/docs/`.
     rewriteUrl: (request) => (request.url === "/docs" ? "/docs/" : (request.url ?? "/")),
     bodyLimit: config.limits.jsonBodyBytes,

@@ -23,6 +23,7 @@ import {
 import { LRUCache } from "lru-cache";
 import pg from "pg";
 import { allMigrations } from "./migrations/index.ts";
+import { isCacheableRead, SqliteReadCache } from "./sqlite-read-cache.ts";
 import type { Database } from "./tables.ts";
 
 export type DialectName = "sqlite" | "postgres";
@@ -115,17 +116,36 @@ const pgTypes = {
  * of a read on SQLite (docs/performance.md). Prepared statements are reused by SQL text instead:
  * Kysely's SQLite driver runs one query at a time on its one connection, so a statement is never
  * used twice at once, and SQLite re-prepares a statement by itself after a schema change. Booleans
- * are bound as 0/1 here.
+ * are bound as 0/1 here. Read-only statements answer from `reads` while nothing has changed; every
+ * other statement clears it before it runs.
  */
-function withStatementCache(file: SqliteDatabase.Database): SqliteDialectDatabase {
+function withStatementCache(file: SqliteDatabase.Database, reads: SqliteReadCache): SqliteDialectDatabase {
   const statements = new LRUCache<string, SqliteStatement>({ max: 1000 });
   const prepare = (text: string): SqliteStatement => {
     const statement = file.prepare(text);
+    if (isCacheableRead(text, statement)) {
+      return {
+        reader: true,
+        all: (parameters) =>
+          reads.read(text, parameters, () => statement.all(bindable(parameters)) as UnknownRow[]),
+        run: (parameters) => statement.run(bindable(parameters)),
+        iterate: (parameters) => statement.iterate(bindable(parameters)),
+      };
+    }
     return {
       reader: statement.reader,
-      all: (parameters) => statement.all(bindable(parameters)),
-      run: (parameters) => statement.run(bindable(parameters)),
-      iterate: (parameters) => statement.iterate(bindable(parameters)),
+      all: (parameters) => {
+        reads.clear();
+        return statement.all(bindable(parameters));
+      },
+      run: (parameters) => {
+        reads.clear();
+        return statement.run(bindable(parameters));
+      },
+      iterate: (parameters) => {
+        reads.clear();
+        return statement.iterate(bindable(parameters));
+      },
     };
   };
   return {
@@ -139,6 +159,7 @@ function withStatementCache(file: SqliteDatabase.Database): SqliteDialectDatabas
     },
     close() {
       statements.clear();
+      reads.clear();
       file.close();
     },
   };
@@ -154,13 +175,14 @@ function openSqlite(
   file.pragma("foreign_keys = ON");
   file.pragma("busy_timeout = 5000");
   file.pragma("synchronous = NORMAL");
-  // `data_version` moves only on other connections' commits: a microsecond read, no query building.
+  // `data_version` moves only on other connections' commits: one statement step (a few µs), no query building.
   const dataVersion = file.prepare("PRAGMA data_version").pluck();
+  const externalChanges = () => dataVersion.get() as number;
   const db = new Kysely<Database>({
-    dialect: new SqliteDialect({ database: withStatementCache(file) }),
+    dialect: new SqliteDialect({ database: withStatementCache(file, new SqliteReadCache(externalChanges)) }),
     ...queryLog(onQuery),
   });
-  return { db, externalChanges: () => dataVersion.get() as number };
+  return { db, externalChanges };
 }
 
 function openPostgres(

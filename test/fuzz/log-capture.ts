@@ -2,8 +2,11 @@ import { Writable } from "node:stream";
 import type { FastifyBaseLogger } from "fastify";
 import pino from "pino";
 
-/** A server logger that keeps every line at `warn` or above, for tests that check what was logged. */
-export function capturingLogger(): { logger: FastifyBaseLogger; lines: Record<string, unknown>[] } {
+/** A server logger that keeps every line at `level` or above, for tests that check what was logged. */
+export function capturingLogger(level = "warn"): {
+  logger: FastifyBaseLogger;
+  lines: Record<string, unknown>[];
+} {
   const lines: Record<string, unknown>[] = [];
   const sink = new Writable({
     write(chunk: Buffer, _encoding, done) {
@@ -13,7 +16,7 @@ export function capturingLogger(): { logger: FastifyBaseLogger; lines: Record<st
       done();
     },
   });
-  return { logger: pino({ level: "warn", base: undefined }, sink) as FastifyBaseLogger, lines };
+  return { logger: pino({ level, base: undefined }, sink) as FastifyBaseLogger, lines };
 }
 
 /** Lines at `error` (50) or above, shortened for a failure message. */

@@ -1,0 +1,22 @@
+import { type FastifyReply, type FastifyRequest, LogController } from "fastify";
+
+/**
+ * One `info` line per request, written when it completes, carrying what Fastify's two lines
+ * (received, completed) carried between them: about 20 µs of CPU per request instead of 32
+ * (`bench/request-log.ts`). Failed requests and Fastify's other lines are logged as Fastify does.
+ */
+export class RequestLog extends LogController {
+  override incomingRequest(): void {}
+
+  override requestCompleted(
+    error: Error | null | undefined,
+    request: FastifyRequest,
+    reply: FastifyReply,
+  ): void {
+    if (error || this.isLogDisabled(request)) {
+      super.requestCompleted(error, request, reply);
+      return;
+    }
+    request.log.info({ req: request, res: reply, responseTime: reply.elapsedTime }, "request completed");
+  }
+}

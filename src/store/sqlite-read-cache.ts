@@ -1,0 +1,71 @@
+import { LRUCache } from "lru-cache";
+
+type Row = Record<string, unknown>;
+
+/**
+ * Reads whose answer can change with no write at all: SQLite's clock and random functions, this
+ * connection's change counters, and pragmas. They are always run.
+ */
+const VOLATILE_SQL =
+  /\b(?:random|randomblob|date|time|datetime|julianday|unixepoch|strftime|timediff|changes|total_changes|last_insert_rowid)\s*\(|\bcurrent_(?:date|time|timestamp)\b|^\s*pragma\b/i;
+
+/** A statement that returns rows and changes nothing (`INSERT ... RETURNING` returns rows too). */
+export const isCacheableRead = (text: string, statement: { reader: boolean; readonly: boolean }): boolean =>
+  statement.reader && statement.readonly && !VOLATILE_SQL.test(text);
+
+// Bound parameters are strings, numbers, null, buffers or bigints; JSON has no bigint of its own.
+const parameterJson = (_key: string, value: unknown): unknown =>
+  typeof value === "bigint" ? { bigint: String(value) } : value;
+
+const MAX_BYTES = 32 * 1024 * 1024;
+const MAX_ENTRY_BYTES = 1024 * 1024;
+
+/** A rough size of a result: its key, its values, and some overhead per row and value. */
+function estimatedBytes(rows: Row[], key: string): number {
+  let bytes = key.length * 2;
+  for (const row of rows) {
+    bytes += 64;
+    for (const value of Object.values(row)) bytes += typeof value === "string" ? 16 + value.length * 2 : 16;
+  }
+  return bytes;
+}
+
+/**
+ * The results of read-only statements on SQLite's one connection, by SQL text and parameters. Exact:
+ * every statement on the connection that is not such a read (a write, BEGIN, COMMIT, ROLLBACK) clears
+ * it before it runs, and `data_version` (moved only by other connections' commits, e.g. the CLI's)
+ * is checked before every read. Callers get copies of the rows, never the cached objects.
+ */
+export class SqliteReadCache {
+  readonly #results = new LRUCache<string, Row[]>({
+    maxSize: MAX_BYTES,
+    maxEntrySize: MAX_ENTRY_BYTES,
+    sizeCalculation: estimatedBytes,
+  });
+  #version: number;
+
+  constructor(private readonly dataVersion: () => number) {
+    this.#version = dataVersion();
+  }
+
+  /** The rows of a cacheable read: cached ones while nothing can have changed them, else `run`'s. */
+  read(text: string, parameters: ReadonlyArray<unknown>, run: () => Row[]): Row[] {
+    // Read before the statement runs: a commit landing in between is then seen on the next read.
+    const version = this.dataVersion();
+    if (version !== this.#version) {
+      this.#results.clear();
+      this.#version = version;
+    }
+    const key = `${text}\u0000${JSON.stringify(parameters, parameterJson)}`;
+    let rows = this.#results.get(key);
+    if (!rows) {
+      rows = run();
+      this.#results.set(key, rows);
+    }
+    return rows.map((row) => ({ ...row }));
+  }
+
+  clear(): void {
+    this.#results.clear();
+  }
+}
