@@ -23,6 +23,7 @@ import {
 import { LRUCache } from "lru-cache";
 import pg from "pg";
 import { allMigrations } from "./migrations/index.ts";
+import { FALLBACK_CHECKPOINT_PAGES, SqliteCheckpointer } from "./sqlite-checkpointer.ts";
 import { isCacheableRead, SqliteReadCache } from "./sqlite-read-cache.ts";
 import type { Database } from "./tables.ts";
 
@@ -168,13 +169,17 @@ function withStatementCache(file: SqliteDatabase.Database, reads: SqliteReadCach
 function openSqlite(
   dataDir: string,
   onQuery: StoreOptions["onQuery"],
-): { db: Kysely<Database>; externalChanges: () => number } {
+): { db: Kysely<Database>; externalChanges: () => number; checkpointer: SqliteCheckpointer } {
   mkdirSync(dataDir, { recursive: true });
-  const file = new SqliteDatabase(join(dataDir, "cumulo.sqlite"));
+  const path = join(dataDir, "cumulo.sqlite");
+  const file = new SqliteDatabase(path);
   file.pragma("journal_mode = WAL");
   file.pragma("foreign_keys = ON");
   file.pragma("busy_timeout = 5000");
   file.pragma("synchronous = NORMAL");
+  // Checkpoints run on a worker thread; this connection makes one only if that falls far behind.
+  file.pragma(`wal_autocheckpoint = ${FALLBACK_CHECKPOINT_PAGES}`);
+  const checkpointer = new SqliteCheckpointer(path);
   // `data_version` moves only on other connections' commits: one statement step (a few µs), no query building.
   const dataVersion = file.prepare("PRAGMA data_version").pluck();
   const externalChanges = () => dataVersion.get() as number;
@@ -182,7 +187,7 @@ function openSqlite(
     dialect: new SqliteDialect({ database: withStatementCache(file, new SqliteReadCache(externalChanges)) }),
     ...queryLog(onQuery),
   });
-  return { db, externalChanges };
+  return { db, externalChanges, checkpointer };
 }
 
 function openPostgres(
@@ -197,8 +202,12 @@ function openPostgres(
 
 export function openStore(options: StoreOptions): Store {
   const dialect: DialectName = options.databaseUrl ? "postgres" : "sqlite";
-  const { db, externalChanges, pool } = options.databaseUrl
-    ? { ...openPostgres(options.databaseUrl, options.onQuery), externalChanges: undefined }
+  const { db, externalChanges, pool, checkpointer } = options.databaseUrl
+    ? {
+        ...openPostgres(options.databaseUrl, options.onQuery),
+        externalChanges: undefined,
+        checkpointer: undefined,
+      }
     : { ...openSqlite(options.dataDir, options.onQuery), pool: undefined };
   return {
     db,
@@ -228,6 +237,7 @@ export function openStore(options: StoreOptions): Store {
       }
     },
     async close() {
+      await checkpointer?.stop();
       await db.destroy();
     },
   };
