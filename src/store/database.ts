@@ -23,6 +23,7 @@ import {
 import { LRUCache } from "lru-cache";
 import pg from "pg";
 import { allMigrations } from "./migrations/index.ts";
+import { type ListenHandlers, PgListener } from "./pg-listener.ts";
 import type { Database } from "./tables.ts";
 
 export type DialectName = "sqlite" | "postgres";
@@ -37,6 +38,11 @@ export interface Store {
   externalChanges?: () => number;
   /** PostgreSQL's connection pool, for its metrics; SQLite has one connection and no pool. */
   pool?: { totalCount: number; idleCount: number; waitingCount: number };
+  /**
+   * PostgreSQL only: LISTENs on `channel` on a connection of its own (reconnected when lost) until the
+   * store closes. Resolves after the first attempt.
+   */
+  listen?: (channel: string, handlers: ListenHandlers) => Promise<void>;
   migrate(): Promise<void>;
   ping(): Promise<boolean>;
   close(): Promise<void>;
@@ -175,14 +181,23 @@ function openPostgres(
 
 export function openStore(options: StoreOptions): Store {
   const dialect: DialectName = options.databaseUrl ? "postgres" : "sqlite";
-  const { db, externalChanges, pool } = options.databaseUrl
-    ? { ...openPostgres(options.databaseUrl, options.onQuery), externalChanges: undefined }
+  const { databaseUrl } = options;
+  const { db, externalChanges, pool } = databaseUrl
+    ? { ...openPostgres(databaseUrl, options.onQuery), externalChanges: undefined }
     : { ...openSqlite(options.dataDir, options.onQuery), pool: undefined };
+  const listeners: PgListener[] = [];
   return {
     db,
     dialect,
     externalChanges,
     pool,
+    listen: databaseUrl
+      ? (channel, handlers) => {
+          const listener = new PgListener(databaseUrl, channel, handlers);
+          listeners.push(listener);
+          return listener.start();
+        }
+      : undefined,
     async migrate() {
       const migrator = new Migrator({
         db: dialect === "sqlite" ? db.withPlugin(new SqliteBooleanPlugin()) : db,
@@ -206,6 +221,7 @@ export function openStore(options: StoreOptions): Store {
       }
     },
     async close() {
+      await Promise.all(listeners.map((listener) => listener.close()));
       await db.destroy();
     },
   };
