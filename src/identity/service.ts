@@ -118,8 +118,8 @@ export class IdentityService {
         created_at: now,
       });
       await this.repository.insertApiKey(
-        trx,
         this.keyRow(organizationId, user.id, "admin", adminKey, false, now),
+        trx,
       );
       return {
         organization_id: organizationId,
@@ -150,8 +150,8 @@ export class IdentityService {
       const user = await this.repository.findFirstUser(trx, organizationId);
       if (!user) throw new Error(`organization ${organizationId} has no user`);
       return this.repository.insertApiKey(
-        trx,
         this.keyRow(organizationId, user.id, options.name, secret, options.readOnly, now),
+        trx,
       );
     });
     return {
@@ -273,8 +273,8 @@ export class IdentityService {
         const user = await this.repository.findFirstUser(trx, defaultOrganization.id);
         if (!user) throw new Error("default organization has no user");
         await this.repository.insertApiKey(
-          trx,
           this.keyRow(defaultOrganization.id, user.id, "bootstrap", bootstrapKey, false, now),
+          trx,
         );
       });
       return {};
@@ -314,15 +314,14 @@ export class IdentityService {
   ): Promise<{ record: CloudTokenRecord; token: string }> {
     const secret = generateApiKey();
     const now = nowIso(this.clock);
-    const row = await this.transact((trx) =>
-      this.repository.insertApiKey(trx, {
-        ...this.keyRow(auth.organizationId, auth.userId, "cloud token", secret, false, now),
-        kind: "cloud_token",
-        description: options.description,
-        restricted: options.restricted,
-        billing_account_id: options.billingAccountId,
-      }),
-    );
+    // One statement, its own transaction.
+    const row = await this.repository.insertApiKey({
+      ...this.keyRow(auth.organizationId, auth.userId, "cloud token", secret, false, now),
+      kind: "cloud_token",
+      description: options.description,
+      restricted: options.restricted,
+      billing_account_id: options.billingAccountId,
+    });
     return { record: toCloudToken(row), token: secret };
   }
 
@@ -336,21 +335,16 @@ export class IdentityService {
     id: number,
     changes: { description?: string; restricted?: boolean; billingAccountId?: number },
   ): Promise<{ outcome: "updated"; token: CloudTokenRecord } | { outcome: "not_found" }> {
-    const record = await this.transact(async (trx) => {
-      const updated = await this.repository.updateLiveApiKey(trx, organizationId, "cloud_token", id, {
-        ...(changes.description !== undefined ? { description: changes.description } : {}),
-        ...(changes.restricted !== undefined ? { restricted: changes.restricted } : {}),
-        ...(changes.billingAccountId !== undefined ? { billing_account_id: changes.billingAccountId } : {}),
-        updated_at: nowIso(this.clock),
-      });
-      if (!updated) return undefined;
-      const row = await this.repository.findLiveApiKey(trx, organizationId, "cloud_token", id);
-      return row ? toCloudToken(row) : undefined;
+    const row = await this.repository.updateLiveApiKey(organizationId, "cloud_token", id, {
+      ...(changes.description !== undefined ? { description: changes.description } : {}),
+      ...(changes.restricted !== undefined ? { restricted: changes.restricted } : {}),
+      ...(changes.billingAccountId !== undefined ? { billing_account_id: changes.billingAccountId } : {}),
+      updated_at: nowIso(this.clock),
     });
     // `restricted` and the billing account are part of a cached AuthContext.
-    if (!record) return { outcome: "not_found" };
+    if (!row) return { outcome: "not_found" };
     await this.keyChanged(id);
-    return { outcome: "updated", token: record };
+    return { outcome: "updated", token: toCloudToken(row) };
   }
 
   /** Revokes the token: the next request presenting it, on any node, is refused (caches are told first). */
