@@ -2,6 +2,7 @@ import type { Bus } from "../bus.ts";
 import type { Clock } from "../clock.ts";
 import type { Store } from "../store/database.ts";
 import { KEY_CHANGES_CHANNEL } from "../store/migrations/0006-identity-key-notifications.ts";
+import type { PgListener } from "../store/pg-listener.ts";
 import type { AuthContext } from "./service.ts";
 
 /** Published (with the key id) after a key is revoked or changed, so every node drops what it cached. */
@@ -30,13 +31,14 @@ interface Entry {
  * Used only where every revocation reaches it: through the bus with Redis; on SQLite, where any
  * commit by another process (the CLI) moves `externalChanges` and clears the cache before its next
  * use; on PostgreSQL without Redis, where the store itself announces every key change as it commits
- * (`listenToStore`). See docs/performance.md.
+ * (`listen` with `storeListen`). See docs/performance.md.
  */
 export class AuthCache {
   readonly #entries = new Map<string, Entry>();
   #generation = 0;
   #listening = false;
   #storeVersion: number | undefined;
+  #storeListener: PgListener | undefined;
 
   constructor(
     private readonly ttlMs: number,
@@ -62,7 +64,7 @@ export class AuthCache {
       this.#listening = true;
       return;
     }
-    await storeListen.listen(KEY_CHANGES_CHANNEL, {
+    this.#storeListener = await storeListen.listen(KEY_CHANGES_CHANNEL, {
       onListening: () => {
         this.clear();
         this.#listening = true;
@@ -74,6 +76,15 @@ export class AuthCache {
         storeListen.onLost(error);
       },
     });
+  }
+
+  /**
+   * After this node committed a key change: resolves once this node has heard it from PostgreSQL
+   * (at once elsewhere). The other nodes' sessions were signalled at the same moment, so the change
+   * is answered after their notifications are on their way rather than beside them.
+   */
+  async changeHeard(): Promise<void> {
+    if (this.#listening) await this.#storeListener?.caughtUp();
   }
 
   get generation(): number {

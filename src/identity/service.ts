@@ -92,8 +92,9 @@ export class IdentityService {
 
   /** Tells every node (and this one) that a key was revoked or changed; their auth caches drop it. */
   async keyChanged(keyId: number): Promise<void> {
-    // This node forgets at once, before answering; the bus tells the others.
+    // This node forgets at once, before answering; the bus (or PostgreSQL) tells the others.
     this.cache?.clear();
+    await this.cache?.changeHeard();
     // The change is committed; a lost message only leaves a cached entry to its short TTL.
     await this.bus?.publish(KEY_CHANGED_CHANNEL, String(keyId)).catch(() => undefined);
   }

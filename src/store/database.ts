@@ -42,7 +42,7 @@ export interface Store {
    * PostgreSQL only: LISTENs on `channel` on a connection of its own (reconnected when lost) until the
    * store closes. Resolves after the first attempt.
    */
-  listen?: (channel: string, handlers: ListenHandlers) => Promise<void>;
+  listen?: (channel: string, handlers: ListenHandlers) => Promise<PgListener>;
   migrate(): Promise<void>;
   ping(): Promise<boolean>;
   close(): Promise<void>;
@@ -195,7 +195,7 @@ export function openStore(options: StoreOptions): Store {
       ? (channel, handlers) => {
           const listener = new PgListener(databaseUrl, channel, handlers);
           listeners.push(listener);
-          return listener.start();
+          return listener.start().then(() => listener);
         }
       : undefined,
     async migrate() {

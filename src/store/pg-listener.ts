@@ -46,8 +46,8 @@ export class PgListener {
       this.#lost(client, error);
       return;
     }
+    // `close()` may have ended it meanwhile.
     if (this.#client === client) this.handlers.onListening();
-    else await client.end(); // closed meanwhile
   }
 
   #lost(client: pg.Client, error?: unknown): void {
@@ -56,6 +56,15 @@ export class PgListener {
     this.handlers.onLost(error);
     client.end().catch(() => undefined);
     if (!this.#closed) this.#retry = setTimeout(() => void this.start(), RETRY_MS);
+  }
+
+  /**
+   * Resolves once every notification committed before the call has reached the handlers: PostgreSQL
+   * signals the listening sessions before the committing one is answered, and a session sends what
+   * it was signalled before it answers the next query on its connection.
+   */
+  async caughtUp(): Promise<void> {
+    await this.#client?.query("select 1").catch(() => undefined);
   }
 
   async close(): Promise<void> {

@@ -147,7 +147,8 @@ function keyChangeCases(nodes: () => { apiA: Served; apiB: Served; env: Record<s
     for (const node of [apiB, apiA]) {
       expect((await call(node, "GET", "/v1/media/libraries", { key })).status).toBe(401);
     }
-  });
+    // Three CLI processes: slow to start on a loaded machine.
+  }, 90_000);
 }
 
 describe.runIf(testStoreKind() === "postgres" && redisUrl)(
