@@ -4,7 +4,8 @@ import type { FastifyInstance, InjectOptions } from "fastify";
 /**
  * CPU time per request of the API's own code, before and after a change, in one process:
  *   BENCH_BEFORE=/path/to/extracted/older/tree npx tsx bench/inject-ab.ts
- * Each tree starts its own Cumulo (SQLite, its own bench/support.ts) and serves the same scenarios
+ * Each tree starts its own Cumulo (SQLite, or with AB_STORE=postgres and TEST_DATABASE_URL set a
+ * PostgreSQL database of its own; its own bench/support.ts) and serves the same scenarios
  * through `app.inject` (no sockets: the HTTP stack, the same for both, is left out). The two builds
  * take turns in blocks of AB_REQUESTS (1000) requests, AB_ROUNDS (5) times, so both see the same
  * machine load; the process's user + system CPU per request is printed as median (min-max) per
@@ -14,6 +15,7 @@ import type { FastifyInstance, InjectOptions } from "fastify";
 const KEY = "bench_admin_key_0123456789abcdef";
 const REQUESTS = Number(process.env.AB_REQUESTS ?? 1000);
 const ROUNDS = Number(process.env.AB_ROUNDS ?? 5);
+const STORE = process.env.AB_STORE === "postgres" ? "postgres" : "sqlite";
 const media = { authorization: `Bearer ${KEY}`, "content-type": "application/json" };
 const cloud = { apikey: KEY };
 const form = { ...cloud, "content-type": "application/x-www-form-urlencoded" };
@@ -26,7 +28,7 @@ interface Build {
 
 async function start(tree: string): Promise<Build> {
   const support = await import(resolve(tree, "bench/support.ts"));
-  const running = await support.startBenchCumulo("sqlite");
+  const running = await support.startBenchCumulo(STORE);
   const app: FastifyInstance = running.cumulo.app;
   const call = async (method: InjectOptions["method"], url: string, headers: object, payload?: string) => {
     const response = await app.inject({ method, url, headers: headers as InjectOptions["headers"], payload });

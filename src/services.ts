@@ -95,9 +95,11 @@ export interface Services {
 /** The composition root: builds each domain's repository and service, in dependency order. */
 export function createServices(deps: CoreDeps): Services {
   const { store, clock, config } = deps;
-  // Verified keys are cached only where every revocation reaches this node: Redis, or SQLite's data_version.
+  // Verified keys are cached only where every revocation reaches this node: Redis, SQLite's
+  // data_version, or PostgreSQL's notifications.
+  const keyChanges = config.redisUrl ? undefined : store.listen;
   const authCache =
-    config.redisUrl || store.externalChanges
+    config.redisUrl || store.externalChanges || keyChanges
       ? new AuthCache(AUTH_CACHE_TTL_MS, clock, store.externalChanges)
       : undefined;
   const transact = transactor(store.db);
@@ -111,7 +113,14 @@ export function createServices(deps: CoreDeps): Services {
     clock,
     (config.publicUrl ?? `http://${config.host}:${config.port}`).replace(/\/+$/, ""),
   );
-  authCache?.listen(deps.bus).catch((error: unknown) => deps.logger.warn({ err: error }, "auth cache off"));
+  const storeListen = keyChanges && {
+    listen: keyChanges,
+    onLost: (error?: unknown) =>
+      deps.logger.warn({ err: error }, "auth cache off until key changes are heard again"),
+  };
+  authCache
+    ?.listen(deps.bus, storeListen)
+    .catch((error: unknown) => deps.logger.warn({ err: error }, "auth cache off"));
   const jobRepository = new JobRepository(store.db, store.dialect);
   const jobs = new JobQueue(jobRepository, clock);
   const cdnPurgeSync = new PurgeSync(deps.bus);

@@ -52,7 +52,7 @@ export class IdentityRepository {
     return executor.insertInto("billing_accounts").values(row).returningAll().executeTakeFirstOrThrow();
   }
 
-  insertApiKey(executor: Executor, row: NewApiKeyRow) {
+  insertApiKey(row: NewApiKeyRow, executor: Executor = this.db) {
     return executor.insertInto("api_keys").values(row).returningAll().executeTakeFirstOrThrow();
   }
 
@@ -195,34 +195,22 @@ export class IdentityRepository {
     return this.findDefaultBillingAccount(this.db, organizationId);
   }
 
-  /** A live (not revoked) key of this organization and kind. */
-  findLiveApiKey(executor: Executor, organizationId: string, kind: ApiKeyKind, id: number) {
-    return executor
-      .selectFrom("api_keys")
-      .selectAll()
-      .where("organization_id", "=", organizationId)
-      .where("kind", "=", kind)
-      .where("id", "=", id)
-      .where("revoked_at", "is", null)
-      .executeTakeFirst();
-  }
-
-  async updateLiveApiKey(
-    executor: Executor,
+  /** Changes a live (not revoked) key of this organization and kind, in one statement: the row as changed. */
+  updateLiveApiKey(
     organizationId: string,
     kind: ApiKeyKind,
     id: number,
     changes: { description?: string; restricted?: boolean; billing_account_id?: number; updated_at: string },
-  ): Promise<boolean> {
-    const result = await executor
+  ) {
+    return this.db
       .updateTable("api_keys")
       .set(changes)
       .where("organization_id", "=", organizationId)
       .where("kind", "=", kind)
       .where("id", "=", id)
       .where("revoked_at", "is", null)
+      .returningAll()
       .executeTakeFirst();
-    return Number(result.numUpdatedRows) > 0;
   }
 
   /** Revokes a key only if it belongs to the organization and is of that kind. */

@@ -92,8 +92,9 @@ export class IdentityService {
 
   /** Tells every node (and this one) that a key was revoked or changed; their auth caches drop it. */
   async keyChanged(keyId: number): Promise<void> {
-    // This node forgets at once, before answering; the bus tells the others.
+    // This node forgets at once, before answering; the bus (or PostgreSQL) tells the others.
     this.cache?.clear();
+    await this.cache?.changeHeard();
     // The change is committed; a lost message only leaves a cached entry to its short TTL.
     await this.bus?.publish(KEY_CHANGED_CHANNEL, String(keyId)).catch(() => undefined);
   }
@@ -118,8 +119,8 @@ export class IdentityService {
         created_at: now,
       });
       await this.repository.insertApiKey(
-        trx,
         this.keyRow(organizationId, user.id, "admin", adminKey, false, now),
+        trx,
       );
       return {
         organization_id: organizationId,
@@ -150,8 +151,8 @@ export class IdentityService {
       const user = await this.repository.findFirstUser(trx, organizationId);
       if (!user) throw new Error(`organization ${organizationId} has no user`);
       return this.repository.insertApiKey(
-        trx,
         this.keyRow(organizationId, user.id, options.name, secret, options.readOnly, now),
+        trx,
       );
     });
     return {
@@ -273,8 +274,8 @@ export class IdentityService {
         const user = await this.repository.findFirstUser(trx, defaultOrganization.id);
         if (!user) throw new Error("default organization has no user");
         await this.repository.insertApiKey(
-          trx,
           this.keyRow(defaultOrganization.id, user.id, "bootstrap", bootstrapKey, false, now),
+          trx,
         );
       });
       return {};
@@ -314,15 +315,14 @@ export class IdentityService {
   ): Promise<{ record: CloudTokenRecord; token: string }> {
     const secret = generateApiKey();
     const now = nowIso(this.clock);
-    const row = await this.transact((trx) =>
-      this.repository.insertApiKey(trx, {
-        ...this.keyRow(auth.organizationId, auth.userId, "cloud token", secret, false, now),
-        kind: "cloud_token",
-        description: options.description,
-        restricted: options.restricted,
-        billing_account_id: options.billingAccountId,
-      }),
-    );
+    // One statement, its own transaction.
+    const row = await this.repository.insertApiKey({
+      ...this.keyRow(auth.organizationId, auth.userId, "cloud token", secret, false, now),
+      kind: "cloud_token",
+      description: options.description,
+      restricted: options.restricted,
+      billing_account_id: options.billingAccountId,
+    });
     return { record: toCloudToken(row), token: secret };
   }
 
@@ -336,21 +336,16 @@ export class IdentityService {
     id: number,
     changes: { description?: string; restricted?: boolean; billingAccountId?: number },
   ): Promise<{ outcome: "updated"; token: CloudTokenRecord } | { outcome: "not_found" }> {
-    const record = await this.transact(async (trx) => {
-      const updated = await this.repository.updateLiveApiKey(trx, organizationId, "cloud_token", id, {
-        ...(changes.description !== undefined ? { description: changes.description } : {}),
-        ...(changes.restricted !== undefined ? { restricted: changes.restricted } : {}),
-        ...(changes.billingAccountId !== undefined ? { billing_account_id: changes.billingAccountId } : {}),
-        updated_at: nowIso(this.clock),
-      });
-      if (!updated) return undefined;
-      const row = await this.repository.findLiveApiKey(trx, organizationId, "cloud_token", id);
-      return row ? toCloudToken(row) : undefined;
+    const row = await this.repository.updateLiveApiKey(organizationId, "cloud_token", id, {
+      ...(changes.description !== undefined ? { description: changes.description } : {}),
+      ...(changes.restricted !== undefined ? { restricted: changes.restricted } : {}),
+      ...(changes.billingAccountId !== undefined ? { billing_account_id: changes.billingAccountId } : {}),
+      updated_at: nowIso(this.clock),
     });
     // `restricted` and the billing account are part of a cached AuthContext.
-    if (!record) return { outcome: "not_found" };
+    if (!row) return { outcome: "not_found" };
     await this.keyChanged(id);
-    return { outcome: "updated", token: record };
+    return { outcome: "updated", token: toCloudToken(row) };
   }
 
   /** Revokes the token: the next request presenting it, on any node, is refused (caches are told first). */

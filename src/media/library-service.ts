@@ -91,20 +91,15 @@ export class LibraryService {
     id: string,
     input: UpdateLibraryInput,
   ): Promise<LibraryOutcome> {
-    const { transact, libraries, clock } = this.deps;
-    return transact(async (trx): Promise<LibraryOutcome> => {
-      const library = await libraries.findLibrary(organizationId, id, trx);
-      if (!library) return { outcome: "not_found" };
-      const changes = {
-        ...(input.name !== undefined ? { name: input.name } : {}),
-        ...(input.description !== undefined ? { description: input.description } : {}),
-        ...(input.default_privacy !== undefined ? { default_privacy: input.default_privacy } : {}),
-        updated_by: userUuid,
-        updated_at: nowIso(clock),
-      };
-      await libraries.update(trx, id, changes);
-      return { outcome: "updated", library: { ...library, ...changes } };
+    const { libraries, clock } = this.deps;
+    const library = await libraries.updateLibrary(organizationId, id, {
+      ...(input.name !== undefined ? { name: input.name } : {}),
+      ...(input.description !== undefined ? { description: input.description } : {}),
+      ...(input.default_privacy !== undefined ? { default_privacy: input.default_privacy } : {}),
+      updated_by: userUuid,
+      updated_at: nowIso(clock),
     });
+    return library ? { outcome: "updated", library } : { outcome: "not_found" };
   }
 
   /**
@@ -137,29 +132,25 @@ export class LibraryService {
     id: string,
     input: UpdateSecurityInput,
   ): Promise<SecurityOutcome> {
-    const { transact, libraries, clock } = this.deps;
-    return transact(async (trx): Promise<SecurityOutcome> => {
-      const library = await libraries.findLibrary(organizationId, id, trx);
-      if (!library) return { outcome: "not_found" };
-      const changes: Partial<LibraryRow> = { updated_by: userUuid, updated_at: nowIso(clock) };
-      if (input.referrers) {
-        changes.whitelist_referrers = writeJson({
-          action: input.referrers.action,
-          values: unique(input.referrers.values.map((value) => value.toLowerCase())),
-          enabled: input.referrers.enabled,
-        }) as string;
-      }
-      if (input.countries) {
-        changes.blocked_countries = writeJson({
-          action: input.countries.action,
-          values: unique(input.countries.values.map((value) => value.toUpperCase())),
-          enabled: input.countries.enabled,
-        }) as string;
-      }
-      if (input.video_privacy) changes.video_privacy = input.video_privacy;
-      await libraries.update(trx, id, changes);
-      return { outcome: "updated", security: toSecurity({ ...library, ...changes }) };
-    });
+    const { libraries, clock } = this.deps;
+    const changes: Partial<LibraryRow> = { updated_by: userUuid, updated_at: nowIso(clock) };
+    if (input.referrers) {
+      changes.whitelist_referrers = writeJson({
+        action: input.referrers.action,
+        values: unique(input.referrers.values.map((value) => value.toLowerCase())),
+        enabled: input.referrers.enabled,
+      }) as string;
+    }
+    if (input.countries) {
+      changes.blocked_countries = writeJson({
+        action: input.countries.action,
+        values: unique(input.countries.values.map((value) => value.toUpperCase())),
+        enabled: input.countries.enabled,
+      }) as string;
+    }
+    if (input.video_privacy) changes.video_privacy = input.video_privacy;
+    const library = await libraries.updateLibrary(organizationId, id, changes);
+    return library ? { outcome: "updated", security: toSecurity(library) } : { outcome: "not_found" };
   }
 
   /** The job that finishes a new library (see `#provision`). */

@@ -60,8 +60,18 @@ export class LibraryRepository {
     await executor.insertInto("libraries").values(row).execute();
   }
 
-  async update(executor: Executor, id: string, changes: Updateable<LibraryTable>): Promise<void> {
-    await executor.updateTable("libraries").set(changes).where("id", "=", id).execute();
+  /**
+   * Changes the library if it belongs to the organization, in one statement (its own transaction):
+   * the row as changed, or undefined when there is none.
+   */
+  updateLibrary(organizationId: string, id: string, changes: Updateable<LibraryTable>) {
+    return this.db
+      .updateTable("libraries")
+      .set(changes)
+      .where("organization_id", "=", organizationId)
+      .where("id", "=", id)
+      .returningAll()
+      .executeTakeFirst();
   }
 
   /** Moves a library from one status to another; false when it was no longer in `from`. */

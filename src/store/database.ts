@@ -23,6 +23,7 @@ import {
 import { LRUCache } from "lru-cache";
 import pg from "pg";
 import { allMigrations } from "./migrations/index.ts";
+import { type ListenHandlers, PgListener } from "./pg-listener.ts";
 import { FALLBACK_CHECKPOINT_PAGES, SqliteCheckpointer } from "./sqlite-checkpointer.ts";
 import { isCacheableRead, SqliteReadCache } from "./sqlite-read-cache.ts";
 import type { Database } from "./tables.ts";
@@ -39,6 +40,11 @@ export interface Store {
   externalChanges?: () => number;
   /** PostgreSQL's connection pool, for its metrics; SQLite has one connection and no pool. */
   pool?: { totalCount: number; idleCount: number; waitingCount: number };
+  /**
+   * PostgreSQL only: LISTENs on `channel` on a connection of its own (reconnected when lost) until the
+   * store closes. Resolves after the first attempt.
+   */
+  listen?: (channel: string, handlers: ListenHandlers) => Promise<PgListener>;
   migrate(): Promise<void>;
   ping(): Promise<boolean>;
   close(): Promise<void>;
@@ -202,18 +208,23 @@ function openPostgres(
 
 export function openStore(options: StoreOptions): Store {
   const dialect: DialectName = options.databaseUrl ? "postgres" : "sqlite";
-  const { db, externalChanges, pool, checkpointer } = options.databaseUrl
-    ? {
-        ...openPostgres(options.databaseUrl, options.onQuery),
-        externalChanges: undefined,
-        checkpointer: undefined,
-      }
+  const { databaseUrl } = options;
+  const { db, externalChanges, pool, checkpointer } = databaseUrl
+    ? { ...openPostgres(databaseUrl, options.onQuery), externalChanges: undefined, checkpointer: undefined }
     : { ...openSqlite(options.dataDir, options.onQuery), pool: undefined };
+  const listeners: PgListener[] = [];
   return {
     db,
     dialect,
     externalChanges,
     pool,
+    listen: databaseUrl
+      ? (channel, handlers) => {
+          const listener = new PgListener(databaseUrl, channel, handlers);
+          listeners.push(listener);
+          return listener.start().then(() => listener);
+        }
+      : undefined,
     async migrate() {
       const migrator = new Migrator({
         db: dialect === "sqlite" ? db.withPlugin(new SqliteBooleanPlugin()) : db,
@@ -237,6 +248,7 @@ export function openStore(options: StoreOptions): Store {
       }
     },
     async close() {
+      await Promise.all(listeners.map((listener) => listener.close()));
       await checkpointer?.stop();
       await db.destroy();
     },

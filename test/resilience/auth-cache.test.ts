@@ -1,9 +1,14 @@
+import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LocalBus } from "../../src/bus.ts";
 import { AuthCache, KEY_CHANGED_CHANNEL } from "../../src/identity/auth-cache.ts";
+import { hashSecret } from "../../src/identity/keys.ts";
 import type { AuthContext } from "../../src/identity/service.ts";
+import { KEY_CHANGES_CHANNEL } from "../../src/store/migrations/0006-identity-key-notifications.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { runCli } from "../support/cli.ts";
+import { testStoreKind } from "../support/store.ts";
+import { waitUntil } from "../support/wait.ts";
 
 const auth: AuthContext = {
   organizationId: "00000000-0000-4000-8000-000000000001",
@@ -132,5 +137,89 @@ describe("auth cache on a running server", () => {
     const deleted = await t.cloud("DELETE", "/v1/user-resource/token", { json: { token_id: token?.id } });
     expect(deleted.status).toBeLessThan(300);
     expect((await t.cloud("GET", "/v1/user-resource/token/list", { key: token?.token })).status).toBe(401);
+  });
+});
+
+describe.runIf(testStoreKind() === "postgres")("auth cache on PostgreSQL without Redis", () => {
+  let t: TestApp;
+  let database: string;
+  /** On the server's maintenance database: can stop connections to the test database. */
+  let admin: pg.Client;
+  /** On the test database, as any writer (another process, an operator's SQL). */
+  let writer: pg.Client;
+  /** On the test database, with triggers off: its revocations are not announced to anyone. */
+  let unannounced: pg.Client;
+  const listener = `cumulo listener ${KEY_CHANGES_CHANNEL}`;
+
+  beforeAll(async () => {
+    // A stopped clock: an entry never ages out, so only a dropped or unused cache refuses a revoked key.
+    const started = new Date();
+    t = await startTestApp({}, { clock: { now: () => new Date(started) } });
+    database = new URL(t.store.databaseUrl ?? "").pathname.slice(1);
+    admin = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL });
+    writer = new pg.Client({ connectionString: t.store.databaseUrl });
+    unannounced = new pg.Client({ connectionString: t.store.databaseUrl });
+    await Promise.all([admin.connect(), writer.connect(), unannounced.connect()]);
+    await unannounced.query("set session_replication_role = replica");
+  });
+  afterAll(async () => {
+    await admin.query(`alter database ${database} allow_connections true`);
+    await Promise.all([admin.end(), writer.end(), unannounced.end()]);
+    await t.close();
+  });
+
+  const status = async (key: string) =>
+    (await t.request("GET", "/v1/media/libraries?limit=20", { key })).status;
+  const revoke = (client: pg.Client, key: string) =>
+    client.query("update api_keys set revoked_at = now() where key_hash = $1", [hashSecret(key)]);
+  const listening = async () =>
+    (
+      await admin.query(
+        "select 1 from pg_stat_activity where datname = $1 and application_name = $2 and state = 'idle' and query ilike 'listen%'",
+        [database, listener],
+      )
+    ).rowCount === 1;
+
+  // PostgreSQL sends the notification as the revoking transaction commits, beside the answer to its
+  // client: this process can receive that answer (and serve a request) a moment before it. With the
+  // clock stopped, only the notification can end the 200s here.
+  it("drops a key revoked by any writer of the store when the notification arrives", async () => {
+    const { key } = await t.createOrganization("announced");
+    expect(await status(key)).toBe(200);
+    await revoke(writer, key);
+    await waitUntil(async () => (await status(key)) === 401, 5000, "the revocation to be heard");
+  });
+
+  it("serves nothing from the cache while its listening connection is down", async () => {
+    const first = (await t.createOrganization("first")).key;
+    const second = (await t.createOrganization("second")).key;
+    expect(await status(first)).toBe(200);
+    // The cache is on: a revocation that bypasses the trigger is not seen.
+    await revoke(unannounced, first);
+    expect(await status(first)).toBe(200);
+
+    // The listening connection is killed and cannot come back.
+    await admin.query(`alter database ${database} allow_connections false`);
+    await admin.query(
+      "select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and application_name = $2",
+      [database, listener],
+    );
+    await waitUntil(async () => (await status(first)) === 401, 5000, "the cache to be dropped");
+    // Off, not only emptied: a key checked now is not kept either.
+    expect(await status(second)).toBe(200);
+    await revoke(unannounced, second);
+    expect(await status(second)).toBe(401);
+
+    // Listening again, the cache serves and hears revocations again.
+    await admin.query(`alter database ${database} allow_connections true`);
+    await waitUntil(listening, 10_000, "the listener to reconnect");
+    const third = (await t.createOrganization("third")).key;
+    expect(await status(third)).toBe(200);
+    await revoke(unannounced, third);
+    expect(await status(third)).toBe(200);
+    const fourth = (await t.createOrganization("fourth")).key;
+    expect(await status(fourth)).toBe(200);
+    await revoke(writer, fourth);
+    await waitUntil(async () => (await status(fourth)) === 401, 5000, "the revocation to be heard");
   });
 });

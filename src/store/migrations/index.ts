@@ -6,6 +6,7 @@ import { jobsMigration } from "./0002-jobs.ts";
 import { cdnDistributionsMigration } from "./0003-cdn-distributions.ts";
 import { webhooksMigration } from "./0004-webhooks.ts";
 import { consoleUsersMigration } from "./0005-console-users.ts";
+import { identityKeyNotificationsMigration } from "./0006-identity-key-notifications.ts";
 import { mediaLibrariesMigration } from "./0100-media-libraries.ts";
 import { mediaFoldersVideosMigration } from "./0101-media-folders-videos.ts";
 import { mediaSubtitlesThumbnailsMigration } from "./0102-media-subtitles-thumbnails.ts";
@@ -29,6 +30,7 @@ export function allMigrations(dialect: DialectName): Record<string, Migration> {
     "0003-cdn-distributions": cdnDistributionsMigration(types),
     "0004-webhooks": webhooksMigration(types),
     "0005-console-users": consoleUsersMigration(types),
+    "0006-identity-key-notifications": identityKeyNotificationsMigration(dialect),
     "0100-media-libraries": mediaLibrariesMigration(types),
     "0101-media-folders-videos": mediaFoldersVideosMigration(types),
     "0102-media-subtitles-thumbnails": mediaSubtitlesThumbnailsMigration(types),

@@ -1,0 +1,77 @@
+import pg from "pg";
+
+export interface ListenHandlers {
+  /** LISTEN is in effect: every notification from now on reaches `onNotification`. */
+  onListening(): void;
+  onNotification(): void;
+  /** The connection is lost (`error` says why, if known): notifications are missed until `onListening` again. */
+  onLost(error?: unknown): void;
+}
+
+/** Waited before connecting again after the listening connection was lost or refused. */
+const RETRY_MS = 1000;
+
+/**
+ * One connection of its own that LISTENs on a PostgreSQL channel, and connects again whenever it is
+ * lost. Its handlers are told when it listens and when it stops, so whoever relies on hearing every
+ * notification knows when it cannot.
+ */
+export class PgListener {
+  #client: pg.Client | undefined;
+  #retry: NodeJS.Timeout | undefined;
+  #closed = false;
+
+  constructor(
+    private readonly databaseUrl: string,
+    private readonly channel: string,
+    private readonly handlers: ListenHandlers,
+  ) {}
+
+  /** Resolves after the first attempt to listen; should it fail, it is tried again in the background. */
+  async start(): Promise<void> {
+    const client = new pg.Client({
+      connectionString: this.databaseUrl,
+      application_name: `cumulo listener ${this.channel}`,
+      // A connection cut without a FIN (network loss) is noticed by TCP keep-alive.
+      keepAlive: true,
+    });
+    this.#client = client;
+    client.on("notification", () => this.handlers.onNotification());
+    client.on("error", (error) => this.#lost(client, error));
+    client.on("end", () => this.#lost(client));
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${client.escapeIdentifier(this.channel)}`);
+    } catch (error) {
+      this.#lost(client, error);
+      return;
+    }
+    // `close()` may have ended it meanwhile.
+    if (this.#client === client) this.handlers.onListening();
+  }
+
+  #lost(client: pg.Client, error?: unknown): void {
+    if (this.#client !== client) return;
+    this.#client = undefined;
+    this.handlers.onLost(error);
+    client.end().catch(() => undefined);
+    if (!this.#closed) this.#retry = setTimeout(() => void this.start(), RETRY_MS);
+  }
+
+  /**
+   * Resolves once every notification committed before the call has reached the handlers: PostgreSQL
+   * signals the listening sessions before the committing one is answered, and a session sends what
+   * it was signalled before it answers the next query on its connection.
+   */
+  async caughtUp(): Promise<void> {
+    await this.#client?.query("select 1").catch(() => undefined);
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    clearTimeout(this.#retry);
+    const client = this.#client;
+    this.#client = undefined;
+    await client?.end();
+  }
+}
