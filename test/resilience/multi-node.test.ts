@@ -2,7 +2,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runCli } from "../support/cli.ts";
-import { exitOf, type Served, serve } from "../support/process.ts";
+import { type Served, serve, stopAll } from "../support/process.ts";
 import { createTestStore, type TestStore, testStoreKind } from "../support/store.ts";
 
 /**
@@ -213,12 +213,7 @@ describe.runIf(testStoreKind() === "postgres" && redisUrl)(
     }, 90_000);
 
     afterAll(async () => {
-      await Promise.all(
-        nodes.map((node) => {
-          node.child.kill("SIGTERM");
-          return exitOf(node.child);
-        }),
-      );
+      await stopAll(nodes);
       await store?.drop();
       origin.close();
       receiver.close();
@@ -339,12 +334,7 @@ describe.runIf(testStoreKind() === "postgres")("two API processes on one Postgre
   }, 90_000);
 
   afterAll(async () => {
-    await Promise.all(
-      nodes.map((node) => {
-        node.child.kill("SIGTERM");
-        return exitOf(node.child);
-      }),
-    );
+    await stopAll(nodes);
     await store?.drop();
   });
 

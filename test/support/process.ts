@@ -47,3 +47,12 @@ export const exitOf = (child: ChildProcess) =>
     if (child.exitCode !== null || child.signalCode !== null) resolve(child.exitCode);
     else child.on("exit", (code) => resolve(code));
   });
+
+/** Sends SIGTERM to every served process and waits until all have exited. */
+export const stopAll = (nodes: Served[]) =>
+  Promise.all(
+    nodes.map((node) => {
+      node.child.kill("SIGTERM");
+      return exitOf(node.child);
+    }),
+  );
