@@ -65,3 +65,34 @@ export function FormError({ message }: { message: string | undefined }) {
     </p>
   );
 }
+
+interface PasswordFieldProps {
+  label: string;
+  name: string;
+  error?: string | undefined;
+  hint?: string;
+  /** Tells password managers whether to fill a saved password or offer a new one. */
+  autoComplete: "current-password" | "new-password";
+  minLength?: number;
+  value: string;
+  onChange: (value: string) => void;
+}
+
+/** A required password input in a `Field`. */
+export function PasswordField({ autoComplete, minLength, value, onChange, ...field }: PasswordFieldProps) {
+  return (
+    <Field {...field}>
+      {(control) => (
+        <input
+          {...control}
+          type="password"
+          autoComplete={autoComplete}
+          required
+          minLength={minLength}
+          value={value}
+          onChange={(event) => onChange(event.target.value)}
+        />
+      )}
+    </Field>
+  );
+}

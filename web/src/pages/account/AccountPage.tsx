@@ -1,5 +1,5 @@
 import { useState } from "react";
-import { Field, FormError } from "../../components/Field.tsx";
+import { FormError, PasswordField } from "../../components/Field.tsx";
 import { PageHeader } from "../../components/Layout.tsx";
 import { submitting, useSubmit } from "../../form.ts";
 import { useSession, useSignedIn } from "../../session.tsx";
@@ -32,35 +32,23 @@ export function AccountPage() {
       <form className="card" aria-labelledby="account-password" onSubmit={submitting(submit)}>
         <h2 id="account-password">Change password</h2>
         <p>Changing it signs you out everywhere else.</p>
-        <Field label="Current password" name="current_password" error={errors.current_password}>
-          {(control) => (
-            <input
-              {...control}
-              type="password"
-              autoComplete="current-password"
-              required
-              value={current}
-              onChange={(event) => setCurrent(event.target.value)}
-            />
-          )}
-        </Field>
-        <Field
+        <PasswordField
+          label="Current password"
+          name="current_password"
+          error={errors.current_password}
+          autoComplete="current-password"
+          value={current}
+          onChange={setCurrent}
+        />
+        <PasswordField
           label="New password"
           name="new_password"
           error={errors.new_password}
           hint="10 to 200 characters"
-        >
-          {(control) => (
-            <input
-              {...control}
-              type="password"
-              autoComplete="new-password"
-              required
-              value={next}
-              onChange={(event) => setNext(event.target.value)}
-            />
-          )}
-        </Field>
+          autoComplete="new-password"
+          value={next}
+          onChange={setNext}
+        />
         <FormError message={formError} />
         {done && <p role="status">Password changed. Your other sessions have ended.</p>}
         <button type="submit" className="primary" disabled={busy}>

@@ -1,7 +1,7 @@
-import { type FormEvent, useEffect, useState } from "react";
+import { useEffect, useState } from "react";
 import { useNavigate } from "react-router";
-import { Field } from "../../components/Field.tsx";
-import { useSubmit } from "../../form.ts";
+import { FormError, PasswordField } from "../../components/Field.tsx";
+import { submitting, useSubmit } from "../../form.ts";
 import { useSession } from "../../session.tsx";
 
 /**
@@ -29,11 +29,10 @@ export function InvitePage() {
       <form
         className="card"
         aria-labelledby="invite-title"
-        onSubmit={(event: FormEvent) => {
-          event.preventDefault();
+        onSubmit={submitting(async () => {
           setMismatch(password === repeated ? undefined : "The two passwords differ.");
-          if (password === repeated) void submit();
-        }}
+          if (password === repeated) await submit();
+        })}
       >
         <h1 id="invite-title">Choose your password</h1>
         {token === "" ? (
@@ -42,36 +41,25 @@ export function InvitePage() {
           </p>
         ) : (
           <>
-            <Field label="New password" name="password" error={errors.password} hint="10 to 200 characters">
-              {(control) => (
-                <input
-                  {...control}
-                  type="password"
-                  autoComplete="new-password"
-                  required
-                  minLength={10}
-                  value={password}
-                  onChange={(event) => setPassword(event.target.value)}
-                />
-              )}
-            </Field>
-            <Field label="Repeat the password" name="repeated" error={mismatch}>
-              {(control) => (
-                <input
-                  {...control}
-                  type="password"
-                  autoComplete="new-password"
-                  required
-                  value={repeated}
-                  onChange={(event) => setRepeated(event.target.value)}
-                />
-              )}
-            </Field>
-            {(formError ?? errors.token) && (
-              <p className="field-error" role="alert">
-                {formError ?? errors.token}
-              </p>
-            )}
+            <PasswordField
+              label="New password"
+              name="password"
+              error={errors.password}
+              hint="10 to 200 characters"
+              autoComplete="new-password"
+              minLength={10}
+              value={password}
+              onChange={setPassword}
+            />
+            <PasswordField
+              label="Repeat the password"
+              name="repeated"
+              error={mismatch}
+              autoComplete="new-password"
+              value={repeated}
+              onChange={setRepeated}
+            />
+            <FormError message={formError ?? errors.token} />
             <button type="submit" className="primary" disabled={busy}>
               {busy ? "Saving…" : "Set password and sign in"}
             </button>

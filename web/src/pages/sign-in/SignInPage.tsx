@@ -1,7 +1,7 @@
 import { useEffect, useState } from "react";
 import { Navigate, useLocation, useNavigate } from "react-router";
 import { ApiFailure } from "../../api.ts";
-import { Field, FormError } from "../../components/Field.tsx";
+import { Field, FormError, PasswordField } from "../../components/Field.tsx";
 import { submitting, useSubmit } from "../../form.ts";
 import { useSession } from "../../session.tsx";
 
@@ -45,18 +45,14 @@ export function SignInPage() {
             />
           )}
         </Field>
-        <Field label="Password" name="password" error={errors.password}>
-          {(control) => (
-            <input
-              {...control}
-              type="password"
-              autoComplete="current-password"
-              required
-              value={password}
-              onChange={(event) => setPassword(event.target.value)}
-            />
-          )}
-        </Field>
+        <PasswordField
+          label="Password"
+          name="password"
+          error={errors.password}
+          autoComplete="current-password"
+          value={password}
+          onChange={setPassword}
+        />
         <FormError message={formError} />
         <button type="submit" className="primary" disabled={busy}>
           {busy ? "Signing in…" : "Sign in"}
