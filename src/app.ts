@@ -15,6 +15,7 @@ import { clientErrorHandler, listenerLimits, stopAccepting } from "./http/listen
 import { registerRateLimit } from "./http/rate-limit.ts";
 import { requestId } from "./http/request-id.ts";
 import { RequestLog } from "./http/request-log.ts";
+import { registerResponseCache } from "./http/response-cache.ts";
 import { registerUploadSlots } from "./http/upload-bodies.ts";
 import { unstorableTextErrors, validatorCompiler } from "./http/validation.ts";
 import { apiKeyRoutes } from "./identity/routes/api-keys.ts";
@@ -143,6 +144,8 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
     deps.metrics.rateLimitRefused,
   );
 
+  // Before the routes: it wraps those marked `storedDataOnly` as they are added.
+  if (store.readGeneration) registerResponseCache(app, store.readGeneration);
   await app.register(devModeRoutes, { deps, services });
   await app.register(opsRoutes, { store });
   app.get("/openapi.json", { schema: { hide: true }, config: { rateLimit: false } }, async () =>

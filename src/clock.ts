@@ -3,7 +3,20 @@ export interface Clock {
   now(): Date;
 }
 
-export const systemClock: Clock = { now: () => new Date() };
+let clockReads = 0;
+
+/**
+ * How many times the system clock and developer mode's clock were read so far: an answer computed
+ * while this did not move did not depend on the time (src/http/response-cache.ts).
+ */
+export const timesClockRead = (): number => clockReads;
+
+export const systemClock: Clock = {
+  now: () => {
+    clockReads++;
+    return new Date();
+  },
+};
 
 export const nowIso = (clock: Clock): string => clock.now().toISOString();
 
@@ -16,6 +29,7 @@ export class OffsetClock implements Clock {
   offsetMs = 0;
 
   now(): Date {
+    clockReads++;
     return new Date(Date.now() + this.offsetMs);
   }
 }

@@ -136,6 +136,7 @@ export const cdnRoutes: FastifyPluginAsyncTypebox<{
   app.get(
     "/distributions",
     {
+      config: { storedDataOnly: true },
       schema: {
         operationId: "listCdnDistributions",
         tags,
@@ -158,6 +159,7 @@ export const cdnRoutes: FastifyPluginAsyncTypebox<{
   app.get(
     "/distributions/:id",
     {
+      config: { storedDataOnly: true },
       schema: {
         operationId: "getCdnDistribution",
         tags,

@@ -38,6 +38,11 @@ export interface Store {
    * CLI) commits to the database; this process's own commits leave it alone. Read synchronously.
    */
   externalChanges?: () => number;
+  /**
+   * SQLite only: a number that changes whenever anything stored may have changed, by this process or
+   * another (`SqliteReadCache.currentGeneration`). Read synchronously.
+   */
+  readGeneration?: () => number;
   /** PostgreSQL's connection pool, for its metrics; SQLite has one connection and no pool. */
   pool?: { totalCount: number; idleCount: number; waitingCount: number };
   /**
@@ -172,10 +177,35 @@ function withStatementCache(file: SqliteDatabase.Database, reads: SqliteReadCach
   };
 }
 
+/**
+ * `read`'s value, read at most once per turn of the event loop: the memo is forgotten before Node
+ * takes the next I/O or timer callback (`nextTick` runs once the current callback and its promise
+ * jobs are done). Everything answered in one turn was received before the turn began, so the state
+ * seen when the turn first asked is one each of those requests could have been answered from.
+ */
+function oncePerTurn(read: () => number): () => number {
+  let value: number | undefined;
+  const forget = () => {
+    value = undefined;
+  };
+  return () => {
+    if (value === undefined) {
+      value = read();
+      process.nextTick(forget);
+    }
+    return value;
+  };
+}
+
 function openSqlite(
   dataDir: string,
   onQuery: StoreOptions["onQuery"],
-): { db: Kysely<Database>; externalChanges: () => number; checkpointer: SqliteCheckpointer } {
+): {
+  db: Kysely<Database>;
+  externalChanges: () => number;
+  readGeneration: () => number;
+  checkpointer: SqliteCheckpointer;
+} {
   mkdirSync(dataDir, { recursive: true });
   const path = join(dataDir, "cumulo.sqlite");
   const file = new SqliteDatabase(path);
@@ -186,14 +216,16 @@ function openSqlite(
   // Checkpoints run on a worker thread; this connection makes one only if that falls far behind.
   file.pragma(`wal_autocheckpoint = ${FALLBACK_CHECKPOINT_PAGES}`);
   const checkpointer = new SqliteCheckpointer(path);
-  // `data_version` moves only on other connections' commits: one statement step (a few µs), no query building.
+  // `data_version` moves only on other connections' commits: one statement step (a few µs), no query
+  // building, asked by the key check, the read cache and the response cache of each request.
   const dataVersion = file.prepare("PRAGMA data_version").pluck();
-  const externalChanges = () => dataVersion.get() as number;
+  const externalChanges = oncePerTurn(() => dataVersion.get() as number);
+  const reads = new SqliteReadCache(externalChanges);
   const db = new Kysely<Database>({
-    dialect: new SqliteDialect({ database: withStatementCache(file, new SqliteReadCache(externalChanges)) }),
+    dialect: new SqliteDialect({ database: withStatementCache(file, reads) }),
     ...queryLog(onQuery),
   });
-  return { db, externalChanges, checkpointer };
+  return { db, externalChanges, readGeneration: () => reads.currentGeneration(), checkpointer };
 }
 
 function openPostgres(
@@ -209,14 +241,20 @@ function openPostgres(
 export function openStore(options: StoreOptions): Store {
   const dialect: DialectName = options.databaseUrl ? "postgres" : "sqlite";
   const { databaseUrl } = options;
-  const { db, externalChanges, pool, checkpointer } = databaseUrl
-    ? { ...openPostgres(databaseUrl, options.onQuery), externalChanges: undefined, checkpointer: undefined }
+  const { db, externalChanges, readGeneration, pool, checkpointer } = databaseUrl
+    ? {
+        ...openPostgres(databaseUrl, options.onQuery),
+        externalChanges: undefined,
+        readGeneration: undefined,
+        checkpointer: undefined,
+      }
     : { ...openSqlite(options.dataDir, options.onQuery), pool: undefined };
   const listeners: PgListener[] = [];
   return {
     db,
     dialect,
     externalChanges,
+    readGeneration,
     pool,
     listen: databaseUrl
       ? (channel, handlers) => {

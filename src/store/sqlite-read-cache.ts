@@ -43,19 +43,30 @@ export class SqliteReadCache {
     sizeCalculation: estimatedBytes,
   });
   #version: number;
+  #generation = 0;
 
   constructor(private readonly dataVersion: () => number) {
     this.#version = dataVersion();
   }
 
-  /** The rows of a cacheable read: cached ones while nothing can have changed them, else `run`'s. */
-  read(text: string, parameters: ReadonlyArray<unknown>, run: () => Row[]): Row[] {
-    // Read before the statement runs: a commit landing in between is then seen on the next read.
+  /**
+   * A number that changes whenever the stored data may have changed: each clear, whether by a statement
+   * of this connection or a commit of another one. Answers made from reads at one generation stay
+   * exact while it holds (src/http/response-cache.ts).
+   */
+  currentGeneration(): number {
     const version = this.dataVersion();
     if (version !== this.#version) {
-      this.#results.clear();
+      this.clear();
       this.#version = version;
     }
+    return this.#generation;
+  }
+
+  /** The rows of a cacheable read: cached ones while nothing can have changed them, else `run`'s. */
+  read(text: string, parameters: ReadonlyArray<unknown>, run: () => Row[]): Row[] {
+    // Checked before the statement runs: a commit landing in between is then seen on the next read.
+    this.currentGeneration();
     const key = `${text}\u0000${JSON.stringify(parameters, parameterJson)}`;
     let rows = this.#results.get(key);
     if (!rows) {
@@ -66,6 +77,7 @@ export class SqliteReadCache {
   }
 
   clear(): void {
+    this.#generation++;
     this.#results.clear();
   }
 }

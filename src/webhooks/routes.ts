@@ -93,6 +93,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{
   app.get(
     "/",
     {
+      config: { storedDataOnly: true },
       schema: {
         operationId: "listWebhookEndpoints",
         tags,
@@ -116,6 +117,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{
   app.get(
     "/:endpointId",
     {
+      config: { storedDataOnly: true },
       schema: {
         operationId: "getWebhookEndpoint",
         tags,

@@ -92,6 +92,7 @@ export const diskRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> = async (a
   app.get(
     "/storage/disks",
     {
+      config: { storedDataOnly: true },
       schema: {
         ...doc("listDisks", "disks", "List disks of the location"),
         ...noParams,
@@ -104,6 +105,7 @@ export const diskRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> = async (a
   app.get(
     "/storage/disks/:disk_uuid",
     {
+      config: { storedDataOnly: true },
       schema: {
         ...doc("getDisk", "disks", "Get a disk"),
         params: DiskParams,

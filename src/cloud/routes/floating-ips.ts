@@ -37,6 +37,7 @@ export const floatingIpRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> = as
   app.get(
     "/network/ip_addresses",
     {
+      config: { storedDataOnly: true },
       schema: {
         ...doc("listFloatingIps", "floating IPs", "List floating IPs (optionally those of one VM)"),
         ...noParams,
@@ -54,6 +55,7 @@ export const floatingIpRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> = as
   app.get(
     "/network/ip_addresses/:address",
     {
+      config: { storedDataOnly: true },
       schema: {
         ...doc("getFloatingIp", "floating IPs", "Get a floating IP"),
         params: AddressParams,

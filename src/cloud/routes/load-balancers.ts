@@ -68,6 +68,7 @@ export const loadBalancerRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> = 
   app.get(
     "/network/load_balancers",
     {
+      config: { storedDataOnly: true },
       schema: {
         ...doc("listLoadBalancers", "load balancers", "List load balancers of the location"),
         ...noParams,
@@ -80,6 +81,7 @@ export const loadBalancerRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> = 
   app.get(
     "/network/load_balancers/:load_balancer_uuid",
     {
+      config: { storedDataOnly: true },
       schema: {
         ...doc("getLoadBalancer", "load balancers", "Get a load balancer"),
         params: LbParams,

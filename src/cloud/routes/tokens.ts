@@ -38,6 +38,7 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> = async (
   app.get(
     "/user-resource/token/list",
     {
+      config: { storedDataOnly: true },
       schema: {
         ...doc("listTokens", "tokens", "List API tokens"),
         ...noParams,

@@ -60,6 +60,7 @@ export const vmRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> = async (app
   app.get(
     "/user-resource/vm",
     {
+      config: { storedDataOnly: true },
       schema: {
         ...doc("getVm", "virtual machines", "Get a virtual machine"),
         ...noParams,
@@ -81,6 +82,7 @@ export const vmRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> = async (app
   app.get(
     "/user-resource/vm/list",
     {
+      config: { storedDataOnly: true },
       schema: {
         ...doc("listVms", "virtual machines", "List virtual machines of the location"),
         ...noParams,

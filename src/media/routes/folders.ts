@@ -57,6 +57,7 @@ export const folderRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async 
   app.get(
     "/libraries/:libraryId/folders",
     {
+      config: { storedDataOnly: true },
       schema: {
         operationId: "listFolders",
         tags,
@@ -82,6 +83,7 @@ export const folderRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async 
   app.get(
     "/libraries/:libraryId/folders/:folderId",
     {
+      config: { storedDataOnly: true },
       schema: {
         operationId: "getFolder",
         tags,

@@ -67,6 +67,7 @@ export const libraryRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async
         querystring: LibraryListQuery,
         response: { ...mediaErrorResponses, 200: ListEnvelope(Library) },
       },
+      config: { storedDataOnly: true },
     },
     async (request) => {
       const query = request.query;
@@ -110,6 +111,7 @@ export const libraryRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async
   app.get(
     "/libraries/:libraryId",
     {
+      config: { storedDataOnly: true },
       schema: {
         operationId: "getLibrary",
         tags,

@@ -48,6 +48,7 @@ export const playerRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async 
   app.get(
     "/libraries/:libraryId/players",
     {
+      config: { storedDataOnly: true },
       schema: {
         operationId: "listPlayers",
         tags,
@@ -72,6 +73,7 @@ export const playerRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async 
   app.get(
     "/libraries/:libraryId/players/:playerId",
     {
+      config: { storedDataOnly: true },
       schema: {
         operationId: "getPlayer",
         tags,

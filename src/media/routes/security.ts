@@ -17,6 +17,7 @@ export const securityRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = asyn
   app.get(
     "/libraries/:libraryId/security",
     {
+      config: { storedDataOnly: true },
       schema: {
         operationId: "getLibrarySecurity",
         tags,

@@ -1,0 +1,130 @@
+import Fastify, { type FastifyInstance } from "fastify";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { systemClock } from "../../src/clock.ts";
+import { registerAuthDecorators } from "../../src/http/auth.ts";
+import { registerResponseCache } from "../../src/http/response-cache.ts";
+import type { AuthContext } from "../../src/identity/service.ts";
+
+const callerFor = (organizationId: string, keyId: number): AuthContext => ({
+  organizationId,
+  userId: 1,
+  userUuid: "00000000-0000-4000-8000-000000000001",
+  keyId,
+  kind: "organization",
+  readOnly: false,
+  restricted: false,
+  billingAccountId: null,
+});
+
+/**
+ * The mechanism on a bare Fastify app: routes count their runs, a header picks the caller, and the
+ * test moves the store generation by hand. Exactness against a real store and the real routes is in
+ * test/core/response-cache-app.test.ts.
+ */
+describe("response cache", () => {
+  let app: FastifyInstance;
+  let generation: number;
+  const runs = { plain: 0, clock: 0, header: 0, status: 0, unmarked: 0 };
+
+  beforeEach(async () => {
+    generation = 0;
+    for (const name of Object.keys(runs)) runs[name as keyof typeof runs] = 0;
+    app = Fastify();
+    registerAuthDecorators(app);
+    app.addHook("onRequest", async (request) => {
+      const [organizationId = "org-a", keyId = "1"] = String(request.headers["x-caller"] ?? "").split(":");
+      request.auth = callerFor(organizationId || "org-a", Number(keyId));
+    });
+    registerResponseCache(app, () => generation);
+    const cached = { config: { storedDataOnly: true } };
+    app.get("/plain", cached, async (request) => {
+      runs.plain++;
+      return { run: runs.plain, organization: request.auth.organizationId };
+    });
+    app.get("/clock", cached, async () => {
+      runs.clock++;
+      return { run: runs.clock, at: systemClock.now().toISOString() };
+    });
+    app.get("/header", cached, async (_request, reply) => {
+      runs.header++;
+      reply.header("etag", `"${runs.header}"`);
+      return { run: runs.header };
+    });
+    app.get("/status", cached, async (_request, reply) => {
+      runs.status++;
+      return reply.code(202).send({ run: runs.status });
+    });
+    app.get("/unmarked", async () => {
+      runs.unmarked++;
+      return { run: runs.unmarked };
+    });
+    await app.ready();
+  });
+  afterEach(() => app.close());
+
+  const get = (url: string, caller?: string) =>
+    app.inject({ method: "GET", url, headers: caller ? { "x-caller": caller } : {} });
+
+  it("answers again from the kept answer, byte for byte, while the generation holds", async () => {
+    const first = await get("/plain?x=1");
+    const second = await get("/plain?x=1");
+    expect(runs.plain).toBe(1);
+    expect(second.body).toBe(first.body);
+    expect(second.statusCode).toBe(200);
+    expect(second.headers["content-type"]).toBe(first.headers["content-type"]);
+  });
+
+  it("runs the route again once the generation moves", async () => {
+    await get("/plain");
+    generation++;
+    const after = await get("/plain");
+    expect(runs.plain).toBe(2);
+    expect(after.json()).toEqual({ run: 2, organization: "org-a" });
+  });
+
+  it("keeps answers apart by URL, organization and credential", async () => {
+    await get("/plain?page=1", "org-a:1");
+    await get("/plain?page=2", "org-a:1");
+    await get("/plain?page=1", "org-a:2");
+    const other = await get("/plain?page=1", "org-b:1");
+    expect(runs.plain).toBe(4);
+    expect(other.json()).toEqual({ run: 4, organization: "org-b" });
+  });
+
+  it("does not keep an answer made while the generation moved", async () => {
+    const moving = Fastify();
+    registerAuthDecorators(moving);
+    moving.addHook("onRequest", async (request) => {
+      request.auth = callerFor("org-a", 1);
+    });
+    let count = 0;
+    registerResponseCache(moving, () => count);
+    let runsHere = 0;
+    moving.get("/moving", { config: { storedDataOnly: true } }, async () => {
+      runsHere++;
+      count++; // a write of this process during the route
+      return { run: runsHere };
+    });
+    await moving.ready();
+    await moving.inject({ method: "GET", url: "/moving" });
+    await moving.inject({ method: "GET", url: "/moving" });
+    await moving.close();
+    expect(runsHere).toBe(2);
+  });
+
+  it("does not keep answers that read the clock, set headers of their own or are not 200", async () => {
+    for (let i = 0; i < 2; i++) {
+      await get("/clock");
+      await get("/header");
+      await get("/status");
+    }
+    expect(runs).toMatchObject({ clock: 2, header: 2, status: 2 });
+    expect((await get("/header")).headers.etag).toBe('"3"');
+  });
+
+  it("leaves routes that are not marked alone", async () => {
+    await get("/unmarked");
+    await get("/unmarked");
+    expect(runs.unmarked).toBe(2);
+  });
+});
