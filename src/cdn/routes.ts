@@ -235,6 +235,7 @@ export const cdnRoutes: FastifyPluginAsyncTypebox<{
   app.get(
     "/distributions/:id/purges",
     {
+      config: { storedDataOnly: true },
       schema: {
         operationId: "listCdnPurges",
         tags,

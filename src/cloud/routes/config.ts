@@ -23,6 +23,7 @@ export const configRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> = async 
   app.get(
     "/payment/billing_account/list",
     {
+      config: { storedDataOnly: true },
       schema: {
         ...doc("listBillingAccounts", "billing", "List the organization's billing accounts"),
         ...noParams,

@@ -78,6 +78,7 @@ export const subtitleRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = asyn
   app.get(
     "/libraries/:libraryId/videos/:videoId/subtitles",
     {
+      config: { storedDataOnly: true },
       schema: {
         operationId: "listSubtitles",
         tags,
@@ -102,6 +103,7 @@ export const subtitleRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = asyn
   app.get(
     "/libraries/:libraryId/videos/:videoId/subtitles/:subtitleId",
     {
+      config: { storedDataOnly: true },
       schema: {
         operationId: "getSubtitle",
         tags,

@@ -49,6 +49,7 @@ export const videoRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async (
   app.get(
     "/libraries/:libraryId/videos",
     {
+      config: { storedDataOnly: true },
       schema: {
         operationId: "listVideos",
         tags,
@@ -81,6 +82,7 @@ export const videoRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async (
   app.get(
     "/libraries/:libraryId/videos/:videoId",
     {
+      config: { storedDataOnly: true },
       schema: {
         operationId: "getVideo",
         tags,
