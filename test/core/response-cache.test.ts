@@ -74,6 +74,13 @@ describe("response cache", () => {
     expect(second.headers["content-type"]).toBe(first.headers["content-type"]);
   });
 
+  it("answers a GET in full after a HEAD of the same URL", async () => {
+    const head = await app.inject({ method: "HEAD", url: "/plain" });
+    expect(head.statusCode).toBe(200);
+    expect(head.body).toBe("");
+    expect((await get("/plain")).json()).toEqual({ run: runs.plain, organization: "org-a" });
+  });
+
   it("runs the route again once the generation moves", async () => {
     await get("/plain");
     generation++;
