@@ -65,6 +65,15 @@ describe.skipIf(missing)("the console in Chromium: the page frame", () => {
     const page = await context.newPage();
     await page.goto(`/console/invite${new URL(created.invitation_url).hash}`);
     await page.getByLabel("New password").fill(PASSWORD);
+    await page.getByLabel("Repeat the password").fill(`${PASSWORD}-typo`);
+    await page.getByRole("button", { name: "Set password and sign in" }).click();
+    await expect(
+      page
+        .locator('[data-field-error="repeated"]')
+        .filter({ hasText: "The two passwords differ." })
+        .isVisible(),
+    ).resolves.toBe(true);
+    expect(new URL(page.url()).pathname).toBe("/console/invite");
     await page.getByLabel("Repeat the password").fill(PASSWORD);
     await screenshot(page, "invite");
     await page.getByRole("button", { name: "Set password and sign in" }).click();
