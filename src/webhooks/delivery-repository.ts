@@ -57,6 +57,13 @@ export interface RecordResult {
 
 const truthy = (value: boolean | number): boolean => value === true || value === 1;
 
+/**
+ * An attempt whose record is its own row alone: a scheduled attempt that succeeded (a failure may queue
+ * the next attempt, a 410 switches the endpoint off, a manual retry may remove a waiting one).
+ */
+const writesOwnRowOnly = ({ delivery, plan }: FinishedAttempt): boolean =>
+  typeof plan !== "function" && !delivery.manual && !plan.deactivateEndpoint && !plan.nextRetryAt;
+
 /** The endpoint ids of a candidate scan, as values of its prepared query. */
 const endpointValues = (value: ValueOf<Scan>, saturated: string[]) =>
   saturated.map((_, index) => value((values) => values.saturated[index] as string));
@@ -213,6 +220,29 @@ export class DeliveryRepository {
         ),
   );
 
+  /**
+   * PostgreSQL: records many attempts that write their own row alone (`writesOwnRowOnly`) in one
+   * statement, their values passed as arrays, instead of one round trip each. Returns the recorded ids.
+   */
+  readonly #recordOwnRows = new PreparedQuery((value: ValueOf<FinishedAttempt[]>) => {
+    const column = <T>(read: (attempt: FinishedAttempt) => T) => value((attempts) => attempts.map(read));
+    return {
+      compile: () =>
+        sql<{ id: string }>`update webhook_deliveries as d
+          set state = 'done', locked_until = null, success = a.success, response_status = a.status,
+            response_body = a.body, error = a.error, duration_ms = a.duration, next_retry_at = null,
+            created_at = a.attempted_at, updated_at = a.attempted_at
+          from unnest(
+            ${column((a) => a.delivery.id)}::uuid[], ${column((a) => a.delivery.lease)}::timestamptz[],
+            ${column((a) => a.outcome.success)}::boolean[], ${column((a) => a.outcome.response_status)}::integer[],
+            ${column((a) => a.outcome.response_body)}::text[], ${column((a) => a.outcome.error)}::text[],
+            ${column((a) => a.outcome.duration_ms)}::integer[], ${column((a) => a.outcome.attempted_at)}::timestamptz[]
+          ) as a(id, lease, success, status, body, error, duration, attempted_at)
+          where d.id = a.id and d.state = 'sending' and d.locked_until = a.lease
+          returning d.id`.compile(this.db),
+    };
+  });
+
   constructor(
     private readonly db: Kysely<Database>,
     private readonly dialect: DialectName,
@@ -302,7 +332,17 @@ export class DeliveryRepository {
     try {
       results = await this.#recording(async (trx) => {
         const done = new Map<FinishedAttempt, RecordResult>();
-        for (const attempt of ordered) done.set(attempt, await this.#record(trx, attempt));
+        // SQLite runs statements in-process, where one per attempt costs little.
+        const ownRows = this.dialect === "postgres" ? ordered.filter(writesOwnRowOnly) : [];
+        if (ownRows.length > 0) {
+          const recorded = new Set(
+            (await this.#recordOwnRows.execute(trx, ownRows)).rows.map((row) => row.id),
+          );
+          for (const attempt of ownRows) done.set(attempt, { recorded: recorded.has(attempt.delivery.id) });
+        }
+        for (const attempt of ordered) {
+          if (!done.has(attempt)) done.set(attempt, await this.#record(trx, attempt));
+        }
         return done;
       });
     } catch (batchError) {
