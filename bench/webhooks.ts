@@ -2,8 +2,12 @@
  * Webhook delivery benchmark: sustained deliveries/s to a local receiver and median
  * event-to-receipt latency, against the same receiver driven directly by undici in the same run.
  *
- *   npm run bench:webhooks            (SQLite; set TEST_DATABASE_URL and CUMULO_TEST_STORE=postgres for PostgreSQL)
+ *   npm run bench:webhooks            (SQLite)
+ *   BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npm run bench:webhooks
+ *                                     (PostgreSQL: Cumulo gets a scratch database of its own on that server)
  *   BENCH_DELIVERIES=5000 npm run bench:webhooks
+ *   BENCH_PHASES=1 ...                (also the two halves apart: notifications committed with no
+ *                                      dispatcher running, then that backlog drained by a dispatcher)
  *
  * Beside wall-clock throughput it prints the process's CPU time per item (the bench, receiver and
  * Cumulo share one process), which moves less than throughput when other work shares the machine.
@@ -28,6 +32,11 @@ import {
   videoData,
   webhooksPath,
 } from "../test/webhooks/helpers.ts";
+
+if (process.env.BENCH_DATABASE_URL) {
+  process.env.TEST_DATABASE_URL = process.env.BENCH_DATABASE_URL;
+  process.env.CUMULO_TEST_STORE = "postgres";
+}
 
 const TOTAL = Number(process.env.BENCH_DELIVERIES ?? 2000);
 const ENDPOINTS = Number(process.env.BENCH_ENDPOINTS ?? 1000);
@@ -207,6 +216,67 @@ async function cumulo() {
   }
 }
 
+/**
+ * The two halves of the sustained run apart: the same producers commit TOTAL notifications while no
+ * dispatcher runs, then a dispatcher started on the same store drains that backlog.
+ */
+async function phases() {
+  const producer = await startTestApp({ CUMULO_WEBHOOK_ALLOW_PRIVATE: "true", CUMULO_LOG_LEVEL: "silent" });
+  try {
+    await producer.cumulo.services.webhookDispatcher.stop();
+    const organizationId = await organizationOf(producer);
+    const libraryId = await createLibrary(producer.cumulo.services, organizationId);
+    const created = await producer.request("POST", webhooksPath(libraryId), {
+      json: { name: "bench", url: receiverUrl, events: ["created"] },
+    });
+    if (created.status !== 201) throw new Error(`endpoint not created: ${created.text}`);
+    const started = now();
+    const cpuBefore = process.cpuUsage();
+    const ids: string[] = [];
+    let emitted = 0;
+    await Promise.all(
+      Array.from({ length: CONCURRENCY }, async () => {
+        while (emitted < TOTAL) {
+          emitted++;
+          ids.push(
+            await emitVideoEvent(producer.cumulo.store, producer.cumulo.services.webhooks, {
+              organizationId,
+              libraryId,
+              event: "created",
+            }),
+          );
+        }
+      }),
+    );
+    const emits = { perSecond: TOTAL / ((now() - started) / 1000), cpuPerItem: cpuMicros(cpuBefore) / TOTAL };
+    const dispatcher = await startTestApp(
+      { CUMULO_WEBHOOK_ALLOW_PRIVATE: "true", CUMULO_LOG_LEVEL: "silent" },
+      { store: producer.store },
+    );
+    try {
+      // Timed from a first receipt, so the dispatcher's start is left out.
+      if (!ids.some((id) => receipts.has(id))) {
+        await new Promise<void>((resolve) => {
+          onReceipt = resolve;
+        });
+      }
+      const drainStarted = now();
+      const drainCpu = process.cpuUsage();
+      const backlog = ids.filter((id) => !receipts.has(id)).length;
+      await waitForReceipts(ids);
+      const drain = {
+        perSecond: backlog / ((now() - drainStarted) / 1000),
+        cpuPerItem: cpuMicros(drainCpu) / backlog,
+      };
+      return { emits, drain };
+    } finally {
+      await dispatcher.close();
+    }
+  } finally {
+    await producer.close();
+  }
+}
+
 /** Fairness: fast endpoints served while slow and failing ones take their share of the dispatcher. */
 async function fairness() {
   const t = await startTestApp({
@@ -249,6 +319,7 @@ async function fairness() {
 
 const base = await baseline();
 const ours = await cumulo();
+const apart = process.env.BENCH_PHASES === "1" ? await phases() : undefined;
 const fair = ENDPOINTS > 0 ? await fairness() : undefined;
 await agent.close();
 server.close();
@@ -263,6 +334,11 @@ console.log(
 console.log(
   `  cumulo:         ${fmt(ours.throughput)} deliveries/s (notifications committed at ${fmt(ours.emittedPerSecond)}/s), ${fmt(ours.cpuPerItem)} µs CPU per delivery (notification, delivery and receiver), median event-to-receipt ${fmt(ours.latency)} ms`,
 );
+if (apart) {
+  console.log(
+    `  apart:          notifications alone ${fmt(apart.emits.perSecond)}/s (${fmt(apart.emits.cpuPerItem)} µs CPU each, no dispatcher running); that backlog drained at ${fmt(apart.drain.perSecond)} deliveries/s (${fmt(apart.drain.cpuPerItem)} µs CPU each, receiver included)`,
+  );
+}
 if (fair) {
   console.log(
     `fairness: ${ENDPOINTS} endpoints (${fair.fastEndpoints} fast, 10% slow answering after ${SLOW_MS} ms, 10% failing with 500), ${EVENTS} notifications each`,
