@@ -21,6 +21,7 @@
  * fast endpoint had all its notifications, beside the slow receivers' 1 s.
  */
 import { randomUUID } from "node:crypto";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Agent, request } from "undici";
@@ -55,6 +56,31 @@ const cpuMicros = (before: NodeJS.CpuUsage) => {
   const used = process.cpuUsage(before);
   return used.user + used.system;
 };
+/** Linux's USER_HZ, the unit of /proc/<pid>/stat times. */
+const CLOCK_TICKS_PER_SECOND = 100;
+/**
+ * CPU time (µs) of every `postgres` process on this machine (Linux /proc), or undefined without one: the
+ * server's share of a delivery when it runs here (other databases' work on it is counted too).
+ */
+function postgresCpuMicros(): number | undefined {
+  let ticks = 0;
+  let found = false;
+  for (const pid of existsSync("/proc") ? readdirSync("/proc") : []) {
+    if (!/^\d+$/.test(pid)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    } catch {
+      continue; // ended meanwhile
+    }
+    if (!stat.includes("(postgres)")) continue;
+    found = true;
+    // utime and stime, in clock ticks, are the 14th and 15th fields; the name (2nd) may hold spaces.
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    ticks += Number(fields[11]) + Number(fields[12]);
+  }
+  return found ? (ticks * 1_000_000) / CLOCK_TICKS_PER_SECOND : undefined;
+}
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Receipt time of every request, by the video id in its body. */
@@ -180,6 +206,7 @@ async function cumulo() {
     // the last receipt.
     const started = now();
     const cpuBefore = process.cpuUsage();
+    const postgresBefore = t.store.kind === "postgres" ? postgresCpuMicros() : undefined;
     const ids: string[] = [];
     let emitted = 0;
     await Promise.all(
@@ -194,6 +221,11 @@ async function cumulo() {
     await waitForReceipts(ids);
     const throughput = TOTAL / ((now() - started) / 1000);
     const cpuPerItem = cpuMicros(cpuBefore) / TOTAL;
+    const postgresAfter = postgresBefore === undefined ? undefined : postgresCpuMicros();
+    const postgresCpuPerItem =
+      postgresBefore === undefined || postgresAfter === undefined
+        ? undefined
+        : (postgresAfter - postgresBefore) / TOTAL;
 
     // Latency on an otherwise idle server: one notification at a time.
     const latencies: number[] = [];
@@ -208,6 +240,7 @@ async function cumulo() {
       throughput,
       latency: median(latencies),
       cpuPerItem,
+      postgresCpuPerItem,
       emittedPerSecond: TOTAL / emittedIn,
       store: t.store.kind,
     };
@@ -334,6 +367,11 @@ console.log(
 console.log(
   `  cumulo:         ${fmt(ours.throughput)} deliveries/s (notifications committed at ${fmt(ours.emittedPerSecond)}/s), ${fmt(ours.cpuPerItem)} µs CPU per delivery (notification, delivery and receiver), median event-to-receipt ${fmt(ours.latency)} ms`,
 );
+if (ours.postgresCpuPerItem !== undefined) {
+  console.log(
+    `                  PostgreSQL processes on this machine: ${fmt(ours.postgresCpuPerItem)} µs CPU per delivery`,
+  );
+}
 if (apart) {
   console.log(
     `  apart:          notifications alone ${fmt(apart.emits.perSecond)}/s (${fmt(apart.emits.cpuPerItem)} µs CPU each, no dispatcher running); that backlog drained at ${fmt(apart.drain.perSecond)} deliveries/s (${fmt(apart.drain.cpuPerItem)} µs CPU each, receiver included)`,
