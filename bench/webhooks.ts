@@ -10,7 +10,8 @@
  *                                      dispatcher running, then that backlog drained by a dispatcher)
  *
  * Beside wall-clock throughput it prints the process's CPU time per item (the bench, receiver and
- * Cumulo share one process), which moves less than throughput when other work shares the machine.
+ * Cumulo share one process), which moves less than throughput when other work shares the machine; on
+ * PostgreSQL also the CPU its backends serving Cumulo's database used (when the server runs here).
  *
  * Both sides send the same request: the notification's JSON body as the emitter builds it, with the
  * same headers (the direct side sends a fixed signature of the same size), over keep-alive connections
@@ -21,11 +22,12 @@
  * fast endpoint had all its notifications, beside the slow receivers' 1 s.
  */
 import { randomUUID } from "node:crypto";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
+import { sql } from "kysely";
 import { Agent, request } from "undici";
-import { startTestApp } from "../test/support/app.ts";
+import { startTestApp, type TestApp } from "../test/support/app.ts";
 import {
   createLibrary,
   emitVideoEvent,
@@ -58,28 +60,40 @@ const cpuMicros = (before: NodeJS.CpuUsage) => {
 };
 /** Linux's USER_HZ, the unit of /proc/<pid>/stat times. */
 const CLOCK_TICKS_PER_SECOND = 100;
-/**
- * CPU time (µs) of every `postgres` process on this machine (Linux /proc), or undefined without one: the
- * server's share of a delivery when it runs here (other databases' work on it is counted too).
- */
-function postgresCpuMicros(): number | undefined {
-  let ticks = 0;
-  let found = false;
-  for (const pid of existsSync("/proc") ? readdirSync("/proc") : []) {
-    if (!/^\d+$/.test(pid)) continue;
+/** CPU time (µs) of each process, by pid, read from Linux's /proc; a process not found is left out. */
+function cpuOfProcesses(pids: number[]): Map<number, number> {
+  const used = new Map<number, number>();
+  for (const pid of pids) {
     let stat: string;
     try {
       stat = readFileSync(`/proc/${pid}/stat`, "utf8");
     } catch {
-      continue; // ended meanwhile
+      continue; // not on this machine, or ended
     }
-    if (!stat.includes("(postgres)")) continue;
-    found = true;
     // utime and stime, in clock ticks, are the 14th and 15th fields; the name (2nd) may hold spaces.
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    ticks += Number(fields[11]) + Number(fields[12]);
+    used.set(pid, ((Number(fields[11]) + Number(fields[12])) * 1_000_000) / CLOCK_TICKS_PER_SECOND);
   }
-  return found ? (ticks * 1_000_000) / CLOCK_TICKS_PER_SECOND : undefined;
+  return used;
+}
+/**
+ * PostgreSQL's share of the work: the CPU its backends serving Cumulo's database used meanwhile, when
+ * the server runs on this machine (its WAL writer and checkpointer are not counted).
+ */
+async function postgresBackendsCpu(db: TestApp["cumulo"]["store"]["db"]) {
+  const backends = async () =>
+    (
+      await sql<{ pid: number }>`select pid from pg_stat_activity where datname = current_database()`.execute(
+        db,
+      )
+    ).rows.map((row) => row.pid);
+  const before = cpuOfProcesses(await backends());
+  if (before.size === 0) return () => Promise.resolve(undefined);
+  return async () => {
+    let used = 0;
+    for (const [pid, micros] of cpuOfProcesses(await backends())) used += micros - (before.get(pid) ?? 0);
+    return used;
+  };
 }
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -206,7 +220,8 @@ async function cumulo() {
     // the last receipt.
     const started = now();
     const cpuBefore = process.cpuUsage();
-    const postgresBefore = t.store.kind === "postgres" ? postgresCpuMicros() : undefined;
+    const postgresUsed =
+      t.store.kind === "postgres" ? await postgresBackendsCpu(t.cumulo.store.db) : undefined;
     const ids: string[] = [];
     let emitted = 0;
     await Promise.all(
@@ -221,11 +236,8 @@ async function cumulo() {
     await waitForReceipts(ids);
     const throughput = TOTAL / ((now() - started) / 1000);
     const cpuPerItem = cpuMicros(cpuBefore) / TOTAL;
-    const postgresAfter = postgresBefore === undefined ? undefined : postgresCpuMicros();
-    const postgresCpuPerItem =
-      postgresBefore === undefined || postgresAfter === undefined
-        ? undefined
-        : (postgresAfter - postgresBefore) / TOTAL;
+    const postgresMicros = await postgresUsed?.();
+    const postgresCpuPerItem = postgresMicros === undefined ? undefined : postgresMicros / TOTAL;
 
     // Latency on an otherwise idle server: one notification at a time.
     const latencies: number[] = [];
@@ -369,7 +381,7 @@ console.log(
 );
 if (ours.postgresCpuPerItem !== undefined) {
   console.log(
-    `                  PostgreSQL processes on this machine: ${fmt(ours.postgresCpuPerItem)} µs CPU per delivery`,
+    `                  PostgreSQL backends serving Cumulo meanwhile: ${fmt(ours.postgresCpuPerItem)} µs CPU per delivery`,
   );
 }
 if (apart) {
