@@ -6,6 +6,7 @@
  *   BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npm run bench:webhooks
  *                                     (PostgreSQL: Cumulo gets a scratch database of its own on that server)
  *   BENCH_DELIVERIES=5000 npm run bench:webhooks
+ *   BENCH_STATEMENTS=1 ...            (PostgreSQL: the statements of the sustained run per delivery)
  *   BENCH_PHASES=1 ...                (also the two halves apart: notifications committed with no
  *                                      dispatcher running, then that backlog drained by a dispatcher)
  *
@@ -26,6 +27,7 @@ import { readFileSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { sql } from "kysely";
+import pg from "pg";
 import { Agent, request } from "undici";
 import { startTestApp, type TestApp } from "../test/support/app.ts";
 import {
@@ -93,6 +95,21 @@ async function postgresBackendsCpu(db: TestApp["cumulo"]["store"]["db"]) {
     let used = 0;
     for (const [pid, micros] of cpuOfProcesses(await backends())) used += micros - (before.get(pid) ?? 0);
     return used;
+  };
+}
+/** Statements sent to PostgreSQL while `countingStatements`, by their first words (BENCH_STATEMENTS=1). */
+const statements = new Map<string, number>();
+let countingStatements = false;
+if (process.env.BENCH_STATEMENTS === "1") {
+  const client = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
+  const query = client.query;
+  client.query = function (this: unknown, ...args: unknown[]) {
+    if (countingStatements) {
+      const text = typeof args[0] === "string" ? args[0] : ((args[0] as { text?: string }).text ?? "");
+      const key = text.replace(/\s+/g, " ").slice(0, 60);
+      statements.set(key, (statements.get(key) ?? 0) + 1);
+    }
+    return query.apply(this, args);
   };
 }
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -222,6 +239,7 @@ async function cumulo() {
     const cpuBefore = process.cpuUsage();
     const postgresUsed =
       t.store.kind === "postgres" ? await postgresBackendsCpu(t.cumulo.store.db) : undefined;
+    countingStatements = true;
     const ids: string[] = [];
     let emitted = 0;
     await Promise.all(
@@ -236,6 +254,7 @@ async function cumulo() {
     await waitForReceipts(ids);
     const throughput = TOTAL / ((now() - started) / 1000);
     const cpuPerItem = cpuMicros(cpuBefore) / TOTAL;
+    countingStatements = false;
     const postgresMicros = await postgresUsed?.();
     const postgresCpuPerItem = postgresMicros === undefined ? undefined : postgresMicros / TOTAL;
 
@@ -383,6 +402,12 @@ if (ours.postgresCpuPerItem !== undefined) {
   console.log(
     `                  PostgreSQL backends serving Cumulo meanwhile: ${fmt(ours.postgresCpuPerItem)} µs CPU per delivery`,
   );
+}
+if (statements.size > 0) {
+  console.log("  statements per delivery (sustained run):");
+  for (const [text, count] of [...statements].sort((a, b) => b[1] - a[1])) {
+    console.log(`    ${(count / TOTAL).toFixed(3)}  ${text}`);
+  }
 }
 if (apart) {
   console.log(
