@@ -2,11 +2,17 @@
  * Webhook delivery benchmark: sustained deliveries/s to a local receiver and median
  * event-to-receipt latency, against the same receiver driven directly by undici in the same run.
  *
- *   npm run bench:webhooks            (SQLite; set TEST_DATABASE_URL and CUMULO_TEST_STORE=postgres for PostgreSQL)
+ *   npm run bench:webhooks            (SQLite)
+ *   BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npm run bench:webhooks
+ *                                     (PostgreSQL: Cumulo gets a scratch database of its own on that server)
  *   BENCH_DELIVERIES=5000 npm run bench:webhooks
+ *   BENCH_STATEMENTS=1 ...            (PostgreSQL: the statements of the sustained run per delivery)
+ *   BENCH_PHASES=1 ...                (also the two halves apart: notifications committed with no
+ *                                      dispatcher running, then that backlog drained by a dispatcher)
  *
  * Beside wall-clock throughput it prints the process's CPU time per item (the bench, receiver and
- * Cumulo share one process), which moves less than throughput when other work shares the machine.
+ * Cumulo share one process), which moves less than throughput when other work shares the machine; on
+ * PostgreSQL also the CPU its backends serving Cumulo's database used (when the server runs here).
  *
  * Both sides send the same request: the notification's JSON body as the emitter builds it, with the
  * same headers (the direct side sends a fixed signature of the same size), over keep-alive connections
@@ -17,10 +23,13 @@
  * fast endpoint had all its notifications, beside the slow receivers' 1 s.
  */
 import { randomUUID } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
+import { sql } from "kysely";
+import pg from "pg";
 import { Agent, request } from "undici";
-import { startTestApp } from "../test/support/app.ts";
+import { startTestApp, type TestApp } from "../test/support/app.ts";
 import {
   createLibrary,
   emitVideoEvent,
@@ -28,6 +37,11 @@ import {
   videoData,
   webhooksPath,
 } from "../test/webhooks/helpers.ts";
+
+if (process.env.BENCH_DATABASE_URL) {
+  process.env.TEST_DATABASE_URL = process.env.BENCH_DATABASE_URL;
+  process.env.CUMULO_TEST_STORE = "postgres";
+}
 
 const TOTAL = Number(process.env.BENCH_DELIVERIES ?? 2000);
 const ENDPOINTS = Number(process.env.BENCH_ENDPOINTS ?? 1000);
@@ -46,6 +60,58 @@ const cpuMicros = (before: NodeJS.CpuUsage) => {
   const used = process.cpuUsage(before);
   return used.user + used.system;
 };
+/** Linux's USER_HZ, the unit of /proc/<pid>/stat times. */
+const CLOCK_TICKS_PER_SECOND = 100;
+/** CPU time (µs) of each process, by pid, read from Linux's /proc; a process not found is left out. */
+function cpuOfProcesses(pids: number[]): Map<number, number> {
+  const used = new Map<number, number>();
+  for (const pid of pids) {
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    } catch {
+      continue; // not on this machine, or ended
+    }
+    // utime and stime, in clock ticks, are the 14th and 15th fields; the name (2nd) may hold spaces.
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    used.set(pid, ((Number(fields[11]) + Number(fields[12])) * 1_000_000) / CLOCK_TICKS_PER_SECOND);
+  }
+  return used;
+}
+/**
+ * PostgreSQL's share of the work: the CPU its backends serving Cumulo's database used meanwhile, when
+ * the server runs on this machine (its WAL writer and checkpointer are not counted).
+ */
+async function postgresBackendsCpu(db: TestApp["cumulo"]["store"]["db"]) {
+  const backends = async () =>
+    (
+      await sql<{ pid: number }>`select pid from pg_stat_activity where datname = current_database()`.execute(
+        db,
+      )
+    ).rows.map((row) => row.pid);
+  const before = cpuOfProcesses(await backends());
+  if (before.size === 0) return () => Promise.resolve(undefined);
+  return async () => {
+    let used = 0;
+    for (const [pid, micros] of cpuOfProcesses(await backends())) used += micros - (before.get(pid) ?? 0);
+    return used;
+  };
+}
+/** Statements sent to PostgreSQL while `countingStatements`, by their first words (BENCH_STATEMENTS=1). */
+const statements = new Map<string, number>();
+let countingStatements = false;
+if (process.env.BENCH_STATEMENTS === "1") {
+  const client = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
+  const query = client.query;
+  client.query = function (this: unknown, ...args: unknown[]) {
+    if (countingStatements) {
+      const text = typeof args[0] === "string" ? args[0] : ((args[0] as { text?: string }).text ?? "");
+      const key = text.replace(/\s+/g, " ").slice(0, 60);
+      statements.set(key, (statements.get(key) ?? 0) + 1);
+    }
+    return query.apply(this, args);
+  };
+}
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Receipt time of every request, by the video id in its body. */
@@ -171,6 +237,9 @@ async function cumulo() {
     // the last receipt.
     const started = now();
     const cpuBefore = process.cpuUsage();
+    const postgresUsed =
+      t.store.kind === "postgres" ? await postgresBackendsCpu(t.cumulo.store.db) : undefined;
+    countingStatements = true;
     const ids: string[] = [];
     let emitted = 0;
     await Promise.all(
@@ -185,6 +254,9 @@ async function cumulo() {
     await waitForReceipts(ids);
     const throughput = TOTAL / ((now() - started) / 1000);
     const cpuPerItem = cpuMicros(cpuBefore) / TOTAL;
+    countingStatements = false;
+    const postgresMicros = await postgresUsed?.();
+    const postgresCpuPerItem = postgresMicros === undefined ? undefined : postgresMicros / TOTAL;
 
     // Latency on an otherwise idle server: one notification at a time.
     const latencies: number[] = [];
@@ -199,11 +271,73 @@ async function cumulo() {
       throughput,
       latency: median(latencies),
       cpuPerItem,
+      postgresCpuPerItem,
       emittedPerSecond: TOTAL / emittedIn,
       store: t.store.kind,
     };
   } finally {
     await t.close();
+  }
+}
+
+/**
+ * The two halves of the sustained run apart: the same producers commit TOTAL notifications while no
+ * dispatcher runs, then a dispatcher started on the same store drains that backlog.
+ */
+async function phases() {
+  const producer = await startTestApp({ CUMULO_WEBHOOK_ALLOW_PRIVATE: "true", CUMULO_LOG_LEVEL: "silent" });
+  try {
+    await producer.cumulo.services.webhookDispatcher.stop();
+    const organizationId = await organizationOf(producer);
+    const libraryId = await createLibrary(producer.cumulo.services, organizationId);
+    const created = await producer.request("POST", webhooksPath(libraryId), {
+      json: { name: "bench", url: receiverUrl, events: ["created"] },
+    });
+    if (created.status !== 201) throw new Error(`endpoint not created: ${created.text}`);
+    const started = now();
+    const cpuBefore = process.cpuUsage();
+    const ids: string[] = [];
+    let emitted = 0;
+    await Promise.all(
+      Array.from({ length: CONCURRENCY }, async () => {
+        while (emitted < TOTAL) {
+          emitted++;
+          ids.push(
+            await emitVideoEvent(producer.cumulo.store, producer.cumulo.services.webhooks, {
+              organizationId,
+              libraryId,
+              event: "created",
+            }),
+          );
+        }
+      }),
+    );
+    const emits = { perSecond: TOTAL / ((now() - started) / 1000), cpuPerItem: cpuMicros(cpuBefore) / TOTAL };
+    const dispatcher = await startTestApp(
+      { CUMULO_WEBHOOK_ALLOW_PRIVATE: "true", CUMULO_LOG_LEVEL: "silent" },
+      { store: producer.store },
+    );
+    try {
+      // Timed from a first receipt, so the dispatcher's start is left out.
+      if (!ids.some((id) => receipts.has(id))) {
+        await new Promise<void>((resolve) => {
+          onReceipt = resolve;
+        });
+      }
+      const drainStarted = now();
+      const drainCpu = process.cpuUsage();
+      const backlog = ids.filter((id) => !receipts.has(id)).length;
+      await waitForReceipts(ids);
+      const drain = {
+        perSecond: backlog / ((now() - drainStarted) / 1000),
+        cpuPerItem: cpuMicros(drainCpu) / backlog,
+      };
+      return { emits, drain };
+    } finally {
+      await dispatcher.close();
+    }
+  } finally {
+    await producer.close();
   }
 }
 
@@ -249,6 +383,7 @@ async function fairness() {
 
 const base = await baseline();
 const ours = await cumulo();
+const apart = process.env.BENCH_PHASES === "1" ? await phases() : undefined;
 const fair = ENDPOINTS > 0 ? await fairness() : undefined;
 await agent.close();
 server.close();
@@ -263,6 +398,22 @@ console.log(
 console.log(
   `  cumulo:         ${fmt(ours.throughput)} deliveries/s (notifications committed at ${fmt(ours.emittedPerSecond)}/s), ${fmt(ours.cpuPerItem)} µs CPU per delivery (notification, delivery and receiver), median event-to-receipt ${fmt(ours.latency)} ms`,
 );
+if (ours.postgresCpuPerItem !== undefined) {
+  console.log(
+    `                  PostgreSQL backends serving Cumulo meanwhile: ${fmt(ours.postgresCpuPerItem)} µs CPU per delivery`,
+  );
+}
+if (statements.size > 0) {
+  console.log("  statements per delivery (sustained run):");
+  for (const [text, count] of [...statements].sort((a, b) => b[1] - a[1])) {
+    console.log(`    ${(count / TOTAL).toFixed(3)}  ${text}`);
+  }
+}
+if (apart) {
+  console.log(
+    `  apart:          notifications alone ${fmt(apart.emits.perSecond)}/s (${fmt(apart.emits.cpuPerItem)} µs CPU each, no dispatcher running); that backlog drained at ${fmt(apart.drain.perSecond)} deliveries/s (${fmt(apart.drain.cpuPerItem)} µs CPU each, receiver included)`,
+  );
+}
 if (fair) {
   console.log(
     `fairness: ${ENDPOINTS} endpoints (${fair.fastEndpoints} fast, 10% slow answering after ${SLOW_MS} ms, 10% failing with 500), ${EVENTS} notifications each`,

@@ -133,7 +133,7 @@ export function createServices(deps: CoreDeps): Services {
     deps.logger,
     config.edge.analyticsFlushMs,
   );
-  const webhookRepository = new WebhookRepository(store.db);
+  const webhookRepository = new WebhookRepository(store.db, store.dialect);
   const webhooks = new WebhookEmitter(webhookRepository, clock);
   const libraries = new LibraryRepository(store.db);
   const blobs: BlobStore =

@@ -57,6 +57,13 @@ export interface RecordResult {
 
 const truthy = (value: boolean | number): boolean => value === true || value === 1;
 
+/**
+ * An attempt whose record is its own row alone: a scheduled attempt that succeeded (a failure may queue
+ * the next attempt, a 410 switches the endpoint off, a manual retry may remove a waiting one).
+ */
+const writesOwnRowOnly = ({ delivery, plan }: FinishedAttempt): boolean =>
+  typeof plan !== "function" && !delivery.manual && !plan.deactivateEndpoint && !plan.nextRetryAt;
+
 /** The endpoint ids of a candidate scan, as values of its prepared query. */
 const endpointValues = (value: ValueOf<Scan>, saturated: string[]) =>
   saturated.map((_, index) => value((values) => values.saturated[index] as string));
@@ -78,77 +85,63 @@ interface Scan {
   saturated: string[];
 }
 
+/** Candidates to take: the claim's lease, if they are still claimable at `now`. */
+interface Take {
+  ids: string[];
+  now: string;
+  lease: string;
+}
+
+/** A claimed attempt's row, with its endpoint and message: what sending it needs. */
+const CLAIMED_COLUMNS = [
+  "d.id",
+  "d.message_id",
+  "d.endpoint_id",
+  "d.organization_id",
+  "d.library_id",
+  "d.video_id",
+  "d.event",
+  "d.attempt",
+  "d.manual",
+  "d.locked_until",
+  "e.url",
+  "e.headers",
+  "e.retry_policy",
+  "e.secret",
+  "e.is_active",
+  "m.body",
+] as const;
+
 /** A prepared query's shape for a list: compiled once per length. */
 const listLength = (list: readonly unknown[]) => String(list.length);
 
 export class DeliveryRepository {
   // The queue's statements run for every attempt or claim, so they are built once
   // (src/store/prepared.ts). States are literals so both stores match the partial indexes' predicates.
+  /** Claims whose lease ran out, oldest lease first: one scan of their partial index. */
   readonly #expiredClaims = new PreparedQuery(
-    (value: ValueOf<Scan>, scan) =>
-      this.db
-        .selectFrom("webhook_deliveries")
-        .select(["id", "endpoint_id"])
-        .where("state", "=", CLAIMED)
-        .where(
-          "locked_until",
-          "<",
-          value((values) => values.now),
-        )
-        .$if(scan.saturated.length > 0, (qb) =>
-          qb.where("endpoint_id", "not in", endpointValues(value, scan.saturated)),
-        )
-        .orderBy("locked_until")
-        .limit(value((values) => values.limit)),
+    (value: ValueOf<Scan>, scan) => this.#expiredScan(value, scan),
     (scan) => listLength(scan.saturated),
   );
+  /** Waiting attempts that are due, oldest first: one scan of their partial index. */
   readonly #dueAttempts = new PreparedQuery(
+    (value: ValueOf<Scan>, scan) => this.#dueScan(value, scan),
+    (scan) => listLength(scan.saturated),
+  );
+  /** PostgreSQL: both scans in one statement, in the same order (one round trip instead of two). */
+  readonly #candidates = new PreparedQuery(
     (value: ValueOf<Scan>, scan) =>
       this.db
-        .selectFrom("webhook_deliveries")
-        .select(["id", "endpoint_id"])
-        .where("state", "=", WAITING)
-        .where(
-          "due_at",
-          "<=",
-          value((values) => values.now),
-        )
-        .$if(scan.saturated.length > 0, (qb) =>
-          qb.where("endpoint_id", "not in", endpointValues(value, scan.saturated)),
-        )
-        .orderBy("due_at")
-        .limit(value((values) => values.limit)),
+        .selectFrom(this.#expiredScan(value, scan).as("expired"))
+        .selectAll()
+        .unionAll(this.db.selectFrom(this.#dueScan(value, scan).as("due")).selectAll())
+        .orderBy("queue")
+        .orderBy("since"),
     (scan) => listLength(scan.saturated),
   );
   /** Takes the chosen candidates that are still claimable (another worker may have taken some). */
   readonly #take = new PreparedQuery(
-    (value: ValueOf<{ ids: string[]; now: string; lease: string }>, { ids }) =>
-      this.db
-        .updateTable("webhook_deliveries")
-        .set({
-          state: "sending",
-          locked_until: value((values) => values.lease),
-          updated_at: value((values) => values.now),
-        })
-        .where(
-          "id",
-          "in",
-          ids.map((_, index) => value((values) => values.ids[index] as string)),
-        )
-        .where((eb) =>
-          eb.or([
-            eb("state", "=", WAITING),
-            eb.and([
-              eb("state", "=", CLAIMED),
-              eb(
-                "locked_until",
-                "<",
-                value((values) => values.now),
-              ),
-            ]),
-          ]),
-        )
-        .returning("id"),
+    (value: ValueOf<Take>, { ids }) => this.#takeQuery(value, ids).returning("id"),
     ({ ids }) => listLength(ids),
   );
   /** What sending the claimed attempts needs. */
@@ -158,30 +151,31 @@ export class DeliveryRepository {
         .selectFrom("webhook_deliveries as d")
         .innerJoin("webhook_endpoints as e", "e.id", "d.endpoint_id")
         .innerJoin("webhook_messages as m", "m.id", "d.message_id")
-        .select([
-          "d.id",
-          "d.message_id",
-          "d.endpoint_id",
-          "d.organization_id",
-          "d.library_id",
-          "d.video_id",
-          "d.event",
-          "d.attempt",
-          "d.manual",
-          "d.locked_until",
-          "e.url",
-          "e.headers",
-          "e.retry_policy",
-          "e.secret",
-          "e.is_active",
-          "m.body",
-        ])
+        .select(CLAIMED_COLUMNS)
         .where(
           "d.id",
           "in",
           ids.map((_, index) => value((values) => values[index] as string)),
         ),
     listLength,
+  );
+  /**
+   * PostgreSQL: `#take` and `#claimedRows` in one statement (SQLite's `RETURNING` cannot name the joined
+   * tables). Its commit does not wait for the disk: a claim lost in a crash leaves its attempts to be
+   * claimed and sent again, at least once as before.
+   */
+  readonly #takeWithTargets = new PreparedQuery(
+    (value: ValueOf<Take>, { ids }) =>
+      this.#takeQuery(value, ids)
+        .from([
+          "webhook_endpoints as e",
+          "webhook_messages as m",
+          sql`(select set_config('synchronous_commit', 'off', true))`.as("lazy_commit"),
+        ])
+        .whereRef("e.id", "=", "d.endpoint_id")
+        .whereRef("m.id", "=", "d.message_id")
+        .returning(CLAIMED_COLUMNS),
+    ({ ids }) => listLength(ids),
   );
   /** Records a made attempt, if this worker's claim on it still holds. */
   readonly #recordAttempt = new PreparedQuery(
@@ -213,10 +207,99 @@ export class DeliveryRepository {
         ),
   );
 
+  /**
+   * PostgreSQL: records many attempts that write their own row alone (`writesOwnRowOnly`) in one
+   * statement, their values passed as arrays, instead of one round trip each. The statement is its own
+   * transaction and, like `#recording`, its commit does not wait for the disk (`set_config(..., true)`
+   * lasts until that commit). Returns the recorded ids.
+   */
+  readonly #recordOwnRows = new PreparedQuery((value: ValueOf<FinishedAttempt[]>) => {
+    const column = <T>(read: (attempt: FinishedAttempt) => T) => value((attempts) => attempts.map(read));
+    return {
+      compile: () =>
+        sql<{ id: string }>`update webhook_deliveries as d
+          set state = 'done', locked_until = null, success = a.success, response_status = a.status,
+            response_body = a.body, error = a.error, duration_ms = a.duration, next_retry_at = null,
+            created_at = a.attempted_at, updated_at = a.attempted_at
+          from unnest(
+            ${column((a) => a.delivery.id)}::uuid[], ${column((a) => a.delivery.lease)}::timestamptz[],
+            ${column((a) => a.outcome.success)}::boolean[], ${column((a) => a.outcome.response_status)}::integer[],
+            ${column((a) => a.outcome.response_body)}::text[], ${column((a) => a.outcome.error)}::text[],
+            ${column((a) => a.outcome.duration_ms)}::integer[], ${column((a) => a.outcome.attempted_at)}::timestamptz[]
+          ) as a(id, lease, success, status, body, error, duration, attempted_at),
+          (select set_config('synchronous_commit', 'off', true)) as lazy_commit
+          where d.id = a.id and d.state = 'sending' and d.locked_until = a.lease
+          returning d.id`.compile(this.db),
+    };
+  });
+
   constructor(
     private readonly db: Kysely<Database>,
     private readonly dialect: DialectName,
   ) {}
+
+  #expiredScan(value: ValueOf<Scan>, scan: Scan) {
+    return this.db
+      .selectFrom("webhook_deliveries")
+      .select(["id", "endpoint_id", sql.lit(0).as("queue"), sql<string>`locked_until`.as("since")])
+      .where("state", "=", CLAIMED)
+      .where(
+        "locked_until",
+        "<",
+        value((values) => values.now),
+      )
+      .$if(scan.saturated.length > 0, (qb) =>
+        qb.where("endpoint_id", "not in", endpointValues(value, scan.saturated)),
+      )
+      .orderBy("locked_until")
+      .limit(value((values) => values.limit));
+  }
+
+  #dueScan(value: ValueOf<Scan>, scan: Scan) {
+    return this.db
+      .selectFrom("webhook_deliveries")
+      .select(["id", "endpoint_id", sql.lit(1).as("queue"), sql<string>`due_at`.as("since")])
+      .where("state", "=", WAITING)
+      .where(
+        "due_at",
+        "<=",
+        value((values) => values.now),
+      )
+      .$if(scan.saturated.length > 0, (qb) =>
+        qb.where("endpoint_id", "not in", endpointValues(value, scan.saturated)),
+      )
+      .orderBy("due_at")
+      .limit(value((values) => values.limit));
+  }
+
+  /** Marks the chosen attempts that are still claimable (waiting, or claimed under a lease that ran out) as ours. */
+  #takeQuery(value: ValueOf<Take>, ids: string[]) {
+    return this.db
+      .updateTable("webhook_deliveries as d")
+      .set({
+        state: "sending",
+        locked_until: value((values) => values.lease),
+        updated_at: value((values) => values.now),
+      })
+      .where(
+        "d.id",
+        "in",
+        ids.map((_, index) => value((values) => values.ids[index] as string)),
+      )
+      .where((eb) =>
+        eb.or([
+          eb("d.state", "=", WAITING),
+          eb.and([
+            eb("d.state", "=", CLAIMED),
+            eb(
+              "d.locked_until",
+              "<",
+              value((values) => values.now),
+            ),
+          ]),
+        ]),
+      );
+  }
 
   async #lockPair(trx: Trx, messageId: string, endpointId: string): Promise<void> {
     if (this.dialect !== "postgres") return;
@@ -237,33 +320,44 @@ export class DeliveryRepository {
     saturated: string[],
     accept: (endpointId: string) => boolean,
   ): Promise<ClaimedDelivery[]> {
-    // Two scans of the partial indexes (claimed by lease end, waiting by due time), each reading the
-    // index alone.
+    // More candidates than the limit: `accept` may refuse some.
     const scan = { now, limit: limit * 4, saturated };
-    const candidates = [
-      ...(await this.#expiredClaims.execute(this.db, scan)).rows,
-      ...(await this.#dueAttempts.execute(this.db, scan)).rows,
-    ];
+    // SQLite sorts the union of the two scans (twice the work of running them apart, in-process).
+    const candidates =
+      this.dialect === "postgres"
+        ? (await this.#candidates.execute(this.db, scan)).rows
+        : [
+            ...(await this.#expiredClaims.execute(this.db, scan)).rows,
+            ...(await this.#dueAttempts.execute(this.db, scan)).rows,
+          ];
     const chosen: string[] = [];
     for (const candidate of candidates) {
       if (chosen.length >= limit) break;
       if (accept(candidate.endpoint_id)) chosen.push(candidate.id);
     }
     if (chosen.length === 0) return [];
-    const claimed = (await this.#take.execute(this.db, { ids: chosen, now, lease })).rows;
-    if (claimed.length === 0) return [];
-    const rows = (
-      await this.#claimedRows.execute(
-        this.db,
-        claimed.map((row) => row.id),
-      )
-    ).rows;
+    const take = { ids: chosen, now, lease };
+    const rows =
+      this.dialect === "postgres"
+        ? (await this.#takeWithTargets.execute(this.db, take)).rows
+        : await this.#takeThenRead(take);
     return rows.map(({ locked_until, ...row }) => ({
       ...row,
       lease: locked_until ?? lease,
       manual: truthy(row.manual),
       is_active: truthy(row.is_active),
     }));
+  }
+
+  async #takeThenRead(take: Take) {
+    const claimed = (await this.#take.execute(this.db, take)).rows;
+    if (claimed.length === 0) return [];
+    return (
+      await this.#claimedRows.execute(
+        this.db,
+        claimed.map((row) => row.id),
+      )
+    ).rows;
   }
 
   /** Gives claimed attempts that were never sent back to the queue, due as they were. */
@@ -291,24 +385,50 @@ export class DeliveryRepository {
 
   /**
    * Records made attempts and schedules the next ones, all in one transaction (one commit for a
-   * batch of finished attempts). When the batch fails as a whole, each attempt is recorded in a
+   * batch of finished attempts); on PostgreSQL successes go in one statement of their own (they write
+   * their own row alone). When a batch fails as a whole, each of its attempts is recorded in a
    * transaction of its own, so one that cannot be written does not hold back the others; that one
    * stays claimed and is sent again once its lease runs out. Returns one result per attempt, in order.
    */
   async recordMany(attempts: FinishedAttempt[]): Promise<RecordResult[]> {
     // The same lock order in every batch: concurrent workers' advisory locks cannot deadlock.
     const ordered = [...attempts].sort((a, b) => pairKey(a.delivery).localeCompare(pairKey(b.delivery)));
-    let results: Map<FinishedAttempt, RecordResult>;
-    try {
-      results = await this.#recording(async (trx) => {
-        const done = new Map<FinishedAttempt, RecordResult>();
-        for (const attempt of ordered) done.set(attempt, await this.#record(trx, attempt));
+    // SQLite runs statements in-process, where one per attempt costs little.
+    const successes = this.dialect === "postgres" ? ordered.filter(writesOwnRowOnly) : [];
+    const others = ordered.filter((attempt) => !successes.includes(attempt));
+    const results = new Map<FinishedAttempt, RecordResult>();
+    await this.#recordBatch(successes, results, async () => {
+      const recorded = new Set(
+        (await this.#recordOwnRows.execute(this.db, successes)).rows.map((row) => row.id),
+      );
+      return successes.map((attempt) => ({ recorded: recorded.has(attempt.delivery.id) }));
+    });
+    await this.#recordBatch(others, results, () =>
+      this.#recording(async (trx) => {
+        const done: RecordResult[] = [];
+        for (const attempt of others) done.push(await this.#record(trx, attempt));
         return done;
-      });
+      }),
+    );
+    return attempts.map((attempt) => results.get(attempt) as RecordResult);
+  }
+
+  /** Records `attempts` with `write` (one result each, in order), or else each in a transaction of its own. */
+  async #recordBatch(
+    attempts: FinishedAttempt[],
+    results: Map<FinishedAttempt, RecordResult>,
+    write: () => Promise<RecordResult[]>,
+  ): Promise<void> {
+    if (attempts.length === 0) return;
+    try {
+      for (const [index, result] of (await write()).entries())
+        results.set(attempts[index] as FinishedAttempt, result);
     } catch (batchError) {
-      if (attempts.length === 1) throw batchError;
-      results = new Map();
-      for (const attempt of ordered) {
+      if (attempts.length === 1) {
+        results.set(attempts[0] as FinishedAttempt, { recorded: false, error: batchError });
+        return;
+      }
+      for (const attempt of attempts) {
         try {
           results.set(attempt, await this.#recording((trx) => this.#record(trx, attempt)));
         } catch (error) {
@@ -316,7 +436,6 @@ export class DeliveryRepository {
         }
       }
     }
-    return attempts.map((attempt) => results.get(attempt) as RecordResult);
   }
 
   /**

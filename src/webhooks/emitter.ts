@@ -3,7 +3,7 @@ import { EventEmitter } from "node:events";
 import { type Clock, nowIso } from "../clock.ts";
 import { unixSeconds } from "../http/time.ts";
 import type { Executor } from "../store/transactions.ts";
-import { pendingAttempt, type WebhookRepository } from "./repository.ts";
+import type { MessageRow, WebhookRepository } from "./repository.ts";
 
 export const VIDEO_EVENTS = [
   "created",
@@ -51,51 +51,23 @@ export class WebhookEmitter {
   /** Returns how many deliveries were queued. Call `notify()` once the transaction has committed. */
   async emit(executor: Executor, notification: Notification): Promise<number> {
     const now = nowIso(this.clock);
-    const endpointIds =
-      notification.event === "test"
-        ? [notification.endpointId]
-        : (await this.repository.activeEndpointsOfLibrary(executor, notification.libraryId))
-            .filter((endpoint) => {
-              const events = JSON.parse(endpoint.events) as string[];
-              return events.includes("*") || events.includes(notification.event);
-            })
-            .map((endpoint) => endpoint.id);
-    if (endpointIds.length === 0) return 0;
-
-    const messageId = `msg_${randomUUID().replace(/-/g, "")}`;
-    const videoId = notification.event === "test" ? null : notification.videoId;
-    const body = JSON.stringify({
-      event: notification.event,
-      event_type: notification.event === "test" ? "test" : "video",
-      notification_time: unixSeconds(now),
-      payload: notification.event === "test" ? {} : notification.data,
-    });
-    await this.repository.insertMessage(executor, {
-      id: messageId,
+    const message: MessageRow = {
+      id: `msg_${randomUUID().replace(/-/g, "")}`,
       organization_id: notification.organizationId,
       library_id: notification.libraryId,
-      video_id: videoId,
+      video_id: notification.event === "test" ? null : notification.videoId,
       event: notification.event,
-      body,
+      body: JSON.stringify({
+        event: notification.event,
+        event_type: notification.event === "test" ? "test" : "video",
+        notification_time: unixSeconds(now),
+        payload: notification.event === "test" ? {} : notification.data,
+      }),
       created_at: now,
-    });
-    await this.repository.insertDeliveries(
-      executor,
-      endpointIds.map((endpointId) =>
-        pendingAttempt(
-          {
-            message_id: messageId,
-            endpoint_id: endpointId,
-            organization_id: notification.organizationId,
-            library_id: notification.libraryId,
-            video_id: videoId,
-            event: notification.event,
-          },
-          { attempt: 1, dueAt: now, now },
-        ),
-      ),
-    );
-    return endpointIds.length;
+    };
+    if (notification.event !== "test") return this.repository.queueForSubscribers(executor, message);
+    await this.repository.queueMessage(executor, message, [notification.endpointId]);
+    return 1;
   }
 
   /** Wakes this process's dispatcher for fresh deliveries. */

@@ -150,6 +150,43 @@ describe("webhook outcomes recorded in batches", () => {
     ]);
   });
 
+  it("records a success with its answer only under the claim's own lease", async () => {
+    const [lost, held] = await claimAll(2);
+    if (!lost || !held) throw new Error("claim failed");
+    const success = { nextRetryAt: undefined, deactivateEndpoint: false };
+    const answered = {
+      ...outcome(true),
+      response_status: 204,
+      response_body: "",
+      error: null,
+      duration_ms: 7,
+    };
+    const otherLease = new Date(Date.parse(lost.lease) + 1000).toISOString();
+    const results = await deliveries.recordMany([
+      { delivery: { ...lost, lease: otherLease }, outcome: answered, plan: success },
+      { delivery: held, outcome: answered, plan: success },
+    ]);
+    expect(results.map((result) => result.recorded)).toEqual([false, true]);
+    expect((await rowsOf(lost.message_id)).map((row) => row.state)).toEqual(["sending"]);
+    const recorded = await core.store.db
+      .selectFrom("webhook_deliveries")
+      .selectAll()
+      .where("id", "=", held.id)
+      .executeTakeFirstOrThrow();
+    expect(recorded).toMatchObject({
+      state: "done",
+      locked_until: null,
+      response_status: 204,
+      response_body: "",
+      error: null,
+      duration_ms: 7,
+      next_retry_at: null,
+      created_at: answered.attempted_at,
+      updated_at: answered.attempted_at,
+    });
+    expect(Boolean(recorded.success)).toBe(true);
+  });
+
   it("records the others when the store refuses one attempt of the batch", async () => {
     const [first, refused, last] = await claimAll(3);
     if (!first || !refused || !last) throw new Error("claim failed");

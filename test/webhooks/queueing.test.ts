@@ -1,0 +1,138 @@
+import { randomUUID } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadConfig } from "../../src/config.ts";
+import { closeCore, openCore } from "../../src/roles.ts";
+import { type CoreDeps, createServices, type Services } from "../../src/services.ts";
+import { createTestStore, type TestStore } from "../support/store.ts";
+import { createLibrary, emitVideoEvent } from "./helpers.ts";
+
+/**
+ * A notification queues one first attempt per active endpoint of its library subscribed to its event
+ * (or to `*`), and writes its message only when there is one (PostgreSQL does this in one statement).
+ */
+describe("webhook notifications queued in the caller's transaction", () => {
+  let store: TestStore;
+  let core: CoreDeps;
+  let services: Services;
+  let organizationId: string;
+  let libraryId: string;
+  const endpoints: Record<string, string> = {};
+
+  const addEndpoint = async (name: string, library: string, events: string[], isActive = true) => {
+    const id = randomUUID();
+    const now = new Date().toISOString();
+    await services.webhookRepository.insertEndpoint(core.store.db, {
+      id,
+      organization_id: organizationId,
+      library_id: library,
+      name,
+      url: "http://receiver.invalid/hook",
+      events: JSON.stringify(events),
+      headers: null,
+      retry_policy: null,
+      secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+      is_active: isActive,
+      created_by: null,
+      updated_by: null,
+      created_at: now,
+      updated_at: now,
+    });
+    endpoints[name] = id;
+  };
+
+  beforeAll(async () => {
+    store = await createTestStore();
+    const config = loadConfig({
+      CUMULO_DATA_DIR: store.dataDir,
+      CUMULO_LOG_LEVEL: "silent",
+      ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}),
+    });
+    // The store and services only: no dispatcher runs, so every queued attempt stays waiting.
+    core = await openCore(config);
+    services = createServices(core);
+    organizationId = (await services.identity.createOrganization("queueing")).organization_id;
+    libraryId = await createLibrary(services, organizationId);
+    const otherLibrary = await createLibrary(services, organizationId);
+    await addEndpoint("created", libraryId, ["created", "ready"]);
+    await addEndpoint("everything", libraryId, ["*"]);
+    await addEndpoint("ready only", libraryId, ["ready"]);
+    await addEndpoint("switched off", libraryId, ["*"], false);
+    await addEndpoint("other library", otherLibrary, ["*"]);
+  });
+
+  afterAll(async () => {
+    await closeCore(core);
+    await store.drop();
+  });
+
+  const messagesOf = (videoId: string) =>
+    core.store.db
+      .selectFrom("webhook_messages")
+      .select(["id", "organization_id", "library_id", "event", "body", "created_at"])
+      .where("video_id", "=", videoId)
+      .execute();
+
+  it("queues a first attempt for each active subscribed endpoint of the library, due at once", async () => {
+    const videoId = await emitVideoEvent(core.store, services.webhooks, {
+      organizationId,
+      libraryId,
+      event: "created",
+    });
+    const [message, ...others] = await messagesOf(videoId);
+    expect(others).toEqual([]);
+    expect(message).toMatchObject({
+      organization_id: organizationId,
+      library_id: libraryId,
+      event: "created",
+    });
+    expect(JSON.parse(message?.body ?? "{}")).toMatchObject({
+      event: "created",
+      payload: { video_id: videoId },
+    });
+    const attempts = await core.store.db
+      .selectFrom("webhook_deliveries")
+      .selectAll()
+      .where("message_id", "=", message?.id ?? "")
+      .orderBy("endpoint_id")
+      .execute();
+    const expected = [endpoints.created, endpoints.everything].sort();
+    expect(attempts.map((row) => row.endpoint_id)).toEqual(expected);
+    for (const row of attempts) {
+      expect(row).toMatchObject({
+        organization_id: organizationId,
+        library_id: libraryId,
+        video_id: videoId,
+        event: "created",
+        attempt: 1,
+        state: "pending",
+        due_at: message?.created_at,
+        locked_until: null,
+        response_status: null,
+        next_retry_at: null,
+        created_at: message?.created_at,
+        updated_at: message?.created_at,
+      });
+      expect(Boolean(row.success)).toBe(false);
+      expect(Boolean(row.manual)).toBe(false);
+      expect(row.id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    }
+    expect(new Set(attempts.map((row) => row.id)).size).toBe(attempts.length);
+  });
+
+  it("writes no message when no active endpoint of the library subscribes to the event", async () => {
+    await services.webhookRepository.updateEndpoint(
+      core.store.db,
+      organizationId,
+      endpoints.everything ?? "",
+      {
+        is_active: false,
+      },
+    );
+    const videoId = await emitVideoEvent(core.store, services.webhooks, {
+      organizationId,
+      libraryId,
+      event: "uploading",
+    });
+    expect(await messagesOf(videoId)).toEqual([]);
+  });
+});
