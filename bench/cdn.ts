@@ -407,9 +407,9 @@ async function benchAnalytics(dir: string, databaseUrl: string | undefined): Pro
     await traffic.add(batch.splice(0));
     const loadS = (performance.now() - started) / 1000;
     // Loading a month in seconds leaves each organization row of PostgreSQL with about a dozen dead
-    // versions (one per batch that added to it), which made the month at `5m` half again as slow. Autovacuum
-    // removes them within a minute or two of such a load, and real month-old rows were cleaned long
-    // ago: the queries are measured on the table as autovacuum leaves it.
+    // versions (one per batch that added to it), which made the month at `5m` half again as slow.
+    // Autovacuum removes them within a minute or two of such a load, and real month-old rows were
+    // cleaned long ago: the queries are measured on the table as autovacuum leaves it.
     if (store.dialect === "postgres") await sql`vacuum analyze`.execute(store.db);
     console.log(
       `\n## Analytics: ${DISTRIBUTIONS} distributions, 30 days, ${(DENSITY * 100).toFixed(0)}% of minutes with traffic = ${rows} minute rows (${storeName}, loaded in ${loadS.toFixed(1)} s)`,
