@@ -305,13 +305,12 @@ export class AnalyticsService {
     const data: Analytics["Data"] = new Array(bucketCount);
     const timestamp = bucketTimestamps();
     for (let index = 0; index < bucketCount; index++) {
-      const at = sumsAt[index] as number;
+      const at = sumsAt[index];
       const entry: Record<string, string | number> = {
         Timestamp: timestamp((firstBucket + index) * stepMinutes),
       };
       for (let metric = 0; metric < metrics.length; metric++) {
-        const value = values[metric] as MetricValue;
-        entry[metrics[metric] as Metric] = at < 0 ? 0 : value(sums, at);
+        entry[metrics[metric]] = at < 0 ? 0 : values[metric](sums, at);
       }
       data[index] = entry as Analytics["Data"][number];
     }
