@@ -1,7 +1,13 @@
 import type { FastifyBaseLogger } from "fastify";
 import type { Clock } from "../clock.ts";
 import type { FieldError } from "../http/errors.ts";
-import { TRAFFIC_COUNTERS, type TrafficCounters, type TrafficRepository } from "./repository.ts";
+import {
+  TRAFFIC_COUNTERS,
+  type TrafficBucketColumns,
+  type TrafficCounter,
+  type TrafficCounters,
+  type TrafficRepository,
+} from "./repository.ts";
 import {
   type Analytics,
   type AnalyticsQuery,
@@ -165,20 +171,34 @@ export type AnalyticsOutcome =
   | { outcome: "invalid"; errors: FieldError[] }
   | { outcome: "not_found" };
 
-function metricValue(metric: Metric, row: TrafficCounters): number {
-  switch (metric) {
-    case "requests":
-      return row.requests;
-    case "traffic":
-      return row.sent_bytes;
-    case "cache_hit_traffic_ratio":
-      return row.sent_bytes > 0 ? Math.min(1, Math.max(0, 1 - row.upstream_bytes / row.sent_bytes)) : 0;
-    case "upstream_origin_time_ms":
-      return row.origin_fetches > 0 ? row.origin_time_ms / row.origin_fetches : 0;
-    default:
-      return row[metric];
-  }
-}
+/** Only the counters a query's metrics read are summed; the others are absent. */
+type Sums = TrafficBucketColumns<TrafficCounter>;
+/** A metric's value in the bucket whose sums are at `at` in the columns. */
+type MetricValue = (sums: Sums, at: number) => number;
+
+/** How each metric is computed from the bucket sums of its counters; a bucket without traffic is 0. */
+const METRIC_SOURCES: { [M in Metric]: { counters: readonly TrafficCounter[]; value: MetricValue } } = {
+  requests: { counters: ["requests"], value: (sums, at) => sums.requests[at] },
+  traffic: { counters: ["sent_bytes"], value: (sums, at) => sums.sent_bytes[at] },
+  cache_hit_traffic_ratio: {
+    counters: ["sent_bytes", "upstream_bytes"],
+    value: (sums, at) => {
+      const sent = sums.sent_bytes[at];
+      return sent > 0 ? Math.min(1, Math.max(0, 1 - sums.upstream_bytes[at] / sent)) : 0;
+    },
+  },
+  upstream_origin_time_ms: {
+    counters: ["origin_time_ms", "origin_fetches"],
+    value: (sums, at) => {
+      const fetches = sums.origin_fetches[at];
+      return fetches > 0 ? sums.origin_time_ms[at] / fetches : 0;
+    },
+  },
+  responses_2xx: { counters: ["responses_2xx"], value: (sums, at) => sums.responses_2xx[at] },
+  responses_3xx: { counters: ["responses_3xx"], value: (sums, at) => sums.responses_3xx[at] },
+  responses_4xx: { counters: ["responses_4xx"], value: (sums, at) => sums.responses_4xx[at] },
+  responses_5xx: { counters: ["responses_5xx"], value: (sums, at) => sums.responses_5xx[at] },
+};
 
 /** The analytics query: validated parameters, aligned zero-filled buckets. */
 export class AnalyticsService {
@@ -268,26 +288,31 @@ export class AnalyticsService {
       distributionId = distribution.id;
     }
 
-    const rows = await this.traffic.sumByBucket({
+    const sums = await this.traffic.sumByBucket({
       organizationId,
       distributionId,
       fromMinute: firstBucket * stepMinutes,
       toMinute: (firstBucket + bucketCount) * stepMinutes,
       granularityMinutes: stepMinutes,
+      counters: [...new Set(metrics.flatMap((metric) => METRIC_SOURCES[metric].counters))],
     });
-    // Each row in its bucket's slot; the buckets without traffic are left empty (zero).
-    const rowAt: (TrafficCounters | undefined)[] = new Array(bucketCount);
-    for (const row of rows) rowAt[row.bucket - firstBucket] = row;
-    const zero = emptyCounters();
-    const data: Analytics["Data"] = [];
+    // Where each bucket's sums are in the columns; -1 for a bucket without traffic.
+    const sumsAt = new Int32Array(bucketCount).fill(-1);
+    sums.bucket.forEach((bucket, at) => {
+      sumsAt[bucket - firstBucket] = at;
+    });
+    const values = metrics.map((metric) => METRIC_SOURCES[metric].value);
+    const data: Analytics["Data"] = new Array(bucketCount);
     const timestamp = bucketTimestamps();
     for (let index = 0; index < bucketCount; index++) {
-      const row = rowAt[index] ?? zero;
+      const at = sumsAt[index];
       const entry: Record<string, string | number> = {
         Timestamp: timestamp((firstBucket + index) * stepMinutes),
       };
-      for (const metric of metrics) entry[metric] = metricValue(metric, row);
-      data.push(entry as Analytics["Data"][number]);
+      for (let metric = 0; metric < metrics.length; metric++) {
+        entry[metrics[metric]] = at < 0 ? 0 : values[metric](sums, at);
+      }
+      data[index] = entry as Analytics["Data"][number];
     }
     return {
       outcome: "ok",
