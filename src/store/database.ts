@@ -24,6 +24,7 @@ import { LRUCache } from "lru-cache";
 import pg from "pg";
 import { allMigrations } from "./migrations/index.ts";
 import { type ListenHandlers, PgListener } from "./pg-listener.ts";
+import { preparingPool } from "./pg-prepared.ts";
 import { FALLBACK_CHECKPOINT_PAGES, SqliteCheckpointer } from "./sqlite-checkpointer.ts";
 import { isCacheableRead, SqliteReadCache } from "./sqlite-read-cache.ts";
 import type { Database } from "./tables.ts";
@@ -55,6 +56,8 @@ export interface StoreOptions {
   databaseUrl: string | undefined;
   /** Told each query's duration and whether it failed (metrics). */
   onQuery?: (milliseconds: number, failed: boolean) => void;
+  /** PostgreSQL: run parameterized queries as named prepared statements (default true; src/store/pg-prepared.ts). */
+  pgPreparedStatements?: boolean;
 }
 
 /** Kysely's query log as a timing hook: Kysely measures each query only when a log is set. */
@@ -198,19 +201,20 @@ function openSqlite(
 
 function openPostgres(
   databaseUrl: string,
-  onQuery: StoreOptions["onQuery"],
+  { onQuery, pgPreparedStatements = true }: StoreOptions,
 ): { db: Kysely<Database>; pool: pg.Pool } {
   const pool = new pg.Pool({ connectionString: databaseUrl, max: 10, types: pgTypes });
   // An idle client losing its connection must not crash the process; the pool replaces it.
   pool.on("error", () => {});
-  return { db: new Kysely<Database>({ dialect: new PostgresDialect({ pool }), ...queryLog(onQuery) }), pool };
+  const dialect = new PostgresDialect({ pool: pgPreparedStatements ? preparingPool(pool) : pool });
+  return { db: new Kysely<Database>({ dialect, ...queryLog(onQuery) }), pool };
 }
 
 export function openStore(options: StoreOptions): Store {
   const dialect: DialectName = options.databaseUrl ? "postgres" : "sqlite";
   const { databaseUrl } = options;
   const { db, externalChanges, pool, checkpointer } = databaseUrl
-    ? { ...openPostgres(databaseUrl, options.onQuery), externalChanges: undefined, checkpointer: undefined }
+    ? { ...openPostgres(databaseUrl, options), externalChanges: undefined, checkpointer: undefined }
     : { ...openSqlite(options.dataDir, options.onQuery), pool: undefined };
   const listeners: PgListener[] = [];
   return {
