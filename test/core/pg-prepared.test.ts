@@ -1,6 +1,8 @@
 import { Kysely, PostgresDialect, sql } from "kysely";
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { loadConfig } from "../../src/config.ts";
+import { openStore } from "../../src/store/database.ts";
 import { MAX_NAMED_STATEMENTS, preparingPool } from "../../src/store/pg-prepared.ts";
 import { createTestStore, type TestStore, testStoreKind } from "../support/store.ts";
 
@@ -70,5 +72,25 @@ describe.runIf(testStoreKind() === "postgres")("named prepared statements on Pos
       expect(rows).toEqual([{ [`c${column}`]: column }]);
     }
     expect(await namedStatements()).toHaveLength(MAX_NAMED_STATEMENTS);
+  });
+
+  it.each([
+    [{}, 1],
+    [{ CUMULO_PG_PREPARED_STATEMENTS: "false" }, 0],
+  ])("the store runs parameterized queries by name unless told not to (%o)", async (env, named) => {
+    const opened = openStore(loadConfig({ ...env, DATABASE_URL: store.databaseUrl }));
+    try {
+      // One connection for the query and the look at the statements it left on its session.
+      const statements = await opened.db.connection().execute(async (connection) => {
+        await sql`select * from items where id = ${1}`.execute(connection);
+        const { rows } = await sql`select 1 from pg_prepared_statements where not from_sql`.execute(
+          connection,
+        );
+        return rows.length;
+      });
+      expect(statements).toBe(named);
+    } finally {
+      await opened.close();
+    }
   });
 });
