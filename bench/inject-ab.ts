@@ -1,5 +1,8 @@
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import type { FastifyInstance, InjectOptions } from "fastify";
+import pg from "pg";
 
 /**
  * CPU time per request of the API's own code, before and after a change, in one process:
@@ -9,7 +12,9 @@ import type { FastifyInstance, InjectOptions } from "fastify";
  * through `app.inject` (no sockets: the HTTP stack, the same for both, is left out). The two builds
  * take turns in blocks of AB_REQUESTS (1000) requests, AB_ROUNDS (5) times, so both see the same
  * machine load; the process's user + system CPU per request is printed as median (min-max) per
- * build and the after/before ratio last. AB_SCENARIOS picks scenarios (comma-separated).
+ * build and the after/before ratio last. AB_SCENARIOS picks scenarios (comma-separated). On
+ * PostgreSQL the CPU of the build's own database backends (from /proc, 10 ms ticks) is printed too:
+ * PostgreSQL runs on the same cores.
  */
 
 const KEY = "bench_admin_key_0123456789abcdef";
@@ -22,6 +27,8 @@ const form = { ...cloud, "content-type": "application/x-www-form-urlencoded" };
 
 interface Build {
   app: FastifyInstance;
+  /** PostgreSQL: the build's database, whose backends' CPU is counted. */
+  databaseName?: string;
   requests: Record<string, InjectOptions>;
   close(): Promise<void>;
 }
@@ -54,6 +61,9 @@ async function start(tree: string): Promise<Build> {
   );
   return {
     app,
+    databaseName: running.store.databaseUrl
+      ? new URL(running.store.databaseUrl).pathname.slice(1)
+      : undefined,
     close: () => running.close(),
     requests: {
       "library-list": { method: "GET", url: "/v1/media/libraries?limit=20", headers: media },
@@ -78,17 +88,52 @@ async function start(tree: string): Promise<Build> {
   };
 }
 
-/** CPU µs per request over `count` requests of one scenario, one at a time. */
-async function block(build: Build, scenario: string, count: number): Promise<number> {
+const TICK_MICROS = 1e6 / Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }));
+let admin: pg.Client | undefined;
+
+/** User + system CPU µs so far of each PostgreSQL backend serving `databaseName`, by pid. */
+async function backendCpu(databaseName: string): Promise<Map<number, number>> {
+  if (!admin) {
+    admin = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL });
+    await admin.connect();
+  }
+  const { rows } = await admin.query<{ pid: number }>("select pid from pg_stat_activity where datname = $1", [
+    databaseName,
+  ]);
+  const cpu = new Map<number, number>();
+  for (const { pid } of rows) {
+    try {
+      // Fields 14 and 15 (utime, stime), counted after the command name in parentheses.
+      const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? [];
+      cpu.set(pid, (Number(fields[11]) + Number(fields[12])) * TICK_MICROS);
+    } catch {
+      // The backend ended meanwhile.
+    }
+  }
+  return cpu;
+}
+
+/** CPU µs per request over `count` requests of one scenario, one at a time: this process's, and PostgreSQL's. */
+async function block(
+  build: Build,
+  scenario: string,
+  count: number,
+): Promise<{ node: number; database: number }> {
   const request = build.requests[scenario];
   if (!request) throw new Error(`unknown scenario ${scenario}`);
+  const backendsBefore = build.databaseName
+    ? await backendCpu(build.databaseName)
+    : new Map<number, number>();
   const before = process.cpuUsage();
   for (let i = 0; i < count; i++) {
     const response = await build.app.inject(request);
     if (response.statusCode >= 300) throw new Error(`${scenario}: ${response.statusCode} ${response.body}`);
   }
   const used = process.cpuUsage(before);
-  return (used.user + used.system) / count;
+  const backendsAfter = build.databaseName ? await backendCpu(build.databaseName) : new Map<number, number>();
+  let database = 0;
+  for (const [pid, micros] of backendsAfter) database += micros - (backendsBefore.get(pid) ?? 0);
+  return { node: (used.user + used.system) / count, database: database / count };
 }
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? 0;
@@ -103,26 +148,36 @@ async function main() {
     process.env.AB_SCENARIOS ?? "library-list,lb-get,analytics,token-create,security-put"
   ).split(",");
   const figures = new Map<string, { before: number[]; after: number[] }>();
+  const databaseFigures = new Map<string, { before: number[]; after: number[] }>();
   for (const scenario of scenarios) {
     figures.set(scenario, { before: [], after: [] });
+    databaseFigures.set(scenario, { before: [], after: [] });
     for (const build of Object.values(builds)) await block(build, scenario, 300);
   }
   for (let round = 0; round < ROUNDS; round++) {
     // Alternate which build goes first, so neither always follows the other's garbage.
     const order = round % 2 === 0 ? (["before", "after"] as const) : (["after", "before"] as const);
     for (const scenario of scenarios) {
-      for (const name of order)
-        figures.get(scenario)?.[name].push(await block(builds[name], scenario, REQUESTS));
+      for (const name of order) {
+        const { node, database } = await block(builds[name], scenario, REQUESTS);
+        figures.get(scenario)?.[name].push(node);
+        databaseFigures.get(scenario)?.[name].push(database);
+      }
     }
   }
   await builds.before.close();
   await builds.after.close();
-  console.log(`CPU per request through app.inject, ${ROUNDS} alternated blocks of ${REQUESTS}:`);
-  for (const [scenario, { before, after }] of figures) {
-    console.log(
-      `${scenario.padEnd(14)} before ${spread(before)}  after ${spread(after)}  after/before ${(median(after) / median(before)).toFixed(2)}`,
-    );
-  }
+  await admin?.end();
+  const print = (title: string, table: Map<string, { before: number[]; after: number[] }>) => {
+    console.log(`${title}, ${ROUNDS} alternated blocks of ${REQUESTS}:`);
+    for (const [scenario, { before, after }] of table) {
+      console.log(
+        `${scenario.padEnd(14)} before ${spread(before)}  after ${spread(after)}  after/before ${(median(after) / median(before)).toFixed(2)}`,
+      );
+    }
+  };
+  print("CPU per request through app.inject", figures);
+  if (STORE === "postgres") print("PostgreSQL backends' CPU per request", databaseFigures);
 }
 
 await main();

@@ -35,6 +35,8 @@ export interface Config {
   host: string;
   dataDir: string;
   databaseUrl: string | undefined;
+  /** PostgreSQL: parameterized queries as named prepared statements (CUMULO_PG_PREPARED_STATEMENTS, default true). */
+  pgPreparedStatements: boolean;
   redisUrl: string | undefined;
   /** Media files: under the data dir (`local`, one node) or in a bucket every node shares (`s3`). */
   blobStore: { kind: "local" } | ({ kind: "s3" } & S3BlobSettings);
@@ -295,6 +297,7 @@ export function loadConfig(env: Env = process.env): Config {
   const edgePort = rawEdgePort === "off" ? "off" : port(env, "CUMULO_EDGE_PORT", 8081);
 
   const databaseUrl = url(env, "DATABASE_URL", ["postgres:", "postgresql:"]);
+  const pgPreparedStatements = bool(env, "CUMULO_PG_PREPARED_STATEMENTS", true);
   const redisUrl = url(env, "REDIS_URL", ["redis:", "rediss:"]);
   const redisPrefix = env.CUMULO_REDIS_PREFIX || "cumulo:";
   if (!/^[A-Za-z0-9:_.-]{1,64}$/.test(redisPrefix)) {
@@ -360,6 +363,7 @@ export function loadConfig(env: Env = process.env): Config {
     host: env.HOST || "127.0.0.1",
     dataDir,
     databaseUrl,
+    pgPreparedStatements,
     redisUrl,
     blobStore: blobStore(env),
     redisPrefix,

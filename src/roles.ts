@@ -50,6 +50,7 @@ export async function openCore(config: Config, options: StartOptions = {}): Prom
     store = openStore({
       dataDir: config.dataDir,
       databaseUrl: config.databaseUrl,
+      pgPreparedStatements: config.pgPreparedStatements,
       // Nobody reads query timings when /metrics is off: the store then times nothing.
       onQuery: exposed ? metrics.storeQuery : undefined,
     });

@@ -24,6 +24,7 @@ import { LRUCache } from "lru-cache";
 import pg from "pg";
 import { allMigrations } from "./migrations/index.ts";
 import { type ListenHandlers, PgListener } from "./pg-listener.ts";
+import { preparingPool } from "./pg-prepared.ts";
 import { FALLBACK_CHECKPOINT_PAGES, SqliteCheckpointer } from "./sqlite-checkpointer.ts";
 import { isCacheableRead, SqliteReadCache } from "./sqlite-read-cache.ts";
 import type { Database } from "./tables.ts";
@@ -60,6 +61,8 @@ export interface StoreOptions {
   databaseUrl: string | undefined;
   /** Told each query's duration and whether it failed (metrics). */
   onQuery?: (milliseconds: number, failed: boolean) => void;
+  /** PostgreSQL: run parameterized queries as named prepared statements (default true; src/store/pg-prepared.ts). */
+  pgPreparedStatements?: boolean;
 }
 
 /** Kysely's query log as a timing hook: Kysely measures each query only when a log is set. */
@@ -230,12 +233,13 @@ function openSqlite(
 
 function openPostgres(
   databaseUrl: string,
-  onQuery: StoreOptions["onQuery"],
+  { onQuery, pgPreparedStatements = true }: StoreOptions,
 ): { db: Kysely<Database>; pool: pg.Pool } {
   const pool = new pg.Pool({ connectionString: databaseUrl, max: 10, types: pgTypes });
   // An idle client losing its connection must not crash the process; the pool replaces it.
   pool.on("error", () => {});
-  return { db: new Kysely<Database>({ dialect: new PostgresDialect({ pool }), ...queryLog(onQuery) }), pool };
+  const dialect = new PostgresDialect({ pool: pgPreparedStatements ? preparingPool(pool) : pool });
+  return { db: new Kysely<Database>({ dialect, ...queryLog(onQuery) }), pool };
 }
 
 export function openStore(options: StoreOptions): Store {
@@ -243,7 +247,7 @@ export function openStore(options: StoreOptions): Store {
   const { databaseUrl } = options;
   const { db, externalChanges, readGeneration, pool, checkpointer } = databaseUrl
     ? {
-        ...openPostgres(databaseUrl, options.onQuery),
+        ...openPostgres(databaseUrl, options),
         externalChanges: undefined,
         readGeneration: undefined,
         checkpointer: undefined,

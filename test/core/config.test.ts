@@ -17,6 +17,7 @@ describe("configuration", () => {
       logLevel: "info",
       regions: ["eu-central", "us-east", "ap-southeast"],
       redisPrefix: "cumulo:",
+      pgPreparedStatements: true,
     });
     expect(config.dataDir.endsWith("/data")).toBe(true);
     expect(config.locations.map((location) => location.slug)).toEqual(["local-1"]);
@@ -45,6 +46,7 @@ describe("configuration", () => {
       CUMULO_LOG_LEVEL: "loud",
       CUMULO_MEDIA_DOMAIN: "bad domain",
       CUMULO_REDIS_PREFIX: "two words",
+      CUMULO_PG_PREPARED_STATEMENTS: "maybe",
       CUMULO_METRICS_PORT: "metrics",
       CUMULO_METRICS_TOKEN: "short",
     };
