@@ -1,16 +1,13 @@
 import { randomUUID } from "node:crypto";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadConfig } from "../../src/config.ts";
-import { closeCore, openCore } from "../../src/roles.ts";
-import { type CoreDeps, createServices, type Services } from "../../src/services.ts";
+import type { CoreDeps, Services } from "../../src/services.ts";
 import {
   type AttemptRecord,
   type ClaimedDelivery,
   DeliveryRepository,
 } from "../../src/webhooks/delivery-repository.ts";
-import { createTestStore, type TestStore } from "../support/store.ts";
-import { createLibrary, emitVideoEvent } from "./helpers.ts";
+import { createLibrary, emitVideoEvent, openServicesOnly } from "./helpers.ts";
 
 /**
  * Outcomes of finished attempts are written in batches, one transaction each. A batch the store
@@ -18,7 +15,7 @@ import { createLibrary, emitVideoEvent } from "./helpers.ts";
  * stays claimed (sent again after its lease), every other one is recorded.
  */
 describe("webhook outcomes recorded in batches", () => {
-  let store: TestStore;
+  let close: () => Promise<void>;
   let core: CoreDeps;
   let services: Services;
   let deliveries: DeliveryRepository;
@@ -26,15 +23,8 @@ describe("webhook outcomes recorded in batches", () => {
   let libraryId: string;
 
   beforeAll(async () => {
-    store = await createTestStore();
-    const config = loadConfig({
-      CUMULO_DATA_DIR: store.dataDir,
-      CUMULO_LOG_LEVEL: "silent",
-      ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}),
-    });
-    // The store and services only: no dispatcher runs, the test claims and records by hand.
-    core = await openCore(config);
-    services = createServices(core);
+    // No dispatcher runs: the test claims and records by hand.
+    ({ core, services, close } = await openServicesOnly());
     deliveries = new DeliveryRepository(core.store.db, core.store.dialect);
     organizationId = (await services.identity.createOrganization("batch recording")).organization_id;
     libraryId = await createLibrary(services, organizationId);
@@ -57,10 +47,7 @@ describe("webhook outcomes recorded in batches", () => {
     });
   });
 
-  afterAll(async () => {
-    await closeCore(core);
-    await store.drop();
-  });
+  afterAll(() => close());
 
   const claimAll = async (count: number): Promise<ClaimedDelivery[]> => {
     for (let i = 0; i < count; i++) {

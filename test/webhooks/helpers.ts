@@ -1,12 +1,42 @@
 import { randomUUID } from "node:crypto";
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import type { Services } from "../../src/services.ts";
+import { loadConfig } from "../../src/config.ts";
+import { closeCore, openCore } from "../../src/roles.ts";
+import { type CoreDeps, createServices, type Services } from "../../src/services.ts";
 import type { Store } from "../../src/store/database.ts";
 import { transactor } from "../../src/store/transactions.ts";
 import type { VideoEvent, WebhookEmitter } from "../../src/webhooks/emitter.ts";
 import type { TestApp } from "../support/app.ts";
+import { createTestStore } from "../support/store.ts";
 import { waitUntil } from "../support/wait.ts";
+
+/**
+ * The store and services on a test store of their own, with no role running: no dispatcher claims or
+ * sends, so a test queues, claims and records attempts by hand. `close` drops the store.
+ */
+export async function openServicesOnly(): Promise<{
+  core: CoreDeps;
+  services: Services;
+  close(): Promise<void>;
+}> {
+  const store = await createTestStore();
+  const core = await openCore(
+    loadConfig({
+      CUMULO_DATA_DIR: store.dataDir,
+      CUMULO_LOG_LEVEL: "silent",
+      ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}),
+    }),
+  );
+  return {
+    core,
+    services: createServices(core),
+    async close() {
+      await closeCore(core);
+      await store.drop();
+    },
+  };
+}
 
 /** A library of the organization, made as the API makes one (its creator is any user uuid). */
 export async function createLibrary(services: Services, organizationId: string): Promise<string> {

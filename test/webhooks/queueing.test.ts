@@ -1,17 +1,14 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadConfig } from "../../src/config.ts";
-import { closeCore, openCore } from "../../src/roles.ts";
-import { type CoreDeps, createServices, type Services } from "../../src/services.ts";
-import { createTestStore, type TestStore } from "../support/store.ts";
-import { createLibrary, emitVideoEvent } from "./helpers.ts";
+import type { CoreDeps, Services } from "../../src/services.ts";
+import { createLibrary, emitVideoEvent, openServicesOnly } from "./helpers.ts";
 
 /**
  * A notification queues one first attempt per active endpoint of its library subscribed to its event
  * (or to `*`), and writes its message only when there is one (PostgreSQL does this in one statement).
  */
 describe("webhook notifications queued in the caller's transaction", () => {
-  let store: TestStore;
+  let close: () => Promise<void>;
   let core: CoreDeps;
   let services: Services;
   let organizationId: string;
@@ -41,15 +38,8 @@ describe("webhook notifications queued in the caller's transaction", () => {
   };
 
   beforeAll(async () => {
-    store = await createTestStore();
-    const config = loadConfig({
-      CUMULO_DATA_DIR: store.dataDir,
-      CUMULO_LOG_LEVEL: "silent",
-      ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}),
-    });
-    // The store and services only: no dispatcher runs, so every queued attempt stays waiting.
-    core = await openCore(config);
-    services = createServices(core);
+    // No dispatcher runs: every queued attempt stays waiting.
+    ({ core, services, close } = await openServicesOnly());
     organizationId = (await services.identity.createOrganization("queueing")).organization_id;
     libraryId = await createLibrary(services, organizationId);
     const otherLibrary = await createLibrary(services, organizationId);
@@ -60,10 +50,7 @@ describe("webhook notifications queued in the caller's transaction", () => {
     await addEndpoint("other library", otherLibrary, ["*"]);
   });
 
-  afterAll(async () => {
-    await closeCore(core);
-    await store.drop();
-  });
+  afterAll(() => close());
 
   const messagesOf = (videoId: string) =>
     core.store.db
