@@ -215,21 +215,41 @@ async function baseline() {
   return { throughput, latency: median(latencies), cpuPerItem };
 }
 
+/** A library with one endpoint at the receiver subscribed to `created`; returns how to notify it. */
+async function benchNotifier(t: TestApp): Promise<() => Promise<string>> {
+  const organizationId = await organizationOf(t);
+  const libraryId = await createLibrary(t.cumulo.services, organizationId);
+  const created = await t.request("POST", webhooksPath(libraryId), {
+    json: { name: "bench", url: receiverUrl, events: ["created"] },
+  });
+  if (created.status !== 201) throw new Error(`endpoint not created: ${created.text}`);
+  return () =>
+    emitVideoEvent(t.cumulo.store, t.cumulo.services.webhooks, {
+      organizationId,
+      libraryId,
+      event: "created",
+    });
+}
+
+/** TOTAL notifications, each committed in a transaction of its own, by CONCURRENCY producers at once. */
+async function produceAll(emit: () => Promise<string>): Promise<string[]> {
+  const ids: string[] = [];
+  let emitted = 0;
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      while (emitted < TOTAL) {
+        emitted++;
+        ids.push(await emit());
+      }
+    }),
+  );
+  return ids;
+}
+
 async function cumulo() {
   const t = await startTestApp({ CUMULO_WEBHOOK_ALLOW_PRIVATE: "true", CUMULO_LOG_LEVEL: "silent" });
   try {
-    const organizationId = await organizationOf(t);
-    const libraryId = await createLibrary(t.cumulo.services, organizationId);
-    const created = await t.request("POST", webhooksPath(libraryId), {
-      json: { name: "bench", url: receiverUrl, events: ["created"] },
-    });
-    if (created.status !== 201) throw new Error(`endpoint not created: ${created.text}`);
-    const emit = () =>
-      emitVideoEvent(t.cumulo.store, t.cumulo.services.webhooks, {
-        organizationId,
-        libraryId,
-        event: "created",
-      });
+    const emit = await benchNotifier(t);
 
     // Sustained: every notification committed as fast as the store takes them, each in its own
     // transaction like a video state change, by as many producers at once as the direct side has
@@ -240,16 +260,7 @@ async function cumulo() {
     const postgresUsed =
       t.store.kind === "postgres" ? await postgresBackendsCpu(t.cumulo.store.db) : undefined;
     countingStatements = true;
-    const ids: string[] = [];
-    let emitted = 0;
-    await Promise.all(
-      Array.from({ length: CONCURRENCY }, async () => {
-        while (emitted < TOTAL) {
-          emitted++;
-          ids.push(await emit());
-        }
-      }),
-    );
+    const ids = await produceAll(emit);
     const emittedIn = (now() - started) / 1000;
     await waitForReceipts(ids);
     const throughput = TOTAL / ((now() - started) / 1000);
@@ -288,30 +299,10 @@ async function phases() {
   const producer = await startTestApp({ CUMULO_WEBHOOK_ALLOW_PRIVATE: "true", CUMULO_LOG_LEVEL: "silent" });
   try {
     await producer.cumulo.services.webhookDispatcher.stop();
-    const organizationId = await organizationOf(producer);
-    const libraryId = await createLibrary(producer.cumulo.services, organizationId);
-    const created = await producer.request("POST", webhooksPath(libraryId), {
-      json: { name: "bench", url: receiverUrl, events: ["created"] },
-    });
-    if (created.status !== 201) throw new Error(`endpoint not created: ${created.text}`);
+    const emit = await benchNotifier(producer);
     const started = now();
     const cpuBefore = process.cpuUsage();
-    const ids: string[] = [];
-    let emitted = 0;
-    await Promise.all(
-      Array.from({ length: CONCURRENCY }, async () => {
-        while (emitted < TOTAL) {
-          emitted++;
-          ids.push(
-            await emitVideoEvent(producer.cumulo.store, producer.cumulo.services.webhooks, {
-              organizationId,
-              libraryId,
-              event: "created",
-            }),
-          );
-        }
-      }),
-    );
+    const ids = await produceAll(emit);
     const emits = { perSecond: TOTAL / ((now() - started) / 1000), cpuPerItem: cpuMicros(cpuBefore) / TOTAL };
     const dispatcher = await startTestApp(
       { CUMULO_WEBHOOK_ALLOW_PRIVATE: "true", CUMULO_LOG_LEVEL: "silent" },
