@@ -145,7 +145,14 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
   );
 
   // Before the routes: it wraps those marked `storedDataOnly` as they are added.
-  if (store.readGeneration) registerResponseCache(app, store.readGeneration);
+  if (config.keptAnswers) {
+    const { generation } = store;
+    // Resolves after the first attempt to listen (PostgreSQL); until one succeeds nothing is kept.
+    await generation.start?.((error) =>
+      deps.logger.warn({ err: error }, "kept answers off until store changes are heard again"),
+    );
+    registerResponseCache(app, generation);
+  }
   await app.register(devModeRoutes, { deps, services });
   await app.register(opsRoutes, { store });
   app.get("/openapi.json", { schema: { hide: true }, config: { rateLimit: false } }, async () =>

@@ -37,6 +37,8 @@ export interface Config {
   databaseUrl: string | undefined;
   /** PostgreSQL: parameterized queries as named prepared statements (CUMULO_PG_PREPARED_STATEMENTS, default true). */
   pgPreparedStatements: boolean;
+  /** Answers of plain GET routes kept until anything stored changes (CUMULO_KEPT_ANSWERS, default true; src/http/response-cache.ts). */
+  keptAnswers: boolean;
   redisUrl: string | undefined;
   /** Media files: under the data dir (`local`, one node) or in a bucket every node shares (`s3`). */
   blobStore: { kind: "local" } | ({ kind: "s3" } & S3BlobSettings);
@@ -298,6 +300,7 @@ export function loadConfig(env: Env = process.env): Config {
 
   const databaseUrl = url(env, "DATABASE_URL", ["postgres:", "postgresql:"]);
   const pgPreparedStatements = bool(env, "CUMULO_PG_PREPARED_STATEMENTS", true);
+  const keptAnswers = bool(env, "CUMULO_KEPT_ANSWERS", true);
   const redisUrl = url(env, "REDIS_URL", ["redis:", "rediss:"]);
   const redisPrefix = env.CUMULO_REDIS_PREFIX || "cumulo:";
   if (!/^[A-Za-z0-9:_.-]{1,64}$/.test(redisPrefix)) {
@@ -364,6 +367,7 @@ export function loadConfig(env: Env = process.env): Config {
     dataDir,
     databaseUrl,
     pgPreparedStatements,
+    keptAnswers,
     redisUrl,
     blobStore: blobStore(env),
     redisPrefix,

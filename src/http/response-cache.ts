@@ -8,6 +8,7 @@ import type {
 import { LRUCache } from "lru-cache";
 import { timesClockRead } from "../clock.ts";
 import { credentialOf } from "../identity/service.ts";
+import type { StoreGeneration } from "../store/database.ts";
 
 declare module "fastify" {
   interface FastifyContextConfig {
@@ -44,15 +45,15 @@ const headerNames = (reply: FastifyReply): string => Object.keys(reply.getHeader
 
 /**
  * Serialized answers of `storedDataOnly` routes, kept per caller and URL and served again, without
- * running the route or its serializer, while the store's `readGeneration` holds. That generation
- * changes before any write of this process runs and whenever another process commits (SQLite's
- * `data_version`), so a kept answer is always the one the route would make now. An answer is kept
- * only if it is a 200 with a text payload, made without the generation moving, without reading the
- * clock, and without the route setting a header of its own (a kept answer carries only its content
- * type); hooks (authentication, rate limits, request ids, developer-mode faults) run on every request.
- * SQLite only: on PostgreSQL other nodes' writes are not seen as they commit.
+ * running the route or its serializer, while the store's generation holds. That generation changes
+ * before any write of this process runs and whenever another process commits (SQLite's
+ * `data_version`; PostgreSQL's notifications, waited for with `caughtUp` before each answer), so a
+ * kept answer is always the one the route would make now. An answer is kept only if it is a 200 with
+ * a text payload, made without the generation moving, without reading the clock, and without the
+ * route setting a header of its own (a kept answer carries only its content type); hooks
+ * (authentication, rate limits, request ids, developer-mode faults) run on every request.
  */
-export function registerResponseCache(app: FastifyInstance, readGeneration: () => number): void {
+export function registerResponseCache(app: FastifyInstance, generation: StoreGeneration): void {
   const answers = new LRUCache<string, Answer>({
     maxSize: MAX_BYTES,
     maxEntrySize: MAX_ENTRY_BYTES,
@@ -66,7 +67,7 @@ export function registerResponseCache(app: FastifyInstance, readGeneration: () =
       made &&
       reply.statusCode === 200 &&
       typeof payload === "string" &&
-      made.generation === readGeneration() &&
+      made.generation === generation.current() &&
       made.clockReads === timesClockRead()
     ) {
       const contentType = String(reply.getHeader("content-type"));
@@ -81,15 +82,19 @@ export function registerResponseCache(app: FastifyInstance, readGeneration: () =
     route.handler = async function answerFromCache(request, reply) {
       // Answers are kept per caller; a route nobody authenticated for is simply run.
       if (!request.auth) return handler.call(this, request, reply);
+      // SQLite knows at once; only PostgreSQL waits (a bare `await` would cost SQLite a promise job).
+      if (generation.caughtUp) await generation.caughtUp();
+      const now = generation.current();
+      // While the store cannot say what changed, every route is simply run.
+      if (now === undefined) return handler.call(this, request, reply);
       const key = keyOf(request);
-      const generation = readGeneration();
       const kept = answers.get(key);
-      if (kept?.generation === generation) return reply.type(kept.contentType).send(kept.payload);
+      if (kept?.generation === now) return reply.type(kept.contentType).send(kept.payload);
       const clockReads = timesClockRead();
       const headersBefore = headerNames(reply);
       const result = await handler.call(this, request, reply);
       if (!reply.sent && headerNames(reply) === headersBefore) {
-        pending.set(request, { key, generation, clockReads });
+        pending.set(request, { key, generation: now, clockReads });
       }
       return result;
     };

@@ -23,6 +23,7 @@ import {
 import { LRUCache } from "lru-cache";
 import pg from "pg";
 import { allMigrations } from "./migrations/index.ts";
+import { PgChangeGeneration, trackingWrites } from "./pg-change-generation.ts";
 import { type ListenHandlers, PgListener } from "./pg-listener.ts";
 import { preparingPool } from "./pg-prepared.ts";
 import { FALLBACK_CHECKPOINT_PAGES, SqliteCheckpointer } from "./sqlite-checkpointer.ts";
@@ -39,11 +40,8 @@ export interface Store {
    * CLI) commits to the database; this process's own commits leave it alone. Read synchronously.
    */
   externalChanges?: () => number;
-  /**
-   * SQLite only: a number that changes whenever anything stored may have changed, by this process or
-   * another (`SqliteReadCache.currentGeneration`). Read synchronously.
-   */
-  readGeneration?: () => number;
+  /** What kept answers are checked against (src/http/response-cache.ts). */
+  generation: StoreGeneration;
   /** PostgreSQL's connection pool, for its metrics; SQLite has one connection and no pool. */
   pool?: { totalCount: number; idleCount: number; waitingCount: number };
   /**
@@ -54,6 +52,19 @@ export interface Store {
   migrate(): Promise<void>;
   ping(): Promise<boolean>;
   close(): Promise<void>;
+}
+
+/**
+ * A number that changes whenever anything stored may have changed, by this process or another:
+ * SQLite's `SqliteReadCache.currentGeneration`, PostgreSQL's `PgChangeGeneration`.
+ */
+export interface StoreGeneration {
+  /** Read synchronously; undefined while changes cannot be known (PostgreSQL, before listening or after losing it). */
+  current(): number | undefined;
+  /** Resolves once every commit made before the call has moved `current` (PostgreSQL: other processes' commits). */
+  caughtUp?(): Promise<void>;
+  /** Starts following other processes' changes, where that needs a connection of its own; `onLost` hears when it drops. */
+  start?(onLost: (error?: unknown) => void): Promise<void>;
 }
 
 export interface StoreOptions {
@@ -206,7 +217,7 @@ function openSqlite(
 ): {
   db: Kysely<Database>;
   externalChanges: () => number;
-  readGeneration: () => number;
+  generation: StoreGeneration;
   checkpointer: SqliteCheckpointer;
 } {
   mkdirSync(dataDir, { recursive: true });
@@ -228,45 +239,45 @@ function openSqlite(
     dialect: new SqliteDialect({ database: withStatementCache(file, reads) }),
     ...queryLog(onQuery),
   });
-  return { db, externalChanges, readGeneration: () => reads.currentGeneration(), checkpointer };
+  return { db, externalChanges, generation: { current: () => reads.currentGeneration() }, checkpointer };
 }
 
 function openPostgres(
   databaseUrl: string,
   { onQuery, pgPreparedStatements = true }: StoreOptions,
-): { db: Kysely<Database>; pool: pg.Pool } {
+  listen: NonNullable<Store["listen"]>,
+): { db: Kysely<Database>; pool: pg.Pool; generation: PgChangeGeneration } {
   const pool = new pg.Pool({ connectionString: databaseUrl, max: 10, types: pgTypes });
   // An idle client losing its connection must not crash the process; the pool replaces it.
   pool.on("error", () => {});
-  const dialect = new PostgresDialect({ pool: pgPreparedStatements ? preparingPool(pool) : pool });
-  return { db: new Kysely<Database>({ dialect, ...queryLog(onQuery) }), pool };
+  const generation = new PgChangeGeneration(listen);
+  const tracked = trackingWrites(pgPreparedStatements ? preparingPool(pool) : pool, () => generation.moved());
+  const dialect = new PostgresDialect({ pool: tracked });
+  return { db: new Kysely<Database>({ dialect, ...queryLog(onQuery) }), pool, generation };
 }
 
 export function openStore(options: StoreOptions): Store {
   const dialect: DialectName = options.databaseUrl ? "postgres" : "sqlite";
   const { databaseUrl } = options;
-  const { db, externalChanges, readGeneration, pool, checkpointer } = databaseUrl
-    ? {
-        ...openPostgres(databaseUrl, options),
-        externalChanges: undefined,
-        readGeneration: undefined,
-        checkpointer: undefined,
-      }
-    : { ...openSqlite(options.dataDir, options.onQuery), pool: undefined };
   const listeners: PgListener[] = [];
+  const listen: Store["listen"] = databaseUrl
+    ? (channel, handlers) => {
+        const listener = new PgListener(databaseUrl, channel, handlers);
+        listeners.push(listener);
+        return listener.start().then(() => listener);
+      }
+    : undefined;
+  const { db, externalChanges, generation, pool, checkpointer } =
+    databaseUrl && listen
+      ? { ...openPostgres(databaseUrl, options, listen), externalChanges: undefined, checkpointer: undefined }
+      : { ...openSqlite(options.dataDir, options.onQuery), pool: undefined };
   return {
     db,
     dialect,
     externalChanges,
-    readGeneration,
+    generation,
     pool,
-    listen: databaseUrl
-      ? (channel, handlers) => {
-          const listener = new PgListener(databaseUrl, channel, handlers);
-          listeners.push(listener);
-          return listener.start().then(() => listener);
-        }
-      : undefined,
+    listen,
     async migrate() {
       const migrator = new Migrator({
         db: dialect === "sqlite" ? db.withPlugin(new SqliteBooleanPlugin()) : db,

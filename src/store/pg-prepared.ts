@@ -1,5 +1,6 @@
 import type { PostgresCursor, PostgresPool, PostgresPoolClient, PostgresQueryResult } from "kysely";
 import type pg from "pg";
+import { wrappingClients } from "./pg-pool.ts";
 
 /**
  * Named statements per connection: about what PostgreSQL's JDBC driver keeps by default. Later texts
@@ -72,19 +73,6 @@ class PreparingClient implements PostgresPoolClient {
 }
 
 /** `pool` for Kysely's PostgresDialect, handing out clients that prepare their queries by name. */
-export function preparingPool(pool: pg.Pool): PostgresPool {
-  // One wrapper per connection, kept as long as the connection: it knows that connection's statements.
-  const clients = new WeakMap<pg.PoolClient, PreparingClient>();
-  return {
-    async connect() {
-      const client = await pool.connect();
-      let preparing = clients.get(client);
-      if (!preparing) {
-        preparing = new PreparingClient(client);
-        clients.set(client, preparing);
-      }
-      return preparing;
-    },
-    end: () => pool.end(),
-  };
-}
+export const preparingPool = (pool: pg.Pool): PostgresPool =>
+  // One wrapper per connection: it knows that connection's statements.
+  wrappingClients<pg.PoolClient>(pool, (client) => new PreparingClient(client));

@@ -18,6 +18,7 @@ describe("configuration", () => {
       regions: ["eu-central", "us-east", "ap-southeast"],
       redisPrefix: "cumulo:",
       pgPreparedStatements: true,
+      keptAnswers: true,
     });
     expect(config.dataDir.endsWith("/data")).toBe(true);
     expect(config.locations.map((location) => location.slug)).toEqual(["local-1"]);

@@ -3,10 +3,12 @@ import SqliteDatabase from "better-sqlite3";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { testStoreKind } from "../support/store.ts";
+import { waitUntil } from "../support/wait.ts";
 
 /**
- * Answers of routes marked `storedDataOnly` (kept and served again on SQLite, src/http/response-cache.ts)
- * follow every change at once, whoever makes it. On PostgreSQL nothing is kept and the same checks hold.
+ * Answers of routes marked `storedDataOnly` (kept and served again, src/http/response-cache.ts) follow
+ * every change at once, whoever makes it, on both stores.
  */
 describe("kept answers follow every change", () => {
   let t: TestApp;
@@ -83,6 +85,38 @@ describe("kept answers follow every change", () => {
     await t.request("DELETE", `/v1/organization/api-keys/${created.body.data.id}`);
     expect((await t.request("GET", LIST, { key })).status).toBe(401);
   });
+
+  it.runIf(testStoreKind() === "postgres")(
+    "keeps nothing while the store-change listener is lost, and keeps again once it is back",
+    async () => {
+      const { generation } = t.cumulo.store;
+      const created = await t.request("POST", "/v1/media/libraries", { json: { name: "listened" } });
+      const id = created.body.data.id as string;
+      expect(await names()).toContain("listened");
+
+      const admin = new pg.Client({ connectionString: t.store.databaseUrl });
+      await admin.connect();
+      try {
+        await admin.query(
+          `select pg_terminate_backend(pid) from pg_stat_activity
+           where datname = current_database() and application_name = 'cumulo listener cumulo_store_changes'`,
+        );
+      } finally {
+        await admin.end();
+      }
+      await waitUntil(() => generation.current() === undefined, 10_000, "the listener to be lost");
+      // Another process's commit now goes unheard: only not keeping answers keeps them right.
+      expect(await names()).toContain("listened");
+      await renameElsewhere(id, "unheard");
+      expect(await names()).toContain("unheard");
+
+      await waitUntil(() => generation.current() !== undefined, 10_000, "the listener to be back");
+      expect(await names()).toContain("unheard");
+      await renameElsewhere(id, "heard again");
+      expect(await names()).toContain("heard again");
+      await t.request("DELETE", `/v1/media/libraries/${id}`);
+    },
+  );
 
   it("answers HEAD and a cloud route from the same rules", async () => {
     expect((await t.request("HEAD", LIST)).status).toBe(200);

@@ -35,7 +35,7 @@ describe("response cache", () => {
       const [organizationId = "org-a", keyId = "1"] = String(request.headers["x-caller"] ?? "").split(":");
       request.auth = callerFor(organizationId || "org-a", Number(keyId));
     });
-    registerResponseCache(app, () => generation);
+    registerResponseCache(app, { current: () => generation });
     const cached = { config: { storedDataOnly: true } };
     app.get("/plain", cached, async (request) => {
       runs.plain++;
@@ -105,7 +105,7 @@ describe("response cache", () => {
       request.auth = callerFor("org-a", 1);
     });
     let count = 0;
-    registerResponseCache(moving, () => count);
+    registerResponseCache(moving, { current: () => count });
     let runsHere = 0;
     moving.get("/moving", { config: { storedDataOnly: true } }, async () => {
       runsHere++;
