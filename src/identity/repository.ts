@@ -1,7 +1,8 @@
-import type { Kysely } from "kysely";
+import type { Kysely, Selectable } from "kysely";
+import { columnsOf, PreparedQuery, type ValueOf, valuesOf } from "../store/prepared.ts";
 import type { Database } from "../store/tables.ts";
 import type { Executor } from "../store/transactions.ts";
-import type { ApiKeyKind } from "./tables.ts";
+import type { ApiKeyKind, ApiKeyTable, BillingAccountTable } from "./tables.ts";
 
 export interface NewApiKeyRow {
   organization_id: string;
@@ -20,8 +21,53 @@ export interface NewApiKeyRow {
   expires_at: string | null;
 }
 
+interface BillingAccountKey {
+  organizationId: string;
+  id: number;
+}
+
 export class IdentityRepository {
   constructor(private readonly db: Kysely<Database>) {}
+
+  // Built and compiled once: creating a cloud token runs these, and building them cost more than
+  // SQLite takes to run them (docs/performance.md, session 7). A row's columns are its shape.
+  readonly #insertApiKey = new PreparedQuery<NewApiKeyRow, Selectable<ApiKeyTable>>(
+    (value: ValueOf<NewApiKeyRow>, row) =>
+      this.db
+        .insertInto("api_keys")
+        .values(valuesOf(value, row, (values) => values))
+        .returningAll(),
+    (row) => columnsOf(row).join(),
+  );
+  readonly #billingAccount = new PreparedQuery<BillingAccountKey, Selectable<BillingAccountTable>>(
+    (value: ValueOf<BillingAccountKey>) =>
+      this.db
+        .selectFrom("billing_accounts")
+        .selectAll()
+        .where(
+          "organization_id",
+          "=",
+          value((key) => key.organizationId),
+        )
+        .where(
+          "id",
+          "=",
+          value((key) => key.id),
+        ),
+  );
+  readonly #defaultBillingAccount = new PreparedQuery<string, Selectable<BillingAccountTable>>(
+    (value: ValueOf<string>) =>
+      this.db
+        .selectFrom("billing_accounts")
+        .selectAll()
+        .where(
+          "organization_id",
+          "=",
+          value((organizationId) => organizationId),
+        )
+        .orderBy("is_default", "desc")
+        .orderBy("id"),
+  );
 
   async insertOrganization(executor: Executor, row: { id: string; name: string; created_at: string }) {
     await executor
@@ -52,8 +98,10 @@ export class IdentityRepository {
     return executor.insertInto("billing_accounts").values(row).returningAll().executeTakeFirstOrThrow();
   }
 
-  insertApiKey(row: NewApiKeyRow, executor: Executor = this.db) {
-    return executor.insertInto("api_keys").values(row).returningAll().executeTakeFirstOrThrow();
+  async insertApiKey(row: NewApiKeyRow, executor: Executor = this.db) {
+    const inserted = await this.#insertApiKey.first(executor, row);
+    if (!inserted) throw new Error("an INSERT ... RETURNING returned no row");
+    return inserted;
   }
 
   listOrganizations() {
@@ -82,13 +130,7 @@ export class IdentityRepository {
   }
 
   findDefaultBillingAccount(executor: Executor, organizationId: string) {
-    return executor
-      .selectFrom("billing_accounts")
-      .selectAll()
-      .where("organization_id", "=", organizationId)
-      .orderBy("is_default", "desc")
-      .orderBy("id")
-      .executeTakeFirst();
+    return this.#defaultBillingAccount.first(executor, organizationId);
   }
 
   listBillingAccounts(organizationId: string) {
@@ -101,12 +143,7 @@ export class IdentityRepository {
   }
 
   findBillingAccount(organizationId: string, id: number) {
-    return this.db
-      .selectFrom("billing_accounts")
-      .selectAll()
-      .where("organization_id", "=", organizationId)
-      .where("id", "=", id)
-      .executeTakeFirst();
+    return this.#billingAccount.first(this.db, { organizationId, id });
   }
 
   /** The live key with this hash, with the user it acts as. */

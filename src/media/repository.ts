@@ -1,6 +1,7 @@
-import { type Insertable, type Kysely, sql, type Updateable } from "kysely";
+import { type Insertable, type Kysely, type Selectable, sql, type Updateable } from "kysely";
 import type { Page } from "../http/pagination.ts";
 import { selectPage } from "../store/paging.ts";
+import { columnsOf, PreparedQuery, type ValueOf, valuesOf } from "../store/prepared.ts";
 import type { Database } from "../store/tables.ts";
 import type { Executor } from "../store/transactions.ts";
 import type { LibraryTable } from "./tables.ts";
@@ -15,8 +16,35 @@ export interface LibraryFilters {
 /** `%`, `_` and the escape character itself match literally in a LIKE pattern. */
 export const likeContains = (text: string): string => `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
 
+interface LibraryUpdate {
+  organizationId: string;
+  id: string;
+  changes: Updateable<LibraryTable>;
+}
+
 export class LibraryRepository {
   constructor(readonly db: Kysely<Database>) {}
+
+  // Built and compiled once per set of changed columns: library and security settings updates run
+  // it, and building it cost more than SQLite takes to run it (docs/performance.md, session 7).
+  readonly #updateLibrary = new PreparedQuery<LibraryUpdate, Selectable<LibraryTable>>(
+    (value: ValueOf<LibraryUpdate>, { changes }) =>
+      this.db
+        .updateTable("libraries")
+        .set(valuesOf(value, changes, (values) => values.changes))
+        .where(
+          "organization_id",
+          "=",
+          value((values) => values.organizationId),
+        )
+        .where(
+          "id",
+          "=",
+          value((values) => values.id),
+        )
+        .returningAll(),
+    ({ changes }) => columnsOf(changes).join(),
+  );
 
   /** The library if it belongs to the organization; another tenant's library does not exist for it. */
   findLibrary(organizationId: string, id: string, executor: Executor = this.db) {
@@ -65,13 +93,7 @@ export class LibraryRepository {
    * the row as changed, or undefined when there is none.
    */
   updateLibrary(organizationId: string, id: string, changes: Updateable<LibraryTable>) {
-    return this.db
-      .updateTable("libraries")
-      .set(changes)
-      .where("organization_id", "=", organizationId)
-      .where("id", "=", id)
-      .returningAll()
-      .executeTakeFirst();
+    return this.#updateLibrary.first(this.db, { organizationId, id, changes });
   }
 
   /** Moves a library from one status to another; false when it was no longer in `from`. */

@@ -38,4 +38,32 @@ export class PreparedQuery<Values, Row> {
     );
     return executor.executeQuery({ ...compiled, parameters });
   }
+
+  /** The first row of a run, or undefined (as Kysely's `executeTakeFirst`). */
+  async first(executor: Executor, values: Values): Promise<Row | undefined> {
+    return (await this.execute(executor, values)).rows[0];
+  }
+}
+
+/** The columns `row` gives a value: the shape of a prepared insert of it (Kysely leaves undefined ones out). */
+export const columnsOf = (row: object): string[] =>
+  Object.entries(row)
+    .filter(([, given]) => given !== undefined)
+    .map(([column]) => column);
+
+/**
+ * `row`'s given columns, each standing for its value in a prepared insert or update, where `rowOf`
+ * picks the row out of each run's values: `.values(valuesOf(value, row, (values) => values))`. For
+ * plain values only: an expression (a `sql` template) in the row would be bound as a value.
+ */
+export function valuesOf<Values, Row extends object>(
+  value: ValueOf<Values>,
+  row: Row,
+  rowOf: (values: Values) => Row,
+): Row {
+  const placeholders: Record<string, unknown> = {};
+  for (const column of columnsOf(row)) {
+    placeholders[column] = value((values) => rowOf(values)[column as keyof Row]);
+  }
+  return placeholders as Row;
 }
