@@ -2,6 +2,7 @@ import { type Insertable, type Kysely, sql, type Transaction } from "kysely";
 import type { Page } from "../http/pagination.ts";
 import type { DialectName } from "../store/database.ts";
 import { selectPage } from "../store/paging.ts";
+import { PreparedQuery, type ValueOf } from "../store/prepared.ts";
 import type { Database } from "../store/tables.ts";
 import { type Executor, isUniqueViolation } from "../store/transactions.ts";
 import type {
@@ -171,6 +172,19 @@ const RESOLUTIONS = [
 
 type RollupTable = (typeof RESOLUTIONS)[number]["distribution" | "organization"];
 
+/** Which rollup rows an analytics query reads: a distribution's or an organization's. */
+type BucketScan =
+  | { table: (typeof RESOLUTIONS)[number]["distribution"]; scope: "distribution_id"; id: string }
+  | { table: (typeof RESOLUTIONS)[number]["organization"]; scope: "organization_id"; id: string };
+
+type BucketSumsQuery = BucketScan & {
+  resolutionMinutes: number;
+  fromMinute: number;
+  toMinute: number;
+  granularityMinutes: number;
+  counters: readonly TrafficCounter[];
+};
+
 /**
  * Sums minute rows into one row per scope (distribution or organization) and period of `minutes`,
  * in key order: every flush locks rows in the same order, so concurrent flushes cannot deadlock.
@@ -297,49 +311,75 @@ export class TrafficRepository {
     counters: readonly Counter[];
   }): Promise<TrafficBucketColumns<Counter>> {
     const { organizationId, distributionId, fromMinute, toMinute, granularityMinutes } = input;
-    const counters: readonly TrafficCounter[] = input.counters;
     const tiles = (minutes: number) =>
       granularityMinutes % minutes === 0 && fromMinute % minutes === 0 && toMinute % minutes === 0;
     const resolution = RESOLUTIONS.findLast((candidate) => tiles(candidate.minutes)) ?? RESOLUTIONS[0];
     // A distribution's rows all carry its organization: its own key range is the narrower scan.
-    const [table, scope, id] =
+    const scan: BucketScan =
       distributionId !== undefined
-        ? [resolution.distribution, "distribution_id", distributionId]
-        : [resolution.organization, "organization_id", organizationId];
-    const bucket = sql<number>`(${sql.ref("minute")} / ${sql.lit(granularityMinutes)})`;
-    const inRange = this.db
-      .selectFrom(table)
-      .where(sql.ref(scope), "=", id)
-      .where("minute", ">=", fromMinute)
-      .where("minute", "<", toMinute);
-    // A rollup whose periods are the buckets is read as it is: no grouping.
-    const rows =
-      resolution.minutes === granularityMinutes
-        ? inRange.select([bucket.as("bucket"), ...counters])
-        : inRange
-            .select((eb) => [
-              bucket.as("bucket"),
-              ...counters.map((column) => eb.fn.sum<number>(column).as(column)),
-            ])
-            .groupBy(bucket);
-    // A month at `5m` is 8,640 rows, and either driver spends more CPU making a row object than the
-    // store spends finding the row: the store answers one JSON object of one array per column
-    // instead, which `JSON.parse` reads into a few arrays of numbers. Its numbers read back exactly
-    // as the drivers' would. The aggregates of one query see the rows in the same order, so the
-    // arrays line up.
-    const columns = ["bucket", ...counters];
-    const asJson =
-      this.dialect === "postgres"
-        ? sql<string>`json_build_object(${sql.join(
-            columns.map((column) => sql`${sql.lit(column)}, coalesce(json_agg(${sql.ref(column)}), '[]')`),
-          )})`
-        : sql<string>`json_object(${sql.join(
-            columns.map((column) => sql`${sql.lit(column)}, json_group_array(${sql.ref(column)})`),
-          )})`;
-    const { json } = await this.db
-      .selectFrom(rows.as("bucket_rows"))
-      .select(asJson.as("json"))
-      .executeTakeFirstOrThrow();
-    return JSON.parse(json) as TrafficBucketColumns<Counter>;
+        ? { table: resolution.distribution, scope: "distribution_id", id: distributionId }
+        : { table: resolution.organization, scope: "organization_id", id: organizationId };
+    const row = await this.#bucketSums.first(this.db, {
+      ...scan,
+      resolutionMinutes: resolution.minutes,
+      fromMinute,
+      toMinute,
+      granularityMinutes,
+      counters: input.counters,
+    });
+    if (!row) throw new Error("an aggregate query returned no row");
+    return JSON.parse(row.json) as TrafficBucketColumns<Counter>;
   }
+
+  // Built and compiled once per table, granularity and set of counters: building it cost more than
+  // running it (docs/performance.md, session 7). The granularity is a literal of the text, the
+  // scope's id and the range are values.
+  readonly #bucketSums = new PreparedQuery<BucketSumsQuery, { json: string }>(
+    (value: ValueOf<BucketSumsQuery>, { table, scope, resolutionMinutes, granularityMinutes, counters }) => {
+      const bucket = sql<number>`(${sql.ref("minute")} / ${sql.lit(granularityMinutes)})`;
+      const inRange = this.db
+        .selectFrom(table)
+        .where(
+          sql.ref(scope),
+          "=",
+          value((query) => query.id),
+        )
+        .where(
+          "minute",
+          ">=",
+          value((query) => query.fromMinute),
+        )
+        .where(
+          "minute",
+          "<",
+          value((query) => query.toMinute),
+        );
+      // A rollup whose periods are the buckets is read as it is: no grouping.
+      const rows =
+        resolutionMinutes === granularityMinutes
+          ? inRange.select([bucket.as("bucket"), ...counters])
+          : inRange
+              .select((eb) => [
+                bucket.as("bucket"),
+                ...counters.map((column) => eb.fn.sum<number>(column).as(column)),
+              ])
+              .groupBy(bucket);
+      // A month at `5m` is 8,640 rows, and either driver spends more CPU making a row object than the
+      // store spends finding the row: the store answers one JSON object of one array per column
+      // instead, which `JSON.parse` reads into a few arrays of numbers. Its numbers read back exactly
+      // as the drivers' would. The aggregates of one query see the rows in the same order, so the
+      // arrays line up.
+      const columns = ["bucket", ...counters];
+      const asJson =
+        this.dialect === "postgres"
+          ? sql<string>`json_build_object(${sql.join(
+              columns.map((column) => sql`${sql.lit(column)}, coalesce(json_agg(${sql.ref(column)}), '[]')`),
+            )})`
+          : sql<string>`json_object(${sql.join(
+              columns.map((column) => sql`${sql.lit(column)}, json_group_array(${sql.ref(column)})`),
+            )})`;
+      return this.db.selectFrom(rows.as("bucket_rows")).select(asJson.as("json"));
+    },
+    ({ table, granularityMinutes, counters }) => `${table} ${granularityMinutes} ${counters.join()}`,
+  );
 }

@@ -32983,11 +32983,17 @@ export interface operations {
                         Metrics: string[];
                         Granularity: string;
                         Distribution: string;
-                        Data: ({
+                        Data: {
                             Timestamp: string;
-                        } & {
-                            [key: string]: number;
-                        })[];
+                            requests?: number;
+                            traffic?: number;
+                            cache_hit_traffic_ratio?: number;
+                            upstream_origin_time_ms?: number;
+                            responses_2xx?: number;
+                            responses_3xx?: number;
+                            responses_4xx?: number;
+                            responses_5xx?: number;
+                        }[];
                     };
                 };
             };
