@@ -11,7 +11,7 @@ import { createTestStore } from "../test/support/store.ts";
  * CPU profile of a real `cumulo serve` process (`node --cpu-prof`) under one autocannon load, then the
  * hottest frames by self time and the hottest files, counting only the samples taken under the load.
  * Usage:
- *   npm run bench:profile -- [library-list|security-put|lb-get|token-create]
+ *   npm run bench:profile -- [library-list|security-put|lb-get|analytics|token-create]
  * PROFILE_SECONDS (10) sets the load duration; TEST_DATABASE_URL profiles on PostgreSQL; REDIS_URL is
  * passed on to the server. It also prints the server's CPU time per request (user + system, from
  * /proc), which a busy shared machine disturbs far less than requests per second. PROFILE_OFF=1 runs
@@ -118,6 +118,9 @@ async function main() {
       target = { url: `${base}/v1/network/load_balancers/${lb.uuid}`, headers: cloud };
       break;
     }
+    case "analytics":
+      target = { url: `${base}/v1/cdn/analytics?granularity=1h`, headers: { "x-api-key": KEY } };
+      break;
     case "token-create":
       target = {
         url: `${base}/v1/user-resource/token`,
