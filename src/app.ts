@@ -11,7 +11,7 @@ import { registerAuthDecorators } from "./http/auth.ts";
 import { clientErrorBody, frameworkErrors, registerErrorHandling } from "./http/error-handler.ts";
 import { ApiError } from "./http/errors.ts";
 import { acceptJsonBodies } from "./http/json-bodies.ts";
-import { clientErrorHandler, listenerLimits, stopAccepting } from "./http/listener.ts";
+import { clientErrorHandler, drainConnections, listenerLimits, stopListening } from "./http/listener.ts";
 import { registerRateLimit } from "./http/rate-limit.ts";
 import { requestId } from "./http/request-id.ts";
 import { RequestLog } from "./http/request-log.ts";
@@ -69,8 +69,9 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
   // clients to reconnect, so they move to another node instead of meeting a closed socket.
   let draining = false;
   app.addHook("preClose", async () => {
+    stopListening(app.server);
     draining = true;
-    await stopAccepting(app.server);
+    await drainConnections(app.server, config.listener.shutdownGraceMs);
   });
   // One synchronous hook for what every answer carries (a callback hook costs no promise per request).
   app.addHook("onSend", (request, reply, payload, done) => {

@@ -91,6 +91,8 @@ export interface Config {
     requestTimeoutMs: number;
     keepAliveTimeoutMs: number;
     maxHeaderBytes: number;
+    /** At shutdown, how long open connections may still send requests (CUMULO_SHUTDOWN_GRACE_MS). */
+    shutdownGraceMs: number;
   };
   /** Resumable uploads and URL imports of video sources (CUMULO_UPLOAD_*, CUMULO_IMPORT_*). */
   uploads: {
@@ -417,6 +419,7 @@ export function loadConfig(env: Env = process.env): Config {
       requestTimeoutMs,
       keepAliveTimeoutMs: positiveInt(env, "CUMULO_KEEP_ALIVE_TIMEOUT_MS", 5_000),
       maxHeaderBytes: positiveInt(env, "CUMULO_MAX_HEADER_BYTES", 16 * 1024),
+      shutdownGraceMs: positiveInt(env, "CUMULO_SHUTDOWN_GRACE_MS", 1_000),
     },
     uploads: {
       expiryMs: positiveInt(env, "CUMULO_UPLOAD_EXPIRY_S", 86_400) * 1000,

@@ -6,6 +6,7 @@ import { type Bus, connectRedis, LocalBus, RedisBus } from "./bus.ts";
 import { EdgeServer } from "./cdn/edge/server.ts";
 import { type Clock, OffsetClock, systemClock } from "./clock.ts";
 import type { Config } from "./config.ts";
+import { stopListening } from "./http/listener.ts";
 import { JobRunner } from "./jobs/queue.ts";
 import { Metrics, metricsExposed } from "./ops/metrics.ts";
 import { MetricsListener } from "./ops/metrics-endpoint.ts";
@@ -198,8 +199,10 @@ export async function startCumulo(given: Config, options: StartOptions = {}): Pr
     generatedKey,
     close() {
       closing ??= (async () => {
-        await app?.close();
-        await edge?.close();
+        // Fastify's close starts answering with `Connection: close` before any hook of ours runs;
+        // a client reconnecting while the listening socket is still open would then be reset.
+        if (app) stopListening(app.server);
+        await Promise.all([app?.close(), edge?.close()]);
         await Promise.all([runner?.stop(), ...workers.map((worker) => worker.stop())]);
         await metricsListener?.close();
         await closeCore(deps);

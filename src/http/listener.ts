@@ -84,24 +84,39 @@ export function createBoundedServer(
   return server;
 }
 
-/** Long enough for a request already on the wire to arrive; short enough not to delay shutdown. */
-const IDLE_CONNECTION_GRACE_MS = 250;
+/** How often a closing listener looks whether its last connection has gone. */
+const DRAIN_POLL_MS = 20;
 
-/**
- * First step of a graceful close: stop accepting connections, then give open ones a short grace in
- * which a request a client was already sending arrives and is answered (the caller answers it with
- * `Connection: close`). `http`'s close() ends idle connections at once, which resets such requests.
- */
-export async function stopAccepting(server: Server): Promise<void> {
-  const open = await new Promise<number>((resolve, reject) =>
+const openConnections = (server: Server) =>
+  new Promise<number>((resolve, reject) =>
     server.getConnections((error, count) => (error ? reject(error) : resolve(count))),
   );
-  NetServer.prototype.close.call(server);
-  if (open > 0) {
-    await setTimeout(IDLE_CONNECTION_GRACE_MS);
-    // An event-loop turn runs timers before reading sockets: on a busy node the grace can end with
-    // requests that arrived in time still unread, and their connections would be closed as idle.
-    // One pass of I/O first reads and starts them, so their connections are no longer idle.
-    await setImmediate();
+
+/**
+ * First step of a graceful close: new connections are refused from now on; open ones stay. Call it
+ * before answers start telling clients to reconnect: a connection made while the listening socket
+ * is still open but not yet accepted would be reset when it closes, not refused.
+ */
+export function stopListening(server: Server): void {
+  if (server.listening) NetServer.prototype.close.call(server);
+}
+
+/**
+ * Second step: gives open connections up to `graceMs` (CUMULO_SHUTDOWN_GRACE_MS) in which a request
+ * a client was already sending, or sends after a pause on an idle keep-alive connection, arrives and
+ * is answered (the caller answers it with `Connection: close`, so the client leaves). It ends early
+ * once no connection is open. `http`'s close() ends idle connections at once, which resets such
+ * requests.
+ */
+export async function drainConnections(server: Server, graceMs: number): Promise<void> {
+  let open = await openConnections(server);
+  const deadline = Date.now() + graceMs;
+  while (open > 0 && Date.now() < deadline) {
+    await setTimeout(Math.min(DRAIN_POLL_MS, deadline - Date.now()));
+    open = await openConnections(server);
   }
+  // An event-loop turn runs timers before reading sockets: on a busy node the grace can end with
+  // requests that arrived in time still unread, and their connections would be closed as idle.
+  // One pass of I/O first reads and starts them, so their connections are no longer idle.
+  if (open > 0) await setImmediate();
 }

@@ -22,6 +22,8 @@ describe("graceful shutdown", { timeout: 300_000 }, () => {
       CUMULO_REDIS_PREFIX: store.redisPrefix,
       CUMULO_BOOTSTRAP_API_KEY: KEY,
       CUMULO_RATE_LIMIT: "1000000/1s",
+      // Longer than any pause of a client on a busy CI machine: the drain ends as the last one leaves.
+      CUMULO_SHUTDOWN_GRACE_MS: "10000",
     });
     const headers = { authorization: `Bearer ${KEY}`, "content-type": "application/json" };
     let ok = 0;
@@ -94,6 +96,7 @@ describe("graceful shutdown", { timeout: 300_000 }, () => {
       CUMULO_WEBHOOK_ALLOW_PRIVATE: "true",
       // Counts reach the store only by the flush at shutdown: none can be written early by a timer.
       CUMULO_EDGE_ANALYTICS_FLUSH_MS: "3600000",
+      CUMULO_SHUTDOWN_GRACE_MS: "10000",
     };
     const headers = { authorization: `Bearer ${KEY}`, "content-type": "application/json" };
     try {

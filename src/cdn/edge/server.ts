@@ -5,7 +5,7 @@ import type { FastifyBaseLogger } from "fastify";
 import type { Bus } from "../../bus.ts";
 import type { Clock } from "../../clock.ts";
 import type { Config } from "../../config.ts";
-import { createBoundedServer, stopAccepting } from "../../http/listener.ts";
+import { createBoundedServer, drainConnections, stopListening } from "../../http/listener.ts";
 import { requestId } from "../../http/request-id.ts";
 import type { Metrics } from "../../ops/metrics.ts";
 import type { TrafficRecorder } from "../analytics.ts";
@@ -145,8 +145,9 @@ export class EdgeServer {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    stopListening(this.#server);
     for (const response of this.#inFlight) if (!response.headersSent) response.shouldKeepAlive = false;
-    await stopAccepting(this.#server);
+    await drainConnections(this.#server, this.deps.config.listener.shutdownGraceMs);
     const closed = new Promise<void>((resolve) => this.#server.close(() => resolve()));
     this.#server.closeIdleConnections();
     await closed;
