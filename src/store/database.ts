@@ -192,20 +192,27 @@ function withStatementCache(file: SqliteDatabase.Database, reads: SqliteReadCach
 }
 
 /**
- * `read`'s value, read at most once per turn of the event loop: the memo is forgotten before Node
- * takes the next I/O or timer callback (`nextTick` runs once the current callback and its promise
- * jobs are done). Everything answered in one turn was received before the turn began, so the state
- * seen when the turn first asked is one each of those requests could have been answered from.
+ * `read`'s value, read at most once per callback Node makes into JavaScript (an I/O or timer event,
+ * with the ticks and promise jobs that follow it): the memo is forgotten before the next one.
+ * Everything answered in one such callback was received before it began, so the state seen when it
+ * first asked is one each of those requests could have been answered from.
+ *
+ * Node runs queued ticks before promise jobs, so a tick queued at once would forget the value before
+ * the request's own promise jobs (its async hooks, the route) could share it. Queued by a promise
+ * job, it runs once no promise job is left, and still before the next callback.
  */
-function oncePerTurn(read: () => number): () => number {
+function oncePerCallback(read: () => number): () => number {
   let value: number | undefined;
   const forget = () => {
     value = undefined;
   };
+  const forgetAfterPromiseJobs = () => process.nextTick(forget);
+  // A settled promise's `then` queues a bare promise job; `queueMicrotask` would also make an async resource.
+  const settled = Promise.resolve();
   return () => {
     if (value === undefined) {
       value = read();
-      process.nextTick(forget);
+      void settled.then(forgetAfterPromiseJobs);
     }
     return value;
   };
@@ -233,7 +240,7 @@ function openSqlite(
   // `data_version` moves only on other connections' commits: one statement step (a few µs), no query
   // building, asked by the key check, the read cache and the response cache of each request.
   const dataVersion = file.prepare("PRAGMA data_version").pluck();
-  const externalChanges = oncePerTurn(() => dataVersion.get() as number);
+  const externalChanges = oncePerCallback(() => dataVersion.get() as number);
   const reads = new SqliteReadCache(externalChanges);
   const db = new Kysely<Database>({
     dialect: new SqliteDialect({ database: withStatementCache(file, reads) }),

@@ -52,8 +52,8 @@ describe.skipIf(testStoreKind() !== "sqlite")("SQLite read cache", () => {
     } finally {
       other.close();
     }
-    // `data_version` is read once per turn of the event loop (src/store/database.ts, `oncePerTurn`):
-    // a request that arrives after the commit is handled in a later turn.
+    // `data_version` is read once per callback into JavaScript (src/store/database.ts,
+    // `oncePerCallback`): a request that arrives after the commit is handled in a later callback.
     await new Promise((resolve) => setImmediate(resolve));
     expect(await nameOf(id)).toBe("from elsewhere");
 
