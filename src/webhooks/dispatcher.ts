@@ -80,6 +80,12 @@ export class WebhookDispatcher implements BackgroundWorker {
   #stopping: Promise<void> | undefined;
   /** The last claim refused candidates because of the shared half of the slots. */
   #heldBackByShare = false;
+  /**
+   * The last claim looked at every endpoint and found nothing due: claims asked for by finishing
+   * attempts are not made until new work is announced (a wake-up, an alarm, the poll), each of which
+   * claims by itself.
+   */
+  #nothingDue = false;
   #poll: NodeJS.Timeout | undefined;
   #alarm: { at: number; timer: NodeJS.Timeout } | undefined;
   #stopWake: (() => void) | undefined;
@@ -170,8 +176,12 @@ export class WebhookDispatcher implements BackgroundWorker {
   /** Claims for `endpointId`, or for anything due (a wake-up, the poll, an alarm). */
   #tick(endpointId?: string): void {
     if (!this.#running) return;
-    if (endpointId === undefined) this.#claimAny = true;
-    else this.#claimFor.add(endpointId);
+    if (endpointId === undefined) {
+      this.#claimAny = true;
+      this.#nothingDue = false;
+    } else {
+      this.#claimFor.add(endpointId);
+    }
     if (this.#ticking) {
       this.#tickAgain = true;
       return;
@@ -230,8 +240,12 @@ export class WebhookDispatcher implements BackgroundWorker {
     let heldBackByShare = skipped.some(([id, held]) => !this.#queued.has(id) && held < holdLimit);
     // Endpoints that asked for this claim while another was running may have been served by that one.
     const skippedIds = new Set(skipped.map(([id]) => id));
+    // After a claim that found nothing due and held nothing back for want of a slot, a slot freed by a
+    // finishing attempt (also one that finished while that claim ran) has nothing to take.
     const wanted =
-      this.#claimAny || this.#heldBackByShare || [...this.#claimFor].some((id) => !skippedIds.has(id));
+      this.#claimAny ||
+      this.#heldBackByShare ||
+      (!this.#nothingDue && [...this.#claimFor].some((id) => !skippedIds.has(id)));
     this.#claimAny = false;
     this.#claimFor.clear();
     if (!wanted) return;
@@ -252,6 +266,8 @@ export class WebhookDispatcher implements BackgroundWorker {
       },
     );
     this.#heldBackByShare = heldBackByShare;
+    // A wake-up that arrived meanwhile has asked for another claim, which runs next whatever this says.
+    this.#nothingDue = claimed.length === 0 && skipped.length === 0 && !heldBackByShare;
     for (const delivery of claimed) {
       this.#held.set(delivery.endpoint_id, (this.#held.get(delivery.endpoint_id) ?? 0) + 1);
       this.#heldTotal++;
@@ -263,7 +279,9 @@ export class WebhookDispatcher implements BackgroundWorker {
       this.#sendNext(endpointId);
     }
     if (claimed.length === free) this.#tick();
-    if (claimed.length === 0) {
+    // With endpoints skipped, the earliest waiting attempt is usually their backlog, due already: asking
+    // is left to a later claim that skips none (their attempts finishing lead to one), or to the poll.
+    if (claimed.length === 0 && skipped.length === 0) {
       // Due work left unclaimed is held back by a concurrency limit: a finishing attempt wakes us.
       const due = await this.deliveries.nextDue();
       if (due && Date.parse(due) > now.getTime()) this.#wakeAt(Date.parse(due));
