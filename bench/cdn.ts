@@ -250,10 +250,23 @@ async function measure(url: string, pid: number): Promise<Measure> {
   if (cacheStatus !== "HIT")
     throw new Error(`${url} is not a cache HIT after warm-up (X-Cache: ${cacheStatus})`);
   const cpuBefore = cpuMs(pid);
-  const result = await autocannon({ url, connections: CONNECTIONS, duration: DURATION_S });
+  // What each failed request met (a reset, a refused connection, a timeout), for the message below.
+  const failures = new Map<string, number>();
+  const result = await new Promise<autocannon.Result>((resolve, reject) => {
+    const run = autocannon({ url, connections: CONNECTIONS, duration: DURATION_S }, (error, done) =>
+      error ? reject(error) : resolve(done),
+    );
+    run.on("reqError", (error: Error & { code?: string }) => {
+      const kind = error.code ?? error.message;
+      failures.set(kind, (failures.get(kind) ?? 0) + 1);
+    });
+  });
   const cpuUs = ((cpuMs(pid) - cpuBefore) * 1000) / result.requests.total;
   if (result.errors > 0 || result.non2xx > 0) {
-    throw new Error(`${url}: ${result.errors} errors, ${result.non2xx} non-2xx answers`);
+    const kinds = [...failures].map(([kind, count]) => `${count} ${kind}`).join(", ");
+    throw new Error(
+      `${url}: ${result.errors} errors (${kinds || "none reported"}; ${result.timeouts} timeouts), ${result.non2xx} non-2xx answers`,
+    );
   }
   return {
     rps: result.requests.average,
