@@ -1,3 +1,4 @@
+import { setTimeout as pause } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { capturingLogger, errorLines } from "./log-capture.ts";
@@ -52,17 +53,24 @@ describe("hostile input", () => {
 
   /**
    * Starts an upload that never finishes and returns once it holds the key's only upload slot (a
-   * probe upload is refused with 429); the two race for the slot, so a lost race starts over.
+   * probe upload is refused with 429); the two race for the slot, so a lost race starts over. A probe
+   * holds the slot while it is served, so probes pause between them, longer after each lost race: on
+   * a busy machine, back-to-back probes kept the slot from the new connection every time.
    */
   async function stalledUpload(method: string, path: string): Promise<RawConnection> {
-    for (;;) {
+    for (let attempt = 1; ; attempt++) {
+      const pauseMs = Math.min(10 * attempt, 200);
       const connection = await RawConnection.open(t.baseUrl);
       connection.write(
         multipartRequest(path, t.adminKey, "", { "content-length": "100000" }).replace("POST", method) +
           `--zzz\r\nContent-Disposition: form-data; name="file"; filename="a.vtt"\r\n\r\nWEBVTT\n${"x".repeat(5000)}`,
       );
+      await pause(pauseMs);
       let probe = await probeUpload();
-      while (probe.status !== 429 && connection.received === "") probe = await probeUpload();
+      while (probe.status !== 429 && connection.received === "") {
+        await pause(pauseMs);
+        probe = await probeUpload();
+      }
       if (probe.status === 429 && connection.received === "") return connection;
       connection.close();
       await connection.closed;
