@@ -250,7 +250,7 @@ async function measure(url: string, pid: number): Promise<Measure> {
   if (cacheStatus !== "HIT")
     throw new Error(`${url} is not a cache HIT after warm-up (X-Cache: ${cacheStatus})`);
   const cpuBefore = cpuMs(pid);
-  // What each failed request met (a reset, a refused connection, a timeout), for the message below.
+  // What each failed request met (a timeout, a connection error), for the message below.
   const failures = new Map<string, number>();
   const result = await new Promise<autocannon.Result>((resolve, reject) => {
     const run = autocannon({ url, connections: CONNECTIONS, duration: DURATION_S }, (error, done) =>

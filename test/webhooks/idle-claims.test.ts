@@ -1,3 +1,4 @@
+import { setTimeout as pause } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { waitUntil } from "../support/wait.ts";
@@ -10,8 +11,6 @@ import {
   type Receiver,
   startReceiver,
 } from "./helpers.ts";
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
  * Once a claim has found nothing due for any endpoint, finishing attempts do not ask the store again:
@@ -37,8 +36,7 @@ describe("webhook claims while the queue is empty", () => {
     const organizationId = await organizationOf(t);
     const libraryId = await createLibrary(t.cumulo.services, organizationId);
     const endpoint = await createEndpoint(t, libraryId, { url: `${receiver.url}/hook`, events: ["created"] });
-    // The claim made at start has ended.
-    await sleep(100);
+    // The claim made at start was asked for before this: only later claims are counted.
     const claim = vi.spyOn(t.cumulo.services.webhookDeliveries, "claim");
 
     for (let notification = 1; notification <= 3; notification++) {
@@ -53,8 +51,9 @@ describe("webhook claims while the queue is empty", () => {
         10_000,
         "the attempt recorded",
       );
-      // Time for any claim that finishing the attempt would start.
-      await sleep(100);
+      // Time for a claim that finishing the attempt would start (the one that finds nothing is asked
+      // for when the receiver answers, before the outcome is recorded).
+      await pause(100);
       expect(claim).toHaveBeenCalledTimes(2 * notification);
       const outcomes = await Promise.all(claim.mock.results.map((result) => result.value));
       expect(outcomes.map((claimed) => claimed.length)).toEqual(
