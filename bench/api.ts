@@ -186,6 +186,12 @@ async function startPrism(cumuloBase: string) {
   };
 }
 
+/** `BENCH_SCENARIOS=analytics,token` runs only the scenarios whose names contain one of the words. */
+const picked = (name: string): boolean => {
+  const words = (process.env.BENCH_SCENARIOS ?? "").split(",").filter((word) => word !== "");
+  return words.length === 0 || words.some((word) => name.includes(word));
+};
+
 const widths = [15, 30, 9, 8, 8, 11, 7, 9, 8, 7];
 const header = [
   "store",
@@ -212,7 +218,7 @@ async function main() {
   for (const { label, kind, env } of benchSetups()) {
     const running = await startBenchCumulo(kind, env);
     const base = running.cumulo.apiUrl ?? "";
-    const list = await scenarios(base);
+    const list = (await scenarios(base)).filter(({ name }) => picked(name));
     const same = await startSameAnswers(base, list);
     const prism = withPrism ? await startPrism(base) : undefined;
     try {
