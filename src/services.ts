@@ -126,7 +126,13 @@ export function createServices(deps: CoreDeps): Services {
   const cdnPurgeSync = new PurgeSync(deps.bus);
   const cdn = new CdnService(new DistributionRepository(store.db), config, clock, deps.bus, cdnPurgeSync);
   const cdnTrafficRepository = new TrafficRepository(store.db, store.dialect);
-  const cdnAnalytics = new AnalyticsService(cdnTrafficRepository, cdn, clock);
+  const cdnAnalytics = new AnalyticsService(
+    cdnTrafficRepository,
+    cdn,
+    clock,
+    // PostgreSQL does not announce traffic rollups' changes (migration 0700): its generation misses them.
+    config.keptAnswers && store.dialect === "sqlite" ? store.generation : undefined,
+  );
   const cdnTraffic = new TrafficRecorder(
     cdnTrafficRepository,
     clock,

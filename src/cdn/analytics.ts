@@ -1,6 +1,8 @@
 import type { FastifyBaseLogger } from "fastify";
 import type { Clock } from "../clock.ts";
 import type { FieldError } from "../http/errors.ts";
+import type { StoreGeneration } from "../store/database.ts";
+import { KeptWhileUnchanged } from "../store/kept-while-unchanged.ts";
 import {
   TRAFFIC_COUNTERS,
   type TrafficBucketColumns,
@@ -200,13 +202,53 @@ const METRIC_SOURCES: { [M in Metric]: { counters: readonly TrafficCounter[]; va
   responses_5xx: { counters: ["responses_5xx"], value: (sums, at) => sums.responses_5xx[at] },
 };
 
-/** The analytics query: validated parameters, aligned zero-filled buckets. */
+/** What a query's buckets are made from, besides the organization and the stored traffic. */
+interface BucketRange {
+  hostname: string | undefined;
+  metrics: Metric[];
+  stepMinutes: number;
+  firstBucket: number;
+  bucketCount: number;
+}
+
+type Buckets = { outcome: "ok"; data: Analytics["Data"] } | { outcome: "not_found" };
+
+const keyOf = (organizationId: string, range: BucketRange): string =>
+  [
+    organizationId,
+    range.hostname ?? "*",
+    range.metrics.join(","),
+    range.stepMinutes,
+    range.firstBucket,
+    range.bucketCount,
+  ].join("\u0000");
+
+// A bucket with every metric, as objects in memory, with room to spare.
+const BUCKET_BYTES = 256;
+
+/**
+ * The analytics query: validated parameters, aligned zero-filled buckets. An answer reads the clock
+ * (its `To` is now, to the millisecond) so it is never kept whole; its buckets are kept instead, by
+ * organization, range and metrics, while nothing stored changes.
+ */
 export class AnalyticsService {
+  readonly #kept: KeptWhileUnchanged<Buckets> | undefined;
+
   constructor(
     private readonly traffic: TrafficRepository,
     private readonly cdn: CdnService,
     private readonly clock: Clock,
-  ) {}
+    /** The store's generation, when answers may be kept and it moves with every change of the traffic rollups. */
+    generation?: StoreGeneration,
+  ) {
+    this.#kept =
+      generation &&
+      new KeptWhileUnchanged<Buckets>(generation, {
+        maxBytes: 32 * 1024 * 1024,
+        maxEntryBytes: 4 * 1024 * 1024,
+        bytesOf: (buckets) => (buckets.outcome === "ok" ? buckets.data.length * BUCKET_BYTES : BUCKET_BYTES),
+      });
+  }
 
   async query(organizationId: string, query: AnalyticsQuery): Promise<AnalyticsOutcome> {
     const errors: FieldError[] = [];
@@ -280,8 +322,29 @@ export class AnalyticsService {
       return { outcome: "invalid", errors };
     }
 
-    let distributionId: string | undefined;
     const hostname = query.distribution?.trim().toLowerCase() || undefined; // empty = omitted
+    const range: BucketRange = { hostname, metrics, stepMinutes, firstBucket, bucketCount };
+    const buckets = this.#kept
+      ? await this.#kept.get(keyOf(organizationId, range), () => this.#buckets(organizationId, range))
+      : await this.#buckets(organizationId, range);
+    if (buckets.outcome === "not_found") return buckets;
+    return {
+      outcome: "ok",
+      analytics: {
+        From: new Date(from).toISOString(),
+        To: new Date(to).toISOString(),
+        Metrics: metrics,
+        Granularity: granularity,
+        Distribution: hostname ?? "*",
+        Data: buckets.data,
+      },
+    };
+  }
+
+  /** The buckets of a range: made only from stored data, so they can be kept while it is unchanged. */
+  async #buckets(organizationId: string, range: BucketRange): Promise<Buckets> {
+    const { hostname, metrics, stepMinutes, firstBucket, bucketCount } = range;
+    let distributionId: string | undefined;
     if (hostname !== undefined) {
       const distribution = await this.cdn.findByHostname(organizationId, hostname);
       if (!distribution) return { outcome: "not_found" };
@@ -314,16 +377,6 @@ export class AnalyticsService {
       }
       data[index] = entry as Analytics["Data"][number];
     }
-    return {
-      outcome: "ok",
-      analytics: {
-        From: new Date(from).toISOString(),
-        To: new Date(to).toISOString(),
-        Metrics: metrics,
-        Granularity: granularity,
-        Distribution: hostname ?? "*",
-        Data: data,
-      },
-    };
+    return { outcome: "ok", data };
   }
 }
