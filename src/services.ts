@@ -130,8 +130,7 @@ export function createServices(deps: CoreDeps): Services {
     cdnTrafficRepository,
     cdn,
     clock,
-    // PostgreSQL does not announce traffic rollups' changes (migration 0700): its generation misses them.
-    config.keptAnswers && store.dialect === "sqlite" ? store.generation : undefined,
+    config.keptAnswers ? store.generationWithTraffic : undefined,
   );
   const cdnTraffic = new TrafficRecorder(
     cdnTrafficRepository,

@@ -238,7 +238,7 @@ export class AnalyticsService {
     private readonly traffic: TrafficRepository,
     private readonly cdn: CdnService,
     private readonly clock: Clock,
-    /** The store's generation, when answers may be kept and it moves with every change of the traffic rollups. */
+    /** The store's generation with the traffic rollups' changes, when answers may be kept (CUMULO_KEPT_ANSWERS). */
     generation?: StoreGeneration,
   ) {
     this.#kept =

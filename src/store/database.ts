@@ -42,6 +42,11 @@ export interface Store {
   externalChanges?: () => number;
   /** What kept answers are checked against (src/http/response-cache.ts). */
   generation: StoreGeneration;
+  /**
+   * `generation`, moved also by every change to the traffic rollups, which PostgreSQL's `generation`
+   * leaves out: what kept analytics buckets are checked against (src/cdn/analytics.ts). Started with it.
+   */
+  generationWithTraffic: StoreGeneration;
   /** PostgreSQL's connection pool, for its metrics; SQLite has one connection and no pool. */
   pool?: { totalCount: number; idleCount: number; waitingCount: number };
   /**
@@ -225,6 +230,7 @@ function openSqlite(
   db: Kysely<Database>;
   externalChanges: () => number;
   generation: StoreGeneration;
+  generationWithTraffic: StoreGeneration;
   checkpointer: SqliteCheckpointer;
 } {
   mkdirSync(dataDir, { recursive: true });
@@ -246,21 +252,29 @@ function openSqlite(
     dialect: new SqliteDialect({ database: withStatementCache(file, reads) }),
     ...queryLog(onQuery),
   });
-  return { db, externalChanges, generation: { current: () => reads.currentGeneration() }, checkpointer };
+  const generation = { current: () => reads.currentGeneration() };
+  // It moves with every commit to any table, the traffic rollups' included.
+  return { db, externalChanges, generation, generationWithTraffic: generation, checkpointer };
 }
 
 function openPostgres(
   databaseUrl: string,
   { onQuery, pgPreparedStatements = true }: StoreOptions,
   listen: NonNullable<Store["listen"]>,
-): { db: Kysely<Database>; pool: pg.Pool; generation: PgChangeGeneration } {
+): {
+  db: Kysely<Database>;
+  pool: pg.Pool;
+  generation: PgChangeGeneration;
+  generationWithTraffic: StoreGeneration;
+} {
   const pool = new pg.Pool({ connectionString: databaseUrl, max: 10, types: pgTypes });
   // An idle client losing its connection must not crash the process; the pool replaces it.
   pool.on("error", () => {});
   const generation = new PgChangeGeneration(listen);
   const tracked = trackingWrites(pgPreparedStatements ? preparingPool(pool) : pool, () => generation.moved());
   const dialect = new PostgresDialect({ pool: tracked });
-  return { db: new Kysely<Database>({ dialect, ...queryLog(onQuery) }), pool, generation };
+  const db = new Kysely<Database>({ dialect, ...queryLog(onQuery) });
+  return { db, pool, generation, generationWithTraffic: generation.withTraffic };
 }
 
 export function openStore(options: StoreOptions): Store {
@@ -274,7 +288,7 @@ export function openStore(options: StoreOptions): Store {
         return listener.start().then(() => listener);
       }
     : undefined;
-  const { db, externalChanges, generation, pool, checkpointer } =
+  const { db, externalChanges, generation, generationWithTraffic, pool, checkpointer } =
     databaseUrl && listen
       ? { ...openPostgres(databaseUrl, options, listen), externalChanges: undefined, checkpointer: undefined }
       : { ...openSqlite(options.dataDir, options.onQuery), pool: undefined };
@@ -283,6 +297,7 @@ export function openStore(options: StoreOptions): Store {
     dialect,
     externalChanges,
     generation,
+    generationWithTraffic,
     pool,
     listen,
     async migrate() {

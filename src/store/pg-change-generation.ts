@@ -1,6 +1,7 @@
 import type { PostgresCursor, PostgresPool, PostgresPoolClient, PostgresQueryResult } from "kysely";
 import type { StoreGeneration } from "./database.ts";
 import { STORE_CHANGES_CHANNEL } from "./migrations/0700-store-change-notifications.ts";
+import { TRAFFIC_CHANGE_PAYLOAD } from "./migrations/0701-traffic-change-notifications.ts";
 import type { ListenHandlers, PgListener } from "./pg-listener.ts";
 import { wrappingClients } from "./pg-pool.ts";
 
@@ -18,9 +19,11 @@ const PLAIN_SELECT = /^\s*select\b/i;
  * - when its listening connection is established, again after each loss. While it is lost there is
  *   no generation, and nothing is kept or served.
  * `caughtUp` closes the gap between another process's commit and its notification reaching this one.
+ * Other processes' changes to the traffic rollups (migration 0701) move only `withTraffic`.
  */
 export class PgChangeGeneration implements StoreGeneration {
   #generation = 0;
+  #trafficChanges = 0;
   #listening = false;
   #listener: PgListener | undefined;
   /** The barrier query on the wire, and the one that will follow it for requests that came later. */
@@ -36,7 +39,10 @@ export class PgChangeGeneration implements StoreGeneration {
         this.moved();
         this.#listening = true;
       },
-      onNotification: () => this.moved(),
+      onNotification: (payload) => {
+        if (payload === TRAFFIC_CHANGE_PAYLOAD) this.#trafficChanges++;
+        else this.moved();
+      },
       // Nothing is kept or served until `onListening` moves the generation again.
       onLost: (error) => {
         this.#listening = false;
@@ -52,6 +58,15 @@ export class PgChangeGeneration implements StoreGeneration {
   current(): number | undefined {
     return this.#listening ? this.#generation : undefined;
   }
+
+  /**
+   * This generation, moved also by other processes' changes to the traffic rollups: what kept analytics
+   * buckets are checked against. Both counts only grow, so their sum moves whenever either does.
+   */
+  readonly withTraffic: StoreGeneration = {
+    current: () => (this.#listening ? this.#generation + this.#trafficChanges : undefined),
+    caughtUp: () => this.caughtUp(),
+  };
 
   /**
    * Resolves once every commit made anywhere before the call has moved the generation: PostgreSQL

@@ -3,7 +3,8 @@ import pg from "pg";
 export interface ListenHandlers {
   /** LISTEN is in effect: every notification from now on reaches `onNotification`. */
   onListening(): void;
-  onNotification(): void;
+  /** A notification on the channel, with its payload ("" when none was given). */
+  onNotification(payload: string): void;
   /** The connection is lost (`error` says why, if known): notifications are missed until `onListening` again. */
   onLost(error?: unknown): void;
 }
@@ -36,7 +37,7 @@ export class PgListener {
       keepAlive: true,
     });
     this.#client = client;
-    client.on("notification", () => this.handlers.onNotification());
+    client.on("notification", (message) => this.handlers.onNotification(message.payload ?? ""));
     client.on("error", (error) => this.#lost(client, error));
     client.on("end", () => this.#lost(client));
     try {

@@ -69,6 +69,31 @@ describe("the store generation", () => {
   );
 
   it.runIf(testStoreKind() === "postgres")(
+    "with the traffic rollups, has moved for another connection's traffic once caughtUp resolves; without them, has not",
+    async () => {
+      const other = new pg.Client({ connectionString: testStore.databaseUrl });
+      await other.connect();
+      try {
+        const before = current();
+        const withTrafficBefore = store.generationWithTraffic.current();
+        await other.query("update cdn_traffic_minutes set requests = requests where minute < 0");
+        await other.query("update cdn_organization_traffic_days set requests = requests where minute < 0");
+        await store.generationWithTraffic.caughtUp?.();
+        expect(store.generationWithTraffic.current()).toBeGreaterThan(
+          withTrafficBefore ?? Number.POSITIVE_INFINITY,
+        );
+        expect(current()).toBe(before);
+
+        await other.query("update organizations set name = name where id is null");
+        await store.generationWithTraffic.caughtUp?.();
+        expect(current()).not.toBe(before);
+      } finally {
+        await other.end();
+      }
+    },
+  );
+
+  it.runIf(testStoreKind() === "postgres")(
     "is announced by every table but the queue, traffic, session and job tables",
     async () => {
       const { rows } = await sql<{ name: string }>`

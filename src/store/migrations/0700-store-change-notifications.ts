@@ -6,8 +6,8 @@ export const STORE_CHANGES_CHANNEL = "cumulo_store_changes";
 
 /**
  * Tables whose changes are not announced: written all the time, and read by no route whose answers
- * are kept (`storedDataOnly`): the webhook delivery queue, every traffic rollup (analytics answers
- * are never kept whole, and their buckets are kept on SQLite only), console sessions (checked on every
+ * are kept (`storedDataOnly`): the webhook delivery queue, every traffic rollup (announced apart by
+ * migration 0701, for kept analytics buckets), console sessions (checked on every
  * request) and the job queue. Every other table must
  * carry the trigger; `test/core/store-changes.test.ts` checks that a new table made that choice.
  */

@@ -21,6 +21,7 @@ import { videoProcessingMigration } from "./0500-video-processing.ts";
 import { videoUploadsMigration } from "./0501-video-uploads.ts";
 import { webhookQueueIndexesMigration } from "./0601-webhook-queue-indexes.ts";
 import { storeChangeNotificationsMigration } from "./0700-store-change-notifications.ts";
+import { trafficChangeNotificationsMigration } from "./0701-traffic-change-notifications.ts";
 
 /** Every migration, by name; names sort in the order they run. Append, never edit a released one. */
 export function allMigrations(dialect: DialectName): Record<string, Migration> {
@@ -46,5 +47,6 @@ export function allMigrations(dialect: DialectName): Record<string, Migration> {
     "0501-video-uploads": videoUploadsMigration(types),
     "0601-webhook-queue-indexes": webhookQueueIndexesMigration(),
     "0700-store-change-notifications": storeChangeNotificationsMigration(dialect),
+    "0701-traffic-change-notifications": trafficChangeNotificationsMigration(dialect),
   };
 }
