@@ -4,8 +4,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openStore, type Store } from "../../src/store/database.ts";
 import {
   CHANGE_TRIGGER,
+  TRAFFIC_ROLLUPS,
   UNANNOUNCED_TABLES,
 } from "../../src/store/migrations/0700-store-change-notifications.ts";
+import { TRAFFIC_CHANGE_TRIGGER } from "../../src/store/migrations/0701-traffic-change-notifications.ts";
 import { PgChangeGeneration } from "../../src/store/pg-change-generation.ts";
 import type { PgListener } from "../../src/store/pg-listener.ts";
 import { createTestStore, type TestStore, testStoreKind } from "../support/store.ts";
@@ -94,7 +96,7 @@ describe("the store generation", () => {
   );
 
   it.runIf(testStoreKind() === "postgres")(
-    "is announced by every table but the queue, traffic, session and job tables",
+    "is announced by every table but the queue, traffic, session and job tables; traffic apart",
     async () => {
       const { rows } = await sql<{ name: string }>`
         select c.relname as name from pg_class c join pg_namespace n on n.oid = c.relnamespace
@@ -102,6 +104,12 @@ describe("the store generation", () => {
           select 1 from pg_trigger t where t.tgrelid = c.oid and t.tgname = ${CHANGE_TRIGGER})
         order by c.relname`.execute(store.db);
       expect(rows.map((row) => row.name)).toEqual([...UNANNOUNCED_TABLES].sort());
+
+      const traffic = await sql<{ name: string }>`
+        select c.relname as name from pg_class c join pg_namespace n on n.oid = c.relnamespace
+        join pg_trigger t on t.tgrelid = c.oid and t.tgname = ${TRAFFIC_CHANGE_TRIGGER}
+        where n.nspname = current_schema() order by c.relname`.execute(store.db);
+      expect(traffic.rows.map((row) => row.name)).toEqual([...TRAFFIC_ROLLUPS].sort());
     },
   );
 });

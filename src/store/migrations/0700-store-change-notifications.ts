@@ -4,16 +4,8 @@ import type { DialectName } from "../database.ts";
 /** The PostgreSQL channel on which every commit that changes a stored answer is announced. */
 export const STORE_CHANGES_CHANNEL = "cumulo_store_changes";
 
-/**
- * Tables whose changes are not announced: written all the time, and read by no route whose answers
- * are kept (`storedDataOnly`): the webhook delivery queue, every traffic rollup (announced apart by
- * migration 0701, for kept analytics buckets), console sessions (checked on every
- * request) and the job queue. Every other table must
- * carry the trigger; `test/core/store-changes.test.ts` checks that a new table made that choice.
- */
-export const UNANNOUNCED_TABLES = [
-  "webhook_messages",
-  "webhook_deliveries",
+/** The CDN's traffic rollups, per distribution and per organization. */
+export const TRAFFIC_ROLLUPS = [
   "cdn_traffic_minutes",
   "cdn_traffic_five_minutes",
   "cdn_traffic_quarter_hours",
@@ -24,6 +16,19 @@ export const UNANNOUNCED_TABLES = [
   "cdn_organization_traffic_quarter_hours",
   "cdn_organization_traffic_hours",
   "cdn_organization_traffic_days",
+];
+
+/**
+ * Tables whose changes are not announced: written all the time, and read by no route whose answers
+ * are kept (`storedDataOnly`): the webhook delivery queue, every traffic rollup (announced apart by
+ * migration 0701, for kept analytics buckets), console sessions (checked on every
+ * request) and the job queue. Every other table must
+ * carry the trigger; `test/core/store-changes.test.ts` checks that a new table made that choice.
+ */
+export const UNANNOUNCED_TABLES = [
+  "webhook_messages",
+  "webhook_deliveries",
+  ...TRAFFIC_ROLLUPS,
   "console_sessions",
   "jobs",
   "kysely_migration",

@@ -1,25 +1,12 @@
 import { type Migration, sql } from "kysely";
 import type { DialectName } from "../database.ts";
-import { STORE_CHANGES_CHANNEL } from "./0700-store-change-notifications.ts";
+import { STORE_CHANGES_CHANNEL, TRAFFIC_ROLLUPS } from "./0700-store-change-notifications.ts";
 
 /** The payload of a traffic rollup's change on `STORE_CHANGES_CHANNEL`; other tables' changes carry none. */
 export const TRAFFIC_CHANGE_PAYLOAD = "traffic";
 
 /** The name of the trigger each traffic rollup carries. */
 export const TRAFFIC_CHANGE_TRIGGER = "cumulo_traffic_changes";
-
-const TRAFFIC_ROLLUPS = [
-  "cdn_traffic_minutes",
-  "cdn_traffic_five_minutes",
-  "cdn_traffic_quarter_hours",
-  "cdn_traffic_hours",
-  "cdn_traffic_days",
-  "cdn_organization_traffic_minutes",
-  "cdn_organization_traffic_five_minutes",
-  "cdn_organization_traffic_quarter_hours",
-  "cdn_organization_traffic_hours",
-  "cdn_organization_traffic_days",
-];
 
 /**
  * PostgreSQL announces the traffic rollups' changes too, apart from the others (with a payload of
