@@ -1,7 +1,8 @@
 import { join } from "node:path";
 import SqliteDatabase from "better-sqlite3";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { TrafficRepository } from "../../src/cdn/repository.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import {
   createDistribution,
@@ -75,7 +76,7 @@ describe("kept analytics buckets follow every change", () => {
   it("counts traffic the edge flushes after the same range was asked for", async () => {
     const host = uniqueHost("kept-edge");
     await createDistribution(t, { hostname: host, origin_url: origin.url });
-    for (let ask = 0; ask < 2; ask++) {
+    for (let ask = 0; ask < 6; ask++) {
       expect(await requests(`distribution=${host}`)).toBe(0);
       expect(await requests("granularity=1h")).toBe(0);
     }
@@ -106,5 +107,36 @@ describe("kept analytics buckets follow every change", () => {
 
     expect((await t.request("DELETE", `/v1/cdn/distributions/${distribution.id}`)).status).toBe(200);
     expect((await t.request("GET", path)).status).toBe(404);
+  });
+});
+
+describe("kept analytics buckets are read once per change", () => {
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
+
+  /**
+   * Only the API role runs: workers' background statements (job and webhook claims) move PostgreSQL's
+   * generation too, which would make the count depend on timing.
+   */
+  async function storeReadsForAsks(asks: number, env: Record<string, string>): Promise<number> {
+    const t = await startTestApp(
+      { CUMULO_ROLES: "api", ...env },
+      { clock: new TestClock(new Date("2026-03-02T12:30:30.000Z")) },
+    );
+    try {
+      const reads = vi.spyOn(TrafficRepository.prototype, "sumByBucket");
+      for (let ask = 0; ask < asks; ask++) {
+        expect((await t.request("GET", "/v1/cdn/analytics?granularity=1h")).status).toBe(200);
+      }
+      return reads.mock.calls.length;
+    } finally {
+      await t.close();
+    }
+  }
+
+  it("reads the store for the first ask of a range only, unless CUMULO_KEPT_ANSWERS=false", async () => {
+    expect(await storeReadsForAsks(5, {})).toBe(1);
+    expect(await storeReadsForAsks(5, { CUMULO_KEPT_ANSWERS: "false" })).toBe(5);
   });
 });
