@@ -5,15 +5,21 @@ import { TRAFFIC_CHANGE_PAYLOAD } from "./migrations/0701-traffic-change-notific
 import type { ListenHandlers, PgListener } from "./pg-listener.ts";
 import { wrappingClients } from "./pg-pool.ts";
 
-/** A statement that only reads: every other one (writes, `with`, `begin`, `commit`, ...) may change data. */
+/** A statement that only reads: every other one (writes, `with`, ...) may change data. */
 const PLAIN_SELECT = /^\s*select\b/i;
+/**
+ * A transaction's bounds change no data themselves: its writes move the generation as they run, and
+ * its commit reaches kept answers through its notification, which `caughtUp` waits for.
+ */
+const TRANSACTION_CONTROL =
+  /^\s*(?:begin|start\s+transaction|commit|end|rollback|abort|savepoint|release)\b/i;
 
 /**
  * PostgreSQL's store generation: what kept answers are checked against (src/http/response-cache.ts).
  * It moves
- * - before and after each statement of this process that is not a plain `select` (`moved`, through
- *   `trackingWrites`): this node's own writes are seen as they are made, and an answer whose reads
- *   overlapped one is not kept;
+ * - before and after each statement of this process that is not a plain `select` nor a transaction's
+ *   bounds (`moved`, through `trackingWrites`): this node's own writes are seen as they are made, and
+ *   an answer whose reads overlapped one is not kept;
  * - on each notification of `STORE_CHANGES_CHANNEL`: another process's commit (another node, the CLI,
  *   an operator's SQL) to an announced table (migration 0700);
  * - when its listening connection is established, again after each loss. While it is lost there is
@@ -110,7 +116,9 @@ class TrackingClient implements PostgresPoolClient {
   ): Promise<PostgresQueryResult<R>> | PostgresCursor<R> {
     // Cursors stream reads (`stream()`); Kysely sends writes as text.
     if (typeof sqlOrCursor !== "string") return this.client.query(sqlOrCursor);
-    if (PLAIN_SELECT.test(sqlOrCursor)) return this.client.query(sqlOrCursor, parameters ?? []);
+    if (PLAIN_SELECT.test(sqlOrCursor) || TRANSACTION_CONTROL.test(sqlOrCursor)) {
+      return this.client.query(sqlOrCursor, parameters ?? []);
+    }
     this.moved();
     return this.client.query<R>(sqlOrCursor, parameters ?? []).finally(this.moved);
   }

@@ -46,6 +46,28 @@ describe("the store generation", () => {
   });
 
   it.runIf(testStoreKind() === "postgres")(
+    "does not move for a transaction's bounds; a commit after a write in it has moved it once caughtUp resolves",
+    async () => {
+      // Earlier tests' own commits are announced too: heard before counting.
+      await store.generation.caughtUp?.();
+      const before = current();
+      await store.db.transaction().execute(async (trx) => {
+        await sql`select count(*) from organizations`.execute(trx);
+      });
+      expect(current()).toBe(before);
+
+      let beforeCommit = 0;
+      await store.db.transaction().execute(async (trx) => {
+        await sql`update organizations set name = name where id is null`.execute(trx);
+        beforeCommit = current();
+      });
+      expect(beforeCommit).not.toBe(before);
+      await store.generation.caughtUp?.();
+      expect(current()).not.toBe(beforeCommit);
+    },
+  );
+
+  it.runIf(testStoreKind() === "postgres")(
     "has moved for another connection's commit once caughtUp resolves",
     async () => {
       const other = new pg.Client({ connectionString: testStore.databaseUrl });
