@@ -336,6 +336,7 @@ export class AnalyticsService {
         Metrics: metrics,
         Granularity: granularity,
         Distribution: hostname ?? "*",
+        // Kept buckets are shared by every answer for their range: read, never changed.
         Data: buckets.data,
       },
     };

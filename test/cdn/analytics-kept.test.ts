@@ -116,8 +116,8 @@ describe("kept analytics buckets are read once per change", () => {
   });
 
   /**
-   * Only the API role runs: workers' background statements (job and webhook claims) move PostgreSQL's
-   * generation too, which would make the count depend on timing.
+   * Only the API role runs: a worker's own writes (a job or webhook claim that takes something, a
+   * cleanup) move PostgreSQL's generation too, which would make the count depend on timing.
    */
   async function storeReadsForAsks(asks: number, env: Record<string, string>): Promise<number> {
     const t = await startTestApp(
