@@ -12,7 +12,7 @@ import { createTestStore } from "../test/support/store.ts";
  * hottest frames by self time and the hottest files, counting only the samples taken under the load.
  * Usage:
  *   npm run bench:profile -- [library-list|security-put|lb-get|analytics|token-create]
- * PROFILE_SECONDS (10) sets the load duration; TEST_DATABASE_URL profiles on PostgreSQL; REDIS_URL is
+ * PROFILE_SECONDS (10) sets the load duration; PROFILE_DISTINCT_READS asks that many different reads first; TEST_DATABASE_URL profiles on PostgreSQL; REDIS_URL is
  * passed on to the server. It also prints the server's CPU time per request (user + system, from
  * /proc), which a busy shared machine disturbs far less than requests per second. PROFILE_OFF=1 runs
  * without the profiler (for that figure alone). The figure is also given without the CPU the process
@@ -131,6 +131,18 @@ async function main() {
       break;
     default:
       target = { url: `${base}/v1/media/libraries?limit=20`, headers: media };
+  }
+  // A server that has answered many different reads keeps each one's rows (SQLite's read cache) until
+  // the next write: PROFILE_DISTINCT_READS first asks that many different library searches.
+  const distinctReads = Number(process.env.PROFILE_DISTINCT_READS ?? 0);
+  if (distinctReads > 0) {
+    await autocannon({
+      url: `${base}/v1/media/libraries?limit=20&search=warm-[<id>]`,
+      headers: media,
+      connections: 10,
+      amount: distinctReads,
+      idReplacement: true,
+    });
   }
   // The server's own background work (job and webhook polling) while idle, taken out of the figure:
   // on a loaded machine few requests get through and would otherwise carry all of it.

@@ -36,12 +36,15 @@ function estimatedBytes(rows: Row[], key: string): number {
  * it before it runs, and `data_version` (moved only by other connections' commits, e.g. the CLI's)
  * is checked before every read. Callers get copies of the rows, never the cached objects.
  */
-export class SqliteReadCache {
-  readonly #results = new LRUCache<string, Row[]>({
+const newResults = () =>
+  new LRUCache<string, Row[]>({
     maxSize: MAX_BYTES,
     maxEntrySize: MAX_ENTRY_BYTES,
     sizeCalculation: estimatedBytes,
   });
+
+export class SqliteReadCache {
+  #results = newResults();
   #version: number;
   #generation = 0;
 
@@ -78,6 +81,9 @@ export class SqliteReadCache {
 
   clear(): void {
     this.#generation++;
-    this.#results.clear();
+    // A new cache, not `LRUCache.clear()`: that walks arrays as long as the most entries the cache ever
+    // held, so once many different reads had been kept, each statement of every write paid for all
+    // of them (78 µs per clear after 20,000; docs/performance.md, session 11).
+    if (this.#results.size > 0) this.#results = newResults();
   }
 }

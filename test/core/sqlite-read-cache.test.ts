@@ -3,6 +3,7 @@ import SqliteDatabase from "better-sqlite3";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openStore, type Store } from "../../src/store/database.ts";
+import { SqliteReadCache } from "../../src/store/sqlite-read-cache.ts";
 import { runCli } from "../support/cli.ts";
 import { createTestStore, type TestStore, testStoreKind } from "../support/store.ts";
 
@@ -111,5 +112,29 @@ describe.skipIf(testStoreKind() !== "sqlite")("SQLite read cache", () => {
     expect((await insert.execute(store.db)).rows).toEqual([{ n: 1 }]);
     const { rows } = await sql<{ total: number }>`select count(*) as total from counted`.execute(store.db);
     expect(rows).toEqual([{ total: 2 }]);
+  });
+
+  it("forgets every kept read at a clear, however many it kept, and keeps reads again after it", () => {
+    const cache = new SqliteReadCache(() => 1);
+    let runs = 0;
+    const read = (n: number) =>
+      cache.read("select ?", [n], () => {
+        runs++;
+        return [{ n }];
+      });
+    for (let n = 0; n < 5000; n++) read(n);
+    for (let n = 0; n < 5000; n++) read(n);
+    expect(runs).toBe(5000);
+    const before = cache.currentGeneration();
+    cache.clear();
+    expect(cache.currentGeneration()).toBe(before + 1);
+    for (let n = 0; n < 5000; n++) expect(read(n)).toEqual([{ n }]);
+    expect(runs).toBe(10_000);
+    read(1);
+    expect(runs).toBe(10_000);
+    // A clear with nothing kept still moves the generation.
+    cache.clear();
+    cache.clear();
+    expect(cache.currentGeneration()).toBe(before + 3);
   });
 });
