@@ -1,15 +1,14 @@
 import { readFile } from "node:fs/promises";
 import { Command, Option } from "commander";
-import { buildApp } from "./app.ts";
 import { type Config, ConfigError, loadConfig } from "./config.ts";
-import { PlaceholderRenditions } from "./devmode/placeholder.ts";
-import { DEV_MODE_OFFERS } from "./devmode/routes.ts";
-import { readSeedFile, type SeedBody, type SeedOutcome, seedAtomically } from "./devmode/seed.ts";
-import { createStateService, SNAPSHOT_NAME } from "./devmode/state-service.ts";
+import type { SeedBody, SeedOutcome } from "./devmode/seed.ts";
 import { isUuid } from "./ids.ts";
 import { backup, restore } from "./ops/backup.ts";
-import { closeCore, openCore, startCumulo } from "./roles.ts";
-import { type CoreDeps, createServices } from "./services.ts";
+import type { CoreDeps, Services } from "./services.ts";
+
+// Each command imports what it runs when it runs: loading the HTTP app and every route took about
+// half of a short command's time (`cumulo keys revoke`, `cumulo state reset`), which CI scripts pay
+// on every call.
 
 const print = (value: unknown): void => {
   process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
@@ -32,10 +31,12 @@ function positiveId(value: string, what: string): number {
 }
 
 /** Runs `work` against the configured store, closing it afterwards. */
-async function withServices<T>(
-  work: (services: ReturnType<typeof createServices>, deps: CoreDeps) => Promise<T>,
-): Promise<T> {
+async function withServices<T>(work: (services: Services, deps: CoreDeps) => Promise<T>): Promise<T> {
   const config = loadConfig();
+  const [{ openCore, closeCore }, { createServices }] = await Promise.all([
+    import("./core.ts"),
+    import("./services.ts"),
+  ]);
   const deps = await openCore({ ...config, logLevel: "silent" });
   try {
     return await work(createServices(deps), deps);
@@ -49,6 +50,7 @@ async function seedFile(file: string): Promise<SeedBody> {
   const text = await readFile(file, "utf8").catch((error: Error) => {
     throw new CliError(`cannot read ${file}: ${error.message}`);
   });
+  const { readSeedFile } = await import("./devmode/seed.ts");
   const read = readSeedFile(file, text);
   if ("problem" in read) throw new CliError(read.problem);
   return read.seed;
@@ -64,6 +66,7 @@ function seeded(outcome: SeedOutcome): unknown {
 }
 
 async function serve(config: Config, seed?: SeedBody): Promise<void> {
+  const { startCumulo } = await import("./roles.ts");
   const running = await startCumulo(config);
   if (running.generatedKey) {
     process.stdout.write(
@@ -83,6 +86,7 @@ async function serve(config: Config, seed?: SeedBody): Promise<void> {
   if (running.edgeUrl) process.stdout.write(`Cumulo CDN edge listening on ${running.edgeUrl}\n`);
   if (running.metricsUrl) process.stdout.write(`Cumulo metrics listening on ${running.metricsUrl}/metrics\n`);
   if (config.devMode) {
+    const { DEV_MODE_OFFERS } = await import("./devmode/routes.ts");
     process.stdout.write(
       `Developer mode is on (docs/dev-mode.md); with an admin key of the default organization:\n${DEV_MODE_OFFERS.map((line) => `  ${line}\n`).join("")}`,
     );
@@ -153,7 +157,10 @@ export function buildCli(): Command {
     .description(
       "developer mode: reset, save or load the store and blobs (stop the server first, or use Redis)",
     );
-  const snapshotName = (name: string) => {
+  const stateService = async (deps: CoreDeps, services: Services) =>
+    (await import("./devmode/state-service.ts")).createStateService(deps, services);
+  const snapshotName = async (name: string) => {
+    const { SNAPSHOT_NAME } = await import("./devmode/state-service.ts");
     if (!new RegExp(SNAPSHOT_NAME).test(name)) {
       throw new CliError(`snapshot name must be 1-40 characters from [a-z0-9_], got "${name}"`);
     }
@@ -164,7 +171,7 @@ export function buildCli(): Command {
     .description("save the store and blobs as a named snapshot")
     .action((name: string) =>
       withServices(async (services, deps) =>
-        print((await createStateService(deps, services).save(snapshotName(name))).snapshot),
+        print((await (await stateService(deps, services)).save(await snapshotName(name))).snapshot),
       ),
     );
   state
@@ -172,7 +179,7 @@ export function buildCli(): Command {
     .description("replace the store and blobs with a snapshot")
     .action((name: string) =>
       withServices(async (services, deps) => {
-        const loaded = await createStateService(deps, services).load(snapshotName(name));
+        const loaded = await (await stateService(deps, services)).load(await snapshotName(name));
         switch (loaded.outcome) {
           case "loaded":
             return print({ loaded: name });
@@ -198,11 +205,11 @@ export function buildCli(): Command {
     .action(({ to, org }: { to: "bootstrap" | "empty"; org?: string }) =>
       withServices(async (services, deps) => {
         if (org !== undefined) {
-          const reset = await createStateService(deps, services).resetOrganization(organizationId(org), to);
+          const reset = await (await stateService(deps, services)).resetOrganization(organizationId(org), to);
           if (reset.outcome === "not_found") throw new CliError(`organization ${org} not found`);
           return print({ reset: to, organization_id: org });
         }
-        const { generatedKey } = await createStateService(deps, services).reset(to);
+        const { generatedKey } = await (await stateService(deps, services)).reset(to);
         print({ reset: to, ...(generatedKey ? { generated_key: generatedKey } : {}) });
       }),
     );
@@ -213,9 +220,14 @@ export function buildCli(): Command {
     .action((file: string) =>
       withServices(async (services, deps) => {
         const seed = await seedFile(file);
+        const [{ buildApp }, { PlaceholderRenditions }, { seedAtomically }] = await Promise.all([
+          import("./app.ts"),
+          import("./devmode/placeholder.ts"),
+          import("./devmode/seed.ts"),
+        ]);
         const app = await buildApp(deps, services);
         try {
-          const state = createStateService(deps, services);
+          const state = await stateService(deps, services);
           const placeholder = PlaceholderRenditions.of(deps.config);
           print(seeded(await seedAtomically(app, state, services.identity, seed, () => placeholder.mp4())));
         } finally {
@@ -233,16 +245,13 @@ export function buildCli(): Command {
     .command("openapi")
     .description("print the OpenAPI document")
     .action(async () => {
-      const config = { ...loadConfig(), logLevel: "silent" };
-      const deps = await openCore(config);
-      try {
-        const app = await buildApp(deps, createServices(deps));
+      const { buildApp } = await import("./app.ts");
+      await withServices(async (services, deps) => {
+        const app = await buildApp(deps, services);
         await app.ready();
         print(app.swagger());
         await app.close();
-      } finally {
-        await closeCore(deps);
-      }
+      });
     });
 
   program

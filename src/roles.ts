@@ -1,17 +1,13 @@
-import type { FastifyBaseLogger, FastifyInstance } from "fastify";
-import type { Redis } from "ioredis";
-import pino from "pino";
+import type { FastifyInstance } from "fastify";
 import { buildApp } from "./app.ts";
-import { type Bus, connectRedis, LocalBus, RedisBus } from "./bus.ts";
 import { EdgeServer } from "./cdn/edge/server.ts";
-import { type Clock, OffsetClock, systemClock } from "./clock.ts";
 import type { Config } from "./config.ts";
+import { closeCore, openCore, type StartOptions } from "./core.ts";
 import { stopListening } from "./http/listener.ts";
 import { JobRunner } from "./jobs/queue.ts";
-import { Metrics, metricsExposed } from "./ops/metrics.ts";
 import { MetricsListener } from "./ops/metrics-endpoint.ts";
-import { type CoreDeps, createServices, type Services } from "./services.ts";
-import { openStore, type Store } from "./store/database.ts";
+import { createServices, type Services } from "./services.ts";
+import type { Store } from "./store/database.ts";
 
 export interface RunningCumulo {
   config: Config;
@@ -27,71 +23,6 @@ export interface RunningCumulo {
   /** A key generated on first start (empty store, no bootstrap key); shown once. */
   generatedKey: string | undefined;
   close(): Promise<void>;
-}
-
-export interface StartOptions {
-  logger?: FastifyBaseLogger;
-  clock?: Clock;
-}
-
-export const createLogger = (config: Config): FastifyBaseLogger =>
-  pino({ level: config.logLevel, base: undefined }) as FastifyBaseLogger;
-
-/** Opens the store (migrating it) and the shared outside systems that every command needs. */
-export async function openCore(config: Config, options: StartOptions = {}): Promise<CoreDeps> {
-  const logger = options.logger ?? createLogger(config);
-  const exposed = metricsExposed(config);
-  const metrics = new Metrics({ processMetrics: exposed });
-  const storeFailure = (error: unknown) =>
-    new Error(
-      `cannot open the store (${config.databaseUrl ? "DATABASE_URL" : "CUMULO_DATA_DIR"}): ${error instanceof Error ? error.message : String(error)}`,
-    );
-  let store: Store;
-  try {
-    store = openStore({
-      dataDir: config.dataDir,
-      databaseUrl: config.databaseUrl,
-      pgPreparedStatements: config.pgPreparedStatements,
-      // Nobody reads query timings when /metrics is off: the store then times nothing.
-      onQuery: exposed ? metrics.storeQuery : undefined,
-    });
-  } catch (error) {
-    throw storeFailure(error);
-  }
-  try {
-    await store.migrate();
-  } catch (error) {
-    await store.close().catch(() => undefined);
-    throw storeFailure(error);
-  }
-  const onRedisError = (error: Error) => logger.warn({ err: error }, "redis error");
-  let redis: Redis | undefined;
-  let bus: Bus = new LocalBus();
-  if (config.redisUrl) {
-    try {
-      redis = await connectRedis(config.redisUrl, onRedisError, { maxRetriesPerRequest: 3 });
-      bus = await RedisBus.connect(config.redisUrl, config.redisPrefix, onRedisError);
-    } catch (error) {
-      redis?.disconnect();
-      await store.close();
-      throw error;
-    }
-  }
-  return {
-    config,
-    store,
-    clock: options.clock ?? (config.devMode ? new OffsetClock() : systemClock),
-    bus,
-    redis,
-    logger,
-    metrics,
-  };
-}
-
-export async function closeCore(deps: CoreDeps): Promise<void> {
-  await deps.bus.close();
-  deps.redis?.disconnect();
-  await deps.store.close();
 }
 
 /** Binds a listener; a failure (address in use, unknown host) names the variables to change. */

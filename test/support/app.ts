@@ -1,5 +1,6 @@
 import { type Config, loadConfig } from "../../src/config.ts";
-import { type RunningCumulo, type StartOptions, startCumulo } from "../../src/roles.ts";
+import type { StartOptions } from "../../src/core.ts";
+import { type RunningCumulo, startCumulo } from "../../src/roles.ts";
 import { createTestStore, type TestStore } from "./store.ts";
 
 export const ADMIN_KEY = "test_admin_key_0123456789abcdef";

@@ -3,7 +3,7 @@ import { Redis } from "ioredis";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.ts";
-import { closeCore, openCore } from "../../src/roles.ts";
+import { closeCore, openCore } from "../../src/core.ts";
 import { createServices } from "../../src/services.ts";
 import { ADMIN_KEY, startTestApp, type TestApp } from "../support/app.ts";
 import { serve } from "../support/process.ts";

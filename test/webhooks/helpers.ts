@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { loadConfig } from "../../src/config.ts";
-import { closeCore, openCore } from "../../src/roles.ts";
+import { closeCore, openCore } from "../../src/core.ts";
 import { type CoreDeps, createServices, type Services } from "../../src/services.ts";
 import type { Store } from "../../src/store/database.ts";
 import { transactor } from "../../src/store/transactions.ts";
