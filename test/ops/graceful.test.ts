@@ -1,4 +1,5 @@
 import type { ServerResponse } from "node:http";
+import { Agent, fetch } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startOrigin, uniqueHost } from "../cdn/support.ts";
 import { exitOf, serve } from "../support/process.ts";
@@ -32,7 +33,12 @@ describe("graceful shutdown", { timeout: 300_000 }, () => {
     let toldToReconnect = 0;
     let signalled = false;
     const exited = exitOf(served.child);
-    // Fetch keeps connections alive; each client loops until the server is gone.
+    // Fetch keeps connections alive; each client loops until the server is gone. One connection per
+    // client at most: a connection opened just as the signal arrives (a pool growing by one while all
+    // are busy) would still be in the kernel's queue of unaccepted connections when the listening
+    // socket closes, and the kernel resets those; no request was read from it, but the client could
+    // not tell that reset from one of a request the server dropped, which is what this test looks for.
+    const agent = new Agent({ connections: 8 });
     const client = async (n: number) => {
       for (let i = 0; ; i++) {
         try {
@@ -40,6 +46,7 @@ describe("graceful shutdown", { timeout: 300_000 }, () => {
             method: "POST",
             headers,
             body: JSON.stringify({ name: `client ${n} #${i}` }),
+            dispatcher: agent,
           });
           await response.text();
           if (response.status === 201) ok++;
@@ -62,6 +69,7 @@ describe("graceful shutdown", { timeout: 300_000 }, () => {
     signalled = true;
     served.child.kill("SIGTERM");
     await Promise.all(clients);
+    await agent.close();
     expect(await exited).toBe(0);
     expect(failures).toEqual([]);
     expect(refused).toBe(8);
