@@ -2,13 +2,14 @@ import { readFile } from "node:fs/promises";
 import { Command, Option } from "commander";
 import { type Config, ConfigError, loadConfig } from "./config.ts";
 import type { SeedBody, SeedOutcome } from "./devmode/seed.ts";
+import type { StateService } from "./devmode/state-service.ts";
 import { isUuid } from "./ids.ts";
 import { backup, restore } from "./ops/backup.ts";
 import type { CoreDeps, Services } from "./services.ts";
 
-// Each command imports what it runs when it runs: loading the HTTP app and every route took about
-// half of a short command's time (`cumulo keys revoke`, `cumulo state reset`), which CI scripts pay
-// on every call.
+// Each command imports what it runs when it runs: a store command (`cumulo keys revoke`, `cumulo
+// state reset`) then loads neither the HTTP app nor its routes, which CI scripts paid on every call
+// (docs/performance.md, session 11).
 
 const print = (value: unknown): void => {
   process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
@@ -43,6 +44,16 @@ async function withServices<T>(work: (services: Services, deps: CoreDeps) => Pro
   } finally {
     await closeCore(deps);
   }
+}
+
+/** `withServices` with developer mode's state service (reset, snapshots, seeding). */
+function withState<T>(
+  work: (state: StateService, services: Services, deps: CoreDeps) => Promise<T>,
+): Promise<T> {
+  return withServices(async (services, deps) => {
+    const { createStateService } = await import("./devmode/state-service.ts");
+    return work(createStateService(deps, services), services, deps);
+  });
 }
 
 /** A seed file (JSON or YAML by its extension), read and checked against the seed's schema. */
@@ -157,8 +168,7 @@ export function buildCli(): Command {
     .description(
       "developer mode: reset, save or load the store and blobs (stop the server first, or use Redis)",
     );
-  const stateService = async (deps: CoreDeps, services: Services) =>
-    (await import("./devmode/state-service.ts")).createStateService(deps, services);
+  // Checked before the store is opened.
   const snapshotName = async (name: string) => {
     const { SNAPSHOT_NAME } = await import("./devmode/state-service.ts");
     if (!new RegExp(SNAPSHOT_NAME).test(name)) {
@@ -169,17 +179,17 @@ export function buildCli(): Command {
   state
     .command("save <name>")
     .description("save the store and blobs as a named snapshot")
-    .action((name: string) =>
-      withServices(async (services, deps) =>
-        print((await (await stateService(deps, services)).save(await snapshotName(name))).snapshot),
-      ),
-    );
+    .action(async (name: string) => {
+      const snapshot = await snapshotName(name);
+      await withState(async (state) => print((await state.save(snapshot)).snapshot));
+    });
   state
     .command("load <name>")
     .description("replace the store and blobs with a snapshot")
-    .action((name: string) =>
-      withServices(async (services, deps) => {
-        const loaded = await (await stateService(deps, services)).load(await snapshotName(name));
+    .action(async (name: string) => {
+      const snapshot = await snapshotName(name);
+      await withState(async (state) => {
+        const loaded = await state.load(snapshot);
         switch (loaded.outcome) {
           case "loaded":
             return print({ loaded: name });
@@ -188,8 +198,8 @@ export function buildCli(): Command {
           case "schema_mismatch":
             throw new CliError(`snapshot ${name} was saved at another schema version`);
         }
-      }),
-    );
+      });
+    });
   state
     .command("reset")
     .addOption(
@@ -203,13 +213,13 @@ export function buildCli(): Command {
     .option("--org <id>", "reset only this organization, leaving the others as they are")
     .description("empty the store and blobs, or one organization")
     .action(({ to, org }: { to: "bootstrap" | "empty"; org?: string }) =>
-      withServices(async (services, deps) => {
+      withState(async (state) => {
         if (org !== undefined) {
-          const reset = await (await stateService(deps, services)).resetOrganization(organizationId(org), to);
+          const reset = await state.resetOrganization(organizationId(org), to);
           if (reset.outcome === "not_found") throw new CliError(`organization ${org} not found`);
           return print({ reset: to, organization_id: org });
         }
-        const { generatedKey } = await (await stateService(deps, services)).reset(to);
+        const { generatedKey } = await state.reset(to);
         print({ reset: to, ...(generatedKey ? { generated_key: generatedKey } : {}) });
       }),
     );
@@ -218,7 +228,7 @@ export function buildCli(): Command {
     .command("seed <file>")
     .description("add a known world from a JSON or YAML file (all or nothing)")
     .action((file: string) =>
-      withServices(async (services, deps) => {
+      withState(async (state, services, deps) => {
         const seed = await seedFile(file);
         const [{ buildApp }, { PlaceholderRenditions }, { seedAtomically }] = await Promise.all([
           import("./app.ts"),
@@ -227,7 +237,6 @@ export function buildCli(): Command {
         ]);
         const app = await buildApp(deps, services);
         try {
-          const state = await stateService(deps, services);
           const placeholder = PlaceholderRenditions.of(deps.config);
           print(seeded(await seedAtomically(app, state, services.identity, seed, () => placeholder.mp4())));
         } finally {

@@ -30,12 +30,6 @@ function estimatedBytes(rows: Row[], key: string): number {
   return bytes;
 }
 
-/**
- * The results of read-only statements on SQLite's one connection, by SQL text and parameters. Exact:
- * every statement on the connection that is not such a read (a write, BEGIN, COMMIT, ROLLBACK) clears
- * it before it runs, and `data_version` (moved only by other connections' commits, e.g. the CLI's)
- * is checked before every read. Callers get copies of the rows, never the cached objects.
- */
 const newResults = () =>
   new LRUCache<string, Row[]>({
     maxSize: MAX_BYTES,
@@ -43,6 +37,12 @@ const newResults = () =>
     sizeCalculation: estimatedBytes,
   });
 
+/**
+ * The results of read-only statements on SQLite's one connection, by SQL text and parameters. Exact:
+ * every statement on the connection that is not such a read (a write, BEGIN, COMMIT, ROLLBACK) clears
+ * it before it runs, and `data_version` (moved only by other connections' commits, e.g. the CLI's)
+ * is checked before every read. Callers get copies of the rows, never the cached objects.
+ */
 export class SqliteReadCache {
   #results = newResults();
   #version: number;
