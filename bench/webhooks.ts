@@ -6,6 +6,7 @@
  *   BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npm run bench:webhooks
  *                                     (PostgreSQL: Cumulo gets a scratch database of its own on that server)
  *   BENCH_DELIVERIES=5000 npm run bench:webhooks
+ *   BENCH_WARMUP=0 ...                (no unmeasured round first; the default is BENCH_DELIVERIES)
  *   BENCH_STATEMENTS=1 ...            (PostgreSQL: the statements of the sustained run per delivery)
  *   BENCH_PHASES=1 ...                (also the two halves apart: notifications committed with no
  *                                      dispatcher running, then that backlog drained by a dispatcher)
@@ -13,6 +14,10 @@
  * Beside wall-clock throughput it prints the process's CPU time per item (the bench, receiver and
  * Cumulo share one process), which moves less than throughput when other work shares the machine; on
  * PostgreSQL also the CPU its backends serving Cumulo's database used (when the server runs here).
+ *
+ * Each side first runs an unmeasured round of BENCH_WARMUP items, so that both are measured with
+ * their code compiled by the JIT: a cold baseline ran at a third of its warm speed and made the ratio
+ * look three times better than it is (docs/performance.md, session 12).
  *
  * Both sides send the same request: the notification's JSON body as the emitter builds it, with the
  * same headers (the direct side sends a fixed signature of the same size), over keep-alive connections
@@ -44,6 +49,7 @@ if (process.env.BENCH_DATABASE_URL) {
 }
 
 const TOTAL = Number(process.env.BENCH_DELIVERIES ?? 2000);
+const WARMUP = Number(process.env.BENCH_WARMUP ?? TOTAL);
 const ENDPOINTS = Number(process.env.BENCH_ENDPOINTS ?? 1000);
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 3);
 const SLOW_MS = 1000;
@@ -193,16 +199,22 @@ const direct = async (videoId: string) => {
   await response.body.text();
 };
 
-async function baseline() {
-  const ids = Array.from({ length: TOTAL }, () => randomUUID());
-  const started = now();
-  const cpuBefore = process.cpuUsage();
+/** `count` direct posts, CONCURRENCY at a time. */
+async function postAll(count: number): Promise<void> {
+  const ids = Array.from({ length: count }, () => randomUUID());
   let next = 0;
   await Promise.all(
     Array.from({ length: CONCURRENCY }, async () => {
       while (next < ids.length) await direct(ids[next++] as string);
     }),
   );
+}
+
+async function baseline() {
+  await postAll(WARMUP);
+  const started = now();
+  const cpuBefore = process.cpuUsage();
+  await postAll(TOTAL);
   const throughput = TOTAL / ((now() - started) / 1000);
   const cpuPerItem = cpuMicros(cpuBefore) / TOTAL;
   const latencies: number[] = [];
@@ -231,13 +243,13 @@ async function benchNotifier(t: TestApp): Promise<() => Promise<string>> {
     });
 }
 
-/** TOTAL notifications, each committed in a transaction of its own, by CONCURRENCY producers at once. */
-async function produceAll(emit: () => Promise<string>): Promise<string[]> {
+/** `count` notifications, each committed in a transaction of its own, by CONCURRENCY producers at once. */
+async function produceAll(emit: () => Promise<string>, count = TOTAL): Promise<string[]> {
   const ids: string[] = [];
   let emitted = 0;
   await Promise.all(
     Array.from({ length: CONCURRENCY }, async () => {
-      while (emitted < TOTAL) {
+      while (emitted < count) {
         emitted++;
         ids.push(await emit());
       }
@@ -250,6 +262,7 @@ async function cumulo() {
   const t = await startTestApp({ CUMULO_WEBHOOK_ALLOW_PRIVATE: "true", CUMULO_LOG_LEVEL: "silent" });
   try {
     const emit = await benchNotifier(t);
+    await waitForReceipts(await produceAll(emit, WARMUP));
 
     // Sustained: every notification committed as fast as the store takes them, each in its own
     // transaction like a video state change, by as many producers at once as the direct side has
