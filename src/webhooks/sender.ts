@@ -1,4 +1,5 @@
 import { createHmac } from "node:crypto";
+import { EventEmitter } from "node:events";
 import type { Agent } from "undici";
 import { request } from "undici";
 import { assertTargetAllowed, createGuardedAgent } from "../net/address-guard.ts";
@@ -113,14 +114,23 @@ export class WebhookSender {
     } catch (error) {
       return failure(describe(error));
     }
-    const signal = AbortSignal.timeout(this.options.timeoutMs);
+    // The whole attempt's timeout: a timer and an EventEmitter, which undici takes as its abort signal.
+    // `AbortSignal.timeout` cost about 10 µs of CPU per attempt more (its EventTarget listeners), a
+    // sixth of a send (docs/performance.md, session 12).
+    const abort = new EventEmitter();
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      abort.emit("abort");
+    }, this.options.timeoutMs);
+    timer.unref();
     try {
       const response = await request(url, {
         method: "POST",
         dispatcher: this.#agent,
         headers: signedHeaders(delivery, at, this.options.userAgent),
         body: delivery.body,
-        signal,
+        signal: abort,
       });
       const body = await this.#readCapped(response.body);
       const status = response.statusCode;
@@ -137,8 +147,10 @@ export class WebhookSender {
         retryAfter: Array.isArray(retryAfter) ? retryAfter[0] : retryAfter,
       };
     } catch (error) {
-      if (signal.aborted) return failure(`timed out after ${this.options.timeoutMs} ms`);
+      if (timedOut) return failure(`timed out after ${this.options.timeoutMs} ms`);
       return failure(describe(error));
+    } finally {
+      clearTimeout(timer);
     }
   }
 

@@ -221,7 +221,12 @@ describe("webhook delivery", () => {
     await freshLibrary();
     const hook = await receiver((request, res) => {
       if (request.path === "/slow") setTimeout(() => res.end("late"), 1500);
-      else if (request.path === "/redirect") {
+      else if (request.path === "/stalled") {
+        // The status and the first bytes at once, the rest after the timeout: the body's read is timed too.
+        res.writeHead(200, { "content-type": "text/plain" });
+        res.write("partial");
+        setTimeout(() => res.end(" late"), 1500);
+      } else if (request.path === "/redirect") {
         res.writeHead(302, { location: "/elsewhere" });
         res.end();
       } else if (request.path === "/binary") res.end(Buffer.from([0x61, 0x00, 0xff, 0x62]));
@@ -230,6 +235,7 @@ describe("webhook delivery", () => {
     });
     const once = { retry_policy: { max_attempts: 1, initial_delay_s: 1, multiplier: 1, max_delay_s: 1 } };
     const slow = await createEndpoint(t, libraryId, { url: `${hook.url}/slow`, ...once });
+    const stalled = await createEndpoint(t, libraryId, { url: `${hook.url}/stalled`, ...once });
     const redirect = await createEndpoint(t, libraryId, { url: `${hook.url}/redirect`, ...once });
     const big = await createEndpoint(t, libraryId, { url: `${hook.url}/big`, ...once });
     const binary = await createEndpoint(t, libraryId, { url: `${hook.url}/binary`, ...once });
@@ -244,6 +250,14 @@ describe("webhook delivery", () => {
     });
     expect(timedOut.duration_ms).toBeGreaterThanOrEqual(450);
     expect(timedOut.duration_ms).toBeLessThan(1500);
+    const [cutOff] = await deliveriesWhen(t, libraryId, stalled.id, (rows) => rows.length === 1);
+    expect(cutOff).toMatchObject({
+      success: false,
+      response_status: 0,
+      error: expect.stringContaining("timed out"),
+    });
+    expect(cutOff.duration_ms).toBeGreaterThanOrEqual(450);
+    expect(cutOff.duration_ms).toBeLessThan(1500);
 
     const [redirected] = await deliveriesWhen(t, libraryId, redirect.id, (rows) => rows.length === 1);
     expect(redirected).toMatchObject({
