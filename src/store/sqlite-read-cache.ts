@@ -9,9 +9,16 @@ type Row = Record<string, unknown>;
 const VOLATILE_SQL =
   /\b(?:random|randomblob|date|time|datetime|julianday|unixepoch|strftime|timediff|changes|total_changes|last_insert_rowid)\s*\(|\bcurrent_(?:date|time|timestamp)\b|^\s*pragma\b/i;
 
-/** A statement that returns rows and changes nothing (`INSERT ... RETURNING` returns rows too). */
+/**
+ * Reads of the work queues, webhook attempts and jobs. Almost every one is a claim's scan, followed by
+ * the write that takes what it found, which clears the cache: keeping them cost a copy of every row and
+ * answered nothing (docs/performance.md, session 12).
+ */
+const QUEUE_SQL = /\bfrom "(?:webhook_deliveries|jobs)"/;
+
+/** A statement that returns rows and changes nothing (`INSERT ... RETURNING` returns rows too), and is worth keeping. */
 export const isCacheableRead = (text: string, statement: { reader: boolean; readonly: boolean }): boolean =>
-  statement.reader && statement.readonly && !VOLATILE_SQL.test(text);
+  statement.reader && statement.readonly && !VOLATILE_SQL.test(text) && !QUEUE_SQL.test(text);
 
 // Bound parameters are strings, numbers, null, buffers or bigints; JSON has no bigint of its own.
 const parameterJson = (_key: string, value: unknown): unknown =>

@@ -3,7 +3,7 @@ import SqliteDatabase from "better-sqlite3";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openStore, type Store } from "../../src/store/database.ts";
-import { SqliteReadCache } from "../../src/store/sqlite-read-cache.ts";
+import { isCacheableRead, SqliteReadCache } from "../../src/store/sqlite-read-cache.ts";
 import { runCli } from "../support/cli.ts";
 import { createTestStore, type TestStore, testStoreKind } from "../support/store.ts";
 
@@ -112,6 +112,19 @@ describe.skipIf(testStoreKind() !== "sqlite")("SQLite read cache", () => {
     expect((await insert.execute(store.db)).rows).toEqual([{ n: 1 }]);
     const { rows } = await sql<{ total: number }>`select count(*) as total from counted`.execute(store.db);
     expect(rows).toEqual([{ total: 2 }]);
+  });
+
+  it("keeps no reads of the work queues, which the write after each claim clears", () => {
+    const file = new SqliteDatabase(join(testStore.dataDir, "cumulo.sqlite"));
+    try {
+      const kept = (text: string) => isCacheableRead(text, file.prepare(text));
+      expect(kept(`select "name" from "organizations" where "id" = ?`)).toBe(true);
+      expect(kept(`select "id" from "webhook_deliveries" where "state" = 'pending' limit ?`)).toBe(false);
+      expect(kept(`select "d"."id" from "webhook_deliveries" as "d" where "d"."id" in (?)`)).toBe(false);
+      expect(kept(`select "id" from "jobs" where "status" = ?`)).toBe(false);
+    } finally {
+      file.close();
+    }
   });
 
   it("forgets every kept read at a clear, however many it kept, and keeps reads again after it", () => {
