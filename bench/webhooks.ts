@@ -16,8 +16,8 @@
  * PostgreSQL also the CPU its backends serving Cumulo's database used (when the server runs here).
  *
  * Each side first runs an unmeasured round of BENCH_WARMUP items, so that both are measured with
- * their code compiled by the JIT: a cold baseline ran at a third of its warm speed and made the ratio
- * look three times better than it is (docs/performance.md, session 12).
+ * their code compiled by the JIT: cold, the baseline ran at a third of its warm speed, and the ratio
+ * came out nearly twice what the warm sides give (docs/performance.md, session 12).
  *
  * Both sides send the same request: the notification's JSON body as the emitter builds it, with the
  * same headers (the direct side sends a fixed signature of the same size), over keep-alive connections
