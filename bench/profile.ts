@@ -11,9 +11,10 @@ import { createTestStore } from "../test/support/store.ts";
  * CPU profile of a real `cumulo serve` process (`node --cpu-prof`) under one autocannon load, then the
  * hottest frames by self time and the hottest files, counting only the samples taken under the load.
  * Usage:
- *   npm run bench:profile -- [library-list|security-put|lb-get|analytics|token-create]
- * PROFILE_SECONDS (10) sets the load duration; PROFILE_DISTINCT_READS asks that many different reads first; TEST_DATABASE_URL profiles on PostgreSQL; REDIS_URL is
- * passed on to the server. It also prints the server's CPU time per request (user + system, from
+ *   npx tsx bench/profile.ts [library-list|security-put|lb-get|analytics|token-create]
+ * PROFILE_SECONDS (10) sets the load duration; PROFILE_DISTINCT_READS asks that many different
+ * library searches first; TEST_DATABASE_URL profiles on PostgreSQL; REDIS_URL is passed on to the
+ * server. It also prints the server's CPU time per request (user + system, from
  * /proc), which a busy shared machine disturbs far less than requests per second. PROFILE_OFF=1 runs
  * without the profiler (for that figure alone). The figure is also given without the CPU the process
  * spends while idle (measured for 3 s before the load).
