@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { Acknowledgements } from "../acknowledgements.ts";
 import type { Bus } from "../bus.ts";
 
 /** Bus channel: purge these paths of this distribution from every edge cache. */
@@ -26,7 +27,7 @@ const ACK_TIMEOUT_MS = 2000;
  * acknowledgement, at most two seconds: a node that cannot answer in time must not hold purges up.
  */
 export class PurgeSync {
-  readonly #waiters = new Map<string, (nodeId: string) => void>();
+  readonly #acknowledgements = new Acknowledgements(ACK_TIMEOUT_MS);
   #acksSubscribed: Promise<void> | undefined;
   /** This node's own edge, whose purge runs inside `publish` and is not counted among the others. */
   #edgeNodeId: string | undefined;
@@ -36,7 +37,7 @@ export class PurgeSync {
   #listenForAcks(): Promise<void> {
     this.#acksSubscribed ??= this.bus.subscribe(PURGE_ACK_CHANNEL, (raw) => {
       const ack = JSON.parse(raw) as PurgeAck;
-      if (ack.nodeId !== this.#edgeNodeId) this.#waiters.get(ack.purgeId)?.(ack.nodeId);
+      if (ack.nodeId !== this.#edgeNodeId) this.#acknowledgements.heard(ack.purgeId, ack.nodeId);
     });
     return this.#acksSubscribed;
   }
@@ -44,30 +45,12 @@ export class PurgeSync {
   /** Publishes the purge and returns once every edge node has applied it (or after 2 s). */
   async purge(distributionId: string, paths: string[]): Promise<void> {
     await this.#listenForAcks();
-    const purgeId = randomUUID();
-    const acknowledged = new Set<string>();
-    let expected = Number.POSITIVE_INFINITY;
-    let finish = () => {};
-    const finished = new Promise<void>((resolve) => {
-      finish = resolve;
-    });
-    // Acknowledgements can arrive before the publish has told how many to expect.
-    this.#waiters.set(purgeId, (nodeId) => {
-      acknowledged.add(nodeId);
-      if (acknowledged.size >= expected) finish();
-    });
-    const timer = setTimeout(finish, ACK_TIMEOUT_MS);
-    try {
-      expected = await this.bus.publish(
+    await this.#acknowledgements.announce((purgeId) =>
+      this.bus.publish(
         PURGE_CHANNEL,
         JSON.stringify({ distributionId, paths, purgeId } satisfies PurgeMessage),
-      );
-      if (acknowledged.size >= expected) finish();
-      await finished;
-    } finally {
-      clearTimeout(timer);
-      this.#waiters.delete(purgeId);
-    }
+      ),
+    );
   }
 
   /** An edge node's side: apply purges as they arrive and acknowledge them. */
