@@ -104,7 +104,7 @@ export function createServices(deps: CoreDeps): Services {
       : undefined;
   const transact = transactor(store.db);
   const identityRepository = new IdentityRepository(store.db);
-  const identity = new IdentityService(identityRepository, transact, clock, deps.bus, authCache);
+  const identity = new IdentityService(identityRepository, transact, clock, authCache);
   const consoleService = new ConsoleService(
     new UserRepository(store.db),
     identityRepository,

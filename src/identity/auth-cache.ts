@@ -1,3 +1,5 @@
+import { randomUUID } from "node:crypto";
+import { Acknowledgements } from "../acknowledgements.ts";
 import type { Bus } from "../bus.ts";
 import type { Clock } from "../clock.ts";
 import type { Store } from "../store/database.ts";
@@ -5,11 +7,39 @@ import { KEY_CHANGES_CHANNEL } from "../store/migrations/0006-identity-key-notif
 import type { PgListener } from "../store/pg-listener.ts";
 import type { AuthContext } from "./service.ts";
 
-/** Published (with the key id) after a key is revoked or changed, so every node drops what it cached. */
+/** Bus channel of key changes (`KeyAnnouncement`), so every node drops what it cached. */
 export const KEY_CHANGED_CHANNEL = "identity.key-changed";
 
-/** A bound on staleness should a key-change message be lost (Redis outage); normally changes arrive at once. */
+/**
+ * A bound on staleness should a node miss a key change (its Redis connection failing as the change
+ * is announced) or not acknowledge it in time; normally every node has dropped the key before the
+ * change is answered.
+ */
 export const AUTH_CACHE_TTL_MS = 2000;
+
+/** How long the node that changed a key waits for each other node's word that it dropped its cache. */
+export const KEY_CHANGE_ACK_TIMEOUT_MS = 1000;
+
+/**
+ * What nodes tell each other on `KEY_CHANGED_CHANNEL`, or on PostgreSQL's `KEY_CHANGES_CHANNEL`
+ * (where the store's own trigger sends an empty payload): a key changed, or a node dropped its cache
+ * after change `heard`.
+ */
+type KeyAnnouncement = { changed: string } | { heard: string; node: string };
+
+/** Anything but an announcement (the trigger's empty payload, an older node's key id) is a plain change. */
+function readAnnouncement(message: string): KeyAnnouncement | undefined {
+  if (!message.startsWith("{")) return undefined;
+  try {
+    const value = JSON.parse(message) as Partial<Record<string, unknown>>;
+    if (typeof value.heard === "string" && typeof value.node === "string") {
+      return { heard: value.heard, node: value.node };
+    }
+    return typeof value.changed === "string" ? { changed: value.changed } : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 /** The store's own change notifications (PostgreSQL), and what to do when they cannot be heard. */
 export interface StoreListen {
@@ -31,7 +61,9 @@ interface Entry {
  * Used only where every revocation reaches it: through the bus with Redis; on SQLite, where any
  * commit by another process (the CLI) moves `externalChanges` and clears the cache before its next
  * use; on PostgreSQL without Redis, where the store itself announces every key change as it commits
- * (`listen` with `storeListen`). See docs/performance.md.
+ * (`listen` with `storeListen`). The last two reach the other nodes a moment after the change is
+ * committed, so the node that made it waits for their word that they dropped their caches before it
+ * answers (`changed`). See docs/decisions.md.
  */
 export class AuthCache {
   readonly #entries = new Map<string, Entry>();
@@ -39,6 +71,10 @@ export class AuthCache {
   #listening = false;
   #storeVersion: number | undefined;
   #storeListener: PgListener | undefined;
+  #bus: Bus | undefined;
+  #started: Promise<void> | undefined;
+  readonly #node = randomUUID();
+  readonly #acknowledgements = new Acknowledgements(KEY_CHANGE_ACK_TIMEOUT_MS);
 
   constructor(
     private readonly ttlMs: number,
@@ -56,11 +92,17 @@ export class AuthCache {
    * cache only while its listening connection is up; whatever was cached or looked up before that
    * connection was (re)established is dropped.
    */
-  async listen(bus: Bus, storeListen?: StoreListen): Promise<void> {
+  listen(bus: Bus, storeListen?: StoreListen): Promise<void> {
+    this.#started = this.#listen(bus, storeListen);
+    return this.#started;
+  }
+
+  async #listen(bus: Bus, storeListen?: StoreListen): Promise<void> {
     // Key changes sent while this node was cut off from the others are lost; a developer-mode reset too.
     bus.onReconnect(() => this.clear());
     if (!storeListen) {
-      await bus.subscribe(KEY_CHANGED_CHANNEL, () => this.clear());
+      this.#bus = bus;
+      await bus.subscribe(KEY_CHANGED_CHANNEL, (message) => this.#heard(message));
       this.#listening = true;
       return;
     }
@@ -69,7 +111,7 @@ export class AuthCache {
         this.clear();
         this.#listening = true;
       },
-      onNotification: () => this.clear(),
+      onNotification: (payload) => this.#heard(payload),
       onLost: (error) => {
         this.#listening = false;
         this.clear();
@@ -79,12 +121,47 @@ export class AuthCache {
   }
 
   /**
-   * After this node committed a key change: resolves once this node has heard it from PostgreSQL
-   * (at once elsewhere). The other nodes' sessions were signalled at the same moment, so the change
-   * is answered after their notifications are on their way rather than beside them.
+   * After this node committed a key change: drops what it cached, tells the other nodes, and resolves
+   * once each one listening has dropped its own cache (`KEY_CHANGE_ACK_TIMEOUT_MS` at most), so the
+   * change holds on every node from the moment it is answered. On SQLite every node reads the store's
+   * `data_version` before each use instead, and nothing needs telling.
    */
-  async changeHeard(): Promise<void> {
-    if (this.#listening) await this.#storeListener?.caughtUp();
+  async changed(): Promise<void> {
+    this.clear();
+    if (this.externalChanges) return;
+    await this.#started?.catch(() => undefined);
+    // Committed either way: a node not told keeps the key `AUTH_CACHE_TTL_MS` at most.
+    await this.#acknowledgements.announce((id) => this.#announceChange(id)).catch(() => undefined);
+  }
+
+  /** Resolves to how many other nodes were told (none to wait for while this one cannot hear them). */
+  async #announceChange(id: string): Promise<number> {
+    const message = JSON.stringify({ changed: id } satisfies KeyAnnouncement);
+    if (this.#storeListener) {
+      const others = this.#listening ? await this.#storeListener.othersListening() : 0;
+      await this.#storeListener.notify(message);
+      return others;
+    }
+    const others = (await this.#bus?.publish(KEY_CHANGED_CHANNEL, message)) ?? 0;
+    return this.#listening ? others : 0;
+  }
+
+  /** A key change announced by any node or by the store, or a node's word that it heard one. */
+  #heard(message: string): void {
+    const announcement = readAnnouncement(message);
+    if (announcement && "heard" in announcement) {
+      this.#acknowledgements.heard(announcement.heard, announcement.node);
+      return;
+    }
+    this.clear();
+    // This node's own announcement comes back to it (the bus runs local handlers; PostgreSQL tells
+    // the sending session's own listening).
+    if (!announcement || this.#acknowledgements.awaits(announcement.changed)) return;
+    const heard = JSON.stringify({ heard: announcement.changed, node: this.#node } satisfies KeyAnnouncement);
+    const sent = this.#storeListener
+      ? this.#storeListener.notify(heard)
+      : this.#bus?.publish(KEY_CHANGED_CHANNEL, heard);
+    sent?.catch(() => undefined);
   }
 
   get generation(): number {

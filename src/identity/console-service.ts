@@ -241,7 +241,7 @@ export class ConsoleService {
       return (await this.users.deleteConsoleUser(trx, id)) ? keys : undefined;
     });
     if (!keyIds) return { outcome: "not_found" };
-    for (const keyId of keyIds) await this.identity.keyChanged(keyId);
+    if (keyIds.length > 0) await this.identity.keyChanged();
     return { outcome: "removed" };
   }
 

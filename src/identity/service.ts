@@ -1,9 +1,8 @@
 import { randomUUID } from "node:crypto";
-import type { Bus } from "../bus.ts";
 import { type Clock, nowIso } from "../clock.ts";
 import { readBool } from "../store/codec.ts";
 import type { Transact } from "../store/transactions.ts";
-import { type AuthCache, KEY_CHANGED_CHANNEL } from "./auth-cache.ts";
+import type { AuthCache } from "./auth-cache.ts";
 import { displayPrefix, generateApiKey, hashSecret } from "./keys.ts";
 import type { IdentityRepository } from "./repository.ts";
 import { SESSION_IDLE_MS, SESSION_TOUCH_MS } from "./sessions.ts";
@@ -86,17 +85,15 @@ export class IdentityService {
     private readonly repository: IdentityRepository,
     private readonly transact: Transact,
     private readonly clock: Clock,
-    private readonly bus?: Bus,
     private readonly cache?: AuthCache,
   ) {}
 
-  /** Tells every node (and this one) that a key was revoked or changed; their auth caches drop it. */
-  async keyChanged(keyId: number): Promise<void> {
-    // This node forgets at once, before answering; the bus (or PostgreSQL) tells the others.
-    this.cache?.clear();
-    await this.cache?.changeHeard();
-    // The change is committed; a lost message only leaves a cached entry to its short TTL.
-    await this.bus?.publish(KEY_CHANGED_CHANNEL, String(keyId)).catch(() => undefined);
+  /**
+   * After a key was revoked or changed: every node's auth cache (this one's too) has dropped it when
+   * this resolves, but for a node that did not answer within `KEY_CHANGE_ACK_TIMEOUT_MS`.
+   */
+  async keyChanged(): Promise<void> {
+    await this.cache?.changed();
   }
 
   /** An organization with its first user, default billing account and an admin key (secret returned once). */
@@ -192,13 +189,13 @@ export class IdentityService {
       nowIso(this.clock),
     );
     if (!revoked) return { outcome: "not_found" };
-    await this.keyChanged(id);
+    await this.keyChanged();
     return { outcome: "revoked" };
   }
 
   async revokeApiKey(keyId: number): Promise<{ outcome: "revoked" | "not_found" }> {
     if (!(await this.repository.revokeApiKey(keyId, nowIso(this.clock)))) return { outcome: "not_found" };
-    await this.keyChanged(keyId);
+    await this.keyChanged();
     return { outcome: "revoked" };
   }
 
@@ -344,7 +341,7 @@ export class IdentityService {
     });
     // `restricted` and the billing account are part of a cached AuthContext.
     if (!row) return { outcome: "not_found" };
-    await this.keyChanged(id);
+    await this.keyChanged();
     return { outcome: "updated", token: toCloudToken(row) };
   }
 
@@ -357,7 +354,7 @@ export class IdentityService {
       nowIso(this.clock),
     );
     if (!revoked) return { outcome: "not_found" };
-    await this.keyChanged(id);
+    await this.keyChanged();
     return { outcome: "revoked" };
   }
 

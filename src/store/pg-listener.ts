@@ -21,18 +21,21 @@ export class PgListener {
   #client: pg.Client | undefined;
   #retry: NodeJS.Timeout | undefined;
   #closed = false;
+  readonly #applicationName: string;
 
   constructor(
     private readonly databaseUrl: string,
     private readonly channel: string,
     private readonly handlers: ListenHandlers,
-  ) {}
+  ) {
+    this.#applicationName = `cumulo listener ${channel}`;
+  }
 
   /** Resolves after the first attempt to listen; should it fail, it is tried again in the background. */
   async start(): Promise<void> {
     const client = new pg.Client({
       connectionString: this.databaseUrl,
-      application_name: `cumulo listener ${this.channel}`,
+      application_name: this.#applicationName,
       // A connection cut without a FIN (network loss) is noticed by TCP keep-alive.
       keepAlive: true,
     });
@@ -66,6 +69,26 @@ export class PgListener {
    */
   async caughtUp(): Promise<void> {
     await this.#client?.query("select 1").catch(() => undefined);
+  }
+
+  /** Sends `payload` on the channel from this connection (whose own listening hears it too). */
+  async notify(payload: string): Promise<void> {
+    if (!this.#client) throw new Error(`not connected to listen on ${this.channel}`);
+    await this.#client.query("select pg_notify($1, $2)", [this.channel, payload]);
+  }
+
+  /**
+   * How many other sessions on this database listen on the channel under the same name: the other
+   * processes' listeners. PostgreSQL shows every session's `application_name`, whoever owns it.
+   */
+  async othersListening(): Promise<number> {
+    if (!this.#client) throw new Error(`not connected to listen on ${this.channel}`);
+    const { rows } = await this.#client.query<{ count: number }>(
+      `select count(*)::int as count from pg_stat_activity
+       where datname = current_database() and application_name = $1 and pid <> pg_backend_pid()`,
+      [this.#applicationName],
+    );
+    return rows[0]?.count ?? 0;
   }
 
   async close(): Promise<void> {
