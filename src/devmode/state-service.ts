@@ -21,7 +21,8 @@ export type ResetTarget = "bootstrap" | "empty";
 
 /**
  * Developer mode's store operations: reset, and named snapshots of the store and the blobs. After
- * each change every node drops its caches (verified keys, edge hosts, edge cache) through the bus.
+ * each change every node drops its caches (verified keys, edge hosts, edge cache) through the bus,
+ * and the change is answered once every node has said it dropped its verified keys.
  */
 export class StateService {
   constructor(
@@ -51,7 +52,7 @@ export class StateService {
     await rm(this.#blobDir, { recursive: true, force: true });
     const { generatedKey } =
       to === "bootstrap" ? await this.identity.ensureBootstrap(this.config.bootstrapApiKey) : {};
-    await this.bus.dropCaches();
+    await this.#dropCaches();
     return { outcome: "reset", generatedKey };
   }
 
@@ -66,8 +67,14 @@ export class StateService {
     const libraries = await this.repository.emptyOrganization(organizationId, to === "bootstrap");
     if (!libraries) return { outcome: "not_found" };
     for (const library of libraries) await this.blobs.deletePrefix(libraryBlobPrefix(library));
-    await this.bus.dropCaches();
+    await this.#dropCaches();
     return { outcome: "reset" };
+  }
+
+  async #dropCaches(): Promise<void> {
+    await this.bus.dropCaches();
+    // Without Redis the bus reaches no other node; the key change's announcement does.
+    await this.identity.keyChanged();
   }
 
   async save(name: string): Promise<{ outcome: "saved"; snapshot: SnapshotView }> {
@@ -89,7 +96,7 @@ export class StateService {
     if (loaded === "schema_mismatch") return { outcome: loaded };
     await rm(this.#blobDir, { recursive: true, force: true });
     await cp(join(dir, "blobs"), this.#blobDir, { recursive: true }).catch(ignoreMissing);
-    await this.bus.dropCaches();
+    await this.#dropCaches();
     return { outcome: "loaded" };
   }
 

@@ -4,6 +4,7 @@ import {
   StateRepository,
   TABLES_WITHOUT_OWNER,
 } from "../../src/devmode/state-repository.ts";
+import { startCumulo } from "../../src/roles.ts";
 import { renditionPrefix } from "../../src/video/pipeline.ts";
 import { createLibrary } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
@@ -116,6 +117,23 @@ describe("resetting one organization", () => {
     const malformed = await t.request("POST", "/_cumulo/state/reset", { json: { organization_id: "acme" } });
     expect(malformed.status).toBe(400);
   }, 120_000);
+
+  it("refuses the keys of a removed organization at once on another node of the same store", async () => {
+    const other = await t.createOrganization("Removed on one node");
+    const second = await startCumulo({ ...t.config, port: 0 });
+    try {
+      const onSecond = () =>
+        fetch(`${second.apiUrl}/v1/media/libraries`, { headers: { authorization: `Bearer ${other.key}` } });
+      expect((await onSecond()).status).toBe(200);
+      const removed = await t.request("POST", "/_cumulo/state/reset", {
+        json: { organization_id: other.organizationId, to: "empty" },
+      });
+      expect(removed.status, removed.text).toBe(200);
+      expect((await onSecond()).status).toBe(401);
+    } finally {
+      await second.close();
+    }
+  });
 
   it("knows how every table belongs to an organization (a new table must be placed)", async () => {
     const repository = new StateRepository(t.cumulo.store.db, t.cumulo.store.dialect);
