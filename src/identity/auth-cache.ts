@@ -70,7 +70,8 @@ export class AuthCache {
   #generation = 0;
   #listening = false;
   #storeVersion: number | undefined;
-  #storeListener: PgListener | undefined;
+  /** Set as listening starts: a change can be heard (and must be acknowledged) before it resolves. */
+  #storeListener: Promise<PgListener> | undefined;
   #bus: Bus | undefined;
   #started: Promise<void> | undefined;
   readonly #node = randomUUID();
@@ -106,7 +107,7 @@ export class AuthCache {
       this.#listening = true;
       return;
     }
-    this.#storeListener = await storeListen.listen(KEY_CHANGES_CHANNEL, {
+    this.#storeListener = storeListen.listen(KEY_CHANGES_CHANNEL, {
       onListening: () => {
         this.clear();
         this.#listening = true;
@@ -118,6 +119,7 @@ export class AuthCache {
         storeListen.onLost(error);
       },
     });
+    await this.#storeListener;
   }
 
   /**
@@ -138,8 +140,9 @@ export class AuthCache {
   async #announceChange(id: string): Promise<number> {
     const message = JSON.stringify({ changed: id } satisfies KeyAnnouncement);
     if (this.#storeListener) {
-      const others = this.#listening ? await this.#storeListener.othersListening() : 0;
-      await this.#storeListener.notify(message);
+      const listener = await this.#storeListener;
+      const others = this.#listening ? await listener.othersListening() : 0;
+      await listener.notify(message);
       return others;
     }
     const others = (await this.#bus?.publish(KEY_CHANGED_CHANNEL, message)) ?? 0;
@@ -159,7 +162,7 @@ export class AuthCache {
     if (!announcement || this.#acknowledgements.awaits(announcement.changed)) return;
     const heard = JSON.stringify({ heard: announcement.changed, node: this.#node } satisfies KeyAnnouncement);
     const sent = this.#storeListener
-      ? this.#storeListener.notify(heard)
+      ? this.#storeListener.then((listener) => listener.notify(heard))
       : this.#bus?.publish(KEY_CHANGED_CHANNEL, heard);
     sent?.catch(() => undefined);
   }
