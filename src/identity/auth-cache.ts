@@ -140,10 +140,8 @@ export class AuthCache {
   async #announceChange(id: string): Promise<number> {
     const message = JSON.stringify({ changed: id } satisfies KeyAnnouncement);
     if (this.#storeListener) {
-      const listener = await this.#storeListener;
-      const others = this.#listening ? await listener.othersListening() : 0;
-      await listener.notify(message);
-      return others;
+      const others = await (await this.#storeListener).notifyOthers(message);
+      return this.#listening ? others : 0;
     }
     const others = (await this.#bus?.publish(KEY_CHANGED_CHANNEL, message)) ?? 0;
     return this.#listening ? others : 0;

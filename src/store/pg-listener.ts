@@ -78,17 +78,23 @@ export class PgListener {
   }
 
   /**
-   * How many other sessions on this database listen on the channel under the same name: the other
-   * processes' listeners. PostgreSQL shows every session's `application_name`, whoever owns it.
+   * `notify`, resolving to how many other sessions on this database listen on the channel under the
+   * same name: the other processes' listeners, those the notification was sent to. PostgreSQL shows
+   * every session's `application_name` (`pg_stat_get_activity`, as in `pg_stat_activity`), whoever
+   * owns it.
    */
-  async othersListening(): Promise<number> {
+  async notifyOthers(payload: string): Promise<number> {
     if (!this.#client) throw new Error(`not connected to listen on ${this.channel}`);
-    const { rows } = await this.#client.query<{ count: number }>(
-      `select count(*)::int as count from pg_stat_activity
-       where datname = current_database() and application_name = $1 and pid <> pg_backend_pid()`,
-      [this.#applicationName],
+    const { rows } = await this.#client.query<{ others: number }>(
+      // The function behind pg_stat_activity, without the view's joins: less than half its time.
+      `select pg_notify($1, $2), (
+         select count(*)::int from pg_stat_get_activity(null) activity
+         where activity.datid = (select oid from pg_database where datname = current_database())
+           and activity.application_name = $3 and activity.pid <> pg_backend_pid()
+       ) as others`,
+      [this.channel, payload, this.#applicationName],
     );
-    return rows[0]?.count ?? 0;
+    return rows[0]?.others ?? 0;
   }
 
   async close(): Promise<void> {
