@@ -4,7 +4,6 @@ import type { Bus } from "../bus.ts";
 import type { Clock } from "../clock.ts";
 import type { Store } from "../store/database.ts";
 import { KEY_CHANGES_CHANNEL } from "../store/migrations/0006-identity-key-notifications.ts";
-import type { PgListener } from "../store/pg-listener.ts";
 import type { AuthContext } from "./service.ts";
 
 /** Bus channel of key changes (`KeyAnnouncement`), so every node drops what it cached. */
@@ -70,9 +69,11 @@ export class AuthCache {
   #generation = 0;
   #listening = false;
   #storeVersion: number | undefined;
-  /** Set as listening starts: a change can be heard (and must be acknowledged) before it resolves. */
-  #storeListener: Promise<PgListener> | undefined;
-  #bus: Bus | undefined;
+  /**
+   * Sends a `KeyAnnouncement` to every other node; resolves to how many were sent it. Set as listening
+   * starts: a change can be heard (and must be acknowledged) before listening has resolved.
+   */
+  #tellOthers: ((message: string) => Promise<number>) | undefined;
   #started: Promise<void> | undefined;
   readonly #node = randomUUID();
   readonly #acknowledgements = new Acknowledgements(KEY_CHANGE_ACK_TIMEOUT_MS);
@@ -102,12 +103,12 @@ export class AuthCache {
     // Key changes sent while this node was cut off from the others are lost; a developer-mode reset too.
     bus.onReconnect(() => this.clear());
     if (!storeListen) {
-      this.#bus = bus;
+      this.#tellOthers = (message) => bus.publish(KEY_CHANGED_CHANNEL, message);
       await bus.subscribe(KEY_CHANGED_CHANNEL, (message) => this.#heard(message));
       this.#listening = true;
       return;
     }
-    this.#storeListener = storeListen.listen(KEY_CHANGES_CHANNEL, {
+    const listener = storeListen.listen(KEY_CHANGES_CHANNEL, {
       onListening: () => {
         this.clear();
         this.#listening = true;
@@ -119,7 +120,8 @@ export class AuthCache {
         storeListen.onLost(error);
       },
     });
-    await this.#storeListener;
+    this.#tellOthers = async (message) => (await listener).notifyOthers(message);
+    await listener;
   }
 
   /**
@@ -138,12 +140,7 @@ export class AuthCache {
 
   /** Resolves to how many other nodes were told (none to wait for while this one cannot hear them). */
   async #announceChange(id: string): Promise<number> {
-    const message = JSON.stringify({ changed: id } satisfies KeyAnnouncement);
-    if (this.#storeListener) {
-      const others = await (await this.#storeListener).notifyOthers(message);
-      return this.#listening ? others : 0;
-    }
-    const others = (await this.#bus?.publish(KEY_CHANGED_CHANNEL, message)) ?? 0;
+    const others = (await this.#tellOthers?.(JSON.stringify({ changed: id } satisfies KeyAnnouncement))) ?? 0;
     return this.#listening ? others : 0;
   }
 
@@ -159,10 +156,7 @@ export class AuthCache {
     // the sending session's own listening).
     if (!announcement || this.#acknowledgements.awaits(announcement.changed)) return;
     const heard = JSON.stringify({ heard: announcement.changed, node: this.#node } satisfies KeyAnnouncement);
-    const sent = this.#storeListener
-      ? this.#storeListener.then((listener) => listener.notify(heard))
-      : this.#bus?.publish(KEY_CHANGED_CHANNEL, heard);
-    sent?.catch(() => undefined);
+    this.#tellOthers?.(heard).catch(() => undefined);
   }
 
   get generation(): number {

@@ -71,17 +71,11 @@ export class PgListener {
     await this.#client?.query("select 1").catch(() => undefined);
   }
 
-  /** Sends `payload` on the channel from this connection (whose own listening hears it too). */
-  async notify(payload: string): Promise<void> {
-    if (!this.#client) throw new Error(`not connected to listen on ${this.channel}`);
-    await this.#client.query("select pg_notify($1, $2)", [this.channel, payload]);
-  }
-
   /**
-   * `notify`, resolving to how many other sessions on this database listen on the channel under the
-   * same name: the other processes' listeners, those the notification was sent to. PostgreSQL shows
-   * every session's `application_name` (`pg_stat_get_activity`, as in `pg_stat_activity`), whoever
-   * owns it.
+   * Sends `payload` on the channel from this connection (whose own listening hears it too), and
+   * resolves to how many other sessions on this database listen on it under the same name: the other
+   * processes' listeners, those the notification was sent to. PostgreSQL shows every session's
+   * `application_name` (`pg_stat_get_activity`, as in `pg_stat_activity`), whoever owns it.
    */
   async notifyOthers(payload: string): Promise<number> {
     if (!this.#client) throw new Error(`not connected to listen on ${this.channel}`);

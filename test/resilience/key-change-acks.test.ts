@@ -103,13 +103,14 @@ for (const setup of setups) {
 
     it("is answered only once every other node has said it dropped its cached keys", async () => {
       const id = await createToken();
+      const toldBefore = other.told.length;
       let answered = false;
       const deletion = t
         .cloud("DELETE", "/v1/user-resource/token", { json: { token_id: id } })
         .finally(() => {
           answered = true;
         });
-      const change = await waitUntil(() => other.told[0], 5000, "the other node to be told");
+      const change = await waitUntil(() => other.told[toldBefore], 5000, "the other node to be told");
       // Told, but silent so far: the deletion waits for its word.
       await sleep(KEY_CHANGE_ACK_TIMEOUT_MS / 10);
       expect(answered).toBe(false);
@@ -119,10 +120,11 @@ for (const setup of setups) {
 
     it("is answered after a while when another node never says anything", async () => {
       const id = await createToken();
+      const toldBefore = other.told.length;
       const started = performance.now();
       const deleted = await t.cloud("DELETE", "/v1/user-resource/token", { json: { token_id: id } });
       expect(deleted.status).toBe(200);
-      expect(other.told).toHaveLength(2);
+      expect(other.told).toHaveLength(toldBefore + 1);
       // Timers may fire a millisecond early.
       expect(performance.now() - started).toBeGreaterThanOrEqual(KEY_CHANGE_ACK_TIMEOUT_MS - 5);
     });
