@@ -21,6 +21,7 @@ export class PgListener {
   #client: pg.Client | undefined;
   #retry: NodeJS.Timeout | undefined;
   #closed = false;
+  /** The name the session takes once it listens: other nodes count the sessions they notify by it. */
   readonly #applicationName: string;
 
   constructor(
@@ -35,7 +36,7 @@ export class PgListener {
   async start(): Promise<void> {
     const client = new pg.Client({
       connectionString: this.databaseUrl,
-      application_name: this.#applicationName,
+      application_name: `cumulo starting listener ${this.channel}`,
       // A connection cut without a FIN (network loss) is noticed by TCP keep-alive.
       keepAlive: true,
     });
@@ -46,6 +47,10 @@ export class PgListener {
     try {
       await client.connect();
       await client.query(`LISTEN ${client.escapeIdentifier(this.channel)}`);
+      // Named only now: a node counted by `notifyOthers` is one the notification reaches, so a node
+      // still connecting does not keep another waiting for a word it cannot send. Until `onListening`
+      // its handlers do not rely on what it hears.
+      await client.query("select set_config('application_name', $1, false)", [this.#applicationName]);
     } catch (error) {
       this.#lost(client, error);
       return;

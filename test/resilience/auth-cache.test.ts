@@ -175,7 +175,8 @@ describe.runIf(testStoreKind() === "postgres")("auth cache on PostgreSQL without
   const listening = async () =>
     (
       await admin.query(
-        "select 1 from pg_stat_activity where datname = $1 and application_name = $2 and state = 'idle' and query ilike 'listen%'",
+        // The listener takes its name once its LISTEN is in effect.
+        "select 1 from pg_stat_activity where datname = $1 and application_name = $2 and state = 'idle'",
         [database, listener],
       )
     ).rowCount === 1;
