@@ -4,7 +4,6 @@ import { type Config, ConfigError, loadConfig } from "./config.ts";
 import type { SeedBody, SeedOutcome } from "./devmode/seed.ts";
 import type { StateService } from "./devmode/state-service.ts";
 import { isUuid } from "./ids.ts";
-import { backup, restore } from "./ops/backup.ts";
 import type { CoreDeps, Services } from "./services.ts";
 
 // Each command imports what it runs when it runs: a store command (`cumulo keys revoke`, `cumulo
@@ -268,6 +267,7 @@ export function buildCli(): Command {
     .requiredOption("--to <dir>", "an empty or new directory for the backup")
     .description("back up the SQLite store, the blobs and the secret key file while the server runs")
     .action(async ({ to }: { to: string }) => {
+      const { backup } = await import("./ops/backup.ts");
       const result = await backup(loadConfig(), to);
       switch (result.outcome) {
         case "backed_up":
@@ -294,6 +294,7 @@ export function buildCli(): Command {
     .description("restore a backup into an empty CUMULO_DATA_DIR (SQLite); start the server afterwards")
     .action(async ({ from }: { from: string }) => {
       const config = loadConfig();
+      const { restore } = await import("./ops/backup.ts");
       const result = await restore(config, from);
       switch (result.outcome) {
         case "restored":
