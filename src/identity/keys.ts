@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from "node:crypto";
+import { hash, randomBytes } from "node:crypto";
 
 const KEY_PREFIX = "cmk_";
 const DISPLAY_PREFIX_LENGTH = 12;
@@ -9,8 +9,9 @@ export const generateApiKey = (): string => KEY_PREFIX + randomBytes(32).toStrin
 /**
  * API keys, session cookies and invitation tokens are high-entropy secrets, so one SHA-256 is enough
  * to keep them unrecoverable at rest (passwords, chosen by people, are hashed with scrypt instead).
+ * Run on every authenticated request: the one-shot `hash` takes a third of a Hash object's time.
  */
-export const hashSecret = (secret: string): string => createHash("sha256").update(secret).digest("hex");
+export const hashSecret = (secret: string): string => hash("sha256", secret, "hex");
 
 /** The part of a key kept in clear, to recognise it in listings. */
 export const displayPrefix = (secret: string): string => secret.slice(0, DISPLAY_PREFIX_LENGTH);
