@@ -155,6 +155,9 @@ export class AuthCache {
     // This node's own announcement comes back to it (the bus runs local handlers; PostgreSQL tells
     // the sending session's own listening).
     if (!announcement || this.#acknowledgements.awaits(announcement.changed)) return;
+    // Not listening yet, it serves nothing from its cache; and on PostgreSQL the announcer did not
+    // count it (its session is named once it listens), so its word would stand in for a counted node's.
+    if (!this.#listening) return;
     const heard = JSON.stringify({ heard: announcement.changed, node: this.#node } satisfies KeyAnnouncement);
     this.#tellOthers?.(heard).catch(() => undefined);
   }

@@ -5,6 +5,7 @@ import { AuthCache, KEY_CHANGED_CHANNEL } from "../../src/identity/auth-cache.ts
 import { hashSecret } from "../../src/identity/keys.ts";
 import type { AuthContext } from "../../src/identity/service.ts";
 import { KEY_CHANGES_CHANNEL } from "../../src/store/migrations/0006-identity-key-notifications.ts";
+import type { ListenHandlers, PgListener } from "../../src/store/pg-listener.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { runCli } from "../support/cli.ts";
 import { testStoreKind } from "../support/store.ts";
@@ -96,6 +97,37 @@ describe("auth cache", () => {
     version = 2; // ...the key is revoked by another process after the lookup read it...
     cache.set("hash", auth, null, generation);
     expect(cache.get("hash")).toBeUndefined(); // ...and the next use checks the store again.
+  });
+
+  it("answers another node's key change only once it listens (not counted before, on PostgreSQL)", async () => {
+    // The store's listening connection, played: the test sends what PostgreSQL would deliver.
+    let handlers: ListenHandlers | undefined;
+    const sent: string[] = [];
+    const listener = {
+      notifyOthers: async (payload: string) => {
+        sent.push(payload);
+        return 0;
+      },
+    } as unknown as PgListener;
+    const cache = new AuthCache(60_000, handClock());
+    const started = cache.listen(new LocalBus(), {
+      listen: async (_channel, given) => {
+        handlers = given;
+        return listener;
+      },
+      onLost: () => {},
+    });
+    await started;
+    const change = (id: string) => handlers?.onNotification(JSON.stringify({ changed: id }));
+
+    change("before");
+    await Promise.resolve();
+    expect(sent).toEqual([]);
+
+    handlers?.onListening();
+    change("after");
+    await waitUntil(() => sent.length > 0, 1000, "the acknowledgement");
+    expect(JSON.parse(sent[0] ?? "")).toMatchObject({ heard: "after" });
   });
 });
 
