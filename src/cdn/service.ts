@@ -4,6 +4,7 @@ import { type Clock, nowIso } from "../clock.ts";
 import type { Config } from "../config.ts";
 import type { FieldError } from "../http/errors.ts";
 import type { Page } from "../http/pagination.ts";
+import { timeOrderedUuid } from "../ids.ts";
 import { checkUrlTarget } from "../net/address-guard.ts";
 import { readJson, writeJson } from "../store/codec.ts";
 import { type Executor, type Transact, transactor } from "../store/transactions.ts";
@@ -250,7 +251,7 @@ export class CdnService {
       // Re-read inside the transaction: a concurrent delete makes the purge a 404, not a dangling row.
       if (!(await this.distributions.find(organizationId, id, trx))) return false;
       await this.distributions.insertPurge(trx, {
-        id: randomUUID(),
+        id: timeOrderedUuid(),
         organization_id: organizationId,
         distribution_id: id,
         paths: writeJson(paths) ?? "[]",

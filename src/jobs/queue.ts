@@ -1,7 +1,7 @@
-import { randomUUID } from "node:crypto";
 import { EventEmitter } from "node:events";
 import type { FastifyBaseLogger } from "fastify";
 import { type Clock, nowIso } from "../clock.ts";
+import { timeOrderedUuid } from "../ids.ts";
 import type { Executor } from "../store/transactions.ts";
 import type { JobRepository } from "./repository.ts";
 
@@ -43,7 +43,7 @@ export class JobQueue {
     options: { delayMs?: number; maxAttempts?: number } = {},
   ): Promise<string> {
     const now = this.clock.now();
-    const id = randomUUID();
+    const id = timeOrderedUuid();
     await this.repository.insert(executor, {
       id,
       kind,

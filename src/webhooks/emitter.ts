@@ -1,7 +1,7 @@
-import { randomUUID } from "node:crypto";
 import { EventEmitter } from "node:events";
 import { type Clock, nowIso } from "../clock.ts";
 import { unixSeconds } from "../http/time.ts";
+import { timeOrderedUuid } from "../ids.ts";
 import type { Executor } from "../store/transactions.ts";
 import type { MessageRow, WebhookRepository } from "./repository.ts";
 
@@ -52,7 +52,7 @@ export class WebhookEmitter {
   async emit(executor: Executor, notification: Notification): Promise<number> {
     const now = nowIso(this.clock);
     const message: MessageRow = {
-      id: `msg_${randomUUID().replace(/-/g, "")}`,
+      id: `msg_${timeOrderedUuid().replace(/-/g, "")}`,
       organization_id: notification.organizationId,
       library_id: notification.libraryId,
       video_id: notification.event === "test" ? null : notification.videoId,

@@ -1,6 +1,6 @@
-import { randomUUID } from "node:crypto";
 import { type Insertable, type Kysely, type Selectable, sql, type Updateable } from "kysely";
 import type { Page } from "../http/pagination.ts";
+import { timeOrderedUuid } from "../ids.ts";
 import type { DialectName } from "../store/database.ts";
 import { selectPage } from "../store/paging.ts";
 import { PreparedQuery, type ValueOf } from "../store/prepared.ts";
@@ -20,7 +20,7 @@ export function pendingAttempt(
   options: { attempt: number; dueAt: string; now: string; manual?: boolean },
 ): Insertable<WebhookDeliveryTable> {
   return {
-    id: randomUUID(),
+    id: timeOrderedUuid(),
     message_id: target.message_id,
     endpoint_id: target.endpoint_id,
     organization_id: target.organization_id,
@@ -113,6 +113,9 @@ export class WebhookRepository {
    */
   readonly #queueForSubscribers = new PreparedQuery((value: ValueOf<MessageRow>) => {
     const message = (column: keyof MessageRow) => value((values) => values[column]);
+    // Each attempt's id is a version 7 UUID, as on SQLite: this moment's time part and version
+    // ("xxxxxxxx-xxxx-7"), then gen_random_uuid's random bits.
+    const attemptIdTime = value(() => timeOrderedUuid().slice(0, 15));
     return {
       compile: () =>
         sql`with subscribers as (
@@ -128,7 +131,7 @@ export class WebhookRepository {
             )
             insert into webhook_deliveries (id, message_id, endpoint_id, organization_id, library_id, video_id,
               event, attempt, state, due_at, success, manual, created_at, updated_at)
-            select gen_random_uuid(), ${message("id")}::text, id, ${message("organization_id")}::uuid,
+            select (${attemptIdTime}::text || substr(gen_random_uuid()::text, 16))::uuid, ${message("id")}::text, id, ${message("organization_id")}::uuid,
               ${message("library_id")}::uuid, ${message("video_id")}::uuid, ${message("event")}::text, 1, 'pending',
               ${message("created_at")}::timestamptz, false, false, ${message("created_at")}::timestamptz,
               ${message("created_at")}::timestamptz

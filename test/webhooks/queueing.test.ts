@@ -101,7 +101,7 @@ describe("webhook notifications queued in the caller's transaction", () => {
       });
       expect(Boolean(row.success)).toBe(false);
       expect(Boolean(row.manual)).toBe(false);
-      expect(row.id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+      expect(row.id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     }
     expect(new Set(attempts.map((row) => row.id)).size).toBe(attempts.length);
   });
