@@ -27,7 +27,7 @@ import { PgChangeGeneration, trackingWrites } from "./pg-change-generation.ts";
 import { type ListenHandlers, PgListener } from "./pg-listener.ts";
 import { preparingPool } from "./pg-prepared.ts";
 import { FALLBACK_CHECKPOINT_PAGES, SqliteCheckpointer } from "./sqlite-checkpointer.ts";
-import { isCacheableRead, SqliteReadCache } from "./sqlite-read-cache.ts";
+import { changesNothing, isCacheableRead, SqliteReadCache } from "./sqlite-read-cache.ts";
 import type { Database } from "./tables.ts";
 
 export type DialectName = "sqlite" | "postgres";
@@ -148,7 +148,7 @@ const pgTypes = {
  * Kysely's SQLite driver runs one query at a time on its one connection, so a statement is never
  * used twice at once, and SQLite re-prepares a statement by itself after a schema change. Booleans
  * are bound as 0/1 here. Read-only statements answer from `reads` while nothing has changed; every
- * other statement clears it before it runs.
+ * statement that may change something clears it before it runs.
  */
 function withStatementCache(file: SqliteDatabase.Database, reads: SqliteReadCache): SqliteDialectDatabase {
   const statements = new LRUCache<string, SqliteStatement>({ max: 1000 });
@@ -159,6 +159,16 @@ function withStatementCache(file: SqliteDatabase.Database, reads: SqliteReadCach
         reader: true,
         all: (parameters) =>
           reads.read(text, parameters, () => statement.all(bindable(parameters)) as UnknownRow[]),
+        run: (parameters) => statement.run(bindable(parameters)),
+        iterate: (parameters) => statement.iterate(bindable(parameters)),
+      };
+    }
+    // Reads that are not kept (the queues' scans, reads of the clock), BEGIN and COMMIT leave the kept
+    // ones, and with them the generation that kept answers are checked against, alone.
+    if (changesNothing(text, statement)) {
+      return {
+        reader: statement.reader,
+        all: (parameters) => statement.all(bindable(parameters)),
         run: (parameters) => statement.run(bindable(parameters)),
         iterate: (parameters) => statement.iterate(bindable(parameters)),
       };

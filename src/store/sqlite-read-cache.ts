@@ -7,7 +7,8 @@ type Row = Record<string, unknown>;
  * connection's change counters, and pragmas. They are always run.
  */
 const VOLATILE_SQL =
-  /\b(?:random|randomblob|date|time|datetime|julianday|unixepoch|strftime|timediff|changes|total_changes|last_insert_rowid)\s*\(|\bcurrent_(?:date|time|timestamp)\b|^\s*pragma\b/i;
+  /\b(?:random|randomblob|date|time|datetime|julianday|unixepoch|strftime|timediff|changes|total_changes|last_insert_rowid)\s*\(|\bcurrent_(?:date|time|timestamp)\b/i;
+const PRAGMA_SQL = /^\s*pragma\b/i;
 
 /**
  * Reads of the work queues, webhook attempts and jobs. Almost every one is a claim's scan, followed by
@@ -16,9 +17,28 @@ const VOLATILE_SQL =
  */
 const QUEUE_SQL = /\bfrom "(?:webhook_deliveries|jobs)"/;
 
-/** A statement that returns rows and changes nothing (`INSERT ... RETURNING` returns rows too), and is worth keeping. */
-export const isCacheableRead = (text: string, statement: { reader: boolean; readonly: boolean }): boolean =>
-  statement.reader && statement.readonly && !VOLATILE_SQL.test(text) && !QUEUE_SQL.test(text);
+type StatementKind = { reader: boolean; readonly: boolean };
+
+/** A query that returns rows and changes nothing (`INSERT ... RETURNING` returns rows too). */
+const isRead = (text: string, statement: StatementKind): boolean =>
+  statement.reader && statement.readonly && !PRAGMA_SQL.test(text);
+
+/**
+ * BEGIN and COMMIT change no row: the writes between them clear the cache before they run, and what
+ * was read after those writes is what COMMIT makes everyone's. ROLLBACK takes it back, so it clears.
+ */
+const TRANSACTION_START_OR_COMMIT = /^\s*(?:begin|commit|end)\b/i;
+
+/**
+ * A statement after which every kept read still holds: a read (pragmas are left out, some change the
+ * connection or the file), BEGIN or COMMIT.
+ */
+export const changesNothing = (text: string, statement: StatementKind): boolean =>
+  isRead(text, statement) || TRANSACTION_START_OR_COMMIT.test(text);
+
+/** A read worth keeping. */
+export const isCacheableRead = (text: string, statement: StatementKind): boolean =>
+  isRead(text, statement) && !VOLATILE_SQL.test(text) && !QUEUE_SQL.test(text);
 
 // Bound parameters are strings, numbers, null, buffers or bigints; JSON has no bigint of its own.
 const parameterJson = (_key: string, value: unknown): unknown =>
@@ -46,7 +66,7 @@ const newResults = () =>
 
 /**
  * The results of read-only statements on SQLite's one connection, by SQL text and parameters. Exact:
- * every statement on the connection that is not such a read (a write, BEGIN, COMMIT, ROLLBACK) clears
+ * every statement on the connection that may change something (a write, ROLLBACK, a pragma) clears
  * it before it runs, and `data_version` (moved only by other connections' commits, e.g. the CLI's)
  * is checked before every read. Callers get copies of the rows, never the cached objects.
  */

@@ -127,6 +127,23 @@ describe.skipIf(testStoreKind() !== "sqlite")("SQLite read cache", () => {
     }
   });
 
+  it("leaves the kept reads and their generation alone at reads it does not keep, BEGIN and COMMIT", async () => {
+    const before = store.generation.current();
+    await sql`select random() as r`.execute(store.db);
+    // A claim that finds nothing, as the job and webhook workers' polls of an idle server do.
+    await store.db
+      .transaction()
+      .execute((trx) => trx.selectFrom("jobs").select("id").where("status", "=", "pending").execute());
+    await store.db.selectFrom("webhook_deliveries").select("id").where("state", "=", "pending").execute();
+    expect(store.generation.current()).toBe(before);
+    // A write moves it, also one that changes no row; so does a pragma.
+    await store.db.updateTable("organizations").set({ name: "x" }).where("id", "=", "none").execute();
+    const afterWrite = store.generation.current() ?? 0;
+    expect(afterWrite).toBeGreaterThan(before ?? 0);
+    await sql`pragma foreign_keys`.execute(store.db);
+    expect(store.generation.current()).toBeGreaterThan(afterWrite);
+  });
+
   it("forgets every kept read at a clear, however many it kept, and keeps reads again after it", () => {
     const cache = new SqliteReadCache(() => 1);
     let runs = 0;
