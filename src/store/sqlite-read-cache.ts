@@ -3,11 +3,12 @@ import { LRUCache } from "lru-cache";
 type Row = Record<string, unknown>;
 
 /**
- * Reads whose answer can change with no write at all: SQLite's clock and random functions, this
- * connection's change counters, and pragmas. They are always run.
+ * Reads whose answer can change with no write at all: SQLite's clock and random functions, and this
+ * connection's change counters. They are always run.
  */
 const VOLATILE_SQL =
   /\b(?:random|randomblob|date|time|datetime|julianday|unixepoch|strftime|timediff|changes|total_changes|last_insert_rowid)\s*\(|\bcurrent_(?:date|time|timestamp)\b/i;
+/** Pragmas are always run, and clear the cache: some of them change the connection or the file. */
 const PRAGMA_SQL = /^\s*pragma\b/i;
 
 /**
@@ -29,10 +30,7 @@ const isRead = (text: string, statement: StatementKind): boolean =>
  */
 const TRANSACTION_START_OR_COMMIT = /^\s*(?:begin|commit|end)\b/i;
 
-/**
- * A statement after which every kept read still holds: a read (pragmas are left out, some change the
- * connection or the file), BEGIN or COMMIT.
- */
+/** A statement after which every kept read still holds: a read, BEGIN or COMMIT. */
 export const changesNothing = (text: string, statement: StatementKind): boolean =>
   isRead(text, statement) || TRANSACTION_START_OR_COMMIT.test(text);
 
