@@ -7,32 +7,14 @@
  * Ratios (grouped / alone) are printed last.
  */
 import { randomBytes, randomUUID } from "node:crypto";
-import { join } from "node:path";
-import SqliteDatabase from "better-sqlite3";
-import { openStore } from "../src/store/database.ts";
-import { createTestStore } from "../test/support/store.ts";
+import { migratedSqlite } from "./support.ts";
 
 const WRITES = Number(process.env.BENCH_WRITES ?? 20_000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const GROUPS = [1, 2, 4, 8];
 
-const testStore = await createTestStore("sqlite");
-const store = openStore({ dataDir: testStore.dataDir, databaseUrl: undefined });
-await store.migrate();
-await store.close();
-
-const db = new SqliteDatabase(join(testStore.dataDir, "cumulo.sqlite"));
-db.pragma("journal_mode = WAL");
-db.pragma("synchronous = NORMAL");
-db.pragma("foreign_keys = ON");
+const { db, organizationId, close } = await migratedSqlite();
 const now = new Date().toISOString();
-const organizationId = randomUUID();
-db.prepare("insert into organizations (id, name, created_at, updated_at) values (?, ?, ?, ?)").run(
-  organizationId,
-  "bench",
-  now,
-  now,
-);
 const userId = db
   .prepare("insert into users (uuid, organization_id, name, email, created_at) values (?, ?, ?, ?, ?)")
   .run(randomUUID(), organizationId, "bench", "bench@example.com", now).lastInsertRowid;
@@ -80,8 +62,7 @@ for (let round = 1; round <= ROUNDS; round++) {
     console.log(`| ${round} | ${group} | ${micros.toFixed(1)} |`);
   }
 }
-db.close();
-await testStore.drop();
+await close();
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? 0;
 const alone = median(figures.get(1) ?? []);

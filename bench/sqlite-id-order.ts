@@ -8,11 +8,8 @@
  * `npx tsx bench/sqlite-id-order.ts`. Prints µs per notification per block, and the ratios last.
  */
 import { randomUUID } from "node:crypto";
-import { join } from "node:path";
-import SqliteDatabase from "better-sqlite3";
 import { timeOrderedUuid } from "../src/ids.ts";
-import { openStore } from "../src/store/database.ts";
-import { createTestStore } from "../test/support/store.ts";
+import { migratedSqlite } from "./support.ts";
 
 const BLOCK = Number(process.env.BENCH_BLOCK ?? 10_000);
 const ROWS = Number(process.env.BENCH_ROWS ?? 50_000);
@@ -20,24 +17,10 @@ const BODY = JSON.stringify({ event: "ready", payload: { text: "x".repeat(500) }
 
 /** A migrated store with one organization, library endpoint and the emitter's statements prepared. */
 async function emitterOn(newId: () => string) {
-  const testStore = await createTestStore("sqlite");
-  const store = openStore({ dataDir: testStore.dataDir, databaseUrl: undefined });
-  await store.migrate();
-  await store.close();
-  const db = new SqliteDatabase(join(testStore.dataDir, "cumulo.sqlite"));
-  db.pragma("journal_mode = WAL");
-  db.pragma("synchronous = NORMAL");
-  db.pragma("foreign_keys = ON");
+  const { db, organizationId, close } = await migratedSqlite();
   const now = new Date().toISOString();
-  const organizationId = randomUUID();
   const libraryId = randomUUID();
   const endpointId = randomUUID();
-  db.prepare("insert into organizations (id, name, created_at, updated_at) values (?, ?, ?, ?)").run(
-    organizationId,
-    "bench",
-    now,
-    now,
-  );
   db.prepare(
     `insert into webhook_endpoints (id, organization_id, library_id, name, url, events, secret, is_active,
      created_at, updated_at) values (?, ?, ?, 'bench', 'http://127.0.0.1/', '["ready"]', 'secret', 1, ?, ?)`,
@@ -62,7 +45,7 @@ async function emitterOn(newId: () => string) {
     message.run(messageId, organizationId, libraryId, videoId, BODY, at);
     attempt.run(newId(), messageId, endpointId, organizationId, libraryId, videoId, at, at, at);
   });
-  return { emit, close: () => db.close(), drop: () => testStore.drop() };
+  return { emit, close };
 }
 
 /** CPU µs per notification over `count` of them. */
@@ -89,9 +72,6 @@ for (let rows = 0; rows < ROWS; rows += BLOCK) {
   );
   ratios.push(`${rows}-${rows + BLOCK} rows: ${ratio}`);
 }
-for (const kind of Object.values(kinds)) {
-  kind.close();
-  await kind.drop();
-}
+for (const kind of Object.values(kinds)) await kind.close();
 console.log("\nratios (time-ordered / random ids, CPU per notification):");
 for (const line of ratios) console.log(`  ${line}`);

@@ -1,7 +1,11 @@
+import { randomUUID } from "node:crypto";
+import { join } from "node:path";
 import autocannon from "autocannon";
+import SqliteDatabase from "better-sqlite3";
 import Fastify from "fastify";
 import { loadConfig } from "../src/config.ts";
 import { type RunningCumulo, startCumulo } from "../src/roles.ts";
+import { openStore } from "../src/store/database.ts";
 import { createTestStore, type TestStore, type TestStoreKind } from "../test/support/store.ts";
 
 export const BENCH_KEY = "bench_admin_key_0123456789abcdef";
@@ -109,3 +113,39 @@ export function benchSetups(): { label: string; kind: TestStoreKind; env: Record
 
 export const formatRow = (cells: (string | number)[], widths: number[]) =>
   cells.map((cell, index) => String(cell).padEnd(widths[index] ?? 10)).join(" ");
+
+/**
+ * A SQLite file made by Cumulo's migrations, opened directly with the store's journal, sync and
+ * foreign-key pragmas (checkpoints as SQLite makes them by default), holding one organization: for
+ * benchmarks of single statements.
+ */
+export async function migratedSqlite(): Promise<{
+  db: SqliteDatabase.Database;
+  organizationId: string;
+  close(): Promise<void>;
+}> {
+  const testStore = await createTestStore("sqlite");
+  const store = openStore({ dataDir: testStore.dataDir, databaseUrl: undefined });
+  await store.migrate();
+  await store.close();
+  const db = new SqliteDatabase(join(testStore.dataDir, "cumulo.sqlite"));
+  db.pragma("journal_mode = WAL");
+  db.pragma("synchronous = NORMAL");
+  db.pragma("foreign_keys = ON");
+  const now = new Date().toISOString();
+  const organizationId = randomUUID();
+  db.prepare("insert into organizations (id, name, created_at, updated_at) values (?, ?, ?, ?)").run(
+    organizationId,
+    "bench",
+    now,
+    now,
+  );
+  return {
+    db,
+    organizationId,
+    async close() {
+      db.close();
+      await testStore.drop();
+    },
+  };
+}
