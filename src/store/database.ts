@@ -154,37 +154,25 @@ function withStatementCache(file: SqliteDatabase.Database, reads: SqliteReadCach
   const statements = new LRUCache<string, SqliteStatement>({ max: 1000 });
   const prepare = (text: string): SqliteStatement => {
     const statement = file.prepare(text);
-    if (isCacheableRead(text, statement)) {
-      return {
-        reader: true,
-        all: (parameters) =>
-          reads.read(text, parameters, () => statement.all(bindable(parameters)) as UnknownRow[]),
-        run: (parameters) => statement.run(bindable(parameters)),
-        iterate: (parameters) => statement.iterate(bindable(parameters)),
-      };
-    }
-    // Reads that are not kept (the queues' scans, reads of the clock), BEGIN and COMMIT leave the kept
-    // ones, and with them the generation that kept answers are checked against, alone.
-    if (changesNothing(text, statement)) {
-      return {
-        reader: statement.reader,
-        all: (parameters) => statement.all(bindable(parameters)),
-        run: (parameters) => statement.run(bindable(parameters)),
-        iterate: (parameters) => statement.iterate(bindable(parameters)),
-      };
-    }
+    // Only a statement that may change something clears the kept reads, and with them moves the
+    // generation kept answers are checked against: not the reads left unkept (the queues' scans, reads
+    // of the clock), nor BEGIN or COMMIT.
+    const clear = changesNothing(text, statement) ? () => {} : () => reads.clear();
     return {
       reader: statement.reader,
-      all: (parameters) => {
-        reads.clear();
-        return statement.all(bindable(parameters));
-      },
+      all: isCacheableRead(text, statement)
+        ? (parameters) =>
+            reads.read(text, parameters, () => statement.all(bindable(parameters)) as UnknownRow[])
+        : (parameters) => {
+            clear();
+            return statement.all(bindable(parameters));
+          },
       run: (parameters) => {
-        reads.clear();
+        clear();
         return statement.run(bindable(parameters));
       },
       iterate: (parameters) => {
-        reads.clear();
+        clear();
         return statement.iterate(bindable(parameters));
       },
     };

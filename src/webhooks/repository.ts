@@ -1,6 +1,6 @@
 import { type Insertable, type Kysely, type Selectable, sql, type Updateable } from "kysely";
 import type { Page } from "../http/pagination.ts";
-import { timeOrderedUuid } from "../ids.ts";
+import { timeOrderedUuid, timeOrderedUuidPrefix } from "../ids.ts";
 import type { DialectName } from "../store/database.ts";
 import { selectPage } from "../store/paging.ts";
 import { PreparedQuery, type ValueOf } from "../store/prepared.ts";
@@ -113,9 +113,9 @@ export class WebhookRepository {
    */
   readonly #queueForSubscribers = new PreparedQuery((value: ValueOf<MessageRow>) => {
     const message = (column: keyof MessageRow) => value((values) => values[column]);
-    // Each attempt's id is a version 7 UUID, as on SQLite: this moment's time part and version
-    // ("xxxxxxxx-xxxx-7"), then gen_random_uuid's random bits.
-    const attemptIdTime = value(() => timeOrderedUuid().slice(0, 15));
+    // Each attempt's id is a version 7 UUID, as on SQLite: this moment's time part and version, then
+    // gen_random_uuid's random bits (from its 16th character on, as `timeOrderedUuid` takes randomUUID's).
+    const attemptIdTime = value(() => timeOrderedUuidPrefix());
     return {
       compile: () =>
         sql`with subscribers as (

@@ -134,7 +134,8 @@ describe("kept answers follow every change", () => {
   });
 
   // SQLite: the job and webhook workers poll their queues every second; a poll that finds nothing
-  // changes nothing, so kept answers and reads stay (PostgreSQL moves its generation on commits only).
+  // changes nothing, so kept answers and reads stay (PostgreSQL's generation ignores reads and a
+  // transaction's bounds alike).
   it.skipIf(testStoreKind() !== "sqlite")(
     "keeps its answers while an idle server's workers poll",
     async () => {
