@@ -28,6 +28,9 @@ export default defineConfig({
       },
     ],
     pool: "forks",
+    // Most test files wait on child processes, sockets and timers rather than compute: on a 2-core
+    // machine vitest's default (one worker per core but one) ran them one at a time, half the CPU idle.
+    maxWorkers: Number(process.env.TEST_WORKERS ?? 4),
     testTimeout: 20_000,
     hookTimeout: 30_000,
   },
