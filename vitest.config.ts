@@ -1,3 +1,4 @@
+import { availableParallelism } from "node:os";
 import { configDefaults, defineConfig } from "vitest/config";
 
 // The whole suite runs once per store: always on SQLite, and on PostgreSQL when TEST_DATABASE_URL is set.
@@ -30,7 +31,7 @@ export default defineConfig({
     pool: "forks",
     // Most test files wait on child processes, sockets and timers rather than compute: on a 2-core
     // machine vitest's default (one worker per core but one) ran them one at a time, half the CPU idle.
-    maxWorkers: Number(process.env.TEST_WORKERS ?? 4),
+    maxWorkers: Number(process.env.TEST_WORKERS ?? Math.max(4, availableParallelism())),
     testTimeout: 20_000,
     hookTimeout: 30_000,
   },
