@@ -2,6 +2,9 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import SqliteDatabase from "better-sqlite3";
 import {
+  CompiledQuery,
+  type DatabaseConnection,
+  type Driver,
   Kysely,
   type KyselyConfig,
   type KyselyPlugin,
@@ -14,7 +17,9 @@ import {
   type QueryResult,
   type RootOperationNode,
   SqliteDialect,
+  type SqliteDialectConfig,
   type SqliteDatabase as SqliteDialectDatabase,
+  SqliteDriver,
   type SqliteStatement,
   sql,
   type UnknownRow,
@@ -195,6 +200,31 @@ function withStatementCache(file: SqliteDatabase.Database, reads: SqliteReadCach
 }
 
 /**
+ * Every SQLite transaction takes the write lock as it begins (`begin immediate`, waiting for another
+ * process's as long as `busy_timeout`) instead of at its first write. A transaction that read first
+ * and then wrote failed at once with "database is locked" when another process (a second node, the
+ * CLI) had committed in between, its snapshot being stale: SQLite does not wait in that case.
+ */
+class WriteLockingSqliteDialect extends SqliteDialect {
+  readonly #config: SqliteDialectConfig;
+
+  constructor(config: SqliteDialectConfig) {
+    super(config);
+    this.#config = config;
+  }
+
+  override createDriver(): Driver {
+    return new WriteLockingSqliteDriver(this.#config);
+  }
+}
+
+class WriteLockingSqliteDriver extends SqliteDriver {
+  override async beginTransaction(connection: DatabaseConnection): Promise<void> {
+    await connection.executeQuery(CompiledQuery.raw("begin immediate"));
+  }
+}
+
+/**
  * `read`'s value, read at most once per callback Node makes into JavaScript (an I/O or timer event,
  * with the ticks and promise jobs that follow it): the memo is forgotten before the next one.
  * Everything answered in one such callback was received before it began, so the state seen when it
@@ -247,7 +277,7 @@ function openSqlite(
   const externalChanges = oncePerCallback(() => dataVersion.get() as number);
   const reads = new SqliteReadCache(externalChanges);
   const db = new Kysely<Database>({
-    dialect: new SqliteDialect({ database: withStatementCache(file, reads) }),
+    dialect: new WriteLockingSqliteDialect({ database: withStatementCache(file, reads) }),
     ...queryLog(onQuery),
   });
   const generation = { current: () => reads.currentGeneration() };

@@ -1,0 +1,57 @@
+import { join } from "node:path";
+import SqliteDatabase from "better-sqlite3";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { openStore, type Store } from "../../src/store/database.ts";
+import { createTestStore, type TestStore, testStoreKind } from "../support/store.ts";
+
+describe.skipIf(testStoreKind() !== "sqlite")("SQLite transactions and other processes", () => {
+  let testStore: TestStore;
+  let store: Store;
+
+  beforeAll(async () => {
+    testStore = await createTestStore("sqlite");
+    store = openStore({ dataDir: testStore.dataDir, databaseUrl: undefined });
+    await store.migrate();
+  });
+
+  afterAll(async () => {
+    await store.close();
+    await testStore.drop();
+  });
+
+  it("holds the write lock from the start, so a read then a write cannot meet another process's commit", async () => {
+    // Another process's connection; it does not wait, so a lock held by the store shows at once.
+    const other = new SqliteDatabase(join(testStore.dataDir, "cumulo.sqlite"));
+    other.pragma("busy_timeout = 0");
+    try {
+      let otherWrite: unknown;
+      await store.db.transaction().execute(async (trx) => {
+        await trx.selectFrom("organizations").select("id").execute();
+        try {
+          const now = new Date().toISOString();
+          other
+            .prepare("insert into organizations (id, name, created_at, updated_at) values (?, ?, ?, ?)")
+            .run("00000000-0000-4000-8000-0000000000aa", "other process", now, now);
+        } catch (error) {
+          otherWrite = error;
+        }
+        // With the lock taken only here, the other process's commit above made this snapshot stale
+        // and SQLite refused this write at once ("database is locked").
+        await trx
+          .insertInto("organizations")
+          .values({
+            id: "00000000-0000-4000-8000-0000000000bb",
+            name: "store",
+            created_at: new Date().toISOString(),
+            updated_at: new Date().toISOString(),
+          })
+          .execute();
+      });
+      expect((otherWrite as { code?: string } | undefined)?.code).toBe("SQLITE_BUSY");
+      const names = await store.db.selectFrom("organizations").select("name").execute();
+      expect(names.map((row) => row.name)).toContain("store");
+    } finally {
+      other.close();
+    }
+  });
+});
