@@ -20,7 +20,8 @@ describe.skipIf(testStoreKind() !== "sqlite")("SQLite transactions and other pro
   });
 
   it("holds the write lock from the start, so a read then a write cannot meet another process's commit", async () => {
-    // Another process's connection; it does not wait, so a lock held by the store shows at once.
+    // A second connection stands for another process (SQLite's locks hold between connections of one
+    // process too); it does not wait, so a lock held by the store shows at once.
     const other = new SqliteDatabase(join(testStore.dataDir, "cumulo.sqlite"));
     other.pragma("busy_timeout = 0");
     try {
