@@ -16,6 +16,9 @@
  * BENCH_QUERY_RUNS (5, timed runs of each analytics query). On PostgreSQL the loaded data is vacuumed
  * (as autovacuum would soon do) before the analytics queries.
  *
+ * A request that fails during a run stops the benchmark if it was Cumulo's; nginx's run is measured
+ * again once, with a note.
+ *
  * The ratios (Cumulo/nginx, slowest analytics query against its 20 ms target) are printed last.
  */
 import { type ChildProcess, spawn } from "node:child_process";
@@ -241,6 +244,9 @@ function cpuMs(pid: number): number {
   );
 }
 
+/** A failed request during a run: the address and what the requests met. */
+class FailedRequests extends Error {}
+
 async function measure(url: string, pid: number): Promise<Measure> {
   const warm = await fetch(url);
   await warm.arrayBuffer();
@@ -264,7 +270,7 @@ async function measure(url: string, pid: number): Promise<Measure> {
   const cpuUs = ((cpuMs(pid) - cpuBefore) * 1000) / result.requests.total;
   if (result.errors > 0 || result.non2xx > 0) {
     const kinds = [...failures].map(([kind, count]) => `${count} ${kind}`).join(", ");
-    throw new Error(
+    throw new FailedRequests(
       `${url}: ${result.errors} errors (${kinds || "none reported"}; ${result.timeouts} timeouts), ${result.non2xx} non-2xx answers`,
     );
   }
@@ -275,6 +281,20 @@ async function measure(url: string, pid: number): Promise<Measure> {
     mbps: result.throughput.average / (1024 * 1024),
     cpuUs,
   };
+}
+
+/**
+ * nginx's run, measured again once if a request failed (seen once in about 330,000: a reset); a failed
+ * request to Cumulo's edge stops the benchmark instead.
+ */
+async function measureBaseline(url: string, pid: number): Promise<Measure> {
+  try {
+    return await measure(url, pid);
+  } catch (error) {
+    if (!(error instanceof FailedRequests)) throw error;
+    console.log(`(nginx run measured again: ${error.message})`);
+    return measure(url, pid);
+  }
 }
 
 /** Runs the cache-HIT comparison; returns the ratio lines. */
@@ -301,7 +321,7 @@ async function benchHttp(dir: string): Promise<string[]> {
       const rounds: { ours: Measure; theirs: Measure; ratio: number; cpuRatio: number }[] = [];
       for (let round = 0; round < ROUNDS; round++) {
         const ours = await measure(`${cumulo.edge}/${name}`, cumulo.pid);
-        const theirs = await measure(`${nginx.url}/${name}`, nginx.pid);
+        const theirs = await measureBaseline(`${nginx.url}/${name}`, nginx.pid);
         rounds.push({ ours, theirs, ratio: ours.rps / theirs.rps, cpuRatio: theirs.cpuUs / ours.cpuUs });
         for (const [server, m] of [
           ["cumulo", ours],
