@@ -12,8 +12,9 @@ function buildAjv(options: Options): Ajv {
 }
 
 // Bodies keep their JSON types (a number where a string belongs is validation_type); query strings
-// and path parameters arrive as text and are coerced, repeated query keys becoming arrays.
-const bodyAjv = buildAjv({ coerceTypes: false });
+// and path parameters arrive as text and are coerced, repeated query keys becoming arrays. `verbose`
+// puts the refused value in each error, so a list of allowed values can tell a wrong type apart.
+const bodyAjv = buildAjv({ coerceTypes: false, verbose: true });
 const textAjv = buildAjv({ coerceTypes: "array" });
 
 export const validatorCompiler: FastifySchemaCompiler<object> = ({ schema, httpPart }) => {
@@ -87,16 +88,39 @@ function messageOf(error: ErrorObject, field: string, code: ValidationCode): str
   }
 }
 
+const jsonType = (value: unknown): string =>
+  value === null ? "null" : Array.isArray(value) ? "array" : typeof value;
+
+/**
+ * The JSON types of a list's allowed values when the refused value has none of them (a number for a
+ * list of strings): the contract calls that a wrong type, not a value outside the list.
+ */
+function typesMissedByEnum(error: ErrorObject): string[] | undefined {
+  if ((error.keyword !== "enum" && error.keyword !== "const") || !("data" in error)) return undefined;
+  const allowed = (error.params.allowedValues ?? [error.params.allowedValue]) as unknown[];
+  const types = [...new Set(allowed.map(jsonType))];
+  return types.includes(jsonType(error.data)) ? undefined : types;
+}
+
+function fieldErrorOf(error: ErrorObject, field: string): FieldError | undefined {
+  const missedTypes = typesMissedByEnum(error);
+  if (missedTypes) {
+    const message = `The ${field} field must be of type ${missedTypes.join(" or ")}.`;
+    return { field, code: "validation_type", message };
+  }
+  const code = CODE_BY_KEYWORD[error.keyword];
+  return code && { field, code, message: messageOf(error, field, code) };
+}
+
 /** Turns Ajv errors into the contract's field errors: one per failing field, all fields at once. */
 export function toFieldErrors(errors: ErrorObject[], prefix = ""): FieldError[] {
   const byField = new Map<string, FieldError>();
   for (const error of errors) {
-    const code = CODE_BY_KEYWORD[error.keyword];
-    if (!code) continue;
-    const field = fieldOf(error, prefix);
-    const current = byField.get(field);
-    if (current && PRECEDENCE.indexOf(current.code) <= PRECEDENCE.indexOf(code)) continue;
-    byField.set(field, { field, code, message: messageOf(error, field, code) });
+    const fieldError = fieldErrorOf(error, fieldOf(error, prefix));
+    if (!fieldError) continue;
+    const current = byField.get(fieldError.field);
+    if (current && PRECEDENCE.indexOf(current.code) <= PRECEDENCE.indexOf(fieldError.code)) continue;
+    byField.set(fieldError.field, fieldError);
   }
   // anyOf/oneOf reported without a usable branch error (a union of objects, say)
   if (byField.size === 0 && errors.length > 0) {

@@ -71,6 +71,18 @@ describe("security settings, folders, videos and players", () => {
       json: { countries: { action: "allow" } },
     });
     expect(fieldErrors(noValues.body)).toEqual({ "countries.values": "validation_required" });
+    const mistyped = await t.request("PUT", `/v1/media/libraries/${lib}/security`, {
+      json: {
+        video_privacy: 3,
+        referrers: { action: 5, values: [] },
+        countries: { action: null, values: [] },
+      },
+    });
+    expect(fieldErrors(mistyped.body)).toEqual({
+      video_privacy: "validation_type",
+      "referrers.action": "validation_type",
+      "countries.action": "validation_type",
+    });
     expect((await t.request("PUT", `/v1/media/libraries/${MISSING_ID}/security`, { json: {} })).status).toBe(
       404,
     );

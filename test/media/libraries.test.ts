@@ -115,6 +115,18 @@ describe("media libraries", () => {
       region: "validation_enum",
       description: "validation_max",
     });
+    // A value of the wrong JSON type for a list of allowed strings is a wrong type, not a wrong value.
+    const mistyped = await t.request("POST", "/v1/media/libraries", {
+      json: { name: "Typed", usage_type: 5, default_privacy: true, region: [] },
+    });
+    expect(mistyped.status).toBe(400);
+    expect(mistyped.body.errors).toEqual(
+      ["usage_type", "default_privacy", "region"].map((field) => ({
+        field,
+        code: "validation_type",
+        message: `The ${field} field must be of type string.`,
+      })),
+    );
     const missing = await t.request("POST", "/v1/media/libraries", { json: {} });
     expect(fieldErrors(missing.body)).toEqual({ name: "validation_required" });
     const empty = await t.request("POST", "/v1/media/libraries", { json: { name: "" } });
