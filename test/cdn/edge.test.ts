@@ -319,6 +319,8 @@ describe("CDN edge", () => {
     const outside = await get("/range.bin", { range: "bytes=20-30" });
     expect(outside.status).toBe(416);
     expect(outside.headers["content-range"]).toBe("bytes */20");
+    expect(outside.headers["x-cache"]).toBe("HIT");
+    expect(outside.headers.age).toMatch(/^\d+$/);
     const staleIfRange = await get("/range.bin", { range: "bytes=0-1", "if-range": '"v0"' });
     expect(staleIfRange.status).toBe(200);
     expect(staleIfRange.body.length).toBe(20);
@@ -403,10 +405,13 @@ describe("CDN edge", () => {
     await createDistribution(t, { hostname: deadHost, origin_url: "http://127.0.0.1:9" });
     const dead = await edgeRequest(edge, `/${deadHost}/x`);
     expect(dead.status).toBe(502);
+    // Both went to the origin: misses, with the cache headers of any other answer.
+    expect(dead.headers).toMatchObject({ "x-cache": "MISS", age: "0" });
     origin.route("/root/hang", () => undefined); // never answers
     const started = Date.now();
     const slow = await get("/hang");
     expect(slow.status).toBe(504);
+    expect(slow.headers).toMatchObject({ "x-cache": "MISS", age: "0" });
     expect(Date.now() - started).toBeLessThan(3000);
     // the edge keeps serving
     expect((await get("/hello.txt?v=1")).status).toBe(200);

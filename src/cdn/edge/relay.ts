@@ -48,7 +48,7 @@ export async function relay(
   }
   if (status === 200 && !Number.isNaN(declared)) {
     out["accept-ranges"] = "bytes";
-    const started = startRepresentation(request, response, out, declared, { "x-cache": "MISS" });
+    const started = startRepresentation(request, response, out, declared, { age: "0", "x-cache": "MISS" });
     exchange.sent = started.sent;
     if (!started.window) {
       body.destroy();

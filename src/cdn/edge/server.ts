@@ -38,6 +38,9 @@ const ERROR_MESSAGES: Record<number, string> = {
   504: "Gateway Timeout",
 };
 
+/** The cache headers of an error answered after asking the origin: it was a miss like any other. */
+const MISSED: OutgoingHttpHeaders = { age: "0", "x-cache": "MISS" };
+
 function sendError(response: ServerResponse, status: number, headers: OutgoingHttpHeaders = {}): number {
   return sendJsonError(
     response,
@@ -263,7 +266,7 @@ export class EdgeServer {
     if (result.kind === "object" && this.#policy.satisfies(result.object, request, resolved)) {
       exchange.sent = this.#sendObject(miss, response, result.object, "MISS");
     } else if (result.kind === "error") {
-      exchange.sent = sendError(response, result.status);
+      exchange.sent = sendError(response, result.status, MISSED);
     } else {
       await this.#fetch(miss, response, undefined, () => undefined);
     }
@@ -284,7 +287,7 @@ export class EdgeServer {
         return;
       case "error":
         share({ kind: "error", status: fetched.status });
-        miss.exchange.sent = sendError(response, fetched.status);
+        miss.exchange.sent = sendError(response, fetched.status, MISSED);
         return;
       case "pass":
         share({ kind: "pass" });

@@ -181,7 +181,10 @@ export function sendCachedObject(
   const headers: OutgoingHttpHeaders = { ...object.headers, age: String(age), "x-cache": cacheStatus };
   if (object.status === 200) {
     headers["accept-ranges"] = "bytes";
-    return sendRepresentation(request, response, headers, object.body, { "x-cache": cacheStatus });
+    return sendRepresentation(request, response, headers, object.body, {
+      age: String(age),
+      "x-cache": cacheStatus,
+    });
   }
   // Other statuses are sent as stored: no ranges, no 304.
   const size = object.body.length;
