@@ -1,7 +1,7 @@
 import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { edgeRequest, edgeUrlOf } from "../cdn/support.ts";
 import { createLibrary, createVideo } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
@@ -185,6 +185,35 @@ describe("video pipeline and playback", () => {
     const preview = await play("preview.webp");
     expect(preview.status).toBe(200);
     expect(preview.body.subarray(8, 12).toString()).toBe("WEBP");
+  });
+
+  it("counts the bytes of streamed files as CDN traffic", async () => {
+    const traffic = async () => {
+      await t.cumulo.services.cdnTraffic.flush();
+      const analytics = await t.request(
+        "GET",
+        `/v1/cdn/analytics?metrics=traffic&granularity=1d&distribution=${hostname()}`,
+      );
+      expect(analytics.status, analytics.text).toBe(200);
+      return analytics.body.Data.reduce(
+        (sum: number, bucket: { traffic: number }) => sum + bucket.traffic,
+        0,
+      );
+    };
+    // The edge counts an answer once its response has closed, which the viewer does not wait for: the
+    // figure is read again until earlier answers' counts have all arrived.
+    let before = await traffic();
+    for (let previous = -1; before !== previous; ) {
+      previous = before;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      before = await traffic();
+    }
+    const whole = await play("play.mp4");
+    const part = await play("play.mp4", { range: "bytes=100-199" });
+    const thumbnail = await play("thumbnail.jpg");
+    expect([whole.status, part.status, thumbnail.status]).toEqual([200, 206, 200]);
+    const expected = before + whole.body.length + 100 + thumbnail.body.length;
+    await vi.waitFor(async () => expect(await traffic()).toBe(expected), { timeout: 5000, interval: 100 });
   });
 
   it("lists subtitles as WebVTT tracks in the master, converting SRT", async () => {

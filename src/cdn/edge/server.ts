@@ -223,7 +223,12 @@ export class EdgeServer {
     }
     const { distribution, pathAndQuery } = resolved;
     const exchange: Exchange = { sent: 0, upstream: 0, originMs: undefined };
-    response.once("close", () => this.#count(distribution, response.statusCode, exchange));
+    // A streamed answer's count is known once its pipeline settles, which can be after `close`.
+    let answered: Promise<unknown> = Promise.resolve();
+    response.once("close", () => {
+      const count = () => this.#count(distribution, response.statusCode, exchange);
+      void answered.then(count, count);
+    });
 
     // Library distributions (media://) are answered by the media origin, which applies the library's
     // access rules on every request; their responses are never stored in the edge cache.
@@ -241,7 +246,9 @@ export class EdgeServer {
     }
     if (mediaLibrary && this.deps.mediaOrigin) {
       exchange.cacheStatus = "MISS";
-      exchange.sent = await this.deps.mediaOrigin.serve(request, response, mediaLibrary, pathAndQuery);
+      const serving = this.deps.mediaOrigin.serve(request, response, mediaLibrary, pathAndQuery);
+      answered = serving;
+      exchange.sent = await serving;
       return;
     }
 
