@@ -29,7 +29,8 @@ export class PlaybackTokens {
   }
 
   issue(videoId: string, ttlS: number): { token: string; expires: number } {
-    const expires = Math.floor(this.clock.now().getTime() / 1000) + ttlS;
+    // Rounded up to the next whole second, so a token lives at least the `ttlS` asked for.
+    const expires = Math.ceil(this.clock.now().getTime() / 1000) + ttlS;
     return { token: this.sign(videoId, expires), expires };
   }
 

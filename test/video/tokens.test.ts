@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { PlaybackTokens } from "../../src/video/tokens.ts";
 import { createLibrary, createVideo } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { videoPath } from "./support.ts";
@@ -27,5 +28,18 @@ describe("playback token requests", () => {
     const malformed = await t.request("POST", path, { headers: json, body: '{"expires_in_s":' });
     expect(malformed.status).toBe(400);
     expect(malformed.body).toEqual({ success: false, message: "Invalid Request" });
+  });
+});
+
+describe("playback token lifetime", () => {
+  it("lives at least the seconds asked for, whatever the fraction of the second it was issued in", () => {
+    let nowMs = 100_900;
+    const tokens = new PlaybackTokens(() => Buffer.alloc(32, 1), { now: () => new Date(nowMs) });
+    const { token, expires } = tokens.issue("video", 1);
+    const check = () => tokens.check("video", token, String(expires));
+    nowMs = 101_899;
+    expect(check()).toBe("valid");
+    nowMs = expires * 1000;
+    expect(check()).toBe("expired");
   });
 });
