@@ -4,6 +4,7 @@ import { ok, okList } from "../http/envelope.ts";
 import { ApiError } from "../http/errors.ts";
 import { pageMeta, toPage } from "../http/pagination.ts";
 import { Envelope, IdParams, ListEnvelope, mediaErrorResponses, PageQuery } from "../http/schemas.ts";
+import { bodyField } from "../http/validation.ts";
 import type { IdentityService } from "../identity/service.ts";
 import type { AnalyticsOutcome, AnalyticsService } from "./analytics.ts";
 import {
@@ -115,9 +116,17 @@ export const cdnRoutes: FastifyPluginAsyncTypebox<{
 }> = async (app, { identity, cdn, analytics, maxPurgePaths }) => {
   requireApiKey(app, "cdn", identity);
 
+  // Checked also when the schema refuses the body, so these fields' errors come with the others.
   app.post(
     "/distributions",
     {
+      config: {
+        fieldChecks: (body) =>
+          cdn.checkFields({
+            hostname: bodyField(body, "hostname"),
+            origin_url: bodyField(body, "origin_url"),
+          }),
+      },
       schema: {
         operationId: "createCdnDistribution",
         tags,
@@ -178,6 +187,7 @@ export const cdnRoutes: FastifyPluginAsyncTypebox<{
   app.patch(
     "/distributions/:id",
     {
+      config: { fieldChecks: (body) => cdn.checkFields({ origin_url: bodyField(body, "origin_url") }) },
       schema: {
         operationId: "updateCdnDistribution",
         tags,

@@ -120,6 +120,19 @@ export class CdnService {
     return this.distributions.delete(executor, organizationId, id);
   }
 
+  /**
+   * The checks of a distribution's fields that its schema cannot make: a reserved host name, an
+   * origin that is not http(s) or resolves to a private address. Anything but a string is left to
+   * the schema.
+   */
+  async checkFields(fields: { hostname?: unknown; origin_url?: unknown }): Promise<FieldError[]> {
+    const errors = [
+      typeof fields.hostname === "string" ? this.checkHostname(fields.hostname) : undefined,
+      typeof fields.origin_url === "string" ? await this.checkOrigin(fields.origin_url) : undefined,
+    ];
+    return errors.filter((error) => error !== undefined);
+  }
+
   /** An origin must be http(s) and, unless private origins are allowed, resolve to public addresses. */
   private async checkOrigin(originUrl: string): Promise<FieldError | undefined> {
     let url: URL;
@@ -168,9 +181,12 @@ export class CdnService {
   }
 
   async create(organizationId: string, body: CreateDistributionBody): Promise<CreateOutcome> {
-    const errors = [this.checkHostname(body.hostname), await this.checkOrigin(body.origin_url)].filter(
-      (error) => error !== undefined,
-    );
+    const errors = await this.checkFields(body);
+    // A reserved name that a distribution already has (a library's own) is taken, like any other.
+    const reservedOnly = errors.length === 1 && errors[0]?.field === "hostname";
+    if (reservedOnly && (await this.distributions.findByHostname(body.hostname.toLowerCase()))) {
+      return { outcome: "hostname_taken" };
+    }
     if (errors.length > 0) return { outcome: "invalid", errors };
     const now = nowIso(this.clock);
     const row: DistributionRow = {
@@ -209,8 +225,8 @@ export class CdnService {
     if (!current) return { outcome: "not_found" };
     if (body.origin_url !== undefined && body.origin_url !== current.origin_url) {
       if (current.library_id !== null) return { outcome: "library_distribution" };
-      const problem = await this.checkOrigin(body.origin_url);
-      if (problem) return { outcome: "invalid", errors: [problem] };
+      const errors = await this.checkFields({ origin_url: body.origin_url });
+      if (errors.length > 0) return { outcome: "invalid", errors };
     }
     const changes: DistributionChanges = { updated_at: nowIso(this.clock) };
     if (body.origin_url !== undefined) changes.origin_url = body.origin_url;

@@ -1,7 +1,19 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { type ApiGroup, isCloudPath } from "./auth.ts";
-import { ApiError } from "./errors.ts";
+import { ApiError, type FieldError } from "./errors.ts";
 import { toFieldErrors } from "./validation.ts";
+
+declare module "fastify" {
+  interface FastifyContextConfig {
+    /**
+     * The route's checks of body fields that a schema cannot make (where a URL resolves, say), which
+     * its service makes once the schema has passed. When the schema refuses the body, they run on
+     * the body as sent too, so every failing field is reported in one response. Each check looks
+     * only at fields of the right type, and a field the schema refused is not reported twice.
+     */
+    fieldChecks?: (body: unknown) => Promise<FieldError[]>;
+  }
+}
 
 const groupOf = (request: FastifyRequest): ApiGroup =>
   request.apiGroup ?? (isCloudPath(request.url) ? "cloud" : "media");
@@ -96,10 +108,26 @@ export function frameworkErrors(error: FastifyError, request: FastifyRequest, re
   sendApiError(request, reply, apiError);
 }
 
+/** A refused body's field errors and those of the route's `fieldChecks`, in one error. */
+async function withFieldChecks(
+  error: FastifyError,
+  request: FastifyRequest,
+  apiError: ApiError,
+): Promise<ApiError> {
+  const { fieldErrors } = apiError.options;
+  const checks = request.routeOptions.config?.fieldChecks;
+  if (!checks || !fieldErrors || error.validationContext !== "body") return apiError;
+  const refused = new Set(fieldErrors.map((fieldError) => fieldError.field));
+  // The schema's errors stand on their own should a check fail.
+  const checked = await checks(request.body).catch((): FieldError[] => []);
+  const more = checked.filter((fieldError) => !refused.has(fieldError.field));
+  return more.length > 0 ? ApiError.validation([...fieldErrors, ...more]) : apiError;
+}
+
 export function registerErrorHandling(app: FastifyInstance): void {
-  app.setErrorHandler((error: FastifyError, request, reply) => {
+  app.setErrorHandler(async (error: FastifyError, request, reply) => {
     const apiError = error instanceof ApiError ? error : fromFastify(error);
-    if (apiError) return sendApiError(request, reply, apiError);
+    if (apiError) return sendApiError(request, reply, await withFieldChecks(error, request, apiError));
     request.log.error({ err: error }, "request failed");
     return sendApiError(request, reply, INTERNAL);
   });

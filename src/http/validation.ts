@@ -130,6 +130,12 @@ export function toFieldErrors(errors: ErrorObject[], prefix = ""): FieldError[] 
   return [...byField.values()];
 }
 
+/** A field of a body as sent, before any schema has passed it (`fieldChecks`). */
+export const bodyField = (body: unknown, field: string): unknown =>
+  typeof body === "object" && body !== null && !Array.isArray(body)
+    ? (body as Record<string, unknown>)[field]
+    : undefined;
+
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 function unstorableTextError(text: string, field: string): FieldError | undefined {

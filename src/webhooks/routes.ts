@@ -11,6 +11,7 @@ import {
   mediaErrorResponses,
   PageQuery,
 } from "../http/schemas.ts";
+import { bodyField } from "../http/validation.ts";
 import type { AuthContext, IdentityService } from "../identity/service.ts";
 import {
   CreateEndpointBody,
@@ -69,9 +70,13 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{
   requireApiKey(app, "media", identity);
   const base = (libraryId: string) => `/v1/media/libraries/${libraryId}/webhooks`;
 
+  // The URL's address is checked also when the schema refuses the body, so its error comes with the others.
+  const fieldChecks = (body: unknown) => webhooks.checkUrl(bodyField(body, "url"));
+
   app.post(
     "/",
     {
+      config: { fieldChecks },
       schema: {
         operationId: "createWebhookEndpoint",
         tags,
@@ -137,6 +142,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{
   app.patch(
     "/:endpointId",
     {
+      config: { fieldChecks },
       schema: {
         operationId: "updateWebhookEndpoint",
         tags,

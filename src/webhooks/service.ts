@@ -71,43 +71,37 @@ export class WebhookService {
     return (await this.libraries.findLibrary(organizationId, libraryId)) !== undefined;
   }
 
-  /** Field errors of a URL (its form is checked by the schema): parsed, resolved and checked (SSRF). */
-  async #check(input: { url?: string }): Promise<FieldError[]> {
-    const errors: FieldError[] = [];
-    if (input.url !== undefined) {
-      let parsed: URL | undefined;
-      try {
-        parsed = new URL(input.url);
-      } catch {
-        parsed = undefined;
-      }
-      if (
-        !parsed ||
-        (parsed.protocol !== "http:" && parsed.protocol !== "https:") ||
-        parsed.hostname === ""
-      ) {
-        errors.push({
-          field: "url",
-          code: "validation_format",
-          message: "The url field must be an http or https URL.",
-        });
-      } else {
-        const target = await checkUrlTarget(parsed.toString(), this.allowPrivate);
-        if (target.outcome === "blocked") {
-          errors.push({
-            field: "url",
-            code: "validation_format",
-            message: `The url field must reach a public address: ${target.reason}.`,
-          });
-        }
-      }
+  /**
+   * Field errors of an endpoint's URL (its form is checked by the schema): parsed, resolved and
+   * checked (SSRF). Anything but a string is left to the schema.
+   */
+  async checkUrl(url: unknown): Promise<FieldError[]> {
+    if (typeof url !== "string") return [];
+    let parsed: URL | undefined;
+    try {
+      parsed = new URL(url);
+    } catch {
+      parsed = undefined;
     }
-    return errors;
+    if (!parsed || (parsed.protocol !== "http:" && parsed.protocol !== "https:") || parsed.hostname === "") {
+      return [
+        { field: "url", code: "validation_format", message: "The url field must be an http or https URL." },
+      ];
+    }
+    const target = await checkUrlTarget(parsed.toString(), this.allowPrivate);
+    if (target.outcome !== "blocked") return [];
+    return [
+      {
+        field: "url",
+        code: "validation_format",
+        message: `The url field must reach a public address: ${target.reason}.`,
+      },
+    ];
   }
 
   async create(actor: Actor, libraryId: string, body: CreateEndpointBody): Promise<EndpointOutcome> {
     if (!(await this.#libraryExists(actor.organizationId, libraryId))) return { outcome: "not_found" };
-    const errors = await this.#check(body);
+    const errors = await this.checkUrl(body.url);
     if (errors.length > 0) return { outcome: "invalid", errors };
     const now = nowIso(this.clock);
     const id = randomUUID();
@@ -160,7 +154,7 @@ export class WebhookService {
   ): Promise<EndpointOutcome> {
     if (!(await this.repository.findEndpoint(actor.organizationId, libraryId, id)))
       return { outcome: "not_found" };
-    const errors = await this.#check(body);
+    const errors = await this.checkUrl(body.url);
     if (errors.length > 0) return { outcome: "invalid", errors };
     const found = await this.transact(async (trx) => {
       if (!(await this.repository.findEndpoint(actor.organizationId, libraryId, id, trx))) return false;

@@ -274,6 +274,15 @@ describe("CDN origins on private addresses", () => {
         expect.objectContaining({ field: "origin_url", code: "validation_format" }),
       ]);
     }
+    // reported with the body's other failing fields, in one answer
+    const several = await t.request("POST", "/v1/cdn/distributions", {
+      json: { hostname: uniqueHost("several"), origin_url: "http://10.1.2.3/", default_ttl_s: -1 },
+    });
+    expect(several.status).toBe(400);
+    expect(several.body.errors).toEqual([
+      expect.objectContaining({ field: "default_ttl_s", code: "validation_min" }),
+      expect.objectContaining({ field: "origin_url", code: "validation_format" }),
+    ]);
     // a name that does not resolve names no private address (the edge checks again when connecting)
     const unresolved = await t.request("POST", "/v1/cdn/distributions", {
       json: { hostname: uniqueHost("later"), origin_url: "https://origin.does-not-exist.invalid/" },

@@ -76,7 +76,7 @@ describe("host names reserved for the platform", () => {
       "edge.cumulo.test",
       "api.cumulo.test",
       MEDIA_DOMAIN,
-      `${libraryId}.${MEDIA_DOMAIN}`,
+      `${randomUUID()}.${MEDIA_DOMAIN}`,
       `x.${MEDIA_DOMAIN}`,
     ];
     for (const hostname of reserved) {
@@ -91,6 +91,12 @@ describe("host names reserved for the platform", () => {
         errors: [{ field: "hostname", code: "validation_format", message: expect.any(String) }],
       });
     }
+    // A library's own name is taken as well as reserved: a duplicate, as for any taken name.
+    const taken = await t.request("POST", "/v1/cdn/distributions", {
+      key: attackerKey,
+      json: { hostname: `${libraryId}.${MEDIA_DOMAIN}`, origin_url: `${attacker.url}/` },
+    });
+    expect(taken.status, taken.text).toBe(409);
     const list = await t.request("GET", "/v1/cdn/distributions", { key: attackerKey });
     expect(list.body.data).toEqual([]);
     // Names that merely look alike stay free.

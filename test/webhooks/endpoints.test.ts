@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { fieldErrors } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { createEndpoint, createLibrary, organizationOf, webhooksPath } from "./helpers.ts";
 
@@ -341,6 +342,16 @@ describe("webhook URL safety at create", () => {
         expect.objectContaining({ field: "url", code: "validation_format" }),
       ]);
     }
+    // reported with the body's other failing fields, in one answer
+    const several = await t.request("POST", webhooksPath(libraryId), {
+      json: { name: "", url: "http://127.0.0.1/hook", events: ["bogus"] },
+    });
+    expect(several.status).toBe(400);
+    expect(fieldErrors(several.body)).toEqual({
+      name: "validation_min",
+      "events.0": "validation_enum",
+      url: "validation_format",
+    });
     // a name that does not resolve names no private address: accepted, and checked again at send time
     const unresolved = await t.request("POST", webhooksPath(libraryId), {
       json: { name: "n", url: "https://hooks.does-not-exist.invalid/hook", events: ["*"] },
@@ -352,5 +363,12 @@ describe("webhook URL safety at create", () => {
     });
     expect(patched.status).toBe(400);
     expect(patched.body.errors[0]).toMatchObject({ field: "url", code: "validation_format" });
+    const patchedWithOthers = await t.request("PATCH", `${webhooksPath(libraryId)}/${endpoint.id}`, {
+      json: { url: "http://10.1.2.3/hook", is_active: "yes" },
+    });
+    expect(fieldErrors(patchedWithOthers.body)).toEqual({
+      is_active: "validation_type",
+      url: "validation_format",
+    });
   });
 });
