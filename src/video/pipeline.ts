@@ -274,8 +274,10 @@ export class VideoPipeline {
       if (!ready) await blobs.deletePrefix(prefix);
     } catch (error) {
       if (error instanceof MediaToolError) {
-        // The input is not a video ffmpeg can read (or took too long): final, not retried.
-        await this.fail(payload, error.message);
+        // The input is not a video ffmpeg can read (or took too long): final, not retried. ffmpeg
+        // names its files by path; the reason is shown to API callers, who have no business with them.
+        const reason = error.message.replaceAll(`${work}${sep}`, "").replaceAll(config.dataDir, "<data>");
+        await this.fail(payload, reason);
         await blobs.deletePrefix(prefix);
         return;
       }
