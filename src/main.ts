@@ -105,7 +105,9 @@ async function serve(config: Config, seed?: SeedBody): Promise<void> {
     if (!running.app?.devSeed) throw new CliError("--seed needs the api role");
     print(seeded(await running.app.devSeed(seed)));
   }
-  process.stdout.write(`Cumulo ready (roles: ${config.roles.join(", ")})\n`);
+  // The edge role with CUMULO_EDGE_PORT=off runs nothing.
+  const runningRoles = config.roles.filter((role) => role !== "edge" || running.edgeUrl !== undefined);
+  process.stdout.write(`Cumulo ready (roles: ${runningRoles.join(", ")})\n`);
   const shutdown = (signal: string) => {
     process.stdout.write(`${signal} received, shutting down\n`);
     running.close().then(
