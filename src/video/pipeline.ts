@@ -276,7 +276,9 @@ export class VideoPipeline {
       if (error instanceof MediaToolError) {
         // The input is not a video ffmpeg can read (or took too long): final, not retried. ffmpeg
         // names its files by path; the reason is shown to API callers, who have no business with them.
-        const reason = error.message.replaceAll(`${work}${sep}`, "").replaceAll(config.dataDir, "<data>");
+        const reason = error.message
+          .replaceAll(`${work}${sep}`, "")
+          .replaceAll(`${config.dataDir}${sep}`, `<data>${sep}`);
         await this.fail(payload, reason);
         await blobs.deletePrefix(prefix);
         return;
