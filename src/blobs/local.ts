@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { once } from "node:events";
 import { createReadStream, createWriteStream } from "node:fs";
 import { access, mkdir, rename, rm, stat } from "node:fs/promises";
 import { dirname, join } from "node:path";
@@ -35,11 +36,15 @@ export class LocalBlobStore implements BlobStore {
     await mkdir(this.#tmp, { recursive: true });
     const temp = join(this.#tmp, randomUUID());
     const limit = new SizeLimit(options.maxBytes);
+    const file = createWriteStream(temp, { flags: "wx" });
     try {
-      await pipeline(body, limit, createWriteStream(temp, { flags: "wx" }));
+      await pipeline(body, limit, file);
       await mkdir(dirname(target), { recursive: true });
       await rename(temp, target);
     } catch (error) {
+      // A file stream destroyed while it was still opening creates its file afterwards, before it
+      // closes: removed only once closed, the temp file is not left behind.
+      if (!file.closed) await once(file, "close").catch(() => undefined);
       await rm(temp, { force: true });
       throw error;
     }
