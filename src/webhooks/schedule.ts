@@ -10,6 +10,11 @@ export interface RetryPolicy {
 export const DEFAULT_RETRY_DELAYS_S = [5, 300, 1800, 7200, 18_000, 36_000, 36_000] as const;
 export const DEFAULT_MAX_ATTEMPTS = DEFAULT_RETRY_DELAYS_S.length + 1;
 const JITTER = 0.1;
+/**
+ * The longest wait a policy may set (30 days): its fields are bounded by it (schemas.ts), and the wait
+ * is clamped to it too, since a longer one would reach past the dates the store can hold.
+ */
+export const MAX_RETRY_DELAY_S = 30 * 86_400;
 
 /**
  * How long to wait before the next scheduled attempt, after `attemptsMade` scheduled attempts
@@ -24,7 +29,8 @@ export function nextRetryDelayMs(
   let seconds: number;
   if (policy) {
     if (attemptsMade >= policy.max_attempts) return undefined;
-    seconds = Math.min(policy.initial_delay_s * policy.multiplier ** (attemptsMade - 1), policy.max_delay_s);
+    const grown = policy.initial_delay_s * policy.multiplier ** (attemptsMade - 1);
+    seconds = Math.min(grown, policy.max_delay_s, MAX_RETRY_DELAY_S);
   } else {
     const scheduled = DEFAULT_RETRY_DELAYS_S[attemptsMade - 1];
     if (scheduled === undefined) return undefined;

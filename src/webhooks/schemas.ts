@@ -1,6 +1,7 @@
 import { type Static, type TObject, type TRecord, Type } from "@sinclair/typebox";
 import { Nullable, PageQuery, StringEnum, Uuid } from "../http/schemas.ts";
 import { VIDEO_EVENTS } from "./emitter.ts";
+import { MAX_RETRY_DELAY_S } from "./schedule.ts";
 
 export const SUBSCRIBABLE_EVENTS = [...VIDEO_EVENTS, "*"] as const;
 export const DELIVERY_EVENTS = [...VIDEO_EVENTS, "test"] as const;
@@ -15,15 +16,22 @@ export const RetryPolicySchema = Type.Object(
     max_attempts: Type.Integer({ minimum: 1, maximum: 20, default: 8, description: "Attempts in all" }),
     initial_delay_s: Type.Number({
       exclusiveMinimum: 0,
+      maximum: MAX_RETRY_DELAY_S,
       default: 5,
-      description: "Wait after the first attempt, seconds (fractions allowed)",
+      description: "Wait after the first attempt, seconds (fractions allowed; at most 30 days)",
     }),
     multiplier: Type.Number({
       minimum: 1,
+      maximum: 100,
       default: 2,
-      description: "Each wait is the previous one times this",
+      description: "Each wait is the previous one times this (at most 100)",
     }),
-    max_delay_s: Type.Number({ exclusiveMinimum: 0, default: 36_000, description: "Longest wait, seconds" }),
+    max_delay_s: Type.Number({
+      exclusiveMinimum: 0,
+      maximum: MAX_RETRY_DELAY_S,
+      default: 36_000,
+      description: "Longest wait, seconds (at most 30 days)",
+    }),
   },
   { description: "Replaces the default schedule; omitted fields take the defaults shown" },
 );

@@ -1,7 +1,12 @@
 import { createHmac } from "node:crypto";
 import { Webhook } from "standardwebhooks";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { DEFAULT_RETRY_DELAYS_S, nextRetryDelayMs, parseRetryAfter } from "../../src/webhooks/schedule.ts";
+import {
+  DEFAULT_RETRY_DELAYS_S,
+  MAX_RETRY_DELAY_S,
+  nextRetryDelayMs,
+  parseRetryAfter,
+} from "../../src/webhooks/schedule.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { waitUntil } from "../support/wait.ts";
 import {
@@ -543,6 +548,14 @@ describe("retry schedule", () => {
     ]);
     expect(nextRetryDelayMs(policy, 5, () => 0)).toBeUndefined();
     expect(nextRetryDelayMs({ ...policy, max_attempts: 1 }, 1)).toBeUndefined();
+  });
+
+  it("never waits longer than 30 days, whatever a stored policy says", () => {
+    // Written before policies were bounded: a wait past the dates the store can hold once looped forever.
+    const huge = { max_attempts: 20, initial_delay_s: 1e15, multiplier: 1e300, max_delay_s: 1e308 };
+    for (const made of [1, 2, 19]) {
+      expect(nextRetryDelayMs(huge, made, () => 0)).toBe(MAX_RETRY_DELAY_S * 1000);
+    }
   });
 
   it("reads Retry-After as seconds or an HTTP date", () => {

@@ -105,6 +105,23 @@ describe("webhook endpoints", () => {
       is_active: "validation_type",
     });
 
+    // Waits past what the store's dates can hold are refused (30 days at most).
+    const tooLong = await t.request("POST", webhooksPath(libraryId), {
+      json: {
+        name: "n",
+        url: "https://a.example.com",
+        events: ["*"],
+        retry_policy: { initial_delay_s: 1e15, multiplier: 101, max_delay_s: 30 * 86_400 + 1 },
+      },
+    });
+    expect(
+      Object.fromEntries(tooLong.body.errors.map((e: { field: string; code: string }) => [e.field, e.code])),
+    ).toEqual({
+      "retry_policy.initial_delay_s": "validation_max",
+      "retry_policy.multiplier": "validation_max",
+      "retry_policy.max_delay_s": "validation_max",
+    });
+
     const empty = await t.request("POST", webhooksPath(libraryId), {
       json: { name: "n", url: "https://a.example.com", events: [] },
     });

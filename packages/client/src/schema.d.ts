@@ -13653,17 +13653,17 @@ export interface operations {
                          */
                         max_attempts: number;
                         /**
-                         * @description Wait after the first attempt, seconds (fractions allowed)
+                         * @description Wait after the first attempt, seconds (fractions allowed; at most 30 days)
                          * @default 5
                          */
                         initial_delay_s: number;
                         /**
-                         * @description Each wait is the previous one times this
+                         * @description Each wait is the previous one times this (at most 100)
                          * @default 2
                          */
                         multiplier: number;
                         /**
-                         * @description Longest wait, seconds
+                         * @description Longest wait, seconds (at most 30 days)
                          * @default 36000
                          */
                         max_delay_s: number;
@@ -14379,17 +14379,17 @@ export interface operations {
                          */
                         max_attempts: number;
                         /**
-                         * @description Wait after the first attempt, seconds (fractions allowed)
+                         * @description Wait after the first attempt, seconds (fractions allowed; at most 30 days)
                          * @default 5
                          */
                         initial_delay_s: number;
                         /**
-                         * @description Each wait is the previous one times this
+                         * @description Each wait is the previous one times this (at most 100)
                          * @default 2
                          */
                         multiplier: number;
                         /**
-                         * @description Longest wait, seconds
+                         * @description Longest wait, seconds (at most 30 days)
                          * @default 36000
                          */
                         max_delay_s: number;
