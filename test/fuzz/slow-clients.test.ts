@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.ts";
+import { createLibrary, createVideo } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { capturingLogger, errorLines } from "./log-capture.ts";
 import { RawConnection, sendRaw } from "./raw-http.ts";
@@ -163,6 +164,27 @@ describe("slow and broken clients on both listeners", () => {
     expect(() =>
       loadConfig({ CUMULO_HEADERS_TIMEOUT_MS: "20000", CUMULO_REQUEST_TIMEOUT_MS: "10000" }),
     ).toThrow(/CUMULO_HEADERS_TIMEOUT_MS must not be longer than CUMULO_REQUEST_TIMEOUT_MS/);
+  });
+
+  it("treats a client that hangs up during a raw video upload as gone, not as a server error", async () => {
+    const library = await createLibrary(t);
+    const video = await createVideo(t, library.id);
+    for (const contentType of ["video/mp4", "application/octet-stream"]) {
+      const connection = await RawConnection.open(t.baseUrl);
+      connection.write(
+        `PUT /v1/media/libraries/${library.id}/videos/${video.id}/source HTTP/1.1\r\nHost: localhost\r\n` +
+          `Authorization: Bearer ${t.adminKey}\r\nContent-Type: ${contentType}\r\nContent-Length: 100000\r\n\r\n`,
+      );
+      connection.write(Buffer.alloc(5000, 1));
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      connection.close();
+      await connection.closed;
+    }
+    // What the server did with each request is logged once it has finished with it.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const after = await t.request("GET", `/v1/media/libraries/${library.id}/videos/${video.id}`);
+    expect(after.body.data.status).toBe(video.status);
+    expect(errorLines(lines)).toEqual([]);
   });
 
   it("logs no slow or broken client at error level", () => {

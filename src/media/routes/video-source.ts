@@ -23,11 +23,17 @@ const rawBodies = new WeakMap<FastifyRequest, IncomingMessage>();
 /** Streams a raw body into the blob store, stopping at `maxBytes`; the request is drained on failure. */
 async function receiveRaw(raw: IncomingMessage, blobs: BlobStore, key: string, maxBytes: number) {
   const pass = new PassThrough();
+  let hungUp = false;
   const onClose = () => {
-    if (!raw.complete) pass.destroy(new Error("the upload was aborted"));
+    if (raw.complete) return;
+    hungUp = true;
+    pass.destroy(new Error("the upload was aborted"));
   };
   raw.once("close", onClose);
-  raw.once("error", (error) => pass.destroy(error));
+  raw.once("error", (error) => {
+    hungUp = true;
+    pass.destroy(error);
+  });
   raw.pipe(pass);
   try {
     return await blobs.put(key, pass as Readable, { maxBytes });
@@ -35,6 +41,8 @@ async function receiveRaw(raw: IncomingMessage, blobs: BlobStore, key: string, m
     raw.unpipe(pass);
     raw.resume();
     if (error instanceof BlobTooLargeError) throw ApiError.payloadTooLarge();
+    // The client hung up before the whole body arrived: its doing, and nobody is left to answer.
+    if (hungUp) throw ApiError.invalidRequest();
     throw error;
   } finally {
     raw.off("close", onClose);
