@@ -37,9 +37,20 @@ function declaresOtherCharset(request: FastifyRequest): boolean {
  * Body parsing for every group: no operation takes plain text, so such a body is 415 (never a
  * validation error), and an empty body sent with `Content-Type: application/json` (as many clients
  * do on deletes and other operations without a body) is read as no body at all. Malformed JSON,
- * and JSON nested deeper than `maxDepth`, stays 400; a charset other than UTF-8 is 415.
+ * and JSON nested deeper than `maxDepth`, stays 400; a charset other than UTF-8 is 415, and so is a
+ * body with a `Content-Encoding` other than `identity`.
  */
 export function acceptJsonBodies(app: FastifyInstance, options: { maxDepth: number }): void {
+  // No operation takes a compressed body (RFC 9110 answers an unsupported coding with 415): read as
+  // it stands, a body declared gzip or br would be misread, or taken as plain text it is not.
+  app.addHook("preParsing", async (request) => {
+    const encoding = request.headers["content-encoding"];
+    const hasBody =
+      (request.headers["content-length"] ?? "0") !== "0" || request.headers["transfer-encoding"];
+    if (hasBody && encoding !== undefined && !/^\s*identity\s*$/i.test(encoding)) {
+      throw ApiError.unsupportedMediaType();
+    }
+  });
   app.removeContentTypeParser("text/plain");
   const parseJson = app.getDefaultJsonParser("error", "error");
   app.removeContentTypeParser("application/json");

@@ -174,6 +174,35 @@ describe("hostile input", () => {
     expect(utf8.status).toBe(201);
   });
 
+  it("answers a compressed body (Content-Encoding) with 415 in each group's shape", async () => {
+    const json = { "content-type": "application/json" };
+    for (const encoding of ["gzip", "br", "deflate, gzip"]) {
+      const media = await t.request("POST", "/v1/media/libraries", {
+        body: '{"name":"compressed"}',
+        headers: { ...json, "content-encoding": encoding },
+      });
+      expect(media.status, encoding).toBe(415);
+      expect(media.body).toEqual({ success: false, message: "Unsupported Media Type" });
+    }
+    const cloud = await t.cloud("POST", "/v1/user-resource/token", {
+      body: '{"description":"x"}',
+      headers: { ...json, "content-encoding": "gzip" },
+    });
+    expect(cloud.status).toBe(415);
+    expect(cloud.body).toEqual({
+      message: "Unsupported Media Type",
+      errors: { Error: "Unsupported Media Type" },
+    });
+    const list = await t.request("GET", "/v1/media/libraries?limit=100");
+    expect(list.body.data.some((library: { name: string }) => library.name === "compressed")).toBe(false);
+    // `identity` is no encoding at all.
+    const plain = await t.request("POST", "/v1/media/libraries", {
+      body: '{"name":"plain"}',
+      headers: { ...json, "content-encoding": "identity" },
+    });
+    expect(plain.status).toBe(201);
+  });
+
   it("answers a truncated or malformed multipart body with 400 as soon as the body ends", async () => {
     const bodies = [
       '--zzz\r\nContent-Disposition: form-data; name="file"; filename="a.vtt"\r\n\r\nWEBVTT\r\n--zz',
