@@ -43,13 +43,16 @@ function declaresOtherCharset(request: FastifyRequest): boolean {
 export function acceptJsonBodies(app: FastifyInstance, options: { maxDepth: number }): void {
   // No operation takes a compressed body (RFC 9110 answers an unsupported coding with 415): read as
   // it stands, a body declared gzip or br would be misread, or taken as plain text it is not.
-  app.addHook("preParsing", async (request) => {
+  // A callback hook: it runs on every request, and an async one would cost each a promise.
+  app.addHook("preParsing", (request, _reply, payload, done) => {
     const encoding = request.headers["content-encoding"];
     const hasBody =
       (request.headers["content-length"] ?? "0") !== "0" || request.headers["transfer-encoding"];
     if (hasBody && encoding !== undefined && !/^\s*identity\s*$/i.test(encoding)) {
-      throw ApiError.unsupportedMediaType();
+      done(ApiError.unsupportedMediaType());
+      return;
     }
+    done(null, payload);
   });
   app.removeContentTypeParser("text/plain");
   const parseJson = app.getDefaultJsonParser("error", "error");
