@@ -135,34 +135,15 @@ export class CdnService {
 
   /** An origin must be http(s) and, unless private origins are allowed, resolve to public addresses. */
   private async checkOrigin(originUrl: string): Promise<FieldError | undefined> {
-    let url: URL;
-    try {
-      url = new URL(originUrl);
-    } catch {
-      return {
-        field: "origin_url",
-        code: "validation_format",
-        message: "The origin_url field must be a URL.",
-      };
-    }
-    if ((url.protocol !== "http:" && url.protocol !== "https:") || url.hostname === "") {
-      return {
-        field: "origin_url",
-        code: "validation_format",
-        message: "The origin_url field must be an http or https URL.",
-      };
-    }
-    const target = await checkUrlTarget(url.toString(), this.config.originAllowPrivate);
     // A name that does not resolve (yet) passes; the edge's connect-time check still applies once it
     // resolves (until then the edge answers 502).
-    if (target.outcome === "blocked") {
-      return {
-        field: "origin_url",
-        code: "validation_format",
-        message: `The origin_url field must name a public origin: ${target.reason}.`,
-      };
-    }
-    return undefined;
+    const target = await checkUrlTarget(originUrl, this.config.originAllowPrivate);
+    if (target.outcome === "public") return undefined;
+    const message =
+      target.outcome === "not_http"
+        ? "The origin_url field must be an http or https URL."
+        : `The origin_url field must name a public origin: ${target.reason}.`;
+    return { field: "origin_url", code: "validation_format", message };
   }
 
   private async announce(change: DistributionChange): Promise<void> {

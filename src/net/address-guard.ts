@@ -41,16 +41,29 @@ export class BlockedAddressError extends Error {
   }
 }
 
-export type TargetCheck = { outcome: "public" } | { outcome: "blocked"; reason: string };
+export type TargetCheck =
+  | { outcome: "public" }
+  | { outcome: "not_http" }
+  | { outcome: "blocked"; reason: string };
 
 /**
- * Resolves a URL's host now and checks every address it names; used when a URL is saved. A name
- * that does not resolve (yet) names no private address and passes: the connect-time check of
- * `createGuardedAgent` still refuses it if it later resolves inside the network.
+ * Checks a URL saved to be fetched later (a webhook, a CDN origin, an import source): it must be an
+ * http(s) URL with a host (`not_http`), and its host is resolved now and every address it names
+ * checked. A name that does not resolve (yet) names no private address and passes: the
+ * connect-time check of `createGuardedAgent` still refuses it if it later resolves inside the network.
  */
-export async function checkUrlTarget(url: string, allowPrivate: PrivateAccess): Promise<TargetCheck> {
+export async function checkUrlTarget(text: string, allowPrivate: PrivateAccess): Promise<TargetCheck> {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return { outcome: "not_http" };
+  }
+  if ((url.protocol !== "http:" && url.protocol !== "https:") || url.hostname === "") {
+    return { outcome: "not_http" };
+  }
   if (allowPrivate === true) return { outcome: "public" };
-  const hostname = new URL(url).hostname.replace(/^\[|\]$/g, "");
+  const hostname = url.hostname.replace(/^\[|\]$/g, "");
   if (isIP(hostname)) {
     return mayReach(hostname, allowPrivate)
       ? { outcome: "public" }

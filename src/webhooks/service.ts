@@ -72,31 +72,18 @@ export class WebhookService {
   }
 
   /**
-   * Field errors of an endpoint's URL (its form is checked by the schema): parsed, resolved and
+   * Field errors of an endpoint's URL (its form is checked by the schema too): http(s), resolved and
    * checked (SSRF). Anything but a string is left to the schema.
    */
   async checkUrl(url: unknown): Promise<FieldError[]> {
     if (typeof url !== "string") return [];
-    let parsed: URL | undefined;
-    try {
-      parsed = new URL(url);
-    } catch {
-      parsed = undefined;
-    }
-    if (!parsed || (parsed.protocol !== "http:" && parsed.protocol !== "https:") || parsed.hostname === "") {
-      return [
-        { field: "url", code: "validation_format", message: "The url field must be an http or https URL." },
-      ];
-    }
-    const target = await checkUrlTarget(parsed.toString(), this.allowPrivate);
-    if (target.outcome !== "blocked") return [];
-    return [
-      {
-        field: "url",
-        code: "validation_format",
-        message: `The url field must reach a public address: ${target.reason}.`,
-      },
-    ];
+    const target = await checkUrlTarget(url, this.allowPrivate);
+    if (target.outcome === "public") return [];
+    const message =
+      target.outcome === "not_http"
+        ? "The url field must be an http or https URL."
+        : `The url field must reach a public address: ${target.reason}.`;
+    return [{ field: "url", code: "validation_format", message }];
   }
 
   async create(actor: Actor, libraryId: string, body: CreateEndpointBody): Promise<EndpointOutcome> {

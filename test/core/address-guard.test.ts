@@ -41,6 +41,10 @@ describe("address guard", () => {
     expect(await checkUrlTarget("http://localhost/hook", false)).toMatchObject({ outcome: "blocked" });
     expect(await checkUrlTarget("http://localhost/hook", true)).toEqual({ outcome: "public" });
     expect(await checkUrlTarget("http://8.8.8.8/hook", false)).toEqual({ outcome: "public" });
+    // Only http(s) URLs with a host are targets at all, whatever private addresses are allowed.
+    for (const text of ["not a url", "ftp://example.com/x", "javascript:alert(1)", "file:///etc/passwd"]) {
+      expect(await checkUrlTarget(text, true), text).toEqual({ outcome: "not_http" });
+    }
     expect(() => assertTargetAllowed(new URL("http://10.0.0.1/"), false)).toThrow(/not public|private/);
   });
 

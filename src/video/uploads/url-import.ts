@@ -170,30 +170,16 @@ export class UrlImports {
   }
 
   async #checkUrl(url: string): Promise<FieldError[]> {
-    let parsed: URL | undefined;
-    try {
-      parsed = new URL(url);
-    } catch {
-      parsed = undefined;
-    }
-    if (!parsed || !["http:", "https:"].includes(parsed.protocol) || url.length > MAX_URL_LENGTH) {
-      return [
-        {
-          field: "url",
-          code: "validation_format",
-          message: `The url field must be an http or https URL of at most ${MAX_URL_LENGTH} characters.`,
-        },
-      ];
-    }
-    const target = await checkUrlTarget(parsed.toString(), this.#access);
+    const target =
+      url.length > MAX_URL_LENGTH
+        ? { outcome: "not_http" as const }
+        : await checkUrlTarget(url, this.#access);
     if (target.outcome === "public") return [];
-    return [
-      {
-        field: "url",
-        code: "validation_format",
-        message: `The url field must reach a public address: ${target.reason}.`,
-      },
-    ];
+    const message =
+      target.outcome === "not_http"
+        ? `The url field must be an http or https URL of at most ${MAX_URL_LENGTH} characters.`
+        : `The url field must reach a public address: ${target.reason}.`;
+    return [{ field: "url", code: "validation_format", message }];
   }
 
   handler(): JobHandler<ImportPayload> {
