@@ -1,6 +1,9 @@
 import { availableParallelism } from "node:os";
 import { configDefaults, defineConfig } from "vitest/config";
 
+/** How many test files run at once when set (a positive integer); anything else takes the default. */
+const TEST_WORKERS = Number.parseInt(process.env.TEST_WORKERS ?? "", 10);
+
 // The whole suite runs once per store: always on SQLite, and on PostgreSQL when TEST_DATABASE_URL is set.
 const stores = process.env.TEST_DATABASE_URL ? ["sqlite", "postgres"] : ["sqlite"];
 
@@ -31,7 +34,7 @@ export default defineConfig({
     pool: "forks",
     // Most test files wait on child processes, sockets and timers rather than compute: on a 2-core
     // machine vitest's default (one worker per core but one) ran them one at a time, half the CPU idle.
-    maxWorkers: Number(process.env.TEST_WORKERS ?? Math.max(4, availableParallelism())),
+    maxWorkers: TEST_WORKERS > 0 ? TEST_WORKERS : Math.max(4, availableParallelism()),
     testTimeout: 20_000,
     hookTimeout: 30_000,
   },
