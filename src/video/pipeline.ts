@@ -275,11 +275,8 @@ export class VideoPipeline {
     } catch (error) {
       if (error instanceof MediaToolError) {
         // The input is not a video ffmpeg can read (or took too long): final, not retried. ffmpeg
-        // names its files by path; the reason is shown to API callers, who have no business with them.
-        const reason = error.message
-          .replaceAll(`${work}${sep}`, "")
-          .replaceAll(`${config.dataDir}${sep}`, `<data>${sep}`);
-        await this.fail(payload, reason);
+        // names its input by path: the attempt's folder is left out.
+        await this.fail(payload, error.message.replaceAll(`${work}${sep}`, ""));
         await blobs.deletePrefix(prefix);
         return;
       }
@@ -337,11 +334,13 @@ export class VideoPipeline {
 
   /** Ends the current upload's processing as `failed` with a reason, announced in the same transaction. */
   async fail(payload: ProcessPayload, reason: string): Promise<void> {
-    const { transact, videos, processing, webhooks, clock } = this.deps;
+    const { transact, videos, processing, webhooks, clock, config } = this.deps;
+    // API callers read the reason (`/processing`): where the server keeps its files is no business of theirs.
+    const shown = reason.replaceAll(`${config.dataDir}${sep}`, `<data>${sep}`).slice(0, 1000);
     const emitted = await transact(async (trx) => {
       const now = nowIso(clock);
       const current = await processing.updateIfCurrent(trx, payload.videoId, payload.generation, {
-        failure_reason: reason.slice(0, 1000),
+        failure_reason: shown,
         updated_at: now,
       });
       if (!current) return false;
