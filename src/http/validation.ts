@@ -17,9 +17,77 @@ function buildAjv(options: Options): Ajv {
 const bodyAjv = buildAjv({ coerceTypes: false, verbose: true });
 const textAjv = buildAjv({ coerceTypes: "array" });
 
+// Ajv coerces any text JavaScript reads as a number (`0x10`, `1e1`, `+5`, ` 5`); a number in a query
+// string or path is taken only as plain decimal text.
+const DECIMAL_TEXT: Record<string, RegExp> = { integer: /^-?\d+$/, number: /^-?\d+(\.\d+)?$/ };
+
+type NumericField = { name: string; type: string; list: boolean };
+
+/** The top-level fields of a query or path schema that hold numbers, or lists of numbers. */
+function numericFieldsOf(schema: object): NumericField[] {
+  const properties = (
+    schema as { properties?: Record<string, { type?: unknown; items?: { type?: unknown } }> }
+  ).properties;
+  const fields: NumericField[] = [];
+  for (const [name, property] of Object.entries(properties ?? {})) {
+    const list = property.type === "array";
+    const type = String((list ? property.items?.type : property.type) ?? "");
+    if (type in DECIMAL_TEXT) fields.push({ name, type, list });
+  }
+  return fields;
+}
+
+function notDecimalError(field: NumericField, instancePath: string): ErrorObject {
+  return {
+    instancePath,
+    schemaPath: `#/properties/${field.name}/type`,
+    keyword: "type",
+    params: { type: field.type },
+    message: `must be ${field.type}`,
+  };
+}
+
+/** Text refused by `DECIMAL_TEXT` in the numeric fields of query or path data, before Ajv coerces it. */
+function notDecimalErrors(data: unknown, fields: NumericField[]): ErrorObject[] {
+  const errors: ErrorObject[] = [];
+  if (typeof data !== "object" || data === null) return errors;
+  for (const field of fields) {
+    const value = (data as Record<string, unknown>)[field.name];
+    const pattern = DECIMAL_TEXT[field.type] as RegExp;
+    if (typeof value === "string") {
+      if (!pattern.test(value)) errors.push(notDecimalError(field, `/${field.name}`));
+    } else if (field.list && Array.isArray(value)) {
+      value.forEach((item, index) => {
+        if (typeof item === "string" && !pattern.test(item)) {
+          errors.push(notDecimalError(field, `/${field.name}/${index}`));
+        }
+      });
+    }
+  }
+  return errors;
+}
+
 export const validatorCompiler: FastifySchemaCompiler<object> = ({ schema, httpPart }) => {
-  const ajv = httpPart === "body" ? bodyAjv : textAjv;
-  return ajv.compile(schema);
+  if (httpPart === "body") return bodyAjv.compile(schema);
+  const validate = textAjv.compile(schema);
+  const fields = numericFieldsOf(schema);
+  if (fields.length === 0) return validate;
+  const validateText = Object.assign(
+    (data: unknown) => {
+      const refused = notDecimalErrors(data, fields);
+      const valid = validate(data);
+      if (refused.length === 0) {
+        validateText.errors = validate.errors;
+        return valid;
+      }
+      const refusedPaths = new Set(refused.map((error) => error.instancePath));
+      const others = (validate.errors ?? []).filter((error) => !refusedPaths.has(error.instancePath));
+      validateText.errors = [...refused, ...others];
+      return false;
+    },
+    { errors: undefined as ErrorObject[] | null | undefined },
+  );
+  return validateText;
 };
 
 const CODE_BY_KEYWORD: Record<string, ValidationCode> = {

@@ -76,6 +76,17 @@ describe("organization API keys from the console", () => {
     expect((await t.request("DELETE", "/v1/organization/api-keys/abc", withSession(admin))).status).toBe(404);
   });
 
+  it("takes a key id only as decimal text: its hexadecimal form is not found and revokes nothing", async () => {
+    const key = (
+      await t.request("POST", "/v1/organization/api-keys", { ...withSession(admin), json: { name: "hex" } })
+    ).body.data;
+    const hex = `0x${key.id.toString(16)}`;
+    expect((await t.request("DELETE", `/v1/organization/api-keys/${hex}`, withSession(admin))).status).toBe(
+      404,
+    );
+    expect((await t.request("GET", "/v1/media/libraries", { key: key.api_key })).status).toBe(200);
+  });
+
   it("lets a read-only user list keys but neither create nor revoke them", async () => {
     expect((await t.request("GET", "/v1/organization/api-keys", withSession(reader, false))).status).toBe(
       200,

@@ -305,12 +305,25 @@ describe("library lists", () => {
       ["limit=0", { limit: "validation_min" }],
       ["limit=101", { limit: "validation_max" }],
       ["page=0", { page: "validation_min" }],
+      ["limit=-1", { limit: "validation_min" }],
+      ["limit=5.5", { limit: "validation_type" }],
+      // Only plain decimal text is a number here, though JavaScript reads these as 16, 10, 5 and 5.
+      ["limit=0x10", { limit: "validation_type" }],
+      ["limit=1e1", { limit: "validation_type" }],
+      ["limit=%2B5", { limit: "validation_type" }],
+      ["limit=%205", { limit: "validation_type" }],
+      ["limit=", { limit: "validation_type" }],
+      // Every failing field at once, the refused text beside a value out of range.
+      ["limit=0x10&page=0", { limit: "validation_type", page: "validation_min" }],
     ];
     for (const [query, errors] of cases) {
       const response = await t.request("GET", `/v1/media/libraries?${query}`);
       expect(response.status).toBe(400);
       expect(fieldErrors(response.body)).toEqual(errors);
     }
+    const decimal = await t.request("GET", "/v1/media/libraries?limit=007&page=1");
+    expect(decimal.status).toBe(200);
+    expect(decimal.body.meta.pagination.page_size).toBe(7);
   });
 
   it("filters by privacy, name and creation time, keeping filters in links", async () => {
