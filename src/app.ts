@@ -11,7 +11,13 @@ import { registerAuthDecorators } from "./http/auth.ts";
 import { clientErrorBody, frameworkErrors, registerErrorHandling } from "./http/error-handler.ts";
 import { ApiError } from "./http/errors.ts";
 import { acceptJsonBodies } from "./http/json-bodies.ts";
-import { clientErrorHandler, drainConnections, listenerLimits, stopListening } from "./http/listener.ts";
+import {
+  clientErrorHandler,
+  drainConnections,
+  expectationFailedHandler,
+  listenerLimits,
+  stopListening,
+} from "./http/listener.ts";
 import { registerRateLimit } from "./http/rate-limit.ts";
 import { requestId } from "./http/request-id.ts";
 import { RequestLog } from "./http/request-log.ts";
@@ -80,6 +86,7 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
     done(null, payload);
   });
 
+  app.server.on("checkExpectation", expectationFailedHandler(clientErrorBody));
   registerMetrics(app, deps.metrics, config);
   app.setValidatorCompiler(validatorCompiler);
   registerAuthDecorators(app);

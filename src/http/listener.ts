@@ -1,4 +1,11 @@
-import { createServer, type RequestListener, type Server, type ServerOptions } from "node:http";
+import {
+  createServer,
+  type IncomingMessage,
+  type RequestListener,
+  type Server,
+  type ServerOptions,
+  type ServerResponse,
+} from "node:http";
 import { Server as NetServer, type Socket } from "node:net";
 import { setImmediate, setTimeout } from "node:timers/promises";
 import type { FastifyBaseLogger } from "fastify";
@@ -70,6 +77,23 @@ export function clientErrorHandler(body: ClientErrorBody, logger: FastifyBaseLog
   };
 }
 
+/**
+ * Answers a request whose `Expect` asks for anything but `100-continue` (which Node handles itself)
+ * with 417 in `body`'s JSON, where Node would send its own 417 with no body.
+ */
+export function expectationFailedHandler(body: ClientErrorBody) {
+  return (request: IncomingMessage, response: ServerResponse): void => {
+    const text = JSON.stringify(body(417, "Expectation Failed", request.url));
+    response.writeHead(417, {
+      "content-type": "application/json; charset=utf-8",
+      "content-length": Buffer.byteLength(text),
+      "cache-control": "no-store",
+      connection: "close",
+    });
+    response.end(text);
+  };
+}
+
 /** The plain error shape of a listener outside the API (the CDN edge). */
 const plainErrorBody: ClientErrorBody = (_status, message) => ({ success: false, message });
 
@@ -81,6 +105,7 @@ export function createBoundedServer(
 ): Server {
   const server = createServer(listenerLimits(deps.config), handler);
   server.on("clientError", clientErrorHandler(errorBody, deps.logger));
+  server.on("checkExpectation", expectationFailedHandler(errorBody));
   return server;
 }
 

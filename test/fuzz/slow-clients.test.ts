@@ -139,6 +139,25 @@ describe("slow and broken clients on both listeners", () => {
         status: 400,
         body: { success: false, message: "Invalid Request" },
       },
+      // An expectation other than 100-continue: Node's own 417 had an empty body.
+      {
+        url: t.baseUrl,
+        request: "GET /v1/media/libraries HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\n\r\n",
+        status: 417,
+        body: { success: false, message: "Expectation Failed" },
+      },
+      {
+        url: t.baseUrl,
+        request: "GET /v1/user-resource/token HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\n\r\n",
+        status: 417,
+        body: { message: "Expectation Failed", errors: { Error: "Expectation Failed" } },
+      },
+      {
+        url: edgeUrl,
+        request: "GET /a HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\n\r\n",
+        status: 417,
+        body: { success: false, message: "Expectation Failed" },
+      },
       {
         url: edgeUrl,
         request: `GET /a HTTP/1.1\r\nHost: x\r\nX-Big: ${big}\r\n\r\n`,
