@@ -10,6 +10,7 @@ import { devModeRoutes } from "./devmode/routes.ts";
 import { registerAuthDecorators } from "./http/auth.ts";
 import { clientErrorBody, frameworkErrors, registerErrorHandling } from "./http/error-handler.ts";
 import { ApiError } from "./http/errors.ts";
+import { parseFormText } from "./http/form-text.ts";
 import { acceptJsonBodies } from "./http/json-bodies.ts";
 import {
   clientErrorHandler,
@@ -59,7 +60,7 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
     // The reference page answers at `/docs` itself rather than redirecting to `/docs/`.
     rewriteUrl: (request) => (request.url === "/docs" ? "/docs/" : (request.url ?? "/")),
     bodyLimit: config.limits.jsonBodyBytes,
-    routerOptions: { ignoreTrailingSlash: true },
+    routerOptions: { ignoreTrailingSlash: true, querystringParser: parseFormText },
     frameworkErrors,
     // Fastify sets these three on the server itself, over what `http` says.
     http: listenerLimits(config),

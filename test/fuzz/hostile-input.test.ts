@@ -131,6 +131,18 @@ describe("hostile input", () => {
     // A surrogate encoded as UTF-8 bytes is invalid UTF-8, read as U+FFFD: stored as read, never a 5xx.
     const query = await t.request("GET", "/v1/media/libraries?search=%ED%A0%80");
     expect(query.status).toBe(200);
+    expect(query.body.meta.links.self).toContain("search=%EF%BF%BD%EF%BF%BD%EF%BF%BD");
+    // Read the same way in a query and a form body: invalid bytes become U+FFFD, the valid ones
+    // around them are decoded, and a % without two hex digits stays as sent.
+    await t.request("POST", "/v1/media/libraries", { json: { name: "bytes \ufffd é" } });
+    const found = await t.request("GET", "/v1/media/libraries?search=%FF+%C3%A9");
+    expect(found.body.data.map((library: { name: string }) => library.name)).toEqual(["bytes \ufffd é"]);
+    const form = await t.cloud("POST", "/v1/user-resource/token", {
+      body: "billing_account_id=1&description=%FFab+%C3%A9+%zz",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+    });
+    expect(form.status).toBe(200);
+    expect(form.body[0].description).toBe("\ufffdab é %zz");
     const raw = Buffer.concat([
       Buffer.from('--zzz\r\nContent-Disposition: form-data; name="title"\r\n\r\nbad'),
       Buffer.from([0xed, 0xa0, 0x80]),

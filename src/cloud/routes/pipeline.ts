@@ -1,6 +1,7 @@
 import formbody from "@fastify/formbody";
 import type { FastifyError, FastifyInstance } from "fastify";
 import { ApiError } from "../../http/errors.ts";
+import { parseFormText } from "../../http/form-text.ts";
 import { coerceObject } from "../coerce.ts";
 import type { Locations } from "../locations.ts";
 
@@ -30,7 +31,7 @@ export async function cloudRequestPipeline(app: FastifyInstance, locations: Loca
       throw new ApiError(404, NO_ROUTE, { body: { message: NO_ROUTE } });
     }
   });
-  await app.register(formbody);
+  await app.register(formbody, { parser: parseFormText });
 
   app.setErrorHandler((error: FastifyError) => {
     if (error.validation && error.validationContext === "params") {
