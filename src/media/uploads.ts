@@ -47,6 +47,8 @@ export async function receiveMultipart(
     for await (const part of parts as AsyncIterableIterator<Multipart>) {
       if (part.type === "field") {
         if (part.valueTruncated) throw ApiError.payloadTooLarge();
+        // A part without a name is no field any operation reads: ignored like an unknown field.
+        if (part.fieldname === "") continue;
         if (!(part.fieldname in fields)) fields[part.fieldname] = String(part.value ?? "");
         continue;
       }

@@ -155,6 +155,18 @@ describe("hostile input", () => {
       headers: { "content-type": "multipart/form-data; boundary=zzz" },
     });
     expect(multipart.status).toBe(201);
+    // A part without a name is ignored like an unknown field, whatever it holds.
+    const unnamed = await t.request("POST", `${videoPath}/subtitles`, {
+      body: Buffer.concat([
+        Buffer.from('--zzz\r\nContent-Disposition: form-data; name=""\r\n\r\n'),
+        Buffer.from([0x00, 0xff, 0x00]),
+        Buffer.from(
+          '\r\n--zzz\r\nContent-Disposition: form-data; name="title"\r\n\r\nGerman\r\n--zzz\r\nContent-Disposition: form-data; name="language"\r\n\r\nde\r\n--zzz\r\nContent-Disposition: form-data; name="file"; filename="a.vtt"\r\n\r\nWEBVTT\n\n00:00.000 --> 00:01.000\nhi\n\r\n--zzz--\r\n',
+        ),
+      ]),
+      headers: { "content-type": "multipart/form-data; boundary=zzz" },
+    });
+    expect(unnamed.status, unnamed.text).toBe(201);
     const cloud = await t.cloud("POST", "/v1/user-resource/token", {
       body: '{"name":"\\udfff"}',
       headers: { "content-type": "application/json" },
