@@ -17,6 +17,8 @@ describe("cumulo serve", () => {
     const first = await serve(env);
     const key = /(cmk_[A-Za-z0-9_-]{43})/.exec(first.output())?.[1];
     expect(key).toBeDefined();
+    // With CUMULO_EDGE_PORT=off (serve's default here) the edge runs nothing and is not named.
+    expect(first.output()).toMatch(/^Cumulo ready \(roles: api, worker\)$/m);
     const health = await fetch(`${first.apiUrl}/v1/livestream/health`, {
       headers: { authorization: `Bearer ${key}` },
     });
@@ -24,8 +26,10 @@ describe("cumulo serve", () => {
     first.child.kill("SIGTERM");
     expect(await exitOf(first.child)).toBe(0);
 
-    const second = await serve(env);
+    const second = await serve({ ...env, CUMULO_EDGE_PORT: "0" });
     expect(second.output()).not.toMatch(/cmk_/);
+    expect(second.edgeUrl).toMatch(/^http:\/\//);
+    expect(second.output()).toMatch(/^Cumulo ready \(roles: api, worker, edge\)$/m);
     const again = await fetch(`${second.apiUrl}/v1/livestream/health`, {
       headers: { "x-api-key": key ?? "" },
     });
