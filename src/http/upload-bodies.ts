@@ -1,5 +1,5 @@
 import multipart from "@fastify/multipart";
-import type { FastifyInstance, FastifyRequest } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Config } from "../config.ts";
 import { credentialOf } from "../identity/service.ts";
 import { ApiError } from "./errors.ts";
@@ -14,7 +14,7 @@ const MAX_FILE_PARTS = 5;
  * How many streamed uploads each API key has in progress on this node. An upload holds a
  * connection, a file handle and a temporary file for as long as the client takes to send it.
  */
-class UploadSlots {
+export class UploadSlots {
   readonly #inProgress = new Map<string, number>();
 
   constructor(private readonly perKey: number) {}
@@ -48,8 +48,15 @@ export function registerUploadSlots(app: FastifyInstance, perKey: number): void 
 const tooManyUploads = () =>
   new ApiError(429, "Too many requests", { error: "rate_limited", headers: { "retry-after": "1" } });
 
-function slotKey(request: FastifyRequest): string | undefined {
+/** The API key (or console session) a request's upload counts against, when it has one. */
+export function uploadSlotKey(request: FastifyRequest): string | undefined {
   return request.auth ? `${request.auth.organizationId}:${credentialOf(request.auth)}` : undefined;
+}
+
+/** Holds one of `key`'s upload slots until the answer closes: 429 when it holds them all already. */
+export function holdUploadSlot(slots: UploadSlots, key: string, reply: FastifyReply): void {
+  if (!slots.take(key)) throw tooManyUploads();
+  reply.raw.once("close", () => slots.release(key));
 }
 
 /**
@@ -73,10 +80,9 @@ export async function acceptUploads(app: FastifyInstance, config: Config): Promi
   });
   const { uploadSlots } = app;
   app.addHook("onRequest", async (request, reply) => {
-    const key = slotKey(request);
+    const key = uploadSlotKey(request);
     if (key === undefined || !STREAMED_BODY.test(request.headers["content-type"] ?? "")) return;
-    if (!uploadSlots.take(key)) throw tooManyUploads();
-    reply.raw.once("close", () => uploadSlots.release(key));
+    holdUploadSlot(uploadSlots, key, reply);
   });
   app.addHook("onSend", async (request, reply) => {
     const raw = request.raw;

@@ -280,6 +280,41 @@ describe("hostile input", () => {
     expect((await slotFreed()).status).toBe(400);
   });
 
+  it("counts a tus PATCH against the key's concurrent uploads", async () => {
+    const [, , , , libraryId, , videoId] = videoPath.split("/");
+    const created = await fetch(`${t.baseUrl}/v1/media/tus`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${t.adminKey}`,
+        "tus-resumable": "1.0.0",
+        "upload-length": "100000",
+        "upload-metadata": `library_id ${btoa(libraryId ?? "")},video_id ${btoa(videoId ?? "")}`,
+      },
+    });
+    expect(created.status).toBe(201);
+    const uploadPath = new URL(created.headers.get("location") ?? "", `${t.baseUrl}/v1/media/tus/`).pathname;
+    // A PATCH that sends a fifth of its bytes and stalls holds the key's only slot.
+    for (let attempt = 1; ; attempt++) {
+      const connection = await RawConnection.open(t.baseUrl);
+      connection.write(
+        `PATCH ${uploadPath} HTTP/1.1\r\nhost: localhost\r\nauthorization: Bearer ${t.adminKey}\r\n` +
+          "tus-resumable: 1.0.0\r\nupload-offset: 0\r\ncontent-type: application/offset+octet-stream\r\n" +
+          `content-length: 100000\r\n\r\n${"x".repeat(20000)}`,
+      );
+      await pause(Math.min(10 * attempt, 200));
+      const probe = await probeUpload();
+      if (probe.status === 429 && connection.received === "") {
+        connection.close();
+        break;
+      }
+      connection.close();
+      await connection.closed;
+      // Without the count the probe is never refused.
+      expect(attempt).toBeLessThan(30);
+    }
+    expect((await slotFreed()).status).toBe(400);
+  });
+
   it("answers edge requests naming no host name (NUL, spaces) with 404 without asking the store", async () => {
     for (const [host, path] of [
       ["a b", "/%00/x"],

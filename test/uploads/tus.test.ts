@@ -274,6 +274,81 @@ describe("resumable uploads (tus) with tus-js-client", () => {
     expect(await noVersion.json()).toMatchObject({ success: false });
   });
 
+  it("answers bad tus headers in the contract's shape, with the protocol's headers", async () => {
+    const videoId = await newVideo();
+    const metadata = `library_id ${btoa(libraryId)},video_id ${btoa(videoId)}`;
+    const create = (headers: Record<string, string>) =>
+      fetch(`${t.baseUrl}${TUS_PATH}`, {
+        method: "POST",
+        headers: { ...auth(), "tus-resumable": "1.0.0", "upload-metadata": metadata, ...headers },
+      });
+    const fieldsOf = async (response: Response) =>
+      Object.fromEntries(
+        ((await response.json()) as { errors: { field: string; code: string }[] }).errors.map((e) => [
+          e.field,
+          e.code,
+        ]),
+      );
+
+    // tus 1.0: another version is 412 with Tus-Version; every answer but OPTIONS' has Tus-Resumable.
+    const otherVersion = await create({ "tus-resumable": "0.2.2", "upload-length": "10" });
+    expect(otherVersion.status).toBe(412);
+    expect(otherVersion.headers.get("tus-version")).toBe("1.0.0");
+    expect(otherVersion.headers.get("tus-resumable")).toBe("1.0.0");
+    expect(await otherVersion.json()).toMatchObject({ success: false });
+
+    for (const [headers, fields] of [
+      [{ "upload-length": "0x10" }, { "Upload-Length": "validation_type" }],
+      [{ "upload-length": "1e3" }, { "Upload-Length": "validation_type" }],
+      [{ "upload-length": "-1" }, { "Upload-Length": "validation_type" }],
+      [{ "upload-length": "99999999999999999999" }, { "Upload-Length": "validation_type" }],
+      [{ "upload-length": "0" }, { "Upload-Length": "validation_min" }],
+      [{}, { "Upload-Length": "validation_required" }],
+      [{ "upload-defer-length": "2" }, { "Upload-Defer-Length": "validation_enum" }],
+      [{ "upload-length": "10", "upload-defer-length": "1" }, { "Upload-Defer-Length": "validation_format" }],
+      [
+        { "upload-length": "10", "upload-metadata": "library_id !!!" },
+        { "Upload-Metadata": "validation_format" },
+      ],
+    ] as const) {
+      const refused = await create(headers);
+      expect(refused.status, JSON.stringify(headers)).toBe(400);
+      expect(refused.headers.get("tus-resumable")).toBe("1.0.0");
+      expect(await fieldsOf(refused), JSON.stringify(headers)).toEqual(fields);
+    }
+
+    const created = await create({ "upload-length": "10" });
+    expect(created.status).toBe(201);
+    expect(created.headers.get("access-control-expose-headers")).toMatch(/\bUpload-Expires\b/);
+    const url = new URL(created.headers.get("location") ?? "", `${t.baseUrl}${TUS_PATH}/`).toString();
+    const patch = (headers: Record<string, string>, body = "01234") =>
+      fetch(url, {
+        method: "PATCH",
+        headers: { ...auth(), "tus-resumable": "1.0.0", ...headers },
+        body,
+      });
+    const bytes = { "content-type": "application/offset+octet-stream" };
+    const noOffset = await patch(bytes);
+    expect(noOffset.status).toBe(400);
+    expect(await fieldsOf(noOffset)).toEqual({ "Upload-Offset": "validation_required" });
+    const plusOffset = await patch({ ...bytes, "upload-offset": "+0" });
+    expect(await fieldsOf(plusOffset)).toEqual({ "Upload-Offset": "validation_type" });
+    const lengthAgain = await patch({ ...bytes, "upload-offset": "0", "upload-length": "10" });
+    expect(await fieldsOf(lengthAgain)).toEqual({ "Upload-Length": "validation_format" });
+    for (const type of ["application/json", "text/plain", "application/octet-stream"]) {
+      const wrongType = await patch({ "content-type": type, "upload-offset": "0" }, '{"a":1}');
+      expect(wrongType.status, type).toBe(415);
+      expect(await wrongType.json()).toEqual({ success: false, message: "Unsupported Media Type" });
+    }
+    // Media types are case-insensitive and may carry parameters.
+    const written = await patch({
+      "content-type": "Application/Offset+Octet-Stream; charset=binary",
+      "upload-offset": "0",
+    });
+    expect(written.status).toBe(204);
+    expect(written.headers.get("upload-offset")).toBe("5");
+  });
+
   it("removes abandoned uploads in housekeeping once they expire", async () => {
     const videoId = await newVideo();
     const created = await fetch(`${t.baseUrl}${TUS_PATH}`, {

@@ -562,7 +562,7 @@ export interface paths {
         put?: never;
         /**
          * Create a resumable upload of a video's source (tus 1.0 creation)
-         * @description tus creation (with `creation-with-upload` and `creation-defer-length`). Authenticated by the API key (the video named by `library_id` and `video_id` in Upload-Metadata) or by an upload authorization's headers. `Upload-Length` at most 2147483648 bytes (413 beyond). Answers 201 with `Location` (the upload URL, relative to this endpoint). When the last byte arrives the video is processed as after a one-request upload. tus's own answers (412, 409, 413, 460...) have plain-text bodies as the protocol defines; authentication, binding and validation refusals use the API's error bodies.
+         * @description tus creation (with `creation-with-upload` and `creation-defer-length`). Authenticated by the API key (the video named by `library_id` and `video_id` in Upload-Metadata) or by an upload authorization's headers. `Upload-Length` at most 2147483648 bytes (413 beyond). Answers 201 with `Location` (the upload URL, relative to this endpoint). When the last byte arrives the video is processed as after a one-request upload. tus's own answers (409, 410, 413...) have plain-text bodies as the protocol defines; authentication, binding, version (412) and header refusals use the API's error bodies.
          */
         post: operations["createResumableUpload"];
         delete?: never;

@@ -5,7 +5,7 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Config } from "../../config.ts";
 import { authenticateRequest, requireApiKey } from "../../http/auth.ts";
 import { ok } from "../../http/envelope.ts";
-import { ApiError } from "../../http/errors.ts";
+import { ApiError, type FieldError } from "../../http/errors.ts";
 import {
   Envelope,
   IdParams,
@@ -14,6 +14,7 @@ import {
   StringEnum,
   Timestamp,
 } from "../../http/schemas.ts";
+import { holdUploadSlot, uploadSlotKey } from "../../http/upload-bodies.ts";
 import type { IdentityService } from "../../identity/service.ts";
 import { isUuid } from "../../ids.ts";
 import { TUS_PATH, type UploadServices } from "./index.ts";
@@ -206,6 +207,63 @@ const TusCreateHeaders = Type.Object({
   ),
 });
 const UploadIdParams = Type.Object({ uploadId: Type.String({ maxLength: 200 }) });
+const TUS_VERSION = "1.0.0";
+/** A PATCH's media type, in any case and with any parameters (RFC 9110 §8.3.1). */
+const OFFSET_STREAM = /^\s*application\/offset\+octet-stream\s*(;|$)/i;
+/** A tus length or offset: decimal digits, within what a byte count can be. */
+const isByteCount = (text: string): boolean => /^\d+$/.test(text) && Number.isSafeInteger(Number(text));
+
+/**
+ * The tus headers' values, checked before the tus server sees them, so that a refusal says which header
+ * is wrong in the API's error body (the tus server answers plain text, and a missing Upload-Offset 403).
+ * `record` is the upload a PATCH continues.
+ */
+function tusHeaderErrors(request: FastifyRequest, record?: VideoUploadRow): FieldError[] {
+  const errors: FieldError[] = [];
+  const length = header(request, "upload-length");
+  const deferred = header(request, "upload-defer-length");
+  const offset = header(request, "upload-offset");
+  const refuse = (field: string, code: FieldError["code"], message: string) =>
+    errors.push({ field, code, message });
+  if (length !== undefined && !isByteCount(length)) {
+    refuse("Upload-Length", "validation_type", "The Upload-Length header must be a whole number of bytes.");
+  } else if (length !== undefined && Number(length) < 1) {
+    refuse("Upload-Length", "validation_min", "The Upload-Length header must be at least 1 byte.");
+  }
+  if (deferred !== undefined && deferred !== "1") {
+    refuse("Upload-Defer-Length", "validation_enum", "The Upload-Defer-Length header must be 1.");
+  }
+  if (request.method === "POST") {
+    if (length === undefined && deferred === undefined) {
+      refuse(
+        "Upload-Length",
+        "validation_required",
+        "Upload-Length (or Upload-Defer-Length: 1) is required.",
+      );
+    } else if (length !== undefined && deferred !== undefined) {
+      refuse(
+        "Upload-Defer-Length",
+        "validation_format",
+        "Upload-Defer-Length must be left out when Upload-Length is given.",
+      );
+    }
+  }
+  if (request.method === "PATCH") {
+    if (offset === undefined) {
+      refuse("Upload-Offset", "validation_required", "The Upload-Offset header is required.");
+    } else if (!isByteCount(offset)) {
+      refuse("Upload-Offset", "validation_type", "The Upload-Offset header must be a whole number of bytes.");
+    }
+    if (length !== undefined && record?.size_bytes !== null) {
+      refuse(
+        "Upload-Length",
+        "validation_format",
+        "The upload's length is set already; leave Upload-Length out.",
+      );
+    }
+  }
+  return errors;
+}
 const noBody = (description: string) => Type.Null({ description });
 const EXPOSED =
   "Upload-Offset, Upload-Length, Upload-Metadata, Upload-Expires, Location, Tus-Version, Tus-Resumable, Tus-Max-Size, Tus-Extension";
@@ -221,15 +279,34 @@ const tusRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, opt
 
   // Upload bytes stay in the request stream for the tus server.
   app.addContentTypeParser("application/offset+octet-stream", (_request, _payload, done) => done(null));
-  app.addHook("onRequest", async (request) => {
+  app.addHook("onRequest", async (request, reply) => {
     request.apiGroup = "media";
     if (request.method === "OPTIONS") return;
-    callers.set(request, await authenticate(request));
+    const caller = await authenticate(request);
+    callers.set(request, caller);
+    const contentType = request.headers["content-type"] ?? "";
+    if (request.method === "PATCH" && !OFFSET_STREAM.test(contentType)) throw ApiError.unsupportedMediaType();
+    // The tus server takes the media type only as written in its own case, without parameters, and
+    // reads it from the raw header lines.
+    if (OFFSET_STREAM.test(contentType)) {
+      const lines = request.raw.rawHeaders;
+      for (let name = 0; name < lines.length; name += 2) {
+        if (lines[name]?.toLowerCase() === "content-type")
+          lines[name + 1] = "application/offset+octet-stream";
+      }
+      // Bytes of a PATCH or of a creation with upload count against the caller's concurrent uploads,
+      // as a one-request upload does; a signed upload against its video's.
+      const key = caller.kind === "key" ? uploadSlotKey(request) : `signed:${caller.videoId}`;
+      if (key !== undefined) holdUploadSlot(app.uploadSlots, key, reply);
+    }
   });
   app.addHook("onSend", async (request, reply) => {
-    // Our own refusals must be readable by a browser on another origin, as the tus answers are.
+    // Our own refusals must be readable by a browser on another origin, as the tus answers are, and
+    // carry the protocol's headers (tus 1.0: Tus-Resumable on every answer but OPTIONS', Tus-Version on 412).
     reply.header("access-control-allow-origin", "*");
     reply.header("access-control-expose-headers", EXPOSED);
+    if (request.method !== "OPTIONS") reply.header("tus-resumable", TUS_VERSION);
+    if (reply.statusCode === 412) reply.header("tus-version", TUS_VERSION);
     if (!request.raw.complete) {
       reply.header("connection", "close");
       request.raw.resume();
@@ -270,9 +347,16 @@ const tusRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, opt
       : record.library_id === caller.libraryId && record.video_id === caller.videoId;
 
   function requireTusVersion(request: FastifyRequest): void {
-    if (!header(request, "tus-resumable")) {
-      throw new ApiError(412, "The Tus-Resumable header is required (tus 1.0.0)");
+    const version = header(request, "tus-resumable");
+    if (!version) throw new ApiError(412, `The Tus-Resumable header is required (tus ${TUS_VERSION})`);
+    if (version !== TUS_VERSION) {
+      throw new ApiError(412, `tus ${version} is not supported; this server speaks tus ${TUS_VERSION}`);
     }
+  }
+
+  function requireValidTusHeaders(request: FastifyRequest, record?: VideoUploadRow): void {
+    const errors = tusHeaderErrors(request, record);
+    if (errors.length > 0) throw ApiError.validation(errors);
   }
 
   /** The video a creation request is for: the signed one, or the one its metadata names. */
@@ -282,7 +366,11 @@ const tusRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, opt
     try {
       if (sent) metadata = Metadata.parse(sent);
     } catch {
-      throw ApiError.invalidRequest("Upload-Metadata is malformed");
+      throw ApiError.field(
+        "Upload-Metadata",
+        "validation_format",
+        "The Upload-Metadata header must be comma-separated pairs of a unique key and a base64 value.",
+      );
     }
     const named = {
       libraryId: metadata.library_id?.toLowerCase(),
@@ -341,7 +429,7 @@ const tusRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, opt
         operationId: "createResumableUpload",
         tags,
         summary: "Create a resumable upload of a video's source (tus 1.0 creation)",
-        description: `tus creation (with \`creation-with-upload\` and \`creation-defer-length\`). Authenticated by the API key (the video named by \`library_id\` and \`video_id\` in Upload-Metadata) or by an upload authorization's headers. \`Upload-Length\` at most ${options.config.limits.videoSourceBytes} bytes (413 beyond). Answers 201 with \`Location\` (the upload URL, relative to this endpoint). When the last byte arrives the video is processed as after a one-request upload. tus's own answers (412, 409, 413, 460...) have plain-text bodies as the protocol defines; authentication, binding and validation refusals use the API's error bodies.`,
+        description: `tus creation (with \`creation-with-upload\` and \`creation-defer-length\`). Authenticated by the API key (the video named by \`library_id\` and \`video_id\` in Upload-Metadata) or by an upload authorization's headers. \`Upload-Length\` at most ${options.config.limits.videoSourceBytes} bytes (413 beyond). Answers 201 with \`Location\` (the upload URL, relative to this endpoint). When the last byte arrives the video is processed as after a one-request upload. tus's own answers (409, 410, 413...) have plain-text bodies as the protocol defines; authentication, binding, version (412) and header refusals use the API's error bodies.`,
         security: [...security, { uploadSignature: [] }],
         headers: TusCreateHeaders,
         response: { ...mediaErrorResponses, 201: noBody("Created; `Location` is the upload URL") },
@@ -350,6 +438,7 @@ const tusRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, opt
     async (request, reply) => {
       const caller = callerOf(request);
       requireTusVersion(request);
+      requireValidTusHeaders(request);
       await handOver(request, reply, await bindingFor(request, caller));
     },
   );
@@ -372,6 +461,7 @@ const tusRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, opt
         const record = await uploads.resumable.find(uploadId);
         // Another organization's or another video's upload does not exist for the caller.
         if (!record || !mayUse(caller, record)) throw ApiError.notFound();
+        requireValidTusHeaders(request, record);
         if (method === "PATCH" && record.completed_at) throw ApiError.conflict("The upload is complete");
         await handOver(request, reply);
       },

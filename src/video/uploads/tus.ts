@@ -124,6 +124,8 @@ export class ResumableUploads {
       relativeLocation: true,
       disableTerminationForFinishedUploads: true,
       allowedHeaders: ["X-API-Key", "AuthorizationSignature", "AuthorizationExpire", "LibraryId", "VideoId"],
+      // Not in the library's own list, though the expiration extension sends it.
+      exposedHeaders: ["Upload-Expires"],
       onUploadCreate: (request, upload) => this.#onCreate(request, upload),
       onUploadFinish: async (_request, upload) => {
         await this.#onFinish(upload.id);
