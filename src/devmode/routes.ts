@@ -46,6 +46,7 @@ const Snapshot = Type.Object({ name: Type.String(), created_at: Timestamp });
 const SnapshotName = Type.String({ pattern: SNAPSHOT_NAME });
 const Done = Type.Object({ done: Type.Boolean(), duration_ms: Type.Number() });
 const TimeView = Type.Object({ now: Timestamp, offset_ms: Type.Integer() });
+const LATEST_INSTANT = Date.parse("9999-12-31T23:59:59.999Z");
 const TimeChange = Type.Object({
   advance_ms: Type.Optional(Type.Integer({ minimum: 0 })),
   to: Type.Optional(Timestamp),
@@ -493,9 +494,20 @@ export const devModeRoutes = fastifyPlugin(
                 "Give exactly one of advance_ms, to, real",
               );
             }
-            if (real) clock.offsetMs = 0;
-            else if (to !== undefined) clock.offsetMs = Date.parse(to) - Date.now();
-            else clock.offsetMs += advance_ms ?? 0;
+            const offsetMs = real
+              ? 0
+              : to !== undefined
+                ? Date.parse(to) - Date.now()
+                : clock.offsetMs + (advance_ms ?? 0);
+            // Past it a date has no four-digit year, which no store or timestamp in the API can hold.
+            if (Date.now() + offsetMs > LATEST_INSTANT) {
+              throw ApiError.field(
+                to !== undefined ? "to" : "advance_ms",
+                "validation_max",
+                `The clock cannot move past ${new Date(LATEST_INSTANT).toISOString()}.`,
+              );
+            }
+            clock.offsetMs = offsetMs;
             wakeWorkers();
             return timeView();
           },

@@ -113,6 +113,25 @@ describe("developer mode on", () => {
     expect(both.status).toBe(400);
   });
 
+  it("refuses to move the clock past the year 9999, and keeps it as it was", async () => {
+    for (const advance of [1e300, Number.MAX_SAFE_INTEGER, 8_640_000_000_000_000]) {
+      const refused = await t.request("POST", "/_cumulo/time", { json: { advance_ms: advance } });
+      expect(refused.status, String(advance)).toBe(400);
+      expect(refused.body.errors).toEqual([
+        expect.objectContaining({ field: "advance_ms", code: "validation_max" }),
+      ]);
+    }
+    // Each step is allowed; their sum is not.
+    const nearEnd = Date.parse("9999-12-31T00:00:00.000Z") - Date.now();
+    expect((await t.request("POST", "/_cumulo/time", { json: { advance_ms: nearEnd } })).status).toBe(200);
+    expect((await t.request("POST", "/_cumulo/time", { json: { advance_ms: nearEnd } })).status).toBe(400);
+    const time = await t.request("GET", "/_cumulo/time");
+    expect(time.status).toBe(200);
+    expect(time.body.now).toMatch(/^9999-12-31T/);
+    expect((await t.request("POST", "/v1/media/libraries", { json: { name: "Late" } })).status).toBe(201);
+    expect((await t.request("POST", "/_cumulo/time", { json: { real: true } })).body.offset_ms).toBe(0);
+  });
+
   it("injects a fault with the group's error body, marks it, and stops after its count", async () => {
     const added = await t.request("POST", "/_cumulo/faults", {
       json: { route: "/v1/media/libraries", method: "GET", status: 503, count: 1 },
