@@ -201,28 +201,18 @@ export async function seedWorld(
   }
 }
 
-/** The snapshot a seed is undone from when one of its calls is refused. */
-const SEED_ROLLBACK = "seed_rollback";
-
 /**
  * Seeds all or nothing: the store is saved first and put back when a call is refused (changes
  * other clients made meanwhile are undone too).
  */
-export async function seedAtomically(
+export function seedAtomically(
   app: FastifyInstance,
   state: StateService,
   identity: IdentityService,
   seed: SeedBody,
   placeholderVideo: () => Promise<Buffer>,
 ): Promise<SeedOutcome> {
-  await state.save(SEED_ROLLBACK);
-  try {
-    const seeded = await seedWorld(app, identity, seed, placeholderVideo);
-    if (seeded.outcome === "failed") await state.load(SEED_ROLLBACK);
-    return seeded;
-  } finally {
-    await state.remove(SEED_ROLLBACK);
-  }
+  return state.withRollback(() => seedWorld(app, identity, seed, placeholderVideo));
 }
 
 /** Media types of a YAML seed; anything else is read as JSON. */

@@ -1,5 +1,6 @@
-import { cp, mkdir, readdir, rm, stat } from "node:fs/promises";
+import { cp, mkdir, readdir, rename, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
+import pLimit from "p-limit";
 import type { BlobStore } from "../blobs/store.ts";
 import type { Bus } from "../bus.ts";
 import type { Config } from "../config.ts";
@@ -11,6 +12,12 @@ import { StateRepository } from "./state-repository.ts";
 
 /** Snapshot names: lower-case letters, digits and `_` (they name a PostgreSQL schema and a folder). */
 export const SNAPSHOT_NAME = "^[a-z0-9_]{1,40}$";
+
+/** The file of a SQLite snapshot's store, in its folder. */
+const SQLITE_FILE = "store.sqlite";
+
+/** Where `withRollback` keeps the store: not a snapshot name (the pattern has no `-`), so never listed. */
+const ROLLBACK = "seed-rollback";
 
 export interface SnapshotView {
   name: string;
@@ -25,6 +32,9 @@ export type ResetTarget = "bootstrap" | "empty";
  * and the change is answered once every node has said it dropped its verified keys.
  */
 export class StateService {
+  /** One state change at a time: two saves of one name, or a seed beside a load, would interleave their files. */
+  readonly #oneAtATime = pLimit(1);
+
   constructor(
     private readonly repository: StateRepository,
     private readonly dialect: DialectName,
@@ -47,7 +57,11 @@ export class StateService {
    * Empties the store and the blobs. `bootstrap` then makes the default organization again (with the
    * bootstrap key, or a generated key that is returned once).
    */
-  async reset(to: ResetTarget): Promise<{ outcome: "reset"; generatedKey: string | undefined }> {
+  reset(to: ResetTarget): Promise<{ outcome: "reset"; generatedKey: string | undefined }> {
+    return this.#oneAtATime(() => this.#reset(to));
+  }
+
+  async #reset(to: ResetTarget): Promise<{ outcome: "reset"; generatedKey: string | undefined }> {
     await this.repository.empty();
     await rm(this.#blobDir, { recursive: true, force: true });
     const { generatedKey } =
@@ -60,15 +74,14 @@ export class StateService {
    * Empties one organization, leaving every other untouched: `bootstrap` keeps the organization with
    * its users, billing account and keys (the state it was created in), `empty` removes it whole.
    */
-  async resetOrganization(
-    organizationId: string,
-    to: ResetTarget,
-  ): Promise<{ outcome: "reset" | "not_found" }> {
-    const libraries = await this.repository.emptyOrganization(organizationId, to === "bootstrap");
-    if (!libraries) return { outcome: "not_found" };
-    for (const library of libraries) await this.blobs.deletePrefix(libraryBlobPrefix(library));
-    await this.#dropCaches();
-    return { outcome: "reset" };
+  resetOrganization(organizationId: string, to: ResetTarget): Promise<{ outcome: "reset" | "not_found" }> {
+    return this.#oneAtATime(async () => {
+      const libraries = await this.repository.emptyOrganization(organizationId, to === "bootstrap");
+      if (!libraries) return { outcome: "not_found" } as const;
+      for (const library of libraries) await this.blobs.deletePrefix(libraryBlobPrefix(library));
+      await this.#dropCaches();
+      return { outcome: "reset" } as const;
+    });
   }
 
   async #dropCaches(): Promise<void> {
@@ -77,21 +90,40 @@ export class StateService {
     await this.identity.keyChanged();
   }
 
-  async save(name: string): Promise<{ outcome: "saved"; snapshot: SnapshotView }> {
-    const dir = this.#snapshotDir(name);
-    await rm(dir, { recursive: true, force: true });
-    await mkdir(dir, { recursive: true });
-    if (this.dialect === "sqlite") await this.repository.saveSqlite(join(dir, "store.sqlite"));
-    else await this.repository.savePostgres(name);
-    await cp(this.#blobDir, join(dir, "blobs"), { recursive: true }).catch(ignoreMissing);
-    return { outcome: "saved", snapshot: await this.#view(name) };
+  save(name: string): Promise<{ outcome: "saved"; snapshot: SnapshotView }> {
+    return this.#oneAtATime(async () => {
+      await this.#save(name);
+      return { outcome: "saved", snapshot: await this.#view(name) } as const;
+    });
   }
 
-  async load(name: string): Promise<{ outcome: "loaded" | "not_found" | "schema_mismatch" }> {
-    if (!(await this.#exists(name))) return { outcome: "not_found" };
+  /**
+   * Written under a name no snapshot can have, then renamed: a save cut short (a crash, a full disk)
+   * leaves no folder that looks like a snapshot.
+   */
+  async #save(name: string): Promise<void> {
+    const dir = this.#snapshotDir(name);
+    const partial = this.#snapshotDir(`.saving-${name}`);
+    await rm(partial, { recursive: true, force: true });
+    await mkdir(partial, { recursive: true });
+    if (this.dialect === "sqlite") await this.repository.saveSqlite(join(partial, SQLITE_FILE));
+    else await this.repository.savePostgres(name);
+    await cp(this.#blobDir, join(partial, "blobs"), { recursive: true }).catch(ignoreMissing);
+    await rm(dir, { recursive: true, force: true });
+    await rename(partial, dir);
+  }
+
+  load(name: string): Promise<{ outcome: "loaded" | "not_found" | "schema_mismatch" }> {
+    return this.#oneAtATime(async () => {
+      if (!(await this.#exists(name))) return { outcome: "not_found" } as const;
+      return this.#load(name);
+    });
+  }
+
+  async #load(name: string): Promise<{ outcome: "loaded" | "schema_mismatch" }> {
     const dir = this.#snapshotDir(name);
     const loaded = await this.repository.load(
-      this.dialect === "sqlite" ? { sqliteFile: join(dir, "store.sqlite") } : { postgresName: name },
+      this.dialect === "sqlite" ? { sqliteFile: join(dir, SQLITE_FILE) } : { postgresName: name },
     );
     if (loaded === "schema_mismatch") return { outcome: loaded };
     await rm(this.#blobDir, { recursive: true, force: true });
@@ -100,11 +132,34 @@ export class StateService {
     return { outcome: "loaded" };
   }
 
-  async remove(name: string): Promise<{ outcome: "deleted" | "not_found" }> {
-    if (!(await this.#exists(name))) return { outcome: "not_found" };
+  remove(name: string): Promise<{ outcome: "deleted" | "not_found" }> {
+    return this.#oneAtATime(async () => {
+      if (!(await this.#exists(name))) return { outcome: "not_found" } as const;
+      await this.#remove(name);
+      return { outcome: "deleted" } as const;
+    });
+  }
+
+  async #remove(name: string): Promise<void> {
     if (this.dialect === "postgres") await this.repository.dropPostgresSnapshot(name);
     await rm(this.#snapshotDir(name), { recursive: true, force: true });
-    return { outcome: "deleted" };
+  }
+
+  /**
+   * Runs `work` with the store saved first and put back when it answers `failed`, with no other state
+   * change in between (changes other clients make meanwhile through the API are undone too).
+   */
+  withRollback<T extends { outcome: string }>(work: () => Promise<T>): Promise<T> {
+    return this.#oneAtATime(async () => {
+      await this.#save(ROLLBACK);
+      try {
+        const result = await work();
+        if (result.outcome === "failed") await this.#load(ROLLBACK);
+        return result;
+      } finally {
+        await this.#remove(ROLLBACK);
+      }
+    });
   }
 
   async list(): Promise<SnapshotView[]> {
@@ -117,11 +172,13 @@ export class StateService {
     return views;
   }
 
-  /** A snapshot exists once its folder and (on PostgreSQL) its schema do. */
+  /** A snapshot exists once its folder and its store (the SQLite file, or the PostgreSQL schema) do. */
   async #exists(name: string): Promise<boolean> {
     if (!new RegExp(SNAPSHOT_NAME).test(name)) return false;
-    const found = await stat(this.#snapshotDir(name)).then(
-      (info) => info.isDirectory(),
+    const stored =
+      this.dialect === "sqlite" ? join(this.#snapshotDir(name), SQLITE_FILE) : this.#snapshotDir(name);
+    const found = await stat(stored).then(
+      () => true,
       () => false,
     );
     if (!found || this.dialect === "sqlite") return found;

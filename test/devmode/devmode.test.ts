@@ -1,3 +1,5 @@
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLibrary } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
@@ -89,6 +91,38 @@ describe("developer mode on", () => {
 
     expect((await t.request("POST", "/_cumulo/state/snapshots/base/load")).status).toBe(200);
     expect((await t.request("GET", `/v1/media/libraries/${kept.id}`)).status).toBe(200);
+  });
+
+  it("saves, seeds and loads one at a time: the same name saved at once, seeds at once", async () => {
+    const saves = await Promise.all(
+      Array.from({ length: 6 }, () => t.request("PUT", "/_cumulo/state/snapshots/race")),
+    );
+    expect(saves.map((response) => response.status)).toEqual([200, 200, 200, 200, 200, 200]);
+    // A snapshot of the name the seeds used for their rollback is left alone by them.
+    expect((await t.request("PUT", "/_cumulo/state/snapshots/seed_rollback")).status).toBe(200);
+    const seeds = await Promise.all(
+      [1, 2, 3, 4].map((n) =>
+        t.request("POST", "/_cumulo/state/seed", { json: { organizations: [{ name: `Seeded ${n}` }] } }),
+      ),
+    );
+    expect(seeds.map((response) => response.status)).toEqual([200, 200, 200, 200]);
+    const names = (await t.request("GET", "/_cumulo/state/snapshots")).body.snapshots.map(
+      (snapshot: { name: string }) => snapshot.name,
+    );
+    expect(names).toEqual(expect.arrayContaining(["race", "seed_rollback"]));
+    expect((await t.request("POST", "/_cumulo/state/snapshots/race/load")).status).toBe(200);
+    await t.request("DELETE", "/_cumulo/state/snapshots/race");
+    await t.request("DELETE", "/_cumulo/state/snapshots/seed_rollback");
+  });
+
+  it("does not take a snapshot folder without its store for a snapshot", async () => {
+    if (t.store.kind !== "sqlite") return;
+    mkdirSync(join(t.cumulo.config.dataDir, "snapshots", "ghost"), { recursive: true });
+    const names = (await t.request("GET", "/_cumulo/state/snapshots")).body.snapshots.map(
+      (snapshot: { name: string }) => snapshot.name,
+    );
+    expect(names).not.toContain("ghost");
+    expect((await t.request("POST", "/_cumulo/state/snapshots/ghost/load")).status).toBe(404);
   });
 
   it("answers 404 for an unknown snapshot and for a name that cannot be one", async () => {
