@@ -206,13 +206,25 @@ function nonNegativeInt(env: Env, name: string, fallback: number): number {
   return Number(raw);
 }
 
-function positiveInt(env: Env, name: string, fallback: number): number {
+function positiveInt(env: Env, name: string, fallback: number, max = Number.MAX_SAFE_INTEGER): number {
   const raw = env[name];
   if (raw === undefined || raw === "") return fallback;
   if (!/^\d+$/.test(raw) || Number(raw) <= 0)
     throw new ConfigError(name, `must be a positive integer, got "${raw}"`);
+  if (Number(raw) > max) throw new ConfigError(name, `must be at most ${max}, got "${raw}"`);
   return Number(raw);
 }
+
+/** Node's timers wait at most 2^31 - 1 ms (about 24.8 days): a longer wait fires after 1 ms. */
+const MAX_TIMER_MS = 2_147_483_647;
+
+/** A wait a timer measures, in milliseconds. */
+const timerMs = (env: Env, name: string, fallback: number): number =>
+  positiveInt(env, name, fallback, MAX_TIMER_MS);
+
+/** A wait a timer measures, given in seconds; answered in milliseconds. */
+const timerSeconds = (env: Env, name: string, fallback: number): number =>
+  positiveInt(env, name, fallback, Math.floor(MAX_TIMER_MS / 1000)) * 1000;
 
 export function parseRateLimit(raw: string): RateLimitSetting | undefined {
   const match = /^(\d+)\/(\d+)([smh])$/.exec(raw);
@@ -349,8 +361,8 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError("CUMULO_MEDIA_DOMAIN", `must be a host name, got "${mediaDomain}"`);
   }
 
-  const headersTimeoutMs = positiveInt(env, "CUMULO_HEADERS_TIMEOUT_MS", 10_000);
-  const requestTimeoutMs = positiveInt(env, "CUMULO_REQUEST_TIMEOUT_MS", 300_000);
+  const headersTimeoutMs = timerMs(env, "CUMULO_HEADERS_TIMEOUT_MS", 10_000);
+  const requestTimeoutMs = timerMs(env, "CUMULO_REQUEST_TIMEOUT_MS", 300_000);
   if (headersTimeoutMs > requestTimeoutMs) {
     throw new ConfigError("CUMULO_HEADERS_TIMEOUT_MS", "must not be longer than CUMULO_REQUEST_TIMEOUT_MS");
   }
@@ -403,8 +415,8 @@ export function loadConfig(env: Env = process.env): Config {
       cacheBytes: positiveInt(env, "CUMULO_EDGE_CACHE_BYTES", 256 * 1024 * 1024),
       diskCacheBytes: nonNegativeInt(env, "CUMULO_EDGE_DISK_CACHE_BYTES", 0),
       maxObjectBytes: positiveInt(env, "CUMULO_EDGE_MAX_OBJECT_BYTES", 8 * 1024 * 1024),
-      originTimeoutMs: positiveInt(env, "CUMULO_EDGE_ORIGIN_TIMEOUT_MS", 10_000),
-      analyticsFlushMs: positiveInt(env, "CUMULO_EDGE_ANALYTICS_FLUSH_MS", 2_000),
+      originTimeoutMs: timerMs(env, "CUMULO_EDGE_ORIGIN_TIMEOUT_MS", 10_000),
+      analyticsFlushMs: timerMs(env, "CUMULO_EDGE_ANALYTICS_FLUSH_MS", 2_000),
     },
     retention: {
       doneJobsDays: nonNegativeInt(env, "CUMULO_JOB_RETENTION_DAYS", 7),
@@ -412,21 +424,21 @@ export function loadConfig(env: Env = process.env): Config {
     },
     video: {
       ffmpegConcurrency: positiveInt(env, "CUMULO_FFMPEG_CONCURRENCY", 2),
-      ffmpegTimeoutMs: positiveInt(env, "CUMULO_FFMPEG_TIMEOUT_S", 1800) * 1000,
+      ffmpegTimeoutMs: timerSeconds(env, "CUMULO_FFMPEG_TIMEOUT_S", 1800),
     },
     listener: {
       headersTimeoutMs,
       requestTimeoutMs,
-      keepAliveTimeoutMs: positiveInt(env, "CUMULO_KEEP_ALIVE_TIMEOUT_MS", 5_000),
+      keepAliveTimeoutMs: timerMs(env, "CUMULO_KEEP_ALIVE_TIMEOUT_MS", 5_000),
       maxHeaderBytes: positiveInt(env, "CUMULO_MAX_HEADER_BYTES", 16 * 1024),
-      shutdownGraceMs: positiveInt(env, "CUMULO_SHUTDOWN_GRACE_MS", 1_000),
+      shutdownGraceMs: timerMs(env, "CUMULO_SHUTDOWN_GRACE_MS", 1_000),
     },
     uploads: {
       expiryMs: positiveInt(env, "CUMULO_UPLOAD_EXPIRY_S", 86_400) * 1000,
       importAllowPrivate: bool(env, "CUMULO_IMPORT_ALLOW_PRIVATE", false),
       importAllowAddresses: addressRanges(env, "CUMULO_IMPORT_ALLOW_ADDRESSES"),
-      importTimeoutMs: positiveInt(env, "CUMULO_IMPORT_TIMEOUT_S", 3600) * 1000,
-      importIdleTimeoutMs: positiveInt(env, "CUMULO_IMPORT_IDLE_TIMEOUT_S", 30) * 1000,
+      importTimeoutMs: timerSeconds(env, "CUMULO_IMPORT_TIMEOUT_S", 3600),
+      importIdleTimeoutMs: timerSeconds(env, "CUMULO_IMPORT_IDLE_TIMEOUT_S", 30),
     },
     metrics: {
       port: env.CUMULO_METRICS_PORT === "off" ? undefined : optionalPort(env, "CUMULO_METRICS_PORT"),
@@ -443,9 +455,9 @@ export function loadConfig(env: Env = process.env): Config {
       subtitleBytes: positiveInt(env, "CUMULO_MAX_SUBTITLE_BYTES", 5 * 1024 * 1024),
       thumbnailBytes: positiveInt(env, "CUMULO_MAX_THUMBNAIL_BYTES", 10 * 1024 * 1024),
       videoSourceBytes: positiveInt(env, "CUMULO_MAX_VIDEO_BYTES", 2 * 1024 * 1024 * 1024),
-      webhookTimeoutMs: positiveInt(env, "CUMULO_WEBHOOK_TIMEOUT_MS", 10_000),
+      webhookTimeoutMs: timerMs(env, "CUMULO_WEBHOOK_TIMEOUT_MS", 10_000),
       webhookResponseBytes: positiveInt(env, "CUMULO_WEBHOOK_MAX_RESPONSE_BYTES", 64 * 1024),
-      webhookPollMs: positiveInt(env, "CUMULO_WEBHOOK_POLL_MS", 500),
+      webhookPollMs: timerMs(env, "CUMULO_WEBHOOK_POLL_MS", 500),
       purgePaths: positiveInt(env, "CUMULO_MAX_PURGE_PATHS", 1000),
       securityValues: positiveInt(env, "CUMULO_MAX_SECURITY_VALUES", 100),
       jsonDepth: positiveInt(env, "CUMULO_MAX_JSON_DEPTH", 64),

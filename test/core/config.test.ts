@@ -57,6 +57,23 @@ describe("configuration", () => {
     }
   });
 
+  it("refuses waits longer than Node's timers can measure, and sizes past a safe integer", () => {
+    // A timer longer than 2^31 - 1 ms fires after 1 ms: a 3e9 ms poll would poll without pause.
+    for (const name of [
+      "CUMULO_WEBHOOK_POLL_MS",
+      "CUMULO_EDGE_ANALYTICS_FLUSH_MS",
+      "CUMULO_SHUTDOWN_GRACE_MS",
+    ]) {
+      expect(() => loadConfig({ [name]: "3000000000" }), name).toThrow(`${name} must be at most 2147483647`);
+      expect(loadConfig({ [name]: "2147483647" }), name).toBeDefined();
+    }
+    expect(() => loadConfig({ CUMULO_FFMPEG_TIMEOUT_S: "2147484" })).toThrow("CUMULO_FFMPEG_TIMEOUT_S");
+    expect(loadConfig({ CUMULO_FFMPEG_TIMEOUT_S: "2147483" }).video.ffmpegTimeoutMs).toBe(2_147_483_000);
+    expect(() => loadConfig({ CUMULO_MAX_VIDEO_BYTES: "99999999999999999999999" })).toThrow(
+      "CUMULO_MAX_VIDEO_BYTES",
+    );
+  });
+
   it("accepts port 0, edge off and a bootstrap key of the allowed alphabet", () => {
     const config = loadConfig({
       PORT: "0",
