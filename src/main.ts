@@ -285,6 +285,8 @@ export function buildCli(): Command {
           );
         case "target_not_empty":
           throw new CliError(`--to ${to} is not empty; give a new or empty directory`);
+        case "target_in_data_dir":
+          throw new CliError(`--to ${to} is inside CUMULO_DATA_DIR; give a directory outside it`);
         case "no_database":
           throw new CliError("no store to back up in CUMULO_DATA_DIR (cumulo.sqlite not found)");
       }

@@ -1,5 +1,5 @@
 import { copyFile, cp, mkdir, readdir, readFile, stat, writeFile } from "node:fs/promises";
-import { join } from "node:path";
+import { isAbsolute, join, relative, resolve } from "node:path";
 import SqliteDatabase from "better-sqlite3";
 import { SECRET_KEY_FILE } from "../cloud/secrets.ts";
 import type { Config } from "../config.ts";
@@ -30,6 +30,7 @@ export type BackupOutcome =
   | { outcome: "backed_up"; manifest: BackupManifest }
   | { outcome: "postgres" }
   | { outcome: "target_not_empty" }
+  | { outcome: "target_in_data_dir" }
   | { outcome: "no_database" };
 
 export type RestoreOutcome =
@@ -66,6 +67,9 @@ async function exists(path: string): Promise<boolean> {
  */
 export async function backup(config: Config, target: string): Promise<BackupOutcome> {
   if (config.databaseUrl) return { outcome: "postgres" };
+  // Inside the data dir the copy would copy itself (the blobs), or end up in a later backup.
+  const fromDataDir = relative(resolve(config.dataDir), resolve(target));
+  if (!fromDataDir.startsWith("..") && !isAbsolute(fromDataDir)) return { outcome: "target_in_data_dir" };
   if (!(await isEmptyDir(target))) return { outcome: "target_not_empty" };
   const source = join(config.dataDir, DATABASE_FILE);
   if (!(await exists(source))) return { outcome: "no_database" };

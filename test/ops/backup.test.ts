@@ -1,4 +1,4 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -102,6 +102,12 @@ describe.skipIf(testStoreKind() === "postgres")(
       const again = await runCli(["backup", "--to", target], { CUMULO_DATA_DIR: t.store.dataDir });
       expect(again.code).not.toBe(0);
       expect(again.stderr).toMatch(/is not empty/);
+      // Nor into the data dir itself: the copy would copy itself, and nothing is written there.
+      const inside = join(t.store.dataDir, "blobs", "backup");
+      const refusedInside = await runCli(["backup", "--to", inside], { CUMULO_DATA_DIR: t.store.dataDir });
+      expect(refusedInside.code).not.toBe(0);
+      expect(refusedInside.stderr).toMatch(/is inside CUMULO_DATA_DIR/);
+      expect(existsSync(inside)).toBe(false);
 
       const restoredDir = join(tempDir(), "data");
       const restored = await runCli(["restore", "--from", target], { CUMULO_DATA_DIR: restoredDir });
