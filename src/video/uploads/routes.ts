@@ -350,7 +350,7 @@ const tusRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, opt
     const version = header(request, "tus-resumable");
     if (!version) throw new ApiError(412, `The Tus-Resumable header is required (tus ${TUS_VERSION})`);
     if (version !== TUS_VERSION) {
-      throw new ApiError(412, `tus ${version} is not supported; this server speaks tus ${TUS_VERSION}`);
+      throw new ApiError(412, `This server speaks tus ${TUS_VERSION} only`);
     }
   }
 
