@@ -1,25 +1,20 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import { browserMissing, launchBrowser, newConsoleContext, screenshot } from "../support/browser.ts";
+import {
+  browserMissing,
+  freePort,
+  launchBrowser,
+  newConsoleContext,
+  screenshot,
+} from "../support/browser.ts";
 import { createConsoleUser, PASSWORD } from "../support/console.ts";
 import { generateClip } from "../support/media.ts";
 
 const missing = browserMissing();
 if (missing) console.warn(missing);
-
-/** A port nobody listens on now, for the edge (the video's manifest URL names the edge's port). */
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const address = server.address();
-  await new Promise((resolve) => server.close(resolve));
-  if (typeof address !== "object" || address === null) throw new Error("no port");
-  return address.port;
-}
 
 async function signIn(page: Page, email: string) {
   await page.goto("/console/");

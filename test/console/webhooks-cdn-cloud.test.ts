@@ -124,6 +124,8 @@ describe.skipIf(missing)("the console in Chromium: webhooks, CDN, cloud and the 
       15_000,
       "the delivery in the log",
     );
+    // Once refreshed, the "queued. Refresh to see it." note has done its job.
+    await expect(page.getByText(/Test event: attempt 1 queued/).count()).resolves.toBe(0);
     const delivery = page.locator('[data-delivery-event="test"]').first();
     await delivery.locator("summary").click();
     await expect(delivery.textContent()).resolves.toContain('"received": true');
@@ -221,6 +223,11 @@ describe.skipIf(missing)("the console in Chromium: webhooks, CDN, cloud and the 
     await page.getByRole("button", { name: "Create disk" }).click();
     await page.getByRole("rowheader", { name: "data" }).waitFor();
     await screenshot(page, "cloud-disks");
+    // The confirmation names the disk it deletes.
+    await page.getByRole("button", { name: "Delete disk data" }).click();
+    const deleteDisk = page.getByRole("dialog", { name: "Delete disk" });
+    await expect(deleteDisk.textContent()).resolves.toContain("Delete the disk data (5 GB)");
+    await deleteDisk.getByRole("button", { name: "Cancel" }).click();
 
     await page.getByRole("link", { name: "Virtual machines" }).click();
     await page.getByText("No virtual machine yet.").waitFor();
@@ -257,6 +264,14 @@ describe.skipIf(missing)("the console in Chromium: webhooks, CDN, cloud and the 
     await page.getByRole("link", { name: "Object storage" }).click();
     await page.getByRole("rowheader", { name: /^[A-Z0-9]{20}$/ }).waitFor();
     await screenshot(page, "cloud-object-storage");
+    // The API lists every secret key, so the new pair's dialog does not claim it is shown only once.
+    await page.getByRole("button", { name: "Create key pair" }).click();
+    const keyDialog = page.getByRole("dialog", { name: /^Key pair [A-Z0-9]{20}$/ });
+    await expect(keyDialog.getByLabel("Secret key").inputValue()).resolves.toHaveLength(40);
+    await expect(keyDialog.textContent()).resolves.not.toContain("only this once");
+    await expect(keyDialog.textContent()).resolves.toContain("stays listed");
+    await keyDialog.getByRole("button", { name: "Done" }).click();
+    await expect(page.getByRole("button", { name: "Copy secret" }).count()).resolves.toBe(2);
 
     await page.setViewportSize({ width: 390, height: 844 });
     await page.getByRole("link", { name: "Tokens" }).click();

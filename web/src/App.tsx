@@ -33,10 +33,14 @@ const NotFoundPage = lazy(() =>
 );
 
 function RequireSession({ children }: { children: ReactNode }) {
-  const { session } = useSession();
+  const { session, ended } = useSession();
   const location = useLocation();
   if (session === undefined) return <Loading what="Checking your session" />;
-  if (session === null) return <Navigate to="/sign-in" replace state={{ from: location.pathname }} />;
+  if (session === null) {
+    // The whole address (query and fragment too) is where sign-in returns to.
+    const from = `${location.pathname}${location.search}${location.hash}`;
+    return <Navigate to="/sign-in" replace state={{ from, ended }} />;
+  }
   return children;
 }
 
@@ -61,7 +65,7 @@ export function App() {
               <Route path="libraries/:libraryId" element={<LibraryPage />} />
               <Route path="libraries/:libraryId/videos/:videoId" element={<VideoPage />} />
               <Route path="players" element={<PlayersPage />} />
-              <Route path="webhooks/*" element={<WebhooksPage />} />
+              <Route path="webhooks" element={<WebhooksPage />} />
               <Route path="cdn/*" element={<CdnPage />} />
               <Route path="cloud/*" element={<CloudPage />} />
               <Route path="account" element={<AccountPage />} />

@@ -9,6 +9,23 @@ export function setCsrfToken(token: string | undefined) {
   csrfToken = token;
 }
 
+let sessionEnded: (() => void) | undefined;
+
+/**
+ * Called when the API answers 401 to anything but a sign-in: the session ended (signed out or a
+ * password changed in another tab, expired), so the console goes to sign-in rather than showing errors.
+ */
+export function onSessionEnded(listener: (() => void) | undefined) {
+  sessionEnded = listener;
+}
+
+api.use({
+  onResponse({ request, response }) {
+    const signingIn = request.method === "POST" && new URL(request.url).pathname === "/v1/console/session";
+    if (response.status === 401 && !signingIn) sessionEnded?.();
+  },
+});
+
 /** Field name (dotted path, as the API reports it) to the message shown beside that field. */
 export type FieldErrors = Record<string, string>;
 

@@ -1,5 +1,14 @@
-import { createContext, type ReactNode, useCallback, useContext, useEffect, useMemo, useState } from "react";
-import { ApiFailure, api, call, setCsrfToken } from "./api.ts";
+import {
+  createContext,
+  type ReactNode,
+  useCallback,
+  useContext,
+  useEffect,
+  useMemo,
+  useRef,
+  useState,
+} from "react";
+import { ApiFailure, api, call, onSessionEnded, setCsrfToken } from "./api.ts";
 
 export interface ConsoleSession {
   user: { id: number; uuid: string; email: string; read_only: boolean };
@@ -10,6 +19,8 @@ export interface ConsoleSession {
 interface SessionState {
   /** `undefined` while the first check runs; `null` when nobody is signed in. */
   session: ConsoleSession | null | undefined;
+  /** True once the API refused the session of this tab (it ended elsewhere); false after a sign-in. */
+  ended: boolean;
   signIn(email: string, password: string): Promise<void>;
   signOut(): Promise<void>;
   /** Sets the password of an invited user and signs them in. */
@@ -29,6 +40,7 @@ function remember(session: ConsoleSession | null) {
 
 export function SessionProvider({ children }: { children: ReactNode }) {
   const [session, setSession] = useState<ConsoleSession | null | undefined>(undefined);
+  const [ended, setEnded] = useState(false);
 
   useEffect(() => {
     call(api.GET("/v1/console/session")).then(
@@ -37,8 +49,21 @@ export function SessionProvider({ children }: { children: ReactNode }) {
     );
   }, []);
 
+  // Any 401 while signed in means the session is gone: the pages lead to sign-in (RequireSession).
+  const signedIn = useRef(false);
+  signedIn.current = Boolean(session);
+  useEffect(() => {
+    onSessionEnded(() => {
+      if (!signedIn.current) return;
+      setEnded(true);
+      setSession(remember(null));
+    });
+    return () => onSessionEnded(undefined);
+  }, []);
+
   const signIn = useCallback(async (email: string, password: string) => {
     const body = await call(api.POST("/v1/console/session", { body: { email, password } }));
+    setEnded(false);
     setSession(remember(body.data));
   }, []);
 
@@ -54,6 +79,7 @@ export function SessionProvider({ children }: { children: ReactNode }) {
 
   const acceptInvitation = useCallback(async (token: string, password: string) => {
     const body = await call(api.POST("/v1/console/invitations/accept", { body: { token, password } }));
+    setEnded(false);
     setSession(remember(body.data));
   }, []);
 
@@ -71,13 +97,14 @@ export function SessionProvider({ children }: { children: ReactNode }) {
   const value = useMemo(
     () => ({
       session,
+      ended,
       signIn,
       signOut,
       acceptInvitation,
       changePassword,
       readOnly: session?.user.read_only ?? true,
     }),
-    [session, signIn, signOut, acceptInvitation, changePassword],
+    [session, ended, signIn, signOut, acceptInvitation, changePassword],
   );
   return <SessionContext.Provider value={value}>{children}</SessionContext.Provider>;
 }

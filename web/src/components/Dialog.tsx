@@ -124,15 +124,21 @@ interface SecretDialogProps {
   /** What the secret is, e.g. "API key". */
   label: string;
   secret: string;
+  /** What the page says about seeing the secret again; by default, that it is shown only this once. */
+  note?: string;
   onClose: () => void;
 }
 
-/** A secret the API returns once: shown here once, with a copy button and a plain warning. */
-export function SecretDialog({ open, title, label, secret, onClose }: SecretDialogProps) {
+/** A new secret with a copy button and a plain note (by default: the API returns it only once). */
+export function SecretDialog({ open, title, label, secret, note, onClose }: SecretDialogProps) {
   const id = useId();
   return (
     <Dialog open={open} title={title} onClose={onClose}>
-      <p className="warning">Copy it now: it is shown only this once and cannot be shown again.</p>
+      {note ? (
+        <p>{note}</p>
+      ) : (
+        <p className="warning">Copy it now: it is shown only this once and cannot be shown again.</p>
+      )}
       <label htmlFor={id}>{label}</label>
       <div className="secret-row">
         <input
@@ -146,7 +152,7 @@ export function SecretDialog({ open, title, label, secret, onClose }: SecretDial
       </div>
       <div className="dialog-actions">
         <button type="button" className="primary" onClick={onClose}>
-          I have copied it
+          {note ? "Done" : "I have copied it"}
         </button>
       </div>
     </Dialog>

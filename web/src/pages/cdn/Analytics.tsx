@@ -71,6 +71,23 @@ function bytes(value: number): string {
 
 type Row = { Timestamp: string } & Record<string, unknown>;
 
+/** uPlot's own axis font, set on the axes so the labels are measured in the font they are drawn in. */
+const AXIS_FONT = '12px system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif';
+let measuring: CanvasRenderingContext2D | null | undefined;
+
+/**
+ * The y axis as wide as its widest label plus uPlot's tick (10 px) and gap (5 px), so "100.0 KB" or
+ * "100.0 %" is never cut at the left edge, whatever the values.
+ */
+function yAxisSize(_plot: uPlot, labels: string[] | null): number {
+  measuring ??= document.createElement("canvas").getContext("2d");
+  if (!measuring || !labels) return 60;
+  const context = measuring;
+  context.font = AXIS_FONT;
+  const widest = Math.max(0, ...labels.map((label) => context.measureText(label).width));
+  return Math.ceil(widest) + 10 + 5 + 6;
+}
+
 /** A bucket's value of a metric (the API sends numbers; anything else counts as 0). */
 const bucketValue = (row: Row, metric: string) => {
   const value = row[metric];
@@ -218,8 +235,13 @@ function MetricChart({ metric, rows }: { metric: (typeof METRICS)[number]; rows:
         cursor: { y: false },
         scales: { y: { range: (_plot, min, max) => [Math.min(0, min), max > 0 ? max * 1.1 : 1] } },
         axes: [
-          { stroke: "#59636e" },
-          { stroke: "#59636e", size: 60, values: (_plot, ticks) => ticks.map(metric.format) },
+          { stroke: "#59636e", font: AXIS_FONT },
+          {
+            stroke: "#59636e",
+            font: AXIS_FONT,
+            size: yAxisSize,
+            values: (_plot, ticks) => ticks.map((tick) => metric.format(tick)),
+          },
         ],
         series: [{}, { label: metric.label, stroke: "#0b5cad", fill: "rgba(11, 92, 173, 0.12)", width: 2 }],
       },

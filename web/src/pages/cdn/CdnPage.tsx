@@ -1,9 +1,10 @@
 import "../../components/blocks.css";
 import "./cdn.css";
 import { lazy, Suspense } from "react";
-import { NavLink, Route, Routes } from "react-router";
+import { NavLink, Outlet, Route, Routes } from "react-router";
 import { PageHeader } from "../../components/Layout.tsx";
 import { Loading } from "../../components/States.tsx";
+import { NotFoundPage } from "../not-found/NotFoundPage.tsx";
 import { Distributions } from "./Distributions.tsx";
 
 // The charts (and their library) load only when the analytics tab is opened.
@@ -11,6 +12,19 @@ const Analytics = lazy(() => import("./Analytics.tsx").then((m) => ({ default: m
 
 /** CDN: distributions with their purges (`/cdn`) and traffic analytics (`/cdn/analytics`). */
 export function CdnPage() {
+  return (
+    <Routes>
+      <Route element={<CdnSections />}>
+        <Route index element={<Distributions />} />
+        <Route path="analytics" element={<Analytics />} />
+      </Route>
+      {/* Any other address under /cdn is no page, as at the top level. */}
+      <Route path="*" element={<NotFoundPage />} />
+    </Routes>
+  );
+}
+
+function CdnSections() {
   return (
     <>
       <PageHeader title="CDN" />
@@ -21,10 +35,7 @@ export function CdnPage() {
         <NavLink to="/cdn/analytics">Analytics</NavLink>
       </nav>
       <Suspense fallback={<Loading what="Loading charts" />}>
-        <Routes>
-          <Route index element={<Distributions />} />
-          <Route path="analytics" element={<Analytics />} />
-        </Routes>
+        <Outlet />
       </Suspense>
     </>
   );

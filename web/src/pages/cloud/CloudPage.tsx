@@ -1,6 +1,7 @@
 import "../../components/blocks.css";
-import { NavLink, Route, Routes } from "react-router";
+import { NavLink, Outlet, Route, Routes } from "react-router";
 import { PageHeader } from "../../components/Layout.tsx";
+import { NotFoundPage } from "../not-found/NotFoundPage.tsx";
 import { Disks } from "./Disks.tsx";
 import { FloatingIps } from "./FloatingIps.tsx";
 import { LoadBalancers } from "./LoadBalancers.tsx";
@@ -20,6 +21,24 @@ const SECTIONS = [
 /** Cloud resources of the default location, one tab each (`/cloud`, `/cloud/vms`, ...). */
 export function CloudPage() {
   return (
+    <Routes>
+      <Route element={<CloudSections />}>
+        {SECTIONS.map((section) =>
+          section.path ? (
+            <Route key={section.label} path={section.path} element={section.element} />
+          ) : (
+            <Route key={section.label} index element={section.element} />
+          ),
+        )}
+      </Route>
+      {/* Any other address under /cloud is no page, as at the top level. */}
+      <Route path="*" element={<NotFoundPage />} />
+    </Routes>
+  );
+}
+
+function CloudSections() {
+  return (
     <>
       <PageHeader title="Cloud" />
       <nav className="tabs" aria-label="Cloud sections">
@@ -29,15 +48,7 @@ export function CloudPage() {
           </NavLink>
         ))}
       </nav>
-      <Routes>
-        {SECTIONS.map((section) =>
-          section.path ? (
-            <Route key={section.label} path={section.path} element={section.element} />
-          ) : (
-            <Route key={section.label} index element={section.element} />
-          ),
-        )}
-      </Routes>
+      <Outlet />
     </>
   );
 }

@@ -95,7 +95,15 @@ export function Disks() {
           disks.reload();
         }}
       >
-        <p>Delete this disk and its data?</p>
+        <p>
+          Delete the disk{" "}
+          {deleting?.display_name ? (
+            <strong>{deleting.display_name}</strong>
+          ) : (
+            <span className="mono">{deleting?.uuid}</span>
+          )}{" "}
+          ({deleting?.size_gb} GB) and its data?
+        </p>
       </ConfirmDialog>
     </>
   );

@@ -11,8 +11,9 @@ import { FormError, ListPanel } from "./ListPanel.tsx";
 type S3Key = paths["/v1/storage/user/keys"]["get"]["responses"][200]["content"]["application/json"][number];
 
 /**
- * The organization's object-storage user, its endpoint and key pairs. The API lists secret keys
- * (Warren's behaviour), so each row can copy its secret; a new pair's secret is also shown in a dialog.
+ * The organization's object-storage user, its endpoint and key pairs. The API lists secret keys to
+ * write-capable callers (SPEC.md; docs/cloud.md), so each row can copy its secret; a new pair's
+ * secret is also shown in a dialog, which says it stays in the list rather than "shown only once".
  */
 export function ObjectStorage() {
   const { readOnly } = useSignedIn();
@@ -106,6 +107,7 @@ export function ObjectStorage() {
         title={`Key pair ${created?.accessKey ?? ""}`}
         label="Secret key"
         secret={created?.secretKey ?? ""}
+        note="The secret key stays listed with its key pair: copy it there again whenever you need it."
         onClose={() => setCreated(undefined)}
       />
       <ConfirmDialog

@@ -1,5 +1,5 @@
 import { useEffect, useState } from "react";
-import { useNavigate } from "react-router";
+import { useLocation, useNavigate } from "react-router";
 import { FormError, PasswordField } from "../../components/Field.tsx";
 import { submitting, useSubmit } from "../../form.ts";
 import { useSession } from "../../session.tsx";
@@ -11,7 +11,8 @@ import { useSession } from "../../session.tsx";
 export function InvitePage() {
   const { acceptInvitation } = useSession();
   const navigate = useNavigate();
-  const [token] = useState(() => window.location.hash.slice(1));
+  // Read from the router's location, so a link that changes only the fragment gives its own token.
+  const token = useLocation().hash.slice(1);
   const [password, setPassword] = useState("");
   const [repeated, setRepeated] = useState("");
   const [mismatch, setMismatch] = useState<string>();

@@ -1,8 +1,9 @@
+import "../../components/blocks.css";
 import { useEffect, useState } from "react";
-import { Link, useParams } from "react-router";
+import { Link, useNavigate, useParams } from "react-router";
 import { api, call } from "../../api.ts";
-import { CopyButton } from "../../components/Dialog.tsx";
-import { Field } from "../../components/Field.tsx";
+import { ConfirmDialog, CopyButton, Dialog } from "../../components/Dialog.tsx";
+import { Field, FormError, OtherErrors } from "../../components/Field.tsx";
 import { PageHeader } from "../../components/Layout.tsx";
 import { ErrorState, Loading } from "../../components/States.tsx";
 import { submitting, useSubmit } from "../../form.ts";
@@ -17,7 +18,7 @@ const FINAL = new Set(["ready", "failed"]);
 const POLL_MS = 1500;
 
 /** The processing stages, the current one marked, updated while the video is processed. */
-function Stages({ status, failure }: { status: string; failure: string | null }) {
+function Stages({ status }: { status: string }) {
   const current = STAGES.indexOf(status as (typeof STAGES)[number]);
   return (
     <ol className="stages" aria-label="Processing stages">
@@ -30,14 +31,75 @@ function Stages({ status, failure }: { status: string; failure: string | null })
           {stage}
         </li>
       ))}
-      {status === "failed" && <li className="failed">failed{failure ? `: ${failure}` : ""}</li>}
+      {status === "failed" && <li className="failed">failed</li>}
     </ol>
+  );
+}
+
+/** Why processing failed, in a sentence; the pipeline's own text (ffmpeg or ffprobe output) on request. */
+function Failure({ reason }: { reason: string | null }) {
+  // ffprobe refuses the file before anything is transcoded: the upload was not a video it can read.
+  const unreadable = reason === null || /ffprobe|no video stream|no duration/i.test(reason);
+  return (
+    <div className="failure" role="alert">
+      <p>
+        {unreadable ? "The file could not be read as a video." : "The video could not be processed."} Upload
+        the file again as a new video, or another file.
+      </p>
+      {reason && (
+        <details>
+          <summary>Technical details</summary>
+          <pre className="code-block">{reason}</pre>
+        </details>
+      )}
+    </div>
+  );
+}
+
+/** A URL with more query parameters (a playback token's `token` and `expires`, a cache-busting `v`). */
+function withQuery(url: string, query: Record<string, string>): string {
+  const result = new URL(url, window.location.origin);
+  for (const [name, value] of Object.entries(query)) result.searchParams.set(name, value);
+  return result.toString();
+}
+
+/** The video's title (its only name in the console and in the API's lists). */
+function RenameForm({
+  title,
+  onSave,
+  onCancel,
+}: {
+  title: string;
+  onSave: (title: string) => Promise<void>;
+  onCancel: () => void;
+}) {
+  const [value, setValue] = useState(title);
+  const { submit, busy, errors, formError } = useSubmit(() => onSave(value));
+  return (
+    <form noValidate onSubmit={submitting(submit)}>
+      <Field label="Title" name="title" error={errors.title}>
+        {(control) => <input {...control} value={value} onChange={(event) => setValue(event.target.value)} />}
+      </Field>
+      <OtherErrors errors={errors} shown={["title"]} />
+      <FormError message={formError} />
+      <div className="dialog-actions">
+        <button type="button" onClick={onCancel}>
+          Cancel
+        </button>
+        <button type="submit" className="primary" disabled={busy}>
+          Save title
+        </button>
+      </div>
+    </form>
   );
 }
 
 export function VideoPage() {
   const { libraryId = "", videoId = "" } = useParams();
   const { readOnly } = useSignedIn();
+  const navigate = useNavigate();
+  const [renaming, setRenaming] = useState(false);
+  const [deleting, setDeleting] = useState(false);
   const path = { libraryId, videoId };
   const video = useLoad(
     () => call(api.GET("/v1/media/libraries/{libraryId}/videos/{videoId}", { params: { path } })),
@@ -48,7 +110,8 @@ export function VideoPage() {
     videoId,
   );
   const context = useLoad(async () => {
-    const [players, security] = await Promise.all([
+    const [library, players, security] = await Promise.all([
+      call(api.GET("/v1/media/libraries/{libraryId}", { params: { path: { libraryId } } })),
       call(
         api.GET("/v1/media/libraries/{libraryId}/players", {
           params: { path: { libraryId }, query: { page: 1, limit: 100 } },
@@ -56,7 +119,11 @@ export function VideoPage() {
       ),
       call(api.GET("/v1/media/libraries/{libraryId}/security", { params: { path: { libraryId } } })),
     ]);
-    return { player: players.data.find((player) => player.is_default), privacy: security.data.video_privacy };
+    return {
+      libraryName: library.data.name,
+      player: players.data.find((player) => player.is_default),
+      privacy: security.data.video_privacy,
+    };
   }, libraryId);
 
   // Polls the stages after each answer until the video is ready or failed, then reads the video again.
@@ -74,17 +141,24 @@ export function VideoPage() {
   }, [answer, reloadProcessing, reloadVideo]);
 
   const ready = video.data?.data.status === "ready";
-  const manifest = useLoad(async () => {
+  const isPrivate = context.data?.privacy === "private";
+  // A private library's edge answers 403 without a playback token: the player and the thumbnail
+  // both carry the token's `token` and `expires` (valid for every file of the video).
+  const playback = useLoad(async () => {
     if (!ready || !video.data || context.state !== "ready") return undefined;
-    if (context.data.privacy !== "private") return video.data.data.manifest_url;
+    const tokenQuery: Record<string, string> = {};
+    if (!isPrivate) return { manifestUrl: video.data.data.manifest_url, tokenQuery };
     const token = await call(
       api.POST("/v1/media/libraries/{libraryId}/videos/{videoId}/playback-token", {
         params: { path },
         body: {},
       }),
     );
-    return token.data.manifest_url;
-  }, `${ready}|${context.state}`);
+    return {
+      manifestUrl: token.data.manifest_url,
+      tokenQuery: { token: token.data.token, expires: String(token.data.expires) },
+    };
+  }, `${ready}|${context.state}|${isPrivate}`);
 
   const [thumbnail, setThumbnail] = useState<File>();
   const [thumbnailRound, setThumbnailRound] = useState(0);
@@ -108,24 +182,43 @@ export function VideoPage() {
   if (video.state === "loading") return <Loading what="Loading the video" />;
   if (video.state === "error") return <ErrorState error={video.error} onRetry={video.reload} />;
   const data = video.data.data;
-  const embedCode = `<iframe src="${window.location.origin}/embed/${libraryId}/${videoId}" width="640" height="360" allow="autoplay; fullscreen; picture-in-picture" allowfullscreen title="${data.title.replace(/"/g, "&quot;")}"></iframe>`;
+  const embedUrl = `${window.location.origin}/embed/${libraryId}/${videoId}`;
+  const embedCode = `<iframe src="${embedUrl}" width="640" height="360" allow="autoplay; fullscreen; picture-in-picture" allowfullscreen title="${data.title.replace(/"/g, "&quot;")}"></iframe>`;
+  const thumbnailSrc =
+    data.thumbnail_url && playback.state === "ready" && playback.data
+      ? withQuery(data.thumbnail_url, {
+          ...playback.data.tokenQuery,
+          ...(thumbnailRound ? { v: String(thumbnailRound) } : {}),
+        })
+      : undefined;
 
   return (
     <>
       <nav aria-label="Breadcrumb" className="breadcrumb">
-        <Link to="/libraries">Libraries</Link> / <Link to={`/libraries/${libraryId}`}>Library</Link> /{" "}
+        <Link to="/libraries">Libraries</Link> /{" "}
+        <Link to={`/libraries/${libraryId}`}>{context.data?.libraryName ?? "Library"}</Link> /{" "}
         <span aria-current="page">{data.title}</span>
       </nav>
       <PageHeader title={data.title}>
         <VideoStatus status={data.status} />
+        <button type="button" disabled={readOnly} onClick={() => setRenaming(true)}>
+          Rename
+        </button>
+        <button type="button" className="danger" disabled={readOnly} onClick={() => setDeleting(true)}>
+          Delete video
+        </button>
       </PageHeader>
       <div className="grid-2">
         <section className="panel" aria-labelledby="player-title">
           <h2 id="player-title">Player</h2>
-          {ready && manifest.state === "ready" && manifest.data ? (
-            <HlsPlayer manifestUrl={manifest.data} theme={context.data?.player?.theme} title={data.title} />
-          ) : manifest.state === "error" ? (
-            <ErrorState error={manifest.error} onRetry={manifest.reload} />
+          {ready && playback.state === "ready" && playback.data ? (
+            <HlsPlayer
+              manifestUrl={playback.data.manifestUrl}
+              theme={context.data?.player?.theme}
+              title={data.title}
+            />
+          ) : playback.state === "error" ? (
+            <ErrorState error={playback.error} onRetry={playback.reload} />
           ) : (
             <p className="state">
               {ready ? "Loading the player…" : "The player appears when the video is ready."}
@@ -143,31 +236,36 @@ export function VideoPage() {
             <Loading what="Loading processing" />
           ) : (
             <>
-              <Stages status={processing.data.data.status} failure={processing.data.data.failure_reason} />
+              <Stages status={processing.data.data.status} />
               <p aria-live="polite" data-processing-status={processing.data.data.status}>
                 Status: <VideoStatus status={processing.data.data.status} />
                 {data.duration > 0 && ` · ${data.formatted_duration}`}
               </p>
+              {processing.data.data.status === "failed" && (
+                <Failure reason={processing.data.data.failure_reason} />
+              )}
             </>
           )}
         </section>
       </div>
       <section className="panel" aria-labelledby="thumbnail-title">
         <h2 id="thumbnail-title">Thumbnail</h2>
-        {data.thumbnail_url && ready ? (
+        {thumbnailSrc && ready ? (
           <img
             className="thumbnail"
-            src={`${data.thumbnail_url}${thumbnailRound ? `?v=${thumbnailRound}` : ""}`}
+            src={thumbnailSrc}
             alt={`Thumbnail of ${data.title}`}
             width={320}
             height={180}
           />
         ) : (
-          <p className="state">No thumbnail until the video is ready.</p>
+          <p className="state">
+            {ready ? "Loading the thumbnail…" : "No thumbnail until the video is ready."}
+          </p>
         )}
         <form noValidate onSubmit={submitting(upload.submit)}>
           <Field
-            label="New thumbnail (JPEG, PNG or WebP)"
+            label="New thumbnail (JPEG, PNG or GIF)"
             name="file"
             error={upload.errors.file ?? upload.formError}
           >
@@ -175,7 +273,7 @@ export function VideoPage() {
               <input
                 {...control}
                 type="file"
-                accept="image/jpeg,image/png,image/webp"
+                accept=".jpg,.jpeg,.png,.gif,image/jpeg,image/png,image/gif"
                 disabled={readOnly}
                 onChange={(event) => setThumbnail(event.target.files?.[0])}
               />
@@ -192,10 +290,67 @@ export function VideoPage() {
       </section>
       <section className="panel" aria-labelledby="embed-title">
         <h2 id="embed-title">Embed code</h2>
-        <label htmlFor="embed-code">Paste this into a web page</label>
-        <textarea id="embed-code" className="mono" readOnly rows={3} value={embedCode} />
-        <CopyButton text={embedCode} label="Copy embed code" />
+        {isPrivate ? (
+          <div className="embed-private" data-embed="private">
+            <p>
+              Videos of this library are <strong>private</strong>: an embed plays only with a signed playback
+              token, so there is no embed code to copy here.
+            </p>
+            <p>
+              Your server asks for a token with an API key,{" "}
+              <code className="break">
+                POST /v1/media/libraries/{libraryId}/videos/{videoId}/playback-token
+              </code>{" "}
+              (<code>createPlaybackToken</code>, valid for up to 24 hours), and puts the answer's{" "}
+              <code>token</code> and <code>expires</code> in the address of the embed page:
+            </p>
+            <p className="code-block">{embedUrl}?token=TOKEN&amp;expires=EXPIRES</p>
+            <p>
+              <a href="/docs" target="_blank" rel="noreferrer">
+                API reference
+              </a>{" "}
+              (operation <code>createPlaybackToken</code>)
+            </p>
+          </div>
+        ) : (
+          <>
+            <label htmlFor="embed-code">Paste this into a web page</label>
+            <textarea id="embed-code" className="mono" readOnly rows={3} value={embedCode} />
+            <CopyButton text={embedCode} label="Copy embed code" />
+          </>
+        )}
       </section>
+      <Dialog open={renaming} title="Rename video" onClose={() => setRenaming(false)}>
+        <RenameForm
+          title={data.title}
+          onCancel={() => setRenaming(false)}
+          onSave={async (title) => {
+            await call(
+              api.PATCH("/v1/media/libraries/{libraryId}/videos/{videoId}", {
+                params: { path },
+                body: { title },
+              }),
+            );
+            setRenaming(false);
+            video.reload();
+          }}
+        />
+      </Dialog>
+      <ConfirmDialog
+        open={deleting}
+        title="Delete video"
+        confirmLabel="Delete video"
+        onClose={() => setDeleting(false)}
+        onConfirm={async () => {
+          await call(api.DELETE("/v1/media/libraries/{libraryId}/videos/{videoId}", { params: { path } }));
+          navigate(`/libraries/${libraryId}`, { replace: true });
+        }}
+      >
+        <p>
+          Delete <strong>{data.title}</strong> with its files, subtitles and thumbnails? Embeds and links to
+          it stop working.
+        </p>
+      </ConfirmDialog>
     </>
   );
 }

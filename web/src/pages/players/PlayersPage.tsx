@@ -1,6 +1,6 @@
 import { useState } from "react";
 import { useSearchParams } from "react-router";
-import { api, call } from "../../api.ts";
+import { ApiFailure, api, call } from "../../api.ts";
 import { type Column, DataTable, pagingOf } from "../../components/DataTable.tsx";
 import { ConfirmDialog, Dialog } from "../../components/Dialog.tsx";
 import { PageHeader } from "../../components/Layout.tsx";
@@ -23,8 +23,8 @@ export function PlayersPage() {
     () => call(api.GET("/v1/media/libraries", { params: { query: { page: 1, limit: 100 } } })),
     "all",
   );
-  const libraryId =
-    params.get("library") ?? (libraries.state === "ready" ? libraries.data.data[0]?.id : undefined);
+  const requested = params.get("library");
+  const libraryId = requested ?? (libraries.state === "ready" ? libraries.data.data[0]?.id : undefined);
   const players = useLoad(
     async () =>
       libraryId
@@ -36,6 +36,12 @@ export function PlayersPage() {
         : undefined,
     `${libraryId}|${page}`,
   );
+
+  // An unknown or deleted library in the address: say so rather than list another library's players.
+  const libraryMissing =
+    players.state === "error" && players.error instanceof ApiFailure && players.error.status === 404;
+  const listed =
+    libraries.state === "ready" && libraries.data.data.some((library) => library.id === libraryId);
 
   const markDefault = async (player: Player) => {
     setActionError(undefined);
@@ -98,7 +104,7 @@ export function PlayersPage() {
         <button
           type="button"
           className="primary"
-          disabled={readOnly || !libraryId}
+          disabled={readOnly || !libraryId || libraryMissing}
           onClick={() => setCreating(true)}
         >
           New player
@@ -121,6 +127,11 @@ export function PlayersPage() {
                 setPage(1);
               }}
             >
+              {!listed && libraryId && (
+                <option value={libraryId} disabled>
+                  {libraryMissing ? "Library not found" : libraryId}
+                </option>
+              )}
               {libraries.data.data.map((library) => (
                 <option key={library.id} value={library.id}>
                   {library.name}
@@ -136,7 +147,16 @@ export function PlayersPage() {
         </p>
       )}
       {libraryId && players.state === "loading" && <Loading what="Loading players" />}
-      {players.state === "error" && <ErrorState error={players.error} onRetry={players.reload} />}
+      {libraryMissing ? (
+        <div className="state state-error" role="alert" data-library-missing>
+          <p>
+            Library not found: no library of yours has the id <code>{libraryId}</code> (it may have been
+            deleted). Choose a library above.
+          </p>
+        </div>
+      ) : (
+        players.state === "error" && <ErrorState error={players.error} onRetry={players.reload} />
+      )}
       {players.state === "ready" &&
         players.data &&
         (players.data.data.length === 0 ? (

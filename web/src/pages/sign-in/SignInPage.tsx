@@ -11,7 +11,8 @@ export function SignInPage() {
   const location = useLocation();
   const [email, setEmail] = useState("");
   const [password, setPassword] = useState("");
-  const from = (location.state as { from?: string } | null)?.from ?? "/libraries";
+  const state = location.state as { from?: string; ended?: boolean } | null;
+  const from = state?.from ?? "/libraries";
   const { submit, busy, errors, formError } = useSubmit(async () => {
     try {
       await signIn(email, password);
@@ -33,6 +34,11 @@ export function SignInPage() {
     <main id="main" className="sign-in">
       <form className="card" aria-labelledby="sign-in-title" onSubmit={submitting(submit)}>
         <h1 id="sign-in-title">Sign in to Cumulo</h1>
+        {state?.ended && (
+          <p className="warning" role="status">
+            Your session has ended (signed out or password changed elsewhere): sign in again.
+          </p>
+        )}
         <Field label="Email" name="email" error={errors.email}>
           {(control) => (
             <input

@@ -74,7 +74,14 @@ export function Deliveries({ libraryId, endpoint }: { libraryId: string; endpoin
       <div className="page-header">
         <h2 id="webhook-deliveries-title">Deliveries of {endpoint.name}</h2>
         <div className="page-actions">
-          <button type="button" onClick={deliveries.reload}>
+          <button
+            type="button"
+            onClick={() => {
+              // The queued attempt is in the refreshed list (or its answer is pending): the note is done.
+              setNotice(undefined);
+              deliveries.reload();
+            }}
+          >
             Refresh
           </button>
           <button type="button" disabled={readOnly} onClick={() => void sendTest()}>
@@ -150,9 +157,9 @@ function DeliveryItem({ delivery, readOnly, onRedeliver }: DeliveryItemProps) {
       <details>
         <summary>
           <span className={`status status-${delivery.success ? "ready" : "failed"}`}>{outcome}</span>{" "}
-          <strong>{delivery.event}</strong> · attempt {delivery.attempt} · HTTP{" "}
-          {delivery.response_status === 0 ? "none" : delivery.response_status} · {delivery.duration_ms} ms ·{" "}
-          <DateTime value={delivery.created_at} />
+          <strong>{delivery.event}</strong> · attempt {delivery.attempt} ·{" "}
+          {delivery.response_status === 0 ? "no answer" : `HTTP ${delivery.response_status}`} ·{" "}
+          {delivery.duration_ms} ms · <DateTime value={delivery.created_at} />
         </summary>
         <dl className="delivery-facts">
           <dt>Delivery</dt>

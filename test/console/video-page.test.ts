@@ -1,0 +1,224 @@
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import type { Browser, BrowserContext, Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import {
+  browserMissing,
+  freePort,
+  launchBrowser,
+  newConsoleContext,
+  screenshot,
+} from "../support/browser.ts";
+import { createConsoleUser, PASSWORD, signIn as signInApi, withSession } from "../support/console.ts";
+import { generateClip } from "../support/media.ts";
+import { waitUntil } from "../support/wait.ts";
+
+const missing = browserMissing();
+if (missing) console.warn(missing);
+
+const EMAIL = "videos@example.invalid";
+const LONG_HOST = "a-very-long-distribution-host-name-for-the-picker.customer-example-domain.example.com";
+
+/** Signs in on the sign-in page the console led to. */
+async function signInHere(page: Page, password = PASSWORD) {
+  await page.waitForURL("**/console/sign-in");
+  await page.getByLabel("Email").fill(EMAIL);
+  await page.getByLabel("Password").fill(password);
+  await page.getByRole("button", { name: "Sign in" }).click();
+}
+
+/** The page is no wider than the window: nothing scrolls sideways. */
+const pageWidth = (page: Page) =>
+  page.evaluate(() => (globalThis as any).document.documentElement.scrollWidth);
+
+describe.skipIf(missing)("the console in Chromium: video page, private libraries, navigation", () => {
+  let app: TestApp;
+  let browser: Browser;
+  let context: BrowserContext;
+  let page: Page;
+  let workDir: string;
+  let libraryId: string;
+  let videoId: string;
+  let brokenId: string;
+
+  async function uploadSource(id: string, bytes: Uint8Array) {
+    const answer = await app.request("PUT", `/v1/media/libraries/${libraryId}/videos/${id}/source`, {
+      headers: { "content-type": "application/octet-stream" },
+      body: bytes,
+    });
+    expect(answer.status).toBeLessThan(300);
+  }
+
+  beforeAll(async () => {
+    workDir = mkdtempSync(`${tmpdir()}/cumulo-console-video-`);
+    app = await startTestApp({ CUMULO_EDGE_PORT: String(await freePort()) });
+    await createConsoleUser(app, { email: EMAIL });
+    const library = await app.request("POST", "/v1/media/libraries", {
+      json: { name: "Private films", default_privacy: "private" },
+    });
+    libraryId = library.body.data.id;
+    await waitUntil(
+      async () =>
+        (await app.request("GET", `/v1/media/libraries/${libraryId}`)).body.data.status === "active",
+      15_000,
+      "the library provisioned",
+    );
+    const clip = await generateClip(workDir, { seconds: 2, width: 320, height: 180 });
+    videoId = (
+      await app.request("POST", `/v1/media/libraries/${libraryId}/videos`, { json: { title: "Secret" } })
+    ).body.data.id;
+    await uploadSource(videoId, readFileSync(clip));
+    brokenId = (
+      await app.request("POST", `/v1/media/libraries/${libraryId}/videos`, { json: { title: "Broken" } })
+    ).body.data.id;
+    await uploadSource(brokenId, new TextEncoder().encode("this is no video at all\n".repeat(50)));
+    await app.request("POST", "/v1/cdn/distributions", {
+      json: { hostname: LONG_HOST, origin_url: "https://origin.example.com/" },
+    });
+    browser = await launchBrowser();
+    context = await newConsoleContext(browser, app.baseUrl);
+    page = await context.newPage();
+  }, 120_000);
+  afterAll(async () => {
+    await browser?.close();
+    await app?.close();
+    rmSync(workDir, { recursive: true, force: true });
+  });
+
+  it("returns to a deep link with its query after sign-in", async () => {
+    await page.goto(`/console/players?library=${libraryId}`);
+    await signInHere(page);
+    await page.waitForURL(`**/console/players?library=${libraryId}`);
+    await expect(page.getByLabel("Library").inputValue()).resolves.toBe(libraryId);
+  });
+
+  it("shows a private video's thumbnail with a playback token and explains embeds need one", async () => {
+    await page.goto(`/console/libraries/${libraryId}/videos/${videoId}`);
+    await page.locator('[data-processing-status="ready"]').waitFor({ timeout: 90_000 });
+    // The breadcrumb names the library.
+    await page
+      .getByRole("navigation", { name: "Breadcrumb" })
+      .getByRole("link", { name: "Private films" })
+      .waitFor();
+    const thumbnail = page.getByRole("img", { name: "Thumbnail of Secret" });
+    await thumbnail.waitFor();
+    await expect(thumbnail.getAttribute("src")).resolves.toMatch(/[?&]token=[^&]+&expires=\d+/);
+    // The edge answered the image (a 403 leaves a broken image of width 0).
+    await page.waitForFunction(() => {
+      const image = (globalThis as any).document.querySelector("img.thumbnail");
+      return image?.complete && image.naturalWidth > 0;
+    });
+    const embed = page.locator('[data-embed="private"]');
+    await expect(embed.textContent()).resolves.toContain("playback token");
+    await expect(embed.textContent()).resolves.toContain("/playback-token");
+    await expect(page.locator("#embed-code").count()).resolves.toBe(0);
+    // The thumbnail form offers what the API takes: .jpg, .jpeg, .png, .gif.
+    const file = page.getByLabel("New thumbnail (JPEG, PNG or GIF)");
+    const accept = (await file.getAttribute("accept")) ?? "";
+    expect(accept).toContain(".gif");
+    expect(accept).not.toContain("webp");
+    await screenshot(page, "video-private");
+    await page.setViewportSize({ width: 375, height: 800 });
+    await expect(pageWidth(page)).resolves.toBeLessThanOrEqual(375);
+    await page.setViewportSize({ width: 1280, height: 800 });
+  });
+
+  it("renames the video and deletes another after asking", async () => {
+    await page.getByRole("button", { name: "Rename" }).click();
+    const dialog = page.getByRole("dialog", { name: "Rename video" });
+    await dialog.getByLabel("Title").fill("");
+    await dialog.getByRole("button", { name: "Save title" }).click();
+    await dialog.locator('[data-field-error="title"]').waitFor();
+    await dialog.getByLabel("Title").fill("Secret (final cut)");
+    await dialog.getByRole("button", { name: "Save title" }).click();
+    await page.getByRole("heading", { name: "Secret (final cut)", level: 1 }).waitFor();
+
+    await page.goto(`/console/libraries/${libraryId}/videos/${brokenId}`);
+    await page.locator('[data-processing-status="failed"]').waitFor({ timeout: 30_000 });
+    // A plain sentence; the pipeline's own text only on request.
+    await page.getByText("The file could not be read as a video.").waitFor();
+    const details = page.locator(".failure details");
+    await expect(details.getAttribute("open")).resolves.toBeNull();
+    await details.locator("summary").click();
+    await expect(details.locator("pre").isVisible()).resolves.toBe(true);
+    await screenshot(page, "video-failed");
+
+    await page.getByRole("button", { name: "Delete video" }).click();
+    const confirm = page.getByRole("dialog", { name: "Delete video" });
+    await expect(confirm.textContent()).resolves.toContain("Broken");
+    await confirm.getByRole("button", { name: "Delete video" }).click();
+    await page.waitForURL(`**/console/libraries/${libraryId}`);
+    await page.getByRole("link", { name: "Secret (final cut)" }).waitFor();
+    await expect(page.getByRole("link", { name: "Broken" }).count()).resolves.toBe(0);
+    const gone = await app.request("GET", `/v1/media/libraries/${libraryId}/videos/${brokenId}`);
+    expect(gone.status).toBe(404);
+  });
+
+  it("keeps the library page and CDN analytics within a 375 px phone", async () => {
+    await page.setViewportSize({ width: 375, height: 800 });
+    await page.goto(`/console/libraries/${libraryId}`);
+    await page.getByRole("link", { name: "Secret (final cut)" }).waitFor();
+    await expect(pageWidth(page)).resolves.toBeLessThanOrEqual(375);
+    // Folders, upload and videos in one column.
+    const left = async (name: string) =>
+      (await page.getByRole("heading", { name, level: 2 }).boundingBox())?.x ?? Number.NaN;
+    expect(await left("Upload a video")).toBe(await left("Folders"));
+    expect(await left("Videos")).toBe(await left("Folders"));
+    await screenshot(page, "library-phone");
+    await page.goto("/console/cdn/analytics");
+    await page.getByRole("option", { name: LONG_HOST }).waitFor({ state: "attached" });
+    await expect(pageWidth(page)).resolves.toBeLessThanOrEqual(375);
+    await screenshot(page, "cdn-analytics-phone");
+    await page.setViewportSize({ width: 1280, height: 800 });
+  });
+
+  it("says a library in the players address does not exist, with New player disabled", async () => {
+    await page.goto("/console/players?library=00000000-0000-4000-8000-000000000000");
+    await expect(page.locator("[data-library-missing]").textContent()).resolves.toContain(
+      "Library not found",
+    );
+    await expect(page.getByLabel("Library").locator("option:checked").textContent()).resolves.toBe(
+      "Library not found",
+    );
+    await expect(page.getByRole("button", { name: "New player" }).isDisabled()).resolves.toBe(true);
+  });
+
+  it("answers Page not found for unknown addresses under CDN, cloud and webhooks", async () => {
+    for (const path of ["/console/cdn/anything", "/console/cloud/anything", "/console/webhooks/anything"]) {
+      await page.goto(path);
+      await page.getByRole("heading", { name: "Page not found", level: 1 }).waitFor();
+      await expect(page.getByRole("navigation", { name: /sections/ }).count()).resolves.toBe(0);
+    }
+  });
+
+  it("reads the invitation token again when only the fragment changes", async () => {
+    const guest = await browser.newContext({ baseURL: app.baseUrl });
+    const invite = await guest.newPage();
+    await invite.goto("/console/invite");
+    await invite.getByText("This link has no invitation token").waitFor();
+    await invite.evaluate(() => {
+      (globalThis as any).location.hash = "some-token";
+    });
+    await invite.getByLabel("New password").waitFor();
+    await guest.close();
+  });
+
+  it("leads to sign-in when the session ended in another tab, and back to the page after", async () => {
+    await page.goto(`/console/libraries/${libraryId}`);
+    await page.getByRole("link", { name: "Secret (final cut)" }).waitFor();
+    // Another tab changes the password: every session of the user ends, this tab's too.
+    const other = await signInApi(app, EMAIL);
+    const changed = await app.request("PUT", "/v1/console/password", {
+      ...withSession(other),
+      json: { current_password: PASSWORD, new_password: "a brand new passphrase" },
+    });
+    expect(changed.status).toBeLessThan(300);
+    await page.getByRole("main").getByRole("link", { name: "Players" }).click();
+    await page.waitForURL("**/console/sign-in");
+    await page.getByText("Your session has ended").waitFor();
+    await expect(page.getByText(EMAIL).count()).resolves.toBe(0);
+    await signInHere(page, "a brand new passphrase");
+    await page.waitForURL(`**/console/players?library=${libraryId}`);
+  });
+});
