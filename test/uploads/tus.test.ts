@@ -141,6 +141,26 @@ describe("resumable uploads (tus) with tus-js-client", () => {
       },
     });
     expect(tooLong.status).toBe(413);
+    // A creation with more bytes than its Upload-Length is refused before the upload exists.
+    const overfull = await fetch(`${t.baseUrl}${TUS_PATH}`, {
+      method: "POST",
+      headers: {
+        ...auth(),
+        "tus-resumable": "1.0.0",
+        "upload-length": "10",
+        "upload-metadata": metadata,
+        "content-type": "application/offset+octet-stream",
+      },
+      body: new Uint8Array(20),
+    });
+    expect(overfull.status).toBe(413);
+    expect(await overfull.json()).toEqual({ success: false, message: "Payload Too Large" });
+    const uploads = await t.cumulo.store.db
+      .selectFrom("video_uploads")
+      .select("id")
+      .where("video_id", "=", videoId)
+      .execute();
+    expect(uploads).toEqual([]);
 
     const deferred = await fetch(`${t.baseUrl}${TUS_PATH}`, {
       method: "POST",

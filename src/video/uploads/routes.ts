@@ -285,7 +285,6 @@ const tusRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, opt
     const caller = await authenticate(request);
     callers.set(request, caller);
     const contentType = request.headers["content-type"] ?? "";
-    if (request.method === "PATCH" && !OFFSET_STREAM.test(contentType)) throw ApiError.unsupportedMediaType();
     // The tus server takes the media type only as written in its own case, without parameters, and
     // reads it from the raw header lines.
     if (OFFSET_STREAM.test(contentType)) {
@@ -439,6 +438,12 @@ const tusRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, opt
       const caller = callerOf(request);
       requireTusVersion(request);
       requireValidTusHeaders(request);
+      // Bytes past the declared length would be refused after the upload was created, leaving it behind.
+      const length = header(request, "upload-length");
+      const sending = header(request, "content-length");
+      if (length !== undefined && sending !== undefined && Number(sending) > Number(length)) {
+        throw ApiError.payloadTooLarge();
+      }
       await handOver(request, reply, await bindingFor(request, caller));
     },
   );
@@ -461,6 +466,10 @@ const tusRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, opt
         const record = await uploads.resumable.find(uploadId);
         // Another organization's or another video's upload does not exist for the caller.
         if (!record || !mayUse(caller, record)) throw ApiError.notFound();
+        // After the ownership check: another organization's upload is 404 whatever the request holds.
+        if (method === "PATCH" && !OFFSET_STREAM.test(request.headers["content-type"] ?? "")) {
+          throw ApiError.unsupportedMediaType();
+        }
         requireValidTusHeaders(request, record);
         if (method === "PATCH" && record.completed_at) throw ApiError.conflict("The upload is complete");
         await handOver(request, reply);
