@@ -7,6 +7,7 @@ import { parse as parseYaml } from "yaml";
 import { OffsetClock } from "../clock.ts";
 import { presentedKey } from "../http/auth.ts";
 import { ApiError } from "../http/errors.ts";
+import { nestsDeeperThan } from "../http/json-bodies.ts";
 import { mediaErrorResponses, StringEnum, Timestamp, Uuid } from "../http/schemas.ts";
 import { DEFAULT_ORGANIZATION_NAME } from "../identity/service.ts";
 import type { CoreDeps, Services } from "../services.ts";
@@ -232,9 +233,20 @@ export const devModeRoutes = fastifyPlugin(
         // A seed may be YAML (the same schema as JSON).
         dev.addContentTypeParser(YAML_TYPES, { parseAs: "string" }, (_request, text, done) => {
           try {
-            done(null, parseYaml(String(text)));
+            const parsed: unknown = parseYaml(String(text));
+            // The bound of a JSON body (docs/decisions.md): as deep a structure is refused alike.
+            if (nestsDeeperThan(JSON.stringify(parsed) ?? "", deps.config.limits.jsonDepth)) {
+              return done(ApiError.invalidRequest());
+            }
+            done(null, parsed);
           } catch (error) {
-            done(ApiError.invalidRequest(`The body is not valid YAML: ${(error as Error).message}`));
+            // Deep enough to exhaust the parser's stack (the yaml package reports it as a parse error
+            // with the engine's message): the same refusal, without that message.
+            const message = (error as Error).message;
+            if (error instanceof RangeError || message.includes("Maximum call stack size exceeded")) {
+              return done(ApiError.invalidRequest());
+            }
+            done(ApiError.invalidRequest(`The body is not valid YAML: ${message}`));
           }
         });
         const timed = async (work: () => Promise<unknown>) => {

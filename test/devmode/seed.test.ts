@@ -132,6 +132,15 @@ describe("seeding a known world", () => {
       headers: { "content-type": "application/yaml" },
     });
     expect(wrongShape.status).toBe(400);
+    // Nesting is bounded as for JSON (CUMULO_MAX_JSON_DEPTH, 64 by default), also past the parser's stack.
+    for (const depth of [100, 5000]) {
+      const deep = await t.request("POST", "/_cumulo/state/seed", {
+        body: `organizations: ${"[".repeat(depth)}${"]".repeat(depth)}`,
+        headers: { "content-type": "text/yaml" },
+      });
+      expect(deep.status, String(depth)).toBe(400);
+      expect(deep.body, String(depth)).toEqual({ success: false, message: "Invalid Request" });
+    }
   });
 
   it("uploads the placeholder MP4 as a seeded video's source, which real processing takes", async () => {
