@@ -19,7 +19,10 @@ export interface RecordedExchange {
   startedAt: Date;
   durationMs: number;
   method: string;
+  /** The request's absolute URL, from its Host header. */
   url: string;
+  /** Its path and query, as sent. */
+  path: string;
   requestHeaders: Record<string, string>;
   requestBody: string | undefined;
   requestMimeType: string;
@@ -95,7 +98,10 @@ export class Recorder {
 export type HarEntry = ReturnType<typeof harEntry>;
 
 function harEntry(exchange: RecordedExchange, bodyLimit: number) {
-  const url = new URL(exchange.url, "http://cumulo.local");
+  // Absolute as the client addressed the server; a Host header no URL can hold leaves a placeholder.
+  const url = URL.canParse(exchange.url)
+    ? new URL(exchange.url)
+    : new URL(exchange.path, "http://cumulo.local");
   for (const name of [...url.searchParams.keys()]) {
     if (SECRET_FIELD.test(name) || SECRET_HEADERS.has(name.toLowerCase())) url.searchParams.set(name, MASK);
   }

@@ -52,6 +52,8 @@ describe("recording an organization's requests", () => {
     expect(har.status, har.text).toBe(200);
     expect(har.body.log.version).toBe("1.2");
     const entries: HarEntry[] = har.body.log.entries;
+    // The address the client called, host and port included.
+    expect(new URL(entries[0]?.request.url ?? "").origin).toBe(new URL(t.baseUrl).origin);
     expect(
       entries.map((e) => [e.request.method, new URL(e.request.url).pathname, e.response.status]),
     ).toEqual([
