@@ -1,9 +1,10 @@
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import {
+  addSubtitle,
   browserMissing,
   freePort,
   launchBrowser,
@@ -170,15 +171,7 @@ describe.skipIf(missing)("the console in Chromium", () => {
   });
 
   it("adds, edits and deletes a subtitle of the video", async () => {
-    const vtt = `${workDir}/en.vtt`;
-    writeFileSync(vtt, "WEBVTT\n\n00:00.000 --> 00:02.000\nHello\n");
-    await page.getByRole("button", { name: "Add subtitle" }).click();
-    const adding = page.getByRole("dialog", { name: "Add subtitle" });
-    await adding.getByLabel("Title").fill("English");
-    await adding.getByLabel("Language").fill("en");
-    await adding.getByLabel("File (WebVTT or SRT)").setInputFiles(vtt);
-    await adding.getByRole("button", { name: "Save subtitle" }).click();
-    await page.getByRole("rowheader", { name: "English" }).waitFor();
+    await addSubtitle(page, workDir, "English");
     await page.getByRole("button", { name: "Edit English" }).click();
     const editing = page.getByRole("dialog", { name: "Edit subtitle" });
     await editing.getByLabel("Title").fill("English (CC)");

@@ -4,6 +4,7 @@ import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import {
+  addSubtitle,
   browserMissing,
   freePort,
   launchBrowser,
@@ -153,6 +154,97 @@ describe.skipIf(missing)("the console in Chromium: video page, private libraries
     await expect(page.getByRole("link", { name: "Broken" }).count()).resolves.toBe(0);
     const gone = await app.request("GET", `/v1/media/libraries/${libraryId}/videos/${brokenId}`);
     expect(gone.status).toBe(404);
+  });
+
+  it("keeps an emptied subtitle title in the dialog with the API's error, not the old title", async () => {
+    await page.goto(`/console/libraries/${libraryId}/videos/${videoId}`);
+    await addSubtitle(page, workDir, "English");
+    await page.getByRole("button", { name: "Edit English" }).click();
+    const editing = page.getByRole("dialog", { name: "Edit subtitle" });
+    await editing.getByLabel("Title").fill("");
+    await editing.getByRole("button", { name: "Save subtitle" }).click();
+    await editing.locator('[data-field-error="title"]').waitFor();
+    await expect(editing.isVisible()).resolves.toBe(true);
+    await screenshot(page, "subtitle-title-required");
+    await editing.getByRole("button", { name: "Cancel" }).click();
+    await page.getByRole("rowheader", { name: "English" }).waitFor();
+  });
+
+  it("keeps the chosen folder, the library filters and the analytics pickers in the address", async () => {
+    const folder = await app.request("POST", `/v1/media/libraries/${libraryId}/folders`, {
+      json: { name: "Trailers" },
+    });
+    const folderId: string = folder.body.data.id;
+    await page.goto(`/console/libraries/${libraryId}`);
+    const folders = page.getByRole("navigation", { name: "Folders" });
+    await folders.getByRole("button", { name: "Trailers" }).click();
+    await page.waitForURL(`**/console/libraries/${libraryId}?folder=${folderId}`);
+    await page.reload();
+    await page.getByLabel("New folder in Trailers").waitFor();
+    await expect(
+      folders.getByRole("button", { name: "Trailers" }).getAttribute("aria-current"),
+    ).resolves.toBe("true");
+    // Back returns to the folder chosen before: all videos.
+    await page.goBack();
+    await page.waitForURL(`**/console/libraries/${libraryId}`);
+    await page.getByLabel("New folder", { exact: true }).waitFor();
+
+    await page.goto("/console/libraries");
+    await page.getByLabel("Name contains").fill("films");
+    await page.getByLabel("Default privacy").selectOption("private");
+    await page.waitForURL("**/console/libraries?search=films&privacy=private");
+    await page.reload();
+    await page.getByRole("link", { name: "Private films" }).waitFor();
+    await expect(page.getByLabel("Name contains").inputValue()).resolves.toBe("films");
+    await expect(page.getByLabel("Default privacy").inputValue()).resolves.toBe("private");
+    await page.getByRole("link", { name: "Private films" }).click();
+    await page.waitForURL(`**/console/libraries/${libraryId}`);
+    await page.goBack();
+    await page.getByRole("link", { name: "Private films" }).waitFor();
+    await expect(page.getByLabel("Name contains").inputValue()).resolves.toBe("films");
+
+    await page.goto("/console/cdn/analytics");
+    await page.getByRole("option", { name: LONG_HOST }).waitFor({ state: "attached" });
+    await page.getByLabel("Range").selectOption("7d");
+    await page.getByLabel("Granularity").selectOption("1d");
+    await page.getByLabel("Distribution").selectOption(LONG_HOST);
+    await page.waitForURL(`**/console/cdn/analytics?range=7d&granularity=1d&distribution=${LONG_HOST}`);
+    await page.reload();
+    await page.getByRole("option", { name: LONG_HOST }).waitFor({ state: "attached" });
+    await expect(page.getByLabel("Range").inputValue()).resolves.toBe("7d");
+    await expect(page.getByLabel("Granularity").inputValue()).resolves.toBe("1d");
+    await expect(page.getByLabel("Distribution").inputValue()).resolves.toBe(LONG_HOST);
+  });
+
+  it("keeps a table's actions in reach at 375 px", async () => {
+    await page.setViewportSize({ width: 375, height: 800 });
+    await page.goto("/console/libraries");
+    const remove = page.getByRole("button", { name: "Delete Private films" });
+    await remove.waitFor();
+    // The table scrolls sideways, its actions column stays at the right edge of the panel.
+    await page.locator(".table-overflowing").waitFor();
+    const box = await remove.boundingBox();
+    expect(box).not.toBeNull();
+    expect((box?.x ?? 0) + (box?.width ?? 0)).toBeLessThanOrEqual(375);
+    await expect(pageWidth(page)).resolves.toBeLessThanOrEqual(375);
+    await screenshot(page, "libraries-phone");
+    await remove.click();
+    const confirm = page.getByRole("dialog", { name: "Delete library" });
+    await confirm.getByRole("button", { name: "Cancel" }).click();
+    await page.setViewportSize({ width: 1280, height: 800 });
+  });
+
+  it("reports the API's errors of a password change beside their fields", async () => {
+    await page.goto("/console/account");
+    await page.getByLabel("Current password").fill("not the password");
+    await page.getByLabel("New password").fill("short");
+    await page.getByRole("button", { name: "Change password" }).click();
+    // The API checks the new password's length before the current password (it reports only that).
+    await page.locator('[data-field-error="new_password"]').waitFor();
+    await page.getByLabel("New password").fill("a long enough passphrase");
+    await page.getByRole("button", { name: "Change password" }).click();
+    await page.locator('[data-field-error="current_password"]').waitFor();
+    await expect(page.locator('[data-field-error="new_password"]').count()).resolves.toBe(0);
   });
 
   it("keeps the library page and CDN analytics within a 375 px phone", async () => {

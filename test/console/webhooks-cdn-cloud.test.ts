@@ -135,6 +135,17 @@ describe.skipIf(missing)("the console in Chromium: webhooks, CDN, cloud and the 
     await delivery.getByRole("button", { name: "Redeliver" }).click();
     await page.getByText(/Redelivery: attempt 2 queued/).waitFor();
     await waitUntil(() => receiver.received.length > 1, 15_000, "the redelivery at the receiver");
+
+    // The button's accessible name contains its visible text.
+    await page.getByRole("button", { name: "Rotate secret of Receiver" }).waitFor();
+    // A search that leaves the chosen library out keeps it in the picker, with its endpoints.
+    await page.getByLabel("Search libraries").fill("no such library");
+    await page.getByText("No other library matches the search.").waitFor();
+    const picker = page.getByRole("combobox", { name: "Library", exact: true });
+    await expect(picker.inputValue()).resolves.toBe(libraryId);
+    await expect(picker.locator("option:checked").textContent()).resolves.toBe("E2E library");
+    await page.getByRole("button", { name: "Deliveries of Receiver" }).waitFor();
+    await page.getByLabel("Search libraries").fill("");
   });
 
   it("creates a distribution, shows its traffic in all eight charts and purges a path into the history", async () => {
@@ -147,6 +158,26 @@ describe.skipIf(missing)("the console in Chromium: webhooks, CDN, cloud and the 
     await dialog.getByLabel("Origin URL").fill(origin.url);
     await dialog.getByRole("button", { name: "Add distribution" }).click();
     await page.getByRole("rowheader", { name: HOSTNAME }).waitFor();
+
+    // The library's own distribution names its library and offers no Delete (the API refuses it);
+    // its edit keeps the origin and changes the rest.
+    const libraryHost = page.getByRole("rowheader", { name: /Managed by the library E2E library/ });
+    await libraryHost.getByRole("link", { name: "E2E library" }).waitFor();
+    const libraryHostname = (await libraryHost.locator(".mono").textContent()) ?? "";
+    expect(libraryHostname).toMatch(new RegExp(`^${libraryId}\\.`));
+    await expect(page.getByRole("button", { name: `Delete ${libraryHostname}` }).count()).resolves.toBe(0);
+    await page.getByRole("button", { name: `Delete ${HOSTNAME}` }).waitFor();
+    await page.getByRole("button", { name: `Edit ${libraryHostname}` }).click();
+    const edit = page.getByRole("dialog", { name: `Edit ${libraryHostname}` });
+    await expect(edit.getByLabel("Origin URL").getAttribute("readonly")).resolves.not.toBeNull();
+    await edit.getByLabel("Default TTL (seconds)").fill("120");
+    await edit.getByRole("button", { name: "Save" }).click();
+    await edit.waitFor({ state: "hidden" });
+    await page
+      .getByRole("row", { name: new RegExp(libraryHostname) })
+      .getByText("120 s")
+      .waitFor();
+    await screenshot(page, "cdn-library-distribution");
 
     const edgeUrl = app.cumulo.edgeUrl ?? "";
     for (let i = 0; i < 3; i++) {
@@ -215,6 +246,10 @@ describe.skipIf(missing)("the console in Chromium: webhooks, CDN, cloud and the 
 
     await page.getByRole("link", { name: "Disks" }).click();
     await page.getByText("No disk yet.").waitFor();
+    // What an empty form makes is on screen: a 10 GB size, and a name said to be optional.
+    await expect(page.getByLabel("Size (GB)").inputValue()).resolves.toBe("10");
+    await expect(page.getByLabel("Name").getAttribute("placeholder")).resolves.toBe("Optional");
+    await page.getByText("Optional: without one, the disk is listed by its id.").waitFor();
     await page.getByLabel("Name").fill("data");
     await page.getByLabel("Size (GB)").fill("0");
     await page.getByRole("button", { name: "Create disk" }).click();
@@ -273,9 +308,12 @@ describe.skipIf(missing)("the console in Chromium: webhooks, CDN, cloud and the 
     await keyDialog.getByRole("button", { name: "Done" }).click();
     await expect(page.getByRole("button", { name: "Copy secret" }).count()).resolves.toBe(2);
 
-    await page.setViewportSize({ width: 390, height: 844 });
+    await page.setViewportSize({ width: 375, height: 800 });
     await page.getByRole("link", { name: "Tokens" }).click();
     await page.getByRole("rowheader", { name: "console e2e" }).waitFor();
+    // The row's Delete stays on screen although the table scrolls sideways.
+    const remove = await page.getByRole("button", { name: "Delete token console e2e" }).boundingBox();
+    expect((remove?.x ?? Number.POSITIVE_INFINITY) + (remove?.width ?? 0)).toBeLessThanOrEqual(375);
     await screenshot(page, "cloud-phone");
     await page.setViewportSize({ width: 1280, height: 800 });
   });

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
@@ -62,4 +62,17 @@ export async function freePort(): Promise<number> {
   await new Promise((resolve) => server.close(resolve));
   if (typeof address !== "object" || address === null) throw new Error("no port");
   return address.port;
+}
+
+/** Adds a WebVTT subtitle titled `title` (language en) on the video page shown, and waits for its row. */
+export async function addSubtitle(page: Page, workDir: string, title: string): Promise<void> {
+  const vtt = `${workDir}/en.vtt`;
+  writeFileSync(vtt, "WEBVTT\n\n00:00.000 --> 00:02.000\nHello\n");
+  await page.getByRole("button", { name: "Add subtitle" }).click();
+  const adding = page.getByRole("dialog", { name: "Add subtitle" });
+  await adding.getByLabel("Title").fill(title);
+  await adding.getByLabel("Language").fill("en");
+  await adding.getByLabel("File (WebVTT or SRT)").setInputFiles(vtt);
+  await adding.getByRole("button", { name: "Save subtitle" }).click();
+  await page.getByRole("rowheader", { name: title }).waitFor();
 }

@@ -1,10 +1,12 @@
-import type { ReactNode } from "react";
+import { type ReactNode, useEffect, useRef, useState } from "react";
 
 export interface Column<Row> {
   header: string;
   cell: (row: Row) => ReactNode;
   /** Cells of this column are the row's heading for screen readers. */
   rowHeader?: boolean;
+  /** The row's buttons: kept in view at the right edge when the table scrolls sideways. */
+  actions?: boolean;
 }
 
 export interface Paging {
@@ -22,16 +24,38 @@ interface DataTableProps<Row> {
   paging?: Paging;
 }
 
-/** A table that scrolls sideways on narrow screens, with paging links below it. */
+/** Whether the element's content is wider than the element (it scrolls sideways), kept up to date. */
+function useOverflowing<E extends HTMLElement>() {
+  const ref = useRef<E>(null);
+  const [overflowing, setOverflowing] = useState(false);
+  useEffect(() => {
+    const element = ref.current;
+    if (!element) return;
+    const measure = () => setOverflowing(element.scrollWidth > element.clientWidth + 1);
+    const observer = new ResizeObserver(measure);
+    observer.observe(element);
+    for (const child of element.children) observer.observe(child);
+    return () => observer.disconnect();
+  }, []);
+  return { ref, overflowing };
+}
+
+/**
+ * A table that scrolls sideways on narrow screens, with paging links below it. The actions column
+ * stays at the right edge, shadowed over the columns scrolled beneath it, so its buttons are always
+ * reachable.
+ */
 export function DataTable<Row>({ caption, columns, rows, rowKey, paging }: DataTableProps<Row>) {
+  const { ref, overflowing } = useOverflowing<HTMLDivElement>();
+  const cellClass = (column: Column<Row>) => (column.actions ? "cell-actions" : undefined);
   return (
-    <div className="table-wrap">
+    <div ref={ref} className={overflowing ? "table-wrap table-overflowing" : "table-wrap"}>
       <table>
         <caption className="visually-hidden">{caption}</caption>
         <thead>
           <tr>
             {columns.map((column) => (
-              <th key={column.header} scope="col">
+              <th key={column.header} scope="col" className={cellClass(column)}>
                 {column.header}
               </th>
             ))}
@@ -46,7 +70,9 @@ export function DataTable<Row>({ caption, columns, rows, rowKey, paging }: DataT
                     {column.cell(row)}
                   </th>
                 ) : (
-                  <td key={column.header}>{column.cell(row)}</td>
+                  <td key={column.header} className={cellClass(column)}>
+                    {column.cell(row)}
+                  </td>
                 ),
               )}
             </tr>

@@ -1,5 +1,6 @@
 import "uplot/dist/uPlot.min.css";
 import { useEffect, useId, useMemo, useRef, useState } from "react";
+import { useSearchParams } from "react-router";
 import uPlot from "uplot";
 import { api, call } from "../../api.ts";
 import { Field, OtherErrors } from "../../components/Field.tsx";
@@ -100,9 +101,23 @@ const bucketValue = (row: Row, metric: string) => {
  * request), since a canvas says nothing to a screen reader.
  */
 export function Analytics() {
-  const [range, setRange] = useState<(typeof RANGES)[number]["value"]>("24h");
-  const [granularity, setGranularity] = useState<string>("1h");
-  const [distribution, setDistribution] = useState("");
+  // The pickers live in the address (`?range=&granularity=&distribution=`), kept on reload and back.
+  const [params, setParams] = useSearchParams();
+  const chosenRange = RANGES.find((option) => option.value === params.get("range")) ?? RANGES[2];
+  const range = chosenRange.value;
+  const granularityParam = params.get("granularity") ?? "";
+  const granularity = (GRANULARITIES as readonly string[]).includes(granularityParam)
+    ? granularityParam
+    : chosenRange.granularity;
+  const distribution = params.get("distribution") ?? "";
+  const choose = (next: { range?: string; granularity?: string; distribution?: string }) => {
+    const values = { range, granularity, distribution, ...next };
+    const updated = new URLSearchParams();
+    updated.set("range", values.range);
+    updated.set("granularity", values.granularity);
+    if (values.distribution) updated.set("distribution", values.distribution);
+    setParams(updated, { replace: true });
+  };
   // `to` is fixed when the pickers change or on refresh, so reloading one answer asks for the same window.
   const [to, setTo] = useState(() => new Date());
   const windowMs = RANGES.find((option) => option.value === range)?.ms ?? RANGES[2].ms;
@@ -140,7 +155,7 @@ export function Analytics() {
             <select
               {...control}
               value={distribution}
-              onChange={(event) => setDistribution(event.target.value)}
+              onChange={(event) => choose({ distribution: event.target.value })}
             >
               <option value="">All distributions</option>
               {distributions.data?.data.map((row) => (
@@ -158,8 +173,7 @@ export function Analytics() {
               value={range}
               onChange={(event) => {
                 const chosen = RANGES.find((option) => option.value === event.target.value) ?? RANGES[2];
-                setRange(chosen.value);
-                setGranularity(chosen.granularity);
+                choose({ range: chosen.value, granularity: chosen.granularity });
                 setTo(new Date());
               }}
             >
@@ -173,7 +187,11 @@ export function Analytics() {
         </Field>
         <Field label="Granularity" name="granularity" error={fieldErrors.granularity}>
           {(control) => (
-            <select {...control} value={granularity} onChange={(event) => setGranularity(event.target.value)}>
+            <select
+              {...control}
+              value={granularity}
+              onChange={(event) => choose({ granularity: event.target.value })}
+            >
               {GRANULARITIES.map((value) => (
                 <option key={value} value={value}>
                   {value}

@@ -1,6 +1,6 @@
 import type { paths } from "@cumulo/client";
 import { useEffect, useState } from "react";
-import { useSearchParams } from "react-router";
+import { Link, useSearchParams } from "react-router";
 import { api, call } from "../../api.ts";
 import { type Column, DataTable, pagingOf } from "../../components/DataTable.tsx";
 import { ConfirmDialog, Dialog } from "../../components/Dialog.tsx";
@@ -14,6 +14,28 @@ import { Purges } from "./Purges.tsx";
 type DistributionList =
   paths["/v1/cdn/distributions"]["get"]["responses"][200]["content"]["application/json"];
 export type Distribution = DistributionList["data"][number];
+
+/**
+ * The library a distribution belongs to, from its origin (`media://{library id}`): the API made it
+ * with the library, keeps its origin and deletes it only with the library.
+ */
+export const libraryOf = (distribution: Distribution): string | undefined =>
+  distribution.origin_url.startsWith("media://")
+    ? distribution.origin_url.slice("media://".length)
+    : undefined;
+
+/** The names of these libraries by id; a library that cannot be read (deleted meanwhile) is left out. */
+async function libraryNames(ids: string[]): Promise<Map<string, string>> {
+  const found = await Promise.all(
+    ids.map((libraryId) =>
+      call(api.GET("/v1/media/libraries/{libraryId}", { params: { path: { libraryId } } })).then(
+        (body) => [libraryId, body.data.name] as const,
+        () => undefined,
+      ),
+    ),
+  );
+  return new Map(found.filter((entry) => entry !== undefined));
+}
 
 /** The organization's distributions; the one chosen (`?distribution=`) shows its purge form and history. */
 export function Distributions() {
@@ -29,9 +51,31 @@ export function Distributions() {
   const [deleting, setDeleting] = useState<Distribution>();
   const { reload } = distributions;
   const select = (id: string) => setParams(id ? { distribution: id } : {});
+  const libraryIds = [
+    ...new Set((distributions.data?.data ?? []).flatMap((row) => libraryOf(row) ?? [])),
+  ].sort();
+  const libraries = useLoad(() => libraryNames(libraryIds), libraryIds.join(","));
 
   const columns: Column<Distribution>[] = [
-    { header: "Host name", cell: (row) => <span className="mono">{row.hostname}</span>, rowHeader: true },
+    {
+      header: "Host name",
+      rowHeader: true,
+      cell: (row) => {
+        const libraryId = libraryOf(row);
+        return (
+          <>
+            <span className="mono">{row.hostname}</span>
+            {libraryId && (
+              <small className="managed-by">
+                Managed by the library{" "}
+                <Link to={`/libraries/${libraryId}`}>{libraries.data?.get(libraryId) ?? libraryId}</Link>{" "}
+                (deleted with it; its origin cannot change)
+              </small>
+            )}
+          </>
+        );
+      },
+    },
     { header: "Origin", cell: (row) => <span className="mono break">{row.origin_url}</span> },
     { header: "Default TTL", cell: (row) => `${row.default_ttl_s} s` },
     {
@@ -42,6 +86,7 @@ export function Distributions() {
     },
     {
       header: "Actions",
+      actions: true,
       cell: (row) => (
         <div className="row-actions">
           <button
@@ -60,15 +105,18 @@ export function Distributions() {
           >
             Edit
           </button>
-          <button
-            type="button"
-            className="danger"
-            disabled={readOnly}
-            aria-label={`Delete ${row.hostname}`}
-            onClick={() => setDeleting(row)}
-          >
-            Delete
-          </button>
+          {/* The API refuses to delete a library's distribution (409): it goes with its library. */}
+          {!libraryOf(row) && (
+            <button
+              type="button"
+              className="danger"
+              disabled={readOnly}
+              aria-label={`Delete ${row.hostname}`}
+              onClick={() => setDeleting(row)}
+            >
+              Delete
+            </button>
+          )}
         </div>
       ),
     },
@@ -139,6 +187,8 @@ interface DistributionDialogProps {
 
 function DistributionDialog({ distribution, onClose, onSaved }: DistributionDialogProps) {
   const existing = distribution === "new" ? undefined : distribution;
+  // A library's distribution keeps the origin the library gave it (the API answers 409 to a change).
+  const fixedOrigin = existing !== undefined && libraryOf(existing) !== undefined;
   const [hostname, setHostname] = useState("");
   const [origin, setOrigin] = useState("");
   const [ttl, setTtl] = useState("");
@@ -150,7 +200,11 @@ function DistributionDialog({ distribution, onClose, onSaved }: DistributionDial
       await call(
         api.PATCH("/v1/cdn/distributions/{id}", {
           params: { path: { id: existing.id } },
-          body: { origin_url: origin, status: active ? "active" : "disabled", ...defaultTtl },
+          body: {
+            ...(fixedOrigin ? {} : { origin_url: origin }),
+            status: active ? "active" : "disabled",
+            ...defaultTtl,
+          },
         }),
       );
     } else {
@@ -196,13 +250,14 @@ function DistributionDialog({ distribution, onClose, onSaved }: DistributionDial
           label="Origin URL"
           name="origin_url"
           error={errors.origin_url}
-          hint="Where the edge fetches from."
+          hint={fixedOrigin ? "The library's own videos; it cannot change." : "Where the edge fetches from."}
         >
           {(control) => (
             <input
               {...control}
-              type="url"
+              type={fixedOrigin ? "text" : "url"}
               required
+              readOnly={fixedOrigin}
               inputMode="url"
               value={origin}
               onChange={(event) => setOrigin(event.target.value)}

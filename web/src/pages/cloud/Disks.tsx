@@ -38,6 +38,7 @@ export function Disks() {
     { header: "Created", cell: (disk) => <DateTime value={disk.created_at} /> },
     {
       header: "Actions",
+      actions: true,
       cell: (disk) => (
         <button
           type="button"
@@ -56,17 +57,30 @@ export function Disks() {
       <section className="panel" aria-labelledby="cloud-disk-create">
         <h2 id="cloud-disk-create">Create a disk</h2>
         <form className="inline-form" noValidate onSubmit={submitting(submit)}>
-          <Field label="Name" name="display_name" error={errors.display_name}>
+          <Field
+            label="Name"
+            name="display_name"
+            error={errors.display_name}
+            hint="Optional: without one, the disk is listed by its id."
+          >
             {(control) => (
-              <input {...control} value={name} onChange={(event) => setName(event.target.value)} />
+              <input
+                {...control}
+                placeholder="Optional"
+                maxLength={255}
+                value={name}
+                onChange={(event) => setName(event.target.value)}
+              />
             )}
           </Field>
-          <Field label="Size (GB)" name="size_gb" error={errors.size_gb}>
+          <Field label="Size (GB)" name="size_gb" error={errors.size_gb} hint="Required, 1 to 16384.">
             {(control) => (
               <input
                 {...control}
                 type="number"
+                required
                 min={1}
+                max={16384}
                 value={size}
                 onChange={(event) => setSize(event.target.value)}
               />

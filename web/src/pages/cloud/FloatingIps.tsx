@@ -55,6 +55,7 @@ export function FloatingIps() {
     },
     {
       header: "Actions",
+      actions: true,
       cell: (ip) => (
         <div className="row-actions">
           {ip.assigned_to && (
@@ -85,9 +86,15 @@ export function FloatingIps() {
       <section className="panel" aria-labelledby="cloud-ip-create">
         <h2 id="cloud-ip-create">Allocate an address</h2>
         <form className="inline-form" noValidate onSubmit={submitting(submit)}>
-          <Field label="Name" name="name" error={errors.name}>
+          <Field label="Name" name="name" error={errors.name} hint="Optional: the address is its label.">
             {(control) => (
-              <input {...control} value={name} onChange={(event) => setName(event.target.value)} />
+              <input
+                {...control}
+                placeholder="Optional"
+                maxLength={255}
+                value={name}
+                onChange={(event) => setName(event.target.value)}
+              />
             )}
           </Field>
           <button type="submit" className="primary" disabled={readOnly || busy}>

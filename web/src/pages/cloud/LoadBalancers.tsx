@@ -38,7 +38,11 @@ export function LoadBalancers() {
   const ruleError = (field: string) =>
     errors[`forwarding_rules.0.${field}`] ?? errors[`forwarding_rules[0].${field}`];
   const columns: Column<LoadBalancer>[] = [
-    { header: "Name", cell: (lb) => lb.display_name, rowHeader: true },
+    {
+      header: "Name",
+      cell: (lb) => lb.display_name || <span className="mono">{lb.uuid}</span>,
+      rowHeader: true,
+    },
     { header: "Private address", cell: (lb) => <span className="mono">{lb.private_address}</span> },
     {
       header: "Forwarding rules",
@@ -50,12 +54,13 @@ export function LoadBalancers() {
     { header: "Targets", cell: (lb) => lb.targets.length },
     {
       header: "Actions",
+      actions: true,
       cell: (lb) => (
         <button
           type="button"
           className="danger"
           disabled={readOnly}
-          aria-label={`Delete ${lb.display_name}`}
+          aria-label={`Delete ${lb.display_name || lb.uuid}`}
           onClick={() => setDeleting(lb)}
         >
           Delete
@@ -68,9 +73,20 @@ export function LoadBalancers() {
       <section className="panel" aria-labelledby="cloud-lb-create">
         <h2 id="cloud-lb-create">Create a load balancer</h2>
         <form className="inline-form" noValidate onSubmit={submitting(submit)}>
-          <Field label="Name" name="display_name" error={errors.display_name}>
+          <Field
+            label="Name"
+            name="display_name"
+            error={errors.display_name}
+            hint="Optional: without one, it is listed by its id."
+          >
             {(control) => (
-              <input {...control} value={name} onChange={(event) => setName(event.target.value)} />
+              <input
+                {...control}
+                placeholder="Optional"
+                maxLength={255}
+                value={name}
+                onChange={(event) => setName(event.target.value)}
+              />
             )}
           </Field>
           <Field label="Source port" name="forwarding_rules.0.source_port" error={ruleError("source_port")}>
@@ -134,7 +150,13 @@ export function LoadBalancers() {
         }}
       >
         <p>
-          Delete <strong>{deleting?.display_name}</strong>? Its rules and targets go with it.
+          Delete{" "}
+          {deleting?.display_name ? (
+            <strong>{deleting.display_name}</strong>
+          ) : (
+            <span className="mono">{deleting?.uuid}</span>
+          )}
+          ? Its rules and targets go with it.
         </p>
       </ConfirmDialog>
     </>

@@ -53,6 +53,7 @@ export function ObjectStorage() {
     },
     {
       header: "Actions",
+      actions: true,
       cell: (key) => (
         <button
           type="button"

@@ -40,6 +40,7 @@ export function Tokens() {
     { header: "Created", cell: (row) => <DateTime value={row.created_at} /> },
     {
       header: "Actions",
+      actions: true,
       cell: (row) => (
         <button
           type="button"

@@ -26,7 +26,7 @@ const NEW_VM = {
 type VmForm = typeof NEW_VM;
 
 const FIELDS: { name: keyof VmForm; label: string; type?: string; hint?: string }[] = [
-  { name: "name", label: "Name" },
+  { name: "name", label: "Name", hint: "Required, up to 64 characters." },
   { name: "os_name", label: "Operating system" },
   { name: "os_version", label: "OS version" },
   { name: "vcpu", label: "vCPUs", type: "number", hint: "1-64" },
@@ -70,6 +70,7 @@ export function Vms() {
     },
     {
       header: "Actions",
+      actions: true,
       cell: (vm) => (
         <div className="row-actions">
           {vm.status === "running" ? (

@@ -48,6 +48,7 @@ export function KeysPage() {
     { header: "Last used", cell: (key) => when(key.last_used_at) },
     {
       header: "Actions",
+      actions: true,
       cell: (key) => (
         <button
           type="button"

@@ -1,5 +1,5 @@
 import { type FormEvent, useState } from "react";
-import { Link } from "react-router";
+import { Link, useSearchParams } from "react-router";
 import { api, call } from "../../api.ts";
 import { type Column, DataTable, pagingOf } from "../../components/DataTable.tsx";
 import { ConfirmDialog, Dialog } from "../../components/Dialog.tsx";
@@ -12,12 +12,26 @@ import type { Library } from "./types.ts";
 
 const PRIVACY = ["public", "private", "unlisted", "restricted"] as const;
 type Privacy = (typeof PRIVACY)[number];
+const isPrivacy = (value: string | null): value is Privacy => PRIVACY.includes(value as Privacy);
 
+/** Libraries with their filters and page in the address (`?search=&privacy=&page=`), kept on reload and back. */
 export function LibrariesPage() {
   const { readOnly } = useSignedIn();
-  const [page, setPage] = useState(1);
-  const [search, setSearch] = useState("");
-  const [privacy, setPrivacy] = useState<Privacy | "">("");
+  const [params, setParams] = useSearchParams();
+  const search = params.get("search") ?? "";
+  const privacyParam = params.get("privacy");
+  const privacy: Privacy | "" = isPrivacy(privacyParam) ? privacyParam : "";
+  const page = Math.max(1, Number.parseInt(params.get("page") ?? "1", 10) || 1);
+  // Filters replace the address (typing is not a history entry each key); a new filter starts at page 1.
+  const setFilters = (next: { search?: string; privacy?: Privacy | ""; page?: number }) => {
+    const values = { search, privacy, page: 1, ...next };
+    const updated = new URLSearchParams();
+    if (values.search) updated.set("search", values.search);
+    if (values.privacy) updated.set("privacy", values.privacy);
+    if (values.page > 1) updated.set("page", String(values.page));
+    setParams(updated, { replace: true });
+  };
+  const setPage = (next: number) => setFilters({ page: next });
   const [creating, setCreating] = useState(false);
   const [editing, setEditing] = useState<Library>();
   const [deleting, setDeleting] = useState<Library>();
@@ -54,6 +68,7 @@ export function LibrariesPage() {
     { header: "Created", cell: (library) => new Date(library.created_at).toLocaleString() },
     {
       header: "Actions",
+      actions: true,
       cell: (library) => (
         <div className="row-actions">
           <button
@@ -96,10 +111,7 @@ export function LibrariesPage() {
             id="library-search"
             type="search"
             value={search}
-            onChange={(event) => {
-              setSearch(event.target.value);
-              setPage(1);
-            }}
+            onChange={(event) => setFilters({ search: event.target.value })}
           />
         </div>
         <div className="field">
@@ -107,10 +119,7 @@ export function LibrariesPage() {
           <select
             id="library-privacy"
             value={privacy}
-            onChange={(event) => {
-              setPrivacy(event.target.value as Privacy | "");
-              setPage(1);
-            }}
+            onChange={(event) => setFilters({ privacy: event.target.value as Privacy | "" })}
           >
             <option value="">Any</option>
             {PRIVACY.map((value) => (

@@ -1,5 +1,5 @@
 import { useState } from "react";
-import { Link, useParams } from "react-router";
+import { Link, useParams, useSearchParams } from "react-router";
 import { api, call } from "../../api.ts";
 import { PageHeader } from "../../components/Layout.tsx";
 import { ErrorState, Loading } from "../../components/States.tsx";
@@ -9,10 +9,12 @@ import { SecurityForm } from "./SecurityForm.tsx";
 import { UploadForm } from "./UploadForm.tsx";
 import { VideoList } from "./VideoList.tsx";
 
-/** One library: its folders, its videos, uploading, and its security settings. */
+/** One library: its folders, its videos, uploading, and its security settings; the folder chosen is `?folder=`. */
 export function LibraryPage() {
   const { libraryId = "" } = useParams();
-  const [folderId, setFolderId] = useState<string | null>(null);
+  const [params, setParams] = useSearchParams();
+  const folderId = params.get("folder");
+  const setFolderId = (folder: string | null) => setParams(folder ? { folder } : {});
   const [videosRound, setVideosRound] = useState(0);
   const library = useLoad(
     () => call(api.GET("/v1/media/libraries/{libraryId}", { params: { path: { libraryId } } })),

@@ -15,11 +15,14 @@ interface SubtitleFields {
   file?: File | undefined;
 }
 
-/** The multipart body of a subtitle: only the fields given (an edit may change one). */
+/**
+ * The multipart body of a subtitle. Title and language are always sent, even empty, so an emptied
+ * field comes back as the API's validation error instead of silently keeping the old value.
+ */
 function subtitleForm(fields: SubtitleFields): FormData {
   const form = new FormData();
-  if (fields.title) form.append("title", fields.title);
-  if (fields.language) form.append("language", fields.language);
+  form.append("title", fields.title);
+  form.append("language", fields.language);
   if (fields.file) form.append("file", fields.file);
   return form;
 }
@@ -40,11 +43,18 @@ function SubtitleForm({
   return (
     <form noValidate onSubmit={submitting(submit)}>
       <Field label="Title" name="title" error={errors.title}>
-        {(control) => <input {...control} value={title} onChange={(event) => setTitle(event.target.value)} />}
+        {(control) => (
+          <input {...control} required value={title} onChange={(event) => setTitle(event.target.value)} />
+        )}
       </Field>
       <Field label="Language" name="language" hint="A BCP 47 tag, e.g. en or pt-BR" error={errors.language}>
         {(control) => (
-          <input {...control} value={language} onChange={(event) => setLanguage(event.target.value)} />
+          <input
+            {...control}
+            required
+            value={language}
+            onChange={(event) => setLanguage(event.target.value)}
+          />
         )}
       </Field>
       <Field
@@ -95,6 +105,7 @@ export function Subtitles({ libraryId, videoId }: { libraryId: string; videoId: 
     { header: "Language", cell: (subtitle) => subtitle.language },
     {
       header: "Actions",
+      actions: true,
       cell: (subtitle) => (
         <div className="row-actions">
           <button

@@ -66,6 +66,7 @@ export function PlayersPage() {
     { header: "Preview", cell: (player) => <PlayerPreview theme={player.theme} small /> },
     {
       header: "Actions",
+      actions: true,
       cell: (player) => (
         <div className="row-actions">
           <button

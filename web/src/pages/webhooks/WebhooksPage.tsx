@@ -35,6 +35,22 @@ export function WebhooksPage() {
       ),
     search,
   );
+  // The chosen library stays in the picker whatever the search finds (or when it is past the first 100).
+  const chosenLibrary = useLoad(
+    () =>
+      libraryId
+        ? call(api.GET("/v1/media/libraries/{libraryId}", { params: { path: { libraryId } } })).then(
+            (body) => body.data,
+          )
+        : Promise.resolve(undefined),
+    libraryId,
+  );
+  const listed = libraries.data?.data ?? [];
+  const chosen = chosenLibrary.data;
+  const options =
+    chosen && chosen.id === libraryId && !listed.some((library) => library.id === chosen.id)
+      ? [chosen, ...listed]
+      : listed;
   const choose = (next: { library?: string; endpoint?: string }) => {
     const updated = new URLSearchParams();
     const library = next.library ?? libraryId;
@@ -69,7 +85,7 @@ export function WebhooksPage() {
                 onChange={(event) => choose({ library: event.target.value })}
               >
                 <option value="">Choose a library…</option>
-                {libraries.data.data.map((library) => (
+                {options.map((library) => (
                   <option key={library.id} value={library.id}>
                     {library.name}
                   </option>
@@ -81,7 +97,11 @@ export function WebhooksPage() {
         {libraries.state === "ready" && libraries.data.data.length === 0 && (
           <Empty>
             <p>
-              {search ? "No library matches the search." : "There are no libraries yet: create one first."}
+              {!search
+                ? "There are no libraries yet: create one first."
+                : options.length > 0
+                  ? "No other library matches the search."
+                  : "No library matches the search."}
             </p>
           </Empty>
         )}
@@ -153,6 +173,7 @@ function Endpoints({ libraryId, selected, onSelect }: EndpointsProps) {
     },
     {
       header: "Actions",
+      actions: true,
       cell: (endpoint) => (
         <div className="row-actions">
           <button
@@ -174,7 +195,7 @@ function Endpoints({ libraryId, selected, onSelect }: EndpointsProps) {
           <button
             type="button"
             disabled={readOnly}
-            aria-label={`Rotate the secret of ${endpoint.name}`}
+            aria-label={`Rotate secret of ${endpoint.name}`}
             onClick={() => void rotate(endpoint)}
           >
             Rotate secret
