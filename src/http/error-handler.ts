@@ -11,7 +11,7 @@ declare module "fastify" {
      * the body as sent too, so every failing field is reported in one response. Each check looks
      * only at fields of the right type, and a field the schema refused is not reported twice.
      */
-    fieldChecks?: (body: unknown) => Promise<FieldError[]>;
+    fieldChecks?: (body: unknown, request: FastifyRequest) => Promise<FieldError[]>;
   }
 }
 
@@ -119,7 +119,7 @@ async function withFieldChecks(
   if (!checks || !fieldErrors || error.validationContext !== "body") return apiError;
   const refused = new Set(fieldErrors.map((fieldError) => fieldError.field));
   // The schema's errors stand on their own should a check fail.
-  const checked = await checks(request.body).catch((): FieldError[] => []);
+  const checked = await checks(request.body, request).catch((): FieldError[] => []);
   const more = checked.filter((fieldError) => !refused.has(fieldError.field));
   return more.length > 0 ? ApiError.validation([...fieldErrors, ...more]) : apiError;
 }

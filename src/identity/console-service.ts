@@ -111,25 +111,24 @@ export class ConsoleService {
   }
 
   /** Ends every session of the user, the caller's too, and opens a new one for the caller. */
+  /** Whether `password` is the user's own: the `current_password` error of a password change, or none. */
+  async currentPasswordErrors(userId: number, password: string): Promise<FieldError[]> {
+    const user = await this.users.findConsoleUser(userId);
+    if (user?.password_hash && (await verifyPassword(password, user.password_hash))) return [];
+    return [
+      { field: "current_password", code: "validation_credentials", message: "The password is not correct" },
+    ];
+  }
+
   async changePassword(
     userId: number,
     currentPassword: string,
     newPassword: string,
   ): Promise<({ outcome: "changed" } & OpenedSession) | { outcome: "invalid"; errors: FieldError[] }> {
-    const user = await this.users.findConsoleUser(userId);
-    if (!user?.password_hash || !(await verifyPassword(currentPassword, user.password_hash))) {
-      return {
-        outcome: "invalid",
-        errors: [
-          {
-            field: "current_password",
-            code: "validation_credentials",
-            message: "The password is not correct",
-          },
-        ],
-      };
-    }
-    const errors = passwordErrors("new_password", newPassword);
+    const errors = [
+      ...(await this.currentPasswordErrors(userId, currentPassword)),
+      ...passwordErrors("new_password", newPassword),
+    ];
     if (errors.length > 0) return { outcome: "invalid", errors };
     const passwordHash = await hashPassword(newPassword);
     const token = await this.transact(async (trx) => {

@@ -41,6 +41,18 @@ describe("password change", () => {
     });
     expect(short.status).toBe(400);
     expect(short.body.errors[0]).toMatchObject({ field: "new_password", code: "validation_min" });
+    // Both wrong: both reported at once, whether the schema or the service refuses the new one.
+    for (const newPassword of ["short", "😀".repeat(9)]) {
+      const both = await t.request("PUT", "/v1/console/password", {
+        ...withSession(session),
+        json: { current_password: "not my password", new_password: newPassword },
+      });
+      expect(both.status).toBe(400);
+      expect(both.body.errors.map((e: { field: string }) => e.field).sort()).toEqual([
+        "current_password",
+        "new_password",
+      ]);
+    }
     expect((await t.request("GET", "/v1/console/session", withSession(session))).status).toBe(200);
     await signIn(t, "pat@example.test", PASSWORD);
   });

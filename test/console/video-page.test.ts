@@ -239,8 +239,9 @@ describe.skipIf(missing)("the console in Chromium: video page, private libraries
     await page.getByLabel("Current password").fill("not the password");
     await page.getByLabel("New password").fill("short");
     await page.getByRole("button", { name: "Change password" }).click();
-    // The API checks the new password's length before the current password (it reports only that).
+    // Both wrong: both reported at once.
     await page.locator('[data-field-error="new_password"]').waitFor();
+    await page.locator('[data-field-error="current_password"]').waitFor();
     await page.getByLabel("New password").fill("a long enough passphrase");
     await page.getByRole("button", { name: "Change password" }).click();
     await page.locator('[data-field-error="current_password"]').waitFor();

@@ -3,6 +3,7 @@ import { Type } from "@sinclair/typebox";
 import { authenticateSessionCookie, sessionCookieOptions } from "../../http/auth.ts";
 import { ApiError } from "../../http/errors.ts";
 import { mediaErrorResponses } from "../../http/schemas.ts";
+import { bodyField } from "../../http/validation.ts";
 import { ChangePasswordBody } from "../schemas.ts";
 import { SESSION_COOKIE } from "../sessions.ts";
 import { type ConsoleRouteOptions, consoleSecurity, tags } from "./common.ts";
@@ -25,6 +26,12 @@ export const passwordRoutes: FastifyPluginAsyncTypebox<ConsoleRouteOptions> = as
       },
       // Checking the current password is a guess like a sign-in: the same budget, per user.
       config: {
+        // A new password the schema refuses is reported together with a wrong current one.
+        fieldChecks: async (body, request) => {
+          const current = bodyField(body, "current_password");
+          if (typeof current !== "string" || !request.auth) return [];
+          return console.currentPasswordErrors(request.auth.userId, current);
+        },
         rateLimit: {
           max: signInLimit.max,
           timeWindow: signInLimit.windowMs,
