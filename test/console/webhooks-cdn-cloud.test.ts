@@ -213,6 +213,23 @@ describe.skipIf(missing)("the console in Chromium: webhooks, CDN, cloud and the 
     await page.getByLabel("Range").selectOption("30d");
     await page.getByLabel("Granularity").selectOption("1m");
     await page.locator('[data-field-error="granularity"]').waitFor();
+    // Two changes before the page renders again (a quick hand, a loaded machine) both stick.
+    const ids = [
+      await page.getByLabel("Range").getAttribute("id"),
+      await page.getByLabel("Granularity").getAttribute("id"),
+    ];
+    await page.evaluate(([rangeId, granularityId]) => {
+      const doc = (globalThis as any).document;
+      for (const [id, value] of [
+        [rangeId, "7d"],
+        [granularityId, "5m"],
+      ]) {
+        const select = doc.getElementById(id);
+        select.value = value;
+        select.dispatchEvent(new Event("change", { bubbles: true }));
+      }
+    }, ids);
+    await page.waitForURL(/range=7d&granularity=5m/);
 
     await page.getByRole("link", { name: "Distributions" }).click();
     await page.getByRole("button", { name: `Purges of ${HOSTNAME}` }).click();

@@ -100,18 +100,27 @@ const bucketValue = (row: Row, metric: string) => {
  * and granularity. Each chart has its figures as text beside it (the total or mean, and a table on
  * request), since a canvas says nothing to a screen reader.
  */
+/** The pickers as an address gives them; what it lacks or does not know takes the defaults. */
+function pickersOf(params: URLSearchParams): { range: string; granularity: string; distribution: string } {
+  const chosenRange = RANGES.find((option) => option.value === params.get("range")) ?? RANGES[2];
+  const granularity = params.get("granularity") ?? "";
+  return {
+    range: chosenRange.value,
+    granularity: (GRANULARITIES as readonly string[]).includes(granularity)
+      ? granularity
+      : chosenRange.granularity,
+    distribution: params.get("distribution") ?? "",
+  };
+}
+
 export function Analytics() {
   // The pickers live in the address (`?range=&granularity=&distribution=`), kept on reload and back.
   const [params, setParams] = useSearchParams();
-  const chosenRange = RANGES.find((option) => option.value === params.get("range")) ?? RANGES[2];
-  const range = chosenRange.value;
-  const granularityParam = params.get("granularity") ?? "";
-  const granularity = (GRANULARITIES as readonly string[]).includes(granularityParam)
-    ? granularityParam
-    : chosenRange.granularity;
-  const distribution = params.get("distribution") ?? "";
+  const { range, granularity, distribution } = pickersOf(params);
   const choose = (next: { range?: string; granularity?: string; distribution?: string }) => {
-    const values = { range, granularity, distribution, ...next };
+    // From the address as it is now, not as this render saw it: two changes made before the next
+    // render (a range, then at once a granularity) must not undo each other.
+    const values = { ...pickersOf(new URLSearchParams(window.location.search)), ...next };
     const updated = new URLSearchParams();
     updated.set("range", values.range);
     updated.set("granularity", values.granularity);

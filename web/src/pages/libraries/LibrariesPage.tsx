@@ -15,16 +15,24 @@ type Privacy = (typeof PRIVACY)[number];
 const isPrivacy = (value: string | null): value is Privacy => PRIVACY.includes(value as Privacy);
 
 /** Libraries with their filters and page in the address (`?search=&privacy=&page=`), kept on reload and back. */
+/** The list's filters as an address gives them. */
+function filtersOf(params: URLSearchParams): { search: string; privacy: Privacy | ""; page: number } {
+  const privacy = params.get("privacy");
+  return {
+    search: params.get("search") ?? "",
+    privacy: isPrivacy(privacy) ? privacy : "",
+    page: Math.max(1, Number.parseInt(params.get("page") ?? "1", 10) || 1),
+  };
+}
+
 export function LibrariesPage() {
   const { readOnly } = useSignedIn();
   const [params, setParams] = useSearchParams();
-  const search = params.get("search") ?? "";
-  const privacyParam = params.get("privacy");
-  const privacy: Privacy | "" = isPrivacy(privacyParam) ? privacyParam : "";
-  const page = Math.max(1, Number.parseInt(params.get("page") ?? "1", 10) || 1);
+  const { search, privacy, page } = filtersOf(params);
   // Filters replace the address (typing is not a history entry each key); a new filter starts at page 1.
   const setFilters = (next: { search?: string; privacy?: Privacy | ""; page?: number }) => {
-    const values = { search, privacy, page: 1, ...next };
+    // From the address as it is now: two changes before the next render must not undo each other.
+    const values = { ...filtersOf(new URLSearchParams(window.location.search)), page: 1, ...next };
     const updated = new URLSearchParams();
     if (values.search) updated.set("search", values.search);
     if (values.privacy) updated.set("privacy", values.privacy);
