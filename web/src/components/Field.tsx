@@ -96,3 +96,29 @@ export function PasswordField({ autoComplete, minLength, value, onChange, ...fie
     </Field>
   );
 }
+
+interface OptionalNameFieldProps {
+  name: string;
+  error?: string | undefined;
+  /** What the resource is called without a name. */
+  hint: string;
+  value: string;
+  onChange: (value: string) => void;
+}
+
+/** A resource's name that the API does not require (at most 255 characters), marked as optional. */
+export function OptionalNameField({ value, onChange, ...field }: OptionalNameFieldProps) {
+  return (
+    <Field label="Name" {...field}>
+      {(control) => (
+        <input
+          {...control}
+          placeholder="Optional"
+          maxLength={255}
+          value={value}
+          onChange={(event) => onChange(event.target.value)}
+        />
+      )}
+    </Field>
+  );
+}

@@ -4,7 +4,7 @@ import { api, call } from "../../api.ts";
 import { type Column, DataTable } from "../../components/DataTable.tsx";
 import { DateTime } from "../../components/DateTime.tsx";
 import { ConfirmDialog } from "../../components/Dialog.tsx";
-import { Field, OtherErrors } from "../../components/Field.tsx";
+import { Field, OptionalNameField, OtherErrors } from "../../components/Field.tsx";
 import { submitting, useSubmit } from "../../form.ts";
 import { useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";
@@ -57,22 +57,13 @@ export function Disks() {
       <section className="panel" aria-labelledby="cloud-disk-create">
         <h2 id="cloud-disk-create">Create a disk</h2>
         <form className="inline-form" noValidate onSubmit={submitting(submit)}>
-          <Field
-            label="Name"
+          <OptionalNameField
             name="display_name"
             error={errors.display_name}
             hint="Optional: without one, the disk is listed by its id."
-          >
-            {(control) => (
-              <input
-                {...control}
-                placeholder="Optional"
-                maxLength={255}
-                value={name}
-                onChange={(event) => setName(event.target.value)}
-              />
-            )}
-          </Field>
+            value={name}
+            onChange={setName}
+          />
           <Field label="Size (GB)" name="size_gb" error={errors.size_gb} hint="Required, 1 to 16384.">
             {(control) => (
               <input

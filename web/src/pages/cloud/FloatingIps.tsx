@@ -3,7 +3,7 @@ import { useState } from "react";
 import { api, call, messageOf } from "../../api.ts";
 import { type Column, DataTable } from "../../components/DataTable.tsx";
 import { ConfirmDialog } from "../../components/Dialog.tsx";
-import { Field, OtherErrors } from "../../components/Field.tsx";
+import { OptionalNameField, OtherErrors } from "../../components/Field.tsx";
 import { submitting, useSubmit } from "../../form.ts";
 import { useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";
@@ -86,17 +86,13 @@ export function FloatingIps() {
       <section className="panel" aria-labelledby="cloud-ip-create">
         <h2 id="cloud-ip-create">Allocate an address</h2>
         <form className="inline-form" noValidate onSubmit={submitting(submit)}>
-          <Field label="Name" name="name" error={errors.name} hint="Optional: the address is its label.">
-            {(control) => (
-              <input
-                {...control}
-                placeholder="Optional"
-                maxLength={255}
-                value={name}
-                onChange={(event) => setName(event.target.value)}
-              />
-            )}
-          </Field>
+          <OptionalNameField
+            name="name"
+            error={errors.name}
+            hint="Optional: the address is its label."
+            value={name}
+            onChange={setName}
+          />
           <button type="submit" className="primary" disabled={readOnly || busy}>
             Allocate
           </button>

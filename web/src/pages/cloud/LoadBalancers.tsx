@@ -3,7 +3,7 @@ import { useState } from "react";
 import { api, call } from "../../api.ts";
 import { type Column, DataTable } from "../../components/DataTable.tsx";
 import { ConfirmDialog } from "../../components/Dialog.tsx";
-import { Field, OtherErrors } from "../../components/Field.tsx";
+import { Field, OptionalNameField, OtherErrors } from "../../components/Field.tsx";
 import { submitting, useSubmit } from "../../form.ts";
 import { useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";
@@ -73,22 +73,13 @@ export function LoadBalancers() {
       <section className="panel" aria-labelledby="cloud-lb-create">
         <h2 id="cloud-lb-create">Create a load balancer</h2>
         <form className="inline-form" noValidate onSubmit={submitting(submit)}>
-          <Field
-            label="Name"
+          <OptionalNameField
             name="display_name"
             error={errors.display_name}
             hint="Optional: without one, it is listed by its id."
-          >
-            {(control) => (
-              <input
-                {...control}
-                placeholder="Optional"
-                maxLength={255}
-                value={name}
-                onChange={(event) => setName(event.target.value)}
-              />
-            )}
-          </Field>
+            value={name}
+            onChange={setName}
+          />
           <Field label="Source port" name="forwarding_rules.0.source_port" error={ruleError("source_port")}>
             {(control) => (
               <input
