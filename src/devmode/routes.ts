@@ -208,7 +208,8 @@ export const devModeRoutes = fastifyPlugin(
     });
 
     app.addHook("preHandler", async (request, reply) => {
-      if (request.url.startsWith(`${DEV_PREFIX}/`)) return;
+      // API requests only: not /healthz, /metrics or the console's files, which a harness waits on.
+      if (request.apiGroup === undefined || request.url.startsWith(`${DEV_PREFIX}/`)) return;
       const rule = faults.take({
         route: request.routeOptions.url,
         path: request.url.split("?")[0] ?? request.url,
@@ -320,6 +321,7 @@ export const devModeRoutes = fastifyPlugin(
         dev.put(
           "/state/snapshots/:name",
           {
+            config: { paramsNameNewResource: true },
             schema: {
               operationId: "saveDevSnapshot",
               tags,

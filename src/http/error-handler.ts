@@ -12,6 +12,11 @@ declare module "fastify" {
      * only at fields of the right type, and a field the schema refused is not reported twice.
      */
     fieldChecks?: (body: unknown, request: FastifyRequest) => Promise<FieldError[]>;
+    /**
+     * The path's parameters name what the request creates (a snapshot saved under a name), so a
+     * refused one is the caller's field to correct, not a resource that does not exist.
+     */
+    paramsNameNewResource?: boolean;
   }
 }
 
@@ -39,10 +44,12 @@ function cloudBody(error: ApiError): Record<string, unknown> {
 }
 
 /** Errors raised by Fastify itself (parsing, limits, schema validation), in the contract's terms. */
-function fromFastify(error: FastifyError): ApiError | undefined {
+function fromFastify(error: FastifyError, request: FastifyRequest): ApiError | undefined {
   if (error.validation) {
     // A malformed id in the path names no resource.
-    if (error.validationContext === "params") return ApiError.notFound();
+    if (error.validationContext === "params" && !request.routeOptions.config?.paramsNameNewResource) {
+      return ApiError.notFound();
+    }
     // A body that is not an object of fields (an array, a string, null) names no field to blame.
     if (
       error.validationContext === "body" &&
@@ -126,7 +133,7 @@ async function withFieldChecks(
 
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler(async (error: FastifyError, request, reply) => {
-    const apiError = error instanceof ApiError ? error : fromFastify(error);
+    const apiError = error instanceof ApiError ? error : fromFastify(error, request);
     if (apiError) return sendApiError(request, reply, await withFieldChecks(error, request, apiError));
     request.log.error({ err: error }, "request failed");
     return sendApiError(request, reply, INTERNAL);

@@ -128,7 +128,15 @@ describe("developer mode on", () => {
   it("answers 404 for an unknown snapshot and for a name that cannot be one", async () => {
     expect((await t.request("POST", "/_cumulo/state/snapshots/missing/load")).status).toBe(404);
     expect((await t.request("DELETE", "/_cumulo/state/snapshots/missing")).status).toBe(404);
-    expect((await t.request("PUT", "/_cumulo/state/snapshots/Bad-Name")).status).toBe(404);
+    expect((await t.request("POST", "/_cumulo/state/snapshots/Bad-Name/load")).status).toBe(404);
+  });
+
+  it("refuses to save under a name that cannot be one, naming the field", async () => {
+    const saved = await t.request("PUT", "/_cumulo/state/snapshots/Bad-Name");
+    expect(saved.status).toBe(400);
+    expect(saved.body.errors).toEqual([
+      expect.objectContaining({ field: "name", code: "validation_format" }),
+    ]);
   });
 
   it("moves the clock forward and back to real time", async () => {
@@ -201,5 +209,18 @@ describe("developer mode on", () => {
     expect((await t.request("GET", "/v1/media/libraries")).status).toBe(200);
     expect((await t.request("DELETE", "/_cumulo/faults")).status).toBe(204);
     expect((await t.request("GET", "/v1/media/libraries", { key: other.key })).status).toBe(200);
+  });
+
+  it("leaves health checks, metrics and the console alone under a rule that matches everything", async () => {
+    const everything = await t.request("POST", "/_cumulo/faults", { json: { status: 503 } });
+    expect(everything.status).toBe(201);
+    for (const path of ["/healthz", "/readyz", "/openapi.json", "/console/"]) {
+      const answer = await t.request("GET", path, { anonymous: true });
+      expect(answer.status, path).toBeLessThan(500);
+      expect(answer.headers.get("x-cumulo-fault"), path).toBeNull();
+    }
+    expect((await t.request("GET", "/v1/media/libraries")).status).toBe(503);
+    expect((await t.request("GET", "/_cumulo/faults")).body.faults[0].hits).toBe(1);
+    expect((await t.request("DELETE", "/_cumulo/faults")).status).toBe(204);
   });
 });
