@@ -5,6 +5,7 @@ import { access, mkdir, rename, rm, stat } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
+import { makeDirectories } from "../directories.ts";
 import { SizeLimit } from "./size-limit.ts";
 import { assertBlobKey, type BlobStore, type StoredBlob } from "./store.ts";
 
@@ -25,7 +26,7 @@ export class LocalBlobStore implements BlobStore {
 
   async ready(): Promise<void> {
     try {
-      await mkdir(this.#root, { recursive: true });
+      makeDirectories(this.#root);
     } catch (error) {
       throw new Error(`cannot create the blob directory (CUMULO_DATA_DIR): ${(error as Error).message}`);
     }

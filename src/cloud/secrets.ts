@@ -6,9 +6,10 @@ import {
   scrypt,
   timingSafeEqual,
 } from "node:crypto";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { makeDirectories } from "../directories.ts";
 
 const scryptAsync = promisify(scrypt) as (password: string, salt: Buffer, keylen: number) => Promise<Buffer>;
 
@@ -26,7 +27,7 @@ export function loadSecretKey(secretKey: string | undefined, dataDir: string): B
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
   }
-  mkdirSync(dataDir, { recursive: true });
+  makeDirectories(dataDir);
   const key = randomBytes(32);
   try {
     // `wx`: when two processes start at once, the second one reads the first one's key.

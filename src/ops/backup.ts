@@ -1,8 +1,9 @@
-import { copyFile, cp, mkdir, readdir, readFile, stat, writeFile } from "node:fs/promises";
+import { copyFile, cp, readdir, readFile, stat, writeFile } from "node:fs/promises";
 import { isAbsolute, join, relative, resolve } from "node:path";
 import SqliteDatabase from "better-sqlite3";
 import { SECRET_KEY_FILE } from "../cloud/secrets.ts";
 import type { Config } from "../config.ts";
+import { makeDirectories } from "../directories.ts";
 import { API_VERSION } from "../version.ts";
 
 const DATABASE_FILE = "cumulo.sqlite";
@@ -73,7 +74,7 @@ export async function backup(config: Config, target: string): Promise<BackupOutc
   if (!(await isEmptyDir(target))) return { outcome: "target_not_empty" };
   const source = join(config.dataDir, DATABASE_FILE);
   if (!(await exists(source))) return { outcome: "no_database" };
-  await mkdir(target, { recursive: true });
+  makeDirectories(target);
 
   const live = new SqliteDatabase(source, { fileMustExist: true });
   try {
@@ -132,7 +133,7 @@ export async function restore(config: Config, from: string): Promise<RestoreOutc
   if (manifest.format !== 1 || !(await exists(join(from, DATABASE_FILE)))) return { outcome: "not_a_backup" };
   if (!(await isEmptyDir(config.dataDir))) return { outcome: "data_dir_not_empty" };
 
-  await mkdir(config.dataDir, { recursive: true });
+  makeDirectories(config.dataDir);
   if (await exists(join(from, BLOBS_DIR))) {
     await cp(join(from, BLOBS_DIR), join(config.dataDir, BLOBS_DIR), { recursive: true });
   }

@@ -1,4 +1,3 @@
-import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import SqliteDatabase from "better-sqlite3";
 import {
@@ -27,6 +26,7 @@ import {
 } from "kysely";
 import { LRUCache } from "lru-cache";
 import pg from "pg";
+import { makeDirectories } from "../directories.ts";
 import { allMigrations } from "./migrations/index.ts";
 import { PgChangeGeneration, trackingWrites } from "./pg-change-generation.ts";
 import { type ListenHandlers, PgListener } from "./pg-listener.ts";
@@ -261,7 +261,7 @@ function openSqlite(
   generationWithTraffic: StoreGeneration;
   checkpointer: SqliteCheckpointer;
 } {
-  mkdirSync(dataDir, { recursive: true });
+  makeDirectories(dataDir);
   const path = join(dataDir, "cumulo.sqlite");
   const file = new SqliteDatabase(path);
   file.pragma("journal_mode = WAL");

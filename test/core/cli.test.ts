@@ -95,6 +95,17 @@ describe("cumulo CLI", { timeout: 60_000 }, () => {
     expect(result.stderr).toContain("CUMULO_RATE_LIMIT");
   });
 
+  it("names a data directory that cannot be made instead of hanging (a path under /proc)", async () => {
+    const result = await runCli(
+      ["orgs", "list"],
+      { ...env, CUMULO_DATA_DIR: "/proc/cumulo-missing/data", DATABASE_URL: undefined },
+      undefined,
+      20_000,
+    );
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain("/proc/cumulo-missing");
+  });
+
   it("migrates and prints the OpenAPI document", async () => {
     expect((await runCli(["migrate"], env)).code).toBe(0);
     const openapi = await runCli(["openapi"], env);

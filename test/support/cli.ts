@@ -11,17 +11,21 @@ export interface CliResult {
 
 /**
  * Runs the real `cumulo` binary with the given environment on top of this process's; `input`, when
- * given, is piped to its stdin (else stdin is empty, as with `< /dev/null`).
+ * given, is piped to its stdin (else stdin is empty, as with `< /dev/null`). A run that outlasts
+ * `timeoutMs` is killed (its code is then null), so a hang fails its test and leaves no process behind.
  */
 export function runCli(
   args: string[],
   env: Record<string, string | undefined>,
   input?: string,
+  timeoutMs?: number,
 ): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [BIN, ...args], {
       env: { ...process.env, CUMULO_LOG_LEVEL: "silent", ...env },
       stdio: ["pipe", "pipe", "pipe"],
+      timeout: timeoutMs,
+      killSignal: "SIGKILL",
     });
     child.stdin.end(input ?? "");
     let stdout = "";

@@ -4,6 +4,7 @@ import { readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type CachePolicy from "http-cache-semantics";
 import { LRUCache } from "lru-cache";
+import { makeDirectories } from "../../directories.ts";
 import type { CachedObject } from "./cache.ts";
 import { pathOfKey } from "./cache.ts";
 
@@ -45,7 +46,7 @@ export class DiskTier {
     /** Turns a stored policy back into one on the edge's clock. */
     private readonly restorePolicy: (serialized: CachePolicy.CachePolicyObject) => CachePolicy,
   ) {
-    mkdirSync(root, { recursive: true });
+    makeDirectories(root);
     for (const name of readdirSync(root)) {
       if (/^\d+$/.test(name) && !processAlive(Number(name)))
         rmSync(join(root, name), { recursive: true, force: true });

@@ -1,0 +1,25 @@
+import { existsSync, mkdirSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+
+/**
+ * `mkdirSync(path, { recursive: true })`, making the missing parents one at a time. Node's recursive
+ * form never returns when a parent cannot be made and reads as missing on every try (a path under
+ * /proc), so a mistyped CUMULO_DATA_DIR hung start-up instead of naming the path.
+ */
+export function makeDirectories(path: string): void {
+  const missing: string[] = [];
+  for (let current = resolve(path); !existsSync(current); current = dirname(current)) {
+    missing.unshift(current);
+    if (dirname(current) === current) break;
+  }
+  // Already there: the recursive form returns at once, or refuses a file of that name.
+  if (missing.length === 0) mkdirSync(path, { recursive: true });
+  for (const directory of missing) {
+    try {
+      mkdirSync(directory);
+    } catch (error) {
+      // Another process made it first.
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+    }
+  }
+}
