@@ -203,6 +203,8 @@ describe("resumable uploads (tus) with tus-js-client", () => {
       body: clip.subarray(0, 1000),
     });
     expect(created.status).toBe(201);
+    // The standard reason phrases, not the empty ones the tus server's web responses carry.
+    expect(created.statusText).toBe("Created");
     expect(created.headers.get("upload-offset")).toBe("1000");
     const id = (created.headers.get("location") ?? "").split("/").pop() ?? "";
     const file = join(t.store.dataDir, "uploads", id);
@@ -210,6 +212,7 @@ describe("resumable uploads (tus) with tus-js-client", () => {
     const url = `${t.baseUrl}${TUS_PATH}/${id}`;
     const deleted = await fetch(url, { method: "DELETE", headers: { ...auth(), "tus-resumable": "1.0.0" } });
     expect(deleted.status).toBe(204);
+    expect(deleted.statusText).toBe("No Content");
     expect(existsSync(file)).toBe(false);
     const head = await fetch(url, { method: "HEAD", headers: { ...auth(), "tus-resumable": "1.0.0" } });
     expect(head.status).toBe(404);

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { createReadStream } from "node:fs";
 import { readdir, rm, stat } from "node:fs/promises";
-import type { IncomingMessage, ServerResponse } from "node:http";
+import { type IncomingMessage, type ServerResponse, STATUS_CODES } from "node:http";
 import { join } from "node:path";
 import { FileStore } from "@tus/file-store";
 import { type KvStore, Server, Upload } from "@tus/server";
@@ -141,7 +141,7 @@ export class ResumableUploads {
   /** Hands a request to the tus server; `binding` is the video a creation request is for. */
   async handle(request: IncomingMessage, response: ServerResponse, binding?: UploadBinding): Promise<void> {
     if (binding) this.#bindings.set(request, binding);
-    await this.#server.handle(request, response);
+    await this.#server.handle(request, withReasonPhrases(response));
   }
 
   find(id: string): Promise<VideoUploadRow | undefined> {
@@ -232,4 +232,20 @@ export class ResumableUploads {
     }
     return expired.length + orphans;
   }
+}
+
+/**
+ * The tus server answers through web `Response`s whose `statusText` is empty, and passes it on as the
+ * reason phrase (`HTTP/1.1 201 `); an empty one is replaced by the standard phrase.
+ */
+function withReasonPhrases(response: ServerResponse): ServerResponse {
+  const writeHead = response.writeHead.bind(response) as (
+    status: number,
+    ...rest: unknown[]
+  ) => ServerResponse;
+  response.writeHead = ((status: number, ...rest: unknown[]) =>
+    rest[0] === ""
+      ? writeHead(status, STATUS_CODES[status] ?? "", ...rest.slice(1))
+      : writeHead(status, ...rest)) as ServerResponse["writeHead"];
+  return response;
 }
