@@ -161,6 +161,27 @@ describe("resumable uploads (tus) with tus-js-client", () => {
       .where("video_id", "=", videoId)
       .execute();
     expect(uploads).toEqual([]);
+    // Chunked, its length is known only as the bytes arrive: the upload made first is removed again.
+    const chunked = await fetch(`${t.baseUrl}${TUS_PATH}`, {
+      method: "POST",
+      headers: {
+        ...auth(),
+        "tus-resumable": "1.0.0",
+        "upload-length": "10",
+        "upload-metadata": metadata,
+        "content-type": "application/offset+octet-stream",
+      },
+      body: new Blob([new Uint8Array(100)]).stream(),
+      duplex: "half",
+    } as RequestInit);
+    expect(chunked.status).toBe(413);
+    expect(chunked.headers.get("location")).toBeNull();
+    const afterChunked = await t.cumulo.store.db
+      .selectFrom("video_uploads")
+      .select("id")
+      .where("video_id", "=", videoId)
+      .execute();
+    expect(afterChunked).toEqual([]);
 
     const deferred = await fetch(`${t.baseUrl}${TUS_PATH}`, {
       method: "POST",

@@ -110,6 +110,8 @@ export class ResumableUploads {
   readonly #server: Server;
   readonly #directory: string;
   readonly #bindings = new WeakMap<IncomingMessage, UploadBinding>();
+  /** The upload each creation request made, removed again when the creation fails. */
+  readonly #created = new WeakMap<IncomingMessage, string>();
 
   constructor(
     private readonly deps: ResumableUploadDeps,
@@ -131,8 +133,13 @@ export class ResumableUploads {
         await this.#onFinish(upload.id);
         return {};
       },
-      onResponseError: (_request, error) => {
+      onResponseError: async (request, error) => {
         if (!("status_code" in error)) deps.logger.error({ err: error }, "resumable upload failed");
+        // A creation refused after its upload was made (more bytes than Upload-Length in a chunked
+        // body): the answer carries no Location, so nothing could ever resume it.
+        const node = nodeRequestOf(request);
+        const created = node && this.#created.get(node);
+        if (created !== undefined) await this.#remove(created);
         return undefined;
       },
     });
@@ -177,6 +184,7 @@ export class ResumableUploads {
       completed_at: null,
       created_at: nowIso(this.deps.clock),
     });
+    this.#created.set(node, upload.id);
     return { metadata };
   }
 
