@@ -11,6 +11,7 @@ import { registerAuthDecorators } from "./http/auth.ts";
 import { clientErrorBody, frameworkErrors, registerErrorHandling } from "./http/error-handler.ts";
 import { ApiError } from "./http/errors.ts";
 import { parseFormText } from "./http/form-text.ts";
+import { type IdentifierSchema, lowerCaseIdFields, lowerCaseUuids } from "./http/identifiers.ts";
 import { acceptJsonBodies } from "./http/json-bodies.ts";
 import {
   clientErrorHandler,
@@ -27,7 +28,6 @@ import { registerUploadSlots } from "./http/upload-bodies.ts";
 import { unstorableTextErrors, validatorCompiler } from "./http/validation.ts";
 import { apiKeyRoutes } from "./identity/routes/api-keys.ts";
 import { consoleRoutes } from "./identity/routes/index.ts";
-import { isUuid } from "./ids.ts";
 import { livestreamRoutes } from "./livestream/routes.ts";
 import { mediaRoutes } from "./media/routes/index.ts";
 import { registerMetrics } from "./ops/metrics-endpoint.ts";
@@ -37,18 +37,6 @@ import { API_VERSION } from "./version.ts";
 import { embedRoutes } from "./video/embed.ts";
 import { uploadRoutes } from "./video/uploads/routes.ts";
 import { webhookRoutes } from "./webhooks/routes.ts";
-
-/**
- * Identifiers in the path and query are compared lower-case: PostgreSQL's uuid columns ignore case
- * and SQLite's text columns do not, so without this an upper-case id would be found on one store only.
- */
-function lowerCaseUuids(values: unknown): void {
-  if (typeof values !== "object" || values === null) return;
-  const record = values as Record<string, unknown>;
-  for (const [name, value] of Object.entries(record)) {
-    if (typeof value === "string" && isUuid(value)) record[name] = value.toLowerCase();
-  }
-}
 
 /** The API listener: plugins, conventions and every domain's routes. */
 export async function buildApp(deps: CoreDeps, services: Services): Promise<FastifyInstance> {
@@ -109,6 +97,10 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
     }
     lowerCaseUuids(request.params);
     lowerCaseUuids(request.query);
+    request.body = lowerCaseIdFields(
+      request.routeOptions.schema?.body as IdentifierSchema | undefined,
+      request.body,
+    );
     const errors = [
       ...unstorableTextErrors(request.params),
       ...unstorableTextErrors(request.query),

@@ -1,4 +1,5 @@
 import { type Static, Type } from "@sinclair/typebox";
+import { NAMES_RESOURCE } from "../http/identifiers.ts";
 import { Nullable, StringEnum, Timestamp, Uuid } from "../http/schemas.ts";
 
 // Shapes follow the Warren-platform cloud API (see docs/cloud.md). Request fields are accepted
@@ -14,7 +15,10 @@ const BillingAccountId = Type.Integer({
 const TokenId = Type.Integer({ minimum: 1, maximum: MAX_ID });
 const Port = Type.Integer({ minimum: 1, maximum: 65535 });
 /** Identifiers taken from bodies and queries: free text, an unknown or malformed one answers 404. */
-const Ref = (description: string) => Type.String({ minLength: 1, maxLength: 64, description });
+const Ref = (description: string) =>
+  Object.assign(Type.String({ minLength: 1, maxLength: 64, description }), {
+    [NAMES_RESOURCE]: true as const,
+  });
 
 export const CloudSuccess = Type.Object({ success: Type.Literal(true) });
 

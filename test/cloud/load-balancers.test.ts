@@ -175,7 +175,8 @@ describe("cloud load balancers", () => {
         "forwarding_rules[0][target_port]": "8080",
         "forwarding_rules[1][source_port]": "443",
         "forwarding_rules[1][target_port]": "8443",
-        "targets[0][target_uuid]": vm.uuid,
+        // A target's id in any case.
+        "targets[0][target_uuid]": vm.uuid.toUpperCase(),
         "targets[0][target_type]": "vm",
       },
     });

@@ -212,6 +212,25 @@ describe("cloud VMs, disks and attachment", () => {
     expect(missing.body.errors).toHaveProperty("storage_uuid");
   });
 
+  it("matches ids in bodies without regard to case, and reads a form whatever the case of its type", async () => {
+    const vm = await createVm("case-host");
+    const disk = await t.cloud("POST", "/v1/storage/disks", {
+      body: "size_gb=14",
+      headers: { "content-type": "Application/X-WWW-Form-Urlencoded" },
+    });
+    expect(disk.status, disk.text).toBe(200);
+    expect(disk.body.size_gb).toBe(14);
+    const attached = await t.cloud("POST", "/v1/user-resource/vm/storage/attach", {
+      form: { uuid: vm.uuid.toUpperCase(), storage_uuid: disk.body.uuid.toUpperCase() },
+    });
+    expect(attached.status, attached.text).toBe(200);
+    expect(attached.body.uuid).toBe(disk.body.uuid);
+    const detached = await t.cloud("POST", "/v1/user-resource/vm/storage/detach", {
+      json: { uuid: vm.uuid.toUpperCase(), storage_uuid: disk.body.uuid.toUpperCase() },
+    });
+    expect(detached.body).toEqual({ success: true });
+  });
+
   it("lets exactly one of concurrent attaches of one disk win", async () => {
     const disk = await createDisk("3");
     const vms = await Promise.all([1, 2, 3, 4, 5].map((n) => createVm(`race-${n}`)));

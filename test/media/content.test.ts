@@ -98,7 +98,8 @@ describe("security settings, folders, videos and players", () => {
       created_at: expect.any(String),
       updated_at: expect.any(String),
     });
-    const child = await createFolder(t, lib, { name: "Child", parent_id: root.id });
+    // An id in a body field is matched without regard to case, as in the path and the query.
+    const child = await createFolder(t, lib, { name: "Child", parent_id: root.id.toUpperCase() });
     expect(child.parent_id).toBe(root.id);
     const children = await t.request("GET", `/v1/media/libraries/${lib}/folders?parent_id=${root.id}`);
     expect(children.body.data.map((f: { id: string }) => f.id)).toEqual([child.id]);
@@ -151,7 +152,7 @@ describe("security settings, folders, videos and players", () => {
     expect(fieldErrors(badId.body)).toEqual({ "folder_ids.0": "validation_format" });
 
     const done = await t.request("POST", `/v1/media/libraries/${lib}/folders/bulk`, {
-      json: { folder_ids: [a.id] },
+      json: { folder_ids: [a.id.toUpperCase()] },
     });
     expect(done.status).toBe(200);
     expect(done.body).toEqual({ success: true, message: expect.any(String), data: { folder_ids: [a.id] } });

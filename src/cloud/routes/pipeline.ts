@@ -2,6 +2,7 @@ import formbody from "@fastify/formbody";
 import type { FastifyError, FastifyInstance } from "fastify";
 import { ApiError } from "../../http/errors.ts";
 import { parseFormText } from "../../http/form-text.ts";
+import { lowerCaseIdFields } from "../../http/identifiers.ts";
 import { coerceObject } from "../coerce.ts";
 import type { Locations } from "../locations.ts";
 
@@ -50,8 +51,12 @@ export async function cloudRequestPipeline(app: FastifyInstance, locations: Loca
     if (body === undefined || body === null || body === "") {
       request.body = {};
     } else if (typeof body === "object" && !Array.isArray(body)) {
-      const fromForm = (request.headers["content-type"] ?? "").includes("application/x-www-form-urlencoded");
-      request.body = coerceObject(schema, body as Record<string, unknown>, fromForm);
+      const fromForm = /application\/x-www-form-urlencoded/i.test(request.headers["content-type"] ?? "");
+      // Ids in form brackets (`targets[0][target_uuid]`) exist only once expanded.
+      request.body = lowerCaseIdFields(
+        schema,
+        coerceObject(schema, body as Record<string, unknown>, fromForm),
+      );
     }
     // Anything else (a JSON array, string or number) fails validation as an invalid request.
   });
