@@ -173,6 +173,8 @@ export class VideoMediaOrigin implements MediaOrigin {
       "content-type": type,
       "content-length": body.length,
       "cache-control": cacheControl,
+      // Never kept by the edge: every answer is fresh from the media store.
+      age: "0",
       "x-cache": "MISS",
       "access-control-allow-origin": "*",
     });
@@ -198,6 +200,8 @@ export class VideoMediaOrigin implements MediaOrigin {
       etag: `"${size.toString(16)}-${found.modifiedAt.getTime().toString(16)}"`,
       "last-modified": found.modifiedAt.toUTCString(),
       "accept-ranges": "bytes",
+      // Never kept by the edge: every answer is fresh from the media store.
+      age: "0",
       "x-cache": "MISS",
       "access-control-allow-origin": "*",
     };

@@ -165,6 +165,8 @@ describe("video pipeline and playback", () => {
     const whole = await play("play.mp4");
     expect(whole.status).toBe(200);
     expect(whole.headers["accept-ranges"]).toBe("bytes");
+    // Never kept by the edge, so always fresh from the media store.
+    expect([whole.headers["x-cache"], whole.headers.age]).toEqual(["MISS", "0"]);
     const file = join(work, "play.mp4");
     writeFileSync(file, whole.body);
     const probe = await tools.probe(file);
@@ -214,6 +216,15 @@ describe("video pipeline and playback", () => {
     expect([whole.status, part.status, thumbnail.status]).toEqual([200, 206, 200]);
     const expected = before + whole.body.length + 100 + thumbnail.body.length;
     await vi.waitFor(async () => expect(await traffic()).toBe(expected), { timeout: 5000, interval: 100 });
+    // The media store is the origin of every answer: nothing came from a cache (only the bodies of
+    // earlier refusals, a few bytes each, were sent without an origin read).
+    const origin = await t.request(
+      "GET",
+      `/v1/cdn/analytics?metrics=cache_hit_traffic_ratio,upstream_origin_time_ms&granularity=1d&distribution=${hostname()}`,
+    );
+    const day = origin.body.Data.at(-1);
+    expect(day.cache_hit_traffic_ratio).toBeLessThan(0.01);
+    expect(day.upstream_origin_time_ms).toBeGreaterThan(0);
   });
 
   it("lists subtitles as WebVTT tracks in the master, converting SRT", async () => {
