@@ -1,17 +1,24 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "@sinclair/typebox";
+import type { FastifyRequest } from "fastify";
 import { ApiError } from "../../http/errors.ts";
 import { cloudErrorResponses } from "../../http/schemas.ts";
 import * as S from "../schemas.ts";
+import { RESTRICTED } from "../token-service.ts";
 import { type CloudRouteOptions, cloudError, routeKit, SUCCESS } from "./common.ts";
 
 /** `/user-resource/token`: cloud API tokens. */
 export const tokenRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> = async (app, { cloud, at }) => {
   const { doc, noParams } = routeKit(at);
+  // A restricted token may not manage tokens whatever it sends: refused before its body is checked.
+  const refuseRestricted = async (request: FastifyRequest) => {
+    if (request.auth.restricted) throw cloudError(RESTRICTED);
+  };
 
   app.post(
     "/user-resource/token",
     {
+      preValidation: refuseRestricted,
       schema: {
         ...doc("createToken", "tokens", "Create an API token (its secret is shown once)"),
         ...noParams,
@@ -51,6 +58,7 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> = async (
   app.patch(
     "/user-resource/token",
     {
+      preValidation: refuseRestricted,
       schema: {
         ...doc("updateToken", "tokens", "Change a token's description, restriction or billing account"),
         ...noParams,
@@ -80,6 +88,7 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> = async (
   app.delete(
     "/user-resource/token",
     {
+      preValidation: refuseRestricted,
       schema: {
         ...doc("deleteToken", "tokens", "Delete an API token; it stops working at once"),
         ...noParams,
