@@ -9,7 +9,10 @@ export type UpdateTokenOutcome = { outcome: "updated"; token: TokenView } | Forb
 /** `missing_id`: the id may come from the body or the query, and came from neither. */
 export type DeleteTokenOutcome = Deleted | Forbidden | NotFound | { outcome: "missing_id" };
 
-export const RESTRICTED: Forbidden = { outcome: "forbidden", message: "A restricted token cannot manage tokens" };
+export const RESTRICTED: Forbidden = {
+  outcome: "forbidden",
+  message: "A restricted token cannot manage tokens",
+};
 
 function tokenView(record: CloudTokenRecord, token?: string): TokenView {
   return {
