@@ -55,7 +55,9 @@ export function acceptJsonBodies(app: FastifyInstance, options: { maxDepth: numb
     done(null, payload);
   });
   app.removeContentTypeParser("text/plain");
-  const parseJson = app.getDefaultJsonParser("error", "error");
+  // `__proto__` and `constructor.prototype` keys are dropped as they are read: unknown fields are
+  // ignored (the contract), and these could otherwise reach an object's prototype.
+  const parseJson = app.getDefaultJsonParser("remove", "remove");
   app.removeContentTypeParser("application/json");
   app.addContentTypeParser("application/json", { parseAs: "string" }, (request, body, done) => {
     if (declaresOtherCharset(request)) return done(ApiError.unsupportedMediaType(), undefined);

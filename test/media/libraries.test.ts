@@ -217,11 +217,14 @@ describe("media libraries", () => {
       message: "Invalid Request",
       errors: [{ field: "name", code: "validation_required" }],
     });
+    // Like any unknown field, `__proto__` is ignored, and it reaches no prototype.
     const poisoned = await t.request("POST", "/v1/media/libraries", {
-      body: '{"name":"x","__proto__":{"admin":true}}',
+      body: '{"name":"x","__proto__":{"admin":true},"constructor":{"prototype":{"admin":true}}}',
       headers: { "content-type": "application/json" },
     });
-    expect(poisoned.status).toBe(400);
+    expect(poisoned.status, poisoned.text).toBe(201);
+    expect(poisoned.body.data).not.toHaveProperty("admin");
+    expect(({} as { admin?: unknown }).admin).toBeUndefined();
     const form = await t.request("POST", "/v1/media/libraries", { form: { name: "x" } });
     expect(form.status).toBe(415);
     expect(form.body).toEqual({ success: false, message: "Unsupported Media Type" });
