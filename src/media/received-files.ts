@@ -9,6 +9,13 @@ export const requiredField = (field: string): FieldError => ({
   message: `The ${field} field is required.`,
 });
 
+/** The error of a form field sent empty (or blank): as a JSON field's `minLength` reports it. */
+export const emptyField = (field: string): FieldError => ({
+  field,
+  code: "validation_min",
+  message: `The ${field} field must NOT have fewer than 1 characters.`,
+});
+
 /**
  * Runs `work` on a form whose file is already stored; unless it ends in `kept`, the file is removed
  * again (also when `work` throws), so a refused upload leaves nothing behind.

@@ -3,7 +3,7 @@ import { nowIso } from "../clock.ts";
 import type { FieldError } from "../http/errors.ts";
 import type { Page } from "../http/pagination.ts";
 import type { MediaDeps } from "./context.ts";
-import { keepFileOnlyWhen, requiredField } from "./received-files.ts";
+import { emptyField, keepFileOnlyWhen, requiredField } from "./received-files.ts";
 import { canonicalLanguage, detectSubtitleFormat, type SubtitleFormat } from "./subtitle-format.ts";
 import type { SubtitleRow, VideoRow } from "./tables.ts";
 import { type ReceivedForm, readHead } from "./uploads.ts";
@@ -18,7 +18,7 @@ const MAX_TITLE = 255;
 
 function checkTitle(value: string | undefined, errors: FieldError[]): string | undefined {
   if (value === undefined || value.trim() === "") {
-    errors.push(requiredField("title"));
+    errors.push(value === undefined ? requiredField("title") : emptyField("title"));
     return undefined;
   }
   if (value.length > MAX_TITLE) {
@@ -34,7 +34,7 @@ function checkTitle(value: string | undefined, errors: FieldError[]): string | u
 
 function checkLanguage(value: string | undefined, errors: FieldError[]): string | undefined {
   if (value === undefined || value.trim() === "") {
-    errors.push(requiredField("language"));
+    errors.push(value === undefined ? requiredField("language") : emptyField("language"));
     return undefined;
   }
   const canonical = canonicalLanguage(value);

@@ -96,6 +96,11 @@ describe("subtitles and thumbnails", () => {
       language: "validation_format",
       file: "validation_mimes",
     });
+    // Sent empty is not missing: as a JSON field's minimum length says it.
+    const empty = await t.request("POST", `${base}/subtitles`, {
+      body: form({ title: "", language: " " }, { name: "ok.vtt", content: "WEBVTT\n" }),
+    });
+    expect(fieldErrors(empty.body)).toEqual({ title: "validation_min", language: "validation_min" });
     const missing = await t.request("POST", `${base}/subtitles`, {
       body: form({ title: "x", language: "en" }),
     });
