@@ -28,6 +28,9 @@ const CALLS: Record<MigrationProvider, ProviderCall> = {
 
 export const PROVIDER_TIMEOUT_MS = 10_000;
 const MAX_BODY_BYTES = 256 * 1024;
+/** Characters a header value cannot carry: controls (tab aside) and anything beyond Latin-1. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
+const UNSENDABLE_IN_HEADER = /[\u0000-\u0008\u000a-\u001f\u007f\u0100-\uffff]/;
 
 /**
  * Asks an external video platform whether an access token works (before a migration from it).
@@ -42,6 +45,9 @@ export class MigrationCredentialValidator {
 
   async validate(provider: MigrationProvider, token: string): Promise<CredentialCheck> {
     const call = CALLS[provider];
+    // No provider issues a token that cannot travel in a header (a line break, say): rejected here,
+    // rather than read as a provider that could not be reached when the request cannot be made.
+    if (UNSENDABLE_IN_HEADER.test(token)) return { outcome: "rejected" };
     const signal = AbortSignal.timeout(this.timeoutMs);
     try {
       const response = await request(`${this.baseUrls[provider]}${call.path(token)}`, {

@@ -80,6 +80,9 @@ describe("migration credential validation", () => {
       ["wistia", "forbidden-1"],
       ["youtube", "other-1"],
       ["cloudflare", "inactive-1"],
+      // No header can carry it, so no provider is asked.
+      ["vimeo", "good-1\nX-Other: 1"],
+      ["dailymotion", "good-\u0100"],
     ] as const) {
       const response = await check(name, token);
       expect(response.status).toBe(400);
