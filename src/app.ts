@@ -48,7 +48,9 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
     // The reference page answers at `/docs` itself rather than redirecting to `/docs/`.
     rewriteUrl: (request) => (request.url === "/docs" ? "/docs/" : (request.url ?? "/")),
     bodyLimit: config.limits.jsonBodyBytes,
-    routerOptions: { ignoreTrailingSlash: true, querystringParser: parseFormText },
+    // A path parameter of any length reaches its route, whose schema answers for it (a cloud id's
+    // "Disk not found", an unknown location's "no route"); the URL's own limit is the header size.
+    routerOptions: { ignoreTrailingSlash: true, querystringParser: parseFormText, maxParamLength: 16 * 1024 },
     frameworkErrors,
     // Fastify sets these three on the server itself, over what `http` says.
     http: listenerLimits(config),

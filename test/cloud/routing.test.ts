@@ -28,6 +28,7 @@ describe("cloud routing: prefixes and locations", () => {
       "/v1/nowhere/storage/disks",
       "/v1/cloud/nowhere/network/load_balancers",
       "/v1/mars/config/locations",
+      `/v1/${"a".repeat(101)}/storage/disks`,
     ]) {
       const response = await t.cloud("GET", path);
       expect(response.status).toBe(404);
@@ -62,6 +63,7 @@ describe("cloud routing: prefixes and locations", () => {
       ["GET", "/v1/network/ip_addresses/203.0.113", "IP address not found"],
       ["POST", "/v1/cloud/network/ip_addresses/999.1.1.1/unassign", "IP address not found"],
       ["GET", "/v1/network/load_balancers/nope", "Load balancer not found"],
+      ["GET", `/v1/storage/disks/${"a".repeat(101)}`, "Disk not found"],
       ["DELETE", `/v1/network/load_balancers/${lb.body.uuid}/targets/nope`, "Target not found"],
       [
         "DELETE",
