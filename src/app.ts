@@ -25,7 +25,7 @@ import { requestId } from "./http/request-id.ts";
 import { RequestLog } from "./http/request-log.ts";
 import { registerResponseCache } from "./http/response-cache.ts";
 import { registerUploadSlots } from "./http/upload-bodies.ts";
-import { unstorableTextErrors, validatorCompiler } from "./http/validation.ts";
+import { unstorableParamsError, unstorableTextErrors, validatorCompiler } from "./http/validation.ts";
 import { apiKeyRoutes } from "./identity/routes/api-keys.ts";
 import { consoleRoutes } from "./identity/routes/index.ts";
 import { livestreamRoutes } from "./livestream/routes.ts";
@@ -103,11 +103,9 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
       request.routeOptions.schema?.body as IdentifierSchema | undefined,
       request.body,
     );
-    const errors = [
-      ...unstorableTextErrors(request.params),
-      ...unstorableTextErrors(request.query),
-      ...unstorableTextErrors(request.body),
-    ];
+    const refusedParams = unstorableParamsError(request.params);
+    if (refusedParams) return done(refusedParams);
+    const errors = [...unstorableTextErrors(request.query), ...unstorableTextErrors(request.body)];
     done(errors.length > 0 ? ApiError.validation(errors) : undefined);
   });
 

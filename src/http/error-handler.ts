@@ -20,6 +20,9 @@ declare module "fastify" {
   }
 }
 
+/** The cloud gateway's answer for a path that names no route. */
+export const NO_ROUTE = "no route and no API found with those values";
+
 const groupOf = (request: FastifyRequest): ApiGroup =>
   request.apiGroup ?? (isCloudPath(request.url) ? "cloud" : "media");
 
@@ -104,15 +107,20 @@ export function sendApiError(request: FastifyRequest, reply: FastifyReply, error
     .send(body);
 }
 
+/** A path that names nothing: the cloud gateway's "no route" body, the media group's 404. */
+function noResource(request: FastifyRequest): ApiError {
+  if (groupOf(request) !== "cloud") return ApiError.notFound();
+  return new ApiError(404, NO_ROUTE, { body: { message: NO_ROUTE } });
+}
+
 /**
- * Errors the router raises before any route runs: an overlong path parameter names no resource,
- * and a malformed URL component is an invalid request.
+ * Errors the router raises before any route runs: a path it cannot decode (`%zz`) or with an
+ * overlong parameter names no resource, like a malformed id; anything else is an invalid request.
  */
 export function frameworkErrors(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
-  const apiError =
-    error.code === "FST_ERR_MAX_PARAM_LENGTH" ? ApiError.notFound() : ApiError.invalidRequest();
+  const namesNothing = error.code === "FST_ERR_MAX_PARAM_LENGTH" || error.code === "FST_ERR_BAD_URL";
   reply.header("x-request-id", request.id);
-  sendApiError(request, reply, apiError);
+  sendApiError(request, reply, namesNothing ? noResource(request) : ApiError.invalidRequest());
 }
 
 /** A refused body's field errors and those of the route's `fieldChecks`, in one error. */
@@ -139,16 +147,5 @@ export function registerErrorHandling(app: FastifyInstance): void {
     return sendApiError(request, reply, INTERNAL);
   });
 
-  app.setNotFoundHandler((request, reply) => {
-    if (groupOf(request) === "cloud") {
-      return sendApiError(
-        request,
-        reply,
-        new ApiError(404, "no route and no API found with those values", {
-          body: { message: "no route and no API found with those values" },
-        }),
-      );
-    }
-    return sendApiError(request, reply, ApiError.notFound());
-  });
+  app.setNotFoundHandler((request, reply) => sendApiError(request, reply, noResource(request)));
 }

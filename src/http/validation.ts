@@ -251,3 +251,25 @@ export function unstorableTextErrors(value: unknown, path = ""): FieldError[] {
   }
   return errors;
 }
+
+/**
+ * Path parameters whose text no store can hold, as a failed validation of the path: answered as a
+ * malformed id is (404, or the route's own answer for its path).
+ */
+export function unstorableParamsError(params: unknown): Error | undefined {
+  const refused = unstorableTextErrors(params);
+  if (refused.length === 0) return undefined;
+  return Object.assign(new Error(refused[0]?.message), {
+    statusCode: 400,
+    validationContext: "params",
+    validation: refused.map(
+      (fieldError): ErrorObject => ({
+        instancePath: `/${fieldError.field}`,
+        schemaPath: "#",
+        keyword: "format",
+        params: {},
+        message: fieldError.message,
+      }),
+    ),
+  });
+}

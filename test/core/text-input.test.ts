@@ -46,4 +46,19 @@ describe("text input that one store could not keep", () => {
     expect(multipart.status).toBe(400);
     expect(multipart.body.errors[0]).toMatchObject({ field: "title", code: "validation_format" });
   });
+
+  it("answers a path that cannot name anything as a malformed id: 404 in the group's body", async () => {
+    const library = (await t.request("POST", "/v1/media/libraries", { json: { name: "Paths" } })).body.data;
+    for (const path of [`/v1/media/libraries/${library.id}%00`, "/v1/media/libraries/%zz"]) {
+      const media = await t.request("GET", path);
+      expect(media.status, path).toBe(404);
+      expect(media.body, path).toEqual({ success: false, message: "Resource not found" });
+    }
+    const disk = await t.cloud("GET", "/v1/storage/disks/abc%00");
+    expect(disk.status).toBe(404);
+    expect(disk.body).toEqual({ message: "Disk not found", errors: { Error: "Disk not found" } });
+    const undecodable = await t.cloud("GET", "/v1/storage/disks/%zz");
+    expect(undecodable.status).toBe(404);
+    expect(undecodable.body).toEqual({ message: "no route and no API found with those values" });
+  });
 });

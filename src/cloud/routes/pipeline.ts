@@ -1,12 +1,11 @@
 import formbody from "@fastify/formbody";
 import type { FastifyError, FastifyInstance } from "fastify";
+import { NO_ROUTE } from "../../http/error-handler.ts";
 import { ApiError } from "../../http/errors.ts";
 import { parseFormText } from "../../http/form-text.ts";
 import { lowerCaseIdFields } from "../../http/identifiers.ts";
 import { coerceObject } from "../coerce.ts";
 import type { Locations } from "../locations.ts";
-
-const NO_ROUTE = "no route and no API found with those values";
 
 /** What a path parameter names, for the 404 of a malformed one. */
 const PATH_THINGS: Record<string, string> = {
