@@ -1,5 +1,7 @@
 /** Content checks of subtitle files: a file is WebVTT or SRT by what it holds, not by its name. */
 
+import { parse as parseLanguageTag, stringify as stringifyLanguageTag } from "bcp-47";
+
 export type SubtitleFormat = "vtt" | "srt";
 
 const VTT_TIME = String.raw`(?:\d{2,}:)?[0-5]\d:[0-5]\d\.\d{3}`;
@@ -58,6 +60,9 @@ export function canonicalLanguage(tag: string): string | undefined {
     const [canonical] = Intl.getCanonicalLocales(tag);
     return canonical;
   } catch {
-    return undefined;
+    // Well-formed BCP 47 that is no Unicode locale id: a grandfathered tag (`i-klingon`, read as its
+    // preferred `tlh`) or a private-use one (`x-whatever`).
+    const parsed = parseLanguageTag(tag);
+    return parsed.language || parsed.privateuse.length > 0 ? stringifyLanguageTag(parsed) : undefined;
   }
 }

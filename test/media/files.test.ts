@@ -68,6 +68,17 @@ describe("subtitles and thumbnails", () => {
     });
     expect(refiled.body.data).toMatchObject({ title: "EN", language: "pt-BR" });
     expect(refiled.body.data.path).not.toBe(subtitle.path);
+    // Well-formed BCP 47 beyond Unicode locale ids: grandfathered (as its preferred tag) and private use.
+    for (const [sent, kept] of [
+      ["i-klingon", "tlh"],
+      ["x-whatever", "x-whatever"],
+    ]) {
+      const tagged = await t.request("PUT", `${base}/subtitles/${subtitle.id}`, {
+        body: form({ language: sent as string }),
+      });
+      expect(tagged.status, tagged.text).toBe(200);
+      expect(tagged.body.data.language).toBe(kept);
+    }
 
     const none = await t.request("PUT", `${base}/subtitles/${subtitle.id}`, { body: form({ other: "x" }) });
     expect(fieldErrors(none.body)).toEqual({
