@@ -141,47 +141,34 @@ describe("resumable uploads (tus) with tus-js-client", () => {
       },
     });
     expect(tooLong.status).toBe(413);
-    // A creation with more bytes than its Upload-Length is refused before the upload exists.
-    const overfull = await fetch(`${t.baseUrl}${TUS_PATH}`, {
-      method: "POST",
-      headers: {
-        ...auth(),
-        "tus-resumable": "1.0.0",
-        "upload-length": "10",
-        "upload-metadata": metadata,
-        "content-type": "application/offset+octet-stream",
-      },
-      body: new Uint8Array(20),
-    });
-    expect(overfull.status).toBe(413);
-    expect(await overfull.json()).toEqual({ success: false, message: "Payload Too Large" });
-    const uploads = await t.cumulo.store.db
-      .selectFrom("video_uploads")
-      .select("id")
-      .where("video_id", "=", videoId)
-      .execute();
-    expect(uploads).toEqual([]);
+    // A creation with more bytes than its Upload-Length: 413, and no upload is left for the video.
+    const overfull = (init: RequestInit) =>
+      fetch(`${t.baseUrl}${TUS_PATH}`, {
+        method: "POST",
+        headers: {
+          ...auth(),
+          "tus-resumable": "1.0.0",
+          "upload-length": "10",
+          "upload-metadata": metadata,
+          "content-type": "application/offset+octet-stream",
+        },
+        ...init,
+      });
+    const uploadsOfVideo = () =>
+      t.cumulo.store.db.selectFrom("video_uploads").select("id").where("video_id", "=", videoId).execute();
+    // With its length declared, it is refused before the upload exists.
+    const declared = await overfull({ body: new Uint8Array(20) });
+    expect(declared.status).toBe(413);
+    expect(await declared.json()).toEqual({ success: false, message: "Payload Too Large" });
+    expect(await uploadsOfVideo()).toEqual([]);
     // Chunked, its length is known only as the bytes arrive: the upload made first is removed again.
-    const chunked = await fetch(`${t.baseUrl}${TUS_PATH}`, {
-      method: "POST",
-      headers: {
-        ...auth(),
-        "tus-resumable": "1.0.0",
-        "upload-length": "10",
-        "upload-metadata": metadata,
-        "content-type": "application/offset+octet-stream",
-      },
+    const chunked = await overfull({
       body: new Blob([new Uint8Array(100)]).stream(),
       duplex: "half",
     } as RequestInit);
     expect(chunked.status).toBe(413);
     expect(chunked.headers.get("location")).toBeNull();
-    const afterChunked = await t.cumulo.store.db
-      .selectFrom("video_uploads")
-      .select("id")
-      .where("video_id", "=", videoId)
-      .execute();
-    expect(afterChunked).toEqual([]);
+    expect(await uploadsOfVideo()).toEqual([]);
 
     const deferred = await fetch(`${t.baseUrl}${TUS_PATH}`, {
       method: "POST",
