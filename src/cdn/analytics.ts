@@ -251,6 +251,42 @@ export class AnalyticsService {
   }
 
   async query(organizationId: string, query: AnalyticsQuery): Promise<AnalyticsOutcome> {
+    const checked = this.check(query);
+    if (checked.outcome === "invalid") return checked;
+    const { from, to, metrics, granularity, stepMinutes, firstBucket, bucketCount } = checked;
+    const hostname = query.distribution?.trim().toLowerCase() || undefined; // empty = omitted
+    const range: BucketRange = { hostname, metrics, stepMinutes, firstBucket, bucketCount };
+    const buckets = this.#kept
+      ? await this.#kept.get(keyOf(organizationId, range), () => this.#buckets(organizationId, range))
+      : await this.#buckets(organizationId, range);
+    if (buckets.outcome === "not_found") return buckets;
+    return {
+      outcome: "ok",
+      analytics: {
+        From: new Date(from).toISOString(),
+        To: new Date(to).toISOString(),
+        Metrics: metrics,
+        Granularity: granularity,
+        Distribution: hostname ?? "*",
+        // Kept buckets are shared by every answer for their range: read, never changed.
+        Data: buckets.data,
+      },
+    };
+  }
+
+  /** The query's parameters checked together, every failing one reported, and what they ask for. */
+  check(query: AnalyticsQuery):
+    | { outcome: "invalid"; errors: FieldError[] }
+    | {
+        outcome: "checked";
+        from: number;
+        to: number;
+        metrics: Metric[];
+        granularity: Granularity;
+        stepMinutes: number;
+        firstBucket: number;
+        bucketCount: number;
+      } {
     const errors: FieldError[] = [];
 
     const requested = (query.metrics ?? [])
@@ -321,25 +357,7 @@ export class AnalyticsService {
     if (errors.length > 0 || from === undefined || to === undefined || stepMinutes === undefined) {
       return { outcome: "invalid", errors };
     }
-
-    const hostname = query.distribution?.trim().toLowerCase() || undefined; // empty = omitted
-    const range: BucketRange = { hostname, metrics, stepMinutes, firstBucket, bucketCount };
-    const buckets = this.#kept
-      ? await this.#kept.get(keyOf(organizationId, range), () => this.#buckets(organizationId, range))
-      : await this.#buckets(organizationId, range);
-    if (buckets.outcome === "not_found") return buckets;
-    return {
-      outcome: "ok",
-      analytics: {
-        From: new Date(from).toISOString(),
-        To: new Date(to).toISOString(),
-        Metrics: metrics,
-        Granularity: granularity,
-        Distribution: hostname ?? "*",
-        // Kept buckets are shared by every answer for their range: read, never changed.
-        Data: buckets.data,
-      },
-    };
+    return { outcome: "checked", from, to, metrics, granularity, stepMinutes, firstBucket, bucketCount };
   }
 
   /** The buckets of a range: made only from stored data, so they can be kept while it is unchanged. */

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { requireApiKey } from "../http/auth.ts";
 import { ok, okList } from "../http/envelope.ts";
-import { ApiError } from "../http/errors.ts";
+import { ApiError, type FieldError } from "../http/errors.ts";
 import { pageMeta, toPage } from "../http/pagination.ts";
 import { Envelope, IdParams, ListEnvelope, mediaErrorResponses, PageQuery } from "../http/schemas.ts";
 import { bodyField } from "../http/validation.ts";
@@ -95,6 +95,20 @@ function purgePage(result: PurgeListOutcome): { rows: Purge[]; total: number } {
     case "not_found":
       throw ApiError.notFound();
   }
+}
+
+/** The analytics query's own checks of the parameters sent as text; the schema answers for the rest. */
+function analyticsChecks(analytics: AnalyticsService, query: unknown): FieldError[] {
+  const sent = query as Record<string, unknown>;
+  const text = (name: string) => (typeof sent[name] === "string" ? (sent[name] as string) : undefined);
+  const metrics = [sent.metrics].flat().filter((value): value is string => typeof value === "string");
+  const checked = analytics.check({
+    from: text("from"),
+    to: text("to"),
+    granularity: text("granularity"),
+    metrics,
+  });
+  return checked.outcome === "invalid" ? checked.errors : [];
 }
 
 function analyticsOf(result: AnalyticsOutcome): Analytics {
@@ -271,6 +285,9 @@ export const cdnRoutes: FastifyPluginAsyncTypebox<{
   app.get(
     "/analytics",
     {
+      // A parameter of the wrong type (a repeated `granularity`) is the schema's; the others are
+      // still checked, so every failing one is reported together.
+      config: { queryChecks: (query) => analyticsChecks(analytics, query) },
       schema: {
         operationId: "getCdnAnalytics",
         tags,

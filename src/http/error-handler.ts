@@ -12,6 +12,8 @@ declare module "fastify" {
      * only at fields of the right type, and a field the schema refused is not reported twice.
      */
     fieldChecks?: (body: unknown, request: FastifyRequest) => Promise<FieldError[]>;
+    /** The same for the query parameters a route's service checks (on the query as sent). */
+    queryChecks?: (query: unknown) => FieldError[];
     /**
      * The path's parameters name what the request creates (a snapshot saved under a name), so a
      * refused one is the caller's field to correct, not a resource that does not exist.
@@ -123,18 +125,28 @@ export function frameworkErrors(error: FastifyError, request: FastifyRequest, re
   sendApiError(request, reply, namesNothing ? noResource(request) : ApiError.invalidRequest());
 }
 
-/** A refused body's field errors and those of the route's `fieldChecks`, in one error. */
+/** The route's own checks of the part its schema refused, when it has some for that part. */
+function routeChecks(error: FastifyError, request: FastifyRequest): Promise<FieldError[]> | undefined {
+  const { fieldChecks, queryChecks } = request.routeOptions.config ?? {};
+  if (error.validationContext === "body" && fieldChecks) return fieldChecks(request.body, request);
+  if (error.validationContext === "querystring" && queryChecks) {
+    return Promise.resolve().then(() => queryChecks(request.query));
+  }
+  return undefined;
+}
+
+/** A refused body's or query's field errors and those of the route's own checks, in one error. */
 async function withFieldChecks(
   error: FastifyError,
   request: FastifyRequest,
   apiError: ApiError,
 ): Promise<ApiError> {
   const { fieldErrors } = apiError.options;
-  const checks = request.routeOptions.config?.fieldChecks;
-  if (!checks || !fieldErrors || error.validationContext !== "body") return apiError;
+  const checking = fieldErrors && routeChecks(error, request);
+  if (!fieldErrors || !checking) return apiError;
   const refused = new Set(fieldErrors.map((fieldError) => fieldError.field));
   // The schema's errors stand on their own should a check fail.
-  const checked = await checks(request.body, request).catch((): FieldError[] => []);
+  const checked = await checking.catch((): FieldError[] => []);
   const more = checked.filter((fieldError) => !refused.has(fieldError.field));
   return more.length > 0 ? ApiError.validation([...fieldErrors, ...more]) : apiError;
 }

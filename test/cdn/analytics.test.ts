@@ -256,6 +256,12 @@ describe("CDN analytics", () => {
       "to:validation_format",
       "from:validation_format",
     ]);
+    // A repeated parameter is the wrong type; the others are still reported with it.
+    expect(await errorsOf("metrics=foo&from=bad&granularity=1m&granularity=1h")).toEqual([
+      "granularity:validation_type",
+      "metrics:validation_enum",
+      "from:validation_format",
+    ]);
     // days past the end of their month are not rolled over into the next one
     expect(await errorsOf("from=2026-02-30T00:00:00Z&to=2026-04-31")).toEqual([
       "to:validation_format",
