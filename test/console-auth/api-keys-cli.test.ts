@@ -103,6 +103,23 @@ describe("organization API keys from the console", () => {
     expect((await t.request("GET", "/v1/media/libraries", { key: key.api_key })).status).toBe(200);
   });
 
+  it("lets a restricted cloud token list keys but neither create nor revoke them", async () => {
+    const token = (
+      await t.cloud("POST", "/v1/user-resource/token", { json: { description: "r", restricted: true } })
+    ).body[0].token as string;
+    expect((await t.request("GET", "/v1/organization/api-keys", { key: token })).status).toBe(200);
+    const create = await t.request("POST", "/v1/organization/api-keys", {
+      key: token,
+      json: { name: "escalated" },
+    });
+    expect(create.status).toBe(403);
+    expect(create.body).toMatchObject({ success: false, error: "forbidden" });
+    const key = (await t.request("POST", "/v1/organization/api-keys", { json: { name: "admin" } })).body.data;
+    const revoke = await t.request("DELETE", `/v1/organization/api-keys/${key.id}`, { key: token });
+    expect(revoke.status).toBe(403);
+    expect((await t.request("GET", "/v1/media/libraries", { key: key.api_key })).status).toBe(200);
+  });
+
   it("validates the name", async () => {
     const response = await t.request("POST", "/v1/organization/api-keys", {
       ...withSession(admin),

@@ -13,13 +13,21 @@ const security: Record<string, string[]>[] = [{ bearer: [] }, { apiKeyHeader: []
 
 /**
  * `/v1/organization/api-keys`: the organization's API keys (SPEC: "created in the provider's console
- * under organization API keys"). Answers in the media envelope; read-only callers may only list.
+ * under organization API keys"). Answers in the media envelope; read-only keys and restricted cloud
+ * tokens may only list.
  */
 export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ identity: IdentityService }> = async (
   app,
   { identity },
 ) => {
   requireApiKey(app, "media", identity);
+  // A restricted cloud token may not manage keys (contract, section 3): here it could otherwise make
+  // an unrestricted admin key, or revoke the organization's own. Refused before the body is read.
+  app.addHook("preValidation", async (request) => {
+    if (request.method !== "GET" && request.auth.restricted) {
+      throw ApiError.forbidden("A restricted token cannot manage API keys");
+    }
+  });
 
   app.get(
     "/api-keys",
