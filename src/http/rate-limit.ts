@@ -17,7 +17,9 @@ export async function registerRateLimit(
 ) {
   await app.register(rateLimit, {
     global: true,
-    hook: "preValidation",
+    // After every onRequest hook (authentication names the key) and before the body is read, so
+    // a body that cannot be read still counts, and an over-budget one is not read at all.
+    hook: "preParsing",
     max: setting.max,
     timeWindow: setting.windowMs,
     enableDraftSpec: true,

@@ -31,6 +31,24 @@ describe("rate limit per key", () => {
     expect(Number(cloud.headers.get("retry-after"))).toBeGreaterThan(0);
   });
 
+  it("counts a body it cannot read, and refuses it once the budget is spent", async () => {
+    const { key } = await t.createOrganization("Malformed");
+    const malformed = () =>
+      t.request("POST", "/v1/media/libraries", {
+        key,
+        body: '{"x"',
+        headers: { "content-type": "application/json" },
+      });
+    for (let i = 0; i < 3; i++) {
+      const response = await malformed();
+      expect(response.status).toBe(400);
+      expect(response.headers.get("ratelimit-remaining")).toBe(String(2 - i));
+    }
+    const limited = await malformed();
+    expect(limited.status).toBe(429);
+    expect(limited.body).toEqual(RATE_LIMITED);
+  });
+
   it("keeps a separate budget for each key and leaves probes alone", async () => {
     const other = await t.createOrganization();
     expect((await t.request("GET", "/v1/livestream/health", { key: other.key })).status).toBe(200);
