@@ -56,6 +56,25 @@ function passwordErrors(field: string, password: string): FieldError[] {
   return [];
 }
 
+/** Whether an invitation can still be accepted at `now`. */
+function invitationState(
+  invitation: { accepted_at: string | null; expires_at: string } | undefined,
+  now: string,
+): "open" | "expired" | "not_found" {
+  if (!invitation || invitation.accepted_at !== null) return "not_found";
+  return invitation.expires_at <= now ? "expired" : "open";
+}
+
+/** The token's field error of an invitation that cannot be accepted. */
+export function invitationError(state: "expired" | "not_found"): FieldError {
+  return {
+    field: "token",
+    code: "validation_credentials",
+    message:
+      state === "expired" ? "This invitation has expired" : "This invitation is unknown or was already used",
+  };
+}
+
 const toConsoleUser = (row: UserRow): ConsoleUser => ({
   id: row.id,
   uuid: row.uuid,
@@ -140,6 +159,13 @@ export class ConsoleService {
   }
 
   /** Sets the invited user's password and signs them in; an invitation works once, until it expires. */
+  /** What is wrong with an invitation token, as field errors: none while it can be accepted. */
+  async invitationErrors(invitationToken: string): Promise<FieldError[]> {
+    const invitation = await this.users.findInvitation(this.users.db, hashSecret(invitationToken));
+    const state = invitationState(invitation, nowIso(this.clock));
+    return state === "open" ? [] : [invitationError(state)];
+  }
+
   async acceptInvitation(
     invitationToken: string,
     password: string,
@@ -150,13 +176,16 @@ export class ConsoleService {
     | { outcome: "not_found" }
   > {
     const errors = passwordErrors("password", password);
-    if (errors.length > 0) return { outcome: "invalid", errors };
+    if (errors.length > 0) {
+      return { outcome: "invalid", errors: [...(await this.invitationErrors(invitationToken)), ...errors] };
+    }
     const passwordHash = await hashPassword(password);
     const now = nowIso(this.clock);
     const result = await this.transact(async (trx) => {
       const invitation = await this.users.findInvitation(trx, hashSecret(invitationToken));
-      if (!invitation || invitation.accepted_at !== null) return { outcome: "not_found" as const };
-      if (invitation.expires_at <= now) return { outcome: "expired" as const };
+      const state = invitationState(invitation, now);
+      if (!invitation || state !== "open")
+        return { outcome: state === "expired" ? "expired" : "not_found" } as const;
       if (!(await this.users.acceptInvitation(trx, invitation.id, now)))
         return { outcome: "not_found" as const };
       await this.users.setPassword(trx, invitation.user_id, passwordHash);

@@ -4,7 +4,7 @@ import type { Executor } from "../store/transactions.ts";
 
 /** Console users (those with an email), their sessions and invitations. */
 export class UserRepository {
-  constructor(private readonly db: Kysely<Database>) {}
+  constructor(readonly db: Kysely<Database>) {}
 
   findByEmail(email: string) {
     return this.db

@@ -186,6 +186,15 @@ describe("invitations", () => {
     });
     expect(again.status).toBe(400);
     expect(again.body.errors[0]).toMatchObject({ field: "token", code: "validation_credentials" });
+    // A refused password is reported together with the used invitation.
+    const both = await t.request("POST", "/v1/console/invitations/accept", {
+      anonymous: true,
+      json: { token, password: "short" },
+    });
+    expect(both.body.errors.map((error: { field: string }) => error.field).sort()).toEqual([
+      "password",
+      "token",
+    ]);
     // The first password stands.
     await signIn(t, "once@example.test", PASSWORD);
     const stolen = await t.request("POST", "/v1/console/session", {

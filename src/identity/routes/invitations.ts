@@ -3,6 +3,8 @@ import { sessionCookieOptions } from "../../http/auth.ts";
 import { ok } from "../../http/envelope.ts";
 import { ApiError } from "../../http/errors.ts";
 import { Envelope, mediaErrorResponses } from "../../http/schemas.ts";
+import { bodyField } from "../../http/validation.ts";
+import { invitationError } from "../console-service.ts";
 import { AcceptInvitationBody, ConsoleSession } from "../schemas.ts";
 import { SESSION_COOKIE } from "../sessions.ts";
 import { type ConsoleRouteOptions, tags } from "./common.ts";
@@ -23,6 +25,11 @@ export const invitationRoutes: FastifyPluginAsyncTypebox<ConsoleRouteOptions> = 
         response: { ...mediaErrorResponses, 201: Envelope(ConsoleSession) },
       },
       config: {
+        // A password the schema refuses is reported together with what is wrong with the invitation.
+        fieldChecks: async (body) => {
+          const token = bodyField(body, "token");
+          return typeof token === "string" && token !== "" ? console.invitationErrors(token) : [];
+        },
         rateLimit: {
           max: signInLimit.max,
           timeWindow: signInLimit.windowMs,
@@ -39,13 +46,8 @@ export const invitationRoutes: FastifyPluginAsyncTypebox<ConsoleRouteOptions> = 
         case "invalid":
           throw ApiError.validation(result.errors);
         case "expired":
-          throw ApiError.field("token", "validation_credentials", "This invitation has expired");
         case "not_found":
-          throw ApiError.field(
-            "token",
-            "validation_credentials",
-            "This invitation is unknown or was already used",
-          );
+          throw ApiError.validation([invitationError(result.outcome)]);
       }
     },
   );
