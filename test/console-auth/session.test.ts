@@ -176,7 +176,12 @@ describe("console cookie over https", () => {
 /** A sign-in attempt sent from a given loopback address (Linux routes all of 127/8 to loopback). */
 function signInFrom(t: TestApp, localAddress: string, email: string) {
   const url = new URL("/v1/console/session", t.baseUrl);
-  return new Promise<{ status: number; retryAfter: string | undefined; body: any }>((resolve, reject) => {
+  return new Promise<{
+    status: number;
+    retryAfter: string | undefined;
+    remaining: string | undefined;
+    body: any;
+  }>((resolve, reject) => {
     const request = httpRequest(
       url,
       { method: "POST", localAddress, headers: { "content-type": "application/json" } },
@@ -189,6 +194,7 @@ function signInFrom(t: TestApp, localAddress: string, email: string) {
           resolve({
             status: response.statusCode ?? 0,
             retryAfter: response.headers["retry-after"] as string | undefined,
+            remaining: response.headers["ratelimit-remaining"] as string | undefined,
             body: JSON.parse(text),
           }),
         );
@@ -216,9 +222,10 @@ describe("sign-in rate limit", () => {
     expect(limited.body).toEqual({
       success: false,
       error: "rate_limited",
-      message: "Too many sign-in attempts",
+      message: "Too many requests",
     });
     expect(Number(limited.retryAfter)).toBeGreaterThan(0);
+    expect(limited.remaining).toBe("0");
     // Even the right password waits: guessing is what is limited.
     const right = await t.request("POST", "/v1/console/session", {
       anonymous: true,

@@ -43,9 +43,16 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<ConsoleRouteOptions> = asy
       preHandler: async (request) => {
         const limit = await limitByEmail(request);
         if (!limit.isAllowed && limit.isExceeded) {
-          throw new ApiError(429, "Too many sign-in attempts", {
+          // The contract's 429, with the headers of the budget that ran out (not the address's).
+          const reset = String(limit.ttlInSeconds);
+          throw new ApiError(429, "Too many requests", {
             error: "rate_limited",
-            headers: { "retry-after": String(limit.ttlInSeconds) },
+            headers: {
+              "retry-after": reset,
+              "ratelimit-limit": String(signInLimit.max),
+              "ratelimit-remaining": "0",
+              "ratelimit-reset": reset,
+            },
           });
         }
       },
