@@ -158,7 +158,6 @@ export class ConsoleService {
     return { outcome: "changed", ...(await this.opened(token)) };
   }
 
-  /** Sets the invited user's password and signs them in; an invitation works once, until it expires. */
   /** What is wrong with an invitation token, as field errors: none while it can be accepted. */
   async invitationErrors(invitationToken: string): Promise<FieldError[]> {
     const invitation = await this.users.findInvitation(this.users.db, hashSecret(invitationToken));
@@ -166,6 +165,7 @@ export class ConsoleService {
     return state === "open" ? [] : [invitationError(state)];
   }
 
+  /** Sets the invited user's password and signs them in; an invitation works once, until it expires. */
   async acceptInvitation(
     invitationToken: string,
     password: string,
