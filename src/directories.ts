@@ -8,10 +8,9 @@ import { dirname, resolve } from "node:path";
  */
 export function makeDirectories(path: string): void {
   const missing: string[] = [];
-  for (let current = resolve(path); !existsSync(current); current = dirname(current)) {
+  // The file system's root always exists, so the walk up ends there at the latest.
+  for (let current = resolve(path); !existsSync(current); current = dirname(current))
     missing.unshift(current);
-    if (dirname(current) === current) break;
-  }
   // Already there: the recursive form returns at once, or refuses a file of that name.
   if (missing.length === 0) mkdirSync(path, { recursive: true });
   for (const directory of missing) {

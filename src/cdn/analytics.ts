@@ -203,6 +203,18 @@ const METRIC_SOURCES: { [M in Metric]: { counters: readonly TrafficCounter[]; va
 };
 
 /** What a query's buckets are made from, besides the organization and the stored traffic. */
+/** An analytics query whose parameters passed: its range in epoch ms, and its buckets. */
+interface CheckedQuery {
+  outcome: "checked";
+  from: number;
+  to: number;
+  metrics: Metric[];
+  granularity: Granularity;
+  stepMinutes: number;
+  firstBucket: number;
+  bucketCount: number;
+}
+
 interface BucketRange {
   hostname: string | undefined;
   metrics: Metric[];
@@ -275,18 +287,7 @@ export class AnalyticsService {
   }
 
   /** The query's parameters checked together, every failing one reported, and what they ask for. */
-  check(query: AnalyticsQuery):
-    | { outcome: "invalid"; errors: FieldError[] }
-    | {
-        outcome: "checked";
-        from: number;
-        to: number;
-        metrics: Metric[];
-        granularity: Granularity;
-        stepMinutes: number;
-        firstBucket: number;
-        bucketCount: number;
-      } {
+  check(query: AnalyticsQuery): { outcome: "invalid"; errors: FieldError[] } | CheckedQuery {
     const errors: FieldError[] = [];
 
     const requested = (query.metrics ?? [])

@@ -7,7 +7,6 @@ import { isUuid } from "../ids.ts";
 export const NAMES_RESOURCE = Symbol("names a resource");
 
 export interface IdentifierSchema {
-  type?: string | string[];
   format?: string;
   properties?: Record<string, IdentifierSchema>;
   items?: IdentifierSchema;
@@ -16,7 +15,7 @@ export interface IdentifierSchema {
 }
 
 /** Whether a value of this schema names a resource by id: `format: "uuid"` or marked `NAMES_RESOURCE`. */
-export const namesResource = (schema: IdentifierSchema): boolean =>
+const namesResource = (schema: IdentifierSchema): boolean =>
   schema.format === "uuid" || schema[NAMES_RESOURCE] === true || (schema.anyOf?.some(namesResource) ?? false);
 
 /**

@@ -39,6 +39,15 @@ function assetOf(path: string): Asset | undefined {
 }
 
 const PLAYLIST_TYPE = "application/vnd.apple.mpegurl";
+/**
+ * On every answer the store makes: never kept by the edge, so always fresh from the store, and
+ * readable by players on other origins.
+ */
+const FROM_THE_STORE: OutgoingHttpHeaders = {
+  age: "0",
+  "x-cache": "MISS",
+  "access-control-allow-origin": "*",
+};
 
 /** Whether responses may be kept by shared caches downstream: only when no rule limits who may see them. */
 function isRestricted(library: LibraryRow): boolean {
@@ -173,10 +182,7 @@ export class VideoMediaOrigin implements MediaOrigin {
       "content-type": type,
       "content-length": body.length,
       "cache-control": cacheControl,
-      // Never kept by the edge: every answer is fresh from the media store.
-      age: "0",
-      "x-cache": "MISS",
-      "access-control-allow-origin": "*",
+      ...FROM_THE_STORE,
     });
     const head = request.method === "HEAD";
     response.end(head ? undefined : body);
@@ -200,10 +206,7 @@ export class VideoMediaOrigin implements MediaOrigin {
       etag: `"${size.toString(16)}-${found.modifiedAt.getTime().toString(16)}"`,
       "last-modified": found.modifiedAt.toUTCString(),
       "accept-ranges": "bytes",
-      // Never kept by the edge: every answer is fresh from the media store.
-      age: "0",
-      "x-cache": "MISS",
-      "access-control-allow-origin": "*",
+      ...FROM_THE_STORE,
     };
     return streamRepresentation(
       request,

@@ -22,7 +22,7 @@ export const apiKeyRoutes: FastifyPluginAsyncTypebox<{ identity: IdentityService
 ) => {
   requireApiKey(app, "media", identity);
   // A restricted cloud token may not manage keys (contract, section 3): here it could otherwise make
-  // an unrestricted admin key, or revoke the organization's own. Refused before the body is read.
+  // an unrestricted admin key, or revoke the organization's own. Refused before the body is checked.
   app.addHook("preValidation", async (request) => {
     if (request.method !== "GET" && request.auth.restricted) {
       throw ApiError.forbidden("A restricted token cannot manage API keys");
