@@ -35,7 +35,11 @@ function toBoolean(value: unknown): unknown {
 const UNSAFE_KEYS = new Set(["__proto__", "prototype", "constructor"]);
 const BRACKETED = /^([^[\]]+)((?:\[[^[\]]*\])+)$/;
 
-/** `a[0][b]=1` -> `{a: [{b: "1"}]}`; plain keys are kept as they are. */
+/**
+ * `a[0][b]=1` -> `{a: [{b: "1"}]}`; plain keys are kept as they are. An empty bracket stands for the
+ * position of each value among the key's values: `keys[]=x&keys[]=y` is `keys[0]=x&keys[1]=y`, and
+ * `rules[][port]=80&rules[][port]=443` gives the first rule port 80 and the second 443.
+ */
 export function expandBrackets(body: Record<string, unknown>): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(body)) {
@@ -48,16 +52,31 @@ export function expandBrackets(body: Record<string, unknown>): Record<string, un
       match[1] as string,
       ...[...(match[2] as string).matchAll(/\[([^[\]]*)\]/g)].map((m) => m[1] as string),
     ];
-    if (path.some((segment) => UNSAFE_KEYS.has(segment) || segment === "")) continue;
-    let node = out;
-    for (const segment of path.slice(0, -1)) {
-      const next = node[segment];
-      if (next === null || typeof next !== "object" || Array.isArray(next)) node[segment] = {};
-      node = node[segment] as Record<string, unknown>;
+    if (path.some((segment) => UNSAFE_KEYS.has(segment))) continue;
+    if (!path.includes("")) {
+      setAt(out, path, value);
+      continue;
     }
-    node[path[path.length - 1] as string] = value;
+    const values = Array.isArray(value) ? value : [value];
+    values.forEach((item, position) => {
+      setAt(
+        out,
+        path.map((segment) => (segment === "" ? String(position) : segment)),
+        item,
+      );
+    });
   }
   return toArrays(out) as Record<string, unknown>;
+}
+
+function setAt(root: Record<string, unknown>, path: string[], value: unknown): void {
+  let node = root;
+  for (const segment of path.slice(0, -1)) {
+    const next = node[segment];
+    if (next === null || typeof next !== "object" || Array.isArray(next)) node[segment] = {};
+    node = node[segment] as Record<string, unknown>;
+  }
+  node[path[path.length - 1] as string] = value;
 }
 
 /** Objects whose keys are all indexes (0, 1, ...) become arrays, in index order. */

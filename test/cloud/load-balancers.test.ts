@@ -187,6 +187,25 @@ describe("cloud load balancers", () => {
     expect(brackets.body.targets).toMatchObject([
       { target_uuid: vm.uuid, target_ip_address: vm.private_ipv4 },
     ]);
+    // Empty brackets, as jQuery and qs write lists: each value takes its position among the key's values.
+    const emptyBrackets = await t.cloud("POST", "/v1/network/load_balancers", {
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: [
+        "display_name=empty-brackets",
+        "rules[][source_port]=80",
+        "rules[][target_port]=8080",
+        "rules[][source_port]=443",
+        "rules[][target_port]=8443",
+        `targets[][target_uuid]=${vm.uuid}`,
+        "targets[][target_type]=vm",
+      ].join("&"),
+    });
+    expect(emptyBrackets.status).toBe(200);
+    expect(emptyBrackets.body.forwarding_rules).toMatchObject([
+      { source_port: 80, target_port: 8080 },
+      { source_port: 443, target_port: 8443 },
+    ]);
+    expect(emptyBrackets.body.targets).toMatchObject([{ target_uuid: vm.uuid }]);
     const jsonText = await t.cloud("POST", "/v1/network/load_balancers", {
       form: { rules: JSON.stringify([{ source_port: 22, target_port: 22 }]) },
     });

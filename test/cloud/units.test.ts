@@ -61,6 +61,18 @@ describe("form coercion", () => {
       rules: [{ port: "1" }, { port: "2" }],
       plain: "x",
     });
+    expect(
+      expandBrackets({
+        "public_keys[]": ["ssh-ed25519 A", "ssh-ed25519 B"],
+        "rules[][port]": ["80", "443"],
+        "rules[][protocol]": "TCP",
+        "one[]": "x",
+      }),
+    ).toEqual({
+      public_keys: ["ssh-ed25519 A", "ssh-ed25519 B"],
+      rules: [{ port: "80", protocol: "TCP" }, { port: "443" }],
+      one: ["x"],
+    });
     const hostile = expandBrackets({ "__proto__[polluted]": "1", "a[constructor][prototype]": "1" });
     expect(({} as Record<string, unknown>).polluted).toBeUndefined();
     expect(hostile).toEqual({});
