@@ -209,6 +209,18 @@ describe("CDN analytics", () => {
       ],
     });
 
+    // A list as axios, jQuery and qs send it.
+    const bracketed = await t.request(
+      "GET",
+      `/v1/cdn/analytics?from=2026-01-01T10:07:30Z&to=2026-01-01T11:00:00Z&granularity=15m&distribution=${hostA}&metrics[]=requests&metrics%5B%5D=traffic`,
+    );
+    expect(bracketed.body.Metrics).toEqual(["requests", "traffic"]);
+    expect(bracketed.body.Data[0]).toEqual({
+      Timestamp: "2026-01-01T10:00:00.000Z",
+      requests: 6,
+      traffic: 1000,
+    });
+
     const daily = await t.request(
       "GET",
       "/v1/cdn/analytics?from=2025-12-31T18:00:00%2B02:00&to=2026-01-02T00:00:00Z&granularity=1d&metrics=requests",
