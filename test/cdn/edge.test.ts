@@ -265,6 +265,35 @@ describe("CDN edge", () => {
     expect(origin.hitsOf("/root/shared")).toBe(1);
   });
 
+  it("answers HEAD, conditional and unsatisfiable range requests for answers it does not keep", async () => {
+    origin.route("/root/private.txt", (_req, res) =>
+      res
+        .writeHead(200, {
+          "cache-control": "private",
+          etag: '"p1"',
+          "last-modified": "Wed, 01 Jan 2025 00:00:00 GMT",
+          "content-length": "7",
+        })
+        .end("private"),
+    );
+    origin.route("/root/broken.txt", (_req, res) => res.writeHead(500).end("origin trouble"));
+    // Each of these used to leave the origin's unread body to fail with no one listening: the
+    // process died after answering.
+    expect((await get("/missing.txt", {}, "HEAD")).status).toBe(404);
+    expect((await get("/broken.txt", {}, "HEAD")).status).toBe(500);
+    const head = await get("/private.txt", {}, "HEAD");
+    expect([head.status, head.headers["content-length"], head.body.length]).toEqual([200, "7", 0]);
+    expect((await get("/private.txt", { "if-none-match": '"p1"' })).status).toBe(304);
+    expect((await get("/private.txt", { "if-modified-since": "Wed, 01 Jan 2025 00:00:00 GMT" })).status).toBe(
+      304,
+    );
+    expect((await get("/private.txt", { range: "bytes=999999-" })).status).toBe(416);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const after = await get("/private.txt");
+    expect([after.status, after.text]).toEqual([200, "private"]);
+    expect((await t.request("GET", "/healthz")).status).toBe(200);
+  });
+
   it("never stores an answer that sets a cookie: each viewer gets its own from the origin", async () => {
     let session = 0;
     origin.route("/root/login.txt", (_req, res) =>
@@ -398,6 +427,16 @@ describe("CDN edge", () => {
     expect(ranged.body.length).toBe(10);
     expect(ranged.headers["x-cache"]).toBe("MISS");
     expect(origin.hitsOf("/root/big.bin")).toBe(2);
+
+    // Without a length: found too large while it is being read, then streamed through.
+    origin.route("/root/chunked.bin", (_req, res) => {
+      res.writeHead(200, { "cache-control": "max-age=600" });
+      res.write(half);
+      res.end(half);
+    });
+    const chunked = await get("/chunked.bin");
+    expect([chunked.status, chunked.body.length]).toEqual([200, half.length * 2]);
+    expect((await get("/chunked.bin")).headers["x-cache"]).toBe("MISS");
   });
 
   it("answers 502 when the origin is unreachable and 504 when it is too slow", async () => {

@@ -127,7 +127,8 @@ export class OriginFetcher {
     const chunks: Buffer[] = [];
     let size = 0;
     try {
-      for await (const chunk of body) {
+      // Left open on a return: the rest of a body found too large is streamed through.
+      for await (const chunk of body.iterator({ destroyOnReturn: false })) {
         const buffer = chunk as Buffer;
         exchange.upstream += buffer.length;
         size += buffer.length;

@@ -26,6 +26,8 @@ export interface PassingAnswer {
   askedAt: number;
 }
 
+function ignore(): void {}
+
 /**
  * Streams an origin answer through without keeping it. A 200 of known length gets the viewer's
  * conditional and Range handling (the range is cut out of the stream); anything else goes as is.
@@ -38,11 +40,16 @@ export async function relay(
   logger: FastifyBaseLogger,
 ): Promise<void> {
   const { status, headers, body } = answer;
+  // An origin body dropped unread ends in an "aborted" error; with no listener it would end the process.
+  const discardBody = () => {
+    body.on("error", ignore);
+    body.destroy();
+  };
   const out: OutgoingHttpHeaders = { ...headers, age: "0", "x-cache": "MISS" };
   const declared = Number(headers["content-length"] ?? Number.NaN);
   let window: ByteWindow | undefined;
   if (status === 200 && notModified(request.headers, out)) {
-    body.destroy();
+    discardBody();
     sendNotModified(response, out);
     return;
   }
@@ -51,14 +58,14 @@ export async function relay(
     const started = startRepresentation(request, response, out, declared, { age: "0", "x-cache": "MISS" });
     exchange.sent = started.sent;
     if (!started.window) {
-      body.destroy();
+      discardBody();
       return;
     }
     window = started.window;
   } else {
     response.writeHead(status, out);
     if (request.method === "HEAD" || status === 204 || status === 304) {
-      body.destroy();
+      discardBody();
       response.end();
       return;
     }
@@ -112,6 +119,6 @@ export async function relay(
     response.destroy();
   } finally {
     exchange.originMs = performance.now() - answer.askedAt;
-    body.destroy();
+    discardBody();
   }
 }
