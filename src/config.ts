@@ -226,13 +226,19 @@ const timerMs = (env: Env, name: string, fallback: number): number =>
 const timerSeconds = (env: Env, name: string, fallback: number): number =>
   positiveInt(env, name, fallback, Math.floor(MAX_TIMER_MS / 1000)) * 1000;
 
+/** Bounds of a rate limit: Redis counts and expires in whole numbers, and the headers count seconds. */
+const MAX_RATE_LIMIT_REQUESTS = 1_000_000_000;
+const MAX_RATE_LIMIT_WINDOW_MS = 24 * 3_600_000;
+
 export function parseRateLimit(raw: string): RateLimitSetting | undefined {
-  const match = /^(\d+)\/(\d+)([smh])$/.exec(raw);
+  const match = /^(\d{1,10})\/(\d{1,5})([smh])$/.exec(raw);
   if (!match) return undefined;
   const unitMs = { s: 1000, m: 60_000, h: 3_600_000 }[match[3] as "s" | "m" | "h"];
   const max = Number(match[1]);
   const windowMs = Number(match[2]) * unitMs;
-  if (max < 1 || windowMs < 1) return undefined;
+  if (max < 1 || max > MAX_RATE_LIMIT_REQUESTS || windowMs < 1 || windowMs > MAX_RATE_LIMIT_WINDOW_MS) {
+    return undefined;
+  }
   return { max, windowMs };
 }
 
@@ -304,6 +310,9 @@ function blobStore(env: Env): Config["blobStore"] {
 /** Reads the environment into a typed config; the first bad value stops with one line naming it. */
 export function loadConfig(env: Env = process.env): Config {
   const roles = list(env, "CUMULO_ROLES", [...ALL_ROLES]);
+  if (roles.length === 0) {
+    throw new ConfigError("CUMULO_ROLES", `names no role (known: ${ALL_ROLES.join(", ")})`);
+  }
   for (const role of roles) {
     if (!ALL_ROLES.includes(role as Role)) {
       throw new ConfigError("CUMULO_ROLES", `has unknown role "${role}" (known: ${ALL_ROLES.join(", ")})`);
@@ -336,7 +345,7 @@ export function loadConfig(env: Env = process.env): Config {
   if (!rateLimit)
     throw new ConfigError(
       "CUMULO_RATE_LIMIT",
-      `must look like 600/60s, 100/1m or 5000/1h, got "${rateLimitRaw}"`,
+      `must look like 600/60s, 100/1m or 5000/1h (1 to 1000000000 requests in at most 24h), got "${rateLimitRaw}"`,
     );
 
   const signInRateLimitRaw = env.CUMULO_SIGN_IN_RATE_LIMIT || "10/15m";
@@ -344,7 +353,7 @@ export function loadConfig(env: Env = process.env): Config {
   if (!signInRateLimit)
     throw new ConfigError(
       "CUMULO_SIGN_IN_RATE_LIMIT",
-      `must look like 10/15m, 5/60s or 50/1h, got "${signInRateLimitRaw}"`,
+      `must look like 10/15m, 5/60s or 50/1h (1 to 1000000000 requests in at most 24h), got "${signInRateLimitRaw}"`,
     );
 
   const logLevel = env.CUMULO_LOG_LEVEL || "info";

@@ -31,6 +31,12 @@ describe("configuration", () => {
     expect(parseRateLimit("5000/1h")).toEqual({ max: 5000, windowMs: 3_600_000 });
     expect(parseRateLimit("0/1m")).toBeUndefined();
     expect(parseRateLimit("10/1d")).toBeUndefined();
+    expect(parseRateLimit("1000000000/24h")).toEqual({ max: 1_000_000_000, windowMs: 86_400_000 });
+    // Past what Redis can count and expire, or what the headers can say.
+    expect(parseRateLimit("5/99999999999h")).toBeUndefined();
+    expect(parseRateLimit("5/25h")).toBeUndefined();
+    expect(parseRateLimit("99999999999999999999999/1s")).toBeUndefined();
+    expect(parseRateLimit("1000000001/1s")).toBeUndefined();
   });
 
   it("names the variable of a bad value", () => {
@@ -55,6 +61,10 @@ describe("configuration", () => {
       expect(() => loadConfig({ [name]: value }), name).toThrow(ConfigError);
       expect(() => loadConfig({ [name]: value }), name).toThrow(name);
     }
+    for (const roles of [",", " , "]) {
+      expect(() => loadConfig({ CUMULO_ROLES: roles })).toThrow("CUMULO_ROLES names no role");
+    }
+    expect(() => loadConfig({ CUMULO_RATE_LIMIT: "5/99999999999h" })).toThrow("CUMULO_RATE_LIMIT");
   });
 
   it("refuses waits longer than Node's timers can measure, and sizes past a safe integer", () => {
