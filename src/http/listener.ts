@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import {
   createServer,
   type IncomingMessage,
@@ -10,6 +11,7 @@ import { Server as NetServer, type Socket } from "node:net";
 import { setImmediate, setTimeout } from "node:timers/promises";
 import type { FastifyBaseLogger } from "fastify";
 import type { Config } from "../config.ts";
+import { requestId } from "./request-id.ts";
 
 /**
  * Time and size bounds of an HTTP listener (the API and the CDN edge alike): a client that stalls
@@ -64,13 +66,16 @@ export function clientErrorHandler(body: ClientErrorBody, logger: FastifyBaseLog
     const { status, message } = clientErrorStatus(error);
     logger.debug({ err: error }, "client error");
     // The response of a request whose headers were read (a body that timed out) names its path.
-    const pending = (socket as Socket & { _httpMessage?: { headersSent?: boolean; req?: { url?: string } } })
+    const pending = (socket as Socket & { _httpMessage?: { headersSent?: boolean; req?: IncomingMessage } })
       ._httpMessage;
     if (socket.writable && !pending?.headersSent) {
       const text = JSON.stringify(body(status, message, pathOf(error) ?? pending?.req?.url));
+      // The request's own id when its headers were read, else a new one: every answer carries one.
+      const id = pending?.req ? requestId(pending.req as IncomingMessage) : randomUUID();
       socket.write(
         `HTTP/1.1 ${status} ${message}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-          `Content-Length: ${Buffer.byteLength(text)}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n${text}`,
+          `Content-Length: ${Buffer.byteLength(text)}\r\nCache-Control: no-store\r\nX-Request-Id: ${id}\r\n` +
+          `Connection: close\r\n\r\n${text}`,
       );
     }
     socket.destroy();
@@ -88,6 +93,7 @@ export function expectationFailedHandler(body: ClientErrorBody) {
       "content-type": "application/json; charset=utf-8",
       "content-length": Buffer.byteLength(text),
       "cache-control": "no-store",
+      "x-request-id": requestId(request),
       connection: "close",
     });
     response.end(text);

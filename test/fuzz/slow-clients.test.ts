@@ -175,7 +175,13 @@ describe("slow and broken clients on both listeners", () => {
       const answer = await sendRaw(url, request);
       expect(answer?.status, request.slice(0, 60)).toBe(status);
       expect(JSON.parse(answer?.body ?? ""), request.slice(0, 60)).toEqual(body);
+      expect(answer?.headers["x-request-id"], request.slice(0, 60)).toMatch(/^[0-9a-f-]{36}$/);
     }
+    const echoed = await sendRaw(
+      t.baseUrl,
+      "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Request-Id: trace-417\r\nExpect: 200-ok\r\n\r\n",
+    );
+    expect(echoed?.headers["x-request-id"]).toBe("trace-417");
     expect(await healthy(t.baseUrl)).toBe(200);
   });
 
