@@ -3,6 +3,7 @@ import { Command, Option } from "commander";
 import { type Config, ConfigError, loadConfig } from "./config.ts";
 import type { SeedBody, SeedOutcome } from "./devmode/seed.ts";
 import type { StateService } from "./devmode/state-service.ts";
+import { API_KEY_NAME_MAX, ORGANIZATION_NAME_MAX } from "./identity/keys.ts";
 import { isUuid } from "./ids.ts";
 import type { CoreDeps, Services } from "./services.ts";
 
@@ -20,6 +21,14 @@ class CliError extends Error {}
 function organizationId(org: string): string {
   if (!isUuid(org)) throw new CliError(`--org must be an organization id (UUID), got "${org}"`);
   return org;
+}
+
+/** A name given with `--name`: 1 to `most` characters, as the API takes it. */
+function nameOption(name: string, most: number): string {
+  if (name.length < 1 || name.length > most) {
+    throw new CliError(`--name must be 1-${most} characters, got ${name.length}`);
+  }
+  return name;
 }
 
 /** Key and user ids are positive 32-bit integers in both stores. */
@@ -323,8 +332,7 @@ export function buildCli(): Command {
     .description("create an organization with its first user, billing account and admin key")
     .action(({ name }: { name: string }) =>
       withServices(async (services) => {
-        if (name.trim() === "") throw new CliError("--name must not be empty");
-        print(await services.identity.createOrganization(name.trim()));
+        print(await services.identity.createOrganization(nameOption(name.trim(), ORGANIZATION_NAME_MAX)));
       }),
     );
   orgs
@@ -341,7 +349,10 @@ export function buildCli(): Command {
     .description("create an API key (the secret is printed once)")
     .action(({ org, name, readOnly }: { org: string; name: string; readOnly: boolean }) =>
       withServices(async (services) => {
-        const result = await services.identity.createApiKey(organizationId(org), { name, readOnly });
+        const result = await services.identity.createApiKey(organizationId(org), {
+          name: nameOption(name, API_KEY_NAME_MAX),
+          readOnly,
+        });
         if (result.outcome === "organization_not_found") throw new CliError(`organization ${org} not found`);
         print({ id: result.id, prefix: result.prefix, api_key: result.api_key });
       }),

@@ -86,6 +86,27 @@ describe("cumulo CLI", { timeout: 60_000 }, () => {
     const missingName = await runCli(["orgs", "create"], env);
     expect(missingName.code).not.toBe(0);
     expect(missingName.stderr).toMatch(/--name/);
+
+    // Names the API would refuse (POST /v1/organization/api-keys takes 1-100 characters).
+    const org = JSON.parse((await runCli(["orgs", "create", "--name", "Names Ltd"], env)).stdout);
+    for (const [args, message] of [
+      [
+        ["keys", "create", "--org", org.organization_id, "--name", ""],
+        "cumulo: --name must be 1-100 characters, got 0",
+      ],
+      [
+        ["keys", "create", "--org", org.organization_id, "--name", "k".repeat(101)],
+        "cumulo: --name must be 1-100 characters, got 101",
+      ],
+      [["orgs", "create", "--name", "  "], "cumulo: --name must be 1-255 characters, got 0"],
+      [["orgs", "create", "--name", "o".repeat(256)], "cumulo: --name must be 1-255 characters, got 256"],
+    ] as const) {
+      const refused = await runCli([...args], env);
+      expect([refused.code, refused.stderr.trim(), refused.stdout]).toEqual([1, message, ""]);
+    }
+    expect(
+      JSON.parse((await runCli(["keys", "list", "--org", org.organization_id], env)).stdout),
+    ).toHaveLength(1);
   });
 
   it("stops with one clear line naming a bad configuration value", async () => {
