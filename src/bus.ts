@@ -79,7 +79,12 @@ export async function connectRedis(
   options: RedisOptions = {},
 ): Promise<Redis> {
   const client = new Redis(url, options);
-  client.on("error", onError);
+  // Until it is ready, each failed try is kept rather than logged: start-up fails with one line.
+  let lastError: Error | undefined;
+  const keepError = (error: Error) => {
+    lastError = error;
+  };
+  client.on("error", keepError);
   const ready = await new Promise<boolean>((resolve) => {
     const timer = setTimeout(() => resolve(false), REDIS_READY_TIMEOUT_MS);
     client.once("ready", () => {
@@ -89,8 +94,10 @@ export async function connectRedis(
   });
   if (!ready) {
     client.disconnect();
-    throw new Error(`Redis (REDIS_URL) did not answer within ${REDIS_READY_TIMEOUT_MS / 1000} s`);
+    const why = lastError ? ` (${lastError.message})` : "";
+    throw new Error(`Redis (REDIS_URL) did not answer within ${REDIS_READY_TIMEOUT_MS / 1000} s${why}`);
   }
+  client.on("error", onError).off("error", keepError);
   return client;
 }
 

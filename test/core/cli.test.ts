@@ -116,6 +116,19 @@ describe("cumulo CLI", { timeout: 60_000 }, () => {
     expect(result.stderr).toContain("CUMULO_RATE_LIMIT");
   });
 
+  it("stops with one line, not a log of every try, when Redis does not answer", async () => {
+    const result = await runCli(
+      ["orgs", "list"],
+      { ...env, REDIS_URL: "redis://127.0.0.1:1" },
+      undefined,
+      30_000,
+    );
+    expect([result.code, result.stdout]).toEqual([1, ""]);
+    expect(result.stderr.trim()).toBe(
+      "cumulo: Redis (REDIS_URL) did not answer within 10 s (connect ECONNREFUSED 127.0.0.1:1)",
+    );
+  }, 40_000);
+
   it("names a data directory that cannot be made instead of hanging (a path under /proc)", async () => {
     const result = await runCli(
       ["orgs", "list"],
