@@ -1,3 +1,4 @@
+import type { Config } from "../config.ts";
 import { formatDuration } from "../http/time.ts";
 import { readBool, readJson } from "../store/codec.ts";
 import type { VideoEventData } from "../webhooks/emitter.ts";
@@ -12,6 +13,7 @@ import type {
   Video,
 } from "./schemas.ts";
 import type { FolderRow, LibraryRow, PlayerRow, SubtitleRow, VideoRow } from "./tables.ts";
+import { playbackUrls } from "./urls.ts";
 
 /** Rows to the API shapes: the only place field names and encodings are translated. */
 
@@ -46,38 +48,44 @@ export const toFolder = (row: FolderRow): Folder => ({
   updated_at: row.updated_at,
 });
 
-export const toVideo = (row: VideoRow): Video => ({
-  id: row.id,
-  library_id: row.library_id,
-  folder_id: row.folder_id,
-  title: row.title,
-  description: row.description,
-  status: row.status,
-  duration: Number(row.duration),
-  formatted_duration: formatDuration(Number(row.duration)),
-  manifest_url: row.manifest_url,
-  thumbnail_url: row.thumbnail_url,
-  thumbnail_count: Number(row.thumbnail_count),
-  direct_play_url: row.direct_play_url,
-  preview_animation_thumbnail_url: row.preview_animation_thumbnail_url,
-  created_at: row.created_at,
-  updated_at: row.updated_at,
-});
+export const toVideo = (row: VideoRow, config: Config): Video => {
+  const urls = playbackUrls(config, row);
+  return {
+    id: row.id,
+    library_id: row.library_id,
+    folder_id: row.folder_id,
+    title: row.title,
+    description: row.description,
+    status: row.status,
+    duration: Number(row.duration),
+    formatted_duration: formatDuration(Number(row.duration)),
+    manifest_url: urls.manifest_url,
+    thumbnail_url: urls.thumbnail_url,
+    thumbnail_count: Number(row.thumbnail_count),
+    direct_play_url: urls.direct_play_url,
+    preview_animation_thumbnail_url: urls.preview_animation_thumbnail_url,
+    created_at: row.created_at,
+    updated_at: row.updated_at,
+  };
+};
 
 /** The video data of a webhook notification (SPEC.md "Events"); `client_id` is the organization. */
-export const toVideoEventData = (row: VideoRow): VideoEventData => ({
-  status: row.status,
-  duration: Number(row.duration),
-  formatted_duration: formatDuration(Number(row.duration)),
-  video_id: row.id,
-  client_id: row.organization_id,
-  libraryId: row.library_id,
-  manifest_url: row.manifest_url,
-  thumbnail_url: row.thumbnail_url,
-  thumbnail_count: Number(row.thumbnail_count),
-  direct_play_url: row.direct_play_url,
-  preview_animation_thumbnail_url: row.preview_animation_thumbnail_url,
-});
+export const toVideoEventData = (row: VideoRow, config: Config): VideoEventData => {
+  const urls = playbackUrls(config, row);
+  return {
+    status: row.status,
+    duration: Number(row.duration),
+    formatted_duration: formatDuration(Number(row.duration)),
+    video_id: row.id,
+    client_id: row.organization_id,
+    libraryId: row.library_id,
+    manifest_url: urls.manifest_url,
+    thumbnail_url: urls.thumbnail_url,
+    thumbnail_count: Number(row.thumbnail_count),
+    direct_play_url: urls.direct_play_url,
+    preview_animation_thumbnail_url: urls.preview_animation_thumbnail_url,
+  };
+};
 
 export const toSubtitle = (row: SubtitleRow): Subtitle => ({
   id: row.id,

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { fileTypeFromBuffer } from "file-type";
 import { nowIso } from "../clock.ts";
 import type { FieldError } from "../http/errors.ts";
+import { THUMBNAIL_FILE } from "../video/transcoder.ts";
 import type { MediaDeps } from "./context.ts";
 import { keepFileOnlyWhen, requiredField } from "./received-files.ts";
 import type { VideoRow } from "./tables.ts";
@@ -84,7 +85,7 @@ export class ThumbnailService {
         created_at: now,
       });
       const changes = {
-        thumbnail_url: videoAssetUrl(config, video.library_id, video.id, "thumbnail.jpg"),
+        thumbnail_url: videoAssetUrl(config, video.library_id, video.id, THUMBNAIL_FILE),
         updated_at: now,
       };
       await videos.update(trx, video.id, changes);

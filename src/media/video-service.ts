@@ -58,7 +58,7 @@ export class VideoService {
         organizationId: library.organization_id,
         libraryId: library.id,
         videoId: video.id,
-        data: toVideoEventData(video),
+        data: toVideoEventData(video, this.deps.config),
       });
       return { outcome: "created", video };
     });
@@ -109,7 +109,7 @@ export class VideoService {
         organizationId: row.organization_id,
         libraryId: row.library_id,
         videoId: row.id,
-        data: toVideoEventData(row),
+        data: toVideoEventData(row, this.deps.config),
       });
     }
     await videos.deleteMany(

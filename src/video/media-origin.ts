@@ -9,7 +9,7 @@ import { readJson } from "../store/codec.ts";
 import { type PlaybackAccess, type ViewerToken, viewerOf } from "./access.ts";
 import { renditionPrefix } from "./pipeline.ts";
 import { srtToVtt, subtitlePlaylist, withQuery, withSubtitleTracks } from "./playlists.ts";
-import { MASTER_PLAYLIST, MP4_FILE, PREVIEW_FILE, THUMBNAIL_DIR } from "./transcoder.ts";
+import { MASTER_PLAYLIST, MP4_FILE, PREVIEW_FILE, THUMBNAIL_DIR, THUMBNAIL_FILE } from "./transcoder.ts";
 
 /** Files a video has on its distribution, relative to `/{video_id}/`. */
 type Asset =
@@ -24,7 +24,7 @@ function assetOf(path: string): Asset | undefined {
   if (path === MASTER_PLAYLIST) return { kind: "master" };
   if (path === MP4_FILE) return { kind: "file", file: path, type: "video/mp4" };
   if (path === PREVIEW_FILE) return { kind: "file", file: path, type: "image/webp" };
-  if (path === "thumbnail.jpg") return { kind: "thumbnail" };
+  if (path === THUMBNAIL_FILE) return { kind: "thumbnail" };
   if (new RegExp(`^${THUMBNAIL_DIR}/thumbnail_\\d{3}\\.jpg$`).test(path))
     return { kind: "file", file: path, type: "image/jpeg" };
   if (/^\d{2,4}p\/index\.m3u8$/.test(path)) return { kind: "media-playlist", file: path };

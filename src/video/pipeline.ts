@@ -17,7 +17,7 @@ import type { WebhookEmitter } from "../webhooks/emitter.ts";
 import { MediaToolError, type ProbeResult } from "./media-tools.ts";
 import type { VideoProcessingRepository } from "./repository.ts";
 import type { NewProcessingRow, ProcessingChanges, ProcessingRow } from "./tables.ts";
-import { MASTER_PLAYLIST, MP4_FILE, PREVIEW_FILE, type Transcoder } from "./transcoder.ts";
+import { MASTER_PLAYLIST, MP4_FILE, PREVIEW_FILE, THUMBNAIL_FILE, type Transcoder } from "./transcoder.ts";
 
 export type SourceOutcome = { outcome: "accepted"; video: VideoRow } | { outcome: "not_found" | "empty" };
 
@@ -161,7 +161,7 @@ export class VideoPipeline {
         organizationId: updated.organization_id,
         libraryId: updated.library_id,
         videoId: updated.id,
-        data: toVideoEventData(updated),
+        data: toVideoEventData(updated, this.deps.config),
       });
       const payload: ProcessPayload = { libraryId: video.library_id, videoId: video.id, generation };
       await jobs.enqueue(trx, PROCESS_JOB, payload, { maxAttempts: PROCESS_ATTEMPTS });
@@ -266,7 +266,7 @@ export class VideoPipeline {
           manifest_url: url(MASTER_PLAYLIST),
           direct_play_url: url(MP4_FILE),
           preview_animation_thumbnail_url: url(PREVIEW_FILE),
-          thumbnail_url: url("thumbnail.jpg"),
+          thumbnail_url: url(THUMBNAIL_FILE),
           thumbnail_count: thumbnailCount,
         },
         { thumbnail_count: thumbnailCount },
@@ -318,7 +318,7 @@ export class VideoPipeline {
         organizationId: updated.organization_id,
         libraryId: updated.library_id,
         videoId: updated.id,
-        data: toVideoEventData(updated),
+        data: toVideoEventData(updated, this.deps.config),
       });
       return { go: true, emitted: true };
     });
@@ -354,7 +354,7 @@ export class VideoPipeline {
         organizationId: updated.organization_id,
         libraryId: updated.library_id,
         videoId: updated.id,
-        data: toVideoEventData(updated),
+        data: toVideoEventData(updated, this.deps.config),
       });
       return true;
     });

@@ -20,6 +20,8 @@ const PREVIEW_SECONDS = 3;
 export const MASTER_PLAYLIST = "playlist.m3u8";
 export const MP4_FILE = "play.mp4";
 export const PREVIEW_FILE = "preview.webp";
+/** The video's picture as viewers ask for it (a generated frame, or the uploaded thumbnail). */
+export const THUMBNAIL_FILE = "thumbnail.jpg";
 export const THUMBNAIL_DIR = "thumbnails";
 
 export interface Rung {

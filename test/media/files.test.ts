@@ -2,6 +2,7 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { createTestStore } from "../support/store.ts";
 import { createLibrary, createVideo, fieldErrors, MISSING_ID } from "./helpers.ts";
 
 const VTT = "WEBVTT\n\n00:00:00.000 --> 00:00:01.500\nHello\n\n00:00:02.000 --> 00:00:03.000\nWorld\n";
@@ -219,5 +220,48 @@ describe("subtitles and thumbnails", () => {
       .where("library_id", "=", lib.id)
       .execute();
     expect(rows).toEqual([]);
+  });
+});
+
+describe("playback URLs", () => {
+  it("are built from the configuration the video is shown under, not the one it was processed under", async () => {
+    const store = await createTestStore();
+    try {
+      const first = await startTestApp({}, { store });
+      const library = await createLibrary(first);
+      const video = await createVideo(first, library.id);
+      const path = `/v1/media/libraries/${library.id}/videos/${video.id}`;
+      const uploaded = await first.request("POST", `${path}/thumbnails`, {
+        body: form({}, { name: "cover.png", content: PNG }),
+      });
+      expect(uploaded.status).toBe(200);
+      expect((await first.request("GET", path)).body.data.thumbnail_url).toBe(
+        `http://127.0.0.1:8081/${library.id}.media.cumulo.local/${video.id}/thumbnail.jpg`,
+      );
+      await first.close();
+
+      const moved = await startTestApp(
+        { CUMULO_EDGE_URL_STYLE: "host", CUMULO_EDGE_PUBLIC_URL: "https://cdn.example.org" },
+        { store },
+      );
+      try {
+        const shown = (await moved.request("GET", path)).body.data;
+        expect(shown.thumbnail_url).toBe(
+          `https://${library.id}.media.cumulo.local/${video.id}/thumbnail.jpg`,
+        );
+        // Files the video does not have yet stay without a URL.
+        expect([shown.manifest_url, shown.direct_play_url, shown.preview_animation_thumbnail_url]).toEqual([
+          "",
+          "",
+          "",
+        ]);
+        const listed = await moved.request("GET", `/v1/media/libraries/${library.id}/videos`);
+        expect(listed.body.data[0].thumbnail_url).toBe(shown.thumbnail_url);
+      } finally {
+        await moved.close();
+      }
+    } finally {
+      await store.drop();
+    }
   });
 });

@@ -100,7 +100,9 @@ export const videoSourceRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = a
       const result = await video.pipeline.acceptSource(found, upload);
       switch (result.outcome) {
         case "accepted":
-          return reply.code(202).send(ok("Video upload accepted, processing started", toVideo(result.video)));
+          return reply
+            .code(202)
+            .send(ok("Video upload accepted, processing started", toVideo(result.video, config)));
         case "empty":
           throw ApiError.invalidRequest();
         case "not_found":

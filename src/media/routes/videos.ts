@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import type { Config } from "../../config.ts";
 import { ok, okList, okMessage } from "../../http/envelope.ts";
 import { ApiError } from "../../http/errors.ts";
 import { pageMeta, toPage } from "../../http/pagination.ts";
@@ -12,18 +13,18 @@ const tags = ["media: videos"];
 const LibraryParams = IdParams("libraryId");
 const VideoParams = IdParams("libraryId", "videoId");
 
-function videoOf(result: VideoOutcome) {
+function videoOf(result: VideoOutcome, config: Config) {
   switch (result.outcome) {
     case "created":
     case "updated":
-      return toVideo(result.video);
+      return toVideo(result.video, config);
     case "not_found":
     case "folder_not_found":
       throw ApiError.notFound();
   }
 }
 
-export const videoRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async (app, { media }) => {
+export const videoRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async (app, { media, config }) => {
   app.post(
     "/libraries/:libraryId/videos",
     {
@@ -41,7 +42,7 @@ export const videoRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async (
     },
     async (request, reply) => {
       const library = await requireLibrary(media, request, request.params.libraryId);
-      const video = videoOf(await media.videos.create(library, request.body));
+      const video = videoOf(await media.videos.create(library, request.body), config);
       return reply.code(201).send(ok("Video created successfully", video));
     },
   );
@@ -73,7 +74,7 @@ export const videoRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async (
       );
       return okList(
         "Videos retrieved successfully",
-        rows.map(toVideo),
+        rows.map((row) => toVideo(row, config)),
         pageMeta(listPath(request), query, total, { folder_id: query.folder_id, status: query.status }),
       );
     },
@@ -96,7 +97,7 @@ export const videoRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async (
       const library = await requireLibrary(media, request, request.params.libraryId);
       const video = await media.videos.find(library.id, request.params.videoId);
       if (!video) throw ApiError.notFound();
-      return ok("Video retrieved successfully", toVideo(video));
+      return ok("Video retrieved successfully", toVideo(video, config));
     },
   );
 
@@ -116,7 +117,7 @@ export const videoRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async (
     },
     async (request) => {
       const library = await requireLibrary(media, request, request.params.libraryId);
-      const video = videoOf(await media.videos.update(library.id, request.params.videoId, request.body));
+      const video = videoOf(await media.videos.update(library.id, request.params.videoId, request.body), config);
       return ok("Video updated successfully", video);
     },
   );

@@ -324,7 +324,7 @@ export class UrlImports {
         organizationId: video.organization_id,
         libraryId: video.library_id,
         videoId: video.id,
-        data: toVideoEventData({ ...video, ...update }),
+        data: toVideoEventData({ ...video, ...update }, this.deps.config),
       });
       return true;
     });
