@@ -117,7 +117,10 @@ export const videoRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async (
     },
     async (request) => {
       const library = await requireLibrary(media, request, request.params.libraryId);
-      const video = videoOf(await media.videos.update(library.id, request.params.videoId, request.body), config);
+      const video = videoOf(
+        await media.videos.update(library.id, request.params.videoId, request.body),
+        config,
+      );
       return ok("Video updated successfully", video);
     },
   );
