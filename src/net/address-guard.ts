@@ -7,9 +7,16 @@ import { Agent } from "undici";
 const IPV4_COMPATIBLE: [ipaddr.IPv6, number] = [ipaddr.IPv6.parse("::"), 96];
 
 /**
+ * Cloud platform services inside public address space: Azure's WireServer (VM agent, DNS and
+ * metadata relay). Every other provider's metadata service is link-local, private or CGNAT.
+ */
+const PLATFORM_ADDRESSES = new Set(["168.63.129.16"]);
+
+/**
  * Refuses outbound connections to addresses that reach inside the platform (SSRF): loopback,
- * private, link-local (cloud metadata included), CGNAT, unspecified, multicast, reserved, and
- * IPv6 forms that wrap such an address (IPv4-mapped, IPv4-compatible, NAT64, 6to4, Teredo).
+ * private, link-local (cloud metadata included), CGNAT, unspecified, multicast, reserved, cloud
+ * platform services, and IPv6 forms that wrap such an address (IPv4-mapped, IPv4-compatible, NAT64,
+ * 6to4, Teredo).
  */
 export function isPublicAddress(address: string): boolean {
   if (!ipaddr.isValid(address)) return false;
@@ -19,7 +26,7 @@ export function isPublicAddress(address: string): boolean {
     if (ipv6.isIPv4MappedAddress()) parsed = ipv6.toIPv4Address();
     else if (ipv6.match(IPV4_COMPATIBLE)) return false;
   }
-  return parsed.range() === "unicast";
+  return parsed.range() === "unicast" && !PLATFORM_ADDRESSES.has(parsed.toNormalizedString());
 }
 
 /**

@@ -26,6 +26,8 @@ describe("address guard", () => {
       "::ffff:127.0.0.1",
       "::ffff:10.0.0.1",
       "224.0.0.1",
+      "168.63.129.16",
+      "::ffff:168.63.129.16",
       "not-an-ip",
     ]) {
       expect(isPublicAddress(address), address).toBe(false);
