@@ -1,11 +1,11 @@
 import { hash, randomBytes } from "node:crypto";
 
 const KEY_PREFIX = "cmk_";
+const DISPLAY_PREFIX_LENGTH = 12;
 
 /** Longest name of an API key (the API and the CLI alike) and of an organization. */
 export const API_KEY_NAME_MAX = 100;
 export const ORGANIZATION_NAME_MAX = 255;
-const DISPLAY_PREFIX_LENGTH = 12;
 
 /** A new API key secret: `cmk_` and 43 base64url characters (256 random bits). */
 export const generateApiKey = (): string => KEY_PREFIX + randomBytes(32).toString("base64url");
