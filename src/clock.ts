@@ -20,9 +20,13 @@ export const systemClock: Clock = {
 
 export const nowIso = (clock: Clock): string => clock.now().toISOString();
 
+/** The last instant with a four-digit year, which the stores and the API's timestamps need. */
+export const LATEST_INSTANT = Date.parse("9999-12-31T23:59:59.999Z");
+
 /**
  * The real clock moved by an offset: developer mode's clock, which a test moves forward (or back to
- * real time) while every service keeps reading "now" from it.
+ * real time) while every service keeps reading "now" from it. Moved to its last instant, it stays
+ * there.
  */
 export class OffsetClock implements Clock {
   /** How far ahead of real time (milliseconds; 0 is real time). */
@@ -30,6 +34,6 @@ export class OffsetClock implements Clock {
 
   now(): Date {
     clockReads++;
-    return new Date(Date.now() + this.offsetMs);
+    return new Date(Math.min(Date.now() + this.offsetMs, LATEST_INSTANT));
   }
 }

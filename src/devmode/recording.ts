@@ -102,9 +102,7 @@ function harEntry(exchange: RecordedExchange, bodyLimit: number) {
   const url = URL.canParse(exchange.url)
     ? new URL(exchange.url)
     : new URL(exchange.path, "http://cumulo.local");
-  for (const name of [...url.searchParams.keys()]) {
-    if (SECRET_FIELD.test(name) || SECRET_HEADERS.has(name.toLowerCase())) url.searchParams.set(name, MASK);
-  }
+  maskQuery(url);
   const requestText = exchange.requestBody && maskBody(exchange.requestBody);
   const responseText = exchange.responseBody && maskBody(exchange.responseBody);
   return {
@@ -159,8 +157,34 @@ function maskBody(text: string): string {
   }
 }
 
+/** Credentials a URL's query carries (a playback token, a signature) become the mask. */
+function maskQuery(url: URL): boolean {
+  let masked = false;
+  for (const name of [...url.searchParams.keys()]) {
+    if (SECRET_FIELD.test(name) || SECRET_HEADERS.has(name.toLowerCase())) {
+      url.searchParams.set(name, MASK);
+      masked = true;
+    }
+  }
+  return masked;
+}
+
+/**
+ * A URL in a body keeps its credentials no better than a field does: a playback URL's token, an
+ * invitation link's fragment (the invitation token) are masked. Other text is left as it is.
+ */
+function maskUrlText(text: string): string {
+  if (!/^https?:\/\//i.test(text) || !URL.canParse(text)) return text;
+  const url = new URL(text);
+  const masked = maskQuery(url);
+  if (url.hash === "" && !masked) return text;
+  if (url.hash !== "") url.hash = MASK;
+  return url.toString();
+}
+
 function maskValue(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(maskValue);
+  if (typeof value === "string") return maskUrlText(value);
   if (value === null || typeof value !== "object") return value;
   return Object.fromEntries(
     Object.entries(value).map(([name, inner]) => [

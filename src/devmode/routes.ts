@@ -4,9 +4,9 @@ import { type Static, Type } from "@sinclair/typebox";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import fastifyPlugin from "fastify-plugin";
 import { parse as parseYaml } from "yaml";
-import { OffsetClock } from "../clock.ts";
+import { LATEST_INSTANT, OffsetClock } from "../clock.ts";
 import { presentedKey } from "../http/auth.ts";
-import { ApiError } from "../http/errors.ts";
+import { ApiError, type FieldError } from "../http/errors.ts";
 import { nestsDeeperThan } from "../http/json-bodies.ts";
 import { mediaErrorResponses, StringEnum, Timestamp, Uuid } from "../http/schemas.ts";
 import { DEFAULT_ORGANIZATION_NAME } from "../identity/service.ts";
@@ -43,11 +43,14 @@ export const DEV_MODE_OFFERS = [
 ];
 const tags = ["dev-mode"];
 
+/** Where one of several fields is needed and none is given, each is reported missing (the contract). */
+const eachRequired = (fields: string[], message: string): FieldError[] =>
+  fields.map((field) => ({ field, code: "validation_required", message }));
+
 const Snapshot = Type.Object({ name: Type.String(), created_at: Timestamp });
 const SnapshotName = Type.String({ pattern: SNAPSHOT_NAME });
 const Done = Type.Object({ done: Type.Boolean(), duration_ms: Type.Number() });
 const TimeView = Type.Object({ now: Timestamp, offset_ms: Type.Integer() });
-const LATEST_INSTANT = Date.parse("9999-12-31T23:59:59.999Z");
 const TimeChange = Type.Object({
   advance_ms: Type.Optional(Type.Integer({ minimum: 0 })),
   to: Type.Optional(Timestamp),
@@ -450,7 +453,7 @@ export const devModeRoutes = fastifyPlugin(
           async (request) => {
             const { organization_id, video, library } = request.body;
             if (video === undefined && library === undefined) {
-              throw ApiError.field("video", "validation_required", "Give video, library or both");
+              throw ApiError.validation(eachRequired(["video", "library"], "Give video, library or both"));
             }
             transitions.set(organization_id, { video, library });
             return transitions.view();
@@ -502,10 +505,16 @@ export const devModeRoutes = fastifyPlugin(
           async (request) => {
             if (!clock) throw ApiError.conflict("This server's clock is injected and cannot be moved");
             const { advance_ms, to, real } = request.body;
-            if ([advance_ms, to, real].filter((given) => given !== undefined).length !== 1) {
+            const given = [advance_ms, to, real].filter((value) => value !== undefined).length;
+            if (given === 0) {
+              throw ApiError.validation(
+                eachRequired(["advance_ms", "to", "real"], "Give exactly one of advance_ms, to, real"),
+              );
+            }
+            if (given > 1) {
               throw ApiError.field(
                 "advance_ms",
-                "validation_required",
+                "validation_max",
                 "Give exactly one of advance_ms, to, real",
               );
             }
@@ -556,10 +565,12 @@ export const devModeRoutes = fastifyPlugin(
             const input = request.body;
             const target = input.target ?? "http";
             if (target === "http" && input.status === undefined && input.latency_ms === undefined) {
-              throw ApiError.field("status", "validation_required", "Give status, latency_ms or both");
+              throw ApiError.validation(
+                eachRequired(["status", "latency_ms"], "Give status, latency_ms or both"),
+              );
             }
             if (target === "webhook" && input.status === undefined && !input.timeout) {
-              throw ApiError.field("status", "validation_required", "Give status or timeout: true");
+              throw ApiError.validation(eachRequired(["status", "timeout"], "Give status or timeout: true"));
             }
             if (target === "video" && input.stage === undefined) {
               throw ApiError.field("stage", "validation_required", "Give the stage at which the video fails");

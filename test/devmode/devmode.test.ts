@@ -153,6 +153,11 @@ describe("developer mode on", () => {
     expect(real.body.offset_ms).toBe(0);
     const both = await t.request("POST", "/_cumulo/time", { json: { real: true, advance_ms: 5 } });
     expect(both.status).toBe(400);
+    // None of the three: each is reported missing, as the contract asks.
+    const none = await t.request("POST", "/_cumulo/time", { json: {} });
+    expect(
+      none.body.errors.map((error: { field: string; code: string }) => `${error.field}:${error.code}`),
+    ).toEqual(["advance_ms:validation_required", "to:validation_required", "real:validation_required"]);
   });
 
   it("refuses to move the clock past the year 9999, and keeps it as it was", async () => {
@@ -171,6 +176,14 @@ describe("developer mode on", () => {
     expect(time.status).toBe(200);
     expect(time.body.now).toMatch(/^9999-12-31T/);
     expect((await t.request("POST", "/v1/media/libraries", { json: { name: "Late" } })).status).toBe(201);
+
+    // Moved to its last instant, the clock stays there while real time goes on.
+    const last = await t.request("POST", "/_cumulo/time", { json: { to: "9999-12-31T23:59:59.999Z" } });
+    expect([last.status, last.body.now]).toEqual([200, "9999-12-31T23:59:59.999Z"]);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const stamped = await t.request("POST", "/v1/media/libraries", { json: { name: "Last" } });
+    expect(stamped.body.data.created_at).toBe("9999-12-31T23:59:59.999Z");
+    expect((await t.request("GET", "/_cumulo/time")).body.now).toBe("9999-12-31T23:59:59.999Z");
     expect((await t.request("POST", "/_cumulo/time", { json: { real: true } })).body.offset_ms).toBe(0);
   });
 

@@ -141,5 +141,11 @@ describe("fault rules for webhook deliveries and video processing", () => {
     expect(noStage.status).toBe(400);
     const nothing = await t.request("POST", "/_cumulo/faults", { json: { target: "webhook" } });
     expect(nothing.status).toBe(400);
+    expect(nothing.body.errors.map((error: { field: string }) => error.field)).toEqual(["status", "timeout"]);
+    const noEffect = await t.request("POST", "/_cumulo/faults", { json: {} });
+    expect(noEffect.body.errors.map((error: { field: string }) => error.field)).toEqual([
+      "status",
+      "latency_ms",
+    ]);
   });
 });

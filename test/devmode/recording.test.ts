@@ -85,6 +85,32 @@ describe("recording an organization's requests", () => {
     expect(empty.body.log.entries).toEqual([]);
   });
 
+  it("masks the credentials that URLs in bodies carry: a playback token", async () => {
+    const org = await t.createOrganization("Tokens");
+    const library = await createLibrary(t, { name: "Private" }, org.key);
+    const video = await t.request("POST", `/v1/media/libraries/${library.id}/videos`, {
+      key: org.key,
+      json: { title: "Secret screening" },
+    });
+    await t.request("POST", "/_cumulo/recording", {
+      json: { organization_id: org.organizationId, recording: true },
+    });
+    const token = await t.request(
+      "POST",
+      `/v1/media/libraries/${library.id}/videos/${video.body.data.id}/playback-token`,
+      { key: org.key, json: {} },
+    );
+    expect(token.status, token.text).toBe(201);
+    const har = await t.request("GET", `/_cumulo/recording.har?organization_id=${org.organizationId}`);
+    expect(har.text).not.toContain(token.body.data.token);
+    const recorded = JSON.parse(har.body.log.entries[0].response.content.text).data;
+    expect(new URL(recorded.manifest_url).searchParams.get("token")).toBe("***");
+    expect(new URL(recorded.manifest_url).searchParams.get("expires")).toBe(String(token.body.data.expires));
+    expect(new URL(recorded.direct_play_url).pathname).toBe(
+      new URL(token.body.data.direct_play_url).pathname,
+    );
+  });
+
   it("cuts bodies at the recording's limit", async () => {
     const org = await t.createOrganization("Small bodies");
     await t.request("POST", "/_cumulo/recording", {

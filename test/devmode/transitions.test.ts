@@ -185,7 +185,11 @@ describe("state transitions: instant processing and provisioning, or a stop at a
   });
 
   it("refuses a rule that names nothing or an unknown stage", async () => {
-    expect((await setTransitions({})).status).toBe(400);
+    const empty = await setTransitions({});
+    expect(empty.status).toBe(400);
+    expect(
+      empty.body.errors.map((error: { field: string; code: string }) => `${error.field}:${error.code}`),
+    ).toEqual(["video:validation_required", "library:validation_required"]);
     expect((await setTransitions({ video: { stop_at: "ready" } })).status).toBe(400);
     expect((await setTransitions({ library: "fast" })).status).toBe(400);
     await t.request("DELETE", "/_cumulo/transitions");
