@@ -212,6 +212,31 @@ describe("slow and broken clients on both listeners", () => {
     expect(errorLines(lines)).toEqual([]);
   });
 
+  it("survives a malformed request sent on the connection right after a raw upload's body", async () => {
+    const library = await createLibrary(t);
+    const video = await createVideo(t, library.id);
+    const body = Buffer.alloc(100_000, 1);
+    const connection = await RawConnection.open(t.baseUrl);
+    // The parser refuses the second request and closes the connection while the upload is stored:
+    // the upload's request then reports an "aborted" error, which ended the process.
+    connection.write(
+      Buffer.concat([
+        Buffer.from(
+          `PUT /v1/media/libraries/${library.id}/videos/${video.id}/source HTTP/1.1\r\nHost: localhost\r\n` +
+            `Authorization: Bearer ${t.adminKey}\r\nContent-Type: video/mp4\r\nContent-Length: ${body.length}\r\n\r\n`,
+        ),
+        body,
+        Buffer.from("GARBAGE\r\n\r\n"),
+      ]),
+    );
+    await connection.closed;
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(await healthy(t.baseUrl)).toBe(200);
+    const after = await t.request("GET", `/v1/media/libraries/${library.id}/videos/${video.id}`);
+    expect(after.status).toBe(200);
+    expect(errorLines(lines)).toEqual([]);
+  });
+
   it("logs no slow or broken client at error level", () => {
     expect(errorLines(lines)).toEqual([]);
   });

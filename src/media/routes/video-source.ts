@@ -24,16 +24,16 @@ const rawBodies = new WeakMap<FastifyRequest, IncomingMessage>();
 async function receiveRaw(raw: IncomingMessage, blobs: BlobStore, key: string, maxBytes: number) {
   const pass = new PassThrough();
   let hungUp = false;
-  const onClose = () => {
+  // Once the whole body has arrived, the connection ending (the parser refusing a request sent after
+  // it, say) no longer concerns the upload: the request's late "aborted" error is not passed on.
+  const onEnded = (error?: Error) => {
     if (raw.complete) return;
     hungUp = true;
-    pass.destroy(new Error("the upload was aborted"));
+    pass.destroy(error ?? new Error("the upload was aborted"));
   };
+  const onClose = () => onEnded();
   raw.once("close", onClose);
-  raw.once("error", (error) => {
-    hungUp = true;
-    pass.destroy(error);
-  });
+  raw.on("error", onEnded);
   raw.pipe(pass);
   try {
     return await blobs.put(key, pass as Readable, { maxBytes });
@@ -46,6 +46,7 @@ async function receiveRaw(raw: IncomingMessage, blobs: BlobStore, key: string, m
     throw error;
   } finally {
     raw.off("close", onClose);
+    raw.off("error", onEnded);
   }
 }
 
