@@ -13,6 +13,13 @@ declare module "fastify" {
     /** Set on every authenticated route before validation runs. */
     auth: AuthContext;
   }
+  interface FastifyContextConfig {
+    /**
+     * A write that changes nothing and lets a person see what they may read (a playback token to
+     * watch a private video): read-only users may make it, read-only API keys may not.
+     */
+    forReadOnlyUsers?: boolean;
+  }
 }
 
 export const MISSING_MEDIA_CREDENTIAL =
@@ -110,9 +117,14 @@ export async function authenticateRequest(
       : ApiError.unauthorized(MISSING_MEDIA_CREDENTIAL, "auth_type_not_found");
   }
   if (!auth) throw ApiError.unauthorized("Invalid authentication credentials");
-  if (auth.readOnly && !READ_METHODS.has(request.method)) {
+  const person = auth.sessionId !== undefined;
+  if (
+    auth.readOnly &&
+    !READ_METHODS.has(request.method) &&
+    !(person && request.routeOptions.config.forReadOnlyUsers)
+  ) {
     throw ApiError.forbidden(
-      auth.sessionId === undefined ? "This API key is read-only" : "This user is read-only",
+      person ? "This user is read-only" : "This API key is read-only",
     );
   }
   return auth;

@@ -120,6 +120,25 @@ describe("a console session on every API group", () => {
     expect((await t.request("GET", `/v1/media/libraries/${libraryId}`)).status).toBe(200);
   });
 
+  it("lets a read-only user, not a read-only key, get a playback token to watch a private video", async () => {
+    const video = await t.request("POST", `/v1/media/libraries/${libraryId}/videos`, {
+      json: { title: "Watch" },
+    });
+    const tokenPath = `/v1/media/libraries/${libraryId}/videos/${video.body.data.id}/playback-token`;
+    const watched = await t.request("POST", tokenPath, { ...withSession(reader), json: {} });
+    expect(watched.status, watched.text).toBe(201);
+    expect(watched.body.data.token).toEqual(expect.any(String));
+    // Still a write as far as the CSRF check goes.
+    expect((await t.request("POST", tokenPath, { ...withSession(reader, false), json: {} })).status).toBe(
+      403,
+    );
+    const readOnlyKey = await t.request("POST", "/v1/organization/api-keys", {
+      json: { name: "dashboard", read_only: true },
+    });
+    const refused = await t.request("POST", tokenPath, { key: readOnlyKey.body.data.api_key, json: {} });
+    expect([refused.status, refused.body.message]).toEqual([403, "This API key is read-only"]);
+  });
+
   it("prefers an API key header over the cookie: key requests need no CSRF token", async () => {
     const response = await t.request("POST", "/v1/media/libraries", {
       json: { name: "By key" },

@@ -18,6 +18,8 @@ export const playbackRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = asyn
   app.post(
     "/libraries/:libraryId/videos/:videoId/playback-token",
     {
+      // Watching is reading: a read-only person previews a private video in the console.
+      config: { forReadOnlyUsers: true },
       schema: {
         operationId: "createPlaybackToken",
         tags: ["media: videos"],
