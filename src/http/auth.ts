@@ -123,9 +123,7 @@ export async function authenticateRequest(
     !READ_METHODS.has(request.method) &&
     !(person && request.routeOptions.config.forReadOnlyUsers)
   ) {
-    throw ApiError.forbidden(
-      person ? "This user is read-only" : "This API key is read-only",
-    );
+    throw ApiError.forbidden(person ? "This user is read-only" : "This API key is read-only");
   }
   return auth;
 }
