@@ -135,6 +135,36 @@ function fieldOf(error: ErrorObject, prefix: string): string {
   return prefix && path === "" ? prefix : path;
 }
 
+/** A length, count or size bound as a sentence's end: "must be at most 65535". */
+function boundOf(error: ErrorObject): string {
+  const limit = Number(error.params.limit);
+  const plural = (one: string, many = `${one}s`) => `${limit} ${limit === 1 ? one : many}`;
+  switch (error.keyword) {
+    case "minLength":
+      return limit === 1 ? "must not be empty" : `must be at least ${plural("character")} long`;
+    case "maxLength":
+      return `must be at most ${plural("character")} long`;
+    case "minItems":
+      return limit === 1 ? "must not be empty" : `must have at least ${plural("item")}`;
+    case "maxItems":
+      return `must have at most ${plural("item")}`;
+    case "minProperties":
+      return `must have at least ${plural("entry", "entries")}`;
+    case "maxProperties":
+      return `must have at most ${plural("entry", "entries")}`;
+    case "minimum":
+      return `must be at least ${limit}`;
+    case "exclusiveMinimum":
+      return `must be greater than ${limit}`;
+    case "maximum":
+      return `must be at most ${limit}`;
+    case "exclusiveMaximum":
+      return `must be less than ${limit}`;
+    default:
+      return error.message ?? "is out of range";
+  }
+}
+
 function messageOf(error: ErrorObject, field: string, code: ValidationCode): string {
   switch (code) {
     case "validation_required":
@@ -148,9 +178,8 @@ function messageOf(error: ErrorObject, field: string, code: ValidationCode): str
     case "validation_format":
       return `The ${field} field has an invalid format.`;
     case "validation_min":
-      return `The ${field} field ${error.message ?? "is too small"}.`;
     case "validation_max":
-      return `The ${field} field ${error.message ?? "is too large"}.`;
+      return `The ${field} field ${boundOf(error)}.`;
     default:
       return `The ${field} field is invalid.`;
   }

@@ -131,6 +131,16 @@ describe("media libraries", () => {
     expect(fieldErrors(missing.body)).toEqual({ name: "validation_required" });
     const empty = await t.request("POST", "/v1/media/libraries", { json: { name: "" } });
     expect(fieldErrors(empty.body)).toEqual({ name: "validation_min" });
+    // Bounds read as sentences with their limit, not as a schema's keyword.
+    expect(empty.body.errors[0].message).toBe("The name field must not be empty.");
+    expect(bad.body.errors.find((error: { field: string }) => error.field === "description").message).toBe(
+      "The description field must be at most 2000 characters long.",
+    );
+    const outOfRange = await t.request("GET", "/v1/media/libraries?limit=101&page=0");
+    expect(outOfRange.body.errors.map((error: { message: string }) => error.message)).toEqual([
+      "The limit field must be at most 100.",
+      "The page field must be at least 1.",
+    ]);
   });
 
   it("updates name, description and default privacy and records who did", async () => {
