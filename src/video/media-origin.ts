@@ -160,6 +160,7 @@ export class VideoMediaOrigin implements MediaOrigin {
     return Buffer.concat(chunks).toString("utf8");
   }
 
+  /** Refusals too are readable by players on other origins, so a web player can say why. */
   #error(response: ServerResponse, status: 403 | 404, message?: string): number {
     return sendJsonError(
       response,
@@ -167,6 +168,7 @@ export class VideoMediaOrigin implements MediaOrigin {
       status === 403
         ? { success: false, error: "forbidden", message }
         : { success: false, message: "Resource not found" },
+      FROM_THE_STORE,
     );
   }
 

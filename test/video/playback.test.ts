@@ -269,6 +269,8 @@ describe("video pipeline and playback", () => {
       expect(refused.status).toBe(403);
       expect(JSON.parse(refused.text)).toMatchObject({ success: false, error: "forbidden" });
       expect(typeof JSON.parse(refused.text).message).toBe("string");
+      // Readable by a web player on another origin, which can then say why.
+      expect(refused.headers["access-control-allow-origin"]).toBe("*");
       expect((await play("playlist.m3u8")).status).toBe(403);
 
       await setSecurity({ referrers: { action: "allow", values: [] } });
