@@ -100,8 +100,9 @@ describe.skipIf(missing)("the console in Chromium", () => {
     await page.getByRole("button", { name: "New library" }).click();
     const dialog = page.getByRole("dialog", { name: "New library" });
     await dialog.getByRole("button", { name: "Create library" }).click();
-    // An empty name: the API's validation error appears under the Name field.
-    await dialog.locator('[data-field-error="name"]').waitFor();
+    // An empty name: the API's validation error appears under the Name field, as a sentence that
+    // does not repeat the API's field path.
+    await dialog.locator('[data-field-error="name"]', { hasText: "This field must not be empty." }).waitFor();
     await expect(dialog.getByLabel("Name", { exact: true }).getAttribute("aria-invalid")).resolves.toBe(
       "true",
     );
@@ -114,7 +115,9 @@ describe.skipIf(missing)("the console in Chromium", () => {
     const referrers = page.getByRole("group", { name: "Referrers" });
     await referrers.getByLabel("Values").fill("example.com\nnot a host!");
     await page.getByRole("button", { name: "Save security settings" }).click();
-    await page.locator('[data-field-error="referrers.values"]', { hasText: "Line 2" }).waitFor();
+    await page
+      .locator('[data-field-error="referrers.values"]', { hasText: "Line 2 has an invalid format." })
+      .waitFor();
     await referrers.getByLabel("Values").fill("example.com");
     await page.getByRole("button", { name: "Save security settings" }).click();
     await page

@@ -102,4 +102,26 @@ describe.skipIf(missing)("the console in Chromium: the page frame", () => {
     expect((await signIn(PASSWORD)).status).toBe(401);
     expect((await signIn("a brand new passphrase")).status).toBe(201);
   });
+
+  it("tells a person refused by the sign-in limit how long to wait", async () => {
+    const limited = await startTestApp({ CUMULO_SIGN_IN_RATE_LIMIT: "2/15m" });
+    try {
+      const context = await newConsoleContext(browser, limited.baseUrl);
+      const page = await context.newPage();
+      await page.goto("/console/sign-in");
+      for (let attempt = 0; attempt < 3; attempt++) {
+        await page.getByLabel("Email").fill("guesser@example.invalid");
+        await page.getByLabel("Password").fill(`guess number ${attempt}`);
+        await page.getByRole("button", { name: "Sign in" }).click();
+        await page.getByRole("alert").waitFor();
+      }
+      await page
+        .getByRole("alert")
+        .filter({ hasText: /Too many requests: try again in 1[45] minutes\./ })
+        .waitFor();
+      await context.close();
+    } finally {
+      await limited.close();
+    }
+  });
 });

@@ -125,6 +125,26 @@ describe.skipIf(missing)("the console in Chromium: video page, private libraries
     await page.setViewportSize({ width: 1280, height: 800 });
   });
 
+  it("says why the edge refuses to play a video on the console's own page (a referrer rule)", async () => {
+    const security = `/v1/media/libraries/${libraryId}/security`;
+    await app.request("PUT", security, { json: { referrers: { action: "allow", values: ["example.com"] } } });
+    try {
+      await page.goto(`/console/libraries/${libraryId}/videos/${videoId}`);
+      await page
+        .getByRole("alert")
+        .filter({
+          hasText: "The edge refused to play this video on this page: This referrer may not play this video.",
+        })
+        .waitFor();
+      await page.getByText("The thumbnail could not be shown on this page.").waitFor();
+      await screenshot(page, "video-refused-referrer");
+    } finally {
+      await app.request("PUT", security, {
+        json: { referrers: { action: "allow", values: [], enabled: false } },
+      });
+    }
+  });
+
   it("renames the video and deletes another after asking", async () => {
     await page.getByRole("button", { name: "Rename" }).click();
     const dialog = page.getByRole("dialog", { name: "Rename video" });
@@ -263,7 +283,28 @@ describe.skipIf(missing)("the console in Chromium: video page, private libraries
     await page.getByRole("option", { name: LONG_HOST }).waitFor({ state: "attached" });
     await expect(pageWidth(page)).resolves.toBeLessThanOrEqual(375);
     await screenshot(page, "cdn-analytics-phone");
+    // A long name without spaces wraps instead of widening the page.
+    const longName = `Quarterly-all-hands-recordings-${"y".repeat(60)}`;
+    const long = await app.request("POST", "/v1/media/libraries", { json: { name: longName } });
+    await page.goto(`/console/libraries/${long.body.data.id}`);
+    await page.getByRole("heading", { name: longName, level: 1 }).waitFor();
+    await expect(pageWidth(page)).resolves.toBeLessThanOrEqual(375);
+    await screenshot(page, "library-long-name-phone");
     await page.setViewportSize({ width: 1280, height: 800 });
+  });
+
+  it("says a library or video that does not exist was not found, with a way back instead of Try again", async () => {
+    for (const path of ["00000000-0000-4000-8000-000000000000", "not-a-library"]) {
+      await page.goto(`/console/libraries/${path}`);
+      await page.getByRole("heading", { name: "Library not found", level: 1 }).waitFor();
+      await page.getByRole("link", { name: "Go to your libraries" }).waitFor();
+      await expect(page.getByRole("button", { name: "Try again" }).count()).resolves.toBe(0);
+    }
+    await screenshot(page, "library-not-found");
+    await page.goto(`/console/libraries/${libraryId}/videos/00000000-0000-4000-8000-000000000000`);
+    await page.getByRole("heading", { name: "Video not found", level: 1 }).waitFor();
+    await page.getByRole("link", { name: "Go to the library" }).click();
+    await page.waitForURL(`**/console/libraries/${libraryId}`);
   });
 
   it("says a library in the players address does not exist, with New player disabled", async () => {

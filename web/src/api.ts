@@ -42,6 +42,21 @@ export class ApiFailure extends Error {
 }
 
 /**
+ * The API's field message as shown beside its field: "The forwarding_rules.0.source_port field must
+ * be at most 65535." reads "This field must be at most 65535." (the API's path means nothing there).
+ */
+function besideItsField(field: string, message: string): string {
+  const named = `The ${field} field `;
+  return message.startsWith(named) ? `This field ${message.slice(named.length)}` : message;
+}
+
+/** A field message about one line of a list typed one item a line: "Line 2 has an invalid format." */
+export const aboutLine = (line: number, message: string): string =>
+  message.startsWith("This field ")
+    ? `Line ${line} ${message.slice("This field ".length)}`
+    : `Line ${line}: ${message}`;
+
+/**
  * Reads the error bodies of every API group: media, CDN and webhooks list
  * `errors: [{field, code, message}]`; cloud answers `errors: {field: text}` (CONTRACT.md).
  */
@@ -52,11 +67,14 @@ export function failureOf(status: number, body: unknown): ApiFailure {
   if (Array.isArray(errors)) {
     for (const item of errors) {
       const { field, message } = (item ?? {}) as { field?: unknown; message?: unknown };
-      if (typeof field === "string") fieldErrors[field] = typeof message === "string" ? message : "Invalid";
+      if (typeof field === "string") {
+        fieldErrors[field] = typeof message === "string" ? besideItsField(field, message) : "Invalid";
+      }
     }
   } else if (typeof errors === "object" && errors !== null) {
     for (const [field, message] of Object.entries(errors)) {
-      if (field !== "Error" && typeof message === "string") fieldErrors[field] = message;
+      if (field !== "Error" && typeof message === "string")
+        fieldErrors[field] = besideItsField(field, message);
     }
   }
   const message =
@@ -83,8 +101,24 @@ export async function call<T>(request: Promise<ClientResult<T>>): Promise<T> {
   } catch {
     throw failureOf(0, undefined);
   }
-  if (!result.response.ok) throw failureOf(result.response.status, result.error);
+  if (!result.response.ok) {
+    const failure = failureOf(result.response.status, result.error);
+    const wait = waitOf(result.response.headers.get("retry-after"));
+    if (result.response.status === 429 && wait) {
+      throw new ApiFailure(429, `${failure.message}: try again in ${wait}.`, {}, failure.code);
+    }
+    throw failure;
+  }
   return result.data as T;
+}
+
+/** A 429's `Retry-After` (seconds) in words: "40 seconds", "12 minutes". */
+function waitOf(retryAfter: string | null): string | undefined {
+  const seconds = Number(retryAfter);
+  if (!retryAfter || !Number.isFinite(seconds) || seconds <= 0) return undefined;
+  if (seconds < 60) return `${Math.ceil(seconds)} second${Math.ceil(seconds) === 1 ? "" : "s"}`;
+  const minutes = Math.ceil(seconds / 60);
+  return `${minutes} minute${minutes === 1 ? "" : "s"}`;
 }
 
 /** The text to show for any thrown value. */

@@ -1,5 +1,6 @@
 import type { ReactNode } from "react";
-import { messageOf } from "../api.ts";
+import { ApiFailure, messageOf } from "../api.ts";
+import { PageHeader } from "./Layout.tsx";
 
 export function Loading({ what = "Loading" }: { what?: string }) {
   return (
@@ -10,15 +11,28 @@ export function Loading({ what = "Loading" }: { what?: string }) {
   );
 }
 
+/** A page whose subject does not exist: says so as the page's heading, with a way on. */
+export function Missing({ title, children }: { title: string; children: ReactNode }) {
+  return (
+    <>
+      <PageHeader title={title} />
+      <p>{children}</p>
+    </>
+  );
+}
+
 export function Empty({ children }: { children: ReactNode }) {
   return <div className="state state-empty">{children}</div>;
 }
+
+/** The API answered 404: what was asked for does not exist (any more), and asking again will not help. */
+export const isMissing = (error: unknown): boolean => error instanceof ApiFailure && error.status === 404;
 
 export function ErrorState({ error, onRetry }: { error: unknown; onRetry?: () => void }) {
   return (
     <div className="state state-error" role="alert">
       <p>{messageOf(error)}</p>
-      {onRetry && (
+      {onRetry && !isMissing(error) && (
         <button type="button" onClick={onRetry}>
           Try again
         </button>

@@ -1,6 +1,6 @@
 import type { paths } from "@cumulo/client";
 import { useState } from "react";
-import { api, call } from "../../api.ts";
+import { aboutLine, api, call } from "../../api.ts";
 import { type Column, DataTable, pagingOf } from "../../components/DataTable.tsx";
 import { DateTime } from "../../components/DateTime.tsx";
 import { Field, FormError, OtherErrors } from "../../components/Field.tsx";
@@ -66,7 +66,7 @@ export function Purges({ distribution }: { distribution: Distribution }) {
     errors.paths ??
     Object.entries(errors)
       .filter(([field]) => field.startsWith("paths."))
-      .map(([field, message]) => `Line ${Number(field.slice(6)) + 1}: ${message}`)[0];
+      .map(([field, message]) => aboutLine(Number(field.slice(6)) + 1, message))[0];
 
   return (
     <section className="panel" aria-labelledby="cdn-purges-title">

@@ -2,7 +2,7 @@ import { useState } from "react";
 import { Link, useParams, useSearchParams } from "react-router";
 import { api, call } from "../../api.ts";
 import { PageHeader } from "../../components/Layout.tsx";
-import { ErrorState, Loading } from "../../components/States.tsx";
+import { ErrorState, isMissing, Loading, Missing } from "../../components/States.tsx";
 import { useLoad } from "../../load.ts";
 import { FolderTree } from "./FolderTree.tsx";
 import { SecurityForm } from "./SecurityForm.tsx";
@@ -21,6 +21,14 @@ export function LibraryPage() {
     libraryId,
   );
   if (library.state === "loading") return <Loading what="Loading the library" />;
+  if (library.state === "error" && isMissing(library.error)) {
+    return (
+      <Missing title="Library not found">
+        None of your libraries has this address; it may have been deleted.{" "}
+        <Link to="/libraries">Go to your libraries</Link>.
+      </Missing>
+    );
+  }
   if (library.state === "error") return <ErrorState error={library.error} onRetry={library.reload} />;
   const { data } = library.data;
   return (

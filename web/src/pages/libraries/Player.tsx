@@ -3,6 +3,22 @@ import type { Player } from "./types.ts";
 
 type Theme = Player["theme"];
 
+/** Why the edge may refuse the console's own page, said wherever it does. */
+export const WHO_MAY_PLAY =
+  "The library's security settings (referrers, countries, video privacy) decide which pages and viewers may play its videos.";
+
+/** The edge's refusal (403 `{message}`, readable across origins), for the console to show. */
+function refusalOf(networkDetails: unknown): string {
+  try {
+    const text = (networkDetails as { responseText?: unknown } | undefined)?.responseText;
+    const message = JSON.parse(String(text)).message;
+    if (typeof message === "string" && message !== "") return `${message}. `;
+  } catch {
+    // not the edge's JSON
+  }
+  return "";
+}
+
 /**
  * The video as viewers see it: HLS through hls.js (native HLS where the browser has it), in the
  * colours and with the autoplay and loop settings of a player.
@@ -29,7 +45,12 @@ export function HlsPlayer({
       if (Hls.isSupported()) {
         const hls = new Hls();
         hls.on(Hls.Events.ERROR, (_event, data) => {
-          if (data.fatal) setError(`The video cannot be played (${data.details}).`);
+          if (!data.fatal) return;
+          setError(
+            data.response?.code === 403
+              ? `The edge refused to play this video on this page: ${refusalOf(data.networkDetails)}${WHO_MAY_PLAY}`
+              : `The video cannot be played (${data.details}).`,
+          );
         });
         hls.loadSource(manifestUrl);
         hls.attachMedia(element);

@@ -1,5 +1,5 @@
 import { useEffect, useState } from "react";
-import { api, call } from "../../api.ts";
+import { aboutLine, api, call } from "../../api.ts";
 import { Field, FormError, OtherErrors } from "../../components/Field.tsx";
 import { ErrorState, Loading } from "../../components/States.tsx";
 import { submitting, useSubmit } from "../../form.ts";
@@ -29,7 +29,7 @@ function errorUnder(errors: Record<string, string>, prefix: string): string | un
   if (!entry) return undefined;
   const [field, message] = entry;
   const index = field.slice(prefix.length + 1);
-  return index ? `Line ${Number(index) + 1}: ${message}` : message;
+  return index ? aboutLine(Number(index) + 1, message) : message;
 }
 
 /** Referrer and country rules and the privacy of the library's videos. */

@@ -5,11 +5,11 @@ import { api, call } from "../../api.ts";
 import { ConfirmDialog, CopyButton, Dialog } from "../../components/Dialog.tsx";
 import { Field, FormError, OtherErrors } from "../../components/Field.tsx";
 import { PageHeader } from "../../components/Layout.tsx";
-import { ErrorState, Loading } from "../../components/States.tsx";
+import { ErrorState, isMissing, Loading, Missing } from "../../components/States.tsx";
 import { submitting, useSubmit } from "../../form.ts";
 import { useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";
-import { HlsPlayer } from "./Player.tsx";
+import { HlsPlayer, WHO_MAY_PLAY } from "./Player.tsx";
 import { Subtitles } from "./Subtitles.tsx";
 import { VideoStatus } from "./VideoList.tsx";
 
@@ -161,6 +161,8 @@ export function VideoPage() {
   }, `${ready}|${context.state}|${isPrivate}`);
 
   const [thumbnail, setThumbnail] = useState<File>();
+  /** The thumbnail address the browser could not load (the edge refused it, say). */
+  const [refusedThumbnail, setRefusedThumbnail] = useState<string>();
   const [thumbnailRound, setThumbnailRound] = useState(0);
   const upload = useSubmit(async () => {
     if (!thumbnail) throw new Error("Choose an image first.");
@@ -180,6 +182,14 @@ export function VideoPage() {
   });
 
   if (video.state === "loading") return <Loading what="Loading the video" />;
+  if (video.state === "error" && isMissing(video.error)) {
+    return (
+      <Missing title="Video not found">
+        This library has no video with this address; it may have been deleted.{" "}
+        <Link to={`/libraries/${libraryId}`}>Go to the library</Link>.
+      </Missing>
+    );
+  }
   if (video.state === "error") return <ErrorState error={video.error} onRetry={video.reload} />;
   const data = video.data.data;
   const embedUrl = `${window.location.origin}/embed/${libraryId}/${videoId}`;
@@ -250,17 +260,24 @@ export function VideoPage() {
       </div>
       <section className="panel" aria-labelledby="thumbnail-title">
         <h2 id="thumbnail-title">Thumbnail</h2>
-        {thumbnailSrc && ready ? (
+        {thumbnailSrc && ready && refusedThumbnail !== thumbnailSrc ? (
           <img
             className="thumbnail"
             src={thumbnailSrc}
             alt={`Thumbnail of ${data.title}`}
             width={320}
             height={180}
+            onError={() => setRefusedThumbnail(thumbnailSrc)}
           />
         ) : (
           <p className="state">
-            {ready ? "Loading the thumbnail…" : "No thumbnail until the video is ready."}
+            {!ready
+              ? "No thumbnail until the video is ready."
+              : refusedThumbnail === thumbnailSrc
+                ? `The thumbnail could not be shown on this page. ${WHO_MAY_PLAY}`
+                : playback.state === "error"
+                  ? "The thumbnail of a private video needs a playback token, which could not be made."
+                  : "Loading the thumbnail…"}
           </p>
         )}
         <form noValidate onSubmit={submitting(upload.submit)}>
