@@ -188,15 +188,22 @@ describe("auth and tenant matrix over every operation", () => {
     });
   });
 
-  it("answers 403 to a read-only user's session on every write", async () => {
-    await everyOperation(isWrite, async (operation) => {
-      const response = await call(
-        operation,
-        { cookie: readerSession.cookie, "x-csrf-token": readerSession.csrf },
-        ours,
-      );
-      if (response.status !== 403 || !isGroupError(operation.group, response.body, "forbidden"))
-        return `${response.status} ${response.text}`;
+  it("answers 403 to a read-only user's session on every write but a playback token", async () => {
+    // Watching is reading: a read-only person may get a playback token (docs/console.md).
+    const watching = (operation: MatrixOperation) =>
+      operation.method === "POST" && operation.path.endsWith("/playback-token");
+    const session = { cookie: readerSession.cookie, "x-csrf-token": readerSession.csrf };
+    await everyOperation(
+      (operation) => isWrite(operation) && !watching(operation),
+      async (operation) => {
+        const response = await call(operation, session, ours);
+        if (response.status !== 403 || !isGroupError(operation.group, response.body, "forbidden"))
+          return `${response.status} ${response.text}`;
+      },
+    );
+    await everyOperation(watching, async (operation) => {
+      const response = await call(operation, session, ours);
+      if (response.status !== 201) return `${response.status} ${response.text}`;
     });
   });
 
