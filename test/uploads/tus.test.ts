@@ -226,6 +226,49 @@ describe("resumable uploads (tus) with tus-js-client", () => {
     expect(head.status).toBe(404);
   });
 
+  it("leaves no file behind when the video is deleted while its last bytes arrive", async () => {
+    const videoId = await newVideo();
+    const created = await fetch(`${t.baseUrl}${TUS_PATH}`, {
+      method: "POST",
+      headers: {
+        ...auth(),
+        "tus-resumable": "1.0.0",
+        "upload-length": String(clip.length),
+        "upload-metadata": `library_id ${btoa(libraryId)},video_id ${btoa(videoId)}`,
+      },
+    });
+    const id = (created.headers.get("location") ?? "").split("/").pop() ?? "";
+    const file = join(t.store.dataDir, "uploads", id);
+    let sendRest: () => void = () => undefined;
+    const restMaySend = new Promise<void>((resolve) => {
+      sendRest = resolve;
+    });
+    const body = new ReadableStream<Uint8Array>({
+      async start(controller) {
+        controller.enqueue(clip.subarray(0, 1000));
+        await restMaySend;
+        controller.enqueue(clip.subarray(1000));
+        controller.close();
+      },
+    });
+    const patching = fetch(`${t.baseUrl}${TUS_PATH}/${id}`, {
+      method: "PATCH",
+      headers: {
+        ...auth(),
+        "tus-resumable": "1.0.0",
+        "upload-offset": "0",
+        "content-type": "application/offset+octet-stream",
+      },
+      body,
+      duplex: "half",
+    } as RequestInit);
+    await waitUntil(async () => existsSync(file) && statSync(file).size >= 1000, 10_000, "the first bytes");
+    expect((await t.request("DELETE", videoPath(libraryId, videoId))).status).toBe(200);
+    sendRest();
+    expect((await patching).status).toBe(404);
+    expect(existsSync(file)).toBe(false);
+  });
+
   it("keeps uploads to their organization and validates the creation request in the contract's shape", async () => {
     const videoId = await newVideo();
     const other = await t.createOrganization();

@@ -192,9 +192,13 @@ export class ResumableUploads {
   async #onFinish(id: string): Promise<void> {
     const { repository, videos, blobs, pipeline, clock, maxBytes } = this.deps;
     const record = await repository.findUpload(id);
-    if (!record) throw tusError(404, "The upload no longer exists");
-    if (record.completed_at) return;
     const file = join(this.#directory, id);
+    if (!record) {
+      // Its video was deleted while the last bytes arrived: the file has no upload to belong to.
+      await rm(file, { force: true });
+      throw tusError(404, "The upload no longer exists");
+    }
+    if (record.completed_at) return;
     const video = await videos.find(record.library_id, record.video_id);
     if (!video) {
       await this.#remove(id);
