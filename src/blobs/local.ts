@@ -80,6 +80,8 @@ export class LocalBlobStore implements BlobStore {
   }
 
   async deletePrefix(prefix: string): Promise<void> {
-    await rm(this.#path(prefix), { recursive: true, force: true });
+    // A file stored under the prefix meanwhile (an upload racing the deletion) makes a directory
+    // not empty when it is removed: tried again, as Node offers.
+    await rm(this.#path(prefix), { recursive: true, force: true, maxRetries: 5, retryDelay: 20 });
   }
 }

@@ -99,7 +99,8 @@ export class DiskService {
       billingAccountId = billing.billingAccountId;
     }
     return this.deps.transact(async (trx) => {
-      const disk = await repository.findDisk(trx, scope, uuid);
+      // Locked: two changes at once each keep the other's fields (PostgreSQL).
+      const disk = await repository.findDisk(trx, scope, uuid, true);
       if (!disk) return notFound(DISK);
       if (changes.sizeGb !== undefined && changes.sizeGb < disk.size_gb) {
         return invalid("size_gb", "The size_gb field cannot be smaller than the disk's current size.");
@@ -138,7 +139,8 @@ export class DiskService {
     return unlessRejected(() =>
       retryOnConflict(() =>
         this.deps.transact(async (trx): Promise<AttachDiskOutcome> => {
-          if (!(await repository.findVm(trx, scope, vmUuid))) return notFound(VM);
+          // The VM locked first: its deletion waits, or this finds it gone (never a dangling reference).
+          if (!(await repository.findVm(trx, scope, vmUuid, true))) return notFound(VM);
           const disk = await repository.findDisk(trx, scope, diskUuid);
           if (!disk) return notFound(DISK);
           if (disk.vm_uuid !== null) return conflict(attached);
@@ -177,7 +179,7 @@ export class DiskService {
     const { repository, driver, clock } = this.deps;
     return unlessRejected(() =>
       this.deps.transact(async (trx): Promise<DetachDiskOutcome> => {
-        if (!(await repository.findVm(trx, scope, vmUuid))) return notFound(VM);
+        if (!(await repository.findVm(trx, scope, vmUuid, true))) return notFound(VM);
         const disk = await repository.findDisk(trx, scope, diskUuid);
         if (!disk) return notFound(DISK);
         if (!(await repository.detachDisk(trx, scope, diskUuid, vmUuid, nowIso(clock)))) {

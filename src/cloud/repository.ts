@@ -114,7 +114,8 @@ export class CloudRepository {
   }
 
   /** A block-storage disk (system disks are part of their VM and not reachable here). */
-  async findDisk(executor: Executor, scope: Scope, uuid: string) {
+  /** `lock` as for `findVm` (a disk after its VM). */
+  async findDisk(executor: Executor, scope: Scope, uuid: string, lock = false) {
     // Identifiers from bodies are free text: one that is not a UUID names nothing.
     if (!isUuid(uuid)) return undefined;
     return executor
@@ -124,6 +125,7 @@ export class CloudRepository {
       .where("location", "=", scope.location)
       .where("uuid", "=", uuid)
       .where("is_system", "=", false)
+      .$if(lock && this.dialect === "postgres", (qb) => qb.forUpdate())
       .executeTakeFirst();
   }
 

@@ -195,7 +195,8 @@ export class VmService {
     const { repository, driver, clock } = this.deps;
     return unlessRejected(() =>
       this.deps.transact(async (trx) => {
-        const vm = await repository.findVm(trx, scope, uuid);
+        // Locked: a deletion or another change of the VM waits for this one (PostgreSQL).
+        const vm = await repository.findVm(trx, scope, uuid, true);
         if (!vm) return notFound(VM);
         const vcpu = changes.vcpu ?? vm.vcpu;
         const memory = changes.ram ?? vm.memory;
@@ -219,7 +220,7 @@ export class VmService {
     const { repository, driver, clock } = this.deps;
     return unlessRejected(() =>
       this.deps.transact(async (trx) => {
-        const vm = await repository.findVm(trx, scope, uuid);
+        const vm = await repository.findVm(trx, scope, uuid, true);
         if (!vm) return notFound(VM);
         if (vm.status !== state) {
           const status = await driver.setPower(scope.location, uuid, state);

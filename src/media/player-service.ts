@@ -59,8 +59,10 @@ export class PlayerService {
 
   /** Renames or restyles; given theme fields replace the stored ones, the others are kept. */
   async update(libraryId: string, id: string, input: UpdatePlayerInput): Promise<PlayerOutcome<"updated">> {
-    const { transact, players, clock } = this.deps;
+    const { transact, libraries, players, clock } = this.deps;
     return transact(async (trx): Promise<PlayerOutcome<"updated">> => {
+      // The theme is merged with the stored one: two changes at once must not read the same theme.
+      await libraries.lockById(trx, libraryId);
       const player = await players.find(libraryId, id, trx);
       if (!player) return { outcome: "not_found" };
       const changes = {

@@ -122,7 +122,7 @@ export class SubtitleService {
       const format = form.file ? await this.#checkFile(form.file.key, errors) : undefined;
       if (errors.length > 0) return { outcome: "invalid", errors };
       const result = await transact(async (trx) => {
-        const subtitle = await videos.findSubtitle(videoId, id, trx);
+        const subtitle = await videos.lockSubtitle(trx, videoId, id);
         if (!subtitle) return undefined;
         const changes = {
           ...(title !== undefined ? { title } : {}),
@@ -143,7 +143,7 @@ export class SubtitleService {
   async delete(videoId: string, id: string): Promise<{ outcome: "deleted" | "not_found" }> {
     const { transact, videos, blobs, clock } = this.deps;
     const subtitle = await transact(async (trx) => {
-      const found = await videos.findSubtitle(videoId, id, trx);
+      const found = await videos.lockSubtitle(trx, videoId, id);
       if (found) await videos.updateSubtitle(trx, id, { deleted_at: nowIso(clock) });
       return found;
     });

@@ -18,6 +18,20 @@ export class VideoRepository {
       .executeTakeFirst();
   }
 
+  /**
+   * `find` with the row's write lock held for the rest of the transaction (a no-op update first, on
+   * both stores): a deletion of the video or its library waits, or has happened and it is not found.
+   */
+  async lock(executor: Executor, libraryId: string, id: string) {
+    await executor
+      .updateTable("media_videos")
+      .set((eb) => ({ updated_at: eb.ref("updated_at") }))
+      .where("library_id", "=", libraryId)
+      .where("id", "=", id)
+      .execute();
+    return this.find(libraryId, id, executor);
+  }
+
   async insert(executor: Executor, row: Insertable<VideoTable>): Promise<void> {
     await executor.insertInto("media_videos").values(row).execute();
   }
@@ -62,6 +76,20 @@ export class VideoRepository {
       .where("id", "=", id)
       .where("deleted_at", "is", null)
       .executeTakeFirst();
+  }
+
+  /**
+   * `findSubtitle` with the row's write lock held for the rest of the transaction (a no-op update
+   * first, on both stores): a change that replaces its file reads the file no other change replaces.
+   */
+  async lockSubtitle(executor: Executor, videoId: string, id: string) {
+    await executor
+      .updateTable("media_subtitles")
+      .set((eb) => ({ updated_at: eb.ref("updated_at") }))
+      .where("video_id", "=", videoId)
+      .where("id", "=", id)
+      .execute();
+    return this.findSubtitle(videoId, id, executor);
   }
 
   listSubtitles(videoId: string, page: Page) {

@@ -122,7 +122,8 @@ export class VideoPipeline {
   async #accept(video: VideoRow, upload: { key: string; sizeBytes: number }): Promise<SourceOutcome> {
     const { transact, videos, processing, webhooks, jobs, clock, blobs } = this.deps;
     const result = await transact(async (trx) => {
-      const current = await videos.find(video.library_id, video.id, trx);
+      // Locked, so a deletion of the video (or its library) cannot remove it under the new source.
+      const current = await videos.lock(trx, video.library_id, video.id);
       if (!current) return undefined;
       const previous = await processing.find(video.id, trx);
       const generation = (previous?.generation ?? 0) + 1;

@@ -67,7 +67,8 @@ const writesOwnRowOnly = ({ delivery, plan }: FinishedAttempt): boolean =>
 /** The endpoint ids of a candidate scan, as values of its prepared query. */
 const endpointValues = (value: ValueOf<Scan>, saturated: string[]) =>
   saturated.map((_, index) => value((values) => values.saturated[index] as string));
-const pairKey = (delivery: ClaimedDelivery) => `${delivery.message_id}/${delivery.endpoint_id}`;
+/** Recordings lock endpoints, then pairs, in this order, so two recording transactions never wait on each other in a cycle. */
+const pairKey = (delivery: ClaimedDelivery) => `${delivery.endpoint_id}/${delivery.message_id}`;
 
 // Literal states (not bound parameters) let both stores use the partial indexes of migration 0601.
 const WAITING = sql.lit<DeliveryState>("pending");
@@ -301,6 +302,16 @@ export class DeliveryRepository {
       );
   }
 
+  async #lockEndpoint(trx: Trx, endpointId: string): Promise<void> {
+    if (this.dialect !== "postgres") return;
+    await trx
+      .selectFrom("webhook_endpoints")
+      .select("id")
+      .where("id", "=", endpointId)
+      .forNoKeyUpdate()
+      .execute();
+  }
+
   async #lockPair(trx: Trx, messageId: string, endpointId: string): Promise<void> {
     if (this.dialect !== "postgres") return;
     await sql`select pg_advisory_xact_lock(hashtext(${`${messageId}/${endpointId}`}))`.execute(trx);
@@ -451,6 +462,12 @@ export class DeliveryRepository {
   }
 
   async #record(trx: Trx, { delivery, outcome, plan }: FinishedAttempt): Promise<RecordResult> {
+    // A failure may queue a retry (which refers to the endpoint) or switch the endpoint off: its row
+    // is locked first, as the endpoint's deletion locks it before its attempts, so the two never wait
+    // on each other in a cycle (PostgreSQL's deadlock).
+    if (typeof plan === "function" || plan.nextRetryAt || plan.deactivateEndpoint) {
+      await this.#lockEndpoint(trx, delivery.endpoint_id);
+    }
     // Only writes that number the pair's attempts (a retry queued, a manual retry's clean-up) take its
     // lock; recording a success or a 410 touches this attempt's row alone.
     if (typeof plan === "function" || delivery.manual) {

@@ -179,7 +179,7 @@ export class WebhookService {
     id: string,
   ): Promise<{ outcome: "deleted" | "not_found" }> {
     const deleted = await this.transact(async (trx) => {
-      if (!(await this.repository.findEndpoint(organizationId, libraryId, id, trx))) return false;
+      if (!(await this.repository.findEndpoint(organizationId, libraryId, id, trx, "delete"))) return false;
       return this.repository.deleteEndpoint(trx, organizationId, id);
     });
     return { outcome: deleted ? "deleted" : "not_found" };
@@ -188,7 +188,8 @@ export class WebhookService {
   /** Queues one `test` notification to this endpoint only, whatever its events and is_active. */
   async sendTest(organizationId: string, libraryId: string, id: string): Promise<QueuedOutcome> {
     const queued = await this.transact(async (trx) => {
-      if (!(await this.repository.findEndpoint(organizationId, libraryId, id, trx))) return undefined;
+      if (!(await this.repository.findEndpoint(organizationId, libraryId, id, trx, "refer")))
+        return undefined;
       await this.emitter.emit(trx, { event: "test", organizationId, libraryId, endpointId: id });
       const row = await this.repository.latestQueued(trx, id, "test");
       return (
@@ -253,7 +254,9 @@ export class WebhookService {
     deliveryId: string,
   ): Promise<QueuedOutcome> {
     const queued = await this.transact(async (trx) => {
-      if (!(await this.repository.findEndpoint(organizationId, libraryId, endpointId, trx))) return undefined;
+      if (!(await this.repository.findEndpoint(organizationId, libraryId, endpointId, trx, "refer"))) {
+        return undefined;
+      }
       const source = await this.repository.findAttempt(organizationId, endpointId, deliveryId, trx);
       if (!source) return undefined;
       const made = await this.deliveries.queueManual(trx, source, nowIso(this.clock));

@@ -1,0 +1,180 @@
+import { readdirSync } from "node:fs";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createLibrary, createVideo } from "../media/helpers.ts";
+import { type HttpResponse, startTestApp, type TestApp } from "../support/app.ts";
+import { waitUntil } from "../support/wait.ts";
+import { createEndpoint, type Receiver, startReceiver, webhooksPath } from "../webhooks/helpers.ts";
+
+const ROUNDS = 6;
+
+/** Statuses of answers made at once: none may be a 5xx, each must be one the operation can give. */
+function expectOnly(answers: HttpResponse[], allowed: number[]) {
+  for (const answer of answers) expect(allowed, `${answer.status} ${answer.text}`).toContain(answer.status);
+}
+
+/**
+ * Changes and deletions of one resource sent at the same moment. On PostgreSQL they run side by side
+ * (SQLite runs one write transaction at a time); each must wait for the other or find the resource
+ * gone, never fail on a reference to a row deleted meanwhile (a 500) or lose the other's change.
+ */
+describe("concurrent changes of one resource", () => {
+  let t: TestApp;
+  let receiver: Receiver;
+  beforeAll(async () => {
+    receiver = await startReceiver((_request, response) => response.writeHead(500).end("no"));
+    t = await startTestApp({ CUMULO_RATE_LIMIT: "1000000/1m", CUMULO_WEBHOOK_ALLOW_PRIVATE: "true" });
+  });
+  afterAll(async () => {
+    await t.close();
+    await receiver.close();
+  });
+
+  const createVm = async () =>
+    (await t.cloud("POST", "/v1/user-resource/vm", { form: { name: "racer" } })).body as { uuid: string };
+  const createDisk = async () =>
+    (await t.cloud("POST", "/v1/storage/disks", { form: { size_gb: "10" } })).body as { uuid: string };
+
+  it("attaches a disk to, changes and powers a VM while it is deleted: 200 or 404, never 500", async () => {
+    for (let round = 0; round < ROUNDS; round++) {
+      const vm = await createVm();
+      const disk = await createDisk();
+      const answers = await Promise.all([
+        t.cloud("POST", "/v1/user-resource/vm/storage/attach", {
+          form: { uuid: vm.uuid, storage_uuid: disk.uuid },
+        }),
+        t.cloud("PATCH", "/v1/user-resource/vm", { form: { uuid: vm.uuid, vcpu: "2" } }),
+        t.cloud("POST", "/v1/user-resource/vm/stop", { form: { uuid: vm.uuid } }),
+        t.cloud("DELETE", "/v1/user-resource/vm", { form: { uuid: vm.uuid } }),
+      ]);
+      expectOnly(answers, [200, 404]);
+      expect(answers[3]?.status).toBe(200);
+      // The disk is left detached, whichever came first.
+      const after = await t.cloud("GET", `/v1/storage/disks/${disk.uuid}`);
+      expect(after.status).toBe(200);
+      expect((await t.cloud("DELETE", `/v1/storage/disks/${disk.uuid}`)).status).toBe(200);
+    }
+  });
+
+  it("keeps both of two changes of a VM and of a disk made at once", async () => {
+    for (let round = 0; round < ROUNDS; round++) {
+      const vm = await createVm();
+      const disk = await createDisk();
+      expectOnly(
+        await Promise.all([
+          t.cloud("PATCH", "/v1/user-resource/vm", { form: { uuid: vm.uuid, vcpu: "4", ram: "4096" } }),
+          t.cloud("PATCH", "/v1/user-resource/vm", {
+            form: { uuid: vm.uuid, name: "renamed", description: "both" },
+          }),
+          t.cloud("PATCH", `/v1/storage/disks/${disk.uuid}`, { json: { size_gb: 20 } }),
+          t.cloud("PATCH", `/v1/storage/disks/${disk.uuid}`, { json: { display_name: "grown" } }),
+        ]),
+        [200],
+      );
+      const vms = (await t.cloud("GET", "/v1/user-resource/vm/list")).body as Record<string, unknown>[];
+      expect(vms.find((row) => row.uuid === vm.uuid)).toMatchObject({
+        vcpu: 4,
+        memory: 4096,
+        name: "renamed",
+        description: "both",
+      });
+      expect((await t.cloud("GET", `/v1/storage/disks/${disk.uuid}`)).body).toMatchObject({
+        size_gb: 20,
+        display_name: "grown",
+      });
+    }
+  });
+
+  it("keeps both of two changes of a player's theme made at once", async () => {
+    const library = (await createLibrary(t)).id;
+    const player = (
+      await t.request("POST", `/v1/media/libraries/${library}/players`, { json: { name: "P" } })
+    ).body.data;
+    const path = `/v1/media/libraries/${library}/players/${player.id}`;
+    for (let round = 0; round < ROUNDS; round++) {
+      const on = round % 2 === 0;
+      expectOnly(
+        await Promise.all([
+          t.request("PATCH", path, { json: { theme: { loop: on } } }),
+          t.request("PATCH", path, { json: { theme: { autoplay: on } } }),
+        ]),
+        [200],
+      );
+      expect((await t.request("GET", path)).body.data.theme).toMatchObject({ loop: on, autoplay: on });
+    }
+  });
+
+  it("keeps one subtitle file after replacing it several times at once", async () => {
+    const library = (await createLibrary(t)).id;
+    const video = (await createVideo(t, library)).id;
+    const subtitles = `/v1/media/libraries/${library}/videos/${video}/subtitles`;
+    const form = (text: string) => {
+      const data = new FormData();
+      data.set("file", new Blob([`WEBVTT\n\n00:00:00.000 --> 00:00:01.000\n${text}\n`]), "s.vtt");
+      return data;
+    };
+    const created = await t.request("POST", subtitles, {
+      body: (() => {
+        const data = form("first");
+        data.set("title", "English");
+        data.set("language", "en");
+        return data;
+      })(),
+    });
+    expect(created.status, created.text).toBe(201);
+    const answers = await Promise.all(
+      [1, 2, 3, 4].map((n) =>
+        t.request("PUT", `${subtitles}/${created.body.data.id}`, { body: form(`take ${n}`) }),
+      ),
+    );
+    expectOnly(answers, [200]);
+    const folder = join(t.store.dataDir, "blobs", "media", library, video, "subtitles");
+    await waitUntil(() => readdirSync(folder).length === 1, 5_000, "one subtitle file left");
+    expect((await t.request("DELETE", `${subtitles}/${created.body.data.id}`)).status).toBe(200);
+    await waitUntil(() => readdirSync(folder).length === 0, 5_000, "no subtitle file left");
+  });
+
+  it("deletes a webhook endpoint while a test and a retry of it are asked for: 202 or 404, never 500", async () => {
+    const library = (await createLibrary(t)).id;
+    for (let round = 0; round < ROUNDS; round++) {
+      const endpoint = await createEndpoint(t, library, { url: receiver.url });
+      const path = `${webhooksPath(library)}/${endpoint.id}`;
+      expect((await t.request("POST", `${path}/test`)).status).toBe(202);
+      const attempt = await waitUntil(
+        async () => {
+          const listed = await t.request("GET", `${path}/events`);
+          return listed.body.data?.[0] as { id: string } | undefined;
+        },
+        10_000,
+        "a first attempt",
+      );
+      const answers = await Promise.all([
+        t.request("POST", `${path}/test`),
+        t.request("POST", `${path}/events/${attempt.id}/retry`),
+        t.request("POST", `${path}/events/${attempt.id}/retry`),
+        t.request("DELETE", path),
+        t.request("POST", `${path}/test`),
+      ]);
+      expectOnly(answers, [202, 200, 404]);
+      expect(answers[3]?.status).toBe(200);
+      expect((await t.request("GET", path)).status).toBe(404);
+    }
+  });
+
+  it("deletes a library while a source is uploaded to one of its videos: the upload 202 or 404, the delete 200", async () => {
+    for (let round = 0; round < ROUNDS; round++) {
+      const library = (await createLibrary(t)).id;
+      const video = (await createVideo(t, library)).id;
+      const [upload, removal] = await Promise.all([
+        t.request("PUT", `/v1/media/libraries/${library}/videos/${video}/source`, {
+          headers: { "content-type": "application/octet-stream" },
+          body: new Uint8Array(64 * 1024).fill(7),
+        }),
+        t.request("DELETE", `/v1/media/libraries/${library}`),
+      ]);
+      expectOnly([upload as HttpResponse], [202, 404]);
+      expect(removal.status, removal.text).toBe(200);
+      expect((await t.request("GET", `/v1/media/libraries/${library}`)).status).toBe(404);
+    }
+  });
+});
