@@ -217,6 +217,7 @@ export class VideoMediaOrigin implements MediaOrigin {
       size,
       (window) => this.blobs.open(key, window),
       (error) => this.logger.debug({ err: error }, "media response ended early"),
+      FROM_THE_STORE,
     );
   }
 }

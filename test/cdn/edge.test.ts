@@ -294,6 +294,48 @@ describe("CDN edge", () => {
     expect((await t.request("GET", "/healthz")).status).toBe(200);
   });
 
+  it("reads repeated header lines of an origin as one value each, and Vary names as header names only", async () => {
+    const lines = (res: ServerResponse, name: string, values: string[]) => res.setHeader(name, values);
+    origin.route("/root/two-cache-controls.txt", (_req, res) => {
+      lines(res, "cache-control", ["max-age=600", "public"]);
+      res.end("cc");
+    });
+    origin.route("/root/two-varies.txt", (_req, res) => {
+      res.setHeader("cache-control", "max-age=600");
+      lines(res, "vary", ["Accept-Encoding", "Accept-Language"]);
+      res.end("vary");
+    });
+    origin.route("/root/two-etags.txt", (req, res) => {
+      res.setHeader("cache-control", "max-age=1");
+      lines(res, "etag", ['"a"', '"b"']);
+      if (req.headers["if-none-match"]) res.writeHead(304).end();
+      else res.end("etag");
+    });
+    origin.route("/root/vary-constructor.txt", (_req, res) => {
+      res.writeHead(200, { "cache-control": "max-age=600", vary: "constructor, __proto__" }).end("proto");
+    });
+    for (const [path, text] of [
+      ["/two-cache-controls.txt", "cc"],
+      ["/two-varies.txt", "vary"],
+      ["/two-etags.txt", "etag"],
+      ["/vary-constructor.txt", "proto"],
+    ]) {
+      const first = await get(path);
+      expect([first.status, first.text, first.headers["x-cache"]], path).toEqual([200, text, "MISS"]);
+      const second = await get(path);
+      expect([second.status, second.text, second.headers["x-cache"]], path).toEqual([200, text, "HIT"]);
+    }
+    // An absolute-form request target no URL can hold names nothing (it made the edge answer 500).
+    for (const target of ["http://[::1/x", "http://a:b:c/x", "HTTP://x:99999/a"]) {
+      const odd = await edgeRequest(edge, target);
+      expect([odd.status, typeof odd.headers["x-request-id"]], target).toEqual([404, "string"]);
+    }
+    // The stored copy with two validators is revalidated once stale.
+    clock.advance(1100);
+    const revalidated = await get("/two-etags.txt");
+    expect([revalidated.status, revalidated.text]).toEqual([200, "etag"]);
+  });
+
   it("never stores an answer that sets a cookie: each viewer gets its own from the origin", async () => {
     let session = 0;
     origin.route("/root/login.txt", (_req, res) =>

@@ -178,6 +178,7 @@ describe("video pipeline and playback", () => {
     expect(part.body).toEqual(whole.body.subarray(100, 200));
     const tail = await play("play.mp4", { range: `bytes=${whole.body.length}-` });
     expect(tail.status).toBe(416);
+    expect(tail.headers["access-control-allow-origin"]).toBe("*");
     const again = await play("play.mp4", { "if-none-match": String(whole.headers.etag) });
     expect(again.status).toBe(304);
 

@@ -101,7 +101,8 @@ export class EdgeCache {
   #variantKey(primary: string, request: IncomingHttpHeaders, names = this.#varying.get(primary)): string {
     if (!names) return primary;
     const values = names.map((name) => {
-      const value = request[name];
+      // Only the request's own headers: a name such as `constructor` is not one.
+      const value = Object.hasOwn(request, name) ? request[name] : undefined;
       return `${name}:${(Array.isArray(value) ? value.join(",") : (value ?? "")).trim()}`;
     });
     return `${primary}\n${values.join("\n")}`;

@@ -50,7 +50,11 @@ export class HostResolver {
     const queryAt = url.indexOf("?");
     let path = queryAt === -1 ? url : url.slice(0, queryAt);
     const query = queryAt === -1 ? "" : url.slice(queryAt);
-    if (/^https?:\/\//i.test(path)) path = new URL(path).pathname; // absolute-form request target
+    if (/^https?:\/\//i.test(path)) {
+      // An absolute-form request target; one no URL can hold names nothing here.
+      if (!URL.canParse(path)) return undefined;
+      path = new URL(path).pathname;
+    }
     if (!path.startsWith("/")) path = `/${path}`;
 
     const host = hostOf(request);

@@ -14,6 +14,19 @@ const HOP_BY_HOP = new Set([
   "upgrade",
 ]);
 
+/**
+ * An origin's header lines as one value per name, repeated lines joined with ", " as RFC 9110
+ * section 5.3 combines them (`Cache-Control: max-age=600` and `Cache-Control: public`); `Set-Cookie`
+ * alone stays a list. The cache's policy and validators read each as one value.
+ */
+export function combinedHeaders(headers: HeaderMap): HeaderMap {
+  const out: HeaderMap = {};
+  for (const [name, value] of Object.entries(headers)) {
+    out[name] = Array.isArray(value) && name.toLowerCase() !== "set-cookie" ? value.join(", ") : value;
+  }
+  return out;
+}
+
 /** Origin response headers a viewer may see: hop-by-hop ones and our own (Age, X-Cache) removed. */
 export function endToEndHeaders(headers: HeaderMap): OutgoingHttpHeaders {
   const named = String(headers.connection ?? "")

@@ -6,7 +6,7 @@ import { assertTargetAllowed, BlockedAddressError, createGuardedAgent } from "..
 import type { DistributionRow } from "../tables.ts";
 import type { CachedObject, EdgeCache } from "./cache.ts";
 import type { EdgeCachePolicy, Resolved } from "./cache-policy.ts";
-import { endToEndHeaders, type HeaderMap } from "./http.ts";
+import { combinedHeaders, endToEndHeaders, type HeaderMap } from "./http.ts";
 import type { Exchange, PassingAnswer } from "./relay.ts";
 
 /** Request headers passed to the origin. */
@@ -118,9 +118,18 @@ export class OriginFetcher {
       return { kind: "object", object: fallback, cacheStatus: "HIT", shared: true };
     }
     const headers = endToEndHeaders(asked.headers);
-    const policy = this.policy.forResponse(request, resolved, status, asked.headers);
     const { maxObjectBytes } = this.config.edge;
-    if (!this.policy.mayStore(policy, asked.headers, maxObjectBytes)) {
+    let policy: ReturnType<EdgeCachePolicy["forResponse"]>;
+    let storable: boolean;
+    try {
+      policy = this.policy.forResponse(request, resolved, status, asked.headers);
+      storable = this.policy.mayStore(policy, asked.headers, maxObjectBytes);
+    } catch (error) {
+      // Whatever the answer's headers made of it, its connection is let go of.
+      await body.dump().catch(() => undefined);
+      throw error;
+    }
+    if (!storable) {
       return { kind: "pass", answer: { status, headers, body, already: [], askedAt } };
     }
 
@@ -189,7 +198,7 @@ export class OriginFetcher {
       return {
         kind: "answer",
         status: answer.statusCode,
-        headers: answer.headers as HeaderMap,
+        headers: combinedHeaders(answer.headers as HeaderMap),
         body: answer.body,
       };
     } catch (error) {

@@ -106,8 +106,9 @@ export async function streamRepresentation(
   size: number,
   open: (window: ByteWindow) => Readable,
   onEarlyEnd: (error: unknown) => void,
+  unsatisfiableHeaders: OutgoingHttpHeaders = {},
 ): Promise<number> {
-  const { window, sent } = startRepresentation(request, response, headers, size);
+  const { window, sent } = startRepresentation(request, response, headers, size, unsatisfiableHeaders);
   if (!window) return sent;
   let streamed = 0;
   const stream = open(window);
