@@ -4,6 +4,7 @@ import { request } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLibrary, createVideo } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { waitUntil } from "../support/wait.ts";
 import {
   createDistribution,
   EDGE_ENV,
@@ -543,6 +544,27 @@ describe("CDN edge", () => {
       expect((await edgeRequest(edge, `/${movingHost}/moved.txt`)).text).toBe("old");
       await t.request("PATCH", `/v1/cdn/distributions/${moving.id}`, { json: { origin_url: second.url } });
       expect((await edgeRequest(edge, `/${movingHost}/moved.txt`)).text).toBe("new");
+
+      // A viewer arriving after the change does not wait on a fetch from the old origin still under way.
+      let release: () => void = () => undefined;
+      const released = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      origin.route("/slow.txt", async (_req, res) => {
+        await released;
+        res.writeHead(200, { "cache-control": "max-age=600" }).end("old and slow");
+      });
+      second.route("/slow.txt", (_req, res) =>
+        res.writeHead(200, { "cache-control": "max-age=600" }).end("quick"),
+      );
+      await t.request("PATCH", `/v1/cdn/distributions/${moving.id}`, { json: { origin_url: origin.url } });
+      const early = edgeRequest(edge, `/${movingHost}/slow.txt`);
+      await waitUntil(() => origin.hitsOf("/slow.txt") === 1, 5_000, "the old origin asked");
+      await t.request("PATCH", `/v1/cdn/distributions/${moving.id}`, { json: { origin_url: second.url } });
+      const late = await edgeRequest(edge, `/${movingHost}/slow.txt`);
+      expect(late.text).toBe("quick");
+      release();
+      await early; // the old origin's answer, or 504 past this test's 400 ms origin timeout
     } finally {
       await second.close();
     }

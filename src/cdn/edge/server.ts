@@ -267,7 +267,9 @@ export class EdgeServer {
       exchange.sent = this.#sendObject(miss, response, stored, "HIT");
       return;
     }
-    const key = EdgeCache.key(distribution.id, pathAndQuery);
+    // Per origin too: a viewer arriving after the distribution's origin changed does not wait on a
+    // fetch from the old one.
+    const key = `${EdgeCache.key(distribution.id, pathAndQuery)}\n${distribution.origin_url}`;
     const pending = this.#misses.waitFor(key);
     if (!pending) {
       // A stale copy of the same variant is revalidated instead of downloaded again.
