@@ -22,7 +22,7 @@ import {
 } from "./http/listener.ts";
 import { registerRateLimit } from "./http/rate-limit.ts";
 import { requestId } from "./http/request-id.ts";
-import { RequestLog } from "./http/request-log.ts";
+import { loggedRequest, RequestLog } from "./http/request-log.ts";
 import { registerResponseCache } from "./http/response-cache.ts";
 import { registerUploadSlots } from "./http/upload-bodies.ts";
 import { unstorableParamsError, unstorableTextErrors, validatorCompiler } from "./http/validation.ts";
@@ -42,7 +42,8 @@ import { webhookRoutes } from "./webhooks/routes.ts";
 export async function buildApp(deps: CoreDeps, services: Services): Promise<FastifyInstance> {
   const { config, store, redis } = deps;
   const app = Fastify({
-    loggerInstance: deps.logger,
+    // Requests are logged with credentials in their query masked, whichever logger was given.
+    loggerInstance: deps.logger.child({}, { serializers: { req: loggedRequest } }),
     genReqId: requestId,
     logController: new RequestLog(),
     // The reference page answers at `/docs` itself rather than redirecting to `/docs/`.

@@ -1,15 +1,4 @@
-/** Headers whose values are credentials: recorded as `***`. */
-const SECRET_HEADERS = new Set([
-  "authorization",
-  "proxy-authorization",
-  "apikey",
-  "x-api-key",
-  "cookie",
-  "set-cookie",
-]);
-/** Body fields and query parameters whose values are credentials (keys, webhook and S3 secrets, tokens). */
-const SECRET_FIELD = /secret|password|token|^api_?key$|^key$|access_key|signature/i;
-const MASK = "***";
+import { MASK, maskQuery, SECRET_FIELD, SECRET_HEADERS } from "../http/masking.ts";
 
 /** Entries kept per organization; the oldest go first. */
 export const RECORDING_MAX_ENTRIES = 1000;
@@ -155,18 +144,6 @@ function maskBody(text: string): string {
   } catch {
     return text;
   }
-}
-
-/** Credentials a URL's query carries (a playback token, a signature) become the mask. */
-function maskQuery(url: URL): boolean {
-  let masked = false;
-  for (const name of [...url.searchParams.keys()]) {
-    if (SECRET_FIELD.test(name) || SECRET_HEADERS.has(name.toLowerCase())) {
-      url.searchParams.set(name, MASK);
-      masked = true;
-    }
-  }
-  return masked;
 }
 
 /**

@@ -64,7 +64,8 @@ export function clientErrorHandler(body: ClientErrorBody, logger: FastifyBaseLog
   return (error: Error & { code?: string; rawPacket?: unknown }, socket: Socket): void => {
     if (error.code === "ECONNRESET" || socket.destroyed) return;
     const { status, message } = clientErrorStatus(error);
-    logger.debug({ err: error }, "client error");
+    // The code and reason only: the error also holds the refused bytes, credentials included.
+    logger.debug({ code: error.code, reason: error.message }, "client error");
     // The response of a request whose headers were read (a body that timed out) names its path.
     const pending = (socket as Socket & { _httpMessage?: { headersSent?: boolean; req?: IncomingMessage } })
       ._httpMessage;

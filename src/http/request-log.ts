@@ -1,4 +1,14 @@
 import { type FastifyReply, type FastifyRequest, LogController } from "fastify";
+import { loggableUrl } from "./masking.ts";
+
+/** A request as its log lines carry it: Fastify's fields, with credentials in the query masked (`?token=***`). */
+export const loggedRequest = (request: FastifyRequest) => ({
+  method: request.method,
+  url: loggableUrl(request.url),
+  host: request.host,
+  remoteAddress: request.ip,
+  remotePort: request.socket?.remotePort,
+});
 
 /**
  * One `info` line per request, written when it completes, carrying what Fastify's two lines

@@ -1,0 +1,35 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { capturingLogger } from "../fuzz/log-capture.ts";
+import { sendRaw } from "../fuzz/raw-http.ts";
+import { startTestApp, type TestApp } from "../support/app.ts";
+
+/** Credentials never reach the log, at any level: not in a request's URL, not in refused bytes. */
+describe("secrets and the log", () => {
+  let t: TestApp;
+  const { logger, lines } = capturingLogger("debug");
+  const logged = () => JSON.stringify(lines);
+  beforeAll(async () => {
+    t = await startTestApp({ CUMULO_LOG_LEVEL: "debug" }, { logger });
+  });
+  afterAll(() => t.close());
+
+  it("masks credentials in the query of a logged request (a playback token on the embed page)", async () => {
+    const token = "playback-token-that-must-not-be-logged";
+    const path = `/embed/00000000-0000-4000-8000-000000000000/00000000-0000-4000-8000-000000000001?token=${token}&expires=99`;
+    expect((await fetch(t.baseUrl + path)).status).toBe(404);
+    expect(logged()).not.toContain(token);
+    expect(logged()).toContain("token=***&expires=99");
+  });
+
+  it("logs a request the HTTP parser refuses by its reason, not by its bytes", async () => {
+    const answer = await sendRaw(
+      t.baseUrl,
+      `GET /v1/media/libraries HTTP/1.1\r\nHost: x\r\nX-API-Key: ${t.adminKey}\r\nBad Header: y\r\n\r\n`,
+    );
+    expect(answer?.status).toBe(400);
+    const refusal = lines.find((line) => line.msg === "client error");
+    expect(refusal).toMatchObject({ code: expect.any(String), reason: expect.any(String) });
+    expect(logged()).not.toContain("rawPacket");
+    expect(logged()).not.toContain(t.adminKey);
+  });
+});
