@@ -30,6 +30,7 @@ import { makeDirectories } from "../directories.ts";
 import { allMigrations } from "./migrations/index.ts";
 import { PgChangeGeneration, trackingWrites } from "./pg-change-generation.ts";
 import { type ListenHandlers, PgListener } from "./pg-listener.ts";
+import { PG_CONNECT_TIMEOUT_MS } from "./pg-pool.ts";
 import { preparingPool } from "./pg-prepared.ts";
 import { FALLBACK_CHECKPOINT_PAGES, SqliteCheckpointer } from "./sqlite-checkpointer.ts";
 import { changesNothing, isCacheableRead, SqliteReadCache } from "./sqlite-read-cache.ts";
@@ -295,7 +296,12 @@ function openPostgres(
   generation: PgChangeGeneration;
   generationWithTraffic: StoreGeneration;
 } {
-  const pool = new pg.Pool({ connectionString: databaseUrl, max: 10, types: pgTypes });
+  const pool = new pg.Pool({
+    connectionString: databaseUrl,
+    max: 10,
+    types: pgTypes,
+    connectionTimeoutMillis: PG_CONNECT_TIMEOUT_MS,
+  });
   // An idle client losing its connection must not crash the process; the pool replaces it.
   pool.on("error", () => {});
   const generation = new PgChangeGeneration(listen);
@@ -339,7 +345,10 @@ export function openStore(options: StoreOptions): Store {
       const failed = results?.find((result) => result.status === "Error");
       if (error || failed) {
         const reason = error instanceof Error ? error.message : String(error ?? "unknown error");
-        throw new Error(`Migration ${failed?.migrationName ?? ""} failed: ${reason}`);
+        // No migration named: the store failed before any ran (it could not be reached, say).
+        throw new Error(
+          failed ? `Migration ${failed.migrationName} failed: ${reason}` : `Migrating failed: ${reason}`,
+        );
       }
     },
     async ping() {

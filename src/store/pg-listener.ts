@@ -1,4 +1,5 @@
 import pg from "pg";
+import { PG_CONNECT_TIMEOUT_MS } from "./pg-pool.ts";
 
 export interface ListenHandlers {
   /** LISTEN is in effect: every notification from now on reaches `onNotification`. */
@@ -39,6 +40,7 @@ export class PgListener {
       application_name: `cumulo starting listener ${this.channel}`,
       // A connection cut without a FIN (network loss) is noticed by TCP keep-alive.
       keepAlive: true,
+      connectionTimeoutMillis: PG_CONNECT_TIMEOUT_MS,
     });
     this.#client = client;
     client.on("notification", (message) => this.handlers.onNotification(message.payload ?? ""));

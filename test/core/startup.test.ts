@@ -1,4 +1,5 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { type AddressInfo, createServer as createNetServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -70,10 +71,28 @@ describe("start-up and health", () => {
         DATABASE_URL: "postgres://nobody@127.0.0.1:1/nothing",
       });
       await expect(startCumulo(unreachable)).rejects.toThrow(/^cannot open the store \(DATABASE_URL\): /);
+      // A server that takes the connection and never answers (a wrong port): it failed, not hung.
+      const silent = createNetServer(() => undefined);
+      await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+      try {
+        const { port } = silent.address() as AddressInfo;
+        const hanging = loadConfig({
+          PORT: "0",
+          CUMULO_EDGE_PORT: "off",
+          CUMULO_LOG_LEVEL: "silent",
+          CUMULO_DATA_DIR: dir,
+          DATABASE_URL: `postgres://nobody@127.0.0.1:${port}/nothing`,
+        });
+        await expect(startCumulo(hanging)).rejects.toThrow(
+          "cannot open the store (DATABASE_URL): Migrating failed: Connection terminated due to connection timeout",
+        );
+      } finally {
+        silent.close();
+      }
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
-  });
+  }, 40_000);
 
   it("answers 503 on /readyz and an unhealthy livestream health once the store is gone", async () => {
     const t = await startTestApp();
