@@ -221,6 +221,29 @@ export class Metrics {
   observe(sources: StoreSources): void {
     const snapshot = () => this.#storeSnapshot(sources);
     const registers = [this.registry];
+    // Registered first: a scrape reads gauges in this order, so the pool is read before the store
+    // snapshot's own queries ask it for connections (they counted as waiting on an idle node).
+    const { pool } = sources;
+    if (pool) {
+      new Gauge({
+        name: "cumulo_store_pool_connections",
+        help: "PostgreSQL connections of this process's pool, by state: busy (running a query or transaction) or idle.",
+        labelNames: ["state"] as const,
+        registers,
+        collect() {
+          this.labels("busy").set(pool.totalCount - pool.idleCount);
+          this.labels("idle").set(pool.idleCount);
+        },
+      });
+      new Gauge({
+        name: "cumulo_store_pool_waiting_requests",
+        help: "Queries of this process waiting for a free PostgreSQL connection.",
+        registers,
+        collect() {
+          this.set(pool.waitingCount);
+        },
+      });
+    }
     new Gauge({
       name: "cumulo_jobs",
       help: "Jobs in the store by kind and state: queued (waiting, retries scheduled for later included), running, failed (gave up; kept until deleted).",
@@ -257,27 +280,7 @@ export class Metrics {
         for (const state of ["pending", "sending"]) this.labels(state).set(backlog.get(state) ?? 0);
       },
     });
-    const { pool, redis } = sources;
-    if (pool) {
-      new Gauge({
-        name: "cumulo_store_pool_connections",
-        help: "PostgreSQL connections of this process's pool, by state: busy (running a query or transaction) or idle.",
-        labelNames: ["state"] as const,
-        registers,
-        collect() {
-          this.labels("busy").set(pool.totalCount - pool.idleCount);
-          this.labels("idle").set(pool.idleCount);
-        },
-      });
-      new Gauge({
-        name: "cumulo_store_pool_waiting_requests",
-        help: "Queries of this process waiting for a free PostgreSQL connection.",
-        registers,
-        collect() {
-          this.set(pool.waitingCount);
-        },
-      });
-    }
+    const { redis } = sources;
     if (redis) {
       new Gauge({
         name: "cumulo_redis_up",

@@ -343,6 +343,33 @@ describe("metrics exposure", () => {
 });
 
 describe("metric series", () => {
+  it("reads the pool before the scrape's own store queries ask it for connections", async () => {
+    // As pg-pool does: a query asking for a connection waits in its queue until the next tick, even
+    // when an idle connection is there.
+    const pool = { totalCount: 2, idleCount: 2, waitingCount: 0 };
+    const query = <T>(rows: T[]) => {
+      pool.waitingCount++;
+      return new Promise<T[]>((resolve) =>
+        process.nextTick(() => {
+          pool.waitingCount--;
+          resolve(rows);
+        }),
+      );
+    };
+    const metrics = new Metrics({ processMetrics: false });
+    metrics.observe({
+      clock: { now: () => new Date() },
+      jobKinds: [],
+      jobs: { unfinishedByKind: () => query([]) },
+      webhookBacklog: () => query([]),
+      pool,
+      redis: undefined,
+    });
+    const samples = parseSamples((await metrics.render()).body);
+    expect(value(samples, "cumulo_store_pool_waiting_requests")).toBe(0);
+    expect(value(samples, "cumulo_store_pool_connections", { state: "idle" })).toBe(2);
+  });
+
   it("keeps one duration series per route, method and status class", async () => {
     const metrics = new Metrics({ processMetrics: false });
     metrics.httpResponse("/v1/things", "POST", 201, 2);
