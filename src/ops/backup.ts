@@ -1,5 +1,5 @@
-import { copyFile, cp, readdir, readFile, stat, writeFile } from "node:fs/promises";
-import { isAbsolute, join, relative, resolve } from "node:path";
+import { copyFile, cp, readdir, readFile, realpath, stat, writeFile } from "node:fs/promises";
+import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
 import SqliteDatabase from "better-sqlite3";
 import { SECRET_KEY_FILE } from "../cloud/secrets.ts";
 import type { Config } from "../config.ts";
@@ -59,6 +59,23 @@ async function exists(path: string): Promise<boolean> {
   }
 }
 
+/** Where a path is on disk: its nearest existing ancestor with links resolved, and the rest as given. */
+async function physicalPath(path: string): Promise<string> {
+  const absolute = resolve(path);
+  const rest: string[] = [];
+  let existing = absolute;
+  for (;;) {
+    try {
+      return join(await realpath(existing), ...rest.reverse());
+    } catch (error) {
+      const parent = dirname(existing);
+      if ((error as NodeJS.ErrnoException).code !== "ENOENT" || parent === existing) return absolute;
+      rest.push(basename(existing));
+      existing = parent;
+    }
+  }
+}
+
 /**
  * An online, consistent backup of a SQLite node. Order matters: the database snapshot comes first,
  * then the blobs. A blob is written (renamed into place) before the row naming it commits and is
@@ -68,8 +85,9 @@ async function exists(path: string): Promise<boolean> {
  */
 export async function backup(config: Config, target: string): Promise<BackupOutcome> {
   if (config.databaseUrl) return { outcome: "postgres" };
-  // Inside the data dir the copy would copy itself (the blobs), or end up in a later backup.
-  const fromDataDir = relative(resolve(config.dataDir), resolve(target));
+  // Inside the data dir the copy would copy itself (the blobs), or end up in a later backup; the
+  // paths are compared as the disk has them, so a link into the data dir is inside it too.
+  const fromDataDir = relative(await physicalPath(config.dataDir), await physicalPath(target));
   if (!fromDataDir.startsWith("..") && !isAbsolute(fromDataDir)) return { outcome: "target_in_data_dir" };
   if (!(await isEmptyDir(target))) return { outcome: "target_not_empty" };
   const source = join(config.dataDir, DATABASE_FILE);

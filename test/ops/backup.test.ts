@@ -1,4 +1,12 @@
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -107,6 +115,16 @@ describe.skipIf(testStoreKind() === "postgres")(
       const refusedInside = await runCli(["backup", "--to", inside], { CUMULO_DATA_DIR: t.store.dataDir });
       expect(refusedInside.code).not.toBe(0);
       expect(refusedInside.stderr).toMatch(/is inside CUMULO_DATA_DIR/);
+      expect(existsSync(inside)).toBe(false);
+      // Through a link to the data dir too.
+      const link = join(tempDir(), "link-to-data");
+      symlinkSync(t.store.dataDir, link);
+      const throughLink = join(link, "blobs", "backup");
+      const refusedLink = await runCli(["backup", "--to", throughLink], { CUMULO_DATA_DIR: t.store.dataDir });
+      expect([refusedLink.code === 0, refusedLink.stderr]).toEqual([
+        false,
+        expect.stringMatching(/is inside CUMULO_DATA_DIR/),
+      ]);
       expect(existsSync(inside)).toBe(false);
 
       const restoredDir = join(tempDir(), "data");
