@@ -71,6 +71,8 @@ export interface Config {
     diskCacheBytes: number;
     maxObjectBytes: number;
     originTimeoutMs: number;
+    /** A viewer connection with nothing sent or received for this long is closed. */
+    idleTimeoutMs: number;
     analyticsFlushMs: number;
   };
   /** How many days the housekeeper keeps rows before deleting them; 0 keeps them forever. */
@@ -425,6 +427,7 @@ export function loadConfig(env: Env = process.env): Config {
       diskCacheBytes: nonNegativeInt(env, "CUMULO_EDGE_DISK_CACHE_BYTES", 0),
       maxObjectBytes: positiveInt(env, "CUMULO_EDGE_MAX_OBJECT_BYTES", 8 * 1024 * 1024),
       originTimeoutMs: timerMs(env, "CUMULO_EDGE_ORIGIN_TIMEOUT_MS", 10_000),
+      idleTimeoutMs: timerMs(env, "CUMULO_EDGE_IDLE_TIMEOUT_MS", 60_000),
       analyticsFlushMs: timerMs(env, "CUMULO_EDGE_ANALYTICS_FLUSH_MS", 2_000),
     },
     retention: {

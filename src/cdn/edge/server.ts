@@ -108,6 +108,9 @@ export class EdgeServer {
         this.#failed(response, error);
       }
     });
+    // A viewer that stops reading an answer streamed through would otherwise hold its connection,
+    // and the origin's, for as long as it likes; one that reads slowly keeps moving bytes.
+    this.#server.timeout = deps.config.edge.idleTimeoutMs;
   }
 
   async start(host: string, port: number): Promise<string> {
