@@ -53,6 +53,7 @@ describe("CDN edge: a viewer that stops reading", () => {
     // The viewer reads again: what the kernel held, then the end of a connection the edge closed.
     socket.resume();
     await waitUntil(() => closed, 15_000, "the viewer's connection closed");
+    expect([originClosed, closed]).toEqual([true, true]);
     socket.destroy();
   });
 });
