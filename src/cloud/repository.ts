@@ -113,8 +113,10 @@ export class CloudRepository {
     await executor.insertInto("cloud_disks").values(row).execute();
   }
 
-  /** A block-storage disk (system disks are part of their VM and not reachable here). */
-  /** `lock` as for `findVm` (a disk after its VM). */
+  /**
+   * A block-storage disk (system disks are part of their VM and not reachable here); `lock` as for
+   * `findVm` (a disk after its VM).
+   */
   async findDisk(executor: Executor, scope: Scope, uuid: string, lock = false) {
     // Identifiers from bodies are free text: one that is not a UUID names nothing.
     if (!isUuid(uuid)) return undefined;

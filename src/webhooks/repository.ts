@@ -182,11 +182,11 @@ export class WebhookRepository {
     await executor.insertInto("webhook_endpoints").values(row).execute();
   }
 
-  /** The endpoint if it belongs to this organization's library; any other is not found. */
   /**
-   * With `lock` (PostgreSQL; SQLite runs one write transaction at a time) the row stays locked until
-   * the transaction ends: `delete` for its deletion, `refer` for a transaction that queues a delivery
-   * to it, which a deletion then waits for (or which then finds it gone) instead of failing on the
+   * The endpoint if it belongs to this organization's library; any other is not found. With `lock`
+   * (PostgreSQL; SQLite runs one write transaction at a time) the row stays locked until the
+   * transaction ends: `delete` for its deletion, `refer` for a transaction that queues a delivery to
+   * it, which a deletion then waits for (or which then finds it gone) instead of failing on the
    * delivery's reference. `refer` does not block the dispatcher's update of the endpoint (a 410).
    */
   findEndpoint(
