@@ -11,21 +11,25 @@ export const SECRET_HEADERS = new Set([
 export const SECRET_FIELD = /secret|password|token|^api_?key$|^key$|access_key|signature/i;
 export const MASK = "***";
 
-/** Credentials a URL's query carries (a playback token, a signature) become the mask; true when any did. */
-export function maskQuery(url: URL): boolean {
+/** Credentials among query parameters (a playback token, a signature) become the mask; true when any did. */
+function maskParams(params: URLSearchParams): boolean {
   let masked = false;
-  for (const name of [...url.searchParams.keys()]) {
+  for (const name of [...params.keys()]) {
     if (SECRET_FIELD.test(name) || SECRET_HEADERS.has(name.toLowerCase())) {
-      url.searchParams.set(name, MASK);
+      params.set(name, MASK);
       masked = true;
     }
   }
   return masked;
 }
 
+/** A URL with the credentials of its query masked; true when it had any. */
+export const maskQuery = (url: URL): boolean => maskParams(url.searchParams);
+
 /** A request's path and query as it may be logged: credentials in the query masked, the rest as sent. */
 export function loggableUrl(pathAndQuery: string): string {
-  if (!pathAndQuery.includes("?")) return pathAndQuery;
-  const url = new URL(pathAndQuery, "http://cumulo.invalid");
-  return maskQuery(url) ? `${url.pathname}${url.search}` : pathAndQuery;
+  const at = pathAndQuery.indexOf("?");
+  if (at === -1) return pathAndQuery;
+  const params = new URLSearchParams(pathAndQuery.slice(at + 1));
+  return maskParams(params) ? `${pathAndQuery.slice(0, at)}?${params}` : pathAndQuery;
 }
