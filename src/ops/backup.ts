@@ -130,9 +130,14 @@ export async function backup(config: Config, target: string): Promise<BackupOutc
   return { outcome: "backed_up", manifest };
 }
 
+/**
+ * The migrations a copied store has run. The copy is left in rollback-journal mode, one file that
+ * needs no `-wal` or `-shm` beside it (a server opening it restored turns WAL on again).
+ */
 function readMigrations(file: string): string[] {
-  const copy = new SqliteDatabase(file, { readonly: true, fileMustExist: true });
+  const copy = new SqliteDatabase(file, { fileMustExist: true });
   try {
+    copy.pragma("journal_mode = DELETE");
     return copy.prepare("SELECT name FROM kysely_migration ORDER BY name").pluck().all() as string[];
   } finally {
     copy.close();

@@ -96,6 +96,10 @@ describe.skipIf(testStoreKind() === "postgres")(
       expect(backedUp.stderr).toBe("");
       expect(backedUp.code).toBe(0);
       expect(writeErrors).toEqual([]);
+      // The store is one file: no -wal or -shm beside it.
+      expect(readdirSync(target).filter((name) => name.startsWith("cumulo.sqlite"))).toEqual([
+        "cumulo.sqlite",
+      ]);
       // The writes really overlapped the backup.
       expect(afterBackup).toBeGreaterThan(before.length);
       const manifest = JSON.parse(readFileSync(join(target, "manifest.json"), "utf8"));
