@@ -34,6 +34,21 @@ describe("resumable uploads (tus) with tus-js-client", () => {
     video_id: videoId,
     filename: "clip.mp4",
   });
+  /** A tus creation by hand for `videoId`, with the first bytes when given; its answer and upload id. */
+  const createUpload = async (videoId: string, length: number, firstBytes?: Uint8Array) => {
+    const created = await fetch(`${t.baseUrl}${TUS_PATH}`, {
+      method: "POST",
+      headers: {
+        ...auth(),
+        "tus-resumable": "1.0.0",
+        "upload-length": String(length),
+        "upload-metadata": `library_id ${btoa(libraryId)},video_id ${btoa(videoId)}`,
+        ...(firstBytes ? { "content-type": "application/offset+octet-stream" } : {}),
+      },
+      body: firstBytes,
+    });
+    return { created, id: (created.headers.get("location") ?? "").split("/").pop() ?? "" };
+  };
 
   beforeAll(async () => {
     work = mkdtempSync(join(tmpdir(), "cumulo-tus-"));
@@ -198,23 +213,11 @@ describe("resumable uploads (tus) with tus-js-client", () => {
   });
 
   it("terminates an upload: its bytes and record are gone", async () => {
-    const videoId = await newVideo();
-    const created = await fetch(`${t.baseUrl}${TUS_PATH}`, {
-      method: "POST",
-      headers: {
-        ...auth(),
-        "tus-resumable": "1.0.0",
-        "upload-length": String(clip.length),
-        "upload-metadata": `library_id ${btoa(libraryId)},video_id ${btoa(videoId)}`,
-        "content-type": "application/offset+octet-stream",
-      },
-      body: clip.subarray(0, 1000),
-    });
+    const { created, id } = await createUpload(await newVideo(), clip.length, clip.subarray(0, 1000));
     expect(created.status).toBe(201);
     // The standard reason phrases, not the empty ones the tus server's web responses carry.
     expect(created.statusText).toBe("Created");
     expect(created.headers.get("upload-offset")).toBe("1000");
-    const id = (created.headers.get("location") ?? "").split("/").pop() ?? "";
     const file = join(t.store.dataDir, "uploads", id);
     expect(existsSync(file)).toBe(true);
     const url = `${t.baseUrl}${TUS_PATH}/${id}`;
@@ -228,16 +231,7 @@ describe("resumable uploads (tus) with tus-js-client", () => {
 
   it("leaves no file behind when the video is deleted while its last bytes arrive", async () => {
     const videoId = await newVideo();
-    const created = await fetch(`${t.baseUrl}${TUS_PATH}`, {
-      method: "POST",
-      headers: {
-        ...auth(),
-        "tus-resumable": "1.0.0",
-        "upload-length": String(clip.length),
-        "upload-metadata": `library_id ${btoa(libraryId)},video_id ${btoa(videoId)}`,
-      },
-    });
-    const id = (created.headers.get("location") ?? "").split("/").pop() ?? "";
+    const { id } = await createUpload(videoId, clip.length);
     const file = join(t.store.dataDir, "uploads", id);
     let sendRest: () => void = () => undefined;
     const restMaySend = new Promise<void>((resolve) => {
@@ -272,15 +266,7 @@ describe("resumable uploads (tus) with tus-js-client", () => {
   it("keeps uploads to their organization and validates the creation request in the contract's shape", async () => {
     const videoId = await newVideo();
     const other = await t.createOrganization();
-    const created = await fetch(`${t.baseUrl}${TUS_PATH}`, {
-      method: "POST",
-      headers: {
-        ...auth(),
-        "tus-resumable": "1.0.0",
-        "upload-length": "10",
-        "upload-metadata": `library_id ${btoa(libraryId)},video_id ${btoa(videoId)}`,
-      },
-    });
+    const { created } = await createUpload(videoId, 10);
     const url = new URL(created.headers.get("location") ?? "", `${t.baseUrl}${TUS_PATH}/`).toString();
     const tusHeader = { "tus-resumable": "1.0.0" };
 
@@ -424,19 +410,7 @@ describe("resumable uploads (tus) with tus-js-client", () => {
   });
 
   it("removes abandoned uploads in housekeeping once they expire", async () => {
-    const videoId = await newVideo();
-    const created = await fetch(`${t.baseUrl}${TUS_PATH}`, {
-      method: "POST",
-      headers: {
-        ...auth(),
-        "tus-resumable": "1.0.0",
-        "upload-length": String(clip.length),
-        "upload-metadata": `library_id ${btoa(libraryId)},video_id ${btoa(videoId)}`,
-        "content-type": "application/offset+octet-stream",
-      },
-      body: clip.subarray(0, 500),
-    });
-    const id = (created.headers.get("location") ?? "").split("/").pop() ?? "";
+    const { id } = await createUpload(await newVideo(), clip.length, clip.subarray(0, 500));
     const file = join(t.store.dataDir, "uploads", id);
     const { resumable } = t.cumulo.services.uploads;
     // Nothing is due yet; a pass after the expiry removes the record and the partial file.
