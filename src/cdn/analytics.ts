@@ -202,7 +202,6 @@ const METRIC_SOURCES: { [M in Metric]: { counters: readonly TrafficCounter[]; va
   responses_5xx: { counters: ["responses_5xx"], value: (sums, at) => sums.responses_5xx[at] },
 };
 
-/** What a query's buckets are made from, besides the organization and the stored traffic. */
 /** An analytics query whose parameters passed: its range in epoch ms, and its buckets. */
 interface CheckedQuery {
   outcome: "checked";
@@ -215,6 +214,7 @@ interface CheckedQuery {
   bucketCount: number;
 }
 
+/** What a query's buckets are made from, besides the organization and the stored traffic. */
 interface BucketRange {
   hostname: string | undefined;
   metrics: Metric[];

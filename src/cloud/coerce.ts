@@ -37,8 +37,8 @@ const BRACKETED = /^([^[\]]+)((?:\[[^[\]]*\])+)$/;
 
 /**
  * `a[0][b]=1` -> `{a: [{b: "1"}]}`; plain keys are kept as they are. An empty bracket stands for the
- * position of each value among the key's values: `keys[]=x&keys[]=y` is `keys[0]=x&keys[1]=y`, and
- * `rules[][port]=80&rules[][port]=443` gives the first rule port 80 and the second 443.
+ * position of each value among the key's values: `rules[][port]=80&rules[][port]=443` gives the first
+ * rule port 80 and the second 443 (a form's `keys[]` arrives here as `keys` already: `parseFormText`).
  */
 export function expandBrackets(body: Record<string, unknown>): Record<string, unknown> {
   const out: Record<string, unknown> = {};

@@ -58,16 +58,27 @@ export interface RecordResult {
 const truthy = (value: boolean | number): boolean => value === true || value === 1;
 
 /**
- * An attempt whose record is its own row alone: a scheduled attempt that succeeded (a failure may queue
- * the next attempt, a 410 switches the endpoint off, a manual retry may remove a waiting one).
+ * Whether recording an outcome may write to its endpoint's row or refer to it anew: a failure may
+ * queue the next attempt, a 410 switches the endpoint off.
  */
-const writesOwnRowOnly = ({ delivery, plan }: FinishedAttempt): boolean =>
-  typeof plan !== "function" && !delivery.manual && !plan.deactivateEndpoint && !plan.nextRetryAt;
+const touchesEndpoint = ({ plan }: FinishedAttempt): boolean =>
+  typeof plan === "function" || Boolean(plan.nextRetryAt) || Boolean(plan.deactivateEndpoint);
+
+/**
+ * An attempt whose record is its own row alone: a scheduled attempt that succeeded (neither
+ * `touchesEndpoint`, nor a manual retry, which may remove a waiting one).
+ */
+const writesOwnRowOnly = (attempt: FinishedAttempt): boolean =>
+  !attempt.delivery.manual && !touchesEndpoint(attempt);
 
 /** The endpoint ids of a candidate scan, as values of its prepared query. */
 const endpointValues = (value: ValueOf<Scan>, saturated: string[]) =>
   saturated.map((_, index) => value((values) => values.saturated[index] as string));
-/** Recordings lock endpoints, then pairs, in this order, so two recording transactions never wait on each other in a cycle. */
+
+/**
+ * The order attempts are recorded in: endpoints, then pairs, are locked in this order, so two
+ * recording transactions never wait on each other in a cycle.
+ */
 const pairKey = (delivery: ClaimedDelivery) => `${delivery.endpoint_id}/${delivery.message_id}`;
 
 // Literal states (not bound parameters) let both stores use the partial indexes of migration 0601.
@@ -461,13 +472,11 @@ export class DeliveryRepository {
     });
   }
 
-  async #record(trx: Trx, { delivery, outcome, plan }: FinishedAttempt): Promise<RecordResult> {
-    // A failure may queue a retry (which refers to the endpoint) or switch the endpoint off: its row
-    // is locked first, as the endpoint's deletion locks it before its attempts, so the two never wait
-    // on each other in a cycle (PostgreSQL's deadlock).
-    if (typeof plan === "function" || plan.nextRetryAt || plan.deactivateEndpoint) {
-      await this.#lockEndpoint(trx, delivery.endpoint_id);
-    }
+  async #record(trx: Trx, attempt: FinishedAttempt): Promise<RecordResult> {
+    const { delivery, outcome, plan } = attempt;
+    // The endpoint's row is locked first, as its deletion locks it before its attempts, so the two
+    // never wait on each other in a cycle (PostgreSQL's deadlock).
+    if (touchesEndpoint(attempt)) await this.#lockEndpoint(trx, delivery.endpoint_id);
     // Only writes that number the pair's attempts (a retry queued, a manual retry's clean-up) take its
     // lock; recording a success or a 410 touches this attempt's row alone.
     if (typeof plan === "function" || delivery.manual) {
