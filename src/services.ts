@@ -140,10 +140,10 @@ export function createServices(deps: CoreDeps): Services {
   );
   const webhookRepository = new WebhookRepository(store.db, store.dialect);
   const webhooks = new WebhookEmitter(webhookRepository, clock);
-  const libraries = new LibraryRepository(store.db);
+  const libraries = new LibraryRepository(store.db, store.dialect);
   const blobs: BlobStore =
     config.blobStore.kind === "s3" ? new S3BlobStore(config.blobStore) : new LocalBlobStore(config.dataDir);
-  const videoRepository = new VideoRepository(store.db);
+  const videoRepository = new VideoRepository(store.db, store.dialect);
   const playerRepository = new PlayerRepository(store.db);
   const media = createMediaServices({
     transact,

@@ -1,5 +1,6 @@
 import { type Insertable, type Kysely, type Selectable, sql, type Updateable } from "kysely";
 import type { Page } from "../http/pagination.ts";
+import type { DialectName } from "../store/database.ts";
 import { selectPage } from "../store/paging.ts";
 import { columnsOf, PreparedQuery, type ValueOf, valuesOf } from "../store/prepared.ts";
 import type { Database } from "../store/tables.ts";
@@ -23,7 +24,10 @@ interface LibraryUpdate {
 }
 
 export class LibraryRepository {
-  constructor(readonly db: Kysely<Database>) {}
+  constructor(
+    readonly db: Kysely<Database>,
+    private readonly dialect: DialectName,
+  ) {}
 
   // Built and compiled once per set of changed columns: library and security settings updates run
   // it, and building it cost more than SQLite takes to run it (docs/performance.md, session 7).
@@ -57,31 +61,29 @@ export class LibraryRepository {
   }
 
   /**
-   * Like `findLibrary`, and holds the library row's write lock until the transaction ends (a no-op
-   * update locks the row on PostgreSQL and takes the single writer slot on SQLite), so changes that
-   * keep a per-library rule (one default player) run one at a time.
+   * Like `findLibrary`, and holds the library row's lock until the transaction ends (on PostgreSQL
+   * the lock an update takes; SQLite runs one write transaction at a time), so changes that keep a
+   * per-library rule (one default player) run one at a time.
    */
-  async lockLibrary(executor: Executor, organizationId: string, id: string) {
-    await executor
-      .updateTable("libraries")
-      .set((eb) => ({ status: eb.ref("status") }))
+  lockLibrary(executor: Executor, organizationId: string, id: string) {
+    return executor
+      .selectFrom("libraries")
+      .selectAll()
       .where("organization_id", "=", organizationId)
       .where("id", "=", id)
-      .execute();
-    return this.findLibrary(organizationId, id, executor);
+      .$if(this.dialect === "postgres", (qb) => qb.forNoKeyUpdate())
+      .executeTakeFirst();
   }
 
   /**
-   * Takes the library row's write lock for the rest of the transaction. Folder and video moves and
-   * folder deletions take it, so a video cannot move into a folder that a concurrent bulk delete is
-   * removing (which would otherwise fail that delete on the folder reference).
+   * Takes the library row's lock (as `lockLibrary`) for the rest of the transaction. Folder and
+   * video moves and folder deletions take it, so a video cannot move into a folder that a
+   * concurrent bulk delete is removing (which would otherwise fail that delete on the folder
+   * reference).
    */
   async lockById(executor: Executor, id: string): Promise<void> {
-    await executor
-      .updateTable("libraries")
-      .set((eb) => ({ status: eb.ref("status") }))
-      .where("id", "=", id)
-      .execute();
+    if (this.dialect !== "postgres") return;
+    await executor.selectFrom("libraries").select("id").where("id", "=", id).forNoKeyUpdate().execute();
   }
 
   async insert(executor: Executor, row: Insertable<LibraryTable>): Promise<void> {

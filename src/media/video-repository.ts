@@ -1,5 +1,6 @@
 import type { Insertable, Kysely, Updateable } from "kysely";
 import type { Page } from "../http/pagination.ts";
+import type { DialectName } from "../store/database.ts";
 import { selectPage } from "../store/paging.ts";
 import type { Database } from "../store/tables.ts";
 import type { Executor } from "../store/transactions.ts";
@@ -7,7 +8,10 @@ import type { SubtitleTable, ThumbnailTable, VideoStatus, VideoTable } from "./t
 
 /** Videos with their subtitles and uploaded thumbnails. */
 export class VideoRepository {
-  constructor(readonly db: Kysely<Database>) {}
+  constructor(
+    readonly db: Kysely<Database>,
+    private readonly dialect: DialectName,
+  ) {}
 
   find(libraryId: string, id: string, executor: Executor = this.db) {
     return executor
@@ -19,17 +23,18 @@ export class VideoRepository {
   }
 
   /**
-   * `find` with the row's write lock held for the rest of the transaction (a no-op update first, on
-   * both stores): a deletion of the video or its library waits, or has happened and it is not found.
+   * `find` with the row's lock held for the rest of the transaction (on PostgreSQL the lock an
+   * update takes; SQLite runs one write transaction at a time): a deletion of the video or its
+   * library waits, or has happened and it is not found.
    */
-  async lock(executor: Executor, libraryId: string, id: string) {
-    await executor
-      .updateTable("media_videos")
-      .set((eb) => ({ updated_at: eb.ref("updated_at") }))
+  lock(executor: Executor, libraryId: string, id: string) {
+    return executor
+      .selectFrom("media_videos")
+      .selectAll()
       .where("library_id", "=", libraryId)
       .where("id", "=", id)
-      .execute();
-    return this.find(libraryId, id, executor);
+      .$if(this.dialect === "postgres", (qb) => qb.forNoKeyUpdate())
+      .executeTakeFirst();
   }
 
   async insert(executor: Executor, row: Insertable<VideoTable>): Promise<void> {
@@ -79,17 +84,18 @@ export class VideoRepository {
   }
 
   /**
-   * `findSubtitle` with the row's write lock held for the rest of the transaction (a no-op update
-   * first, on both stores): a change that replaces its file reads the file no other change replaces.
+   * `findSubtitle` with the row's lock held for the rest of the transaction (as `lock`): a change
+   * that replaces its file reads the file no other change replaces.
    */
-  async lockSubtitle(executor: Executor, videoId: string, id: string) {
-    await executor
-      .updateTable("media_subtitles")
-      .set((eb) => ({ updated_at: eb.ref("updated_at") }))
+  lockSubtitle(executor: Executor, videoId: string, id: string) {
+    return executor
+      .selectFrom("media_subtitles")
+      .selectAll()
       .where("video_id", "=", videoId)
       .where("id", "=", id)
-      .execute();
-    return this.findSubtitle(videoId, id, executor);
+      .where("deleted_at", "is", null)
+      .$if(this.dialect === "postgres", (qb) => qb.forNoKeyUpdate())
+      .executeTakeFirst();
   }
 
   listSubtitles(videoId: string, page: Page) {
