@@ -142,6 +142,12 @@ export const devModeRoutes = fastifyPlugin(
     const recorder = new Recorder();
     const transitions = new Transitions(deps.config.devTransitions);
     const placeholder = PlaceholderRenditions.of(deps.config);
+    // A rule or recording for an id no organization has would never apply: most likely a typo.
+    const requireOrganization = async (organizationId: string | undefined) => {
+      if (organizationId !== undefined && !(await services.identity.organizationName(organizationId))) {
+        throw ApiError.notFound("Organization");
+      }
+    };
     const seed = (body: SeedBody) =>
       seedAtomically(app, state, services.identity, body, () => placeholder.mp4());
 
@@ -455,6 +461,7 @@ export const devModeRoutes = fastifyPlugin(
             if (video === undefined && library === undefined) {
               throw ApiError.validation(eachRequired(["video", "library"], "Give video, library or both"));
             }
+            await requireOrganization(organization_id);
             transitions.set(organization_id, { video, library });
             return transitions.view();
           },
@@ -575,6 +582,7 @@ export const devModeRoutes = fastifyPlugin(
             if (target === "video" && input.stage === undefined) {
               throw ApiError.field("stage", "validation_required", "Give the stage at which the video fails");
             }
+            await requireOrganization(input.organization_id);
             return reply.code(201).send(faults.add(input));
           },
         );
@@ -645,6 +653,7 @@ export const devModeRoutes = fastifyPlugin(
           },
           async (request) => {
             const { organization_id, recording, body_limit_bytes } = request.body;
+            await requireOrganization(organization_id);
             if (recording) recorder.start(organization_id, body_limit_bytes ?? DEFAULT_BODY_LIMIT);
             else recorder.stop(organization_id);
             return {

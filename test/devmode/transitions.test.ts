@@ -194,4 +194,22 @@ describe("state transitions: instant processing and provisioning, or a stop at a
     expect((await setTransitions({ library: "fast" })).status).toBe(400);
     await t.request("DELETE", "/_cumulo/transitions");
   });
+
+  it("refuses a rule, a fault or a recording for an organization that does not exist: 404", async () => {
+    const nobody = "00000000-0000-4000-8000-000000000000";
+    const rule = await setTransitions({ organization_id: nobody, video: "instant" });
+    expect(rule.status, rule.text).toBe(404);
+    expect(rule.body.message).toBe("Resource not found");
+    const fault = await t.request("POST", "/_cumulo/faults", {
+      json: { organization_id: nobody, status: 503 },
+    });
+    expect(fault.status, fault.text).toBe(404);
+    const recording = await t.request("POST", "/_cumulo/recording", {
+      json: { organization_id: nobody, recording: true },
+    });
+    expect(recording.status, recording.text).toBe(404);
+    expect((await t.request("GET", "/_cumulo/transitions")).body.organizations).toEqual([]);
+    expect((await t.request("GET", "/_cumulo/faults")).body).toEqual({ faults: [] });
+    expect((await t.request("GET", "/_cumulo/recording")).body).toEqual({ recordings: [] });
+  });
 });
