@@ -6,7 +6,7 @@ import Fastify, { type FastifyInstance } from "fastify";
 import { cdnRoutes } from "./cdn/routes.ts";
 import { CLOUD_PREFIXES, cloudRoutes } from "./cloud/routes/index.ts";
 import { consolePages } from "./console/pages.ts";
-import { devModeRoutes } from "./devmode/routes.ts";
+import { DEV_PREFIX, devModeRoutes } from "./devmode/routes.ts";
 import { registerAuthDecorators } from "./http/auth.ts";
 import { clientErrorBody, frameworkErrors, registerErrorHandling } from "./http/error-handler.ts";
 import { ApiError } from "./http/errors.ts";
@@ -20,6 +20,7 @@ import {
   listenerLimits,
   stopListening,
 } from "./http/listener.ts";
+import { documentedSchema } from "./http/openapi.ts";
 import { registerRateLimit } from "./http/rate-limit.ts";
 import { requestId } from "./http/request-id.ts";
 import { loggedRequest, RequestLog } from "./http/request-log.ts";
@@ -111,6 +112,10 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
   });
 
   await app.register(swagger, {
+    transform: ({ schema, url, route }) => ({
+      schema: documentedSchema(schema, route.method, !url.startsWith(DEV_PREFIX)),
+      url,
+    }),
     openapi: {
       openapi: "3.1.0",
       info: {

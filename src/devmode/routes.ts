@@ -42,6 +42,8 @@ export const DEV_MODE_OFFERS = [
   "GET    /_cumulo/recording.har                download an organization's recording (HAR 1.2)",
 ];
 const tags = ["dev-mode"];
+/** An admin key of the bootstrap organization, in either media header (`requireOperator`). */
+const security: Record<string, string[]>[] = [{ bearer: [] }, { apiKeyHeader: [] }];
 
 /** Where one of several fields is needed and none is given, each is reported missing (the contract). */
 const eachRequired = (fields: string[], message: string): FieldError[] =>
@@ -272,6 +274,7 @@ export const devModeRoutes = fastifyPlugin(
             schema: {
               operationId: "getDevMode",
               tags,
+              security,
               summary: "What developer mode offers",
               response: { 200: Type.Object({ offers: Type.Array(Type.String()) }), ...mediaErrorResponses },
             },
@@ -285,6 +288,7 @@ export const devModeRoutes = fastifyPlugin(
             schema: {
               operationId: "resetDevState",
               tags,
+              security,
               summary:
                 "Empty the store and blobs, or one `organization_id`; `bootstrap` (default) keeps the default organization (or that organization with its keys)",
               body: Type.Object({
@@ -320,6 +324,7 @@ export const devModeRoutes = fastifyPlugin(
             schema: {
               operationId: "listDevSnapshots",
               tags,
+              security,
               summary: "Saved snapshots",
               response: { 200: Type.Object({ snapshots: Type.Array(Snapshot) }), ...mediaErrorResponses },
             },
@@ -334,6 +339,7 @@ export const devModeRoutes = fastifyPlugin(
             schema: {
               operationId: "saveDevSnapshot",
               tags,
+              security,
               summary: "Save the store and blobs as a named snapshot (replacing one of that name)",
               params: Type.Object({ name: SnapshotName }),
               response: {
@@ -357,6 +363,7 @@ export const devModeRoutes = fastifyPlugin(
             schema: {
               operationId: "loadDevSnapshot",
               tags,
+              security,
               summary: "Replace the store and blobs with a snapshot",
               params: Type.Object({ name: SnapshotName }),
               response: { 200: Done, ...mediaErrorResponses },
@@ -382,6 +389,7 @@ export const devModeRoutes = fastifyPlugin(
             schema: {
               operationId: "deleteDevSnapshot",
               tags,
+              security,
               summary: "Delete a snapshot",
               params: Type.Object({ name: SnapshotName }),
               response: { 204: Type.Null(), ...mediaErrorResponses },
@@ -404,6 +412,7 @@ export const devModeRoutes = fastifyPlugin(
             schema: {
               operationId: "seedDevState",
               tags,
+              security,
               summary:
                 "Add a known world (organizations, keys, libraries, videos, distributions, other calls) through the API",
               body: SeedBody,
@@ -432,6 +441,7 @@ export const devModeRoutes = fastifyPlugin(
             schema: {
               operationId: "getDevTransitions",
               tags,
+              security,
               summary:
                 "How videos and libraries move through their statuses, for everyone and per organization",
               response: { 200: TransitionsView, ...mediaErrorResponses },
@@ -446,6 +456,7 @@ export const devModeRoutes = fastifyPlugin(
             schema: {
               operationId: "setDevTransitions",
               tags,
+              security,
               summary:
                 "Video processing and library provisioning: `real`, `instant` (no ffmpeg, placeholder renditions) or `{stop_at}` a stage",
               body: Type.Object({
@@ -473,6 +484,7 @@ export const devModeRoutes = fastifyPlugin(
             schema: {
               operationId: "clearDevTransitions",
               tags,
+              security,
               summary:
                 "Drop one organization's transition rules, or (without organization_id) all: back to real",
               querystring: Type.Object({ organization_id: Type.Optional(Uuid) }),
@@ -491,6 +503,7 @@ export const devModeRoutes = fastifyPlugin(
             schema: {
               operationId: "getDevTime",
               tags,
+              security,
               summary: "The server's clock",
               response: { 200: TimeView, ...mediaErrorResponses },
             },
@@ -504,6 +517,7 @@ export const devModeRoutes = fastifyPlugin(
             schema: {
               operationId: "setDevTime",
               tags,
+              security,
               summary: "Move the clock: forward by `advance_ms`, to an instant `to`, or back to `real` time",
               body: TimeChange,
               response: { 200: TimeView, ...mediaErrorResponses },
@@ -550,6 +564,7 @@ export const devModeRoutes = fastifyPlugin(
             schema: {
               operationId: "listDevFaults",
               tags,
+              security,
               summary: "Fault rules in force",
               response: { 200: Type.Object({ faults: Type.Array(Fault) }), ...mediaErrorResponses },
             },
@@ -563,6 +578,7 @@ export const devModeRoutes = fastifyPlugin(
             schema: {
               operationId: "addDevFault",
               tags,
+              security,
               summary: "Add a fault rule: matching requests answer `status` and/or wait `latency_ms`",
               body: FaultInput,
               response: { 201: Fault, ...mediaErrorResponses },
@@ -593,6 +609,7 @@ export const devModeRoutes = fastifyPlugin(
             schema: {
               operationId: "deleteDevFault",
               tags,
+              security,
               summary: "Remove a fault rule",
               params: Type.Object({ faultId: Uuid }),
               response: { 204: Type.Null(), ...mediaErrorResponses },
@@ -610,6 +627,7 @@ export const devModeRoutes = fastifyPlugin(
             schema: {
               operationId: "clearDevFaults",
               tags,
+              security,
               summary: "Remove every fault rule",
               response: { 204: Type.Null(), ...mediaErrorResponses },
             },
@@ -626,6 +644,7 @@ export const devModeRoutes = fastifyPlugin(
             schema: {
               operationId: "listDevRecordings",
               tags,
+              security,
               summary: "Organizations with a recording, whether it is on, and how many entries it holds",
               response: {
                 200: Type.Object({ recordings: Type.Array(RecordingStatus) }),
@@ -642,6 +661,7 @@ export const devModeRoutes = fastifyPlugin(
             schema: {
               operationId: "setDevRecording",
               tags,
+              security,
               summary: "Turn recording of an organization's requests on or off",
               body: Type.Object({
                 organization_id: Uuid,
@@ -670,6 +690,7 @@ export const devModeRoutes = fastifyPlugin(
             schema: {
               operationId: "getDevRecordingHar",
               tags,
+              security,
               summary: "An organization's recorded requests and responses as a HAR 1.2 file",
               querystring: OrganizationQuery,
               response: {
@@ -693,6 +714,7 @@ export const devModeRoutes = fastifyPlugin(
             schema: {
               operationId: "clearDevRecording",
               tags,
+              security,
               summary: "Drop an organization's recording (and stop it)",
               querystring: OrganizationQuery,
               response: { 204: Type.Null(), ...mediaErrorResponses },

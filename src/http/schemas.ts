@@ -9,6 +9,12 @@ export const StringEnum = <const T extends readonly string[]>(
   options: { default?: T[number]; description?: string } = {},
 ) => Type.Unsafe<T[number]>({ type: "string", enum: [...values], ...options });
 
+/** A response that is not JSON: its media type and a string schema, as the OpenAPI document shows it. */
+export const TextResponse = (mediaType: string, description: string) => ({
+  description,
+  content: { [mediaType]: { schema: Type.String() } },
+});
+
 export const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
 
 export const IdParams = <K extends string>(...names: K[]) =>

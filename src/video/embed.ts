@@ -4,7 +4,7 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "@sinclair/typebox";
 import type { Config } from "../config.ts";
 import { ApiError } from "../http/errors.ts";
-import { IdParams, mediaErrorResponses, Uuid } from "../http/schemas.ts";
+import { IdParams, mediaErrorResponses, TextResponse, Uuid } from "../http/schemas.ts";
 import type { MediaServices } from "../media/index.ts";
 import { DEFAULT_THEME } from "../media/player-service.ts";
 import type { Theme } from "../media/schemas.ts";
@@ -128,7 +128,7 @@ export const embedRoutes: FastifyPluginAsyncTypebox<EmbedRouteOptions> = async (
         operationId: "getEmbedPlayerScript",
         tags: ["media: embed"],
         summary: "The HLS player script used by embed pages (hls.js)",
-        response: { ...mediaErrorResponses, 200: Type.String() },
+        response: { ...mediaErrorResponses, 200: TextResponse("text/javascript", "hls.js, minified") },
       },
       config: { rateLimit: false },
     },
@@ -156,7 +156,7 @@ export const embedRoutes: FastifyPluginAsyncTypebox<EmbedRouteOptions> = async (
           token: Type.Optional(Type.String({ maxLength: 200 })),
           expires: Type.Optional(Type.String({ maxLength: 20 })),
         }),
-        response: { ...mediaErrorResponses, 200: Type.String({ description: "text/html" }) },
+        response: { ...mediaErrorResponses, 200: TextResponse("text/html", "The player page") },
       },
     },
     async (request, reply) => {

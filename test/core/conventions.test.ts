@@ -115,6 +115,38 @@ describe("operational endpoints and conventions", () => {
     expect(script.startsWith("/")).toBe(true);
     expect((await t.request("GET", script, { anonymous: true })).status).toBe(200);
   });
+
+  it("documents what a caller may leave out, the media types answered and every way to authenticate", async () => {
+    const dev = await startTestApp({ CUMULO_DEV_MODE: "true" });
+    try {
+      const { paths } = (await dev.request("GET", "/openapi.json", { anonymous: true })).body;
+      // Fields with a default are filled in by validation: optional to the caller.
+      const listLibraries = paths["/v1/media/libraries"].get;
+      const limit = listLibraries.parameters.find(
+        (parameter: { name: string }) => parameter.name === "limit",
+      );
+      expect(limit.required).toBe(false);
+      const security =
+        paths["/v1/media/libraries/{libraryId}/security"].put.requestBody.content["application/json"];
+      expect(security.schema.properties.referrers.required).toEqual(["action", "values"]);
+      // The console's session cookie is accepted wherever a key is; developer mode wants a key.
+      expect(listLibraries.security).toContainEqual({ consoleSession: [] });
+      expect(paths["/_cumulo/time"].get.security).toEqual([{ bearer: [] }, { apiKeyHeader: [] }]);
+      // Answers that are not JSON say so.
+      expect(Object.keys(paths["/embed/{libraryId}/{videoId}"].get.responses["200"].content)).toEqual([
+        "text/html",
+      ]);
+      const upload = paths["/v1/media/tus/{uploadId}"];
+      expect(upload.head.operationId).toBe("getResumableUploadOffset");
+      expect(Object.keys(upload.patch.responses["409"].content).sort()).toEqual([
+        "application/json",
+        "text/plain",
+      ]);
+      expect(upload.patch.responses["412"]).toBeDefined();
+    } finally {
+      await dev.close();
+    }
+  });
 });
 
 describe("bootstrap without a configured key", () => {

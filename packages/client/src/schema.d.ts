@@ -586,7 +586,11 @@ export interface paths {
         delete: operations["terminateResumableUpload"];
         /** tus capabilities and CORS preflight (no authentication) */
         options: operations["tusUploadCapabilities"];
-        head?: never;
+        /**
+         * Offset of a resumable upload (tus HEAD)
+         * @description `Upload-Offset` is how many bytes the server has; resume with PATCH from there.
+         */
+        head: operations["getResumableUploadOffset"];
         /**
          * Send the next bytes of a resumable upload (tus PATCH)
          * @description Body: bytes from `Upload-Offset`, `Content-Type: application/offset+octet-stream`. Answers 204 with the new `Upload-Offset`; 409 (plain text, tus) when the offset is not the server's.
@@ -3730,11 +3734,11 @@ export interface operations {
     };
     listLibraries: {
         parameters: {
-            query: {
+            query?: {
                 /** @description Items per page (1-100) */
-                limit: number;
+                limit?: number;
                 /** @description Page number, from 1 */
-                page: number;
+                page?: number;
                 default_privacy?: "public" | "private" | "unlisted" | "restricted";
                 created_after?: string;
                 created_before?: string;
@@ -5152,14 +5156,14 @@ export interface operations {
                         action: "allow" | "deny";
                         values: string[];
                         /** @default true */
-                        enabled: boolean;
+                        enabled?: boolean;
                     };
                     countries?: {
                         /** @enum {string} */
                         action: "allow" | "deny";
                         values: string[];
                         /** @default true */
-                        enabled: boolean;
+                        enabled?: boolean;
                     };
                     /** @enum {string} */
                     video_privacy?: "public" | "private" | "restricted";
@@ -5379,11 +5383,11 @@ export interface operations {
     };
     listFolders: {
         parameters: {
-            query: {
+            query?: {
                 /** @description Items per page (1-100) */
-                limit: number;
+                limit?: number;
                 /** @description Page number, from 1 */
-                page: number;
+                page?: number;
                 parent_id?: string;
             };
             header?: never;
@@ -6731,11 +6735,11 @@ export interface operations {
     };
     listVideos: {
         parameters: {
-            query: {
+            query?: {
                 /** @description Items per page (1-100) */
-                limit: number;
+                limit?: number;
                 /** @description Page number, from 1 */
-                page: number;
+                page?: number;
                 folder_id?: string;
                 status?: "created" | "uploading" | "processing" | "transcoding" | "packaging" | "ready" | "failed";
             };
@@ -8132,11 +8136,11 @@ export interface operations {
     };
     listPlayers: {
         parameters: {
-            query: {
+            query?: {
                 /** @description Items per page (1-100) */
-                limit: number;
+                limit?: number;
                 /** @description Page number, from 1 */
-                page: number;
+                page?: number;
             };
             header?: never;
             path: {
@@ -9762,11 +9766,11 @@ export interface operations {
     };
     listSubtitles: {
         parameters: {
-            query: {
+            query?: {
                 /** @description Items per page (1-100) */
-                limit: number;
+                limit?: number;
                 /** @description Page number, from 1 */
-                page: number;
+                page?: number;
             };
             header?: never;
             path: {
@@ -12324,7 +12328,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Default Response */
+            /** @description The API's error body, or tus's plain-text reason */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -12342,6 +12346,7 @@ export interface operations {
                             message: string;
                         }[];
                     };
+                    "text/plain": string;
                 };
             };
             /** @description Default Response */
@@ -12384,7 +12389,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Default Response */
+            /** @description The API's error body, or tus's plain-text reason */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -12402,9 +12407,10 @@ export interface operations {
                             message: string;
                         }[];
                     };
+                    "text/plain": string;
                 };
             };
-            /** @description Default Response */
+            /** @description The API's error body, or tus's plain-text reason */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -12422,9 +12428,51 @@ export interface operations {
                             message: string;
                         }[];
                     };
+                    "text/plain": string;
+                };
+            };
+            /** @description The API's error body, or tus's plain-text reason */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                    "text/plain": string;
                 };
             };
             /** @description Default Response */
+            412: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description The API's error body, or tus's plain-text reason */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -12442,6 +12490,7 @@ export interface operations {
                             message: string;
                         }[];
                     };
+                    "text/plain": string;
                 };
             };
             /** @description Default Response */
@@ -12550,7 +12599,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Default Response */
+            /** @description The API's error body, or tus's plain-text reason */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -12568,6 +12617,7 @@ export interface operations {
                             message: string;
                         }[];
                     };
+                    "text/plain": string;
                 };
             };
             /** @description Default Response */
@@ -12610,7 +12660,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Default Response */
+            /** @description The API's error body, or tus's plain-text reason */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -12628,9 +12678,10 @@ export interface operations {
                             message: string;
                         }[];
                     };
+                    "text/plain": string;
                 };
             };
-            /** @description Default Response */
+            /** @description The API's error body, or tus's plain-text reason */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -12648,9 +12699,51 @@ export interface operations {
                             message: string;
                         }[];
                     };
+                    "text/plain": string;
+                };
+            };
+            /** @description The API's error body, or tus's plain-text reason */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                    "text/plain": string;
                 };
             };
             /** @description Default Response */
+            412: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description The API's error body, or tus's plain-text reason */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -12668,6 +12761,7 @@ export interface operations {
                             message: string;
                         }[];
                     };
+                    "text/plain": string;
                 };
             };
             /** @description Default Response */
@@ -12752,7 +12846,7 @@ export interface operations {
             };
         };
     };
-    continueResumableUpload: {
+    getResumableUploadOffset: {
         parameters: {
             query?: never;
             header?: {
@@ -12771,14 +12865,14 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The new Upload-Offset */
-            204: {
+            /** @description Upload-Offset, Upload-Length, Upload-Metadata */
+            200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content?: never;
             };
-            /** @description Default Response */
+            /** @description The API's error body, or tus's plain-text reason */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -12796,6 +12890,7 @@ export interface operations {
                             message: string;
                         }[];
                     };
+                    "text/plain": string;
                 };
             };
             /** @description Default Response */
@@ -12838,7 +12933,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description Default Response */
+            /** @description The API's error body, or tus's plain-text reason */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -12856,9 +12951,10 @@ export interface operations {
                             message: string;
                         }[];
                     };
+                    "text/plain": string;
                 };
             };
-            /** @description Default Response */
+            /** @description The API's error body, or tus's plain-text reason */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -12876,9 +12972,51 @@ export interface operations {
                             message: string;
                         }[];
                     };
+                    "text/plain": string;
+                };
+            };
+            /** @description The API's error body, or tus's plain-text reason */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                    "text/plain": string;
                 };
             };
             /** @description Default Response */
+            412: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description The API's error body, or tus's plain-text reason */
             413: {
                 headers: {
                     [name: string]: unknown;
@@ -12896,6 +13034,260 @@ export interface operations {
                             message: string;
                         }[];
                     };
+                    "text/plain": string;
+                };
+            };
+            /** @description Default Response */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+        };
+    };
+    continueResumableUpload: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1.0.0 (required by the protocol) */
+                "tus-resumable"?: string;
+                /** @description From an upload authorization */
+                authorizationsignature?: string;
+                authorizationexpire?: string;
+                libraryid?: string;
+                videoid?: string;
+            };
+            path: {
+                uploadId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The new Upload-Offset */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description The API's error body, or tus's plain-text reason */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                    "text/plain": string;
+                };
+            };
+            /** @description Default Response */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description The API's error body, or tus's plain-text reason */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                    "text/plain": string;
+                };
+            };
+            /** @description The API's error body, or tus's plain-text reason */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                    "text/plain": string;
+                };
+            };
+            /** @description The API's error body, or tus's plain-text reason */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                    "text/plain": string;
+                };
+            };
+            /** @description Default Response */
+            412: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description The API's error body, or tus's plain-text reason */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                    "text/plain": string;
                 };
             };
             /** @description Default Response */
@@ -12969,13 +13361,13 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Default Response */
+            /** @description hls.js, minified */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": string;
+                    "text/javascript": string;
                 };
             };
             /** @description Default Response */
@@ -13176,13 +13568,13 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description text/html */
+            /** @description The player page */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": string;
+                    "text/html": string;
                 };
             };
             /** @description Default Response */
@@ -13369,11 +13761,11 @@ export interface operations {
     };
     listWebhookEndpoints: {
         parameters: {
-            query: {
+            query?: {
                 /** @description Items per page (1-100) */
-                limit: number;
+                limit?: number;
                 /** @description Page number, from 1 */
-                page: number;
+                page?: number;
             };
             header?: never;
             path: {
@@ -13651,22 +14043,22 @@ export interface operations {
                          * @description Attempts in all
                          * @default 8
                          */
-                        max_attempts: number;
+                        max_attempts?: number;
                         /**
                          * @description Wait after the first attempt, seconds (fractions allowed; at most 30 days)
                          * @default 5
                          */
-                        initial_delay_s: number;
+                        initial_delay_s?: number;
                         /**
                          * @description Each wait is the previous one times this (at most 100)
                          * @default 2
                          */
-                        multiplier: number;
+                        multiplier?: number;
                         /**
                          * @description Longest wait, seconds (at most 30 days)
                          * @default 36000
                          */
-                        max_delay_s: number;
+                        max_delay_s?: number;
                     } | null;
                     /** @default true */
                     is_active?: boolean;
@@ -14377,22 +14769,22 @@ export interface operations {
                          * @description Attempts in all
                          * @default 8
                          */
-                        max_attempts: number;
+                        max_attempts?: number;
                         /**
                          * @description Wait after the first attempt, seconds (fractions allowed; at most 30 days)
                          * @default 5
                          */
-                        initial_delay_s: number;
+                        initial_delay_s?: number;
                         /**
                          * @description Each wait is the previous one times this (at most 100)
                          * @default 2
                          */
-                        multiplier: number;
+                        multiplier?: number;
                         /**
                          * @description Longest wait, seconds (at most 30 days)
                          * @default 36000
                          */
-                        max_delay_s: number;
+                        max_delay_s?: number;
                     } | null;
                     is_active?: boolean;
                 };
@@ -15088,11 +15480,11 @@ export interface operations {
     };
     listWebhookDeliveries: {
         parameters: {
-            query: {
+            query?: {
                 /** @description Items per page (1-100) */
-                limit: number;
+                limit?: number;
                 /** @description Page number, from 1 */
-                page: number;
+                page?: number;
                 event?: "created" | "uploading" | "processing" | "transcoding" | "packaging" | "ready" | "failed" | "deleted" | "test";
                 success?: boolean;
             };
@@ -16858,23 +17250,23 @@ export interface operations {
                 "application/x-www-form-urlencoded": {
                     name: string;
                     /** @default ubuntu */
-                    os_name: string;
+                    os_name?: string;
                     /** @default 24.04 */
-                    os_version: string;
+                    os_version?: string;
                     /** @default 1 */
-                    vcpu: number;
+                    vcpu?: number;
                     /**
                      * @description MB
                      * @default 1024
                      */
-                    ram: number;
+                    ram?: number;
                     /**
                      * @description System disk size, GB
                      * @default 20
                      */
-                    disks: number;
+                    disks?: number;
                     /** @default cumulo */
-                    username: string;
+                    username?: string;
                     /** @description Stored only as a hash */
                     password?: string;
                     public_key?: string;
@@ -16882,30 +17274,30 @@ export interface operations {
                     /** @description A billing account of your organization */
                     billing_account_id?: number;
                     /** @default  */
-                    description: string;
+                    description?: string;
                     /** @default false */
-                    reserve_public_ip: boolean;
+                    reserve_public_ip?: boolean;
                 };
                 "application/json": {
                     name: string;
                     /** @default ubuntu */
-                    os_name: string;
+                    os_name?: string;
                     /** @default 24.04 */
-                    os_version: string;
+                    os_version?: string;
                     /** @default 1 */
-                    vcpu: number;
+                    vcpu?: number;
                     /**
                      * @description MB
                      * @default 1024
                      */
-                    ram: number;
+                    ram?: number;
                     /**
                      * @description System disk size, GB
                      * @default 20
                      */
-                    disks: number;
+                    disks?: number;
                     /** @default cumulo */
-                    username: string;
+                    username?: string;
                     /** @description Stored only as a hash */
                     password?: string;
                     public_key?: string;
@@ -16913,9 +17305,9 @@ export interface operations {
                     /** @description A billing account of your organization */
                     billing_account_id?: number;
                     /** @default  */
-                    description: string;
+                    description?: string;
                     /** @default false */
-                    reserve_public_ip: boolean;
+                    reserve_public_ip?: boolean;
                 };
             };
         };
@@ -24688,23 +25080,23 @@ export interface operations {
                 "application/x-www-form-urlencoded": {
                     name: string;
                     /** @default ubuntu */
-                    os_name: string;
+                    os_name?: string;
                     /** @default 24.04 */
-                    os_version: string;
+                    os_version?: string;
                     /** @default 1 */
-                    vcpu: number;
+                    vcpu?: number;
                     /**
                      * @description MB
                      * @default 1024
                      */
-                    ram: number;
+                    ram?: number;
                     /**
                      * @description System disk size, GB
                      * @default 20
                      */
-                    disks: number;
+                    disks?: number;
                     /** @default cumulo */
-                    username: string;
+                    username?: string;
                     /** @description Stored only as a hash */
                     password?: string;
                     public_key?: string;
@@ -24712,30 +25104,30 @@ export interface operations {
                     /** @description A billing account of your organization */
                     billing_account_id?: number;
                     /** @default  */
-                    description: string;
+                    description?: string;
                     /** @default false */
-                    reserve_public_ip: boolean;
+                    reserve_public_ip?: boolean;
                 };
                 "application/json": {
                     name: string;
                     /** @default ubuntu */
-                    os_name: string;
+                    os_name?: string;
                     /** @default 24.04 */
-                    os_version: string;
+                    os_version?: string;
                     /** @default 1 */
-                    vcpu: number;
+                    vcpu?: number;
                     /**
                      * @description MB
                      * @default 1024
                      */
-                    ram: number;
+                    ram?: number;
                     /**
                      * @description System disk size, GB
                      * @default 20
                      */
-                    disks: number;
+                    disks?: number;
                     /** @default cumulo */
-                    username: string;
+                    username?: string;
                     /** @description Stored only as a hash */
                     password?: string;
                     public_key?: string;
@@ -24743,9 +25135,9 @@ export interface operations {
                     /** @description A billing account of your organization */
                     billing_account_id?: number;
                     /** @default  */
-                    description: string;
+                    description?: string;
                     /** @default false */
-                    reserve_public_ip: boolean;
+                    reserve_public_ip?: boolean;
                 };
             };
         };
@@ -31326,11 +31718,11 @@ export interface operations {
     };
     listCdnDistributions: {
         parameters: {
-            query: {
+            query?: {
                 /** @description Items per page (1-100) */
-                limit: number;
+                limit?: number;
                 /** @description Page number, from 1 */
-                page: number;
+                page?: number;
             };
             header?: never;
             path?: never;
@@ -32506,11 +32898,11 @@ export interface operations {
     };
     listCdnPurges: {
         parameters: {
-            query: {
+            query?: {
                 /** @description Items per page (1-100) */
-                limit: number;
+                limit?: number;
                 /** @description Page number, from 1 */
-                page: number;
+                page?: number;
             };
             header?: never;
             path: {

@@ -9,6 +9,7 @@ import { ApiError, type FieldError } from "../../http/errors.ts";
 import {
   Envelope,
   IdParams,
+  MediaError,
   mediaErrorResponses,
   Nullable,
   StringEnum,
@@ -265,6 +266,24 @@ function tusHeaderErrors(request: FastifyRequest, record?: VideoUploadRow): Fiel
   return errors;
 }
 const noBody = (description: string) => Type.Null({ description });
+/**
+ * tus refuses some requests itself, in plain text as the protocol defines (an offset conflict, an
+ * expired upload, bytes past the length); the API's own refusals of the same statuses are JSON.
+ */
+const TUS_TEXT_STATUSES = [400, 404, 409, 410, 413] as const;
+const tusErrorResponses = {
+  ...mediaErrorResponses,
+  412: MediaError,
+  ...Object.fromEntries(
+    TUS_TEXT_STATUSES.map((status) => [
+      status,
+      {
+        description: "The API's error body, or tus's plain-text reason",
+        content: { "application/json": { schema: MediaError }, "text/plain": { schema: Type.String() } },
+      },
+    ]),
+  ),
+};
 const EXPOSED =
   "Upload-Offset, Upload-Length, Upload-Metadata, Upload-Expires, Location, Tus-Version, Tus-Resumable, Tus-Max-Size, Tus-Extension";
 
@@ -431,7 +450,7 @@ const tusRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, opt
         description: `tus creation (with \`creation-with-upload\` and \`creation-defer-length\`). Authenticated by the API key (the video named by \`library_id\` and \`video_id\` in Upload-Metadata) or by an upload authorization's headers. \`Upload-Length\` at most ${options.config.limits.videoSourceBytes} bytes (413 beyond). Answers 201 with \`Location\` (the upload URL, relative to this endpoint). When the last byte arrives the video is processed as after a one-request upload. tus's own answers (409, 410, 413...) have plain-text bodies as the protocol defines; authentication, binding, version (412) and header refusals use the API's error bodies.`,
         security: [...security, { uploadSignature: [] }],
         headers: TusCreateHeaders,
-        response: { ...mediaErrorResponses, 201: noBody("Created; `Location` is the upload URL") },
+        response: { ...tusErrorResponses, 201: noBody("Created; `Location` is the upload URL") },
       },
     },
     async (request, reply) => {
@@ -452,6 +471,8 @@ const tusRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, opt
     app.route({
       method,
       url: "/:uploadId",
+      // tus clients resume with HEAD; the document leaves HEAD routes out unless told.
+      config: { swagger: { exposeHeadRoute: method === "HEAD" } },
       schema: {
         tags,
         security: [...security, { uploadSignature: [] }],
@@ -479,19 +500,19 @@ const tusRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, opt
     operationId: "getResumableUploadOffset",
     summary: "Offset of a resumable upload (tus HEAD)",
     description: "`Upload-Offset` is how many bytes the server has; resume with PATCH from there.",
-    response: { ...mediaErrorResponses, 200: noBody("Upload-Offset, Upload-Length, Upload-Metadata") },
+    response: { ...tusErrorResponses, 200: noBody("Upload-Offset, Upload-Length, Upload-Metadata") },
   });
   uploadRoute("PATCH", {
     operationId: "continueResumableUpload",
     summary: "Send the next bytes of a resumable upload (tus PATCH)",
     description:
       "Body: bytes from `Upload-Offset`, `Content-Type: application/offset+octet-stream`. Answers 204 with the new `Upload-Offset`; 409 (plain text, tus) when the offset is not the server's.",
-    response: { ...mediaErrorResponses, 204: noBody("The new Upload-Offset") },
+    response: { ...tusErrorResponses, 204: noBody("The new Upload-Offset") },
   });
   uploadRoute("DELETE", {
     operationId: "terminateResumableUpload",
     summary: "Abandon a resumable upload and delete its bytes (tus termination)",
-    response: { ...mediaErrorResponses, 204: noBody("Terminated") },
+    response: { ...tusErrorResponses, 204: noBody("Terminated") },
   });
 };
 
