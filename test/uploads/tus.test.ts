@@ -1,6 +1,6 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import * as tus from "tus-js-client";
 import { Upload, type UploadOptions } from "tus-js-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -261,6 +261,35 @@ describe("resumable uploads (tus) with tus-js-client", () => {
     sendRest();
     expect((await patching).status).toBe(404);
     expect(existsSync(file)).toBe(false);
+  });
+
+  it("finishes on the next HEAD an upload whose bytes could not be moved into the blob store", async () => {
+    const videoId = await newVideo();
+    const { id } = await createUpload(videoId, clip.length);
+    // A file where the video's source directory goes: the move fails as on a full disk.
+    const blocker = join(t.store.dataDir, "blobs", "media", libraryId, videoId, "source");
+    mkdirSync(dirname(blocker), { recursive: true });
+    writeFileSync(blocker, "");
+    const tusHeaders = { ...auth(), "tus-resumable": "1.0.0" };
+    const last = await fetch(`${t.baseUrl}${TUS_PATH}/${id}`, {
+      method: "PATCH",
+      headers: { ...tusHeaders, "upload-offset": "0", "content-type": "application/offset+octet-stream" },
+      body: clip,
+    });
+    expect(last.status).toBe(500);
+    // The disk's own error (a path here) stays in the log.
+    expect(await last.text()).toBe("Internal server error\n");
+    const head = () => fetch(`${t.baseUrl}${TUS_PATH}/${id}`, { method: "HEAD", headers: tusHeaders });
+    // Not yet moved: no answer may say the upload is complete.
+    expect((await head()).status).toBe(500);
+    expect((await t.request("GET", videoPath(libraryId, videoId))).body.data.status).toBe("created");
+
+    rmSync(blocker);
+    const resumed = await head();
+    expect(resumed.status).toBe(200);
+    expect(resumed.headers.get("upload-offset")).toBe(String(clip.length));
+    expect((await waitForStatus(t, libraryId, videoId, ["ready", "failed"])).status).toBe("ready");
+    expect(sha256(await storedSource(t, videoId))).toBe(sha256(clip));
   });
 
   it("keeps uploads to their organization and validates the creation request in the contract's shape", async () => {

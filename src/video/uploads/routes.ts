@@ -493,6 +493,7 @@ const tusRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, opt
         }
         requireValidTusHeaders(request, record);
         if (method === "PATCH" && record.completed_at) throw ApiError.conflict("The upload is complete");
+        if (method === "HEAD") await uploads.resumable.finishStranded(record);
         await handOver(request, reply);
       },
     });

@@ -8,6 +8,7 @@ import { type KvStore, Server, Upload } from "@tus/server";
 import type { FastifyBaseLogger } from "fastify";
 import type { BlobStore } from "../../blobs/store.ts";
 import { type Clock, nowIso } from "../../clock.ts";
+import { ApiError } from "../../http/errors.ts";
 import type { VideoRepository } from "../../media/video-repository.ts";
 import { readJson, writeJson } from "../../store/codec.ts";
 import { sourceKey, type VideoPipeline } from "../pipeline.ts";
@@ -112,6 +113,8 @@ export class ResumableUploads {
   readonly #bindings = new WeakMap<IncomingMessage, UploadBinding>();
   /** The upload each creation request made, removed again when the creation fails. */
   readonly #created = new WeakMap<IncomingMessage, string>();
+  /** Uploads whose bytes are being moved into the blob store: one move each, however asked. */
+  readonly #finishing = new Map<string, Promise<void>>();
 
   constructor(
     private readonly deps: ResumableUploadDeps,
@@ -130,17 +133,19 @@ export class ResumableUploads {
       exposedHeaders: ["Upload-Expires"],
       onUploadCreate: (request, upload) => this.#onCreate(request, upload),
       onUploadFinish: async (_request, upload) => {
-        await this.#onFinish(upload.id);
+        await this.#finish(upload.id);
         return {};
       },
       onResponseError: async (request, error) => {
-        if (!("status_code" in error)) deps.logger.error({ err: error }, "resumable upload failed");
         // A creation refused after its upload was made (more bytes than Upload-Length in a chunked
         // body): the answer carries no Location, so nothing could ever resume it.
         const node = nodeRequestOf(request);
         const created = node && this.#created.get(node);
         if (created !== undefined) await this.#remove(created);
-        return undefined;
+        if ("status_code" in error) return undefined;
+        // The library would append the error's own message (a file path, a disk error) to its 500.
+        deps.logger.error({ err: error }, "resumable upload failed");
+        return tusError(500, "Internal server error");
       },
     });
   }
@@ -188,8 +193,35 @@ export class ResumableUploads {
     return { metadata };
   }
 
+  /**
+   * Finishes an upload that holds all its bytes but whose move into the blob store failed (a full
+   * disk) or never ran (the process ended first). Run before a HEAD is answered: that answer says
+   * the upload is complete, which must not be true of one whose video never gets its source.
+   * Errors as the API's: the video gone is 404, anything else stays an error (500, logged).
+   */
+  async finishStranded(record: VideoUploadRow): Promise<void> {
+    if (record.completed_at || record.size_bytes === null) return;
+    const held = await stat(join(this.#directory, record.id)).catch(() => undefined);
+    if (held?.size !== Number(record.size_bytes)) return;
+    try {
+      await this.#finish(record.id);
+    } catch (error) {
+      if ((error as { status_code?: number }).status_code === 404) throw ApiError.notFound();
+      throw error;
+    }
+  }
+
+  #finish(id: string): Promise<void> {
+    let finishing = this.#finishing.get(id);
+    if (!finishing) {
+      finishing = this.#moveToSource(id).finally(() => this.#finishing.delete(id));
+      this.#finishing.set(id, finishing);
+    }
+    return finishing;
+  }
+
   /** The last byte arrived: the file becomes the video's source and processing starts. */
-  async #onFinish(id: string): Promise<void> {
+  async #moveToSource(id: string): Promise<void> {
     const { repository, videos, blobs, pipeline, clock, maxBytes } = this.deps;
     const record = await repository.findUpload(id);
     const file = join(this.#directory, id);
