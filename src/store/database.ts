@@ -208,20 +208,38 @@ function withStatementCache(file: SqliteDatabase.Database, reads: SqliteReadCach
  */
 class WriteLockingSqliteDialect extends SqliteDialect {
   readonly #config: SqliteDialectConfig;
+  readonly #inTransaction: () => boolean;
 
-  constructor(config: SqliteDialectConfig) {
+  constructor(config: SqliteDialectConfig, inTransaction: () => boolean) {
     super(config);
     this.#config = config;
+    this.#inTransaction = inTransaction;
   }
 
   override createDriver(): Driver {
-    return new WriteLockingSqliteDriver(this.#config);
+    return new WriteLockingSqliteDriver(this.#config, this.#inTransaction);
   }
 }
 
 class WriteLockingSqliteDriver extends SqliteDriver {
+  readonly #inTransaction: () => boolean;
+
+  constructor(config: SqliteDialectConfig, inTransaction: () => boolean) {
+    super(config);
+    this.#inTransaction = inTransaction;
+  }
+
   override async beginTransaction(connection: DatabaseConnection): Promise<void> {
     await connection.executeQuery(CompiledQuery.raw("begin immediate"));
+  }
+
+  /**
+   * SQLite rolls a transaction back by itself after some errors (a full disk, an I/O error); a
+   * second rollback would fail ("no transaction is active") and that error would replace the one
+   * that says what happened.
+   */
+  override async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
+    if (this.#inTransaction()) await super.rollbackTransaction(connection);
   }
 }
 
@@ -278,7 +296,10 @@ function openSqlite(
   const externalChanges = oncePerCallback(() => dataVersion.get() as number);
   const reads = new SqliteReadCache(externalChanges);
   const db = new Kysely<Database>({
-    dialect: new WriteLockingSqliteDialect({ database: withStatementCache(file, reads) }),
+    dialect: new WriteLockingSqliteDialect(
+      { database: withStatementCache(file, reads) },
+      () => file.inTransaction,
+    ),
     ...queryLog(onQuery),
   });
   const generation = { current: () => reads.currentGeneration() };
