@@ -367,6 +367,15 @@ describe("library lists", () => {
     );
     expect(before.body.data.map((l: { id: string }) => l.id)).toContain(ids[2]);
     expect(before.body.data.map((l: { id: string }) => l.id)).not.toContain(ids[4]);
+    // Bounds finer than the stored millisecond: half a millisecond later starts after it.
+    const finer = (bound: string, time: string) =>
+      t.request("GET", `/v1/media/libraries?${bound}=${encodeURIComponent(time.replace("Z", "5Z"))}`);
+    expect(
+      (await finer("created_after", middle.created_at)).body.data.map((l: { id: string }) => l.id),
+    ).not.toContain(ids[2]);
+    expect(
+      (await finer("created_before", middle.created_at)).body.data.map((l: { id: string }) => l.id),
+    ).toContain(ids[2]);
     const today = middle.created_at.slice(0, 10);
     const day = await t.request("GET", `/v1/media/libraries?created_after=${today}&created_before=${today}`);
     expect(day.body.meta.pagination.total).toBe(5);

@@ -26,8 +26,12 @@ function timeBound(field: string, value: string | undefined, end: boolean): stri
   const time = Date.parse(text);
   if (Number.isNaN(time))
     throw ApiError.field(field, "validation_format", `The ${field} field has an invalid format.`);
+  // Times are kept to the millisecond and Date.parse drops finer digits: a start bound between two
+  // milliseconds begins at the next one, or a resource made before it would match.
+  const finer = /\.\d{3}(\d+)/.exec(text)?.[1] ?? "";
+  const start = !end && /[1-9]/.test(finer) ? time + 1 : time;
   // Year 0 is valid ISO 8601 but out of PostgreSQL's range; nothing was created before year 1.
-  return new Date(Math.max(time, EARLIEST)).toISOString();
+  return new Date(Math.max(start, EARLIEST)).toISOString();
 }
 
 export const libraryRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async (app, { media, config }) => {
