@@ -14,8 +14,17 @@ export interface LibraryFilters {
   search?: string;
 }
 
+/**
+ * Text as a case-insensitive search compares it, the same on both stores: composed (NFC), then
+ * upper case (not lower: a final sigma lowers to ς, a sigma before a letter to σ, so a term cut
+ * after a sigma would not be found; ß becomes SS as STRASSE expects).
+ */
+export const searchKey = (text: string): string => text.normalize("NFC").toUpperCase();
+
 /** `%`, `_` and the escape character itself match literally in a LIKE pattern. */
 export const likeContains = (text: string): string => `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+
+type LibraryChanges = Omit<Updateable<LibraryTable>, "search_name">;
 
 interface LibraryUpdate {
   organizationId: string;
@@ -86,16 +95,20 @@ export class LibraryRepository {
     await executor.selectFrom("libraries").select("id").where("id", "=", id).forNoKeyUpdate().execute();
   }
 
-  async insert(executor: Executor, row: Insertable<LibraryTable>): Promise<void> {
-    await executor.insertInto("libraries").values(row).execute();
+  async insert(executor: Executor, row: Omit<Insertable<LibraryTable>, "search_name">): Promise<void> {
+    await executor
+      .insertInto("libraries")
+      .values({ ...row, search_name: searchKey(row.name) })
+      .execute();
   }
 
   /**
    * Changes the library if it belongs to the organization, in one statement (its own transaction):
    * the row as changed, or undefined when there is none.
    */
-  updateLibrary(organizationId: string, id: string, changes: Updateable<LibraryTable>) {
-    return this.#updateLibrary.first(this.db, { organizationId, id, changes });
+  updateLibrary(organizationId: string, id: string, changes: LibraryChanges) {
+    const searchName = changes.name === undefined ? {} : { search_name: searchKey(changes.name) };
+    return this.#updateLibrary.first(this.db, { organizationId, id, changes: { ...changes, ...searchName } });
   }
 
   /** Moves a library from one status to another; false when it was no longer in `from`. */
@@ -130,8 +143,9 @@ export class LibraryRepository {
     if (filters.createdFrom) query = query.where("created_at", ">=", filters.createdFrom);
     if (filters.createdTo) query = query.where("created_at", "<=", filters.createdTo);
     if (filters.search) {
-      const pattern = likeContains(filters.search.toLowerCase());
-      query = query.where(sql<boolean>`lower(${sql.ref("name")}) like ${pattern} escape '\\'`);
+      query = query.where(
+        sql<boolean>`search_name like ${likeContains(searchKey(filters.search))} escape '\\'`,
+      );
     }
     return selectPage(query.orderBy("created_at", "desc").orderBy("id", "desc"), page);
   }

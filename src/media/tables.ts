@@ -21,6 +21,8 @@ export interface LibraryTable {
   updated_by: string | null;
   created_at: Timestamp;
   updated_at: Timestamp;
+  /** `name` as search compares it (`searchKey`); the repository keeps the two together. */
+  search_name: string;
 }
 
 export interface FolderTable {
@@ -110,7 +112,7 @@ export interface MediaTables {
   media_players: PlayerTable;
 }
 
-export type LibraryRow = Selectable<LibraryTable>;
+export type LibraryRow = Omit<Selectable<LibraryTable>, "search_name">;
 export type FolderRow = Selectable<FolderTable>;
 export type VideoRow = Selectable<VideoTable>;
 export type SubtitleRow = Selectable<SubtitleTable>;

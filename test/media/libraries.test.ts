@@ -63,6 +63,7 @@ describe("media libraries", () => {
         id,
         organization_id: base.organization_id as string,
         name: "Broken",
+        search_name: "BROKEN",
         description: "",
         usage_type: "video_on_demand",
         default_privacy: "unlisted",
@@ -390,5 +391,31 @@ describe("library lists", () => {
       created_before: "validation_format",
       default_privacy: "validation_enum",
     });
+  });
+
+  it("searches names case-insensitively beyond ASCII, the same on both stores", async () => {
+    const other = await t.createOrganization("Unicode names");
+    const names = ["Élan vital", "ΣΊΣΥΦΟΣ", "Straße", "ǅemo", "Cafe\u0301 (decomposed)", "İstanbul"];
+    for (const name of names) {
+      const created = await t.request("POST", "/v1/media/libraries", { json: { name }, key: other.key });
+      expect(created.status).toBe(201);
+    }
+    const found = async (term: string) =>
+      (
+        await t.request("GET", `/v1/media/libraries?search=${encodeURIComponent(term)}`, { key: other.key })
+      ).body.data
+        .map((library: { name: string }) => library.name)
+        .sort();
+    for (const name of names) expect(await found(name)).toEqual([name]);
+    expect(await found("élan")).toEqual(["Élan vital"]);
+    expect(await found("ÉLAN")).toEqual(["Élan vital"]);
+    // A term cut after a sigma, in either case; a final sigma is the same letter.
+    expect(await found("σίσ")).toEqual(["ΣΊΣΥΦΟΣ"]);
+    expect(await found("σίσυφος")).toEqual(["ΣΊΣΥΦΟΣ"]);
+    expect(await found("STRASSE")).toEqual(["Straße"]);
+    expect(await found("ǆemo")).toEqual(["ǅemo"]);
+    // Composed and decomposed accents are one text.
+    expect(await found("café")).toEqual(["Cafe\u0301 (decomposed)"]);
+    expect(await found("e")).toEqual(["Cafe\u0301 (decomposed)", "Straße", "ǅemo"].sort());
   });
 });

@@ -11,6 +11,7 @@ import { mediaLibrariesMigration } from "./0100-media-libraries.ts";
 import { mediaFoldersVideosMigration } from "./0101-media-folders-videos.ts";
 import { mediaSubtitlesThumbnailsMigration } from "./0102-media-subtitles-thumbnails.ts";
 import { mediaPlayersMigration } from "./0103-media-players.ts";
+import { librarySearchNamesMigration } from "./0104-library-search-names.ts";
 import { cloudMigration } from "./0200-cloud.ts";
 import { cdnPurgesTrafficMigration } from "./0300-cdn-purges-traffic.ts";
 import { cdnTrafficRetentionMigration } from "./0301-cdn-traffic-retention.ts";
@@ -37,6 +38,7 @@ export function allMigrations(dialect: DialectName): Record<string, Migration> {
     "0101-media-folders-videos": mediaFoldersVideosMigration(types),
     "0102-media-subtitles-thumbnails": mediaSubtitlesThumbnailsMigration(types),
     "0103-media-players": mediaPlayersMigration(types),
+    "0104-library-search-names": librarySearchNamesMigration(),
     "0200-cloud": cloudMigration(types),
     "0300-cdn-purges-traffic": cdnPurgesTrafficMigration(types),
     "0301-cdn-traffic-retention": cdnTrafficRetentionMigration(),

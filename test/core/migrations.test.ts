@@ -1,0 +1,68 @@
+import { Migrator } from "kysely";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { openStore, type Store } from "../../src/store/database.ts";
+import { allMigrations } from "../../src/store/migrations/index.ts";
+import { createTestStore, type TestStore } from "../support/store.ts";
+
+/** A store upgraded in place: rows written before a migration read back as the new code expects. */
+describe("migrations over existing rows", () => {
+  let testStore: TestStore;
+  let store: Store;
+
+  beforeAll(async () => {
+    testStore = await createTestStore();
+    store = openStore({ dataDir: testStore.dataDir, databaseUrl: testStore.databaseUrl });
+  });
+  afterAll(async () => {
+    await store.close();
+    await testStore.drop();
+  });
+
+  it("gives libraries made before 0104 their search names", async () => {
+    const every = allMigrations(store.dialect);
+    const migrator = (names: string[]) =>
+      new Migrator({
+        db: store.db,
+        provider: { getMigrations: async () => Object.fromEntries(names.map((name) => [name, every[name]])) },
+        allowUnorderedMigrations: true,
+      });
+    const before = Object.keys(every).filter((name) => name < "0104");
+    expect((await migrator(before).migrateToLatest()).error).toBeUndefined();
+    const now = new Date().toISOString();
+    const organizationId = "00000000-0000-4000-8000-000000000001";
+    await store.db
+      .insertInto("organizations")
+      .values({ id: organizationId, name: "Before", created_at: now, updated_at: now })
+      .execute();
+    const oldLibrary = { id: "00000000-0000-4000-8000-000000000002", name: "Élan ΣΊΣΥΦΟΣ" };
+    // Written as the code of that time wrote it: no search name.
+    await store.db
+      .insertInto("libraries")
+      .values({
+        ...oldLibrary,
+        organization_id: organizationId,
+        description: "",
+        usage_type: "video_on_demand",
+        default_privacy: "public",
+        status: "active",
+        region: "eu-central",
+        distribution_id: null,
+        whitelist_referrers: "{}",
+        blocked_countries: "{}",
+        video_privacy: "public",
+        created_by: organizationId,
+        updated_by: null,
+        created_at: now,
+        updated_at: now,
+      } as never)
+      .execute();
+
+    await store.migrate();
+    const row = await store.db
+      .selectFrom("libraries")
+      .select(["name", "search_name"])
+      .where("id", "=", oldLibrary.id)
+      .executeTakeFirstOrThrow();
+    expect(row).toEqual({ name: oldLibrary.name, search_name: "ÉLAN ΣΊΣΥΦΟΣ" });
+  });
+});
