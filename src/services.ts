@@ -142,7 +142,11 @@ export function createServices(deps: CoreDeps): Services {
   const webhooks = new WebhookEmitter(webhookRepository, clock);
   const libraries = new LibraryRepository(store.db, store.dialect);
   const blobs: BlobStore =
-    config.blobStore.kind === "s3" ? new S3BlobStore(config.blobStore) : new LocalBlobStore(config.dataDir);
+    config.blobStore.kind === "s3"
+      ? new S3BlobStore(config.blobStore)
+      : new LocalBlobStore(config.dataDir, {
+          longestUploadMs: Math.max(config.listener.requestTimeoutMs, config.uploads.importTimeoutMs),
+        });
   const videoRepository = new VideoRepository(store.db, store.dialect);
   const playerRepository = new PlayerRepository(store.db);
   const media = createMediaServices({

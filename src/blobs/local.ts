@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { once } from "node:events";
 import { createReadStream, createWriteStream } from "node:fs";
-import { access, mkdir, rename, rm, stat } from "node:fs/promises";
+import { access, lstat, mkdir, readdir, rename, rm, stat } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
@@ -13,10 +13,18 @@ import { assertBlobKey, type BlobStore, type StoredBlob } from "./store.ts";
 export class LocalBlobStore implements BlobStore {
   readonly #root: string;
   readonly #tmp: string;
+  readonly #longestUploadMs: number;
 
-  constructor(dataDir: string) {
+  constructor(
+    dataDir: string,
+    options: {
+      /** The longest an upload may take: its request or import has timed out by then. */
+      longestUploadMs: number;
+    },
+  ) {
     this.#root = join(dataDir, "blobs");
     this.#tmp = join(this.#root, ".tmp");
+    this.#longestUploadMs = options.longestUploadMs;
   }
 
   #path(key: string): string {
@@ -26,9 +34,27 @@ export class LocalBlobStore implements BlobStore {
 
   async ready(): Promise<void> {
     try {
-      makeDirectories(this.#root);
+      makeDirectories(this.#tmp);
     } catch (error) {
       throw new Error(`cannot create the blob directory (CUMULO_DATA_DIR): ${(error as Error).message}`);
+    }
+    await this.#removeAbandonedTemporaries();
+  }
+
+  /**
+   * A failed upload removes its temporary, but a killed process cannot. Another process on this data
+   * dir may be writing one right now, so only those untouched for longer than an upload lasts go.
+   */
+  async #removeAbandonedTemporaries(): Promise<void> {
+    // Against the file system's clock, which stamped the files, not the injectable one.
+    const before = Date.now() - this.#longestUploadMs;
+    for (const name of await readdir(this.#tmp)) {
+      const path = join(this.#tmp, name);
+      const found = await lstat(path).catch((error: NodeJS.ErrnoException) => {
+        if (error.code === "ENOENT") return undefined; // renamed into place meanwhile
+        throw error;
+      });
+      if (found && found.mtimeMs < before) await rm(path, { recursive: true, force: true });
     }
   }
 

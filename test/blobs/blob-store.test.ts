@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from "node:crypto";
 import { once } from "node:events";
-import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Readable } from "node:stream";
@@ -19,11 +19,14 @@ interface Subject {
   close(): Promise<void>;
 }
 
+/** The longest an upload may take, as the local store is told (the server derives it from its timeouts). */
+const LONGEST_UPLOAD_MS = 60_000;
+
 async function localSubject(): Promise<Subject> {
   const dir = mkdtempSync(join(tmpdir(), "cumulo-blobs-"));
   const root = join(dir, "blobs");
   return {
-    blobs: new LocalBlobStore(dir),
+    blobs: new LocalBlobStore(dir, { longestUploadMs: LONGEST_UPLOAD_MS }),
     storedKeys: () =>
       readdirSync(root, { recursive: true, withFileTypes: true })
         .filter((entry) => entry.isFile())
@@ -261,6 +264,24 @@ describe("local blob store, failing sources", () => {
       expect(subject.storedKeys()).toEqual([]);
     } finally {
       await subject.close();
+    }
+  });
+});
+
+describe("local blob store, temporaries left by a process that died", () => {
+  it("removes at start the temporaries older than the longest upload, and keeps fresh ones", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "cumulo-blobs-"));
+    const temporaries = join(dir, "blobs", ".tmp");
+    try {
+      mkdirSync(temporaries, { recursive: true });
+      writeFileSync(join(temporaries, "abandoned"), "partial upload of a process killed long ago");
+      writeFileSync(join(temporaries, "in-progress"), "partial upload another process is writing");
+      const longAgo = new Date(Date.now() - LONGEST_UPLOAD_MS - 60_000);
+      utimesSync(join(temporaries, "abandoned"), longAgo, longAgo);
+      await new LocalBlobStore(dir, { longestUploadMs: LONGEST_UPLOAD_MS }).ready();
+      expect(readdirSync(temporaries)).toEqual(["in-progress"]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

@@ -85,14 +85,23 @@ export class DiskTier {
     const metaBytes = Buffer.from(JSON.stringify(meta));
     const length = Buffer.alloc(4);
     length.writeUInt32BE(metaBytes.length);
-    const file = randomUUID();
-    const data = Buffer.concat([length, metaBytes, object.body]);
-    await writeFile(join(this.#directory, file), data);
-    if (this.currentEpoch(distributionId) !== epoch) {
-      await rm(join(this.#directory, file), { force: true });
+    // Larger than the whole tier: the index would refuse it without removing its file, so it is not
+    // written, and an older copy under its key goes as a replaced one would.
+    if (length.length + metaBytes.length + object.body.length > this.#index.maxEntrySize) {
+      this.#index.delete(key);
       return;
     }
-    this.#index.set(key, { file, bytes: data.length });
+    const file = randomUUID();
+    const data = Buffer.concat([length, metaBytes, object.body]);
+    const path = join(this.#directory, file);
+    try {
+      await writeFile(path, data);
+      if (this.currentEpoch(distributionId) === epoch) this.#index.set(key, { file, bytes: data.length });
+    } finally {
+      // Only files the index holds are ever removed later: one it does not (a write that failed
+      // half done, a purge meanwhile) goes now.
+      if (this.#index.peek(key)?.file !== file) await rm(path, { force: true });
+    }
   }
 
   /** Takes an object out of the disk tier (the caller keeps it in memory from now on). */
