@@ -50,11 +50,18 @@ describe("webhook endpoints", () => {
   it("keeps headers, a retry policy (fractional seconds allowed) and is_active", async () => {
     const endpoint = await createEndpoint(t, libraryId, {
       url: "http://hooks.example.com/x",
-      headers: { "X-Tenant": "42" },
+      headers: { "X-Tenant": "42", "X-A": "1", Authorization: "Bearer z" },
       retry_policy: { max_attempts: 3, initial_delay_s: 0.5, multiplier: 2, max_delay_s: 60 },
       is_active: false,
     });
-    expect(endpoint.headers).toEqual({ "X-Tenant": "42" });
+    // In the order given, on both stores.
+    expect(Object.entries(endpoint.headers)).toEqual([
+      ["X-Tenant", "42"],
+      ["X-A", "1"],
+      ["Authorization", "Bearer z"],
+    ]);
+    const read = await t.request("GET", `/v1/media/libraries/${libraryId}/webhooks/${endpoint.id}`);
+    expect(Object.keys(read.body.data.headers)).toEqual(["X-Tenant", "X-A", "Authorization"]);
     expect(endpoint.retry_policy).toEqual({
       max_attempts: 3,
       initial_delay_s: 0.5,

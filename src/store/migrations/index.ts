@@ -21,6 +21,7 @@ import { webhookDeliveryAttemptsMigration } from "./0400-webhook-delivery-attemp
 import { videoProcessingMigration } from "./0500-video-processing.ts";
 import { videoUploadsMigration } from "./0501-video-uploads.ts";
 import { webhookQueueIndexesMigration } from "./0601-webhook-queue-indexes.ts";
+import { webhookHeaderOrderMigration } from "./0602-webhook-header-order.ts";
 import { storeChangeNotificationsMigration } from "./0700-store-change-notifications.ts";
 import { trafficChangeNotificationsMigration } from "./0701-traffic-change-notifications.ts";
 
@@ -48,6 +49,7 @@ export function allMigrations(dialect: DialectName): Record<string, Migration> {
     "0500-video-processing": videoProcessingMigration(types),
     "0501-video-uploads": videoUploadsMigration(types),
     "0601-webhook-queue-indexes": webhookQueueIndexesMigration(),
+    "0602-webhook-header-order": webhookHeaderOrderMigration(dialect),
     "0700-store-change-notifications": storeChangeNotificationsMigration(dialect),
     "0701-traffic-change-notifications": trafficChangeNotificationsMigration(dialect),
   };
