@@ -292,6 +292,52 @@ describe("resumable uploads (tus) with tus-js-client", () => {
     expect(sha256(await storedSource(t, videoId))).toBe(sha256(clip));
   });
 
+  it("acts only on the upload named by the path, whatever the query string names", async () => {
+    const victim = await createUpload(await newVideo(), 20, new TextEncoder().encode("12345"));
+    expect(victim.created.status).toBe(201);
+    // The attacker's own upload, in another organization, and a query string naming the victim's.
+    const other = await t.createOrganization();
+    const otherLibrary = (
+      await t.request("POST", "/v1/media/libraries", { json: { name: "Other" }, key: other.key })
+    ).body.data.id;
+    const otherVideo = (
+      await t.request("POST", `/v1/media/libraries/${otherLibrary}/videos`, {
+        json: { title: "x" },
+        key: other.key,
+      })
+    ).body.data.id;
+    const own = await fetch(`${t.baseUrl}${TUS_PATH}`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${other.key}`,
+        "tus-resumable": "1.0.0",
+        "upload-length": "20",
+        "upload-metadata": `library_id ${btoa(otherLibrary)},video_id ${btoa(otherVideo)}`,
+      },
+    });
+    const ownId = (own.headers.get("location") ?? "").split("/").pop() ?? "";
+    const tricked = `${t.baseUrl}${TUS_PATH}/${ownId}?x=/${victim.id}`;
+    const headers = { authorization: `Bearer ${other.key}`, "tus-resumable": "1.0.0" };
+
+    const head = await fetch(tricked, { method: "HEAD", headers });
+    expect(head.headers.get("upload-offset")).toBe("0");
+    const patch = await fetch(tricked, {
+      method: "PATCH",
+      headers: { ...headers, "upload-offset": "5", "content-type": "application/offset+octet-stream" },
+      body: "EVIL-BYTES-FROM-B!!",
+    });
+    expect(patch.status).toBe(409);
+    expect((await fetch(tricked, { method: "DELETE", headers })).status).toBe(204);
+
+    const victimHead = await fetch(`${t.baseUrl}${TUS_PATH}/${victim.id}`, {
+      method: "HEAD",
+      headers: { ...auth(), "tus-resumable": "1.0.0" },
+    });
+    expect(victimHead.status).toBe(200);
+    expect(victimHead.headers.get("upload-offset")).toBe("5");
+    expect(readFileSync(join(t.store.dataDir, "uploads", victim.id), "utf8")).toBe("12345");
+  });
+
   it("keeps uploads to their organization and validates the creation request in the contract's shape", async () => {
     const videoId = await newVideo();
     const other = await t.createOrganization();

@@ -424,10 +424,14 @@ const tusRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, opt
     return binding;
   }
 
-  async function handOver(request: FastifyRequest, reply: FastifyReply, binding?: UploadBinding) {
+  async function handOver(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    authorized?: { binding?: UploadBinding; uploadId?: string },
+  ) {
     reply.hijack();
     reply.raw.setHeader("x-request-id", request.id);
-    await uploads.resumable.handle(request.raw, reply.raw, binding);
+    await uploads.resumable.handle(request.raw, reply.raw, authorized);
   }
 
   const optionsSchema = (url: string) => ({
@@ -463,7 +467,7 @@ const tusRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, opt
       if (length !== undefined && sending !== undefined && Number(sending) > Number(length)) {
         throw ApiError.payloadTooLarge();
       }
-      await handOver(request, reply, await bindingFor(request, caller));
+      await handOver(request, reply, { binding: await bindingFor(request, caller) });
     },
   );
 
@@ -494,7 +498,7 @@ const tusRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, opt
         requireValidTusHeaders(request, record);
         if (method === "PATCH" && record.completed_at) throw ApiError.conflict("The upload is complete");
         if (method === "HEAD") await uploads.resumable.finishStranded(record);
-        await handOver(request, reply);
+        await handOver(request, reply, { uploadId: record.id });
       },
     });
   uploadRoute("HEAD", {

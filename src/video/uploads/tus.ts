@@ -111,6 +111,8 @@ export class ResumableUploads {
   readonly #server: Server;
   readonly #directory: string;
   readonly #bindings = new WeakMap<IncomingMessage, UploadBinding>();
+  /** The upload each request on one was authorized for (by the route, from its path). */
+  readonly #uploadIds = new WeakMap<IncomingMessage, string>();
   /** The upload each creation request made, removed again when the creation fails. */
   readonly #created = new WeakMap<IncomingMessage, string>();
   /** Uploads whose bytes are being moved into the blob store: one move each, however asked. */
@@ -127,6 +129,12 @@ export class ResumableUploads {
       maxSize: deps.maxBytes,
       // The client resolves it against the endpoint it called, so it works behind any proxy.
       relativeLocation: true,
+      // The library would take the id from the end of the whole URL, query string included, so
+      // `.../{own}?x=/{another's}` reached an upload the caller was never authorized for.
+      getFileIdFromRequest: (request) => {
+        const node = nodeRequestOf(request);
+        return node && this.#uploadIds.get(node);
+      },
       disableTerminationForFinishedUploads: true,
       allowedHeaders: ["X-API-Key", "AuthorizationSignature", "AuthorizationExpire", "LibraryId", "VideoId"],
       // Not in the library's own list, though the expiration extension sends it.
@@ -150,9 +158,17 @@ export class ResumableUploads {
     });
   }
 
-  /** Hands a request to the tus server; `binding` is the video a creation request is for. */
-  async handle(request: IncomingMessage, response: ServerResponse, binding?: UploadBinding): Promise<void> {
-    if (binding) this.#bindings.set(request, binding);
+  /**
+   * Hands a request to the tus server: a creation with the video it is for (`binding`), a request
+   * on an upload with the id the route authorized (`uploadId`); tus acts on no other upload.
+   */
+  async handle(
+    request: IncomingMessage,
+    response: ServerResponse,
+    authorized: { binding?: UploadBinding; uploadId?: string } = {},
+  ): Promise<void> {
+    if (authorized.binding) this.#bindings.set(request, authorized.binding);
+    if (authorized.uploadId) this.#uploadIds.set(request, authorized.uploadId);
     await this.#server.handle(request, withReasonPhrases(response));
   }
 
