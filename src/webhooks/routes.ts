@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { requireApiKey } from "../http/auth.ts";
 import { ok, okList, okMessage } from "../http/envelope.ts";
 import { ApiError } from "../http/errors.ts";
+import { MASK } from "../http/masking.ts";
 import { pageMeta, toPage } from "../http/pagination.ts";
 import {
   Envelope,
@@ -40,9 +41,19 @@ function endpointOf(result: EndpointOutcome) {
   }
 }
 
-/** Read-only keys never see signing secrets (docs/security.md). */
+/**
+ * Read-only keys never see signing secrets, nor the values of custom headers, which often carry the
+ * receiver's own credential (docs/security.md); the header names stay visible.
+ */
 const shownTo = (auth: AuthContext, endpoint: WebhookEndpoint): WebhookEndpoint =>
-  auth.readOnly ? { ...endpoint, secret: null } : endpoint;
+  auth.readOnly
+    ? {
+        ...endpoint,
+        secret: null,
+        headers:
+          endpoint.headers && Object.fromEntries(Object.keys(endpoint.headers).map((name) => [name, MASK])),
+      }
+    : endpoint;
 
 function queuedOf(result: QueuedOutcome) {
   switch (result.outcome) {

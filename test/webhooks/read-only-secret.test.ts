@@ -9,7 +9,7 @@ describe("webhook endpoint secret and read-only keys", () => {
   });
   afterAll(() => t.close());
 
-  it("answers the secret as null to a read-only key, in the endpoint, the list and the deliveries", async () => {
+  it("answers the secret as null and masks header values for a read-only key, in the endpoint, the list and the deliveries", async () => {
     const org = await t.createOrganization("Hooked");
     const created = await t.cumulo.services.identity.createApiKey(org.organizationId, {
       name: "ro",
@@ -23,16 +23,22 @@ describe("webhook endpoint secret and read-only keys", () => {
     const endpoint = (
       await t.request("POST", path, {
         key: org.key,
-        json: { name: "Primary", url: "https://hooks.example.com/in", events: ["*"] },
+        json: {
+          name: "Primary",
+          url: "https://hooks.example.com/in",
+          events: ["*"],
+          headers: { Authorization: "Bearer receiver-secret", "X-Tenant": "42" },
+        },
       })
     ).body.data;
     expect(endpoint.secret).toMatch(/^whsec_/);
 
     const one = await t.request("GET", `${path}/${endpoint.id}`, { key: readOnly });
     expect(one.status).toBe(200);
-    expect(one.body.data).toEqual({ ...endpoint, secret: null });
+    const masked = { ...endpoint, secret: null, headers: { Authorization: "***", "X-Tenant": "***" } };
+    expect(one.body.data).toEqual(masked);
     const list = await t.request("GET", path, { key: readOnly });
-    expect(list.body.data).toEqual([{ ...endpoint, secret: null }]);
+    expect(list.body.data).toEqual([masked]);
     expect((await t.request("GET", `${path}/${endpoint.id}`, { key: org.key })).body.data).toEqual(endpoint);
 
     const queued = await t.request("POST", `${path}/${endpoint.id}/test`, { key: org.key });
@@ -48,5 +54,6 @@ describe("webhook endpoint secret and read-only keys", () => {
     expect(asAdmin[0].webhook_endpoint.secret).toBe(endpoint.secret);
     const asReader = (await t.request("GET", `${path}/${endpoint.id}/events`, { key: readOnly })).body.data;
     expect(asReader[0].webhook_endpoint.secret).toBeNull();
+    expect(asReader[0].webhook_endpoint.headers).toEqual(masked.headers);
   });
 });
