@@ -1,4 +1,4 @@
-import { MASK, maskQuery, SECRET_FIELD, SECRET_HEADERS } from "../http/masking.ts";
+import { isSecretName, MASK, maskQuery } from "../http/masking.ts";
 
 /** Entries kept per organization; the oldest go first. */
 export const RECORDING_MAX_ENTRIES = 1000;
@@ -133,7 +133,7 @@ function harEntry(exchange: RecordedExchange, bodyLimit: number) {
 function harHeaders(headers: Record<string, string>) {
   return Object.entries(headers).map(([name, value]) => ({
     name,
-    value: SECRET_HEADERS.has(name.toLowerCase()) ? MASK : value,
+    value: isSecretName(name) ? MASK : value,
   }));
 }
 
@@ -166,7 +166,7 @@ function maskValue(value: unknown): unknown {
   return Object.fromEntries(
     Object.entries(value).map(([name, inner]) => [
       name,
-      SECRET_FIELD.test(name) && typeof inner === "string" ? MASK : maskValue(inner),
+      isSecretName(name) && typeof inner === "string" ? MASK : maskValue(inner),
     ]),
   );
 }

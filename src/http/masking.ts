@@ -1,5 +1,5 @@
 /** Headers whose values are credentials. */
-export const SECRET_HEADERS = new Set([
+const SECRET_HEADERS = new Set([
   "authorization",
   "proxy-authorization",
   "apikey",
@@ -8,14 +8,22 @@ export const SECRET_HEADERS = new Set([
   "set-cookie",
 ]);
 /** Body fields and query parameters whose values are credentials (keys, webhook and S3 secrets, tokens). */
-export const SECRET_FIELD = /secret|password|token|^api_?key$|^key$|access_key|signature/i;
+const SECRET_FIELD = /secret|password|token|^api_?key$|^key$|access_key|signature/i;
 export const MASK = "***";
+
+/**
+ * A header, body field or query parameter named for a credential: the secret headers' names also
+ * as fields (a webhook endpoint's custom `Authorization`), the fields' patterns also as headers
+ * (`AuthorizationSignature`, `X-CSRF-Token`).
+ */
+export const isSecretName = (name: string): boolean =>
+  SECRET_FIELD.test(name) || SECRET_HEADERS.has(name.toLowerCase());
 
 /** Credentials among query parameters (a playback token, a signature) become the mask; true when any did. */
 function maskParams(params: URLSearchParams): boolean {
   let masked = false;
   for (const name of [...params.keys()]) {
-    if (SECRET_FIELD.test(name) || SECRET_HEADERS.has(name.toLowerCase())) {
+    if (isSecretName(name)) {
       params.set(name, MASK);
       masked = true;
     }

@@ -33,7 +33,12 @@ describe("recording an organization's requests", () => {
     const library = await createLibrary(t, { name: "Recorded library" }, org.key);
     const hook = await t.request("POST", webhooksPath(library.id), {
       key: org.key,
-      json: { name: "Hook", url: "https://hooks.example.com/in", events: ["created"] },
+      json: {
+        name: "Hook",
+        url: "https://hooks.example.com/in",
+        events: ["created"],
+        headers: { Authorization: "Bearer receiver-credential" },
+      },
     });
     expect(hook.status, hook.text).toBe(201);
     const secret: string = hook.body.data.secret;
@@ -72,6 +77,7 @@ describe("recording an organization's requests", () => {
     // No credential anywhere: not the key, not the webhook secret.
     expect(har.text).not.toContain(org.key);
     expect(har.text).not.toContain(secret);
+    expect(har.text).not.toContain("receiver-credential");
     expect(har.text).not.toContain("Elsewhere");
 
     const listed = await t.request("GET", "/_cumulo/recording");
