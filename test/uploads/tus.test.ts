@@ -470,11 +470,29 @@ describe("resumable uploads (tus) with tus-js-client", () => {
     expect(await fieldsOf(plusOffset)).toEqual({ "Upload-Offset": "validation_type" });
     const lengthAgain = await patch({ ...bytes, "upload-offset": "0", "upload-length": "10" });
     expect(await fieldsOf(lengthAgain)).toEqual({ "Upload-Length": "validation_format" });
-    for (const type of ["application/json", "text/plain", "application/octet-stream"]) {
-      const wrongType = await patch({ "content-type": type, "upload-offset": "0" }, '{"a":1}');
-      expect(wrongType.status, type).toBe(415);
+    // Refused by its type whatever it holds: malformed JSON is not parsed first.
+    for (const [type, body] of [
+      ["application/json", '{"a":1}'],
+      ["application/json", "not json"],
+      ["text/plain", '{"a":1}'],
+      ["application/octet-stream", '{"a":1}'],
+    ]) {
+      const wrongType = await patch({ "content-type": type as string, "upload-offset": "0" }, body);
+      expect(wrongType.status, `${type} ${body}`).toBe(415);
       expect(await wrongType.json()).toEqual({ success: false, message: "Unsupported Media Type" });
     }
+    const jsonCreation = await fetch(`${t.baseUrl}${TUS_PATH}`, {
+      method: "POST",
+      headers: {
+        ...auth(),
+        "tus-resumable": "1.0.0",
+        "upload-length": "10",
+        "upload-metadata": `library_id ${btoa(libraryId)},video_id ${btoa(await newVideo())}`,
+        "content-type": "application/json",
+      },
+      body: "not json",
+    });
+    expect(jsonCreation.status).toBe(415);
     // Media types are case-insensitive and may carry parameters.
     const written = await patch({
       "content-type": "Application/Offset+Octet-Stream; charset=binary",

@@ -296,8 +296,10 @@ const tusRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, opt
   const { uploads, identity } = options;
   const callers = new WeakMap<FastifyRequest, Caller>();
 
-  // Upload bytes stay in the request stream for the tus server.
-  app.addContentTypeParser("application/offset+octet-stream", (_request, _payload, done) => done(null));
+  // No body is read here: upload bytes stay in the request stream for the tus server, and a body of
+  // any other type is refused by its type (415), not parsed first (malformed JSON was a 400).
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser("*", (_request, _payload, done) => done(null));
   app.addHook("onRequest", async (request, reply) => {
     request.apiGroup = "media";
     if (request.method === "OPTIONS") return;
@@ -464,6 +466,12 @@ const tusRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, opt
       // Bytes past the declared length would be refused after the upload was created, leaving it behind.
       const length = header(request, "upload-length");
       const sending = header(request, "content-length");
+      const hasBody =
+        (sending !== undefined && sending !== "0") || request.headers["transfer-encoding"] !== undefined;
+      // A creation's only body is its first bytes (creation-with-upload).
+      if (hasBody && !OFFSET_STREAM.test(request.headers["content-type"] ?? "")) {
+        throw ApiError.unsupportedMediaType();
+      }
       if (length !== undefined && sending !== undefined && Number(sending) > Number(length)) {
         throw ApiError.payloadTooLarge();
       }
