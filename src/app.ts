@@ -122,7 +122,7 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
         title: "Cumulo API",
         version: API_VERSION,
         description:
-          "Cloud resources, CDN and video platform API. Media, CDN and livestream answer in an envelope; cloud answers bare objects.",
+          "Cloud resources, CDN and video platform API. Media and CDN answer in an envelope, the livestream health check and cloud bare objects.",
       },
       servers: [{ url: config.publicUrl ?? "/" }],
       components: {
