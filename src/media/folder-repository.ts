@@ -1,5 +1,6 @@
 import type { Insertable, Kysely, Updateable } from "kysely";
 import type { Page } from "../http/pagination.ts";
+import { chunksOf } from "../store/chunks.ts";
 import { selectPage } from "../store/paging.ts";
 import type { Database } from "../store/tables.ts";
 import type { Executor } from "../store/transactions.ts";
@@ -66,8 +67,9 @@ export class FolderRepository {
 
   /** Deletes folders; children first is not needed since every id of a subtree is given. */
   async deleteMany(executor: Executor, ids: string[]): Promise<void> {
-    if (ids.length === 0) return;
-    await executor.deleteFrom("media_folders").where("id", "in", ids).execute();
+    for (const chunk of chunksOf(ids)) {
+      await executor.deleteFrom("media_folders").where("id", "in", chunk).execute();
+    }
   }
 
   async deleteLibrary(executor: Executor, libraryId: string): Promise<void> {

@@ -1,10 +1,11 @@
 import type { Insertable, Kysely, Updateable } from "kysely";
 import type { Page } from "../http/pagination.ts";
+import { chunksOf } from "../store/chunks.ts";
 import type { DialectName } from "../store/database.ts";
 import { selectPage } from "../store/paging.ts";
 import type { Database } from "../store/tables.ts";
 import type { Executor } from "../store/transactions.ts";
-import type { SubtitleTable, ThumbnailTable, VideoStatus, VideoTable } from "./tables.ts";
+import type { SubtitleTable, ThumbnailTable, VideoRow, VideoStatus, VideoTable } from "./tables.ts";
 
 /** Videos with their subtitles and uploaded thumbnails. */
 export class VideoRepository {
@@ -52,22 +53,33 @@ export class VideoRepository {
     return selectPage(query.orderBy("created_at", "desc").orderBy("id", "desc"), page);
   }
 
-  inFolders(executor: Executor, folderIds: string[]) {
-    if (folderIds.length === 0) return Promise.resolve([]);
-    return executor.selectFrom("media_videos").selectAll().where("folder_id", "in", folderIds).execute();
+  async inFolders(executor: Executor, folderIds: string[]): Promise<VideoRow[]> {
+    const videos: VideoRow[] = [];
+    for (const chunk of chunksOf(folderIds)) {
+      videos.push(
+        ...(await executor.selectFrom("media_videos").selectAll().where("folder_id", "in", chunk).execute()),
+      );
+    }
+    return videos;
   }
 
   /** Deletes videos with their subtitles and thumbnail records. */
   async deleteMany(executor: Executor, ids: string[]): Promise<void> {
-    if (ids.length === 0) return;
-    await executor.deleteFrom("media_subtitles").where("video_id", "in", ids).execute();
-    await executor.deleteFrom("media_thumbnails").where("video_id", "in", ids).execute();
-    await executor.deleteFrom("media_videos").where("id", "in", ids).execute();
+    for (const chunk of chunksOf(ids)) {
+      await executor.deleteFrom("media_subtitles").where("video_id", "in", chunk).execute();
+      await executor.deleteFrom("media_thumbnails").where("video_id", "in", chunk).execute();
+      await executor.deleteFrom("media_videos").where("id", "in", chunk).execute();
+    }
   }
 
   async deleteLibrary(executor: Executor, libraryId: string): Promise<void> {
-    await executor.deleteFrom("media_subtitles").where("library_id", "=", libraryId).execute();
-    await executor.deleteFrom("media_thumbnails").where("library_id", "=", libraryId).execute();
+    // Through the videos, whose index leads with the library, and the files' own video index.
+    const libraryVideos = executor
+      .selectFrom("media_videos")
+      .select("id")
+      .where("library_id", "=", libraryId);
+    await executor.deleteFrom("media_subtitles").where("video_id", "in", libraryVideos).execute();
+    await executor.deleteFrom("media_thumbnails").where("video_id", "in", libraryVideos).execute();
     await executor.deleteFrom("media_videos").where("library_id", "=", libraryId).execute();
   }
 

@@ -103,7 +103,14 @@ export class VideoService {
   /** Deletes videos inside the caller's transaction and queues their `deleted` notifications. */
   async removeInTransaction(trx: Executor, rows: VideoRow[]): Promise<void> {
     const { videos, webhooks } = this.deps;
-    for (const row of rows) {
+    // Asked once per library: a folder tree of thousands of videos that nobody is subscribed to
+    // writes no notification, without a query per video.
+    const libraryIds = [...new Set(rows.map((row) => row.library_id))];
+    const wanted = new Set<string>();
+    for (const libraryId of libraryIds) {
+      if (await webhooks.wanted(trx, libraryId, "deleted")) wanted.add(libraryId);
+    }
+    for (const row of rows.filter((video) => wanted.has(video.library_id))) {
       await webhooks.emit(trx, {
         event: "deleted",
         organizationId: row.organization_id,

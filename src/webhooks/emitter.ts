@@ -70,6 +70,11 @@ export class WebhookEmitter {
     return 1;
   }
 
+  /** Whether a notification of `event` in the library would be sent anywhere. */
+  wanted(executor: Executor, libraryId: string, event: VideoEvent): Promise<boolean> {
+    return this.repository.hasSubscribers(executor, libraryId, event);
+  }
+
   /** Wakes this process's dispatcher for fresh deliveries. */
   notify(): void {
     this.#wake.emit("wake");

@@ -152,16 +152,24 @@ export class WebhookRepository {
     if (this.dialect === "postgres") {
       return Number((await this.#queueForSubscribers.execute(executor, message)).numAffectedRows ?? 0);
     }
-    const subscribers = (
-      await this.#activeEndpoints.execute(executor, { libraryId: message.library_id })
-    ).rows
-      .filter((endpoint) => {
-        const events = JSON.parse(endpoint.events) as string[];
-        return events.includes("*") || events.includes(message.event);
-      })
-      .map((endpoint) => endpoint.id);
+    const subscribers = (await this.#subscribers(executor, message.library_id, message.event)).map(
+      (endpoint) => endpoint.id,
+    );
     await this.queueMessage(executor, message, subscribers);
     return subscribers.length;
+  }
+
+  /** Whether any active endpoint of the library is subscribed to the event. */
+  async hasSubscribers(executor: Executor, libraryId: string, event: string): Promise<boolean> {
+    return (await this.#subscribers(executor, libraryId, event)).length > 0;
+  }
+
+  async #subscribers(executor: Executor, libraryId: string, event: string) {
+    const { rows } = await this.#activeEndpoints.execute(executor, { libraryId });
+    return rows.filter((endpoint) => {
+      const events = JSON.parse(endpoint.events) as string[];
+      return events.includes("*") || events.includes(event);
+    });
   }
 
   /** Writes the message and its first attempt to each of `endpointIds` (none: nothing is written). */
@@ -173,7 +181,13 @@ export class WebhookRepository {
 
   /** Everything webhook-related of a library, removed with the library. */
   async deleteLibrary(executor: Executor, libraryId: string): Promise<void> {
-    await executor.deleteFrom("webhook_deliveries").where("library_id", "=", libraryId).execute();
+    // Through the endpoints, whose index the attempts' own endpoint index follows (the attempts
+    // have none by library: every queued attempt would pay for it).
+    const endpoints = executor
+      .selectFrom("webhook_endpoints")
+      .select("id")
+      .where("library_id", "=", libraryId);
+    await executor.deleteFrom("webhook_deliveries").where("endpoint_id", "in", endpoints).execute();
     await executor.deleteFrom("webhook_messages").where("library_id", "=", libraryId).execute();
     await executor.deleteFrom("webhook_endpoints").where("library_id", "=", libraryId).execute();
   }

@@ -1,3 +1,4 @@
+import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { createFolder, createLibrary, createVideo, fieldErrors, MISSING_ID } from "./helpers.ts";
@@ -164,6 +165,37 @@ describe("security settings, folders, videos and players", () => {
     expect((await t.request("DELETE", `/v1/media/libraries/${lib}/folders/${keep.id}`)).status).toBe(200);
     expect((await t.request("GET", `/v1/media/libraries/${lib}/videos/${kept.id}`)).status).toBe(404);
   });
+
+  it("deletes a folder holding more videos than one statement can name", async () => {
+    const library = await createLibrary(t);
+    const folder = await createFolder(t, library.id, { name: "Archive" });
+    // 33,000 videos: more than SQLite binds in one statement (32,766), written in one statement.
+    const count = 33_000;
+    const now = new Date().toISOString();
+    const postgres = t.cumulo.store.dialect === "postgres";
+    const id = postgres
+      ? sql`('00000000-0000-4000-8000-' || lpad(n::text, 12, '0'))::uuid`
+      : sql`printf('00000000-0000-4000-8000-%012d', n)`;
+    const time = postgres ? sql`${now}::timestamptz` : sql`${now}`;
+    await sql`
+      with recursive numbers(n) as (select 1 union all select n + 1 from numbers where n < ${count})
+      insert into media_videos (id, organization_id, library_id, folder_id, title, description, status, duration,
+        manifest_url, thumbnail_url, thumbnail_count, direct_play_url, preview_animation_thumbnail_url,
+        created_at, updated_at)
+      select ${id}, ${sql.lit(library.organization_id)}, ${sql.lit(library.id)}, ${sql.lit(folder.id)},
+        'Archived', '', 'created', 0, '', '', 0, '', '', ${time}, ${time}
+      from numbers`.execute(t.cumulo.store.db);
+    const listed = await t.request(
+      "GET",
+      `/v1/media/libraries/${library.id}/videos?folder_id=${folder.id}&limit=1`,
+    );
+    expect(listed.body.meta.pagination.total).toBe(count);
+
+    const deleted = await t.request("DELETE", `/v1/media/libraries/${library.id}/folders/${folder.id}`);
+    expect(deleted.status, deleted.text).toBe(200);
+    const left = await t.request("GET", `/v1/media/libraries/${library.id}/videos?limit=1`);
+    expect(left.body.meta.pagination.total).toBe(0);
+  }, 120_000);
 
   it("creates, filters, updates and deletes videos, emitting webhook events", async () => {
     const now = new Date().toISOString();

@@ -22,6 +22,7 @@ import { videoProcessingMigration } from "./0500-video-processing.ts";
 import { videoUploadsMigration } from "./0501-video-uploads.ts";
 import { webhookQueueIndexesMigration } from "./0601-webhook-queue-indexes.ts";
 import { webhookHeaderOrderMigration } from "./0602-webhook-header-order.ts";
+import { webhookMessageLibraryIndexMigration } from "./0603-webhook-message-library-index.ts";
 import { storeChangeNotificationsMigration } from "./0700-store-change-notifications.ts";
 import { trafficChangeNotificationsMigration } from "./0701-traffic-change-notifications.ts";
 
@@ -50,6 +51,7 @@ export function allMigrations(dialect: DialectName): Record<string, Migration> {
     "0501-video-uploads": videoUploadsMigration(types),
     "0601-webhook-queue-indexes": webhookQueueIndexesMigration(),
     "0602-webhook-header-order": webhookHeaderOrderMigration(dialect),
+    "0603-webhook-message-library-index": webhookMessageLibraryIndexMigration(),
     "0700-store-change-notifications": storeChangeNotificationsMigration(dialect),
     "0701-traffic-change-notifications": trafficChangeNotificationsMigration(dialect),
   };
