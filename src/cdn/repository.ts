@@ -1,3 +1,4 @@
+import { setImmediate } from "node:timers/promises";
 import { type Insertable, type Kysely, sql, type Transaction } from "kysely";
 import type { Page } from "../http/pagination.ts";
 import type { DialectName } from "../store/database.ts";
@@ -206,6 +207,9 @@ function rollUp<Row extends OrganizationTrafficTable>(
   return [...periods.keys()].sort().map((key) => periods.get(key) as Row);
 }
 
+/** Minute and five-minute rollups removed per statement by retention (an hour of every distribution). */
+const PRUNED_MINUTES_PER_STATEMENT = 60;
+
 const countersOf = (row: TrafficCounters): TrafficCounters =>
   Object.fromEntries(TRAFFIC_COUNTERS.map((column) => [column, row[column]])) as unknown as TrafficCounters;
 
@@ -279,7 +283,9 @@ export class TrafficRepository {
       "cdn_traffic_five_minutes",
       "cdn_organization_traffic_five_minutes",
     ] as const) {
-      // At most a day of rollups per statement keeps each delete, and the locks it holds, short.
+      // An hour of rollups per statement keeps each delete, and the locks it holds, short, and the
+      // event loop is let go between them: on SQLite a statement holds the whole process, and after
+      // days of downtime a day per statement held it for seconds.
       for (;;) {
         const oldest = await this.db
           .selectFrom(table)
@@ -288,9 +294,10 @@ export class TrafficRepository {
         if (oldest?.minute == null || Number(oldest.minute) >= before) break;
         const result = await this.db
           .deleteFrom(table)
-          .where("minute", "<", Math.min(before, Number(oldest.minute) + 24 * 60))
+          .where("minute", "<", Math.min(before, Number(oldest.minute) + PRUNED_MINUTES_PER_STATEMENT))
           .executeTakeFirst();
         removed += Number(result.numDeletedRows);
+        await setImmediate();
       }
     }
     return removed;

@@ -1,3 +1,4 @@
+import { setImmediate } from "node:timers/promises";
 import type { Kysely } from "kysely";
 import type { DialectName } from "../store/database.ts";
 import type { Database } from "../store/tables.ts";
@@ -114,6 +115,8 @@ export class JobRepository {
       const deleted = Number(result.numDeletedRows);
       removed += deleted;
       if (deleted < batchSize) return removed;
+      // On SQLite statements run inside the process: requests are answered between batches.
+      await setImmediate();
     }
   }
 

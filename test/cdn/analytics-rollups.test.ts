@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { TrafficRepository } from "../../src/cdn/repository.ts";
+import { TRAFFIC_COUNTERS, TrafficRepository } from "../../src/cdn/repository.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import {
   createDistribution,
@@ -239,5 +239,40 @@ describe("CDN analytics rollups", () => {
     for (const row of fiveMinutesLeft)
       expect(Number(row.minute)).toBeGreaterThanOrEqual(Date.parse("2026-06-01") / 60_000);
     expect((await t.request("GET", hourly, { key: org.key })).body.Data).toEqual(hourlyBefore);
+  });
+
+  it("lets the process answer between retention's statements", async () => {
+    const { db, dialect } = t.cumulo.store;
+    const firstMinute = Date.parse("2026-05-20T00:00:00Z") / 60_000;
+    const zeros = Object.fromEntries(TRAFFIC_COUNTERS.map((counter) => [counter, 0]));
+    // Five hours of one distribution's minutes, long before anything else.
+    await db
+      .insertInto("cdn_traffic_minutes")
+      .values(
+        [0, 60, 120, 180, 240].map((offset) => ({
+          distribution_id: "00000000-0000-4000-8000-00000000a11c",
+          organization_id: org.organizationId,
+          minute: firstMinute + offset,
+          ...zeros,
+        })) as never,
+      )
+      .execute();
+    let turns = 0;
+    let pruning = true;
+    const turn = () => {
+      turns += 1;
+      if (pruning) setImmediate(turn);
+    };
+    setImmediate(turn);
+    await new TrafficRepository(db, dialect).pruneMinutesBefore(firstMinute + 24 * 60);
+    pruning = false;
+    // SQLite's statements run inside the process: without a pause between them, nothing else ran.
+    expect(turns).toBeGreaterThanOrEqual(5);
+    const left = await db
+      .selectFrom("cdn_traffic_minutes")
+      .select("minute")
+      .where("minute", "<", firstMinute + 24 * 60)
+      .execute();
+    expect(left).toEqual([]);
   });
 });
