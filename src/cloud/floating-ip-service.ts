@@ -14,7 +14,8 @@ import {
   retryOnConflict,
 } from "./outcome.ts";
 import type { Scope } from "./repository.ts";
-import type { FloatingIpView, FloatingTargetType } from "./schemas.ts";
+import type { FloatingIpView } from "./schemas.ts";
+import type { FloatingTargetType } from "./tables.ts";
 import { floatingIpView } from "./views.ts";
 
 const IP = "IP address";

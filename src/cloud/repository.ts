@@ -10,6 +10,7 @@ import type {
   CloudLbTargetTable,
   CloudLoadBalancerTable,
   CloudVmTable,
+  FloatingTargetType,
 } from "./tables.ts";
 
 /** Which tenant and location a query is confined to: every lookup carries both. */
@@ -306,7 +307,7 @@ export class CloudRepository {
     executor: Executor,
     scope: Scope,
     id: number,
-    target: { uuid: string; type: string; privateIp: string; now: string },
+    target: { uuid: string; type: FloatingTargetType; privateIp: string; now: string },
   ): Promise<boolean> {
     const result = await executor
       .updateTable("cloud_floating_ips")

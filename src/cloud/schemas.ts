@@ -1,6 +1,7 @@
 import { type Static, Type } from "@sinclair/typebox";
 import { NAMES_RESOURCE } from "../http/identifiers.ts";
 import { Nullable, StringEnum, Timestamp, Uuid } from "../http/schemas.ts";
+import { FLOATING_TARGET_TYPES } from "./tables.ts";
 
 // Shapes follow the Warren-platform cloud API (see docs/cloud.md). Request fields are accepted
 // form-urlencoded or as JSON (see coerce.ts); unknown fields are ignored.
@@ -190,7 +191,7 @@ export const FloatingIpView = Type.Object({
   type: Type.Literal("public"),
   enabled: Type.Boolean(),
   assigned_to: Nullable(Type.String()),
-  assigned_to_resource_type: Nullable(Type.String()),
+  assigned_to_resource_type: Nullable(StringEnum(FLOATING_TARGET_TYPES)),
   assigned_to_private_ip: Nullable(Type.String()),
   created_at: Timestamp,
   updated_at: Timestamp,
@@ -210,7 +211,7 @@ export const FloatingIpQuery = Type.Object({
 
 export const AssignBody = Type.Object({
   assigned_to: Ref("uuid of the target"),
-  assigned_to_resource_type: StringEnum(["virtual_machine", "service", "load_balancer"] as const),
+  assigned_to_resource_type: StringEnum(FLOATING_TARGET_TYPES),
 });
 
 // Load balancers
@@ -226,7 +227,7 @@ export const RuleView = Type.Object({
 export const TargetView = Type.Object({
   target_uuid: Uuid,
   target_type: Type.String({ examples: ["vm"] }),
-  target_ip_address: Type.String(),
+  target_ip_address: Type.String({ format: "ipv4" }),
   created_at: Timestamp,
 });
 
@@ -234,7 +235,7 @@ export const LoadBalancerView = Type.Object({
   uuid: Uuid,
   display_name: Type.String(),
   billing_account_id: Type.Integer(),
-  private_address: Type.String(),
+  private_address: Type.String({ format: "ipv4" }),
   user_id: Type.Integer(),
   forwarding_rules: Type.Array(RuleView),
   targets: Type.Array(TargetView),
@@ -305,4 +306,3 @@ export type S3KeyView = Static<typeof S3KeyView>;
 export type S3UserView = Static<typeof S3UserView>;
 export type RuleBody = Static<typeof RuleBody>;
 export type TargetBody = Static<typeof TargetBody>;
-export type FloatingTargetType = Static<typeof AssignBody>["assigned_to_resource_type"];

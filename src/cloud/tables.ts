@@ -1,6 +1,10 @@
 import type { Selectable } from "kysely";
 import type { Bool, Serial, Timestamp } from "../store/types.ts";
 
+/** What a floating IP can be assigned to (SPEC.md). */
+export const FLOATING_TARGET_TYPES = ["virtual_machine", "service", "load_balancer"] as const;
+export type FloatingTargetType = (typeof FLOATING_TARGET_TYPES)[number];
+
 export interface CloudVmTable {
   uuid: string;
   organization_id: string;
@@ -62,7 +66,7 @@ export interface CloudFloatingIpTable {
   billing_account_id: number;
   enabled: Bool;
   assigned_to: string | null;
-  assigned_to_resource_type: string | null;
+  assigned_to_resource_type: FloatingTargetType | null;
   assigned_to_private_ip: string | null;
   created_at: Timestamp;
   updated_at: Timestamp;

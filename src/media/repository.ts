@@ -8,7 +8,7 @@ import type { Executor } from "../store/transactions.ts";
 import type { LibraryTable } from "./tables.ts";
 
 export interface LibraryFilters {
-  defaultPrivacy?: string;
+  defaultPrivacy?: LibraryTable["default_privacy"];
   createdFrom?: string;
   createdTo?: string;
   search?: string;

@@ -1,12 +1,13 @@
 import { type Static, type TProperties, Type } from "@sinclair/typebox";
 import { Nullable, PageQuery, StringEnum, Timestamp, Uuid } from "../http/schemas.ts";
 import { COUNTRY_CODE_PATTERN } from "./countries.ts";
-import { VIDEO_STATUSES } from "./tables.ts";
-
-export const USAGE_TYPES = ["video_on_demand", "live_streaming", "mixed"] as const;
-export const DEFAULT_PRIVACIES = ["public", "private", "unlisted", "restricted"] as const;
-export const VIDEO_PRIVACIES = ["public", "private", "restricted"] as const;
-export const LIBRARY_STATUSES = ["provisioning", "active", "failed", "deleting"] as const;
+import {
+  DEFAULT_PRIVACIES,
+  LIBRARY_STATUSES,
+  USAGE_TYPES,
+  VIDEO_PRIVACIES,
+  VIDEO_STATUSES,
+} from "./tables.ts";
 
 /** A list's query: the shared `limit` and `page`, then its filters. */
 const withPaging = <P extends TProperties>(filters: P) =>
@@ -18,8 +19,8 @@ export const Library = Type.Object({
   id: Uuid,
   name: Type.String(),
   description: Type.String(),
-  usage_type: Type.String(),
-  default_privacy: Type.String(),
+  usage_type: StringEnum(USAGE_TYPES),
+  default_privacy: StringEnum(DEFAULT_PRIVACIES),
   status: StringEnum(LIBRARY_STATUSES),
   region: Type.String(),
   distribution_id: Nullable(Uuid),
@@ -80,7 +81,7 @@ export type AccessRule = Static<typeof AccessRule>;
 export const SecuritySettings = Type.Object({
   whitelist_referrers: AccessRule,
   blocked_countries: AccessRule,
-  video_privacy: Type.String(),
+  video_privacy: StringEnum(DEFAULT_PRIVACIES),
 });
 export type SecuritySettings = Static<typeof SecuritySettings>;
 

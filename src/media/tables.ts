@@ -1,22 +1,27 @@
 import type { Insertable, Selectable, Updateable } from "kysely";
 import type { Bool, JsonText, Timestamp } from "../store/types.ts";
 
-export type LibraryStatus = "provisioning" | "active" | "failed" | "deleting";
+export const LIBRARY_STATUSES = ["provisioning", "active", "failed", "deleting"] as const;
+export type LibraryStatus = (typeof LIBRARY_STATUSES)[number];
+export const USAGE_TYPES = ["video_on_demand", "live_streaming", "mixed"] as const;
+export const DEFAULT_PRIVACIES = ["public", "private", "unlisted", "restricted"] as const;
+export const VIDEO_PRIVACIES = ["public", "private", "restricted"] as const;
 
 export interface LibraryTable {
   id: string;
   organization_id: string;
   name: string;
   description: string;
-  usage_type: string;
-  default_privacy: string;
+  usage_type: (typeof USAGE_TYPES)[number];
+  default_privacy: (typeof DEFAULT_PRIVACIES)[number];
   status: LibraryStatus;
   region: string;
   distribution_id: string | null;
   /** Security settings: access rules as JSON `{action, values, enabled}`. */
   whitelist_referrers: JsonText;
   blocked_countries: JsonText;
-  video_privacy: string;
+  /** As a request sets it (`VIDEO_PRIVACIES`), or the default privacy it was created with (`unlisted` too). */
+  video_privacy: (typeof DEFAULT_PRIVACIES)[number];
   created_by: string;
   updated_by: string | null;
   created_at: Timestamp;

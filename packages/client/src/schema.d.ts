@@ -3765,8 +3765,10 @@ export interface operations {
                             id: string;
                             name: string;
                             description: string;
-                            usage_type: string;
-                            default_privacy: string;
+                            /** @enum {string} */
+                            usage_type: "video_on_demand" | "live_streaming" | "mixed";
+                            /** @enum {string} */
+                            default_privacy: "public" | "private" | "unlisted" | "restricted";
                             /** @enum {string} */
                             status: "provisioning" | "active" | "failed" | "deleting";
                             region: string;
@@ -4031,8 +4033,10 @@ export interface operations {
                             id: string;
                             name: string;
                             description: string;
-                            usage_type: string;
-                            default_privacy: string;
+                            /** @enum {string} */
+                            usage_type: "video_on_demand" | "live_streaming" | "mixed";
+                            /** @enum {string} */
+                            default_privacy: "public" | "private" | "unlisted" | "restricted";
                             /** @enum {string} */
                             status: "provisioning" | "active" | "failed" | "deleting";
                             region: string;
@@ -4264,8 +4268,10 @@ export interface operations {
                             id: string;
                             name: string;
                             description: string;
-                            usage_type: string;
-                            default_privacy: string;
+                            /** @enum {string} */
+                            usage_type: "video_on_demand" | "live_streaming" | "mixed";
+                            /** @enum {string} */
+                            default_privacy: "public" | "private" | "unlisted" | "restricted";
                             /** @enum {string} */
                             status: "provisioning" | "active" | "failed" | "deleting";
                             region: string;
@@ -4711,8 +4717,10 @@ export interface operations {
                             id: string;
                             name: string;
                             description: string;
-                            usage_type: string;
-                            default_privacy: string;
+                            /** @enum {string} */
+                            usage_type: "video_on_demand" | "live_streaming" | "mixed";
+                            /** @enum {string} */
+                            default_privacy: "public" | "private" | "unlisted" | "restricted";
                             /** @enum {string} */
                             status: "provisioning" | "active" | "failed" | "deleting";
                             region: string;
@@ -4952,7 +4960,8 @@ export interface operations {
                                 values: string[];
                                 enabled: boolean;
                             };
-                            video_privacy: string;
+                            /** @enum {string} */
+                            video_privacy: "public" | "private" | "unlisted" | "restricted";
                         };
                     };
                 };
@@ -5194,7 +5203,8 @@ export interface operations {
                                 values: string[];
                                 enabled: boolean;
                             };
-                            video_privacy: string;
+                            /** @enum {string} */
+                            video_privacy: "public" | "private" | "unlisted" | "restricted";
                         };
                     };
                 };
@@ -19828,7 +19838,7 @@ export interface operations {
                         type: "public";
                         enabled: boolean;
                         assigned_to: string | null;
-                        assigned_to_resource_type: string | null;
+                        assigned_to_resource_type: ("virtual_machine" | "service" | "load_balancer") | null;
                         assigned_to_private_ip: string | null;
                         /**
                          * Format: date-time
@@ -20019,7 +20029,7 @@ export interface operations {
                         type: "public";
                         enabled: boolean;
                         assigned_to: string | null;
-                        assigned_to_resource_type: string | null;
+                        assigned_to_resource_type: ("virtual_machine" | "service" | "load_balancer") | null;
                         assigned_to_private_ip: string | null;
                         /**
                          * Format: date-time
@@ -20199,7 +20209,7 @@ export interface operations {
                         type: "public";
                         enabled: boolean;
                         assigned_to: string | null;
-                        assigned_to_resource_type: string | null;
+                        assigned_to_resource_type: ("virtual_machine" | "service" | "load_balancer") | null;
                         assigned_to_private_ip: string | null;
                         /**
                          * Format: date-time
@@ -20552,7 +20562,7 @@ export interface operations {
                         type: "public";
                         enabled: boolean;
                         assigned_to: string | null;
-                        assigned_to_resource_type: string | null;
+                        assigned_to_resource_type: ("virtual_machine" | "service" | "load_balancer") | null;
                         assigned_to_private_ip: string | null;
                         /**
                          * Format: date-time
@@ -20747,7 +20757,7 @@ export interface operations {
                         type: "public";
                         enabled: boolean;
                         assigned_to: string | null;
-                        assigned_to_resource_type: string | null;
+                        assigned_to_resource_type: ("virtual_machine" | "service" | "load_balancer") | null;
                         assigned_to_private_ip: string | null;
                         /**
                          * Format: date-time
@@ -20927,7 +20937,7 @@ export interface operations {
                         type: "public";
                         enabled: boolean;
                         assigned_to: string | null;
-                        assigned_to_resource_type: string | null;
+                        assigned_to_resource_type: ("virtual_machine" | "service" | "load_balancer") | null;
                         assigned_to_private_ip: string | null;
                         /**
                          * Format: date-time
@@ -21099,6 +21109,7 @@ export interface operations {
                         uuid: string;
                         display_name: string;
                         billing_account_id: number;
+                        /** Format: ipv4 */
                         private_address: string;
                         user_id: number;
                         forwarding_rules: {
@@ -21119,6 +21130,7 @@ export interface operations {
                             target_uuid: string;
                             /** @example vm */
                             target_type: string;
+                            /** Format: ipv4 */
                             target_ip_address: string;
                             /**
                              * Format: date-time
@@ -21347,6 +21359,7 @@ export interface operations {
                         uuid: string;
                         display_name: string;
                         billing_account_id: number;
+                        /** Format: ipv4 */
                         private_address: string;
                         user_id: number;
                         forwarding_rules: {
@@ -21367,6 +21380,7 @@ export interface operations {
                             target_uuid: string;
                             /** @example vm */
                             target_type: string;
+                            /** Format: ipv4 */
                             target_ip_address: string;
                             /**
                              * Format: date-time
@@ -21546,6 +21560,7 @@ export interface operations {
                         uuid: string;
                         display_name: string;
                         billing_account_id: number;
+                        /** Format: ipv4 */
                         private_address: string;
                         user_id: number;
                         forwarding_rules: {
@@ -21566,6 +21581,7 @@ export interface operations {
                             target_uuid: string;
                             /** @example vm */
                             target_type: string;
+                            /** Format: ipv4 */
                             target_ip_address: string;
                             /**
                              * Format: date-time
@@ -21914,6 +21930,7 @@ export interface operations {
                         uuid: string;
                         display_name: string;
                         billing_account_id: number;
+                        /** Format: ipv4 */
                         private_address: string;
                         user_id: number;
                         forwarding_rules: {
@@ -21934,6 +21951,7 @@ export interface operations {
                             target_uuid: string;
                             /** @example vm */
                             target_type: string;
+                            /** Format: ipv4 */
                             target_ip_address: string;
                             /**
                              * Format: date-time
@@ -22124,6 +22142,7 @@ export interface operations {
                         uuid: string;
                         display_name: string;
                         billing_account_id: number;
+                        /** Format: ipv4 */
                         private_address: string;
                         user_id: number;
                         forwarding_rules: {
@@ -22144,6 +22163,7 @@ export interface operations {
                             target_uuid: string;
                             /** @example vm */
                             target_type: string;
+                            /** Format: ipv4 */
                             target_ip_address: string;
                             /**
                              * Format: date-time
@@ -22338,6 +22358,7 @@ export interface operations {
                         target_uuid: string;
                         /** @example vm */
                         target_type: string;
+                        /** Format: ipv4 */
                         target_ip_address: string;
                         /**
                          * Format: date-time
@@ -27694,7 +27715,7 @@ export interface operations {
                         type: "public";
                         enabled: boolean;
                         assigned_to: string | null;
-                        assigned_to_resource_type: string | null;
+                        assigned_to_resource_type: ("virtual_machine" | "service" | "load_balancer") | null;
                         assigned_to_private_ip: string | null;
                         /**
                          * Format: date-time
@@ -27888,7 +27909,7 @@ export interface operations {
                         type: "public";
                         enabled: boolean;
                         assigned_to: string | null;
-                        assigned_to_resource_type: string | null;
+                        assigned_to_resource_type: ("virtual_machine" | "service" | "load_balancer") | null;
                         assigned_to_private_ip: string | null;
                         /**
                          * Format: date-time
@@ -28070,7 +28091,7 @@ export interface operations {
                         type: "public";
                         enabled: boolean;
                         assigned_to: string | null;
-                        assigned_to_resource_type: string | null;
+                        assigned_to_resource_type: ("virtual_machine" | "service" | "load_balancer") | null;
                         assigned_to_private_ip: string | null;
                         /**
                          * Format: date-time
@@ -28427,7 +28448,7 @@ export interface operations {
                         type: "public";
                         enabled: boolean;
                         assigned_to: string | null;
-                        assigned_to_resource_type: string | null;
+                        assigned_to_resource_type: ("virtual_machine" | "service" | "load_balancer") | null;
                         assigned_to_private_ip: string | null;
                         /**
                          * Format: date-time
@@ -28624,7 +28645,7 @@ export interface operations {
                         type: "public";
                         enabled: boolean;
                         assigned_to: string | null;
-                        assigned_to_resource_type: string | null;
+                        assigned_to_resource_type: ("virtual_machine" | "service" | "load_balancer") | null;
                         assigned_to_private_ip: string | null;
                         /**
                          * Format: date-time
@@ -28806,7 +28827,7 @@ export interface operations {
                         type: "public";
                         enabled: boolean;
                         assigned_to: string | null;
-                        assigned_to_resource_type: string | null;
+                        assigned_to_resource_type: ("virtual_machine" | "service" | "load_balancer") | null;
                         assigned_to_private_ip: string | null;
                         /**
                          * Format: date-time
@@ -28981,6 +29002,7 @@ export interface operations {
                         uuid: string;
                         display_name: string;
                         billing_account_id: number;
+                        /** Format: ipv4 */
                         private_address: string;
                         user_id: number;
                         forwarding_rules: {
@@ -29001,6 +29023,7 @@ export interface operations {
                             target_uuid: string;
                             /** @example vm */
                             target_type: string;
+                            /** Format: ipv4 */
                             target_ip_address: string;
                             /**
                              * Format: date-time
@@ -29232,6 +29255,7 @@ export interface operations {
                         uuid: string;
                         display_name: string;
                         billing_account_id: number;
+                        /** Format: ipv4 */
                         private_address: string;
                         user_id: number;
                         forwarding_rules: {
@@ -29252,6 +29276,7 @@ export interface operations {
                             target_uuid: string;
                             /** @example vm */
                             target_type: string;
+                            /** Format: ipv4 */
                             target_ip_address: string;
                             /**
                              * Format: date-time
@@ -29433,6 +29458,7 @@ export interface operations {
                         uuid: string;
                         display_name: string;
                         billing_account_id: number;
+                        /** Format: ipv4 */
                         private_address: string;
                         user_id: number;
                         forwarding_rules: {
@@ -29453,6 +29479,7 @@ export interface operations {
                             target_uuid: string;
                             /** @example vm */
                             target_type: string;
+                            /** Format: ipv4 */
                             target_ip_address: string;
                             /**
                              * Format: date-time
@@ -29805,6 +29832,7 @@ export interface operations {
                         uuid: string;
                         display_name: string;
                         billing_account_id: number;
+                        /** Format: ipv4 */
                         private_address: string;
                         user_id: number;
                         forwarding_rules: {
@@ -29825,6 +29853,7 @@ export interface operations {
                             target_uuid: string;
                             /** @example vm */
                             target_type: string;
+                            /** Format: ipv4 */
                             target_ip_address: string;
                             /**
                              * Format: date-time
@@ -30017,6 +30046,7 @@ export interface operations {
                         uuid: string;
                         display_name: string;
                         billing_account_id: number;
+                        /** Format: ipv4 */
                         private_address: string;
                         user_id: number;
                         forwarding_rules: {
@@ -30037,6 +30067,7 @@ export interface operations {
                             target_uuid: string;
                             /** @example vm */
                             target_type: string;
+                            /** Format: ipv4 */
                             target_ip_address: string;
                             /**
                              * Format: date-time
@@ -30233,6 +30264,7 @@ export interface operations {
                         target_uuid: string;
                         /** @example vm */
                         target_type: string;
+                        /** Format: ipv4 */
                         target_ip_address: string;
                         /**
                          * Format: date-time

@@ -19,7 +19,7 @@ export function LibraryForm({ library, submitLabel, onSave, onCancel }: LibraryF
   const [name, setName] = useState(library?.name ?? "");
   const [description, setDescription] = useState(library?.description ?? "");
   const [usage, setUsage] = useState<(typeof USAGE)[number]>("video_on_demand");
-  const [privacy, setPrivacy] = useState(library?.default_privacy ?? "unlisted");
+  const [privacy, setPrivacy] = useState<(typeof PRIVACY)[number]>(library?.default_privacy ?? "unlisted");
   const { submit, busy, errors, formError } = useSubmit(() =>
     onSave({
       name,
@@ -60,7 +60,11 @@ export function LibraryForm({ library, submitLabel, onSave, onCancel }: LibraryF
       )}
       <Field label="Default privacy of new videos" name="default_privacy" error={errors.default_privacy}>
         {(control) => (
-          <select {...control} value={privacy} onChange={(event) => setPrivacy(event.target.value)}>
+          <select
+            {...control}
+            value={privacy}
+            onChange={(event) => setPrivacy(event.target.value as (typeof PRIVACY)[number])}
+          >
             {PRIVACY.map((value) => (
               <option key={value}>{value}</option>
             ))}
