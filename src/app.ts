@@ -75,6 +75,10 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
   // One synchronous hook for what every answer carries (a callback hook costs no promise per request).
   app.addHook("onSend", (request, reply, payload, done) => {
     reply.header("x-request-id", request.id);
+    // Answers are per caller, and shared caches cannot see the `apikey` or `X-API-Key` headers that
+    // say who asked (only `Authorization` keeps them away): none may store an answer unless its
+    // route says otherwise (the console's assets, the embed page).
+    if (!reply.hasHeader("cache-control")) reply.header("cache-control", "no-store");
     if (draining) reply.header("connection", "close");
     done(null, payload);
   });

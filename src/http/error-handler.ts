@@ -98,9 +98,19 @@ export const clientErrorBody = (status: number, message: string, path: string | 
     new ApiError(status, message),
   ) as object;
 
+/** The challenge a 401 must carry (RFC 9110, 15.5.2): the scheme each group's keys travel in. */
+const CHALLENGES: Record<ApiGroup, string> = {
+  media: 'Bearer realm="Cumulo"',
+  cdn: 'Bearer realm="Cumulo"',
+  livestream: 'Bearer realm="Cumulo"',
+  cloud: 'ApiKey realm="Cumulo", header="apikey"',
+};
+
 export function sendApiError(request: FastifyRequest, reply: FastifyReply, error: ApiError): FastifyReply {
-  const body = errorBody(groupOf(request), error);
+  const group = groupOf(request);
+  const body = errorBody(group, error);
   if (error.options.headers) reply.headers(error.options.headers);
+  if (error.status === 401) reply.header("www-authenticate", CHALLENGES[group]);
   // Bodies are rendered here, not by the route's response schema, which describes successes.
   return reply
     .code(error.status)

@@ -1,5 +1,6 @@
 import { validate } from "@readme/openapi-parser";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sendRaw } from "../fuzz/raw-http.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 
 describe("operational endpoints and conventions", () => {
@@ -15,6 +16,32 @@ describe("operational endpoints and conventions", () => {
     expect(health.body).toEqual({ status: "ok" });
     const ready = await t.request("GET", "/readyz", { anonymous: true });
     expect(ready.status).toBe(200);
+  });
+
+  it("keeps every answer out of shared caches and challenges a missing credential", async () => {
+    // Kept answers too: the second read of the same list is served from the response cache.
+    for (let read = 0; read < 2; read += 1) {
+      const libraries = await t.request("GET", "/v1/media/libraries");
+      expect(libraries.headers.get("cache-control")).toBe("no-store");
+    }
+    const cloud = await t.cloud("GET", "/v1/storage/user");
+    expect(cloud.status).toBe(200);
+    expect(cloud.headers.get("cache-control")).toBe("no-store");
+    const media = await t.request("GET", "/v1/media/libraries", { anonymous: true });
+    expect(media.status).toBe(401);
+    expect(media.headers.get("www-authenticate")).toBe('Bearer realm="Cumulo"');
+    const cloudRefused = await t.cloud("GET", "/v1/storage/user", { anonymous: true });
+    expect(cloudRefused.status).toBe(401);
+    expect(cloudRefused.headers.get("www-authenticate")).toBe('ApiKey realm="Cumulo", header="apikey"');
+  });
+
+  it("keeps list links relative when the request target is in absolute form", async () => {
+    const answer = await sendRaw(
+      t.baseUrl,
+      `GET http://evil.example/v1/media/libraries?limit=1 HTTP/1.1\r\nHost: ${new URL(t.baseUrl).host}\r\nAuthorization: Bearer ${t.adminKey}\r\nConnection: close\r\n\r\n`,
+    );
+    expect(answer?.status).toBe(200);
+    expect(JSON.parse(answer?.body ?? "{}").meta.links.self).toBe("/v1/media/libraries?limit=1&page=1");
   });
 
   it("echoes a given X-Request-Id and generates one otherwise", async () => {
