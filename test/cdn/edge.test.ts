@@ -156,7 +156,24 @@ describe("CDN edge", () => {
     expect(head.status).toBe(200);
     expect(head.headers["content-length"]).toBe("5");
     expect(head.body.length).toBe(0);
+    // Range is for GET only: a HEAD describes the whole object (RFC 9110, 14.2).
+    const rangedHead = await get("/hello.txt?v=1", { range: "bytes=0-1" }, "HEAD");
+    expect(rangedHead.status).toBe(200);
+    expect(rangedHead.headers["content-length"]).toBe("5");
+    expect((await get("/hello.txt?v=1", { range: "bytes=50-" }, "HEAD")).status).toBe(200);
     expect(origin.hitsOf("/root/hello.txt?v=1")).toBe(1);
+  });
+
+  it("sends a kept 204 without Content-Length", async () => {
+    origin.route("/root/empty", (_req, res) => {
+      res.writeHead(204, { "cache-control": "max-age=600" }).end();
+    });
+    for (const cacheStatus of ["MISS", "HIT"]) {
+      const answer = await get("/empty");
+      expect(answer.status).toBe(204);
+      expect(answer.headers["x-cache"]).toBe(cacheStatus);
+      expect(answer.headers["content-length"]).toBeUndefined();
+    }
   });
 
   it("answers 404 for unknown hosts and disabled distributions, 405 for other methods", async () => {

@@ -122,13 +122,16 @@ export type ConditionalOutcome = { kind: "not-modified" } | RangeResult;
 
 /**
  * What a GET or HEAD of a complete representation answers: 304 when the request's validators match,
- * else the range it asks for (only when If-Range, if any, still matches).
+ * else, for a GET, the range it asks for (only when If-Range, if any, still matches); a HEAD ignores
+ * Range (RFC 9110, 14.2) and describes the whole representation.
  */
 export function conditionalOutcome(
+  method: string | undefined,
   request: IncomingHttpHeaders,
   response: OutgoingHttpHeaders,
   size: number,
 ): ConditionalOutcome {
   if (notModified(request, response)) return { kind: "not-modified" };
+  if (method !== "GET") return { kind: "none" };
   return ifRangeMatches(request, response) ? parseRange(request.range, size) : { kind: "none" };
 }

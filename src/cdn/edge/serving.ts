@@ -54,7 +54,7 @@ export function startRepresentation(
   size: number,
   unsatisfiableHeaders: OutgoingHttpHeaders = {},
 ): { window?: ByteWindow; sent: number } {
-  const outcome = conditionalOutcome(request.headers, headers, size);
+  const outcome = conditionalOutcome(request.method, request.headers, headers, size);
   if (outcome.kind === "not-modified") return { sent: sendNotModified(response, headers) };
   if (outcome.kind === "unsatisfiable") {
     const sent = sendJsonError(
@@ -189,8 +189,9 @@ export function sendCachedObject(
   }
   // Other statuses are sent as stored: no ranges, no 304.
   const size = object.body.length;
-  response.writeHead(object.status, { ...headers, "content-length": size });
   const bodyless = head || object.status === 204 || object.status === 304;
+  // A 204 has no Content-Length at all (RFC 9110, 8.6).
+  response.writeHead(object.status, object.status === 204 ? headers : { ...headers, "content-length": size });
   response.end(bodyless ? undefined : object.body);
   return bodyless ? 0 : size;
 }
