@@ -23,11 +23,15 @@ const NOT_BUILT_PAGE = `<!doctype html>
 `;
 
 function pageHeaders(reply: FastifyReply): FastifyReply {
-  return reply
-    .header("cache-control", REVALIDATE)
-    .header("x-content-type-options", "nosniff")
-    .header("x-frame-options", "DENY")
-    .header("referrer-policy", "same-origin");
+  return (
+    reply
+      .header("cache-control", REVALIDATE)
+      // Compressed or not by the request's Accept-Encoding: a shared cache must keep both.
+      .header("vary", "accept-encoding")
+      .header("x-content-type-options", "nosniff")
+      .header("x-frame-options", "DENY")
+      .header("referrer-policy", "same-origin")
+  );
 }
 
 /**
@@ -55,6 +59,7 @@ export async function consolePages(app: FastifyInstance, { dir }: ConsolePagesOp
     cacheControl: false,
     setHeaders: (response, path) => {
       response.setHeader("cache-control", path.includes("/assets/") ? IMMUTABLE : REVALIDATE);
+      response.setHeader("vary", "accept-encoding");
       response.setHeader("x-content-type-options", "nosniff");
     },
   });

@@ -49,6 +49,16 @@ describe("the console's files at /console", () => {
     expect(response.headers.get("cache-control")).toBe("public, max-age=31536000, immutable");
     expect(response.headers.get("content-encoding")).toBe("gzip");
     expect(response.text).toContain("xxxx");
+    expect(response.headers.get("vary")).toBe("accept-encoding");
+    // Uncompressed too, a shared cache must know the answer depends on Accept-Encoding.
+    for (const path of ["/console/assets/index-abc123.js", "/console"]) {
+      const plain = await app.request("GET", path, {
+        anonymous: true,
+        headers: { "accept-encoding": "identity" },
+      });
+      expect(plain.headers.get("content-encoding")).toBeNull();
+      expect(plain.headers.get("vary"), path).toBe("accept-encoding");
+    }
   });
 
   it("answers 404 for an asset that is not in the build (not index.html)", async () => {
