@@ -74,7 +74,8 @@ export function clientErrorHandler(body: ClientErrorBody, logger: FastifyBaseLog
       // The request's own id when its headers were read, else a new one: every answer carries one.
       const id = pending?.req ? requestId(pending.req as IncomingMessage) : randomUUID();
       socket.write(
-        `HTTP/1.1 ${status} ${message}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+        `HTTP/1.1 ${status} ${message}\r\nDate: ${new Date().toUTCString()}\r\n` +
+          `Content-Type: application/json; charset=utf-8\r\n` +
           `Content-Length: ${Buffer.byteLength(text)}\r\nCache-Control: no-store\r\nX-Request-Id: ${id}\r\n` +
           `Connection: close\r\n\r\n${text}`,
       );

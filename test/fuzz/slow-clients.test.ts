@@ -176,6 +176,8 @@ describe("slow and broken clients on both listeners", () => {
       expect(answer?.status, request.slice(0, 60)).toBe(status);
       expect(JSON.parse(answer?.body ?? ""), request.slice(0, 60)).toEqual(body);
       expect(answer?.headers["x-request-id"], request.slice(0, 60)).toMatch(/^[0-9a-f-]{36}$/);
+      // An origin server with a clock dates every answer (RFC 9110, 6.6.1).
+      expect(Date.parse(answer?.headers.date ?? ""), request.slice(0, 60)).not.toBeNaN();
     }
     const echoed = await sendRaw(
       t.baseUrl,
