@@ -343,6 +343,11 @@ describe("CDN edge", () => {
       const second = await get(path);
       expect([second.status, second.text, second.headers["x-cache"]], path).toEqual([200, text, "HIT"]);
     }
+    // An absolute-form target names the distribution, whatever Host says (RFC 9112, 3.2.2).
+    const absolute = await edgeRequest(edge, `http://${host}/two-etags.txt`, { host: "127.0.0.1" });
+    expect([absolute.status, absolute.text]).toEqual([200, "etag"]);
+    const elsewhere = await edgeRequest(edge, "http://nothing.example/two-etags.txt", { host });
+    expect(elsewhere.status).toBe(404);
     // An absolute-form request target no URL can hold names nothing (it made the edge answer 500).
     for (const target of ["http://[::1/x", "http://a:b:c/x", "HTTP://x:99999/a"]) {
       const odd = await edgeRequest(edge, target);

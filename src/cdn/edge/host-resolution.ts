@@ -10,8 +10,9 @@ import type { Resolved } from "./cache-policy.ts";
 const DISTRIBUTION_TTL_MS = 500;
 const MAX_REMEMBERED_HOSTS = 10_000;
 
-function hostOf(request: IncomingMessage): string | undefined {
-  const host = request.headers.host?.trim().toLowerCase();
+/** A host name as distributions are named: lower case, without port or trailing dot. */
+function hostNameOf(authority: string | undefined): string | undefined {
+  const host = authority?.trim().toLowerCase();
   if (!host) return undefined;
   if (host.startsWith("[")) return undefined; // an IPv6 literal names no distribution
   return host.replace(/:\d+$/, "").replace(/\.$/, "");
@@ -50,14 +51,18 @@ export class HostResolver {
     const queryAt = url.indexOf("?");
     let path = queryAt === -1 ? url : url.slice(0, queryAt);
     const query = queryAt === -1 ? "" : url.slice(queryAt);
+    let authority = request.headers.host;
     if (/^https?:\/\//i.test(path)) {
-      // An absolute-form request target; one no URL can hold names nothing here.
+      // An absolute-form request target names the host itself, whatever `Host` says (RFC 9112,
+      // 3.2.2); one no URL can hold names nothing here.
       if (!URL.canParse(path)) return undefined;
-      path = new URL(path).pathname;
+      const target = new URL(path);
+      path = target.pathname;
+      authority = target.host;
     }
     if (!path.startsWith("/")) path = `/${path}`;
 
-    const host = hostOf(request);
+    const host = hostNameOf(authority);
     if (host) {
       const distribution = this.#distribution(host);
       if (distribution instanceof Promise) {
