@@ -27,8 +27,9 @@ function assetOf(path: string): Asset | undefined {
   if (path === THUMBNAIL_FILE) return { kind: "thumbnail" };
   if (new RegExp(`^${THUMBNAIL_DIR}/thumbnail_\\d{3}\\.jpg$`).test(path))
     return { kind: "file", file: path, type: "image/jpeg" };
-  if (/^\d{2,4}p\/index\.m3u8$/.test(path)) return { kind: "media-playlist", file: path };
-  if (/^\d{2,4}p\/segment_\d{3,6}\.ts$/.test(path)) return { kind: "file", file: path, type: "video/mp2t" };
+  // A rung is named by its height: 2p for a 2-pixel-high source (the ladder's own rungs are 240p up).
+  if (/^\d{1,4}p\/index\.m3u8$/.test(path)) return { kind: "media-playlist", file: path };
+  if (/^\d{1,4}p\/segment_\d{3,6}\.ts$/.test(path)) return { kind: "file", file: path, type: "video/mp2t" };
   const subtitle = /^subtitles\/([0-9a-f-]{36})\.(m3u8|vtt)$/i.exec(path);
   if (subtitle?.[1] && isUuid(subtitle[1])) {
     return subtitle[2] === "m3u8"

@@ -50,6 +50,8 @@ export interface ProbeResult {
   durationS: number;
   width: number;
   height: number;
+  /** Frames a second (the stream's own rate; 30 when ffprobe cannot tell). */
+  frameRate: number;
   hasAudio: boolean;
   videoCodec: string;
   /** H.264 profile and level as ffprobe names them, for the HLS CODECS attribute. */
@@ -57,17 +59,56 @@ export interface ProbeResult {
   level: number | undefined;
 }
 
+interface ProbeStream {
+  codec_type?: string;
+  codec_name?: string;
+  width?: number;
+  height?: number;
+  duration?: string;
+  profile?: string;
+  level?: number;
+  avg_frame_rate?: string;
+  r_frame_rate?: string;
+  /** `num:den`, the shape of one pixel (anamorphic video stretches its pixels). */
+  sample_aspect_ratio?: string;
+  disposition?: { attached_pic?: number };
+  tags?: { rotate?: string };
+  side_data_list?: { rotation?: number }[];
+}
+
 interface ProbeJson {
   format?: { duration?: string };
-  streams?: {
-    codec_type?: string;
-    codec_name?: string;
-    width?: number;
-    height?: number;
-    duration?: string;
-    profile?: string;
-    level?: number;
-  }[];
+  streams?: ProbeStream[];
+}
+
+const DEFAULT_FRAME_RATE = 30;
+
+/** The first of `rates` (`num/den` frames a second, as ffprobe writes them) that is one. */
+function frameRateOf(...rates: (string | undefined)[]): number {
+  for (const rate of rates) {
+    const [num, den] = (rate ?? "").split("/").map(Number);
+    if (num && den && num / den > 0) return num / den;
+  }
+  return DEFAULT_FRAME_RATE;
+}
+
+/**
+ * The picture's size as it is shown: pixels stretched to their aspect ratio, then turned as the
+ * rotation says (a phone's portrait video is stored landscape); ffmpeg turns it upright itself when
+ * it transcodes, so renditions are sized from this.
+ */
+function displaySize(video: ProbeStream & { width: number; height: number }): {
+  width: number;
+  height: number;
+} {
+  const [num, den] = (video.sample_aspect_ratio ?? "1:1").split(":").map(Number);
+  const shownWidth = num && den ? Math.max(1, Math.round((video.width * num) / den)) : video.width;
+  const rotation = Number(
+    video.side_data_list?.find((data) => data.rotation !== undefined)?.rotation ?? video.tags?.rotate ?? 0,
+  );
+  return Math.abs(rotation) % 180 === 90
+    ? { width: video.height, height: shownWidth }
+    : { width: shownWidth, height: video.height };
 }
 
 const STDERR_KEPT = 16 * 1024;
@@ -127,15 +168,20 @@ export class MediaTools {
       } catch {
         throw new MediaToolError("ffprobe returned unreadable output");
       }
-      const video = parsed.streams?.find((stream) => stream.codec_type === "video");
+      // A still attached as cover art (an MP3's) is no video.
+      const video = parsed.streams?.find(
+        (stream) => stream.codec_type === "video" && stream.disposition?.attached_pic !== 1,
+      );
       if (!video?.width || !video.height) throw new MediaToolError("the file has no video stream");
       const durationS = Number(parsed.format?.duration ?? video.duration ?? 0);
       if (!Number.isFinite(durationS) || durationS <= 0)
         throw new MediaToolError("the video has no duration");
       return {
         durationS,
-        width: video.width,
-        height: video.height,
+        ...displaySize({ ...video, width: video.width, height: video.height }),
+        // The average, as the output keeps the source's timing: a variable rate's base (r_frame_rate)
+        // can be a clock's 1000/1.
+        frameRate: frameRateOf(video.avg_frame_rate, video.r_frame_rate),
         hasAudio: parsed.streams?.some((stream) => stream.codec_type === "audio") ?? false,
         videoCodec: video.codec_name ?? "unknown",
         profile: video.profile,

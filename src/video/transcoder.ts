@@ -16,6 +16,7 @@ const SEGMENT_S = 4;
 const MP4_MAX_HEIGHT = 720;
 const THUMBNAIL_HEIGHT = 360;
 const PREVIEW_SECONDS = 3;
+const PREVIEW_WIDTH = 320;
 
 export const MASTER_PLAYLIST = "playlist.m3u8";
 export const MP4_FILE = "play.mp4";
@@ -29,8 +30,31 @@ export interface Rung {
   videoKbps: number;
 }
 
-/** H.264 level for a rung: enough for 30 fps at its size, set explicitly so CODECS is known. */
-const levelFor = (height: number) => (height > 720 ? 40 : height > 480 ? 31 : 30);
+/**
+ * H.264 levels by the most macroblocks a second and in a frame they allow (ITU-T H.264, table A-1),
+ * lowest first.
+ */
+const LEVELS = [
+  { level: 30, perSecond: 40_500, perFrame: 1_620 },
+  { level: 31, perSecond: 108_000, perFrame: 3_600 },
+  { level: 32, perSecond: 216_000, perFrame: 5_120 },
+  { level: 40, perSecond: 245_760, perFrame: 8_192 },
+  { level: 42, perSecond: 522_240, perFrame: 8_704 },
+  { level: 50, perSecond: 589_824, perFrame: 22_080 },
+  { level: 51, perSecond: 983_040, perFrame: 36_864 },
+  { level: 52, perSecond: 2_073_600, perFrame: 36_864 },
+];
+
+/**
+ * The lowest H.264 level a rung's size and frame rate fit, set explicitly so the CODECS attribute
+ * is known: a player trusts it to pick the streams its decoder can play (a 720p60 rung needs 3.2).
+ */
+export function levelFor(width: number, height: number, frameRate: number): number {
+  const perFrame = Math.ceil(width / 16) * Math.ceil(height / 16);
+  const perSecond = perFrame * frameRate;
+  const fits = LEVELS.find((level) => perFrame <= level.perFrame && perSecond <= level.perSecond);
+  return (fits ?? (LEVELS.at(-1) as (typeof LEVELS)[number])).level;
+}
 
 export interface Rendition {
   height: number;
@@ -89,9 +113,10 @@ export class Transcoder {
     const thumbnailHeight = Math.min(THUMBNAIL_HEIGHT, even(probe.height));
     const graph = [
       `[0:v]split=${rungs.length + 2}${rungs.map((_, index) => `[in${index}]`).join("")}[inthumbs][inpreview]`,
-      ...rungs.map((rung, index) => `[in${index}]scale=${rung.width}:${rung.height}[rung${index}]`),
-      `[inthumbs]setpts=PTS-STARTPTS,select='${thumbnailSelection(probe.durationS, thumbnailCount)}',setpts=N/TB,scale=${scaledWidth(probe, thumbnailHeight)}:${thumbnailHeight}[thumbs]`,
-      `[inpreview]trim=duration=${Math.min(PREVIEW_SECONDS, probe.durationS)},fps=10,scale=320:-2[preview]`,
+      // Square pixels out: the sizes already carry the source's shown aspect ratio.
+      ...rungs.map((rung, index) => `[in${index}]scale=${rung.width}:${rung.height},setsar=1[rung${index}]`),
+      `[inthumbs]setpts=PTS-STARTPTS,select='${thumbnailSelection(probe.durationS, thumbnailCount)}',setpts=N/TB,scale=${scaledWidth(probe, thumbnailHeight)}:${thumbnailHeight},setsar=1[thumbs]`,
+      `[inpreview]trim=duration=${Math.min(PREVIEW_SECONDS, probe.durationS)},fps=10,scale=${PREVIEW_WIDTH}:${even((PREVIEW_WIDTH * probe.height) / probe.width)},setsar=1[preview]`,
     ].join(";");
     const audio = probe.hasAudio
       ? ["-map", "0:a:0", "-c:a", "aac", "-b:a", `${AUDIO_KBPS}k`, "-ac", "2"]
@@ -109,7 +134,7 @@ export class Transcoder {
         "-profile:v",
         "high",
         "-level:v",
-        (levelFor(rung.height) / 10).toFixed(1),
+        (levelFor(rung.width, rung.height, probe.frameRate) / 10).toFixed(1),
         "-preset",
         "veryfast",
         "-pix_fmt",
@@ -160,7 +185,7 @@ export class Transcoder {
       renditions.push({
         height: rung.height,
         width: rung.width,
-        codecs: highProfileCodec(levelFor(rung.height)),
+        codecs: highProfileCodec(levelFor(rung.width, rung.height, probe.frameRate)),
         playlist: `${rung.directory}/index.m3u8`,
         ...(await this.#bandwidth(outDir, rung.directory, probe.durationS)),
       });

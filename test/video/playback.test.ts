@@ -161,6 +161,23 @@ describe("video pipeline and playback", () => {
     ).toBe(405);
   });
 
+  it("plays a source only a few pixels high: its one rung is named by its height", async () => {
+    const tiny = await generateClip(work, { width: 4, height: 4, seconds: 1, audio: false });
+    const tinyId = (await createVideo(t, libraryId, { title: "Tiny" })).id;
+    expect((await uploadSource(t, libraryId, tinyId, fileBytes(tiny))).status).toBe(202);
+    expect((await waitForStatus(t, libraryId, tinyId, ["ready", "failed"])).status).toBe("ready");
+    const masterPath = `/${hostname()}/${tinyId}/playlist.m3u8`;
+    const variants = playlistUris((await edgeRequest(edge, masterPath)).text);
+    expect(variants).toEqual(["4p/index.m3u8"]);
+    const media = await edgeRequest(edge, resolvePath(masterPath, variants[0] ?? ""));
+    expect(media.status).toBe(200);
+    const segment = await edgeRequest(
+      edge,
+      resolvePath(resolvePath(masterPath, variants[0] ?? ""), playlistUris(media.text)[0] ?? ""),
+    );
+    expect(segment.status).toBe(200);
+  }, 60_000);
+
   it("serves the MP4 with Range, the thumbnail and the animated preview", async () => {
     const whole = await play("play.mp4");
     expect(whole.status).toBe(200);

@@ -7,6 +7,7 @@ import { locateMediaTools, MediaToolError, MediaTools } from "../../src/video/me
 import {
   highProfileCodec,
   ladderFor,
+  levelFor,
   MASTER_PLAYLIST,
   MP4_FILE,
   PREVIEW_FILE,
@@ -151,6 +152,78 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     const { renditions } = await transcoder.transcode(silent, out, probe, 1);
     await transcoder.package(out, probe, renditions);
     expect(readFileSync(join(out, MASTER_PLAYLIST), "utf8")).not.toContain("mp4a");
+  }, 60_000);
+
+  it("sizes renditions by the picture as shown: rotated and anamorphic sources", async () => {
+    // A phone's portrait video: stored 640x360 with a rotation of 90 degrees.
+    const rotated = join(work, "rotated.mp4");
+    await tools.ffmpeg(["-i", clip, "-c", "copy", "-metadata:s:v:0", "rotate=90", rotated]);
+    const probe = await transcoder.probe(rotated);
+    expect(probe).toMatchObject({ width: 360, height: 640 });
+    const out = join(work, "rotated");
+    const { renditions, thumbnails } = await transcoder.transcode(rotated, out, probe, 1);
+    expect(renditions.map((rendition) => `${rendition.width}x${rendition.height}`)).toEqual([
+      "270x480",
+      "202x360",
+      "136x240",
+    ]);
+    for (const rendition of renditions) {
+      const stream = await tools.probe(join(out, rendition.playlist.replace("index.m3u8", "segment_000.ts")));
+      expect([stream.width, stream.height]).toEqual([rendition.width, rendition.height]);
+    }
+    const thumbnail = await tools.probe(join(out, thumbnails[0] ?? ""));
+    expect(thumbnail.height).toBeGreaterThan(thumbnail.width);
+
+    // DVD-style PAL widescreen: 720x576 pixels shown 16:9 wide.
+    const anamorphic = join(work, "anamorphic.mp4");
+    await tools.ffmpeg([
+      "-f",
+      "lavfi",
+      "-i",
+      "testsrc=size=720x576:rate=25:duration=1",
+      "-vf",
+      "setsar=64/45",
+      "-c:v",
+      "libx264",
+      "-preset",
+      "ultrafast",
+      anamorphic,
+    ]);
+    expect(await transcoder.probe(anamorphic)).toMatchObject({ width: 1024, height: 576 });
+  }, 60_000);
+
+  it("takes an audio file's cover art for no video, and declares the level a rung's rate needs", async () => {
+    const song = join(work, "song.mp3");
+    await tools.ffmpeg([
+      "-f",
+      "lavfi",
+      "-i",
+      "sine=frequency=440:duration=1",
+      "-f",
+      "lavfi",
+      "-i",
+      "color=red:size=64x64:duration=1",
+      "-map",
+      "0",
+      "-map",
+      "1",
+      "-frames:v",
+      "1",
+      "-c:a",
+      "libmp3lame",
+      "-c:v",
+      "mjpeg",
+      "-disposition:v",
+      "attached_pic",
+      song,
+    ]);
+    await expect(transcoder.probe(song)).rejects.toThrow("the file has no video stream");
+    expect(levelFor(1280, 720, 30)).toBe(31);
+    expect(levelFor(1280, 720, 60)).toBe(32);
+    expect(levelFor(1920, 1080, 30)).toBe(40);
+    expect(levelFor(1920, 1080, 120)).toBe(51);
+    expect(levelFor(854, 480, 25)).toBe(30);
+    expect(levelFor(854, 480, 30)).toBe(31);
   }, 60_000);
 
   it("rejects corrupt input with a reason", async () => {
