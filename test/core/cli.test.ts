@@ -2,9 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { runCli } from "../support/cli.ts";
 
-// Each case runs the real binary several times, each start compiling TypeScript: on a loaded machine
-// that alone can pass the suite's default 20 s, so the bound here is wider.
-describe("cumulo CLI", { timeout: 60_000 }, () => {
+// Each case runs the real binary several times (one case fourteen), each start compiling TypeScript:
+// on a loaded machine that alone can pass the suite's default 20 s, so the bound here is wider.
+describe("cumulo CLI", { timeout: 180_000 }, () => {
   let t: TestApp;
   let env: Record<string, string | undefined>;
 
