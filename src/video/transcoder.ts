@@ -17,6 +17,7 @@ const MP4_MAX_HEIGHT = 720;
 const THUMBNAIL_HEIGHT = 360;
 const PREVIEW_SECONDS = 3;
 const PREVIEW_WIDTH = 320;
+const PREVIEW_FPS = 10;
 
 export const MASTER_PLAYLIST = "playlist.m3u8";
 export const MP4_FILE = "play.mp4";
@@ -116,7 +117,7 @@ export class Transcoder {
       // Square pixels out: the sizes already carry the source's shown aspect ratio.
       ...rungs.map((rung, index) => `[in${index}]scale=${rung.width}:${rung.height},setsar=1[rung${index}]`),
       `[inthumbs]setpts=PTS-STARTPTS,select='${thumbnailSelection(probe.durationS, thumbnailCount)}',setpts=N/TB,scale=${scaledWidth(probe, thumbnailHeight)}:${thumbnailHeight},setsar=1[thumbs]`,
-      `[inpreview]trim=duration=${Math.min(PREVIEW_SECONDS, probe.durationS)},fps=10,scale=${PREVIEW_WIDTH}:${even((PREVIEW_WIDTH * probe.height) / probe.width)},setsar=1[preview]`,
+      `[inpreview]trim=duration=${Math.min(PREVIEW_SECONDS, probe.durationS)},fps=${PREVIEW_FPS},scale=${PREVIEW_WIDTH}:${even((PREVIEW_WIDTH * probe.height) / probe.width)},setsar=1[preview]`,
     ].join(";");
     const audio = probe.hasAudio
       ? ["-map", "0:a:0", "-c:a", "aac", "-b:a", `${AUDIO_KBPS}k`, "-ac", "2"]
@@ -168,6 +169,10 @@ export class Transcoder {
       join(outDir, THUMBNAIL_DIR, "thumbnail_%03d.jpg"),
       "-map",
       "[preview]",
+      // The trim alone does not end the branch: the fps filter repeats the last frame up to the
+      // source's end (a 2-hour source's preview grew past 5 GB in ffmpeg's memory).
+      "-frames:v",
+      String(PREVIEW_SECONDS * PREVIEW_FPS),
       "-c:v",
       "libwebp",
       "-quality",

@@ -192,6 +192,29 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     expect(await transcoder.probe(anamorphic)).toMatchObject({ width: 1024, height: 576 });
   }, 60_000);
 
+  it("keeps the preview to the first 3 seconds at 10 fps, whatever the source's rate and length", async () => {
+    const slow = join(work, "one-fps.mp4");
+    await tools.ffmpeg([
+      "-f",
+      "lavfi",
+      "-i",
+      "testsrc=size=160x90:rate=1:duration=8",
+      "-c:v",
+      "libx264",
+      "-preset",
+      "ultrafast",
+      "-pix_fmt",
+      "yuv420p",
+      slow,
+    ]);
+    const out = join(work, "one-fps");
+    await transcoder.transcode(slow, out, await transcoder.probe(slow), 1);
+    // An animated WebP holds one ANMF chunk per frame.
+    const frames = readFileSync(join(out, PREVIEW_FILE)).toString("latin1").split("ANMF").length - 1;
+    expect(frames).toBeGreaterThan(0);
+    expect(frames).toBeLessThanOrEqual(30);
+  }, 60_000);
+
   it("takes an audio file's cover art for no video, and declares the level a rung's rate needs", async () => {
     const song = join(work, "song.mp3");
     await tools.ffmpeg([
