@@ -22,6 +22,8 @@ export interface JobHandler<P = any> {
   concurrency?: number;
   /** Called once when the last attempt failed, to record the failure on the domain's own rows. */
   onGiveUp?(payload: P, error: string): Promise<void>;
+  /** The runner is stopping: end the work in hand at once (it is taken up again, not failed). */
+  stop?(): void;
 }
 
 /**
@@ -116,6 +118,7 @@ export class JobRunner {
     this.#stopWake?.();
     // A claim under way may still hand out jobs: wait for it before waiting for the jobs in hand.
     await this.#claiming;
+    for (const handler of this.#handlers.values()) handler.stop?.();
     await Promise.allSettled([...this.#inFlight]);
   }
 
@@ -192,6 +195,12 @@ export class JobRunner {
       ran("succeeded");
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
+      if (!this.#running) {
+        // Ended by this runner's stop: due again at once, for another worker or the next start.
+        this.logger.info({ jobId: job.id, kind: job.kind }, "job interrupted by shutdown; queued again");
+        await this.repository.reschedule(job.id, nowIso(this.clock), message, nowIso(this.clock));
+        return;
+      }
       this.logger.warn({ err: error, jobId: job.id, kind: job.kind, attempt: job.attempts }, "job failed");
       ran(job.attempts >= job.max_attempts ? "failed" : "retried");
       if (job.attempts >= job.max_attempts) {

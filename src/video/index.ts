@@ -50,7 +50,8 @@ export function createVideoServices(deps: VideoDeps): VideoServices {
   );
   const access = new PlaybackAccess(deps.libraries, deps.videos, deps.players, deps.processing, tokens);
   return {
-    pipeline: new VideoPipeline({ ...deps, transcoder }),
+    // Tools never started (no video processed yet) have nothing to stop.
+    pipeline: new VideoPipeline({ ...deps, transcoder, stopTools: () => tools?.stop() }),
     tokens,
     origin: new VideoMediaOrigin(access, deps.blobs, deps.logger),
     access,

@@ -1,4 +1,4 @@
-import { spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { accessSync, constants } from "node:fs";
 import { createRequire } from "node:module";
 import { basename, delimiter, join } from "node:path";
@@ -43,6 +43,14 @@ export class MediaToolError extends Error {
   constructor(message: string) {
     super(message);
     this.name = "MediaToolError";
+  }
+}
+
+/** A tool ended because the process is stopping: nothing is wrong with the input. */
+export class ToolsStoppedError extends Error {
+  constructor() {
+    super("the media tools were stopped: this process is shutting down");
+    this.name = "ToolsStoppedError";
   }
 }
 
@@ -129,6 +137,8 @@ export interface MediaToolOptions {
  * most `timeoutMs`, so processing can never starve or block the API.
  */
 export class MediaTools {
+  readonly #children = new Set<ChildProcess>();
+  #stopped = false;
   readonly #limit: LimitFunction;
 
   constructor(
@@ -190,7 +200,18 @@ export class MediaTools {
     });
   }
 
+  /**
+   * Ends every ffmpeg and ffprobe this process runs, and refuses new ones: the process is stopping,
+   * and its work is left to be done again (a tool still running would outlive it, or hold its
+   * shutdown for as long as `CUMULO_FFMPEG_TIMEOUT_S`). Their runs fail with `ToolsStoppedError`.
+   */
+  stop(): void {
+    this.#stopped = true;
+    for (const child of this.#children) child.kill("SIGKILL");
+  }
+
   #spawn(label: "ffmpeg" | "ffprobe", command: string, args: string[]): Promise<string> {
+    if (this.#stopped) return Promise.reject(new ToolsStoppedError());
     const started = performance.now();
     let counted = false;
     // A process that cannot start may report both "error" and "close": it is one run.
@@ -200,6 +221,7 @@ export class MediaTools {
     };
     return new Promise((resolve, reject) => {
       const child = spawn(command, args, { stdio: ["ignore", "pipe", "pipe"] });
+      this.#children.add(child);
       let stdout = "";
       let stderr = "";
       let timedOut = false;
@@ -220,6 +242,8 @@ export class MediaTools {
       });
       child.on("close", (code, signal) => {
         clearTimeout(timer);
+        this.#children.delete(child);
+        if (this.#stopped) return reject(new ToolsStoppedError());
         ran(timedOut ? "timed_out" : code === 0 ? "succeeded" : "failed");
         const tool = basename(command);
         if (timedOut)

@@ -59,6 +59,8 @@ export interface PipelineDeps {
   processing: VideoProcessingRepository;
   transcoder: Transcoder;
   logger: FastifyBaseLogger;
+  /** Ends the ffmpeg runs in hand (the worker is stopping). */
+  stopTools?: () => void;
 }
 
 async function filesUnder(directory: string): Promise<string[]> {
@@ -193,6 +195,7 @@ export class VideoPipeline {
       onGiveUp: async (payload, error) => {
         await this.fail(payload, `processing failed: ${error}`);
       },
+      stop: () => this.deps.stopTools?.(),
     };
   }
 

@@ -1,7 +1,9 @@
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { openStore } from "../../src/store/database.ts";
+import { PROCESS_JOB } from "../../src/video/pipeline.ts";
 import { generateClip } from "../support/media.ts";
 import { exitOf, type Served, serve } from "../support/process.ts";
 import { createTestStore, type TestStore } from "../support/store.ts";
@@ -113,6 +115,93 @@ describe("video processing across a crash", () => {
     }, 60_000);
     expect([...byEvent.keys()].sort()).toEqual([...stages].sort());
     for (const stage of stages) expect(byEvent.get(stage)?.size, stage).toBe(1);
+    second.child.kill("SIGTERM");
+    await exitOf(second.child);
+  }, 180_000);
+
+  it("ends its ffmpeg at SIGTERM and leaves the video to the next start, which makes it ready", async () => {
+    const clip = await generateClip(work, { seconds: 10, width: 854, height: 480 });
+    const first = await serve(env);
+    running.push(first);
+    const call = async (
+      base: string,
+      method: string,
+      path: string,
+      body?: string | Uint8Array,
+      type = "application/json",
+    ) => {
+      const response = await fetch(`${base}${path}`, {
+        method,
+        body,
+        headers: { ...headers, ...(body ? { "content-type": type } : {}) },
+      });
+      return (await response.json()) as any;
+    };
+    const libraryId = (
+      await call(first.apiUrl, "POST", "/v1/media/libraries", JSON.stringify({ name: "Stop" }))
+    ).data.id;
+    const videoId = (
+      await call(
+        first.apiUrl,
+        "POST",
+        `/v1/media/libraries/${libraryId}/videos`,
+        JSON.stringify({ title: "v" }),
+      )
+    ).data.id;
+    const videoPath = `/v1/media/libraries/${libraryId}/videos/${videoId}`;
+    await call(first.apiUrl, "PUT", `${videoPath}/source`, readFileSync(clip), "video/mp4");
+    await waitUntil(
+      async () => (await call(first.apiUrl, "GET", videoPath)).data.status === "transcoding",
+      30_000,
+      "transcoding",
+    );
+    first.child.kill("SIGTERM");
+    expect(await exitOf(first.child)).toBe(0);
+    // Nothing of the stopped process runs on: no ffmpeg working in its data dir.
+    const ffmpegs = readdirSync("/proc")
+      .filter((name) => /^\d+$/.test(name))
+      .map((pid) => {
+        try {
+          return readFileSync(`/proc/${pid}/cmdline`, "utf8");
+        } catch {
+          return "";
+        }
+      })
+      .filter((command) => command.includes("ffmpeg") && command.includes(store.dataDir));
+    expect(ffmpegs).toEqual([]);
+    // The work was given up, not finished: due again at once, the video still in its stage.
+    const stopped = openStore({ dataDir: store.dataDir, databaseUrl: store.databaseUrl });
+    try {
+      const job = await stopped.db
+        .selectFrom("jobs")
+        .select(["status", "payload"])
+        .where("kind", "=", PROCESS_JOB)
+        .execute();
+      expect(job.filter((row) => row.payload.includes(videoId)).map((row) => row.status)).toEqual([
+        "pending",
+      ]);
+      const video = await stopped.db
+        .selectFrom("media_videos")
+        .select("status")
+        .where("id", "=", videoId)
+        .executeTakeFirst();
+      expect(video?.status).toBe("transcoding");
+    } finally {
+      await stopped.close();
+    }
+
+    const second = await serve(env);
+    running.push(second);
+    const ready = await waitUntil(
+      async () => {
+        const data = (await call(second.apiUrl, "GET", videoPath)).data;
+        if (data.status === "failed") throw new Error("processing failed after the restart");
+        return data.status === "ready" ? data : undefined;
+      },
+      60_000,
+      "ready after restart",
+    );
+    expect(ready.duration).toBe(10);
     second.child.kill("SIGTERM");
     await exitOf(second.child);
   }, 180_000);
