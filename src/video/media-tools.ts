@@ -105,18 +105,15 @@ function frameRateOf(...rates: (string | undefined)[]): number {
  * rotation says (a phone's portrait video is stored landscape); ffmpeg turns it upright itself when
  * it transcodes, so renditions are sized from this.
  */
-function displaySize(video: ProbeStream & { width: number; height: number }): {
-  width: number;
-  height: number;
-} {
+function displaySize(video: ProbeStream, width: number, height: number): { width: number; height: number } {
   const [num, den] = (video.sample_aspect_ratio ?? "1:1").split(":").map(Number);
-  const shownWidth = num && den ? Math.max(1, Math.round((video.width * num) / den)) : video.width;
+  const shownWidth = num && den ? Math.max(1, Math.round((width * num) / den)) : width;
   const rotation = Number(
     video.side_data_list?.find((data) => data.rotation !== undefined)?.rotation ?? video.tags?.rotate ?? 0,
   );
   return Math.abs(rotation) % 180 === 90
-    ? { width: video.height, height: shownWidth }
-    : { width: shownWidth, height: video.height };
+    ? { width: height, height: shownWidth }
+    : { width: shownWidth, height };
 }
 
 const STDERR_KEPT = 16 * 1024;
@@ -188,7 +185,7 @@ export class MediaTools {
         throw new MediaToolError("the video has no duration");
       return {
         durationS,
-        ...displaySize({ ...video, width: video.width, height: video.height }),
+        ...displaySize(video, video.width, video.height),
         // The average, as the output keeps the source's timing: a variable rate's base (r_frame_rate)
         // can be a clock's 1000/1.
         frameRate: frameRateOf(video.avg_frame_rate, video.r_frame_rate),

@@ -6,15 +6,15 @@ export const testMediaTools = () => new MediaTools(locateMediaTools(), { concurr
 /** A short test-pattern clip with a tone, made by ffmpeg at test time. */
 export async function generateClip(
   directory: string,
-  options: { seconds?: number; width?: number; height?: number; audio?: boolean } = {},
+  options: { seconds?: number; width?: number; height?: number; rate?: number; audio?: boolean } = {},
 ): Promise<string> {
-  const { seconds = 2.5, width = 640, height = 360, audio = true } = options;
-  const file = join(directory, `clip-${width}x${height}${audio ? "" : "-silent"}.mp4`);
+  const { seconds = 2.5, width = 640, height = 360, rate = 25, audio = true } = options;
+  const file = join(directory, `clip-${width}x${height}-${rate}fps${audio ? "" : "-silent"}.mp4`);
   await testMediaTools().ffmpeg([
     "-f",
     "lavfi",
     "-i",
-    `testsrc=size=${width}x${height}:rate=25:duration=${seconds}`,
+    `testsrc=size=${width}x${height}:rate=${rate}:duration=${seconds}`,
     ...(audio ? ["-f", "lavfi", "-i", `sine=frequency=440:duration=${seconds}`] : []),
     "-c:v",
     "libx264",
