@@ -15,6 +15,7 @@ import { type IdentifierSchema, lowerCaseIdFields, lowerCaseUuids } from "./http
 import { acceptJsonBodies } from "./http/json-bodies.ts";
 import {
   clientErrorHandler,
+  continueWhenRead,
   drainConnections,
   expectationFailedHandler,
   listenerLimits,
@@ -84,6 +85,7 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
   });
 
   app.server.on("checkExpectation", expectationFailedHandler(clientErrorBody));
+  continueWhenRead(app.server);
   registerMetrics(app, deps.metrics, config);
   app.setValidatorCompiler(validatorCompiler);
   registerAuthDecorators(app);

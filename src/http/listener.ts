@@ -85,7 +85,7 @@ export function clientErrorHandler(body: ClientErrorBody, logger: FastifyBaseLog
 }
 
 /**
- * Answers a request whose `Expect` asks for anything but `100-continue` (which Node handles itself)
+ * Answers a request whose `Expect` asks for anything but `100-continue` (`continueWhenRead`)
  * with 417 in `body`'s JSON, where Node would send its own 417 with no body.
  */
 export function expectationFailedHandler(body: ClientErrorBody) {
@@ -100,6 +100,20 @@ export function expectationFailedHandler(body: ClientErrorBody) {
     });
     response.end(text);
   };
+}
+
+/**
+ * Sends `100 Continue` to a client that asked for it (`Expect: 100-continue`) only once a handler
+ * starts reading the body, not as soon as the headers arrive as Node does: a request refused before
+ * that (401, 404, 413, 429...) is answered at once and its client does not send a body nobody reads.
+ */
+export function continueWhenRead(server: Server): void {
+  server.on("checkContinue", (request: IncomingMessage, response: ServerResponse) => {
+    request.once("resume", () => {
+      if (!response.headersSent) response.writeContinue();
+    });
+    server.emit("request", request, response);
+  });
 }
 
 /** The plain error shape of a listener outside the API (the CDN edge). */

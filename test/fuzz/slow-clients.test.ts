@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.ts";
-import { createLibrary, createVideo } from "../media/helpers.ts";
+import { createLibrary, createVideo, MISSING_ID } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { capturingLogger, errorLines } from "./log-capture.ts";
 import { RawConnection, sendRaw } from "./raw-http.ts";
@@ -212,6 +212,40 @@ describe("slow and broken clients on both listeners", () => {
     const after = await t.request("GET", `/v1/media/libraries/${library.id}/videos/${video.id}`);
     expect(after.body.data.status).toBe(video.status);
     expect(errorLines(lines)).toEqual([]);
+  });
+
+  it("sends 100 Continue only once a handler reads the body, so a refused upload is never sent", async () => {
+    const library = await createLibrary(t);
+    const video = await createVideo(t, library.id);
+    const source = `/v1/media/libraries/${library.id}/videos/${video.id}/source`;
+    const head = (path: string, key: string, length: number, type = "video/mp4") =>
+      `PUT ${path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${key}\r\n` +
+      `Content-Type: ${type}\r\nContent-Length: ${length}\r\nExpect: 100-continue\r\n\r\n`;
+    const refused = [
+      { request: head(source, "wrong-key-0123456789abcdef", 1000), status: 401 },
+      { request: head(source.replace(video.id, MISSING_ID), t.adminKey, 1000), status: 404 },
+      { request: head(source, t.adminKey, 3 * 1024 ** 3), status: 413 },
+    ];
+    for (const { request, status } of refused) {
+      // Node answered `100 Continue` as soon as the headers arrived, before any check.
+      const answer = await sendRaw(t.baseUrl, request);
+      expect(answer?.status, request.slice(0, 80)).toBe(status);
+      expect(answer?.headers.connection).toBe("close");
+    }
+
+    const connection = await RawConnection.open(t.baseUrl);
+    const body = Buffer.alloc(1000, 7);
+    connection.write(head(source, t.adminKey, body.length, "application/octet-stream"));
+    const interim = await connection.answer();
+    expect(interim?.status).toBe(100);
+    connection.write(body);
+    await new Promise<void>((resolve) => {
+      const poll = () =>
+        /\r\n\r\nHTTP\/1\.1 2\d\d /.test(connection.received) ? resolve() : setTimeout(poll, 20);
+      poll();
+    });
+    connection.close();
+    expect(connection.received).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 202 /);
   });
 
   it("survives a malformed request sent on the connection right after a raw upload's body", async () => {
