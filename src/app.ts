@@ -1,3 +1,4 @@
+import { createServer } from "node:http";
 import cookie from "@fastify/cookie";
 import swagger from "@fastify/swagger";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
@@ -18,6 +19,7 @@ import {
   continueWhenRead,
   drainConnections,
   expectationFailedHandler,
+  hostRequired,
   listenerLimits,
   stopListening,
 } from "./http/listener.ts";
@@ -55,10 +57,7 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
     // "Disk not found", an unknown location's "no route"); the URL's own limit is the header size.
     routerOptions: { ignoreTrailingSlash: true, querystringParser: parseFormText, maxParamLength: 16 * 1024 },
     frameworkErrors,
-    // Fastify sets these three on the server itself, over what `http` says.
-    http: listenerLimits(config),
-    requestTimeout: config.listener.requestTimeoutMs,
-    keepAliveTimeout: config.listener.keepAliveTimeoutMs,
+    serverFactory: (handler) => createServer(listenerLimits(config), hostRequired(handler, clientErrorBody)),
     clientErrorHandler: clientErrorHandler(clientErrorBody, deps.logger),
     // While shutting down, a request that reaches us on an open keep-alive connection is served
     // (with `Connection: close`, see below) rather than refused with a 503 the client would see.

@@ -28,6 +28,8 @@ export function listenerLimits(config: Config): ServerOptions {
     // Node checks the two timeouts on this interval (30 s by default, which would let a stalled
     // client outlive its headers timeout several times over).
     connectionsCheckingInterval: Math.max(10, Math.min(1000, Math.floor(headersTimeoutMs / 4))),
+    // `hostRequired` answers an HTTP/1.1 request without Host, where Node sends an empty 400.
+    requireHostHeader: false,
   };
 }
 
@@ -116,6 +118,28 @@ export function continueWhenRead(server: Server): void {
   });
 }
 
+/**
+ * Answers an HTTP/1.1 request without a Host header (RFC 9112, 3.2: a server must refuse it) with
+ * 400 in `body`'s JSON, as the parser's other refusals, and hands every other request to `handler`.
+ */
+export function hostRequired(handler: RequestListener, body: ClientErrorBody): RequestListener {
+  return (request, response) => {
+    if (request.headers.host !== undefined || request.httpVersion !== "1.1") {
+      handler(request, response);
+      return;
+    }
+    const text = JSON.stringify(body(400, "Invalid Request", request.url));
+    response.writeHead(400, {
+      "content-type": "application/json; charset=utf-8",
+      "content-length": Buffer.byteLength(text),
+      "cache-control": "no-store",
+      "x-request-id": requestId(request),
+      connection: "close",
+    });
+    response.end(text);
+  };
+}
+
 /** The plain error shape of a listener outside the API (the CDN edge). */
 const plainErrorBody: ClientErrorBody = (_status, message) => ({ success: false, message });
 
@@ -125,7 +149,7 @@ export function createBoundedServer(
   handler: RequestListener,
   errorBody: ClientErrorBody = plainErrorBody,
 ): Server {
-  const server = createServer(listenerLimits(deps.config), handler);
+  const server = createServer(listenerLimits(deps.config), hostRequired(handler, errorBody));
   server.on("clientError", clientErrorHandler(errorBody, deps.logger));
   server.on("checkExpectation", expectationFailedHandler(errorBody));
   return server;

@@ -139,6 +139,25 @@ describe("slow and broken clients on both listeners", () => {
         status: 400,
         body: { success: false, message: "Invalid Request" },
       },
+      // HTTP/1.1 without Host: Node's own 400 had an empty body.
+      {
+        url: t.baseUrl,
+        request: "GET /v1/media/libraries HTTP/1.1\r\n\r\n",
+        status: 400,
+        body: { success: false, message: "Invalid Request" },
+      },
+      {
+        url: t.baseUrl,
+        request: "GET /v1/network/ip_addresses HTTP/1.1\r\n\r\n",
+        status: 400,
+        body: { message: "Invalid Request", errors: { Error: "Invalid Request" } },
+      },
+      {
+        url: edgeUrl,
+        request: "GET /a HTTP/1.1\r\n\r\n",
+        status: 400,
+        body: { success: false, message: "Invalid Request" },
+      },
       // An expectation other than 100-continue: Node's own 417 had an empty body.
       {
         url: t.baseUrl,
