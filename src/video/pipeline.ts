@@ -17,7 +17,14 @@ import type { WebhookEmitter } from "../webhooks/emitter.ts";
 import { MediaToolError, type ProbeResult } from "./media-tools.ts";
 import type { VideoProcessingRepository } from "./repository.ts";
 import type { NewProcessingRow, ProcessingChanges, ProcessingRow } from "./tables.ts";
-import { MASTER_PLAYLIST, MP4_FILE, PREVIEW_FILE, THUMBNAIL_FILE, type Transcoder } from "./transcoder.ts";
+import {
+  MASTER_PLAYLIST,
+  MP4_FILE,
+  PREVIEW_FILE,
+  type Rendition,
+  THUMBNAIL_FILE,
+  type Transcoder,
+} from "./transcoder.ts";
 
 export type SourceOutcome = { outcome: "accepted"; video: VideoRow } | { outcome: "not_found" | "empty" };
 
@@ -26,6 +33,8 @@ export const PROCESS_JOB = "video.process";
 export const PROCESS_LEASE_MS = 10_000;
 const HEARTBEAT_MS = 2_500;
 const PROCESS_ATTEMPTS = 3;
+/** How much shorter than its header says a video must play to be taken as truncated. */
+const TRUNCATION_SLACK_S = 1;
 
 /** Forward order of the statuses; a stage is announced only when the video moves past its current one. */
 const ORDER: VideoStatus[] = ["created", "uploading", "processing", "transcoding", "packaging", "ready"];
@@ -235,7 +244,7 @@ export class VideoPipeline {
         probe = await transcoder.probe(source);
         out = join(work, "out");
       }
-      const duration = Math.round(probe.durationS);
+      let duration = Math.round(probe.durationS);
       if (
         !(await this.advance(
           payload,
@@ -248,9 +257,17 @@ export class VideoPipeline {
       if (transition?.stopAt === "transcoding") return;
       if (await this.#failInjected(payload, "transcoding")) return;
       const thumbnailCount = thumbnailCountFor(probe.durationS);
-      const renditions = source
-        ? (await transcoder.transcode(source, out, probe, thumbnailCount)).renditions
-        : [];
+      let renditions: Rendition[] = [];
+      let durationS = probe.durationS;
+      if (source) {
+        const made = await transcoder.transcode(source, out, probe, thumbnailCount);
+        renditions = made.renditions;
+        // A truncated source's header names more than its data holds: the video is as long as it plays.
+        if (made.playableS + TRUNCATION_SLACK_S < probe.durationS) {
+          durationS = made.playableS;
+          duration = Math.round(durationS);
+        }
+      }
 
       if (!(await this.advance(payload, "packaging"))) return;
       if (transition?.stopAt === "packaging") return;
@@ -273,7 +290,7 @@ export class VideoPipeline {
           thumbnail_url: url(THUMBNAIL_FILE),
           thumbnail_count: thumbnailCount,
         },
-        { thumbnail_count: thumbnailCount },
+        { thumbnail_count: thumbnailCount, duration_s: durationS },
       );
       if (!ready) await blobs.deletePrefix(prefix);
     } catch (error) {

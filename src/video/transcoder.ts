@@ -95,14 +95,15 @@ export class Transcoder {
    * (one encoder per rung, fed by a `split` filter), the thumbnails and the animated preview. The
    * MP4 is then the top rung (at most 720p) copied into an MP4 container, not encoded again.
    * The rungs' media playlists grow segment by segment (`EVENT`), so the lowest rung plays while
-   * the ladder is still being encoded; each becomes `VOD` once complete.
+   * the ladder is still being encoded; each becomes `VOD` once complete. `playableS` is the length
+   * of the MP4 made.
    */
   async transcode(
     source: string,
     outDir: string,
     probe: ProbeResult,
     thumbnailCount: number,
-  ): Promise<{ renditions: Rendition[]; thumbnails: string[] }> {
+  ): Promise<{ renditions: Rendition[]; thumbnails: string[]; playableS: number }> {
     const rungs = ladderFor(probe.height).map((rung) => ({
       ...rung,
       width: scaledWidth(probe, rung.height),
@@ -210,7 +211,12 @@ export class Transcoder {
       join(outDir, MP4_FILE),
     ]);
     const thumbnailScale = `scale=${scaledWidth(probe, thumbnailHeight)}:${thumbnailHeight}`;
-    return { renditions, thumbnails: await this.#thumbnails(source, outDir, thumbnailScale, thumbnailCount) };
+    return {
+      renditions,
+      thumbnails: await this.#thumbnails(source, outDir, thumbnailScale, thumbnailCount),
+      // What was decoded, which a truncated source's header overstates.
+      playableS: (await this.tools.probe(join(outDir, MP4_FILE))).durationS,
+    };
   }
 
   /** The master playlist; written last, when every rendition it lists is complete. */

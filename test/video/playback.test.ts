@@ -178,6 +178,25 @@ describe("video pipeline and playback", () => {
     expect(segment.status).toBe(200);
   }, 60_000);
 
+  it("gives a truncated source the duration it plays for, not the one its header names", async () => {
+    const whole = await generateClip(work, { seconds: 10, width: 320, height: 180 });
+    const fronted = join(work, "fronted.mp4");
+    await tools.ffmpeg(["-i", whole, "-c", "copy", "-movflags", "+faststart", fronted]);
+    // The header (at the front) still describes 10 s; the data stops at about 4 s.
+    const bytes = fileBytes(fronted);
+    const cut = bytes.subarray(0, Math.floor(bytes.length * 0.4));
+    const videoId = (await createVideo(t, libraryId, { title: "Cut short" })).id;
+    expect((await uploadSource(t, libraryId, videoId, cut)).status).toBe(202);
+    const video = await waitForStatus(t, libraryId, videoId, ["ready", "failed"]);
+    expect(video.status).toBe("ready");
+    expect(video.duration).toBeGreaterThanOrEqual(2);
+    expect(video.duration).toBeLessThanOrEqual(6);
+    const mp4 = await edgeRequest(edge, `/${hostname()}/${videoId}/play.mp4`);
+    const file = join(work, "cut-play.mp4");
+    writeFileSync(file, mp4.body);
+    expect(Math.abs((await tools.probe(file)).durationS - video.duration)).toBeLessThanOrEqual(1);
+  }, 60_000);
+
   it("serves the MP4 with Range, the thumbnail and the animated preview", async () => {
     const whole = await play("play.mp4");
     expect(whole.status).toBe(200);
