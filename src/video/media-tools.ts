@@ -65,7 +65,15 @@ export interface ProbeResult {
   /** H.264 profile and level as ffprobe names them, for the HLS CODECS attribute. */
   profile: string | undefined;
   level: number | undefined;
+  /** High dynamic range: the transfer curve (PQ or HLG) that renditions must be tone-mapped from. */
+  hdr: { transfer: HdrTransfer; fullRange: boolean } | undefined;
 }
+
+/** The HDR transfer curves, as ffprobe names them: PQ (HDR10, Dolby Vision) and HLG. */
+const HDR_TRANSFERS = ["smpte2084", "arib-std-b67"] as const;
+export type HdrTransfer = (typeof HDR_TRANSFERS)[number];
+const isHdrTransfer = (transfer: string | undefined): transfer is HdrTransfer =>
+  (HDR_TRANSFERS as readonly (string | undefined)[]).includes(transfer);
 
 interface ProbeStream {
   codec_type?: string;
@@ -79,6 +87,9 @@ interface ProbeStream {
   r_frame_rate?: string;
   /** `num:den`, the shape of one pixel (anamorphic video stretches its pixels). */
   sample_aspect_ratio?: string;
+  color_transfer?: string;
+  /** `tv` (limited) or `pc` (full). */
+  color_range?: string;
   disposition?: { attached_pic?: number };
   tags?: { rotate?: string };
   side_data_list?: { rotation?: number }[];
@@ -193,6 +204,9 @@ export class MediaTools {
         videoCodec: video.codec_name ?? "unknown",
         profile: video.profile,
         level: video.level,
+        hdr: isHdrTransfer(video.color_transfer)
+          ? { transfer: video.color_transfer, fullRange: video.color_range === "pc" }
+          : undefined,
       };
     });
   }

@@ -1,6 +1,6 @@
 import { copyFile, mkdir, readdir, readFile, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { MediaToolError, type MediaTools, type ProbeResult } from "./media-tools.ts";
+import { type HdrTransfer, MediaToolError, type MediaTools, type ProbeResult } from "./media-tools.ts";
 
 /** Rungs of the HLS ladder; a source gets every rung up to its own height. */
 export const LADDER = [
@@ -114,7 +114,7 @@ export class Transcoder {
 
     const thumbnailHeight = Math.min(THUMBNAIL_HEIGHT, even(probe.height));
     const graph = [
-      `[0:v]split=${rungs.length + 2}${rungs.map((_, index) => `[in${index}]`).join("")}[inthumbs][inpreview]`,
+      `[0:v]${probe.hdr ? `${toneMapping(probe.hdr)},` : ""}split=${rungs.length + 2}${rungs.map((_, index) => `[in${index}]`).join("")}[inthumbs][inpreview]`,
       // Square pixels out: the sizes already carry the source's shown aspect ratio.
       ...rungs.map((rung, index) => `[in${index}]scale=${rung.width}:${rung.height},setsar=1[rung${index}]`),
       `[inthumbs]setpts=PTS-STARTPTS,select='${thumbnailSelection(probe.durationS, thumbnailCount)}',setpts=N/TB,scale=${scaledWidth(probe, thumbnailHeight)}:${thumbnailHeight},setsar=1[thumbs]`,
@@ -141,6 +141,7 @@ export class Transcoder {
         "veryfast",
         "-pix_fmt",
         "yuv420p",
+        ...(probe.hdr ? SDR_TAGS : []),
         "-b:v",
         `${rung.videoKbps}k`,
         "-maxrate",
@@ -210,7 +211,7 @@ export class Transcoder {
       "+faststart",
       join(outDir, MP4_FILE),
     ]);
-    const thumbnailScale = `scale=${scaledWidth(probe, thumbnailHeight)}:${thumbnailHeight}`;
+    const thumbnailScale = `${probe.hdr ? `${toneMapping(probe.hdr)},` : ""}scale=${scaledWidth(probe, thumbnailHeight)}:${thumbnailHeight}`;
     return {
       renditions,
       thumbnails: await this.#thumbnails(source, outDir, thumbnailScale, thumbnailCount),
@@ -274,6 +275,26 @@ export class Transcoder {
     const totalSeconds = durations.reduce((sum, value) => sum + value, 0) || durationS;
     return { bandwidth: Math.round(peak), averageBandwidth: Math.round(totalBits / totalSeconds) };
   }
+}
+
+/** How tone-mapped renditions are tagged: BT.709, what the tone mapping made. */
+const SDR_TAGS = ["-color_primaries", "bt709", "-color_trc", "bt709", "-colorspace", "bt709"];
+
+/**
+ * Filters turning HDR pictures into the BT.709 SDR ones 8-bit H.264 renditions can carry (players
+ * show an untouched PQ or HLG picture washed out and dim). The source's primaries and matrix are
+ * taken as BT.2020, as HDR video's are, since they are often left untagged; its range as tagged.
+ */
+export function toneMapping(hdr: { transfer: HdrTransfer; fullRange: boolean }): string {
+  const source = `tin=${hdr.transfer}:pin=2020:min=2020_ncl:rin=${hdr.fullRange ? "pc" : "tv"}`;
+  return [
+    `zscale=${source}:t=linear:npl=100:p=2020`,
+    "format=gbrpf32le",
+    "zscale=p=709",
+    "tonemap=hable:desat=0",
+    "zscale=t=709:m=709:r=tv",
+    "format=yuv420p",
+  ].join(",");
 }
 
 /**

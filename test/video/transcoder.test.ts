@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { readdir } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -191,6 +192,57 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     ]);
     expect(await transcoder.probe(anamorphic)).toMatchObject({ width: 1024, height: 576 });
   }, 60_000);
+
+  it("tone-maps an HDR (PQ or HLG) source into BT.709 renditions, tagged as such", async () => {
+    const { ffprobe } = locateMediaTools();
+    const colorOf = (file: string) => {
+      const [stream] = JSON.parse(
+        execFileSync(
+          ffprobe,
+          ["-v", "error", "-select_streams", "v:0", "-show_streams", "-of", "json", file],
+          {
+            encoding: "utf8",
+          },
+        ),
+      ).streams;
+      return [stream.color_transfer, stream.color_primaries, stream.pix_fmt];
+    };
+    /** The first frame's mean luma, on 8 bits. */
+    const meanLuma = async (file: string) => {
+      const report = `${file}.luma`;
+      await tools.ffmpeg([
+        "-i",
+        file,
+        "-vf",
+        `format=yuv420p,signalstats,metadata=print:key=lavfi.signalstats.YAVG:file=${report}`,
+        "-frames:v",
+        "1",
+        "-f",
+        "null",
+        "-",
+      ]);
+      return Number(/YAVG=([\d.]+)/.exec(readFileSync(report, "utf8"))?.[1]);
+    };
+    for (const transfer of ["smpte2084", "arib-std-b67"]) {
+      const hdr = join(work, `hdr-${transfer}.mp4`);
+      // Ten bits with HDR tags; the primaries of the HLG one are left untagged, as cameras often do.
+      await tools.ffmpeg([
+        ...["-f", "lavfi", "-i", "testsrc=size=320x180:rate=25:duration=1"],
+        ...["-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p10le", "-color_trc", transfer],
+        ...(transfer === "smpte2084" ? ["-color_primaries", "bt2020", "-colorspace", "bt2020nc"] : []),
+        hdr,
+      ]);
+      const probe = await transcoder.probe(hdr);
+      expect(probe.hdr).toEqual({ transfer, fullRange: false });
+      const out = join(work, `hdr-out-${transfer}`);
+      await transcoder.transcode(hdr, out, probe, 1);
+      expect(colorOf(join(out, MP4_FILE))).toEqual(["bt709", "bt709", "yuv420p"]);
+      expect(colorOf(join(out, "180p", "segment_000.ts"))).toEqual(["bt709", "bt709", "yuv420p"]);
+      // Tone-mapped, not only tagged: the picture differs from the HDR values shown as they are.
+      expect(Math.abs((await meanLuma(join(out, MP4_FILE))) - (await meanLuma(hdr)))).toBeGreaterThan(10);
+    }
+    expect((await transcoder.probe(clip)).hdr).toBeUndefined();
+  }, 120_000);
 
   it("keeps the preview to the first 3 seconds at 10 fps, whatever the source's rate and length", async () => {
     const slow = await generateClip(work, { width: 160, height: 90, rate: 1, seconds: 8, audio: false });
