@@ -164,6 +164,31 @@ describe("CDN edge", () => {
     expect(origin.hitsOf("/root/hello.txt?v=1")).toBe(1);
   });
 
+  it("turns an origin's redirects within itself into edge paths, path-style and host-style", async () => {
+    const redirect =
+      (status: number, location: string, cacheControl: string) => (_req: unknown, res: ServerResponse) =>
+        res.writeHead(status, { location, "cache-control": cacheControl }).end();
+    // The origin redirects in its own URL space: its base path (/root) included, its own host.
+    origin.route("/root/dir", redirect(301, "/root/dir/", "max-age=60"));
+    origin.route("/root/self", redirect(302, `${origin.url}/root/target?x=1#top`, "no-store"));
+    origin.route("/root/relative", redirect(302, "sub/page", "no-store"));
+    origin.route("/root/away", redirect(302, "https://example.org/x", "no-store"));
+    origin.route("/root/outside", redirect(302, "/elsewhere", "no-store"));
+    const locations = async (path: string) => [
+      (await get(path)).headers.location,
+      (await edgeRequest(edge, path, { host })).headers.location,
+    ];
+    // Kept (301, max-age) and relayed answers alike; the kept one serves both forms from one copy.
+    expect(await locations("/dir")).toEqual([`/${host}/dir/`, "/dir/"]);
+    expect((await get("/dir")).headers["x-cache"]).toBe("HIT");
+    expect(origin.hitsOf("/root/dir")).toBe(1);
+    expect(await locations("/self")).toEqual([`/${host}/target?x=1#top`, "/target?x=1#top"]);
+    // What already leads where the origin meant is left alone.
+    expect(await locations("/relative")).toEqual(["sub/page", "sub/page"]);
+    expect(await locations("/away")).toEqual(["https://example.org/x", "https://example.org/x"]);
+    expect(await locations("/outside")).toEqual(["/elsewhere", "/elsewhere"]);
+  });
+
   it("sends a kept 204 without Content-Length", async () => {
     origin.route("/root/empty", (_req, res) => {
       res.writeHead(204, { "cache-control": "max-age=600" }).end();

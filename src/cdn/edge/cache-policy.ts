@@ -10,6 +10,8 @@ export interface Resolved {
   distribution: DistributionRow;
   /** Path and query on the distribution (the path-style prefix removed): the cache key. */
   pathAndQuery: string;
+  /** The path-style prefix (`/{hostname}`) the viewer's URL starts with; absent host-style. */
+  pathPrefix?: string;
 }
 
 /** Statuses that get the distribution's `default_ttl_s` when the origin gives no freshness. */

@@ -87,11 +87,14 @@ export class HostResolver {
     }
     if (hostname === "" || hostname.length > 253) return undefined;
     const pathAndQuery = (slash === -1 ? "/" : path.slice(slash)) + query;
+    const pathPrefix = `/${segment}`;
     const distribution = this.#distribution(hostname);
     if (distribution instanceof Promise) {
-      return distribution.then((found) => (found ? { distribution: found, pathAndQuery } : undefined));
+      return distribution.then((found) =>
+        found ? { distribution: found, pathAndQuery, pathPrefix } : undefined,
+      );
     }
-    return distribution ? { distribution, pathAndQuery } : undefined;
+    return distribution ? { distribution, pathAndQuery, pathPrefix } : undefined;
   }
 
   #distribution(hostname: string): DistributionRow | undefined | Promise<DistributionRow | undefined> {

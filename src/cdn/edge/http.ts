@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from "node:http";
+import type { Resolved } from "./cache-policy.ts";
 
 export type HeaderMap = Record<string, string | string[] | undefined>;
 
@@ -19,6 +20,30 @@ const HOP_BY_HOP = new Set([
  * section 5.3 combines them (`Cache-Control: max-age=600` and `Cache-Control: public`); `Set-Cookie`
  * alone stays a list. The cache's policy and validators read each as one value.
  */
+/**
+ * An origin answer's headers as the viewer must follow them. The origin redirects in its own URL
+ * space: a `Location` path from its root, or an absolute URL on the origin itself (a server naming
+ * its own host), holds the origin URL's base path and lacks a path-style viewer's `/{hostname}`
+ * prefix. Such a target becomes the edge path that maps to it; relative references and other hosts'
+ * URLs already lead where the origin meant.
+ */
+export function viewerRedirect(headers: OutgoingHttpHeaders, resolved: Resolved): OutgoingHttpHeaders {
+  const { location } = headers;
+  if (typeof location !== "string" || !/^(\/|[a-z][a-z\d+.-]*:)/i.test(location)) return headers;
+  let origin: URL;
+  let target: URL;
+  try {
+    origin = new URL(resolved.distribution.origin_url);
+    target = new URL(location, origin);
+  } catch {
+    return headers;
+  }
+  const basePath = origin.pathname.replace(/\/+$/, "");
+  if (target.origin !== origin.origin || !`${target.pathname}/`.startsWith(`${basePath}/`)) return headers;
+  const path = target.pathname.slice(basePath.length) || "/";
+  return { ...headers, location: `${resolved.pathPrefix ?? ""}${path}${target.search}${target.hash}` };
+}
+
 export function combinedHeaders(headers: HeaderMap): HeaderMap {
   const out: HeaderMap = {};
   for (const [name, value] of Object.entries(headers)) {

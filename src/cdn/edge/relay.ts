@@ -2,7 +2,8 @@ import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:
 import { Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { FastifyBaseLogger } from "fastify";
-import { notModified } from "./http.ts";
+import type { Resolved } from "./cache-policy.ts";
+import { notModified, viewerRedirect } from "./http.ts";
 import { type ByteWindow, sendNotModified, startRepresentation } from "./serving.ts";
 
 /** What one viewer response did, for analytics. */
@@ -38,6 +39,7 @@ export async function relay(
   answer: PassingAnswer,
   exchange: Exchange,
   logger: FastifyBaseLogger,
+  resolved: Resolved,
 ): Promise<void> {
   const { status, headers, body } = answer;
   // An origin body dropped unread ends in an "aborted" error; with no listener it would end the process.
@@ -63,7 +65,7 @@ export async function relay(
     }
     window = started.window;
   } else {
-    response.writeHead(status, out);
+    response.writeHead(status, viewerRedirect(out, resolved));
     if (request.method === "HEAD" || status === 204 || status === 304) {
       discardBody();
       response.end();

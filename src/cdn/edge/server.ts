@@ -184,7 +184,8 @@ export class EdgeServer {
       if (distribution.status === "active" && HTTP_ORIGIN.test(distribution.origin_url)) {
         const cached = this.cache.get(distribution.id, pathAndQuery, request.headers);
         if (!(cached instanceof Promise) && cached && this.#policy.satisfies(cached, request, resolved)) {
-          const sent = sendCachedObject(request, response, cached, "HIT", this.#policy.age(cached), id);
+          const age = this.#policy.age(cached);
+          const sent = sendCachedObject(request, response, cached, "HIT", age, resolved, id);
           this.#count(distribution, response.statusCode, {
             sent,
             upstream: 0,
@@ -311,18 +312,19 @@ export class EdgeServer {
       case "pass":
         share({ kind: "pass" });
         miss.exchange.cacheStatus = "MISS";
-        await relay(miss.request, response, fetched.answer, miss.exchange, this.deps.logger);
+        await relay(miss.request, response, fetched.answer, miss.exchange, this.deps.logger, miss.resolved);
         return;
     }
   }
 
   #sendObject(
-    { request, exchange }: Miss,
+    { request, resolved, exchange }: Miss,
     response: ServerResponse,
     object: CachedObject,
     cacheStatus: "HIT" | "MISS",
   ): number {
     exchange.cacheStatus = cacheStatus;
-    return sendCachedObject(request, response, object, cacheStatus, this.#policy.age(object));
+    const age = this.#policy.age(object);
+    return sendCachedObject(request, response, object, cacheStatus, age, resolved);
   }
 }

@@ -2,7 +2,8 @@ import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:
 import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { CachedObject } from "./cache.ts";
-import { conditionalOutcome, notModifiedHeaders } from "./http.ts";
+import type { Resolved } from "./cache-policy.ts";
+import { conditionalOutcome, notModifiedHeaders, viewerRedirect } from "./http.ts";
 
 /**
  * Writing answers to viewers, shared by the edge and the media origin: JSON errors, and complete
@@ -151,6 +152,7 @@ export function sendCachedObject(
   object: CachedObject,
   cacheStatus: "HIT" | "MISS",
   age: number,
+  resolved: Resolved,
   requestId?: string,
 ): number {
   const head = request.method === "HEAD";
@@ -187,11 +189,16 @@ export function sendCachedObject(
       "x-cache": cacheStatus,
     });
   }
-  // Other statuses are sent as stored: no ranges, no 304.
+  // Other statuses are sent as stored (a redirect's target put under a path-style prefix): no
+  // ranges, no 304.
+  const redirected = viewerRedirect(headers, resolved);
   const size = object.body.length;
   const bodyless = head || object.status === 204 || object.status === 304;
   // A 204 has no Content-Length at all (RFC 9110, 8.6).
-  response.writeHead(object.status, object.status === 204 ? headers : { ...headers, "content-length": size });
+  response.writeHead(
+    object.status,
+    object.status === 204 ? redirected : { ...redirected, "content-length": size },
+  );
   response.end(bodyless ? undefined : object.body);
   return bodyless ? 0 : size;
 }
