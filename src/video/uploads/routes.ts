@@ -16,6 +16,7 @@ import {
   Timestamp,
 } from "../../http/schemas.ts";
 import { holdUploadSlot, uploadSlotKey } from "../../http/upload-bodies.ts";
+import { unstorableTextErrors } from "../../http/validation.ts";
 import type { IdentityService } from "../../identity/service.ts";
 import { isUuid } from "../../ids.ts";
 import { TUS_PATH, type UploadServices } from "./index.ts";
@@ -392,6 +393,9 @@ const tusRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, opt
         "The Upload-Metadata header must be comma-separated pairs of a unique key and a base64 value.",
       );
     }
+    // Kept with the upload: refused as any request's text is when no store could keep it as sent.
+    const unstorable = unstorableTextErrors(metadata, "Upload-Metadata");
+    if (unstorable.length > 0) throw ApiError.validation(unstorable);
     const named = {
       libraryId: metadata.library_id?.toLowerCase(),
       videoId: metadata.video_id?.toLowerCase(),
