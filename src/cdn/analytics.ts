@@ -140,7 +140,10 @@ function parseTime(raw: string): number | undefined {
   let text = given.replace(" ", "T");
   if (text.length > 10 && match[1] === undefined) text += "Z";
   const value = Date.parse(text);
-  return Number.isNaN(value) ? undefined : value;
+  if (Number.isNaN(value)) return undefined;
+  // Date.parse drops digits finer than a millisecond: a time between two milliseconds is taken as
+  // the next one, so a `to` a fraction after `from` still comes after it.
+  return /\.\d{3}\d*[1-9]/.test(text) ? value + 1 : value;
 }
 
 const DAY_MINUTES = 1440;

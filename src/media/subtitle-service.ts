@@ -21,7 +21,8 @@ function checkTitle(value: string | undefined, errors: FieldError[]): string | u
     errors.push(value === undefined ? requiredField("title") : emptyField("title"));
     return undefined;
   }
-  if (value.length > MAX_TITLE) {
+  // Characters (code points), as the schemas of JSON fields count them, not UTF-16 units.
+  if ([...value].length > MAX_TITLE) {
     errors.push({
       field: "title",
       code: "validation_max",

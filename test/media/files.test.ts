@@ -64,6 +64,15 @@ describe("subtitles and thumbnails", () => {
     });
     expect(renamed.status).toBe(200);
     expect(renamed.body.data).toMatchObject({ title: "EN", language: "en-US", path: subtitle.path });
+    // At most 255 characters, counted as a JSON field's are: an emoji is one, not two UTF-16 units.
+    for (const [title, status] of [
+      ["🎬".repeat(255), 200],
+      ["🎬".repeat(256), 400],
+    ] as const) {
+      const titled = await t.request("PUT", `${base}/subtitles/${subtitle.id}`, { body: form({ title }) });
+      expect(titled.status, `${[...title].length} characters`).toBe(status);
+    }
+    await t.request("PUT", `${base}/subtitles/${subtitle.id}`, { body: form({ title: "EN" }) });
     const refiled = await t.request("PUT", `${base}/subtitles/${subtitle.id}`, {
       body: form({ language: "pt-BR" }, { name: "x.srt", content: SRT }),
     });

@@ -380,6 +380,15 @@ describe("library lists", () => {
     const today = middle.created_at.slice(0, 10);
     const day = await t.request("GET", `/v1/media/libraries?created_after=${today}&created_before=${today}`);
     expect(day.body.meta.pagination.total).toBe(5);
+    // Past year 9999 in UTC (an offset behind it): every library was made before it, none after.
+    const lastHour = encodeURIComponent("9999-12-31T23:00:00-01:00");
+    const beforeFar = await t.request("GET", `/v1/media/libraries?created_before=${lastHour}`);
+    expect(beforeFar.status).toBe(200);
+    const everyLibrary = await t.request("GET", "/v1/media/libraries");
+    expect(beforeFar.body.meta.pagination.total).toBe(everyLibrary.body.meta.pagination.total);
+    const afterFar = await t.request("GET", `/v1/media/libraries?created_after=${lastHour}`);
+    expect(afterFar.status).toBe(200);
+    expect(afterFar.body.meta.pagination.total).toBe(0);
 
     const bad = await t.request(
       "GET",

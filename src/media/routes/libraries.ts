@@ -18,6 +18,7 @@ const tags = ["media: libraries"];
 
 const DAY = /^\d{4}-\d{2}-\d{2}$/;
 const EARLIEST = Date.parse("0001-01-01T00:00:00.000Z");
+const LATEST = Date.parse("9999-12-31T23:59:59.999Z");
 
 /** A filter bound as stored text; a whole day counts from its first to its last millisecond. */
 function timeBound(field: string, value: string | undefined, end: boolean): string | undefined {
@@ -30,8 +31,9 @@ function timeBound(field: string, value: string | undefined, end: boolean): stri
   // milliseconds begins at the next one, or a resource made before it would match.
   const finer = /\.\d{3}(\d+)/.exec(text)?.[1] ?? "";
   const start = !end && /[1-9]/.test(finer) ? time + 1 : time;
-  // Year 0 is valid ISO 8601 but out of PostgreSQL's range; nothing was created before year 1.
-  return new Date(Math.max(start, EARLIEST)).toISOString();
+  // Year 0 is valid ISO 8601 but out of PostgreSQL's range; nothing was created before year 1. Past
+  // year 9999 the ISO form gains a sign ("+010000-...") that neither store compares as a time.
+  return new Date(Math.min(Math.max(start, EARLIEST), LATEST)).toISOString();
 }
 
 export const libraryRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async (app, { media, config }) => {
