@@ -265,9 +265,29 @@ function addressRanges(env: Env, name: string): string[] {
 
 const SLUG = /^[a-z0-9][a-z0-9-]{0,62}$/;
 
+/** The RFC 5737 documentation ranges, then /24s of the RFC 2544 benchmarking range 198.18.0.0/15. */
+const DOCUMENTATION_POOLS = ["203.0.113.0/24", "198.51.100.0/24", "192.0.2.0/24"];
+
+function defaultPublicPool(index: number): string {
+  const next = index - DOCUMENTATION_POOLS.length;
+  return DOCUMENTATION_POOLS[index] ?? `198.${18 + Math.floor(next / 256)}.${next % 256}.0/24`;
+}
+
+function cidrsOverlap(a: string, b: string): boolean {
+  try {
+    const [first, firstBits] = ipaddr.parseCIDR(a.trim());
+    const [second, secondBits] = ipaddr.parseCIDR(b.trim());
+    return (
+      first.kind() === second.kind() && (first.match(second, secondBits) || second.match(first, firstBits))
+    );
+  } catch {
+    return false; // a malformed pool is refused with its own message when the locations are built
+  }
+}
+
 function locations(env: Env): Location[] {
   const slugs = list(env, "CUMULO_LOCATIONS", ["local-1"]);
-  return slugs.map((slug, index) => {
+  const configured = slugs.map((slug, index) => {
     if (!SLUG.test(slug)) throw new ConfigError("CUMULO_LOCATIONS", `has an invalid slug "${slug}"`);
     const key = slug.toUpperCase().replace(/-/g, "_");
     return {
@@ -275,11 +295,23 @@ function locations(env: Env): Location[] {
       displayName: env[`CUMULO_LOCATION_${key}_NAME`] ?? `Local ${index + 1}`,
       description: env[`CUMULO_LOCATION_${key}_DESCRIPTION`] ?? "Simulated location on this Cumulo node",
       countryCode: env[`CUMULO_LOCATION_${key}_COUNTRY`] ?? "ZZ",
-      publicPool:
-        env[`CUMULO_LOCATION_${key}_PUBLIC_POOL`] ?? (index === 0 ? "203.0.113.0/24" : `198.51.100.0/24`),
+      publicPool: env[`CUMULO_LOCATION_${key}_PUBLIC_POOL`] ?? defaultPublicPool(index),
       privatePool: env[`CUMULO_LOCATION_${key}_PRIVATE_POOL`] ?? `10.${index}.0.0/16`,
     };
   });
+  // A public address names one floating IP across the platform, whatever its location.
+  for (const [index, location] of configured.entries()) {
+    const earlier = configured
+      .slice(0, index)
+      .find((other) => cidrsOverlap(other.publicPool, location.publicPool));
+    if (earlier) {
+      throw new ConfigError(
+        `CUMULO_LOCATION_${location.slug.toUpperCase().replace(/-/g, "_")}_PUBLIC_POOL`,
+        `is ${location.publicPool}, which overlaps ${earlier.slug}'s public pool ${earlier.publicPool}`,
+      );
+    }
+  }
+  return configured;
 }
 
 const BUCKET = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;

@@ -67,6 +67,32 @@ describe("configuration", () => {
     expect(() => loadConfig({ CUMULO_RATE_LIMIT: "5/99999999999h" })).toThrow("CUMULO_RATE_LIMIT");
   });
 
+  it("gives every location a public pool of its own, and refuses pools that overlap", () => {
+    const pools = loadConfig({ CUMULO_LOCATIONS: "a,b,c,d,e" }).locations.map(
+      (location) => location.publicPool,
+    );
+    // The third and later locations shared the second's pool: one address, two floating IPs.
+    expect(pools).toEqual([
+      "203.0.113.0/24",
+      "198.51.100.0/24",
+      "192.0.2.0/24",
+      "198.18.0.0/24",
+      "198.18.1.0/24",
+    ]);
+    expect(() =>
+      loadConfig({
+        CUMULO_LOCATIONS: "eu-1,us-1",
+        CUMULO_LOCATION_EU_1_PUBLIC_POOL: "198.51.0.0/16",
+        CUMULO_LOCATION_US_1_PUBLIC_POOL: "198.51.100.0/24",
+      }),
+    ).toThrow(
+      "CUMULO_LOCATION_US_1_PUBLIC_POOL is 198.51.100.0/24, which overlaps eu-1's public pool 198.51.0.0/16",
+    );
+    expect(() =>
+      loadConfig({ CUMULO_LOCATIONS: "eu-1,us-1", CUMULO_LOCATION_US_1_PUBLIC_POOL: "203.0.113.128/25" }),
+    ).toThrow(ConfigError);
+  });
+
   it("refuses waits longer than Node's timers can measure, and sizes past a safe integer", () => {
     // A timer longer than 2^31 - 1 ms fires after 1 ms: a 3e9 ms poll would poll without pause.
     for (const name of [
