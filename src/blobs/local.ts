@@ -60,6 +60,9 @@ export class LocalBlobStore implements BlobStore {
 
   async put(key: string, body: Readable, options: { maxBytes: number }): Promise<StoredBlob> {
     const target = this.#path(key);
+    // The body may fail while the folder is made, before `pipeline` listens: an error event nobody
+    // listens to ends the process. `pipeline` still sees the stream's error and rejects.
+    body.on("error", () => undefined);
     await mkdir(this.#tmp, { recursive: true });
     const temp = join(this.#tmp, randomUUID());
     const limit = new SizeLimit(options.maxBytes);

@@ -72,6 +72,9 @@ export class S3BlobStore implements BlobStore {
 
   async put(key: string, body: Readable, options: { maxBytes: number }): Promise<StoredBlob> {
     assertBlobKey(key);
+    // The body may fail while the SDK loads, before `pipeline` listens: an error event nobody
+    // listens to ends the process. `pipeline` still sees the stream's error and rejects.
+    body.on("error", () => undefined);
     const { storage, client } = await this.#sdk;
     const limit = new SizeLimit(options.maxBytes);
     // A source error or the size limit destroys `limit`, which fails the upload and aborts its parts.

@@ -28,6 +28,7 @@ describe("slow and broken clients on both listeners", () => {
         CUMULO_REQUEST_TIMEOUT_MS: "1200",
         CUMULO_KEEP_ALIVE_TIMEOUT_MS: "300",
         CUMULO_MAX_HEADER_BYTES: "4096",
+        CUMULO_MAX_CONCURRENT_UPLOADS: "1000",
       },
       { logger },
     );
@@ -230,6 +231,29 @@ describe("slow and broken clients on both listeners", () => {
     await new Promise((resolve) => setTimeout(resolve, 300));
     const after = await t.request("GET", `/v1/media/libraries/${library.id}/videos/${video.id}`);
     expect(after.body.data.status).toBe(video.status);
+    expect(errorLines(lines)).toEqual([]);
+  });
+
+  it("survives bursts of raw uploads whose clients hang up within milliseconds", async () => {
+    const library = await createLibrary(t);
+    const video = await createVideo(t, library.id);
+    const hangUp = async (afterMs: number) => {
+      const connection = await RawConnection.open(t.baseUrl);
+      connection.write(
+        `PUT /v1/media/libraries/${library.id}/videos/${video.id}/source HTTP/1.1\r\nHost: localhost\r\n` +
+          `Authorization: Bearer ${t.adminKey}\r\nContent-Type: video/mp4\r\nContent-Length: 1000000\r\n\r\n`,
+      );
+      connection.write(Buffer.alloc(16_384, 1));
+      await new Promise((resolve) => setTimeout(resolve, afterMs));
+      connection.close();
+    };
+    // A hang-up while the blob store made its folder, before it read the body, was an error event
+    // nobody listened to: it ended the process.
+    for (let burst = 0; burst < 15; burst++) {
+      await Promise.all(Array.from({ length: 20 }, (_, index) => hangUp(index % 6)));
+    }
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(await healthy(t.baseUrl)).toBe(200);
     expect(errorLines(lines)).toEqual([]);
   });
 

@@ -23,6 +23,9 @@ const rawBodies = new WeakMap<FastifyRequest, IncomingMessage>();
 /** Streams a raw body into the blob store, stopping at `maxBytes`; the request is drained on failure. */
 async function receiveRaw(raw: IncomingMessage, blobs: BlobStore, key: string, maxBytes: number) {
   const pass = new PassThrough();
+  // The store reads `pass` from its own point on (after creating its folder, say): a hang-up before
+  // then would be an error event nobody listens to, which ends the process. It fails the put anyway.
+  pass.on("error", () => undefined);
   let hungUp = false;
   // Once the whole body has arrived, the connection ending (the parser refusing a request sent after
   // it, say) no longer concerns the upload: the request's late "aborted" error is not passed on.
