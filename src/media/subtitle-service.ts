@@ -96,7 +96,9 @@ export class SubtitleService {
         deleted_at: null,
       };
       return this.deps.transact(async (trx) => {
-        if (!(await this.deps.videos.find(video.library_id, video.id, trx))) return { outcome: "not_found" };
+        // Locked: a deletion of the video waits, or has happened (found missing, never a 500 from
+        // the subtitle's reference to a row deleted meanwhile).
+        if (!(await this.deps.videos.lock(trx, video.library_id, video.id))) return { outcome: "not_found" };
         await this.deps.videos.insertSubtitle(trx, subtitle);
         return { outcome: "created", subtitle };
       });

@@ -67,7 +67,8 @@ export class ThumbnailService {
     }
     const now = nowIso(clock);
     const saved = await transact(async (trx) => {
-      const current = await videos.find(video.library_id, video.id, trx);
+      // Locked: a deletion of the video waits, or has happened and it is not found.
+      const current = await videos.lock(trx, video.library_id, video.id);
       if (!current) return undefined;
       const previous = await videos.thumbnailsOf(trx, video.id);
       await videos.deleteThumbnails(

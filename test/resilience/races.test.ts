@@ -134,6 +134,32 @@ describe("concurrent changes of one resource", () => {
     await waitUntil(() => readdirSync(folder).length === 0, 5_000, "no subtitle file left");
   });
 
+  it("adds a subtitle and a thumbnail to a video while it is deleted: 201/200 or 404, never 500", async () => {
+    const library = (await createLibrary(t)).id;
+    const png = Buffer.from(
+      "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==",
+      "base64",
+    );
+    for (let round = 0; round < ROUNDS * 2; round++) {
+      const video = (await createVideo(t, library)).id;
+      const base = `/v1/media/libraries/${library}/videos/${video}`;
+      const subtitle = new FormData();
+      subtitle.set("title", "English");
+      subtitle.set("language", "en");
+      subtitle.set("file", new Blob(["WEBVTT\n\n00:00:00.000 --> 00:00:01.000\nhi\n"]), "s.vtt");
+      const thumbnail = new FormData();
+      thumbnail.set("file", new Blob([png]), "t.png");
+      const [added, pictured, deleted] = await Promise.all([
+        t.request("POST", `${base}/subtitles`, { body: subtitle }),
+        t.request("POST", `${base}/thumbnails`, { body: thumbnail }),
+        t.request("DELETE", base),
+      ]);
+      expectOnly([added], [201, 404]);
+      expectOnly([pictured], [200, 404]);
+      expectOnly([deleted], [200]);
+    }
+  });
+
   it("deletes a webhook endpoint while a test and a retry of it are asked for: 202 or 404, never 500", async () => {
     const library = (await createLibrary(t)).id;
     for (let round = 0; round < ROUNDS; round++) {
