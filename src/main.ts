@@ -322,6 +322,10 @@ export function buildCli(): Command {
           );
         case "not_a_backup":
           throw new CliError(`--from ${from} is not a complete backup (no manifest.json or cumulo.sqlite)`);
+        case "newer_version":
+          throw new CliError(
+            `--from ${from} was taken from Cumulo ${result.version}, whose store has migrations this version does not know (${result.migrations.join(", ")}); restore it with that version or a newer one`,
+          );
       }
     });
 

@@ -4,6 +4,7 @@ import SqliteDatabase from "better-sqlite3";
 import { SECRET_KEY_FILE } from "../cloud/secrets.ts";
 import type { Config } from "../config.ts";
 import { makeDirectories } from "../directories.ts";
+import { allMigrations } from "../store/migrations/index.ts";
 import { API_VERSION } from "../version.ts";
 
 const DATABASE_FILE = "cumulo.sqlite";
@@ -11,6 +12,8 @@ const BLOBS_DIR = "blobs";
 const MANIFEST_FILE = "manifest.json";
 /** Uploads in progress; never named by a committed row. */
 const BLOB_TEMP_DIR = ".tmp";
+/** The most pages better-sqlite3 lets one backup step copy. */
+const ALL_PAGES = 0x7fffffff;
 
 export interface BackupManifest {
   format: 1;
@@ -38,7 +41,9 @@ export type RestoreOutcome =
   | { outcome: "restored"; manifest: BackupManifest }
   | { outcome: "postgres" }
   | { outcome: "data_dir_not_empty" }
-  | { outcome: "not_a_backup" };
+  | { outcome: "not_a_backup" }
+  /** Taken from a store that a newer Cumulo migrated (migrations this one does not know). */
+  | { outcome: "newer_version"; migrations: string[]; version: string };
 
 async function isEmptyDir(path: string): Promise<boolean> {
   try {
@@ -96,8 +101,11 @@ export async function backup(config: Config, target: string): Promise<BackupOutc
 
   const live = new SqliteDatabase(source, { fileMustExist: true });
   try {
-    // The backup API copies a consistent snapshot page by page while the server keeps writing.
-    await live.backup(join(target, DATABASE_FILE));
+    // A consistent snapshot while the server keeps writing, in one step: SQLite starts a backup
+    // made in steps over whenever another connection commits between two of them, so on a store
+    // larger than a few commits' interval (edge flushes every 2 s, job heartbeats) it never ended.
+    // One step holds a read snapshot, which in WAL mode keeps no writer waiting.
+    await live.backup(join(target, DATABASE_FILE), { progress: () => ALL_PAGES });
   } finally {
     live.close();
   }
@@ -154,6 +162,11 @@ export async function restore(config: Config, from: string): Promise<RestoreOutc
     return { outcome: "not_a_backup" };
   }
   if (manifest.format !== 1 || !(await exists(join(from, DATABASE_FILE)))) return { outcome: "not_a_backup" };
+  // A store a newer Cumulo migrated: this one would refuse to start on it after the restore.
+  const known = allMigrations("sqlite");
+  const unknown = (manifest.migrations ?? []).filter((name) => !(name in known));
+  if (unknown.length > 0)
+    return { outcome: "newer_version", migrations: unknown, version: manifest.cumulo_version };
   if (!(await isEmptyDir(config.dataDir))) return { outcome: "data_dir_not_empty" };
 
   makeDirectories(config.dataDir);

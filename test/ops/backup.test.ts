@@ -1,5 +1,6 @@
 import {
   existsSync,
+  mkdirSync,
   mkdtempSync,
   readdirSync,
   readFileSync,
@@ -9,7 +10,10 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
+import SqliteDatabase from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadConfig } from "../../src/config.ts";
+import { backup } from "../../src/ops/backup.ts";
 import { createLibrary, createVideo } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { runCli } from "../support/cli.ts";
@@ -238,6 +242,19 @@ describe.skipIf(testStoreKind() === "postgres")(
       });
       expect(notBackup.code).not.toBe(0);
       expect(notBackup.stderr).toMatch(/is not a complete backup/);
+
+      // From a newer Cumulo: refused before anything is copied (the server would not start on it).
+      const manifestFile = join(target, "manifest.json");
+      const manifest = JSON.parse(readFileSync(manifestFile, "utf8"));
+      writeFileSync(
+        manifestFile,
+        JSON.stringify({ ...manifest, migrations: [...manifest.migrations, "0900-future"] }),
+      );
+      const newerInto = join(tempDir(), "d");
+      const newer = await runCli(["restore", "--from", target], { CUMULO_DATA_DIR: newerInto });
+      expect(newer.code).not.toBe(0);
+      expect(newer.stderr).toMatch(/migrations this version does not know \(0900-future\)/);
+      expect(existsSync(join(newerInto, "cumulo.sqlite"))).toBe(false);
     });
   },
 );
@@ -255,3 +272,47 @@ it("cumulo backup refuses on PostgreSQL and points to the documented procedure",
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+// The store in the process's own SQLite file, without a server: what matters is another connection
+// committing while the copy runs.
+it.runIf(testStoreKind() === "sqlite")(
+  "finishes a backup of a store of many pages while another connection commits all the time",
+  { timeout: 60_000 },
+  async () => {
+    const dir = mkdtempSync(join(tmpdir(), "cumulo-backup-"));
+    const dataDir = join(dir, "data");
+    mkdirSync(dataDir);
+    const file = join(dataDir, "cumulo.sqlite");
+    const writer = new SqliteDatabase(file);
+    try {
+      writer.pragma("journal_mode = WAL");
+      writer.exec("CREATE TABLE kysely_migration (name TEXT PRIMARY KEY)");
+      writer.exec("INSERT INTO kysely_migration VALUES ('0001-identity')");
+      writer.exec("CREATE TABLE filler (id INTEGER PRIMARY KEY, data BLOB)");
+      const insert = writer.prepare("INSERT INTO filler (data) VALUES (?)");
+      // About 20 MB: some 5,000 pages, 50 steps of the backup API's default 100 pages.
+      writer.transaction(() => {
+        for (let row = 0; row < 5_000; row++) insert.run(Buffer.alloc(4_000, row % 256));
+      })();
+      // A commit between every two steps, as a busy server's flushes and heartbeats make.
+      const tick = writer.prepare("UPDATE filler SET data = ? WHERE id = 1");
+      let writing = true;
+      const commits = (async () => {
+        for (let n = 0; writing; n++) {
+          tick.run(Buffer.alloc(4_000, n % 256));
+          await new Promise((resolve) => setImmediate(resolve));
+        }
+      })();
+      const outcome = await Promise.race([
+        backup(loadConfig({ CUMULO_DATA_DIR: dataDir }), join(dir, "backup")),
+        new Promise((resolve) => setTimeout(() => resolve({ outcome: "still copying after 20 s" }), 20_000)),
+      ]);
+      writing = false;
+      await commits;
+      expect(outcome).toMatchObject({ outcome: "backed_up", manifest: { migrations: ["0001-identity"] } });
+    } finally {
+      writer.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+);
