@@ -16,6 +16,11 @@ import { openStore, type Store } from "./store/database.ts";
 export interface StartOptions {
   logger?: FastifyBaseLogger;
   clock?: Clock;
+  /**
+   * Told the admin key a first start generated as soon as it is stored: it is shown even when the
+   * start fails later (a port in use), after which the store is no longer empty and none is made.
+   */
+  onGeneratedKey?: (key: string) => void;
 }
 
 export const createLogger = (config: Config): FastifyBaseLogger =>

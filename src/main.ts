@@ -86,18 +86,21 @@ function seeded(outcome: SeedOutcome): unknown {
 
 async function serve(config: Config, seed?: SeedBody): Promise<void> {
   const { startCumulo } = await import("./roles.ts");
-  const running = await startCumulo(config);
-  if (running.generatedKey) {
+  // Shown as soon as it is stored: a start that fails afterwards (a port in use) must not lose it.
+  const showKey = (key: string) =>
     process.stdout.write(
       [
         "",
         "Cumulo created the default organization. Its admin API key is shown this once:",
         "",
-        `    ${running.generatedKey}`,
-        "",
-        `Try: curl -H "Authorization: Bearer ${running.generatedKey}" ${running.apiUrl ?? ""}/v1/livestream/health`,
+        `    ${key}`,
         "",
       ].join("\n"),
+    );
+  const running = await startCumulo(config, { onGeneratedKey: showKey });
+  if (running.generatedKey && running.apiUrl) {
+    process.stdout.write(
+      `Try: curl -H "Authorization: Bearer ${running.generatedKey}" ${running.apiUrl}/v1/livestream/health\n\n`,
     );
   }
   if (running.apiUrl)

@@ -50,6 +50,7 @@ export async function startCumulo(given: Config, options: StartOptions = {}): Pr
   const deps = await openCore(config, options);
   const services = createServices(deps);
   const { generatedKey } = await services.identity.ensureBootstrap(config.bootstrapApiKey);
+  if (generatedKey) options.onGeneratedKey?.(generatedKey);
   deps.metrics.observe({
     clock: deps.clock,
     jobKinds: services.jobHandlers.map((handler) => handler.kind),

@@ -1,6 +1,11 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { type AddressInfo, createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { runCli } from "../support/cli.ts";
+import { testStoreKind } from "../support/store.ts";
 
 // Each case runs the real binary several times (one case fourteen), each start compiling TypeScript:
 // on a loaded machine that alone can pass the suite's default 20 s, so the bound here is wider.
@@ -147,3 +152,38 @@ describe("cumulo CLI", { timeout: 180_000 }, () => {
     expect(JSON.parse(openapi.stdout).openapi).toBe("3.1.0");
   });
 });
+
+// A fresh SQLite data dir of its own; the store kind does not matter to what is printed when.
+it.runIf(testStoreKind() === "sqlite")(
+  "shows the generated admin key even when the first start fails after storing it",
+  { timeout: 120_000 },
+  async () => {
+    const dir = mkdtempSync(join(tmpdir(), "cumulo-first-start-"));
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
+    try {
+      const { port } = taken.address() as AddressInfo;
+      const failed = await runCli(["serve"], {
+        CUMULO_DATA_DIR: join(dir, "data"),
+        PORT: String(port),
+        HOST: "127.0.0.1",
+        CUMULO_EDGE_PORT: "off",
+        CUMULO_BOOTSTRAP_API_KEY: undefined,
+        DATABASE_URL: undefined,
+        REDIS_URL: undefined,
+      });
+      expect(failed.code).not.toBe(0);
+      // The store now holds the organization and its key: a later start makes none and shows none.
+      const key = /^ {4}(cmk_\S+)$/m.exec(failed.stdout)?.[1];
+      expect(key, failed.stdout + failed.stderr).toMatch(/^cmk_[A-Za-z0-9_-]{43}$/);
+      const store = { CUMULO_DATA_DIR: join(dir, "data"), DATABASE_URL: undefined };
+      const [organization] = JSON.parse((await runCli(["orgs", "list"], store)).stdout);
+      const keys = await runCli(["keys", "list", "--org", organization.id], store);
+      expect(keys.code, keys.stderr).toBe(0);
+      expect(JSON.parse(keys.stdout)).toHaveLength(1);
+    } finally {
+      taken.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  },
+);
