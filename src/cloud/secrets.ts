@@ -71,7 +71,14 @@ export class SecretBox {
     const decipher = createDecipheriv("aes-256-gcm", this.key, raw.subarray(0, 12));
     decipher.setAAD(Buffer.from(context));
     decipher.setAuthTag(raw.subarray(12, 28));
-    return Buffer.concat([decipher.update(raw.subarray(28)), decipher.final()]).toString("utf8");
+    try {
+      return Buffer.concat([decipher.update(raw.subarray(28)), decipher.final()]).toString("utf8");
+    } catch {
+      // Node's own words ("unable to authenticate data") say nothing an operator can act on.
+      throw new Error(
+        "a stored secret could not be decrypted: the secret key (CUMULO_SECRET_KEY, else <data dir>/cloud-secret.key) is not the one it was stored with (docs/operations.md, Backups)",
+      );
+    }
   }
 }
 
