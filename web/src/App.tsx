@@ -1,5 +1,6 @@
-import { lazy, type ReactNode, Suspense } from "react";
+import { lazy, type ReactNode, Suspense, useEffect } from "react";
 import { BrowserRouter, Navigate, Route, Routes, useLocation } from "react-router";
+import { messageOf } from "./api.ts";
 import { Layout } from "./components/Layout.tsx";
 import { Loading } from "./components/States.tsx";
 import { InvitePage } from "./pages/invite/InvitePage.tsx";
@@ -33,8 +34,11 @@ const NotFoundPage = lazy(() =>
 );
 
 function RequireSession({ children }: { children: ReactNode }) {
-  const { session, ended } = useSession();
+  const { session, ended, checkError, recheck } = useSession();
   const location = useLocation();
+  if (session === undefined && checkError !== undefined) {
+    return <SessionCheckFailed error={checkError} onRetry={recheck} />;
+  }
   if (session === undefined) return <Loading what="Checking your session" />;
   if (session === null) {
     // The whole address (query and fragment too) is where sign-in returns to.
@@ -42,6 +46,27 @@ function RequireSession({ children }: { children: ReactNode }) {
     return <Navigate to="/sign-in" replace state={{ from, ended }} />;
   }
   return children;
+}
+
+/** The session check failed for another reason than a 401: nobody knows yet whether one is signed in. */
+function SessionCheckFailed({ error, onRetry }: { error: unknown; onRetry: () => void }) {
+  useEffect(() => {
+    document.title = "Cumulo console";
+  }, []);
+  return (
+    <main id="main" className="sign-in">
+      <div className="card">
+        <h1>Cumulo console</h1>
+        <div className="state state-error" role="alert" data-session-check-failed>
+          <p>The console could not check whether you are signed in.</p>
+          <p>{messageOf(error)}</p>
+          <button type="button" className="primary" onClick={onRetry}>
+            Try again
+          </button>
+        </div>
+      </div>
+    </main>
+  );
 }
 
 export function App() {

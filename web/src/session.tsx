@@ -21,6 +21,13 @@ interface SessionState {
   session: ConsoleSession | null | undefined;
   /** True once the API refused the session of this tab (it ended elsewhere); false after a sign-in. */
   ended: boolean;
+  /**
+   * Why the first check could not tell whether anyone is signed in (the server unreachable, a 503 or
+   * a 429): only a 401 means signed out. `session` stays `undefined` meanwhile.
+   */
+  checkError: unknown;
+  /** Runs the session check again after `checkError`. */
+  recheck(): void;
   signIn(email: string, password: string): Promise<void>;
   signOut(): Promise<void>;
   /** Sets the password of an invited user and signs them in. */
@@ -41,12 +48,36 @@ function remember(session: ConsoleSession | null) {
 export function SessionProvider({ children }: { children: ReactNode }) {
   const [session, setSession] = useState<ConsoleSession | null | undefined>(undefined);
   const [ended, setEnded] = useState(false);
+  const [checkError, setCheckError] = useState<unknown>();
+  const [checkRound, setCheckRound] = useState(0);
 
+  // biome-ignore lint/correctness/useExhaustiveDependencies: `checkRound` is the trigger of a recheck
   useEffect(() => {
+    let current = true;
     call(api.GET("/v1/console/session")).then(
-      (body) => setSession(remember(body.data)),
-      () => setSession(remember(null)),
+      (body) => {
+        if (!current) return;
+        setCheckError(undefined);
+        setSession(remember(body.data));
+      },
+      (error: unknown) => {
+        if (!current) return;
+        // Only the API's 401 says nobody is signed in; anything else says nothing about the session.
+        if (error instanceof ApiFailure && error.status === 401) {
+          setCheckError(undefined);
+          setSession(remember(null));
+        } else {
+          setCheckError(error);
+        }
+      },
     );
+    return () => {
+      current = false;
+    };
+  }, [checkRound]);
+  const recheck = useCallback(() => {
+    setCheckError(undefined);
+    setCheckRound((round) => round + 1);
   }, []);
 
   // Any 401 while signed in means the session is gone: the pages lead to sign-in (RequireSession).
@@ -64,6 +95,7 @@ export function SessionProvider({ children }: { children: ReactNode }) {
   const signIn = useCallback(async (email: string, password: string) => {
     const body = await call(api.POST("/v1/console/session", { body: { email, password } }));
     setEnded(false);
+    setCheckError(undefined);
     setSession(remember(body.data));
   }, []);
 
@@ -98,13 +130,15 @@ export function SessionProvider({ children }: { children: ReactNode }) {
     () => ({
       session,
       ended,
+      checkError,
+      recheck,
       signIn,
       signOut,
       acceptInvitation,
       changePassword,
       readOnly: session?.user.read_only ?? true,
     }),
-    [session, ended, signIn, signOut, acceptInvitation, changePassword],
+    [session, ended, checkError, recheck, signIn, signOut, acceptInvitation, changePassword],
   );
   return <SessionContext.Provider value={value}>{children}</SessionContext.Provider>;
 }

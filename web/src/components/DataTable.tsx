@@ -67,7 +67,7 @@ export function DataTable<Row>({ caption, columns, rows, rowKey, paging }: DataT
               {columns.map((column) =>
                 column.rowHeader ? (
                   <th key={column.header} scope="row">
-                    {column.cell(row)}
+                    <span className="cell-name">{column.cell(row)}</span>
                   </th>
                 ) : (
                   <td key={column.header} className={cellClass(column)}>

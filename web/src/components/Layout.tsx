@@ -1,8 +1,10 @@
-import { type ReactNode, useEffect, useState } from "react";
+import { type ReactNode, Suspense, useEffect, useRef, useState } from "react";
 import { NavLink, Outlet, useLocation, useNavigate } from "react-router";
 import { messageOf } from "../api.ts";
 import { useSession, useSignedIn } from "../session.tsx";
 import { LivestreamHealth } from "./LivestreamHealth.tsx";
+import { PageErrorBoundary } from "./PageErrorBoundary.tsx";
+import { Loading } from "./States.tsx";
 
 export const NAVIGATION = [
   { to: "/keys", label: "API keys" },
@@ -24,6 +26,18 @@ export function Layout() {
   // A phone's menu closes once a page is chosen.
   // biome-ignore lint/correctness/useExhaustiveDependencies: runs on navigation by design
   useEffect(() => setMenuOpen(false), [location.pathname]);
+  // Escape closes the open menu and puts the focus back on its button.
+  const menuButton = useRef<HTMLButtonElement>(null);
+  useEffect(() => {
+    if (!menuOpen) return;
+    const onKey = (event: KeyboardEvent) => {
+      if (event.key !== "Escape" || event.defaultPrevented) return;
+      setMenuOpen(false);
+      menuButton.current?.focus();
+    };
+    document.addEventListener("keydown", onKey);
+    return () => document.removeEventListener("keydown", onKey);
+  }, [menuOpen]);
 
   return (
     <div className="frame">
@@ -32,6 +46,7 @@ export function Layout() {
       </a>
       <header className="topbar">
         <button
+          ref={menuButton}
           type="button"
           className="menu-button"
           aria-expanded={menuOpen}
@@ -80,7 +95,12 @@ export function Layout() {
         </ul>
       </nav>
       <main id="main" tabIndex={-1}>
-        <Outlet />
+        {/* A page that cannot be loaded or drawn fails inside the frame, not the whole console. */}
+        <PageErrorBoundary resetKey={location.pathname}>
+          <Suspense fallback={<Loading />}>
+            <Outlet />
+          </Suspense>
+        </PageErrorBoundary>
       </main>
     </div>
   );

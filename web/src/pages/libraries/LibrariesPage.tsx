@@ -1,4 +1,4 @@
-import { type FormEvent, useState } from "react";
+import { type FormEvent, useEffect, useState } from "react";
 import { Link, useSearchParams } from "react-router";
 import { api, call } from "../../api.ts";
 import { type Column, DataTable, pagingOf } from "../../components/DataTable.tsx";
@@ -30,16 +30,20 @@ export function LibrariesPage() {
   const [params, setParams] = useSearchParams();
   const { search, privacy, page } = filtersOf(params);
   // Filters replace the address (typing is not a history entry each key); a new filter starts at page 1.
-  const setFilters = (next: { search?: string; privacy?: Privacy | ""; page?: number }) => {
+  const setFilters = (
+    next: { search?: string; privacy?: Privacy | ""; page?: number },
+    { replace = true }: { replace?: boolean } = {},
+  ) => {
     // From the address as it is now: two changes before the next render must not undo each other.
     const values = { ...filtersOf(new URLSearchParams(window.location.search)), page: 1, ...next };
     const updated = new URLSearchParams();
     if (values.search) updated.set("search", values.search);
     if (values.privacy) updated.set("privacy", values.privacy);
     if (values.page > 1) updated.set("page", String(values.page));
-    setParams(updated, { replace: true });
+    setParams(updated, { replace });
   };
-  const setPage = (next: number) => setFilters({ page: next });
+  // Turning a page is a history entry: Back returns to the page before.
+  const setPage = (next: number) => setFilters({ page: next }, { replace: false });
   const [creating, setCreating] = useState(false);
   const [editing, setEditing] = useState<Library>();
   const [deleting, setDeleting] = useState<Library>();
@@ -60,6 +64,20 @@ export function LibrariesPage() {
       ),
     `${page}|${search}|${privacy}`,
   );
+
+  // A page past the end (its last library deleted, or an old link's `?page=99`) while libraries
+  // match: the address is replaced by the last page that has rows.
+  const lastPage = libraries.data?.meta.pagination.total_pages ?? 1;
+  const pastEnd =
+    libraries.state === "ready" &&
+    libraries.data.meta.pagination.page === page &&
+    libraries.data.data.length === 0 &&
+    libraries.data.meta.pagination.total > 0 &&
+    page > 1;
+  // biome-ignore lint/correctness/useExhaustiveDependencies: runs when an answer says the page is past the end
+  useEffect(() => {
+    if (pastEnd) setFilters({ search, privacy, page: Math.max(1, Math.min(lastPage, page - 1)) });
+  }, [pastEnd]);
 
   const columns: Column<Library>[] = [
     {
@@ -138,7 +156,9 @@ export function LibrariesPage() {
       </form>
       {libraries.state === "loading" && <Loading what="Loading libraries" />}
       {libraries.state === "error" && <ErrorState error={libraries.error} onRetry={libraries.reload} />}
+      {pastEnd && <Loading what="Going to the last page" />}
       {libraries.state === "ready" &&
+        !pastEnd &&
         (libraries.data.data.length === 0 ? (
           <Empty>
             <p>{search || privacy ? "No library matches these filters." : "No libraries yet."}</p>

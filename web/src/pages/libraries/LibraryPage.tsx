@@ -51,6 +51,7 @@ export function LibraryPage() {
           <section className="panel" aria-labelledby="upload-title">
             <h2 id="upload-title">Upload a video</h2>
             <UploadForm
+              key={data.id}
               libraryId={data.id}
               folderId={folderId}
               onUploaded={() => setVideosRound((n) => n + 1)}

@@ -1,10 +1,11 @@
-import { useEffect, useState } from "react";
+import { useCallback, useEffect, useState } from "react";
 import { aboutLine, api, call } from "../../api.ts";
 import { Field, FormError, OtherErrors } from "../../components/Field.tsx";
 import { ErrorState, Loading } from "../../components/States.tsx";
 import { submitting, useSubmit } from "../../form.ts";
 import { useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";
+import type { Security } from "./types.ts";
 
 type Action = "allow" | "deny";
 type VideoPrivacy = "public" | "private" | "restricted";
@@ -43,28 +44,35 @@ export function SecurityForm({ libraryId }: { libraryId: string }) {
   const [countries, setCountries] = useState<Rule>({ action: "deny", values: "", enabled: false });
   const [privacy, setPrivacy] = useState<string>("public");
   // The stored privacy can be a value this form cannot send back (a library's `unlisted`): it is
-  // shown as it is and sent only when changed.
-  const stored = security.data?.data.video_privacy;
+  // shown as it is and sent only when changed. "Stored" is what the server last answered: the
+  // settings read when the page opened, then the answer of each save.
+  const [stored, setStored] = useState<Security>();
   const [saved, setSaved] = useState(false);
-  useEffect(() => {
-    if (security.state !== "ready") return;
-    const { whitelist_referrers: r, blocked_countries: c, video_privacy } = security.data.data;
+  const show = useCallback((settings: Security) => {
+    const { whitelist_referrers: r, blocked_countries: c, video_privacy } = settings;
+    setStored(settings);
     setReferrers({ action: r.action, values: toLines(r.values), enabled: r.enabled });
     setCountries({ action: c.action, values: toLines(c.values), enabled: c.enabled });
     setPrivacy(video_privacy);
-  }, [security.state, security.data]);
+  }, []);
+  useEffect(() => {
+    if (security.state === "ready") show(security.data.data);
+  }, [security.state, security.data, show]);
+  const storedPrivacy = stored?.video_privacy;
   const { submit, busy, errors, formError } = useSubmit(async () => {
     setSaved(false);
-    await call(
+    const answer = await call(
       api.PUT("/v1/media/libraries/{libraryId}/security", {
         params: { path: { libraryId } },
         body: {
           referrers: { ...referrers, values: fromLines(referrers.values) },
           countries: { ...countries, values: fromLines(countries.values) },
-          ...(privacy !== stored ? { video_privacy: privacy as VideoPrivacy } : {}),
+          ...(privacy !== storedPrivacy ? { video_privacy: privacy as VideoPrivacy } : {}),
         },
       }),
     );
+    // What the form shows from now on is what the server saved, and the next save compares with it.
+    show(answer.data);
     setSaved(true);
   });
   if (security.state === "loading") return <Loading what="Loading security settings" />;
@@ -128,7 +136,9 @@ export function SecurityForm({ libraryId }: { libraryId: string }) {
             disabled={readOnly}
             onChange={(event) => setPrivacy(event.target.value)}
           >
-            {stored && !PRIVACY.includes(stored as VideoPrivacy) && <option value={stored}>{stored}</option>}
+            {storedPrivacy && !PRIVACY.includes(storedPrivacy as VideoPrivacy) && (
+              <option value={storedPrivacy}>{storedPrivacy}</option>
+            )}
             <option value="public">public</option>
             <option value="restricted">restricted</option>
             <option value="private">private (a playback token is needed)</option>

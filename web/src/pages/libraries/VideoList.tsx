@@ -1,4 +1,4 @@
-import { useState } from "react";
+import { useEffect, useState } from "react";
 import { Link } from "react-router";
 import { api, call } from "../../api.ts";
 import { type Column, DataTable, pagingOf } from "../../components/DataTable.tsx";
@@ -31,7 +31,10 @@ export function VideoList({
   folderId: string | null;
   round: number;
 }) {
-  const [page, setPage] = useState(1);
+  // The page belongs to the folder it was chosen in: another folder starts at its page 1.
+  const [paged, setPaged] = useState({ folderId, page: 1 });
+  const page = paged.folderId === folderId ? paged.page : 1;
+  const setPage = (next: number) => setPaged({ folderId, page: next });
   const [status, setStatus] = useState<Status | "">("");
   const videos = useLoad(
     () =>
@@ -50,6 +53,18 @@ export function VideoList({
       ),
     `${libraryId}|${folderId}|${page}|${status}|${round}`,
   );
+  // A page past the end (the last video of the last page deleted meanwhile) shows the last page instead.
+  const pastEnd =
+    videos.state === "ready" &&
+    videos.data.meta.pagination.page === page &&
+    videos.data.data.length === 0 &&
+    videos.data.meta.pagination.total > 0 &&
+    page > 1;
+  const lastPage = videos.data?.meta.pagination.total_pages ?? 1;
+  // biome-ignore lint/correctness/useExhaustiveDependencies: runs when an answer says the page is past the end
+  useEffect(() => {
+    if (pastEnd) setPage(Math.max(1, Math.min(lastPage, page - 1)));
+  }, [pastEnd]);
   const columns: Column<Video>[] = [
     {
       header: "Title",

@@ -36,7 +36,7 @@ export function SignInPage() {
         <h1 id="sign-in-title">Sign in to Cumulo</h1>
         {state?.ended && (
           <p className="warning" role="status">
-            Your session has ended (signed out or password changed elsewhere): sign in again.
+            Your session has ended. Sign in again.
           </p>
         )}
         <Field label="Email" name="email" error={errors.email}>
