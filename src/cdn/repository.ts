@@ -63,6 +63,15 @@ export class DistributionRepository {
       .executeTakeFirst();
   }
 
+  /** A library's own distribution. */
+  findByLibrary(libraryId: string) {
+    return this.db
+      .selectFrom("cdn_distributions")
+      .selectAll()
+      .where("library_id", "=", libraryId)
+      .executeTakeFirst();
+  }
+
   /** Every distribution of every organization, read a page at a time (start-up checks). */
   async *scanAll(pageSize = 1000) {
     let after: string | undefined;

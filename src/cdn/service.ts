@@ -4,7 +4,7 @@ import { type Clock, nowIso } from "../clock.ts";
 import type { Config } from "../config.ts";
 import type { FieldError } from "../http/errors.ts";
 import type { Page } from "../http/pagination.ts";
-import { timeOrderedUuid } from "../ids.ts";
+import { isUuid, timeOrderedUuid } from "../ids.ts";
 import { checkUrlTarget } from "../net/address-guard.ts";
 import { readJson, writeJson } from "../store/codec.ts";
 import { type Executor, type Transact, transactor } from "../store/transactions.ts";
@@ -285,7 +285,14 @@ export class CdnService {
    */
   async distributionForHost(hostname: string): Promise<DistributionRow | undefined> {
     if (!HOSTNAME.test(hostname)) return undefined;
-    return this.distributions.findByHostname(hostname);
+    const found = await this.distributions.findByHostname(hostname);
+    if (found) return found;
+    // A library's own name under the current media domain reaches it, also when its distribution was
+    // made under an earlier CUMULO_MEDIA_DOMAIN and keeps that name (which still answers too).
+    const libraryId = hostname.endsWith(`.${this.config.mediaDomain}`)
+      ? hostname.slice(0, -this.config.mediaDomain.length - 1)
+      : undefined;
+    return libraryId && isUuid(libraryId) ? this.distributions.findByLibrary(libraryId) : undefined;
   }
 
   /** The organization's distribution with this host name, if any (analytics filter). */

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { edgeRequest, edgeUrlOf } from "../cdn/support.ts";
-import { createLibrary, createVideo } from "../media/helpers.ts";
+import { createLibrary, createVideo, MISSING_ID } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { generateClip, testMediaTools } from "../support/media.ts";
 import { waitUntil } from "../support/wait.ts";
@@ -177,6 +177,33 @@ describe("video pipeline and playback", () => {
     );
     expect(segment.status).toBe(200);
   }, 60_000);
+
+  it("plays a library under a changed CUMULO_MEDIA_DOMAIN, and under the name it was made with", async () => {
+    // A second node on the same store, as after a restart with the new setting.
+    const renamed = await startTestApp(
+      { CUMULO_EDGE_PORT: "0", CUMULO_MEDIA_DOMAIN: "renamed.example" },
+      { store: t.store },
+    );
+    try {
+      const video = await renamed.request("GET", videoPath(libraryId, videoId));
+      const newName = `${libraryId}.renamed.example`;
+      expect(video.body.data.manifest_url).toContain(`/${newName}/${videoId}/playlist.m3u8`);
+      const renamedEdge = edgeUrlOf(renamed);
+      for (const name of [newName, hostname()]) {
+        const manifest = await edgeRequest(renamedEdge, `/${name}/${videoId}/playlist.m3u8`);
+        expect(manifest.status, name).toBe(200);
+        expect(manifest.text).toContain("#EXTM3U");
+      }
+      // Host-style too; a name under the domain that is no library's names nothing.
+      expect((await edgeRequest(renamedEdge, `/${videoId}/playlist.m3u8`, { host: newName })).status).toBe(
+        200,
+      );
+      const stranger = `${MISSING_ID}.renamed.example`;
+      expect((await edgeRequest(renamedEdge, `/${stranger}/${videoId}/playlist.m3u8`)).status).toBe(404);
+    } finally {
+      await renamed.close();
+    }
+  });
 
   it("gives a truncated source the duration it plays for, not the one its header names", async () => {
     const whole = await generateClip(work, { seconds: 10, width: 320, height: 180 });

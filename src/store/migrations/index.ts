@@ -17,6 +17,7 @@ import { cdnPurgesTrafficMigration } from "./0300-cdn-purges-traffic.ts";
 import { cdnTrafficRetentionMigration } from "./0301-cdn-traffic-retention.ts";
 import { cdnTrafficRollupsMigration } from "./0302-cdn-traffic-rollups.ts";
 import { cdnTrafficFiveMinutesMigration } from "./0303-cdn-traffic-five-minutes.ts";
+import { cdnLibraryDistributionIndexMigration } from "./0304-cdn-library-distribution-index.ts";
 import { webhookDeliveryAttemptsMigration } from "./0400-webhook-delivery-attempts.ts";
 import { videoProcessingMigration } from "./0500-video-processing.ts";
 import { videoUploadsMigration } from "./0501-video-uploads.ts";
@@ -46,6 +47,7 @@ export function allMigrations(dialect: DialectName): Record<string, Migration> {
     "0301-cdn-traffic-retention": cdnTrafficRetentionMigration(),
     "0302-cdn-traffic-rollups": cdnTrafficRollupsMigration(types),
     "0303-cdn-traffic-five-minutes": cdnTrafficFiveMinutesMigration(types),
+    "0304-cdn-library-distribution-index": cdnLibraryDistributionIndexMigration(),
     "0400-webhook-delivery-attempts": webhookDeliveryAttemptsMigration(types),
     "0500-video-processing": videoProcessingMigration(types),
     "0501-video-uploads": videoUploadsMigration(types),
