@@ -32,6 +32,8 @@ export interface DistributionChange {
   hostname: string;
   /** The cached objects no longer reflect the origin (origin changed or distribution deleted). */
   dropCache: boolean;
+  /** The distribution is gone: edges forget everything they kept for it. */
+  deleted?: true;
 }
 
 export type CreateOutcome =
@@ -187,7 +189,8 @@ export class CdnService {
       if (error instanceof HostnameTakenError) return { outcome: "hostname_taken" };
       throw error;
     }
-    await this.announce({ id: row.id, hostname: row.hostname, dropCache: true });
+    // A new id has nothing cached; edges only forget what they said of the name.
+    await this.announce({ id: row.id, hostname: row.hostname, dropCache: false });
     return { outcome: "created", distribution: toDistribution(row) };
   }
 
@@ -233,7 +236,7 @@ export class CdnService {
     if (current.library_id !== null) return { outcome: "library_distribution" };
     const deleted = await this.transact((trx) => this.distributions.delete(trx, organizationId, id));
     if (!deleted) return { outcome: "not_found" };
-    await this.announce({ id: current.id, hostname: current.hostname, dropCache: true });
+    await this.announce({ id: current.id, hostname: current.hostname, dropCache: true, deleted: true });
     return { outcome: "deleted", distribution: toDistribution(current) };
   }
 

@@ -207,6 +207,21 @@ export class EdgeCache {
     this.purge(distributionId, ["/*"]);
   }
 
+  /**
+   * A deleted distribution: its objects go, and so does its purge count, which would otherwise stay
+   * for every distribution ever deleted. Its id is never used again: a fetch still running for it
+   * may store an object nobody asks for, which leaves as the least recently used.
+   */
+  forgetDistribution(distributionId: string): void {
+    this.dropDistribution(distributionId);
+    this.#purgeEpochs.delete(distributionId);
+  }
+
+  /** Distributions this cache keeps a purge count for (each one purged or changed since it started). */
+  get purgeCounts(): number {
+    return this.#purgeEpochs.size;
+  }
+
   get size(): number {
     return this.#lru.size;
   }

@@ -131,7 +131,8 @@ export class EdgeServer {
     await this.deps.bus.subscribe(DISTRIBUTION_CHANNEL, (raw) => {
       const change = JSON.parse(raw) as DistributionChange;
       this.#hosts.forget(change.hostname);
-      if (change.dropCache) this.cache.dropDistribution(change.id);
+      if (change.deleted) this.cache.forgetDistribution(change.id);
+      else if (change.dropCache) this.cache.dropDistribution(change.id);
     });
     this.deps.traffic.start();
     await new Promise<void>((resolve, reject) => {
