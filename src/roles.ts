@@ -8,6 +8,8 @@ import { JobRunner } from "./jobs/queue.ts";
 import { MetricsListener } from "./ops/metrics-endpoint.ts";
 import { createServices, type Services } from "./services.ts";
 import type { Store } from "./store/database.ts";
+import { stopOrphanedTools } from "./video/orphans.ts";
+import { videoWorkRoot } from "./video/pipeline.ts";
 
 export interface RunningCumulo {
   config: Config;
@@ -116,6 +118,8 @@ export async function startCumulo(given: Config, options: StartOptions = {}): Pr
       })
     : undefined;
   const workers = config.roles.includes("worker") ? services.workers : [];
+  // Before this worker's own runs start: what a worker killed on this data dir left running.
+  if (runner) await stopOrphanedTools(videoWorkRoot(config.dataDir), deps.logger);
   runner?.start();
   for (const worker of workers) await worker.start();
 

@@ -33,6 +33,9 @@ export const PROCESS_JOB = "video.process";
 export const PROCESS_LEASE_MS = 10_000;
 const HEARTBEAT_MS = 2_500;
 const PROCESS_ATTEMPTS = 3;
+
+/** Where a worker's processing runs keep their files (a folder per attempt). */
+export const videoWorkRoot = (dataDir: string): string => join(dataDir, "video-work");
 /** How much shorter than its header says a video must play to be taken as truncated. */
 const TRUNCATION_SLACK_S = 1;
 
@@ -219,7 +222,7 @@ export class VideoPipeline {
         .heartbeat()
         .catch((error: unknown) => logger.warn({ err: error }, "video job heartbeat failed"));
     }, HEARTBEAT_MS);
-    const workRoot = join(config.dataDir, "video-work");
+    const workRoot = videoWorkRoot(config.dataDir);
     const work = join(workRoot, `${payload.videoId}-${context.jobId}-${context.attempt}`);
     const prefix = renditionPrefix(payload.libraryId, payload.videoId, payload.generation);
     try {

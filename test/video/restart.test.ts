@@ -1,9 +1,12 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { execFileSync, spawn } from "node:child_process";
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openStore } from "../../src/store/database.ts";
+import { locateMediaTools } from "../../src/video/media-tools.ts";
 import { PROCESS_JOB } from "../../src/video/pipeline.ts";
+import { startTestApp } from "../support/app.ts";
 import { generateClip } from "../support/media.ts";
 import { exitOf, type Served, serve } from "../support/process.ts";
 import { createTestStore, type TestStore } from "../support/store.ts";
@@ -205,4 +208,45 @@ describe("video processing across a crash", () => {
     second.child.kill("SIGTERM");
     await exitOf(second.child);
   }, 180_000);
+
+  it("ends the ffmpeg runs a killed worker left behind when a worker starts on the data dir", async () => {
+    const clip = await generateClip(work, { seconds: 1, width: 160, height: 90, audio: false });
+    const attempt = join(store.dataDir, "video-work", "left-behind-1");
+    mkdirSync(attempt, { recursive: true });
+    const source = join(attempt, "source");
+    copyFileSync(clip, source);
+    const { ffmpeg } = locateMediaTools();
+    const endless = ["-nostdin", "-stream_loop", "-1", "-re", "-i", source, "-f", "null", "-"];
+    // Started by a shell that exits at once, as a worker killed with SIGKILL leaves its runs: the
+    // process is handed to init.
+    const orphan = Number(
+      execFileSync("sh", ["-c", '"$0" "$@" > /dev/null 2>&1 & echo $!', ffmpeg, ...endless], {
+        encoding: "utf8",
+      }).trim(),
+    );
+    // A run of a live process (this one) on the same files is not one to end.
+    const owned = spawn(ffmpeg, endless, { stdio: "ignore" });
+    const alive = (pid: number) => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    try {
+      expect(alive(orphan)).toBe(true);
+      const t = await startTestApp({ CUMULO_ROLES: "worker" }, { store });
+      try {
+        await waitUntil(() => !alive(orphan), 5_000, "the left-behind ffmpeg ended");
+        expect(owned.exitCode).toBeNull();
+        expect(alive(owned.pid ?? 0)).toBe(true);
+      } finally {
+        await t.close();
+      }
+    } finally {
+      if (alive(orphan)) process.kill(orphan, "SIGKILL");
+      owned.kill("SIGKILL");
+    }
+  });
 });
