@@ -61,6 +61,10 @@ export async function consolePages(app: FastifyInstance, { dir }: ConsolePagesOp
       response.setHeader("cache-control", path.includes("/assets/") ? IMMUTABLE : REVALIDATE);
       response.setHeader("vary", "accept-encoding");
       response.setHeader("x-content-type-options", "nosniff");
+      // `index.html` is also served by its own name: framed, the signed-in console could be clicked
+      // through by another page of the same site (a tenant's page on the edge, another port).
+      response.setHeader("x-frame-options", "DENY");
+      response.setHeader("referrer-policy", "same-origin");
     },
   });
   const page = async (_request: unknown, reply: FastifyReply) =>

@@ -398,6 +398,18 @@ describe("CDN edge", () => {
     }
     expect(origin.hitsOf("/root/login.txt")).toBe(2);
 
+    // The platform's own cookies never pass: the edge answers on the console's host (cookies ignore
+    // ports), and a tenant's origin swapped a viewer's console session for its own.
+    origin.route("/root/toss.txt", (_req, res) =>
+      res
+        .writeHead(200, {
+          "cache-control": "no-store",
+          "set-cookie": ["cumulo_session=attacker; Path=/v1; HttpOnly", "CUMULO_other=1", "theme=dark"],
+        })
+        .end("toss"),
+    );
+    expect((await get("/toss.txt")).headers["set-cookie"]).toEqual(["theme=dark"]);
+
     // A cookie set by a revalidation 304 goes to that viewer only; the stored copy is not kept.
     origin.route("/root/revalidated-login.txt", (req, res) => {
       if (req.headers["if-none-match"] === '"c1"') {

@@ -30,12 +30,19 @@ describe("the console's files at /console", () => {
   });
 
   it("answers /console and any page under it with index.html, revalidated each time", async () => {
-    for (const path of ["/console", "/console/", "/console/libraries/abc/videos/def"]) {
+    // index.html by its own name too: framed, the signed-in console could be clicked through.
+    for (const path of [
+      "/console",
+      "/console/",
+      "/console/libraries/abc/videos/def",
+      "/console/index.html",
+    ]) {
       const response = await app.request("GET", path, { anonymous: true });
       expect(response.status, path).toBe(200);
       expect(response.headers.get("content-type")).toMatch(/^text\/html/);
       expect(response.headers.get("cache-control")).toBe("no-cache");
-      expect(response.headers.get("x-frame-options")).toBe("DENY");
+      expect(response.headers.get("x-frame-options"), path).toBe("DENY");
+      expect(response.headers.get("referrer-policy"), path).toBe("same-origin");
       expect(response.text).toContain("/console/assets/index-abc123.js");
     }
   });

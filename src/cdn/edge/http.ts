@@ -52,7 +52,20 @@ export function combinedHeaders(headers: HeaderMap): HeaderMap {
   return out;
 }
 
-/** Origin response headers a viewer may see: hop-by-hop ones and our own (Age, X-Cache) removed. */
+/**
+ * Cookies an origin may not set through the edge: the platform's own (`cumulo_*`, the console's
+ * session). The edge answers on the console's host by default (another port: cookies ignore
+ * ports), so a tenant's origin could otherwise swap a viewer's console session for its own.
+ */
+const PLATFORM_COOKIE = /^\s*cumulo_/i;
+
+const tenantCookies = (value: HeaderMap[string]): string[] =>
+  [value ?? []].flat().filter((cookie) => !PLATFORM_COOKIE.test(String(cookie)));
+
+/**
+ * Origin response headers a viewer may see: hop-by-hop ones and our own (Age, X-Cache) removed, and
+ * cookies of the platform's own names.
+ */
 export function endToEndHeaders(headers: HeaderMap): OutgoingHttpHeaders {
   const named = String(headers.connection ?? "")
     .toLowerCase()
@@ -64,6 +77,11 @@ export function endToEndHeaders(headers: HeaderMap): OutgoingHttpHeaders {
     const lower = name.toLowerCase();
     if (value === undefined || HOP_BY_HOP.has(lower) || named.includes(lower)) continue;
     if (lower === "age" || lower === "x-cache") continue;
+    if (lower === "set-cookie") {
+      const kept = tenantCookies(value);
+      if (kept.length > 0) out[lower] = kept;
+      continue;
+    }
     out[lower] = value;
   }
   return out;
