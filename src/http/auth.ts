@@ -52,9 +52,21 @@ export const isCloudPath = (url: string): boolean =>
   /^\/v1\/cloud(\/|\?|$)/.test(url) ||
   /^\/v1(\/[^/?]+)?\/(user-resource|network|storage|config|payment)(\/|\?|$)/.test(url);
 
-/** The console session cookie's value, if the request carries one. */
-const sessionToken = (request: FastifyRequest): string | undefined =>
-  request.cookies[SESSION_COOKIE] || undefined;
+const SESSION_COOKIES = new RegExp(`(?:^|;)\\s*${SESSION_COOKIE}=`, "g");
+
+/**
+ * The console session cookie's value, if the request carries one. Two of them (one set by another
+ * site sharing the domain, with another path) are no session, as a forged one is: the parser would
+ * take whichever comes first, and the planted one can be made to come first.
+ */
+function sessionToken(request: FastifyRequest): string | undefined {
+  const token = request.cookies[SESSION_COOKIE];
+  if (!token) return undefined;
+  return (request.headers.cookie?.match(SESSION_COOKIES)?.length ?? 0) > 1 ? DOUBLED_SESSION : token;
+}
+
+/** Stands for a doubled session cookie: names no session, so it is refused as an ended one. */
+const DOUBLED_SESSION = "doubled";
 
 /**
  * How the session cookie is set: never readable by scripts, never sent by other sites, and `Secure`

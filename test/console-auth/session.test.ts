@@ -121,6 +121,21 @@ describe("console sign-in and sessions", () => {
 
   it("signs out only with the CSRF token, ending the session and clearing the cookie", async () => {
     const session = await signIn(t, "ada@example.test");
+    // A second session cookie (planted by a site sharing the domain, with a longer path so it is
+    // sent first) makes no session, whichever of the two is real.
+    const real = session;
+    for (const cookie of [
+      `cumulo_session=planted; ${real.cookie}`,
+      `${real.cookie}; cumulo_session=planted`,
+    ]) {
+      const doubled = await t.request("GET", "/v1/console/session", { anonymous: true, headers: { cookie } });
+      expect(doubled.status, cookie).toBe(401);
+    }
+    const alone = await t.request("GET", "/v1/console/session", {
+      anonymous: true,
+      headers: { cookie: real.cookie },
+    });
+    expect(alone.status).toBe(200);
     const refused = await t.request("DELETE", "/v1/console/session", withSession(session, false));
     expect(refused.status).toBe(403);
     expect(refused.body).toMatchObject({ success: false, error: "forbidden", code: "csrf_token_invalid" });
