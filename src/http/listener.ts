@@ -91,17 +91,27 @@ export function clientErrorHandler(body: ClientErrorBody, logger: FastifyBaseLog
  * with 417 in `body`'s JSON, where Node would send its own 417 with no body.
  */
 export function expectationFailedHandler(body: ClientErrorBody) {
-  return (request: IncomingMessage, response: ServerResponse): void => {
-    const text = JSON.stringify(body(417, "Expectation Failed", request.url));
-    response.writeHead(417, {
-      "content-type": "application/json; charset=utf-8",
-      "content-length": Buffer.byteLength(text),
-      "cache-control": "no-store",
-      "x-request-id": requestId(request),
-      connection: "close",
-    });
-    response.end(text);
-  };
+  return (request: IncomingMessage, response: ServerResponse): void =>
+    refuse(request, response, body, 417, "Expectation Failed");
+}
+
+/** Answers before any handler runs: `body`'s JSON for the status, and the connection closed. */
+function refuse(
+  request: IncomingMessage,
+  response: ServerResponse,
+  body: ClientErrorBody,
+  status: number,
+  message: string,
+): void {
+  const text = JSON.stringify(body(status, message, request.url));
+  response.writeHead(status, {
+    "content-type": "application/json; charset=utf-8",
+    "content-length": Buffer.byteLength(text),
+    "cache-control": "no-store",
+    "x-request-id": requestId(request),
+    connection: "close",
+  });
+  response.end(text);
 }
 
 /**
@@ -124,19 +134,8 @@ export function continueWhenRead(server: Server): void {
  */
 export function hostRequired(handler: RequestListener, body: ClientErrorBody): RequestListener {
   return (request, response) => {
-    if (request.headers.host !== undefined || request.httpVersion !== "1.1") {
-      handler(request, response);
-      return;
-    }
-    const text = JSON.stringify(body(400, "Invalid Request", request.url));
-    response.writeHead(400, {
-      "content-type": "application/json; charset=utf-8",
-      "content-length": Buffer.byteLength(text),
-      "cache-control": "no-store",
-      "x-request-id": requestId(request),
-      connection: "close",
-    });
-    response.end(text);
+    if (request.headers.host !== undefined || request.httpVersion !== "1.1") handler(request, response);
+    else refuse(request, response, body, 400, "Invalid Request");
   };
 }
 
