@@ -162,6 +162,7 @@ export function createServices(deps: CoreDeps): Services {
     jobs,
     webhooks,
     webhookRepository,
+    logger: deps.logger,
   });
   const webhookDeliveries = new DeliveryRepository(store.db, store.dialect);
   const webhookEndpoints = new WebhookService(

@@ -1,3 +1,4 @@
+import type { FastifyBaseLogger } from "fastify";
 import type { BlobStore } from "../blobs/store.ts";
 import type { CdnService } from "../cdn/service.ts";
 import type { Clock } from "../clock.ts";
@@ -25,4 +26,6 @@ export interface MediaDeps {
   jobs: JobQueue;
   webhooks: WebhookEmitter;
   webhookRepository: WebhookRepository;
+  /** Told of files left behind when their removal after a commit fails. */
+  logger: FastifyBaseLogger;
 }

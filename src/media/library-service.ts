@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { removeLeftovers } from "../blobs/store.ts";
 import { nowIso } from "../clock.ts";
 import type { Page } from "../http/pagination.ts";
 import type { JobHandler } from "../jobs/queue.ts";
@@ -121,7 +122,7 @@ export class LibraryService {
       return true;
     });
     if (!deleted) return { outcome: "not_found" };
-    await blobs.deletePrefix(libraryBlobPrefix(id));
+    await removeLeftovers(blobs, this.deps.logger, { prefixes: [libraryBlobPrefix(id)] });
     return { outcome: "deleted" };
   }
 

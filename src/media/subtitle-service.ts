@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { removeLeftovers } from "../blobs/store.ts";
 import { nowIso } from "../clock.ts";
 import type { FieldError } from "../http/errors.ts";
 import type { Page } from "../http/pagination.ts";
@@ -137,7 +138,7 @@ export class SubtitleService {
         return { before: subtitle, after: { ...subtitle, ...changes } };
       });
       if (!result) return { outcome: "not_found" };
-      if (form.file) await blobs.delete(result.before.path);
+      if (form.file) await removeLeftovers(blobs, this.deps.logger, { keys: [result.before.path] });
       return { outcome: "updated", subtitle: result.after };
     });
   }
@@ -151,7 +152,7 @@ export class SubtitleService {
       return found;
     });
     if (!subtitle) return { outcome: "not_found" };
-    await blobs.delete(subtitle.path);
+    await removeLeftovers(blobs, this.deps.logger, { keys: [subtitle.path] });
     return { outcome: "deleted" };
   }
 

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { fileTypeFromBuffer } from "file-type";
+import { removeLeftovers } from "../blobs/store.ts";
 import { nowIso } from "../clock.ts";
 import type { FieldError } from "../http/errors.ts";
 import { THUMBNAIL_FILE } from "../video/transcoder.ts";
@@ -93,7 +94,7 @@ export class ThumbnailService {
       return { video: { ...current, ...changes }, previous };
     });
     if (!saved) return { outcome: "not_found" };
-    for (const row of saved.previous) await blobs.delete(row.path);
+    await removeLeftovers(blobs, this.deps.logger, { keys: saved.previous.map((row) => row.path) });
     return { outcome: "uploaded", video: saved.video };
   }
 }

@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { removeLeftovers } from "../blobs/store.ts";
 import { nowIso } from "../clock.ts";
 import type { Page } from "../http/pagination.ts";
 import type { Executor } from "../store/transactions.ts";
@@ -127,6 +128,7 @@ export class VideoService {
 
   /** Removes the files of deleted videos; called once their rows are gone for good (after commit). */
   async removeFiles(rows: VideoRow[]): Promise<void> {
-    for (const row of rows) await this.deps.blobs.deletePrefix(videoBlobPrefix(row.library_id, row.id));
+    const prefixes = rows.map((row) => videoBlobPrefix(row.library_id, row.id));
+    await removeLeftovers(this.deps.blobs, this.deps.logger, { prefixes });
   }
 }

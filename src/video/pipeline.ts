@@ -4,7 +4,7 @@ import { mkdir, readdir, rm } from "node:fs/promises";
 import { join, relative, sep } from "node:path";
 import { pipeline as streamPipeline } from "node:stream/promises";
 import type { FastifyBaseLogger } from "fastify";
-import type { BlobStore } from "../blobs/store.ts";
+import { type BlobStore, removeLeftovers } from "../blobs/store.ts";
 import { type Clock, nowIso } from "../clock.ts";
 import type { Config } from "../config.ts";
 import type { JobContext, JobHandler, JobQueue } from "../jobs/queue.ts";
@@ -186,8 +186,10 @@ export class VideoPipeline {
     webhooks.notify();
     jobs.notify();
     if (result.previous) {
-      await blobs.delete(result.previous.source_key);
-      await blobs.deletePrefix(renditionPrefix(video.library_id, video.id, result.previous.generation));
+      await removeLeftovers(blobs, this.deps.logger, {
+        keys: [result.previous.source_key],
+        prefixes: [renditionPrefix(video.library_id, video.id, result.previous.generation)],
+      });
     }
     return { outcome: "accepted", video: result.updated };
   }
