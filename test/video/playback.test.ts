@@ -53,6 +53,8 @@ describe("video pipeline and playback", () => {
         CUMULO_EDGE_PORT: "0",
         CUMULO_WEBHOOK_ALLOW_PRIVATE: "true",
         CUMULO_MAX_VIDEO_BYTES: String(MAX_VIDEO_BYTES),
+        // The file's status polls and uploads add up past the default budget of one key.
+        CUMULO_RATE_LIMIT: "100000/1m",
       }),
       generateClip(work),
     ]);
@@ -181,7 +183,7 @@ describe("video pipeline and playback", () => {
   it("plays a library under a changed CUMULO_MEDIA_DOMAIN, and under the name it was made with", async () => {
     // A second node on the same store, as after a restart with the new setting.
     const renamed = await startTestApp(
-      { CUMULO_EDGE_PORT: "0", CUMULO_MEDIA_DOMAIN: "renamed.example" },
+      { CUMULO_EDGE_PORT: "0", CUMULO_MEDIA_DOMAIN: "renamed.example", CUMULO_RATE_LIMIT: "100000/1m" },
       { store: t.store },
     );
     try {
