@@ -520,7 +520,8 @@ describe("resumable uploads (tus) with tus-js-client", () => {
   });
 });
 
-describe("resumable uploads across a server restart and across nodes", () => {
+// Each case starts two servers and waits for a transcode: several times the default 20 s on a loaded machine.
+describe("resumable uploads across a server restart and across nodes", { timeout: 60_000 }, () => {
   let store: TestStore;
   let work: string;
   let clip: Buffer;
