@@ -376,7 +376,11 @@ async function benchAnalytics(dir: string, databaseUrl: string | undefined): Pro
   const store = openStore({ dataDir: config.dataDir, databaseUrl });
   await store.migrate();
   try {
-    const identity = new IdentityService(new IdentityRepository(store.db), transactor(store.db), systemClock);
+    const identity = new IdentityService(
+      new IdentityRepository(store.db, store.dialect),
+      transactor(store.db),
+      systemClock,
+    );
     const org = await identity.createOrganization("bench");
     const distributions = new DistributionRepository(store.db);
     const bus = new LocalBus();

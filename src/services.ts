@@ -103,7 +103,7 @@ export function createServices(deps: CoreDeps): Services {
       ? new AuthCache(AUTH_CACHE_TTL_MS, clock, store.externalChanges)
       : undefined;
   const transact = transactor(store.db);
-  const identityRepository = new IdentityRepository(store.db);
+  const identityRepository = new IdentityRepository(store.db, store.dialect);
   const identity = new IdentityService(identityRepository, transact, clock, authCache);
   const consoleService = new ConsoleService(
     new UserRepository(store.db),

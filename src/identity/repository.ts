@@ -1,4 +1,5 @@
-import type { Kysely, Selectable } from "kysely";
+import { type Kysely, type Selectable, sql } from "kysely";
+import type { DialectName } from "../store/database.ts";
 import { columnsOf, PreparedQuery, type ValueOf, valuesOf } from "../store/prepared.ts";
 import type { Database } from "../store/tables.ts";
 import type { Executor } from "../store/transactions.ts";
@@ -27,7 +28,28 @@ interface BillingAccountKey {
 }
 
 export class IdentityRepository {
-  constructor(private readonly db: Kysely<Database>) {}
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly dialect: DialectName,
+  ) {}
+
+  /**
+   * Runs `work` while no other node runs its own: nodes started together on an empty PostgreSQL
+   * store would each find no default organization and make one (or insert the same bootstrap key
+   * twice, and all but one stop). A session lock on a connection of its own; `work` uses the pool.
+   * SQLite stores have one server.
+   */
+  async whileBootstrapping<T>(work: () => Promise<T>): Promise<T> {
+    if (this.dialect !== "postgres") return work();
+    return this.db.connection().execute(async (connection) => {
+      await sql`select pg_advisory_lock(hashtext('cumulo bootstrap'))`.execute(connection);
+      try {
+        return await work();
+      } finally {
+        await sql`select pg_advisory_unlock(hashtext('cumulo bootstrap'))`.execute(connection);
+      }
+    });
+  }
 
   // Built and compiled once: creating a cloud token runs these, and building them cost more than
   // SQLite takes to run them (docs/performance.md, session 7). A row's columns are its shape.

@@ -256,7 +256,11 @@ export class IdentityService {
    * First start: make sure someone can log in. With a bootstrap key, the default organization exists
    * and holds that key; with none and an empty store, a generated key is returned to be printed once.
    */
-  async ensureBootstrap(bootstrapKey: string | undefined): Promise<{ generatedKey?: string }> {
+  ensureBootstrap(bootstrapKey: string | undefined): Promise<{ generatedKey?: string }> {
+    return this.repository.whileBootstrapping(() => this.#ensureBootstrap(bootstrapKey));
+  }
+
+  async #ensureBootstrap(bootstrapKey: string | undefined): Promise<{ generatedKey?: string }> {
     if (bootstrapKey) {
       const existing = await this.repository.findKeyByHash(hashSecret(bootstrapKey));
       if (existing) return {};

@@ -2,6 +2,7 @@ import { validate } from "@readme/openapi-parser";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sendRaw } from "../fuzz/raw-http.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { createTestStore, testStoreKind } from "../support/store.ts";
 
 describe("operational endpoints and conventions", () => {
   let t: TestApp;
@@ -190,4 +191,35 @@ describe("bootstrap without a configured key", () => {
       await first.close();
     }
   });
+
+  // Several nodes started at once on an empty shared store (SQLite stores have one server).
+  it.runIf(testStoreKind() === "postgres")(
+    "makes one default organization when several nodes start together on an empty store",
+    { timeout: 60_000 },
+    async () => {
+      for (const bootstrapKey of ["together_bootstrap_key_0123456789", ""]) {
+        const store = await createTestStore();
+        try {
+          // Each node checked, found nothing and made its own: all but one stopped on the key's
+          // unique index, or (without a key) each made a Default organization of its own.
+          const nodes = await Promise.all(
+            [1, 2, 3].map(() => startTestApp({ CUMULO_BOOTSTRAP_API_KEY: bootstrapKey }, { store })),
+          );
+          try {
+            const organizations = await nodes[0]?.cumulo.services.identity.listOrganizations();
+            expect(
+              organizations?.map((org) => org.name),
+              bootstrapKey,
+            ).toEqual(["Default"]);
+            const generated = nodes.map((node) => node.cumulo.generatedKey).filter(Boolean);
+            expect(generated).toHaveLength(bootstrapKey ? 0 : 1);
+          } finally {
+            await Promise.all(nodes.map((node) => node.close()));
+          }
+        } finally {
+          await store.drop();
+        }
+      }
+    },
+  );
 });
