@@ -28,6 +28,8 @@ export interface S3BlobSettings {
   forcePathStyle: boolean;
   /** Unset: the AWS SDK's default chain (AWS_* variables, shared config, instance role). */
   credentials: { accessKeyId: string; secretAccessKey: string } | undefined;
+  /** Longest wait for a connection, or for the bucket's answer or next bytes (CUMULO_S3_TIMEOUT_MS). */
+  timeoutMs: number;
 }
 
 export interface Config {
@@ -338,6 +340,7 @@ function blobStore(env: Env): Config["blobStore"] {
     endpoint: url(env, "CUMULO_S3_ENDPOINT", ["http:", "https:"]),
     forcePathStyle: bool(env, "CUMULO_S3_FORCE_PATH_STYLE", false),
     credentials: accessKeyId && secretAccessKey ? { accessKeyId, secretAccessKey } : undefined,
+    timeoutMs: timerMs(env, "CUMULO_S3_TIMEOUT_MS", 30_000),
   };
 }
 

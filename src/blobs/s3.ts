@@ -48,6 +48,14 @@ export class S3BlobStore implements BlobStore {
         forcePathStyle: settings.forcePathStyle,
         ...(settings.endpoint ? { endpoint: settings.endpoint } : {}),
         ...(settings.credentials ? { credentials: settings.credentials } : {}),
+        // The SDK waits for ever by default: a bucket that stops answering held uploads, playback,
+        // the worker's jobs, shutdown and start-up until it came back. `requestTimeout` bounds each
+        // wait for the answer or its next bytes, not a long transfer that keeps moving.
+        requestHandler: {
+          connectionTimeout: settings.timeoutMs,
+          requestTimeout: settings.timeoutMs,
+          throwOnRequestTimeout: true,
+        },
         // Checksums only where S3 requires them: many S3-compatible servers reject the newer
         // `aws-chunked` trailing checksums, and ranged reads cannot be checked against a whole-object sum.
         requestChecksumCalculation: "WHEN_REQUIRED",

@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import { once } from "node:events";
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from "node:fs";
+import { type AddressInfo, createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Readable } from "node:stream";
@@ -211,6 +212,7 @@ describe("s3 blob store settings", () => {
       endpoint: "http://s3.storage.invalid:9000",
       forcePathStyle: true,
       credentials: { accessKeyId: "id", secretAccessKey: "secret" },
+      timeoutMs: 30_000,
     });
     expect(loadConfig({ ...base, CUMULO_S3_REGION: "eu-central-1" }).blobStore).toMatchObject({
       region: "eu-central-1",
@@ -226,9 +228,44 @@ describe("s3 blob store settings", () => {
       [{ ...base, CUMULO_S3_FORCE_PATH_STYLE: "maybe" }, /CUMULO_S3_FORCE_PATH_STYLE must be true or false/],
       [{ ...base, CUMULO_S3_ACCESS_KEY_ID: "id" }, /CUMULO_S3_SECRET_ACCESS_KEY must be set together/],
       [{ ...base, CUMULO_S3_SECRET_ACCESS_KEY: "secret" }, /CUMULO_S3_ACCESS_KEY_ID must be set together/],
+      [{ ...base, CUMULO_S3_TIMEOUT_MS: "0" }, /CUMULO_S3_TIMEOUT_MS/],
     ];
     for (const [env, message] of refusals)
       expect(() => loadConfig(env), JSON.stringify(env)).toThrow(message);
+  });
+
+  it("gives up on a bucket that takes connections and never answers", { timeout: 30_000 }, async () => {
+    // A frozen S3 service: the connection is taken, no byte comes back. The SDK waited for ever.
+    const sockets = new Set<Socket>();
+    const silent = createServer((socket) => sockets.add(socket));
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+    try {
+      const { port } = silent.address() as AddressInfo;
+      const frozen = new S3BlobStore({
+        bucket: "media",
+        region: "us-east-1",
+        endpoint: `http://127.0.0.1:${port}`,
+        forcePathStyle: true,
+        credentials: { accessKeyId: "id", secretAccessKey: "secret" },
+        timeoutMs: 300,
+      });
+      const gaveUp = (work: Promise<unknown>) =>
+        Promise.race([
+          work.then(
+            () => "answered",
+            () => "gave up",
+          ),
+          new Promise((resolve) => setTimeout(() => resolve("still waiting after 15 s"), 15_000)),
+        ]);
+      expect(await gaveUp(frozen.ready())).toBe("gave up");
+      expect(await gaveUp(frozen.put("a/b", Readable.from([Buffer.from("x")]), { maxBytes: 10 }))).toBe(
+        "gave up",
+      );
+      expect(await gaveUp(frozen.delete("a/b"))).toBe("gave up");
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      silent.close();
+    }
   });
 
   it("refuses to start on a bucket that does not answer", async () => {

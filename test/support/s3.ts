@@ -51,7 +51,14 @@ export async function startTestS3(): Promise<TestS3> {
   // s3rver's fixed credentials: it checks request signatures, so the SDK's signing code runs for real.
   const credentials = { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" };
   return {
-    settings: { bucket: BUCKET, region: "us-east-1", endpoint, forcePathStyle: true, credentials },
+    settings: {
+      bucket: BUCKET,
+      region: "us-east-1",
+      endpoint,
+      forcePathStyle: true,
+      credentials,
+      timeoutMs: 10_000,
+    },
     env: {
       CUMULO_BLOB_STORE: "s3",
       CUMULO_S3_BUCKET: BUCKET,
