@@ -319,6 +319,8 @@ describe.skipIf(missing)("the console in Chromium: saving, failing and navigatin
     await page.waitForURL(`**/console/players?library=${beyond.id}`);
     await page.getByText("This library has no players yet.").waitFor();
     await page.reload();
+    // The chosen library is named once its row has loaded (its id stands in until then).
+    await picker.locator("option:checked", { hasText: beyond.name }).waitFor({ state: "attached" });
     await expect(picker.locator("option:checked").textContent()).resolves.toBe(beyond.name);
   });
 
