@@ -16,11 +16,6 @@ const HOP_BY_HOP = new Set([
 ]);
 
 /**
- * An origin's header lines as one value per name, repeated lines joined with ", " as RFC 9110
- * section 5.3 combines them (`Cache-Control: max-age=600` and `Cache-Control: public`); `Set-Cookie`
- * alone stays a list. The cache's policy and validators read each as one value.
- */
-/**
  * An origin answer's headers as the viewer must follow them. The origin redirects in its own URL
  * space: a `Location` path from its root, or an absolute URL on the origin itself (a server naming
  * its own host), holds the origin URL's base path and lacks a path-style viewer's `/{hostname}`
@@ -44,6 +39,11 @@ export function viewerRedirect(headers: OutgoingHttpHeaders, resolved: Resolved)
   return { ...headers, location: `${resolved.pathPrefix ?? ""}${path}${target.search}${target.hash}` };
 }
 
+/**
+ * An origin's header lines as one value per name, repeated lines joined with ", " as RFC 9110
+ * section 5.3 combines them (`Cache-Control: max-age=600` and `Cache-Control: public`); `Set-Cookie`
+ * alone stays a list. The cache's policy and validators read each as one value.
+ */
 export function combinedHeaders(headers: HeaderMap): HeaderMap {
   const out: HeaderMap = {};
   for (const [name, value] of Object.entries(headers)) {
