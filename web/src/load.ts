@@ -29,3 +29,32 @@ export function useLoad<T>(load: () => Promise<T>, key: string): Loaded<T> & { r
   const reload = useCallback(() => setRound((value) => value + 1), []);
   return { ...loaded, reload };
 }
+
+interface PageOfRows {
+  data: unknown[];
+  meta: { pagination: { page: number; total: number; total_pages: number } };
+}
+
+/**
+ * A list page past the end (its last rows deleted meanwhile, or an old link's `?page=99`) while rows
+ * exist: `goTo` is called with the last page that has rows. Answers whether the page is past the end.
+ */
+export function useLastPageWhenPastEnd(
+  list: Loaded<PageOfRows>,
+  page: number,
+  goTo: (page: number) => void,
+): boolean {
+  const pagination = list.data?.meta.pagination;
+  const pastEnd =
+    list.state === "ready" &&
+    pagination?.page === page &&
+    list.data.data.length === 0 &&
+    pagination.total > 0 &&
+    page > 1;
+  const lastPage = pagination?.total_pages ?? 1;
+  // biome-ignore lint/correctness/useExhaustiveDependencies: runs when an answer says the page is past the end
+  useEffect(() => {
+    if (pastEnd) goTo(Math.max(1, Math.min(lastPage, page - 1)));
+  }, [pastEnd]);
+  return pastEnd;
+}

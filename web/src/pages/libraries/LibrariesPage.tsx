@@ -1,11 +1,11 @@
-import { type FormEvent, useEffect, useState } from "react";
+import { type FormEvent, useState } from "react";
 import { Link, useSearchParams } from "react-router";
 import { api, call } from "../../api.ts";
 import { type Column, DataTable, pagingOf } from "../../components/DataTable.tsx";
 import { ConfirmDialog, Dialog } from "../../components/Dialog.tsx";
 import { PageHeader } from "../../components/Layout.tsx";
 import { Empty, ErrorState, Loading } from "../../components/States.tsx";
-import { useLoad } from "../../load.ts";
+import { useLastPageWhenPastEnd, useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";
 import { LibraryForm } from "./LibraryForm.tsx";
 import type { Library } from "./types.ts";
@@ -65,19 +65,10 @@ export function LibrariesPage() {
     `${page}|${search}|${privacy}`,
   );
 
-  // A page past the end (its last library deleted, or an old link's `?page=99`) while libraries
-  // match: the address is replaced by the last page that has rows.
-  const lastPage = libraries.data?.meta.pagination.total_pages ?? 1;
-  const pastEnd =
-    libraries.state === "ready" &&
-    libraries.data.meta.pagination.page === page &&
-    libraries.data.data.length === 0 &&
-    libraries.data.meta.pagination.total > 0 &&
-    page > 1;
-  // biome-ignore lint/correctness/useExhaustiveDependencies: runs when an answer says the page is past the end
-  useEffect(() => {
-    if (pastEnd) setFilters({ search, privacy, page: Math.max(1, Math.min(lastPage, page - 1)) });
-  }, [pastEnd]);
+  // The address is replaced by the last page that has rows.
+  const pastEnd = useLastPageWhenPastEnd(libraries, page, (last) =>
+    setFilters({ search, privacy, page: last }),
+  );
 
   const columns: Column<Library>[] = [
     {

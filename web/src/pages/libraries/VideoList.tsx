@@ -1,9 +1,9 @@
-import { useEffect, useState } from "react";
+import { useState } from "react";
 import { Link } from "react-router";
 import { api, call } from "../../api.ts";
 import { type Column, DataTable, pagingOf } from "../../components/DataTable.tsx";
 import { Empty, ErrorState, Loading } from "../../components/States.tsx";
-import { useLoad } from "../../load.ts";
+import { useLastPageWhenPastEnd, useLoad } from "../../load.ts";
 import type { Video } from "./types.ts";
 
 const STATUSES = [
@@ -53,18 +53,7 @@ export function VideoList({
       ),
     `${libraryId}|${folderId}|${page}|${status}|${round}`,
   );
-  // A page past the end (the last video of the last page deleted meanwhile) shows the last page instead.
-  const pastEnd =
-    videos.state === "ready" &&
-    videos.data.meta.pagination.page === page &&
-    videos.data.data.length === 0 &&
-    videos.data.meta.pagination.total > 0 &&
-    page > 1;
-  const lastPage = videos.data?.meta.pagination.total_pages ?? 1;
-  // biome-ignore lint/correctness/useExhaustiveDependencies: runs when an answer says the page is past the end
-  useEffect(() => {
-    if (pastEnd) setPage(Math.max(1, Math.min(lastPage, page - 1)));
-  }, [pastEnd]);
+  useLastPageWhenPastEnd(videos, page, setPage);
   const columns: Column<Video>[] = [
     {
       header: "Title",
