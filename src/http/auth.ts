@@ -54,6 +54,9 @@ export const isCloudPath = (url: string): boolean =>
 
 const SESSION_COOKIES = new RegExp(`(?:^|;)\\s*${SESSION_COOKIE}=`, "g");
 
+/** Stands for a doubled session cookie: names no session, so it is refused as an ended one. */
+const DOUBLED_SESSION = "doubled";
+
 /**
  * The console session cookie's value, if the request carries one. Two of them (one set by another
  * site sharing the domain, with another path) are no session, as a forged one is: the parser would
@@ -64,9 +67,6 @@ function sessionToken(request: FastifyRequest): string | undefined {
   if (!token) return undefined;
   return (request.headers.cookie?.match(SESSION_COOKIES)?.length ?? 0) > 1 ? DOUBLED_SESSION : token;
 }
-
-/** Stands for a doubled session cookie: names no session, so it is refused as an ended one. */
-const DOUBLED_SESSION = "doubled";
 
 /**
  * How the session cookie is set: never readable by scripts, never sent by other sites, and `Secure`
