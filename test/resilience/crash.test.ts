@@ -9,8 +9,12 @@ const KEY = "crash_test_key_0123456789abcdef";
 describe("crash safety", () => {
   let store: TestStore;
   let env: Record<string, string | undefined>;
-  // Webhook receiver: answers slowly, so deliveries are still pending or in flight when the server dies.
+  // Webhook receiver: takes the first few notifications, then answers 503 until the server is killed, so
+  // the rest are still pending (waiting for their 5 s retry) or in flight when it dies, however quick
+  // the dispatcher is next to the burst.
   const createdVideos = new Set<string>();
+  const TAKEN_BEFORE_KILL = 10;
+  let killed = false;
   const receiver = createServer((request, response) => {
     let body = "";
     request.on("data", (chunk) => {
@@ -18,9 +22,12 @@ describe("crash safety", () => {
     });
     request.on("end", () => {
       const notification = JSON.parse(body) as { event: string; payload: { video_id?: string } };
-      if (notification.event === "created" && notification.payload.video_id)
-        createdVideos.add(notification.payload.video_id);
-      setTimeout(() => response.writeHead(200).end(), 100);
+      const videoId = notification.event === "created" ? notification.payload.video_id : undefined;
+      setTimeout(() => {
+        if (!killed && createdVideos.size >= TAKEN_BEFORE_KILL) return response.writeHead(503).end();
+        if (videoId) createdVideos.add(videoId);
+        response.writeHead(200).end();
+      }, 50);
     });
   });
   let receiverUrl: string;
@@ -63,7 +70,6 @@ describe("crash safety", () => {
     const distributions: string[] = [];
     const videos: string[] = [];
     let sent = 0;
-    let killed = false;
     const writer = async () => {
       while (!killed) {
         const index = sent++;
