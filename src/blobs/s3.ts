@@ -2,7 +2,7 @@ import { PassThrough, pipeline, type Readable } from "node:stream";
 import type { S3Client } from "@aws-sdk/client-s3";
 import type { S3BlobSettings } from "../config.ts";
 import { SizeLimit } from "./size-limit.ts";
-import { assertBlobKey, type BlobStore, type StoredBlob } from "./store.ts";
+import { assertBlobKey, type BlobStore, BlobStoreUnavailableError, type StoredBlob } from "./store.ts";
 
 type Sdk = typeof import("@aws-sdk/client-s3");
 type Storage = typeof import("@aws-sdk/lib-storage");
@@ -82,7 +82,10 @@ export class S3BlobStore implements BlobStore {
     assertBlobKey(key);
     // The body may fail while the SDK loads, before `pipeline` listens: an error event nobody
     // listens to ends the process. `pipeline` still sees the stream's error and rejects.
-    body.on("error", () => undefined);
+    let sourceFailed = false;
+    body.on("error", () => {
+      sourceFailed = true;
+    });
     const { storage, client } = await this.#sdk;
     const limit = new SizeLimit(options.maxBytes);
     // A source error or the size limit destroys `limit`, which fails the upload and aborts its parts.
@@ -98,7 +101,8 @@ export class S3BlobStore implements BlobStore {
       await upload.done();
     } catch (error) {
       body.destroy();
-      throw limit.exceeded ?? error;
+      if (limit.exceeded) throw limit.exceeded;
+      throw sourceFailed ? error : new BlobStoreUnavailableError(error);
     }
     return { key, sizeBytes: limit.bytes };
   }
@@ -123,7 +127,9 @@ export class S3BlobStore implements BlobStore {
       .then((answer) => {
         pipeline(answer.Body as Readable, out, () => undefined);
       })
-      .catch((error: unknown) => out.destroy(error as Error));
+      .catch((error: unknown) =>
+        out.destroy(statusOf(error) === 404 ? (error as Error) : new BlobStoreUnavailableError(error)),
+      );
     return out;
   }
 
@@ -135,7 +141,7 @@ export class S3BlobStore implements BlobStore {
       return { sizeBytes: head.ContentLength ?? 0, modifiedAt: head.LastModified ?? new Date(0) };
     } catch (error) {
       if (statusOf(error) === 404) return undefined;
-      throw error;
+      throw new BlobStoreUnavailableError(error);
     }
   }
 
@@ -146,11 +152,19 @@ export class S3BlobStore implements BlobStore {
   async delete(key: string): Promise<void> {
     assertBlobKey(key);
     const { sdk, client } = await this.#sdk;
-    await client.send(new sdk.DeleteObjectCommand({ Bucket: this.#bucket, Key: key }));
+    await client
+      .send(new sdk.DeleteObjectCommand({ Bucket: this.#bucket, Key: key }))
+      .catch((error: unknown) => Promise.reject(new BlobStoreUnavailableError(error)));
   }
 
   async deletePrefix(prefix: string): Promise<void> {
     assertBlobKey(prefix);
+    await this.#deletePrefix(prefix).catch((error: unknown) =>
+      Promise.reject(new BlobStoreUnavailableError(error)),
+    );
+  }
+
+  async #deletePrefix(prefix: string): Promise<void> {
     const { sdk, client } = await this.#sdk;
     // A page holds at most 1000 keys, the most one DeleteObjects call takes.
     let continuationToken: string | undefined;

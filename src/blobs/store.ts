@@ -9,6 +9,20 @@ export class BlobTooLargeError extends Error {
   }
 }
 
+/**
+ * The store itself failed (a bucket that does not answer or refuses the node's credentials, a full
+ * or read-only disk): the request was fine and can be tried again later. The API answers 503.
+ */
+export class BlobStoreUnavailableError extends Error {
+  constructor(cause: unknown) {
+    super(`media storage unavailable: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    this.name = "BlobStoreUnavailableError";
+  }
+}
+
+/** What a 503 for unavailable storage tells clients to wait before trying again, in seconds. */
+export const STORAGE_RETRY_AFTER_S = 10;
+
 export interface StoredBlob {
   key: string;
   sizeBytes: number;

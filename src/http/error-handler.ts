@@ -1,4 +1,5 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { BlobStoreUnavailableError, STORAGE_RETRY_AFTER_S } from "../blobs/store.ts";
 import { type ApiGroup, isCloudPath } from "./auth.ts";
 import { ApiError, type FieldError } from "./errors.ts";
 import { toFieldErrors } from "./validation.ts";
@@ -84,6 +85,11 @@ function fromFastify(error: FastifyError, request: FastifyRequest): ApiError | u
 
 const INTERNAL = new ApiError(500, "Internal server error");
 
+const STORAGE_UNAVAILABLE = new ApiError(503, "Media storage is unavailable; try again shortly", {
+  error: "service_unavailable",
+  headers: { "retry-after": String(STORAGE_RETRY_AFTER_S) },
+});
+
 /** The body of `error` in `group`'s shape. */
 export const errorBody = (group: ApiGroup, error: ApiError): unknown =>
   error.options.body ?? (group === "cloud" ? cloudBody(error) : mediaBody(error));
@@ -165,6 +171,10 @@ export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler(async (error: FastifyError, request, reply) => {
     const apiError = error instanceof ApiError ? error : fromFastify(error, request);
     if (apiError) return sendApiError(request, reply, await withFieldChecks(error, request, apiError));
+    if (error instanceof BlobStoreUnavailableError) {
+      request.log.warn({ err: error }, "request failed: media storage unavailable");
+      return sendApiError(request, reply, STORAGE_UNAVAILABLE);
+    }
     request.log.error({ err: error }, "request failed");
     return sendApiError(request, reply, INTERNAL);
   });

@@ -3,7 +3,7 @@ import { PassThrough, type Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { Multipart } from "@fastify/multipart";
 import type { FastifyRequest } from "fastify";
-import { type BlobStore, BlobTooLargeError } from "../blobs/store.ts";
+import { type BlobStore, BlobStoreUnavailableError, BlobTooLargeError } from "../blobs/store.ts";
 import { ApiError } from "../http/errors.ts";
 import { unstorableTextErrors } from "../http/validation.ts";
 
@@ -90,7 +90,7 @@ const malformed = (fileField: string): ApiError =>
   );
 
 function toUploadError(error: unknown, fileField: string): unknown {
-  if (error instanceof ApiError) return error;
+  if (error instanceof ApiError || error instanceof BlobStoreUnavailableError) return error;
   if (error instanceof BlobTooLargeError) return ApiError.payloadTooLarge();
   if (isFileSystemError(error)) return error;
   const status = (error as { statusCode?: number }).statusCode;

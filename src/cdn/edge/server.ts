@@ -2,6 +2,7 @@ import type { IncomingMessage, OutgoingHttpHeaders, Server, ServerResponse } fro
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import type { FastifyBaseLogger } from "fastify";
+import { BlobStoreUnavailableError, STORAGE_RETRY_AFTER_S } from "../../blobs/store.ts";
 import type { Bus } from "../../bus.ts";
 import type { Clock } from "../../clock.ts";
 import type { Config } from "../../config.ts";
@@ -35,6 +36,7 @@ const ERROR_MESSAGES: Record<number, string> = {
   405: "Method Not Allowed",
   500: "Internal server error",
   502: "Bad Gateway",
+  503: "Service Unavailable",
   504: "Gateway Timeout",
 };
 
@@ -164,9 +166,13 @@ export class EdgeServer {
   }
 
   #failed(response: ServerResponse, error: unknown): void {
-    this.deps.logger.error({ err: error }, "edge request failed");
-    if (!response.headersSent) sendError(response, 500);
-    else response.destroy();
+    // The media store down (a bucket in an outage) is not this node's fault: players may try again.
+    const unavailable = error instanceof BlobStoreUnavailableError;
+    if (unavailable) this.deps.logger.warn({ err: error }, "edge request failed: media storage unavailable");
+    else this.deps.logger.error({ err: error }, "edge request failed");
+    if (response.headersSent) response.destroy();
+    else if (unavailable) sendError(response, 503, { "retry-after": String(STORAGE_RETRY_AFTER_S) });
+    else sendError(response, 500);
   }
 
   /**

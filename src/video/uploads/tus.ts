@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { FileStore } from "@tus/file-store";
 import { type KvStore, Server, Upload } from "@tus/server";
 import type { FastifyBaseLogger } from "fastify";
-import type { BlobStore } from "../../blobs/store.ts";
+import { type BlobStore, BlobStoreUnavailableError } from "../../blobs/store.ts";
 import { type Clock, nowIso } from "../../clock.ts";
 import { ApiError } from "../../http/errors.ts";
 import type { VideoRepository } from "../../media/video-repository.ts";
@@ -151,6 +151,14 @@ export class ResumableUploads {
         const created = node && this.#created.get(node);
         if (created !== undefined) await this.#remove(created);
         if ("status_code" in error) return undefined;
+        if (error instanceof BlobStoreUnavailableError) {
+          // The bytes are kept: a HEAD or the next PATCH finishes the upload once storage is back.
+          deps.logger.warn(
+            { err: error },
+            "resumable upload could not be finished: media storage unavailable",
+          );
+          return tusError(503, "Media storage is unavailable; try again shortly");
+        }
         // The library would append the error's own message (a file path, a disk error) to its 500.
         deps.logger.error({ err: error }, "resumable upload failed");
         return tusError(500, "Internal server error");
