@@ -3,6 +3,7 @@ import { edgeRequest, edgeUrlOf } from "../cdn/support.ts";
 import { createLibrary, createVideo } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { startTestS3, type TestS3 } from "../support/s3.ts";
+import { TUS_PATH } from "../uploads/support.ts";
 import { videoPath } from "../video/support.ts";
 
 // 1x1 PNG
@@ -79,6 +80,29 @@ describe("a running node whose bucket stops answering", { timeout: 60_000 }, () 
     });
     expectUnavailable(response.status, response.headers.get("retry-after"));
     expect(response.body.error).toBe("service_unavailable");
+  });
+
+  it("answers the last tus PATCH 503, and a HEAD too while its bytes cannot be moved", async () => {
+    const authorized = await app.request("POST", `${videoPath(libraryId, videoId)}/upload-authorization`, {
+      json: {},
+    });
+    expect(authorized.status, authorized.text).toBe(201);
+    const headers = { ...authorized.body.data.headers, "tus-resumable": "1.0.0" };
+    const created = await fetch(`${app.baseUrl}${TUS_PATH}`, {
+      method: "POST",
+      headers: { ...headers, "upload-length": "10" },
+    });
+    expect(created.status).toBe(201);
+    const upload = new URL(created.headers.get("location") ?? "", `${app.baseUrl}${TUS_PATH}/`).href;
+    const patched = await fetch(upload, {
+      method: "PATCH",
+      headers: { ...headers, "upload-offset": "0", "content-type": "application/offset+octet-stream" },
+      body: "0123456789",
+    });
+    expect(patched.status).toBe(503);
+    expect(await patched.text()).toBe("Media storage is unavailable; try again shortly\n");
+    const head = await fetch(upload, { method: "HEAD", headers });
+    expectUnavailable(head.status, head.headers.get("retry-after"));
   });
 
   it("answers a viewer on the edge 503", async () => {
