@@ -8,8 +8,25 @@ export type Trx = Transaction<Database>;
 /** Runs `work` as one transaction: every write a request makes goes through here. */
 export type Transact = <T>(work: (trx: Trx) => Promise<T>) => Promise<T>;
 
+/**
+ * PostgreSQL ends one of two transactions that wait on each other (a deletion removing an endpoint's
+ * attempts while the webhook dispatcher claims some of them, each row by row in its own order), or
+ * one that cannot be serialized; what it rolled back can simply run again. Tries in all.
+ */
+const TRIES_WHEN_ROLLED_BACK = 3;
+const ROLLED_BACK_TO_RETRY = new Set(["40P01", "40001"]);
+
 export function transactor(db: Kysely<Database>): Transact {
-  return (work) => db.transaction().execute(work);
+  return async (work) => {
+    for (let tries = 1; ; tries++) {
+      try {
+        return await db.transaction().execute(work);
+      } catch (error) {
+        const code = (error as { code?: unknown } | null)?.code;
+        if (tries >= TRIES_WHEN_ROLLED_BACK || !ROLLED_BACK_TO_RETRY.has(code as string)) throw error;
+      }
+    }
+  };
 }
 
 /** A unique-index violation, as SQLite and PostgreSQL each report it. */

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readBool, readJson, writeJson } from "../../src/store/codec.ts";
+import { transactor } from "../../src/store/transactions.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 
 describe(`store values read back identically (${process.env.CUMULO_TEST_STORE ?? "sqlite"})`, () => {
@@ -58,4 +59,56 @@ describe(`store values read back identically (${process.env.CUMULO_TEST_STORE ??
       .execute();
     expect(rows).toHaveLength(1);
   });
+
+  it.skipIf(process.env.CUMULO_TEST_STORE !== "postgres")(
+    "runs again a transaction PostgreSQL ended to break a deadlock, so both writes succeed",
+    async () => {
+      const { db } = t.cumulo.store;
+      const transact = transactor(db);
+      const stamp = "2026-11-21T09:00:00.000Z";
+      const ids = ["7a1b7f5e-2f4e-4a52-9d3c-0d8f8e1b2c01", "7a1b7f5e-2f4e-4a52-9d3c-0d8f8e1b2c02"];
+      for (const id of ids) {
+        await db
+          .insertInto("jobs")
+          .values({
+            id,
+            kind: "deadlock",
+            payload: "{}",
+            status: "done",
+            run_at: stamp,
+            attempts: 0,
+            max_attempts: 1,
+            locked_until: null,
+            last_error: null,
+            created_at: stamp,
+            updated_at: stamp,
+          })
+          .execute();
+      }
+      // Each transaction locks one row, waits until the other holds its own, then asks for the
+      // other's: a cycle PostgreSQL breaks by ending one of them. Only first tries wait.
+      let arrived = 0;
+      let bothHold: () => void = () => undefined;
+      const holding = new Promise<void>((resolve) => {
+        bothHold = resolve;
+      });
+      const crossing = (first: string, second: string) =>
+        transact(async (trx) => {
+          const bump = (id: string) =>
+            trx
+              .updateTable("jobs")
+              .set((eb) => ({ attempts: eb("attempts", "+", 1) }))
+              .where("id", "=", id)
+              .execute();
+          await bump(first);
+          arrived += 1;
+          if (arrived === 2) bothHold();
+          if (arrived <= 2) await holding;
+          await bump(second);
+        });
+      await Promise.all([crossing(ids[0] ?? "", ids[1] ?? ""), crossing(ids[1] ?? "", ids[0] ?? "")]);
+      const rows = await db.selectFrom("jobs").select("attempts").where("kind", "=", "deadlock").execute();
+      expect(rows.map((row) => row.attempts)).toEqual([2, 2]);
+    },
+  );
 });
