@@ -3,6 +3,7 @@ import { Command, Option } from "commander";
 import { type Config, ConfigError, loadConfig } from "./config.ts";
 import type { SeedBody, SeedOutcome } from "./devmode/seed.ts";
 import type { StateService } from "./devmode/state-service.ts";
+import type { IdentityServices } from "./identity/index.ts";
 import { API_KEY_NAME_MAX, ORGANIZATION_NAME_MAX } from "./identity/keys.ts";
 import { isUuid } from "./ids.ts";
 import type { CoreDeps, Services } from "./services.ts";
@@ -39,20 +40,28 @@ function positiveId(value: string, what: string): number {
   return Number(value);
 }
 
-/** Runs `work` against the configured store, closing it afterwards. */
-async function withServices<T>(work: (services: Services, deps: CoreDeps) => Promise<T>): Promise<T> {
+/** Runs `work` with what `build` (loaded when needed) makes of the configured store, closing it afterwards. */
+async function withCore<S, T>(
+  loadBuild: () => Promise<(deps: CoreDeps) => S>,
+  work: (services: S, deps: CoreDeps) => Promise<T>,
+): Promise<T> {
   const config = loadConfig();
-  const [{ openCore, closeCore }, { createServices }] = await Promise.all([
-    import("./core.ts"),
-    import("./services.ts"),
-  ]);
+  const [{ openCore, closeCore }, build] = await Promise.all([import("./core.ts"), loadBuild()]);
   const deps = await openCore({ ...config, logLevel: "silent" });
   try {
-    return await work(createServices(deps), deps);
+    return await work(build(deps), deps);
   } finally {
     await closeCore(deps);
   }
 }
+
+/** Every service, for the commands that may touch any domain. */
+const withServices = <T>(work: (services: Services, deps: CoreDeps) => Promise<T>): Promise<T> =>
+  withCore(async () => (await import("./services.ts")).createServices, work);
+
+/** Only organizations, keys and users: the key and user commands load none of the other domains. */
+const withIdentity = <T>(work: (services: IdentityServices) => Promise<T>): Promise<T> =>
+  withCore(async () => (await import("./identity/index.ts")).createIdentityServices, work);
 
 /** `withServices` with developer mode's state service (reset, snapshots, seeding). */
 function withState<T>(
@@ -338,14 +347,14 @@ export function buildCli(): Command {
     .requiredOption("--name <name>", "organization name")
     .description("create an organization with its first user, billing account and admin key")
     .action(({ name }: { name: string }) =>
-      withServices(async (services) => {
+      withIdentity(async (services) => {
         print(await services.identity.createOrganization(nameOption(name.trim(), ORGANIZATION_NAME_MAX)));
       }),
     );
   orgs
     .command("list")
     .description("list organizations")
-    .action(() => withServices(async (services) => print(await services.identity.listOrganizations())));
+    .action(() => withIdentity(async (services) => print(await services.identity.listOrganizations())));
 
   const keys = program.command("keys").description("organization API keys");
   keys
@@ -355,7 +364,7 @@ export function buildCli(): Command {
     .addOption(new Option("--read-only", "key may only read").default(false))
     .description("create an API key (the secret is printed once)")
     .action(({ org, name, readOnly }: { org: string; name: string; readOnly: boolean }) =>
-      withServices(async (services) => {
+      withIdentity(async (services) => {
         const result = await services.identity.createApiKey(organizationId(org), {
           name: nameOption(name, API_KEY_NAME_MAX),
           readOnly,
@@ -369,7 +378,7 @@ export function buildCli(): Command {
     .requiredOption("--org <id>", "organization id")
     .description("list API keys (no secrets)")
     .action(({ org }: { org: string }) =>
-      withServices(async (services) => {
+      withIdentity(async (services) => {
         const list = await services.identity.listApiKeys(organizationId(org));
         if (!list) throw new CliError(`organization ${org} not found`);
         print(list);
@@ -379,7 +388,7 @@ export function buildCli(): Command {
     .command("revoke <keyId>")
     .description("revoke an API key; it stops working at once")
     .action((keyId: string) =>
-      withServices(async (services) => {
+      withIdentity(async (services) => {
         if ((await services.identity.revokeApiKey(positiveId(keyId, "key id"))).outcome === "not_found") {
           throw new CliError(`key ${keyId} not found or already revoked`);
         }
@@ -397,7 +406,7 @@ export function buildCli(): Command {
       "create a console user: the password is read from stdin when piped, else a one-time invitation link is printed",
     )
     .action(({ org, email, readOnly }: { org: string; email: string; readOnly: boolean }) =>
-      withServices(async (services) => {
+      withIdentity(async (services) => {
         const password = await passwordFromStdin();
         const result = await services.console.createUser({
           organizationId: organizationId(org),
@@ -436,7 +445,7 @@ export function buildCli(): Command {
     .requiredOption("--org <id>", "organization id")
     .description("list the organization's console users")
     .action(({ org }: { org: string }) =>
-      withServices(async (services) => {
+      withIdentity(async (services) => {
         const list = await services.console.listUsers(organizationId(org));
         if (!list) throw new CliError(`organization ${org} not found`);
         print(list);
@@ -446,7 +455,7 @@ export function buildCli(): Command {
     .command("remove <userId>")
     .description("remove a console user; their sessions end at once")
     .action((userId: string) =>
-      withServices(async (services) => {
+      withIdentity(async (services) => {
         if ((await services.console.removeUser(positiveId(userId, "user id"))).outcome === "not_found") {
           throw new CliError(`console user ${userId} not found`);
         }

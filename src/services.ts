@@ -13,12 +13,10 @@ import { SimulatedDriver } from "./cloud/driver/simulated.ts";
 import { type CloudServices, createCloudServices } from "./cloud/index.ts";
 import { loadSecretKey, SecretBox } from "./cloud/secrets.ts";
 import type { Config } from "./config.ts";
-import { AUTH_CACHE_TTL_MS, AuthCache } from "./identity/auth-cache.ts";
-import { ConsoleService } from "./identity/console-service.ts";
-import { IdentityRepository } from "./identity/repository.ts";
-import { IdentityService } from "./identity/service.ts";
+import type { ConsoleService } from "./identity/console-service.ts";
+import { createIdentityServices } from "./identity/index.ts";
+import type { IdentityService } from "./identity/service.ts";
 import { SESSION_IDLE_MS } from "./identity/sessions.ts";
-import { UserRepository } from "./identity/user-repository.ts";
 import type { JobHandler } from "./jobs/queue.ts";
 import { JobQueue } from "./jobs/queue.ts";
 import { JobRepository } from "./jobs/repository.ts";
@@ -95,32 +93,8 @@ export interface Services {
 /** The composition root: builds each domain's repository and service, in dependency order. */
 export function createServices(deps: CoreDeps): Services {
   const { store, clock, config } = deps;
-  // Verified keys are cached only where every revocation reaches this node: Redis, SQLite's
-  // data_version, or PostgreSQL's notifications.
-  const keyChanges = config.redisUrl ? undefined : store.listen;
-  const authCache =
-    config.redisUrl || store.externalChanges || keyChanges
-      ? new AuthCache(AUTH_CACHE_TTL_MS, clock, store.externalChanges)
-      : undefined;
   const transact = transactor(store.db);
-  const identityRepository = new IdentityRepository(store.db, store.dialect);
-  const identity = new IdentityService(identityRepository, transact, clock, authCache);
-  const consoleService = new ConsoleService(
-    new UserRepository(store.db),
-    identityRepository,
-    identity,
-    transact,
-    clock,
-    (config.publicUrl ?? `http://${config.host}:${config.port}`).replace(/\/+$/, ""),
-  );
-  const storeListen = keyChanges && {
-    listen: keyChanges,
-    onLost: (error?: unknown) =>
-      deps.logger.warn({ err: error }, "auth cache off until key changes are heard again"),
-  };
-  authCache
-    ?.listen(deps.bus, storeListen)
-    .catch((error: unknown) => deps.logger.warn({ err: error }, "auth cache off"));
+  const { identity, console: consoleService } = createIdentityServices(deps);
   const jobRepository = new JobRepository(store.db, store.dialect);
   const jobs = new JobQueue(jobRepository, clock);
   const cdnPurgeSync = new PurgeSync(deps.bus);
