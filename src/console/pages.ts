@@ -22,6 +22,25 @@ const NOT_BUILT_PAGE = `<!doctype html>
 </body></html>
 `;
 
+/**
+ * Scripts and styles only from the console's own files, so injected markup cannot run. Videos,
+ * thumbnails and playlists come from the edge (another port or host, named by the API's answers),
+ * and hls.js plays through blob: URLs and may run a worker from one.
+ */
+const CONTENT_SECURITY_POLICY = [
+  "default-src 'self'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' data: blob: http: https:",
+  "media-src 'self' blob: http: https:",
+  "connect-src 'self' http: https:",
+  "worker-src 'self' blob:",
+  "object-src 'none'",
+  "base-uri 'none'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+].join("; ");
+
 function pageHeaders(reply: FastifyReply): FastifyReply {
   return (
     reply
@@ -31,6 +50,7 @@ function pageHeaders(reply: FastifyReply): FastifyReply {
       .header("x-content-type-options", "nosniff")
       .header("x-frame-options", "DENY")
       .header("referrer-policy", "same-origin")
+      .header("content-security-policy", CONTENT_SECURITY_POLICY)
   );
 }
 
@@ -65,6 +85,7 @@ export async function consolePages(app: FastifyInstance, { dir }: ConsolePagesOp
       // through by another page of the same site (a tenant's page on the edge, another port).
       response.setHeader("x-frame-options", "DENY");
       response.setHeader("referrer-policy", "same-origin");
+      response.setHeader("content-security-policy", CONTENT_SECURITY_POLICY);
     },
   });
   const page = async (_request: unknown, reply: FastifyReply) =>

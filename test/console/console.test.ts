@@ -9,6 +9,7 @@ import {
   freePort,
   launchBrowser,
   newConsoleContext,
+  policyViolations,
   screenshot,
 } from "../support/browser.ts";
 import { createConsoleUser, PASSWORD } from "../support/console.ts";
@@ -242,5 +243,9 @@ describe.skipIf(missing)("the console in Chromium", () => {
     await reader.getByRole("button", { name: "Menu" }).click();
     await screenshot(reader, "api-keys-phone-menu");
     await readerContext.close();
+  });
+
+  it("breaks none of the console's Content-Security-Policy on these pages", () => {
+    expect(policyViolations).toEqual([]);
   });
 });

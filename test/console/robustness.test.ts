@@ -9,6 +9,7 @@ import {
   freePort,
   launchBrowser,
   newConsoleContext,
+  policyViolations,
   screenshot,
 } from "../support/browser.ts";
 import { createConsoleUser, PASSWORD } from "../support/console.ts";
@@ -432,5 +433,9 @@ describe.skipIf(missing)("the console in Chromium: saving, failing and navigatin
     await page.waitForURL("**/console/sign-in");
     const notice = page.getByRole("status").filter({ hasText: "Your session has ended" });
     await expect(notice.textContent()).resolves.toBe("Your session has ended. Sign in again.");
+  });
+
+  it("breaks none of the console's Content-Security-Policy on these pages", () => {
+    expect(policyViolations).toEqual([]);
   });
 });

@@ -1,7 +1,13 @@
 import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import { browserMissing, launchBrowser, newConsoleContext, screenshot } from "../support/browser.ts";
+import {
+  browserMissing,
+  launchBrowser,
+  newConsoleContext,
+  policyViolations,
+  screenshot,
+} from "../support/browser.ts";
 import { adminOrganizationId, PASSWORD } from "../support/console.ts";
 
 const missing = browserMissing();
@@ -123,5 +129,9 @@ describe.skipIf(missing)("the console in Chromium: the page frame", () => {
     } finally {
       await limited.close();
     }
+  });
+
+  it("breaks none of the console's Content-Security-Policy on these pages", () => {
+    expect(policyViolations).toEqual([]);
   });
 });

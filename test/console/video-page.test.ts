@@ -9,6 +9,7 @@ import {
   freePort,
   launchBrowser,
   newConsoleContext,
+  policyViolations,
   screenshot,
 } from "../support/browser.ts";
 import { createConsoleUser, PASSWORD, signIn as signInApi, withSession } from "../support/console.ts";
@@ -354,5 +355,9 @@ describe.skipIf(missing)("the console in Chromium: video page, private libraries
     await expect(page.getByText(EMAIL).count()).resolves.toBe(0);
     await signInHere(page, "a brand new passphrase");
     await page.waitForURL(`**/console/players?library=${libraryId}`);
+  });
+
+  it("breaks none of the console's Content-Security-Policy on these pages", () => {
+    expect(policyViolations).toEqual([]);
   });
 });

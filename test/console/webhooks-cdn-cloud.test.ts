@@ -4,7 +4,13 @@ import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { edgeRequest, type Origin, startOrigin } from "../cdn/support.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import { browserMissing, launchBrowser, newConsoleContext, screenshot } from "../support/browser.ts";
+import {
+  browserMissing,
+  launchBrowser,
+  newConsoleContext,
+  policyViolations,
+  screenshot,
+} from "../support/browser.ts";
 import { createConsoleUser, PASSWORD } from "../support/console.ts";
 import { waitUntil } from "../support/wait.ts";
 
@@ -349,5 +355,9 @@ describe.skipIf(missing)("the console in Chromium: webhooks, CDN, cloud and the 
     await reader.getByRole("rowheader", { name: "console e2e" }).waitFor();
     await expect(reader.getByRole("button", { name: "Create token" }).isDisabled()).resolves.toBe(true);
     await readerContext.close();
+  });
+
+  it("breaks none of the console's Content-Security-Policy on these pages", () => {
+    expect(policyViolations).toEqual([]);
   });
 });

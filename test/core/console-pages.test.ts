@@ -43,6 +43,10 @@ describe("the console's files at /console", () => {
       expect(response.headers.get("cache-control")).toBe("no-cache");
       expect(response.headers.get("x-frame-options"), path).toBe("DENY");
       expect(response.headers.get("referrer-policy"), path).toBe("same-origin");
+      // Scripts only from the console's own files: injected markup cannot run.
+      const policy = response.headers.get("content-security-policy") ?? "";
+      expect(policy, path).toContain("script-src 'self';");
+      expect(policy, path).toContain("frame-ancestors 'none'");
       expect(response.text).toContain("/console/assets/index-abc123.js");
     }
   });

@@ -40,8 +40,16 @@ export async function launchBrowser(): Promise<Browser> {
 }
 
 /** A fresh browser profile (its own cookies) at a laptop's screen size, able to use the clipboard. */
+/** What the console's Content-Security-Policy refused, in every context made by `newConsoleContext`. */
+export const policyViolations: string[] = [];
+
 export async function newConsoleContext(browser: Browser, baseUrl: string): Promise<BrowserContext> {
   const context = await browser.newContext({ baseURL: baseUrl, viewport: { width: 1280, height: 800 } });
+  context.on("console", (message) => {
+    if (message.type() === "error" && message.text().includes("Content Security Policy")) {
+      policyViolations.push(`${message.location().url}: ${message.text()}`);
+    }
+  });
   // Fail fast: a page element that is not there in 10 s is not coming.
   context.setDefaultTimeout(10_000);
   await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: baseUrl });
