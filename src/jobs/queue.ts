@@ -24,6 +24,12 @@ export interface JobHandler<P = any> {
   onGiveUp?(payload: P, error: string): Promise<void>;
   /** The runner is stopping: end the work in hand at once (it is taken up again, not failed). */
   stop?(): void;
+  /**
+   * The failure is of something the job needs rather than of the job (media storage down): it is
+   * tried again later without spending an attempt, for up to `TRANSIENT_PATIENCE_MS` after it was
+   * queued, so an outage of minutes does not fail the work for good.
+   */
+  isTransient?(error: unknown): boolean;
 }
 
 /**
@@ -78,6 +84,10 @@ export interface JobRunnerOptions {
 
 const DEFAULT_LEASE_MS = 60_000;
 const retryDelayMs = (attempt: number) => Math.min(60_000, 1000 * 2 ** (attempt - 1));
+
+const TRANSIENT_PATIENCE_MS = 24 * 3600 * 1000;
+/** Soon after the job was queued (a blip), then further apart the longer it has waited: 2 s to 1 min. */
+const transientDelayMs = (ageMs: number) => Math.min(60_000, Math.max(2000, ageMs / 4));
 
 export class JobRunner {
   readonly #handlers: Map<string, JobHandler>;
@@ -176,6 +186,7 @@ export class JobRunner {
     payload: string;
     attempts: number;
     max_attempts: number;
+    created_at: string;
   }): Promise<void> {
     const handler = this.#handlers.get(job.kind);
     if (!handler) return;
@@ -199,6 +210,18 @@ export class JobRunner {
         // Ended by this runner's stop: due again at once, for another worker or the next start.
         this.logger.info({ jobId: job.id, kind: job.kind }, "job interrupted by shutdown; queued again");
         await this.repository.reschedule(job.id, nowIso(this.clock), message, nowIso(this.clock));
+        return;
+      }
+      const ageMs = this.clock.now().getTime() - Date.parse(job.created_at);
+      if (handler.isTransient?.(error) && ageMs < TRANSIENT_PATIENCE_MS) {
+        const delayMs = transientDelayMs(ageMs);
+        this.logger.warn(
+          { err: error, jobId: job.id, kind: job.kind, retryInMs: delayMs },
+          "job postponed: something it needs is unavailable",
+        );
+        ran("retried");
+        const runAt = new Date(this.clock.now().getTime() + delayMs).toISOString();
+        await this.repository.postpone(job.id, runAt, message, nowIso(this.clock));
         return;
       }
       this.logger.warn({ err: error, jobId: job.id, kind: job.kind, attempt: job.attempts }, "job failed");

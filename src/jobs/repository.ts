@@ -89,6 +89,22 @@ export class JobRepository {
       .execute();
   }
 
+  /** `reschedule`, giving back the attempt this run took. */
+  async postpone(id: string, runAt: string, error: string, now: string): Promise<void> {
+    await this.db
+      .updateTable("jobs")
+      .set((eb) => ({
+        status: "pending",
+        attempts: eb("attempts", "-", 1),
+        run_at: runAt,
+        locked_until: null,
+        last_error: error,
+        updated_at: now,
+      }))
+      .where("id", "=", id)
+      .execute();
+  }
+
   async fail(id: string, error: string, now: string): Promise<void> {
     await this.db
       .updateTable("jobs")

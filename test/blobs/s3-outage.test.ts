@@ -1,10 +1,17 @@
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { connect, createServer, type Socket } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { edgeRequest, edgeUrlOf } from "../cdn/support.ts";
 import { createLibrary, createVideo } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { generateClip } from "../support/media.ts";
 import { startTestS3, type TestS3 } from "../support/s3.ts";
+import { createTestStore, type TestStore } from "../support/store.ts";
+import { waitUntil } from "../support/wait.ts";
 import { TUS_PATH } from "../uploads/support.ts";
-import { videoPath } from "../video/support.ts";
+import { uploadSource, videoPath, waitForStatus } from "../video/support.ts";
 
 // 1x1 PNG
 const PNG = Buffer.from(
@@ -112,5 +119,104 @@ describe("a running node whose bucket stops answering", { timeout: 60_000 }, () 
     );
     expectUnavailable(response.status, response.headers["retry-after"]);
     expect(JSON.parse(response.text)).toEqual({ success: false, message: "Service Unavailable" });
+  });
+});
+
+/** A TCP relay to `target` that can be cut: while off, its connections are dropped and new ones refused. */
+async function startSwitchableRelay(target: string) {
+  const { hostname, port } = new URL(target);
+  const sockets = new Set<Socket>();
+  let on = true;
+  const server = createServer((client) => {
+    if (!on) return client.destroy();
+    const upstream = connect(Number(port), hostname);
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on("close", () => sockets.delete(socket)).on("error", () => undefined);
+    }
+    client.pipe(upstream).pipe(client);
+    client.on("close", () => upstream.destroy());
+    upstream.on("close", () => client.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const address = server.address() as { port: number };
+  return {
+    url: `http://127.0.0.1:${address.port}`,
+    off() {
+      on = false;
+      for (const socket of sockets) socket.destroy();
+    },
+    on() {
+      on = true;
+    },
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+/**
+ * A worker whose bucket is away while it processes a video: the job waits for the bucket instead
+ * of spending its three attempts in seconds and failing the video for good.
+ */
+describe("a video processed while the worker's bucket is away", { timeout: 120_000 }, () => {
+  let s3: TestS3;
+  let store: TestStore;
+  let relay: Awaited<ReturnType<typeof startSwitchableRelay>>;
+  let api: TestApp;
+  let worker: TestApp;
+  let work: string;
+  const dataDirs: string[] = [];
+
+  beforeAll(async () => {
+    work = mkdtempSync(join(tmpdir(), "cumulo-s3-outage-"));
+    [s3, store] = await Promise.all([startTestS3(), createTestStore()]);
+    relay = await startSwitchableRelay(s3.settings.endpoint ?? "");
+    const node = (roles: string, env: Record<string, string>) => {
+      const dataDir =
+        store.kind === "postgres" ? mkdtempSync(join(tmpdir(), `cumulo-${roles}-`)) : store.dataDir;
+      dataDirs.push(dataDir);
+      return startTestApp({ ...s3.env, CUMULO_ROLES: roles, CUMULO_DATA_DIR: dataDir, ...env }, { store });
+    };
+    api = await node("api", { CUMULO_RATE_LIMIT: "100000/1m" });
+    // The worker reaches the bucket through the relay only, so it alone loses it.
+    worker = await node("worker", { CUMULO_S3_ENDPOINT: relay.url, CUMULO_S3_TIMEOUT_MS: "2000" });
+  }, 60_000);
+
+  afterAll(async () => {
+    for (const app of [worker, api]) await app?.close();
+    await relay?.close();
+    await store?.drop();
+    await s3?.close();
+    for (const dir of dataDirs) if (dir !== store?.dataDir) rmSync(dir, { recursive: true, force: true });
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  it("keeps the job waiting without spending attempts, and makes the video ready once the bucket is back", async () => {
+    const clip = readFileSync(await generateClip(work, { seconds: 1, width: 160, height: 120 }));
+    const libraryId = (await createLibrary(api, { name: "patient" })).id;
+    const videoId = (await createVideo(api, libraryId, { title: "during an outage" })).id;
+    relay.off();
+    expect((await uploadSource(api, libraryId, videoId, clip)).status).toBe(202);
+    // The payload is text on SQLite and jsonb on PostgreSQL: matched here.
+    const processJob = async () =>
+      (
+        await worker.cumulo.store.db
+          .selectFrom("jobs")
+          .select(["status", "attempts", "last_error", "payload"])
+          .execute()
+      ).find((job) => JSON.stringify(job.payload).includes(videoId));
+    await waitUntil(
+      async () => (await processJob())?.last_error?.includes("media storage unavailable") === true,
+      30_000,
+      "the job postponed",
+    );
+    // Longer than three ordinary attempts take (1 s, then 2 s apart).
+    await new Promise((resolve) => setTimeout(resolve, 6000));
+    const waiting = await processJob();
+    expect(waiting?.status).not.toBe("failed");
+    expect(waiting?.attempts).toBeLessThanOrEqual(1);
+    expect((await api.request("GET", videoPath(libraryId, videoId))).body.data.status).not.toBe("failed");
+
+    relay.on();
+    expect((await waitForStatus(api, libraryId, videoId, ["ready", "failed"], 60_000)).status).toBe("ready");
   });
 });
