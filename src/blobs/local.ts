@@ -7,10 +7,13 @@ import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { makeDirectories } from "../directories.ts";
 import { SizeLimit } from "./size-limit.ts";
-import { assertBlobKey, type BlobStore, BlobStoreUnavailableError, type StoredBlob } from "./store.ts";
-
-/** The disk's own failures, as opposed to the source's (a client that hung up). */
-const STORAGE_FAULTS = new Set(["ENOSPC", "EDQUOT", "EROFS", "EIO", "EACCES", "EPERM", "EMFILE", "ENFILE"]);
+import {
+  assertBlobKey,
+  type BlobStore,
+  BlobStoreUnavailableError,
+  isStorageFault,
+  type StoredBlob,
+} from "./store.ts";
 
 /** Blobs as files under `${dataDir}/blobs`; uploads land in `.tmp/` and are renamed into place. */
 export class LocalBlobStore implements BlobStore {
@@ -79,9 +82,7 @@ export class LocalBlobStore implements BlobStore {
       // closes: removed only once closed, the temp file is not left behind.
       if (!file.closed) await once(file, "close").catch(() => undefined);
       await rm(temp, { force: true });
-      throw STORAGE_FAULTS.has((error as NodeJS.ErrnoException).code ?? "")
-        ? new BlobStoreUnavailableError(error)
-        : error;
+      throw isStorageFault(error) ? new BlobStoreUnavailableError(error) : error;
     }
     return { key, sizeBytes: limit.bytes };
   }

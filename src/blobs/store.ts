@@ -11,14 +11,22 @@ export class BlobTooLargeError extends Error {
 
 /**
  * The store itself failed (a bucket that does not answer or refuses the node's credentials, a full
- * or read-only disk): the request was fine and can be tried again later. The API answers 503.
+ * or read-only disk): the request was fine and can be tried again later. The API answers 503. The
+ * message names no address or path (it may reach a customer as a failure reason); logs show the cause.
  */
 export class BlobStoreUnavailableError extends Error {
   constructor(cause: unknown) {
-    super(`media storage unavailable: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    super("media storage unavailable", { cause });
     this.name = "BlobStoreUnavailableError";
   }
 }
+
+/** The disk's own failures, as opposed to a source's (a client that hung up). */
+const STORAGE_FAULTS = new Set(["ENOSPC", "EDQUOT", "EROFS", "EIO", "EACCES", "EPERM", "EMFILE", "ENFILE"]);
+
+/** A file system error of the disk itself (full, read-only, failing): nothing the request did. */
+export const isStorageFault = (error: unknown): boolean =>
+  STORAGE_FAULTS.has((error as NodeJS.ErrnoException | null)?.code ?? "");
 
 /** What a 503 for unavailable storage tells clients to wait before trying again, in seconds. */
 export const STORAGE_RETRY_AFTER_S = 10;

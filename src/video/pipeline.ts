@@ -4,7 +4,12 @@ import { mkdir, readdir, rm } from "node:fs/promises";
 import { join, relative, sep } from "node:path";
 import { pipeline as streamPipeline } from "node:stream/promises";
 import type { FastifyBaseLogger } from "fastify";
-import { type BlobStore, BlobStoreUnavailableError, removeLeftovers } from "../blobs/store.ts";
+import {
+  type BlobStore,
+  BlobStoreUnavailableError,
+  isStorageFault,
+  removeLeftovers,
+} from "../blobs/store.ts";
 import { type Clock, nowIso } from "../clock.ts";
 import type { Config } from "../config.ts";
 import type { JobContext, JobHandler, JobQueue } from "../jobs/queue.ts";
@@ -210,8 +215,9 @@ export class VideoPipeline {
         await this.fail(payload, `processing failed: ${error}`);
       },
       stop: () => this.deps.stopTools?.(),
-      // A bucket in an outage fails no video: processing goes on once it answers again.
-      isTransient: (error) => error instanceof BlobStoreUnavailableError,
+      // A bucket in an outage, or this node's scratch disk full, fails no video: processing goes on
+      // once storage answers again.
+      isTransient: (error) => error instanceof BlobStoreUnavailableError || isStorageFault(error),
     };
   }
 

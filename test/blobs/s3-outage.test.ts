@@ -1,5 +1,6 @@
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { connect, createServer, type Socket } from "node:net";
+import { createServer as createHttpServer } from "node:http";
+import { type AddressInfo, connect, createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -176,9 +177,14 @@ describe("a video processed while the worker's bucket is away", { timeout: 120_0
       dataDirs.push(dataDir);
       return startTestApp({ ...s3.env, CUMULO_ROLES: roles, CUMULO_DATA_DIR: dataDir, ...env }, { store });
     };
-    api = await node("api", { CUMULO_RATE_LIMIT: "100000/1m" });
+    // Imports come from a server of the test's own, on a loopback address.
+    api = await node("api", { CUMULO_RATE_LIMIT: "100000/1m", CUMULO_IMPORT_ALLOW_PRIVATE: "true" });
     // The worker reaches the bucket through the relay only, so it alone loses it.
-    worker = await node("worker", { CUMULO_S3_ENDPOINT: relay.url, CUMULO_S3_TIMEOUT_MS: "2000" });
+    worker = await node("worker", {
+      CUMULO_S3_ENDPOINT: relay.url,
+      CUMULO_S3_TIMEOUT_MS: "2000",
+      CUMULO_IMPORT_ALLOW_PRIVATE: "true",
+    });
   }, 60_000);
 
   afterAll(async () => {
@@ -190,33 +196,56 @@ describe("a video processed while the worker's bucket is away", { timeout: 120_0
     rmSync(work, { recursive: true, force: true });
   });
 
-  it("keeps the job waiting without spending attempts, and makes the video ready once the bucket is back", async () => {
+  it("keeps processing and URL-import jobs waiting without spending attempts, and finishes both once the bucket is back", async () => {
     const clip = readFileSync(await generateClip(work, { seconds: 1, width: 160, height: 120 }));
-    const libraryId = (await createLibrary(api, { name: "patient" })).id;
-    const videoId = (await createVideo(api, libraryId, { title: "during an outage" })).id;
-    relay.off();
-    expect((await uploadSource(api, libraryId, videoId, clip)).status).toBe(202);
-    // The payload is text on SQLite and jsonb on PostgreSQL: matched here.
-    const processJob = async () =>
-      (
-        await worker.cumulo.store.db
-          .selectFrom("jobs")
-          .select(["status", "attempts", "last_error", "payload"])
-          .execute()
-      ).find((job) => JSON.stringify(job.payload).includes(videoId));
-    await waitUntil(
-      async () => (await processJob())?.last_error?.includes("media storage unavailable") === true,
-      30_000,
-      "the job postponed",
-    );
-    // Longer than three ordinary attempts take (1 s, then 2 s apart).
-    await new Promise((resolve) => setTimeout(resolve, 6000));
-    const waiting = await processJob();
-    expect(waiting?.status).not.toBe("failed");
-    expect(waiting?.attempts).toBeLessThanOrEqual(1);
-    expect((await api.request("GET", videoPath(libraryId, videoId))).body.data.status).not.toBe("failed");
+    const origin = createHttpServer((_request, response) => response.writeHead(200).end(clip));
+    await new Promise<void>((resolve) => origin.listen(0, "127.0.0.1", resolve));
+    try {
+      const libraryId = (await createLibrary(api, { name: "patient" })).id;
+      const uploaded = (await createVideo(api, libraryId, { title: "uploaded during an outage" })).id;
+      const imported = (await createVideo(api, libraryId, { title: "imported during an outage" })).id;
+      relay.off();
+      expect((await uploadSource(api, libraryId, uploaded, clip)).status).toBe(202);
+      const url = `http://127.0.0.1:${(origin.address() as AddressInfo).port}/clip.mp4`;
+      const fetching = await api.request("POST", `${videoPath(libraryId, imported)}/source/fetch`, {
+        json: { url },
+      });
+      expect(fetching.status, fetching.text).toBe(202);
+      // The payload is text on SQLite and jsonb on PostgreSQL: matched here.
+      const jobOf = async (videoId: string) =>
+        (
+          await worker.cumulo.store.db
+            .selectFrom("jobs")
+            .select(["status", "attempts", "last_error", "payload"])
+            .execute()
+        ).find((job) => JSON.stringify(job.payload).includes(videoId));
+      for (const videoId of [uploaded, imported]) {
+        await waitUntil(
+          async () => (await jobOf(videoId))?.last_error === "media storage unavailable",
+          30_000,
+          "the job postponed",
+        );
+      }
+      // Longer than three ordinary attempts take (1 s, then 2 s apart).
+      await new Promise((resolve) => setTimeout(resolve, 6000));
+      for (const videoId of [uploaded, imported]) {
+        const waiting = await jobOf(videoId);
+        expect(waiting?.status).not.toBe("failed");
+        expect(waiting?.attempts).toBeLessThanOrEqual(1);
+        expect((await api.request("GET", videoPath(libraryId, videoId))).body.data.status).not.toBe("failed");
+      }
+      expect(
+        (await api.request("GET", `${videoPath(libraryId, imported)}/source/fetch`)).body.data.status,
+      ).not.toBe("failed");
 
-    relay.on();
-    expect((await waitForStatus(api, libraryId, videoId, ["ready", "failed"], 60_000)).status).toBe("ready");
+      relay.on();
+      for (const videoId of [uploaded, imported]) {
+        expect((await waitForStatus(api, libraryId, videoId, ["ready", "failed"], 60_000)).status).toBe(
+          "ready",
+        );
+      }
+    } finally {
+      origin.close();
+    }
   });
 });

@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { FileStore } from "@tus/file-store";
 import { type KvStore, Server, Upload } from "@tus/server";
 import type { FastifyBaseLogger } from "fastify";
-import { type BlobStore, BlobStoreUnavailableError } from "../../blobs/store.ts";
+import { type BlobStore, BlobStoreUnavailableError, isStorageFault } from "../../blobs/store.ts";
 import { type Clock, nowIso } from "../../clock.ts";
 import { ApiError } from "../../http/errors.ts";
 import type { VideoRepository } from "../../media/video-repository.ts";
@@ -151,12 +151,11 @@ export class ResumableUploads {
         const created = node && this.#created.get(node);
         if (created !== undefined) await this.#remove(created);
         if ("status_code" in error) return undefined;
-        if (error instanceof BlobStoreUnavailableError) {
-          // The bytes are kept: a HEAD or the next PATCH finishes the upload once storage is back.
-          deps.logger.warn(
-            { err: error },
-            "resumable upload could not be finished: media storage unavailable",
-          );
+        // The bucket, or this node's disk under the partial uploads, failing is not the client's doing.
+        if (error instanceof BlobStoreUnavailableError || isStorageFault(error)) {
+          // An upload that exists keeps its bytes: a HEAD once storage is back finishes it. A creation
+          // refused so has no Location, and is made again by the client.
+          deps.logger.warn({ err: error }, "resumable upload failed: media storage unavailable");
           return tusError(503, "Media storage is unavailable; try again shortly");
         }
         // The library would append the error's own message (a file path, a disk error) to its 500.
@@ -265,10 +264,13 @@ export class ResumableUploads {
       createReadStream(file),
       { maxBytes },
     );
-    if (!(await pipeline.acceptSource(video, stored))) {
-      await blobs.delete(stored.key);
+    // A refused source's file is removed by `acceptSource`.
+    const accepted = await pipeline.acceptSource(video, stored);
+    if (accepted.outcome !== "accepted") {
       await this.#remove(id);
-      throw tusError(404, "The video no longer exists");
+      throw accepted.outcome === "empty"
+        ? tusError(400, "An empty file is not a video source")
+        : tusError(404, "The video no longer exists");
     }
     // The record stays until it expires, so a client that missed the last answer sees the upload complete.
     await repository.updateUpload(repository.db, id, { completed_at: nowIso(clock) });

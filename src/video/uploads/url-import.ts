@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { Transform, type TransformCallback } from "node:stream";
 import ipaddr from "ipaddr.js";
 import { type Agent, request } from "undici";
-import { BlobTooLargeError, type StoredBlob } from "../../blobs/store.ts";
+import { BlobStoreUnavailableError, BlobTooLargeError, type StoredBlob } from "../../blobs/store.ts";
 import { nowIso } from "../../clock.ts";
 import type { Config } from "../../config.ts";
 import type { FieldError } from "../../http/errors.ts";
@@ -188,6 +188,8 @@ export class UrlImports {
       leaseMs: IMPORT_LEASE_MS,
       handle: (payload, context) => this.run(payload, context),
       onGiveUp: (payload, error) => this.#fail(payload, `download failed: ${error}`),
+      // The bucket in an outage fails no import: the download runs again once it answers.
+      isTransient: (error) => error instanceof BlobStoreUnavailableError,
     };
   }
 
@@ -222,10 +224,17 @@ export class UrlImports {
     }
     const video = await videos.find(payload.libraryId, payload.videoId);
     const stillCurrent = (await repository.findImport(payload.videoId))?.id === payload.importId;
-    if (!video || !stillCurrent || !(await pipeline.acceptSource(video, stored))) {
+    if (!video || !stillCurrent) {
       await blobs.delete(stored.key);
       return;
     }
+    // A refused source's file is removed by `acceptSource`.
+    const accepted = await pipeline.acceptSource(video, stored);
+    if (accepted.outcome === "empty") {
+      await this.#fail(payload, "the file is empty");
+      return;
+    }
+    if (accepted.outcome === "not_found") return;
     // `stored` once the file is the video's source: processing has it from here.
     await this.#update(payload, { status: "stored", bytes_received: stored.sizeBytes });
   }
