@@ -1,16 +1,26 @@
 #!/usr/bin/env node
 // Runs the bundle `npm ci` builds (dist/, scripts/build-server.mjs) when it is newer than every file
 // under src/; otherwise (a source edited since, or no bundle) the TypeScript sources through tsx.
-import { existsSync, readdirSync, statSync } from "node:fs";
+import { lstatSync, readdirSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 
 const bundle = new URL("../dist/main.js", import.meta.url);
 const sources = fileURLToPath(new URL("../src/", import.meta.url));
 
+/**
+ * The bundle carries its build's start time: a source saved since, a file added or removed (src/ and
+ * each folder change too), is newer. Symlinks count by their own time (an editor's lock link may
+ * point nowhere); anything that cannot be read means "not fresh". Content copied in with an older
+ * time (`cp -p`) is not seen: `npm run build:server` after such a copy.
+ */
 function bundleIsFresh() {
-  if (!existsSync(bundle)) return false;
-  const built = statSync(bundle).mtimeMs;
-  return readdirSync(sources, { recursive: true }).every((name) => statSync(sources + name).mtimeMs <= built);
+  try {
+    const built = lstatSync(bundle).mtimeMs;
+    const names = ["", ...readdirSync(sources, { recursive: true })];
+    return names.every((name) => lstatSync(sources + name).mtimeMs <= built);
+  } catch {
+    return false;
+  }
 }
 
 let main;

@@ -2,13 +2,15 @@
 // every source file: a command then starts without compiling TypeScript and resolving hundreds of
 // files through tsx's loader (about 0.7 s of CPU per start). Packages stay external, and modules
 // imported lazily stay in chunks of their own (splitting), so a store command still loads no HTTP code.
-import { rmSync } from "node:fs";
+import { rmSync, utimesSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const outdir = `${root}dist`;
 
+// Taken before esbuild reads a source: a file saved during the build is newer than the bundle.
+const started = new Date();
 rmSync(outdir, { recursive: true, force: true });
 await build({
   absWorkingDir: root,
@@ -23,3 +25,5 @@ await build({
   sourcemap: "linked",
   logLevel: "warning",
 });
+// bin/cumulo.js runs the bundle only while no source is newer than this.
+utimesSync(`${outdir}/main.js`, started, started);
