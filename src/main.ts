@@ -479,6 +479,11 @@ async function passwordFromStdin(): Promise<string | undefined> {
 }
 
 export async function main(argv: string[]): Promise<void> {
+  // A reader that stops early (`cumulo openapi | head`) is done with the output, not a failure.
+  process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+    if (error.code !== "EPIPE") throw error;
+    process.exit(0);
+  });
   try {
     await buildCli().parseAsync(argv);
   } catch (error) {

@@ -1,10 +1,12 @@
+import { spawn } from "node:child_process";
+import { once } from "node:events";
 import { mkdtempSync, rmSync } from "node:fs";
 import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import { runCli } from "../support/cli.ts";
+import { BIN, runCli } from "../support/cli.ts";
 import { testStoreKind } from "../support/store.ts";
 
 // Each case runs the real binary several times (one case fourteen), each start compiling TypeScript:
@@ -150,6 +152,19 @@ describe("cumulo CLI", { timeout: 180_000 }, () => {
     const openapi = await runCli(["openapi"], env);
     expect(openapi.code).toBe(0);
     expect(JSON.parse(openapi.stdout).openapi).toBe("3.1.0");
+
+    // `cumulo openapi | head -c 100`: the reader leaving early ended the command with a stack trace.
+    const child = spawn(process.execPath, [BIN, "openapi"], {
+      env: { ...process.env, CUMULO_LOG_LEVEL: "silent", ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stderr = "";
+    child.stderr.on("data", (chunk) => {
+      stderr += chunk;
+    });
+    child.stdout.once("data", () => child.stdout.destroy());
+    const [code] = (await once(child, "close")) as [number | null];
+    expect([code, stderr]).toEqual([0, ""]);
   });
 });
 
