@@ -10,26 +10,35 @@ describe(`store values read back identically (${process.env.CUMULO_TEST_STORE ??
   });
   afterAll(() => t.close());
 
-  it("round-trips booleans, JSON and millisecond timestamps", async () => {
-    const { db } = t.cumulo.store;
-    const stamp = "2026-11-21T08:30:00.123Z";
-    const payload = { nested: { list: [1, "two", null, true] }, unicode: "ünïcødé ✓" };
-    await db
+  /** A finished job row: the table every store has, with plain columns of each kind. */
+  const insertJob = (job: { id: string; kind: string; payload: string; stamp: string }) =>
+    t.cumulo.store.db
       .insertInto("jobs")
       .values({
-        id: "6f1b7f5e-2f4e-4a52-9d3c-0d8f8e1b2c3d",
-        kind: "roundtrip",
-        payload: writeJson(payload) ?? "",
+        id: job.id,
+        kind: job.kind,
+        payload: job.payload,
         status: "done",
-        run_at: stamp,
+        run_at: job.stamp,
         attempts: 0,
         max_attempts: 1,
         locked_until: null,
         last_error: null,
-        created_at: stamp,
-        updated_at: stamp,
+        created_at: job.stamp,
+        updated_at: job.stamp,
       })
       .execute();
+
+  it("round-trips booleans, JSON and millisecond timestamps", async () => {
+    const { db } = t.cumulo.store;
+    const stamp = "2026-11-21T08:30:00.123Z";
+    const payload = { nested: { list: [1, "two", null, true] }, unicode: "ünïcødé ✓" };
+    await insertJob({
+      id: "6f1b7f5e-2f4e-4a52-9d3c-0d8f8e1b2c3d",
+      kind: "roundtrip",
+      payload: writeJson(payload) ?? "",
+      stamp,
+    });
     const job = await db
       .selectFrom("jobs")
       .selectAll()
@@ -67,24 +76,7 @@ describe(`store values read back identically (${process.env.CUMULO_TEST_STORE ??
       const transact = transactor(db);
       const stamp = "2026-11-21T09:00:00.000Z";
       const ids = ["7a1b7f5e-2f4e-4a52-9d3c-0d8f8e1b2c01", "7a1b7f5e-2f4e-4a52-9d3c-0d8f8e1b2c02"];
-      for (const id of ids) {
-        await db
-          .insertInto("jobs")
-          .values({
-            id,
-            kind: "deadlock",
-            payload: "{}",
-            status: "done",
-            run_at: stamp,
-            attempts: 0,
-            max_attempts: 1,
-            locked_until: null,
-            last_error: null,
-            created_at: stamp,
-            updated_at: stamp,
-          })
-          .execute();
-      }
+      for (const id of ids) await insertJob({ id, kind: "deadlock", payload: "{}", stamp });
       // Each transaction locks one row, waits until the other holds its own, then asks for the
       // other's: a cycle PostgreSQL breaks by ending one of them. Only first tries wait.
       let arrived = 0;
