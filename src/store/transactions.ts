@@ -11,7 +11,7 @@ export type Transact = <T>(work: (trx: Trx) => Promise<T>) => Promise<T>;
 /**
  * PostgreSQL ends one of two transactions that wait on each other (a deletion removing an endpoint's
  * attempts while the webhook dispatcher claims some of them, each row by row in its own order), or
- * one that cannot be serialized; what it rolled back can simply run again. Tries in all.
+ * one that cannot be serialized; what it rolled back can simply run again, up to this many tries.
  */
 const TRIES_WHEN_ROLLED_BACK = 3;
 const ROLLED_BACK_TO_RETRY = new Set(["40P01", "40001"]);
