@@ -18,6 +18,11 @@ const loadSdk = (): Promise<[Sdk, Storage]> =>
 const PART_BYTES = 8 * 1024 * 1024;
 const UPLOAD_QUEUE = 4;
 
+/** Any failure of a request to the bucket is the store's, not the caller's. */
+const storeFailed = (error: unknown): never => {
+  throw new BlobStoreUnavailableError(error);
+};
+
 /** The HTTP status of an S3 service error (the SDK's `S3ServiceException`), if it is one. */
 const statusOf = (error: unknown): number | undefined =>
   (error as { $metadata?: { httpStatusCode?: number } } | undefined)?.$metadata?.httpStatusCode;
@@ -152,16 +157,12 @@ export class S3BlobStore implements BlobStore {
   async delete(key: string): Promise<void> {
     assertBlobKey(key);
     const { sdk, client } = await this.#sdk;
-    await client
-      .send(new sdk.DeleteObjectCommand({ Bucket: this.#bucket, Key: key }))
-      .catch((error: unknown) => Promise.reject(new BlobStoreUnavailableError(error)));
+    await client.send(new sdk.DeleteObjectCommand({ Bucket: this.#bucket, Key: key })).catch(storeFailed);
   }
 
   async deletePrefix(prefix: string): Promise<void> {
     assertBlobKey(prefix);
-    await this.#deletePrefix(prefix).catch((error: unknown) =>
-      Promise.reject(new BlobStoreUnavailableError(error)),
-    );
+    await this.#deletePrefix(prefix).catch(storeFailed);
   }
 
   async #deletePrefix(prefix: string): Promise<void> {

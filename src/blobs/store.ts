@@ -28,8 +28,9 @@ const STORAGE_FAULTS = new Set(["ENOSPC", "EDQUOT", "EROFS", "EIO", "EACCES", "E
 export const isStorageFault = (error: unknown): boolean =>
   STORAGE_FAULTS.has((error as NodeJS.ErrnoException | null)?.code ?? "");
 
-/** What a 503 for unavailable storage tells clients to wait before trying again, in seconds. */
+/** What a 503 for unavailable storage tells clients: wait this many seconds, and why. */
 export const STORAGE_RETRY_AFTER_S = 10;
+export const STORAGE_UNAVAILABLE_MESSAGE = "Media storage is unavailable; try again shortly";
 
 export interface StoredBlob {
   key: string;

@@ -1,5 +1,9 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { BlobStoreUnavailableError, STORAGE_RETRY_AFTER_S } from "../blobs/store.ts";
+import {
+  BlobStoreUnavailableError,
+  STORAGE_RETRY_AFTER_S,
+  STORAGE_UNAVAILABLE_MESSAGE,
+} from "../blobs/store.ts";
 import { type ApiGroup, isCloudPath } from "./auth.ts";
 import { ApiError, type FieldError } from "./errors.ts";
 import { toFieldErrors } from "./validation.ts";
@@ -85,7 +89,7 @@ function fromFastify(error: FastifyError, request: FastifyRequest): ApiError | u
 
 const INTERNAL = new ApiError(500, "Internal server error");
 
-const STORAGE_UNAVAILABLE = new ApiError(503, "Media storage is unavailable; try again shortly", {
+const STORAGE_UNAVAILABLE = new ApiError(503, STORAGE_UNAVAILABLE_MESSAGE, {
   error: "service_unavailable",
   headers: { "retry-after": String(STORAGE_RETRY_AFTER_S) },
 });

@@ -6,7 +6,12 @@ import { join } from "node:path";
 import { FileStore } from "@tus/file-store";
 import { type KvStore, Server, Upload } from "@tus/server";
 import type { FastifyBaseLogger } from "fastify";
-import { type BlobStore, BlobStoreUnavailableError, isStorageFault } from "../../blobs/store.ts";
+import {
+  type BlobStore,
+  BlobStoreUnavailableError,
+  isStorageFault,
+  STORAGE_UNAVAILABLE_MESSAGE,
+} from "../../blobs/store.ts";
 import { type Clock, nowIso } from "../../clock.ts";
 import { ApiError } from "../../http/errors.ts";
 import type { VideoRepository } from "../../media/video-repository.ts";
@@ -156,7 +161,7 @@ export class ResumableUploads {
           // An upload that exists keeps its bytes: a HEAD once storage is back finishes it. A creation
           // refused so has no Location, and is made again by the client.
           deps.logger.warn({ err: error }, "resumable upload failed: media storage unavailable");
-          return tusError(503, "Media storage is unavailable; try again shortly");
+          return tusError(503, STORAGE_UNAVAILABLE_MESSAGE);
         }
         // The library would append the error's own message (a file path, a disk error) to its 500.
         deps.logger.error({ err: error }, "resumable upload failed");
