@@ -10,7 +10,9 @@
  *   creation is asked for once, with identifiers chosen once): if a call throws, the operation
  *   answers 500 and nothing is recorded. A driver must therefore make each call idempotent (the same
  *   call repeated after a rolled-back attempt must succeed) and should undo its own partial work
- *   before throwing.
+ *   before throwing. A transaction PostgreSQL rolls back to break a deadlock runs again
+ *   (`transactor`), identifiers chosen anew: a call that succeeded in the rolled-back attempt then
+ *   made something the store does not record, which a real driver must find and remove.
  * - Never allocate addresses or device names on its own: use the ones it is given.
  * - Return promptly; long provisioning belongs behind a status the driver reports later.
  * - Refuse a request the infrastructure cannot honour (a resize it cannot do while the VM runs,
