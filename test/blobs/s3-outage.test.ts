@@ -8,7 +8,7 @@ import { edgeRequest, edgeUrlOf } from "../cdn/support.ts";
 import { createLibrary, createVideo } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { generateClip } from "../support/media.ts";
-import { startTestS3, type TestS3 } from "../support/s3.ts";
+import { startS3Node, startTestS3, type TestS3 } from "../support/s3.ts";
 import { createTestStore, type TestStore } from "../support/store.ts";
 import { waitUntil } from "../support/wait.ts";
 import { TUS_PATH } from "../uploads/support.ts";
@@ -171,12 +171,8 @@ describe("a video processed while the worker's bucket is away", { timeout: 120_0
     work = mkdtempSync(join(tmpdir(), "cumulo-s3-outage-"));
     [s3, store] = await Promise.all([startTestS3(), createTestStore()]);
     relay = await startSwitchableRelay(s3.settings.endpoint ?? "");
-    const node = (roles: string, env: Record<string, string>) => {
-      const dataDir =
-        store.kind === "postgres" ? mkdtempSync(join(tmpdir(), `cumulo-${roles}-`)) : store.dataDir;
-      dataDirs.push(dataDir);
-      return startTestApp({ ...s3.env, CUMULO_ROLES: roles, CUMULO_DATA_DIR: dataDir, ...env }, { store });
-    };
+    const node = (roles: string, env: Record<string, string>) =>
+      startS3Node({ s3, store, roles, env, dataDirs });
     // Imports come from a server of the test's own, on a loopback address.
     api = await node("api", { CUMULO_RATE_LIMIT: "100000/1m", CUMULO_IMPORT_ALLOW_PRIVATE: "true" });
     // The worker reaches the bucket through the relay only, so it alone loses it.
@@ -192,7 +188,7 @@ describe("a video processed while the worker's bucket is away", { timeout: 120_0
     await relay?.close();
     await store?.drop();
     await s3?.close();
-    for (const dir of dataDirs) if (dir !== store?.dataDir) rmSync(dir, { recursive: true, force: true });
+    for (const dir of dataDirs) rmSync(dir, { recursive: true, force: true });
     rmSync(work, { recursive: true, force: true });
   });
 

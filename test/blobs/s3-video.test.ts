@@ -7,7 +7,7 @@ import { edgeRequest, edgeUrlOf } from "../cdn/support.ts";
 import { createLibrary, createVideo } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { generateClip } from "../support/media.ts";
-import { startTestS3, type TestS3 } from "../support/s3.ts";
+import { startS3Node, startTestS3, type TestS3 } from "../support/s3.ts";
 import { createTestStore, type TestStore } from "../support/store.ts";
 import { waitUntil } from "../support/wait.ts";
 import { runUpload, sha256, TUS_PATH } from "../uploads/support.ts";
@@ -50,12 +50,8 @@ describe("video on the S3 blob store, split across nodes", { timeout: 120_000 },
     edgeRequest(edge, `/${hostname()}/${videoId}/${file}`, { headers });
   const keysUnder = (prefix: string) => s3.keys().filter((key) => key.startsWith(`${prefix}/`));
 
-  const node = (roles: string, env: Record<string, string> = {}) => {
-    const dataDir =
-      store.kind === "postgres" ? mkdtempSync(join(tmpdir(), `cumulo-${roles}-`)) : store.dataDir;
-    dataDirs.push(dataDir);
-    return startTestApp({ ...s3.env, CUMULO_ROLES: roles, CUMULO_DATA_DIR: dataDir, ...env }, { store });
-  };
+  const node = (roles: string, env: Record<string, string> = {}) =>
+    startS3Node({ s3, store, roles, env, dataDirs });
 
   beforeAll(async () => {
     work = mkdtempSync(join(tmpdir(), "cumulo-s3-video-"));

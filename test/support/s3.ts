@@ -4,7 +4,9 @@ import { tmpdir } from "node:os";
 import { join, relative, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { S3BlobSettings } from "../../src/config.ts";
+import { startTestApp, type TestApp } from "./app.ts";
 import { exitOf } from "./process.ts";
+import type { TestStore } from "./store.ts";
 
 export interface TestS3 {
   /** Settings of a bucket that exists on the server. */
@@ -76,4 +78,23 @@ export async function startTestS3(): Promise<TestS3> {
       rmSync(directory, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * One node of a deployment split by roles on `s3`'s bucket and `store`: a data dir of its own where
+ * the store allows it (PostgreSQL; SQLite's file is in the data dir, so there the nodes share the
+ * store's). Each node's data dir is added to `dataDirs`, for the caller to look into and remove
+ * (the store's own is removed by `drop` too).
+ */
+export function startS3Node(options: {
+  s3: TestS3;
+  store: TestStore;
+  roles: string;
+  env?: Record<string, string>;
+  dataDirs: string[];
+}): Promise<TestApp> {
+  const { s3, store, roles, env = {}, dataDirs } = options;
+  const dataDir = store.kind === "postgres" ? mkdtempSync(join(tmpdir(), `cumulo-${roles}-`)) : store.dataDir;
+  dataDirs.push(dataDir);
+  return startTestApp({ ...s3.env, CUMULO_ROLES: roles, CUMULO_DATA_DIR: dataDir, ...env }, { store });
 }
