@@ -10,6 +10,7 @@ import {
   type BlobStore,
   BlobStoreUnavailableError,
   isStorageFault,
+  STORAGE_RETRY_AFTER_S,
   STORAGE_UNAVAILABLE_MESSAGE,
 } from "../../blobs/store.ts";
 import { type Clock, nowIso } from "../../clock.ts";
@@ -311,16 +312,19 @@ export class ResumableUploads {
 
 /**
  * The tus server answers through web `Response`s whose `statusText` is empty, and passes it on as the
- * reason phrase (`HTTP/1.1 201 `); an empty one is replaced by the standard phrase.
+ * reason phrase (`HTTP/1.1 201 `); an empty one is replaced by the standard phrase. Its error mapping
+ * sets no headers, so its one 503 (storage unavailable, `onResponseError`) gets its Retry-After here.
  */
 function withReasonPhrases(response: ServerResponse): ServerResponse {
   const writeHead = response.writeHead.bind(response) as (
     status: number,
     ...rest: unknown[]
   ) => ServerResponse;
-  response.writeHead = ((status: number, ...rest: unknown[]) =>
-    rest[0] === ""
+  response.writeHead = ((status: number, ...rest: unknown[]) => {
+    if (status === 503) response.setHeader("Retry-After", String(STORAGE_RETRY_AFTER_S));
+    return rest[0] === ""
       ? writeHead(status, STATUS_CODES[status] ?? "", ...rest.slice(1))
-      : writeHead(status, ...rest)) as ServerResponse["writeHead"];
+      : writeHead(status, ...rest);
+  }) as ServerResponse["writeHead"];
   return response;
 }
