@@ -4,7 +4,7 @@ import type { LibraryRepository } from "../media/repository.ts";
 import { PlaybackAccess } from "./access.ts";
 import { VideoMediaOrigin } from "./media-origin.ts";
 import { locateMediaTools, type MediaToolOptions, MediaTools } from "./media-tools.ts";
-import { type PipelineDeps, VideoPipeline } from "./pipeline.ts";
+import { type PipelineDeps, VideoPipeline, videoWorkRoot } from "./pipeline.ts";
 import { PlaybackTokens } from "./tokens.ts";
 import { Transcoder } from "./transcoder.ts";
 
@@ -31,6 +31,7 @@ export function createVideoServices(deps: VideoDeps): VideoServices {
     tools ??= new MediaTools(locateMediaTools(), {
       concurrency: deps.config.video.ffmpegConcurrency,
       timeoutMs: deps.config.video.ffmpegTimeoutMs,
+      scratchDirectory: videoWorkRoot(deps.config.dataDir),
       onRun: deps.onMediaToolRun,
     });
     return tools;

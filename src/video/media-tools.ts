@@ -1,8 +1,10 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { accessSync, constants } from "node:fs";
+import { access, statfs } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { basename, delimiter, join } from "node:path";
 import pLimit, { type LimitFunction } from "p-limit";
+import { isStorageFault } from "../blobs/store.ts";
 
 export interface MediaToolPaths {
   ffmpeg: string;
@@ -43,6 +45,18 @@ export class MediaToolError extends Error {
   constructor(message: string) {
     super(message);
     this.name = "MediaToolError";
+  }
+}
+
+/**
+ * A tool could not write its output: the scratch disk is full, read-only or over quota. Nothing is
+ * wrong with the input, and the run succeeds once there is room. The message names no path (it
+ * may reach a customer as a failure reason); the cause has ffmpeg's own words.
+ */
+export class ScratchDiskError extends Error {
+  constructor(cause: MediaToolError) {
+    super("the scratch disk of video processing is full or read-only", { cause });
+    this.name = "ScratchDiskError";
   }
 }
 
@@ -129,9 +143,36 @@ function displaySize(video: ProbeStream, width: number, height: number): { width
 
 const STDERR_KEPT = 16 * 1024;
 
+/** strerror's words for ENOSPC, EROFS and EDQUOT (glibc's, musl's and the BSDs' spellings), as ffmpeg prints them. */
+const DISK_FAULT_WORDS = /No space left on device|Read-only file system|quota exceeded/i;
+
+/**
+ * Less free space than this is a full disk: a write that failed for want of room leaves less than
+ * a block behind, and no healthy scratch disk runs this close to full.
+ */
+const FULL_BELOW_BYTES = 1024 * 1024;
+
+/** Whether the disk under `directory` can take no more: (nearly) no space or inodes left, or read-only. */
+async function diskCannotWrite(directory: string): Promise<boolean> {
+  try {
+    const disk = await statfs(directory);
+    // File systems that allot inodes on demand (btrfs) report none at all.
+    if (disk.bavail * disk.bsize < FULL_BELOW_BYTES || (disk.files > 0 && disk.ffree === 0)) return true;
+    await access(directory, constants.W_OK);
+    return false;
+  } catch (error) {
+    return isStorageFault(error);
+  }
+}
+
 export interface MediaToolOptions {
   concurrency: number;
   timeoutMs: number;
+  /**
+   * Where the runs write their output. A failed run is checked against this disk: ffmpeg often
+   * reports a full disk only through what follows from it (a truncated segment is "Invalid data").
+   */
+  scratchDirectory?: string;
   /** Told how each run ended and how long it took (metrics). */
   onRun?: (
     tool: "ffmpeg" | "ffprobe",
@@ -255,16 +296,22 @@ export class MediaTools {
         clearTimeout(timer);
         this.#children.delete(child);
         if (this.#stopped) return reject(new ToolsStoppedError());
-        ran(timedOut ? "timed_out" : code === 0 ? "succeeded" : "failed");
+        // ffmpeg exits 0 when only writing an output's trailer failed: that output is incomplete.
+        const diskFault = DISK_FAULT_WORDS.test(stderr);
+        ran(timedOut ? "timed_out" : code === 0 && !diskFault ? "succeeded" : "failed");
         const tool = basename(command);
         if (timedOut)
           return reject(new MediaToolError(`${tool} timed out after ${this.options.timeoutMs} ms`));
-        if (code !== 0) {
-          const reason =
-            stderr.trim().split("\n").pop() || (signal ? `killed by ${signal}` : `exit code ${code}`);
-          return reject(new MediaToolError(`${tool}: ${reason}`));
-        }
-        resolve(stdout);
+        if (code === 0 && !diskFault) return resolve(stdout);
+        const reason =
+          stderr.trim().split("\n").pop() || (signal ? `killed by ${signal}` : `exit code ${code}`);
+        const failure = new MediaToolError(`${tool}: ${reason}`);
+        const { scratchDirectory } = this.options;
+        if (diskFault) return reject(new ScratchDiskError(failure));
+        if (scratchDirectory === undefined) return reject(failure);
+        void diskCannotWrite(scratchDirectory).then((full) =>
+          reject(full ? new ScratchDiskError(failure) : failure),
+        );
       });
     });
   }

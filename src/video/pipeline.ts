@@ -19,7 +19,7 @@ import { videoAssetUrl, videoBlobPrefix } from "../media/urls.ts";
 import type { VideoRepository } from "../media/video-repository.ts";
 import type { Transact } from "../store/transactions.ts";
 import type { WebhookEmitter } from "../webhooks/emitter.ts";
-import { MediaToolError, type ProbeResult } from "./media-tools.ts";
+import { MediaToolError, type ProbeResult, ScratchDiskError } from "./media-tools.ts";
 import type { VideoProcessingRepository } from "./repository.ts";
 import type { NewProcessingRow, ProcessingChanges, ProcessingRow } from "./tables.ts";
 import {
@@ -215,9 +215,12 @@ export class VideoPipeline {
         await this.fail(payload, `processing failed: ${error}`);
       },
       stop: () => this.deps.stopTools?.(),
-      // A bucket in an outage, or this node's scratch disk full, fails no video: processing goes on
-      // once storage answers again.
-      isTransient: (error) => error instanceof BlobStoreUnavailableError || isStorageFault(error),
+      // A bucket in an outage, or this node's scratch disk full (for Node or for ffmpeg), fails no
+      // video: processing goes on once storage answers again.
+      isTransient: (error) =>
+        error instanceof BlobStoreUnavailableError ||
+        isStorageFault(error) ||
+        error instanceof ScratchDiskError,
     };
   }
 

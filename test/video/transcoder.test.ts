@@ -4,7 +4,12 @@ import { readdir } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { locateMediaTools, MediaToolError, MediaTools } from "../../src/video/media-tools.ts";
+import {
+  locateMediaTools,
+  MediaToolError,
+  MediaTools,
+  ScratchDiskError,
+} from "../../src/video/media-tools.ts";
 import {
   highProfileCodec,
   ladderFor,
@@ -298,6 +303,25 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     const text = join(work, "notes.mp4");
     writeFileSync(text, "this is not a video");
     await expect(transcoder.probe(text)).rejects.toThrow(MediaToolError);
+  });
+
+  it("takes an output the disk cannot take for the disk's fault, also when ffmpeg exits 0", async () => {
+    // /dev/full answers every write with ENOSPC, and ffmpeg says so in strerror's words. Where only
+    // the trailer could not be written (mpegts), it still exits 0.
+    const failure = (format: string[]) =>
+      tools.ffmpeg(["-i", clip, "-frames:v", "1", ...format, "/dev/full"]).then(
+        () => "succeeded",
+        (error: Error) => error,
+      );
+    for (const format of [
+      ["-c", "copy", "-f", "mpegts"],
+      ["-f", "image2", "-update", "1"],
+    ]) {
+      const error = await failure(format);
+      expect(error, format.join(" ")).toBeInstanceOf(ScratchDiskError);
+      expect((error as ScratchDiskError).message).not.toContain("/dev/full");
+      expect(((error as ScratchDiskError).cause as Error).message).toMatch(/No space left on device/);
+    }
   });
 
   it("kills a tool that runs past its timeout", async () => {
