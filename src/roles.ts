@@ -117,7 +117,10 @@ export async function startCumulo(given: Config, options: StartOptions = {}): Pr
         onRun: deps.metrics.jobRun,
       })
     : undefined;
-  const workers = config.roles.includes("worker") ? services.workers : [];
+  const workers = [
+    ...(config.roles.includes("worker") ? services.workers : []),
+    ...(config.roles.includes("api") ? services.apiWorkers : []),
+  ];
   // Before this worker's own runs start: what a worker killed on this data dir left running.
   if (runner) await stopOrphanedTools(videoWorkRoot(config.dataDir), deps.logger);
   runner?.start();

@@ -34,6 +34,7 @@ import { createVideoServices, type VideoServices } from "./video/index.ts";
 import { VideoProcessingRepository } from "./video/repository.ts";
 import { createUploadServices, type UploadServices } from "./video/uploads/index.ts";
 import { UploadRepository } from "./video/uploads/repository.ts";
+import { StrandedUploadFinisher } from "./video/uploads/stranded-uploads.ts";
 import { DeliveryRepository } from "./webhooks/delivery-repository.ts";
 import { relayWakeups, WebhookDispatcher } from "./webhooks/dispatcher.ts";
 import { WebhookEmitter } from "./webhooks/emitter.ts";
@@ -88,6 +89,8 @@ export interface Services {
   /** Handlers of queued jobs, run by the worker role. */
   jobHandlers: JobHandler[];
   workers: BackgroundWorker[];
+  /** Run by the api role: work on what lives on an API node's own disk (partial tus uploads). */
+  apiWorkers: BackgroundWorker[];
 }
 
 /** The composition root: builds each domain's repository and service, in dependency order. */
@@ -248,6 +251,7 @@ export function createServices(deps: CoreDeps): Services {
         deps.logger,
       ),
     ],
+    apiWorkers: [new StrandedUploadFinisher(uploads.resumable, deps.logger)],
   };
 }
 

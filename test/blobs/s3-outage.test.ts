@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer as createHttpServer } from "node:http";
 import { type AddressInfo, connect, createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
@@ -243,5 +243,78 @@ describe("a video processed while the worker's bucket is away", { timeout: 120_0
     } finally {
       origin.close();
     }
+  });
+});
+
+/**
+ * A tus upload whose last PATCH was answered 503 because the bucket was away keeps its bytes; it
+ * was finished only by the client's next HEAD, and a client that gave up left its video waiting
+ * for ever. The node finishes it by itself once the bucket is back.
+ */
+describe("a resumable upload whose last bytes arrived while the bucket was away", {
+  timeout: 120_000,
+}, () => {
+  let s3: TestS3;
+  let relay: Awaited<ReturnType<typeof startSwitchableRelay>>;
+  let app: TestApp;
+  let work: string;
+
+  beforeAll(async () => {
+    work = mkdtempSync(join(tmpdir(), "cumulo-s3-stranded-"));
+    s3 = await startTestS3();
+    relay = await startSwitchableRelay(s3.settings.endpoint ?? "");
+    app = await startTestApp({
+      ...s3.env,
+      CUMULO_S3_ENDPOINT: relay.url,
+      CUMULO_S3_TIMEOUT_MS: "2000",
+      CUMULO_ROLES: "api,worker",
+      CUMULO_EDGE_PORT: "off",
+      CUMULO_RATE_LIMIT: "100000/1m",
+    });
+  }, 60_000);
+
+  afterAll(async () => {
+    await app?.close();
+    await relay?.close();
+    await s3?.close();
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  it("is moved into the bucket and processed once the bucket answers, without a HEAD from its client", async () => {
+    const clip = readFileSync(await generateClip(work, { seconds: 1, width: 160, height: 120 }));
+    const libraryId = (await createLibrary(app, { name: "stranded" })).id;
+    const videoId = (await createVideo(app, libraryId, { title: "its client gave up" })).id;
+    const authorized = await app.request("POST", `${videoPath(libraryId, videoId)}/upload-authorization`, {
+      json: {},
+    });
+    expect(authorized.status, authorized.text).toBe(201);
+    const headers = { ...authorized.body.data.headers, "tus-resumable": "1.0.0" };
+    const created = await fetch(`${app.baseUrl}${TUS_PATH}`, {
+      method: "POST",
+      headers: { ...headers, "upload-length": String(clip.length) },
+    });
+    expect(created.status).toBe(201);
+    const upload = new URL(created.headers.get("location") ?? "", `${app.baseUrl}${TUS_PATH}/`).href;
+
+    relay.off();
+    const patched = await fetch(upload, {
+      method: "PATCH",
+      headers: { ...headers, "upload-offset": "0", "content-type": "application/offset+octet-stream" },
+      body: clip,
+    });
+    expect(patched.status).toBe(503);
+    expect((await app.request("GET", videoPath(libraryId, videoId))).body.data.status).toBe("created");
+
+    relay.on();
+    const processed = await waitForStatus(app, libraryId, videoId, ["ready", "failed"], 60_000);
+    expect(processed.status).toBe("ready");
+    const uploadId = upload.split("/").pop() ?? "";
+    const record = await app.cumulo.store.db
+      .selectFrom("video_uploads")
+      .select("completed_at")
+      .where("id", "=", uploadId)
+      .executeTakeFirst();
+    expect(record?.completed_at).not.toBeNull();
+    expect(existsSync(join(app.config.dataDir, "uploads", uploadId))).toBe(false);
   });
 });

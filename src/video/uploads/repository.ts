@@ -28,6 +28,16 @@ export class UploadRepository {
     return rows.map((row) => row.id);
   }
 
+  /** Uploads of a known length not yet handed to processing: some may hold all their bytes already. */
+  unfinishedUploads() {
+    return this.db
+      .selectFrom("video_uploads")
+      .selectAll()
+      .where("completed_at", "is", null)
+      .where("size_bytes", "is not", null)
+      .execute();
+  }
+
   /** Uploads created before `before` (unfinished ones are abandoned; finished ones are only kept to answer HEAD). */
   async uploadsCreatedBefore(before: string): Promise<string[]> {
     const rows = await this.db

@@ -229,15 +229,49 @@ export class ResumableUploads {
    * Errors as the API's: the video gone is 404, anything else stays an error (500, logged).
    */
   async finishStranded(record: VideoUploadRow): Promise<void> {
-    if (record.completed_at || record.size_bytes === null) return;
-    const held = await stat(join(this.#directory, record.id)).catch(() => undefined);
-    if (held?.size !== Number(record.size_bytes)) return;
+    if (!(await this.#holdsAllBytes(record))) return;
     try {
       await this.#finish(record.id);
     } catch (error) {
       if ((error as { status_code?: number }).status_code === 404) throw ApiError.notFound();
       throw error;
     }
+  }
+
+  /**
+   * Finishes, without waiting for a HEAD, every stranded upload (see `finishStranded`) whose bytes
+   * this node holds: a client that gave up, or a closed browser tab, never sends one. The uploads
+   * dir is this node's own, so only the node holding a file finishes it. One that still cannot be
+   * moved (media storage down) is left for the next pass, with one warning per pass. Returns how
+   * many were finished.
+   */
+  async finishStrandedUploads(): Promise<number> {
+    let finished = 0;
+    const failures: unknown[] = [];
+    for (const record of await this.deps.repository.unfinishedUploads()) {
+      if (!(await this.#holdsAllBytes(record))) continue;
+      try {
+        await this.#finish(record.id);
+        finished += 1;
+      } catch (error) {
+        // Refused for good (its video deleted, an empty file): the upload is already removed.
+        if ((error as { status_code?: number }).status_code === undefined) failures.push(error);
+      }
+    }
+    if (failures.length > 0) {
+      this.deps.logger.warn(
+        { err: failures[0], uploads: failures.length },
+        "resumable uploads holding all their bytes could not be finished; tried again later",
+      );
+    }
+    return finished;
+  }
+
+  /** Whether all the bytes of an upload not yet finished are in this node's uploads dir. */
+  async #holdsAllBytes(record: VideoUploadRow): Promise<boolean> {
+    if (record.completed_at || record.size_bytes === null) return false;
+    const held = await stat(join(this.#directory, record.id)).catch(() => undefined);
+    return held?.size === Number(record.size_bytes);
   }
 
   #finish(id: string): Promise<void> {
