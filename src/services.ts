@@ -54,7 +54,7 @@ export interface CoreDeps {
   metrics: Metrics;
 }
 
-/** Something the worker role runs besides queued jobs (a dispatcher with its own claiming loop). */
+/** Something a role runs in the background besides queued jobs (a dispatcher with its own claiming loop). */
 export interface BackgroundWorker {
   name: string;
   /** Resolves once the worker hears everything it reacts to (wake-ups from other nodes included). */
