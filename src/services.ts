@@ -241,6 +241,17 @@ export function createServices(deps: CoreDeps): Services {
             keepMs: SESSION_IDLE_MS,
             prune: (before) => consoleService.pruneEndedSessions(before),
           },
+        ],
+        clock,
+        deps.logger,
+      ),
+    ],
+    apiWorkers: [
+      new StrandedUploadFinisher(uploads.resumable, deps.logger),
+      // On the nodes that hold the partial files: a worker-only node would remove the records and
+      // leave every API node's files behind.
+      new Housekeeper(
+        [
           {
             name: "abandoned resumable uploads",
             keepMs: config.uploads.expiryMs,
@@ -251,7 +262,6 @@ export function createServices(deps: CoreDeps): Services {
         deps.logger,
       ),
     ],
-    apiWorkers: [new StrandedUploadFinisher(uploads.resumable, deps.logger)],
   };
 }
 

@@ -4,6 +4,7 @@ import { dirname, join } from "node:path";
 import * as tus from "tus-js-client";
 import { Upload, type UploadOptions } from "tus-js-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { OffsetClock } from "../../src/clock.ts";
 import { createLibrary, createVideo } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { generateClip } from "../support/media.ts";
@@ -632,6 +633,39 @@ describe("resumable uploads across a server restart and across nodes", { timeout
     } finally {
       await a.close();
       await b.close();
+    }
+  });
+
+  it("removes an abandoned upload's partial file on the API node that holds it, with no worker role there", async () => {
+    const env = { CUMULO_RATE_LIMIT: "100000/1m", CUMULO_ROLES: "api" };
+    const clock = new OffsetClock();
+    let api = await startTestApp(env, { store, clock });
+    try {
+      const libraryId = (await createLibrary(api)).id;
+      const videoId = (await createVideo(api, libraryId)).id;
+      const uploadUrl = await new Promise<string>((resolve, reject) => {
+        const first: Upload = new Upload(clip, {
+          endpoint: `${api.baseUrl}${TUS_PATH}`,
+          chunkSize: 16 * 1024,
+          headers: { authorization: `Bearer ${api.adminKey}` },
+          metadata: { library_id: libraryId, video_id: videoId },
+          retryDelays: [],
+          onChunkComplete: () => {
+            first.abort().then(() => resolve(first.url ?? ""), reject);
+          },
+          onError: reject,
+        });
+        first.start();
+      });
+      const file = join(store.dataDir, "uploads", uploadUrl.split("/").pop() ?? "");
+      await waitUntil(() => existsSync(file));
+      await api.close();
+      // The node comes back after the upload has expired: housekeeping runs as it starts.
+      clock.offsetMs = api.config.uploads.expiryMs + 60_000;
+      api = await startTestApp(env, { store, clock });
+      await waitUntil(() => !existsSync(file));
+    } finally {
+      await api.close();
     }
   });
 });
