@@ -3,19 +3,34 @@ import { locateMediaTools, MediaTools } from "../../src/video/media-tools.ts";
 
 export const testMediaTools = () => new MediaTools(locateMediaTools(), { concurrency: 2, timeoutMs: 60_000 });
 
-/** A short test-pattern clip with a tone, made by ffmpeg at test time. */
+/**
+ * A short test-pattern clip with a tone, made by ffmpeg at test time. With `grain`, the picture is
+ * covered in random noise kept losslessly, so even a short clip is several MB (about 3 MB a second at
+ * 320x180), for uploads that must take more than one chunk.
+ */
 export async function generateClip(
   directory: string,
-  options: { seconds?: number; width?: number; height?: number; rate?: number; audio?: boolean } = {},
+  options: {
+    seconds?: number;
+    width?: number;
+    height?: number;
+    rate?: number;
+    audio?: boolean;
+    grain?: boolean;
+  } = {},
 ): Promise<string> {
-  const { seconds = 2.5, width = 640, height = 360, rate = 25, audio = true } = options;
-  const file = join(directory, `clip-${width}x${height}-${rate}fps${audio ? "" : "-silent"}.mp4`);
+  const { seconds = 2.5, width = 640, height = 360, rate = 25, audio = true, grain = false } = options;
+  const file = join(
+    directory,
+    `clip-${width}x${height}-${rate}fps${audio ? "" : "-silent"}${grain ? "-grain" : ""}.mp4`,
+  );
   await testMediaTools().ffmpeg([
     "-f",
     "lavfi",
     "-i",
     `testsrc=size=${width}x${height}:rate=${rate}:duration=${seconds}`,
     ...(audio ? ["-f", "lavfi", "-i", `sine=frequency=440:duration=${seconds}`] : []),
+    ...(grain ? ["-vf", "noise=alls=100:allf=t", "-qp", "0"] : []),
     "-c:v",
     "libx264",
     "-preset",
