@@ -1,17 +1,19 @@
 import { useState } from "react";
-import { Link, useParams, useSearchParams } from "react-router";
+import { Link, useNavigate, useParams, useSearchParams } from "react-router";
 import { api, call } from "../../api.ts";
 import { PageHeader } from "../../components/Layout.tsx";
 import { ErrorState, isMissing, Loading, Missing } from "../../components/States.tsx";
 import { useLoad } from "../../load.ts";
 import { FolderTree } from "./FolderTree.tsx";
 import { SecurityForm } from "./SecurityForm.tsx";
+import { UnfinishedUploads } from "./UnfinishedUploads.tsx";
 import { UploadForm } from "./UploadForm.tsx";
 import { VideoList } from "./VideoList.tsx";
 
 /** One library: its folders, its videos, uploading, and its security settings; the folder chosen is `?folder=`. */
 export function LibraryPage() {
   const { libraryId = "" } = useParams();
+  const navigate = useNavigate();
   const [params, setParams] = useSearchParams();
   const folderId = params.get("folder");
   const setFolderId = (folder: string | null) => setParams(folder ? { folder } : {});
@@ -48,6 +50,11 @@ export function LibraryPage() {
           <FolderTree libraryId={data.id} selected={folderId} onSelect={setFolderId} />
         </section>
         <div>
+          <UnfinishedUploads
+            key={data.id}
+            libraryId={data.id}
+            onUploaded={(videoId) => navigate(`/libraries/${data.id}/videos/${videoId}`)}
+          />
           <section className="panel" aria-labelledby="upload-title">
             <h2 id="upload-title">Upload a video</h2>
             <UploadForm

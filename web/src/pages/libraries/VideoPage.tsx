@@ -1,5 +1,5 @@
 import "../../components/blocks.css";
-import { useEffect, useState } from "react";
+import { useEffect, useRef, useState } from "react";
 import { Link, useNavigate, useParams } from "react-router";
 import { api, call } from "../../api.ts";
 import { ConfirmDialog, CopyButton, Dialog } from "../../components/Dialog.tsx";
@@ -11,7 +11,10 @@ import { useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";
 import { HlsPlayer, WHO_MAY_PLAY } from "./Player.tsx";
 import { Subtitles } from "./Subtitles.tsx";
+import { UnfinishedUploads } from "./UnfinishedUploads.tsx";
+import { VideoFileForm } from "./UploadForm.tsx";
 import { VideoStatus } from "./VideoList.tsx";
+import { useUploadOwner, useVideoUploads } from "./video-uploads.ts";
 
 const STAGES = ["created", "uploading", "processing", "transcoding", "packaging", "ready"] as const;
 const FINAL = new Set(["ready", "failed"]);
@@ -140,6 +143,15 @@ export function VideoPage() {
     return () => clearTimeout(timer);
   }, [answer, reloadProcessing, reloadVideo]);
 
+  // The video leaves `created` when an upload of this tab ends (from this page or another): read it
+  // again, so the file form goes.
+  const uploadingHere = useVideoUploads(useUploadOwner()).running.has(videoId);
+  const wasUploading = useRef(uploadingHere);
+  useEffect(() => {
+    if (wasUploading.current && !uploadingHere) reloadVideo();
+    wasUploading.current = uploadingHere;
+  }, [uploadingHere, reloadVideo]);
+
   const ready = video.data?.data.status === "ready";
   const isPrivate = context.data?.privacy === "private";
   // A private library's edge answers 403 without a playback token: the player and the thumbnail
@@ -218,6 +230,13 @@ export function VideoPage() {
           Delete video
         </button>
       </PageHeader>
+      <UnfinishedUploads libraryId={libraryId} videoId={videoId} />
+      {data.status === "created" && (
+        <section className="panel" aria-labelledby="video-file-title">
+          <h2 id="video-file-title">Upload the video's file</h2>
+          <VideoFileForm libraryId={libraryId} videoId={videoId} title={data.title} />
+        </section>
+      )}
       <div className="grid-2">
         <section className="panel" aria-labelledby="player-title">
           <h2 id="player-title">Player</h2>

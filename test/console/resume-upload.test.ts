@@ -1,0 +1,273 @@
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import type { Browser, BrowserContext, Page, Request, Route } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import {
+  browserMissing,
+  freePort,
+  launchBrowser,
+  newConsoleContext,
+  policyViolations,
+  screenshot,
+} from "../support/browser.ts";
+import { createConsoleUser, PASSWORD } from "../support/console.ts";
+import { generateClip } from "../support/media.ts";
+import { waitUntil } from "../support/wait.ts";
+
+const missing = browserMissing();
+if (missing) console.warn(missing);
+
+const EMAIL = "resume@example.invalid";
+const OTHER_EMAIL = "colleague@example.invalid";
+/** The console's tus chunk: the first PATCH carries this much. */
+const CHUNK = 8 * 1024 * 1024;
+
+const isTus = (request: Request) => new URL(request.url()).pathname.startsWith("/v1/media/tus");
+
+describe.skipIf(missing)("the console in Chromium: an upload resumed after a reload", () => {
+  let app: TestApp;
+  let browser: Browser;
+  let context: BrowserContext;
+  let page: Page;
+  let workDir: string;
+  let libraryId: string;
+  /** A real video of more than one chunk. */
+  let clip: string;
+  /** Another file with the clip's name (and another size and date). */
+  let impostor: string;
+
+  const videosOf = async () =>
+    (await app.request("GET", `/v1/media/libraries/${libraryId}/videos?limit=100`)).body.data as {
+      id: string;
+      title: string;
+      status: string;
+    }[];
+  /** What the server has of a tus upload (`Upload-Offset`), asked with the API key. */
+  const offsetOnServer = async (uploadId: string) => {
+    const answer = await app.request("HEAD", `/v1/media/tus/${uploadId}`, {
+      headers: { "tus-resumable": "1.0.0" },
+    });
+    return answer.status === 200 ? Number(answer.headers.get("upload-offset")) : answer.status;
+  };
+
+  async function signInAs(email: string) {
+    await page.goto("/console/");
+    await page.waitForURL("**/console/sign-in");
+    await page.getByLabel("Email").fill(email);
+    await page.getByLabel("Password").fill(PASSWORD);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.waitForURL("**/console/libraries");
+  }
+
+  /**
+   * Starts uploading the clip as a new video, lets its first chunk reach the server, holds the
+   * second and reloads the tab (the browser asks first, and the person leaves all the same).
+   * Answers the tus upload's id.
+   */
+  async function uploadThenReload(title: string): Promise<string> {
+    await page.goto(`/console/libraries/${libraryId}`);
+    await page.getByRole("heading", { name: "Resumable", level: 1 }).waitFor();
+    let patches = 0;
+    let reachedSecond: () => void = () => {};
+    const secondPatch = new Promise<void>((resolve) => {
+      reachedSecond = resolve;
+    });
+    let release: () => void = () => {};
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const holdSecondPatch = async (route: Route) => {
+      if (route.request().method() !== "PATCH" || ++patches === 1) return route.continue();
+      reachedSecond();
+      // Held until the reload has ended the page that sent it.
+      await released;
+      await route.abort().catch(() => {});
+    };
+    await page.route("**/v1/media/tus/**", holdSecondPatch);
+    try {
+      await page.getByLabel("Title").fill(title);
+      await page.getByLabel("Video file").setInputFiles(clip);
+      const created = page.waitForResponse(
+        (response) => response.request().method() === "POST" && isTus(response.request()),
+      );
+      await page.getByRole("button", { name: "Upload", exact: true }).click();
+      const location = (await created).headers().location ?? "";
+      await secondPatch;
+      let asked = false;
+      const leave = (dialog: { type(): string; accept(): Promise<void> }) => {
+        asked = dialog.type() === "beforeunload";
+        return dialog.accept();
+      };
+      page.once("dialog", leave);
+      await page.reload();
+      page.off("dialog", leave);
+      expect(asked).toBe(true);
+      return location.split("/").pop() ?? "";
+    } finally {
+      release();
+      await page.unroute("**/v1/media/tus/**", holdSecondPatch);
+    }
+  }
+
+  beforeAll(async () => {
+    workDir = mkdtempSync(`${tmpdir()}/cumulo-console-resume-`);
+    app = await startTestApp({ CUMULO_EDGE_PORT: String(await freePort()) });
+    await createConsoleUser(app, { email: EMAIL });
+    await createConsoleUser(app, { email: OTHER_EMAIL });
+    const library = await app.request("POST", "/v1/media/libraries", {
+      json: { name: "Resumable", default_privacy: "public" },
+    });
+    libraryId = library.body.data.id;
+    await waitUntil(
+      async () =>
+        (await app.request("GET", `/v1/media/libraries/${libraryId}`)).body.data.status === "active",
+      30_000,
+      "the library provisioned",
+    );
+    clip = await generateClip(workDir, { seconds: 3.5, width: 320, height: 180, grain: true });
+    expect(statSync(clip).size).toBeGreaterThan(CHUNK + 1024 * 1024);
+    const other = await generateClip(workDir, { seconds: 2, width: 320, height: 180 });
+    mkdirSync(`${workDir}/other`);
+    impostor = `${workDir}/other/${clip.split("/").pop()}`;
+    copyFileSync(other, impostor);
+    browser = await launchBrowser();
+    context = await newConsoleContext(browser, app.baseUrl);
+    page = await context.newPage();
+    await signInAs(EMAIL);
+  }, 180_000);
+  afterAll(async () => {
+    await browser?.close();
+    await app?.close();
+    if (workDir) rmSync(workDir, { recursive: true, force: true });
+  });
+
+  it("continues from the server's offset after a reload with the same file only, and the video plays", async () => {
+    const uploadId = await uploadThenReload("Resumed after reload");
+    const offsetBefore = await offsetOnServer(uploadId);
+    expect(offsetBefore).toBe(CHUNK);
+    const video = (await videosOf()).find((item) => item.title === "Resumed after reload");
+    expect(video?.status).toBe("created");
+
+    // Back on the library page: the upload is offered, with what the server has of it.
+    const unfinished = page.getByRole("region", { name: "Unfinished uploads" });
+    const fileName = clip.split("/").pop() ?? "";
+    const item = unfinished.getByRole("listitem").filter({ hasText: fileName });
+    await item.locator(`[data-upload-offset="${CHUNK}"]`).waitFor();
+    await expect(item.getByRole("link", { name: "Resumed after reload" }).count()).resolves.toBe(1);
+    await screenshot(page, "unfinished-upload");
+
+    const sent: Request[] = [];
+    const record = (request: Request) => {
+      if (isTus(request) || request.url().endsWith("/upload-authorization")) sent.push(request);
+    };
+    page.on("request", record);
+    try {
+      // Another file of the same name is refused before anything is sent.
+      const chooser = item.getByLabel(`Choose “${fileName}” again`);
+      await chooser.setInputFiles(impostor);
+      await item.getByRole("button", { name: "Resume upload" }).click();
+      await item
+        .locator('[data-field-error="file"]', { hasText: "This is not the file of this upload" })
+        .waitFor();
+      expect(sent).toEqual([]);
+      expect(await offsetOnServer(uploadId)).toBe(CHUNK);
+      await screenshot(page, "unfinished-upload-other-file");
+
+      // The same file continues the same upload, with a fresh authorization, from the server's offset.
+      await chooser.setInputFiles(clip);
+      await item.getByRole("button", { name: "Resume upload" }).click();
+      await page.waitForURL(`**/console/libraries/${libraryId}/videos/${video?.id}`, { timeout: 30_000 });
+    } finally {
+      page.off("request", record);
+    }
+    expect(sent[0]?.url()).toContain(`/videos/${video?.id}/upload-authorization`);
+    const tusRequests = sent.filter(isTus);
+    expect(tusRequests.some((request) => request.method() === "POST")).toBe(false);
+    expect(tusRequests.every((request) => request.url().endsWith(`/v1/media/tus/${uploadId}`))).toBe(true);
+    const patches = tusRequests.filter((request) => request.method() === "PATCH");
+    expect(patches.length).toBeGreaterThan(0);
+    expect(patches[0]?.headers()["upload-offset"]).toBe(String(CHUNK));
+    expect(patches[0]?.headers().authorizationsignature).toBeTruthy();
+    expect(await offsetOnServer(uploadId)).toBe(statSync(clip).size);
+
+    await page.locator('[data-processing-status="ready"]').waitFor({ timeout: 90_000 });
+    const player = page.locator("video");
+    await page.waitForFunction(
+      () => ((globalThis as any).document.querySelector("video")?.readyState ?? 0) >= 2,
+      undefined,
+      { timeout: 30_000 },
+    );
+    await player.evaluate((element: any) => element.play());
+    await page.waitForFunction(
+      () => ((globalThis as any).document.querySelector("video")?.currentTime ?? 0) > 0.3,
+      undefined,
+      { timeout: 30_000 },
+    );
+    await screenshot(page, "resumed-video-ready");
+
+    // The finished upload's record is gone: nothing is offered any more.
+    await page.goto(`/console/libraries/${libraryId}`);
+    await page.getByRole("heading", { name: "Videos" }).waitFor();
+    await page.getByRole("link", { name: "Resumed after reload" }).waitFor();
+    await expect(page.getByRole("region", { name: "Unfinished uploads" }).count()).resolves.toBe(0);
+    await expect(
+      page.evaluate(() =>
+        Object.keys((globalThis as any).localStorage).filter((key) => key.includes("unfinished-uploads")),
+      ),
+    ).resolves.toEqual([]);
+  });
+
+  it("shows one person's unfinished uploads to nobody else signed in on the same browser", async () => {
+    await uploadThenReload("Mine only");
+    await page.getByRole("region", { name: "Unfinished uploads" }).getByText("Mine only").waitFor();
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.waitForURL("**/console/sign-in");
+    await signInAs(OTHER_EMAIL);
+    await page.goto(`/console/libraries/${libraryId}`);
+    await page.getByRole("link", { name: "Mine only" }).waitFor();
+    await expect(page.getByRole("region", { name: "Unfinished uploads" }).count()).resolves.toBe(0);
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.waitForURL("**/console/sign-in");
+    // Its owner still finds it after signing in again.
+    await signInAs(EMAIL);
+    await page.goto(`/console/libraries/${libraryId}`);
+    await page.getByRole("region", { name: "Unfinished uploads" }).getByText("Mine only").waitFor();
+  });
+
+  it("drops an upload the server no longer has with a message, and uploads that video's file afresh", async () => {
+    const uploadId = await uploadThenReload("Lost on the server");
+    const video = (await videosOf()).find((item) => item.title === "Lost on the server");
+    const unfinished = page.getByRole("region", { name: "Unfinished uploads" });
+    await unfinished.getByText("Lost on the server").waitFor();
+    // The server drops it (as its expiry would).
+    const ended = await app.request("DELETE", `/v1/media/tus/${uploadId}`, {
+      headers: { "tus-resumable": "1.0.0" },
+    });
+    expect(ended.status).toBe(204);
+    await page.reload();
+    const notice = unfinished.getByRole("status").filter({ hasText: "can no longer be resumed" });
+    await notice.waitFor();
+    expect(await notice.textContent()).toContain("“Lost on the server”");
+    await expect(
+      unfinished.getByRole("listitem").filter({ hasText: "Lost on the server" }).count(),
+    ).resolves.toBe(0);
+    await screenshot(page, "unfinished-upload-gone");
+
+    // Its video, still waiting for a file, takes one from the start.
+    const before = (await videosOf()).length;
+    await page.getByRole("link", { name: "Lost on the server" }).first().click();
+    await page.waitForURL(`**/videos/${video?.id}`);
+    const form = page.getByRole("region", { name: "Upload the video's file" });
+    await form.getByLabel("Video file").setInputFiles(clip);
+    await screenshot(page, "video-file-form");
+    await form.getByRole("button", { name: "Upload", exact: true }).click();
+    await page.locator('[data-processing-status="ready"]').waitFor({ timeout: 90_000 });
+    expect((await videosOf()).length).toBe(before);
+    await expect(form.count()).resolves.toBe(0);
+  });
+
+  it("breaks none of the console's Content-Security-Policy on these pages", () => {
+    expect(policyViolations).toEqual([]);
+  });
+});

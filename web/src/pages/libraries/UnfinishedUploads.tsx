@@ -1,0 +1,177 @@
+import { useEffect, useState } from "react";
+import { Link } from "react-router";
+import { messageOf } from "../../api.ts";
+import { DateTime } from "../../components/DateTime.tsx";
+import { FormError } from "../../components/Field.tsx";
+import { isMissing } from "../../components/States.tsx";
+import { submitting, useSubmit } from "../../form.ts";
+import { useLoad } from "../../load.ts";
+import { useSignedIn } from "../../session.tsx";
+import { UploadProgress, useWhereShown, VideoFileField } from "./UploadForm.tsx";
+import {
+  discardUnfinished,
+  forgetUnfinished,
+  type RunningUpload,
+  sizeInWords,
+  type UnfinishedUpload,
+  UploadFailed,
+  type UploadOwner,
+  uploadOnServer,
+  uploadVideoFile,
+  useUploadOwner,
+  useVideoUploads,
+} from "./video-uploads.ts";
+
+const goneMessage = (record: UnfinishedUpload) =>
+  `The upload of “${record.fileName}” to “${record.videoTitle}” can no longer be resumed: the server no longer has it (it expired or was removed). Upload the file again from the start on the video's page.`;
+
+/**
+ * Uploads of this person from this browser that did not finish (the tab was closed or reloaded, the
+ * connection failed), for a library or one video: choosing the same file again continues each from
+ * where the server's copy ends. An upload running in this tab as a new one is shown by its own form.
+ */
+export function UnfinishedUploads({
+  libraryId,
+  videoId,
+  onUploaded,
+}: {
+  libraryId: string;
+  /** Only this video's uploads (on the video's page); its title is then not repeated. */
+  videoId?: string;
+  /** An upload finished while the person is still on this page. */
+  onUploaded?: (videoId: string) => void;
+}) {
+  const owner = useUploadOwner();
+  const { unfinished, running } = useVideoUploads(owner);
+  const whereShown = useWhereShown();
+  const [notices, setNotices] = useState<string[]>([]);
+  const shown = unfinished.filter(
+    (record) =>
+      record.libraryId === libraryId &&
+      (videoId === undefined || record.videoId === videoId) &&
+      running.get(record.videoId)?.resumed !== false,
+  );
+  if (shown.length === 0 && notices.length === 0) return null;
+  const onGone = (message: string) => setNotices((before) => [...before, message]);
+  return (
+    <section className="panel" aria-labelledby="unfinished-uploads-title">
+      <h2 id="unfinished-uploads-title">Unfinished uploads</h2>
+      {notices.map((notice) => (
+        <p key={notice} className="warning" role="status">
+          {notice}
+        </p>
+      ))}
+      {shown.length > 0 && (
+        <ul className="unfinished-uploads">
+          {shown.map((record) => (
+            <UnfinishedUploadItem
+              key={record.uploadUrl}
+              owner={owner}
+              record={record}
+              running={running.get(record.videoId)}
+              showVideo={videoId === undefined}
+              onGone={onGone}
+              whereShown={whereShown}
+              onUploaded={onUploaded}
+            />
+          ))}
+        </ul>
+      )}
+    </section>
+  );
+}
+
+function UnfinishedUploadItem({
+  owner,
+  record,
+  running,
+  showVideo,
+  onGone,
+  whereShown,
+  onUploaded,
+}: {
+  owner: UploadOwner;
+  record: UnfinishedUpload;
+  running: RunningUpload | undefined;
+  showVideo: boolean;
+  onGone: (message: string) => void;
+  /** Where the person is: the list's `useWhereShown`, since a finished upload's item goes first. */
+  whereShown: () => string | undefined;
+  onUploaded: ((videoId: string) => void) | undefined;
+}) {
+  const { readOnly } = useSignedIn();
+  const [file, setFile] = useState<File>();
+  const onServer = useLoad(() => uploadOnServer(record), record.uploadUrl);
+  const serverState = onServer.data?.state;
+  // biome-ignore lint/correctness/useExhaustiveDependencies: acts once on the server's answer
+  useEffect(() => {
+    if (serverState === "gone") onGone(goneMessage(record));
+    if (serverState === "gone" || serverState === "complete") forgetUnfinished(owner, record.uploadUrl);
+  }, [serverState]);
+  const video = { libraryId: record.libraryId, videoId: record.videoId, title: record.videoTitle };
+  const resume = useSubmit(async () => {
+    if (!file) throw new Error(`Choose “${record.fileName}” to continue its upload.`);
+    const startedOn = whereShown();
+    try {
+      await uploadVideoFile({ owner, video, file, resuming: record });
+    } catch (error) {
+      // The video was deleted, or the server dropped the upload: nothing is left to continue.
+      if ((error instanceof UploadFailed && error.gone) || isMissing(error)) {
+        forgetUnfinished(owner, record.uploadUrl);
+        onGone(goneMessage(record));
+        return;
+      }
+      // Part of the file may have arrived before the attempt failed.
+      if (error instanceof UploadFailed) onServer.reload();
+      throw error;
+    }
+    if (whereShown() === startedOn) onUploaded?.(record.videoId);
+  });
+  const discard = useSubmit(() => discardUnfinished(owner, record));
+  const server = onServer.data;
+  return (
+    <li className="unfinished-upload">
+      <p>
+        <strong>{record.fileName}</strong> ({sizeInWords(record.fileSize)})
+        {showVideo && (
+          <>
+            {" "}
+            for{" "}
+            <Link to={`/libraries/${record.libraryId}/videos/${record.videoId}`}>{record.videoTitle}</Link>
+          </>
+        )}
+        , started <DateTime value={record.startedAt} />
+      </p>
+      <p className="field-hint" data-upload-offset={server?.state === "partial" ? server.offset : undefined}>
+        {onServer.state === "error"
+          ? `How far it got could not be read: ${messageOf(onServer.error)}`
+          : server?.state === "partial"
+            ? `${sizeInWords(server.offset)} of ${sizeInWords(record.fileSize)} are on the server (${Math.floor((server.offset / record.fileSize) * 100)}%).`
+            : "Asking the server how far it got…"}
+      </p>
+      <form noValidate onSubmit={submitting(resume.submit)}>
+        <VideoFileField
+          label={`Choose “${record.fileName}” again`}
+          hint="The upload continues where it stopped"
+          error={resume.errors.file}
+          disabled={readOnly || running !== undefined}
+          onChange={setFile}
+        />
+        {running !== undefined && <UploadProgress progress={running.progress} />}
+        <FormError message={resume.formError ?? discard.formError} />
+        <div className="row-actions">
+          <button type="submit" className="primary" disabled={readOnly || running !== undefined}>
+            {running !== undefined ? "Uploading…" : "Resume upload"}
+          </button>
+          <button
+            type="button"
+            disabled={readOnly || running !== undefined || discard.busy}
+            onClick={() => void discard.submit()}
+          >
+            Discard
+          </button>
+        </div>
+      </form>
+    </li>
+  );
+}

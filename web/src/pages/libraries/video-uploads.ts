@@ -1,0 +1,365 @@
+import { useMemo, useSyncExternalStore } from "react";
+import type { DetailedError, PreviousUpload, UrlStorage } from "tus-js-client";
+import { ApiFailure, api, call } from "../../api.ts";
+import { useSignedIn } from "../../session.tsx";
+
+/** A size in the words of a file manager: "2 GB", "1.5 MB" (binary multiples, as they count). */
+export function sizeInWords(bytes: number): string {
+  const units = ["bytes", "KB", "MB", "GB", "TB"];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit += 1;
+  }
+  const shown = unit === 0 ? String(value) : String(Math.round(value * 10) / 10);
+  return `${shown} ${units[unit]}`;
+}
+
+/**
+ * The largest source the server takes, from the tus endpoint's `Tus-Max-Size` (its OPTIONS answer
+ * needs no authentication); `undefined` when it cannot be read (the server still refuses with 413).
+ */
+let maxSize: Promise<number | undefined> | undefined;
+export function maxUploadBytes(): Promise<number | undefined> {
+  maxSize ??= api.OPTIONS("/v1/media/tus").then(
+    ({ response }) => {
+      const value = Number(response.headers.get("tus-max-size"));
+      return Number.isSafeInteger(value) && value > 0 ? value : undefined;
+    },
+    () => undefined,
+  );
+  const asked = maxSize;
+  // A failed read is asked again next time.
+  asked.then((value) => {
+    if (value === undefined && maxSize === asked) maxSize = undefined;
+  });
+  return asked;
+}
+
+export const tooLarge = (limit: number | undefined) =>
+  limit === undefined
+    ? "The file is larger than the server accepts."
+    : `The file is larger than the ${sizeInWords(limit)} limit.`;
+
+/** A refusal shown beside the form's file field. */
+export const fileRefusal = (message: string, status = 400) =>
+  new ApiFailure(status, message, { file: message }, undefined);
+
+/** Refuses a file over the server's limit before anything is made for it. */
+export async function refuseTooLarge(file: File): Promise<void> {
+  const limit = await maxUploadBytes();
+  if (limit !== undefined && file.size > limit) throw fileRefusal(tooLarge(limit), 413);
+}
+
+/** What a failed tus upload means to the person uploading, in place of tus-js-client's own text. */
+function uploadFailure(error: Error | DetailedError, limit: number | undefined): string {
+  const detailed = error as Partial<DetailedError>;
+  const status = detailed.originalResponse?.getStatus();
+  if (!status) {
+    return detailed.originalRequest
+      ? "The connection to the server was lost during the upload. Check your network and try again."
+      : "The file could not be read for the upload. Choose it again and retry.";
+  }
+  if (status === 413) return tooLarge(limit);
+  if (status === 401 || status === 403) {
+    return "The server refused the upload: its authorization expired or is not valid. Try again.";
+  }
+  if (status === 404 || status === 410) {
+    return "The upload is no longer on the server (it expired or was removed). Try again.";
+  }
+  if (status === 409) return "The upload got out of step with the server. Try again.";
+  if (status === 429) return "Too many uploads at once. Wait a moment and try again.";
+  if (status >= 500) return `The server could not take the file (error ${status}). Try again later.`;
+  return `The server refused the upload (error ${status}).`;
+}
+
+/** A failed upload, with how much of the file the server confirmed during this attempt. */
+export class UploadFailed extends Error {
+  constructor(
+    message: string,
+    readonly bytesConfirmed: number,
+    /** The server no longer has the upload (404/410): it cannot be resumed. */
+    readonly gone: boolean,
+  ) {
+    super(message);
+  }
+}
+
+/** Whose records: another person signed in on the same browser never sees them. */
+export interface UploadOwner {
+  organizationId: string;
+  userId: string;
+}
+
+export function useUploadOwner(): UploadOwner {
+  const { organization, user } = useSignedIn();
+  return { organizationId: organization.id, userId: user.uuid };
+}
+
+/** An upload this browser started and did not finish: what the console needs to offer resuming it. */
+export interface UnfinishedUpload {
+  /** The tus upload's URL; also the record's key (tus-js-client's `urlStorageKey`). */
+  uploadUrl: string;
+  /** The file and video it is for (`fingerprintOf`): another file never continues this upload. */
+  fingerprint: string;
+  libraryId: string;
+  videoId: string;
+  videoTitle: string;
+  fileName: string;
+  fileSize: number;
+  startedAt: string;
+}
+
+/** Unfinished uploads of one person: tus-js-client stores and removes them through `recordsFor`. */
+const storageKey = (owner: UploadOwner) =>
+  `cumulo.unfinished-uploads.${owner.organizationId}.${owner.userId}`;
+
+function readRecords(owner: UploadOwner): UnfinishedUpload[] {
+  try {
+    const stored: unknown = JSON.parse(localStorage.getItem(storageKey(owner)) ?? "[]");
+    return Array.isArray(stored) ? stored : [];
+  } catch {
+    return [];
+  }
+}
+
+function writeRecords(owner: UploadOwner, records: UnfinishedUpload[]): void {
+  try {
+    if (records.length === 0) localStorage.removeItem(storageKey(owner));
+    else localStorage.setItem(storageKey(owner), JSON.stringify(records));
+  } catch {
+    // Storage refused (full, or disabled): the upload goes on, it just cannot be resumed after a reload.
+  }
+  changed();
+}
+
+export function forgetUnfinished(owner: UploadOwner, uploadUrl: string): void {
+  writeRecords(
+    owner,
+    readRecords(owner).filter((record) => record.uploadUrl !== uploadUrl),
+  );
+}
+
+/** The records of one video's uploads, for the video that this attempt made and then deleted. */
+export function forgetUnfinishedOfVideo(owner: UploadOwner, videoId: string): void {
+  writeRecords(
+    owner,
+    readRecords(owner).filter((record) => record.videoId !== videoId),
+  );
+}
+
+/**
+ * The file as tus-js-client tells uploads apart: name, type, size and last change, and the video
+ * (every upload goes to the same endpoint, so the endpoint alone would let a file of one video
+ * continue another's upload).
+ */
+const fingerprintOf = (file: File, videoId: string) =>
+  JSON.stringify(["cumulo", videoId, file.name, file.type, file.size, file.lastModified]);
+
+interface Video {
+  libraryId: string;
+  videoId: string;
+  title: string;
+}
+
+/** tus-js-client's URL storage, kept in the owner's records with what the console shows of them. */
+function recordsFor(owner: UploadOwner, video: Video, file: File): UrlStorage {
+  const previous = (record: UnfinishedUpload): PreviousUpload => ({
+    size: record.fileSize,
+    metadata: {},
+    creationTime: record.startedAt,
+    urlStorageKey: record.uploadUrl,
+    uploadUrl: record.uploadUrl,
+    parallelUploadUrls: null,
+  });
+  return {
+    findAllUploads: async () => readRecords(owner).map(previous),
+    findUploadsByFingerprint: async (fingerprint) =>
+      readRecords(owner)
+        .filter((record) => record.fingerprint === fingerprint)
+        .map(previous),
+    removeUpload: async (uploadUrl) => forgetUnfinished(owner, uploadUrl),
+    addUpload: async (fingerprint, upload) => {
+      const uploadUrl = upload.uploadUrl ?? "";
+      writeRecords(owner, [
+        ...readRecords(owner).filter((record) => record.uploadUrl !== uploadUrl),
+        {
+          uploadUrl,
+          fingerprint,
+          libraryId: video.libraryId,
+          videoId: video.videoId,
+          videoTitle: video.title,
+          fileName: file.name,
+          fileSize: file.size,
+          startedAt: new Date().toISOString(),
+        },
+      ]);
+      return uploadUrl;
+    },
+  };
+}
+
+/** An upload running in this tab: its progress (0-1), and whether it continues an unfinished one. */
+export interface RunningUpload {
+  progress: number;
+  resumed: boolean;
+}
+
+/** Uploads running in this tab, by video, whichever page is shown: leaving or reloading the tab asks first. */
+const running = new Map<string, RunningUpload>();
+const askBeforeLeaving = (event: BeforeUnloadEvent) => {
+  event.preventDefault();
+  // Older browsers ask only when a return value is set.
+  event.returnValue = "";
+};
+function setRunning(videoId: string, upload: RunningUpload | undefined): void {
+  const before = running.size;
+  if (upload) running.set(videoId, upload);
+  else running.delete(videoId);
+  if (before === 0 && running.size > 0) window.addEventListener("beforeunload", askBeforeLeaving);
+  if (before > 0 && running.size === 0) window.removeEventListener("beforeunload", askBeforeLeaving);
+  changed();
+}
+
+let version = 0;
+const listeners = new Set<() => void>();
+function changed(): void {
+  version += 1;
+  for (const listener of listeners) listener();
+}
+const subscribe = (listener: () => void) => {
+  listeners.add(listener);
+  return () => {
+    listeners.delete(listener);
+  };
+};
+
+/** The owner's unfinished uploads and the uploads running in this tab, kept current. */
+export function useVideoUploads(owner: UploadOwner): {
+  unfinished: UnfinishedUpload[];
+  running: ReadonlyMap<string, RunningUpload>;
+} {
+  const seen = useSyncExternalStore(subscribe, () => version);
+  // biome-ignore lint/correctness/useExhaustiveDependencies: `seen` changes whenever the records may have
+  const unfinished = useMemo(() => readRecords(owner), [seen, owner.organizationId, owner.userId]);
+  return { unfinished, running };
+}
+
+/** Valid long enough for a slow upload; a resumed upload asks for a fresh one. */
+const AUTHORIZATION_S = 6 * 3600;
+const CHUNK_BYTES = 8 * 1024 * 1024;
+
+/**
+ * Uploads the file of an existing video with tus, authorized by a signed upload authorization the
+ * API gives for that one video (the browser never holds an API key). The upload is recorded for the
+ * owner until it finishes, so that after a reload the same file can continue it (`resuming`): from
+ * the server's offset, with a fresh authorization, and never with another file.
+ */
+export async function uploadVideoFile({
+  owner,
+  video,
+  file,
+  resuming,
+}: {
+  owner: UploadOwner;
+  video: Video;
+  file: File;
+  resuming?: UnfinishedUpload;
+}): Promise<void> {
+  const fingerprint = fingerprintOf(file, video.videoId);
+  if (resuming && resuming.fingerprint !== fingerprint) {
+    throw fileRefusal(
+      `This is not the file of this upload: choose “${resuming.fileName}” (${sizeInWords(resuming.fileSize)}) as it was when the upload started.`,
+    );
+  }
+  setRunning(video.videoId, { progress: 0, resumed: Boolean(resuming) });
+  let bytesConfirmed = 0;
+  try {
+    const authorization = await call(
+      api.POST("/v1/media/libraries/{libraryId}/videos/{videoId}/upload-authorization", {
+        params: { path: { libraryId: video.libraryId, videoId: video.videoId } },
+        body: { expires_in_s: AUTHORIZATION_S },
+      }),
+    );
+    const limit = await maxUploadBytes();
+    const { Upload } = await import("tus-js-client");
+    await new Promise<void>((resolve, reject) => {
+      const upload = new Upload(file, {
+        // A resumed upload continues at its URL or fails: tus-js-client would otherwise start a new
+        // upload from the first byte when the server no longer has it.
+        endpoint: resuming ? null : new URL(authorization.data.endpoint, window.location.origin).toString(),
+        headers: { ...authorization.data.headers },
+        metadata: { filename: file.name, filetype: file.type },
+        chunkSize: CHUNK_BYTES,
+        retryDelays: [0, 1000, 3000],
+        fingerprint: async () => fingerprint,
+        urlStorage: recordsFor(owner, video, file),
+        storeFingerprintForResuming: true,
+        removeFingerprintOnSuccess: true,
+        onProgress: (sent, total) =>
+          setRunning(video.videoId, { progress: total > 0 ? sent / total : 0, resumed: Boolean(resuming) }),
+        onChunkComplete: (_chunk, accepted) => {
+          bytesConfirmed = accepted;
+        },
+        onError: (error) => {
+          console.warn("The upload failed:", error);
+          const status = (error as Partial<DetailedError>).originalResponse?.getStatus();
+          reject(
+            new UploadFailed(uploadFailure(error, limit), bytesConfirmed, status === 404 || status === 410),
+          );
+        },
+        onSuccess: () => resolve(),
+      });
+      if (!resuming) return upload.start();
+      upload.findPreviousUploads().then((found) => {
+        const previous = found.find((stored) => stored.urlStorageKey === resuming.uploadUrl);
+        // Finished or discarded meanwhile (in another tab).
+        if (!previous) return reject(new UploadFailed("This upload is no longer listed.", 0, true));
+        upload.resumeFromPreviousUpload(previous);
+        upload.start();
+      }, reject);
+    });
+  } finally {
+    setRunning(video.videoId, undefined);
+  }
+}
+
+/** How much of an unfinished upload the server has, or that it has none of it any more. */
+export type UploadOnServer = { state: "partial"; offset: number } | { state: "complete" } | { state: "gone" };
+
+const uploadIdOf = (uploadUrl: string) => new URL(uploadUrl).pathname.split("/").pop() ?? "";
+const TUS_HEADERS = { "tus-resumable": "1.0.0" };
+const isGone = (error: unknown) =>
+  error instanceof ApiFailure && (error.status === 404 || error.status === 410);
+
+/** Asks the server (tus HEAD, with the session) how far an unfinished upload got. */
+export async function uploadOnServer(record: UnfinishedUpload): Promise<UploadOnServer> {
+  const asked = api.HEAD("/v1/media/tus/{uploadId}", {
+    params: { path: { uploadId: uploadIdOf(record.uploadUrl) }, header: TUS_HEADERS },
+  });
+  try {
+    await call(asked);
+  } catch (error) {
+    if (isGone(error)) return { state: "gone" };
+    throw error;
+  }
+  const { headers } = (await asked).response;
+  const offset = Number(headers.get("upload-offset"));
+  const length = Number(headers.get("upload-length"));
+  return offset >= length ? { state: "complete" } : { state: "partial", offset };
+}
+
+/** Abandons an unfinished upload: the server deletes its bytes (tus termination) and the record goes. */
+export async function discardUnfinished(owner: UploadOwner, record: UnfinishedUpload): Promise<void> {
+  try {
+    await call(
+      api.DELETE("/v1/media/tus/{uploadId}", {
+        params: { path: { uploadId: uploadIdOf(record.uploadUrl) }, header: TUS_HEADERS },
+      }),
+    );
+  } catch (error) {
+    if (!isGone(error)) throw error;
+  }
+  forgetUnfinished(owner, record.uploadUrl);
+}
