@@ -269,9 +269,12 @@ describe.skipIf(missing)("the console in Chromium: saving, failing and navigatin
     } finally {
       await page.unroute("**/v1/media/tus/**", breakOff);
     }
-    // The list was read again: it shows the video the server has.
-    await page.getByRole("link", { name: "Broke off" }).waitFor();
+    // The list was read again: it shows the video the server has, and its upload is offered to resume.
+    await page.getByRole("region", { name: "Videos" }).getByRole("link", { name: "Broke off" }).waitFor();
     expect((await videosOf(uploadsId)).some((video) => video.title === "Broke off")).toBe(true);
+    const unfinished = page.getByRole("region", { name: "Unfinished uploads" });
+    await unfinished.locator(`[data-upload-offset="${8 * MiB}"]`).waitFor();
+    await unfinished.getByRole("button", { name: "Resume upload" }).waitFor();
     await screenshot(page, "upload-broke-off");
   });
 
