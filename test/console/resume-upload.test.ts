@@ -221,6 +221,17 @@ describe.skipIf(missing)("the console in Chromium: an upload resumed after a rel
   it("shows one person's unfinished uploads to nobody else signed in on the same browser", async () => {
     await uploadThenReload("Mine only");
     await page.getByRole("region", { name: "Unfinished uploads" }).getByText("Mine only").waitFor();
+    // On a phone the offer fits the screen: nothing scrolls sideways.
+    await page.setViewportSize({ width: 375, height: 800 });
+    try {
+      await page.getByRole("button", { name: "Resume upload" }).scrollIntoViewIfNeeded();
+      await expect(
+        page.evaluate(() => (globalThis as any).document.documentElement.scrollWidth),
+      ).resolves.toBeLessThanOrEqual(375);
+      await screenshot(page, "unfinished-upload-phone");
+    } finally {
+      await page.setViewportSize({ width: 1280, height: 800 });
+    }
     await page.getByRole("button", { name: "Sign out" }).click();
     await page.waitForURL("**/console/sign-in");
     await signInAs(OTHER_EMAIL);

@@ -145,7 +145,8 @@ export function VideoPage() {
 
   // The video leaves `created` when an upload of this tab ends (from this page or another): read it
   // again, so the file form goes.
-  const uploadingHere = useVideoUploads(useUploadOwner()).running.has(videoId);
+  const owner = useUploadOwner();
+  const uploadingHere = useVideoUploads(owner).running.has(videoId);
   const wasUploading = useRef(uploadingHere);
   useEffect(() => {
     if (wasUploading.current && !uploadingHere) reloadVideo();
