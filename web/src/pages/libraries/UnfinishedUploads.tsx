@@ -52,7 +52,8 @@ export function UnfinishedUploads({
       running.get(record.videoId)?.resumed !== false,
   );
   if (shown.length === 0 && notices.length === 0) return null;
-  const onGone = (message: string) => setNotices((before) => [...before, message]);
+  const onGone = (message: string) =>
+    setNotices((before) => (before.includes(message) ? before : [...before, message]));
   return (
     <section className="panel" aria-labelledby="unfinished-uploads-title">
       <h2 id="unfinished-uploads-title">Unfinished uploads</h2>

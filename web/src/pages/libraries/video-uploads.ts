@@ -43,7 +43,7 @@ export const tooLarge = (limit: number | undefined) =>
     : `The file is larger than the ${sizeInWords(limit)} limit.`;
 
 /** A refusal shown beside the form's file field. */
-export const fileRefusal = (message: string, status = 400) =>
+const fileRefusal = (message: string, status = 400) =>
   new ApiFailure(status, message, { file: message }, undefined);
 
 /** Refuses a file over the server's limit before anything is made for it. */
@@ -326,7 +326,7 @@ export async function uploadVideoFile({
 }
 
 /** How much of an unfinished upload the server has, or that it has none of it any more. */
-export type UploadOnServer = { state: "partial"; offset: number } | { state: "complete" } | { state: "gone" };
+type UploadOnServer = { state: "partial"; offset: number } | { state: "complete" } | { state: "gone" };
 
 const uploadIdOf = (uploadUrl: string) => new URL(uploadUrl).pathname.split("/").pop() ?? "";
 const TUS_HEADERS = { "tus-resumable": "1.0.0" };
