@@ -56,7 +56,7 @@ export interface Config {
   webhookAllowPrivate: boolean;
   originAllowPrivate: boolean;
   rateLimit: RateLimitSetting;
-  /** Console sign-in attempts per client address and per email (CUMULO_SIGN_IN_RATE_LIMIT). */
+  /** Console sign-in attempts per (client address, email) pair (CUMULO_SIGN_IN_RATE_LIMIT). */
   signInRateLimit: RateLimitSetting;
   logLevel: string;
   regions: string[];

@@ -189,11 +189,12 @@ describe("console cookie over https", () => {
 });
 
 /** A sign-in attempt sent from a given loopback address (Linux routes all of 127/8 to loopback). */
-function signInFrom(t: TestApp, localAddress: string, email: string) {
+function signInFrom(t: TestApp, localAddress: string, email: string, password = "a wrong password") {
   const url = new URL("/v1/console/session", t.baseUrl);
   return new Promise<{
     status: number;
     retryAfter: string | undefined;
+    limit: string | undefined;
     remaining: string | undefined;
     body: any;
   }>((resolve, reject) => {
@@ -209,6 +210,7 @@ function signInFrom(t: TestApp, localAddress: string, email: string) {
           resolve({
             status: response.statusCode ?? 0,
             retryAfter: response.headers["retry-after"] as string | undefined,
+            limit: response.headers["ratelimit-limit"] as string | undefined,
             remaining: response.headers["ratelimit-remaining"] as string | undefined,
             body: JSON.parse(text),
           }),
@@ -216,23 +218,22 @@ function signInFrom(t: TestApp, localAddress: string, email: string) {
       },
     );
     request.on("error", reject);
-    request.end(JSON.stringify({ email, password: "a wrong password" }));
+    request.end(JSON.stringify({ email, password }));
   });
 }
 
 describe("sign-in rate limit", () => {
   let t: TestApp;
+  // One attempt per (address, email) pair; ten per address and ten per email.
   beforeAll(async () => {
-    t = await startTestApp({ CUMULO_SIGN_IN_RATE_LIMIT: "3/15m" });
-    await createConsoleUser(t, { email: "target@example.test" });
+    t = await startTestApp({ CUMULO_SIGN_IN_RATE_LIMIT: "1/15m" });
+    for (const email of ["owner@example.test", "sprayed@example.test"]) await createConsoleUser(t, { email });
   });
   afterAll(() => t.close());
 
-  it("limits attempts on one email from many addresses", async () => {
-    for (const address of ["127.0.0.2", "127.0.0.3", "127.0.0.4"]) {
-      expect((await signInFrom(t, address, "target@example.test")).status).toBe(401);
-    }
-    const limited = await signInFrom(t, "127.0.0.5", "TARGET@example.test");
+  it("limits one address on one email, without locking the email's owner out", async () => {
+    expect((await signInFrom(t, "127.0.0.2", "owner@example.test")).status).toBe(401);
+    const limited = await signInFrom(t, "127.0.0.2", "OWNER@example.test", PASSWORD);
     expect(limited.status).toBe(429);
     expect(limited.body).toEqual({
       success: false,
@@ -240,25 +241,37 @@ describe("sign-in rate limit", () => {
       message: "Too many requests",
     });
     expect(Number(limited.retryAfter)).toBeGreaterThan(0);
+    expect(limited.limit).toBe("1");
     expect(limited.remaining).toBe("0");
-    // Even the right password waits: guessing is what is limited.
-    const right = await t.request("POST", "/v1/console/session", {
-      anonymous: true,
-      json: { email: "target@example.test", password: PASSWORD },
-    });
-    expect(right.status).toBe(429);
+    // The owner, from their own address, signs in: the stranger spent only their pair's budget.
+    expect((await signInFrom(t, "127.0.0.3", "owner@example.test", PASSWORD)).status).toBe(201);
+    // And the stranger's address may still try another email.
+    expect((await signInFrom(t, "127.0.0.2", "other@example.test")).status).toBe(401);
   });
 
-  it("limits attempts from one address on many emails", async () => {
-    for (const email of ["a@example.test", "b@example.test", "c@example.test"]) {
-      expect((await signInFrom(t, "127.0.0.9", email)).status).toBe(401);
+  it("limits one address on many emails to ten times the pair's budget", async () => {
+    for (let n = 0; n < 10; n++) {
+      expect((await signInFrom(t, "127.0.0.9", `nobody${n}@example.test`)).status).toBe(401);
     }
-    const limited = await signInFrom(t, "127.0.0.9", "d@example.test");
+    const limited = await signInFrom(t, "127.0.0.9", "nobody10@example.test");
     expect(limited.status).toBe(429);
     expect(limited.body.error).toBe("rate_limited");
     expect(Number(limited.retryAfter)).toBeGreaterThan(0);
+    expect(limited.limit).toBe("10");
     // Another address is not held back by this one.
-    expect((await signInFrom(t, "127.0.0.10", "e@example.test")).status).toBe(401);
+    expect((await signInFrom(t, "127.0.0.10", "nobody11@example.test")).status).toBe(401);
+  });
+
+  it("limits many addresses on one email to ten times the pair's budget", async () => {
+    for (let n = 0; n < 10; n++) {
+      expect((await signInFrom(t, `127.0.1.${n + 1}`, "sprayed@example.test")).status).toBe(401);
+    }
+    const limited = await signInFrom(t, "127.0.1.11", "sprayed@example.test");
+    expect(limited.status).toBe(429);
+    expect(limited.limit).toBe("10");
+    expect(Number(limited.retryAfter)).toBeGreaterThan(0);
+    // The circuit breaker's price: this many sources hold the owner back too, until the window ends.
+    expect((await signInFrom(t, "127.0.1.12", "sprayed@example.test", PASSWORD)).status).toBe(429);
   });
 });
 

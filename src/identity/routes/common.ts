@@ -5,7 +5,10 @@ import type { IdentityService } from "../service.ts";
 export interface ConsoleRouteOptions {
   identity: IdentityService;
   console: ConsoleService;
-  /** Sign-in attempts allowed per client address and per email in a window. */
+  /**
+   * Sign-in attempts allowed per (client address, email) pair in a window (ten times that per
+   * address and per email); also invitation acceptances per address and password changes per user.
+   */
   signInLimit: RateLimitSetting;
   /** CUMULO_PUBLIC_URL: an https one makes the session cookie `Secure`. */
   publicUrl: string | undefined;

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "@sinclair/typebox";
+import type { FastifyInstance, FastifyRequest } from "fastify";
 import { authenticateSessionCookie, sessionCookieOptions } from "../../http/auth.ts";
 import { ok } from "../../http/envelope.ts";
 import { ApiError } from "../../http/errors.ts";
@@ -9,18 +10,47 @@ import { ConsoleSession, SignInBody } from "../schemas.ts";
 import { SESSION_COOKIE } from "../sessions.ts";
 import { type ConsoleRouteOptions, consoleSecurity, tags } from "./common.ts";
 
+/** How many times the pair's budget one address, or one email, may spend in the window. */
+const WIDER_SIGN_IN_BUDGET = 10;
+
+type RateLimiter = ReturnType<FastifyInstance["createRateLimit"]>;
+
+/** The contract's 429, with the headers of the budget that ran out (not the route's own). */
+async function refuseOverBudget(limiter: RateLimiter, request: FastifyRequest): Promise<void> {
+  const limit = await limiter(request);
+  if (limit.isAllowed || !limit.isExceeded) return;
+  const reset = String(limit.ttlInSeconds);
+  throw new ApiError(429, "Too many requests", {
+    error: "rate_limited",
+    headers: {
+      "retry-after": reset,
+      "ratelimit-limit": String(limit.max),
+      "ratelimit-remaining": "0",
+      "ratelimit-reset": reset,
+    },
+  });
+}
+
 /** `/v1/console/session`: sign in, the current session, sign out. */
 export const sessionRoutes: FastifyPluginAsyncTypebox<ConsoleRouteOptions> = async (
   app,
   { identity, console, signInLimit, publicUrl },
 ) => {
-  // Per client address (the route's budget) and per email (below), so neither many addresses
-  // against one account nor one address against many accounts can guess for long.
-  const limitByEmail = app.createRateLimit({
+  // Guessing is slowed per (client address, email) pair: a stranger using up the guesses on an
+  // email does not shut its owner out. Wider budgets per address (one source trying many emails)
+  // and per email (many sources on one account) catch what the pair cannot (docs/console.md).
+  const emailOf = (request: FastifyRequest) =>
+    normalizeEmail((request.body as { email?: string } | undefined)?.email ?? "");
+  const limitByPair = app.createRateLimit({
     max: signInLimit.max,
     timeWindow: signInLimit.windowMs,
-    keyGenerator: (request) =>
-      `sign-in:email:${normalizeEmail((request.body as { email?: string } | undefined)?.email ?? "")}`,
+    // An address never holds a space, so the key names one pair.
+    keyGenerator: (request) => `sign-in:pair:${request.ip} ${emailOf(request)}`,
+  });
+  const limitByEmail = app.createRateLimit({
+    max: signInLimit.max * WIDER_SIGN_IN_BUDGET,
+    timeWindow: signInLimit.windowMs,
+    keyGenerator: (request) => `sign-in:email:${emailOf(request)}`,
   });
 
   app.post(
@@ -35,26 +65,15 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<ConsoleRouteOptions> = asy
       },
       config: {
         rateLimit: {
-          max: signInLimit.max,
+          max: signInLimit.max * WIDER_SIGN_IN_BUDGET,
           timeWindow: signInLimit.windowMs,
           keyGenerator: (request) => `sign-in:ip:${request.ip}`,
         },
       },
+      // The pair first: an attempt it refuses does not count against the owner's email.
       preHandler: async (request) => {
-        const limit = await limitByEmail(request);
-        if (!limit.isAllowed && limit.isExceeded) {
-          // The contract's 429, with the headers of the budget that ran out (not the address's).
-          const reset = String(limit.ttlInSeconds);
-          throw new ApiError(429, "Too many requests", {
-            error: "rate_limited",
-            headers: {
-              "retry-after": reset,
-              "ratelimit-limit": String(signInLimit.max),
-              "ratelimit-remaining": "0",
-              "ratelimit-reset": reset,
-            },
-          });
-        }
+        await refuseOverBudget(limitByPair, request);
+        await refuseOverBudget(limitByEmail, request);
       },
     },
     async (request, reply) => {
