@@ -1,3 +1,4 @@
+import { isIP } from "node:net";
 import type { CookieSerializeOptions } from "@fastify/cookie";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import type { AuthContext, IdentityService, SessionIdentity } from "../identity/service.ts";
@@ -52,21 +53,24 @@ export const isCloudPath = (url: string): boolean =>
   /^\/v1\/cloud(\/|\?|$)/.test(url) ||
   /^\/v1(\/[^/?]+)?\/(user-resource|network|storage|config|payment)(\/|\?|$)/.test(url);
 
-const SESSION_COOKIES = new RegExp(`(?:^|;)\\s*${SESSION_COOKIE}=`, "g");
-
-/** Stands for a doubled session cookie: names no session, so it is refused as an ended one. */
-const DOUBLED_SESSION = "doubled";
-
 /**
- * The console session cookie's value, if the request carries one. Two of them (one set by another
- * site sharing the domain, with another path) are no session, as a forged one is: the parser would
- * take whichever comes first, and the planted one can be made to come first.
+ * Every value of the session cookie the request carries, in order. A browser sends one per path
+ * and domain the name was set for, so a page sharing the console's cookies (a sibling subdomain,
+ * another port of the host) can add its own, before or after the console's; the cookie parser
+ * would keep only one of them.
  */
-function sessionToken(request: FastifyRequest): string | undefined {
-  const token = request.cookies[SESSION_COOKIE];
-  if (!token) return undefined;
-  return (request.headers.cookie?.match(SESSION_COOKIES)?.length ?? 0) > 1 ? DOUBLED_SESSION : token;
+export function sessionCookieValues(request: FastifyRequest): string[] {
+  const values = (request.headers.cookie ?? "").split(";").flatMap((pair) => {
+    const equals = pair.indexOf("=");
+    if (equals === -1 || pair.slice(0, equals).trim() !== SESSION_COOKIE) return [];
+    const value = pair.slice(equals + 1).trim();
+    return value === "" ? [] : [value];
+  });
+  return [...new Set(values)];
 }
+
+/** What `generateToken` makes: other values name no session and are not looked up. */
+const SESSION_TOKEN = /^[\w-]{43}$/;
 
 /**
  * How the session cookie is set: never readable by scripts, never sent by other sites, and `Secure`
@@ -84,29 +88,69 @@ export const sessionCookieOptions = (
   maxAge: SESSION_LIFETIME_MS / 1000,
 });
 
+/**
+ * Where a copy of the session cookie may have been set and still reach this request: each path
+ * leading to it, host-only or with a domain (the host's or one above it). Expiring the cookie in
+ * all of them is all a server can do about a copy planted with another path or domain; a browser
+ * ignores the scopes it holds no cookie in or that the host may not set.
+ */
+export function sessionCookieScopes(request: FastifyRequest): { path: string; domain?: string }[] {
+  const segments = (request.url.split("?")[0] ?? "").split("/").filter((segment) => segment !== "");
+  const paths = ["/"];
+  segments.forEach((segment, index) => {
+    const path = `${paths.at(-1)?.replace(/\/$/, "")}/${segment}`;
+    // A cookie for `/v1/` reaches `/v1/console`; one for `/v1/console/` does not reach `/v1/console`.
+    paths.push(path, ...(index < segments.length - 1 ? [`${path}/`] : []));
+  });
+  const labels = isIP(request.hostname) ? [] : request.hostname.split(".");
+  const domains = labels.slice(0, -1).map((_, index) => labels.slice(index).join("."));
+  return [undefined, ...domains].flatMap((domain) =>
+    paths.map((path) => (domain ? { path, domain } : { path })),
+  );
+}
+
 const CSRF_HEADER = "x-csrf-token";
 
+const sessionEnded = () =>
+  ApiError.unauthorized("The console session has ended: sign in again", "session_expired");
+
 /**
- * The live session of the request's cookie, or undefined when it has none. A cookie that names no
- * live session is 401; an unsafe method without the session's CSRF token in `X-CSRF-Token` is 403,
- * since a browser sends the cookie whoever made the page that sends the request.
+ * The live session of the request's session cookies, or undefined when it has none (docs/console.md).
+ * Cookies naming no live session are passed over, so a planted one cannot shut the person out; if
+ * none is left, 401. The session whose CSRF token `X-CSRF-Token` carries is the one the request
+ * runs as; an unsafe method without one is 403, since a browser sends the cookie whoever made the
+ * page that sends the request. A read without one runs as the first live session, unless they
+ * belong to different users: then one was planted to make the person act as someone else, and
+ * which cannot be told, so both end (anyone holding a cookie may end its session) and it is 401.
  */
 export async function authenticateSessionCookie(
   request: FastifyRequest,
   identity: IdentityService,
 ): Promise<{ token: string; session: SessionIdentity } | undefined> {
-  const token = sessionToken(request);
-  if (!token) return undefined;
-  const session = await identity.authenticateSession(token);
-  if (!session)
-    throw ApiError.unauthorized("The console session has ended: sign in again", "session_expired");
-  if (!READ_METHODS.has(request.method) && !csrfTokenMatches(token, header(request, CSRF_HEADER))) {
-    throw new ApiError(403, "Missing or wrong X-CSRF-Token header for this session", {
-      error: "forbidden",
-      code: "csrf_token_invalid",
-    });
+  const values = sessionCookieValues(request);
+  if (values.length === 0) return undefined;
+  const live = await identity.liveSessions(values.filter((value) => SESSION_TOKEN.test(value)));
+  const first = live[0];
+  if (!first) throw sessionEnded();
+  const presented = header(request, CSRF_HEADER);
+  let chosen = live.find((session) => csrfTokenMatches(session.token, presented));
+  if (!chosen) {
+    if (!READ_METHODS.has(request.method)) {
+      throw new ApiError(403, "Missing or wrong X-CSRF-Token header for this session", {
+        error: "forbidden",
+        code: "csrf_token_invalid",
+      });
+    }
+    const userIds = [...new Set(live.map((session) => session.identity.auth.userId))];
+    if (userIds.length > 1) {
+      request.log.warn({ userIds }, "session cookies of several users: one was planted; all ended");
+      await identity.endSessions(live.map((session) => session.token));
+      throw sessionEnded();
+    }
+    chosen = first;
   }
-  return { token, session };
+  await identity.useSession(chosen);
+  return { token: chosen.token, session: chosen.identity };
 }
 
 /**

@@ -121,15 +121,10 @@ export class ConsoleService {
 
   /** The session of this cookie, as the console shows it. */
   async current(token: string): Promise<ConsoleSessionView | undefined> {
-    const identity = await this.identity.authenticateSession(token);
-    return identity && sessionView(token, identity);
+    const [live] = await this.identity.liveSessions([token]);
+    return live && sessionView(token, live.identity);
   }
 
-  async signOut(token: string): Promise<void> {
-    await this.users.deleteSession(hashSecret(token));
-  }
-
-  /** Ends every session of the user, the caller's too, and opens a new one for the caller. */
   /** Whether `password` is the user's own: the `current_password` error of a password change, or none. */
   async currentPasswordErrors(userId: number, password: string): Promise<FieldError[]> {
     const user = await this.users.findConsoleUser(userId);
@@ -139,6 +134,7 @@ export class ConsoleService {
     ];
   }
 
+  /** Ends every session of the user, the caller's too, and opens a new one for the caller. */
   async changePassword(
     userId: number,
     currentPassword: string,

@@ -196,13 +196,14 @@ export class IdentityRepository {
   }
 
   /** The session with this token hash, live at `now` (not idle since `idleSince`), with its user and organization. */
-  findLiveSession(tokenHash: string, now: string, idleSince: string) {
+  findLiveSessions(tokenHashes: readonly string[], now: string, idleSince: string) {
     return this.db
       .selectFrom("console_sessions")
       .innerJoin("users", "users.id", "console_sessions.user_id")
       .innerJoin("organizations", "organizations.id", "users.organization_id")
       .select([
         "console_sessions.id",
+        "console_sessions.token_hash",
         "console_sessions.last_seen_at",
         "users.id as user_id",
         "users.uuid as user_uuid",
@@ -211,10 +212,14 @@ export class IdentityRepository {
         "organizations.id as organization_id",
         "organizations.name as organization_name",
       ])
-      .where("console_sessions.token_hash", "=", tokenHash)
+      .where("console_sessions.token_hash", "in", tokenHashes)
       .where("console_sessions.expires_at", ">", now)
       .where("console_sessions.last_seen_at", ">", idleSince)
-      .executeTakeFirst();
+      .execute();
+  }
+
+  async deleteSessions(tokenHashes: readonly string[]): Promise<void> {
+    await this.db.deleteFrom("console_sessions").where("token_hash", "in", tokenHashes).execute();
   }
 
   async touchSession(id: number, now: string): Promise<void> {

@@ -39,6 +39,14 @@ export interface SessionIdentity {
   organizationName: string;
 }
 
+/** A live console session as one of a request's cookies names it. */
+export interface LiveSession {
+  token: string;
+  id: number;
+  lastSeenAt: string;
+  identity: SessionIdentity;
+}
+
 export interface ApiKeySummary {
   id: number;
   name: string;
@@ -224,32 +232,52 @@ export class IdentityService {
     return auth;
   }
 
-  /** The live session whose cookie holds `token` (idle and absolute expiry by the injected clock). */
-  async authenticateSession(token: string): Promise<SessionIdentity | undefined> {
+  /**
+   * The live sessions among these cookie values, in their order (idle and absolute expiry by the
+   * injected clock). None is marked as used: only the one a request runs as is (`useSession`).
+   */
+  async liveSessions(tokens: readonly string[]): Promise<LiveSession[]> {
+    if (tokens.length === 0) return [];
     const now = this.clock.now();
-    const row = await this.repository.findLiveSession(
-      hashSecret(token),
+    const tokenByHash = new Map(tokens.map((token) => [hashSecret(token), token]));
+    const rows = await this.repository.findLiveSessions(
+      [...tokenByHash.keys()],
       now.toISOString(),
       new Date(now.getTime() - SESSION_IDLE_MS).toISOString(),
     );
-    if (!row) return undefined;
-    if (Date.parse(row.last_seen_at) <= now.getTime() - SESSION_TOUCH_MS) {
-      await this.repository.touchSession(row.id, now.toISOString());
+    const rowByHash = new Map(rows.map((row) => [row.token_hash, row]));
+    return [...tokenByHash].flatMap(([hash, token]) => {
+      const row = rowByHash.get(hash);
+      if (!row) return [];
+      const identity: SessionIdentity = {
+        auth: {
+          organizationId: row.organization_id,
+          userId: row.user_id,
+          userUuid: row.user_uuid,
+          sessionId: row.id,
+          kind: "organization",
+          readOnly: readBool(row.read_only),
+          restricted: false,
+          billingAccountId: null,
+        },
+        email: row.email,
+        organizationName: row.organization_name,
+      };
+      return [{ token, id: row.id, lastSeenAt: row.last_seen_at, identity }];
+    });
+  }
+
+  /** Records that a request ran as the session, at most once a minute so reads do not each write. */
+  async useSession(session: LiveSession): Promise<void> {
+    const now = this.clock.now();
+    if (Date.parse(session.lastSeenAt) <= now.getTime() - SESSION_TOUCH_MS) {
+      await this.repository.touchSession(session.id, now.toISOString());
     }
-    return {
-      auth: {
-        organizationId: row.organization_id,
-        userId: row.user_id,
-        userUuid: row.user_uuid,
-        sessionId: row.id,
-        kind: "organization",
-        readOnly: readBool(row.read_only),
-        restricted: false,
-        billingAccountId: null,
-      },
-      email: row.email,
-      organizationName: row.organization_name,
-    };
+  }
+
+  /** Ends the sessions of these cookie values (those already ended are skipped). */
+  async endSessions(tokens: readonly string[]): Promise<void> {
+    if (tokens.length > 0) await this.repository.deleteSessions(tokens.map(hashSecret));
   }
 
   /**

@@ -78,10 +78,6 @@ export class UserRepository {
       .execute();
   }
 
-  async deleteSession(tokenHash: string): Promise<void> {
-    await this.db.deleteFrom("console_sessions").where("token_hash", "=", tokenHash).execute();
-  }
-
   /** Deletes sessions idle since before `before` or expired by then; returns how many went. */
   async pruneSessions(before: string): Promise<number> {
     const result = await this.db

@@ -1,4 +1,4 @@
-import { request as httpRequest } from "node:http";
+import { request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { OffsetClock } from "../../src/clock.ts";
 import type { Housekeeper } from "../../src/ops/housekeeping.ts";
@@ -121,21 +121,6 @@ describe("console sign-in and sessions", () => {
 
   it("signs out only with the CSRF token, ending the session and clearing the cookie", async () => {
     const session = await signIn(t, "ada@example.test");
-    // A second session cookie (planted by a site sharing the domain, with a longer path so it is
-    // sent first) makes no session, whichever of the two is real.
-    const real = session;
-    for (const cookie of [
-      `cumulo_session=planted; ${real.cookie}`,
-      `${real.cookie}; cumulo_session=planted`,
-    ]) {
-      const doubled = await t.request("GET", "/v1/console/session", { anonymous: true, headers: { cookie } });
-      expect(doubled.status, cookie).toBe(401);
-    }
-    const alone = await t.request("GET", "/v1/console/session", {
-      anonymous: true,
-      headers: { cookie: real.cookie },
-    });
-    expect(alone.status).toBe(200);
     const refused = await t.request("DELETE", "/v1/console/session", withSession(session, false));
     expect(refused.status).toBe(403);
     expect(refused.body).toMatchObject({ success: false, error: "forbidden", code: "csrf_token_invalid" });
@@ -188,19 +173,27 @@ describe("console cookie over https", () => {
   });
 });
 
-/** A sign-in attempt sent from a given loopback address (Linux routes all of 127/8 to loopback). */
-function signInFrom(t: TestApp, localAddress: string, email: string, password = "a wrong password") {
-  const url = new URL("/v1/console/session", t.baseUrl);
-  return new Promise<{
-    status: number;
-    retryAfter: string | undefined;
-    limit: string | undefined;
-    remaining: string | undefined;
-    body: any;
-  }>((resolve, reject) => {
+/**
+ * A request through node:http, which lets a test choose what fetch does not: the client's loopback
+ * address (Linux routes all of 127/8 to loopback) and the Host header.
+ */
+function rawRequest(
+  t: TestApp,
+  method: string,
+  path: string,
+  options: { localAddress?: string; headers?: Record<string, string>; json?: unknown } = {},
+) {
+  return new Promise<{ status: number; headers: IncomingHttpHeaders; body: any }>((resolve, reject) => {
     const request = httpRequest(
-      url,
-      { method: "POST", localAddress, headers: { "content-type": "application/json" } },
+      new URL(path, t.baseUrl),
+      {
+        method,
+        localAddress: options.localAddress,
+        headers: {
+          ...(options.json === undefined ? {} : { "content-type": "application/json" }),
+          ...options.headers,
+        },
+      },
       (response) => {
         let text = "";
         response.on("data", (chunk) => {
@@ -209,17 +202,30 @@ function signInFrom(t: TestApp, localAddress: string, email: string, password = 
         response.on("end", () =>
           resolve({
             status: response.statusCode ?? 0,
-            retryAfter: response.headers["retry-after"] as string | undefined,
-            limit: response.headers["ratelimit-limit"] as string | undefined,
-            remaining: response.headers["ratelimit-remaining"] as string | undefined,
-            body: JSON.parse(text),
+            headers: response.headers,
+            body: text === "" ? undefined : JSON.parse(text),
           }),
         );
       },
     );
     request.on("error", reject);
-    request.end(JSON.stringify({ email, password }));
+    request.end(options.json === undefined ? undefined : JSON.stringify(options.json));
   });
+}
+
+/** A sign-in attempt sent from a given loopback address. */
+async function signInFrom(t: TestApp, localAddress: string, email: string, password = "a wrong password") {
+  const response = await rawRequest(t, "POST", "/v1/console/session", {
+    localAddress,
+    json: { email, password },
+  });
+  return {
+    status: response.status,
+    retryAfter: response.headers["retry-after"] as string | undefined,
+    limit: response.headers["ratelimit-limit"] as string | undefined,
+    remaining: response.headers["ratelimit-remaining"] as string | undefined,
+    body: response.body,
+  };
 }
 
 describe("sign-in rate limit", () => {
@@ -272,6 +278,94 @@ describe("sign-in rate limit", () => {
     expect(Number(limited.retryAfter)).toBeGreaterThan(0);
     // The circuit breaker's price: this many sources hold the owner back too, until the window ends.
     expect((await signInFrom(t, "127.0.1.12", "sprayed@example.test", PASSWORD)).status).toBe(429);
+  });
+});
+
+describe("a planted second session cookie", () => {
+  // A page on a domain or port sharing the console's cookies can set a cookie of the same name with
+  // another path or domain; the browser then sends both, in an order the page can choose.
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp();
+    for (const email of ["owner@example.test", "planter@example.test"]) await createConsoleUser(t, { email });
+  });
+  afterAll(() => t.close());
+
+  const withCookies = (cookies: string[], csrf?: string) => ({
+    anonymous: true,
+    headers: { cookie: cookies.join("; "), ...(csrf ? { "x-csrf-token": csrf } : {}) },
+  });
+
+  it("is ignored when it names no live session, whichever the browser sends first", async () => {
+    const real = await signIn(t, "owner@example.test");
+    const ended = await signIn(t, "owner@example.test");
+    expect((await t.request("DELETE", "/v1/console/session", withSession(ended))).status).toBe(204);
+    const never = `cumulo_session=${"A".repeat(43)}`;
+    for (const planted of ["cumulo_session=planted", ended.cookie, never]) {
+      for (const cookies of [
+        [planted, real.cookie],
+        [real.cookie, planted],
+      ]) {
+        const current = await t.request("GET", "/v1/console/session", withCookies(cookies));
+        expect(current.status, cookies.join("; ")).toBe(200);
+        expect(current.body.data).toEqual(real.session);
+        const created = await t.request("POST", "/v1/media/libraries", {
+          ...withCookies(cookies, real.csrf),
+          json: { name: "Made past a planted cookie" },
+        });
+        expect(created.status).toBe(201);
+      }
+    }
+  });
+
+  it("of another person's live session runs as neither on reads, ends both, and is harmless after signing in again", async () => {
+    const planted = await signIn(t, "planter@example.test");
+    const real = await signIn(t, "owner@example.test");
+    const cookies = [planted.cookie, real.cookie];
+    // A write names its session by its CSRF token, which only the owner's page knows.
+    const created = await t.request("POST", "/v1/media/libraries", {
+      ...withCookies(cookies, real.csrf),
+      json: { name: "The owner's" },
+    });
+    expect(created.status).toBe(201);
+    expect(created.body.data.created_by).toBe(real.session.user.uuid);
+    const read = await t.request("GET", "/v1/media/libraries", withCookies(cookies));
+    expect(read.status).toBe(401);
+    expect(read.body).toMatchObject({ code: "session_expired" });
+    expect((await t.request("GET", "/v1/console/session", withSession(real))).status).toBe(401);
+    expect((await t.request("GET", "/v1/console/session", withSession(planted))).status).toBe(401);
+    // The planted cookie now names an ended session: signing in again is enough.
+    const again = await signIn(t, "owner@example.test");
+    const current = await t.request(
+      "GET",
+      "/v1/console/session",
+      withCookies([planted.cookie, again.cookie]),
+    );
+    expect(current.status).toBe(200);
+    expect(current.body.data).toEqual(again.session);
+  });
+
+  it("is ended and expired by sign-out, at every path and domain that sent it here", async () => {
+    const planted = await signIn(t, "planter@example.test");
+    const real = await signIn(t, "owner@example.test");
+    const out = await rawRequest(t, "DELETE", "/v1/console/session", {
+      headers: {
+        host: "console.cumulo.test",
+        cookie: `${planted.cookie}; ${real.cookie}`,
+        "x-csrf-token": real.csrf,
+      },
+    });
+    expect(out.status).toBe(204);
+    const cleared = (out.headers["set-cookie"] ?? []).map((header) => header.replace(/; Expires=.*$/, ""));
+    expect(cleared[0]).toBe("cumulo_session=; Max-Age=0; Path=/");
+    for (const path of ["/", "/v1", "/v1/", "/v1/console", "/v1/console/", "/v1/console/session"]) {
+      for (const domain of ["console.cumulo.test", "cumulo.test"]) {
+        expect(cleared).toContain(`cumulo_session=; Max-Age=0; Domain=${domain}; Path=${path}`);
+      }
+      if (path !== "/") expect(cleared).toContain(`cumulo_session=; Max-Age=0; Path=${path}`);
+    }
+    expect((await t.request("GET", "/v1/console/session", withSession(real))).status).toBe(401);
+    expect((await t.request("GET", "/v1/console/session", withSession(planted))).status).toBe(401);
   });
 });
 

@@ -1,7 +1,12 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "@sinclair/typebox";
 import type { FastifyInstance, FastifyRequest } from "fastify";
-import { authenticateSessionCookie, sessionCookieOptions } from "../../http/auth.ts";
+import {
+  authenticateSessionCookie,
+  sessionCookieOptions,
+  sessionCookieScopes,
+  sessionCookieValues,
+} from "../../http/auth.ts";
 import { ok } from "../../http/envelope.ts";
 import { ApiError } from "../../http/errors.ts";
 import { Envelope, mediaErrorResponses } from "../../http/schemas.ts";
@@ -123,8 +128,11 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<ConsoleRouteOptions> = asy
         if (error instanceof ApiError && error.status === 401) return undefined;
         throw error;
       });
-      if (current) await console.signOut(current.token);
-      reply.clearCookie(SESSION_COOKIE, sessionCookieOptions(request, publicUrl));
+      // Whoever holds a cookie may end its session: a planted one ends with the person's.
+      if (current) await identity.endSessions(sessionCookieValues(request));
+      const options = sessionCookieOptions(request, publicUrl);
+      for (const scope of sessionCookieScopes(request))
+        reply.clearCookie(SESSION_COOKIE, { ...options, ...scope });
       return reply.code(204).send(null);
     },
   );
