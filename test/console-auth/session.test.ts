@@ -281,6 +281,24 @@ describe("sign-in rate limit", () => {
   });
 });
 
+describe.runIf(process.env.TEST_REDIS_URL)("sign-in rate limit shared through Redis", () => {
+  it("counts a pair's attempts on two nodes against one budget", async () => {
+    const env = { CUMULO_SIGN_IN_RATE_LIMIT: "1/15m", REDIS_URL: process.env.TEST_REDIS_URL ?? "" };
+    const first = await startTestApp(env);
+    // A second node on the same database and Redis, as behind a load balancer.
+    const second = await startTestApp(env, { store: first.store });
+    try {
+      await createConsoleUser(first, { email: "shared@example.test" });
+      expect((await signInFrom(first, "127.0.0.2", "shared@example.test")).status).toBe(401);
+      expect((await signInFrom(second, "127.0.0.2", "shared@example.test", PASSWORD)).status).toBe(429);
+      expect((await signInFrom(second, "127.0.0.3", "shared@example.test", PASSWORD)).status).toBe(201);
+    } finally {
+      await second.close();
+      await first.close();
+    }
+  });
+});
+
 describe("a planted second session cookie", () => {
   // A page on a domain or port sharing the console's cookies can set a cookie of the same name with
   // another path or domain; the browser then sends both, in an order the page can choose.
