@@ -87,7 +87,7 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
   continueWhenRead(app.server);
   registerMetrics(app, deps.metrics, config);
   app.setValidatorCompiler(validatorCompiler);
-  registerAuthDecorators(app);
+  registerAuthDecorators(app, config.publicUrl);
   // Console sessions travel in a cookie (docs/console.md); only the API listener reads cookies.
   await app.register(cookie);
   registerErrorHandling(app);
@@ -141,7 +141,7 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
             in: "cookie",
             name: "cumulo_session",
             description:
-              "The console's session (POST /v1/console/session). Accepted by every API route when no key header is sent; unsafe methods also need the session's X-CSRF-Token header.",
+              "The console's session (POST /v1/console/session); named __Host-cumulo_session when Cumulo is served over HTTPS. Accepted by every API route when no key header is sent; unsafe methods also need the session's X-CSRF-Token header.",
           },
         },
       },
@@ -181,7 +181,6 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
     identity: services.identity,
     console: services.console,
     signInLimit: config.signInRateLimit,
-    publicUrl: config.publicUrl,
   });
   await app.register(apiKeyRoutes, { prefix: "/v1/organization", identity: services.identity });
   await app.register(livestreamRoutes, { prefix: "/v1/livestream", store, identity: services.identity });

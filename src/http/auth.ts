@@ -2,7 +2,12 @@ import { isIP } from "node:net";
 import type { CookieSerializeOptions } from "@fastify/cookie";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import type { AuthContext, IdentityService, SessionIdentity } from "../identity/service.ts";
-import { csrfTokenMatches, SESSION_COOKIE, SESSION_LIFETIME_MS } from "../identity/sessions.ts";
+import {
+  csrfTokenMatches,
+  SECURE_SESSION_COOKIE,
+  SESSION_COOKIE,
+  SESSION_LIFETIME_MS,
+} from "../identity/sessions.ts";
 import { ApiError } from "./errors.ts";
 
 /** Which API a route belongs to: decides accepted credential headers and error body shapes. */
@@ -13,6 +18,11 @@ declare module "fastify" {
     apiGroup: ApiGroup | undefined;
     /** Set on every authenticated route before validation runs. */
     auth: AuthContext;
+    /**
+     * Whether the browser reaches Cumulo over HTTPS: the request came over TLS, or the public URL
+     * (the address behind a TLS-terminating proxy) is https.
+     */
+    overHttps: boolean;
   }
   interface FastifyContextConfig {
     /**
@@ -53,6 +63,10 @@ export const isCloudPath = (url: string): boolean =>
   /^\/v1\/cloud(\/|\?|$)/.test(url) ||
   /^\/v1(\/[^/?]+)?\/(user-resource|network|storage|config|payment)(\/|\?|$)/.test(url);
 
+/** Over HTTPS only the `__Host-` cookie is read: a copy of the plain one is anybody's. */
+export const sessionCookieName = (request: FastifyRequest): string =>
+  request.overHttps ? SECURE_SESSION_COOKIE : SESSION_COOKIE;
+
 /**
  * Every value of the session cookie the request carries, in order. A browser sends one per path
  * and domain the name was set for, so a page sharing the console's cookies (a sibling subdomain,
@@ -62,7 +76,7 @@ export const isCloudPath = (url: string): boolean =>
 export function sessionCookieValues(request: FastifyRequest): string[] {
   const values = (request.headers.cookie ?? "").split(";").flatMap((pair) => {
     const equals = pair.indexOf("=");
-    if (equals === -1 || pair.slice(0, equals).trim() !== SESSION_COOKIE) return [];
+    if (equals === -1 || pair.slice(0, equals).trim() !== sessionCookieName(request)) return [];
     const value = pair.slice(equals + 1).trim();
     return value === "" ? [] : [value];
   });
@@ -74,17 +88,13 @@ const SESSION_TOKEN = /^[\w-]{43}$/;
 
 /**
  * How the session cookie is set: never readable by scripts, never sent by other sites, and `Secure`
- * when the browser reaches Cumulo over HTTPS: the request came over TLS, or the public URL (the
- * address behind a TLS-terminating proxy) is https (docs/console.md).
+ * when the browser reaches Cumulo over HTTPS (docs/console.md).
  */
-export const sessionCookieOptions = (
-  request: FastifyRequest,
-  publicUrl: string | undefined,
-): CookieSerializeOptions => ({
+export const sessionCookieOptions = (request: FastifyRequest): CookieSerializeOptions => ({
   httpOnly: true,
   sameSite: "strict",
   path: "/",
-  secure: request.protocol === "https" || publicUrl?.startsWith("https:") === true,
+  secure: request.overHttps,
   maxAge: SESSION_LIFETIME_MS / 1000,
 });
 
@@ -92,9 +102,11 @@ export const sessionCookieOptions = (
  * Where a copy of the session cookie may have been set and still reach this request: each path
  * leading to it, host-only or with a domain (the host's or one above it). Expiring the cookie in
  * all of them is all a server can do about a copy planted with another path or domain; a browser
- * ignores the scopes it holds no cookie in or that the host may not set.
+ * ignores the scopes it holds no cookie in or that the host may not set. A `__Host-` cookie has
+ * one scope only.
  */
 export function sessionCookieScopes(request: FastifyRequest): { path: string; domain?: string }[] {
+  if (request.overHttps) return [{ path: "/" }];
   const segments = (request.url.split("?")[0] ?? "").split("/").filter((segment) => segment !== "");
   const paths = ["/"];
   segments.forEach((segment, index) => {
@@ -195,7 +207,13 @@ export function requireApiKey(app: FastifyInstance, group: ApiGroup, identity: I
   });
 }
 
-export function registerAuthDecorators(app: FastifyInstance): void {
+export function registerAuthDecorators(app: FastifyInstance, publicUrl?: string): void {
   app.decorateRequest("apiGroup", undefined);
   app.decorateRequest("auth", undefined as unknown as AuthContext);
+  const behindHttps = publicUrl?.startsWith("https:") === true;
+  app.decorateRequest("overHttps", {
+    getter(this: FastifyRequest) {
+      return this.protocol === "https" || behindHttps;
+    },
+  });
 }

@@ -1,7 +1,12 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 
-/** The cookie that carries a console session (docs/console.md). */
+/** The cookie that carries a console session over plain HTTP (docs/console.md). */
 export const SESSION_COOKIE = "cumulo_session";
+/**
+ * The cookie that carries it over HTTPS. Browsers keep a `__Host-` cookie only if it is Secure,
+ * host-only and for `/`, so no other host (a sibling subdomain) can plant a copy of it.
+ */
+export const SECURE_SESSION_COOKIE = `__Host-${SESSION_COOKIE}`;
 /** A session unused this long ends (a working day of inactivity). */
 export const SESSION_IDLE_MS = 8 * 60 * 60 * 1000;
 /** A session ends this long after sign-in, however active. */

@@ -404,7 +404,12 @@ describe("CDN edge", () => {
       res
         .writeHead(200, {
           "cache-control": "no-store",
-          "set-cookie": ["cumulo_session=attacker; Path=/v1; HttpOnly", "CUMULO_other=1", "theme=dark"],
+          "set-cookie": [
+            "cumulo_session=attacker; Path=/v1; HttpOnly",
+            "__Host-cumulo_session=attacker; Path=/; Secure; HttpOnly",
+            "CUMULO_other=1",
+            "theme=dark",
+          ],
         })
         .end("toss"),
     );

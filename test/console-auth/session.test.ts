@@ -161,12 +161,37 @@ describe("console sign-in and sessions", () => {
 });
 
 describe("console cookie over https", () => {
-  it("is Secure when the public URL is https (TLS ends at a proxy)", async () => {
+  it("is Secure and __Host- prefixed when the public URL is https (TLS ends at a proxy)", async () => {
     const t = await startTestApp({ CUMULO_PUBLIC_URL: "https://cumulo.example.invalid" });
     try {
-      await createConsoleUser(t, { email: "secure@example.test" });
+      for (const email of ["secure@example.test", "sibling@example.test"])
+        await createConsoleUser(t, { email });
       const session = await signIn(t, "secure@example.test");
-      expect(session.setCookie).toMatch(/; HttpOnly; Secure; SameSite=Strict$/);
+      expect(session.setCookie).toMatch(
+        /^__Host-cumulo_session=[\w-]{43}; Max-Age=604800; Path=\/; HttpOnly; Secure; SameSite=Strict$/,
+      );
+      // A plain-named copy is what another host (a sibling subdomain) can plant: it is not read.
+      const sibling = await signIn(t, "sibling@example.test");
+      const planted = sibling.cookie.replace(/^__Host-/, "");
+      const current = await t.request("GET", "/v1/console/session", {
+        anonymous: true,
+        headers: { cookie: `${planted}; ${session.cookie}` },
+      });
+      expect(current.status).toBe(200);
+      expect(current.body.data).toEqual(session.session);
+      const plainOnly = await t.request("GET", "/v1/console/session", {
+        anonymous: true,
+        headers: { cookie: planted },
+      });
+      expect(plainOnly.status).toBe(401);
+      expect(plainOnly.body).toMatchObject({ code: "not_signed_in" });
+      const out = await t.request("DELETE", "/v1/console/session", withSession(session));
+      expect(out.status).toBe(204);
+      expect(out.headers.getSetCookie()).toEqual([
+        expect.stringMatching(
+          /^__Host-cumulo_session=; Max-Age=0; Path=\/; Expires=.*; HttpOnly; Secure; SameSite=Strict$/,
+        ),
+      ]);
     } finally {
       await t.close();
     }

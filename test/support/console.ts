@@ -4,7 +4,7 @@ import type { TestApp } from "./app.ts";
 export const PASSWORD = "correct horse battery";
 
 export interface SignedIn {
-  /** `cumulo_session=<value>`, as a browser sends it back. */
+  /** `cumulo_session=<value>` (over HTTPS `__Host-cumulo_session=`), as a browser sends it back. */
   cookie: string;
   /** The whole Set-Cookie header of the sign-in answer. */
   setCookie: string;
@@ -40,7 +40,7 @@ export async function createConsoleUser(
 
 /** The session cookie set by an answer, as `name=value` to send back. */
 export function sessionCookieOf(headers: Headers): { cookie: string; setCookie: string } | undefined {
-  const setCookie = headers.getSetCookie().find((value) => value.startsWith("cumulo_session="));
+  const setCookie = headers.getSetCookie().find((value) => /^(__Host-)?cumulo_session=/.test(value));
   if (!setCookie) return undefined;
   return { cookie: setCookie.split(";")[0] ?? "", setCookie };
 }

@@ -54,10 +54,11 @@ export function combinedHeaders(headers: HeaderMap): HeaderMap {
 
 /**
  * Cookies an origin may not set through the edge: the platform's own (`cumulo_*`, the console's
- * session). The edge answers on the console's host by default (another port: cookies ignore
- * ports), so a tenant's origin could otherwise swap a viewer's console session for its own.
+ * session, also `__Host-` prefixed). The edge answers on the console's host by default (another
+ * port: cookies ignore ports), so a tenant's origin could otherwise swap a viewer's console session
+ * for its own.
  */
-const PLATFORM_COOKIE = /^\s*cumulo_/i;
+const PLATFORM_COOKIE = /^\s*(?:__(?:host|secure)-)?cumulo_/i;
 
 const tenantCookies = (value: HeaderMap[string]): string[] =>
   [value ?? []].flat().filter((cookie) => !PLATFORM_COOKIE.test(String(cookie)));

@@ -10,8 +10,6 @@ export interface ConsoleRouteOptions {
    * address and per email); also invitation acceptances per address and password changes per user.
    */
   signInLimit: RateLimitSetting;
-  /** CUMULO_PUBLIC_URL: an https one makes the session cookie `Secure`. */
-  publicUrl: string | undefined;
 }
 
 export const tags = ["console"];

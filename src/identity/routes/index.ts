@@ -12,8 +12,8 @@ export const consoleRoutes: FastifyPluginAsyncTypebox<ConsoleRouteOptions> = asy
   app.addHook("onRequest", async (request) => {
     request.apiGroup = "media";
   });
-  const { identity, console, signInLimit, publicUrl } = options;
-  const children = { identity, console, signInLimit, publicUrl };
+  const { identity, console, signInLimit } = options;
+  const children = { identity, console, signInLimit };
   await app.register(sessionRoutes, children);
   await app.register(passwordRoutes, children);
   await app.register(invitationRoutes, children);

@@ -1,18 +1,17 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
-import { sessionCookieOptions } from "../../http/auth.ts";
+import { sessionCookieName, sessionCookieOptions } from "../../http/auth.ts";
 import { ok } from "../../http/envelope.ts";
 import { ApiError } from "../../http/errors.ts";
 import { Envelope, mediaErrorResponses } from "../../http/schemas.ts";
 import { bodyField } from "../../http/validation.ts";
 import { invitationError } from "../console-service.ts";
 import { AcceptInvitationBody, ConsoleSession } from "../schemas.ts";
-import { SESSION_COOKIE } from "../sessions.ts";
 import { type ConsoleRouteOptions, tags } from "./common.ts";
 
 /** `/v1/console/invitations`: an invited user chooses a password through the link they were given. */
 export const invitationRoutes: FastifyPluginAsyncTypebox<ConsoleRouteOptions> = async (
   app,
-  { console, signInLimit, publicUrl },
+  { console, signInLimit },
 ) => {
   app.post(
     "/invitations/accept",
@@ -41,7 +40,7 @@ export const invitationRoutes: FastifyPluginAsyncTypebox<ConsoleRouteOptions> = 
       const result = await console.acceptInvitation(request.body.token, request.body.password);
       switch (result.outcome) {
         case "accepted":
-          reply.setCookie(SESSION_COOKIE, result.token, sessionCookieOptions(request, publicUrl));
+          reply.setCookie(sessionCookieName(request), result.token, sessionCookieOptions(request));
           return reply.code(201).send(ok("Invitation accepted", result.session));
         case "invalid":
           throw ApiError.validation(result.errors);

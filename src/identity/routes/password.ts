@@ -1,17 +1,16 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "@sinclair/typebox";
-import { authenticateSessionCookie, sessionCookieOptions } from "../../http/auth.ts";
+import { authenticateSessionCookie, sessionCookieName, sessionCookieOptions } from "../../http/auth.ts";
 import { ApiError } from "../../http/errors.ts";
 import { mediaErrorResponses } from "../../http/schemas.ts";
 import { bodyField } from "../../http/validation.ts";
 import { ChangePasswordBody } from "../schemas.ts";
-import { SESSION_COOKIE } from "../sessions.ts";
 import { type ConsoleRouteOptions, consoleSecurity, tags } from "./common.ts";
 
 /** `/v1/console/password`: the signed-in user changes their password. */
 export const passwordRoutes: FastifyPluginAsyncTypebox<ConsoleRouteOptions> = async (
   app,
-  { identity, console, signInLimit, publicUrl },
+  { identity, console, signInLimit },
 ) => {
   app.put(
     "/password",
@@ -53,7 +52,7 @@ export const passwordRoutes: FastifyPluginAsyncTypebox<ConsoleRouteOptions> = as
       switch (result.outcome) {
         case "changed":
           // This tab stays signed in with a new session; every old one (this one's too) has ended.
-          reply.setCookie(SESSION_COOKIE, result.token, sessionCookieOptions(request, publicUrl));
+          reply.setCookie(sessionCookieName(request), result.token, sessionCookieOptions(request));
           return reply.code(204).send(null);
         case "invalid":
           throw ApiError.validation(result.errors);

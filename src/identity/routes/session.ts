@@ -3,6 +3,7 @@ import { Type } from "@sinclair/typebox";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import {
   authenticateSessionCookie,
+  sessionCookieName,
   sessionCookieOptions,
   sessionCookieScopes,
   sessionCookieValues,
@@ -12,7 +13,6 @@ import { ApiError } from "../../http/errors.ts";
 import { Envelope, mediaErrorResponses } from "../../http/schemas.ts";
 import { normalizeEmail, sessionView } from "../console-service.ts";
 import { ConsoleSession, SignInBody } from "../schemas.ts";
-import { SESSION_COOKIE } from "../sessions.ts";
 import { type ConsoleRouteOptions, consoleSecurity, tags } from "./common.ts";
 
 /** How many times the pair's budget one address, or one email, may spend in the window. */
@@ -39,7 +39,7 @@ async function refuseOverBudget(limiter: RateLimiter, request: FastifyRequest): 
 /** `/v1/console/session`: sign in, the current session, sign out. */
 export const sessionRoutes: FastifyPluginAsyncTypebox<ConsoleRouteOptions> = async (
   app,
-  { identity, console, signInLimit, publicUrl },
+  { identity, console, signInLimit },
 ) => {
   // Guessing is slowed per (client address, email) pair: a stranger using up the guesses on an
   // email does not shut its owner out. Wider budgets per address (one source trying many emails)
@@ -85,7 +85,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<ConsoleRouteOptions> = asy
       const result = await console.signIn(request.body.email, request.body.password);
       switch (result.outcome) {
         case "signed_in":
-          reply.setCookie(SESSION_COOKIE, result.token, sessionCookieOptions(request, publicUrl));
+          reply.setCookie(sessionCookieName(request), result.token, sessionCookieOptions(request));
           return reply.code(201).send(ok("Signed in", result.session));
         case "invalid_credentials":
           throw ApiError.unauthorized("Wrong email or password", "invalid_credentials");
@@ -130,9 +130,8 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<ConsoleRouteOptions> = asy
       });
       // Whoever holds a cookie may end its session: a planted one ends with the person's.
       if (current) await identity.endSessions(sessionCookieValues(request));
-      const options = sessionCookieOptions(request, publicUrl);
-      for (const scope of sessionCookieScopes(request))
-        reply.clearCookie(SESSION_COOKIE, { ...options, ...scope });
+      const [name, options] = [sessionCookieName(request), sessionCookieOptions(request)];
+      for (const scope of sessionCookieScopes(request)) reply.clearCookie(name, { ...options, ...scope });
       return reply.code(204).send(null);
     },
   );
