@@ -321,7 +321,7 @@ describe.runIf(process.env.TEST_REDIS_URL)("sign-in rate limit shared through Re
       await second.close();
       await first.close();
     }
-  });
+  }, 60_000);
 });
 
 describe("a planted second session cookie", () => {
