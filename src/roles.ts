@@ -1,5 +1,6 @@
 import type { FastifyInstance } from "fastify";
 import { buildApp } from "./app.ts";
+import { checkStorageAtStart } from "./blobs/start-up.ts";
 import { EdgeServer } from "./cdn/edge/server.ts";
 import type { Config } from "./config.ts";
 import { closeCore, openCore, type StartOptions } from "./core.ts";
@@ -70,8 +71,9 @@ export async function startCumulo(given: Config, options: StartOptions = {}): Pr
   let apiUrl: string | undefined;
   let metricsListener: MetricsListener | undefined;
   let metricsUrl: string | undefined;
+  let stopCheckingStorage: (() => void) | undefined;
   try {
-    await services.blobs.ready();
+    stopCheckingStorage = await checkStorageAtStart(services.blobs, deps.logger);
     const metricsPort = config.metrics.port;
     if (metricsPort !== undefined) {
       const listener = new MetricsListener(deps, deps.metrics);
@@ -105,6 +107,7 @@ export async function startCumulo(given: Config, options: StartOptions = {}): Pr
       apiUrl = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
     }
   } catch (error) {
+    stopCheckingStorage?.();
     await app?.close().catch(() => undefined);
     await edge?.close().catch(() => undefined);
     await metricsListener?.close().catch(() => undefined);
@@ -138,6 +141,7 @@ export async function startCumulo(given: Config, options: StartOptions = {}): Pr
     generatedKey,
     close() {
       closing ??= (async () => {
+        stopCheckingStorage?.();
         // Fastify's close starts answering with `Connection: close` before any hook of ours runs;
         // a client reconnecting while the listening socket is still open would then be reset.
         if (app) stopListening(app.server);

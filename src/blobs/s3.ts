@@ -28,6 +28,34 @@ const statusOf = (error: unknown): number | undefined =>
   (error as { $metadata?: { httpStatusCode?: number } } | undefined)?.$metadata?.httpStatusCode;
 
 /**
+ * Failures of a connection that reached no answer: the service (or the way to it) is down. A name
+ * that does not resolve (`ENOTFOUND`) is taken as a wrong endpoint; a resolver that cannot answer
+ * (`EAI_AGAIN`) as an outage.
+ */
+const OUTAGE_CODES = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ECONNABORTED",
+  "ETIMEDOUT",
+  "EPIPE",
+  "EHOSTUNREACH",
+  "EHOSTDOWN",
+  "ENETUNREACH",
+  "ENETDOWN",
+  "EAI_AGAIN",
+]);
+
+/**
+ * The service is away or failing for now (no answer, a 5xx, throttling), as opposed to refusing the
+ * node's settings (a 4xx: credentials, bucket, region) or a wrong endpoint.
+ */
+const isOutage = (error: unknown): boolean => {
+  const status = statusOf(error);
+  if (status !== undefined) return status >= 500 || status === 429 || status === 408;
+  return OUTAGE_CODES.has((error as NodeJS.ErrnoException | undefined)?.code ?? "");
+};
+
+/**
  * Blobs as objects of one S3 bucket (AWS or any S3-compatible service), keyed by the blob key itself,
  * so every API, worker and edge node reads and writes the same files. A put streams through
  * `lib-storage` (multipart above one part), which makes the object visible only once complete.
@@ -70,12 +98,16 @@ export class S3BlobStore implements BlobStore {
     return this.#connection;
   }
 
-  /** The bucket must answer with these settings, so a misconfigured node stops at start instead of failing uploads. */
+  /**
+   * The bucket must accept these settings, so a misconfigured node stops at start instead of failing
+   * uploads. A service that is down or failing says nothing about the settings: that is an outage.
+   */
   async ready(): Promise<void> {
     const { sdk, client } = await this.#sdk;
     try {
       await client.send(new sdk.HeadBucketCommand({ Bucket: this.#bucket }));
     } catch (error) {
+      if (isOutage(error)) throw new BlobStoreUnavailableError(error);
       const status = statusOf(error);
       const reason =
         status === undefined ? (error as Error).message : `${(error as Error).name} (HTTP ${status})`;

@@ -43,7 +43,11 @@ export interface StoredBlob {
  * under `media/{library_id}/{video_id}/`, so a whole video or library is removed by prefix.
  */
 export interface BlobStore {
-  /** Checks that the store can be used; a node refuses to start (one line naming the setting) otherwise. */
+  /**
+   * Checks that the store can be used: throws `BlobStoreUnavailableError` when it is only away for
+   * now (a node then starts without it), any other error (one line naming the setting) when its
+   * settings are wrong, and a node refuses to start.
+   */
   ready(): Promise<void>;
   /**
    * Streams `body` into `key`. The size limit is enforced while streaming: past `maxBytes` the write

@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { edgeRequest, edgeUrlOf } from "../cdn/support.ts";
+import { capturingLogger } from "../fuzz/log-capture.ts";
 import { createLibrary, createVideo } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { generateClip } from "../support/media.ts";
@@ -316,5 +317,98 @@ describe("a resumable upload whose last bytes arrived while the bucket was away"
       .executeTakeFirst();
     expect(record?.completed_at).not.toBeNull();
     expect(existsSync(join(app.config.dataDir, "uploads", uploadId))).toBe(false);
+  });
+});
+
+/**
+ * A node started while its bucket is away (its S3 service starting at the same time, or not yet back
+ * from a power cut): it starts, serves what needs no files and answers 503 for the rest, and works
+ * fully once the bucket answers. Settings the bucket refuses still stop it. It refused to start.
+ */
+describe("a node started while its bucket is away", { timeout: 120_000 }, () => {
+  let s3: TestS3;
+  let store: TestStore;
+  let relay: Awaited<ReturnType<typeof startSwitchableRelay>>;
+
+  beforeAll(async () => {
+    [s3, store] = await Promise.all([startTestS3(), createTestStore()]);
+    relay = await startSwitchableRelay(s3.settings.endpoint ?? "");
+  }, 60_000);
+
+  afterAll(async () => {
+    await relay?.close();
+    await store?.drop();
+    await s3?.close();
+  });
+
+  it("starts, answers 503 for files only, and works fully once the bucket is back", async () => {
+    const log = capturingLogger("info");
+    relay.off();
+    const app = await startTestApp(
+      {
+        ...s3.env,
+        CUMULO_S3_ENDPOINT: relay.url,
+        CUMULO_S3_TIMEOUT_MS: "2000",
+        CUMULO_ROLES: "api,edge",
+        CUMULO_EDGE_PORT: "0",
+      },
+      { logger: log.logger },
+    );
+    try {
+      const said = (msg: string) => log.lines.some((line) => line.msg === msg);
+      expect(said("media storage unavailable at start; starting without it")).toBe(true);
+      const libraryId = (await createLibrary(app, { name: "early", default_privacy: "public" })).id;
+      const videoId = (await createVideo(app, libraryId, { title: "before its bucket" })).id;
+      expect((await app.request("GET", videoPath(libraryId, videoId))).status).toBe(200);
+      const early = await app.request("POST", `${videoPath(libraryId, videoId)}/thumbnails`, {
+        body: thumbnailForm(),
+      });
+      expect(early.status).toBe(503);
+      expect(early.headers.get("retry-after")).toBe("10");
+
+      relay.on();
+      await waitUntil(() => said("media storage available again"), 30_000, "the bucket seen back");
+      const thumbnail = await app.request("POST", `${videoPath(libraryId, videoId)}/thumbnails`, {
+        body: thumbnailForm(),
+      });
+      expect(thumbnail.status, thumbnail.text).toBe(200);
+      const served = await edgeRequest(
+        edgeUrlOf(app),
+        `/${libraryId}.media.cumulo.local/${videoId}/thumbnail.jpg`,
+      );
+      expect(served.status).toBe(200);
+      expect(served.body).toEqual(PNG);
+    } finally {
+      relay.on();
+      await app.close();
+    }
+  });
+
+  it("starts on a bucket whose service answers 5xx", async () => {
+    const failing = createHttpServer((_request, response) => response.writeHead(503).end());
+    await new Promise<void>((resolve) => failing.listen(0, "127.0.0.1", resolve));
+    try {
+      const endpoint = `http://127.0.0.1:${(failing.address() as AddressInfo).port}`;
+      const app = await startTestApp(
+        { ...s3.env, CUMULO_S3_ENDPOINT: endpoint, CUMULO_ROLES: "api" },
+        { store },
+      );
+      await app.close();
+    } finally {
+      failing.close();
+    }
+  });
+
+  it("still refuses to start with credentials or a bucket the service refuses", async () => {
+    const refused: Record<string, string>[] = [
+      { CUMULO_S3_ACCESS_KEY_ID: "WRONG" },
+      { CUMULO_S3_BUCKET: "missing-bucket" },
+    ];
+    for (const env of refused) {
+      const started = startTestApp({ ...s3.env, ...env, CUMULO_ROLES: "api" }, { store });
+      await expect(started).rejects.toThrow(
+        /^cannot reach S3 bucket "[a-z-]+" \(CUMULO_S3_\*\): .*HTTP 40[34]/,
+      );
+    }
   });
 });
