@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from "fastify";
 import type { Redis } from "ioredis";
 import { LocalBlobStore } from "./blobs/local.ts";
+import { FileRemovals } from "./blobs/removals.ts";
 import { S3BlobStore } from "./blobs/s3.ts";
 import type { BlobStore } from "./blobs/store.ts";
 import type { Bus } from "./bus.ts";
@@ -124,6 +125,7 @@ export function createServices(deps: CoreDeps): Services {
       : new LocalBlobStore(config.dataDir, {
           longestUploadMs: Math.max(config.listener.requestTimeoutMs, config.uploads.importTimeoutMs),
         });
+  const removals = new FileRemovals({ transact, blobs, jobs, jobRepository, clock, logger: deps.logger });
   const videoRepository = new VideoRepository(store.db, store.dialect);
   const playerRepository = new PlayerRepository(store.db);
   const media = createMediaServices({
@@ -135,11 +137,11 @@ export function createServices(deps: CoreDeps): Services {
     videos: videoRepository,
     players: playerRepository,
     blobs,
+    removals,
     cdn,
     jobs,
     webhooks,
     webhookRepository,
-    logger: deps.logger,
   });
   const webhookDeliveries = new DeliveryRepository(store.db, store.dialect);
   const webhookEndpoints = new WebhookService(
@@ -188,6 +190,7 @@ export function createServices(deps: CoreDeps): Services {
     config,
     clock,
     blobs,
+    removals,
     jobs,
     webhooks,
     libraries,
@@ -229,7 +232,12 @@ export function createServices(deps: CoreDeps): Services {
     cloud,
     video,
     uploads,
-    jobHandlers: [media.libraries.provisioningHandler(), video.pipeline.handler(), uploads.imports.handler()],
+    jobHandlers: [
+      media.libraries.provisioningHandler(),
+      video.pipeline.handler(),
+      uploads.imports.handler(),
+      removals.handler(),
+    ],
     workers: [
       webhookDispatcher,
       new Housekeeper(

@@ -1,5 +1,4 @@
 import type { Readable } from "node:stream";
-import type { FastifyBaseLogger } from "fastify";
 
 /** A stream went past the size allowed for it; the partial upload is discarded. Routes answer 413. */
 export class BlobTooLargeError extends Error {
@@ -27,6 +26,10 @@ const STORAGE_FAULTS = new Set(["ENOSPC", "EDQUOT", "EROFS", "EIO", "EACCES", "E
 /** A file system error of the disk itself (full, read-only, failing): nothing the request did. */
 export const isStorageFault = (error: unknown): boolean =>
   STORAGE_FAULTS.has((error as NodeJS.ErrnoException | null)?.code ?? "");
+
+/** The store failed, not the work that used it: a job that meets this waits for the store. */
+export const isStoreFailure = (error: unknown): boolean =>
+  error instanceof BlobStoreUnavailableError || isStorageFault(error);
 
 /** What a 503 for unavailable storage tells clients: wait this many seconds, and why. */
 export const STORAGE_RETRY_AFTER_S = 10;
@@ -63,22 +66,6 @@ export interface BlobStore {
   delete(key: string): Promise<void>;
   /** Removes every blob whose key starts with `prefix/`. */
   deletePrefix(prefix: string): Promise<void>;
-}
-
-/**
- * Removes files whose rows are already gone or replaced, after the commit. A failure (a bucket that
- * is down) leaves them behind and is logged, never thrown: the change has committed, so failing its
- * answer would tell the client it did not, and a caller would remove the new file as unused.
- */
-export async function removeLeftovers(
-  blobs: BlobStore,
-  logger: FastifyBaseLogger,
-  { keys = [], prefixes = [] }: { keys?: string[]; prefixes?: string[] },
-): Promise<void> {
-  const leftBehind = (target: { key?: string; prefix?: string }) => (error: unknown) =>
-    logger.warn({ err: error, ...target }, "files of a deleted or replaced item were left behind");
-  for (const key of keys) await blobs.delete(key).catch(leftBehind({ key }));
-  for (const prefix of prefixes) await blobs.deletePrefix(prefix).catch(leftBehind({ prefix }));
 }
 
 const KEY = /^[a-z0-9][a-z0-9._-]*(\/[a-z0-9][a-z0-9._-]*)*$/;

@@ -26,10 +26,12 @@ export interface JobHandler<P = any> {
   stop?(): void;
   /**
    * The failure is of something the job needs rather than of the job (media storage down): it is
-   * tried again later without spending an attempt, for up to `TRANSIENT_PATIENCE_MS` after it was
+   * tried again later without spending an attempt, for up to `transientPatienceMs` after it was
    * queued, so an outage of minutes does not fail the work for good.
    */
   isTransient?(error: unknown): boolean;
+  /** How long after it was queued a job waits out transient failures (default 24 h). */
+  transientPatienceMs?: number;
 }
 
 /**
@@ -213,7 +215,7 @@ export class JobRunner {
         return;
       }
       const ageMs = this.clock.now().getTime() - Date.parse(job.created_at);
-      if (handler.isTransient?.(error) && ageMs < TRANSIENT_PATIENCE_MS) {
+      if (handler.isTransient?.(error) && ageMs < (handler.transientPatienceMs ?? TRANSIENT_PATIENCE_MS)) {
         const delayMs = transientDelayMs(ageMs);
         this.logger.warn(
           { err: error, jobId: job.id, kind: job.kind, retryInMs: delayMs },

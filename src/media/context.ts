@@ -1,4 +1,4 @@
-import type { FastifyBaseLogger } from "fastify";
+import type { FileRemovals } from "../blobs/removals.ts";
 import type { BlobStore } from "../blobs/store.ts";
 import type { CdnService } from "../cdn/service.ts";
 import type { Clock } from "../clock.ts";
@@ -22,10 +22,10 @@ export interface MediaDeps {
   videos: VideoRepository;
   players: PlayerRepository;
   blobs: BlobStore;
+  /** Removes the files of deleted or replaced items, once their change has committed. */
+  removals: FileRemovals;
   cdn: CdnService;
   jobs: JobQueue;
   webhooks: WebhookEmitter;
   webhookRepository: WebhookRepository;
-  /** Told of files left behind when their removal after a commit fails. */
-  logger: FastifyBaseLogger;
 }

@@ -83,13 +83,13 @@ export class FolderService {
       if ((await folders.countInLibrary(trx, libraryId, requested)) !== requested.length) return undefined;
       const subtree = await folders.withDescendants(trx, libraryId, requested);
       const videos: VideoRow[] = await this.deps.videos.inFolders(trx, subtree);
-      await this.videos.removeInTransaction(trx, videos);
+      const removal = await this.videos.removeInTransaction(trx, videos);
       await folders.deleteMany(trx, subtree);
-      return videos;
+      return { videos, removal };
     });
     if (!result) return { outcome: "not_found" };
-    if (result.length > 0) webhooks.notify();
-    await this.videos.removeFiles(result);
+    if (result.videos.length > 0) webhooks.notify();
+    await this.deps.removals.carryOut(result.removal);
     return { outcome: "deleted", folderIds: requested };
   }
 }

@@ -1,5 +1,4 @@
 import { randomUUID } from "node:crypto";
-import { removeLeftovers } from "../blobs/store.ts";
 import { nowIso } from "../clock.ts";
 import type { Page } from "../http/pagination.ts";
 import type { JobHandler } from "../jobs/queue.ts";
@@ -109,20 +108,20 @@ export class LibraryService {
    * files go once the transaction has committed.
    */
   async delete(organizationId: string, id: string): Promise<{ outcome: "deleted" | "not_found" }> {
-    const { transact, libraries, folders, videos, players, webhookRepository, cdn, blobs } = this.deps;
+    const { transact, libraries, folders, videos, players, webhookRepository, cdn, removals } = this.deps;
     const deleted = await transact(async (trx) => {
       const library = await libraries.lockLibrary(trx, organizationId, id);
-      if (!library) return false;
+      if (!library) return undefined;
       await videos.deleteLibrary(trx, id);
       await folders.deleteLibrary(trx, id);
       await players.deleteLibrary(trx, id);
       await webhookRepository.deleteLibrary(trx, id);
       if (library.distribution_id) await cdn.deleteDistribution(trx, organizationId, library.distribution_id);
       await libraries.delete(trx, id);
-      return true;
+      return { removal: await removals.queue(trx, { prefixes: [libraryBlobPrefix(id)] }) };
     });
     if (!deleted) return { outcome: "not_found" };
-    await removeLeftovers(blobs, this.deps.logger, { prefixes: [libraryBlobPrefix(id)] });
+    await removals.carryOut(deleted.removal);
     return { outcome: "deleted" };
   }
 

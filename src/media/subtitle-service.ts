@@ -1,5 +1,4 @@
 import { randomUUID } from "node:crypto";
-import { removeLeftovers } from "../blobs/store.ts";
 import { nowIso } from "../clock.ts";
 import type { FieldError } from "../http/errors.ts";
 import type { Page } from "../http/pagination.ts";
@@ -111,7 +110,7 @@ export class SubtitleService {
    * old one, whose blob goes after commit.
    */
   update(videoId: string, id: string, form: ReceivedForm): Promise<SubtitleOutcome<"updated">> {
-    const { transact, videos, blobs, clock } = this.deps;
+    const { transact, videos, blobs, removals, clock } = this.deps;
     return keepFileOnlyWhen(blobs, form, "updated", async () => {
       const { title: givenTitle, language: givenLanguage } = form.fields;
       if (givenTitle === undefined && givenLanguage === undefined && !form.file) {
@@ -135,24 +134,26 @@ export class SubtitleService {
           updated_at: nowIso(clock),
         };
         await videos.updateSubtitle(trx, id, changes);
-        return { before: subtitle, after: { ...subtitle, ...changes } };
+        const replaced = form.file ? await removals.queue(trx, { keys: [subtitle.path] }) : undefined;
+        return { subtitle: { ...subtitle, ...changes }, replaced };
       });
       if (!result) return { outcome: "not_found" };
-      if (form.file) await removeLeftovers(blobs, this.deps.logger, { keys: [result.before.path] });
-      return { outcome: "updated", subtitle: result.after };
+      await removals.carryOut(result.replaced);
+      return { outcome: "updated", subtitle: result.subtitle };
     });
   }
 
   /** Marks the subtitle deleted (it then exists for no one) and removes its file. */
   async delete(videoId: string, id: string): Promise<{ outcome: "deleted" | "not_found" }> {
-    const { transact, videos, blobs, clock } = this.deps;
-    const subtitle = await transact(async (trx) => {
+    const { transact, videos, removals, clock } = this.deps;
+    const deleted = await transact(async (trx) => {
       const found = await videos.lockSubtitle(trx, videoId, id);
-      if (found) await videos.updateSubtitle(trx, id, { deleted_at: nowIso(clock) });
-      return found;
+      if (!found) return undefined;
+      await videos.updateSubtitle(trx, id, { deleted_at: nowIso(clock) });
+      return { removal: await removals.queue(trx, { keys: [found.path] }) };
     });
-    if (!subtitle) return { outcome: "not_found" };
-    await removeLeftovers(blobs, this.deps.logger, { keys: [subtitle.path] });
+    if (!deleted) return { outcome: "not_found" };
+    await removals.carryOut(deleted.removal);
     return { outcome: "deleted" };
   }
 

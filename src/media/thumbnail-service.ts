@@ -1,6 +1,5 @@
 import { randomUUID } from "node:crypto";
 import { fileTypeFromBuffer } from "file-type";
-import { removeLeftovers } from "../blobs/store.ts";
 import { nowIso } from "../clock.ts";
 import type { FieldError } from "../http/errors.ts";
 import { THUMBNAIL_FILE } from "../video/transcoder.ts";
@@ -48,7 +47,7 @@ export class ThumbnailService {
   }
 
   async #save(video: VideoRow, form: ReceivedForm): Promise<ThumbnailOutcome> {
-    const { transact, videos, blobs, clock, config } = this.deps;
+    const { transact, videos, blobs, removals, clock, config } = this.deps;
     const file = form.file;
     if (!file) return { outcome: "invalid", errors: [requiredField("file")] };
     const expected = IMAGE_TYPES[extensionOf(file.filename)];
@@ -91,10 +90,11 @@ export class ThumbnailService {
         updated_at: now,
       };
       await videos.update(trx, video.id, changes);
-      return { video: { ...current, ...changes }, previous };
+      const replaced = await removals.queue(trx, { keys: previous.map((row) => row.path) });
+      return { video: { ...current, ...changes }, replaced };
     });
     if (!saved) return { outcome: "not_found" };
-    await removeLeftovers(blobs, this.deps.logger, { keys: saved.previous.map((row) => row.path) });
+    await removals.carryOut(saved.replaced);
     return { outcome: "uploaded", video: saved.video };
   }
 }

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { removeLeftovers } from "../blobs/store.ts";
+import type { QueuedRemoval } from "../blobs/removals.ts";
 import { nowIso } from "../clock.ts";
 import type { Page } from "../http/pagination.ts";
 import type { Executor } from "../store/transactions.ts";
@@ -89,20 +89,22 @@ export class VideoService {
 
   /** Deletes one video with its subtitles, thumbnails and files; webhooks hear `deleted`. */
   async delete(libraryId: string, id: string): Promise<{ outcome: "deleted" | "not_found" }> {
-    const { transact, videos, webhooks } = this.deps;
-    const video = await transact(async (trx) => {
+    const { transact, videos, webhooks, removals } = this.deps;
+    const deleted = await transact(async (trx) => {
       const found = await videos.find(libraryId, id, trx);
-      if (found) await this.removeInTransaction(trx, [found]);
-      return found;
+      return found && { removal: await this.removeInTransaction(trx, [found]) };
     });
-    if (!video) return { outcome: "not_found" };
+    if (!deleted) return { outcome: "not_found" };
     webhooks.notify();
-    await this.removeFiles([video]);
+    await removals.carryOut(deleted.removal);
     return { outcome: "deleted" };
   }
 
-  /** Deletes videos inside the caller's transaction and queues their `deleted` notifications. */
-  async removeInTransaction(trx: Executor, rows: VideoRow[]): Promise<void> {
+  /**
+   * Deletes videos inside the caller's transaction and queues their `deleted` notifications and the
+   * removal of their files, which the caller carries out once the transaction has committed.
+   */
+  async removeInTransaction(trx: Executor, rows: VideoRow[]): Promise<QueuedRemoval | undefined> {
     const { videos, webhooks } = this.deps;
     // Asked once per library: a folder tree of thousands of videos that nobody is subscribed to
     // writes no notification, without a query per video.
@@ -124,11 +126,8 @@ export class VideoService {
       trx,
       rows.map((row) => row.id),
     );
-  }
-
-  /** Removes the files of deleted videos; called once their rows are gone for good (after commit). */
-  async removeFiles(rows: VideoRow[]): Promise<void> {
-    const prefixes = rows.map((row) => videoBlobPrefix(row.library_id, row.id));
-    await removeLeftovers(this.deps.blobs, this.deps.logger, { prefixes });
+    return this.deps.removals.queue(trx, {
+      prefixes: rows.map((row) => videoBlobPrefix(row.library_id, row.id)),
+    });
   }
 }

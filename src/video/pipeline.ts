@@ -4,12 +4,8 @@ import { mkdir, readdir, rm } from "node:fs/promises";
 import { join, relative, sep } from "node:path";
 import { pipeline as streamPipeline } from "node:stream/promises";
 import type { FastifyBaseLogger } from "fastify";
-import {
-  type BlobStore,
-  BlobStoreUnavailableError,
-  isStorageFault,
-  removeLeftovers,
-} from "../blobs/store.ts";
+import type { FileRemovals } from "../blobs/removals.ts";
+import { type BlobStore, isStoreFailure } from "../blobs/store.ts";
 import { type Clock, nowIso } from "../clock.ts";
 import type { Config } from "../config.ts";
 import type { JobContext, JobHandler, JobQueue } from "../jobs/queue.ts";
@@ -70,6 +66,7 @@ export interface PipelineDeps {
   config: Config;
   clock: Clock;
   blobs: BlobStore;
+  removals: FileRemovals;
   jobs: JobQueue;
   webhooks: WebhookEmitter;
   videos: VideoRepository;
@@ -139,7 +136,7 @@ export class VideoPipeline {
   }
 
   async #accept(video: VideoRow, upload: { key: string; sizeBytes: number }): Promise<SourceOutcome> {
-    const { transact, videos, processing, webhooks, jobs, clock, blobs } = this.deps;
+    const { transact, videos, processing, webhooks, jobs, clock, removals } = this.deps;
     const result = await transact(async (trx) => {
       // Locked, so a deletion of the video (or its library) cannot remove it under the new source.
       const current = await videos.lock(trx, video.library_id, video.id);
@@ -185,17 +182,18 @@ export class VideoPipeline {
       });
       const payload: ProcessPayload = { libraryId: video.library_id, videoId: video.id, generation };
       await jobs.enqueue(trx, PROCESS_JOB, payload, { maxAttempts: PROCESS_ATTEMPTS });
-      return { updated, previous };
+      const replaced =
+        previous &&
+        (await removals.queue(trx, {
+          keys: [previous.source_key],
+          prefixes: [renditionPrefix(video.library_id, video.id, previous.generation)],
+        }));
+      return { updated, replaced };
     });
     if (!result) return { outcome: "not_found" };
     webhooks.notify();
     jobs.notify();
-    if (result.previous) {
-      await removeLeftovers(blobs, this.deps.logger, {
-        keys: [result.previous.source_key],
-        prefixes: [renditionPrefix(video.library_id, video.id, result.previous.generation)],
-      });
-    }
+    await removals.carryOut(result.replaced);
     return { outcome: "accepted", video: result.updated };
   }
 
@@ -217,16 +215,13 @@ export class VideoPipeline {
       stop: () => this.deps.stopTools?.(),
       // A bucket in an outage, or this node's scratch disk full (for Node or for ffmpeg), fails no
       // video: processing goes on once storage answers again.
-      isTransient: (error) =>
-        error instanceof BlobStoreUnavailableError ||
-        isStorageFault(error) ||
-        error instanceof ScratchDiskError,
+      isTransient: (error) => isStoreFailure(error) || error instanceof ScratchDiskError,
     };
   }
 
   /** One processing run of one upload; stops quietly when the upload was replaced or the video deleted. */
   async process(payload: ProcessPayload, context: JobContext): Promise<void> {
-    const { processing, blobs, transcoder, config, logger } = this.deps;
+    const { processing, blobs, removals, transcoder, config, logger } = this.deps;
     const current = await processing.find(payload.videoId);
     if (!current || current.generation !== payload.generation) return;
 
@@ -308,13 +303,13 @@ export class VideoPipeline {
         },
         { thumbnail_count: thumbnailCount, duration_s: durationS },
       );
-      if (!ready) await blobs.deletePrefix(prefix);
+      if (!ready) await removals.removeNow({ prefixes: [prefix] });
     } catch (error) {
       if (error instanceof MediaToolError) {
         // The input is not a video ffmpeg can read (or took too long): final, not retried. ffmpeg
         // names its input by path: the attempt's folder is left out.
         await this.fail(payload, error.message.replaceAll(`${work}${sep}`, ""));
-        await blobs.deletePrefix(prefix);
+        await removals.removeNow({ prefixes: [prefix] });
         return;
       }
       throw error;

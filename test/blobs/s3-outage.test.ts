@@ -412,3 +412,72 @@ describe("a node started while its bucket is away", { timeout: 120_000 }, () => 
     }
   });
 });
+
+/**
+ * Items deleted while the bucket is away: the deletion is answered as done, and their files go once
+ * the bucket answers again, with no further request. They stayed in the bucket for ever.
+ */
+describe("files of items deleted while the bucket is away", { timeout: 120_000 }, () => {
+  let s3: TestS3;
+  let relay: Awaited<ReturnType<typeof startSwitchableRelay>>;
+  let app: TestApp;
+
+  beforeAll(async () => {
+    s3 = await startTestS3();
+    relay = await startSwitchableRelay(s3.settings.endpoint ?? "");
+    app = await startTestApp({
+      ...s3.env,
+      CUMULO_S3_ENDPOINT: relay.url,
+      CUMULO_S3_TIMEOUT_MS: "2000",
+      CUMULO_ROLES: "api,worker",
+      CUMULO_RATE_LIMIT: "100000/1m",
+    });
+  }, 60_000);
+
+  afterAll(async () => {
+    relay?.on();
+    await app?.close();
+    await relay?.close();
+    await s3?.close();
+  });
+
+  const videoWithFiles = async (libraryId: string) => {
+    const videoId = (await createVideo(app, libraryId)).id;
+    const thumbnail = await app.request("POST", `${videoPath(libraryId, videoId)}/thumbnails`, {
+      body: thumbnailForm(),
+    });
+    expect(thumbnail.status, thumbnail.text).toBe(200);
+    const subtitle = new FormData();
+    subtitle.set("file", new Blob(["WEBVTT\n\n00:00:00.000 --> 00:00:01.000\nhello\n"]), "en.vtt");
+    subtitle.set("title", "English");
+    subtitle.set("language", "en");
+    const added = await app.request("POST", `${videoPath(libraryId, videoId)}/subtitles`, { body: subtitle });
+    expect(added.status, added.text).toBe(201);
+    return videoId;
+  };
+
+  it("removes them once the bucket is back", async () => {
+    const kept = (await createLibrary(app, { name: "kept" })).id;
+    const deletedLibrary = (await createLibrary(app, { name: "deleted" })).id;
+    const deletedVideo = await videoWithFiles(kept);
+    const keptVideo = await videoWithFiles(kept);
+    await videoWithFiles(deletedLibrary);
+    const under = (prefix: string) => s3.keys().filter((key) => key.startsWith(`${prefix}/`));
+    expect(under(`media/${kept}/${deletedVideo}`)).toHaveLength(2);
+    expect(under(`media/${deletedLibrary}`)).toHaveLength(2);
+
+    relay.off();
+    expect((await app.request("DELETE", videoPath(kept, deletedVideo))).status).toBe(200);
+    expect((await app.request("DELETE", `/v1/media/libraries/${deletedLibrary}`)).status).toBe(200);
+    expect(under(`media/${kept}/${deletedVideo}`)).toHaveLength(2);
+    expect(under(`media/${deletedLibrary}`)).toHaveLength(2);
+
+    relay.on();
+    await waitUntil(
+      () => under(`media/${kept}/${deletedVideo}`).length + under(`media/${deletedLibrary}`).length === 0,
+      60_000,
+      "the deleted items' objects removed",
+    );
+    expect(under(`media/${kept}/${keptVideo}`)).toHaveLength(2);
+  });
+});
