@@ -4,6 +4,8 @@ import { type AddressInfo, connect, createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { REMOVE_FILES_JOB } from "../../src/blobs/removals.ts";
+import { OffsetClock } from "../../src/clock.ts";
 import { edgeRequest, edgeUrlOf } from "../cdn/support.ts";
 import { capturingLogger } from "../fuzz/log-capture.ts";
 import { createLibrary, createVideo } from "../media/helpers.ts";
@@ -456,6 +458,15 @@ describe("files of items deleted while the bucket is away", { timeout: 120_000 }
     return videoId;
   };
 
+  it("never queues a removal wider than one library", async () => {
+    const { removals } = app.cumulo.services.media.deps;
+    for (const files of [{ prefixes: ["media"] }, { keys: ["uploads/x"] }, { prefixes: ["media/../x"] }]) {
+      await expect(
+        app.cumulo.store.db.transaction().execute((trx) => removals.queue(trx, files)),
+      ).rejects.toThrow(/blob key/);
+    }
+  });
+
   it("removes them once the bucket is back", async () => {
     const kept = (await createLibrary(app, { name: "kept" })).id;
     const deletedLibrary = (await createLibrary(app, { name: "deleted" })).id;
@@ -479,5 +490,56 @@ describe("files of items deleted while the bucket is away", { timeout: 120_000 }
       "the deleted items' objects removed",
     );
     expect(under(`media/${kept}/${keptVideo}`)).toHaveLength(2);
+  });
+});
+
+/** A deletion is not given up because the bucket stayed away for longer than other jobs wait. */
+describe("removals waiting for a bucket away for more than a day", { timeout: 60_000 }, () => {
+  it("keeps waiting without spending attempts", async () => {
+    const s3 = await startTestS3();
+    const relay = await startSwitchableRelay(s3.settings.endpoint ?? "");
+    const clock = new OffsetClock();
+    const app = await startTestApp(
+      { ...s3.env, CUMULO_S3_ENDPOINT: relay.url, CUMULO_S3_TIMEOUT_MS: "2000", CUMULO_ROLES: "api,worker" },
+      { clock },
+    );
+    try {
+      const libraryId = (await createLibrary(app)).id;
+      const videoId = (await createVideo(app, libraryId)).id;
+      const thumbnail = await app.request("POST", `${videoPath(libraryId, videoId)}/thumbnails`, {
+        body: thumbnailForm(),
+      });
+      expect(thumbnail.status, thumbnail.text).toBe(200);
+      relay.off();
+      expect((await app.request("DELETE", videoPath(libraryId, videoId))).status).toBe(200);
+      clock.offsetMs = 25 * 3600 * 1000;
+      const movedAt = clock.now().toISOString();
+      const removal = () =>
+        app.cumulo.store.db
+          .selectFrom("jobs")
+          .select(["status", "attempts", "updated_at"])
+          .where("kind", "=", REMOVE_FILES_JOB)
+          .executeTakeFirst();
+      // Run by the worker at the moved time, and failed for the bucket's absence.
+      const tried = await waitUntil(
+        async () => {
+          const job = await removal();
+          return job && job.updated_at > movedAt && job.status !== "running" ? job : undefined;
+        },
+        30_000,
+        "the removal tried a day later",
+      );
+      expect(tried).toMatchObject({ status: "pending", attempts: 0 });
+      relay.on();
+      // Tried again a minute later: the longest a waiting job is put off.
+      clock.offsetMs += 60_000;
+      await waitUntil(async () => (await removal())?.status === "done", 30_000, "the removal done");
+      expect(s3.keys().filter((key) => key.startsWith(`media/${libraryId}/`))).toEqual([]);
+    } finally {
+      relay.on();
+      await app.close();
+      await relay.close();
+      await s3.close();
+    }
   });
 });
