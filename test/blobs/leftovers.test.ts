@@ -70,7 +70,7 @@ describe("removals after commit while the blob store fails", () => {
     } finally {
       failing = false;
     }
-    // The new files are there (the old ones beside them, left behind).
+    // The new files are there (the old ones beside them, until a worker removes them).
     const processing = await t.request("GET", `${base}/processing`);
     expect(processing.body.data.source_bytes).toBe("second".length);
     expect(files("source")).toHaveLength(2);
