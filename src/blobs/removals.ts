@@ -73,8 +73,9 @@ export class FileRemovals {
     try {
       await this.#remove(files);
     } catch (error) {
+      // Counts only: a folder of thousands of videos names thousands of prefixes (the job has them).
       logger.warn(
-        { err: error, jobId, ...files },
+        { err: error, jobId, keys: files.keys.length, prefixes: files.prefixes.length },
         "files of a deleted or replaced item not removed yet; a worker retries",
       );
       const message = error instanceof Error ? error.message : String(error);
