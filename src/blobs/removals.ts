@@ -54,7 +54,7 @@ export class FileRemovals {
     if (target.keys.length + target.prefixes.length === 0) return undefined;
     for (const key of [...target.keys, ...target.prefixes]) {
       assertBlobKey(key);
-      if (!WITHIN_ONE_LIBRARY.test(key)) throw new Error(`Not a media blob key: ${key}`);
+      if (!WITHIN_ONE_LIBRARY.test(key)) throw new Error(`Not a blob key within one library: ${key}`);
     }
     const jobId = await this.deps.jobs.enqueue(trx, REMOVE_FILES_JOB, target, { delayMs: REMOVAL_LEASE_MS });
     return { jobId, files: target };
