@@ -73,6 +73,8 @@ function withState<T>(
   });
 }
 
+const filesInBucketMessage = async () => (await import("./devmode/state-service.ts")).FILES_IN_BUCKET_MESSAGE;
+
 /** A seed file (JSON or YAML by its extension), read and checked against the seed's schema. */
 async function seedFile(file: string): Promise<SeedBody> {
   const text = await readFile(file, "utf8").catch((error: Error) => {
@@ -203,7 +205,11 @@ export function buildCli(): Command {
     .description("save the store and blobs as a named snapshot")
     .action(async (name: string) => {
       const snapshot = await snapshotName(name);
-      await withState(async (state) => print((await state.save(snapshot)).snapshot));
+      await withState(async (state) => {
+        const saved = await state.save(snapshot);
+        if (saved.outcome !== "saved") throw new CliError(await filesInBucketMessage());
+        print(saved.snapshot);
+      });
     });
   state
     .command("load <name>")
@@ -219,6 +225,8 @@ export function buildCli(): Command {
             throw new CliError(`snapshot ${name} not found`);
           case "schema_mismatch":
             throw new CliError(`snapshot ${name} was saved at another schema version`);
+          case "files_in_bucket":
+            throw new CliError(await filesInBucketMessage());
         }
       });
     });

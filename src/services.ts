@@ -77,6 +77,8 @@ export interface Services {
   webhookRepository: WebhookRepository;
   webhooks: WebhookEmitter;
   blobs: BlobStore;
+  /** Removes the files of deleted items durably (a job queued with the change). */
+  removals: FileRemovals;
   media: MediaServices;
   webhookEndpoints: WebhookService;
   webhookDispatcher: WebhookDispatcher;
@@ -225,6 +227,7 @@ export function createServices(deps: CoreDeps): Services {
     webhookRepository,
     webhooks,
     blobs,
+    removals,
     media,
     webhookEndpoints,
     webhookDispatcher,

@@ -15,7 +15,12 @@ import { FAULT_METHODS, FAULT_TARGETS, FAULT_VIDEO_STAGES, FaultRules } from "./
 import { PlaceholderRenditions } from "./placeholder.ts";
 import { DEFAULT_BODY_LIMIT, Recorder } from "./recording.ts";
 import { SeedBody, type SeedOutcome, seedAtomically, YAML_TYPES } from "./seed.ts";
-import { createStateService, SNAPSHOT_NAME } from "./state-service.ts";
+import {
+  createStateService,
+  FILES_IN_BUCKET,
+  FILES_IN_BUCKET_MESSAGE,
+  SNAPSHOT_NAME,
+} from "./state-service.ts";
 import { LIBRARY_STOP_STAGES, Transitions, VIDEO_STOP_STAGES } from "./transitions.ts";
 
 declare module "fastify" {
@@ -351,7 +356,9 @@ export const devModeRoutes = fastifyPlugin(
           async (request) => {
             let snapshot: Static<typeof Snapshot> | undefined;
             const result = await timed(async () => {
-              ({ snapshot } = await state.save(request.params.name));
+              const saved = await state.save(request.params.name);
+              if (saved.outcome === FILES_IN_BUCKET) throw ApiError.conflict(FILES_IN_BUCKET_MESSAGE);
+              snapshot = saved.snapshot;
             });
             return { ...result, snapshot: snapshot as Static<typeof Snapshot> };
           },
@@ -379,6 +386,8 @@ export const devModeRoutes = fastifyPlugin(
                 throw ApiError.notFound("Snapshot");
               case "schema_mismatch":
                 throw ApiError.conflict("The snapshot was saved at another schema version");
+              case FILES_IN_BUCKET:
+                throw ApiError.conflict(FILES_IN_BUCKET_MESSAGE);
             }
           },
         );

@@ -1,4 +1,4 @@
-import { type Kysely, sql } from "kysely";
+import { type Kysely, sql, type Transaction } from "kysely";
 import type { DialectName } from "../store/database.ts";
 import type { Database } from "../store/tables.ts";
 
@@ -98,10 +98,15 @@ export class StateRepository {
    * Deletes one organization's rows, in one transaction: every row of a table with its
    * `organization_id`, rows of tables that hang off those by a foreign key, and the private
    * addresses of its VMs and load balancers. `keepIdentity` keeps the organization itself, its users,
-   * billing account and keys. Answers the ids of the libraries it had (their files are to go too),
-   * or undefined when there is no such organization.
+   * billing account and keys. Before the commit `finish` is given the ids of the libraries it had
+   * (their files are to go too), to queue that work with the change; undefined when there is no such
+   * organization.
    */
-  async emptyOrganization(organizationId: string, keepIdentity: boolean): Promise<string[] | undefined> {
+  async emptyOrganization<T>(
+    organizationId: string,
+    keepIdentity: boolean,
+    finish: (trx: Transaction<Database>, libraryIds: string[]) => Promise<T>,
+  ): Promise<{ finished: T } | undefined> {
     // Read before the transaction: SQLite's one connection is held by it.
     const owned = new Set(await this.organizationTables());
     const keys = (await this.foreignKeys()).filter((key) => key.child !== key.parent);
@@ -133,7 +138,12 @@ export class StateRepository {
           }
         }
       }
-      return libraries.map((library) => library.id);
+      return {
+        finished: await finish(
+          trx,
+          libraries.map((library) => library.id),
+        ),
+      };
     });
   }
 

@@ -1,17 +1,23 @@
 import { cp, mkdir, readdir, rename, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import pLimit from "p-limit";
+import type { FileRemovals } from "../blobs/removals.ts";
 import type { BlobStore } from "../blobs/store.ts";
 import type { Bus } from "../bus.ts";
 import type { Config } from "../config.ts";
 import type { IdentityService } from "../identity/service.ts";
-import { libraryBlobPrefix } from "../media/urls.ts";
+import { libraryBlobPrefix, MEDIA_PREFIX } from "../media/urls.ts";
 import type { CoreDeps, Services } from "../services.ts";
 import type { DialectName } from "../store/database.ts";
 import { StateRepository } from "./state-repository.ts";
 
 /** Snapshot names: lower-case letters, digits and `_` (they name a PostgreSQL schema and a folder). */
 export const SNAPSHOT_NAME = "^[a-z0-9_]{1,40}$";
+
+/** Snapshots refused: the node keeps its media files in an S3 bucket, which a snapshot does not copy. */
+export const FILES_IN_BUCKET = "files_in_bucket";
+export const FILES_IN_BUCKET_MESSAGE =
+  "Snapshots copy the local blobs folder; this node keeps its media files in an S3 bucket (CUMULO_BLOB_STORE=s3)";
 
 /** The file of a SQLite snapshot's store, in its folder. */
 const SQLITE_FILE = "store.sqlite";
@@ -42,6 +48,7 @@ export class StateService {
     private readonly identity: IdentityService,
     private readonly bus: Bus,
     private readonly blobs: BlobStore,
+    private readonly removals: FileRemovals,
   ) {}
 
   get #blobDir() {
@@ -63,6 +70,8 @@ export class StateService {
 
   async #reset(to: ResetTarget): Promise<{ outcome: "reset"; generatedKey: string | undefined }> {
     await this.repository.empty();
+    // Every file is under `media/`, in the blob store whichever it is (a bucket, or the blobs folder).
+    await this.blobs.deletePrefix(MEDIA_PREFIX);
     await rm(this.#blobDir, { recursive: true, force: true });
     const { generatedKey } =
       to === "bootstrap" ? await this.identity.ensureBootstrap(this.config.bootstrapApiKey) : {};
@@ -76,9 +85,15 @@ export class StateService {
    */
   resetOrganization(organizationId: string, to: ResetTarget): Promise<{ outcome: "reset" | "not_found" }> {
     return this.#oneAtATime(async () => {
-      const libraries = await this.repository.emptyOrganization(organizationId, to === "bootstrap");
-      if (!libraries) return { outcome: "not_found" } as const;
-      for (const library of libraries) await this.blobs.deletePrefix(libraryBlobPrefix(library));
+      // The files go as a deleted library's do: queued with the change, so a bucket that is away
+      // neither fails the reset after its rows are gone nor keeps the files.
+      const emptied = await this.repository.emptyOrganization(
+        organizationId,
+        to === "bootstrap",
+        (trx, ids) => this.removals.queue(trx, { prefixes: ids.map(libraryBlobPrefix) }),
+      );
+      if (!emptied) return { outcome: "not_found" } as const;
+      await this.removals.carryOut(emptied.finished);
       await this.#dropCaches();
       return { outcome: "reset" } as const;
     });
@@ -90,8 +105,16 @@ export class StateService {
     await this.identity.keyChanged();
   }
 
-  save(name: string): Promise<{ outcome: "saved"; snapshot: SnapshotView }> {
+  /** Snapshots copy the blobs folder: with the files in a bucket they would hold rows without files. */
+  get #filesInBucket(): boolean {
+    return this.config.blobStore.kind === "s3";
+  }
+
+  save(
+    name: string,
+  ): Promise<{ outcome: "saved"; snapshot: SnapshotView } | { outcome: typeof FILES_IN_BUCKET }> {
     return this.#oneAtATime(async () => {
+      if (this.#filesInBucket) return { outcome: FILES_IN_BUCKET } as const;
       await this.#save(name);
       return { outcome: "saved", snapshot: await this.#view(name) } as const;
     });
@@ -113,8 +136,11 @@ export class StateService {
     await rename(partial, dir);
   }
 
-  load(name: string): Promise<{ outcome: "loaded" | "not_found" | "schema_mismatch" }> {
+  load(
+    name: string,
+  ): Promise<{ outcome: "loaded" | "not_found" | "schema_mismatch" | typeof FILES_IN_BUCKET }> {
     return this.#oneAtATime(async () => {
+      if (this.#filesInBucket) return { outcome: FILES_IN_BUCKET } as const;
       if (!(await this.#exists(name))) return { outcome: "not_found" } as const;
       return this.#load(name);
     });
@@ -198,7 +224,7 @@ function ignoreMissing(error: unknown): void {
 
 export const createStateService = (
   deps: CoreDeps,
-  services: Pick<Services, "identity" | "blobs">,
+  services: Pick<Services, "identity" | "blobs" | "removals">,
 ): StateService =>
   new StateService(
     new StateRepository(deps.store.db, deps.store.dialect),
@@ -207,4 +233,5 @@ export const createStateService = (
     services.identity,
     deps.bus,
     services.blobs,
+    services.removals,
   );
