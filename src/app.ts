@@ -53,6 +53,9 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
     // The reference page answers at `/docs` itself rather than redirecting to `/docs/`.
     rewriteUrl: (request) => (request.url === "/docs" ? "/docs/" : (request.url ?? "/")),
     bodyLimit: config.limits.jsonBodyBytes,
+    // Only the operator's own proxies may say who the client is: anyone else could pick an address
+    // for each request and so a fresh sign-in budget.
+    trustProxy: config.trustProxy.length > 0 ? config.trustProxy : false,
     // A path parameter of any length reaches its route, whose schema answers for it (a cloud id's
     // "Disk not found", an unknown location's "no route"); the URL's own limit is the header size.
     routerOptions: { ignoreTrailingSlash: true, querystringParser: parseFormText, maxParamLength: 16 * 1024 },

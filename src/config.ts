@@ -49,6 +49,11 @@ export interface Config {
   bootstrapApiKey: string | undefined;
   edgePort: number | "off";
   publicUrl: string | undefined;
+  /**
+   * Addresses and CIDR ranges of the proxies in front of the API (CUMULO_TRUST_PROXY): a request
+   * from one is taken to be from the client, scheme and host its `X-Forwarded-*` headers name.
+   */
+  trustProxy: string[];
   roles: Role[];
   edgePublicUrl: string | undefined;
   edgeUrlStyle: "path" | "host";
@@ -434,6 +439,7 @@ export function loadConfig(env: Env = process.env): Config {
     bootstrapApiKey,
     edgePort,
     publicUrl: url(env, "CUMULO_PUBLIC_URL", ["http:", "https:"]),
+    trustProxy: addressRanges(env, "CUMULO_TRUST_PROXY"),
     roles: roles as Role[],
     edgePublicUrl: url(env, "CUMULO_EDGE_PUBLIC_URL", ["http:", "https:"]),
     edgeUrlStyle,

@@ -3,6 +3,7 @@ import type { FastifyInstance } from "fastify";
 import type { Redis } from "ioredis";
 import type { RateLimitSetting } from "../config.ts";
 import { credentialOf } from "../identity/service.ts";
+import { clientNetwork } from "./client-address.ts";
 import { ApiError } from "./errors.ts";
 
 /**
@@ -27,7 +28,7 @@ export async function registerRateLimit(
     allowList: (request) => request.routeOptions.url?.startsWith("/docs") ?? false,
     ...(redis ? { redis: redis.client, nameSpace: `${redis.prefix}rate-limit:` } : {}),
     keyGenerator: (request) =>
-      request.auth ? `${request.auth.organizationId}:${credentialOf(request.auth)}` : `ip:${request.ip}`,
+      request.auth ? `${request.auth.organizationId}:${credentialOf(request.auth)}` : `ip:${clientNetwork(request.ip)}`,
     errorResponseBuilder: (_request, context) => {
       onRefused?.();
       return new ApiError(429, "Too many requests", {

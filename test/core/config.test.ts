@@ -56,6 +56,7 @@ describe("configuration", () => {
       CUMULO_PG_PREPARED_STATEMENTS: "maybe",
       CUMULO_METRICS_PORT: "metrics",
       CUMULO_METRICS_TOKEN: "short",
+      CUMULO_TRUST_PROXY: "10.0.0.0/8,the load balancer",
     };
     for (const [name, value] of Object.entries(cases)) {
       expect(() => loadConfig({ [name]: value }), name).toThrow(ConfigError);

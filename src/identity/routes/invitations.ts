@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { sessionCookieName, sessionCookieOptions } from "../../http/auth.ts";
+import { clientNetwork } from "../../http/client-address.ts";
 import { ok } from "../../http/envelope.ts";
 import { ApiError } from "../../http/errors.ts";
 import { Envelope, mediaErrorResponses } from "../../http/schemas.ts";
@@ -32,7 +33,7 @@ export const invitationRoutes: FastifyPluginAsyncTypebox<ConsoleRouteOptions> = 
         rateLimit: {
           max: signInLimit.max,
           timeWindow: signInLimit.windowMs,
-          keyGenerator: (request) => `invitation:ip:${request.ip}`,
+          keyGenerator: (request) => `invitation:ip:${clientNetwork(request.ip)}`,
         },
       },
     },

@@ -8,6 +8,7 @@ import {
   sessionCookieScopes,
   sessionCookieValues,
 } from "../../http/auth.ts";
+import { clientNetwork } from "../../http/client-address.ts";
 import { ok } from "../../http/envelope.ts";
 import { ApiError } from "../../http/errors.ts";
 import { Envelope, mediaErrorResponses } from "../../http/schemas.ts";
@@ -50,7 +51,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<ConsoleRouteOptions> = asy
     max: signInLimit.max,
     timeWindow: signInLimit.windowMs,
     // An address never holds a space, so the key names one pair.
-    keyGenerator: (request) => `sign-in:pair:${request.ip} ${emailOf(request)}`,
+    keyGenerator: (request) => `sign-in:pair:${clientNetwork(request.ip)} ${emailOf(request)}`,
   });
   const limitByEmail = app.createRateLimit({
     max: signInLimit.max * WIDER_SIGN_IN_BUDGET,
@@ -72,7 +73,7 @@ export const sessionRoutes: FastifyPluginAsyncTypebox<ConsoleRouteOptions> = asy
         rateLimit: {
           max: signInLimit.max * WIDER_SIGN_IN_BUDGET,
           timeWindow: signInLimit.windowMs,
-          keyGenerator: (request) => `sign-in:ip:${request.ip}`,
+          keyGenerator: (request) => `sign-in:ip:${clientNetwork(request.ip)}`,
         },
       },
       // The pair first: an attempt it refuses does not count against the owner's email.
