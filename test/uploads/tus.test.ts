@@ -636,6 +636,45 @@ describe("resumable uploads across a server restart and across nodes", { timeout
     }
   });
 
+  it("moves an upload stranded in an uploads folder two API nodes share once, whichever finds it", async () => {
+    const env = { CUMULO_RATE_LIMIT: "100000/1m", CUMULO_ROLES: "api" };
+    const a = await startTestApp(env, { store });
+    const b = await startTestApp(env, { store });
+    try {
+      const libraryId = (await createLibrary(a)).id;
+      const videoId = (await createVideo(a, libraryId)).id;
+      const created = await fetch(`${a.baseUrl}${TUS_PATH}`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${a.adminKey}`,
+          "tus-resumable": "1.0.0",
+          "upload-length": String(clip.length),
+          "upload-metadata": `library_id ${btoa(libraryId)},video_id ${btoa(videoId)}`,
+        },
+      });
+      expect(created.status).toBe(201);
+      const id = (created.headers.get("location") ?? "").split("/").pop() ?? "";
+      // Every byte arrived, and the node that took them died before moving them.
+      writeFileSync(join(store.dataDir, "uploads", id), clip);
+      const finished = await Promise.all(
+        [a, b].map((node) => node.cumulo.services.uploads.resumable.finishStrandedUploads()),
+      );
+      // At most one of them (the nodes' own passes, every 10 s, may find it too).
+      expect(finished[0] + finished[1]).toBeLessThanOrEqual(1);
+      const processing = await a.cumulo.store.db
+        .selectFrom("video_processing")
+        .select("generation")
+        .where("video_id", "=", videoId)
+        .executeTakeFirstOrThrow();
+      // One move, one source: a second would have replaced the first and been processed again.
+      expect(processing.generation).toBe(1);
+      expect(sha256(await storedSource(a, videoId))).toBe(sha256(clip));
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
   it("removes an abandoned upload's partial file on the API node that holds it, with no worker role there", async () => {
     const env = { CUMULO_RATE_LIMIT: "100000/1m", CUMULO_ROLES: "api" };
     const clock = new OffsetClock();

@@ -26,6 +26,7 @@ import { webhookHeaderOrderMigration } from "./0602-webhook-header-order.ts";
 import { webhookMessageLibraryIndexMigration } from "./0603-webhook-message-library-index.ts";
 import { storeChangeNotificationsMigration } from "./0700-store-change-notifications.ts";
 import { trafficChangeNotificationsMigration } from "./0701-traffic-change-notifications.ts";
+import { videoUploadFinishingMigration } from "./0702-video-upload-finishing.ts";
 
 /** Every migration, by name; names sort in the order they run. Append, never edit a released one. */
 export function allMigrations(dialect: DialectName): Record<string, Migration> {
@@ -56,5 +57,6 @@ export function allMigrations(dialect: DialectName): Record<string, Migration> {
     "0603-webhook-message-library-index": webhookMessageLibraryIndexMigration(),
     "0700-store-change-notifications": storeChangeNotificationsMigration(dialect),
     "0701-traffic-change-notifications": trafficChangeNotificationsMigration(dialect),
+    "0702-video-upload-finishing": videoUploadFinishingMigration(types),
   };
 }

@@ -28,6 +28,21 @@ export class UploadRepository {
     return rows.map((row) => row.id);
   }
 
+  /**
+   * Claims the move of a finished upload into the blob store until `until`: false when it is done
+   * already, or another node's claim still holds.
+   */
+  async claimFinishing(id: string, now: string, until: string): Promise<boolean> {
+    const result = await this.db
+      .updateTable("video_uploads")
+      .set({ finishing_until: until })
+      .where("id", "=", id)
+      .where("completed_at", "is", null)
+      .where((eb) => eb.or([eb("finishing_until", "is", null), eb("finishing_until", "<", now)]))
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
+  }
+
   /** Uploads of a known length not yet handed to processing: some may hold all their bytes already. */
   unfinishedUploads() {
     return this.db

@@ -18,6 +18,8 @@ export interface VideoUploadTable {
   metadata: JsonText;
   /** Set once the last byte arrived and the source was handed to processing. */
   completed_at: Timestamp | null;
+  /** While a node moves the finished upload into the blob store: until when that claim holds. */
+  finishing_until: Timestamp | null;
   created_at: Timestamp;
 }
 

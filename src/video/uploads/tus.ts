@@ -31,6 +31,9 @@ export interface UploadBinding {
 type TusMetadata = Record<string, string | null>;
 
 /** A tus answer with a plain-text body, as the library renders its own errors. */
+/** How long a node's claim on moving a finished upload holds: far longer than a move takes. */
+const FINISHING_LEASE_MS = 30 * 60_000;
+
 const tusError = (status_code: number, body: string) => ({ status_code, body: `${body}\n` });
 
 const toUpload = (row: VideoUploadRow, offset: number) =>
@@ -122,7 +125,7 @@ export class ResumableUploads {
   /** The upload each creation request made, removed again when the creation fails. */
   readonly #created = new WeakMap<IncomingMessage, string>();
   /** Uploads whose bytes are being moved into the blob store: one move each, however asked. */
-  readonly #finishing = new Map<string, Promise<void>>();
+  readonly #finishing = new Map<string, Promise<"moved" | "elsewhere">>();
 
   constructor(
     private readonly deps: ResumableUploadDeps,
@@ -225,7 +228,8 @@ export class ResumableUploads {
   /**
    * Finishes an upload that holds all its bytes but whose move into the blob store failed (a full
    * disk) or never ran (the process ended first). Run before a HEAD is answered: that answer says
-   * the upload is complete, which must not be true of one whose video never gets its source.
+   * the upload is complete, which must not be true of one whose video never gets its source (one
+   * that another node is moving gets it: should that move fail, the next pass finishes it).
    * Errors as the API's: the video gone is 404, anything else stays an error (500, logged).
    */
   async finishStranded(record: VideoUploadRow): Promise<void> {
@@ -251,8 +255,7 @@ export class ResumableUploads {
     for (const record of await this.deps.repository.unfinishedUploads()) {
       if (!(await this.#holdsAllBytes(record))) continue;
       try {
-        await this.#finish(record.id);
-        finished += 1;
+        if ((await this.#finish(record.id)) === "moved") finished += 1;
       } catch (error) {
         // Refused for good (its video deleted, an empty file): the upload is already removed.
         if ((error as { status_code?: number }).status_code === undefined) failures.push(error);
@@ -274,7 +277,8 @@ export class ResumableUploads {
     return held?.size === Number(record.size_bytes);
   }
 
-  #finish(id: string): Promise<void> {
+  /** Moves the upload into the blob store, once per node however asked; `elsewhere`: another node does. */
+  #finish(id: string): Promise<"moved" | "elsewhere"> {
     let finishing = this.#finishing.get(id);
     if (!finishing) {
       finishing = this.#moveToSource(id).finally(() => this.#finishing.delete(id));
@@ -284,7 +288,7 @@ export class ResumableUploads {
   }
 
   /** The last byte arrived: the file becomes the video's source and processing starts. */
-  async #moveToSource(id: string): Promise<void> {
+  async #moveToSource(id: string): Promise<"moved" | "elsewhere"> {
     const { repository, videos, blobs, pipeline, clock, maxBytes } = this.deps;
     const record = await repository.findUpload(id);
     const file = join(this.#directory, id);
@@ -293,28 +297,40 @@ export class ResumableUploads {
       await rm(file, { force: true });
       throw tusError(404, "The upload no longer exists");
     }
-    if (record.completed_at) return;
+    if (record.completed_at) return "moved";
     const video = await videos.find(record.library_id, record.video_id);
     if (!video) {
       await this.#remove(id);
       throw tusError(404, "The video no longer exists");
     }
-    const stored = await blobs.put(
-      sourceKey(record.library_id, record.video_id, randomUUID()),
-      createReadStream(file),
-      { maxBytes },
-    );
-    // A refused source's file is removed by `acceptSource`.
-    const accepted = await pipeline.acceptSource(video, stored);
-    if (accepted.outcome !== "accepted") {
-      await this.#remove(id);
-      throw accepted.outcome === "empty"
-        ? tusError(400, "An empty file is not a video source")
-        : tusError(404, "The video no longer exists");
+    // Nodes sharing the uploads folder all see the file: one moves it, or the video is processed
+    // once per move. A node that dies mid-move leaves the claim to run out.
+    const now = clock.now();
+    const until = new Date(now.getTime() + FINISHING_LEASE_MS).toISOString();
+    if (!(await repository.claimFinishing(id, now.toISOString(), until))) return "elsewhere";
+    try {
+      const stored = await blobs.put(
+        sourceKey(record.library_id, record.video_id, randomUUID()),
+        createReadStream(file),
+        { maxBytes },
+      );
+      // A refused source's file is removed by `acceptSource`.
+      const accepted = await pipeline.acceptSource(video, stored);
+      if (accepted.outcome !== "accepted") {
+        await this.#remove(id);
+        throw accepted.outcome === "empty"
+          ? tusError(400, "An empty file is not a video source")
+          : tusError(404, "The video no longer exists");
+      }
+    } catch (error) {
+      // The next HEAD or pass, here or on another node, tries again at once.
+      await repository.updateUpload(repository.db, id, { finishing_until: null }).catch(() => undefined);
+      throw error;
     }
     // The record stays until it expires, so a client that missed the last answer sees the upload complete.
     await repository.updateUpload(repository.db, id, { completed_at: nowIso(clock) });
     await rm(file, { force: true });
+    return "moved";
   }
 
   async #remove(id: string): Promise<void> {
