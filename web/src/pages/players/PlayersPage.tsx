@@ -1,17 +1,15 @@
-import { useEffect, useState } from "react";
+import { useCallback, useState } from "react";
 import { useSearchParams } from "react-router";
 import { ApiFailure, api, call } from "../../api.ts";
 import { type Column, DataTable, pagingOf } from "../../components/DataTable.tsx";
 import { ConfirmDialog, Dialog } from "../../components/Dialog.tsx";
 import { PageHeader } from "../../components/Layout.tsx";
+import { LibraryPicker } from "../../components/LibraryPicker.tsx";
 import { Empty, ErrorState, Loading } from "../../components/States.tsx";
 import { useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";
 import type { Player } from "../libraries/types.ts";
 import { PlayerForm, PlayerPreview } from "./PlayerForm.tsx";
-
-/** The picker lists this many libraries; an organization with more picks by search. */
-const LIBRARY_PICKER_SIZE = 100;
 
 /** Players belong to a library: pick the library, then list, create, edit and mark its default. */
 export function PlayersPage() {
@@ -22,34 +20,11 @@ export function PlayersPage() {
   const [editing, setEditing] = useState<Player>();
   const [deleting, setDeleting] = useState<Player>();
   const [actionError, setActionError] = useState<string>();
-  // Any library may be picked: the picker lists the first 100 that match the search (the API's
-  // `search`), and the chosen one stays in it whatever the search finds.
-  const [search, setSearch] = useState("");
-  const libraries = useLoad(
-    () =>
-      call(
-        api.GET("/v1/media/libraries", {
-          params: { query: { page: 1, limit: LIBRARY_PICKER_SIZE, ...(search ? { search } : {}) } },
-        }),
-      ),
-    search,
-  );
-  const requested = params.get("library");
+  const libraryId = params.get("library") ?? "";
   // Without `?library=` the newest library is shown, and named in the address (a reload keeps it).
-  const newest = !search && libraries.state === "ready" ? libraries.data.data[0]?.id : undefined;
-  useEffect(() => {
-    if (!requested && newest) setParams({ library: newest }, { replace: true });
-  }, [requested, newest, setParams]);
-  const libraryId = requested ?? newest;
-  const chosenLibrary = useLoad(
-    () =>
-      libraryId
-        ? call(api.GET("/v1/media/libraries/{libraryId}", { params: { path: { libraryId } } })).then(
-            (body) => body.data,
-            () => undefined,
-          )
-        : Promise.resolve(undefined),
-    libraryId ?? "",
+  const showNewest = useCallback(
+    (newest: string) => setParams({ library: newest }, { replace: true }),
+    [setParams],
   );
   const players = useLoad(
     async () =>
@@ -66,11 +41,6 @@ export function PlayersPage() {
   // An unknown or deleted library in the address: say so rather than list another library's players.
   const libraryMissing =
     players.state === "error" && players.error instanceof ApiFailure && players.error.status === 404;
-  const found = libraries.data?.data ?? [];
-  const chosen = chosenLibrary.data?.id === libraryId ? chosenLibrary.data : undefined;
-  const options = chosen && !found.some((library) => library.id === chosen.id) ? [chosen, ...found] : found;
-  const listed = options.some((library) => library.id === libraryId);
-  const noLibraries = libraries.state === "ready" && !search && found.length === 0 && !libraryId;
 
   const markDefault = async (player: Player) => {
     setActionError(undefined);
@@ -140,49 +110,16 @@ export function PlayersPage() {
           New player
         </button>
       </PageHeader>
-      {libraries.state === "loading" && <Loading what="Loading libraries" />}
-      {libraries.state === "error" && <ErrorState error={libraries.error} onRetry={libraries.reload} />}
-      {noLibraries && <Empty>Players belong to a library: create a library first.</Empty>}
-      {libraries.state === "ready" && !noLibraries && (
-        <div className="filters">
-          <div className="field">
-            <label htmlFor="player-library-search">Search libraries</label>
-            <input
-              id="player-library-search"
-              type="search"
-              value={search}
-              onChange={(event) => setSearch(event.target.value)}
-            />
-          </div>
-          <div className="field">
-            <label htmlFor="player-library">Library</label>
-            <select
-              id="player-library"
-              value={libraryId ?? ""}
-              onChange={(event) => {
-                setParams({ library: event.target.value });
-                setPage(1);
-              }}
-            >
-              {!listed && libraryId && (
-                <option value={libraryId} disabled>
-                  {libraryMissing ? "Library not found" : libraryId}
-                </option>
-              )}
-              {options.map((library) => (
-                <option key={library.id} value={library.id}>
-                  {library.name}
-                </option>
-              ))}
-            </select>
-            {search && found.length === 0 && (
-              <small className="field-hint" role="status">
-                No {options.length > 0 ? "other " : ""}library matches the search.
-              </small>
-            )}
-          </div>
-        </div>
-      )}
+      <LibraryPicker
+        id="player-library"
+        libraryId={libraryId}
+        onChoose={(chosen) => {
+          setParams({ library: chosen });
+          setPage(1);
+        }}
+        noLibraries="Players belong to a library: create a library first."
+        onDefault={showNewest}
+      />
       {actionError && (
         <p className="field-error" role="alert">
           {actionError}

@@ -7,6 +7,7 @@ import { api, call } from "../../api.ts";
 import { type Column, DataTable, pagingOf } from "../../components/DataTable.tsx";
 import { ConfirmDialog, SecretDialog } from "../../components/Dialog.tsx";
 import { PageHeader } from "../../components/Layout.tsx";
+import { LibraryPicker } from "../../components/LibraryPicker.tsx";
 import { Empty, ErrorState, Loading } from "../../components/States.tsx";
 import { useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";
@@ -17,40 +18,11 @@ type EndpointList =
   paths["/v1/media/libraries/{libraryId}/webhooks"]["get"]["responses"][200]["content"]["application/json"];
 export type Endpoint = EndpointList["data"][number];
 
-/** The picker lists this many libraries; an organization with more picks by search. */
-const LIBRARY_PICKER_SIZE = 100;
-
 /** Webhook endpoints belong to a library: the page picks one (kept in `?library=`), then its endpoints. */
 export function WebhooksPage() {
   const [params, setParams] = useSearchParams();
   const libraryId = params.get("library") ?? "";
   const endpointId = params.get("endpoint") ?? "";
-  const [search, setSearch] = useState("");
-  const libraries = useLoad(
-    () =>
-      call(
-        api.GET("/v1/media/libraries", {
-          params: { query: { limit: LIBRARY_PICKER_SIZE, page: 1, ...(search ? { search } : {}) } },
-        }),
-      ),
-    search,
-  );
-  // The chosen library stays in the picker whatever the search finds (or when it is past the first 100).
-  const chosenLibrary = useLoad(
-    () =>
-      libraryId
-        ? call(api.GET("/v1/media/libraries/{libraryId}", { params: { path: { libraryId } } })).then(
-            (body) => body.data,
-          )
-        : Promise.resolve(undefined),
-    libraryId,
-  );
-  const listed = libraries.data?.data ?? [];
-  const chosen = chosenLibrary.data;
-  const options =
-    chosen && chosen.id === libraryId && !listed.some((library) => library.id === chosen.id)
-      ? [chosen, ...listed]
-      : listed;
   const choose = (next: { library?: string; endpoint?: string }) => {
     const updated = new URLSearchParams();
     const library = next.library ?? libraryId;
@@ -64,47 +36,13 @@ export function WebhooksPage() {
       <PageHeader title="Webhooks" />
       <section className="panel" aria-labelledby="webhook-library-title">
         <h2 id="webhook-library-title">Library</h2>
-        {libraries.state === "loading" && <Loading what="Loading libraries" />}
-        {libraries.state === "error" && <ErrorState error={libraries.error} onRetry={libraries.reload} />}
-        {libraries.state === "ready" && (
-          <div className="filters">
-            <div className="field">
-              <label htmlFor="webhook-library-search">Search libraries</label>
-              <input
-                id="webhook-library-search"
-                type="search"
-                value={search}
-                onChange={(event) => setSearch(event.target.value)}
-              />
-            </div>
-            <div className="field">
-              <label htmlFor="webhook-library">Library</label>
-              <select
-                id="webhook-library"
-                value={libraryId}
-                onChange={(event) => choose({ library: event.target.value })}
-              >
-                <option value="">Choose a library…</option>
-                {options.map((library) => (
-                  <option key={library.id} value={library.id}>
-                    {library.name}
-                  </option>
-                ))}
-              </select>
-            </div>
-          </div>
-        )}
-        {libraries.state === "ready" && libraries.data.data.length === 0 && (
-          <Empty>
-            <p>
-              {!search
-                ? "There are no libraries yet: create one first."
-                : options.length > 0
-                  ? "No other library matches the search."
-                  : "No library matches the search."}
-            </p>
-          </Empty>
-        )}
+        <LibraryPicker
+          id="webhook-library"
+          libraryId={libraryId}
+          onChoose={(library) => choose({ library })}
+          noLibraries="There are no libraries yet: create one first."
+          placeholder="Choose a library…"
+        />
       </section>
       {libraryId && (
         <Endpoints
