@@ -29,6 +29,15 @@ const thumbnailForm = () => {
   return data;
 };
 
+/** Uploads the video's poster (it must be accepted) and asks the edge for it. */
+async function posterServed(app: TestApp, libraryId: string, videoId: string) {
+  const thumbnail = await app.request("POST", `${videoPath(libraryId, videoId)}/thumbnails`, {
+    body: thumbnailForm(),
+  });
+  expect(thumbnail.status, thumbnail.text).toBe(200);
+  return edgeRequest(edgeUrlOf(app), `/${libraryId}.media.cumulo.local/${videoId}/thumbnail.jpg`);
+}
+
 /**
  * The bucket going away under a running node: a request that needs it is the store's failure, not
  * the client's and not a bug, so it is answered 503 with Retry-After (uploads and the edge answered
@@ -51,15 +60,7 @@ describe("a running node whose bucket stops answering", { timeout: 60_000 }, () 
     });
     libraryId = (await createLibrary(app, { name: "outage", default_privacy: "public" })).id;
     videoId = (await createVideo(app, libraryId, { title: "poster first" })).id;
-    const thumbnail = await app.request("POST", `${videoPath(libraryId, videoId)}/thumbnails`, {
-      body: thumbnailForm(),
-    });
-    expect(thumbnail.status, thumbnail.text).toBe(200);
-    const served = await edgeRequest(
-      edgeUrlOf(app),
-      `/${libraryId}.media.cumulo.local/${videoId}/thumbnail.jpg`,
-    );
-    expect(served.status).toBe(200);
+    expect((await posterServed(app, libraryId, videoId)).status).toBe(200);
     await s3.close();
   }, 60_000);
 
@@ -370,14 +371,7 @@ describe("a node started while its bucket is away", { timeout: 120_000 }, () => 
 
       relay.on();
       await waitUntil(() => said("media storage available again"), 30_000, "the bucket seen back");
-      const thumbnail = await app.request("POST", `${videoPath(libraryId, videoId)}/thumbnails`, {
-        body: thumbnailForm(),
-      });
-      expect(thumbnail.status, thumbnail.text).toBe(200);
-      const served = await edgeRequest(
-        edgeUrlOf(app),
-        `/${libraryId}.media.cumulo.local/${videoId}/thumbnail.jpg`,
-      );
+      const served = await posterServed(app, libraryId, videoId);
       expect(served.status).toBe(200);
       expect(served.body).toEqual(PNG);
     } finally {
