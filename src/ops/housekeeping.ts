@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from "fastify";
 import type { Clock } from "../clock.ts";
-import type { BackgroundWorker } from "../services.ts";
+import { PeriodicWorker } from "./periodic.ts";
 
 /** One kind of row the store sheds once it is older than `keepMs`. */
 export interface PruneTask {
@@ -17,27 +17,20 @@ const HOUR_MS = 60 * 60 * 1000;
  * outlived its retention. Every worker node runs it; the deletes are idempotent, so nodes that run
  * at once only repeat each other's work.
  */
-export class Housekeeper implements BackgroundWorker {
+export class Housekeeper extends PeriodicWorker {
   readonly name = "housekeeping";
-  #timer: NodeJS.Timeout | undefined;
-  #round: Promise<void> | undefined;
 
   constructor(
     private readonly tasks: PruneTask[],
     private readonly clock: Clock,
     private readonly logger: FastifyBaseLogger,
-    private readonly intervalMs = HOUR_MS,
-  ) {}
-
-  async start(): Promise<void> {
-    this.#timer = setInterval(() => this.#runInBackground(), this.intervalMs);
-    this.#timer.unref();
-    this.#runInBackground();
+    intervalMs = HOUR_MS,
+  ) {
+    super(intervalMs);
   }
 
-  async stop(): Promise<void> {
-    clearInterval(this.#timer);
-    await this.#round;
+  protected pass(): Promise<void> {
+    return this.runOnce();
   }
 
   /** Runs every task once; a failing task is logged and does not stop the others. */
@@ -51,11 +44,5 @@ export class Housekeeper implements BackgroundWorker {
         this.logger.warn({ err: error, task: task.name }, "housekeeping task failed");
       }
     }
-  }
-
-  #runInBackground(): void {
-    this.#round ??= this.runOnce().finally(() => {
-      this.#round = undefined;
-    });
   }
 }
