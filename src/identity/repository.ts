@@ -197,6 +197,10 @@ export class IdentityRepository {
 
   /** The session with this token hash, live at `now` (not idle since `idleSince`), with its user and organization. */
   findLiveSessions(tokenHashes: readonly string[], now: string, idleSince: string) {
+    // Padded to a power of two (repeating the first hash): a few statement shapes, not one per count
+    // of cookies a request can carry, each of which PostgreSQL would keep prepared.
+    const padded = [...tokenHashes];
+    while (padded.length & (padded.length - 1)) padded.push(tokenHashes[0] as string);
     return this.db
       .selectFrom("console_sessions")
       .innerJoin("users", "users.id", "console_sessions.user_id")
@@ -212,7 +216,7 @@ export class IdentityRepository {
         "organizations.id as organization_id",
         "organizations.name as organization_name",
       ])
-      .where("console_sessions.token_hash", "in", tokenHashes)
+      .where("console_sessions.token_hash", "in", padded)
       .where("console_sessions.expires_at", ">", now)
       .where("console_sessions.last_seen_at", ">", idleSince)
       .execute();
