@@ -28,7 +28,9 @@ export async function registerRateLimit(
     allowList: (request) => request.routeOptions.url?.startsWith("/docs") ?? false,
     ...(redis ? { redis: redis.client, nameSpace: `${redis.prefix}rate-limit:` } : {}),
     keyGenerator: (request) =>
-      request.auth ? `${request.auth.organizationId}:${credentialOf(request.auth)}` : `ip:${clientNetwork(request.ip)}`,
+      request.auth
+        ? `${request.auth.organizationId}:${credentialOf(request.auth)}`
+        : `ip:${clientNetwork(request.ip)}`,
     errorResponseBuilder: (_request, context) => {
       onRefused?.();
       return new ApiError(429, "Too many requests", {
