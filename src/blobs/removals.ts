@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from "fastify";
 import { type Clock, nowIso } from "../clock.ts";
 import type { JobHandler, JobQueue } from "../jobs/queue.ts";
 import type { JobRepository } from "../jobs/repository.ts";
+import { MEDIA_PREFIX } from "../media/urls.ts";
 import type { Executor, Transact } from "../store/transactions.ts";
 import { assertBlobKey, type BlobStore, isStoreFailure } from "./store.ts";
 
@@ -27,7 +28,7 @@ export interface QueuedRemoval {
 const REMOVAL_LEASE_MS = 10 * 60_000;
 
 /** Within one library at most (`media/{library_id}` or below): a removal never reaches another's files. */
-const WITHIN_ONE_LIBRARY = /^media\/[^/]+(\/|$)/;
+const WITHIN_ONE_LIBRARY = new RegExp(`^${MEDIA_PREFIX}/[^/]+(/|$)`);
 
 export interface FileRemovalDeps {
   transact: Transact;

@@ -58,4 +58,4 @@ export const MEDIA_PREFIX = "media";
 /** Blob key prefix holding every file of a library, and of one of its videos. */
 export const libraryBlobPrefix = (libraryId: string): string => `${MEDIA_PREFIX}/${libraryId}`;
 export const videoBlobPrefix = (libraryId: string, videoId: string): string =>
-  `media/${libraryId}/${videoId}`;
+  `${libraryBlobPrefix(libraryId)}/${videoId}`;

@@ -8,8 +8,7 @@ import { type KvStore, Server, Upload } from "@tus/server";
 import type { FastifyBaseLogger } from "fastify";
 import {
   type BlobStore,
-  BlobStoreUnavailableError,
-  isStorageFault,
+  isStoreFailure,
   STORAGE_RETRY_AFTER_S,
   STORAGE_UNAVAILABLE_MESSAGE,
 } from "../../blobs/store.ts";
@@ -30,10 +29,10 @@ export interface UploadBinding {
 
 type TusMetadata = Record<string, string | null>;
 
-/** A tus answer with a plain-text body, as the library renders its own errors. */
 /** How long a node's claim on moving a finished upload holds: far longer than a move takes. */
 const FINISHING_LEASE_MS = 30 * 60_000;
 
+/** A tus answer with a plain-text body, as the library renders its own errors. */
 const tusError = (status_code: number, body: string) => ({ status_code, body: `${body}\n` });
 
 const toUpload = (row: VideoUploadRow, offset: number) =>
@@ -161,7 +160,7 @@ export class ResumableUploads {
         if (created !== undefined) await this.#remove(created);
         if ("status_code" in error) return undefined;
         // The bucket, or this node's disk under the partial uploads, failing is not the client's doing.
-        if (error instanceof BlobStoreUnavailableError || isStorageFault(error)) {
+        if (isStoreFailure(error)) {
           // An upload that exists keeps its bytes: a HEAD once storage is back finishes it. A creation
           // refused so has no Location, and is made again by the client.
           deps.logger.warn({ err: error }, "resumable upload failed: media storage unavailable");
