@@ -158,6 +158,27 @@ async function startSwitchableRelay(target: string) {
   };
 }
 
+/** A test S3 and one api+worker node that reaches it only through a switchable relay. */
+async function nodeBehindRelay(
+  env: Record<string, string> = {},
+  options: Parameters<typeof startTestApp>[1] = {},
+) {
+  const s3 = await startTestS3();
+  const relay = await startSwitchableRelay(s3.settings.endpoint ?? "");
+  const app = await startTestApp(
+    {
+      ...s3.env,
+      CUMULO_S3_ENDPOINT: relay.url,
+      CUMULO_S3_TIMEOUT_MS: "2000",
+      CUMULO_ROLES: "api,worker",
+      CUMULO_RATE_LIMIT: "100000/1m",
+      ...env,
+    },
+    options,
+  );
+  return { s3, relay, app };
+}
+
 /**
  * A worker whose bucket is away while it processes a video: the job waits for the bucket instead
  * of spending its three attempts in seconds and failing the video for good.
@@ -265,16 +286,7 @@ describe("a resumable upload whose last bytes arrived while the bucket was away"
 
   beforeAll(async () => {
     work = mkdtempSync(join(tmpdir(), "cumulo-s3-stranded-"));
-    s3 = await startTestS3();
-    relay = await startSwitchableRelay(s3.settings.endpoint ?? "");
-    app = await startTestApp({
-      ...s3.env,
-      CUMULO_S3_ENDPOINT: relay.url,
-      CUMULO_S3_TIMEOUT_MS: "2000",
-      CUMULO_ROLES: "api,worker",
-      CUMULO_EDGE_PORT: "off",
-      CUMULO_RATE_LIMIT: "100000/1m",
-    });
+    ({ s3, relay, app } = await nodeBehindRelay({ CUMULO_EDGE_PORT: "off" }));
   }, 60_000);
 
   afterAll(async () => {
@@ -419,15 +431,7 @@ describe("files of items deleted while the bucket is away", { timeout: 120_000 }
   let app: TestApp;
 
   beforeAll(async () => {
-    s3 = await startTestS3();
-    relay = await startSwitchableRelay(s3.settings.endpoint ?? "");
-    app = await startTestApp({
-      ...s3.env,
-      CUMULO_S3_ENDPOINT: relay.url,
-      CUMULO_S3_TIMEOUT_MS: "2000",
-      CUMULO_ROLES: "api,worker",
-      CUMULO_RATE_LIMIT: "100000/1m",
-    });
+    ({ s3, relay, app } = await nodeBehindRelay());
   }, 60_000);
 
   afterAll(async () => {
@@ -490,13 +494,8 @@ describe("files of items deleted while the bucket is away", { timeout: 120_000 }
 /** A deletion is not given up because the bucket stayed away for longer than other jobs wait. */
 describe("removals waiting for a bucket away for more than a day", { timeout: 60_000 }, () => {
   it("keeps waiting without spending attempts", async () => {
-    const s3 = await startTestS3();
-    const relay = await startSwitchableRelay(s3.settings.endpoint ?? "");
     const clock = new OffsetClock();
-    const app = await startTestApp(
-      { ...s3.env, CUMULO_S3_ENDPOINT: relay.url, CUMULO_S3_TIMEOUT_MS: "2000", CUMULO_ROLES: "api,worker" },
-      { clock },
-    );
+    const { s3, relay, app } = await nodeBehindRelay({}, { clock });
     try {
       const libraryId = (await createLibrary(app)).id;
       const videoId = (await createVideo(app, libraryId)).id;

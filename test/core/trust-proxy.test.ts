@@ -30,6 +30,7 @@ describe("CUMULO_TRUST_PROXY", () => {
       startTestApp(env),
     ]);
     for (const t of [trusting, plain]) await createConsoleUser(t, { email: "owner@example.test" });
+    await createConsoleUser(plain, { email: "plain@example.test" });
   });
   afterAll(async () => {
     await trusting?.close();
@@ -69,12 +70,16 @@ describe("CUMULO_TRUST_PROXY", () => {
     expect((await signInVia(plain, from("198.51.100.7"), "owner@example.test", wrong)).status).toBe(401);
     // A made-up address is no new budget: both attempts came from the same connection's address.
     expect((await signInVia(plain, from("203.0.113.9"), "owner@example.test", PASSWORD)).status).toBe(429);
+    // Nor does a made-up scheme make the cookie one for HTTPS, which the browser would then drop.
     const response = await signInVia(
       plain,
       { ...from("192.0.2.45"), "x-forwarded-proto": "https" },
-      "someone@example.test",
-      wrong,
+      "plain@example.test",
+      PASSWORD,
     );
-    expect(response.status).toBe(401);
+    expect(response.status).toBe(201);
+    const cookie = response.headers.getSetCookie().find((value) => value.includes("cumulo_session="));
+    expect(cookie).toMatch(/^cumulo_session=/);
+    expect(cookie).not.toMatch(/; Secure/i);
   });
 });
