@@ -21,13 +21,22 @@ export interface TestS3 {
 const BUCKET = "cumulo-test";
 const OBJECT_SUFFIX = "._S3rver_object";
 
-/** The objects s3rver holds, read from its directory (not through S3), so a test sees what is really there. */
-function listObjectFiles(bucketDir: string): string[] {
-  return readdirSync(bucketDir, { recursive: true, withFileTypes: true })
-    .filter((entry) => entry.isFile() && entry.name.endsWith(OBJECT_SUFFIX))
-    .map((entry) => relative(bucketDir, join(entry.parentPath, entry.name)).split(sep).join("/"))
-    .map((path) => path.slice(0, -OBJECT_SUFFIX.length))
-    .sort();
+/**
+ * The objects s3rver holds, read from its directory (not through S3), so a test sees what is really
+ * there. s3rver makes and removes folders as it writes: one removed while it is being read is read
+ * again.
+ */
+function listObjectFiles(bucketDir: string, triesLeft = 5): string[] {
+  try {
+    return readdirSync(bucketDir, { recursive: true, withFileTypes: true })
+      .filter((entry) => entry.isFile() && entry.name.endsWith(OBJECT_SUFFIX))
+      .map((entry) => relative(bucketDir, join(entry.parentPath, entry.name)).split(sep).join("/"))
+      .map((path) => path.slice(0, -OBJECT_SUFFIX.length))
+      .sort();
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "ENOENT" || triesLeft <= 1) throw error;
+    return listObjectFiles(bucketDir, triesLeft - 1);
+  }
 }
 
 /**
