@@ -61,39 +61,60 @@ describe.skipIf(missing)("the console in Chromium: an upload resumed after a rel
   }
 
   /**
-   * Starts uploading the clip as a new video, lets its first chunk reach the server, holds the
-   * second and reloads the tab (the browser asks first, and the person leaves all the same).
-   * Answers the tus upload's id.
+   * Starts uploading the clip as a new video in `tab` and lets its first chunk reach the server;
+   * the second is held until `release(how)`: let through, or failed as a dropped connection. Answers
+   * the tus upload's id.
    */
-  async function uploadThenReload(title: string): Promise<string> {
-    await page.goto(`/console/libraries/${libraryId}`);
-    await page.getByRole("heading", { name: "Resumable", level: 1 }).waitFor();
+  async function startHeldUpload(
+    tab: Page,
+    title: string,
+  ): Promise<{ uploadId: string; release: (how: "continue" | "abort") => Promise<void> }> {
+    await tab.goto(`/console/libraries/${libraryId}`);
+    await tab.getByRole("heading", { name: "Resumable", level: 1 }).waitFor();
     let patches = 0;
     let reachedSecond: () => void = () => {};
     const secondPatch = new Promise<void>((resolve) => {
       reachedSecond = resolve;
     });
-    let release: () => void = () => {};
-    const released = new Promise<void>((resolve) => {
+    let release: (how: "continue" | "abort") => void = () => {};
+    const released = new Promise<"continue" | "abort">((resolve) => {
       release = resolve;
     });
     const holdSecondPatch = async (route: Route) => {
-      if (route.request().method() !== "PATCH" || ++patches === 1) return route.continue();
+      if (route.request().method() !== "PATCH" || ++patches !== 2) return route.continue();
       reachedSecond();
-      // Held until the reload has ended the page that sent it.
-      await released;
-      await route.abort().catch(() => {});
+      if ((await released) === "continue") await route.continue().catch(() => {});
+      else await route.abort().catch(() => {});
     };
-    await page.route("**/v1/media/tus/**", holdSecondPatch);
+    await tab.route("**/v1/media/tus/**", holdSecondPatch);
+    const releaseAndUnroute = async (how: "continue" | "abort") => {
+      release(how);
+      if (!tab.isClosed()) await tab.unroute("**/v1/media/tus/**", holdSecondPatch);
+    };
     try {
-      await page.getByLabel("Title").fill(title);
-      await page.getByLabel("Video file").setInputFiles(clip);
-      const created = page.waitForResponse(
+      await tab.getByLabel("Title").fill(title);
+      await tab.getByLabel("Video file").setInputFiles(clip);
+      const created = tab.waitForResponse(
         (response) => response.request().method() === "POST" && isTus(response.request()),
       );
-      await page.getByRole("button", { name: "Upload", exact: true }).click();
+      await tab.getByRole("button", { name: "Upload", exact: true }).click();
       const location = (await created).headers().location ?? "";
       await secondPatch;
+      return { uploadId: location.split("/").pop() ?? "", release: releaseAndUnroute };
+    } catch (error) {
+      await releaseAndUnroute("abort");
+      throw error;
+    }
+  }
+
+  /**
+   * Starts uploading the clip as a new video, lets its first chunk reach the server, holds the
+   * second and reloads the tab (the browser asks first, and the person leaves all the same).
+   * Answers the tus upload's id.
+   */
+  async function uploadThenReload(title: string): Promise<string> {
+    const { uploadId, release } = await startHeldUpload(page, title);
+    try {
       let asked = false;
       const leave = (dialog: { type(): string; accept(): Promise<void> }) => {
         asked = dialog.type() === "beforeunload";
@@ -103,10 +124,10 @@ describe.skipIf(missing)("the console in Chromium: an upload resumed after a rel
       await page.reload();
       page.off("dialog", leave);
       expect(asked).toBe(true);
-      return location.split("/").pop() ?? "";
+      return uploadId;
     } finally {
-      release();
-      await page.unroute("**/v1/media/tus/**", holdSecondPatch);
+      // Only now, so that the held chunk never reaches the server from the page that sent it.
+      await release("abort");
     }
   }
 
@@ -276,6 +297,44 @@ describe.skipIf(missing)("the console in Chromium: an upload resumed after a rel
     await page.locator('[data-processing-status="ready"]').waitFor({ timeout: 90_000 });
     expect((await videosOf()).length).toBe(before);
     await expect(form.count()).resolves.toBe(0);
+  });
+
+  it("keeps a second tab from continuing or discarding an upload the first is sending, until that tab is closed", async () => {
+    const first = await context.newPage();
+    const { uploadId, release } = await startHeldUpload(first, "Sent by the first tab");
+    try {
+      await page.goto(`/console/libraries/${libraryId}`);
+      const item = page
+        .getByRole("region", { name: "Unfinished uploads" })
+        .getByRole("listitem")
+        .filter({ hasText: "Sent by the first tab" });
+      const elsewhere = item.getByRole("status").filter({ hasText: "being uploaded in another tab" });
+      await elsewhere.waitFor();
+      await expect(item.getByRole("button", { name: "Resume upload" }).isDisabled()).resolves.toBe(true);
+      await expect(item.getByRole("button", { name: "Discard" }).isDisabled()).resolves.toBe(true);
+      await screenshot(page, "unfinished-upload-other-tab");
+
+      // The video's own page offers no second upload of its file either.
+      await item.getByRole("link", { name: "Sent by the first tab" }).click();
+      const form = page.getByRole("region", { name: "Upload the video's file" });
+      await form.getByText("being uploaded in another tab").waitFor();
+      await expect(form.getByRole("button", { name: "Upload", exact: true }).isDisabled()).resolves.toBe(
+        true,
+      );
+
+      // The first tab is closed mid-upload: the upload is this tab's to continue.
+      await page.goto(`/console/libraries/${libraryId}`);
+      await elsewhere.waitFor();
+      await first.close();
+      await elsewhere.waitFor({ state: "detached" });
+      await item.getByLabel("Choose").setInputFiles(clip);
+      await item.getByRole("button", { name: "Resume upload" }).click();
+      await page.waitForURL("**/videos/**", { timeout: 30_000 });
+      expect(await offsetOnServer(uploadId)).toBe(statSync(clip).size);
+    } finally {
+      await release("abort");
+      await first.close();
+    }
   });
 
   it("breaks none of the console's Content-Security-Policy on these pages", () => {

@@ -14,6 +14,7 @@ import {
   type RunningUpload,
   sizeInWords,
   type UnfinishedUpload,
+  UPLOADING_ELSEWHERE,
   UploadFailed,
   type UploadOwner,
   uploadOnServer,
@@ -42,7 +43,7 @@ export function UnfinishedUploads({
   onUploaded?: (videoId: string) => void;
 }) {
   const owner = useUploadOwner();
-  const { unfinished, running } = useVideoUploads(owner);
+  const { unfinished, running, elsewhere } = useVideoUploads(owner);
   const whereShown = useWhereShown();
   const [notices, setNotices] = useState<string[]>([]);
   const shown = unfinished.filter(
@@ -70,6 +71,7 @@ export function UnfinishedUploads({
               owner={owner}
               record={record}
               running={running.get(record.videoId)}
+              uploadingElsewhere={elsewhere.has(record.videoId)}
               showVideo={videoId === undefined}
               onGone={onGone}
               whereShown={whereShown}
@@ -86,6 +88,7 @@ function UnfinishedUploadItem({
   owner,
   record,
   running,
+  uploadingElsewhere,
   showVideo,
   onGone,
   whereShown,
@@ -94,6 +97,8 @@ function UnfinishedUploadItem({
   owner: UploadOwner;
   record: UnfinishedUpload;
   running: RunningUpload | undefined;
+  /** Another tab of this browser is sending it: this one neither continues nor discards it. */
+  uploadingElsewhere: boolean;
   showVideo: boolean;
   onGone: (message: string) => void;
   /** Where the person is: the list's `useWhereShown`, since a finished upload's item goes first. */
@@ -130,6 +135,8 @@ function UnfinishedUploadItem({
   });
   const discard = useSubmit(() => discardUnfinished(owner, record));
   const server = onServer.data;
+  const busyHere = running !== undefined;
+  const locked = readOnly || busyHere || uploadingElsewhere;
   return (
     <li className="unfinished-upload">
       <p>
@@ -143,6 +150,11 @@ function UnfinishedUploadItem({
         )}
         , started <DateTime value={record.startedAt} />
       </p>
+      {uploadingElsewhere && (
+        <p className="warning" role="status">
+          {UPLOADING_ELSEWHERE}
+        </p>
+      )}
       <p className="field-hint" data-upload-offset={server?.state === "partial" ? server.offset : undefined}>
         {onServer.state === "error"
           ? `How far it got could not be read: ${messageOf(onServer.error)}`
@@ -155,20 +167,16 @@ function UnfinishedUploadItem({
           label={`Choose “${record.fileName}” again`}
           hint="The upload continues where it stopped"
           error={resume.errors.file}
-          disabled={readOnly || running !== undefined}
+          disabled={locked}
           onChange={setFile}
         />
         {running !== undefined && <UploadProgress progress={running.progress} />}
         <FormError message={resume.formError ?? discard.formError} />
         <div className="row-actions">
-          <button type="submit" className="primary" disabled={readOnly || running !== undefined}>
-            {running !== undefined ? "Uploading…" : "Resume upload"}
+          <button type="submit" className="primary" disabled={locked}>
+            {busyHere ? "Uploading…" : "Resume upload"}
           </button>
-          <button
-            type="button"
-            disabled={readOnly || running !== undefined || discard.busy}
-            onClick={() => void discard.submit()}
-          >
+          <button type="button" disabled={locked || discard.busy} onClick={() => void discard.submit()}>
             Discard
           </button>
         </div>

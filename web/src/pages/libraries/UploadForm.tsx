@@ -10,6 +10,7 @@ import {
   refuseTooLarge,
   sizeInWords,
   tooLarge,
+  UPLOADING_ELSEWHERE,
   UploadFailed,
   uploadVideoFile,
   useUploadOwner,
@@ -201,7 +202,7 @@ export function VideoFileForm({
 }) {
   const { readOnly } = useSignedIn();
   const owner = useUploadOwner();
-  const { running } = useVideoUploads(owner);
+  const { running, elsewhere } = useVideoUploads(owner);
   const [file, setFile] = useState<File>();
   const { submit, busy, errors, formError } = useSubmit(async () => {
     if (!file) throw new Error("Choose a video file to upload.");
@@ -211,18 +212,23 @@ export function VideoFileForm({
   // Any upload of this video in this tab, from here or from the library page; a resumed one shows its
   // progress under "Unfinished uploads".
   const upload = running.get(videoId);
+  const uploadingElsewhere = elsewhere.has(videoId);
   return (
     <form noValidate onSubmit={submitting(submit)}>
       <VideoFileField
         label="Video file"
-        hint="This video has no file yet"
+        hint={uploadingElsewhere ? UPLOADING_ELSEWHERE : "This video has no file yet"}
         error={errors.file}
-        disabled={readOnly || upload !== undefined}
+        disabled={readOnly || upload !== undefined || uploadingElsewhere}
         onChange={setFile}
       />
       {upload !== undefined && !upload.resumed && <UploadProgress progress={upload.progress} />}
       <FormError message={formError} />
-      <button type="submit" className="primary" disabled={readOnly || busy || upload !== undefined}>
+      <button
+        type="submit"
+        className="primary"
+        disabled={readOnly || busy || upload !== undefined || uploadingElsewhere}
+      >
         {upload !== undefined ? "Uploading…" : "Upload"}
       </button>
     </form>

@@ -222,6 +222,66 @@ function setRunning(videoId: string, upload: RunningUpload | undefined): void {
   changed();
 }
 
+/**
+ * An upload holds a Web Lock named for its video while it runs, so that another tab or window of this
+ * browser neither continues nor discards it meanwhile (two tabs sending one upload's bytes would
+ * undo each other's progress). Web Locks exist only on pages served over HTTPS or from localhost;
+ * elsewhere tabs do not know of each other's uploads.
+ */
+const UPLOAD_LOCK_PREFIX = "cumulo.upload.";
+const webLocks: LockManager | undefined = globalThis.navigator?.locks;
+
+export const UPLOADING_ELSEWHERE =
+  "This video's file is being uploaded in another tab or window of this browser.";
+
+/** Runs the upload holding its video's lock; refused at once when another tab holds it. */
+function holdingUploadLock(videoId: string, upload: () => Promise<void>): Promise<void> {
+  if (!webLocks) return upload();
+  return webLocks.request<void>(`${UPLOAD_LOCK_PREFIX}${videoId}`, { ifAvailable: true }, async (lock) => {
+    if (!lock) throw fileRefusal(`${UPLOADING_ELSEWHERE} Let it finish there, or close that tab first.`, 409);
+    return upload();
+  });
+}
+
+/** Videos whose upload lock is held, by this tab or another. */
+let locked: ReadonlySet<string> = new Set();
+
+async function readElsewhere(): Promise<void> {
+  if (!webLocks) return;
+  const { held = [] } = await webLocks.query();
+  const videos = new Set(
+    held
+      .map((lock) => lock.name ?? "")
+      .filter((name) => name.startsWith(UPLOAD_LOCK_PREFIX))
+      .map((name) => name.slice(UPLOAD_LOCK_PREFIX.length)),
+  );
+  if (videos.size === locked.size && [...videos].every((videoId) => locked.has(videoId))) return;
+  locked = videos;
+  changed();
+}
+
+/** How often a shown page looks for uploads started or ended in other tabs (a lock's release has no event). */
+const OTHER_TABS_POLL_MS = 2000;
+
+/** Records written by another tab (an upload started, finished or discarded there). */
+const onStorage = (event: StorageEvent) => {
+  if (event.key !== null && !event.key.startsWith("cumulo.unfinished-uploads.")) return;
+  changed();
+  void readElsewhere();
+};
+
+let otherTabsPoll: ReturnType<typeof setInterval> | undefined;
+function watchOtherTabs(watch: boolean): void {
+  if (watch) {
+    window.addEventListener("storage", onStorage);
+    otherTabsPoll = setInterval(() => void readElsewhere(), OTHER_TABS_POLL_MS);
+    void readElsewhere();
+  } else {
+    window.removeEventListener("storage", onStorage);
+    clearInterval(otherTabsPoll);
+  }
+}
+
 let version = 0;
 const listeners = new Set<() => void>();
 function changed(): void {
@@ -230,20 +290,28 @@ function changed(): void {
 }
 const subscribe = (listener: () => void) => {
   listeners.add(listener);
+  if (listeners.size === 1) watchOtherTabs(true);
   return () => {
     listeners.delete(listener);
+    if (listeners.size === 0) watchOtherTabs(false);
   };
 };
 
-/** The owner's unfinished uploads and the uploads running in this tab, kept current. */
+/**
+ * The owner's unfinished uploads, the uploads running in this tab and the videos whose upload runs
+ * in another tab of this browser, kept current.
+ */
 export function useVideoUploads(owner: UploadOwner): {
   unfinished: UnfinishedUpload[];
   running: ReadonlyMap<string, RunningUpload>;
+  elsewhere: ReadonlySet<string>;
 } {
   const seen = useSyncExternalStore(subscribe, () => version);
   // biome-ignore lint/correctness/useExhaustiveDependencies: `seen` changes whenever the records may have
   const unfinished = useMemo(() => readRecords(owner), [seen, owner.organizationId, owner.userId]);
-  return { unfinished, running };
+  // biome-ignore lint/correctness/useExhaustiveDependencies: `seen` changes whenever either set may have
+  const elsewhere = useMemo(() => new Set([...locked].filter((videoId) => !running.has(videoId))), [seen]);
+  return { unfinished, running, elsewhere };
 }
 
 /** Valid long enough for a slow upload; a resumed upload asks for a fresh one. */
@@ -273,6 +341,22 @@ export async function uploadVideoFile({
       `This is not the file of this upload: choose “${resuming.fileName}” (${sizeInWords(resuming.fileSize)}) as it was when the upload started.`,
     );
   }
+  await holdingUploadLock(video.videoId, () => sendFile({ owner, video, file, resuming, fingerprint }));
+}
+
+async function sendFile({
+  owner,
+  video,
+  file,
+  resuming,
+  fingerprint,
+}: {
+  owner: UploadOwner;
+  video: Video;
+  file: File;
+  resuming: UnfinishedUpload | undefined;
+  fingerprint: string;
+}): Promise<void> {
   setRunning(video.videoId, { progress: 0, resumed: Boolean(resuming) });
   let bytesConfirmed = 0;
   try {
