@@ -21,7 +21,12 @@ export interface StartOptions {
    * start fails later (a port in use), after which the store is no longer empty and none is made.
    */
   onGeneratedKey?: (key: string) => void;
+  /** Told, in place of a log line, that migrating waits for another process (the CLI's log is silent). */
+  onMigrationWait?: (message: string) => void;
 }
+
+const MIGRATION_WAIT_MESSAGE =
+  "another process holds the SQLite store's write lock (migrating it, most likely): waiting for it to finish";
 
 export const createLogger = (config: Config): FastifyBaseLogger =>
   pino({ level: config.logLevel, base: undefined }) as FastifyBaseLogger;
@@ -47,8 +52,9 @@ export async function openCore(config: Config, options: StartOptions = {}): Prom
   } catch (error) {
     throw storeFailure(error);
   }
+  const onMigrationWait = options.onMigrationWait ?? ((message: string) => logger.warn(message));
   try {
-    await store.migrate();
+    await store.migrate(() => onMigrationWait(MIGRATION_WAIT_MESSAGE));
   } catch (error) {
     await store.close().catch(() => undefined);
     throw storeFailure(error);

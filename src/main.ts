@@ -47,7 +47,10 @@ async function withCore<S, T>(
 ): Promise<T> {
   const config = loadConfig();
   const [{ openCore, closeCore }, build] = await Promise.all([import("./core.ts"), loadBuild()]);
-  const deps = await openCore({ ...config, logLevel: "silent" });
+  const deps = await openCore(
+    { ...config, logLevel: "silent" },
+    { onMigrationWait: (message) => process.stderr.write(`cumulo: ${message}\n`) },
+  );
   try {
     return await work(build(deps), deps);
   } finally {

@@ -1,4 +1,5 @@
 import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import SqliteDatabase from "better-sqlite3";
 import {
   CompiledQuery,
@@ -7,6 +8,7 @@ import {
   Kysely,
   type KyselyConfig,
   type KyselyPlugin,
+  type MigrationResultSet,
   Migrator,
   OperationNodeTransformer,
   type PluginTransformQueryArgs,
@@ -60,7 +62,11 @@ export interface Store {
    * store closes. Resolves after the first attempt.
    */
   listen?: (channel: string, handlers: ListenHandlers) => Promise<PgListener>;
-  migrate(): Promise<void>;
+  /**
+   * Applies the migrations not yet applied. SQLite: `onWaiting` is told once if another process has
+   * held the write lock past the busy timeout (migrating, most likely); this one waits on.
+   */
+  migrate(onWaiting?: () => void): Promise<void>;
   ping(): Promise<boolean>;
   close(): Promise<void>;
 }
@@ -270,6 +276,10 @@ function oncePerCallback(read: () => number): () => number {
   };
 }
 
+const SQLITE_BUSY_TIMEOUT_MS = 5000;
+/** How often a process waiting to migrate tries for the write lock again. */
+const MIGRATION_LOCK_RETRY_MS = 100;
+
 function openSqlite(
   dataDir: string,
   onQuery: StoreOptions["onQuery"],
@@ -279,13 +289,15 @@ function openSqlite(
   generation: StoreGeneration;
   generationWithTraffic: StoreGeneration;
   checkpointer: SqliteCheckpointer;
+  inTransaction: () => boolean;
 } {
   makeDirectories(dataDir);
   const path = join(dataDir, "cumulo.sqlite");
   const file = new SqliteDatabase(path);
+  // First: switching a fresh file to WAL waits for another process opening it at the same moment.
+  file.pragma(`busy_timeout = ${SQLITE_BUSY_TIMEOUT_MS}`);
   file.pragma("journal_mode = WAL");
   file.pragma("foreign_keys = ON");
-  file.pragma("busy_timeout = 5000");
   file.pragma("synchronous = NORMAL");
   // Checkpoints run on a worker thread; this connection makes one only if that falls far behind.
   file.pragma(`wal_autocheckpoint = ${FALLBACK_CHECKPOINT_PAGES}`);
@@ -295,16 +307,79 @@ function openSqlite(
   const dataVersion = file.prepare("PRAGMA data_version").pluck();
   const externalChanges = oncePerCallback(() => dataVersion.get() as number);
   const reads = new SqliteReadCache(externalChanges);
+  const inTransaction = () => file.inTransaction;
   const db = new Kysely<Database>({
-    dialect: new WriteLockingSqliteDialect(
-      { database: withStatementCache(file, reads) },
-      () => file.inTransaction,
-    ),
+    dialect: new WriteLockingSqliteDialect({ database: withStatementCache(file, reads) }, inTransaction),
     ...queryLog(onQuery),
   });
   const generation = { current: () => reads.currentGeneration() };
   // It moves with every commit to any table, the traffic rollups' included.
-  return { db, externalChanges, generation, generationWithTraffic: generation, checkpointer };
+  return { db, externalChanges, generation, generationWithTraffic: generation, checkpointer, inTransaction };
+}
+
+const isSqliteBusy = (error: unknown): boolean => (error as { code?: unknown }).code === "SQLITE_BUSY";
+
+/**
+ * `begin immediate`, tried again until it takes the write lock: a large migration by another process
+ * may hold it past the busy timeout. Tried without SQLite's busy wait, which blocks the whole process:
+ * another store of this one (tests open several) could not finish what holds the lock.
+ */
+async function beginWaiting(connection: Kysely<Database>, onWaiting: () => void): Promise<void> {
+  await sql`pragma busy_timeout = 0`.execute(connection);
+  try {
+    const since = Date.now();
+    let told = false;
+    for (;;) {
+      try {
+        await sql`begin immediate`.execute(connection);
+        return;
+      } catch (error) {
+        if (!isSqliteBusy(error)) throw error;
+      }
+      if (!told && Date.now() - since >= SQLITE_BUSY_TIMEOUT_MS) {
+        told = true;
+        onWaiting();
+      }
+      await sleep(MIGRATION_LOCK_RETRY_MS);
+    }
+  } finally {
+    await sql.raw(`pragma busy_timeout = ${SQLITE_BUSY_TIMEOUT_MS}`).execute(connection);
+  }
+}
+
+/**
+ * Migrates in one transaction holding SQLite's write lock. Kysely's SQLite adapter takes no migration
+ * lock and runs each statement on its own, so two processes starting on a fresh file both found
+ * nothing applied and one failed ("table already exists"), and a crash midway left tables whose
+ * migration was not recorded. Now a second process waits for the lock, then reads the migrations the
+ * first applied; a failure or a crash rolls the whole run back.
+ */
+function migrateHoldingWriteLock(
+  db: Kysely<Database>,
+  inTransaction: () => boolean,
+  migrator: (db: Kysely<Database>) => Migrator,
+  onWaiting: () => void,
+): Promise<MigrationResultSet> {
+  // One connection all along: every statement of the run is part of the transaction begun here.
+  return db.connection().execute(async (connection) => {
+    // It returns its failures rather than throwing them.
+    const migrate = () => migrator(connection).migrateToLatest();
+    // Most starts find nothing to apply: they take no lock, which a running node's writes would wait
+    // for. Migrating then only reads, and still refuses a store with migrations this version lacks.
+    if ((await migrator(connection).getMigrations()).every((migration) => migration.executedAt)) {
+      return migrate();
+    }
+    await beginWaiting(connection, onWaiting);
+    let outcome: MigrationResultSet | undefined;
+    try {
+      outcome = await migrate();
+    } finally {
+      // SQLite may have rolled back by itself (a full disk): a second rollback would hide why.
+      if (inTransaction())
+        await sql.raw(outcome && !outcome.error ? "commit" : "rollback").execute(connection);
+    }
+    return outcome;
+  });
 }
 
 function openPostgres(
@@ -343,9 +418,14 @@ export function openStore(options: StoreOptions): Store {
         return listener.start().then(() => listener);
       }
     : undefined;
-  const { db, externalChanges, generation, generationWithTraffic, pool, checkpointer } =
+  const { db, externalChanges, generation, generationWithTraffic, pool, checkpointer, inTransaction } =
     databaseUrl && listen
-      ? { ...openPostgres(databaseUrl, options, listen), externalChanges: undefined, checkpointer: undefined }
+      ? {
+          ...openPostgres(databaseUrl, options, listen),
+          externalChanges: undefined,
+          checkpointer: undefined,
+          inTransaction: undefined,
+        }
       : { ...openSqlite(options.dataDir, options.onQuery), pool: undefined };
   return {
     db,
@@ -355,14 +435,18 @@ export function openStore(options: StoreOptions): Store {
     generationWithTraffic,
     pool,
     listen,
-    async migrate() {
-      const migrator = new Migrator({
-        db: dialect === "sqlite" ? db.withPlugin(new SqliteBooleanPlugin()) : db,
-        provider: { getMigrations: async () => allMigrations(dialect) },
-        // Domains number their migrations in their own ranges, so a later range may land first.
-        allowUnorderedMigrations: true,
-      });
-      const { error, results } = await migrator.migrateToLatest();
+    async migrate(onWaiting = () => {}) {
+      const migrator = (migrating: Kysely<Database>) =>
+        new Migrator({
+          db: dialect === "sqlite" ? migrating.withPlugin(new SqliteBooleanPlugin()) : migrating,
+          provider: { getMigrations: async () => allMigrations(dialect) },
+          // Domains number their migrations in their own ranges, so a later range may land first.
+          allowUnorderedMigrations: true,
+        });
+      // PostgreSQL's migrations take a lock of their own (Kysely's adapter) and run in a transaction.
+      const { error, results } = inTransaction
+        ? await migrateHoldingWriteLock(db, inTransaction, migrator, onWaiting)
+        : await migrator(db).migrateToLatest();
       const failed = results?.find((result) => result.status === "Error");
       if (error || failed) {
         const reason = error instanceof Error ? error.message : String(error ?? "unknown error");
