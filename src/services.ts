@@ -208,6 +208,7 @@ export function createServices(deps: CoreDeps): Services {
     config,
     clock,
     blobs,
+    removals,
     jobs,
     webhooks,
     videos: videoRepository,

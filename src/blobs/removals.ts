@@ -4,7 +4,7 @@ import type { JobHandler, JobQueue } from "../jobs/queue.ts";
 import type { JobRepository } from "../jobs/repository.ts";
 import { MEDIA_PREFIX } from "../media/urls.ts";
 import type { Executor, Transact } from "../store/transactions.ts";
-import { assertBlobKey, type BlobStore, isStoreFailure } from "./store.ts";
+import { assertBlobKey, type BlobStore, BlobStoreRefusedError, isStoreFailure } from "./store.ts";
 
 export const REMOVE_FILES_JOB = "blobs.remove";
 
@@ -44,7 +44,8 @@ export interface FileRemovalDeps {
  * transaction of the change, so it exists exactly when the change does; once that has committed the
  * node removes the files at once (the common case, as before) and marks the job done. If the store
  * fails meanwhile (a bucket in an outage) or the node dies, a worker carries the job out, retrying
- * for as long as the store is unavailable: files a customer deleted are not kept for ever.
+ * for as long as the store is unavailable: files a customer deleted are not kept for ever. Files of
+ * uploads refused after they were stored go the same way (`removeNow`).
  */
 export class FileRemovals {
   constructor(private readonly deps: FileRemovalDeps) {}
@@ -87,7 +88,10 @@ export class FileRemovals {
     await jobRepository.complete(jobId, nowIso(clock)).catch(bookkeepingFailed);
   }
 
-  /** Queues and carries out a removal of files that no change of rows covers (a job's own output). */
+  /**
+   * Queues and carries out a removal of files that no change of rows covers: a job's own output, or
+   * an upload refused after its bytes were stored.
+   */
   async removeNow(files: Partial<FilesToRemove>): Promise<void> {
     await this.carryOut(await this.deps.transact((trx) => this.queue(trx, files)));
   }
@@ -97,10 +101,18 @@ export class FileRemovals {
       kind: REMOVE_FILES_JOB,
       leaseMs: REMOVAL_LEASE_MS,
       handle: (files) => this.#remove(files),
-      // Removing what was deleted is never given up while the store is away; other failures
-      // spend the job's attempts.
-      isTransient: isStoreFailure,
+      // Removing what was deleted is never given up while the store is away. A store that refuses
+      // (a bucket policy without `s3:DeleteObject`, a bucket gone) would refuse for ever: that and
+      // other failures spend the job's attempts, and the failed job keeps the files to remove.
+      isTransient: (error) => isStoreFailure(error) && !(error instanceof BlobStoreRefusedError),
       transientPatienceMs: Number.POSITIVE_INFINITY,
+      onGiveUp: async (files, error) => {
+        // The runner's warning just before names the job.
+        this.deps.logger.error(
+          { error, keys: files.keys.length, prefixes: files.prefixes.length },
+          "removal job failed: the files its payload names stay in media storage",
+        );
+      },
     };
   }
 

@@ -2,7 +2,13 @@ import { PassThrough, pipeline, type Readable } from "node:stream";
 import type { S3Client } from "@aws-sdk/client-s3";
 import type { S3BlobSettings } from "../config.ts";
 import { SizeLimit } from "./size-limit.ts";
-import { assertBlobKey, type BlobStore, BlobStoreUnavailableError, type StoredBlob } from "./store.ts";
+import {
+  assertBlobKey,
+  type BlobStore,
+  BlobStoreRefusedError,
+  BlobStoreUnavailableError,
+  type StoredBlob,
+} from "./store.ts";
 
 type Sdk = typeof import("@aws-sdk/client-s3");
 type Storage = typeof import("@aws-sdk/lib-storage");
@@ -17,11 +23,6 @@ const loadSdk = (): Promise<[Sdk, Storage]> =>
  */
 const PART_BYTES = 8 * 1024 * 1024;
 const UPLOAD_QUEUE = 4;
-
-/** Any failure of a request to the bucket is the store's, not the caller's. */
-const storeFailed = (error: unknown): never => {
-  throw new BlobStoreUnavailableError(error);
-};
 
 /** The HTTP status of an S3 service error (the SDK's `S3ServiceException`), if it is one. */
 const statusOf = (error: unknown): number | undefined =>
@@ -54,6 +55,27 @@ const isOutage = (error: unknown): boolean => {
   if (status !== undefined) return status >= 500 || status === 429 || status === 408;
   return OUTAGE_CODES.has((error as NodeJS.ErrnoException | undefined)?.code ?? "");
 };
+
+/** What S3 answered, for a log or a job's last error: `AccessDenied (HTTP 403)`. */
+const answerOf = (error: unknown): string => `${(error as Error).name} (HTTP ${statusOf(error)})`;
+
+/**
+ * Any failure of a request to the bucket is the store's, not the caller's. An answer that is no
+ * outage (403 AccessDenied, 404 NoSuchBucket, InvalidAccessKeyId, SignatureDoesNotMatch, a wrong
+ * region) is a refusal: trying again does not help until the settings or permissions are fixed.
+ */
+const storeError = (error: unknown): BlobStoreUnavailableError => {
+  if (error instanceof BlobStoreUnavailableError) return error;
+  if (statusOf(error) === undefined || isOutage(error)) return new BlobStoreUnavailableError(error);
+  return new BlobStoreRefusedError(error, answerOf(error));
+};
+
+const storeFailed = (error: unknown): never => {
+  throw storeError(error);
+};
+
+/** Codes of keys DeleteObjects reports as not deleted that say the service is failing, not refusing. */
+const KEY_OUTAGE_CODES = new Set(["InternalError", "ServiceUnavailable", "SlowDown"]);
 
 /**
  * Blobs as objects of one S3 bucket (AWS or any S3-compatible service), keyed by the blob key itself,
@@ -108,9 +130,7 @@ export class S3BlobStore implements BlobStore {
       await client.send(new sdk.HeadBucketCommand({ Bucket: this.#bucket }));
     } catch (error) {
       if (isOutage(error)) throw new BlobStoreUnavailableError(error);
-      const status = statusOf(error);
-      const reason =
-        status === undefined ? (error as Error).message : `${(error as Error).name} (HTTP ${status})`;
+      const reason = statusOf(error) === undefined ? (error as Error).message : answerOf(error);
       throw new Error(`cannot reach S3 bucket "${this.#bucket}" (CUMULO_S3_*): ${reason}`);
     }
   }
@@ -139,7 +159,7 @@ export class S3BlobStore implements BlobStore {
     } catch (error) {
       body.destroy();
       if (limit.exceeded) throw limit.exceeded;
-      throw sourceFailed ? error : new BlobStoreUnavailableError(error);
+      throw sourceFailed ? error : storeError(error);
     }
     return { key, sizeBytes: limit.bytes };
   }
@@ -164,9 +184,7 @@ export class S3BlobStore implements BlobStore {
       .then((answer) => {
         pipeline(answer.Body as Readable, out, () => undefined);
       })
-      .catch((error: unknown) =>
-        out.destroy(statusOf(error) === 404 ? (error as Error) : new BlobStoreUnavailableError(error)),
-      );
+      .catch((error: unknown) => out.destroy(statusOf(error) === 404 ? (error as Error) : storeError(error)));
     return out;
   }
 
@@ -178,7 +196,7 @@ export class S3BlobStore implements BlobStore {
       return { sizeBytes: head.ContentLength ?? 0, modifiedAt: head.LastModified ?? new Date(0) };
     } catch (error) {
       if (statusOf(error) === 404) return undefined;
-      throw new BlobStoreUnavailableError(error);
+      throw storeError(error);
     }
   }
 
@@ -214,8 +232,14 @@ export class S3BlobStore implements BlobStore {
         const answer = await client.send(
           new sdk.DeleteObjectsCommand({ Bucket: this.#bucket, Delete: { Objects: keys, Quiet: true } }),
         );
+        // A key refused (AccessDenied: no `s3:DeleteObject` on it) comes in a 200 answer, not as its status.
         const failed = answer.Errors?.[0];
-        if (failed) throw new Error(`S3 could not delete ${failed.Key}: ${failed.Code} ${failed.Message}`);
+        if (failed) {
+          const cause = new Error(`S3 could not delete ${failed.Key}: ${failed.Code} ${failed.Message}`);
+          throw KEY_OUTAGE_CODES.has(failed.Code ?? "")
+            ? new BlobStoreUnavailableError(cause)
+            : new BlobStoreRefusedError(cause, `${failed.Code ?? "Unknown"} (a key of DeleteObjects)`);
+        }
       }
       continuationToken = page.IsTruncated ? page.NextContinuationToken : undefined;
     } while (continuationToken);

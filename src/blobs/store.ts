@@ -9,14 +9,27 @@ export class BlobTooLargeError extends Error {
 }
 
 /**
- * The store itself failed (a bucket that does not answer or refuses the node's credentials, a full
- * or read-only disk): the request was fine and can be tried again later. The API answers 503. The
+ * The store itself failed (a bucket that does not answer, or refuses the node: `BlobStoreRefusedError`;
+ * a full or read-only disk): the request was fine and can be tried again later. The API answers 503. The
  * message names no address or path (it may reach a customer as a failure reason); logs show the cause.
  */
 export class BlobStoreUnavailableError extends Error {
-  constructor(cause: unknown) {
-    super("media storage unavailable", { cause });
+  constructor(cause: unknown, message = "media storage unavailable") {
+    super(message, { cause });
     this.name = "BlobStoreUnavailableError";
+  }
+}
+
+/**
+ * The store answered and refused the node (access denied, no such bucket, unknown credentials): its
+ * settings or permissions must be fixed, so waiting alone does not help. To a client it is the same
+ * 503 as an outage; a removal spends its attempts on it instead of waiting for ever. `reason` is
+ * the store's answer (`AccessDenied (HTTP 403)`), which names no address.
+ */
+export class BlobStoreRefusedError extends BlobStoreUnavailableError {
+  constructor(cause: unknown, reason: string) {
+    super(cause, `media storage refused the request: ${reason}`);
+    this.name = "BlobStoreRefusedError";
   }
 }
 

@@ -1,4 +1,4 @@
-import type { BlobStore } from "../blobs/store.ts";
+import type { FileRemovals } from "../blobs/removals.ts";
 import type { FieldError } from "../http/errors.ts";
 import type { ReceivedForm } from "./uploads.ts";
 
@@ -18,10 +18,11 @@ export const emptyField = (field: string): FieldError => ({
 
 /**
  * Runs `work` on a form whose file is already stored; unless it ends in `kept`, the file is removed
- * again (also when `work` throws), so a refused upload leaves nothing behind.
+ * again (also when `work` throws), durably, so a refused upload leaves nothing behind even when the
+ * store fails at that moment.
  */
 export async function keepFileOnlyWhen<T extends { outcome: string }>(
-  blobs: BlobStore,
+  removals: FileRemovals,
   form: ReceivedForm,
   kept: T["outcome"],
   work: () => Promise<T>,
@@ -31,6 +32,6 @@ export async function keepFileOnlyWhen<T extends { outcome: string }>(
     result = await work();
     return result;
   } finally {
-    if (form.file && result?.outcome !== kept) await blobs.delete(form.file.key);
+    if (form.file && result?.outcome !== kept) await removals.removeNow({ keys: [form.file.key] });
   }
 }

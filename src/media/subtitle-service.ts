@@ -71,7 +71,7 @@ export class SubtitleService {
 
   /** A subtitle from a form of title, language and file; `not_found` when the video went meanwhile. */
   create(video: VideoRow, form: ReceivedForm): Promise<SubtitleOutcome<"created">> {
-    return keepFileOnlyWhen(this.deps.blobs, form, "created", async () => {
+    return keepFileOnlyWhen(this.deps.removals, form, "created", async () => {
       const errors: FieldError[] = [];
       const title = checkTitle(form.fields.title, errors);
       const language = checkLanguage(form.fields.language, errors);
@@ -110,8 +110,8 @@ export class SubtitleService {
    * old one, whose blob goes after commit.
    */
   update(videoId: string, id: string, form: ReceivedForm): Promise<SubtitleOutcome<"updated">> {
-    const { transact, videos, blobs, removals, clock } = this.deps;
-    return keepFileOnlyWhen(blobs, form, "updated", async () => {
+    const { transact, videos, removals, clock } = this.deps;
+    return keepFileOnlyWhen(removals, form, "updated", async () => {
       const { title: givenTitle, language: givenLanguage } = form.fields;
       if (givenTitle === undefined && givenLanguage === undefined && !form.file) {
         return {

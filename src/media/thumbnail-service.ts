@@ -43,7 +43,7 @@ export class ThumbnailService {
    * distribution as `/{video_id}/thumbnail.jpg`). Earlier uploads are replaced; a refused file is removed.
    */
   upload(video: VideoRow, form: ReceivedForm): Promise<ThumbnailOutcome> {
-    return keepFileOnlyWhen(this.deps.blobs, form, "uploaded", () => this.#save(video, form));
+    return keepFileOnlyWhen(this.deps.removals, form, "uploaded", () => this.#save(video, form));
   }
 
   async #save(video: VideoRow, form: ReceivedForm): Promise<ThumbnailOutcome> {

@@ -3,6 +3,7 @@ import { PassThrough, type Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { Multipart } from "@fastify/multipart";
 import type { FastifyRequest } from "fastify";
+import type { FileRemovals } from "../blobs/removals.ts";
 import { type BlobStore, BlobStoreUnavailableError, BlobTooLargeError } from "../blobs/store.ts";
 import { ApiError } from "../http/errors.ts";
 import { unstorableTextErrors } from "../http/validation.ts";
@@ -26,11 +27,12 @@ const isFileSystemError = (error: unknown): boolean =>
 /**
  * Reads a multipart request: text fields, and the one file part named `fileField`, streamed into
  * the blob store under `key` with the size limit enforced while it arrives (413 past it). Other
- * file parts are skipped. A request that is not multipart is 415; a malformed one 400.
+ * file parts are skipped. A request that is not multipart is 415; a malformed one 400. A stored file
+ * of a request refused after all is removed through `removals`, durably.
  */
 export async function receiveMultipart(
   request: FastifyRequest,
-  blobs: BlobStore,
+  { blobs, removals }: { blobs: BlobStore; removals: FileRemovals },
   options: { fileField: string; maxBytes: number; key: () => string },
 ): Promise<ReceivedForm> {
   if (!request.isMultipart()) throw ApiError.unsupportedMediaType();
@@ -67,7 +69,7 @@ export async function receiveMultipart(
     const textErrors = unstorableTextErrors(fields);
     if (textErrors.length > 0) throw ApiError.validation(textErrors);
   } catch (error) {
-    if (file) await blobs.delete(file.key);
+    if (file) await removals.removeNow({ keys: [file.key] });
     if (clientGone(request)) {
       // The client's doing, not the server's: nobody is left to read the answer.
       request.log.warn({ err: error }, "client closed the connection during its upload");

@@ -122,16 +122,15 @@ export class VideoPipeline {
   /**
    * Makes a stored upload the video's source: a new generation, status `uploading` (announced), the
    * processing job queued, all in one transaction. The previous source and renditions are removed
-   * after commit. An empty upload, or one for a video deleted meanwhile, is removed and refused.
+   * after commit. An empty upload, or one for a video deleted meanwhile, is removed (durably) and refused.
    */
   async acceptSource(video: VideoRow, upload: { key: string; sizeBytes: number }): Promise<SourceOutcome> {
-    const { blobs } = this.deps;
     let result: SourceOutcome | undefined;
     try {
       result = upload.sizeBytes === 0 ? { outcome: "empty" } : await this.#accept(video, upload);
       return result;
     } finally {
-      if (result?.outcome !== "accepted") await blobs.delete(upload.key);
+      if (result?.outcome !== "accepted") await this.deps.removals.removeNow({ keys: [upload.key] });
     }
   }
 

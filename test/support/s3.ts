@@ -1,5 +1,6 @@
 import { spawn } from "node:child_process";
 import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { createServer, type IncomingMessage, request as relayRequest } from "node:http";
 import { tmpdir } from "node:os";
 import { join, relative, sep } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -106,4 +107,80 @@ export function startS3Node(options: {
   const dataDir = store.kind === "postgres" ? mkdtempSync(join(tmpdir(), `cumulo-${roles}-`)) : store.dataDir;
   dataDirs.push(dataDir);
   return startTestApp({ ...s3.env, CUMULO_ROLES: roles, CUMULO_DATA_DIR: dataDir, ...env }, { store });
+}
+
+/** How a relay answers one kind of request: passed on, or answered by the relay as a failing S3 would. */
+export type RelayAnswer = "relayed" | "unavailable" | "access_denied";
+
+export interface S3Relay {
+  url: string;
+  /**
+   * How deletes (DeleteObject, DeleteObjects) and writes (PutObject, multipart uploads) are answered:
+   * `unavailable` is a 503, `access_denied` what S3 answers credentials without `s3:DeleteObject` or
+   * `s3:PutObject` (403 AccessDenied; DeleteObjects: 200 with AccessDenied for each key).
+   */
+  answers: { deletes: RelayAnswer; writes: RelayAnswer };
+  close(): Promise<void>;
+}
+
+const xmlError = (code: string, message: string) =>
+  `<?xml version="1.0" encoding="UTF-8"?><Error><Code>${code}</Code><Message>${message}</Message></Error>`;
+
+/** The relay's own answer (status and XML body) to a request it does not pass on, given its body. */
+function fakeAnswer(answer: Exclude<RelayAnswer, "relayed">, body: string): [number, string] {
+  if (answer === "unavailable")
+    return [503, xmlError("ServiceUnavailable", "Please reduce your request rate.")];
+  const keys = [...body.matchAll(/<Key>([^<]*)<\/Key>/g)].map((match) => match[1]);
+  if (keys.length === 0) return [403, xmlError("AccessDenied", "Access Denied")];
+  const errors = keys.map(
+    (key) => `<Error><Key>${key}</Key><Code>AccessDenied</Code><Message>Access Denied</Message></Error>`,
+  );
+  return [200, `<?xml version="1.0" encoding="UTF-8"?><DeleteResult>${errors.join("")}</DeleteResult>`];
+}
+
+/**
+ * An HTTP relay to a test S3 that can answer deletes or writes itself, as a bucket whose policy
+ * refuses them or a service failing at them would; every other request is passed on unchanged (the
+ * Host header included, so signatures still match).
+ */
+export async function startS3Relay(target: string): Promise<S3Relay> {
+  const { hostname, port } = new URL(target);
+  const answers: S3Relay["answers"] = { deletes: "relayed", writes: "relayed" };
+  const kindOf = (request: IncomingMessage): keyof S3Relay["answers"] | undefined => {
+    const query = new URL(request.url ?? "/", "http://relay").searchParams;
+    if (request.method === "DELETE" || (request.method === "POST" && query.has("delete"))) return "deletes";
+    if (request.method === "PUT" || request.method === "POST") return "writes";
+    return undefined;
+  };
+  const server = createServer((request, response) => {
+    const kind = kindOf(request);
+    const answer = kind ? answers[kind] : "relayed";
+    if (answer !== "relayed") {
+      const chunks: Buffer[] = [];
+      request.on("data", (chunk: Buffer) => chunks.push(chunk));
+      request.on("end", () => {
+        const [status, xml] = fakeAnswer(answer, Buffer.concat(chunks).toString());
+        response.writeHead(status, { "content-type": "application/xml" }).end(xml);
+      });
+      return;
+    }
+    const upstream = relayRequest(
+      { hostname, port, method: request.method, path: request.url, headers: request.headers },
+      (answered) => {
+        response.writeHead(answered.statusCode ?? 502, answered.headers);
+        answered.pipe(response);
+      },
+    );
+    upstream.on("error", () => response.destroy());
+    request.pipe(upstream);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as { port: number }).port}`,
+    answers,
+    close: () => {
+      server.closeAllConnections();
+      return new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
 }

@@ -45,7 +45,6 @@ export const subtitleRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = asyn
   app,
   { media, config },
 ) => {
-  const { blobs } = media.deps;
   const upload = { fileField: "file", maxBytes: config.limits.subtitleBytes };
 
   app.post(
@@ -66,7 +65,7 @@ export const subtitleRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = asyn
     },
     async (request, reply) => {
       const video = await requireVideo(media, request, request.params.libraryId, request.params.videoId);
-      const form = await receiveMultipart(request, blobs, {
+      const form = await receiveMultipart(request, media.deps, {
         ...upload,
         key: () => media.subtitles.fileKey(video),
       });
@@ -143,7 +142,7 @@ export const subtitleRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = asyn
       const video = await requireVideo(media, request, libraryId, videoId);
       // An unknown subtitle is 404 before any of the body is stored.
       if (!(await media.subtitles.find(video.id, subtitleId))) throw ApiError.notFound();
-      const form = await receiveMultipart(request, blobs, {
+      const form = await receiveMultipart(request, media.deps, {
         ...upload,
         key: () => media.subtitles.fileKey(video),
       });

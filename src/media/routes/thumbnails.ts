@@ -30,7 +30,7 @@ export const thumbnailRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = asy
     },
     async (request) => {
       const video = await requireVideo(media, request, request.params.libraryId, request.params.videoId);
-      const form = await receiveMultipart(request, media.deps.blobs, {
+      const form = await receiveMultipart(request, media.deps, {
         fileField: "file",
         maxBytes: config.limits.thumbnailBytes,
         key: () => media.thumbnails.fileKey(video),

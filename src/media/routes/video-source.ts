@@ -91,7 +91,11 @@ export const videoSourceRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = a
       const key = video.pipeline.sourceKey(found);
       let upload: { key: string; sizeBytes: number };
       if (request.isMultipart()) {
-        const form = await receiveMultipart(request, blobs, { fileField: "file", maxBytes, key: () => key });
+        const form = await receiveMultipart(request, media.deps, {
+          fileField: "file",
+          maxBytes,
+          key: () => key,
+        });
         if (!form.file) throw ApiError.validation([requiredField("file")]);
         upload = form.file;
       } else {

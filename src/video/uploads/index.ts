@@ -1,4 +1,5 @@
 import type { FastifyBaseLogger } from "fastify";
+import type { FileRemovals } from "../../blobs/removals.ts";
 import type { BlobStore } from "../../blobs/store.ts";
 import type { Clock } from "../../clock.ts";
 import { loadSecretKey } from "../../cloud/secrets.ts";
@@ -29,6 +30,8 @@ export interface UploadDeps {
   config: Config;
   clock: Clock;
   blobs: BlobStore;
+  /** Removes the stored file of an import that is no longer wanted. */
+  removals: FileRemovals;
   jobs: JobQueue;
   webhooks: WebhookEmitter;
   videos: VideoRepository;

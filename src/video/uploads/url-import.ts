@@ -195,7 +195,7 @@ export class UrlImports {
 
   /** One download attempt; stops quietly when the import was replaced or the video deleted. */
   async run(payload: ImportPayload, context: JobContext): Promise<void> {
-    const { repository, blobs, videos, pipeline, logger } = this.deps;
+    const { repository, removals, videos, pipeline, logger } = this.deps;
     const current = await repository.findImport(payload.videoId);
     if (!current || current.id !== payload.importId) return;
     if (!(await this.#update(payload, { status: "downloading", bytes_received: 0 }))) return;
@@ -225,7 +225,7 @@ export class UrlImports {
     const video = await videos.find(payload.libraryId, payload.videoId);
     const stillCurrent = (await repository.findImport(payload.videoId))?.id === payload.importId;
     if (!video || !stillCurrent) {
-      await blobs.delete(stored.key);
+      await removals.removeNow({ keys: [stored.key] });
       return;
     }
     // A refused source's file is removed by `acceptSource`.
