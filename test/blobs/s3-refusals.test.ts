@@ -69,15 +69,19 @@ const removalJobs = () =>
     .execute();
 
 /**
- * Waits for `check`, moving time on by 10 s whenever no removal is running: the worker's retries
- * (1 to 8 s apart, or 2 s and more for a store that is away) come due at once instead of being waited for.
+ * Waits for `check`, moving time on by 10 s whenever no removal is running and waking the worker:
+ * its retries (1 to 8 s apart, or 2 s and more for a store that is away) run at once instead of
+ * being waited for.
  */
 const waitMovingTime = <T>(check: () => Promise<T | undefined>, what: string) =>
   waitUntil(
     async () => {
       const value = await check();
       if (value !== undefined) return value;
-      if (!(await removalJobs()).some((job) => job.status === "running")) clock.offsetMs += 10_000;
+      if (!(await removalJobs()).some((job) => job.status === "running")) {
+        clock.offsetMs += 10_000;
+        app.cumulo.services.jobs.notify();
+      }
       return undefined;
     },
     20_000,
