@@ -78,7 +78,7 @@ export class FileRemovals {
       // Counts only: a folder of thousands of videos names thousands of prefixes (the job has them).
       logger.warn(
         { err: error, jobId, keys: files.keys.length, prefixes: files.prefixes.length },
-        "files of a deleted or replaced item not removed yet; a worker retries",
+        "files of a deleted, replaced or refused item not removed yet; a worker retries",
       );
       const message = error instanceof Error ? error.message : String(error);
       await jobRepository.reschedule(jobId, nowIso(clock), message, nowIso(clock)).catch(bookkeepingFailed);
