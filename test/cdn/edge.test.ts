@@ -262,6 +262,40 @@ describe("CDN edge", () => {
     expect(origin.hitsOf("/maxage.txt")).toBe(2);
   });
 
+  it("gives an answer with only Last-Modified no heuristic freshness: default_ttl_s decides", async () => {
+    // RFC 9111's heuristic (10% of the time since Last-Modified) would keep these for weeks.
+    const dated = { "last-modified": "Wed, 01 Jan 2025 00:00:00 GMT" };
+    origin.route("/dated.txt", (_req, res) => res.writeHead(200, dated).end("dated"));
+    origin.route("/dated-missing.txt", (_req, res) => res.writeHead(404, dated).end("missing"));
+    const noTtlHost = uniqueHost("ttl0");
+    await createDistribution(t, { hostname: noTtlHost, origin_url: origin.url, default_ttl_s: 0 });
+    const withTtlHost = uniqueHost("ttl60");
+    await createDistribution(t, { hostname: withTtlHost, origin_url: origin.url, default_ttl_s: 60 });
+    const cacheOf = async (hostname: string, path: string) =>
+      (await edgeRequest(edge, `/${hostname}${path}`)).headers["x-cache"];
+
+    // default_ttl_s 0: only what the origin marks fresh is kept.
+    expect([await cacheOf(noTtlHost, "/dated.txt"), await cacheOf(noTtlHost, "/dated.txt")]).toEqual([
+      "MISS",
+      "MISS",
+    ]);
+    // A 404 is kept only with explicit freshness, whatever default_ttl_s says.
+    expect([
+      await cacheOf(withTtlHost, "/dated-missing.txt"),
+      await cacheOf(withTtlHost, "/dated-missing.txt"),
+    ]).toEqual(["MISS", "MISS"]);
+    expect(origin.hitsOf("/dated.txt")).toBe(2);
+    expect(origin.hitsOf("/dated-missing.txt")).toBe(2);
+
+    // default_ttl_s 60: a 200 is kept for 60 seconds, not for the heuristic's weeks.
+    expect([await cacheOf(withTtlHost, "/dated.txt"), await cacheOf(withTtlHost, "/dated.txt")]).toEqual([
+      "MISS",
+      "HIT",
+    ]);
+    clock.advance(61_000);
+    expect(await cacheOf(withTtlHost, "/dated.txt")).toBe("MISS");
+  });
+
   it("revalidates a stale object with the origin instead of downloading it again", async () => {
     const conditional: (string | undefined)[] = [];
     origin.route("/root/tagged.txt", (req, res) => {

@@ -80,10 +80,18 @@ export class EdgeCachePolicy {
     return this.clock.now().getTime();
   }
 
-  /** The policy of an origin answer, with the distribution's default TTL where the origin set none. */
+  /**
+   * The policy of an origin answer, with the distribution's default TTL where the origin set none.
+   * No heuristic freshness from `Last-Modified`: `default_ttl_s` replaces it, so a 404 or a
+   * `default_ttl_s: 0` answer without explicit freshness is not kept (the 304 refresh inherits this).
+   */
   forResponse(request: IncomingMessage, resolved: Resolved, status: number, headers: HeaderMap): CachePolicy {
     const withTtl = headersForPolicy(headers, status, resolved.distribution.default_ttl_s);
-    return new this.#Policy(policyRequest(request, resolved), { status, headers: withTtl }, { shared: true });
+    return new this.#Policy(
+      policyRequest(request, resolved),
+      { status, headers: withTtl },
+      { shared: true, cacheHeuristic: 0 },
+    );
   }
 
   /** A policy read back from the disk tier. */
