@@ -418,7 +418,8 @@ export class WebhookDispatcher implements BackgroundWorker {
       const now = this.clock.now();
       if (outcome.status === 429 || outcome.status === 503) {
         const asked = parseRetryAfter(outcome.retryAfter, now);
-        if (asked !== undefined && asked > delay) delay = Math.min(asked, MAX_RETRY_AFTER_MS);
+        // Only ever lengthens the wait: the cap must not cut a scheduled delay longer than a day.
+        if (asked !== undefined) delay = Math.max(delay, Math.min(asked, MAX_RETRY_AFTER_MS));
       }
       return { nextRetryAt: new Date(now.getTime() + delay).toISOString(), deactivateEndpoint: false };
     };

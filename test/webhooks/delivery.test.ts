@@ -224,6 +224,24 @@ describe("webhook delivery", () => {
     expect(rows[0]).toMatchObject({ attempt: 2, success: true });
   });
 
+  it("never retries sooner than the schedule because a longer Retry-After is capped", async () => {
+    await freshLibrary();
+    // Retry-After is taken for at most a day; the endpoint's own schedule waits two.
+    const hook = await receiver((_request, res) => {
+      res.writeHead(429, { "retry-after": String(3 * 86_400) });
+      res.end("slow down");
+    });
+    const twoDays = 2 * 86_400;
+    const endpoint = await createEndpoint(t, libraryId, {
+      url: hook.url,
+      retry_policy: { max_attempts: 2, initial_delay_s: twoDays, multiplier: 1, max_delay_s: twoDays },
+    });
+    await emit("processing");
+    const [row] = await deliveriesWhen(t, libraryId, endpoint.id, (r) => r[0]?.response_status === 429);
+    expect(row).toMatchObject({ attempt: 1 });
+    expect(Date.parse(row.next_retry_at) - Date.parse(row.created_at)).toBeGreaterThanOrEqual(twoDays * 1000);
+  });
+
   it("fails an attempt that exceeds the timeout, a redirect, and keeps at most 64 KiB of the answer", async () => {
     await freshLibrary();
     // Far past the 500 ms timeout, so a timer firing late on a busy machine still ends the attempt first.
