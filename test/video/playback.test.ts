@@ -326,6 +326,35 @@ describe("video pipeline and playback", () => {
     expect((await edgeRequest(edge, masterPath)).text).not.toContain("EXT-X-MEDIA");
   });
 
+  it("answers a browser's CORS preflight for the library's files, and no other method but GET and HEAD", async () => {
+    const preflight = await edgeRequest(edge, `/${hostname()}/${videoId}/playlist.m3u8`, {
+      method: "OPTIONS",
+      headers: {
+        origin: "https://player.example",
+        "access-control-request-method": "GET",
+        "access-control-request-headers": "range, x-player-session",
+      },
+    });
+    expect(preflight.status).toBe(204);
+    expect(preflight.headers).toMatchObject({
+      "access-control-allow-origin": "*",
+      "access-control-allow-methods": "GET, HEAD, OPTIONS",
+      "access-control-allow-headers": "range, x-player-session",
+      "access-control-max-age": "86400",
+    });
+    expect(preflight.body.length).toBe(0);
+    // Only header names are given back.
+    const odd = await edgeRequest(edge, `/${hostname()}/${videoId}/play.mp4`, {
+      method: "OPTIONS",
+      headers: { "access-control-request-headers": "range, a b" },
+    });
+    expect(odd.status).toBe(204);
+    expect(odd.headers["access-control-allow-headers"]).toBeUndefined();
+    const posted = await edgeRequest(edge, `/${hostname()}/${videoId}/play.mp4`, { method: "POST" });
+    expect(posted.status).toBe(405);
+    expect(posted.headers.allow).toBe("GET, HEAD, OPTIONS");
+  });
+
   it("enforces referrer rules (allow, allow with an empty list, deny, disabled)", async () => {
     try {
       await setSecurity({ referrers: { action: "allow", values: ["good.example", "*.partner.example"] } });

@@ -52,6 +52,30 @@ function sendError(response: ServerResponse, status: number, headers: OutgoingHt
   );
 }
 
+/** Header names as a preflight asks for them: tokens separated by commas (RFC 9110). */
+const HEADER_LIST = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+(\s*,\s*[!#$%&'*+.^_`|~0-9A-Za-z-]+)*$/;
+
+/**
+ * A browser's CORS preflight for a library's files: players on any site may read them (their GET
+ * answers carry `Access-Control-Allow-Origin: *`), and one that sends a header a simple request may
+ * not (a `Range` some browsers do not count as simple, a player's own header) asks first. Nothing is
+ * read or refused here: the library's rules apply to the GET that follows.
+ */
+function answerPreflight(request: IncomingMessage, response: ServerResponse): number {
+  const asked = request.headers["access-control-request-headers"]?.trim() ?? "";
+  response.writeHead(204, {
+    "access-control-allow-origin": "*",
+    "access-control-allow-methods": "GET, HEAD, OPTIONS",
+    ...(asked && asked.length <= 1024 && HEADER_LIST.test(asked)
+      ? { "access-control-allow-headers": asked }
+      : {}),
+    "access-control-max-age": "86400",
+    vary: "access-control-request-headers",
+  });
+  response.end();
+  return 0;
+}
+
 export interface EdgeDeps {
   config: Config;
   logger: FastifyBaseLogger;
@@ -251,8 +275,12 @@ export class EdgeServer {
       exchange.sent = sendError(response, 404);
       return;
     }
+    if (mediaLibrary && request.method === "OPTIONS") {
+      exchange.sent = answerPreflight(request, response);
+      return;
+    }
     if (request.method !== "GET" && request.method !== "HEAD") {
-      exchange.sent = sendError(response, 405, { allow: "GET, HEAD" });
+      exchange.sent = sendError(response, 405, { allow: mediaLibrary ? "GET, HEAD, OPTIONS" : "GET, HEAD" });
       return;
     }
     if (mediaLibrary && this.deps.mediaOrigin) {
