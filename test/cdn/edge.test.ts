@@ -628,6 +628,31 @@ describe("CDN edge", () => {
     expect((await get("/css/site.css")).text).toBe("/css/site.css@2");
   });
 
+  it("purges a path written as text the way viewers' browsers send it (percent-encoded)", async () => {
+    let version = 1;
+    for (const path of ["/caf%C3%A9.png", "/new%20file.txt", "/%F0%9F%8E%AC/clip.mp4"]) {
+      origin.route(`/root${path}`, (_req, res) =>
+        res.writeHead(200, { "cache-control": "max-age=600" }).end(`${path}@${version}`),
+      );
+      await get(path);
+      expect((await get(path)).headers["x-cache"]).toBe("HIT");
+    }
+    version = 2;
+    const distribution = (await t.request("GET", "/v1/cdn/distributions?limit=100")).body.data.find(
+      (d: { hostname: string }) => d.hostname === host,
+    );
+    const purged = await t.request("POST", `/v1/cdn/distributions/${distribution.id}/purges`, {
+      json: { paths: ["/café.png", "/new file.txt", "/🎬/*"] },
+    });
+    expect(purged.status).toBe(200);
+    expect((await get("/caf%C3%A9.png")).text).toBe("/caf%C3%A9.png@2");
+    expect((await get("/new%20file.txt")).text).toBe("/new%20file.txt@2");
+    expect((await get("/%F0%9F%8E%AC/clip.mp4")).text).toBe("/%F0%9F%8E%AC/clip.mp4@2");
+    // The history keeps the paths as they were given.
+    const history = await t.request("GET", `/v1/cdn/distributions/${distribution.id}/purges`);
+    expect(history.body.data[0].paths).toEqual(["/café.png", "/new file.txt", "/🎬/*"]);
+  });
+
   it("follows an origin change at once", async () => {
     const second = await startOrigin();
     try {

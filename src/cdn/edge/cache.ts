@@ -28,8 +28,26 @@ const headerBytes = (headers: OutgoingHttpHeaders): number => {
   return total;
 };
 
+/** Characters a browser percent-encodes in a URL's path and query: space, `"<>\``, DEL and non-ASCII. */
+const ENCODED_BY_BROWSERS = /[ "<>`\u007F-\u{10FFFF}]/gu;
+
+/**
+ * A purge path as viewers' browsers send it: `/café.png` purges the `/caf%C3%A9.png` they ask for.
+ * A lone surrogate, which no browser can send, is left as it is.
+ */
+function asBrowsersSendIt(path: string): string {
+  return path.replace(ENCODED_BY_BROWSERS, (character) => {
+    try {
+      return encodeURIComponent(character);
+    } catch {
+      return character;
+    }
+  });
+}
+
 /** Which cached paths a purge path names: `/*` all, `/prefix*` by prefix, `/path` with any query, `/path?q` exactly. */
-function purgeMatcher(paths: string[]): (pathAndQuery: string) => boolean {
+function purgeMatcher(purged: string[]): (pathAndQuery: string) => boolean {
+  const paths = [...new Set(purged.flatMap((path) => [path, asBrowsersSendIt(path)]))];
   const matchers = paths.map((path): ((pathAndQuery: string) => boolean) => {
     if (path.endsWith("*")) {
       const start = path.slice(0, -1);
