@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { Redis, type RedisOptions } from "ioredis";
+import { REDIS_START_TIMEOUT_MS } from "./config.ts";
 
 export type BusHandler = (message: string) => void | Promise<void>;
 
@@ -66,8 +67,6 @@ export class LocalBus implements Bus {
   async close(): Promise<void> {}
 }
 
-const REDIS_READY_TIMEOUT_MS = 10_000;
-
 /**
  * Opens a Redis connection and waits until it is ready. Nothing may be sent before that: a SUBSCRIBE
  * sent while ioredis still runs its ready check puts the connection in subscriber mode, the check
@@ -77,6 +76,7 @@ export async function connectRedis(
   url: string,
   onError: (error: Error) => void,
   options: RedisOptions = {},
+  readyTimeoutMs = REDIS_START_TIMEOUT_MS,
 ): Promise<Redis> {
   const client = new Redis(url, options);
   // Until it is ready, each failed try is kept rather than logged: start-up fails with one line.
@@ -86,7 +86,7 @@ export async function connectRedis(
   };
   client.on("error", keepError);
   const ready = await new Promise<boolean>((resolve) => {
-    const timer = setTimeout(() => resolve(false), REDIS_READY_TIMEOUT_MS);
+    const timer = setTimeout(() => resolve(false), readyTimeoutMs);
     client.once("ready", () => {
       clearTimeout(timer);
       resolve(true);
@@ -95,7 +95,7 @@ export async function connectRedis(
   if (!ready) {
     client.disconnect();
     const why = lastError ? ` (${lastError.message})` : "";
-    throw new Error(`Redis (REDIS_URL) did not answer within ${REDIS_READY_TIMEOUT_MS / 1000} s${why}`);
+    throw new Error(`Redis (REDIS_URL) did not answer within ${readyTimeoutMs / 1000} s${why}`);
   }
   client.on("error", onError).off("error", keepError);
   return client;
@@ -131,14 +131,22 @@ export class RedisBus implements Bus {
   }
 
   /** Channels are named `prefix + channel`, so deployments that share one Redis do not hear each other. */
-  static async connect(url: string, prefix: string, onError: (error: Error) => void): Promise<RedisBus> {
-    const publisher = await connectRedis(url, onError, { maxRetriesPerRequest: 3 });
-    const subscriber = await connectRedis(url, onError, { connectionName: `${prefix}bus` }).catch(
-      (error: unknown) => {
-        publisher.disconnect();
-        throw error;
-      },
-    );
+  static async connect(
+    url: string,
+    prefix: string,
+    onError: (error: Error) => void,
+    readyTimeoutMs = REDIS_START_TIMEOUT_MS,
+  ): Promise<RedisBus> {
+    const publisher = await connectRedis(url, onError, { maxRetriesPerRequest: 3 }, readyTimeoutMs);
+    const subscriber = await connectRedis(
+      url,
+      onError,
+      { connectionName: `${prefix}bus` },
+      readyTimeoutMs,
+    ).catch((error: unknown) => {
+      publisher.disconnect();
+      throw error;
+    });
     const bus = new RedisBus(prefix, publisher, subscriber, onError);
     await bus.subscribe(DROP_CACHES_CHANNEL, () => bus.#runReconnectListeners());
     return bus;

@@ -1,6 +1,7 @@
 import { isAbsolute, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import ipaddr from "ipaddr.js";
+import { STORAGE_RETRY_AFTER_S } from "./blobs/store.ts";
 
 export type Role = "api" | "worker" | "edge";
 export const ALL_ROLES: readonly Role[] = ["api", "worker", "edge"];
@@ -44,8 +45,15 @@ export interface Config {
   redisUrl: string | undefined;
   /** Media files: under the data dir (`local`, one node) or in a bucket every node shares (`s3`). */
   blobStore: { kind: "local" } | ({ kind: "s3" } & S3BlobSettings);
+  /**
+   * How often a node checks again for media storage that was away (CUMULO_STORAGE_RECHECK_MS,
+   * default 10 s, as long as the `Retry-After` of its 503s): the bucket at start, stranded uploads.
+   */
+  storageRecheckMs: number;
   /** Start of every Redis key and channel name, so that deployments sharing one Redis stay apart. */
   redisPrefix: string;
+  /** How long a node waits at start for Redis to answer before it stops (CUMULO_REDIS_START_TIMEOUT_MS, default 10 s). */
+  redisStartTimeoutMs: number;
   bootstrapApiKey: string | undefined;
   edgePort: number | "off";
   publicUrl: string | undefined;
@@ -223,6 +231,9 @@ function positiveInt(env: Env, name: string, fallback: number, max = Number.MAX_
   if (Number(raw) > max) throw new ConfigError(name, `must be at most ${max}, got "${raw}"`);
   return Number(raw);
 }
+
+/** How long a node waits at start for Redis to answer, unless CUMULO_REDIS_START_TIMEOUT_MS says otherwise. */
+export const REDIS_START_TIMEOUT_MS = 10_000;
 
 /** Node's timers wait at most 2^31 - 1 ms (about 24.8 days): a longer wait fires after 1 ms. */
 const MAX_TIMER_MS = 2_147_483_647;
@@ -435,7 +446,9 @@ export function loadConfig(env: Env = process.env): Config {
     keptAnswers,
     redisUrl,
     blobStore: blobStore(env),
+    storageRecheckMs: timerMs(env, "CUMULO_STORAGE_RECHECK_MS", STORAGE_RETRY_AFTER_S * 1000),
     redisPrefix,
+    redisStartTimeoutMs: timerMs(env, "CUMULO_REDIS_START_TIMEOUT_MS", REDIS_START_TIMEOUT_MS),
     bootstrapApiKey,
     edgePort,
     publicUrl: url(env, "CUMULO_PUBLIC_URL", ["http:", "https:"]),

@@ -64,8 +64,14 @@ export async function openCore(config: Config, options: StartOptions = {}): Prom
   let bus: Bus = new LocalBus();
   if (config.redisUrl) {
     try {
-      redis = await connectRedis(config.redisUrl, onRedisError, { maxRetriesPerRequest: 3 });
-      bus = await RedisBus.connect(config.redisUrl, config.redisPrefix, onRedisError);
+      const { redisStartTimeoutMs } = config;
+      redis = await connectRedis(
+        config.redisUrl,
+        onRedisError,
+        { maxRetriesPerRequest: 3 },
+        redisStartTimeoutMs,
+      );
+      bus = await RedisBus.connect(config.redisUrl, config.redisPrefix, onRedisError, redisStartTimeoutMs);
     } catch (error) {
       redis?.disconnect();
       await store.close();

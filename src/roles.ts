@@ -73,7 +73,7 @@ export async function startCumulo(given: Config, options: StartOptions = {}): Pr
   let metricsUrl: string | undefined;
   let stopCheckingStorage: (() => void) | undefined;
   try {
-    stopCheckingStorage = await checkStorageAtStart(services.blobs, deps.logger);
+    stopCheckingStorage = await checkStorageAtStart(services.blobs, deps.logger, config.storageRecheckMs);
     const metricsPort = config.metrics.port;
     if (metricsPort !== undefined) {
       const listener = new MetricsListener(deps, deps.metrics);

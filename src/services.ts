@@ -259,7 +259,7 @@ export function createServices(deps: CoreDeps): Services {
       ),
     ],
     apiWorkers: [
-      new StrandedUploadFinisher(uploads.resumable, deps.logger),
+      new StrandedUploadFinisher(uploads.resumable, deps.logger, config.storageRecheckMs),
       // On the nodes that hold the partial files: a worker-only node would remove the records and
       // leave every API node's files behind.
       new Housekeeper(

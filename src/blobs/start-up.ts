@@ -5,9 +5,14 @@ import { type BlobStore, BlobStoreUnavailableError, STORAGE_RETRY_AFTER_S } from
  * Checks the blob store before a node starts. Settings it refuses stop the node (thrown). A store
  * that is only away (an S3 service starting with the node, or back from a power cut) does not: the
  * node serves what needs no files and answers 503 for the rest, and checks the store in the
- * background until it answers, which it logs once. Returns what stops that checking.
+ * background until it answers (every `recheckMs`, CUMULO_STORAGE_RECHECK_MS), which it logs once.
+ * Returns what stops that checking.
  */
-export async function checkStorageAtStart(blobs: BlobStore, logger: FastifyBaseLogger): Promise<() => void> {
+export async function checkStorageAtStart(
+  blobs: BlobStore,
+  logger: FastifyBaseLogger,
+  recheckMs = STORAGE_RETRY_AFTER_S * 1000,
+): Promise<() => void> {
   try {
     await blobs.ready();
     return () => undefined;
@@ -30,9 +35,9 @@ export async function checkStorageAtStart(blobs: BlobStore, logger: FastifyBaseL
         logger.error({ err: error }, "media storage refuses this node's settings");
       }
     }
-    if (!stopped) timer = setTimeout(check, STORAGE_RETRY_AFTER_S * 1000).unref();
+    if (!stopped) timer = setTimeout(check, recheckMs).unref();
   };
-  timer = setTimeout(check, STORAGE_RETRY_AFTER_S * 1000).unref();
+  timer = setTimeout(check, recheckMs).unref();
   return () => {
     stopped = true;
     clearTimeout(timer);

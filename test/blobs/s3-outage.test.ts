@@ -39,6 +39,23 @@ async function posterServed(app: TestApp, libraryId: string, videoId: string) {
 }
 
 /**
+ * One S3 server for every describe below that cuts its nodes off with a relay of its own (the first
+ * stops its server, so it has one of its own): a server takes seconds to start. Their objects stay
+ * apart by library and video ids.
+ */
+let sharedS3: Promise<TestS3> | undefined;
+const startSharedS3 = () => {
+  sharedS3 ??= startTestS3();
+  return sharedS3;
+};
+afterAll(async () => {
+  await (await sharedS3)?.close();
+});
+
+/** Nodes cut off from their bucket look for it again this often (CUMULO_STORAGE_RECHECK_MS; 10 s by default). */
+const RECHECK = { CUMULO_STORAGE_RECHECK_MS: "500" };
+
+/**
  * The bucket going away under a running node: a request that needs it is the store's failure, not
  * the client's and not a bug, so it is answered 503 with Retry-After (uploads and the edge answered
  * 500, which says the server is broken and that trying again will not help).
@@ -154,16 +171,20 @@ async function startSwitchableRelay(target: string) {
     on() {
       on = true;
     },
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+    /** Closes it and its connections: a pooled one to the S3 server would hold it open for seconds. */
+    close() {
+      for (const socket of sockets) socket.destroy();
+      return new Promise<void>((resolve) => server.close(() => resolve()));
+    },
   };
 }
 
-/** A test S3 and one api+worker node that reaches it only through a switchable relay. */
+/** One api+worker node that reaches the shared test S3 only through a switchable relay of its own. */
 async function nodeBehindRelay(
   env: Record<string, string> = {},
   options: Parameters<typeof startTestApp>[1] = {},
 ) {
-  const s3 = await startTestS3();
+  const s3 = await startSharedS3();
   const relay = await startSwitchableRelay(s3.settings.endpoint ?? "");
   const app = await startTestApp(
     {
@@ -172,6 +193,7 @@ async function nodeBehindRelay(
       CUMULO_S3_TIMEOUT_MS: "2000",
       CUMULO_ROLES: "api,worker",
       CUMULO_RATE_LIMIT: "100000/1m",
+      ...RECHECK,
       ...env,
     },
     options,
@@ -191,20 +213,32 @@ describe("a video processed while the worker's bucket is away", { timeout: 120_0
   let worker: TestApp;
   let work: string;
   const dataDirs: string[] = [];
+  const workerLog = capturingLogger("warn");
 
   beforeAll(async () => {
     work = mkdtempSync(join(tmpdir(), "cumulo-s3-outage-"));
-    [s3, store] = await Promise.all([startTestS3(), createTestStore()]);
+    [s3, store] = await Promise.all([startSharedS3(), createTestStore()]);
     relay = await startSwitchableRelay(s3.settings.endpoint ?? "");
-    const node = (roles: string, env: Record<string, string>) =>
-      startS3Node({ s3, store, roles, env, dataDirs });
     // Imports come from a server of the test's own, on a loopback address.
-    api = await node("api", { CUMULO_RATE_LIMIT: "100000/1m", CUMULO_IMPORT_ALLOW_PRIVATE: "true" });
+    api = await startS3Node({
+      s3,
+      store,
+      roles: "api",
+      env: { CUMULO_RATE_LIMIT: "100000/1m", CUMULO_IMPORT_ALLOW_PRIVATE: "true" },
+      dataDirs,
+    });
     // The worker reaches the bucket through the relay only, so it alone loses it.
-    worker = await node("worker", {
-      CUMULO_S3_ENDPOINT: relay.url,
-      CUMULO_S3_TIMEOUT_MS: "2000",
-      CUMULO_IMPORT_ALLOW_PRIVATE: "true",
+    worker = await startS3Node({
+      s3,
+      store,
+      roles: "worker",
+      env: {
+        CUMULO_S3_ENDPOINT: relay.url,
+        CUMULO_S3_TIMEOUT_MS: "2000",
+        CUMULO_IMPORT_ALLOW_PRIVATE: "true",
+      },
+      dataDirs,
+      start: { logger: workerLog.logger },
     });
   }, 60_000);
 
@@ -212,7 +246,6 @@ describe("a video processed while the worker's bucket is away", { timeout: 120_0
     for (const app of [worker, api]) await app?.close();
     await relay?.close();
     await store?.drop();
-    await s3?.close();
     for (const dir of dataDirs) rmSync(dir, { recursive: true, force: true });
     rmSync(work, { recursive: true, force: true });
   });
@@ -237,7 +270,7 @@ describe("a video processed while the worker's bucket is away", { timeout: 120_0
         (
           await worker.cumulo.store.db
             .selectFrom("jobs")
-            .select(["status", "attempts", "last_error", "payload"])
+            .select(["id", "status", "attempts", "max_attempts", "last_error", "payload"])
             .execute()
         ).find((job) => JSON.stringify(job.payload).includes(videoId));
       for (const videoId of [uploaded, imported]) {
@@ -247,8 +280,22 @@ describe("a video processed while the worker's bucket is away", { timeout: 120_0
           "the job postponed",
         );
       }
-      // Longer than three ordinary attempts take (1 s, then 2 s apart).
-      await new Promise((resolve) => setTimeout(resolve, 6000));
+      // Each job run as often as its attempts allow (ordinary failures would have failed it by then,
+      // 1 s and then 2 s apart), each run postponed.
+      const postponed = (jobId: string) =>
+        workerLog.lines.filter(
+          (line) => line.msg === "job postponed: something it needs is unavailable" && line.jobId === jobId,
+        ).length;
+      for (const videoId of [uploaded, imported]) {
+        await waitUntil(
+          async () => {
+            const job = await jobOf(videoId);
+            return job && (job.status === "failed" || postponed(job.id) >= job.max_attempts);
+          },
+          30_000,
+          "the job run as often as its attempts allow",
+        );
+      }
       for (const videoId of [uploaded, imported]) {
         const waiting = await jobOf(videoId);
         expect(waiting?.status).not.toBe("failed");
@@ -279,20 +326,18 @@ describe("a video processed while the worker's bucket is away", { timeout: 120_0
 describe("a resumable upload whose last bytes arrived while the bucket was away", {
   timeout: 120_000,
 }, () => {
-  let s3: TestS3;
   let relay: Awaited<ReturnType<typeof startSwitchableRelay>>;
   let app: TestApp;
   let work: string;
 
   beforeAll(async () => {
     work = mkdtempSync(join(tmpdir(), "cumulo-s3-stranded-"));
-    ({ s3, relay, app } = await nodeBehindRelay({ CUMULO_EDGE_PORT: "off" }));
+    ({ relay, app } = await nodeBehindRelay({ CUMULO_EDGE_PORT: "off" }));
   }, 60_000);
 
   afterAll(async () => {
     await app?.close();
     await relay?.close();
-    await s3?.close();
     rmSync(work, { recursive: true, force: true });
   });
 
@@ -346,14 +391,13 @@ describe("a node started while its bucket is away", { timeout: 120_000 }, () => 
   let relay: Awaited<ReturnType<typeof startSwitchableRelay>>;
 
   beforeAll(async () => {
-    [s3, store] = await Promise.all([startTestS3(), createTestStore()]);
+    [s3, store] = await Promise.all([startSharedS3(), createTestStore()]);
     relay = await startSwitchableRelay(s3.settings.endpoint ?? "");
   }, 60_000);
 
   afterAll(async () => {
     await relay?.close();
     await store?.drop();
-    await s3?.close();
   });
 
   it("starts, answers 503 for files only, and works fully once the bucket is back", async () => {
@@ -366,6 +410,7 @@ describe("a node started while its bucket is away", { timeout: 120_000 }, () => 
         CUMULO_S3_TIMEOUT_MS: "2000",
         CUMULO_ROLES: "api,edge",
         CUMULO_EDGE_PORT: "0",
+        ...RECHECK,
       },
       { logger: log.logger },
     );
@@ -438,7 +483,6 @@ describe("files of items deleted while the bucket is away", { timeout: 120_000 }
     relay?.on();
     await app?.close();
     await relay?.close();
-    await s3?.close();
   });
 
   const videoWithFiles = async (libraryId: string) => {
@@ -532,7 +576,6 @@ describe("removals waiting for a bucket away for more than a day", { timeout: 60
       relay.on();
       await app.close();
       await relay.close();
-      await s3.close();
     }
   });
 });

@@ -100,6 +100,8 @@ describe("configuration", () => {
       "CUMULO_WEBHOOK_POLL_MS",
       "CUMULO_EDGE_ANALYTICS_FLUSH_MS",
       "CUMULO_SHUTDOWN_GRACE_MS",
+      "CUMULO_STORAGE_RECHECK_MS",
+      "CUMULO_REDIS_START_TIMEOUT_MS",
     ]) {
       expect(() => loadConfig({ [name]: "3000000000" }), name).toThrow(`${name} must be at most 2147483647`);
       expect(loadConfig({ [name]: "2147483647" }), name).toBeDefined();
@@ -109,6 +111,17 @@ describe("configuration", () => {
     expect(() => loadConfig({ CUMULO_MAX_VIDEO_BYTES: "99999999999999999999999" })).toThrow(
       "CUMULO_MAX_VIDEO_BYTES",
     );
+  });
+
+  it("checks storage that was away again every 10 s, as long as its 503s' Retry-After, unless told otherwise", () => {
+    expect(loadConfig({}).storageRecheckMs).toBe(10_000);
+    expect(loadConfig({ CUMULO_STORAGE_RECHECK_MS: "250" }).storageRecheckMs).toBe(250);
+    expect(() => loadConfig({ CUMULO_STORAGE_RECHECK_MS: "0" })).toThrow("CUMULO_STORAGE_RECHECK_MS");
+  });
+
+  it("waits 10 s at start for Redis to answer, unless told otherwise", () => {
+    expect(loadConfig({}).redisStartTimeoutMs).toBe(10_000);
+    expect(loadConfig({ CUMULO_REDIS_START_TIMEOUT_MS: "1500" }).redisStartTimeoutMs).toBe(1500);
   });
 
   it("accepts port 0, edge off and a bootstrap key of the allowed alphabet", () => {

@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join, relative, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { S3BlobSettings } from "../../src/config.ts";
+import type { StartOptions } from "../../src/core.ts";
 import { startTestApp, type TestApp } from "./app.ts";
 import { exitOf } from "./process.ts";
 import type { TestStore } from "./store.ts";
@@ -102,11 +103,16 @@ export function startS3Node(options: {
   roles: string;
   env?: Record<string, string>;
   dataDirs: string[];
+  /** What `startCumulo` takes besides the store (a logger, a clock). */
+  start?: StartOptions;
 }): Promise<TestApp> {
-  const { s3, store, roles, env = {}, dataDirs } = options;
+  const { s3, store, roles, env = {}, dataDirs, start = {} } = options;
   const dataDir = store.kind === "postgres" ? mkdtempSync(join(tmpdir(), `cumulo-${roles}-`)) : store.dataDir;
   dataDirs.push(dataDir);
-  return startTestApp({ ...s3.env, CUMULO_ROLES: roles, CUMULO_DATA_DIR: dataDir, ...env }, { store });
+  return startTestApp(
+    { ...s3.env, CUMULO_ROLES: roles, CUMULO_DATA_DIR: dataDir, ...env },
+    { ...start, store },
+  );
 }
 
 /** How a relay answers one kind of request: passed on, or answered by the relay as a failing S3 would. */

@@ -3,7 +3,7 @@ import { STORAGE_RETRY_AFTER_S } from "../../blobs/store.ts";
 import { PeriodicWorker } from "../../ops/periodic.ts";
 import type { ResumableUploads } from "./tus.ts";
 
-/** As often as a client is told to come back after a 503 for unavailable storage. */
+/** By default as often as a client is told to come back after a 503 for unavailable storage. */
 const PASS_INTERVAL_MS = STORAGE_RETRY_AFTER_S * 1000;
 
 /**
