@@ -77,6 +77,9 @@ export async function startTestApp(
     PORT: "0",
     CUMULO_EDGE_PORT: "off",
     CUMULO_LOG_LEVEL: "silent",
+    // A test's fetch keeps its idle connections open, and every close would wait the whole grace (1 s
+    // by default) for them; tests of the grace itself set their own.
+    CUMULO_SHUTDOWN_GRACE_MS: "50",
     CUMULO_BOOTSTRAP_API_KEY: ADMIN_KEY,
     CUMULO_DATA_DIR: store.dataDir,
     CUMULO_REDIS_PREFIX: store.redisPrefix,

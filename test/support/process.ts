@@ -17,7 +17,16 @@ export function serve(
   startupLimitMs = 90_000,
 ): Promise<Served> {
   const child = spawn(process.execPath, [BIN, ...args], {
-    env: { ...process.env, PORT: "0", CUMULO_EDGE_PORT: "off", CUMULO_LOG_LEVEL: "warn", ...env },
+    // A short shutdown grace, as in startTestApp: idle connections of the test's fetch would hold
+    // every stop for the whole default second; tests of the grace itself set their own.
+    env: {
+      ...process.env,
+      PORT: "0",
+      CUMULO_EDGE_PORT: "off",
+      CUMULO_LOG_LEVEL: "warn",
+      CUMULO_SHUTDOWN_GRACE_MS: "50",
+      ...env,
+    },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";
