@@ -2,6 +2,7 @@ import { isAbsolute, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import ipaddr from "ipaddr.js";
 import { STORAGE_RETRY_AFTER_S } from "./blobs/store.ts";
+import { PG_CONNECT_TIMEOUT_MS } from "./store/pg-pool.ts";
 
 export type Role = "api" | "worker" | "edge";
 export const ALL_ROLES: readonly Role[] = ["api", "worker", "edge"];
@@ -40,6 +41,8 @@ export interface Config {
   databaseUrl: string | undefined;
   /** PostgreSQL: parameterized queries as named prepared statements (CUMULO_PG_PREPARED_STATEMENTS, default true). */
   pgPreparedStatements: boolean;
+  /** PostgreSQL: how long a new connection may take to be ready before it fails (CUMULO_PG_CONNECT_TIMEOUT_MS, default 10 s). */
+  pgConnectTimeoutMs: number;
   /** Answers of plain GET routes kept until anything stored changes (CUMULO_KEPT_ANSWERS, default true; src/http/response-cache.ts). */
   keptAnswers: boolean;
   redisUrl: string | undefined;
@@ -443,6 +446,7 @@ export function loadConfig(env: Env = process.env): Config {
     dataDir,
     databaseUrl,
     pgPreparedStatements,
+    pgConnectTimeoutMs: timerMs(env, "CUMULO_PG_CONNECT_TIMEOUT_MS", PG_CONNECT_TIMEOUT_MS),
     keptAnswers,
     redisUrl,
     blobStore: blobStore(env),

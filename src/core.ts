@@ -46,6 +46,7 @@ export async function openCore(config: Config, options: StartOptions = {}): Prom
       dataDir: config.dataDir,
       databaseUrl: config.databaseUrl,
       pgPreparedStatements: config.pgPreparedStatements,
+      pgConnectTimeoutMs: config.pgConnectTimeoutMs,
       // Nobody reads query timings when /metrics is off: the store then times nothing.
       onQuery: exposed ? metrics.storeQuery : undefined,
     });

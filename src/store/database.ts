@@ -91,6 +91,8 @@ export interface StoreOptions {
   onQuery?: (milliseconds: number, failed: boolean) => void;
   /** PostgreSQL: run parameterized queries as named prepared statements (default true; src/store/pg-prepared.ts). */
   pgPreparedStatements?: boolean;
+  /** PostgreSQL: how long a new connection may take to be ready (CUMULO_PG_CONNECT_TIMEOUT_MS, default 10 s). */
+  pgConnectTimeoutMs?: number;
 }
 
 /** Kysely's query log as a timing hook: Kysely measures each query only when a log is set. */
@@ -384,7 +386,7 @@ function migrateHoldingWriteLock(
 
 function openPostgres(
   databaseUrl: string,
-  { onQuery, pgPreparedStatements = true }: StoreOptions,
+  { onQuery, pgPreparedStatements = true, pgConnectTimeoutMs = PG_CONNECT_TIMEOUT_MS }: StoreOptions,
   listen: NonNullable<Store["listen"]>,
 ): {
   db: Kysely<Database>;
@@ -396,7 +398,7 @@ function openPostgres(
     connectionString: databaseUrl,
     max: 10,
     types: pgTypes,
-    connectionTimeoutMillis: PG_CONNECT_TIMEOUT_MS,
+    connectionTimeoutMillis: pgConnectTimeoutMs,
   });
   // An idle client losing its connection must not crash the process; the pool replaces it.
   pool.on("error", () => {});
@@ -413,7 +415,7 @@ export function openStore(options: StoreOptions): Store {
   const listeners: PgListener[] = [];
   const listen: Store["listen"] = databaseUrl
     ? (channel, handlers) => {
-        const listener = new PgListener(databaseUrl, channel, handlers);
+        const listener = new PgListener(databaseUrl, channel, handlers, options.pgConnectTimeoutMs);
         listeners.push(listener);
         return listener.start().then(() => listener);
       }

@@ -29,6 +29,7 @@ export class PgListener {
     private readonly databaseUrl: string,
     private readonly channel: string,
     private readonly handlers: ListenHandlers,
+    private readonly connectTimeoutMs = PG_CONNECT_TIMEOUT_MS,
   ) {
     this.#applicationName = `cumulo listener ${channel}`;
   }
@@ -40,7 +41,7 @@ export class PgListener {
       application_name: `cumulo starting listener ${this.channel}`,
       // A connection cut without a FIN (network loss) is noticed by TCP keep-alive.
       keepAlive: true,
-      connectionTimeoutMillis: PG_CONNECT_TIMEOUT_MS,
+      connectionTimeoutMillis: this.connectTimeoutMs,
     });
     this.#client = client;
     client.on("notification", (message) => this.handlers.onNotification(message.payload ?? ""));

@@ -102,6 +102,7 @@ describe("configuration", () => {
       "CUMULO_SHUTDOWN_GRACE_MS",
       "CUMULO_STORAGE_RECHECK_MS",
       "CUMULO_REDIS_START_TIMEOUT_MS",
+      "CUMULO_PG_CONNECT_TIMEOUT_MS",
     ]) {
       expect(() => loadConfig({ [name]: "3000000000" }), name).toThrow(`${name} must be at most 2147483647`);
       expect(loadConfig({ [name]: "2147483647" }), name).toBeDefined();
@@ -122,6 +123,11 @@ describe("configuration", () => {
   it("waits 10 s at start for Redis to answer, unless told otherwise", () => {
     expect(loadConfig({}).redisStartTimeoutMs).toBe(10_000);
     expect(loadConfig({ CUMULO_REDIS_START_TIMEOUT_MS: "1500" }).redisStartTimeoutMs).toBe(1500);
+  });
+
+  it("gives a new PostgreSQL connection 10 s to be ready, unless told otherwise", () => {
+    expect(loadConfig({}).pgConnectTimeoutMs).toBe(10_000);
+    expect(loadConfig({ CUMULO_PG_CONNECT_TIMEOUT_MS: "2500" }).pgConnectTimeoutMs).toBe(2500);
   });
 
   it("accepts port 0, edge off and a bootstrap key of the allowed alphabet", () => {

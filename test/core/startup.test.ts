@@ -82,6 +82,8 @@ describe("start-up and health", () => {
           CUMULO_LOG_LEVEL: "silent",
           CUMULO_DATA_DIR: dir,
           DATABASE_URL: `postgres://nobody@127.0.0.1:${port}/nothing`,
+          // 1 s rather than the default 10 s.
+          CUMULO_PG_CONNECT_TIMEOUT_MS: "1000",
         });
         await expect(startCumulo(hanging)).rejects.toThrow(
           "cannot open the store (DATABASE_URL): Migrating failed: Connection terminated due to connection timeout",
