@@ -3,6 +3,10 @@ import { type Invalid, invalid } from "./outcome.ts";
 
 export type BillingOutcome = { outcome: "found"; billingAccountId: number } | Invalid;
 
+/** The answer when `field` names a billing account that is not the organization's. */
+export const notOwned = (field: string): Invalid =>
+  invalid(field, `The ${field} field must name a billing account of your organization.`);
+
 /** Which billing account a cloud resource or token is charged to. */
 export class BillingAccounts {
   constructor(private readonly identity: IdentityService) {}
@@ -17,15 +21,18 @@ export class BillingAccounts {
     field = "billing_account_id",
   ): Promise<BillingOutcome> {
     if (given !== undefined) {
-      if (!(await this.identity.ownsBillingAccount(auth.organizationId, given))) {
-        return invalid(field, `The ${field} field must name a billing account of your organization.`);
-      }
+      if (!(await this.identity.ownsBillingAccount(auth.organizationId, given))) return notOwned(field);
       return { outcome: "found", billingAccountId: given };
     }
-    if (auth.billingAccountId !== null) return { outcome: "found", billingAccountId: auth.billingAccountId };
+    return { outcome: "found", billingAccountId: await this.keysOrDefault(auth) };
+  }
+
+  /** The key's account, else the organization's default. */
+  async keysOrDefault(auth: AuthContext): Promise<number> {
+    if (auth.billingAccountId !== null) return auth.billingAccountId;
     const fallback = await this.identity.defaultBillingAccountId(auth.organizationId);
     if (fallback === undefined) throw new Error(`organization ${auth.organizationId} has no billing account`);
-    return { outcome: "found", billingAccountId: fallback };
+    return fallback;
   }
 
   /** The organization's accounts, all active (Cumulo has no inactive accounts). */

@@ -1,6 +1,6 @@
 import { cloudDateTime } from "../http/time.ts";
 import type { AuthContext, CloudTokenRecord, IdentityService } from "../identity/service.ts";
-import type { BillingAccounts } from "./billing.ts";
+import { type BillingAccounts, notOwned } from "./billing.ts";
 import { DELETED, type Deleted, type Forbidden, type Invalid, type NotFound, notFound } from "./outcome.ts";
 import type { TokenView } from "./schemas.ts";
 
@@ -40,13 +40,14 @@ export class TokenService {
     input: { billingAccountId: number | undefined; description: string; restricted: boolean },
   ): Promise<CreateTokenOutcome> {
     if (auth.restricted) return RESTRICTED;
-    const billing = await this.billing.resolve(auth, input.billingAccountId);
-    if (billing.outcome !== "found") return billing;
+    // A given account is not read first: the insert checks that it is the organization's
+    // (docs/performance.md, session 25).
     const created = await this.identity.createCloudToken(auth, {
-      billingAccountId: billing.billingAccountId,
+      billingAccountId: input.billingAccountId ?? (await this.billing.keysOrDefault(auth)),
       description: input.description,
       restricted: input.restricted,
     });
+    if (!created) return notOwned("billing_account_id");
     return { outcome: "created", token: tokenView(created.record, created.token) };
   }
 

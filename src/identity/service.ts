@@ -337,22 +337,25 @@ export class IdentityService {
     return (await this.repository.findOrganization(organizationId))?.name;
   }
 
-  /** A cloud token: an API key acting as `auth`'s user, usable at once; the secret is returned once. */
+  /**
+   * A cloud token: an API key acting as `auth`'s user, usable at once; the secret is returned once.
+   * Undefined, and nothing created, when the billing account is not the organization's.
+   */
   async createCloudToken(
     auth: AuthContext,
     options: { billingAccountId: number; description: string; restricted: boolean },
-  ): Promise<{ record: CloudTokenRecord; token: string }> {
+  ): Promise<{ record: CloudTokenRecord; token: string } | undefined> {
     const secret = generateApiKey();
     const now = nowIso(this.clock);
-    // One statement, its own transaction.
-    const row = await this.repository.insertApiKey({
+    // One statement, its own transaction: the account's check is part of the insert.
+    const row = await this.repository.insertApiKeyChargedTo({
       ...this.keyRow(auth.organizationId, auth.userId, "cloud token", secret, false, now),
       kind: "cloud_token",
       description: options.description,
       restricted: options.restricted,
       billing_account_id: options.billingAccountId,
     });
-    return { record: toCloudToken(row), token: secret };
+    return row ? { record: toCloudToken(row), token: secret } : undefined;
   }
 
   async listCloudTokens(organizationId: string): Promise<CloudTokenRecord[]> {
