@@ -114,7 +114,8 @@ async function serve(config: Config, seed?: SeedBody): Promise<void> {
   const running = await startCumulo(config, { onGeneratedKey: showKey });
   if (running.generatedKey && running.apiUrl) {
     process.stdout.write(
-      `Try: curl -H "Authorization: Bearer ${running.generatedKey}" ${running.apiUrl}/v1/livestream/health\n\n`,
+      // The secret itself is printed once only (CONTRACT.md section 2), so the hint names it, not repeats it.
+      `Try: curl -H "Authorization: Bearer <the key above>" ${running.apiUrl}/v1/livestream/health\n\n`,
     );
   }
   if (running.apiUrl)

@@ -17,6 +17,8 @@ describe("cumulo serve", () => {
     const first = await serve(env);
     const key = /(cmk_[A-Za-z0-9_-]{43})/.exec(first.output())?.[1];
     expect(key).toBeDefined();
+    // CONTRACT.md section 2: the generated key is printed once, so it appears in the output once.
+    expect(first.output().split(key ?? "").length - 1).toBe(1);
     // With CUMULO_EDGE_PORT=off (serve's default here) the edge runs nothing and is not named.
     expect(first.output()).toMatch(/^Cumulo ready \(roles: api, worker\)$/m);
     const health = await fetch(`${first.apiUrl}/v1/livestream/health`, {
