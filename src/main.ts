@@ -490,6 +490,19 @@ async function passwordFromStdin(): Promise<string | undefined> {
   return password === "" ? undefined : password;
 }
 
+/**
+ * A first word that names no command (`cumulo bogus`), which commander would hand to the default
+ * command, `serve`, to be refused as "too many arguments for 'serve'".
+ */
+function unknownCommand(program: Command, argv: string[]): string | undefined {
+  const first = argv[2];
+  if (first === undefined || first.startsWith("-") || first === "help") return undefined;
+  const known = program.commands.some(
+    (command) => command.name() === first || command.aliases().includes(first),
+  );
+  return known ? undefined : first;
+}
+
 export async function main(argv: string[]): Promise<void> {
   // A reader that stops early (`cumulo openapi | head`) is done with the output, not a failure.
   process.stdout.on("error", (error: NodeJS.ErrnoException) => {
@@ -497,7 +510,10 @@ export async function main(argv: string[]): Promise<void> {
     process.exit(0);
   });
   try {
-    await buildCli().parseAsync(argv);
+    const program = buildCli();
+    const unknown = unknownCommand(program, argv);
+    if (unknown !== undefined) program.error(`error: unknown command '${unknown}'`);
+    await program.parseAsync(argv);
   } catch (error) {
     const known = error instanceof CliError || error instanceof ConfigError;
     process.stderr.write(

@@ -94,6 +94,13 @@ describe("cumulo CLI", { timeout: 180_000 }, () => {
     expect(missingName.code).not.toBe(0);
     expect(missingName.stderr).toMatch(/--name/);
 
+    // A word that names no command is said to be one, not handed to `serve` as an argument.
+    const unknownCommand = await runCli(["org", "list"], env);
+    expect(unknownCommand.code).toBe(1);
+    expect(unknownCommand.stderr).toMatch(/^error: unknown command 'org'/);
+    expect(unknownCommand.stderr).toContain("orgs");
+    expect(unknownCommand.stderr).not.toContain("serve'");
+
     // Names the API would refuse (POST /v1/organization/api-keys takes 1-100 characters).
     const org = JSON.parse((await runCli(["orgs", "create", "--name", "Names Ltd"], env)).stdout);
     for (const [args, message] of [
