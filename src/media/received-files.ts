@@ -13,7 +13,7 @@ export const requiredField = (field: string): FieldError => ({
 export const emptyField = (field: string): FieldError => ({
   field,
   code: "validation_min",
-  message: `The ${field} field must NOT have fewer than 1 characters.`,
+  message: `The ${field} field must not be empty.`,
 });
 
 /**

@@ -122,6 +122,11 @@ describe("subtitles and thumbnails", () => {
       body: form({ title: "", language: " " }, { name: "ok.vtt", content: "WEBVTT\n" }),
     });
     expect(fieldErrors(empty.body)).toEqual({ title: "validation_min", language: "validation_min" });
+    // In the same words as a JSON field's.
+    expect(empty.body.errors.map((error: { message: string }) => error.message)).toEqual([
+      "The title field must not be empty.",
+      "The language field must not be empty.",
+    ]);
     const missing = await t.request("POST", `${base}/subtitles`, {
       body: form({ title: "x", language: "en" }),
     });
