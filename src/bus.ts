@@ -75,8 +75,8 @@ export class LocalBus implements Bus {
 export async function connectRedis(
   url: string,
   onError: (error: Error) => void,
-  options: RedisOptions = {},
-  readyTimeoutMs = REDIS_START_TIMEOUT_MS,
+  options: RedisOptions,
+  readyTimeoutMs: number,
 ): Promise<Redis> {
   const client = new Redis(url, options);
   // Until it is ready, each failed try is kept rather than logged: start-up fails with one line.

@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from "fastify";
-import { type BlobStore, BlobStoreUnavailableError, STORAGE_RETRY_AFTER_S } from "./store.ts";
+import { type BlobStore, BlobStoreUnavailableError } from "./store.ts";
 
 /**
  * Checks the blob store before a node starts. Settings it refuses stop the node (thrown). A store
@@ -11,7 +11,7 @@ import { type BlobStore, BlobStoreUnavailableError, STORAGE_RETRY_AFTER_S } from
 export async function checkStorageAtStart(
   blobs: BlobStore,
   logger: FastifyBaseLogger,
-  recheckMs = STORAGE_RETRY_AFTER_S * 1000,
+  recheckMs: number,
 ): Promise<() => void> {
   try {
     await blobs.ready();

@@ -1,10 +1,6 @@
 import type { FastifyBaseLogger } from "fastify";
-import { STORAGE_RETRY_AFTER_S } from "../../blobs/store.ts";
 import { PeriodicWorker } from "../../ops/periodic.ts";
 import type { ResumableUploads } from "./tus.ts";
-
-/** By default as often as a client is told to come back after a 503 for unavailable storage. */
-const PASS_INTERVAL_MS = STORAGE_RETRY_AFTER_S * 1000;
 
 /**
  * Runs on every API node (the holder of its uploads' bytes): at start, for uploads whose move the
@@ -17,7 +13,8 @@ export class StrandedUploadFinisher extends PeriodicWorker {
   constructor(
     private readonly uploads: ResumableUploads,
     private readonly logger: FastifyBaseLogger,
-    intervalMs = PASS_INTERVAL_MS,
+    /** CUMULO_STORAGE_RECHECK_MS: by default as often as a 503's `Retry-After` asks clients back. */
+    intervalMs: number,
   ) {
     super(intervalMs);
   }
