@@ -112,8 +112,8 @@ export interface UnfinishedUpload {
 }
 
 /** Unfinished uploads of one person: tus-js-client stores and removes them through `recordsFor`. */
-const storageKey = (owner: UploadOwner) =>
-  `cumulo.unfinished-uploads.${owner.organizationId}.${owner.userId}`;
+const RECORDS_KEY_PREFIX = "cumulo.unfinished-uploads.";
+const storageKey = (owner: UploadOwner) => `${RECORDS_KEY_PREFIX}${owner.organizationId}.${owner.userId}`;
 
 function readRecords(owner: UploadOwner): UnfinishedUpload[] {
   try {
@@ -246,7 +246,7 @@ function holdingUploadLock(videoId: string, upload: () => Promise<void>): Promis
 /** Videos whose upload lock is held, by this tab or another. */
 let locked: ReadonlySet<string> = new Set();
 
-async function readElsewhere(): Promise<void> {
+async function readHeldLocks(): Promise<void> {
   if (!webLocks) return;
   const { held = [] } = await webLocks.query();
   const videos = new Set(
@@ -265,17 +265,17 @@ const OTHER_TABS_POLL_MS = 2000;
 
 /** Records written by another tab (an upload started, finished or discarded there). */
 const onStorage = (event: StorageEvent) => {
-  if (event.key !== null && !event.key.startsWith("cumulo.unfinished-uploads.")) return;
+  if (event.key !== null && !event.key.startsWith(RECORDS_KEY_PREFIX)) return;
   changed();
-  void readElsewhere();
+  void readHeldLocks();
 };
 
 let otherTabsPoll: ReturnType<typeof setInterval> | undefined;
 function watchOtherTabs(watch: boolean): void {
   if (watch) {
     window.addEventListener("storage", onStorage);
-    otherTabsPoll = setInterval(() => void readElsewhere(), OTHER_TABS_POLL_MS);
-    void readElsewhere();
+    otherTabsPoll = setInterval(() => void readHeldLocks(), OTHER_TABS_POLL_MS);
+    void readHeldLocks();
   } else {
     window.removeEventListener("storage", onStorage);
     clearInterval(otherTabsPoll);
