@@ -65,6 +65,11 @@ export interface Config {
    * from one is taken to be from the client, scheme and host its `X-Forwarded-*` headers name.
    */
   trustProxy: string[];
+  /**
+   * A MaxMind DB file of address countries (CUMULO_GEOIP_DATABASE): with one, playback's country
+   * rules look the viewer's address up instead of trusting a header any viewer can send.
+   */
+  geoip: { database: string; recheckMs: number } | undefined;
   roles: Role[];
   edgePublicUrl: string | undefined;
   edgeUrlStyle: "path" | "host";
@@ -237,6 +242,9 @@ function positiveInt(env: Env, name: string, fallback: number, max = Number.MAX_
 
 /** How long a node waits at start for Redis to answer, unless CUMULO_REDIS_START_TIMEOUT_MS says otherwise. */
 export const REDIS_START_TIMEOUT_MS = 10_000;
+
+/** How often a GeoIP database's file is looked at for a newer copy, unless CUMULO_GEOIP_RECHECK_MS says otherwise. */
+const GEOIP_RECHECK_MS = 60_000;
 
 /** Node's timers wait at most 2^31 - 1 ms (about 24.8 days): a longer wait fires after 1 ms. */
 const MAX_TIMER_MS = 2_147_483_647;
@@ -457,6 +465,12 @@ export function loadConfig(env: Env = process.env): Config {
     edgePort,
     publicUrl: url(env, "CUMULO_PUBLIC_URL", ["http:", "https:"]),
     trustProxy: addressRanges(env, "CUMULO_TRUST_PROXY"),
+    geoip: env.CUMULO_GEOIP_DATABASE
+      ? {
+          database: resolve(process.cwd(), env.CUMULO_GEOIP_DATABASE),
+          recheckMs: timerMs(env, "CUMULO_GEOIP_RECHECK_MS", GEOIP_RECHECK_MS),
+        }
+      : undefined,
     roles: roles as Role[],
     edgePublicUrl: url(env, "CUMULO_EDGE_PUBLIC_URL", ["http:", "https:"]),
     edgeUrlStyle,

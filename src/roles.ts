@@ -51,7 +51,14 @@ export async function startCumulo(given: Config, options: StartOptions = {}): Pr
   // This process's own copy: values resolved at start (a chosen edge port) stay in it.
   const config: Config = { ...given };
   const deps = await openCore(config, options);
-  const services = createServices(deps);
+  let services: Services;
+  try {
+    services = createServices(deps);
+  } catch (error) {
+    // A file the services read at start (a GeoIP database) is unreadable: nothing else is open yet.
+    await closeCore(deps).catch(() => undefined);
+    throw error;
+  }
   const { generatedKey } = await services.identity.ensureBootstrap(config.bootstrapApiKey);
   if (generatedKey) options.onGeneratedKey?.(generatedKey);
   deps.metrics.observe({

@@ -37,15 +37,15 @@ type Decision =
 const first = (value: string | string[] | undefined): string | undefined =>
   Array.isArray(value) ? value[0] : value;
 
-/** The viewer as the playback rules see it, from request headers and the query. */
+/** The viewer as the playback rules see it, from request headers, the query and their country. */
 export function viewerOf(
   headers: Record<string, string | string[] | undefined>,
   query: URLSearchParams,
+  country: string | undefined,
 ): Viewer {
-  const country = first(headers["cf-ipcountry"]) ?? first(headers["x-viewer-country"]);
   return {
     referer: first(headers.referer),
-    country: country?.trim().toUpperCase() || undefined,
+    country,
     token: query.get("token") ?? undefined,
     expires: query.get("expires") ?? undefined,
   };

@@ -164,7 +164,11 @@ export const embedRoutes: FastifyPluginAsyncTypebox<EmbedRouteOptions> = async (
       const query = new URLSearchParams();
       if (request.query.token !== undefined) query.set("token", request.query.token);
       if (request.query.expires !== undefined) query.set("expires", request.query.expires);
-      const access = await video.access.admit(libraryId, videoId, viewerOf(request.headers, query));
+      const access = await video.access.admit(
+        libraryId,
+        videoId,
+        viewerOf(request.headers, query, video.countries.of(request.raw)),
+      );
       switch (access.outcome) {
         case "not_found":
           throw ApiError.notFound();

@@ -7,6 +7,7 @@ import { locateMediaTools, type MediaToolOptions, MediaTools } from "./media-too
 import { type PipelineDeps, VideoPipeline, videoWorkRoot } from "./pipeline.ts";
 import { PlaybackTokens } from "./tokens.ts";
 import { Transcoder } from "./transcoder.ts";
+import { ViewerCountries } from "./viewer-countries.ts";
 
 export interface VideoServices {
   pipeline: VideoPipeline;
@@ -14,6 +15,8 @@ export interface VideoServices {
   origin: VideoMediaOrigin;
   /** The playback rules, shared by the media origin and the embed page. */
   access: PlaybackAccess;
+  /** Where the country rules get the viewer's country, for the media origin and the embed page. */
+  countries: ViewerCountries;
 }
 
 /** The pipeline's needs, and what playback reads of media (its libraries and players). */
@@ -50,11 +53,13 @@ export function createVideoServices(deps: VideoDeps): VideoServices {
     deps.clock,
   );
   const access = new PlaybackAccess(deps.libraries, deps.videos, deps.players, deps.processing, tokens);
+  const countries = ViewerCountries.open(deps.config, deps.logger);
   return {
     // Tools never started (no video processed yet) have nothing to stop.
     pipeline: new VideoPipeline({ ...deps, transcoder, stopTools: () => tools?.stop() }),
     tokens,
-    origin: new VideoMediaOrigin(access, deps.blobs, deps.logger),
+    origin: new VideoMediaOrigin(access, countries, deps.blobs, deps.logger),
     access,
+    countries,
   };
 }

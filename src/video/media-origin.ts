@@ -10,6 +10,7 @@ import { type PlaybackAccess, type ViewerToken, viewerOf } from "./access.ts";
 import { renditionPrefix } from "./pipeline.ts";
 import { srtToVtt, subtitlePlaylist, withQuery, withSubtitleTracks } from "./playlists.ts";
 import { MASTER_PLAYLIST, MP4_FILE, PREVIEW_FILE, THUMBNAIL_DIR, THUMBNAIL_FILE } from "./transcoder.ts";
+import type { ViewerCountries } from "./viewer-countries.ts";
 
 /** Files a video has on its distribution, relative to `/{video_id}/`. */
 type Asset =
@@ -68,6 +69,7 @@ function isRestricted(library: LibraryRow): boolean {
 export class VideoMediaOrigin implements MediaOrigin {
   constructor(
     private readonly playback: PlaybackAccess,
+    private readonly countries: ViewerCountries,
     private readonly blobs: BlobStore,
     private readonly logger: FastifyBaseLogger,
   ) {}
@@ -86,7 +88,11 @@ export class VideoMediaOrigin implements MediaOrigin {
     const asset = match?.[2] ? assetOf(match[2]) : undefined;
     if (!videoId || !isUuid(videoId) || !asset || !isUuid(libraryId)) return this.#error(response, 404);
 
-    const access = await this.playback.admit(libraryId, videoId, viewerOf(request.headers, query));
+    const access = await this.playback.admit(
+      libraryId,
+      videoId,
+      viewerOf(request.headers, query, this.countries.of(request)),
+    );
     if (access.outcome === "not_found") return this.#error(response, 404);
     if (access.outcome === "refused") return this.#error(response, 403, access.message);
     const { library, video } = access;
