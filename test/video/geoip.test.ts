@@ -114,8 +114,10 @@ describe("country rules with a GeoIP database", () => {
   it("treats an address the database does not place as no known country", async () => {
     await setCountries({ action: "allow", values: ["FR"], enabled: true });
     expect(await get(thumbnail, PROXY, { "x-forwarded-for": "192.0.2.1" })).toBe(403);
+    expect(await get(thumbnail, PROXY, { "x-forwarded-for": "not-an-address" })).toBe(403);
     await setCountries({ action: "deny", values: ["DE"], enabled: true });
     expect(await get(thumbnail, PROXY, { "x-forwarded-for": "192.0.2.1" })).toBe(200);
+    expect(await get(thumbnail, PROXY, { "x-forwarded-for": "127.0.0.9, not-an-address" })).toBe(200);
     // A range known only by the country it is registered in is placed there.
     await setCountries({ action: "deny", values: ["NL"], enabled: true });
     expect(await get(thumbnail, PROXY, { "x-forwarded-for": "100.64.1.1" })).toBe(403);
