@@ -30,8 +30,8 @@ const statusOf = (error: unknown): number | undefined =>
 
 /**
  * Failures of a connection that reached no answer: the service (or the way to it) is down. A name
- * that does not resolve (`ENOTFOUND`) is taken as a wrong endpoint; a resolver that cannot answer
- * (`EAI_AGAIN`) as an outage.
+ * that does not resolve (`ENOTFOUND`, `EAI_AGAIN`) is one too: a resolver restarting or a container
+ * network still coming up says nothing about the endpoint; a wrong one shows in the start's warning.
  */
 const OUTAGE_CODES = new Set([
   "ECONNREFUSED",
@@ -43,12 +43,13 @@ const OUTAGE_CODES = new Set([
   "EHOSTDOWN",
   "ENETUNREACH",
   "ENETDOWN",
+  "ENOTFOUND",
   "EAI_AGAIN",
 ]);
 
 /**
  * The service is away or failing for now (no answer, a 5xx, throttling), as opposed to refusing the
- * node's settings (a 4xx: credentials, bucket, region) or a wrong endpoint.
+ * node's settings (a 4xx: credentials, bucket, region).
  */
 const isOutage = (error: unknown): boolean => {
   const status = statusOf(error);

@@ -452,6 +452,43 @@ describe("a node started while its bucket is away", { timeout: 120_000 }, () => 
     }
   });
 
+  it("starts on an endpoint whose host name does not resolve, as in an outage", async () => {
+    // A resolver restarting or a container network coming up: the node refused to start.
+    const log = capturingLogger("warn");
+    const app = await startTestApp(
+      {
+        ...s3.env,
+        CUMULO_S3_ENDPOINT: "http://cumulo-no-such-host.invalid:9000",
+        CUMULO_S3_TIMEOUT_MS: "2000",
+        CUMULO_ROLES: "api",
+        ...RECHECK,
+      },
+      { store, logger: log.logger },
+    );
+    try {
+      const warning = log.lines.find(
+        (line) => line.msg === "media storage unavailable at start; starting without it",
+      );
+      // The warning names the host, so a misspelt endpoint is found in the log.
+      expect(JSON.stringify(warning)).toContain("ENOTFOUND cumulo-no-such-host.invalid");
+      expect((await app.request("GET", "/readyz")).status).toBe(200);
+      const libraryId = (await createLibrary(app, { name: "unresolved" })).id;
+      const videoId = (await createVideo(app, libraryId)).id;
+      const refused = await app.request("POST", `${videoPath(libraryId, videoId)}/thumbnails`, {
+        body: thumbnailForm(),
+      });
+      expect(refused.status).toBe(503);
+      expect(refused.headers.get("retry-after")).toBe("10");
+      expect(refused.body).toEqual({
+        success: false,
+        error: "service_unavailable",
+        message: "Media storage is unavailable; try again shortly",
+      });
+    } finally {
+      await app.close();
+    }
+  });
+
   it("still refuses to start with credentials or a bucket the service refuses", async () => {
     const refused: Record<string, string>[] = [
       { CUMULO_S3_ACCESS_KEY_ID: "WRONG" },
