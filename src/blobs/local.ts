@@ -10,10 +10,34 @@ import { SizeLimit } from "./size-limit.ts";
 import {
   assertBlobKey,
   type BlobStore,
+  BlobStoreRefusedError,
   BlobStoreUnavailableError,
   isStorageFault,
   type StoredBlob,
 } from "./store.ts";
+
+/**
+ * Permissions the disk refuses (a file made immutable, a folder owned by another user) stay refused
+ * until the operator changes them, as a bucket's refusal does: a removal spends its attempts on
+ * them instead of waiting for ever. A read-only or full disk is only away: it must come back for
+ * the node to work at all, and removals then go on by themselves.
+ */
+const REFUSALS = new Set(["EACCES", "EPERM"]);
+
+/** A failure of the disk as the store's; the reason given is the error's code, which names no path. */
+const storeError = (error: unknown, code = (error as NodeJS.ErrnoException | null)?.code): unknown => {
+  if (REFUSALS.has(code ?? "")) return new BlobStoreRefusedError(error, code ?? "");
+  return isStorageFault(error) ? new BlobStoreUnavailableError(error) : error;
+};
+
+/**
+ * A removal's failure as the store's. Node's `rm` reports a file it may not remove (unlink's EPERM)
+ * as `ENOTDIR` from `scandir`: its rimraf then takes the file for a folder and reads it.
+ */
+const removalFailed = (error: unknown): never => {
+  const { code, syscall } = error as NodeJS.ErrnoException;
+  throw storeError(error, code === "ENOTDIR" && syscall === "scandir" ? "EPERM" : code);
+};
 
 /** Blobs as files under `${dataDir}/blobs`; uploads land in `.tmp/` and are renamed into place. */
 export class LocalBlobStore implements BlobStore {
@@ -82,7 +106,7 @@ export class LocalBlobStore implements BlobStore {
       // closes: removed only once closed, the temp file is not left behind.
       if (!file.closed) await once(file, "close").catch(() => undefined);
       await rm(temp, { force: true });
-      throw isStorageFault(error) ? new BlobStoreUnavailableError(error) : error;
+      throw storeError(error);
     }
     return { key, sizeBytes: limit.bytes };
   }
@@ -111,12 +135,14 @@ export class LocalBlobStore implements BlobStore {
   }
 
   async delete(key: string): Promise<void> {
-    await rm(this.#path(key), { force: true });
+    await rm(this.#path(key), { force: true }).catch(removalFailed);
   }
 
   async deletePrefix(prefix: string): Promise<void> {
     // A file stored under the prefix meanwhile (an upload racing the deletion) makes a directory
     // not empty when it is removed: tried again, as Node offers.
-    await rm(this.#path(prefix), { recursive: true, force: true, maxRetries: 5, retryDelay: 20 });
+    await rm(this.#path(prefix), { recursive: true, force: true, maxRetries: 5, retryDelay: 20 }).catch(
+      removalFailed,
+    );
   }
 }

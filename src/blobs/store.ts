@@ -21,10 +21,11 @@ export class BlobStoreUnavailableError extends Error {
 }
 
 /**
- * The store answered and refused the node (access denied, no such bucket, unknown credentials): its
- * settings or permissions must be fixed, so waiting alone does not help. To a client it is the same
- * 503 as an outage; a removal spends its attempts on it instead of waiting for ever. `reason` is
- * the store's answer (`AccessDenied (HTTP 403)`), which names no address.
+ * The store answered and refused the node (access denied, no such bucket, unknown credentials; a
+ * disk's file permissions): its settings or permissions must be fixed, so waiting alone does not
+ * help. To a client it is the same 503 as an outage; a removal spends its attempts on it instead of
+ * waiting for ever. `reason` is the store's answer (`AccessDenied (HTTP 403)`, `EACCES`), which
+ * names no address or path.
  */
 export class BlobStoreRefusedError extends BlobStoreUnavailableError {
   constructor(cause: unknown, reason: string) {
