@@ -33,22 +33,45 @@ export function listenerLimits(config: Config): ServerOptions {
   };
 }
 
+/** What the HTTP parser's error tells: its code, the read it stopped in and how far into that read. */
+type ParserError = { code?: string; rawPacket?: unknown; bytesParsed?: number };
+
 /** Why the HTTP parser refused a connection's input, as a status and the contract's message. */
-export function clientErrorStatus(error: { code?: string }): { status: number; message: string } {
+export function clientErrorStatus(error: ParserError): { status: number; message: string } {
   switch (error.code) {
     case "ERR_HTTP_REQUEST_TIMEOUT":
       return { status: 408, message: "Request Timeout" };
     case "HPE_HEADER_OVERFLOW":
-      return { status: 431, message: "Request Header Fields Too Large" };
+      return overflowedInRequestLine(error)
+        ? { status: 414, message: "URI Too Long" }
+        : { status: 431, message: "Request Header Fields Too Large" };
     default:
       return { status: 400, message: "Invalid Request" };
   }
 }
 
-const REQUEST_LINE = /^[A-Z]+ (\S+) HTTP\//;
+/** The start of a request line; a header line has no space before its colon. */
+const REQUEST_LINE_START = /^[A-Z]+ /;
+
+/**
+ * Whether the header section went over its size within the request line: the URL is too long (414,
+ * as nginx answers), not the headers (431). The line the parser stopped in is a request line begun
+ * in the read it stopped in. Only that read is known: a URL that arrived over several reads and
+ * went over the size in a later one cannot be told from a long header, and stays 431.
+ */
+function overflowedInRequestLine(error: ParserError): boolean {
+  const raw = error.rawPacket;
+  if (!Buffer.isBuffer(raw)) return false;
+  const parsed = raw.subarray(0, error.bytesParsed ?? raw.length);
+  const lineStart = parsed.lastIndexOf(0x0a) + 1;
+  return REQUEST_LINE_START.test(parsed.subarray(lineStart, lineStart + 32).toString("latin1"));
+}
+
+/** A request line, or the start of one too long to end within the bytes read (its group shows). */
+const REQUEST_LINE = /^[A-Z]+ (\S+)/;
 
 /** The path of the request that failed, when the parser kept the bytes holding its request line. */
-function pathOf(error: { rawPacket?: unknown }): string | undefined {
+function pathOf(error: ParserError): string | undefined {
   const raw = error.rawPacket;
   if (!Buffer.isBuffer(raw)) return undefined;
   return REQUEST_LINE.exec(raw.subarray(0, 8192).toString("latin1"))?.[1];
@@ -63,7 +86,7 @@ export type ClientErrorBody = (status: number, message: string, path: string | u
  * logged at debug, never as errors.
  */
 export function clientErrorHandler(body: ClientErrorBody, logger: FastifyBaseLogger) {
-  return (error: Error & { code?: string; rawPacket?: unknown }, socket: Socket): void => {
+  return (error: Error & ParserError, socket: Socket): void => {
     if (error.code === "ECONNRESET" || socket.destroyed) return;
     const { status, message } = clientErrorStatus(error);
     // The code and reason only: the error also holds the refused bytes, credentials included.

@@ -208,6 +208,51 @@ describe("slow and broken clients on both listeners", () => {
     expect(await healthy(t.baseUrl)).toBe(200);
   });
 
+  it("answers a URL too long 414 and a header too long 431, on the API and the edge", async () => {
+    // Both over the 4 KiB header section: Node's parser refuses either with HPE_HEADER_OVERFLOW, and
+    // a URL too long was answered 431 as if a header were.
+    const long = "x".repeat(20 * 1024);
+    const cases: { url: string; request: string; status: number; body: unknown }[] = [
+      {
+        url: t.baseUrl,
+        request: `GET /v1/media/libraries?q=${long} HTTP/1.1\r\nHost: x\r\n\r\n`,
+        status: 414,
+        body: { success: false, message: "URI Too Long" },
+      },
+      {
+        url: t.baseUrl,
+        request: `GET /v1/user-resource/token?q=${long} HTTP/1.1\r\nHost: x\r\n\r\n`,
+        status: 414,
+        body: { message: "URI Too Long", errors: { Error: "URI Too Long" } },
+      },
+      {
+        url: t.baseUrl,
+        request: `GET /v1/media/libraries HTTP/1.1\r\nHost: x\r\nX-Long: ${long}\r\n\r\n`,
+        status: 431,
+        body: { success: false, message: "Request Header Fields Too Large" },
+      },
+      {
+        url: edgeUrl,
+        request: `GET /lib/${long}.mp4 HTTP/1.1\r\nHost: x\r\n\r\n`,
+        status: 414,
+        body: { success: false, message: "URI Too Long" },
+      },
+      {
+        url: edgeUrl,
+        request: `GET /lib/video.mp4 HTTP/1.1\r\nHost: x\r\nX-Long: ${long}\r\n\r\n`,
+        status: 431,
+        body: { success: false, message: "Request Header Fields Too Large" },
+      },
+    ];
+    for (const { url, request, status, body } of cases) {
+      const answer = await sendRaw(url, request);
+      expect(answer?.status, request.slice(0, 40)).toBe(status);
+      expect(JSON.parse(answer?.body ?? ""), request.slice(0, 40)).toEqual(body);
+      expect(answer?.headers.connection, request.slice(0, 40)).toBe("close");
+    }
+    expect(await healthy(t.baseUrl)).toBe(200);
+  });
+
   it("refuses a headers timeout longer than the request timeout at start-up", () => {
     expect(() =>
       loadConfig({ CUMULO_HEADERS_TIMEOUT_MS: "20000", CUMULO_REQUEST_TIMEOUT_MS: "10000" }),
