@@ -2,6 +2,7 @@ import { isAbsolute, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import ipaddr from "ipaddr.js";
 import { STORAGE_RETRY_AFTER_S } from "./blobs/store.ts";
+import { parsePool } from "./cloud/addresses.ts";
 import { PG_CONNECT_TIMEOUT_MS } from "./store/pg-pool.ts";
 
 export type Role = "api" | "worker" | "edge";
@@ -231,6 +232,19 @@ function nonNegativeInt(env: Env, name: string, fallback: number): number {
   return Number(raw);
 }
 
+/** Dates the stores and HTTP headers can hold: a retention or expiry of at most 100 years. */
+const MAX_RETENTION_DAYS = 36_500;
+
+function retentionDays(env: Env, name: string, fallback: number): number {
+  const days = nonNegativeInt(env, name, fallback);
+  if (days > MAX_RETENTION_DAYS)
+    throw new ConfigError(
+      name,
+      `must be at most ${MAX_RETENTION_DAYS} (0 keeps rows forever), got "${days}"`,
+    );
+  return days;
+}
+
 function positiveInt(env: Env, name: string, fallback: number, max = Number.MAX_SAFE_INTEGER): number {
   const raw = env[name];
   if (raw === undefined || raw === "") return fallback;
@@ -282,6 +296,15 @@ function list(env: Env, name: string, fallback: string[]): string[] {
     .filter((item) => item !== "");
 }
 
+/** A list that names at least one item, each once. */
+function distinctList(env: Env, name: string, fallback: string[], what: string): string[] {
+  const items = list(env, name, fallback);
+  if (items.length === 0) throw new ConfigError(name, `names no ${what}`);
+  const twice = items.find((item, index) => items.indexOf(item) !== index);
+  if (twice !== undefined) throw new ConfigError(name, `names the ${what} "${twice}" twice`);
+  return items;
+}
+
 function addressRanges(env: Env, name: string): string[] {
   const ranges = list(env, name, []);
   for (const range of ranges) {
@@ -315,7 +338,7 @@ function cidrsOverlap(a: string, b: string): boolean {
 }
 
 function locations(env: Env): Location[] {
-  const slugs = list(env, "CUMULO_LOCATIONS", ["local-1"]);
+  const slugs = distinctList(env, "CUMULO_LOCATIONS", ["local-1"], "location");
   const configured = slugs.map((slug, index) => {
     if (!SLUG.test(slug)) throw new ConfigError("CUMULO_LOCATIONS", `has an invalid slug "${slug}"`);
     const key = slug.toUpperCase().replace(/-/g, "_");
@@ -328,6 +351,22 @@ function locations(env: Env): Location[] {
       privatePool: env[`CUMULO_LOCATION_${key}_PRIVATE_POOL`] ?? `10.${index}.0.0/16`,
     };
   });
+  for (const location of configured) {
+    const key = location.slug.toUpperCase().replace(/-/g, "_");
+    for (const [kind, pool] of [
+      ["PUBLIC", location.publicPool],
+      ["PRIVATE", location.privatePool],
+    ] as const) {
+      try {
+        parsePool(pool);
+      } catch {
+        throw new ConfigError(
+          `CUMULO_LOCATION_${key}_${kind}_POOL`,
+          `must be an IPv4 CIDR block from /8 to /30, got "${pool}"`,
+        );
+      }
+    }
+  }
   // A public address names one floating IP across the platform, whatever its location.
   for (const [index, location] of configured.entries()) {
     const earlier = configured
@@ -480,7 +519,7 @@ export function loadConfig(env: Env = process.env): Config {
     rateLimit,
     signInRateLimit,
     logLevel,
-    regions: list(env, "CUMULO_REGIONS", ["eu-central", "us-east", "ap-southeast"]),
+    regions: distinctList(env, "CUMULO_REGIONS", ["eu-central", "us-east", "ap-southeast"], "region"),
     locations: locations(env),
     secretKey: env.CUMULO_SECRET_KEY || undefined,
     consoleDir: resolve(env.CUMULO_CONSOLE_DIR || fileURLToPath(new URL("../web/dist", import.meta.url))),
@@ -503,8 +542,8 @@ export function loadConfig(env: Env = process.env): Config {
       analyticsFlushMs: timerMs(env, "CUMULO_EDGE_ANALYTICS_FLUSH_MS", 2_000),
     },
     retention: {
-      doneJobsDays: nonNegativeInt(env, "CUMULO_JOB_RETENTION_DAYS", 7),
-      cdnMinuteDays: nonNegativeInt(env, "CUMULO_CDN_MINUTE_RETENTION_DAYS", 35),
+      doneJobsDays: retentionDays(env, "CUMULO_JOB_RETENTION_DAYS", 7),
+      cdnMinuteDays: retentionDays(env, "CUMULO_CDN_MINUTE_RETENTION_DAYS", 35),
     },
     video: {
       ffmpegConcurrency: positiveInt(env, "CUMULO_FFMPEG_CONCURRENCY", 2),
@@ -518,7 +557,7 @@ export function loadConfig(env: Env = process.env): Config {
       shutdownGraceMs: timerMs(env, "CUMULO_SHUTDOWN_GRACE_MS", 1_000),
     },
     uploads: {
-      expiryMs: positiveInt(env, "CUMULO_UPLOAD_EXPIRY_S", 86_400) * 1000,
+      expiryMs: positiveInt(env, "CUMULO_UPLOAD_EXPIRY_S", 86_400, MAX_RETENTION_DAYS * 86_400) * 1000,
       importAllowPrivate: bool(env, "CUMULO_IMPORT_ALLOW_PRIVATE", false),
       importAllowAddresses: addressRanges(env, "CUMULO_IMPORT_ALLOW_ADDRESSES"),
       importTimeoutMs: timerSeconds(env, "CUMULO_IMPORT_TIMEOUT_S", 3600),
