@@ -98,6 +98,22 @@ function seeded(outcome: SeedOutcome): unknown {
   return { organizations: outcome.organizations };
 }
 
+/**
+ * Links built from a wildcard HOST name an address no other machine can open: what to set, when the
+ * settings that would name reachable ones are missing (docs/operations.md).
+ */
+function unreachableLinks(config: Config): string | undefined {
+  if (!["0.0.0.0", "::", "[::]"].includes(config.host) || !config.roles.includes("api")) return undefined;
+  const missing = [
+    ...(config.edgePublicUrl === undefined && config.edgeUrlStyle === "path"
+      ? ["CUMULO_EDGE_PUBLIC_URL (playback URLs)"]
+      : []),
+    ...(config.publicUrl === undefined ? ["CUMULO_PUBLIC_URL (console invitation links)"] : []),
+  ];
+  if (missing.length === 0) return undefined;
+  return `HOST is ${config.host}, so links would name that address, which other machines cannot open: set ${missing.join(" and ")} to the address people reach`;
+}
+
 async function serve(config: Config, seed?: SeedBody): Promise<void> {
   const { startCumulo } = await import("./roles.ts");
   // Shown as soon as it is stored: a start that fails afterwards (a port in use) must not lose it.
@@ -118,6 +134,8 @@ async function serve(config: Config, seed?: SeedBody): Promise<void> {
       `Try: curl -H "Authorization: Bearer <the key above>" ${running.apiUrl}/v1/livestream/health\n\n`,
     );
   }
+  const unreachable = unreachableLinks(config);
+  if (unreachable) process.stderr.write(`cumulo: warning: ${unreachable}\n`);
   if (running.apiUrl)
     process.stdout.write(`Cumulo API listening on ${running.apiUrl} (docs at ${running.apiUrl}/docs)\n`);
   if (running.edgeUrl) process.stdout.write(`Cumulo CDN edge listening on ${running.edgeUrl}\n`);

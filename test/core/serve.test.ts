@@ -28,7 +28,13 @@ describe("cumulo serve", () => {
     first.child.kill("SIGTERM");
     expect(await exitOf(first.child)).toBe(0);
 
-    const second = await serve({ ...env, CUMULO_EDGE_PORT: "0" });
+    expect(first.output()).not.toMatch(/warning/);
+
+    // Listening on every interface: the links such a node builds would name 0.0.0.0.
+    const second = await serve({ ...env, CUMULO_EDGE_PORT: "0", HOST: "0.0.0.0" });
+    expect(second.output()).toMatch(
+      /^cumulo: warning: HOST is 0\.0\.0\.0, .* set CUMULO_EDGE_PUBLIC_URL \(playback URLs\) and CUMULO_PUBLIC_URL \(console invitation links\)/m,
+    );
     expect(second.output()).not.toMatch(/cmk_/);
     expect(second.edgeUrl).toMatch(/^http:\/\//);
     expect(second.output()).toMatch(/^Cumulo ready \(roles: api, worker, edge\)$/m);
