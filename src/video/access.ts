@@ -34,7 +34,8 @@ type Decision =
   | { outcome: "admitted"; token: ViewerToken | undefined }
   | { outcome: "refused"; message: string };
 
-const first = (value: string | string[] | undefined): string | undefined =>
+/** A request header's first value (Node gives a list for some repeated headers). */
+export const first = (value: string | string[] | undefined): string | undefined =>
   Array.isArray(value) ? value[0] : value;
 
 /** The viewer as the playback rules see it, from request headers, the query and their country. */

@@ -8,9 +8,7 @@ import ipaddr from "ipaddr.js";
 import { LRUCache } from "lru-cache";
 import { type CountryResponse, Reader } from "mmdb-lib";
 import type { Config } from "../config.ts";
-
-const first = (value: string | string[] | undefined): string | undefined =>
-  Array.isArray(value) ? value[0] : value;
+import { first } from "./access.ts";
 
 /** The country a CDN in front names in `CF-IPCountry` or `X-Viewer-Country`, upper-case. */
 function namedCountry(headers: IncomingMessage["headers"]): string | undefined {
