@@ -4,13 +4,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { REMOVE_FILES_JOB } from "../../src/blobs/removals.ts";
 import { OffsetClock } from "../../src/clock.ts";
 import { capturingLogger } from "../fuzz/log-capture.ts";
 import { createLibrary, createVideo } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { waitUntil } from "../support/wait.ts";
 import { videoPath } from "../video/support.ts";
+import { removalJobs } from "./support.ts";
 
 const setImmutable = (path: string, on: boolean) =>
   execFileSync("chattr", [on ? "+i" : "-i", path], { stdio: "ignore" });
@@ -70,13 +70,6 @@ describe.skipIf(!immutableFilesRefuseRemoval())(
       await app?.close();
     });
 
-    const removalJobs = () =>
-      app.cumulo.store.db
-        .selectFrom("jobs")
-        .select(["id", "status", "attempts", "last_error"])
-        .where("kind", "=", REMOVE_FILES_JOB)
-        .execute();
-
     it("fail after their attempts, logged as an error", async () => {
       const libraryId = (await createLibrary(app, { name: "refusing disk" })).id;
       const videoId = (await createVideo(app, libraryId)).id;
@@ -107,7 +100,7 @@ describe.skipIf(!immutableFilesRefuseRemoval())(
       // Time moved on whenever no removal runs, and the worker woken: its retries run at once.
       const failed = await waitUntil(
         async () => {
-          const jobs = await removalJobs();
+          const jobs = await removalJobs(app);
           if (jobs.length === 2 && jobs.every((job) => job.status === "failed")) return jobs;
           if (!jobs.some((job) => job.status === "running")) {
             clock.offsetMs += 10_000;

@@ -1,6 +1,5 @@
 import { Readable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { REMOVE_FILES_JOB } from "../../src/blobs/removals.ts";
 import { S3BlobStore } from "../../src/blobs/s3.ts";
 import { BlobStoreRefusedError, BlobStoreUnavailableError } from "../../src/blobs/store.ts";
 import { OffsetClock } from "../../src/clock.ts";
@@ -10,6 +9,7 @@ import { startTestApp, type TestApp } from "../support/app.ts";
 import { type S3Relay, startS3Relay, startTestS3, type TestS3 } from "../support/s3.ts";
 import { waitUntil } from "../support/wait.ts";
 import { uploadSource, videoPath } from "../video/support.ts";
+import { removalJobs } from "./support.ts";
 
 // 1x1 PNG
 const PNG = Buffer.from(
@@ -61,13 +61,6 @@ afterAll(async () => {
 
 const under = (prefix: string) => s3.keys().filter((key) => key.startsWith(`${prefix}/`));
 
-const removalJobs = () =>
-  app.cumulo.store.db
-    .selectFrom("jobs")
-    .select(["id", "status", "attempts", "last_error"])
-    .where("kind", "=", REMOVE_FILES_JOB)
-    .execute();
-
 /**
  * Waits for `check`, moving time on by 10 s whenever no removal is running and waking the worker:
  * its retries (1 to 8 s apart, or 2 s and more for a store that is away) run at once instead of
@@ -78,7 +71,7 @@ const waitMovingTime = <T>(check: () => Promise<T | undefined>, what: string) =>
     async () => {
       const value = await check();
       if (value !== undefined) return value;
-      if (!(await removalJobs()).some((job) => job.status === "running")) {
+      if (!(await removalJobs(app)).some((job) => job.status === "running")) {
         clock.offsetMs += 10_000;
         app.cumulo.services.jobs.notify();
       }
@@ -110,12 +103,12 @@ describe("files of uploads refused while the bucket fails deletes", { timeout: 6
       const unstorable = await app.request("POST", `${path}/subtitles`, { body: subtitleForm("a\u0000b") });
       expect(unstorable.status, unstorable.text).toBe(400);
       expect(under(`media/${libraryId}/${videoId}`)).toHaveLength(3);
-      expect((await removalJobs()).filter((job) => job.status !== "done")).toHaveLength(3);
+      expect((await removalJobs(app)).filter((job) => job.status !== "done")).toHaveLength(3);
     } finally {
       relay.answers.deletes = "relayed";
     }
     await waitMovingTime(async () => {
-      const done = (await removalJobs()).every((job) => job.status === "done");
+      const done = (await removalJobs(app)).every((job) => job.status === "done");
       return done && under(`media/${libraryId}/${videoId}`).length === 0 ? true : undefined;
     }, "the refused uploads' files removed");
   });
@@ -134,8 +127,8 @@ describe("removals a bucket refuses", { timeout: 60_000 }, () => {
     expect((await app.request("POST", `${path}/thumbnails`, { body: thumbnailForm(PNG) })).status).toBe(200);
     const subtitle = await app.request("POST", `${path}/subtitles`, { body: subtitleForm("English") });
     expect(subtitle.status, subtitle.text).toBe(201);
-    const before = new Set((await removalJobs()).map((job) => job.id));
-    const queued = () => removalJobs().then((jobs) => jobs.filter((job) => !before.has(job.id)));
+    const before = new Set((await removalJobs(app)).map((job) => job.id));
+    const queued = () => removalJobs(app).then((jobs) => jobs.filter((job) => !before.has(job.id)));
 
     relay.answers.deletes = "access_denied";
     try {
