@@ -68,6 +68,7 @@ export async function startCumulo(given: Config, options: StartOptions = {}): Pr
     webhookBacklog: () => services.webhookDeliveries.backlog(),
     pool: deps.store.pool,
     redis: deps.redis,
+    geoipBuiltAt: () => services.video.countries.databaseBuiltAt,
   });
 
   // The edge binds first: with CUMULO_EDGE_PORT=0 the playback URLs the API returns must name the

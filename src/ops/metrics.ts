@@ -45,6 +45,8 @@ export interface StoreSources {
   pool: { totalCount: number; idleCount: number; waitingCount: number } | undefined;
   /** ioredis' connection state; absent without Redis. */
   redis: { status: string } | undefined;
+  /** The GeoIP database's build time; absent without one. */
+  geoipBuiltAt: () => Date | undefined;
 }
 
 interface RequestSeries {
@@ -280,6 +282,16 @@ export class Metrics {
         for (const state of ["pending", "sending"]) this.labels(state).set(backlog.get(state) ?? 0);
       },
     });
+    if (sources.geoipBuiltAt()) {
+      new Gauge({
+        name: "cumulo_geoip_database_build_timestamp_seconds",
+        help: "When the GeoIP database in use was built (unix seconds, from its metadata): an old one places viewers where their addresses used to be.",
+        registers,
+        collect() {
+          this.set(Math.floor((sources.geoipBuiltAt()?.getTime() ?? 0) / 1000));
+        },
+      });
+    }
     const { redis } = sources;
     if (redis) {
       new Gauge({

@@ -55,6 +55,17 @@ class CountryDatabase {
     } catch (error) {
       throw new Error(`cannot read the GeoIP database (CUMULO_GEOIP_DATABASE) ${path}: ${reason(error)}`);
     }
+    this.#logRead("GeoIP database read");
+  }
+
+  /** When the copy in use was built: an old one places viewers where their addresses used to be. */
+  get builtAt(): Date {
+    return this.#reader.metadata.buildEpoch;
+  }
+
+  #logRead(message: string): void {
+    const { databaseType, buildEpoch } = this.#reader.metadata;
+    this.logger.info({ path: this.path, databaseType, builtAt: buildEpoch.toISOString() }, message);
   }
 
   /** The address's country code; undefined for an address the database does not place. */
@@ -85,7 +96,7 @@ class CountryDatabase {
     this.#version = version;
     try {
       this.#reader = readerOf(await readFile(this.path));
-      this.logger.info({ path: this.path }, "GeoIP database reloaded");
+      this.#logRead("GeoIP database reloaded");
     } catch (error) {
       this.logger.warn(
         { err: error, path: this.path },
@@ -119,6 +130,11 @@ export class ViewerCountries {
         ? new CountryDatabase(config.geoip.database, config.geoip.recheckMs, logger)
         : undefined;
     return new ViewerCountries(config.trustProxy, database);
+  }
+
+  /** When the database in use was built; undefined without one. */
+  get databaseBuiltAt(): Date | undefined {
+    return this.database?.builtAt;
   }
 
   of(request: IncomingMessage): string | undefined {

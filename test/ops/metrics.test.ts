@@ -85,6 +85,8 @@ describe("metrics", () => {
     expect(right.status).toBe(200);
     expect(right.headers.get("content-type")).toMatch(/^text\/plain; version=0\.0\.4/);
     expect(right.text).toContain("process_cpu_user_seconds_total");
+    // Without a GeoIP database there is no build time to report.
+    expect(right.text).not.toContain("cumulo_geoip_database_build_timestamp_seconds");
     const document = await t.request("GET", "/openapi.json");
     expect(Object.keys(document.body.paths)).not.toContain("/metrics");
   });
@@ -364,6 +366,7 @@ describe("metric series", () => {
       webhookBacklog: () => query([]),
       pool,
       redis: undefined,
+      geoipBuiltAt: () => undefined,
     });
     const samples = parseSamples((await metrics.render()).body);
     expect(value(samples, "cumulo_store_pool_waiting_requests")).toBe(0);

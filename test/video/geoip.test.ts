@@ -1,7 +1,8 @@
-import { copyFileSync, mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Reader } from "mmdb-lib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { edgeUrlOf } from "../cdn/support.ts";
 import { createLibrary, createVideo } from "../media/helpers.ts";
@@ -15,6 +16,7 @@ import { waitUntil } from "../support/wait.ts";
  * listeners directly.
  */
 const FIXTURES = join(import.meta.dirname, "../fixtures/geoip");
+const METRICS_TOKEN = "geoip-metrics-token-0123456789";
 const PROXY = "127.0.0.1";
 const VIEWER = "127.0.0.2";
 
@@ -59,6 +61,7 @@ describe("country rules with a GeoIP database", () => {
       CUMULO_GEOIP_DATABASE: database,
       CUMULO_GEOIP_RECHECK_MS: "100",
       CUMULO_TRUST_PROXY: PROXY,
+      CUMULO_METRICS_TOKEN: METRICS_TOKEN,
     });
     libraryId = (await createLibrary(t)).id;
     const video = await createVideo(t, libraryId);
@@ -122,6 +125,16 @@ describe("country rules with a GeoIP database", () => {
     await setCountries({ action: "deny", values: ["NL"], enabled: true });
     expect(await get(thumbnail, PROXY, { "x-forwarded-for": "100.64.1.1" })).toBe(403);
     expect(await get(thumbnail, PROXY, { "x-forwarded-for": "192.0.2.1" })).toBe(200);
+  });
+
+  it("reports the database's build time in /metrics", async () => {
+    const scrape = await t.request("GET", "/metrics", {
+      headers: { authorization: `Bearer ${METRICS_TOKEN}` },
+    });
+    const built = new Reader(readFileSync(database)).metadata.buildEpoch.getTime() / 1000;
+    expect(scrape.text).toMatch(
+      new RegExp(`^cumulo_geoip_database_build_timestamp_seconds ${Math.floor(built)}$`, "m"),
+    );
   });
 
   it("reads a newer copy renamed into place, and keeps the last good one when a copy is broken", async () => {
