@@ -4,6 +4,7 @@ import {
   STORAGE_RETRY_AFTER_S,
   STORAGE_UNAVAILABLE_MESSAGE,
 } from "../blobs/store.ts";
+import { isStoreUnavailable, STORE_RETRY_AFTER_S, STORE_UNAVAILABLE_MESSAGE } from "../store/unavailable.ts";
 import { type ApiGroup, isCloudPath } from "./auth.ts";
 import { ApiError, type FieldError } from "./errors.ts";
 import { toFieldErrors } from "./validation.ts";
@@ -94,6 +95,11 @@ const STORAGE_UNAVAILABLE = new ApiError(503, STORAGE_UNAVAILABLE_MESSAGE, {
   headers: { "retry-after": String(STORAGE_RETRY_AFTER_S) },
 });
 
+const STORE_UNAVAILABLE = new ApiError(503, STORE_UNAVAILABLE_MESSAGE, {
+  error: "service_unavailable",
+  headers: { "retry-after": String(STORE_RETRY_AFTER_S) },
+});
+
 /** The body of `error` in `group`'s shape. */
 export const errorBody = (group: ApiGroup, error: ApiError): unknown =>
   error.options.body ?? (group === "cloud" ? cloudBody(error) : mediaBody(error));
@@ -178,6 +184,10 @@ export function registerErrorHandling(app: FastifyInstance): void {
     if (error instanceof BlobStoreUnavailableError) {
       request.log.warn({ err: error }, "request failed: media storage unavailable");
       return sendApiError(request, reply, STORAGE_UNAVAILABLE);
+    }
+    if (isStoreUnavailable(error)) {
+      request.log.warn({ err: error }, "request failed: store unavailable");
+      return sendApiError(request, reply, STORE_UNAVAILABLE);
     }
     request.log.error({ err: error }, "request failed");
     return sendApiError(request, reply, INTERNAL);

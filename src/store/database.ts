@@ -402,6 +402,10 @@ function openPostgres(
   });
   // An idle client losing its connection must not crash the process; the pool replaces it.
   pool.on("error", () => {});
+  // Nor may one in use: a connection lost mid-query (PostgreSQL restarting) emits `error` on its
+  // client, which pg-pool only listens for while the client is idle. The query fails with the same
+  // error (answered 503), and the pool drops the client when it is given back.
+  pool.on("connect", (client) => client.on("error", () => {}));
   const generation = new PgChangeGeneration(listen);
   const tracked = trackingWrites(pgPreparedStatements ? preparingPool(pool) : pool, () => generation.moved());
   const dialect = new PostgresDialect({ pool: tracked });

@@ -9,6 +9,7 @@ import type { Config } from "../../config.ts";
 import { createBoundedServer, drainConnections, stopListening } from "../../http/listener.ts";
 import { requestId } from "../../http/request-id.ts";
 import type { Metrics } from "../../ops/metrics.ts";
+import { isStoreUnavailable, STORE_RETRY_AFTER_S } from "../../store/unavailable.ts";
 import type { TrafficRecorder } from "../analytics.ts";
 import { type CdnService, DISTRIBUTION_CHANNEL, type DistributionChange } from "../service.ts";
 import type { DistributionRow } from "../tables.ts";
@@ -190,12 +191,19 @@ export class EdgeServer {
   }
 
   #failed(response: ServerResponse, error: unknown): void {
-    // The media store down (a bucket in an outage) is not this node's fault: players may try again.
-    const unavailable = error instanceof BlobStoreUnavailableError;
-    if (unavailable) this.deps.logger.warn({ err: error }, "edge request failed: media storage unavailable");
+    // The media storage or the store down (a bucket in an outage, PostgreSQL restarting) is not this
+    // node's fault: players may try again.
+    const retryAfter =
+      error instanceof BlobStoreUnavailableError
+        ? STORAGE_RETRY_AFTER_S
+        : isStoreUnavailable(error)
+          ? STORE_RETRY_AFTER_S
+          : undefined;
+    if (retryAfter !== undefined)
+      this.deps.logger.warn({ err: error }, "edge request failed: store or storage unavailable");
     else this.deps.logger.error({ err: error }, "edge request failed");
     if (response.headersSent) response.destroy();
-    else if (unavailable) sendError(response, 503, { "retry-after": String(STORAGE_RETRY_AFTER_S) });
+    else if (retryAfter !== undefined) sendError(response, 503, { "retry-after": String(retryAfter) });
     else sendError(response, 500);
   }
 

@@ -1,0 +1,45 @@
+/*
+ * Failures of the store itself rather than of the request: PostgreSQL unreachable, restarting or out
+ * of connections, a connection lost mid-query, SQLite's write lock held past the busy timeout or its
+ * disk failing. Answered 503 with Retry-After, so clients try again, instead of 500.
+ */
+
+/** How long clients are asked to wait after a store failure: a restart or a failover takes seconds. */
+export const STORE_RETRY_AFTER_S = 5;
+
+export const STORE_UNAVAILABLE_MESSAGE = "The service is briefly unavailable; try again shortly";
+
+/** Network failures on the way to PostgreSQL. */
+const NETWORK_CODES = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ECONNABORTED",
+  "ETIMEDOUT",
+  "EPIPE",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+]);
+
+/**
+ * PostgreSQL's SQLSTATEs of an unavailable server: connection exceptions (class 08), shutting down
+ * or starting (57P01-57P03), insufficient resources (class 53: connections, memory, disk).
+ */
+const UNAVAILABLE_SQLSTATE = /^(?:08|57P0[1-3]|53)/;
+
+/** node-postgres's own errors for a lost connection or a connect that timed out; they carry no code. */
+const LOST_CONNECTION =
+  /^(?:Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error)/;
+
+/** SQLite: locked past the busy timeout, or the disk full or failing. */
+const SQLITE_UNAVAILABLE = /^SQLITE_(?:BUSY|LOCKED|FULL|IOERR)/;
+
+export function isStoreUnavailable(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === "string") {
+    return NETWORK_CODES.has(code) || UNAVAILABLE_SQLSTATE.test(code) || SQLITE_UNAVAILABLE.test(code);
+  }
+  return LOST_CONNECTION.test(error.message);
+}

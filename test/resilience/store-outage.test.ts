@@ -1,0 +1,134 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import Database from "better-sqlite3";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { isStoreUnavailable } from "../../src/store/unavailable.ts";
+import { exitOf, type Served, serve } from "../support/process.ts";
+import { createTestStore, type TestStore } from "../support/store.ts";
+import { startTcpRelay, type TcpRelay } from "../support/tcp-relay.ts";
+import { waitUntil } from "../support/wait.ts";
+
+const KEY = "store_outage_key_0123456789";
+
+/*
+ * The store failing under a running node: PostgreSQL going away (a restart, a failover, the network),
+ * SQLite's write lock held past the busy timeout. The node stays up and answers 503 with Retry-After
+ * until the store is back, never 500; a PostgreSQL connection lost mid-query used to end the process.
+ * (SQLite's case is checked on the classing alone: a node waiting out the busy timeout blocks its
+ * process for 5 s per write, which makes an end-to-end test take half a minute.)
+ */
+describe.runIf(process.env.CUMULO_TEST_STORE === "postgres")("a PostgreSQL outage", () => {
+  let store: TestStore;
+  let relay: TcpRelay;
+  let node: Served;
+  const call = (path: string, init: RequestInit & { cloud?: boolean } = {}) =>
+    fetch(`${node.apiUrl}${path}`, {
+      ...init,
+      headers: init.cloud
+        ? { apikey: KEY }
+        : { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
+    });
+  const edge = (host: string) => fetch(`${node.edgeUrl}/${host}/a.txt`);
+
+  beforeAll(async () => {
+    store = await createTestStore();
+    const url = new URL(store.databaseUrl ?? "");
+    relay = await startTcpRelay(url.hostname, Number(url.port || 5432));
+    url.hostname = "127.0.0.1";
+    url.port = String(relay.port);
+    node = await serve({
+      CUMULO_DATA_DIR: store.dataDir,
+      DATABASE_URL: url.toString(),
+      CUMULO_BOOTSTRAP_API_KEY: KEY,
+      CUMULO_EDGE_PORT: "0",
+      CUMULO_PG_CONNECT_TIMEOUT_MS: "1000",
+      CUMULO_RATE_LIMIT: "100000/1m",
+    });
+  });
+  afterAll(async () => {
+    if (node && node.child.exitCode === null) {
+      node.child.kill("SIGTERM");
+      await exitOf(node.child);
+    }
+    await relay?.close();
+    await store?.drop();
+  });
+
+  it("answers 503 while PostgreSQL is away, survives connections lost mid-query, and recovers", async () => {
+    expect((await call("/v1/media/libraries")).status).toBe(200);
+    // Queries in flight when every connection drops.
+    const inFlight = Array.from({ length: 40 }, () => call("/v1/media/libraries").then((r) => r.status));
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    await relay.cut();
+    for (const status of await Promise.all(inFlight)) expect([200, 503]).toContain(status);
+
+    const media = await call("/v1/media/libraries");
+    expect(media.status).toBe(503);
+    expect(media.headers.get("retry-after")).toBe("5");
+    expect(await media.json()).toEqual({
+      success: false,
+      error: "service_unavailable",
+      message: "The service is briefly unavailable; try again shortly",
+    });
+    const write = await call("/v1/media/libraries", { method: "POST", body: JSON.stringify({ name: "x" }) });
+    expect(write.status).toBe(503);
+    const cloud = await call("/v1/user-resource/token/list", { cloud: true });
+    expect(cloud.status).toBe(503);
+    expect(cloud.headers.get("retry-after")).toBe("5");
+    expect(await cloud.json()).toMatchObject({
+      message: "The service is briefly unavailable; try again shortly",
+    });
+    const unknownHost = await edge("outage.example.test");
+    expect(unknownHost.status).toBe(503);
+    expect(unknownHost.headers.get("retry-after")).toBe("5");
+    expect((await fetch(`${node.apiUrl}/readyz`)).status).toBe(503);
+    expect(node.child.exitCode).toBeNull();
+
+    await relay.restore();
+    await waitUntil(async () => (await call("/v1/media/libraries")).status === 200, 15_000, "the store back");
+    expect(
+      (await call("/v1/media/libraries", { method: "POST", body: JSON.stringify({ name: "after" }) })).status,
+    ).toBe(201);
+    expect(node.output()).not.toMatch(/Unhandled 'error' event|uncaught/i);
+    node.child.kill("SIGTERM");
+    expect(await exitOf(node.child)).toBe(0);
+  }, 90_000);
+});
+
+describe("the store's failures as they are classed", () => {
+  it("takes SQLite's lock held past the busy timeout for an unavailable store, and a constraint for none", () => {
+    const dir = mkdtempSync(join(tmpdir(), "cumulo-busy-"));
+    const holder = new Database(join(dir, "s.sqlite"));
+    const waiter = new Database(join(dir, "s.sqlite"), { timeout: 0 });
+    try {
+      holder.pragma("journal_mode = WAL");
+      holder.exec("create table t (id integer primary key)");
+      holder.exec("begin immediate");
+      const busy = (() => {
+        try {
+          waiter.exec("begin immediate");
+        } catch (error) {
+          return error;
+        }
+      })();
+      expect((busy as { code?: string }).code).toBe("SQLITE_BUSY");
+      expect(isStoreUnavailable(busy)).toBe(true);
+      holder.exec("insert into t values (1)");
+      const duplicate = (() => {
+        try {
+          holder.exec("insert into t values (1)");
+        } catch (error) {
+          return error;
+        }
+      })();
+      expect(isStoreUnavailable(duplicate)).toBe(false);
+      expect(isStoreUnavailable(new Error("Connection terminated unexpectedly"))).toBe(true);
+      expect(isStoreUnavailable(new TypeError("x is undefined"))).toBe(false);
+    } finally {
+      holder.close();
+      waiter.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
