@@ -1,4 +1,4 @@
-import { type ReactNode, Suspense, useEffect, useRef, useState } from "react";
+import { type ReactNode, type RefObject, Suspense, useEffect, useRef, useState } from "react";
 import { NavLink, Outlet, useLocation, useNavigate } from "react-router";
 import { messageOf } from "../api.ts";
 import { useSession, useSignedIn } from "../session.tsx";
@@ -38,6 +38,8 @@ export function Layout() {
     document.addEventListener("keydown", onKey);
     return () => document.removeEventListener("keydown", onKey);
   }, [menuOpen]);
+  const main = useRef<HTMLElement>(null);
+  useFocusKeptInPage(main);
 
   return (
     <div className="frame">
@@ -94,7 +96,7 @@ export function Layout() {
           ))}
         </ul>
       </nav>
-      <main id="main" tabIndex={-1}>
+      <main id="main" tabIndex={-1} ref={main}>
         {/* A page that cannot be loaded or drawn fails inside the frame, not the whole console. */}
         <PageErrorBoundary resetKey={location.pathname}>
           <Suspense fallback={<Loading />}>
@@ -104,6 +106,35 @@ export function Layout() {
       </main>
     </div>
   );
+}
+
+/**
+ * When the focused element leaves the page (the row whose Delete or Revoke was used, once the list
+ * is read again), the browser drops the focus to the document's start and a keyboard user starts
+ * over from the top bar. The focus goes to the page's `main` instead, so Tab continues in the page.
+ * An open dialog gives the focus back to its opener itself, so nothing is done while one is open.
+ */
+function useFocusKeptInPage(main: RefObject<HTMLElement | null>) {
+  useEffect(() => {
+    const element = main.current;
+    if (!element) return;
+    let focused: Element | null = null;
+    const onFocusIn = (event: FocusEvent) => {
+      focused = event.target instanceof Element ? event.target : null;
+    };
+    const observer = new MutationObserver(() => {
+      const lost = document.activeElement === null || document.activeElement === document.body;
+      if (!focused || focused.isConnected || !lost || document.querySelector("dialog[open]")) return;
+      focused = null;
+      element.focus({ preventScroll: true });
+    });
+    document.addEventListener("focusin", onFocusIn);
+    observer.observe(element, { childList: true, subtree: true });
+    return () => {
+      document.removeEventListener("focusin", onFocusIn);
+      observer.disconnect();
+    };
+  }, [main]);
 }
 
 /** A page's title (also the document title) and its main actions. */
