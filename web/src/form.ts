@@ -33,10 +33,24 @@ export function useSubmit<A extends unknown[]>(action: (...args: A) => Promise<v
   return { submit, busy, errors, formError, reset };
 }
 
-/** A form's submit handler: the page stays put (no browser submission) and the action runs. */
+/**
+ * A form's submit handler: the page stays put (no browser submission) and the action runs. When the
+ * API refused fields, the focus moves to the first of them, so a keyboard or screen-reader user lands
+ * on what to correct instead of staying on the submit button below it.
+ */
 export const submitting =
   (submit: () => Promise<void>) =>
-  (event: FormEvent): void => {
+  (event: FormEvent<HTMLFormElement>): void => {
     event.preventDefault();
-    void submit();
+    const form = event.currentTarget;
+    void submit().then(() =>
+      // After React has drawn the answer's errors: its render was queued before this timer.
+      setTimeout(() => {
+        const invalid = form.querySelector<HTMLElement>('[aria-invalid="true"]');
+        // Unless the person went elsewhere meanwhile (the busy, disabled button leaves the focus on body).
+        const active = document.activeElement;
+        const stayed = active === null || active === document.body || form.contains(active);
+        if (invalid && form.isConnected && stayed) invalid.focus();
+      }, 0),
+    );
   };
