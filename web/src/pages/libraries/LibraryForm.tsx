@@ -4,6 +4,12 @@ import { submitting, useSubmit } from "../../form.ts";
 import type { Library, LibraryCreate } from "./types.ts";
 
 const USAGE = ["video_on_demand", "live_streaming", "mixed"] as const;
+/** The API's usage values in words ("video_on_demand" means nothing to a reader). */
+const USAGE_LABELS: Record<(typeof USAGE)[number], string> = {
+  video_on_demand: "Video on demand",
+  live_streaming: "Live streaming",
+  mixed: "Both (video on demand and live streaming)",
+};
 const PRIVACY = ["public", "private", "unlisted", "restricted"] as const;
 
 interface LibraryFormProps {
@@ -52,7 +58,9 @@ export function LibraryForm({ library, submitLabel, onSave, onCancel }: LibraryF
               onChange={(event) => setUsage(event.target.value as (typeof USAGE)[number])}
             >
               {USAGE.map((value) => (
-                <option key={value}>{value}</option>
+                <option key={value} value={value}>
+                  {USAGE_LABELS[value]}
+                </option>
               ))}
             </select>
           )}
