@@ -1,3 +1,4 @@
+import "../../components/blocks.css";
 import { useState } from "react";
 import { Link } from "react-router";
 import { api, call } from "../../api.ts";
@@ -61,7 +62,18 @@ export function VideoList({
       cell: (video) => <Link to={`/libraries/${libraryId}/videos/${video.id}`}>{video.title}</Link>,
     },
     { header: "Status", cell: (video) => <VideoStatus status={video.status} /> },
-    { header: "Duration", cell: (video) => video.formatted_duration },
+    {
+      header: "Duration",
+      // A video without a readable file has no duration; the API's "00:00:00" would read as an empty one.
+      cell: (video) =>
+        video.duration > 0 ? (
+          video.formatted_duration
+        ) : (
+          <span className="muted" title="Not known until the video is processed">
+            —
+          </span>
+        ),
+    },
     { header: "Created", cell: (video) => new Date(video.created_at).toLocaleString() },
   ];
   return (
