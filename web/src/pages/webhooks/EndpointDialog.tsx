@@ -22,6 +22,12 @@ const EVENTS: { name: EventName; label: string }[] = [
   { name: "deleted", label: "Deleted" },
 ];
 
+/** An endpoint's events in the dialog's words: "All events", or "Ready, Failed" (never the API's `*`). */
+export const eventsInWords = (events: readonly string[]): string =>
+  events.includes("*")
+    ? "All events"
+    : events.map((name) => EVENTS.find((option) => option.name === name)?.label ?? name).join(", ");
+
 interface EndpointDialogProps {
   libraryId: string;
   /** The endpoint being edited, `"new"` to add one, `undefined` when closed. */

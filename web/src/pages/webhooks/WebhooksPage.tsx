@@ -12,7 +12,7 @@ import { Empty, ErrorState, Loading } from "../../components/States.tsx";
 import { useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";
 import { Deliveries } from "./Deliveries.tsx";
-import { EndpointDialog } from "./EndpointDialog.tsx";
+import { EndpointDialog, eventsInWords } from "./EndpointDialog.tsx";
 
 type EndpointList =
   paths["/v1/media/libraries/{libraryId}/webhooks"]["get"]["responses"][200]["content"]["application/json"];
@@ -100,7 +100,7 @@ function Endpoints({ libraryId, selected, onSelect }: EndpointsProps) {
   const columns: Column<Endpoint>[] = [
     { header: "Name", cell: (endpoint) => endpoint.name, rowHeader: true },
     { header: "URL", cell: (endpoint) => <span className="mono break">{endpoint.url}</span> },
-    { header: "Events", cell: (endpoint) => endpoint.events.join(", ") },
+    { header: "Events", cell: (endpoint) => eventsInWords(endpoint.events) },
     {
       header: "Active",
       cell: (endpoint) => (
