@@ -24,6 +24,26 @@ export const libraryOf = (distribution: Distribution): string | undefined =>
     ? distribution.origin_url.slice("media://".length)
     : undefined;
 
+const TTL_UNITS = [
+  { seconds: 86_400, name: "day" },
+  { seconds: 3_600, name: "hour" },
+  { seconds: 60, name: "minute" },
+  { seconds: 1, name: "second" },
+] as const;
+
+/** A TTL in words, "1 day" or "1 hour 30 minutes", rather than "86400 s" for the reader to divide. */
+export function ttlInWords(seconds: number): string {
+  if (seconds === 0) return "0 seconds";
+  let rest = seconds;
+  const parts: string[] = [];
+  for (const unit of TTL_UNITS) {
+    const count = Math.floor(rest / unit.seconds);
+    rest -= count * unit.seconds;
+    if (count > 0) parts.push(`${count.toLocaleString()} ${unit.name}${count === 1 ? "" : "s"}`);
+  }
+  return parts.join(" ");
+}
+
 /** The names of these libraries by id; a library that cannot be read (deleted meanwhile) is left out. */
 async function libraryNames(ids: string[]): Promise<Map<string, string>> {
   const found = await Promise.all(
@@ -77,7 +97,12 @@ export function Distributions() {
       },
     },
     { header: "Origin", cell: (row) => <span className="mono break">{row.origin_url}</span> },
-    { header: "Default TTL", cell: (row) => `${row.default_ttl_s} s` },
+    {
+      header: "Default TTL",
+      cell: (row) => (
+        <span title={`${row.default_ttl_s.toLocaleString()} seconds`}>{ttlInWords(row.default_ttl_s)}</span>
+      ),
+    },
     {
       header: "Status",
       cell: (row) => (
