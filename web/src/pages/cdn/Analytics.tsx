@@ -49,6 +49,11 @@ const METRICS = [
   },
 ] as const;
 
+/** Tick steps of whole numbers (1, 2, 5, 10, 20, ...): a count or a byte total has no half on its axis. */
+const WHOLE_STEPS = Array.from({ length: 16 }, (_, power) =>
+  [1, 2, 5].map((step) => step * 10 ** power),
+).flat();
+
 const RANGES = [
   { value: "1h", label: "Last hour", ms: 3_600_000, granularity: "1m" },
   { value: "6h", label: "Last 6 hours", ms: 6 * 3_600_000, granularity: "5m" },
@@ -267,6 +272,9 @@ function MetricChart({ metric, rows }: { metric: (typeof METRICS)[number]; rows:
             stroke: "#59636e",
             font: AXIS_FONT,
             size: yAxisSize,
+            // Counts and bytes step by whole numbers: an empty chart read "0, 0.5, 1" requests and "0 B,
+            // 1 B, 1 B" sent (0.5 B rounded).
+            ...(metric.total === "sum" ? { incrs: WHOLE_STEPS } : {}),
             values: (_plot, ticks) => ticks.map((tick) => metric.format(tick)),
           },
         ],
