@@ -1,0 +1,153 @@
+import type { Browser, BrowserContext, Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import { browserMissing, freePort, launchBrowser, newConsoleContext } from "../support/browser.ts";
+import { createConsoleUser, PASSWORD } from "../support/console.ts";
+import { waitUntil } from "../support/wait.ts";
+
+const missing = browserMissing();
+if (missing) console.warn(missing);
+
+const EMAIL = "customer@example.invalid";
+
+/** What has the keyboard focus: its id, its `name` and whether it is inside the page's `main`. */
+const focused = (page: Page) =>
+  page.evaluate(() => {
+    const active = (globalThis as any).document.activeElement;
+    return {
+      id: active?.id as string | undefined,
+      name: active?.getAttribute?.("name") as string | null | undefined,
+      inMain: Boolean(active?.closest?.("main")),
+    };
+  });
+
+/** The text of the cell in `column` of the row named `rowName` in the table captioned `caption`. */
+async function cellText(page: Page, caption: string, rowName: string, column: string): Promise<string> {
+  const table = page.locator("table", { has: page.locator("caption", { hasText: caption }) });
+  const headers = await table.locator("thead th").allTextContents();
+  const index = headers.indexOf(column);
+  expect(index, `column ${column} of ${caption}`).toBeGreaterThanOrEqual(0);
+  const row = table.locator("tbody tr", { has: page.getByRole("rowheader", { name: rowName }) });
+  return (await row.locator("th, td").nth(index).textContent()) ?? "";
+}
+
+/**
+ * What a customer meets on the pages rather than what the API stores: words instead of API values,
+ * figures in units a person reads, and the keyboard focus where the work goes on.
+ */
+describe.skipIf(missing)("the console in Chromium: words, figures and focus", () => {
+  let app: TestApp;
+  let browser: Browser;
+  let context: BrowserContext;
+  let page: Page;
+  let libraryId: string;
+
+  const createLibrary = async (name: string) => {
+    const answer = await app.request("POST", "/v1/media/libraries", { json: { name } });
+    expect(answer.status).toBe(201);
+    return answer.body.data.id as string;
+  };
+
+  beforeAll(async () => {
+    app = await startTestApp({ CUMULO_EDGE_PORT: String(await freePort()) });
+    await createConsoleUser(app, { email: EMAIL });
+    libraryId = await createLibrary("Catalogue");
+    await waitUntil(
+      async () =>
+        (await app.request("GET", `/v1/media/libraries/${libraryId}`)).body.data.status === "active",
+      30_000,
+      "the library provisioned",
+    );
+    browser = await launchBrowser();
+    context = await newConsoleContext(browser, app.baseUrl);
+    page = await context.newPage();
+    await page.goto("/console/");
+    await page.waitForURL("**/console/sign-in");
+    await page.getByLabel("Email").fill(EMAIL);
+    await page.getByLabel("Password").fill(PASSWORD);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.waitForURL("**/console/libraries");
+  }, 120_000);
+  afterAll(async () => {
+    await browser?.close();
+    await app?.close();
+  });
+
+  it("names a library's usage in words and, when the API refuses a field, puts the focus on it", async () => {
+    await page.goto("/console/libraries");
+    await page.getByRole("button", { name: "New library" }).click();
+    const dialog = page.getByRole("dialog", { name: "New library" });
+    const usages = await dialog.getByLabel("Usage").locator("option").allTextContents();
+    expect(usages).toContain("Video on demand");
+    expect(usages.join(" ")).not.toContain("_");
+    await dialog.getByLabel("Description").fill("Typed before the error");
+    await dialog.getByRole("button", { name: "Create library" }).click();
+    await dialog.locator('[data-field-error="name"]').waitFor();
+    // The refused field has the focus, not the button below the form; what was typed stays.
+    await waitUntil(async () => (await focused(page)).name === "name", 3_000, "the focus on Name");
+    await expect(dialog.getByLabel("Description").inputValue()).resolves.toBe("Typed before the error");
+    // Corrected and sent with Enter from the field.
+    await page.keyboard.type("Made with Enter");
+    await page.keyboard.press("Enter");
+    await page.getByRole("rowheader", { name: "Made with Enter" }).waitFor();
+  });
+
+  it("keeps the focus in the page after a row's Delete removed that row", async () => {
+    await createLibrary("Doomed");
+    await page.goto("/console/libraries");
+    await page.getByRole("button", { name: "Delete Doomed" }).click();
+    await page
+      .getByRole("dialog", { name: "Delete library" })
+      .getByRole("button", { name: "Delete library" })
+      .click();
+    await page.getByRole("rowheader", { name: "Doomed" }).waitFor({ state: "detached" });
+    // The Delete button went with its row: the focus is on the page, not dropped to the document's start.
+    await waitUntil(async () => (await focused(page)).id === "main", 3_000, "the focus on main");
+    await page.keyboard.press("Tab");
+    expect((await focused(page)).inMain).toBe(true);
+  });
+
+  it("shows no duration for a video without a file, rather than 00:00:00", async () => {
+    const created = await app.request("POST", `/v1/media/libraries/${libraryId}/videos`, {
+      json: { title: "Waiting for its file" },
+    });
+    expect(created.status).toBe(201);
+    await page.goto(`/console/libraries/${libraryId}`);
+    await page.getByRole("rowheader", { name: "Waiting for its file" }).waitFor();
+    expect((await cellText(page, "Videos", "Waiting for its file", "Duration")).trim()).toBe("—");
+  });
+
+  it("names a webhook endpoint's events in words, not the API's `*`", async () => {
+    for (const [name, events] of [
+      ["Everything", ["*"]],
+      ["Outcomes", ["ready", "failed"]],
+    ] as const) {
+      const answer = await app.request("POST", `/v1/media/libraries/${libraryId}/webhooks`, {
+        json: { name, url: "https://hooks.example.com/cumulo", events },
+      });
+      expect(answer.status).toBe(201);
+    }
+    await page.goto(`/console/webhooks?library=${libraryId}`);
+    await page.getByRole("rowheader", { name: "Everything" }).waitFor();
+    expect(await cellText(page, "Webhook endpoints", "Everything", "Events")).toBe("All events");
+    expect(await cellText(page, "Webhook endpoints", "Outcomes", "Events")).toBe("Ready, Failed");
+  });
+
+  it("shows a distribution's default TTL in days, hours and minutes", async () => {
+    for (const [hostname, ttl] of [
+      ["daily.example.com", 86_400],
+      ["often.example.com", 5_400],
+    ] as const) {
+      const answer = await app.request("POST", "/v1/cdn/distributions", {
+        json: { hostname, origin_url: "https://origin.example.com", default_ttl_s: ttl },
+      });
+      expect(answer.status).toBe(201);
+    }
+    await page.goto("/console/cdn");
+    await page.getByRole("rowheader", { name: "daily.example.com" }).waitFor();
+    expect(await cellText(page, "CDN distributions", "daily.example.com", "Default TTL")).toBe("1 day");
+    expect(await cellText(page, "CDN distributions", "often.example.com", "Default TTL")).toBe(
+      "1 hour 30 minutes",
+    );
+  });
+});
