@@ -150,4 +150,29 @@ describe.skipIf(missing)("the console in Chromium: words, figures and focus", ()
       "1 hour 30 minutes",
     );
   });
+
+  it("brings the purge form and the delivery log into view when their button is used on a phone", async () => {
+    /** Whether the heading is on screen and has the focus. */
+    const shown = (name: string) =>
+      page.evaluate((name) => {
+        const document = (globalThis as any).document;
+        const heading = [...document.querySelectorAll("h2")].find((h: any) => h.textContent === name);
+        if (!heading) return false;
+        const box = heading.getBoundingClientRect();
+        const onScreen = box.top >= 0 && box.bottom <= (globalThis as any).innerHeight;
+        return onScreen && document.activeElement === heading;
+      }, name);
+    await page.setViewportSize({ width: 390, height: 600 });
+    try {
+      // The distributions of the test before, and the library's own, fill more than a phone's screen.
+      await page.goto("/console/cdn");
+      await page.getByRole("button", { name: "Purges of daily.example.com" }).click();
+      await waitUntil(() => shown("Purges of daily.example.com"), 3_000, "the purge form in view");
+      await page.goto(`/console/webhooks?library=${libraryId}`);
+      await page.getByRole("button", { name: "Deliveries of Outcomes" }).click();
+      await waitUntil(() => shown("Deliveries of Outcomes"), 3_000, "the delivery log in view");
+    } finally {
+      await page.setViewportSize({ width: 1280, height: 800 });
+    }
+  });
 });

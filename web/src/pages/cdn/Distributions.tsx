@@ -71,6 +71,8 @@ export function Distributions() {
   const [deleting, setDeleting] = useState<Distribution>();
   const { reload } = distributions;
   const select = (id: string) => setParams(id ? { distribution: id } : {});
+  // How many times a Purges button was used: each time, the purge panel is brought into view.
+  const [purgesOpened, setPurgesOpened] = useState(0);
   const libraryIds = [
     ...new Set((distributions.data?.data ?? []).flatMap((row) => libraryOf(row) ?? [])),
   ].sort();
@@ -118,7 +120,10 @@ export function Distributions() {
             type="button"
             aria-pressed={selected === row.id}
             aria-label={`Purges of ${row.hostname}`}
-            onClick={() => select(row.id)}
+            onClick={() => {
+              select(row.id);
+              setPurgesOpened((count) => count + 1);
+            }}
           >
             Purges
           </button>
@@ -174,7 +179,7 @@ export function Distributions() {
             />
           ))}
       </section>
-      {chosen && <Purges key={chosen.id} distribution={chosen} />}
+      {chosen && <Purges key={chosen.id} distribution={chosen} opened={purgesOpened} />}
       <DistributionDialog
         distribution={editing}
         onClose={() => setEditing(undefined)}

@@ -4,6 +4,7 @@ import { aboutLine, api, call } from "../../api.ts";
 import { type Column, DataTable, pagingOf } from "../../components/DataTable.tsx";
 import { DateTime } from "../../components/DateTime.tsx";
 import { Field, FormError, OtherErrors } from "../../components/Field.tsx";
+import { useRevealWhenOpened } from "../../components/reveal.ts";
 import { Empty, ErrorState, Loading } from "../../components/States.tsx";
 import { submitting, useSubmit } from "../../form.ts";
 import { useLoad } from "../../load.ts";
@@ -31,8 +32,9 @@ const columns: Column<Purge>[] = [
 ];
 
 /** The purge form of one distribution (one path or pattern a line) and its purge history. */
-export function Purges({ distribution }: { distribution: Distribution }) {
+export function Purges({ distribution, opened }: { distribution: Distribution; opened: number }) {
   const { readOnly } = useSignedIn();
+  const heading = useRevealWhenOpened<HTMLHeadingElement>(opened);
   const [page, setPage] = useState(1);
   const [paths, setPaths] = useState("");
   const [done, setDone] = useState<string>();
@@ -70,7 +72,9 @@ export function Purges({ distribution }: { distribution: Distribution }) {
 
   return (
     <section className="panel" aria-labelledby="cdn-purges-title">
-      <h2 id="cdn-purges-title">Purges of {distribution.hostname}</h2>
+      <h2 id="cdn-purges-title" tabIndex={-1} ref={heading}>
+        Purges of {distribution.hostname}
+      </h2>
       <form noValidate onSubmit={submitting(submit)}>
         <Field
           label="Paths to purge"

@@ -3,6 +3,7 @@ import { useState } from "react";
 import { api, call, messageOf } from "../../api.ts";
 import { pagingOf } from "../../components/DataTable.tsx";
 import { DateTime } from "../../components/DateTime.tsx";
+import { useRevealWhenOpened } from "../../components/reveal.ts";
 import { Empty, ErrorState, Loading } from "../../components/States.tsx";
 import { useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";
@@ -25,8 +26,16 @@ function pretty(text: string): string {
  * The endpoint's delivery log (one record per attempt made, newest first), each with its payload,
  * the receiver's answer or the error, and a button that sends the notification once more.
  */
-export function Deliveries({ libraryId, endpoint }: { libraryId: string; endpoint: Endpoint }) {
+interface DeliveriesProps {
+  libraryId: string;
+  endpoint: Endpoint;
+  /** Grows each time the person opens this log: it is then brought into view. */
+  opened: number;
+}
+
+export function Deliveries({ libraryId, endpoint, opened }: DeliveriesProps) {
   const { readOnly } = useSignedIn();
+  const heading = useRevealWhenOpened<HTMLHeadingElement>(opened);
   const [page, setPage] = useState(1);
   const [notice, setNotice] = useState<{ text: string; error: boolean }>();
   const deliveries = useLoad(
@@ -72,7 +81,9 @@ export function Deliveries({ libraryId, endpoint }: { libraryId: string; endpoin
   return (
     <section className="panel" aria-labelledby="webhook-deliveries-title">
       <div className="page-header">
-        <h2 id="webhook-deliveries-title">Deliveries of {endpoint.name}</h2>
+        <h2 id="webhook-deliveries-title" tabIndex={-1} ref={heading}>
+          Deliveries of {endpoint.name}
+        </h2>
         <div className="page-actions">
           <button
             type="button"

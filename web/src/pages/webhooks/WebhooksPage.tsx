@@ -78,6 +78,8 @@ function Endpoints({ libraryId, selected, onSelect }: EndpointsProps) {
   const [deleting, setDeleting] = useState<Endpoint>();
   const [secret, setSecret] = useState<{ title: string; value: string }>();
   const [rotateError, setRotateError] = useState<string>();
+  // How many times a Deliveries button was used: each time, the delivery log is brought into view.
+  const [deliveriesOpened, setDeliveriesOpened] = useState(0);
   const { reload } = endpoints;
 
   const rotate = useCallback(
@@ -118,7 +120,10 @@ function Endpoints({ libraryId, selected, onSelect }: EndpointsProps) {
             type="button"
             aria-pressed={selected === endpoint.id}
             aria-label={`Deliveries of ${endpoint.name}`}
-            onClick={() => onSelect(endpoint.id)}
+            onClick={() => {
+              onSelect(endpoint.id);
+              setDeliveriesOpened((count) => count + 1);
+            }}
           >
             Deliveries
           </button>
@@ -186,7 +191,12 @@ function Endpoints({ libraryId, selected, onSelect }: EndpointsProps) {
           ))}
       </section>
       {selectedEndpoint && (
-        <Deliveries key={selectedEndpoint.id} libraryId={libraryId} endpoint={selectedEndpoint} />
+        <Deliveries
+          key={selectedEndpoint.id}
+          libraryId={libraryId}
+          endpoint={selectedEndpoint}
+          opened={deliveriesOpened}
+        />
       )}
       <EndpointDialog
         libraryId={libraryId}
