@@ -175,4 +175,20 @@ describe.skipIf(missing)("the console in Chromium: words, figures and focus", ()
       await page.setViewportSize({ width: 1280, height: 800 });
     }
   });
+
+  it("gives a VM's memory in GB and says when an address is not assigned", async () => {
+    const vm = await app.cloud("POST", "/v1/user-resource/vm", {
+      json: { name: "db-primary", vcpu: 4, ram: 8192, password: "Secret123!" },
+    });
+    expect(vm.status).toBeLessThan(300);
+    const ip = await app.cloud("POST", "/v1/network/ip_addresses", { json: { name: "frontend" } });
+    expect(ip.status).toBeLessThan(300);
+    await page.goto("/console/cloud/vms");
+    await page.getByRole("rowheader", { name: "db-primary" }).waitFor();
+    expect(await cellText(page, "Virtual machines", "db-primary", "Size")).toBe("4 vCPUs · 8 GB");
+    await page.goto("/console/cloud/floating-ips");
+    const address = ip.body.address as string;
+    await page.getByRole("rowheader", { name: address }).waitFor();
+    expect(await cellText(page, "Floating IPs", address, "Assigned to")).toBe("Not assigned");
+  });
 });

@@ -50,7 +50,7 @@ export function FloatingIps() {
             {ip.assigned_to_resource_type} <span className="mono">{ip.assigned_to}</span>
           </span>
         ) : (
-          <span className="muted">nothing</span>
+          <span className="muted">Not assigned</span>
         ),
     },
     {

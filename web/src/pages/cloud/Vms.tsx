@@ -37,6 +37,10 @@ const FIELDS: { name: keyof VmForm; label: string; type?: string; hint?: string 
   { name: "description", label: "Description" },
 ];
 
+/** A VM's memory (MB, as the API counts it) as people read it: "8 GB", "1.5 GB", "512 MB". */
+const memoryInWords = (megabytes: number): string =>
+  megabytes >= 1024 ? `${Number((megabytes / 1024).toFixed(1)).toLocaleString()} GB` : `${megabytes} MB`;
+
 export function Vms() {
   const { readOnly } = useSignedIn();
   const vms = useLoad(() => call(api.GET("/v1/user-resource/vm/list")), "vms");
@@ -56,8 +60,16 @@ export function Vms() {
   };
   const columns: Column<Vm>[] = [
     { header: "Name", cell: (vm) => vm.name, rowHeader: true },
-    { header: "Status", cell: (vm) => <span className="status">{vm.status}</span> },
-    { header: "Size", cell: (vm) => `${vm.vcpu} vCPU · ${vm.memory} MB` },
+    {
+      header: "Status",
+      cell: (vm) => (
+        <span className={vm.status === "running" ? "status status-ready" : "status"}>{vm.status}</span>
+      ),
+    },
+    {
+      header: "Size",
+      cell: (vm) => `${vm.vcpu} vCPU${vm.vcpu === 1 ? "" : "s"} · ${memoryInWords(vm.memory)}`,
+    },
     { header: "OS", cell: (vm) => `${vm.os_name} ${vm.os_version}` },
     {
       header: "Addresses",
