@@ -191,4 +191,33 @@ describe.skipIf(missing)("the console in Chromium: words, figures and focus", ()
     await page.getByRole("rowheader", { name: address }).waitFor();
     expect(await cellText(page, "Floating IPs", address, "Assigned to")).toBe("Not assigned");
   });
+
+  it("shows a cloud token's creation time in the reader's time zone (the API's time has no zone: UTC)", async () => {
+    const created = await app.cloud("POST", "/v1/user-resource/token", { json: { description: "tz-check" } });
+    expect(created.status).toBeLessThan(300);
+    const token = (created.body as { description: string; created_at: string }[])[0];
+    expect(token?.created_at).toMatch(/^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}$/);
+    // A reader in Tokyo (UTC+9 all year): the time shown is nine hours after the API's.
+    const tokyo = await browser.newContext({
+      baseURL: app.baseUrl,
+      timezoneId: "Asia/Tokyo",
+      locale: "en-US",
+    });
+    try {
+      const reader = await tokyo.newPage();
+      await reader.goto("/console/sign-in");
+      await reader.getByLabel("Email").fill(EMAIL);
+      await reader.getByLabel("Password").fill(PASSWORD);
+      await reader.getByRole("button", { name: "Sign in" }).click();
+      await reader.waitForURL("**/console/libraries");
+      await reader.goto("/console/cloud");
+      await reader.getByRole("rowheader", { name: "tz-check" }).waitFor();
+      const expected = new Date(`${token?.created_at.replace(" ", "T")}Z`).toLocaleString("en-US", {
+        timeZone: "Asia/Tokyo",
+      });
+      expect(await cellText(reader, "Cloud tokens", "tz-check", "Created")).toBe(expected);
+    } finally {
+      await tokyo.close();
+    }
+  });
 });
