@@ -220,4 +220,25 @@ describe.skipIf(missing)("the console in Chromium: words, figures and focus", ()
       await tokyo.close();
     }
   });
+
+  it("says whether a webhook attempt was delivered and names its event in words", async () => {
+    const endpoints = await app.request("GET", `/v1/media/libraries/${libraryId}/webhooks`);
+    const endpoint = (endpoints.body.data as { id: string; name: string }[]).find(
+      (item) => item.name === "Outcomes",
+    );
+    expect(endpoint).toBeDefined();
+    const path = `/v1/media/libraries/${libraryId}/webhooks/${endpoint?.id}`;
+    expect((await app.request("POST", `${path}/test`)).status).toBeLessThan(300);
+    await waitUntil(
+      async () => (await app.request("GET", `${path}/events`)).body.data.length > 0,
+      15_000,
+      "the test attempt recorded",
+    );
+    await page.goto(`/console/webhooks?library=${libraryId}&endpoint=${endpoint?.id}`);
+    const summary = page.locator('[data-delivery-event="test"] summary').first();
+    await summary.waitFor();
+    const outcome = (await summary.locator(".status").textContent()) ?? "";
+    expect(["delivered", "not delivered"]).toContain(outcome);
+    await expect(summary.locator("strong").textContent()).resolves.toBe("Test event");
+  });
 });

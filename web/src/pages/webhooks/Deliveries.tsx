@@ -7,6 +7,7 @@ import { useRevealWhenOpened } from "../../components/reveal.ts";
 import { Empty, ErrorState, Loading } from "../../components/States.tsx";
 import { useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";
+import { eventsInWords } from "./EndpointDialog.tsx";
 import type { Endpoint } from "./WebhooksPage.tsx";
 
 type DeliveryList =
@@ -162,13 +163,15 @@ interface DeliveryItemProps {
 }
 
 function DeliveryItem({ delivery, readOnly, onRedeliver }: DeliveryItemProps) {
-  const outcome = delivery.success ? "delivered" : "failed";
+  // "not delivered" rather than "failed": beside a "failed" event, "failed failed" said nothing.
+  const outcome = delivery.success ? "delivered" : "not delivered";
+  const event = delivery.event === "test" ? "Test" : eventsInWords([delivery.event]);
   return (
     <li className="delivery" data-delivery-event={delivery.event}>
       <details>
         <summary>
           <span className={`status status-${delivery.success ? "ready" : "failed"}`}>{outcome}</span>{" "}
-          <strong>{delivery.event}</strong> · attempt {delivery.attempt} ·{" "}
+          <strong>{event} event</strong> · attempt {delivery.attempt} ·{" "}
           {delivery.response_status === 0 ? "no answer" : `HTTP ${delivery.response_status}`} ·{" "}
           {delivery.duration_ms} ms · <DateTime value={delivery.created_at} />
         </summary>
