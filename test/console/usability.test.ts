@@ -241,4 +241,19 @@ describe.skipIf(missing)("the console in Chromium: words, figures and focus", ()
     expect(["delivered", "not delivered"]).toContain(outcome);
     await expect(summary.locator("strong").textContent()).resolves.toBe("Test event");
   });
+
+  it("names the analytics buckets by a date and time, not the API's ISO string", async () => {
+    await page.goto("/console/cdn/analytics");
+    const chart = page.locator('figure[data-metric="requests"]');
+    await chart.locator("summary").click();
+    const first = chart.locator("tbody th").first();
+    await first.waitFor();
+    const shown = (await first.textContent()) ?? "";
+    expect(shown).not.toMatch(/\d{4}-\d{2}-\d{2}T/);
+    const instant = await first.locator("time").getAttribute("datetime");
+    expect(instant).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}/);
+    // The browser's own rendering of that instant, as every other date of the console.
+    const expected = await page.evaluate((value) => new Date(value).toLocaleString(), instant ?? "");
+    expect(shown).toBe(expected);
+  });
 });

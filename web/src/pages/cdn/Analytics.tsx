@@ -3,6 +3,7 @@ import { useEffect, useId, useMemo, useRef, useState } from "react";
 import { useSearchParams } from "react-router";
 import uPlot from "uplot";
 import { api, call } from "../../api.ts";
+import { DateTime } from "../../components/DateTime.tsx";
 import { Field, OtherErrors } from "../../components/Field.tsx";
 import { Empty, ErrorState, Loading } from "../../components/States.tsx";
 import { useLoad } from "../../load.ts";
@@ -311,14 +312,17 @@ function MetricChart({ metric, rows }: { metric: (typeof METRICS)[number]; rows:
             <caption className="visually-hidden">{metric.label} per bucket</caption>
             <thead>
               <tr>
-                <th scope="col">Bucket (UTC)</th>
+                <th scope="col">Bucket from</th>
                 <th scope="col">{metric.label}</th>
               </tr>
             </thead>
             <tbody>
               {rows.map((row, index) => (
                 <tr key={row.Timestamp}>
-                  <th scope="row">{row.Timestamp}</th>
+                  {/* In the reader's time, as on the chart's axis, not the API's ISO string. */}
+                  <th scope="row">
+                    <DateTime value={row.Timestamp} />
+                  </th>
                   <td>{metric.format(values[index] ?? 0)}</td>
                 </tr>
               ))}
