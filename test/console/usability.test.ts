@@ -256,4 +256,28 @@ describe.skipIf(missing)("the console in Chromium: words, figures and focus", ()
     const expected = await page.evaluate((value) => new Date(value).toLocaleString(), instant ?? "");
     expect(shown).toBe(expected);
   });
+
+  it("leads an organization without libraries from the webhooks and players pages to the libraries page", async () => {
+    const other = await app.createOrganization("No libraries yet");
+    await createConsoleUser(app, { email: "newcomer@example.invalid", organizationId: other.organizationId });
+    const fresh = await newConsoleContext(browser, app.baseUrl);
+    try {
+      const newcomer = await fresh.newPage();
+      await newcomer.goto("/console/sign-in");
+      await newcomer.getByLabel("Email").fill("newcomer@example.invalid");
+      await newcomer.getByLabel("Password").fill(PASSWORD);
+      await newcomer.getByRole("button", { name: "Sign in" }).click();
+      await newcomer.waitForURL("**/console/libraries");
+      for (const [path, link] of [
+        ["/console/webhooks", "create one"],
+        ["/console/players", "create a library"],
+      ] as const) {
+        await newcomer.goto(path);
+        await newcomer.getByRole("link", { name: link, exact: true }).click();
+        await newcomer.waitForURL("**/console/libraries");
+      }
+    } finally {
+      await fresh.close();
+    }
+  });
 });

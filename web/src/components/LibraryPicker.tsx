@@ -1,4 +1,4 @@
-import { useEffect, useState } from "react";
+import { type ReactNode, useEffect, useState } from "react";
 import { api, call } from "../api.ts";
 import { useLoad } from "../load.ts";
 import { Empty, ErrorState, isMissing, Loading } from "./States.tsx";
@@ -14,7 +14,7 @@ interface LibraryPickerProps {
   /** The person chose a library ("" for the `placeholder` option). */
   onChoose: (libraryId: string) => void;
   /** Shown instead of the picker while the organization has no library. */
-  noLibraries: string;
+  noLibraries: ReactNode;
   /** The first option, choosing no library: for a page that shows nothing until one is chosen. */
   placeholder?: string;
   /** Called with the newest library while none is chosen: for a page that shows one at once. */

@@ -1,5 +1,5 @@
 import { useCallback, useState } from "react";
-import { useSearchParams } from "react-router";
+import { Link, useSearchParams } from "react-router";
 import { ApiFailure, api, call } from "../../api.ts";
 import { type Column, DataTable, pagingOf } from "../../components/DataTable.tsx";
 import { ConfirmDialog, Dialog } from "../../components/Dialog.tsx";
@@ -117,7 +117,11 @@ export function PlayersPage() {
           setParams({ library: chosen });
           setPage(1);
         }}
-        noLibraries="Players belong to a library: create a library first."
+        noLibraries={
+          <>
+            Players belong to a library: <Link to="/libraries">create a library</Link> first.
+          </>
+        }
         onDefault={showNewest}
       />
       {actionError && (

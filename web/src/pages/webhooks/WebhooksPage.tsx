@@ -2,7 +2,7 @@ import type { paths } from "@cumulo/client";
 import "../../components/blocks.css";
 import "./webhooks.css";
 import { useCallback, useState } from "react";
-import { useSearchParams } from "react-router";
+import { Link, useSearchParams } from "react-router";
 import { api, call } from "../../api.ts";
 import { type Column, DataTable, pagingOf } from "../../components/DataTable.tsx";
 import { ConfirmDialog, SecretDialog } from "../../components/Dialog.tsx";
@@ -40,7 +40,11 @@ export function WebhooksPage() {
           id="webhook-library"
           libraryId={libraryId}
           onChoose={(library) => choose({ library })}
-          noLibraries="There are no libraries yet: create one first."
+          noLibraries={
+            <>
+              There are no libraries yet: <Link to="/libraries">create one</Link> first.
+            </>
+          }
           placeholder="Choose a library…"
         />
       </section>
