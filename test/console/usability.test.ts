@@ -280,4 +280,21 @@ describe.skipIf(missing)("the console in Chromium: words, figures and focus", ()
       await fresh.close();
     }
   });
+
+  it("says in words what to do when a proxy answers with its own error page", async () => {
+    const list = "**/v1/cdn/distributions?*";
+    await page.route(list, (route) =>
+      route.fulfill({ status: 502, contentType: "text/html", body: "<h1>502 Bad Gateway</h1>" }),
+    );
+    try {
+      await page.goto("/console/cdn");
+      const alert = page.getByRole("alert");
+      await alert.getByText("The server could not answer (HTTP 502). Try again in a moment.").waitFor();
+      await page.unroute(list);
+      await alert.getByRole("button", { name: "Try again" }).click();
+      await page.getByRole("rowheader", { name: "daily.example.com" }).waitFor();
+    } finally {
+      await page.unroute(list);
+    }
+  });
 });

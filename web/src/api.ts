@@ -77,14 +77,19 @@ export function failureOf(status: number, body: unknown): ApiFailure {
         fieldErrors[field] = besideItsField(field, message);
     }
   }
-  const message =
-    typeof record.message === "string"
-      ? record.message
-      : status === 0
-        ? "The server could not be reached"
-        : `Request failed (${status})`;
+  const message = typeof record.message === "string" ? record.message : withoutMessage(status);
   const code = typeof record.code === "string" ? record.code : undefined;
   return new ApiFailure(status, message, fieldErrors, code);
+}
+
+/**
+ * An answer without the API's body (a proxy's HTML page, an empty body) in words a person can act on;
+ * "Request failed (502)" said neither what failed nor what to do.
+ */
+function withoutMessage(status: number): string {
+  if (status === 0) return "The server could not be reached";
+  if (status >= 500) return `The server could not answer (HTTP ${status}). Try again in a moment.`;
+  return `The server refused the request (HTTP ${status}).`;
 }
 
 interface ClientResult<T> {
