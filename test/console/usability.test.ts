@@ -92,16 +92,40 @@ describe.skipIf(missing)("the console in Chromium: words, figures and focus", ()
     await page.getByRole("rowheader", { name: "Made with Enter" }).waitFor();
   });
 
-  it("keeps the focus in the page after a row's Delete removed that row", async () => {
+  it("puts the focus on the next row's same button after a row's Delete removed that row", async () => {
     await createLibrary("Doomed");
     await page.goto("/console/libraries");
+    // By name or newest first, the row after Doomed's is that of the library made by the test before.
     await page.getByRole("button", { name: "Delete Doomed" }).click();
     await page
       .getByRole("dialog", { name: "Delete library" })
       .getByRole("button", { name: "Delete library" })
       .click();
     await page.getByRole("rowheader", { name: "Doomed" }).waitFor({ state: "detached" });
-    // The Delete button went with its row: the focus is on the page, not dropped to the document's start.
+    // The Delete button went with its row: the focus is on the Delete of the row in its place, not
+    // dropped to the document.
+    await waitUntil(
+      async () =>
+        (await page.evaluate(() =>
+          (globalThis as any).document.activeElement?.getAttribute("aria-label"),
+        )) === "Delete Made with Enter",
+      3_000,
+      "the focus on the next row's Delete",
+    );
+  });
+
+  it("puts the focus on the page when the last row of a table went", async () => {
+    const disk = await app.cloud("POST", "/v1/storage/disks", {
+      json: { size_gb: 5, display_name: "scratch" },
+    });
+    expect(disk.status).toBeLessThan(300);
+    await page.goto("/console/cloud/disks");
+    await page.getByRole("button", { name: /Delete/ }).click();
+    await page
+      .getByRole("dialog")
+      .getByRole("button", { name: /Delete/ })
+      .click();
+    await page.getByRole("rowheader", { name: "scratch" }).waitFor({ state: "detached" });
     await waitUntil(async () => (await focused(page)).id === "main", 3_000, "the focus on main");
     await page.keyboard.press("Tab");
     expect((await focused(page)).inMain).toBe(true);

@@ -1,4 +1,4 @@
-import { type ReactNode, useEffect, useRef, useState } from "react";
+import { type FocusEvent, type ReactNode, useEffect, useLayoutEffect, useRef, useState } from "react";
 
 export interface Column<Row> {
   header: string;
@@ -40,6 +40,48 @@ function useOverflowing<E extends HTMLElement>() {
   return { ref, overflowing };
 }
 
+/** The controls of a table body's cells: the one in the same place of the next row takes the focus. */
+const CONTROLS = "a[href], button:not([disabled]), input:not([disabled]), select:not([disabled])";
+
+/**
+ * When the row holding the focus leaves the table (its Delete or Revoke was confirmed and the list
+ * read again), the focus goes to the same control of the row now in its place (or the new last row),
+ * as lists of mail or files do, rather than to the document: a screen reader then says where the
+ * person is, and Enter or Tab goes on from there. A table left without rows is Layout's to handle.
+ */
+function useFocusKeptInRows<Row>(rows: Row[], rowKey: (row: Row) => string | number) {
+  const body = useRef<HTMLTableSectionElement>(null);
+  const focused = useRef<{ key: string | number; index: number; column: number; control: number }>(undefined);
+  const onFocus = (event: FocusEvent<HTMLTableSectionElement>) => {
+    const cell = event.target.closest("td, th");
+    const row = cell?.parentElement;
+    const index = row && body.current ? Array.prototype.indexOf.call(body.current.rows, row) : -1;
+    const shown = rows[index];
+    const control = cell ? [...cell.querySelectorAll(CONTROLS)].indexOf(event.target) : -1;
+    focused.current =
+      cell instanceof HTMLTableCellElement && shown !== undefined
+        ? { key: rowKey(shown), index, column: cell.cellIndex, control }
+        : undefined;
+  };
+  const onBlur = (event: FocusEvent<HTMLTableSectionElement>) => {
+    // Gone elsewhere (a dialog, another control); a removed row's blur has no next target.
+    if (event.relatedTarget && !body.current?.contains(event.relatedTarget)) focused.current = undefined;
+  };
+  // biome-ignore lint/correctness/useExhaustiveDependencies: runs when the rows change, by design
+  useLayoutEffect(() => {
+    const last = focused.current;
+    const active = document.activeElement;
+    if (!last || (active !== null && active !== document.body)) return;
+    if (rows.some((row) => rowKey(row) === last.key)) return;
+    focused.current = undefined;
+    const row = body.current?.rows[Math.min(last.index, rows.length - 1)];
+    const inCell = [...(row?.cells[last.column]?.querySelectorAll<HTMLElement>(CONTROLS) ?? [])];
+    const target = inCell[last.control] ?? inCell[0] ?? row?.querySelector<HTMLElement>(CONTROLS);
+    target?.focus();
+  }, [rows]);
+  return { body, onFocus, onBlur };
+}
+
 /**
  * A table that scrolls sideways on narrow screens, with paging links below it. The actions column
  * stays at the right edge, shadowed over the columns scrolled beneath it, so its buttons are always
@@ -47,6 +89,7 @@ function useOverflowing<E extends HTMLElement>() {
  */
 export function DataTable<Row>({ caption, columns, rows, rowKey, paging }: DataTableProps<Row>) {
   const { ref, overflowing } = useOverflowing<HTMLDivElement>();
+  const focusKept = useFocusKeptInRows(rows, rowKey);
   const cellClass = (column: Column<Row>) => (column.actions ? "cell-actions" : undefined);
   return (
     <div ref={ref} className={overflowing ? "table-wrap table-overflowing" : "table-wrap"}>
@@ -61,7 +104,7 @@ export function DataTable<Row>({ caption, columns, rows, rowKey, paging }: DataT
             ))}
           </tr>
         </thead>
-        <tbody>
+        <tbody ref={focusKept.body} onFocus={focusKept.onFocus} onBlur={focusKept.onBlur}>
           {rows.map((row) => (
             <tr key={rowKey(row)}>
               {columns.map((column) =>

@@ -109,10 +109,11 @@ export function Layout() {
 }
 
 /**
- * When the focused element leaves the page (the row whose Delete or Revoke was used, once the list
- * is read again), the browser drops the focus to the document's start and a keyboard user starts
- * over from the top bar. The focus goes to the page's `main` instead, so Tab continues in the page.
- * An open dialog gives the focus back to its opener itself, so nothing is done while one is open.
+ * When the focused element leaves the page and nothing took its place (the last row of a table
+ * deleted, the table replaced by its empty state), the browser drops the focus to the document and a
+ * screen reader loses the person's place. The focus goes to the page's `main` instead. A table with
+ * rows left focuses the row in the removed one's place itself (DataTable); an open dialog gives the
+ * focus back to its opener, so nothing is done while one is open.
  */
 function useFocusKeptInPage(main: RefObject<HTMLElement | null>) {
   useEffect(() => {
