@@ -321,4 +321,19 @@ describe.skipIf(missing)("the console in Chromium: words, figures and focus", ()
       await page.unroute(list);
     }
   });
+
+  it("puts the focus on the chosen page when a link of the phone's menu is used", async () => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    try {
+      await page.goto("/console/libraries");
+      await page.getByRole("button", { name: "Menu" }).click();
+      await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Players" }).focus();
+      await page.keyboard.press("Enter");
+      await page.waitForURL("**/console/players");
+      // The menu closed with the link in it; the focus is on the page chosen, not the document.
+      await waitUntil(async () => (await focused(page)).id === "main", 3_000, "the focus on main");
+    } finally {
+      await page.setViewportSize({ width: 1280, height: 800 });
+    }
+  });
 });

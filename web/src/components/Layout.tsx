@@ -23,9 +23,18 @@ export function Layout() {
   const location = useLocation();
   const [menuOpen, setMenuOpen] = useState(false);
   const [signOutError, setSignOutError] = useState<string>();
-  // A phone's menu closes once a page is chosen.
+  const main = useRef<HTMLElement>(null);
+  const menuWasOpen = useRef(menuOpen);
+  menuWasOpen.current = menuOpen;
+  // A phone's menu closes once a page is chosen. The chosen link is hidden with it, which dropped the
+  // focus to the document: it goes to the page that was chosen instead.
   // biome-ignore lint/correctness/useExhaustiveDependencies: runs on navigation by design
-  useEffect(() => setMenuOpen(false), [location.pathname]);
+  useEffect(() => {
+    if (menuWasOpen.current && document.getElementById("main-nav")?.contains(document.activeElement)) {
+      main.current?.focus({ preventScroll: true });
+    }
+    setMenuOpen(false);
+  }, [location.pathname]);
   // Escape closes the open menu and puts the focus back on its button.
   const menuButton = useRef<HTMLButtonElement>(null);
   useEffect(() => {
@@ -38,7 +47,6 @@ export function Layout() {
     document.addEventListener("keydown", onKey);
     return () => document.removeEventListener("keydown", onKey);
   }, [menuOpen]);
-  const main = useRef<HTMLElement>(null);
   useFocusKeptInPage(main);
 
   return (
