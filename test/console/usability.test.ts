@@ -266,9 +266,14 @@ describe.skipIf(missing)("the console in Chromium: words, figures and focus", ()
     await expect(summary.locator("strong").textContent()).resolves.toBe("Test event");
   });
 
-  it("names the analytics buckets by a date and time, not the API's ISO string", async () => {
+  it("words the analytics figures: totals, highest buckets and buckets by date and time", async () => {
     await page.goto("/console/cdn/analytics");
     const chart = page.locator('figure[data-metric="requests"]');
+    // The caption says what its figure is in words: "3 in total", "highest 12.5 ms".
+    await expect(chart.locator(".chart-total").textContent()).resolves.toMatch(/^\d[\d,]* in total$/);
+    await expect(
+      page.locator('figure[data-metric="upstream_origin_time_ms"] .chart-total').textContent(),
+    ).resolves.toMatch(/^highest \d/);
     await chart.locator("summary").click();
     const first = chart.locator("tbody th").first();
     await first.waitFor();

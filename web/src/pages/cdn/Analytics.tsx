@@ -299,7 +299,10 @@ function MetricChart({ metric, rows }: { metric: (typeof METRICS)[number]; rows:
       <figcaption id={titleId}>
         <span className="chart-title">{metric.label}</span>{" "}
         <span className="chart-total" data-metric-total={metric.name} data-value={summary}>
-          {metric.total} {metric.format(summary)}
+          {/* "sum 44" and "peak 17.6 ms" read as labels of a spreadsheet; these read as a sentence. */}
+          {metric.total === "sum"
+            ? `${metric.format(summary)} in total`
+            : `highest ${metric.format(summary)}`}
         </span>
       </figcaption>
       <div ref={plotRef} className="chart-plot" aria-hidden="true" />
