@@ -181,7 +181,7 @@ describe.skipIf(missing)("the console in Chromium: webhooks, CDN, cloud and the 
     await edit.waitFor({ state: "hidden" });
     await page
       .getByRole("row", { name: new RegExp(libraryHostname) })
-      .getByText("120 s")
+      .getByText("2 minutes")
       .waitFor();
     await screenshot(page, "cdn-library-distribution");
 
