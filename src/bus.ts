@@ -27,6 +27,23 @@ export interface Bus {
 
 const DROP_CACHES_CHANNEL = "bus.drop-caches";
 
+/**
+ * Redis could not take a message for the other nodes (it is away): this node's handlers have run,
+ * the others did not hear it. Whoever published decides whether that may pass (a change the others
+ * also learn from the store soon) or must be refused (a purge they would never apply).
+ */
+export class BusUnavailableError extends Error {
+  constructor(cause: unknown) {
+    super("Redis is unavailable: the message did not reach the other nodes", { cause });
+  }
+}
+
+/** For messages the other nodes may miss: their caches of it expire, or are dropped when they reconnect. */
+export const unlessBusUnavailable = (error: unknown): number => {
+  if (error instanceof BusUnavailableError) return 0;
+  throw error;
+};
+
 class LocalHandlers {
   readonly #handlers = new Map<string, BusHandler[]>();
 
@@ -107,6 +124,8 @@ export class RedisBus implements Bus {
   readonly #reconnectListeners: (() => void)[] = [];
   /** Channels whose SUBSCRIBE Redis has confirmed: Redis counts this node among their listeners. */
   readonly #subscribed = new Set<string>();
+  /** Channels this node listens on, confirmed or not (one asked for while Redis was away is not yet). */
+  readonly #wanted = new Set<string>();
 
   private constructor(
     private readonly prefix: string,
@@ -118,8 +137,12 @@ export class RedisBus implements Bus {
     // subscribing here too (harmless) tells when the node listens again, which is when what it
     // may have missed is dropped.
     subscriber.on("ready", () => {
-      const channels = [...this.#subscribed].map((channel) => prefix + channel);
-      (channels.length > 0 ? subscriber.subscribe(...channels) : Promise.resolve()).then(() => {
+      const wanted = [...this.#wanted];
+      (wanted.length > 0
+        ? subscriber.subscribe(...wanted.map((channel) => prefix + channel))
+        : Promise.resolve()
+      ).then(() => {
+        for (const channel of wanted) this.#subscribed.add(channel);
         this.#runReconnectListeners();
       }, onError);
     });
@@ -162,10 +185,13 @@ export class RedisBus implements Bus {
 
   async publish(channel: string, message: string): Promise<number> {
     await this.#handlers.run(channel, message);
-    const reached = await this.publisher.publish(
-      this.prefix + channel,
-      JSON.stringify({ origin: this.#nodeId, message }),
-    );
+    // Not queued for a reconnect that may take long: the caller learns at once that nobody heard.
+    if (this.publisher.status !== "ready") throw new BusUnavailableError(this.publisher.status);
+    const reached = await this.publisher
+      .publish(this.prefix + channel, JSON.stringify({ origin: this.#nodeId, message }))
+      .catch((error: unknown) => {
+        throw new BusUnavailableError(error);
+      });
     // Redis counts this node's own subscription too (unless it is reconnecting); its handlers have
     // already run above.
     return Math.max(0, this.#subscribed.has(channel) ? reached - 1 : reached);
@@ -173,7 +199,12 @@ export class RedisBus implements Bus {
 
   async subscribe(channel: string, handler: BusHandler): Promise<void> {
     if (!this.#handlers.add(channel, handler)) return;
-    await this.subscriber.subscribe(this.prefix + channel);
+    this.#wanted.add(channel);
+    // Asked for while Redis is away: subscribed when it is back (the `ready` handler above).
+    if (this.subscriber.status !== "ready") throw new BusUnavailableError(this.subscriber.status);
+    await this.subscriber.subscribe(this.prefix + channel).catch((error: unknown) => {
+      throw new BusUnavailableError(error);
+    });
     this.#subscribed.add(channel);
   }
 

@@ -35,10 +35,16 @@ export class PurgeSync {
   constructor(private readonly bus: Bus) {}
 
   #listenForAcks(): Promise<void> {
-    this.#acksSubscribed ??= this.bus.subscribe(PURGE_ACK_CHANNEL, (raw) => {
-      const ack = JSON.parse(raw) as PurgeAck;
-      if (ack.nodeId !== this.#edgeNodeId) this.#acknowledgements.heard(ack.purgeId, ack.nodeId);
-    });
+    this.#acksSubscribed ??= this.bus
+      .subscribe(PURGE_ACK_CHANNEL, (raw) => {
+        const ack = JSON.parse(raw) as PurgeAck;
+        if (ack.nodeId !== this.#edgeNodeId) this.#acknowledgements.heard(ack.purgeId, ack.nodeId);
+      })
+      .catch((error: unknown) => {
+        // Redis was away: the bus subscribes once it is back, and the next purge asks again.
+        this.#acksSubscribed = undefined;
+        throw error;
+      });
     return this.#acksSubscribed;
   }
 

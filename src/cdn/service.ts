@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type { Bus } from "../bus.ts";
+import { type Bus, unlessBusUnavailable } from "../bus.ts";
 import { type Clock, nowIso } from "../clock.ts";
 import type { Config } from "../config.ts";
 import type { FieldError } from "../http/errors.ts";
@@ -148,8 +148,12 @@ export class CdnService {
     return { field: "origin_url", code: "validation_format", message };
   }
 
+  /**
+   * Tells the edges; with Redis away the change still stands (it is committed): they read names
+   * again within half a second, and drop their caches when they reconnect.
+   */
   private async announce(change: DistributionChange): Promise<void> {
-    await this.bus.publish(DISTRIBUTION_CHANNEL, JSON.stringify(change));
+    await this.bus.publish(DISTRIBUTION_CHANNEL, JSON.stringify(change)).catch(unlessBusUnavailable);
   }
 
   /** A host name the platform keeps for itself (its own names, IP literals, the media domain) is refused. */

@@ -4,6 +4,7 @@ import {
   STORAGE_RETRY_AFTER_S,
   STORAGE_UNAVAILABLE_MESSAGE,
 } from "../blobs/store.ts";
+import { BusUnavailableError } from "../bus.ts";
 import { isStoreUnavailable, STORE_RETRY_AFTER_S, STORE_UNAVAILABLE_MESSAGE } from "../store/unavailable.ts";
 import { type ApiGroup, isCloudPath } from "./auth.ts";
 import { ApiError, type FieldError } from "./errors.ts";
@@ -185,8 +186,8 @@ export function registerErrorHandling(app: FastifyInstance): void {
       request.log.warn({ err: error }, "request failed: media storage unavailable");
       return sendApiError(request, reply, STORAGE_UNAVAILABLE);
     }
-    if (isStoreUnavailable(error)) {
-      request.log.warn({ err: error }, "request failed: store unavailable");
+    if (isStoreUnavailable(error) || error instanceof BusUnavailableError) {
+      request.log.warn({ err: error }, "request failed: store or Redis unavailable");
       return sendApiError(request, reply, STORE_UNAVAILABLE);
     }
     request.log.error({ err: error }, "request failed");

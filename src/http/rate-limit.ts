@@ -1,4 +1,10 @@
-import rateLimit from "@fastify/rate-limit";
+import rateLimit, {
+  type FastifyRateLimitStore,
+  type FastifyRateLimitStoreCtor,
+  type RateLimitPluginOptions,
+} from "@fastify/rate-limit";
+import LocalStore from "@fastify/rate-limit/store/LocalStore.js";
+import RedisStore from "@fastify/rate-limit/store/RedisStore.js";
 import type { FastifyInstance } from "fastify";
 import type { Redis } from "ioredis";
 import type { RateLimitSetting } from "../config.ts";
@@ -6,9 +12,53 @@ import { credentialOf } from "../identity/service.ts";
 import { clientNetwork } from "./client-address.ts";
 import { ApiError } from "./errors.ts";
 
+type Counted = Parameters<FastifyRateLimitStore["incr"]>[1];
+/** How the plugin calls a store: with the window and the budget after the callback (its type omits them). */
+type Increment = (key: string, callback: Counted, timeWindow?: number, max?: number) => void;
+
+/**
+ * Counts in Redis while its connection is ready. While it is away each node counts for itself, as
+ * nodes without Redis do: a Redis outage must not refuse every request (it answered 500 before).
+ */
+class SharedOrLocalStore implements FastifyRateLimitStore {
+  constructor(
+    private readonly redis: Redis,
+    private readonly shared: FastifyRateLimitStore,
+    private readonly local: FastifyRateLimitStore,
+  ) {}
+
+  incr(key: string, callback: Counted, timeWindow?: number, max?: number): void {
+    const count = (store: FastifyRateLimitStore, done: Counted) =>
+      (store.incr as Increment)(key, done, timeWindow, max);
+    if (this.redis.status !== "ready") count(this.local, callback);
+    else
+      count(this.shared, (error, result) => (error ? count(this.local, callback) : callback(null, result)));
+  }
+
+  child(routeOptions: Parameters<FastifyRateLimitStore["child"]>[0]): FastifyRateLimitStore {
+    return new SharedOrLocalStore(
+      this.redis,
+      this.shared.child(routeOptions),
+      this.local.child(routeOptions),
+    );
+  }
+}
+
+/** The plugin makes its store from its options: one that shares counts through `redis` under `nameSpace`. */
+const sharedOrLocal = (redis: Redis, nameSpace: string): FastifyRateLimitStoreCtor =>
+  class extends SharedOrLocalStore {
+    constructor({ continueExceeding = false, exponentialBackoff = false, cache }: RateLimitPluginOptions) {
+      super(
+        redis,
+        new RedisStore(continueExceeding, exponentialBackoff, redis, nameSpace),
+        new LocalStore(continueExceeding, exponentialBackoff, cache),
+      );
+    }
+  };
+
 /**
  * Per-key request budget. It runs after authentication so the budget belongs to the verified key;
- * with Redis the counters are shared by every node.
+ * with Redis the counters are shared by every node (each node's own while Redis is away).
  */
 export async function registerRateLimit(
   app: FastifyInstance,
@@ -26,7 +76,7 @@ export async function registerRateLimit(
     enableDraftSpec: true,
     // The API reference page and its script are operational, like /healthz and /openapi.json.
     allowList: (request) => request.routeOptions.url?.startsWith("/docs") ?? false,
-    ...(redis ? { redis: redis.client, nameSpace: `${redis.prefix}rate-limit:` } : {}),
+    ...(redis ? { store: sharedOrLocal(redis.client, `${redis.prefix}rate-limit:`) } : {}),
     keyGenerator: (request) =>
       request.auth
         ? `${request.auth.organizationId}:${credentialOf(request.auth)}`

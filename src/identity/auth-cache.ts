@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { Acknowledgements } from "../acknowledgements.ts";
-import type { Bus } from "../bus.ts";
+import { type Bus, unlessBusUnavailable } from "../bus.ts";
 import type { Clock } from "../clock.ts";
 import type { Store } from "../store/database.ts";
 import { KEY_CHANGES_CHANNEL } from "../store/migrations/0006-identity-key-notifications.ts";
@@ -103,7 +103,8 @@ export class AuthCache {
     // Key changes sent while this node was cut off from the others are lost; a developer-mode reset too.
     bus.onReconnect(() => this.clear());
     if (!storeListen) {
-      this.#tellOthers = (message) => bus.publish(KEY_CHANGED_CHANNEL, message);
+      // With Redis away the others' cached entries still expire within 2 s.
+      this.#tellOthers = (message) => bus.publish(KEY_CHANGED_CHANNEL, message).catch(unlessBusUnavailable);
       await bus.subscribe(KEY_CHANGED_CHANNEL, (message) => this.#heard(message));
       this.#listening = true;
       return;
