@@ -1,5 +1,5 @@
 import { type Static, type TNumber, type TOptional, Type } from "@sinclair/typebox";
-import { StringEnum, Timestamp, Uuid } from "../http/schemas.ts";
+import { expecting, StringEnum, Timestamp, Uuid } from "../http/schemas.ts";
 
 export const DISTRIBUTION_STATUSES = ["active", "disabled"] as const;
 
@@ -18,6 +18,7 @@ const OriginUrl = Type.String({
   maxLength: 2048,
   pattern: "^[Hh][Tt][Tt][Pp][Ss]?://[^/?#\\s]",
   description: "http(s) URL of the origin",
+  ...expecting("an http or https URL such as https://origin.example.com"),
   examples: ["https://origin.example.com"],
 });
 
@@ -42,6 +43,7 @@ export const CreateDistributionBody = Type.Object({
   hostname: Type.String({
     pattern: HOSTNAME_PATTERN,
     description: "Host name viewers use; stored lower-case",
+    ...expecting("a host name such as cdn.example.com"),
   }),
   origin_url: OriginUrl,
   default_ttl_s: Type.Optional({ ...TtlField, default: 3600 }),
@@ -69,6 +71,7 @@ export const PurgeBody = (maxPaths: number) =>
       Type.String({
         pattern: "^/[^*]*\\*?$",
         maxLength: MAX_PURGE_PATH_LENGTH,
+        ...expecting("a path starting with /, with * only as its last character (/images/*)"),
         description: "Starts with /; a trailing * purges every path with that prefix",
       }),
       { minItems: 1, maxItems: maxPaths },

@@ -1,6 +1,6 @@
 import { type Static, Type } from "@sinclair/typebox";
 import { NAMES_RESOURCE } from "../http/identifiers.ts";
-import { Nullable, StringEnum, Timestamp, Uuid } from "../http/schemas.ts";
+import { expecting, Nullable, StringEnum, Timestamp, Uuid } from "../http/schemas.ts";
 import { FLOATING_TARGET_TYPES } from "./tables.ts";
 
 // Shapes follow the Warren-platform cloud API (see docs/cloud.md). Request fields are accepted
@@ -114,6 +114,7 @@ export const CreateVmBody = Type.Object({
     maxLength: 32,
     pattern: "^[A-Za-z_][A-Za-z0-9_.-]*$",
     default: "cumulo",
+    ...expecting("a letter or _ followed by letters, digits, _ . or -"),
   }),
   password: Type.Optional(
     Type.String({ minLength: 1, maxLength: 128, description: "Stored only as a hash" }),
@@ -205,7 +206,13 @@ export const CreateFloatingIpBody = Type.Object({
 export const UpdateFloatingIpBody = CreateFloatingIpBody;
 
 export const FloatingIpQuery = Type.Object({
-  vm_uuid: Type.Optional(Type.String({ maxLength: 64, pattern: "^[0-9A-Za-z-]*$" })),
+  vm_uuid: Type.Optional(
+    Type.String({
+      maxLength: 64,
+      pattern: "^[0-9A-Za-z-]*$",
+      ...expecting("a VM uuid (letters, digits and -)"),
+    }),
+  ),
   billing_account_id: Type.Optional(BillingAccountId),
 });
 
@@ -244,7 +251,9 @@ export const LoadBalancerView = Type.Object({
 });
 
 export const RuleBody = Type.Object({
-  protocol: Type.Optional(Type.String({ pattern: "^(TCP|tcp)$", description: "TCP (the default)" })),
+  protocol: Type.Optional(
+    Type.String({ pattern: "^(TCP|tcp)$", description: "TCP (the default)", ...expecting("TCP") }),
+  ),
   source_port: Port,
   target_port: Port,
 });
@@ -288,7 +297,13 @@ export const S3UserView = Type.Object({
 });
 
 export const AccessKeyBody = Type.Object({
-  access_key: Type.Optional(Type.String({ maxLength: 128, pattern: "^[A-Za-z0-9]*$" })),
+  access_key: Type.Optional(
+    Type.String({
+      maxLength: 128,
+      pattern: "^[A-Za-z0-9]*$",
+      ...expecting("an access key of letters and digits"),
+    }),
+  ),
 });
 export const S3Info = Type.Object({ url: Type.String() });
 

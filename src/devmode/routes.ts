@@ -8,7 +8,7 @@ import { LATEST_INSTANT, OffsetClock } from "../clock.ts";
 import { presentedKey } from "../http/auth.ts";
 import { ApiError, type FieldError } from "../http/errors.ts";
 import { nestsDeeperThan } from "../http/json-bodies.ts";
-import { mediaErrorResponses, StringEnum, Timestamp, Uuid } from "../http/schemas.ts";
+import { expecting, mediaErrorResponses, StringEnum, Timestamp, Uuid } from "../http/schemas.ts";
 import { DEFAULT_ORGANIZATION_NAME } from "../identity/service.ts";
 import type { CoreDeps, Services } from "../services.ts";
 import { FAULT_METHODS, FAULT_TARGETS, FAULT_VIDEO_STAGES, FaultRules } from "./faults.ts";
@@ -55,7 +55,10 @@ const eachRequired = (fields: string[], message: string): FieldError[] =>
   fields.map((field) => ({ field, code: "validation_required", message }));
 
 const Snapshot = Type.Object({ name: Type.String(), created_at: Timestamp });
-const SnapshotName = Type.String({ pattern: SNAPSHOT_NAME });
+const SnapshotName = Type.String({
+  pattern: SNAPSHOT_NAME,
+  ...expecting("1 to 40 lower-case letters, digits or _"),
+});
 const Done = Type.Object({ done: Type.Boolean(), duration_ms: Type.Number() });
 const TimeView = Type.Object({ now: Timestamp, offset_ms: Type.Integer() });
 const TimeChange = Type.Object({

@@ -2,6 +2,7 @@ import { type Static, Type } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
 import type { FastifyInstance } from "fastify";
 import { parse as parseYaml } from "yaml";
+import { expecting } from "../http/schemas.ts";
 import type { IdentityService } from "../identity/service.ts";
 import { isUniqueViolation } from "../store/transactions.ts";
 import type { StateService } from "./state-service.ts";
@@ -22,7 +23,12 @@ export const SeedBody = Type.Object({
     Type.Object({
       name: Type.String({ minLength: 1, maxLength: 200 }),
       /** The organization's admin key (the same rule as CUMULO_BOOTSTRAP_API_KEY); generated when absent. */
-      api_key: Type.Optional(Type.String({ pattern: "^[A-Za-z0-9_-]{20,200}$" })),
+      api_key: Type.Optional(
+        Type.String({
+          pattern: "^[A-Za-z0-9_-]{20,200}$",
+          ...expecting("20 to 200 letters, digits, _ or -"),
+        }),
+      ),
       keys: Type.Optional(
         Type.Array(
           Type.Object({ name: Type.String({ minLength: 1 }), read_only: Type.Optional(Type.Boolean()) }),
@@ -64,8 +70,11 @@ export const SeedBody = Type.Object({
       requests: Type.Optional(
         Type.Array(
           Type.Object({
-            method: Type.String({ pattern: "^(POST|PUT|PATCH|DELETE)$" }),
-            path: Type.String({ pattern: "^/v1/" }),
+            method: Type.String({
+              pattern: "^(POST|PUT|PATCH|DELETE)$",
+              ...expecting("POST, PUT, PATCH or DELETE"),
+            }),
+            path: Type.String({ pattern: "^/v1/", ...expecting("an API path starting with /v1/") }),
             body: Type.Optional(Body),
           }),
         ),

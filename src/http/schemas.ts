@@ -1,5 +1,15 @@
 import { type Static, type TSchema, Type } from "@sinclair/typebox";
 
+/**
+ * The annotation that says in words what a string with a `pattern` takes ("a host name such as
+ * cdn.example.com"): its validation error reads "The hostname field has an invalid format. It must be
+ * a host name such as cdn.example.com." (`src/http/validation.ts`). Shown in the OpenAPI document too.
+ */
+export const EXPECTED = "x-expected";
+
+/** `EXPECTED` as schema options: `Type.String({ pattern, ...expecting("a hex colour such as #3b82f6") })`. */
+export const expecting = (words: string) => ({ [EXPECTED]: words });
+
 export const Uuid = Type.String({ format: "uuid" });
 export const Timestamp = Type.String({ format: "date-time", examples: ["2026-11-21T08:30:00.123Z"] });
 

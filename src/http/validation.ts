@@ -2,6 +2,7 @@ import { Ajv, type ErrorObject, type Options } from "ajv";
 import addFormats from "ajv-formats";
 import type { FastifySchemaCompiler } from "fastify";
 import type { FieldError, ValidationCode } from "./errors.ts";
+import { EXPECTED } from "./schemas.ts";
 
 const baseOptions: Options = { allErrors: true, strict: false, useDefaults: true, removeAdditional: false };
 
@@ -13,9 +14,11 @@ function buildAjv(options: Options): Ajv {
 
 // Bodies keep their JSON types (a number where a string belongs is validation_type); query strings
 // and path parameters arrive as text and are coerced, repeated query keys becoming arrays. `verbose`
-// puts the refused value in each error, so a list of allowed values can tell a wrong type apart.
+// puts the refused value in each error, so a list of allowed values can tell a wrong type apart
+// (a query key given twice is a list where one value belongs: validation_type, as for `limit`), and
+// the failing schema, whose `x-expected` words say what a pattern takes.
 const bodyAjv = buildAjv({ coerceTypes: false, verbose: true });
-const textAjv = buildAjv({ coerceTypes: "array" });
+const textAjv = buildAjv({ coerceTypes: "array", verbose: true });
 
 // Ajv coerces any text JavaScript reads as a number (`0x10`, `1e1`, `+5`, ` 5`); a number in a query
 // string or path is taken only as plain decimal text.
@@ -165,6 +168,36 @@ function boundOf(error: ErrorObject): string {
   }
 }
 
+/** What the standard formats take, in words a developer reads without the JSON Schema at hand. */
+const FORMAT_WORDS: Record<string, string> = {
+  uuid: "a UUID such as 3f2b8c1e-5d4a-4c7b-9e2f-1a2b3c4d5e6f",
+  "date-time": "an ISO 8601 timestamp such as 2026-11-21T08:30:00Z",
+  date: "a date such as 2026-11-21",
+  ipv4: "an IPv4 address such as 203.0.113.5",
+};
+
+/** What the refused value should have been, when its schema or its format says so. */
+function expectedOf(error: ErrorObject): string | undefined {
+  const annotated = (error.parentSchema as Record<string, unknown> | undefined)?.[EXPECTED];
+  if (typeof annotated === "string") return annotated;
+  return error.keyword === "format" ? FORMAT_WORDS[String(error.params.format)] : undefined;
+}
+
+/**
+ * A refused format: "has an invalid format", then what the field takes when that is known. The first
+ * sentence stays the same for every format, so a client (the console) can recognize it.
+ */
+function formatMessage(error: ErrorObject, field: string): string {
+  if (error.keyword === "uniqueItems") {
+    const [first, second] = [Number(error.params.i), Number(error.params.j)].sort((x, y) => x - y);
+    return `The ${field} field must not list the same value twice (items ${first} and ${second} are equal).`;
+  }
+  const expected = expectedOf(error);
+  return expected
+    ? `The ${field} field has an invalid format. It must be ${expected}.`
+    : `The ${field} field has an invalid format.`;
+}
+
 function messageOf(error: ErrorObject, field: string, code: ValidationCode): string {
   switch (code) {
     case "validation_required":
@@ -176,7 +209,7 @@ function messageOf(error: ErrorObject, field: string, code: ValidationCode): str
       return `The ${field} field must be one of: ${allowed.map(String).join(", ")}.`;
     }
     case "validation_format":
-      return `The ${field} field has an invalid format.`;
+      return formatMessage(error, field);
     case "validation_min":
     case "validation_max":
       return `The ${field} field ${boundOf(error)}.`;

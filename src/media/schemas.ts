@@ -1,5 +1,5 @@
 import { type Static, type TProperties, Type } from "@sinclair/typebox";
-import { Nullable, PageQuery, StringEnum, Timestamp, Uuid } from "../http/schemas.ts";
+import { expecting, Nullable, PageQuery, StringEnum, Timestamp, Uuid } from "../http/schemas.ts";
 import { COUNTRY_CODE_PATTERN } from "./countries.ts";
 import {
   DEFAULT_PRIVACIES,
@@ -58,8 +58,15 @@ export const UpdateLibraryBody = Type.Object({
 });
 export type UpdateLibraryInput = Static<typeof UpdateLibraryBody>;
 
+/** What a time filter takes, in its validation errors. */
+export const TIME_FILTER_WORDS =
+  "an ISO 8601 timestamp such as 2026-11-21T08:30:00Z, or a date such as 2026-11-21";
+
 /** A timestamp (`2026-11-21T08:30:00Z`) or a whole day (`2026-11-21`). */
-const TimeFilter = Type.Union([Type.String({ format: "date-time" }), Type.String({ format: "date" })]);
+const TimeFilter = Type.Union([
+  Type.String({ format: "date-time", ...expecting(TIME_FILTER_WORDS) }),
+  Type.String({ format: "date", ...expecting(TIME_FILTER_WORDS) }),
+]);
 
 export const LibraryListQuery = withPaging({
   default_privacy: Type.Optional(StringEnum(DEFAULT_PRIVACIES)),
@@ -100,9 +107,24 @@ const ruleInput = (value: ReturnType<typeof Type.String>, maxValues: number) =>
 export const UpdateSecurityBody = (maxValues: number) =>
   Type.Object({
     referrers: Type.Optional(
-      ruleInput(Type.String({ maxLength: 253, pattern: REFERRER_HOST_PATTERN }), maxValues),
+      ruleInput(
+        Type.String({
+          maxLength: 253,
+          pattern: REFERRER_HOST_PATTERN,
+          ...expecting("a host name such as example.com, optionally starting with *. (*.example.com)"),
+        }),
+        maxValues,
+      ),
     ),
-    countries: Type.Optional(ruleInput(Type.String({ pattern: COUNTRY_CODE_PATTERN }), maxValues)),
+    countries: Type.Optional(
+      ruleInput(
+        Type.String({
+          pattern: COUNTRY_CODE_PATTERN,
+          ...expecting("an officially assigned ISO 3166-1 alpha-2 country code such as DE or US"),
+        }),
+        maxValues,
+      ),
+    ),
     video_privacy: Type.Optional(StringEnum(VIDEO_PRIVACIES)),
   });
 export type UpdateSecurityInput = Static<ReturnType<typeof UpdateSecurityBody>>;
@@ -214,7 +236,11 @@ export const PLAYER_CONTROLS = [
   "fullscreen",
 ] as const;
 
-const Color = Type.String({ pattern: "^#([0-9A-Fa-f]{3}|[0-9A-Fa-f]{6})$", examples: ["#3b82f6"] });
+const Color = Type.String({
+  pattern: "^#([0-9A-Fa-f]{3}|[0-9A-Fa-f]{6})$",
+  examples: ["#3b82f6"],
+  ...expecting("a hex colour such as #3b82f6 or #fff"),
+});
 
 export const Theme = Type.Object({
   primary_color: Color,

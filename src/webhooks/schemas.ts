@@ -1,5 +1,5 @@
 import { type Static, type TObject, type TRecord, Type } from "@sinclair/typebox";
-import { Nullable, PageQuery, StringEnum, Uuid } from "../http/schemas.ts";
+import { expecting, Nullable, PageQuery, StringEnum, Uuid } from "../http/schemas.ts";
 import { VIDEO_EVENTS } from "./emitter.ts";
 import { MAX_RETRY_DELAY_S } from "./schedule.ts";
 
@@ -40,9 +40,16 @@ export const RetryPolicySchema = Type.Object(
 // breaks that could smuggle a second header.
 const Headers = Type.Record(
   Type.String(),
-  Type.String({ maxLength: 4096, pattern: "^[\\t\\x20-\\x7e\\x80-\\xff]*$" }),
+  Type.String({
+    maxLength: 4096,
+    pattern: "^[\\t\\x20-\\x7e\\x80-\\xff]*$",
+    ...expecting("a header value without line breaks or other control characters"),
+  }),
   {
-    propertyNames: { pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$" },
+    propertyNames: {
+      pattern: "^[!#$%&'*+.^_`|~0-9A-Za-z-]+$",
+      ...expecting("a header name of letters, digits and ! # $ % & ' * + . ^ _ ` | ~ -"),
+    },
     maxProperties: 50,
     description: "Sent with every delivery; they never replace the signing headers, Content-Type or Host",
   },
@@ -55,6 +62,7 @@ const Url = Type.String({
   maxLength: 2048,
   pattern: "^[Hh][Tt][Tt][Pp][Ss]?://[^\\s/?#]+([/?#]\\S*)?$",
   description: "http or https address",
+  ...expecting("an http or https URL without spaces, such as https://example.com/webhooks"),
 });
 const Events = Type.Array(StringEnum(SUBSCRIBABLE_EVENTS), { minItems: 1, maxItems: 20 });
 const Name = Type.String({ minLength: 1, maxLength: 255 });

@@ -9,6 +9,7 @@ import {
   type CreateLibraryInput,
   Library,
   LibraryListQuery,
+  TIME_FILTER_WORDS,
   UpdateLibraryBody,
 } from "../schemas.ts";
 import { listPath, type MediaRouteOptions, mediaSecurity, requireLibrary } from "./common.ts";
@@ -26,7 +27,11 @@ function timeBound(field: string, value: string | undefined, end: boolean): stri
   const text = DAY.test(value) ? `${value}T${end ? "23:59:59.999" : "00:00:00.000"}Z` : value;
   const time = Date.parse(text);
   if (Number.isNaN(time))
-    throw ApiError.field(field, "validation_format", `The ${field} field has an invalid format.`);
+    throw ApiError.field(
+      field,
+      "validation_format",
+      `The ${field} field has an invalid format. It must be ${TIME_FILTER_WORDS}.`,
+    );
   // Times are kept to the millisecond and Date.parse drops finer digits: a start bound between two
   // milliseconds begins at the next one, or a resource made before it would match.
   const finer = /\.\d{3}(\d+)/.exec(text)?.[1] ?? "";
