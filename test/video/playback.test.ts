@@ -556,7 +556,7 @@ describe("video pipeline and playback", () => {
     expect(existsSync(join(t.store.dataDir, "blobs", "media", libraryId, broken))).toBe(false);
   });
 
-  it("rejects other content types (415), empty bodies (400), oversize bodies (413) and other tenants (404)", async () => {
+  it("rejects other content types (415), empty files (400 naming the file), oversize bodies (413) and other tenants (404)", async () => {
     const target = (await createVideo(t, libraryId, { title: "Refusals" })).id;
     const text = await uploadSource(t, libraryId, target, new TextEncoder().encode("hello"), "text/plain");
     expect(text.status).toBe(415);
@@ -564,9 +564,20 @@ describe("video pipeline and playback", () => {
     expect((await uploadSource(t, libraryId, target, new Uint8Array([1, 2]), "image/png")).status).toBe(415);
     const json = await t.request("PUT", `${videoPath(libraryId, target)}/source`, { json: { file: "x" } });
     expect(json.status).toBe(415);
+    // An empty file, raw or in a form, is named: the same answer as a form field sent empty.
+    const emptyFile = {
+      success: false,
+      message: "Invalid Request",
+      errors: [{ field: "file", code: "validation_min", message: "The file field must not be empty." }],
+    };
     const empty = await uploadSource(t, libraryId, target, new Uint8Array(0));
     expect(empty.status).toBe(400);
-    expect(empty.body).toEqual({ success: false, message: "Invalid Request" });
+    expect(empty.body).toEqual(emptyFile);
+    const form = new FormData();
+    form.append("file", new Blob([]), "empty.mp4");
+    const emptyPart = await t.request("PUT", `${videoPath(libraryId, target)}/source`, { body: form });
+    expect(emptyPart.status).toBe(400);
+    expect(emptyPart.body).toEqual(emptyFile);
     const big = await uploadSource(t, libraryId, target, new Uint8Array(MAX_VIDEO_BYTES + 1));
     expect(big.status).toBe(413);
     expect(big.body).toEqual({ success: false, message: "Payload Too Large" });

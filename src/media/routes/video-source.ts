@@ -9,7 +9,7 @@ import { ApiError } from "../../http/errors.ts";
 import { Envelope, IdParams, mediaErrorResponses } from "../../http/schemas.ts";
 import { Processing } from "../../video/schemas.ts";
 import { toVideo } from "../presenters.ts";
-import { requiredField } from "../received-files.ts";
+import { emptyField, requiredField } from "../received-files.ts";
 import { Video } from "../schemas.ts";
 import { receiveMultipart } from "../uploads.ts";
 import { type MediaRouteOptions, mediaSecurity, requireVideo } from "./common.ts";
@@ -111,8 +111,9 @@ export const videoSourceRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = a
           return reply
             .code(202)
             .send(ok("Video upload accepted, processing started", toVideo(result.video, config)));
+        // Raw or multipart, an upload without a byte is a file sent empty, as a subtitle's says.
         case "empty":
-          throw ApiError.invalidRequest();
+          throw ApiError.validation([emptyField("file")]);
         case "not_found":
           throw ApiError.notFound();
       }
