@@ -26,7 +26,7 @@ function checkTitle(value: string | undefined, errors: FieldError[]): string | u
     errors.push({
       field: "title",
       code: "validation_max",
-      message: `The title field must be at most ${MAX_TITLE} characters.`,
+      message: `The title field must be at most ${MAX_TITLE} characters long.`,
     });
     return undefined;
   }

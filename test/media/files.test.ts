@@ -127,6 +127,19 @@ describe("subtitles and thumbnails", () => {
       "The title field must not be empty.",
       "The language field must not be empty.",
     ]);
+    // A title too long, in the words of a video's or a library's too-long JSON title.
+    const long = await t.request("POST", `${base}/subtitles`, {
+      body: form({ title: "x".repeat(256), language: "en" }, { name: "ok.vtt", content: VTT }),
+    });
+    const longJson = await t.request("PATCH", base, { json: { title: "x".repeat(256) } });
+    expect(long.body.errors).toEqual(longJson.body.errors);
+    expect(long.body.errors).toEqual([
+      {
+        field: "title",
+        code: "validation_max",
+        message: "The title field must be at most 255 characters long.",
+      },
+    ]);
     const missing = await t.request("POST", `${base}/subtitles`, {
       body: form({ title: "x", language: "en" }),
     });
