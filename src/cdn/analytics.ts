@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from "fastify";
 import type { Clock } from "../clock.ts";
 import type { FieldError } from "../http/errors.ts";
+import { TIME_OR_DAY_WORDS } from "../http/schemas.ts";
 import type { StoreGeneration } from "../store/database.ts";
 import { KeptWhileUnchanged } from "../store/kept-while-unchanged.ts";
 import {
@@ -302,7 +303,7 @@ export class AnalyticsService {
       errors.push({
         field: "metrics",
         code: "validation_enum",
-        message: `The metrics field must be one of: ${METRICS.join(", ")}.`,
+        message: `The metrics field must be one of: ${METRICS.join(", ")}; ${unknown.join(", ")} ${unknown.length === 1 ? "is" : "are"} not.`,
       });
     }
     const metrics = (requested.length > 0 ? [...new Set(requested)] : [...METRICS]) as Metric[];
@@ -322,7 +323,7 @@ export class AnalyticsService {
       errors.push({
         field: "to",
         code: "validation_format",
-        message: "The to field must be an ISO 8601 time.",
+        message: `The to field has an invalid format. It must be ${TIME_OR_DAY_WORDS}.`,
       });
     }
     let from: number | undefined;
@@ -332,7 +333,7 @@ export class AnalyticsService {
         errors.push({
           field: "from",
           code: "validation_format",
-          message: "The from field must be an ISO 8601 time.",
+          message: `The from field has an invalid format. It must be ${TIME_OR_DAY_WORDS}.`,
         });
       }
     } else if (to !== undefined) {
@@ -354,7 +355,7 @@ export class AnalyticsService {
         errors.push({
           field: "granularity",
           code: "validation_max",
-          message: `The range holds more than ${MAX_BUCKETS} buckets of this granularity.`,
+          message: `The granularity field is too fine for this range: it gives ${bucketCount} buckets, at most ${MAX_BUCKETS} are allowed.`,
         });
       }
     }

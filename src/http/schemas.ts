@@ -11,6 +11,9 @@ export const EXPECTED = "x-expected";
 export const expecting = (words: string) => ({ [EXPECTED]: words });
 
 export const Uuid = Type.String({ format: "uuid" });
+/** What a time filter or range bound takes (a timestamp or a whole day), in its validation errors. */
+export const TIME_OR_DAY_WORDS =
+  "an ISO 8601 timestamp such as 2026-11-21T08:30:00Z, or a date such as 2026-11-21";
 export const Timestamp = Type.String({ format: "date-time", examples: ["2026-11-21T08:30:00.123Z"] });
 
 /** A string limited to listed values; validates as `enum`, so a wrong type stays a type error. */

@@ -1,5 +1,13 @@
 import { type Static, type TProperties, Type } from "@sinclair/typebox";
-import { expecting, Nullable, PageQuery, StringEnum, Timestamp, Uuid } from "../http/schemas.ts";
+import {
+  expecting,
+  Nullable,
+  PageQuery,
+  StringEnum,
+  TIME_OR_DAY_WORDS,
+  Timestamp,
+  Uuid,
+} from "../http/schemas.ts";
 import { COUNTRY_CODE_PATTERN } from "./countries.ts";
 import {
   DEFAULT_PRIVACIES,
@@ -58,14 +66,10 @@ export const UpdateLibraryBody = Type.Object({
 });
 export type UpdateLibraryInput = Static<typeof UpdateLibraryBody>;
 
-/** What a time filter takes, in its validation errors. */
-export const TIME_FILTER_WORDS =
-  "an ISO 8601 timestamp such as 2026-11-21T08:30:00Z, or a date such as 2026-11-21";
-
 /** A timestamp (`2026-11-21T08:30:00Z`) or a whole day (`2026-11-21`). */
 const TimeFilter = Type.Union([
-  Type.String({ format: "date-time", ...expecting(TIME_FILTER_WORDS) }),
-  Type.String({ format: "date", ...expecting(TIME_FILTER_WORDS) }),
+  Type.String({ format: "date-time", ...expecting(TIME_OR_DAY_WORDS) }),
+  Type.String({ format: "date", ...expecting(TIME_OR_DAY_WORDS) }),
 ]);
 
 export const LibraryListQuery = withPaging({

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TrafficRepository } from "../../src/cdn/repository.ts";
+import { METRICS } from "../../src/cdn/schemas.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import {
   createDistribution,
@@ -284,6 +285,40 @@ describe("CDN analytics", () => {
     expect(await errorsOf("from=2026-02-30T00:00:00Z&to=2026-04-31")).toEqual([
       "to:validation_format",
       "from:validation_format",
+    ]);
+    // The messages say what was refused and what is taken, in the words a media time filter uses.
+    const worded = await t.request(
+      "GET",
+      "/v1/cdn/analytics?metrics=requests,bogus&from=yesterday&to=2026-01-01T00:00:00Z",
+    );
+    expect(worded.body.errors).toEqual([
+      {
+        field: "metrics",
+        code: "validation_enum",
+        message: `The metrics field must be one of: ${METRICS.join(", ")}; bogus is not.`,
+      },
+      {
+        field: "from",
+        code: "validation_format",
+        message:
+          "The from field has an invalid format. It must be an ISO 8601 timestamp such as 2026-11-21T08:30:00Z, or a date such as 2026-11-21.",
+      },
+    ]);
+    const library = await t.request("GET", "/v1/media/libraries?created_after=yesterday");
+    expect(library.body.errors[0].message).toBe(
+      worded.body.errors[1].message.replace("from", "created_after"),
+    );
+    const tooFine = await t.request(
+      "GET",
+      "/v1/cdn/analytics?from=2020-01-01T00:00:00Z&to=2020-01-08T00:00:00Z&granularity=1m",
+    );
+    expect(tooFine.body.errors).toEqual([
+      {
+        field: "granularity",
+        code: "validation_max",
+        message:
+          "The granularity field is too fine for this range: it gives 10080 buckets, at most 10000 are allowed.",
+      },
     ]);
     const leapDay = await t.request("GET", "/v1/cdn/analytics?from=2028-02-29T00:00:00Z&to=2028-03-01");
     expect(leapDay.status).toBe(200);

@@ -2,14 +2,20 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { ok, okList, okMessage } from "../../http/envelope.ts";
 import { ApiError } from "../../http/errors.ts";
 import { pageMeta, toPage } from "../../http/pagination.ts";
-import { Envelope, IdParams, ListEnvelope, MessageOnly, mediaErrorResponses } from "../../http/schemas.ts";
+import {
+  Envelope,
+  IdParams,
+  ListEnvelope,
+  MessageOnly,
+  mediaErrorResponses,
+  TIME_OR_DAY_WORDS,
+} from "../../http/schemas.ts";
 import { toLibrary } from "../presenters.ts";
 import {
   CreateLibraryBody,
   type CreateLibraryInput,
   Library,
   LibraryListQuery,
-  TIME_FILTER_WORDS,
   UpdateLibraryBody,
 } from "../schemas.ts";
 import { listPath, type MediaRouteOptions, mediaSecurity, requireLibrary } from "./common.ts";
@@ -30,7 +36,7 @@ function timeBound(field: string, value: string | undefined, end: boolean): stri
     throw ApiError.field(
       field,
       "validation_format",
-      `The ${field} field has an invalid format. It must be ${TIME_FILTER_WORDS}.`,
+      `The ${field} field has an invalid format. It must be ${TIME_OR_DAY_WORDS}.`,
     );
   // Times are kept to the millisecond and Date.parse drops finer digits: a start bound between two
   // milliseconds begins at the next one, or a resource made before it would match.
