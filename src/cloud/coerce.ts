@@ -40,7 +40,10 @@ const BRACKETED = /^([^[\]]+)((?:\[[^[\]]*\])+)$/;
  * position of each value among the key's values: `rules[][port]=80&rules[][port]=443` gives the first
  * rule port 80 and the second 443 (a form's `keys[]` arrives here as `keys` already: `parseFormText`).
  */
-export function expandBrackets(body: Record<string, unknown>): Record<string, unknown> {
+export function expandBrackets(
+  body: Record<string, unknown>,
+  sentIndexes?: SentIndexes,
+): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(body)) {
     const match = BRACKETED.exec(key);
@@ -66,7 +69,7 @@ export function expandBrackets(body: Record<string, unknown>): Record<string, un
       );
     });
   }
-  return toArrays(out) as Record<string, unknown>;
+  return toArrays(out, "", sentIndexes) as Record<string, unknown>;
 }
 
 function setAt(root: Record<string, unknown>, path: string[], value: unknown): void {
@@ -79,14 +82,43 @@ function setAt(root: Record<string, unknown>, path: string[], value: unknown): v
   node[path[path.length - 1] as string] = value;
 }
 
-/** Objects whose keys are all indexes (0, 1, ...) become arrays, in index order. */
-function toArrays(value: unknown): unknown {
+/**
+ * The index each list item was sent under in a form's brackets, where it differs from its place in
+ * the list (`rules[3]` as the second rule): by the item's JSON pointer in the expanded body
+ * (`/rules/1` -> `3`). Validation errors name the item as it was sent (`asSent`).
+ */
+export type SentIndexes = Map<string, string>;
+
+/**
+ * Objects whose keys are all indexes (0, 1, ...) become arrays, in index order; an item whose index
+ * is not its place in the array (`rules[1]` sent without `rules[0]`) is recorded in `sentIndexes`.
+ */
+function toArrays(value: unknown, path: string, sentIndexes?: SentIndexes): unknown {
   if (value === null || typeof value !== "object" || Array.isArray(value)) return value;
-  const entries = Object.entries(value).map(([key, item]) => [key, toArrays(item)] as const);
-  if (entries.length > 0 && entries.every(([key]) => /^\d{1,4}$/.test(key))) {
-    return entries.sort((a, b) => Number(a[0]) - Number(b[0])).map(([, item]) => item);
+  const keys = Object.keys(value);
+  if (keys.length > 0 && keys.every((key) => /^\d{1,4}$/.test(key))) {
+    return keys
+      .sort((a, b) => Number(a) - Number(b))
+      .map((key, place) => {
+        const itemPath = `${path}/${place}`;
+        if (key !== String(place)) sentIndexes?.set(itemPath, key);
+        return toArrays((value as Record<string, unknown>)[key], itemPath, sentIndexes);
+      });
   }
-  return Object.fromEntries(entries);
+  return Object.fromEntries(
+    Object.entries(value).map(([key, item]) => [key, toArrays(item, `${path}/${key}`, sentIndexes)]),
+  );
+}
+
+/** A JSON pointer into the expanded body, with each list index as the form sent it. */
+export function asSent(pointer: string, sentIndexes: SentIndexes): string {
+  let expanded = "";
+  let sent = "";
+  for (const segment of pointer.split("/").slice(1)) {
+    expanded += `/${segment}`;
+    sent += `/${sentIndexes.get(expanded) ?? segment}`;
+  }
+  return sent;
 }
 
 function parseJsonText(value: unknown): unknown {
@@ -129,8 +161,9 @@ export function coerceObject(
   schema: SchemaNode,
   body: Record<string, unknown>,
   fromForm: boolean,
+  sentIndexes?: SentIndexes,
 ): Record<string, unknown> {
-  const out: Record<string, unknown> = fromForm ? expandBrackets(body) : { ...body };
+  const out: Record<string, unknown> = fromForm ? expandBrackets(body, sentIndexes) : { ...body };
   for (const [key, property] of Object.entries(schema.properties ?? {})) {
     if (out[key] !== undefined) out[key] = coerceValue(property, out[key], fromForm);
   }

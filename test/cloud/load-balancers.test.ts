@@ -216,6 +216,22 @@ describe("cloud load balancers", () => {
     });
     expect(badPort.status).toBe(400);
     expect(badPort.body.errors).toHaveProperty(["rules.0.source_port"]);
+    // An item is named by the index it was sent under, also where the indexes leave a gap.
+    const gapped = await t.cloud("POST", "/v1/network/load_balancers", {
+      form: {
+        "rules[0][source_port]": "80",
+        "rules[0][target_port]": "80",
+        "rules[3][source_port]": "0",
+        "rules[3][target_port]": "80",
+        "targets[1][target_uuid]": vm.uuid,
+        "targets[1][target_type]": "container",
+      },
+    });
+    expect(gapped.status).toBe(400);
+    expect(gapped.body.errors).toEqual({
+      "rules.3.source_port": "The rules.3.source_port field must be at least 1.",
+      "targets.1.target_type": "The targets.1.target_type field must be one of: vm.",
+    });
   });
 
   it("moves a load balancer to another billing account of the organization only", async () => {

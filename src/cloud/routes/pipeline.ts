@@ -1,10 +1,10 @@
 import formbody from "@fastify/formbody";
-import type { FastifyError, FastifyInstance } from "fastify";
+import type { FastifyError, FastifyInstance, FastifyRequest } from "fastify";
 import { NO_ROUTE } from "../../http/error-handler.ts";
 import { ApiError } from "../../http/errors.ts";
 import { parseFormText } from "../../http/form-text.ts";
 import { lowerCaseIdFields } from "../../http/identifiers.ts";
-import { coerceObject } from "../coerce.ts";
+import { asSent, coerceObject, type SentIndexes } from "../coerce.ts";
 import type { Locations } from "../locations.ts";
 
 /** What a path parameter names, for the 404 of a malformed one. */
@@ -15,6 +15,9 @@ const PATH_THINGS: Record<string, string> = {
   target_uuid: "Target",
   rule_uuid: "Forwarding rule",
 };
+
+/** Where a form's bracketed list indexes are not the items' places (`coerce.ts`), per request. */
+const sentIndexesOf = new WeakMap<FastifyRequest, SentIndexes>();
 
 /**
  * What the cloud API does to a request beyond the shared pipeline of src/http/: an unknown location
@@ -33,7 +36,12 @@ export async function cloudRequestPipeline(app: FastifyInstance, locations: Loca
   });
   await app.register(formbody, { parser: parseFormText });
 
-  app.setErrorHandler((error: FastifyError) => {
+  app.setErrorHandler((error: FastifyError, request) => {
+    const sentIndexes = sentIndexesOf.get(request);
+    if (error.validation && error.validationContext === "body" && sentIndexes) {
+      // A field is named as the form sent it: `forwarding_rules.3.source_port`, not its place in the list.
+      for (const issue of error.validation) issue.instancePath = asSent(issue.instancePath, sentIndexes);
+    }
     if (error.validation && error.validationContext === "params") {
       const param = error.validation
         .map((issue) => issue.instancePath.replace(/^\//, "") || String(issue.params.missingProperty ?? ""))
@@ -51,11 +59,13 @@ export async function cloudRequestPipeline(app: FastifyInstance, locations: Loca
       request.body = {};
     } else if (typeof body === "object" && !Array.isArray(body)) {
       const fromForm = /application\/x-www-form-urlencoded/i.test(request.headers["content-type"] ?? "");
+      const sentIndexes: SentIndexes = new Map();
       // Ids in form brackets (`targets[0][target_uuid]`) exist only once expanded.
       request.body = lowerCaseIdFields(
         schema,
-        coerceObject(schema, body as Record<string, unknown>, fromForm),
+        coerceObject(schema, body as Record<string, unknown>, fromForm, sentIndexes),
       );
+      if (sentIndexes.size > 0) sentIndexesOf.set(request, sentIndexes);
     }
     // Anything else (a JSON array, string or number) fails validation as an invalid request.
   });
