@@ -203,7 +203,7 @@ function messageOf(error: ErrorObject, field: string, code: ValidationCode): str
     case "validation_required":
       return `The ${field} field is required.`;
     case "validation_type":
-      return `The ${field} field must be of type ${String(error.params.type).replace(",", " or ")}.`;
+      return `The ${field} field must be of type ${String(error.params.type).replaceAll(",", " or ")}.`;
     case "validation_enum": {
       const allowed = (error.params.allowedValues ?? [error.params.allowedValue]) as unknown[];
       return `The ${field} field must be one of: ${allowed.map(String).join(", ")}.`;
@@ -245,12 +245,26 @@ function fieldErrorOf(error: ErrorObject, field: string): FieldError | undefined
 /** Turns Ajv errors into the contract's field errors: one per failing field, all fields at once. */
 export function toFieldErrors(errors: ErrorObject[], prefix = ""): FieldError[] {
   const byField = new Map<string, FieldError>();
+  // Every type a field may have: a nullable field reports one type error per branch.
+  const typesByField = new Map<string, Set<string>>();
   for (const error of errors) {
-    const fieldError = fieldErrorOf(error, fieldOf(error, prefix));
+    const field = fieldOf(error, prefix);
+    if (error.keyword === "type") {
+      const types = typesByField.get(field) ?? new Set<string>();
+      for (const type of String(error.params.type).split(",")) types.add(type);
+      typesByField.set(field, types);
+    }
+    const fieldError = fieldErrorOf(error, field);
     if (!fieldError) continue;
     const current = byField.get(fieldError.field);
     if (current && PRECEDENCE.indexOf(current.code) <= PRECEDENCE.indexOf(fieldError.code)) continue;
     byField.set(fieldError.field, fieldError);
+  }
+  for (const [field, types] of typesByField) {
+    const fieldError = byField.get(field);
+    if (fieldError?.code === "validation_type" && types.size > 1) {
+      fieldError.message = `The ${field} field must be of type ${[...types].join(" or ")}.`;
+    }
   }
   // anyOf/oneOf reported without a usable branch error (a union of objects, say)
   if (byField.size === 0 && errors.length > 0) {

@@ -103,6 +103,22 @@ describe("4xx messages say what a field takes", () => {
     }
   });
 
+  it("names every type a nullable field takes", async () => {
+    const folder = await t.request("POST", `/v1/media/libraries/${libraryId}/folders`, {
+      json: { name: "Folder", parent_id: 5 },
+    });
+    expect(folder.status).toBe(400);
+    expect(mediaErrors(folder.body)).toEqual({
+      parent_id: { code: "validation_type", message: "The parent_id field must be of type string or null." },
+    });
+    const webhook = await t.request("POST", `/v1/media/libraries/${libraryId}/webhooks`, {
+      json: { name: "Hook", url: "https://example.com/hook", events: ["ready"], headers: "x" },
+    });
+    expect(mediaErrors(webhook.body)).toEqual({
+      headers: { code: "validation_type", message: "The headers field must be of type object or null." },
+    });
+  });
+
   it("answers a query key given twice as the wrong type, for a listed value as for a number", async () => {
     const answer = await t.request(
       "GET",
