@@ -9,6 +9,9 @@ export const HOSTNAME_PATTERN =
 
 export const MAX_TTL_S = 31_536_000;
 
+/** What an origin URL takes, in its validation errors (the schema's and the service's alike). */
+export const ORIGIN_URL_WORDS = "an http or https URL such as https://origin.example.com";
+
 /**
  * An http(s) URL with a host, checked by the schema so a bad origin is reported with the body's other
  * field errors; the service then parses it and checks where it resolves.
@@ -18,7 +21,7 @@ const OriginUrl = Type.String({
   maxLength: 2048,
   pattern: "^[Hh][Tt][Tt][Pp][Ss]?://[^/?#\\s]",
   description: "http(s) URL of the origin",
-  ...expecting("an http or https URL such as https://origin.example.com"),
+  ...expecting(ORIGIN_URL_WORDS),
   examples: ["https://origin.example.com"],
 });
 

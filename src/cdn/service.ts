@@ -15,6 +15,7 @@ import {
   type CreateDistributionBody,
   type Distribution,
   HOSTNAME_PATTERN,
+  ORIGIN_URL_WORDS,
   type Purge,
   type UpdateDistributionBody,
 } from "./schemas.ts";
@@ -143,7 +144,7 @@ export class CdnService {
     if (target.outcome === "public") return undefined;
     const message =
       target.outcome === "not_http"
-        ? "The origin_url field must be an http or https URL."
+        ? `The origin_url field has an invalid format. It must be ${ORIGIN_URL_WORDS}.`
         : `The origin_url field must name a public origin: ${target.reason}.`;
     return { field: "origin_url", code: "validation_format", message };
   }

@@ -43,7 +43,8 @@ function checkLanguage(value: string | undefined, errors: FieldError[]): string 
     errors.push({
       field: "language",
       code: "validation_format",
-      message: "The language field must be a well-formed BCP 47 language tag (en, pt-BR, zh-Hans).",
+      message:
+        "The language field has an invalid format. It must be a well-formed BCP 47 language tag such as en, pt-BR or zh-Hans.",
     });
   }
   return canonical;

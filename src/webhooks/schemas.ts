@@ -55,6 +55,9 @@ const Headers = Type.Record(
   },
 );
 
+/** What an endpoint URL takes, in its validation errors (the schema's and the service's alike). */
+export const ENDPOINT_URL_WORDS = "an http or https URL without spaces, such as https://example.com/webhooks";
+
 // The scheme and a host are checked here so a bad URL is reported with the other fields' errors;
 // the service then parses it fully and checks where it resolves to.
 const Url = Type.String({
@@ -62,7 +65,7 @@ const Url = Type.String({
   maxLength: 2048,
   pattern: "^[Hh][Tt][Tt][Pp][Ss]?://[^\\s/?#]+([/?#]\\S*)?$",
   description: "http or https address",
-  ...expecting("an http or https URL without spaces, such as https://example.com/webhooks"),
+  ...expecting(ENDPOINT_URL_WORDS),
 });
 const Events = Type.Array(StringEnum(SUBSCRIBABLE_EVENTS), { minItems: 1, maxItems: 20 });
 const Name = Type.String({ minLength: 1, maxLength: 255 });

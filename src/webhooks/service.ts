@@ -12,12 +12,13 @@ import type { DeliveryRepository } from "./delivery-repository.ts";
 import type { WebhookEmitter } from "./emitter.ts";
 import type { AttemptFilters, EndpointRow, WebhookRepository } from "./repository.ts";
 import type { RetryPolicy } from "./schedule.ts";
-import type {
-  CreateEndpointBody,
-  QueuedDelivery,
-  UpdateEndpointBody,
-  WebhookDelivery,
-  WebhookEndpoint,
+import {
+  type CreateEndpointBody,
+  ENDPOINT_URL_WORDS,
+  type QueuedDelivery,
+  type UpdateEndpointBody,
+  type WebhookDelivery,
+  type WebhookEndpoint,
 } from "./schemas.ts";
 
 export const generateSecret = (): string => `whsec_${randomBytes(32).toString("base64")}`;
@@ -81,7 +82,7 @@ export class WebhookService {
     if (target.outcome === "public") return [];
     const message =
       target.outcome === "not_http"
-        ? "The url field must be an http or https URL."
+        ? `The url field has an invalid format. It must be ${ENDPOINT_URL_WORDS}.`
         : `The url field must reach a public address: ${target.reason}.`;
     return [{ field: "url", code: "validation_format", message }];
   }

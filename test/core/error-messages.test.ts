@@ -103,6 +103,51 @@ describe("4xx messages say what a field takes", () => {
     }
   });
 
+  it("words a format the same whether the schema or the route's own check refuses it", async () => {
+    const webhooks = `/v1/media/libraries/${libraryId}/webhooks`;
+    const hook = (url: string) => ({ name: "Hook", url, events: ["ready"] });
+    // "ftp://" fails the schema's pattern; "http://a:b:c/" passes it and fails the URL parser.
+    const [byPattern, byParser] = await Promise.all(
+      ["ftp://example.com/hook", "http://a:b:c/"].map((url) =>
+        t.request("POST", webhooks, { json: hook(url) }),
+      ),
+    );
+    expect(mediaErrors(byParser.body)).toEqual(mediaErrors(byPattern.body));
+    expect(mediaErrors(byParser.body).url).toEqual({
+      code: "validation_format",
+      message:
+        "The url field has an invalid format. It must be an http or https URL without spaces, such as https://example.com/webhooks.",
+    });
+    const origin = (origin_url: string) => ({ hostname: "words.example.com", origin_url });
+    const [originByPattern, originByParser] = await Promise.all(
+      ["ftp://origin.example.com", "http://a:b:c/"].map((url) =>
+        t.request("POST", "/v1/cdn/distributions", { json: origin(url) }),
+      ),
+    );
+    expect(mediaErrors(originByParser.body)).toEqual(mediaErrors(originByPattern.body));
+
+    // A multipart field's format error reads as a JSON field's.
+    const video = await t.request("POST", `/v1/media/libraries/${libraryId}/videos`, {
+      json: { title: "V" },
+    });
+    const form = new FormData();
+    form.append("title", "English");
+    form.append("language", "not a tag");
+    form.append("file", new Blob(["WEBVTT\n\n00:00.000 --> 00:01.000\nHi\n"]), "en.vtt");
+    const subtitle = await t.request(
+      "POST",
+      `/v1/media/libraries/${libraryId}/videos/${video.body.data.id}/subtitles`,
+      { body: form },
+    );
+    expect(mediaErrors(subtitle.body)).toEqual({
+      language: {
+        code: "validation_format",
+        message:
+          "The language field has an invalid format. It must be a well-formed BCP 47 language tag such as en, pt-BR or zh-Hans.",
+      },
+    });
+  });
+
   it("names every type a nullable field takes", async () => {
     const folder = await t.request("POST", `/v1/media/libraries/${libraryId}/folders`, {
       json: { name: "Folder", parent_id: 5 },
