@@ -25,6 +25,10 @@ export function nestsDeeperThan(text: string, maxDepth: number): boolean {
   return false;
 }
 
+/** Whether a request carries a body: a length other than 0, or chunks. */
+export const sendsBody = (request: FastifyRequest): boolean =>
+  (request.headers["content-length"] ?? "0") !== "0" || request.headers["transfer-encoding"] !== undefined;
+
 const CHARSET = /;\s*charset\s*=\s*"?([^";\s]*)"?/i;
 
 /** JSON is UTF-8 (RFC 8259); a body declared in another charset would be misread, so it is refused. */
@@ -46,9 +50,7 @@ export function acceptJsonBodies(app: FastifyInstance, options: { maxDepth: numb
   // A callback hook: it runs on every request, and an async one would cost each a promise.
   app.addHook("preParsing", (request, _reply, payload, done) => {
     const encoding = request.headers["content-encoding"];
-    const hasBody =
-      (request.headers["content-length"] ?? "0") !== "0" || request.headers["transfer-encoding"];
-    if (hasBody && encoding !== undefined && !/^\s*identity\s*$/i.test(encoding)) {
+    if (sendsBody(request) && encoding !== undefined && !/^\s*identity\s*$/i.test(encoding)) {
       done(ApiError.unsupportedMediaType());
       return;
     }

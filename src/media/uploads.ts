@@ -6,6 +6,7 @@ import type { FastifyRequest } from "fastify";
 import type { FileRemovals } from "../blobs/removals.ts";
 import { type BlobStore, BlobStoreUnavailableError, BlobTooLargeError } from "../blobs/store.ts";
 import { ApiError } from "../http/errors.ts";
+import { sendsBody } from "../http/json-bodies.ts";
 import { unstorableTextErrors } from "../http/validation.ts";
 
 export interface ReceivedFile {
@@ -35,7 +36,12 @@ export async function receiveMultipart(
   { blobs, removals }: { blobs: BlobStore; removals: FileRemovals },
   options: { fileField: string; maxBytes: number; key: () => string },
 ): Promise<ReceivedForm> {
-  if (!request.isMultipart()) throw ApiError.unsupportedMediaType();
+  if (!request.isMultipart()) {
+    // No body at all is a form without fields, as a JSON operation reads it as `{}`: each required
+    // field is then named (docs/decisions.md). A body of another type is 415.
+    if (!sendsBody(request)) return { fields: {}, file: undefined };
+    throw ApiError.unsupportedMediaType();
+  }
   const fields: Record<string, string> = {};
   let file: ReceivedFile | undefined;
   try {

@@ -154,7 +154,7 @@ describe("subtitles and thumbnails", () => {
     expect(fieldErrors(binary.body)).toEqual({ file: "validation_mimes" });
   });
 
-  it("answers 413 for an oversized file and 415 for a non-multipart body", async () => {
+  it("answers 413 for an oversized file, 415 for a non-multipart body and names the fields of none", async () => {
     const big = await t.request("POST", `${base}/subtitles`, {
       body: form(
         { title: "x", language: "en" },
@@ -170,6 +170,22 @@ describe("subtitles and thumbnails", () => {
     const json = await t.request("POST", `${base}/subtitles`, { json: { title: "x", language: "en" } });
     expect(json.status).toBe(415);
     expect(json.body).toEqual({ success: false, message: "Unsupported Media Type" });
+    // No body at all is a form without fields, as a JSON operation reads no body as {}.
+    const nothing = await t.request("POST", `${base}/subtitles`);
+    expect(nothing.status).toBe(400);
+    expect(fieldErrors(nothing.body)).toEqual({
+      title: "validation_required",
+      language: "validation_required",
+      file: "validation_required",
+    });
+    const noThumbnail = await t.request("POST", `${base}/thumbnails`);
+    expect(noThumbnail.status).toBe(400);
+    expect(fieldErrors(noThumbnail.body)).toEqual({ file: "validation_required" });
+    const noSource = await t.request("PUT", `${base}/source`);
+    expect(noSource.status).toBe(400);
+    expect(noSource.body.errors).toEqual([
+      { field: "file", code: "validation_required", message: "The file field is required." },
+    ]);
     const broken = await t.request("POST", `${base}/subtitles`, {
       body: '--xyz\r\nContent-Disposition: form-data; name="title"\r\n\r\nunterminated',
       headers: { "content-type": "multipart/form-data; boundary=xyz" },

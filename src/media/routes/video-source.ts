@@ -6,6 +6,7 @@ import type { FastifyRequest } from "fastify";
 import { type BlobStore, BlobTooLargeError } from "../../blobs/store.ts";
 import { ok } from "../../http/envelope.ts";
 import { ApiError } from "../../http/errors.ts";
+import { sendsBody } from "../../http/json-bodies.ts";
 import { Envelope, IdParams, mediaErrorResponses } from "../../http/schemas.ts";
 import { Processing } from "../../video/schemas.ts";
 import { toVideo } from "../presenters.ts";
@@ -100,7 +101,12 @@ export const videoSourceRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = a
         upload = form.file;
       } else {
         const raw = rawBodies.get(request);
-        if (!raw) throw ApiError.unsupportedMediaType();
+        // No body at all names the missing file, as a multipart body without it does.
+        if (!raw) {
+          throw sendsBody(request)
+            ? ApiError.unsupportedMediaType()
+            : ApiError.validation([requiredField("file")]);
+        }
         const declared = Number(request.headers["content-length"] ?? Number.NaN);
         if (declared > maxBytes) throw ApiError.payloadTooLarge();
         upload = await receiveRaw(raw, blobs, key, maxBytes);
