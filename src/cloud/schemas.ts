@@ -1,6 +1,6 @@
 import { type Static, Type } from "@sinclair/typebox";
 import { NAMES_RESOURCE } from "../http/identifiers.ts";
-import { expecting, Nullable, StringEnum, Timestamp, Uuid } from "../http/schemas.ts";
+import { expecting, Nullable, outOfRange, StringEnum, Timestamp, Uuid } from "../http/schemas.ts";
 import { FLOATING_TARGET_TYPES } from "./tables.ts";
 
 // Shapes follow the Warren-platform cloud API (see docs/cloud.md). Request fields are accepted
@@ -12,8 +12,10 @@ const BillingAccountId = Type.Integer({
   minimum: 1,
   maximum: MAX_ID,
   description: "A billing account of your organization",
+  // The words of an id in range that is not the organization's (billing.ts).
+  ...outOfRange("must name a billing account of your organization"),
 });
-const TokenId = Type.Integer({ minimum: 1, maximum: MAX_ID });
+const TokenId = Type.Integer({ minimum: 1, maximum: MAX_ID, ...outOfRange("must name one of your tokens") });
 const Port = Type.Integer({ minimum: 1, maximum: 65535 });
 /** Identifiers taken from bodies and queries: free text, an unknown or malformed one answers 404. */
 const Ref = (description: string) =>

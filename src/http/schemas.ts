@@ -10,6 +10,16 @@ export const EXPECTED = "x-expected";
 /** `EXPECTED` as schema options: `Type.String({ pattern, ...expecting("a hex colour such as #3b82f6") })`. */
 export const expecting = (words: string) => ({ [EXPECTED]: words });
 
+/**
+ * The annotation that says what a number outside its bounds should have been, where the bounds are
+ * the store's and not the caller's business (a row id past 32 bits names nothing): its validation
+ * error reads "The billing_account_id field must name a billing account of your organization."
+ */
+export const OUT_OF_RANGE = "x-out-of-range";
+
+/** `OUT_OF_RANGE` as schema options: `Type.Integer({ maximum, ...outOfRange("must name ...") })`. */
+export const outOfRange = (words: string) => ({ [OUT_OF_RANGE]: words });
+
 export const Uuid = Type.String({ format: "uuid" });
 /** What a time filter or range bound takes (a timestamp or a whole day), in its validation errors. */
 export const TIME_OR_DAY_WORDS =

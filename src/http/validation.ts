@@ -2,7 +2,7 @@ import { Ajv, type ErrorObject, type Options } from "ajv";
 import addFormats from "ajv-formats";
 import type { FastifySchemaCompiler } from "fastify";
 import type { FieldError, ValidationCode } from "./errors.ts";
-import { EXPECTED } from "./schemas.ts";
+import { EXPECTED, OUT_OF_RANGE } from "./schemas.ts";
 
 const baseOptions: Options = { allErrors: true, strict: false, useDefaults: true, removeAdditional: false };
 
@@ -211,8 +211,10 @@ function messageOf(error: ErrorObject, field: string, code: ValidationCode): str
     case "validation_format":
       return formatMessage(error, field);
     case "validation_min":
-    case "validation_max":
-      return `The ${field} field ${boundOf(error)}.`;
+    case "validation_max": {
+      const instead = (error.parentSchema as Record<string, unknown> | undefined)?.[OUT_OF_RANGE];
+      return `The ${field} field ${typeof instead === "string" ? instead : boundOf(error)}.`;
+    }
     default:
       return `The ${field} field is invalid.`;
   }

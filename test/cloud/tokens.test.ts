@@ -102,6 +102,21 @@ describe("cloud tokens and billing accounts", () => {
       message: "Invalid Request",
       errors: { billing_account_id: expect.any(String) },
     });
+    // An id past the store's range is no account of the organization either: the same words, which
+    // say nothing of how ids are stored.
+    for (const billing_account_id of ["99999999999", "0"]) {
+      const outside = await t.cloud("POST", "/v1/user-resource/token", { form: { billing_account_id } });
+      expect(outside.status).toBe(400);
+      expect(outside.body).toEqual(foreign.body);
+    }
+    expect(foreign.body.errors.billing_account_id).toBe(
+      "The billing_account_id field must name a billing account of your organization.",
+    );
+    const noToken = await t.cloud("PATCH", "/v1/user-resource/token", { json: { token_id: 99999999999 } });
+    expect(noToken.body).toEqual({
+      message: "Invalid Request",
+      errors: { token_id: "The token_id field must name one of your tokens." },
+    });
   });
 
   it("updates a token and answers 404 for an unknown one", async () => {
