@@ -145,7 +145,7 @@ export class CdnService {
     const message =
       target.outcome === "not_http"
         ? `The origin_url field has an invalid format. It must be ${ORIGIN_URL_WORDS}.`
-        : `The origin_url field must name a public origin: ${target.reason}.`;
+        : `The origin_url field must reach a public address: ${target.reason}.`;
     return { field: "origin_url", code: "validation_format", message };
   }
 

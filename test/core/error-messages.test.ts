@@ -125,6 +125,17 @@ describe("4xx messages say what a field takes", () => {
       ),
     );
     expect(mediaErrors(originByParser.body)).toEqual(mediaErrors(originByPattern.body));
+    // A private address is refused in the same words for an origin as for a webhook.
+    const [privateOrigin, privateHook] = await Promise.all([
+      t.request("POST", "/v1/cdn/distributions", { json: origin("http://10.0.0.1/") }),
+      t.request("POST", webhooks, { json: hook("http://10.0.0.1/") }),
+    ]);
+    expect(mediaErrors(privateOrigin.body).origin_url?.message).toBe(
+      "The origin_url field must reach a public address: 10.0.0.1 is not a public address.",
+    );
+    expect(mediaErrors(privateHook.body).url?.message).toBe(
+      "The url field must reach a public address: 10.0.0.1 is not a public address.",
+    );
 
     // A multipart field's format error reads as a JSON field's.
     const video = await t.request("POST", `/v1/media/libraries/${libraryId}/videos`, {
