@@ -70,22 +70,33 @@ function notDecimalErrors(data: unknown, fields: NumericField[]): ErrorObject[] 
   return errors;
 }
 
+/**
+ * A query key given more than once arrives as a list of its values: where one value belongs, the
+ * error says so (`repeated`, "must be given once"), not that the values have the wrong type.
+ */
+function markRepeated(errors: ErrorObject[]): ErrorObject[] {
+  for (const error of errors) {
+    const oneValue = error.keyword === "enum" || (error.keyword === "type" && error.params.type !== "array");
+    if (oneValue && Array.isArray(error.data)) error.params = { ...error.params, repeated: true };
+  }
+  return errors;
+}
+
 export const validatorCompiler: FastifySchemaCompiler<object> = ({ schema, httpPart }) => {
   if (httpPart === "body") return bodyAjv.compile(schema);
   const validate = textAjv.compile(schema);
   const fields = numericFieldsOf(schema);
-  if (fields.length === 0) return validate;
   const validateText = Object.assign(
     (data: unknown) => {
       const refused = notDecimalErrors(data, fields);
       const valid = validate(data);
       if (refused.length === 0) {
-        validateText.errors = validate.errors;
+        validateText.errors = validate.errors && markRepeated(validate.errors);
         return valid;
       }
       const refusedPaths = new Set(refused.map((error) => error.instancePath));
       const others = (validate.errors ?? []).filter((error) => !refusedPaths.has(error.instancePath));
-      validateText.errors = [...refused, ...others];
+      validateText.errors = markRepeated([...refused, ...others]);
       return false;
     },
     { errors: undefined as ErrorObject[] | null | undefined },
@@ -235,6 +246,9 @@ function typesMissedByEnum(error: ErrorObject): string[] | undefined {
 }
 
 function fieldErrorOf(error: ErrorObject, field: string): FieldError | undefined {
+  if (error.params.repeated) {
+    return { field, code: "validation_type", message: `The ${field} field must be given once.` };
+  }
   const missedTypes = typesMissedByEnum(error);
   if (missedTypes) {
     const message = `The ${field} field must be of type ${missedTypes.join(" or ")}.`;

@@ -175,15 +175,23 @@ describe("4xx messages say what a field takes", () => {
     });
   });
 
-  it("answers a query key given twice as the wrong type, for a listed value as for a number", async () => {
+  it("answers a query key given twice as given more than once, for a listed value as for a number", async () => {
     const answer = await t.request(
       "GET",
       `/v1/media/libraries/${libraryId}/videos?status=ready&status=failed&limit=1&limit=2`,
     );
     expect(answer.status).toBe(400);
     expect(mediaErrors(answer.body)).toEqual({
-      status: { code: "validation_type", message: "The status field must be of type string." },
-      limit: { code: "validation_type", message: "The limit field must be of type integer." },
+      status: { code: "validation_type", message: "The status field must be given once." },
+      limit: { code: "validation_type", message: "The limit field must be given once." },
     });
+    // The same in the cloud group's body shape; a single wrong value still names the type.
+    const cloud = await t.cloud("GET", "/v1/network/ip_addresses?billing_account_id=1&billing_account_id=2");
+    expect(cloud.body).toEqual({
+      message: "Invalid Request",
+      errors: { billing_account_id: "The billing_account_id field must be given once." },
+    });
+    const once = await t.request("GET", `/v1/media/libraries/${libraryId}/videos?limit=ten`);
+    expect(mediaErrors(once.body).limit?.message).toBe("The limit field must be of type integer.");
   });
 });
