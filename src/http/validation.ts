@@ -74,7 +74,7 @@ function notDecimalErrors(data: unknown, fields: NumericField[]): ErrorObject[] 
  * A query key given more than once arrives as a list of its values: where one value belongs, the
  * error says so (`repeated`, "must be given once"), not that the values have the wrong type.
  */
-function markRepeated(errors: ErrorObject[]): ErrorObject[] {
+export function markRepeated(errors: ErrorObject[]): ErrorObject[] {
   for (const error of errors) {
     const oneValue = error.keyword === "enum" || (error.keyword === "type" && error.params.type !== "array");
     if (oneValue && Array.isArray(error.data)) error.params = { ...error.params, repeated: true };

@@ -191,6 +191,14 @@ describe("4xx messages say what a field takes", () => {
       message: "Invalid Request",
       errors: { billing_account_id: "The billing_account_id field must be given once." },
     });
+    // A cloud form is read like a query; a JSON list where text belongs is the wrong type.
+    const form = await t.cloud("POST", "/v1/network/load_balancers", {
+      body: "display_name=a&display_name=b",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+    });
+    expect(form.body.errors).toEqual({ display_name: "The display_name field must be given once." });
+    const json = await t.cloud("POST", "/v1/network/load_balancers", { json: { display_name: ["a", "b"] } });
+    expect(json.body.errors).toEqual({ display_name: "The display_name field must be of type string." });
     const once = await t.request("GET", `/v1/media/libraries/${libraryId}/videos?limit=ten`);
     expect(mediaErrors(once.body).limit?.message).toBe("The limit field must be of type integer.");
   });

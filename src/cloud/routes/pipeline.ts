@@ -1,9 +1,11 @@
 import formbody from "@fastify/formbody";
+import type { ErrorObject } from "ajv";
 import type { FastifyError, FastifyInstance, FastifyRequest } from "fastify";
 import { NO_ROUTE } from "../../http/error-handler.ts";
 import { ApiError } from "../../http/errors.ts";
 import { parseFormText } from "../../http/form-text.ts";
 import { lowerCaseIdFields } from "../../http/identifiers.ts";
+import { markRepeated } from "../../http/validation.ts";
 import { asSent, coerceObject, type SentIndexes } from "../coerce.ts";
 import type { Locations } from "../locations.ts";
 
@@ -18,6 +20,8 @@ const PATH_THINGS: Record<string, string> = {
 
 /** Where a form's bracketed list indexes are not the items' places (`coerce.ts`), per request. */
 const sentIndexesOf = new WeakMap<FastifyRequest, SentIndexes>();
+/** Requests whose body is a form, where a key given twice arrives as a list, as in a query. */
+const formBodies = new WeakSet<FastifyRequest>();
 
 /**
  * What the cloud API does to a request beyond the shared pipeline of src/http/: an unknown location
@@ -41,6 +45,9 @@ export async function cloudRequestPipeline(app: FastifyInstance, locations: Loca
     if (error.validation && error.validationContext === "body" && sentIndexes) {
       // A field is named as the form sent it: `forwarding_rules.3.source_port`, not its place in the list.
       for (const issue of error.validation) issue.instancePath = asSent(issue.instancePath, sentIndexes);
+    }
+    if (error.validation && error.validationContext === "body" && formBodies.has(request)) {
+      markRepeated(error.validation as ErrorObject[]);
     }
     if (error.validation && error.validationContext === "params") {
       const param = error.validation
@@ -66,6 +73,7 @@ export async function cloudRequestPipeline(app: FastifyInstance, locations: Loca
         coerceObject(schema, body as Record<string, unknown>, fromForm, sentIndexes),
       );
       if (sentIndexes.size > 0) sentIndexesOf.set(request, sentIndexes);
+      if (fromForm) formBodies.add(request);
     }
     // Anything else (a JSON array, string or number) fails validation as an invalid request.
   });
