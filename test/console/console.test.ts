@@ -11,21 +11,13 @@ import {
   newConsoleContext,
   policyViolations,
   screenshot,
+  signInInBrowser,
 } from "../support/browser.ts";
-import { createConsoleUser, PASSWORD } from "../support/console.ts";
+import { createConsoleUser } from "../support/console.ts";
 import { generateClip } from "../support/media.ts";
 
 const missing = browserMissing();
 if (missing) console.warn(missing);
-
-async function signIn(page: Page, email: string) {
-  await page.goto("/console/");
-  await page.waitForURL("**/console/sign-in");
-  await page.getByLabel("Email").fill(email);
-  await page.getByLabel("Password").fill(PASSWORD);
-  await page.getByRole("button", { name: "Sign in" }).click();
-  await page.waitForURL("**/console/libraries");
-}
 
 /** A request from inside the page, with the browser's own session cookie. */
 function fetchInPage(page: Page, method: string, path: string, headers: Record<string, string> = {}) {
@@ -67,7 +59,7 @@ describe.skipIf(missing)("the console in Chromium", () => {
   });
 
   it("signs in and shows the organization in the frame", async () => {
-    await signIn(page, email);
+    await signInInBrowser(page, email);
     await expect(page.getByRole("navigation", { name: "Main" }).isVisible()).resolves.toBe(true);
     await page.locator('[data-livestream-health="healthy"]').waitFor();
     await expect(page.getByText(email).isVisible()).resolves.toBe(true);
@@ -225,7 +217,7 @@ describe.skipIf(missing)("the console in Chromium", () => {
   it("lets a read-only user look at everything and change nothing", async () => {
     const readerContext = await newConsoleContext(browser, app.baseUrl);
     const reader = await readerContext.newPage();
-    await signIn(reader, readerEmail);
+    await signInInBrowser(reader, readerEmail);
     await reader.getByRole("link", { name: "Trailers" }).waitFor();
     await expect(reader.getByRole("button", { name: "New library" }).isDisabled()).resolves.toBe(true);
     await expect(reader.getByRole("button", { name: "Delete Trailers" }).isDisabled()).resolves.toBe(true);

@@ -1,8 +1,14 @@
 import type { Browser, BrowserContext, Page, Route } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import { browserMissing, launchBrowser, newConsoleContext, screenshot } from "../support/browser.ts";
-import { createConsoleUser, PASSWORD } from "../support/console.ts";
+import {
+  browserMissing,
+  launchBrowser,
+  newConsoleContext,
+  screenshot,
+  signInInBrowser,
+} from "../support/browser.ts";
+import { createConsoleUser } from "../support/console.ts";
 
 const missing = browserMissing();
 if (missing) console.warn(missing);
@@ -50,11 +56,7 @@ describe.skipIf(missing)(
       browser = await launchBrowser();
       context = await newConsoleContext(browser, app.baseUrl);
       page = await context.newPage();
-      await page.goto("/console/sign-in");
-      await page.getByLabel("Email").fill(EMAIL);
-      await page.getByLabel("Password").fill(PASSWORD);
-      await page.getByRole("button", { name: "Sign in" }).click();
-      await page.waitForURL("**/console/libraries");
+      await signInInBrowser(page, EMAIL);
     }, 120_000);
     afterAll(async () => {
       await browser?.close();

@@ -10,8 +10,9 @@ import {
   newConsoleContext,
   policyViolations,
   screenshot,
+  signInInBrowser,
 } from "../support/browser.ts";
-import { createConsoleUser, PASSWORD } from "../support/console.ts";
+import { createConsoleUser } from "../support/console.ts";
 import { generateClip } from "../support/media.ts";
 import { waitUntil } from "../support/wait.ts";
 
@@ -51,14 +52,7 @@ describe.skipIf(missing)("the console in Chromium: an upload resumed after a rel
     return answer.status === 200 ? Number(answer.headers.get("upload-offset")) : answer.status;
   };
 
-  async function signInAs(email: string) {
-    await page.goto("/console/");
-    await page.waitForURL("**/console/sign-in");
-    await page.getByLabel("Email").fill(email);
-    await page.getByLabel("Password").fill(PASSWORD);
-    await page.getByRole("button", { name: "Sign in" }).click();
-    await page.waitForURL("**/console/libraries");
-  }
+  const signInAs = (email: string) => signInInBrowser(page, email);
 
   /**
    * Starts uploading the clip as a new video in `tab` and lets its first chunk reach the server;

@@ -11,8 +11,9 @@ import {
   newConsoleContext,
   policyViolations,
   screenshot,
+  signInInBrowser,
 } from "../support/browser.ts";
-import { createConsoleUser, PASSWORD } from "../support/console.ts";
+import { createConsoleUser } from "../support/console.ts";
 import { waitUntil } from "../support/wait.ts";
 
 const missing = browserMissing();
@@ -84,12 +85,7 @@ describe.skipIf(missing)("the console in Chromium: saving, failing and navigatin
     browser = await launchBrowser();
     context = await newConsoleContext(browser, app.baseUrl);
     page = await context.newPage();
-    await page.goto("/console/");
-    await page.waitForURL("**/console/sign-in");
-    await page.getByLabel("Email").fill(EMAIL);
-    await page.getByLabel("Password").fill(PASSWORD);
-    await page.getByRole("button", { name: "Sign in" }).click();
-    await page.waitForURL("**/console/libraries");
+    await signInInBrowser(page, EMAIL);
   }, 180_000);
   afterAll(async () => {
     await browser?.close();

@@ -1,8 +1,14 @@
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import { browserMissing, freePort, launchBrowser, newConsoleContext } from "../support/browser.ts";
-import { createConsoleUser, PASSWORD } from "../support/console.ts";
+import {
+  browserMissing,
+  freePort,
+  launchBrowser,
+  newConsoleContext,
+  signInInBrowser,
+} from "../support/browser.ts";
+import { createConsoleUser } from "../support/console.ts";
 import { waitUntil } from "../support/wait.ts";
 
 const missing = browserMissing();
@@ -61,12 +67,7 @@ describe.skipIf(missing)("the console in Chromium: words, figures and focus", ()
     browser = await launchBrowser();
     context = await newConsoleContext(browser, app.baseUrl);
     page = await context.newPage();
-    await page.goto("/console/");
-    await page.waitForURL("**/console/sign-in");
-    await page.getByLabel("Email").fill(EMAIL);
-    await page.getByLabel("Password").fill(PASSWORD);
-    await page.getByRole("button", { name: "Sign in" }).click();
-    await page.waitForURL("**/console/libraries");
+    await signInInBrowser(page, EMAIL);
   }, 120_000);
   afterAll(async () => {
     await browser?.close();
@@ -229,11 +230,7 @@ describe.skipIf(missing)("the console in Chromium: words, figures and focus", ()
     });
     try {
       const reader = await tokyo.newPage();
-      await reader.goto("/console/sign-in");
-      await reader.getByLabel("Email").fill(EMAIL);
-      await reader.getByLabel("Password").fill(PASSWORD);
-      await reader.getByRole("button", { name: "Sign in" }).click();
-      await reader.waitForURL("**/console/libraries");
+      await signInInBrowser(reader, EMAIL);
       await reader.goto("/console/cloud");
       await reader.getByRole("rowheader", { name: "tz-check" }).waitFor();
       const expected = new Date(`${token?.created_at.replace(" ", "T")}Z`).toLocaleString("en-US", {
@@ -292,11 +289,7 @@ describe.skipIf(missing)("the console in Chromium: words, figures and focus", ()
     const fresh = await newConsoleContext(browser, app.baseUrl);
     try {
       const newcomer = await fresh.newPage();
-      await newcomer.goto("/console/sign-in");
-      await newcomer.getByLabel("Email").fill("newcomer@example.invalid");
-      await newcomer.getByLabel("Password").fill(PASSWORD);
-      await newcomer.getByRole("button", { name: "Sign in" }).click();
-      await newcomer.waitForURL("**/console/libraries");
+      await signInInBrowser(newcomer, "newcomer@example.invalid");
       for (const [path, link] of [
         ["/console/webhooks", "create one"],
         ["/console/players", "create a library"],

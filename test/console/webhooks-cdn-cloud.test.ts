@@ -10,8 +10,9 @@ import {
   newConsoleContext,
   policyViolations,
   screenshot,
+  signInInBrowser,
 } from "../support/browser.ts";
-import { createConsoleUser, PASSWORD } from "../support/console.ts";
+import { createConsoleUser } from "../support/console.ts";
 import { waitUntil } from "../support/wait.ts";
 
 const missing = browserMissing();
@@ -47,11 +48,7 @@ async function startReceiver() {
 
 async function signInAs(context: BrowserContext, email: string): Promise<Page> {
   const page = await context.newPage();
-  await page.goto("/console/sign-in");
-  await page.getByLabel("Email").fill(email);
-  await page.getByLabel("Password").fill(PASSWORD);
-  await page.getByRole("button", { name: "Sign in" }).click();
-  await page.waitForURL("**/console/libraries");
+  await signInInBrowser(page, email);
   return page;
 }
 

@@ -2,6 +2,7 @@ import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
+import { PASSWORD } from "./console.ts";
 
 /** Debian's Chromium; the browser tests never download a browser of their own. */
 export const CHROMIUM = process.env.CUMULO_TEST_CHROMIUM ?? "/usr/bin/chromium";
@@ -54,6 +55,16 @@ export async function newConsoleContext(browser: Browser, baseUrl: string): Prom
   context.setDefaultTimeout(10_000);
   await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: baseUrl });
   return context;
+}
+
+/** Signs in from the console's start (which leads to its sign-in page) and waits for the libraries page. */
+export async function signInInBrowser(page: Page, email: string, password = PASSWORD): Promise<void> {
+  await page.goto("/console/");
+  await page.waitForURL("**/console/sign-in");
+  await page.getByLabel("Email").fill(email);
+  await page.getByLabel("Password").fill(password);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.waitForURL("**/console/libraries");
 }
 
 /** A full-page screenshot kept under test-artifacts/screenshots/ (git-ignored) for a person to look at. */
