@@ -1,6 +1,7 @@
 import { PassThrough, pipeline, type Readable } from "node:stream";
 import type { S3Client } from "@aws-sdk/client-s3";
 import type { S3BlobSettings } from "../config.ts";
+import { CONNECTION_FAILURE_CODES } from "../net/connection-failures.ts";
 import { SizeLimit } from "./size-limit.ts";
 import {
   assertBlobKey,
@@ -29,32 +30,14 @@ const statusOf = (error: unknown): number | undefined =>
   (error as { $metadata?: { httpStatusCode?: number } } | undefined)?.$metadata?.httpStatusCode;
 
 /**
- * Failures of a connection that reached no answer: the service (or the way to it) is down. A name
- * that does not resolve (`ENOTFOUND`, `EAI_AGAIN`) is one too: a resolver restarting or a container
- * network still coming up says nothing about the endpoint; a wrong one shows in the start's warning.
- */
-const OUTAGE_CODES = new Set([
-  "ECONNREFUSED",
-  "ECONNRESET",
-  "ECONNABORTED",
-  "ETIMEDOUT",
-  "EPIPE",
-  "EHOSTUNREACH",
-  "EHOSTDOWN",
-  "ENETUNREACH",
-  "ENETDOWN",
-  "ENOTFOUND",
-  "EAI_AGAIN",
-]);
-
-/**
  * The service is away or failing for now (no answer, a 5xx, throttling), as opposed to refusing the
- * node's settings (a 4xx: credentials, bucket, region).
+ * node's settings (a 4xx: credentials, bucket, region). A misspelt endpoint's name resolves to
+ * nothing, as one whose resolver is away does: it shows in the start-up warning, which names the host.
  */
 const isOutage = (error: unknown): boolean => {
   const status = statusOf(error);
   if (status !== undefined) return status >= 500 || status === 429 || status === 408;
-  return OUTAGE_CODES.has((error as NodeJS.ErrnoException | undefined)?.code ?? "");
+  return CONNECTION_FAILURE_CODES.has((error as NodeJS.ErrnoException | undefined)?.code ?? "");
 };
 
 /** What S3 answered, for a log or a job's last error: `AccessDenied (HTTP 403)`. */

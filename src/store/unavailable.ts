@@ -1,3 +1,5 @@
+import { CONNECTION_FAILURE_CODES } from "../net/connection-failures.ts";
+
 /*
  * Failures of the store itself rather than of the request: PostgreSQL unreachable, restarting or out
  * of connections, a connection lost mid-query, SQLite's write lock held past the busy timeout or its
@@ -8,19 +10,6 @@
 export const STORE_RETRY_AFTER_S = 5;
 
 export const STORE_UNAVAILABLE_MESSAGE = "The service is briefly unavailable; try again shortly";
-
-/** Network failures on the way to PostgreSQL. */
-const NETWORK_CODES = new Set([
-  "ECONNREFUSED",
-  "ECONNRESET",
-  "ECONNABORTED",
-  "ETIMEDOUT",
-  "EPIPE",
-  "EHOSTUNREACH",
-  "ENETUNREACH",
-  "ENOTFOUND",
-  "EAI_AGAIN",
-]);
 
 /**
  * PostgreSQL's SQLSTATEs of an unavailable server: connection exceptions (class 08), shutting down
@@ -39,7 +28,9 @@ export function isStoreUnavailable(error: unknown): boolean {
   if (!(error instanceof Error)) return false;
   const code = (error as { code?: unknown }).code;
   if (typeof code === "string") {
-    return NETWORK_CODES.has(code) || UNAVAILABLE_SQLSTATE.test(code) || SQLITE_UNAVAILABLE.test(code);
+    return (
+      CONNECTION_FAILURE_CODES.has(code) || UNAVAILABLE_SQLSTATE.test(code) || SQLITE_UNAVAILABLE.test(code)
+    );
   }
   return LOST_CONNECTION.test(error.message);
 }
