@@ -4,6 +4,7 @@ import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isStoreUnavailable } from "../../src/store/unavailable.ts";
+import { edgeRequest, type Origin, startOrigin, uniqueHost } from "../cdn/support.ts";
 import { exitOf, type Served, serve } from "../support/process.ts";
 import { createTestStore, type TestStore } from "../support/store.ts";
 import { startTcpRelay, type TcpRelay } from "../support/tcp-relay.ts";
@@ -31,7 +32,14 @@ describe.runIf(process.env.CUMULO_TEST_STORE === "postgres")("a PostgreSQL outag
     });
   const edge = (host: string) => fetch(`${node.edgeUrl}/${host}/a.txt`);
 
+  let origin: Origin;
   beforeAll(async () => {
+    origin = await startOrigin();
+    for (const path of ["/kept.txt", "/fresh.txt"]) {
+      origin.route(path, (_request, response) =>
+        response.writeHead(200, { "content-type": "text/plain", "cache-control": "max-age=300" }).end(path),
+      );
+    }
     store = await createTestStore();
     const url = new URL(store.databaseUrl ?? "");
     relay = await startTcpRelay(url.hostname, Number(url.port || 5432));
@@ -42,6 +50,7 @@ describe.runIf(process.env.CUMULO_TEST_STORE === "postgres")("a PostgreSQL outag
       DATABASE_URL: url.toString(),
       CUMULO_BOOTSTRAP_API_KEY: KEY,
       CUMULO_EDGE_PORT: "0",
+      CUMULO_ORIGIN_ALLOW_PRIVATE: "true",
       CUMULO_PG_CONNECT_TIMEOUT_MS: "1000",
       CUMULO_RATE_LIMIT: "100000/1m",
     });
@@ -53,10 +62,18 @@ describe.runIf(process.env.CUMULO_TEST_STORE === "postgres")("a PostgreSQL outag
     }
     await relay?.close();
     await store?.drop();
+    await origin?.close();
   });
 
   it("answers 503 while PostgreSQL is away, survives connections lost mid-query, and recovers", async () => {
     expect((await call("/v1/media/libraries")).status).toBe(200);
+    const hostname = uniqueHost("outage");
+    const created = await call("/v1/cdn/distributions", {
+      method: "POST",
+      body: JSON.stringify({ hostname, origin_url: origin.url }),
+    });
+    expect(created.status).toBe(201);
+    expect((await edgeRequest(node.edgeUrl ?? "", "/kept.txt", { host: hostname })).status).toBe(200);
     // Queries in flight when every connection drops.
     const inFlight = Array.from({ length: 40 }, () => call("/v1/media/libraries").then((r) => r.status));
     await new Promise((resolve) => setTimeout(resolve, 5));
@@ -79,6 +96,12 @@ describe.runIf(process.env.CUMULO_TEST_STORE === "postgres")("a PostgreSQL outag
     expect(await cloud.json()).toMatchObject({
       message: "The service is briefly unavailable; try again shortly",
     });
+    // The edge keeps serving a name it had read: its cached objects, and its origin for the rest.
+    await new Promise((resolve) => setTimeout(resolve, 600)); // past the 0.5 s it trusts a name
+    const kept = await edgeRequest(node.edgeUrl ?? "", "/kept.txt", { host: hostname });
+    expect([kept.status, kept.headers["x-cache"]]).toEqual([200, "HIT"]);
+    const fresh = await edgeRequest(node.edgeUrl ?? "", "/fresh.txt", { host: hostname });
+    expect([fresh.status, fresh.headers["x-cache"]]).toEqual([200, "MISS"]);
     const unknownHost = await edge("outage.example.test");
     expect(unknownHost.status).toBe(503);
     expect(unknownHost.headers.get("retry-after")).toBe("5");

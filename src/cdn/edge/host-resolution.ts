@@ -1,6 +1,7 @@
 import type { IncomingMessage } from "node:http";
 import type { Clock } from "../../clock.ts";
 import type { Config } from "../../config.ts";
+import { isStoreUnavailable } from "../../store/unavailable.ts";
 import { mayServe } from "../reserved-hosts.ts";
 import type { CdnService } from "../service.ts";
 import type { DistributionRow } from "../tables.ts";
@@ -107,6 +108,12 @@ export class HostResolver {
         .distributionForHost(hostname)
         // A reserved name held by a customer row never resolves: the path-style form stays the platform's.
         .then((found) => (found && mayServe(found, this.config) ? found : undefined))
+        // The store away (PostgreSQL restarting): what was last read of the name still serves, so
+        // cached objects and origins stay reachable; a name never read fails (503).
+        .catch((error: unknown) => {
+          if (known && isStoreUnavailable(error)) return known.distribution;
+          throw error;
+        })
         .finally(() => this.#lookups.delete(hostname));
       this.#lookups.set(hostname, lookup);
       lookup.then(
