@@ -2,6 +2,7 @@ import { copyFileSync, mkdirSync, mkdtempSync, rmSync, statSync } from "node:fs"
 import { tmpdir } from "node:os";
 import type { Browser, BrowserContext, Page, Request, Route } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { waitUntilActive } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import {
   browserMissing,
@@ -14,7 +15,6 @@ import {
 } from "../support/browser.ts";
 import { createConsoleUser } from "../support/console.ts";
 import { generateClip } from "../support/media.ts";
-import { waitUntil } from "../support/wait.ts";
 
 const missing = browserMissing();
 if (missing) console.warn(missing);
@@ -134,12 +134,7 @@ describe.skipIf(missing)("the console in Chromium: an upload resumed after a rel
       json: { name: "Resumable", default_privacy: "public" },
     });
     libraryId = library.body.data.id;
-    await waitUntil(
-      async () =>
-        (await app.request("GET", `/v1/media/libraries/${libraryId}`)).body.data.status === "active",
-      30_000,
-      "the library provisioned",
-    );
+    await waitUntilActive(app, libraryId);
     clip = await generateClip(workDir, { seconds: 3.5, width: 320, height: 180, grain: true });
     expect(statSync(clip).size).toBeGreaterThan(CHUNK + 1024 * 1024);
     const other = await generateClip(workDir, { seconds: 2, width: 320, height: 180 });

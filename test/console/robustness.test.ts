@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import type { Browser, BrowserContext, Page, Route } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { waitUntilActive } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import {
   browserMissing,
@@ -76,12 +77,7 @@ describe.skipIf(missing)("the console in Chromium: saving, failing and navigatin
       bulk.push({ id: await createLibrary(name), name });
     }
     uploadsId = await createLibrary("Uploads", { default_privacy: "public" });
-    await waitUntil(
-      async () =>
-        (await app.request("GET", `/v1/media/libraries/${uploadsId}`)).body.data.status === "active",
-      30_000,
-      "the library provisioned",
-    );
+    await waitUntilActive(app, uploadsId);
     browser = await launchBrowser();
     context = await newConsoleContext(browser, app.baseUrl);
     page = await context.newPage();

@@ -1,5 +1,6 @@
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { waitUntilActive } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import {
   browserMissing,
@@ -58,12 +59,7 @@ describe.skipIf(missing)("the console in Chromium: words, figures and focus", ()
     app = await startTestApp({ CUMULO_EDGE_PORT: String(await freePort()) });
     await createConsoleUser(app, { email: EMAIL });
     libraryId = await createLibrary("Catalogue");
-    await waitUntil(
-      async () =>
-        (await app.request("GET", `/v1/media/libraries/${libraryId}`)).body.data.status === "active",
-      30_000,
-      "the library provisioned",
-    );
+    await waitUntilActive(app, libraryId);
     browser = await launchBrowser();
     context = await newConsoleContext(browser, app.baseUrl);
     page = await context.newPage();

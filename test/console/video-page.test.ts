@@ -2,6 +2,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { waitUntilActive } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import {
   addSubtitle,
@@ -14,7 +15,6 @@ import {
 } from "../support/browser.ts";
 import { createConsoleUser, PASSWORD, signIn as signInApi, withSession } from "../support/console.ts";
 import { generateClip } from "../support/media.ts";
-import { waitUntil } from "../support/wait.ts";
 
 const missing = browserMissing();
 if (missing) console.warn(missing);
@@ -60,12 +60,7 @@ describe.skipIf(missing)("the console in Chromium: video page, private libraries
       json: { name: "Private films", default_privacy: "private" },
     });
     libraryId = library.body.data.id;
-    await waitUntil(
-      async () =>
-        (await app.request("GET", `/v1/media/libraries/${libraryId}`)).body.data.status === "active",
-      15_000,
-      "the library provisioned",
-    );
+    await waitUntilActive(app, libraryId, 15_000);
     const clip = await generateClip(workDir, { seconds: 2, width: 320, height: 180 });
     videoId = (
       await app.request("POST", `/v1/media/libraries/${libraryId}/videos`, { json: { title: "Secret" } })
