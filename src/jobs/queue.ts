@@ -3,6 +3,7 @@ import type { FastifyBaseLogger } from "fastify";
 import { type Clock, nowIso } from "../clock.ts";
 import { timeOrderedUuid } from "../ids.ts";
 import type { Executor } from "../store/transactions.ts";
+import { logBackgroundFailure } from "../store/unavailable.ts";
 import type { JobRepository } from "./repository.ts";
 
 export interface JobContext {
@@ -142,7 +143,7 @@ export class JobRunner {
     }
     this.#ticking = true;
     this.#claiming = this.#claim()
-      .catch((error: unknown) => this.logger.error({ err: error }, "job claim failed"))
+      .catch((error: unknown) => logBackgroundFailure(this.logger, error, "job claim failed"))
       .finally(() => {
         this.#ticking = false;
         this.#claiming = undefined;

@@ -1,3 +1,4 @@
+import type { FastifyBaseLogger } from "fastify";
 import { CONNECTION_FAILURE_CODES } from "../net/connection-failures.ts";
 
 /*
@@ -33,4 +34,17 @@ export function isStoreUnavailable(error: unknown): boolean {
     );
   }
   return LOST_CONNECTION.test(error.message);
+}
+
+/**
+ * A background step's failure (a claim, a poll) in the log: a warning while the store is away, which
+ * `/readyz` already reports and which ends by itself, an error otherwise.
+ */
+export function logBackgroundFailure(
+  logger: Pick<FastifyBaseLogger, "warn" | "error">,
+  error: unknown,
+  message: string,
+): void {
+  if (isStoreUnavailable(error)) logger.warn({ err: error }, message);
+  else logger.error({ err: error }, message);
 }

@@ -3,6 +3,7 @@ import type { Bus } from "../bus.ts";
 import type { Clock } from "../clock.ts";
 import type { BackgroundWorker } from "../services.ts";
 import { readJson } from "../store/codec.ts";
+import { logBackgroundFailure } from "../store/unavailable.ts";
 import type {
   ClaimedDelivery,
   DeliveryRepository,
@@ -193,7 +194,7 @@ export class WebhookDispatcher implements BackgroundWorker {
   #runClaim(): void {
     this.#ticking = true;
     this.#claiming = this.#claim()
-      .catch((error: unknown) => this.logger.error({ err: error }, "webhook claim failed"))
+      .catch((error: unknown) => logBackgroundFailure(this.logger, error, "webhook claim failed"))
       .finally(() => {
         this.#ticking = false;
         this.#claiming = undefined;

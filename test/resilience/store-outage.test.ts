@@ -77,6 +77,7 @@ describe.runIf(process.env.CUMULO_TEST_STORE === "postgres")("a PostgreSQL outag
     // Queries in flight when every connection drops.
     const inFlight = Array.from({ length: 40 }, () => call("/v1/media/libraries").then((r) => r.status));
     await new Promise((resolve) => setTimeout(resolve, 5));
+    const loggedBefore = node.output().length;
     await relay.cut();
     for (const status of await Promise.all(inFlight)) expect([200, 503]).toContain(status);
 
@@ -108,6 +109,14 @@ describe.runIf(process.env.CUMULO_TEST_STORE === "postgres")("a PostgreSQL outag
     expect((await fetch(`${node.apiUrl}/readyz`)).status).toBe(503);
     expect(node.child.exitCode).toBeNull();
 
+    // A second of the workers' claims against the missing store: warnings, not errors.
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    const errors = node
+      .output()
+      .slice(loggedBefore)
+      .split("\n")
+      .filter((line) => line.startsWith('{"level":50'));
+    expect(errors).toEqual([]);
     await relay.restore();
     await waitUntil(async () => (await call("/v1/media/libraries")).status === 200, 15_000, "the store back");
     expect(
