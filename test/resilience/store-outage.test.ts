@@ -119,9 +119,20 @@ describe.runIf(process.env.CUMULO_TEST_STORE === "postgres")("a PostgreSQL outag
     expect(errors).toEqual([]);
     await relay.restore();
     await waitUntil(async () => (await call("/v1/media/libraries")).status === 200, 15_000, "the store back");
-    expect(
-      (await call("/v1/media/libraries", { method: "POST", body: JSON.stringify({ name: "after" }) })).status,
-    ).toBe(201);
+    const after = await call("/v1/media/libraries", {
+      method: "POST",
+      body: JSON.stringify({ name: "after" }),
+    });
+    expect(after.status).toBe(201);
+    // The worker claims jobs again: the new library's distribution is provisioned.
+    const { data } = (await after.json()) as { data: { id: string } };
+    await waitUntil(
+      async () =>
+        ((await (await call(`/v1/media/libraries/${data.id}`)).json()) as { data: { status: string } }).data
+          .status === "active",
+      15_000,
+      "the library provisioned after the outage",
+    );
     expect(node.output()).not.toMatch(/Unhandled 'error' event|uncaught/i);
     node.child.kill("SIGTERM");
     expect(await exitOf(node.child)).toBe(0);
