@@ -52,25 +52,7 @@ export async function startCumulo(given: Config, options: StartOptions = {}): Pr
   const config: Config = { ...given };
   const deps = await openCore(config, options);
   let services: Services;
-  try {
-    services = createServices(deps);
-  } catch (error) {
-    // A file the services read at start (a GeoIP database) is unreadable: nothing else is open yet.
-    await closeCore(deps).catch(() => undefined);
-    throw error;
-  }
-  const { generatedKey } = await services.identity.ensureBootstrap(config.bootstrapApiKey);
-  if (generatedKey) options.onGeneratedKey?.(generatedKey);
-  deps.metrics.observe({
-    clock: deps.clock,
-    jobKinds: services.jobHandlers.map((handler) => handler.kind),
-    jobs: services.jobRepository,
-    webhookBacklog: () => services.webhookDeliveries.backlog(),
-    pool: deps.store.pool,
-    redis: deps.redis,
-    geoipBuiltAt: () => services.video.countries.databaseBuiltAt,
-  });
-
+  let generatedKey: string | undefined;
   // The edge binds first: with CUMULO_EDGE_PORT=0 the playback URLs the API returns must name the
   // port it was given, so the chosen URL becomes the edge public URL of this process.
   let edge: EdgeServer | undefined;
@@ -81,6 +63,20 @@ export async function startCumulo(given: Config, options: StartOptions = {}): Pr
   let metricsUrl: string | undefined;
   let stopCheckingStorage: (() => void) | undefined;
   try {
+    // Inside the try, as all that follows: a file the services read (a GeoIP database) or the
+    // bootstrap's write may fail too, and the store and Redis must then be closed.
+    services = createServices(deps);
+    ({ generatedKey } = await services.identity.ensureBootstrap(config.bootstrapApiKey));
+    if (generatedKey) options.onGeneratedKey?.(generatedKey);
+    deps.metrics.observe({
+      clock: deps.clock,
+      jobKinds: services.jobHandlers.map((handler) => handler.kind),
+      jobs: services.jobRepository,
+      webhookBacklog: () => services.webhookDeliveries.backlog(),
+      pool: deps.store.pool,
+      redis: deps.redis,
+      geoipBuiltAt: () => services.video.countries.databaseBuiltAt,
+    });
     stopCheckingStorage = await checkStorageAtStart(services.blobs, deps.logger, config.storageRecheckMs);
     const metricsPort = config.metrics.port;
     if (metricsPort !== undefined) {
