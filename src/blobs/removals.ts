@@ -4,7 +4,7 @@ import type { JobHandler, JobQueue } from "../jobs/queue.ts";
 import type { JobRepository } from "../jobs/repository.ts";
 import { MEDIA_PREFIX } from "../media/urls.ts";
 import type { Executor, Transact } from "../store/transactions.ts";
-import { assertBlobKey, type BlobStore, BlobStoreRefusedError, isStoreFailure } from "./store.ts";
+import { assertBlobKey, type BlobStore, BlobStoreRefusedError, isStorageFailure } from "./store.ts";
 
 export const REMOVE_FILES_JOB = "blobs.remove";
 
@@ -104,7 +104,7 @@ export class FileRemovals {
       // Removing what was deleted is never given up while the store is away. A store that refuses
       // (a bucket policy without `s3:DeleteObject`, a bucket gone) would refuse for ever: that and
       // other failures spend the job's attempts, and the failed job keeps the files to remove.
-      isTransient: (error) => isStoreFailure(error) && !(error instanceof BlobStoreRefusedError),
+      isTransient: (error) => isStorageFailure(error) && !(error instanceof BlobStoreRefusedError),
       transientPatienceMs: Number.POSITIVE_INFINITY,
       onGiveUp: async (files, error) => {
         // The runner's warning just before names the job.

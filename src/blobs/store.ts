@@ -41,8 +41,8 @@ const STORAGE_FAULTS = new Set(["ENOSPC", "EDQUOT", "EROFS", "EIO", "EACCES", "E
 export const isStorageFault = (error: unknown): boolean =>
   STORAGE_FAULTS.has((error as NodeJS.ErrnoException | null)?.code ?? "");
 
-/** The store failed, not the work that used it: a job that meets this waits for the store. */
-export const isStoreFailure = (error: unknown): boolean =>
+/** Media storage failed, not the work that used it: a job that meets this waits for the storage. */
+export const isStorageFailure = (error: unknown): boolean =>
   error instanceof BlobStoreUnavailableError || isStorageFault(error);
 
 /** What a 503 for unavailable storage tells clients: wait this many seconds, and why. */

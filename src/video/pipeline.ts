@@ -5,7 +5,7 @@ import { join, relative, sep } from "node:path";
 import { pipeline as streamPipeline } from "node:stream/promises";
 import type { FastifyBaseLogger } from "fastify";
 import type { FileRemovals } from "../blobs/removals.ts";
-import { type BlobStore, isStoreFailure } from "../blobs/store.ts";
+import { type BlobStore, isStorageFailure } from "../blobs/store.ts";
 import { type Clock, nowIso } from "../clock.ts";
 import type { Config } from "../config.ts";
 import type { JobContext, JobHandler, JobQueue } from "../jobs/queue.ts";
@@ -214,7 +214,7 @@ export class VideoPipeline {
       stop: () => this.deps.stopTools?.(),
       // A bucket in an outage, or this node's scratch disk full (for Node or for ffmpeg), fails no
       // video: processing goes on once storage answers again.
-      isTransient: (error) => isStoreFailure(error) || error instanceof ScratchDiskError,
+      isTransient: (error) => isStorageFailure(error) || error instanceof ScratchDiskError,
     };
   }
 

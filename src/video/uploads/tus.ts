@@ -8,7 +8,7 @@ import { type KvStore, Server, Upload } from "@tus/server";
 import type { FastifyBaseLogger } from "fastify";
 import {
   type BlobStore,
-  isStoreFailure,
+  isStorageFailure,
   STORAGE_RETRY_AFTER_S,
   STORAGE_UNAVAILABLE_MESSAGE,
 } from "../../blobs/store.ts";
@@ -160,7 +160,7 @@ export class ResumableUploads {
         if (created !== undefined) await this.#remove(created);
         if ("status_code" in error) return undefined;
         // The bucket, or this node's disk under the partial uploads, failing is not the client's doing.
-        if (isStoreFailure(error)) {
+        if (isStorageFailure(error)) {
           // An upload that exists keeps its bytes: a HEAD once storage is back finishes it. A creation
           // refused so has no Location, and is made again by the client.
           deps.logger.warn({ err: error }, "resumable upload failed: media storage unavailable");
