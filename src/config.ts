@@ -337,36 +337,35 @@ function cidrsOverlap(a: string, b: string): boolean {
   }
 }
 
+/** A location's settings are named after its slug: `local-1` has CUMULO_LOCATION_LOCAL_1_NAME and so on. */
+const locationVariable = (slug: string, setting: string): string =>
+  `CUMULO_LOCATION_${slug.toUpperCase().replace(/-/g, "_")}_${setting}`;
+
+/** An address pool as cloud resources take it (`parsePool`); refused here, naming its variable. */
+function pool(env: Env, variable: string, fallback: string): string {
+  const value = env[variable] ?? fallback;
+  try {
+    parsePool(value);
+  } catch {
+    throw new ConfigError(variable, `must be an IPv4 CIDR block from /8 to /30, got "${value}"`);
+  }
+  return value;
+}
+
 function locations(env: Env): Location[] {
   const slugs = distinctList(env, "CUMULO_LOCATIONS", ["local-1"], "location");
   const configured = slugs.map((slug, index) => {
     if (!SLUG.test(slug)) throw new ConfigError("CUMULO_LOCATIONS", `has an invalid slug "${slug}"`);
-    const key = slug.toUpperCase().replace(/-/g, "_");
+    const variable = (setting: string) => locationVariable(slug, setting);
     return {
       slug,
-      displayName: env[`CUMULO_LOCATION_${key}_NAME`] ?? `Local ${index + 1}`,
-      description: env[`CUMULO_LOCATION_${key}_DESCRIPTION`] ?? "Simulated location on this Cumulo node",
-      countryCode: env[`CUMULO_LOCATION_${key}_COUNTRY`] ?? "ZZ",
-      publicPool: env[`CUMULO_LOCATION_${key}_PUBLIC_POOL`] ?? defaultPublicPool(index),
-      privatePool: env[`CUMULO_LOCATION_${key}_PRIVATE_POOL`] ?? `10.${index}.0.0/16`,
+      displayName: env[variable("NAME")] ?? `Local ${index + 1}`,
+      description: env[variable("DESCRIPTION")] ?? "Simulated location on this Cumulo node",
+      countryCode: env[variable("COUNTRY")] ?? "ZZ",
+      publicPool: pool(env, variable("PUBLIC_POOL"), defaultPublicPool(index)),
+      privatePool: pool(env, variable("PRIVATE_POOL"), `10.${index}.0.0/16`),
     };
   });
-  for (const location of configured) {
-    const key = location.slug.toUpperCase().replace(/-/g, "_");
-    for (const [kind, pool] of [
-      ["PUBLIC", location.publicPool],
-      ["PRIVATE", location.privatePool],
-    ] as const) {
-      try {
-        parsePool(pool);
-      } catch {
-        throw new ConfigError(
-          `CUMULO_LOCATION_${key}_${kind}_POOL`,
-          `must be an IPv4 CIDR block from /8 to /30, got "${pool}"`,
-        );
-      }
-    }
-  }
   // A public address names one floating IP across the platform, whatever its location.
   for (const [index, location] of configured.entries()) {
     const earlier = configured
@@ -374,7 +373,7 @@ function locations(env: Env): Location[] {
       .find((other) => cidrsOverlap(other.publicPool, location.publicPool));
     if (earlier) {
       throw new ConfigError(
-        `CUMULO_LOCATION_${location.slug.toUpperCase().replace(/-/g, "_")}_PUBLIC_POOL`,
+        locationVariable(location.slug, "PUBLIC_POOL"),
         `is ${location.publicPool}, which overlaps ${earlier.slug}'s public pool ${earlier.publicPool}`,
       );
     }
