@@ -39,6 +39,26 @@ const removalFailed = (error: unknown): never => {
   throw storeError(error, code === "ENOTDIR" && syscall === "scandir" ? "EPERM" : code);
 };
 
+/** Tries to put the file in place again when its folder is removed between `mkdir` and `rename`. */
+const PLACING_TRIES = 3;
+
+/**
+ * Moves a finished upload into place. A deletion of the folder it goes to (its library's, say) may
+ * remove the folder just made: made again, the file lands, and the caller finds what it belonged to
+ * gone and removes the file as it removes any refused upload's.
+ */
+async function renameIntoPlace(temp: string, target: string): Promise<void> {
+  for (let tries = 1; ; tries++) {
+    try {
+      await mkdir(dirname(target), { recursive: true });
+      await rename(temp, target);
+      return;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "ENOENT" || tries >= PLACING_TRIES) throw error;
+    }
+  }
+}
+
 /** Blobs as files under `${dataDir}/blobs`; uploads land in `.tmp/` and are renamed into place. */
 export class LocalBlobStore implements BlobStore {
   readonly #root: string;
@@ -99,8 +119,7 @@ export class LocalBlobStore implements BlobStore {
     const file = createWriteStream(temp, { flags: "wx" });
     try {
       await pipeline(body, limit, file);
-      await mkdir(dirname(target), { recursive: true });
-      await rename(temp, target);
+      await renameIntoPlace(temp, target);
     } catch (error) {
       // A file stream destroyed while it was still opening creates its file afterwards, before it
       // closes: removed only once closed, the temp file is not left behind.
