@@ -1,9 +1,16 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { requireApiKey } from "../http/auth.ts";
-import { ok, okList } from "../http/envelope.ts";
+import { createdAt, ok, okList } from "../http/envelope.ts";
 import { ApiError, type FieldError } from "../http/errors.ts";
 import { pageMeta, toPage } from "../http/pagination.ts";
-import { Envelope, IdParams, ListEnvelope, mediaErrorResponses, PageQuery } from "../http/schemas.ts";
+import {
+  CreatedEnvelope,
+  Envelope,
+  IdParams,
+  ListEnvelope,
+  mediaErrorResponses,
+  PageQuery,
+} from "../http/schemas.ts";
 import { bodyField } from "../http/validation.ts";
 import type { IdentityService } from "../identity/service.ts";
 import type { AnalyticsOutcome, AnalyticsService } from "./analytics.ts";
@@ -147,12 +154,15 @@ export const cdnRoutes: FastifyPluginAsyncTypebox<{
         summary: "Create a distribution",
         security,
         body: CreateDistributionBody,
-        response: { ...mediaErrorResponses, 201: Envelope(Distribution) },
+        response: { ...mediaErrorResponses, 201: CreatedEnvelope(Distribution) },
       },
     },
     async (request, reply) => {
       const distribution = created(await cdn.create(request.auth.organizationId, request.body));
-      return reply.code(201).send(ok("Distribution created successfully", distribution));
+      return reply
+        .code(201)
+        .header("location", createdAt(request, distribution.id))
+        .send(ok("Distribution created successfully", distribution));
     },
   );
 

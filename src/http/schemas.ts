@@ -65,6 +65,12 @@ export type PageMeta = Static<typeof PageMeta>;
 export const Envelope = <T extends TSchema>(data: T) =>
   Type.Object({ success: Type.Literal(true), message: Type.String(), data });
 
+/** A 201's envelope, with the `Location` header that names the created resource (OpenAPI only). */
+export const CreatedEnvelope = <T extends TSchema>(data: T) => ({
+  ...Envelope(data),
+  headers: { location: { type: "string", description: "Path of the created resource" } },
+});
+
 export const ListEnvelope = <T extends TSchema>(item: T) =>
   Type.Object({
     success: Type.Literal(true),

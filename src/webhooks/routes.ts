@@ -1,10 +1,11 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { requireApiKey } from "../http/auth.ts";
-import { ok, okList, okMessage } from "../http/envelope.ts";
+import { createdAt, ok, okList, okMessage } from "../http/envelope.ts";
 import { ApiError } from "../http/errors.ts";
 import { MASK } from "../http/masking.ts";
 import { pageMeta, toPage } from "../http/pagination.ts";
 import {
+  CreatedEnvelope,
   Envelope,
   IdParams,
   ListEnvelope,
@@ -95,14 +96,17 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{
         security,
         params: IdParams("libraryId"),
         body: CreateEndpointBody,
-        response: { ...mediaErrorResponses, 201: Envelope(WebhookEndpoint) },
+        response: { ...mediaErrorResponses, 201: CreatedEnvelope(WebhookEndpoint) },
       },
     },
     async (request, reply) => {
       const endpoint = endpointOf(
         await webhooks.create(request.auth, request.params.libraryId, request.body),
       );
-      return reply.code(201).send(ok("Webhook endpoint created", endpoint));
+      return reply
+        .code(201)
+        .header("location", createdAt(request, endpoint.id))
+        .send(ok("Webhook endpoint created", endpoint));
     },
   );
 

@@ -114,6 +114,36 @@ describe("operational endpoints and conventions", () => {
     expect(found.body.uuid).toBe(vm.body.uuid);
   });
 
+  it("names what a POST created in Location, where a GET finds it", async () => {
+    const created = async (path: string, json: Record<string, unknown>) => {
+      const answer = await t.request("POST", `${path}?ignored=1`, { json });
+      expect(answer.status, path).toBe(201);
+      const id = answer.body.data.id as string;
+      const location = answer.headers.get("location");
+      expect(location, path).toBe(`${path}/${id}`);
+      const got = await t.request("GET", location as string);
+      expect(got.status, path).toBe(200);
+      expect(got.body.data.id, path).toBe(id);
+      return id;
+    };
+    const libraries = "/v1/media/libraries";
+    const library = await created(libraries, { name: "located" });
+    await created(`${libraries}/${library}/folders`, { name: "folder" });
+    await created(`${libraries}/${library}/videos`, { title: "video" });
+    await created(`${libraries}/${library}/players`, { name: "player" });
+    await created(`${libraries}/${library}/webhooks`, {
+      name: "hook",
+      url: "https://hooks.example.com/in",
+      events: ["ready"],
+    });
+    await created("/v1/cdn/distributions", {
+      hostname: "located.example.com",
+      origin_url: "https://origin.example.com",
+    });
+    const { paths } = (await t.request("GET", "/openapi.json", { anonymous: true })).body;
+    expect(paths["/v1/media/libraries"].post.responses["201"].headers.location.schema.type).toBe("string");
+  });
+
   it("answers unknown media routes with the media 404 body and unknown cloud routes with the gateway body", async () => {
     const media = await t.request("GET", "/v1/media/nothing-here");
     expect(media.status).toBe(404);

@@ -4021,6 +4021,8 @@ export interface operations {
             /** @description Default Response */
             201: {
                 headers: {
+                    /** @description Path of the created resource */
+                    location?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5655,6 +5657,8 @@ export interface operations {
             /** @description Default Response */
             201: {
                 headers: {
+                    /** @description Path of the created resource */
+                    location?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7019,6 +7023,8 @@ export interface operations {
             /** @description Default Response */
             201: {
                 headers: {
+                    /** @description Path of the created resource */
+                    location?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8428,6 +8434,8 @@ export interface operations {
             /** @description Default Response */
             201: {
                 headers: {
+                    /** @description Path of the created resource */
+                    location?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -14079,6 +14087,8 @@ export interface operations {
             /** @description Default Response */
             201: {
                 headers: {
+                    /** @description Path of the created resource */
+                    location?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -32020,6 +32030,8 @@ export interface operations {
             /** @description Default Response */
             201: {
                 headers: {
+                    /** @description Path of the created resource */
+                    location?: string;
                     [name: string]: unknown;
                 };
                 content: {

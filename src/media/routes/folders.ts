@@ -1,8 +1,15 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
-import { ok, okList, okMessage } from "../../http/envelope.ts";
+import { createdAt, ok, okList, okMessage } from "../../http/envelope.ts";
 import { ApiError } from "../../http/errors.ts";
 import { pageMeta, toPage } from "../../http/pagination.ts";
-import { Envelope, IdParams, ListEnvelope, MessageOnly, mediaErrorResponses } from "../../http/schemas.ts";
+import {
+  CreatedEnvelope,
+  Envelope,
+  IdParams,
+  ListEnvelope,
+  MessageOnly,
+  mediaErrorResponses,
+} from "../../http/schemas.ts";
 import type { FolderOutcome } from "../folder-service.ts";
 import { toFolder } from "../presenters.ts";
 import {
@@ -44,13 +51,16 @@ export const folderRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async 
         security: mediaSecurity,
         params: LibraryParams,
         body: CreateFolderBody,
-        response: { ...mediaErrorResponses, 201: Envelope(Folder) },
+        response: { ...mediaErrorResponses, 201: CreatedEnvelope(Folder) },
       },
     },
     async (request, reply) => {
       const library = await requireLibrary(media, request, request.params.libraryId);
       const folder = folderOf(await media.folders.create(library, request.body));
-      return reply.code(201).send(ok("Folder created successfully", folder));
+      return reply
+        .code(201)
+        .header("location", createdAt(request, folder.id))
+        .send(ok("Folder created successfully", folder));
     },
   );
 

@@ -1,8 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
-import { ok, okList, okMessage } from "../../http/envelope.ts";
+import { createdAt, ok, okList, okMessage } from "../../http/envelope.ts";
 import { ApiError } from "../../http/errors.ts";
 import { pageMeta, toPage } from "../../http/pagination.ts";
 import {
+  CreatedEnvelope,
   Envelope,
   IdParams,
   ListEnvelope,
@@ -59,7 +60,7 @@ export const libraryRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async
           "Starts `provisioning` with its own CDN distribution and becomes `active` within seconds.",
         security: mediaSecurity,
         body: CreateLibraryBody(config.regions),
-        response: { ...mediaErrorResponses, 201: Envelope(Library) },
+        response: { ...mediaErrorResponses, 201: CreatedEnvelope(Library) },
       },
     },
     async (request, reply) => {
@@ -69,7 +70,10 @@ export const libraryRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async
         userUuid,
         request.body as CreateLibraryInput,
       );
-      return reply.code(201).send(ok("Library created successfully", toLibrary(library)));
+      return reply
+        .code(201)
+        .header("location", createdAt(request, library.id))
+        .send(ok("Library created successfully", toLibrary(library)));
     },
   );
 

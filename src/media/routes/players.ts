@@ -1,8 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
-import { ok, okList, okMessage } from "../../http/envelope.ts";
+import { createdAt, ok, okList, okMessage } from "../../http/envelope.ts";
 import { ApiError } from "../../http/errors.ts";
 import { pageMeta, toPage } from "../../http/pagination.ts";
 import {
+  CreatedEnvelope,
   Envelope,
   IdParams,
   ListEnvelope,
@@ -30,7 +31,7 @@ export const playerRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async 
         security: mediaSecurity,
         params: LibraryParams,
         body: CreatePlayerBody,
-        response: { ...mediaErrorResponses, 201: Envelope(Player) },
+        response: { ...mediaErrorResponses, 201: CreatedEnvelope(Player) },
       },
     },
     async (request, reply) => {
@@ -38,7 +39,10 @@ export const playerRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async 
       const result = await media.players.create(library, request.body);
       switch (result.outcome) {
         case "created":
-          return reply.code(201).send(ok("Player created successfully", toPlayer(result.player)));
+          return reply
+            .code(201)
+            .header("location", createdAt(request, result.player.id))
+            .send(ok("Player created successfully", toPlayer(result.player)));
         case "not_found":
           throw ApiError.notFound();
       }

@@ -1,9 +1,16 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import type { Config } from "../../config.ts";
-import { ok, okList, okMessage } from "../../http/envelope.ts";
+import { createdAt, ok, okList, okMessage } from "../../http/envelope.ts";
 import { ApiError } from "../../http/errors.ts";
 import { pageMeta, toPage } from "../../http/pagination.ts";
-import { Envelope, IdParams, ListEnvelope, MessageOnly, mediaErrorResponses } from "../../http/schemas.ts";
+import {
+  CreatedEnvelope,
+  Envelope,
+  IdParams,
+  ListEnvelope,
+  MessageOnly,
+  mediaErrorResponses,
+} from "../../http/schemas.ts";
 import { toVideo } from "../presenters.ts";
 import { CreateVideoBody, UpdateVideoBody, Video, VideoListQuery } from "../schemas.ts";
 import type { VideoOutcome } from "../video-service.ts";
@@ -37,13 +44,16 @@ export const videoRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async (
         security: mediaSecurity,
         params: LibraryParams,
         body: CreateVideoBody,
-        response: { ...mediaErrorResponses, 201: Envelope(Video) },
+        response: { ...mediaErrorResponses, 201: CreatedEnvelope(Video) },
       },
     },
     async (request, reply) => {
       const library = await requireLibrary(media, request, request.params.libraryId);
       const video = videoOf(await media.videos.create(library, request.body), config);
-      return reply.code(201).send(ok("Video created successfully", video));
+      return reply
+        .code(201)
+        .header("location", createdAt(request, video.id))
+        .send(ok("Video created successfully", video));
     },
   );
 
