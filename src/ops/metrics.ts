@@ -110,12 +110,13 @@ export class Metrics {
   });
   readonly #edgeRequests = new TalliedCounter({
     name: "cumulo_edge_requests_total",
-    help: "CDN edge answers, by cache status: hit (from the edge cache), miss (from the origin), none (errors, unknown hosts).",
+    help: "CDN edge answers, by cache status: hit (from the edge cache), miss (from the origin), media (a video library's files, served from media storage and never cached), none (errors, unknown hosts).",
     labelNames: ["cache"] as const,
     registers: [this.registry],
   });
   readonly #edgeHit = this.#edgeRequests.tally("hit");
   readonly #edgeMiss = this.#edgeRequests.tally("miss");
+  readonly #edgeMedia = this.#edgeRequests.tally("media");
   readonly #edgeNone = this.#edgeRequests.tally("none");
   readonly #edgeBytes = new TalliedCounter({
     name: "cumulo_edge_sent_bytes_total",
@@ -190,14 +191,22 @@ export class Metrics {
     this.#webhookDuration.observe(milliseconds / 1000);
   };
 
-  /** One edge answer; `cacheStatus` is its `X-Cache`, `originMs` set when it waited on the origin. */
+  /**
+   * One edge answer; `cacheStatus` is its `X-Cache` (`MEDIA`: a library distribution's answer, never
+   * cached), `originMs` set when it waited on the origin.
+   */
   edgeResponse = (
-    cacheStatus: "HIT" | "MISS" | undefined,
+    cacheStatus: "HIT" | "MISS" | "MEDIA" | undefined,
     sentBytes: number,
     originMs: number | undefined,
   ): void => {
-    (cacheStatus === "HIT" ? this.#edgeHit : cacheStatus === "MISS" ? this.#edgeMiss : this.#edgeNone)
-      .pending++;
+    (cacheStatus === "HIT"
+      ? this.#edgeHit
+      : cacheStatus === "MISS"
+        ? this.#edgeMiss
+        : cacheStatus === "MEDIA"
+          ? this.#edgeMedia
+          : this.#edgeNone).pending++;
     this.#edgeBytes.pending += sentBytes;
     if (originMs !== undefined) observe(this.#edgeOrigin, originMs / 1000);
   };

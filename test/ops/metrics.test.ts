@@ -1,6 +1,6 @@
 import { spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -14,6 +14,7 @@ import {
   TestClock,
   uniqueHost,
 } from "../cdn/support.ts";
+import { createLibrary as createMediaLibrary, createVideo } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { generateClip } from "../support/media.ts";
 import { createTestStore } from "../support/store.ts";
@@ -29,6 +30,11 @@ import {
 const TOKEN = "metrics-token-0123456789abcdef";
 const PROVISION = "media.provision-library";
 const RULES_FILE = join(import.meta.dirname, "../../deploy/prometheus/cumulo-alerts.yml");
+// 1x1 PNG, a video's poster
+const PNG = Buffer.from(
+  "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==",
+  "base64",
+);
 
 /** The samples of an exposition, by series (`name{label="value",...}` exactly as written). */
 function parseSamples(text: string): Map<string, number> {
@@ -175,6 +181,37 @@ describe("metrics", () => {
     }
   });
 
+  it("counts answers of library distributions apart from misses: the edge never caches them", async () => {
+    const library = await createMediaLibrary(t, { name: "Metrics library" });
+    const video = await createVideo(t, library.id);
+    const poster = new FormData();
+    poster.set("file", new Blob([PNG]), "poster.png");
+    const uploaded = await t.request(
+      "POST",
+      `/v1/media/libraries/${library.id}/videos/${video.id}/thumbnails`,
+      {
+        body: poster,
+      },
+    );
+    expect(uploaded.status, uploaded.text).toBe(200);
+    const before = (await scrape(t)).samples;
+    const path = `/${library.id}.media.cumulo.local/${video.id}/thumbnail.jpg`;
+    for (let i = 0; i < 3; i++) {
+      const answer = await edgeRequest(edgeUrl, path);
+      expect([answer.status, answer.headers["x-cache"]]).toEqual([200, "MISS"]);
+    }
+    const after = (await scrape(t)).samples;
+    const moved = (name: string, labels: Record<string, string> = {}) =>
+      value(after, name, labels) - value(before, name, labels);
+    // Served from media storage every time, by design: not misses that a bigger cache would turn into
+    // hits, so the hit ratio (hit / (hit + miss)) and its alert leave them out.
+    expect(moved("cumulo_edge_requests_total", { cache: "media" })).toBe(3);
+    expect(moved("cumulo_edge_requests_total", { cache: "miss" })).toBe(0);
+    expect(moved("cumulo_edge_requests_total", { cache: "hit" })).toBe(0);
+    expect(moved("cumulo_edge_sent_bytes_total")).toBe(3 * PNG.length);
+    expect(moved("cumulo_edge_origin_duration_seconds_count")).toBe(3);
+  });
+
   it("counts webhook attempts by outcome, and job runs by kind", async () => {
     const receiver = await startReceiver((_request, res) => res.end("ok"));
     try {
@@ -226,6 +263,47 @@ describe("metrics", () => {
       expect(rules.stderr).toBe("");
       expect(rules.stdout).toContain("SUCCESS");
       expect(rules.status).toBe(0);
+    },
+  );
+  it.runIf(promtool)(
+    "alerts on a low edge hit ratio from cacheable answers only, not from library playback (promtool test rules)",
+    async () => {
+      // Edge 1 serves only video playback (library distributions, never cached) at 30 requests a
+      // second; edge 2 serves a URL origin's objects, 5 hits and 20 misses a second.
+      const series = (instance: string, cache: string, perMinute: number) =>
+        `      - series: 'cumulo_edge_requests_total{job="cumulo",instance="${instance}",cache="${cache}"}'\n` +
+        `        values: '0+${perMinute}x120'\n`;
+      const test = [
+        `rule_files: [${JSON.stringify(RULES_FILE)}]`,
+        "evaluation_interval: 1m",
+        "tests:",
+        "  - interval: 1m",
+        "    input_series:",
+        series("edge-1", "media", 1800).trimEnd(),
+        series("edge-1", "hit", 0).trimEnd(),
+        series("edge-1", "miss", 0).trimEnd(),
+        series("edge-2", "hit", 300).trimEnd(),
+        series("edge-2", "miss", 1200).trimEnd(),
+        series("edge-2", "none", 600).trimEnd(),
+        "    alert_rule_test:",
+        "      - eval_time: 90m",
+        "        alertname: CumuloEdgeHitRatioLow",
+        "        exp_alerts:",
+        "          - exp_labels: { severity: info, instance: edge-2 }",
+        "            exp_annotations:",
+        `              summary: "Edge edge-2 serves less than half of its cacheable requests from cache"`,
+        "",
+      ].join("\n");
+      const directory = await mkdtemp(join(tmpdir(), "cumulo-rules-"));
+      try {
+        const file = join(directory, "hit-ratio.test.yml");
+        await writeFile(file, test);
+        const result = spawnSync("promtool", ["test", "rules", file], { encoding: "utf8" });
+        expect(result.stdout + result.stderr).toContain("SUCCESS");
+        expect(result.status, result.stdout + result.stderr).toBe(0);
+      } finally {
+        await rm(directory, { recursive: true, force: true });
+      }
     },
   );
   it.skipIf(promtool)(

@@ -11,8 +11,12 @@ export interface Exchange {
   sent: number;
   upstream: number;
   originMs: number | undefined;
-  /** The answer's `X-Cache` (metrics); unset for errors. */
-  cacheStatus?: "HIT" | "MISS";
+  /**
+   * For metrics: the answer's `X-Cache`, or `MEDIA` for a library distribution's answer (its `X-Cache`
+   * is `MISS`, but the edge never caches it, so it is no miss a cache could have served); unset for
+   * errors.
+   */
+  cacheStatus?: "HIT" | "MISS" | "MEDIA";
 }
 
 /** An origin answer the edge does not keep: streamed through to one viewer. */

@@ -292,7 +292,7 @@ export class EdgeServer {
       return;
     }
     if (mediaLibrary && this.deps.mediaOrigin) {
-      exchange.cacheStatus = "MISS";
+      exchange.cacheStatus = "MEDIA";
       const askedAt = performance.now();
       const serving = this.deps.mediaOrigin.serve(request, response, mediaLibrary, pathAndQuery);
       answered = serving;
