@@ -17,6 +17,7 @@ import {
 import { createLibrary as createMediaLibrary, createVideo } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { generateClip } from "../support/media.ts";
+import { startTestS3 } from "../support/s3.ts";
 import { createTestStore } from "../support/store.ts";
 import { waitUntil } from "../support/wait.ts";
 import {
@@ -54,6 +55,12 @@ function value(samples: Map<string, number>, name: string, labels: Record<string
     .join(",");
   return samples.get(list === "" ? name : `${name}{${list}}`) ?? 0;
 }
+
+/** Edge answers counted so far, whatever their cache status. */
+const edgeAnswers = (samples: Map<string, number>): number =>
+  [...samples]
+    .filter(([series]) => series.startsWith("cumulo_edge_requests_total"))
+    .reduce((sum, [, count]) => sum + count, 0);
 
 async function scrape(t: TestApp): Promise<{ text: string; samples: Map<string, number> }> {
   const response = await t.request("GET", "/metrics", { headers: { authorization: `Bearer ${TOKEN}` } });
@@ -200,7 +207,11 @@ describe("metrics", () => {
       const answer = await edgeRequest(edgeUrl, path);
       expect([answer.status, answer.headers["x-cache"]]).toEqual([200, "MISS"]);
     }
-    const after = (await scrape(t)).samples;
+    // An answer is counted once its response has closed, which can be just after the viewer has it.
+    const after = await waitUntil(async () => {
+      const { samples } = await scrape(t);
+      return edgeAnswers(samples) - edgeAnswers(before) >= 3 ? samples : undefined;
+    });
     const moved = (name: string, labels: Record<string, string> = {}) =>
       value(after, name, labels) - value(before, name, labels);
     // Served from media storage every time, by design: not misses that a bigger cache would turn into
@@ -310,6 +321,58 @@ describe("metrics", () => {
     "promtool check metrics: skipped, promtool is not on PATH (Debian package prometheus)",
     () => {},
   );
+});
+
+describe("edge metrics when media storage fails", () => {
+  it("counts the edge's 503 for a library file as an error (none), not as a library answer", async () => {
+    const s3 = await startTestS3();
+    let s3Closed = false;
+    let t: TestApp | undefined;
+    try {
+      t = await startTestApp({
+        ...s3.env,
+        ...EDGE_ENV,
+        CUMULO_METRICS_TOKEN: TOKEN,
+        CUMULO_S3_TIMEOUT_MS: "2000",
+        CUMULO_STORAGE_RECHECK_MS: "500",
+      });
+      const library = await createMediaLibrary(t, { name: "Storage failing" });
+      const video = await createVideo(t, library.id);
+      const poster = new FormData();
+      poster.set("file", new Blob([PNG]), "poster.png");
+      const uploaded = await t.request(
+        "POST",
+        `/v1/media/libraries/${library.id}/videos/${video.id}/thumbnails`,
+        { body: poster },
+      );
+      expect(uploaded.status, uploaded.text).toBe(200);
+      const edge = t.cumulo.edgeUrl ?? "";
+      const path = `/${library.id}.media.cumulo.local/${video.id}/thumbnail.jpg`;
+      expect((await edgeRequest(edge, path)).status).toBe(200);
+      await s3.close();
+      s3Closed = true;
+
+      const before = (await scrape(t)).samples;
+      const failed = await edgeRequest(edge, path);
+      expect(failed.status).toBe(503);
+      // Counted once the response has closed, which can be just after the viewer has it.
+      const node = t;
+      const after = await waitUntil(async () => {
+        const { samples } = await scrape(node);
+        return edgeAnswers(samples) > edgeAnswers(before) ? samples : undefined;
+      });
+      const moved = (labels: Record<string, string>) =>
+        value(after, "cumulo_edge_requests_total", labels) -
+        value(before, "cumulo_edge_requests_total", labels);
+      // The edge's own error, as for a failing URL origin (502/504): nothing a viewer was served.
+      expect(moved({ cache: "none" })).toBe(1);
+      expect(moved({ cache: "media" })).toBe(0);
+      expect(moved({ cache: "miss" })).toBe(0);
+    } finally {
+      await t?.close();
+      if (!s3Closed) await s3.close();
+    }
+  });
 });
 
 describe("metrics read from the store", () => {

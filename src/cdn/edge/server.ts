@@ -296,7 +296,14 @@ export class EdgeServer {
       const askedAt = performance.now();
       const serving = this.deps.mediaOrigin.serve(request, response, mediaLibrary, pathAndQuery);
       answered = serving;
-      exchange.sent = await serving;
+      try {
+        exchange.sent = await serving;
+      } catch (error) {
+        // The edge's own error answer (media storage or the store failing, `#failed`), not the
+        // library's: counted as an error, like a URL origin that cannot be reached.
+        exchange.cacheStatus = undefined;
+        throw error;
+      }
       // The media store is these distributions' origin, and nothing of it is cached: every answer it
       // made (not a refusal) was fetched from it, as the analytics' ratio and origin time say.
       if (response.statusCode < 400) {
