@@ -422,6 +422,13 @@ export function loadConfig(env: Env = process.env): Config {
   }
   const rawEdgePort = env.CUMULO_EDGE_PORT;
   const edgePort = rawEdgePort === "off" ? "off" : port(env, "CUMULO_EDGE_PORT", 8081);
+  // Off leaves the edge role out; a node with no other role would start, say it is ready, and serve nothing.
+  if (edgePort === "off" && roles.every((role) => role === "edge")) {
+    throw new ConfigError(
+      "CUMULO_EDGE_PORT",
+      "is off, and CUMULO_ROLES names no other role than edge: this node would run nothing",
+    );
+  }
 
   const databaseUrl = url(env, "DATABASE_URL", ["postgres:", "postgresql:"]);
   const pgPreparedStatements = bool(env, "CUMULO_PG_PREPARED_STATEMENTS", true);

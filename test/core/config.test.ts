@@ -141,6 +141,19 @@ describe("configuration", () => {
     expect(config.bootstrapApiKey).toBe("abc_DEF-0123456789xyz");
   });
 
+  it("refuses an edge-only node whose edge listener is off: it would run nothing", () => {
+    // Before, it started, printed "Cumulo ready (roles: )" and served nothing.
+    for (const roles of ["edge", "edge,edge", " edge "]) {
+      expect(() => loadConfig({ CUMULO_ROLES: roles, CUMULO_EDGE_PORT: "off" }), roles).toThrow(
+        "Invalid configuration: CUMULO_EDGE_PORT is off, and CUMULO_ROLES names no other role than edge: this node would run nothing",
+      );
+    }
+    // With another role, off only leaves the edge out (the documented way to run without it).
+    expect(loadConfig({ CUMULO_ROLES: "api,edge", CUMULO_EDGE_PORT: "off" }).roles).toEqual(["api", "edge"]);
+    expect(loadConfig({ CUMULO_EDGE_PORT: "off" }).edgePort).toBe("off");
+    expect(loadConfig({ CUMULO_ROLES: "edge", CUMULO_EDGE_PORT: "0" }).edgePort).toBe(0);
+  });
+
   it("keeps /metrics off by default; a port, a host and a token turn it on", () => {
     expect(loadConfig({}).metrics).toEqual({ port: undefined, host: "127.0.0.1", token: undefined });
     expect(loadConfig({ CUMULO_METRICS_PORT: "off" }).metrics.port).toBeUndefined();
