@@ -51,13 +51,19 @@ export function registerMetrics(app: FastifyInstance, metrics: Metrics, config: 
   );
 }
 
-/** The listener of `CUMULO_METRICS_PORT`: `GET /metrics` only, with the token when one is set. */
+/**
+ * The listener of `CUMULO_METRICS_PORT`: `GET /metrics`, with the token when one is set, and the
+ * probes `/healthz` and `/readyz` as the API port answers them, for nodes without an API port
+ * (worker-only and edge-only nodes have nothing else an orchestrator could ask).
+ */
 export class MetricsListener {
   readonly #server;
 
   constructor(
     private readonly deps: { config: Config; logger: FastifyBaseLogger },
     private readonly metrics: Metrics,
+    /** Whether the store answers, as `/readyz` on the API port asks it. */
+    private readonly storeReachable: () => Promise<boolean>,
   ) {
     this.#server = createBoundedServer(deps, (request, response) => {
       this.#answer(request, response).catch((error: unknown) => {
@@ -95,7 +101,21 @@ export class MetricsListener {
 
   async #answer(request: IncomingMessage, response: ServerResponse): Promise<void> {
     const path = (request.url ?? "/").split("?")[0];
-    if (path !== "/metrics" || (request.method !== "GET" && request.method !== "HEAD")) {
+    if (request.method !== "GET" && request.method !== "HEAD") {
+      send(response, 404, "application/json; charset=utf-8", NOT_FOUND);
+      return;
+    }
+    if (path === "/healthz") {
+      send(response, 200, "application/json; charset=utf-8", JSON.stringify({ status: "ok" }));
+      return;
+    }
+    if (path === "/readyz") {
+      const ready = await this.storeReachable();
+      const status = JSON.stringify({ status: ready ? "ready" : "unavailable" });
+      send(response, ready ? 200 : 503, "application/json; charset=utf-8", status);
+      return;
+    }
+    if (path !== "/metrics") {
       send(response, 404, "application/json; charset=utf-8", NOT_FOUND);
       return;
     }

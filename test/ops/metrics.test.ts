@@ -473,6 +473,36 @@ describe("metrics exposure", () => {
     }
   });
 
+  it("answers the health probes on the metrics listener of nodes without an API port", async () => {
+    const store = await createTestStore();
+    const nodes = [
+      await startTestApp({ CUMULO_ROLES: "worker", CUMULO_METRICS_PORT: "0" }, { store }),
+      await startTestApp(
+        {
+          CUMULO_ROLES: "edge",
+          CUMULO_EDGE_PORT: "0",
+          CUMULO_METRICS_PORT: "0",
+          CUMULO_METRICS_TOKEN: TOKEN,
+        },
+        { store },
+      ),
+    ];
+    try {
+      for (const node of nodes) {
+        const health = await fetch(`${node.cumulo.metricsUrl}/healthz`);
+        expect([health.status, await health.json()]).toEqual([200, { status: "ok" }]);
+        const ready = await fetch(`${node.cumulo.metricsUrl}/readyz?probe=1`);
+        expect([ready.status, await ready.json()]).toEqual([200, { status: "ready" }]);
+        expect((await fetch(`${node.cumulo.metricsUrl}/readyz`, { method: "POST" })).status).toBe(404);
+      }
+      // The token guards the metrics, not the probes.
+      expect((await fetch(`${nodes[1]?.cumulo.metricsUrl}/metrics`)).status).toBe(401);
+    } finally {
+      for (const node of nodes) await node.close();
+      await store.drop();
+    }
+  });
+
   it("serves a worker-only node's metrics on its own listener without a token", async () => {
     const t = await startTestApp({ CUMULO_ROLES: "worker", CUMULO_METRICS_PORT: "0" });
     try {

@@ -50,6 +50,7 @@ describe.runIf(process.env.CUMULO_TEST_STORE === "postgres")("a PostgreSQL outag
       DATABASE_URL: url.toString(),
       CUMULO_BOOTSTRAP_API_KEY: KEY,
       CUMULO_EDGE_PORT: "0",
+      CUMULO_METRICS_PORT: "0",
       CUMULO_ORIGIN_ALLOW_PRIVATE: "true",
       CUMULO_PG_CONNECT_TIMEOUT_MS: "1000",
       CUMULO_RATE_LIMIT: "100000/1m",
@@ -107,6 +108,10 @@ describe.runIf(process.env.CUMULO_TEST_STORE === "postgres")("a PostgreSQL outag
     expect(unknownHost.status).toBe(503);
     expect(unknownHost.headers.get("retry-after")).toBe("5");
     expect((await fetch(`${node.apiUrl}/readyz`)).status).toBe(503);
+    // The probes of the metrics listener, for nodes without an API port, say the same.
+    const probe = await fetch(`${node.metricsUrl}/readyz`);
+    expect([probe.status, await probe.json()]).toEqual([503, { status: "unavailable" }]);
+    expect((await fetch(`${node.metricsUrl}/healthz`)).status).toBe(200);
     expect(node.child.exitCode).toBeNull();
 
     // A second of the workers' claims against the missing store: warnings, not errors.

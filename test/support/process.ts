@@ -8,6 +8,8 @@ export interface Served {
   apiUrl: string;
   /** Where the CDN edge listens, when the process runs the `edge` role on a port. */
   edgeUrl: string | undefined;
+  /** The metrics listener's base URL, when the process has one (`CUMULO_METRICS_PORT`). */
+  metricsUrl: string | undefined;
 }
 
 /** Starts `cumulo serve` (or `args`) as a real process and waits until it says it is ready and where it listens. */
@@ -42,6 +44,7 @@ export function serve(
         output: () => output,
         apiUrl: /API listening on (http:\/\/\S+)/.exec(output)?.[1] ?? "",
         edgeUrl: /edge listening on (http:\/\/\S+)/.exec(output)?.[1],
+        metricsUrl: /metrics listening on (http:\/\/\S+)\/metrics/.exec(output)?.[1],
       });
     };
     child.stdout?.on("data", onData);
