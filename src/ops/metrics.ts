@@ -125,7 +125,7 @@ export class Metrics {
   }).tally();
   readonly #edgeOrigin = new TalliedHistogram({
     name: "cumulo_edge_origin_duration_seconds",
-    help: "How long the CDN edge waited on an origin for one request, until its body was through.",
+    help: "How long the CDN edge waited on a distribution's HTTP origin for one request, until its body was through (video library files, read from media storage as the viewer downloads them, are not counted).",
     buckets: REQUEST_BUCKETS,
     registers: [this.registry],
   }).series();
@@ -208,7 +208,9 @@ export class Metrics {
           ? this.#edgeMedia
           : this.#edgeNone).pending++;
     this.#edgeBytes.pending += sentBytes;
-    if (originMs !== undefined) observe(this.#edgeOrigin, originMs / 1000);
+    // A library file's time runs until the viewer has downloaded it: a slow viewer of a long video
+    // is not a slow origin, and would set off the slow-origin alert.
+    if (originMs !== undefined && cacheStatus !== "MEDIA") observe(this.#edgeOrigin, originMs / 1000);
   };
 
   edgeCoalescedMiss = (): void => {
