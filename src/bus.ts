@@ -114,7 +114,20 @@ export async function connectRedis(
     const why = lastError ? ` (${lastError.message})` : "";
     throw new Error(`Redis (REDIS_URL) did not answer within ${readyTimeoutMs / 1000} s${why}`);
   }
-  client.on("error", onError).off("error", keepError);
+  // While Redis stays away ioredis reports every failed reconnect, several a second on each of a
+  // node's connections: the first error of an outage is passed on, the rest are not until the
+  // connection has been ready again (`cumulo_redis_up` tells how long it lasted).
+  let reported = false;
+  client
+    .on("error", (error: Error) => {
+      if (reported) return;
+      reported = true;
+      onError(error);
+    })
+    .on("ready", () => {
+      reported = false;
+    })
+    .off("error", keepError);
   return client;
 }
 

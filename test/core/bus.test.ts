@@ -1,6 +1,8 @@
 import { Redis } from "ioredis";
 import { describe, expect, it } from "vitest";
-import { type Bus, LocalBus, RedisBus } from "../../src/bus.ts";
+import { type Bus, connectRedis, LocalBus, RedisBus } from "../../src/bus.ts";
+import { startTcpRelay } from "../support/tcp-relay.ts";
+import { waitUntil } from "../support/wait.ts";
 
 const redisUrl = process.env.TEST_REDIS_URL ?? "";
 const failOnError = (error: Error) => {
@@ -106,6 +108,28 @@ describe.runIf(redisUrl)("Redis bus", () => {
     } finally {
       admin.disconnect();
       await Promise.all([listener.close(), speaker.close()]);
+    }
+  });
+
+  it("reports the first error of each outage, not every failed reconnect", async () => {
+    const url = new URL(redisUrl);
+    const relay = await startTcpRelay(url.hostname, Number(url.port || 6379));
+    url.hostname = "127.0.0.1";
+    url.port = String(relay.port);
+    const errors: Error[] = [];
+    const client = await connectRedis(url.toString(), (error) => errors.push(error), {}, 5000);
+    try {
+      for (const outage of [1, 2]) {
+        await relay.cut();
+        // ioredis tries again every 50 ms at first, then less often: many tries in 1.5 s.
+        await new Promise((resolve) => setTimeout(resolve, 1500));
+        expect(errors).toHaveLength(outage);
+        await relay.restore();
+        await waitUntil(async () => client.status === "ready", 10_000, "Redis back");
+      }
+    } finally {
+      client.disconnect();
+      await relay.close();
     }
   });
 
