@@ -4,6 +4,7 @@ import { messageOf } from "../api.ts";
 import { useSession, useSignedIn } from "../session.tsx";
 import { LivestreamHealth } from "./LivestreamHealth.tsx";
 import { PageErrorBoundary } from "./PageErrorBoundary.tsx";
+import { ReadOnlyNotice } from "./ReadOnly.tsx";
 import { Loading } from "./States.tsx";
 
 export const NAVIGATION = [
@@ -26,11 +27,15 @@ export function Layout() {
   const main = useRef<HTMLElement>(null);
   const menuWasOpen = useRef(menuOpen);
   menuWasOpen.current = menuOpen;
-  // A phone's menu closes once a page is chosen. The chosen link is hidden with it, which dropped the
-  // focus to the document: it goes to the page that was chosen instead.
+  // A phone's menu closes once a page is chosen. The chosen link (of the navigation, or the account's
+  // in the part of the bar the menu opens) is hidden with it, which dropped the focus to the document:
+  // it goes to the page that was chosen instead.
   // biome-ignore lint/correctness/useExhaustiveDependencies: runs on navigation by design
   useEffect(() => {
-    if (menuWasOpen.current && document.getElementById("main-nav")?.contains(document.activeElement)) {
+    const inMenu = ["main-nav", "session-bar"].some((id) =>
+      document.getElementById(id)?.contains(document.activeElement),
+    );
+    if (menuWasOpen.current && inMenu) {
       main.current?.focus({ preventScroll: true });
     }
     setMenuOpen(false);
@@ -60,40 +65,47 @@ export function Layout() {
           type="button"
           className="menu-button"
           aria-expanded={menuOpen}
-          aria-controls="main-nav"
+          aria-controls="main-nav session-bar"
           onClick={() => setMenuOpen((open) => !open)}
         >
           Menu
         </button>
         <span className="brand">Cumulo</span>
-        <span className="org" title="Organization">
+        <span className="org" title={`Organization: ${session.organization.name}`}>
           {session.organization.name}
         </span>
-        <LivestreamHealth />
-        <span className="user">
-          <NavLink to="/account" className="account-link" title="Your account: change password">
-            {session.user.email}
-          </NavLink>
-          {session.readOnly && <span className="badge">read-only</span>}
-        </span>
-        <button
-          type="button"
-          onClick={async () => {
-            try {
-              await signOut();
-              navigate("/sign-in");
-            } catch (error) {
-              setSignOutError(messageOf(error));
-            }
-          }}
-        >
-          Sign out
-        </button>
-        {signOutError && (
-          <span className="field-error" role="alert">
-            {signOutError}
+        {/* On a phone the bar keeps one row: this part opens with the menu, above the navigation. */}
+        <div id="session-bar" className={menuOpen ? "session-bar open" : "session-bar"}>
+          <LivestreamHealth />
+          <span className="user">
+            <NavLink
+              to="/account"
+              className="account-link"
+              title={`${session.user.email}: your account, change password`}
+            >
+              {session.user.email}
+            </NavLink>
+            {session.readOnly && <span className="badge">read-only</span>}
           </span>
-        )}
+          <button
+            type="button"
+            onClick={async () => {
+              try {
+                await signOut();
+                navigate("/sign-in");
+              } catch (error) {
+                setSignOutError(messageOf(error));
+              }
+            }}
+          >
+            Sign out
+          </button>
+          {signOutError && (
+            <span className="field-error" role="alert">
+              {signOutError}
+            </span>
+          )}
+        </div>
       </header>
       <nav id="main-nav" className={menuOpen ? "sidenav open" : "sidenav"} aria-label="Main">
         <ul>
@@ -105,6 +117,7 @@ export function Layout() {
         </ul>
       </nav>
       <main id="main" tabIndex={-1} ref={main}>
+        {session.readOnly && location.pathname !== "/account" && <ReadOnlyNotice />}
         {/* A page that cannot be loaded or drawn fails inside the frame, not the whole console. */}
         <PageErrorBoundary resetKey={location.pathname}>
           <Suspense fallback={<Loading />}>

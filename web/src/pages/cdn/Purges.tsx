@@ -86,6 +86,7 @@ export function Purges({ distribution, opened }: { distribution: Distribution; o
             <textarea
               {...control}
               rows={3}
+              disabled={readOnly}
               value={paths}
               onChange={(event) => setPaths(event.target.value)}
             />

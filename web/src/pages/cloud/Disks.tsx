@@ -5,6 +5,7 @@ import { type Column, DataTable } from "../../components/DataTable.tsx";
 import { DateTime } from "../../components/DateTime.tsx";
 import { ConfirmDialog } from "../../components/Dialog.tsx";
 import { Field, OptionalNameField, OtherErrors } from "../../components/Field.tsx";
+import { WriteFields } from "../../components/ReadOnly.tsx";
 import { submitting, useSubmit } from "../../form.ts";
 import { useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";
@@ -57,26 +58,28 @@ export function Disks() {
       <section className="panel" aria-labelledby="cloud-disk-create">
         <h2 id="cloud-disk-create">Create a disk</h2>
         <form className="inline-form" noValidate onSubmit={submitting(submit)}>
-          <OptionalNameField
-            name="display_name"
-            error={errors.display_name}
-            hint="Optional: without one, the disk is listed by its id."
-            value={name}
-            onChange={setName}
-          />
-          <Field label="Size (GB)" name="size_gb" error={errors.size_gb} hint="Required, 1 to 16384.">
-            {(control) => (
-              <input
-                {...control}
-                type="number"
-                required
-                min={1}
-                max={16384}
-                value={size}
-                onChange={(event) => setSize(event.target.value)}
-              />
-            )}
-          </Field>
+          <WriteFields>
+            <OptionalNameField
+              name="display_name"
+              error={errors.display_name}
+              hint="Optional: without one, the disk is listed by its id."
+              value={name}
+              onChange={setName}
+            />
+            <Field label="Size (GB)" name="size_gb" error={errors.size_gb} hint="Required, 1 to 16384.">
+              {(control) => (
+                <input
+                  {...control}
+                  type="number"
+                  required
+                  min={1}
+                  max={16384}
+                  value={size}
+                  onChange={(event) => setSize(event.target.value)}
+                />
+              )}
+            </Field>
+          </WriteFields>
           <button type="submit" className="primary" disabled={readOnly || busy}>
             Create disk
           </button>

@@ -4,6 +4,7 @@ import { api, call, messageOf } from "../../api.ts";
 import { type Column, DataTable } from "../../components/DataTable.tsx";
 import { ConfirmDialog } from "../../components/Dialog.tsx";
 import { OptionalNameField, OtherErrors } from "../../components/Field.tsx";
+import { WriteFields } from "../../components/ReadOnly.tsx";
 import { submitting, useSubmit } from "../../form.ts";
 import { useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";
@@ -86,13 +87,15 @@ export function FloatingIps() {
       <section className="panel" aria-labelledby="cloud-ip-create">
         <h2 id="cloud-ip-create">Allocate an address</h2>
         <form className="inline-form" noValidate onSubmit={submitting(submit)}>
-          <OptionalNameField
-            name="name"
-            error={errors.name}
-            hint="Optional: the address is its label."
-            value={name}
-            onChange={setName}
-          />
+          <WriteFields>
+            <OptionalNameField
+              name="name"
+              error={errors.name}
+              hint="Optional: the address is its label."
+              value={name}
+              onChange={setName}
+            />
+          </WriteFields>
           <button type="submit" className="primary" disabled={readOnly || busy}>
             Allocate
           </button>

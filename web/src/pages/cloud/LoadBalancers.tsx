@@ -4,6 +4,7 @@ import { api, call } from "../../api.ts";
 import { type Column, DataTable } from "../../components/DataTable.tsx";
 import { ConfirmDialog } from "../../components/Dialog.tsx";
 import { Field, OptionalNameField, OtherErrors } from "../../components/Field.tsx";
+import { WriteFields } from "../../components/ReadOnly.tsx";
 import { submitting, useSubmit } from "../../form.ts";
 import { useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";
@@ -73,37 +74,39 @@ export function LoadBalancers() {
       <section className="panel" aria-labelledby="cloud-lb-create">
         <h2 id="cloud-lb-create">Create a load balancer</h2>
         <form className="inline-form" noValidate onSubmit={submitting(submit)}>
-          <OptionalNameField
-            name="display_name"
-            error={errors.display_name}
-            hint="Optional: without one, it is listed by its id."
-            value={name}
-            onChange={setName}
-          />
-          <Field label="Source port" name="forwarding_rules.0.source_port" error={ruleError("source_port")}>
-            {(control) => (
-              <input
-                {...control}
-                type="number"
-                min={1}
-                max={65535}
-                value={sourcePort}
-                onChange={(event) => setSourcePort(event.target.value)}
-              />
-            )}
-          </Field>
-          <Field label="Target port" name="forwarding_rules.0.target_port" error={ruleError("target_port")}>
-            {(control) => (
-              <input
-                {...control}
-                type="number"
-                min={1}
-                max={65535}
-                value={targetPort}
-                onChange={(event) => setTargetPort(event.target.value)}
-              />
-            )}
-          </Field>
+          <WriteFields>
+            <OptionalNameField
+              name="display_name"
+              error={errors.display_name}
+              hint="Optional: without one, it is listed by its id."
+              value={name}
+              onChange={setName}
+            />
+            <Field label="Source port" name="forwarding_rules.0.source_port" error={ruleError("source_port")}>
+              {(control) => (
+                <input
+                  {...control}
+                  type="number"
+                  min={1}
+                  max={65535}
+                  value={sourcePort}
+                  onChange={(event) => setSourcePort(event.target.value)}
+                />
+              )}
+            </Field>
+            <Field label="Target port" name="forwarding_rules.0.target_port" error={ruleError("target_port")}>
+              {(control) => (
+                <input
+                  {...control}
+                  type="number"
+                  min={1}
+                  max={65535}
+                  value={targetPort}
+                  onChange={(event) => setTargetPort(event.target.value)}
+                />
+              )}
+            </Field>
+          </WriteFields>
           <button type="submit" className="primary" disabled={readOnly || busy}>
             Create load balancer
           </button>

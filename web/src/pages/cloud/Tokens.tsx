@@ -5,6 +5,7 @@ import { type Column, DataTable } from "../../components/DataTable.tsx";
 import { DateTime } from "../../components/DateTime.tsx";
 import { ConfirmDialog, SecretDialog } from "../../components/Dialog.tsx";
 import { Field, OtherErrors } from "../../components/Field.tsx";
+import { WriteFields } from "../../components/ReadOnly.tsx";
 import { submitting, useSubmit } from "../../form.ts";
 import { useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";
@@ -60,24 +61,26 @@ export function Tokens() {
       <section className="panel" aria-labelledby="cloud-token-create">
         <h2 id="cloud-token-create">Create a token</h2>
         <form className="inline-form" noValidate onSubmit={submitting(submit)}>
-          <Field label="Description" name="description" error={errors.description}>
-            {(control) => (
+          <WriteFields>
+            <Field label="Description" name="description" error={errors.description}>
+              {(control) => (
+                <input
+                  {...control}
+                  value={description}
+                  onChange={(event) => setDescription(event.target.value)}
+                />
+              )}
+            </Field>
+            <label className="field field-inline">
               <input
-                {...control}
-                value={description}
-                onChange={(event) => setDescription(event.target.value)}
+                type="checkbox"
+                name="restricted"
+                checked={restricted}
+                onChange={(event) => setRestricted(event.target.checked)}
               />
-            )}
-          </Field>
-          <label className="field field-inline">
-            <input
-              type="checkbox"
-              name="restricted"
-              checked={restricted}
-              onChange={(event) => setRestricted(event.target.checked)}
-            />
-            Restricted (cannot manage tokens)
-          </label>
+              Restricted (cannot manage tokens)
+            </label>
+          </WriteFields>
           <button type="submit" className="primary" disabled={readOnly || busy}>
             Create token
           </button>

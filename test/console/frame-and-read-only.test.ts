@@ -1,0 +1,190 @@
+import type { Browser, Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import {
+  browserMissing,
+  freePort,
+  launchBrowser,
+  newConsoleContext,
+  policyViolations,
+  screenshot,
+  signInInBrowser,
+} from "../support/browser.ts";
+import { createConsoleUser } from "../support/console.ts";
+import { waitUntil } from "../support/wait.ts";
+
+const missing = browserMissing();
+if (missing) console.warn(missing);
+
+const EDITOR = "editor@example.invalid";
+const READER = "reader@example.invalid";
+/** An organization name longer than a phone's row. */
+const ORGANIZATION = "Northern Lights Broadcasting Cooperative";
+
+/** The top bar's height and whether anything in it is wider than the screen. */
+const topBar = (page: Page) =>
+  page.evaluate(() => {
+    const bar = (globalThis as any).document.querySelector("header.topbar");
+    const box = bar.getBoundingClientRect();
+    return { height: box.height as number, overflows: bar.scrollWidth > bar.clientWidth };
+  });
+
+const visible = (page: Page, role: "button" | "link", name: string) =>
+  page.getByRole(role, { name, exact: true }).isVisible();
+
+/** The frame at a phone's, a tablet's and a laptop's width, and what a read-only user is shown. */
+describe.skipIf(missing)("the console in Chromium: the frame on every screen and read-only users", () => {
+  let app: TestApp;
+  let browser: Browser;
+  let libraryId: string;
+
+  beforeAll(async () => {
+    app = await startTestApp({ CUMULO_EDGE_PORT: String(await freePort()) });
+    const organization = await app.createOrganization(ORGANIZATION);
+    await createConsoleUser(app, { email: EDITOR, organizationId: organization.organizationId });
+    await createConsoleUser(app, {
+      email: READER,
+      organizationId: organization.organizationId,
+      readOnly: true,
+    });
+    const library = await app.request("POST", "/v1/media/libraries", {
+      key: organization.key,
+      json: { name: "Catalogue" },
+    });
+    expect(library.status).toBe(201);
+    libraryId = library.body.data.id;
+    await waitUntil(
+      async () =>
+        (await app.request("GET", `/v1/media/libraries/${libraryId}`, { key: organization.key })).body.data
+          .status === "active",
+      30_000,
+      "the library provisioned",
+    );
+    browser = await launchBrowser();
+  }, 120_000);
+  afterAll(async () => {
+    await browser?.close();
+    await app?.close();
+  });
+
+  it("keeps the top bar to one row on a phone, with the account and sign-out behind the menu", async () => {
+    const context = await newConsoleContext(browser, app.baseUrl);
+    const page = await context.newPage();
+    await signInInBrowser(page, READER);
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.getByRole("heading", { name: "Libraries", level: 1 }).waitFor();
+    const closed = await topBar(page);
+    // One row of controls (about 52 px), where it used to wrap into three (138 px).
+    expect(closed.height).toBeLessThan(64);
+    expect(closed.overflows).toBe(false);
+    await expect(page.getByText(ORGANIZATION).isVisible()).resolves.toBe(true);
+    await expect(visible(page, "button", "Sign out")).resolves.toBe(false);
+    await screenshot(page, "frame-phone");
+
+    const menu = page.getByRole("button", { name: "Menu" });
+    await menu.click();
+    await expect(menu.getAttribute("aria-expanded")).resolves.toBe("true");
+    for (const link of ["API keys", "Libraries", "Players", "Webhooks", "CDN", "Cloud", READER]) {
+      await expect(visible(page, "link", link), link).resolves.toBe(true);
+    }
+    await expect(visible(page, "button", "Sign out")).resolves.toBe(true);
+    await expect(page.locator("header").getByText("read-only", { exact: true }).isVisible()).resolves.toBe(
+      true,
+    );
+    await expect(page.locator("[data-livestream-health]").isVisible()).resolves.toBe(true);
+    await expect(
+      page.evaluate(() => (globalThis as any).document.documentElement.scrollWidth),
+    ).resolves.toBeLessThanOrEqual(390);
+    await screenshot(page, "frame-phone-menu");
+
+    // The account link, in the part of the bar the menu opened, closes it and leads to the account.
+    await page.getByRole("link", { name: READER }).click();
+    await page.waitForURL("**/console/account");
+    await page.locator('.menu-button[aria-expanded="false"]').waitFor();
+    await expect((await topBar(page)).height).toBeLessThan(64);
+
+    // Signing out from the phone's menu.
+    await menu.click();
+    await page.getByRole("button", { name: "Sign out" }).click();
+    await page.waitForURL("**/console/sign-in");
+    await context.close();
+  });
+
+  it("shows everything of the bar in one row at a tablet's and a laptop's width, without a menu", async () => {
+    const context = await newConsoleContext(browser, app.baseUrl);
+    const page = await context.newPage();
+    await signInInBrowser(page, EDITOR);
+    for (const [width, height] of [
+      [800, 1000],
+      [1280, 800],
+    ] as const) {
+      await page.setViewportSize({ width, height });
+      const bar = await topBar(page);
+      expect(bar.height, `at ${width} px`).toBeLessThan(64);
+      expect(bar.overflows).toBe(false);
+      await expect(visible(page, "button", "Menu")).resolves.toBe(false);
+      await expect(visible(page, "button", "Sign out")).resolves.toBe(true);
+      await expect(visible(page, "link", EDITOR)).resolves.toBe(true);
+      await expect(visible(page, "link", "Cloud")).resolves.toBe(true);
+      await expect(page.getByText(ORGANIZATION).isVisible()).resolves.toBe(true);
+      await expect(page.locator("[data-livestream-health]").isVisible()).resolves.toBe(true);
+      await screenshot(page, `frame-${width}`);
+    }
+    await context.close();
+  });
+
+  /** Fields of the forms that write, by page: typing into them could never be saved. */
+  const WRITE_FIELDS: [path: string, fields: string[]][] = [
+    ["libraries/LIBRARY", ["Title", "Video file", "New folder"]],
+    ["cloud", ["Description", "Restricted (cannot manage tokens)"]],
+    ["cloud/disks", ["Name", "Size (GB)"]],
+    ["cloud/floating-ips", ["Name"]],
+    ["cloud/load-balancers", ["Name", "Source port", "Target port"]],
+  ];
+
+  it("disables every field of a form that writes for a read-only user, and says why on every page", async () => {
+    const context = await newConsoleContext(browser, app.baseUrl);
+    const page = await context.newPage();
+    await signInInBrowser(page, READER);
+    for (const [path, fields] of WRITE_FIELDS) {
+      await page.goto(`/console/${path.replace("LIBRARY", libraryId)}`);
+      const notice = page.getByRole("note").filter({ hasText: "Read-only access" });
+      await notice.waitFor();
+      expect(await notice.textContent()).toContain("changes are not allowed");
+      for (const field of fields) {
+        const control = page.getByLabel(field, { exact: true });
+        await expect(control.isDisabled(), `${field} on ${path}`).resolves.toBe(true);
+      }
+    }
+    await screenshot(page, "read-only-load-balancers");
+    for (const path of ["keys", "libraries", "players", "webhooks", "cdn"]) {
+      await page.goto(`/console/${path}`);
+      await page.getByRole("note").filter({ hasText: "Read-only access" }).waitFor();
+    }
+    // The account page is where a read-only user still changes something: their own password.
+    await page.goto("/console/account");
+    await expect(page.getByLabel("Current password").isDisabled()).resolves.toBe(false);
+    await expect(page.locator("[data-read-only-notice]").count()).resolves.toBe(0);
+    await context.close();
+  });
+
+  it("shows a user who may write the same fields enabled and no read-only notice", async () => {
+    const context = await newConsoleContext(browser, app.baseUrl);
+    const page = await context.newPage();
+    await signInInBrowser(page, EDITOR);
+    for (const [path, fields] of WRITE_FIELDS) {
+      await page.goto(`/console/${path.replace("LIBRARY", libraryId)}`);
+      for (const field of fields) {
+        const control = page.getByLabel(field, { exact: true });
+        await control.waitFor();
+        await expect(control.isDisabled(), `${field} on ${path}`).resolves.toBe(false);
+      }
+      await expect(page.locator("[data-read-only-notice]").count()).resolves.toBe(0);
+    }
+    await context.close();
+  });
+
+  it("breaks none of the console's Content-Security-Policy on these pages", () => {
+    expect(policyViolations).toEqual([]);
+  });
+});
