@@ -23,8 +23,22 @@ import {
   useVideoUploads,
 } from "./video-uploads.ts";
 
-const goneMessage = (record: UnfinishedUpload) =>
-  `The upload of “${record.fileName}” to “${record.videoTitle}” can no longer be resumed: the server no longer has it (it expired or was removed). Upload the file again from the start on the video's page.`;
+const goneMessage = (record: UnfinishedUpload, fileInHand: boolean) =>
+  `The upload of “${record.fileName}” to “${record.videoTitle}” can no longer be resumed: the server no longer has it (it expired or was removed). ${
+    fileInHand
+      ? "Its file can be uploaded again from the start."
+      : "Upload the file again from the start on the video's page."
+  }`;
+
+/**
+ * An upload found gone. When the resume found it so, the file is in hand and the notice offers to
+ * send it again from the start, to the same video (a new tus upload); otherwise it leads to the video.
+ */
+interface GoneNotice {
+  message: string;
+  video: { libraryId: string; videoId: string; title: string };
+  file?: File;
+}
 
 /**
  * Uploads of this person from this browser that did not finish (the tab was closed or reloaded, the
@@ -45,7 +59,7 @@ export function UnfinishedUploads({
   const owner = useUploadOwner();
   const { unfinished, running, elsewhere } = useVideoUploads(owner);
   const whereShown = useWhereShown();
-  const [notices, setNotices] = useState<string[]>([]);
+  const [notices, setNotices] = useState<GoneNotice[]>([]);
   const shown = unfinished.filter(
     (record) =>
       record.libraryId === libraryId &&
@@ -53,15 +67,27 @@ export function UnfinishedUploads({
       running.get(record.videoId)?.resumed !== false,
   );
   if (shown.length === 0 && notices.length === 0) return null;
-  const onGone = (message: string) =>
-    setNotices((before) => (before.includes(message) ? before : [...before, message]));
+  const onGone = (notice: GoneNotice) =>
+    setNotices((before) =>
+      before.some((shownNotice) => shownNotice.message === notice.message) ? before : [...before, notice],
+    );
+  const drop = (notice: GoneNotice) => setNotices((before) => before.filter((item) => item !== notice));
   return (
     <section className="panel" aria-labelledby="unfinished-uploads-title">
       <h2 id="unfinished-uploads-title">Unfinished uploads</h2>
       {notices.map((notice) => (
-        <p key={notice} className="warning" role="status">
-          {notice}
-        </p>
+        <GoneUploadNotice
+          key={notice.message}
+          notice={notice}
+          owner={owner}
+          running={running.get(notice.video.videoId)}
+          showVideo={videoId === undefined}
+          whereShown={whereShown}
+          onUploaded={(uploaded) => {
+            drop(notice);
+            onUploaded?.(uploaded);
+          }}
+        />
       ))}
       {shown.length > 0 && (
         <ul className="unfinished-uploads">
@@ -100,7 +126,7 @@ function UnfinishedUploadItem({
   /** Another tab of this browser is sending it: this one neither continues nor discards it. */
   uploadingElsewhere: boolean;
   showVideo: boolean;
-  onGone: (message: string) => void;
+  onGone: (notice: GoneNotice) => void;
   /** Where the person is: the list's `useWhereShown`, since a finished upload's item goes first. */
   whereShown: () => string | undefined;
   onUploaded: ((videoId: string) => void) | undefined;
@@ -109,12 +135,12 @@ function UnfinishedUploadItem({
   const [file, setFile] = useState<File>();
   const onServer = useLoad(() => uploadOnServer(record), record.uploadUrl);
   const serverState = onServer.data?.state;
+  const video = { libraryId: record.libraryId, videoId: record.videoId, title: record.videoTitle };
   // biome-ignore lint/correctness/useExhaustiveDependencies: acts once on the server's answer
   useEffect(() => {
-    if (serverState === "gone") onGone(goneMessage(record));
+    if (serverState === "gone") onGone({ message: goneMessage(record, false), video });
     if (serverState === "gone" || serverState === "complete") forgetUnfinished(owner, record.uploadUrl);
   }, [serverState]);
-  const video = { libraryId: record.libraryId, videoId: record.videoId, title: record.videoTitle };
   const resume = useSubmit(async () => {
     if (!file) throw new Error(`Choose “${record.fileName}” to continue its upload.`);
     const startedOn = whereShown();
@@ -122,9 +148,14 @@ function UnfinishedUploadItem({
       await uploadVideoFile({ owner, video, file, resuming: record });
     } catch (error) {
       // The video was deleted, or the server dropped the upload: nothing is left to continue.
-      if ((error instanceof UploadFailed && error.gone) || isMissing(error)) {
+      if (error instanceof UploadFailed && error.gone) {
         forgetUnfinished(owner, record.uploadUrl);
-        onGone(goneMessage(record));
+        onGone({ message: goneMessage(record, true), video, file });
+        return;
+      }
+      if (isMissing(error)) {
+        forgetUnfinished(owner, record.uploadUrl);
+        onGone({ message: goneMessage(record, false), video });
         return;
       }
       // Part of the file may have arrived before the attempt failed.
@@ -182,5 +213,60 @@ function UnfinishedUploadItem({
         </div>
       </form>
     </li>
+  );
+}
+
+/**
+ * An upload the server no longer has (404, or 410 once `CUMULO_UPLOAD_EXPIRY_S` passed). With the file
+ * chosen for the resume still in hand, "Upload again from the start" sends it to the same video as a
+ * new upload; otherwise the video's page offers its file form.
+ */
+function GoneUploadNotice({
+  notice,
+  owner,
+  running,
+  showVideo,
+  whereShown,
+  onUploaded,
+}: {
+  notice: GoneNotice;
+  owner: UploadOwner;
+  running: RunningUpload | undefined;
+  showVideo: boolean;
+  whereShown: () => string | undefined;
+  onUploaded: (videoId: string) => void;
+}) {
+  const { readOnly } = useSignedIn();
+  const { video, file } = notice;
+  const restart = useSubmit(async () => {
+    if (!file) return;
+    const startedOn = whereShown();
+    await uploadVideoFile({ owner, video, file });
+    if (whereShown() === startedOn) onUploaded(video.videoId);
+  });
+  return (
+    <div className="gone-upload">
+      <p className="warning" role="status">
+        {notice.message}
+      </p>
+      {!file && showVideo && (
+        <p>
+          <Link to={`/libraries/${video.libraryId}/videos/${video.videoId}`}>Go to “{video.title}”</Link>
+        </p>
+      )}
+      {file && (
+        <form noValidate onSubmit={submitting(restart.submit)}>
+          {restart.busy && running !== undefined && <UploadProgress progress={running.progress} />}
+          <FormError message={restart.formError} />
+          <button
+            type="submit"
+            className="primary"
+            disabled={readOnly || restart.busy || running !== undefined}
+          >
+            {restart.busy ? "Uploading…" : `Upload “${file.name}” again from the start`}
+          </button>
+        </form>
+      )}
+    </div>
   );
 }

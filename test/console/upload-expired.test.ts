@@ -1,0 +1,167 @@
+import { mkdtempSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import type { Browser, Page, Request, Route } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { waitUntilActive } from "../media/helpers.ts";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import {
+  browserMissing,
+  freePort,
+  launchBrowser,
+  newConsoleContext,
+  policyViolations,
+  screenshot,
+  signInInBrowser,
+} from "../support/browser.ts";
+import { createConsoleUser } from "../support/console.ts";
+import { generateClip } from "../support/media.ts";
+import { waitUntil } from "../support/wait.ts";
+
+const missing = browserMissing();
+if (missing) console.warn(missing);
+
+const EMAIL = "expiry@example.invalid";
+/** The console's tus chunk: the first PATCH carries this much. */
+const CHUNK = 8 * 1024 * 1024;
+/**
+ * `CUMULO_UPLOAD_EXPIRY_S`: long enough for the first chunk, a reload and the list's `HEAD`, short
+ * enough to wait for in a test.
+ */
+const EXPIRY_S = 15;
+
+const isTus = (request: Request) => new URL(request.url()).pathname.startsWith("/v1/media/tus");
+
+/**
+ * An unfinished upload that expires on the server before the person resumes it: the resume's `HEAD`
+ * is answered 410 (tus's expiration extension), and the console offers to send the file again.
+ */
+describe.skipIf(missing)("the console in Chromium: an unfinished upload that expired", () => {
+  let app: TestApp;
+  let browser: Browser;
+  let page: Page;
+  let workDir: string;
+  let libraryId: string;
+  let clip: string;
+
+  const videosOf = async () =>
+    (await app.request("GET", `/v1/media/libraries/${libraryId}/videos?limit=100`)).body.data as {
+      id: string;
+      title: string;
+      status: string;
+    }[];
+  const headStatus = async (uploadId: string) =>
+    (await app.request("HEAD", `/v1/media/tus/${uploadId}`, { headers: { "tus-resumable": "1.0.0" } }))
+      .status;
+
+  /** Uploads the clip's first chunk as a new video, then reloads the tab mid-upload. */
+  async function uploadFirstChunkThenReload(title: string): Promise<string> {
+    await page.goto(`/console/libraries/${libraryId}`);
+    await page.getByRole("heading", { name: "Expiring", level: 1 }).waitFor();
+    let patches = 0;
+    let reachedSecond: () => void = () => {};
+    const secondPatch = new Promise<void>((resolve) => {
+      reachedSecond = resolve;
+    });
+    let release: () => void = () => {};
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const holdSecondPatch = async (route: Route) => {
+      if (route.request().method() !== "PATCH" || ++patches !== 2) return route.continue();
+      reachedSecond();
+      await released;
+      await route.abort().catch(() => {});
+    };
+    await page.route("**/v1/media/tus/**", holdSecondPatch);
+    try {
+      await page.getByLabel("Title").fill(title);
+      await page.getByLabel("Video file").setInputFiles(clip);
+      const created = page.waitForResponse(
+        (response) => response.request().method() === "POST" && isTus(response.request()),
+      );
+      await page.getByRole("button", { name: "Upload", exact: true }).click();
+      const location = (await created).headers().location ?? "";
+      await secondPatch;
+      const leave = (dialog: { accept(): Promise<void> }) => dialog.accept();
+      page.once("dialog", leave);
+      await page.reload();
+      page.off("dialog", leave);
+      return location.split("/").pop() ?? "";
+    } finally {
+      release();
+      await page.unroute("**/v1/media/tus/**", holdSecondPatch);
+    }
+  }
+
+  beforeAll(async () => {
+    workDir = mkdtempSync(`${tmpdir()}/cumulo-console-expiry-`);
+    app = await startTestApp({
+      CUMULO_EDGE_PORT: String(await freePort()),
+      CUMULO_UPLOAD_EXPIRY_S: String(EXPIRY_S),
+    });
+    await createConsoleUser(app, { email: EMAIL });
+    const library = await app.request("POST", "/v1/media/libraries", {
+      json: { name: "Expiring", default_privacy: "public" },
+    });
+    libraryId = library.body.data.id;
+    await waitUntilActive(app, libraryId);
+    clip = await generateClip(workDir, { seconds: 3.5, width: 320, height: 180, grain: true });
+    expect(statSync(clip).size).toBeGreaterThan(CHUNK + 1024 * 1024);
+    browser = await launchBrowser();
+    const context = await newConsoleContext(browser, app.baseUrl);
+    page = await context.newPage();
+    await signInInBrowser(page, EMAIL);
+  }, 180_000);
+  afterAll(async () => {
+    await browser?.close();
+    await app?.close();
+    if (workDir) rmSync(workDir, { recursive: true, force: true });
+  });
+
+  it("offers to upload the file again from the start when resuming meets 410, and the video gets its file", async () => {
+    const uploadId = await uploadFirstChunkThenReload("Expired meanwhile");
+    const video = (await videosOf()).find((item) => item.title === "Expired meanwhile");
+    expect(video?.status).toBe("created");
+    const unfinished = page.getByRole("region", { name: "Unfinished uploads" });
+    const fileName = clip.split("/").pop() ?? "";
+    const item = unfinished.getByRole("listitem").filter({ hasText: fileName });
+    // Listed while the server still has it: the list's HEAD found the first chunk.
+    await item.locator(`[data-upload-offset="${CHUNK}"]`).waitFor();
+
+    // The upload expires on the server (CUMULO_UPLOAD_EXPIRY_S): its HEAD is 410 Gone.
+    await waitUntil(async () => (await headStatus(uploadId)) === 410, (EXPIRY_S + 10) * 1000, "410");
+
+    const heads: number[] = [];
+    const recordHead = (response: { request(): Request; status(): number }) => {
+      if (response.request().method() === "HEAD" && isTus(response.request())) heads.push(response.status());
+    };
+    page.on("response", recordHead);
+    await item.getByLabel("Choose").setInputFiles(clip);
+    await item.getByRole("button", { name: "Resume upload" }).click();
+    const notice = unfinished.getByRole("status").filter({ hasText: "can no longer be resumed" });
+    await notice.waitFor();
+    page.off("response", recordHead);
+    expect(heads).toContain(410);
+    expect(await notice.textContent()).toContain("“Expired meanwhile”");
+    await expect(item.count()).resolves.toBe(0);
+    await screenshot(page, "unfinished-upload-expired");
+
+    // The offer sends the same file to the same video, from the first byte, as a new upload.
+    const created: string[] = [];
+    const recordCreation = (request: Request) => {
+      if (request.method() === "POST" && isTus(request)) created.push(request.url());
+    };
+    page.on("request", recordCreation);
+    await unfinished.getByRole("button", { name: `Upload “${fileName}” again from the start` }).click();
+    await page.waitForURL(`**/videos/${video?.id}`, { timeout: 60_000 });
+    page.off("request", recordCreation);
+    expect(created).toHaveLength(1);
+    await page.locator('[data-processing-status="ready"]').waitFor({ timeout: 90_000 });
+    const videos = await videosOf();
+    expect(videos.filter((item) => item.title === "Expired meanwhile")).toHaveLength(1);
+  });
+
+  it("breaks none of the console's Content-Security-Policy on these pages", () => {
+    expect(policyViolations).toEqual([]);
+  });
+});
