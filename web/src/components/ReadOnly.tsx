@@ -5,8 +5,7 @@ import { useSignedIn } from "../session.tsx";
  * Shown above every page but the account's to a read-only user (the API refuses their changes with
  * 403), so that disabled forms and buttons read as what they are rather than as a fault.
  */
-export const READ_ONLY_NOTICE =
-  "Read-only access: changes are not allowed, so the forms and buttons that make them are disabled.";
+export const READ_ONLY_NOTICE = "Read-only access: changes are not allowed.";
 
 export function ReadOnlyNotice() {
   return (
