@@ -33,7 +33,8 @@ const isTus = (request: Request) => new URL(request.url()).pathname.startsWith("
 
 /**
  * An unfinished upload that expires on the server before the person resumes it: the resume's `HEAD`
- * is answered 410 (tus's expiration extension), and the console offers to send the file again.
+ * is answered 410 (tus's expiration extension), and the console offers to send the file again. And
+ * one whose video is deleted before the resume.
  */
 describe.skipIf(missing)("the console in Chromium: an unfinished upload that expired", () => {
   let app: TestApp;
@@ -159,6 +160,24 @@ describe.skipIf(missing)("the console in Chromium: an unfinished upload that exp
     await page.locator('[data-processing-status="ready"]').waitFor({ timeout: 90_000 });
     const videos = await videosOf();
     expect(videos.filter((item) => item.title === "Expired meanwhile")).toHaveLength(1);
+  });
+
+  it("says so when the video was deleted before the resume, and offers neither a new upload nor its page", async () => {
+    await uploadFirstChunkThenReload("Deleted meanwhile");
+    const video = (await videosOf()).find((item) => item.title === "Deleted meanwhile");
+    const unfinished = page.getByRole("region", { name: "Unfinished uploads" });
+    const item = unfinished.getByRole("listitem").filter({ hasText: "Deleted meanwhile" });
+    await item.locator(`[data-upload-offset="${CHUNK}"]`).waitFor();
+    const deleted = await app.request("DELETE", `/v1/media/libraries/${libraryId}/videos/${video?.id}`);
+    expect(deleted.status).toBe(200);
+
+    await item.getByLabel("Choose").setInputFiles(clip);
+    await item.getByRole("button", { name: "Resume upload" }).click();
+    const notice = unfinished.getByRole("status").filter({ hasText: "“Deleted meanwhile”" });
+    await notice.waitFor();
+    expect(await notice.textContent()).toContain("the video was deleted");
+    await expect(unfinished.getByRole("button", { name: /again from the start/ }).count()).resolves.toBe(0);
+    await expect(unfinished.getByRole("link", { name: /Deleted meanwhile/ }).count()).resolves.toBe(0);
   });
 
   it("breaks none of the console's Content-Security-Policy on these pages", () => {

@@ -38,6 +38,8 @@ interface GoneNotice {
   message: string;
   video: { libraryId: string; videoId: string; title: string };
   file?: File;
+  /** Its video was deleted meanwhile: nothing to lead to. */
+  videoDeleted?: boolean;
 }
 
 /**
@@ -155,7 +157,11 @@ function UnfinishedUploadItem({
       }
       if (isMissing(error)) {
         forgetUnfinished(owner, record.uploadUrl);
-        onGone({ message: goneMessage(record, false), video });
+        onGone({
+          message: `The upload of “${record.fileName}” to “${record.videoTitle}” can no longer be resumed: the video was deleted.`,
+          video,
+          videoDeleted: true,
+        });
         return;
       }
       // Part of the file may have arrived before the attempt failed.
@@ -249,7 +255,7 @@ function GoneUploadNotice({
       <p className="warning" role="status">
         {notice.message}
       </p>
-      {!file && showVideo && (
+      {!file && !notice.videoDeleted && showVideo && (
         <p>
           <Link to={`/libraries/${video.libraryId}/videos/${video.videoId}`}>Go to “{video.title}”</Link>
         </p>
