@@ -3,6 +3,7 @@ import { Value } from "@sinclair/typebox/value";
 import type { FastifyInstance } from "fastify";
 import { parse as parseYaml } from "yaml";
 import { expecting } from "../http/schemas.ts";
+import { selfRequestHeaders } from "../http/self-requests.ts";
 import type { IdentityService } from "../identity/service.ts";
 import { isUniqueViolation } from "../store/transactions.ts";
 import type { StateService } from "./state-service.ts";
@@ -122,7 +123,7 @@ export async function seedWorld(
     const response: Sent = await app.inject({
       method: method as "POST",
       url,
-      headers: cloud ? { apikey: key } : { authorization: `Bearer ${key}` },
+      headers: { ...(cloud ? { apikey: key } : { authorization: `Bearer ${key}` }), ...selfRequestHeaders() },
       ...(body === undefined ? {} : { payload: body as Record<string, unknown> }),
     });
     const answer = response.json() as { data?: { id?: string } } & Record<string, unknown>;
@@ -157,7 +158,11 @@ export async function seedWorld(
             const uploaded: Sent = await app.inject({
               method: "PUT",
               url: `${url}/${madeVideo?.id}/source`,
-              headers: { authorization: `Bearer ${key}`, "content-type": "video/mp4" },
+              headers: {
+                authorization: `Bearer ${key}`,
+                "content-type": "video/mp4",
+                ...selfRequestHeaders(),
+              },
               payload: await placeholderVideo(),
             });
             const answer = uploaded.json() as { data?: unknown };

@@ -11,6 +11,7 @@ import type { RateLimitSetting } from "../config.ts";
 import { credentialOf } from "../identity/service.ts";
 import { clientNetwork } from "./client-address.ts";
 import { ApiError } from "./errors.ts";
+import { isSelfRequest } from "./self-requests.ts";
 
 type Counted = Parameters<FastifyRateLimitStore["incr"]>[1];
 /** How the plugin calls a store: with the window and the budget after the callback (its type omits them). */
@@ -74,8 +75,10 @@ export async function registerRateLimit(
     max: setting.max,
     timeWindow: setting.windowMs,
     enableDraftSpec: true,
-    // The API reference page and its script are operational, like /healthz and /openapi.json.
-    allowList: (request) => request.routeOptions.url?.startsWith("/docs") ?? false,
+    // The API reference page and its script are operational, like /healthz and /openapi.json; the
+    // requests a seed sends through the API are the operator's, not the seeded key's.
+    allowList: (request) =>
+      (request.routeOptions.url?.startsWith("/docs") ?? false) || isSelfRequest(request),
     ...(redis ? { store: sharedOrLocal(redis.client, `${redis.prefix}rate-limit:`) } : {}),
     keyGenerator: (request) =>
       request.auth

@@ -171,3 +171,47 @@ describe("seeding a known world", () => {
     expect(done).toMatchObject({ status: "ready", duration: 2 });
   }, 90_000);
 });
+
+describe("seeding more than the request budget", () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp({ CUMULO_DEV_MODE: "true", CUMULO_RATE_LIMIT: "5/60s" });
+  });
+  afterAll(() => t.close());
+
+  it("makes the whole world and leaves the seeded key its full budget", async () => {
+    const key = "budget_seeded_key_0123456789";
+    const seeded = await t.request("POST", "/_cumulo/state/seed", {
+      json: {
+        organizations: [
+          {
+            name: "Many disks",
+            api_key: key,
+            libraries: [{ name: "One", videos: [{ title: "a" }, { title: "b" }] }],
+            cloud: { disks: Array.from({ length: 8 }, () => ({ size_gb: 1 })) },
+          },
+        ],
+      },
+    });
+    expect(seeded.status, seeded.text).toBe(200);
+    expect(seeded.body.organizations[0].cloud.disks).toHaveLength(8);
+    const disks = await t.cloud("GET", "/v1/storage/disks", { key });
+    expect(disks.status).toBe(200);
+    expect(disks.body).toHaveLength(8);
+    // The seed's calls went through the API as this key, but were not counted against it.
+    expect(disks.headers.get("ratelimit-remaining")).toBe("4");
+    // A client that sends the marking header with a value of its own is counted as usual.
+    for (let sent = 2; sent <= 5; sent++) {
+      const counted = await t.cloud("GET", "/v1/storage/disks", {
+        key,
+        headers: { "x-cumulo-self-request": "guessed" },
+      });
+      expect(counted.status).toBe(200);
+    }
+    const refused = await t.cloud("GET", "/v1/storage/disks", {
+      key,
+      headers: { "x-cumulo-self-request": "guessed" },
+    });
+    expect(refused.status).toBe(429);
+  });
+});
