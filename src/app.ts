@@ -23,7 +23,7 @@ import {
   listenerLimits,
   stopListening,
 } from "./http/listener.ts";
-import { documentedSchema } from "./http/openapi.ts";
+import { documentedSchema, withCloudAliases } from "./http/openapi.ts";
 import { registerRateLimit } from "./http/rate-limit.ts";
 import { requestId } from "./http/request-id.ts";
 import { loggedRequest, RequestLog } from "./http/request-log.ts";
@@ -171,7 +171,7 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
   await app.register(devModeRoutes, { deps, services });
   await app.register(opsRoutes, { store });
   app.get("/openapi.json", { schema: { hide: true }, config: { rateLimit: false } }, async () =>
-    app.swagger(),
+    withCloudAliases(app.swagger()),
   );
   await app.register(scalar, {
     routePrefix: "/docs",

@@ -307,10 +307,11 @@ export function buildCli(): Command {
     .description("print the OpenAPI document")
     .action(async () => {
       const { buildApp } = await import("./app.ts");
+      const { withCloudAliases } = await import("./http/openapi.ts");
       await withServices(async (services, deps) => {
         const app = await buildApp(deps, services);
         await app.ready();
-        print(app.swagger());
+        print(withCloudAliases(app.swagger()));
         await app.close();
       });
     });

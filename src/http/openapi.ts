@@ -66,3 +66,62 @@ export function documentedSchema<T extends object>(
   }
   return documented as T;
 }
+
+type Document = { paths?: Record<string, unknown> };
+const CLOUD_TAG = /^cloud: /;
+const ALIAS_TAG = "cloud: under /v1/cloud";
+const METHODS = ["get", "put", "post", "delete", "options", "head", "patch", "trace"];
+
+const isCloudOperation = (operation: unknown): operation is SchemaNode =>
+  isNode(operation) &&
+  Array.isArray(operation.tags) &&
+  operation.tags.some((tag) => typeof tag === "string" && CLOUD_TAG.test(tag));
+
+/** A JSON pointer to a path of the document (RFC 6901: `~` and `/` escaped). */
+const pathPointer = (path: string) => `#/paths/${path.replaceAll("~", "~0").replaceAll("/", "~1")}`;
+
+/** The alias of an operation: its own id, its parameters, and references to the body and answers of the one it repeats. */
+function aliasOperation(operation: SchemaNode, path: string, method: string): SchemaNode {
+  const at = `${pathPointer(path)}/${method}`;
+  const { operationId, summary, security, parameters, requestBody, responses } = operation;
+  return {
+    operationId: `${operationId}UnderCloudPrefix`,
+    tags: [ALIAS_TAG],
+    ...(summary === undefined ? {} : { summary }),
+    description: `The same operation as \`${method.toUpperCase()} ${path}\`, under the cloud group prefix.`,
+    ...(security === undefined ? {} : { security }),
+    // Parameters are copied: a few words each, and generated clients type a referenced one through
+    // the other route's optional parameter groups, which a consumer's compiler refuses.
+    ...(parameters === undefined ? {} : { parameters }),
+    ...(requestBody === undefined ? {} : { requestBody: { $ref: `${at}/requestBody` } }),
+    responses: Object.fromEntries(
+      Object.keys(isNode(responses) ? responses : {}).map((status) => [
+        status,
+        { $ref: `${at}/responses/${status}` },
+      ]),
+    ),
+  };
+}
+
+/**
+ * The document with the cloud routes' group prefix: every cloud route also answers under `/v1/cloud`
+ * (CONTRACT.md section 1), with or without a location, and is listed there too. An alias operation
+ * has an id of its own (`getDiskUnderCloudPrefix`, so ids stay unique) and refers to the request body
+ * and answers of the `/v1` operation it repeats: their schemas are written once.
+ */
+export function withCloudAliases<T extends Document>(document: T): T {
+  const paths = document.paths ?? {};
+  const aliases: Record<string, SchemaNode> = {};
+  for (const [path, item] of Object.entries(paths)) {
+    if (!path.startsWith("/v1/") || path.startsWith("/v1/cloud/") || !isNode(item)) continue;
+    const alias = `/v1/cloud${path.slice("/v1".length)}`;
+    if (alias in paths) continue;
+    for (const method of METHODS) {
+      const operation = item[method];
+      if (!isCloudOperation(operation)) continue;
+      aliases[alias] ??= {};
+      aliases[alias][method] = aliasOperation(operation, path, method);
+    }
+  }
+  return { ...document, paths: { ...paths, ...aliases } };
+}

@@ -117,6 +117,56 @@ describe("cloud routing: prefixes and locations", () => {
     const doc = await t.request("GET", "/openapi.json", { anonymous: true });
     expect(doc.body.paths["/v1/network/load_balancers/{load_balancer_uuid}"]).toBeDefined();
     expect(doc.body.paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}"]).toBeDefined();
-    expect(doc.body.paths["/v1/cloud/storage/user"]).toBeUndefined();
+  });
+
+  it("lists every cloud route under the /v1/cloud group prefix too, referring to the route it repeats", async () => {
+    type Operation = {
+      operationId: string;
+      tags?: string[];
+      parameters?: { in: string; name: string }[];
+      requestBody?: { $ref?: string };
+      responses: Record<string, { $ref?: string }>;
+    };
+    const { paths } = (await t.request("GET", "/openapi.json", { anonymous: true })).body as {
+      paths: Record<string, Record<string, Operation>>;
+    };
+    const cloudPaths = Object.entries(paths).filter(
+      ([path, item]) =>
+        !path.startsWith("/v1/cloud/") &&
+        Object.values(item).some((operation) => operation.tags?.some((tag) => tag.startsWith("cloud: "))),
+    );
+    expect(cloudPaths.length).toBeGreaterThan(40);
+    for (const [path, item] of cloudPaths) {
+      const alias = paths[`/v1/cloud${path.slice("/v1".length)}`];
+      expect(alias, path).toBeDefined();
+      expect(Object.keys(alias ?? {}).sort(), path).toEqual(Object.keys(item).sort());
+      for (const [method, operation] of Object.entries(item)) {
+        const aliased = alias?.[method] as Operation;
+        const at = `#/paths/${path.replaceAll("/", "~1")}/${method}`;
+        expect(aliased.operationId).toBe(`${operation.operationId}UnderCloudPrefix`);
+        // The schemas are the route's own, by reference: written once.
+        expect(aliased.responses).toEqual(
+          Object.fromEntries(
+            Object.keys(operation.responses).map((status) => [status, { $ref: `${at}/responses/${status}` }]),
+          ),
+        );
+        expect(aliased.requestBody).toEqual(operation.requestBody && { $ref: `${at}/requestBody` });
+        expect(aliased.parameters).toEqual(operation.parameters);
+      }
+    }
+    expect(paths["/v1/cloud/storage/user"]?.get?.operationId).toBe("getS3UserUnderCloudPrefix");
+    expect(paths["/v1/cloud/{location}/network/load_balancers/{load_balancer_uuid}"]?.get?.operationId).toBe(
+      "getLoadBalancerAtLocationUnderCloudPrefix",
+    );
+    // Every alias is a route that answers: each GET without an id answers as the route it repeats.
+    for (const [path, item] of cloudPaths) {
+      const params = (item.get?.parameters ?? []).filter((parameter) => parameter.in === "path");
+      if (!item.get || params.some((parameter) => parameter.name !== "location")) continue;
+      const concrete = path.replace("{location}", "local-1");
+      const original = await t.cloud("GET", concrete);
+      const aliased = await t.cloud("GET", `/v1/cloud${concrete.slice("/v1".length)}`);
+      expect(aliased.status, path).toBe(original.status);
+      expect(aliased.status, path).toBeLessThan(500);
+    }
   });
 });

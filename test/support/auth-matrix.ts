@@ -43,13 +43,33 @@ const groupOf = (path: string): ApiGroupName =>
         ? "livestream"
         : "media";
 
+/**
+ * The operation with its referenced parts read where they are written: an alias under `/v1/cloud`
+ * refers to the parameters, body and answers of the route it repeats (src/http/openapi.ts).
+ */
+export function resolvedOperation(document: any, operation: any): any {
+  const resolve = (node: any) =>
+    typeof node?.$ref === "string"
+      ? node.$ref
+          .slice(2)
+          .split("/")
+          .reduce((at: any, step: string) => at?.[step.replaceAll("~1", "/").replaceAll("~0", "~")], document)
+      : node;
+  if (!operation) return operation;
+  return {
+    ...operation,
+    ...(operation.parameters ? { parameters: operation.parameters.map(resolve) } : {}),
+    ...(operation.requestBody ? { requestBody: resolve(operation.requestBody) } : {}),
+  };
+}
+
 /** Every operation that requires a key (the document's `security`), from `/openapi.json`. */
 export async function authenticatedOperations(t: TestApp): Promise<MatrixOperation[]> {
   const document = (await t.request("GET", "/openapi.json", { anonymous: true })).body as any;
   const operations: MatrixOperation[] = [];
   for (const [path, item] of Object.entries<any>(document.paths)) {
     for (const method of ["get", "post", "put", "patch", "delete"]) {
-      const operation = item[method];
+      const operation = resolvedOperation(document, item[method]);
       if (!operation?.security?.length) continue;
       // The console's own session routes take only the cookie; test/console-auth covers them.
       if (operation.security.every((scheme: object) => "consoleSession" in scheme)) continue;

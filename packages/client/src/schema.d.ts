@@ -1731,6 +1731,1174 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/cloud/config/locations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List locations
+         * @description The same operation as `GET /v1/config/locations`, under the cloud group prefix.
+         */
+        get: operations["listLocationsUnderCloudPrefix"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/payment/billing_account/list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the organization's billing accounts
+         * @description The same operation as `GET /v1/payment/billing_account/list`, under the cloud group prefix.
+         */
+        get: operations["listBillingAccountsUnderCloudPrefix"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/user-resource/token": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create an API token (its secret is shown once)
+         * @description The same operation as `POST /v1/user-resource/token`, under the cloud group prefix.
+         */
+        post: operations["createTokenUnderCloudPrefix"];
+        /**
+         * Delete an API token; it stops working at once
+         * @description The same operation as `DELETE /v1/user-resource/token`, under the cloud group prefix.
+         */
+        delete: operations["deleteTokenUnderCloudPrefix"];
+        options?: never;
+        head?: never;
+        /**
+         * Change a token's description, restriction or billing account
+         * @description The same operation as `PATCH /v1/user-resource/token`, under the cloud group prefix.
+         */
+        patch: operations["updateTokenUnderCloudPrefix"];
+        trace?: never;
+    };
+    "/v1/cloud/user-resource/token/list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List API tokens
+         * @description The same operation as `GET /v1/user-resource/token/list`, under the cloud group prefix.
+         */
+        get: operations["listTokensUnderCloudPrefix"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/user-resource/vm": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a virtual machine
+         * @description The same operation as `GET /v1/user-resource/vm`, under the cloud group prefix.
+         */
+        get: operations["getVmUnderCloudPrefix"];
+        put?: never;
+        /**
+         * Create a virtual machine
+         * @description The same operation as `POST /v1/user-resource/vm`, under the cloud group prefix.
+         */
+        post: operations["createVmUnderCloudPrefix"];
+        /**
+         * Delete a virtual machine (data disks are detached and kept)
+         * @description The same operation as `DELETE /v1/user-resource/vm`, under the cloud group prefix.
+         */
+        delete: operations["deleteVmUnderCloudPrefix"];
+        options?: never;
+        head?: never;
+        /**
+         * Rename, describe or resize a virtual machine
+         * @description The same operation as `PATCH /v1/user-resource/vm`, under the cloud group prefix.
+         */
+        patch: operations["updateVmUnderCloudPrefix"];
+        trace?: never;
+    };
+    "/v1/cloud/user-resource/vm/list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List virtual machines of the location
+         * @description The same operation as `GET /v1/user-resource/vm/list`, under the cloud group prefix.
+         */
+        get: operations["listVmsUnderCloudPrefix"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/user-resource/vm/start": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start a virtual machine
+         * @description The same operation as `POST /v1/user-resource/vm/start`, under the cloud group prefix.
+         */
+        post: operations["startVmUnderCloudPrefix"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/user-resource/vm/stop": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Stop a virtual machine
+         * @description The same operation as `POST /v1/user-resource/vm/stop`, under the cloud group prefix.
+         */
+        post: operations["stopVmUnderCloudPrefix"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/user-resource/vm/storage/attach": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Attach a disk to a virtual machine
+         * @description The same operation as `POST /v1/user-resource/vm/storage/attach`, under the cloud group prefix.
+         */
+        post: operations["attachDiskUnderCloudPrefix"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/user-resource/vm/storage/detach": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Detach a disk from a virtual machine
+         * @description The same operation as `POST /v1/user-resource/vm/storage/detach`, under the cloud group prefix.
+         */
+        post: operations["detachDiskUnderCloudPrefix"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/storage/disks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List disks of the location
+         * @description The same operation as `GET /v1/storage/disks`, under the cloud group prefix.
+         */
+        get: operations["listDisksUnderCloudPrefix"];
+        put?: never;
+        /**
+         * Create an empty disk
+         * @description The same operation as `POST /v1/storage/disks`, under the cloud group prefix.
+         */
+        post: operations["createDiskUnderCloudPrefix"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/storage/disks/{disk_uuid}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a disk
+         * @description The same operation as `GET /v1/storage/disks/{disk_uuid}`, under the cloud group prefix.
+         */
+        get: operations["getDiskUnderCloudPrefix"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a disk (refused while attached)
+         * @description The same operation as `DELETE /v1/storage/disks/{disk_uuid}`, under the cloud group prefix.
+         */
+        delete: operations["deleteDiskUnderCloudPrefix"];
+        options?: never;
+        head?: never;
+        /**
+         * Rename, re-bill or grow a disk
+         * @description The same operation as `PATCH /v1/storage/disks/{disk_uuid}`, under the cloud group prefix.
+         */
+        patch: operations["updateDiskUnderCloudPrefix"];
+        trace?: never;
+    };
+    "/v1/cloud/network/ip_addresses": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List floating IPs (optionally those of one VM)
+         * @description The same operation as `GET /v1/network/ip_addresses`, under the cloud group prefix.
+         */
+        get: operations["listFloatingIpsUnderCloudPrefix"];
+        put?: never;
+        /**
+         * Allocate the lowest free public address
+         * @description The same operation as `POST /v1/network/ip_addresses`, under the cloud group prefix.
+         */
+        post: operations["allocateFloatingIpUnderCloudPrefix"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/network/ip_addresses/{address}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a floating IP
+         * @description The same operation as `GET /v1/network/ip_addresses/{address}`, under the cloud group prefix.
+         */
+        get: operations["getFloatingIpUnderCloudPrefix"];
+        put?: never;
+        post?: never;
+        /**
+         * Release a floating IP (refused while assigned)
+         * @description The same operation as `DELETE /v1/network/ip_addresses/{address}`, under the cloud group prefix.
+         */
+        delete: operations["deleteFloatingIpUnderCloudPrefix"];
+        options?: never;
+        head?: never;
+        /**
+         * Rename or re-bill a floating IP
+         * @description The same operation as `PATCH /v1/network/ip_addresses/{address}`, under the cloud group prefix.
+         */
+        patch: operations["updateFloatingIpUnderCloudPrefix"];
+        trace?: never;
+    };
+    "/v1/cloud/network/ip_addresses/{address}/assign": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Assign a floating IP to a VM or load balancer
+         * @description The same operation as `POST /v1/network/ip_addresses/{address}/assign`, under the cloud group prefix.
+         */
+        post: operations["assignFloatingIpUnderCloudPrefix"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/network/ip_addresses/{address}/unassign": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Unassign a floating IP
+         * @description The same operation as `POST /v1/network/ip_addresses/{address}/unassign`, under the cloud group prefix.
+         */
+        post: operations["unassignFloatingIpUnderCloudPrefix"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/network/load_balancers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List load balancers of the location
+         * @description The same operation as `GET /v1/network/load_balancers`, under the cloud group prefix.
+         */
+        get: operations["listLoadBalancersUnderCloudPrefix"];
+        put?: never;
+        /**
+         * Create a load balancer
+         * @description The same operation as `POST /v1/network/load_balancers`, under the cloud group prefix.
+         */
+        post: operations["createLoadBalancerUnderCloudPrefix"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/network/load_balancers/{load_balancer_uuid}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a load balancer
+         * @description The same operation as `GET /v1/network/load_balancers/{load_balancer_uuid}`, under the cloud group prefix.
+         */
+        get: operations["getLoadBalancerUnderCloudPrefix"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a load balancer
+         * @description The same operation as `DELETE /v1/network/load_balancers/{load_balancer_uuid}`, under the cloud group prefix.
+         */
+        delete: operations["deleteLoadBalancerUnderCloudPrefix"];
+        options?: never;
+        head?: never;
+        /**
+         * Rename a load balancer
+         * @description The same operation as `PATCH /v1/network/load_balancers/{load_balancer_uuid}`, under the cloud group prefix.
+         */
+        patch: operations["updateLoadBalancerUnderCloudPrefix"];
+        trace?: never;
+    };
+    "/v1/cloud/network/load_balancers/{load_balancer_uuid}/billing_account": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Charge a load balancer to another billing account
+         * @description The same operation as `PUT /v1/network/load_balancers/{load_balancer_uuid}/billing_account`, under the cloud group prefix.
+         */
+        put: operations["setLoadBalancerBillingAccountUnderCloudPrefix"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/network/load_balancers/{load_balancer_uuid}/targets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Add a VM target
+         * @description The same operation as `POST /v1/network/load_balancers/{load_balancer_uuid}/targets`, under the cloud group prefix.
+         */
+        post: operations["addLoadBalancerTargetUnderCloudPrefix"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/network/load_balancers/{load_balancer_uuid}/targets/{target_uuid}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Remove a target
+         * @description The same operation as `DELETE /v1/network/load_balancers/{load_balancer_uuid}/targets/{target_uuid}`, under the cloud group prefix.
+         */
+        delete: operations["removeLoadBalancerTargetUnderCloudPrefix"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/network/load_balancers/{load_balancer_uuid}/forwarding_rules": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Add a forwarding rule
+         * @description The same operation as `POST /v1/network/load_balancers/{load_balancer_uuid}/forwarding_rules`, under the cloud group prefix.
+         */
+        post: operations["addForwardingRuleUnderCloudPrefix"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/network/load_balancers/{load_balancer_uuid}/forwarding_rules/{rule_uuid}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Remove a forwarding rule
+         * @description The same operation as `DELETE /v1/network/load_balancers/{load_balancer_uuid}/forwarding_rules/{rule_uuid}`, under the cloud group prefix.
+         */
+        delete: operations["removeForwardingRuleUnderCloudPrefix"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/storage/user": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The object-storage user with its keys (created on first call by a write-capable key)
+         * @description The same operation as `GET /v1/storage/user`, under the cloud group prefix.
+         */
+        get: operations["getS3UserUnderCloudPrefix"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/storage/user/keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List object-storage keys
+         * @description The same operation as `GET /v1/storage/user/keys`, under the cloud group prefix.
+         */
+        get: operations["listS3KeysUnderCloudPrefix"];
+        put?: never;
+        /**
+         * Generate one more key pair; returns all keys
+         * @description The same operation as `POST /v1/storage/user/keys`, under the cloud group prefix.
+         */
+        post: operations["createS3KeyUnderCloudPrefix"];
+        /**
+         * Delete a key pair (access_key in the form, JSON or query)
+         * @description The same operation as `DELETE /v1/storage/user/keys`, under the cloud group prefix.
+         */
+        delete: operations["deleteS3KeyUnderCloudPrefix"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/storage/api/s3": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The S3 endpoint URL
+         * @description The same operation as `GET /v1/storage/api/s3`, under the cloud group prefix.
+         */
+        get: operations["getS3EndpointUnderCloudPrefix"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/{location}/config/locations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List locations
+         * @description The same operation as `GET /v1/{location}/config/locations`, under the cloud group prefix.
+         */
+        get: operations["listLocationsAtLocationUnderCloudPrefix"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/{location}/payment/billing_account/list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the organization's billing accounts
+         * @description The same operation as `GET /v1/{location}/payment/billing_account/list`, under the cloud group prefix.
+         */
+        get: operations["listBillingAccountsAtLocationUnderCloudPrefix"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/{location}/user-resource/token": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create an API token (its secret is shown once)
+         * @description The same operation as `POST /v1/{location}/user-resource/token`, under the cloud group prefix.
+         */
+        post: operations["createTokenAtLocationUnderCloudPrefix"];
+        /**
+         * Delete an API token; it stops working at once
+         * @description The same operation as `DELETE /v1/{location}/user-resource/token`, under the cloud group prefix.
+         */
+        delete: operations["deleteTokenAtLocationUnderCloudPrefix"];
+        options?: never;
+        head?: never;
+        /**
+         * Change a token's description, restriction or billing account
+         * @description The same operation as `PATCH /v1/{location}/user-resource/token`, under the cloud group prefix.
+         */
+        patch: operations["updateTokenAtLocationUnderCloudPrefix"];
+        trace?: never;
+    };
+    "/v1/cloud/{location}/user-resource/token/list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List API tokens
+         * @description The same operation as `GET /v1/{location}/user-resource/token/list`, under the cloud group prefix.
+         */
+        get: operations["listTokensAtLocationUnderCloudPrefix"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/{location}/user-resource/vm": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a virtual machine
+         * @description The same operation as `GET /v1/{location}/user-resource/vm`, under the cloud group prefix.
+         */
+        get: operations["getVmAtLocationUnderCloudPrefix"];
+        put?: never;
+        /**
+         * Create a virtual machine
+         * @description The same operation as `POST /v1/{location}/user-resource/vm`, under the cloud group prefix.
+         */
+        post: operations["createVmAtLocationUnderCloudPrefix"];
+        /**
+         * Delete a virtual machine (data disks are detached and kept)
+         * @description The same operation as `DELETE /v1/{location}/user-resource/vm`, under the cloud group prefix.
+         */
+        delete: operations["deleteVmAtLocationUnderCloudPrefix"];
+        options?: never;
+        head?: never;
+        /**
+         * Rename, describe or resize a virtual machine
+         * @description The same operation as `PATCH /v1/{location}/user-resource/vm`, under the cloud group prefix.
+         */
+        patch: operations["updateVmAtLocationUnderCloudPrefix"];
+        trace?: never;
+    };
+    "/v1/cloud/{location}/user-resource/vm/list": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List virtual machines of the location
+         * @description The same operation as `GET /v1/{location}/user-resource/vm/list`, under the cloud group prefix.
+         */
+        get: operations["listVmsAtLocationUnderCloudPrefix"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/{location}/user-resource/vm/start": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start a virtual machine
+         * @description The same operation as `POST /v1/{location}/user-resource/vm/start`, under the cloud group prefix.
+         */
+        post: operations["startVmAtLocationUnderCloudPrefix"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/{location}/user-resource/vm/stop": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Stop a virtual machine
+         * @description The same operation as `POST /v1/{location}/user-resource/vm/stop`, under the cloud group prefix.
+         */
+        post: operations["stopVmAtLocationUnderCloudPrefix"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/{location}/user-resource/vm/storage/attach": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Attach a disk to a virtual machine
+         * @description The same operation as `POST /v1/{location}/user-resource/vm/storage/attach`, under the cloud group prefix.
+         */
+        post: operations["attachDiskAtLocationUnderCloudPrefix"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/{location}/user-resource/vm/storage/detach": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Detach a disk from a virtual machine
+         * @description The same operation as `POST /v1/{location}/user-resource/vm/storage/detach`, under the cloud group prefix.
+         */
+        post: operations["detachDiskAtLocationUnderCloudPrefix"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/{location}/storage/disks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List disks of the location
+         * @description The same operation as `GET /v1/{location}/storage/disks`, under the cloud group prefix.
+         */
+        get: operations["listDisksAtLocationUnderCloudPrefix"];
+        put?: never;
+        /**
+         * Create an empty disk
+         * @description The same operation as `POST /v1/{location}/storage/disks`, under the cloud group prefix.
+         */
+        post: operations["createDiskAtLocationUnderCloudPrefix"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/{location}/storage/disks/{disk_uuid}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a disk
+         * @description The same operation as `GET /v1/{location}/storage/disks/{disk_uuid}`, under the cloud group prefix.
+         */
+        get: operations["getDiskAtLocationUnderCloudPrefix"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a disk (refused while attached)
+         * @description The same operation as `DELETE /v1/{location}/storage/disks/{disk_uuid}`, under the cloud group prefix.
+         */
+        delete: operations["deleteDiskAtLocationUnderCloudPrefix"];
+        options?: never;
+        head?: never;
+        /**
+         * Rename, re-bill or grow a disk
+         * @description The same operation as `PATCH /v1/{location}/storage/disks/{disk_uuid}`, under the cloud group prefix.
+         */
+        patch: operations["updateDiskAtLocationUnderCloudPrefix"];
+        trace?: never;
+    };
+    "/v1/cloud/{location}/network/ip_addresses": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List floating IPs (optionally those of one VM)
+         * @description The same operation as `GET /v1/{location}/network/ip_addresses`, under the cloud group prefix.
+         */
+        get: operations["listFloatingIpsAtLocationUnderCloudPrefix"];
+        put?: never;
+        /**
+         * Allocate the lowest free public address
+         * @description The same operation as `POST /v1/{location}/network/ip_addresses`, under the cloud group prefix.
+         */
+        post: operations["allocateFloatingIpAtLocationUnderCloudPrefix"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/{location}/network/ip_addresses/{address}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a floating IP
+         * @description The same operation as `GET /v1/{location}/network/ip_addresses/{address}`, under the cloud group prefix.
+         */
+        get: operations["getFloatingIpAtLocationUnderCloudPrefix"];
+        put?: never;
+        post?: never;
+        /**
+         * Release a floating IP (refused while assigned)
+         * @description The same operation as `DELETE /v1/{location}/network/ip_addresses/{address}`, under the cloud group prefix.
+         */
+        delete: operations["deleteFloatingIpAtLocationUnderCloudPrefix"];
+        options?: never;
+        head?: never;
+        /**
+         * Rename or re-bill a floating IP
+         * @description The same operation as `PATCH /v1/{location}/network/ip_addresses/{address}`, under the cloud group prefix.
+         */
+        patch: operations["updateFloatingIpAtLocationUnderCloudPrefix"];
+        trace?: never;
+    };
+    "/v1/cloud/{location}/network/ip_addresses/{address}/assign": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Assign a floating IP to a VM or load balancer
+         * @description The same operation as `POST /v1/{location}/network/ip_addresses/{address}/assign`, under the cloud group prefix.
+         */
+        post: operations["assignFloatingIpAtLocationUnderCloudPrefix"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/{location}/network/ip_addresses/{address}/unassign": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Unassign a floating IP
+         * @description The same operation as `POST /v1/{location}/network/ip_addresses/{address}/unassign`, under the cloud group prefix.
+         */
+        post: operations["unassignFloatingIpAtLocationUnderCloudPrefix"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/{location}/network/load_balancers": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List load balancers of the location
+         * @description The same operation as `GET /v1/{location}/network/load_balancers`, under the cloud group prefix.
+         */
+        get: operations["listLoadBalancersAtLocationUnderCloudPrefix"];
+        put?: never;
+        /**
+         * Create a load balancer
+         * @description The same operation as `POST /v1/{location}/network/load_balancers`, under the cloud group prefix.
+         */
+        post: operations["createLoadBalancerAtLocationUnderCloudPrefix"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/{location}/network/load_balancers/{load_balancer_uuid}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a load balancer
+         * @description The same operation as `GET /v1/{location}/network/load_balancers/{load_balancer_uuid}`, under the cloud group prefix.
+         */
+        get: operations["getLoadBalancerAtLocationUnderCloudPrefix"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a load balancer
+         * @description The same operation as `DELETE /v1/{location}/network/load_balancers/{load_balancer_uuid}`, under the cloud group prefix.
+         */
+        delete: operations["deleteLoadBalancerAtLocationUnderCloudPrefix"];
+        options?: never;
+        head?: never;
+        /**
+         * Rename a load balancer
+         * @description The same operation as `PATCH /v1/{location}/network/load_balancers/{load_balancer_uuid}`, under the cloud group prefix.
+         */
+        patch: operations["updateLoadBalancerAtLocationUnderCloudPrefix"];
+        trace?: never;
+    };
+    "/v1/cloud/{location}/network/load_balancers/{load_balancer_uuid}/billing_account": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Charge a load balancer to another billing account
+         * @description The same operation as `PUT /v1/{location}/network/load_balancers/{load_balancer_uuid}/billing_account`, under the cloud group prefix.
+         */
+        put: operations["setLoadBalancerBillingAccountAtLocationUnderCloudPrefix"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/{location}/network/load_balancers/{load_balancer_uuid}/targets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Add a VM target
+         * @description The same operation as `POST /v1/{location}/network/load_balancers/{load_balancer_uuid}/targets`, under the cloud group prefix.
+         */
+        post: operations["addLoadBalancerTargetAtLocationUnderCloudPrefix"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/{location}/network/load_balancers/{load_balancer_uuid}/targets/{target_uuid}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Remove a target
+         * @description The same operation as `DELETE /v1/{location}/network/load_balancers/{load_balancer_uuid}/targets/{target_uuid}`, under the cloud group prefix.
+         */
+        delete: operations["removeLoadBalancerTargetAtLocationUnderCloudPrefix"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/{location}/network/load_balancers/{load_balancer_uuid}/forwarding_rules": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Add a forwarding rule
+         * @description The same operation as `POST /v1/{location}/network/load_balancers/{load_balancer_uuid}/forwarding_rules`, under the cloud group prefix.
+         */
+        post: operations["addForwardingRuleAtLocationUnderCloudPrefix"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/{location}/network/load_balancers/{load_balancer_uuid}/forwarding_rules/{rule_uuid}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Remove a forwarding rule
+         * @description The same operation as `DELETE /v1/{location}/network/load_balancers/{load_balancer_uuid}/forwarding_rules/{rule_uuid}`, under the cloud group prefix.
+         */
+        delete: operations["removeForwardingRuleAtLocationUnderCloudPrefix"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/{location}/storage/user": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The object-storage user with its keys (created on first call by a write-capable key)
+         * @description The same operation as `GET /v1/{location}/storage/user`, under the cloud group prefix.
+         */
+        get: operations["getS3UserAtLocationUnderCloudPrefix"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/{location}/storage/user/keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List object-storage keys
+         * @description The same operation as `GET /v1/{location}/storage/user/keys`, under the cloud group prefix.
+         */
+        get: operations["listS3KeysAtLocationUnderCloudPrefix"];
+        put?: never;
+        /**
+         * Generate one more key pair; returns all keys
+         * @description The same operation as `POST /v1/{location}/storage/user/keys`, under the cloud group prefix.
+         */
+        post: operations["createS3KeyAtLocationUnderCloudPrefix"];
+        /**
+         * Delete a key pair (access_key in the form, JSON or query)
+         * @description The same operation as `DELETE /v1/{location}/storage/user/keys`, under the cloud group prefix.
+         */
+        delete: operations["deleteS3KeyAtLocationUnderCloudPrefix"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/cloud/{location}/storage/api/s3": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The S3 endpoint URL
+         * @description The same operation as `GET /v1/{location}/storage/api/s3`, under the cloud group prefix.
+         */
+        get: operations["getS3EndpointAtLocationUnderCloudPrefix"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -33613,6 +34781,1976 @@ export interface operations {
                     };
                 };
             };
+        };
+    };
+    listLocationsUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/config/locations"]["get"]["responses"]["200"];
+            400: paths["/v1/config/locations"]["get"]["responses"]["400"];
+            401: paths["/v1/config/locations"]["get"]["responses"]["401"];
+            403: paths["/v1/config/locations"]["get"]["responses"]["403"];
+            404: paths["/v1/config/locations"]["get"]["responses"]["404"];
+            409: paths["/v1/config/locations"]["get"]["responses"]["409"];
+            413: paths["/v1/config/locations"]["get"]["responses"]["413"];
+            415: paths["/v1/config/locations"]["get"]["responses"]["415"];
+            429: paths["/v1/config/locations"]["get"]["responses"]["429"];
+            500: paths["/v1/config/locations"]["get"]["responses"]["500"];
+        };
+    };
+    listBillingAccountsUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/payment/billing_account/list"]["get"]["responses"]["200"];
+            400: paths["/v1/payment/billing_account/list"]["get"]["responses"]["400"];
+            401: paths["/v1/payment/billing_account/list"]["get"]["responses"]["401"];
+            403: paths["/v1/payment/billing_account/list"]["get"]["responses"]["403"];
+            404: paths["/v1/payment/billing_account/list"]["get"]["responses"]["404"];
+            409: paths["/v1/payment/billing_account/list"]["get"]["responses"]["409"];
+            413: paths["/v1/payment/billing_account/list"]["get"]["responses"]["413"];
+            415: paths["/v1/payment/billing_account/list"]["get"]["responses"]["415"];
+            429: paths["/v1/payment/billing_account/list"]["get"]["responses"]["429"];
+            500: paths["/v1/payment/billing_account/list"]["get"]["responses"]["500"];
+        };
+    };
+    createTokenUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: paths["/v1/user-resource/token"]["post"]["requestBody"];
+        responses: {
+            200: paths["/v1/user-resource/token"]["post"]["responses"]["200"];
+            400: paths["/v1/user-resource/token"]["post"]["responses"]["400"];
+            401: paths["/v1/user-resource/token"]["post"]["responses"]["401"];
+            403: paths["/v1/user-resource/token"]["post"]["responses"]["403"];
+            404: paths["/v1/user-resource/token"]["post"]["responses"]["404"];
+            409: paths["/v1/user-resource/token"]["post"]["responses"]["409"];
+            413: paths["/v1/user-resource/token"]["post"]["responses"]["413"];
+            415: paths["/v1/user-resource/token"]["post"]["responses"]["415"];
+            429: paths["/v1/user-resource/token"]["post"]["responses"]["429"];
+            500: paths["/v1/user-resource/token"]["post"]["responses"]["500"];
+        };
+    };
+    deleteTokenUnderCloudPrefix: {
+        parameters: {
+            query?: {
+                token_id?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: paths["/v1/user-resource/token"]["delete"]["requestBody"];
+        responses: {
+            200: paths["/v1/user-resource/token"]["delete"]["responses"]["200"];
+            400: paths["/v1/user-resource/token"]["delete"]["responses"]["400"];
+            401: paths["/v1/user-resource/token"]["delete"]["responses"]["401"];
+            403: paths["/v1/user-resource/token"]["delete"]["responses"]["403"];
+            404: paths["/v1/user-resource/token"]["delete"]["responses"]["404"];
+            409: paths["/v1/user-resource/token"]["delete"]["responses"]["409"];
+            413: paths["/v1/user-resource/token"]["delete"]["responses"]["413"];
+            415: paths["/v1/user-resource/token"]["delete"]["responses"]["415"];
+            429: paths["/v1/user-resource/token"]["delete"]["responses"]["429"];
+            500: paths["/v1/user-resource/token"]["delete"]["responses"]["500"];
+        };
+    };
+    updateTokenUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: paths["/v1/user-resource/token"]["patch"]["requestBody"];
+        responses: {
+            200: paths["/v1/user-resource/token"]["patch"]["responses"]["200"];
+            400: paths["/v1/user-resource/token"]["patch"]["responses"]["400"];
+            401: paths["/v1/user-resource/token"]["patch"]["responses"]["401"];
+            403: paths["/v1/user-resource/token"]["patch"]["responses"]["403"];
+            404: paths["/v1/user-resource/token"]["patch"]["responses"]["404"];
+            409: paths["/v1/user-resource/token"]["patch"]["responses"]["409"];
+            413: paths["/v1/user-resource/token"]["patch"]["responses"]["413"];
+            415: paths["/v1/user-resource/token"]["patch"]["responses"]["415"];
+            429: paths["/v1/user-resource/token"]["patch"]["responses"]["429"];
+            500: paths["/v1/user-resource/token"]["patch"]["responses"]["500"];
+        };
+    };
+    listTokensUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/user-resource/token/list"]["get"]["responses"]["200"];
+            400: paths["/v1/user-resource/token/list"]["get"]["responses"]["400"];
+            401: paths["/v1/user-resource/token/list"]["get"]["responses"]["401"];
+            403: paths["/v1/user-resource/token/list"]["get"]["responses"]["403"];
+            404: paths["/v1/user-resource/token/list"]["get"]["responses"]["404"];
+            409: paths["/v1/user-resource/token/list"]["get"]["responses"]["409"];
+            413: paths["/v1/user-resource/token/list"]["get"]["responses"]["413"];
+            415: paths["/v1/user-resource/token/list"]["get"]["responses"]["415"];
+            429: paths["/v1/user-resource/token/list"]["get"]["responses"]["429"];
+            500: paths["/v1/user-resource/token/list"]["get"]["responses"]["500"];
+        };
+    };
+    getVmUnderCloudPrefix: {
+        parameters: {
+            query: {
+                /** @description VM uuid */
+                uuid: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/user-resource/vm"]["get"]["responses"]["200"];
+            400: paths["/v1/user-resource/vm"]["get"]["responses"]["400"];
+            401: paths["/v1/user-resource/vm"]["get"]["responses"]["401"];
+            403: paths["/v1/user-resource/vm"]["get"]["responses"]["403"];
+            404: paths["/v1/user-resource/vm"]["get"]["responses"]["404"];
+            409: paths["/v1/user-resource/vm"]["get"]["responses"]["409"];
+            413: paths["/v1/user-resource/vm"]["get"]["responses"]["413"];
+            415: paths["/v1/user-resource/vm"]["get"]["responses"]["415"];
+            429: paths["/v1/user-resource/vm"]["get"]["responses"]["429"];
+            500: paths["/v1/user-resource/vm"]["get"]["responses"]["500"];
+        };
+    };
+    createVmUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: paths["/v1/user-resource/vm"]["post"]["requestBody"];
+        responses: {
+            200: paths["/v1/user-resource/vm"]["post"]["responses"]["200"];
+            400: paths["/v1/user-resource/vm"]["post"]["responses"]["400"];
+            401: paths["/v1/user-resource/vm"]["post"]["responses"]["401"];
+            403: paths["/v1/user-resource/vm"]["post"]["responses"]["403"];
+            404: paths["/v1/user-resource/vm"]["post"]["responses"]["404"];
+            409: paths["/v1/user-resource/vm"]["post"]["responses"]["409"];
+            413: paths["/v1/user-resource/vm"]["post"]["responses"]["413"];
+            415: paths["/v1/user-resource/vm"]["post"]["responses"]["415"];
+            429: paths["/v1/user-resource/vm"]["post"]["responses"]["429"];
+            500: paths["/v1/user-resource/vm"]["post"]["responses"]["500"];
+        };
+    };
+    deleteVmUnderCloudPrefix: {
+        parameters: {
+            query?: {
+                /** @description VM uuid */
+                uuid?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: paths["/v1/user-resource/vm"]["delete"]["requestBody"];
+        responses: {
+            200: paths["/v1/user-resource/vm"]["delete"]["responses"]["200"];
+            400: paths["/v1/user-resource/vm"]["delete"]["responses"]["400"];
+            401: paths["/v1/user-resource/vm"]["delete"]["responses"]["401"];
+            403: paths["/v1/user-resource/vm"]["delete"]["responses"]["403"];
+            404: paths["/v1/user-resource/vm"]["delete"]["responses"]["404"];
+            409: paths["/v1/user-resource/vm"]["delete"]["responses"]["409"];
+            413: paths["/v1/user-resource/vm"]["delete"]["responses"]["413"];
+            415: paths["/v1/user-resource/vm"]["delete"]["responses"]["415"];
+            429: paths["/v1/user-resource/vm"]["delete"]["responses"]["429"];
+            500: paths["/v1/user-resource/vm"]["delete"]["responses"]["500"];
+        };
+    };
+    updateVmUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: paths["/v1/user-resource/vm"]["patch"]["requestBody"];
+        responses: {
+            200: paths["/v1/user-resource/vm"]["patch"]["responses"]["200"];
+            400: paths["/v1/user-resource/vm"]["patch"]["responses"]["400"];
+            401: paths["/v1/user-resource/vm"]["patch"]["responses"]["401"];
+            403: paths["/v1/user-resource/vm"]["patch"]["responses"]["403"];
+            404: paths["/v1/user-resource/vm"]["patch"]["responses"]["404"];
+            409: paths["/v1/user-resource/vm"]["patch"]["responses"]["409"];
+            413: paths["/v1/user-resource/vm"]["patch"]["responses"]["413"];
+            415: paths["/v1/user-resource/vm"]["patch"]["responses"]["415"];
+            429: paths["/v1/user-resource/vm"]["patch"]["responses"]["429"];
+            500: paths["/v1/user-resource/vm"]["patch"]["responses"]["500"];
+        };
+    };
+    listVmsUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/user-resource/vm/list"]["get"]["responses"]["200"];
+            400: paths["/v1/user-resource/vm/list"]["get"]["responses"]["400"];
+            401: paths["/v1/user-resource/vm/list"]["get"]["responses"]["401"];
+            403: paths["/v1/user-resource/vm/list"]["get"]["responses"]["403"];
+            404: paths["/v1/user-resource/vm/list"]["get"]["responses"]["404"];
+            409: paths["/v1/user-resource/vm/list"]["get"]["responses"]["409"];
+            413: paths["/v1/user-resource/vm/list"]["get"]["responses"]["413"];
+            415: paths["/v1/user-resource/vm/list"]["get"]["responses"]["415"];
+            429: paths["/v1/user-resource/vm/list"]["get"]["responses"]["429"];
+            500: paths["/v1/user-resource/vm/list"]["get"]["responses"]["500"];
+        };
+    };
+    startVmUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: paths["/v1/user-resource/vm/start"]["post"]["requestBody"];
+        responses: {
+            200: paths["/v1/user-resource/vm/start"]["post"]["responses"]["200"];
+            400: paths["/v1/user-resource/vm/start"]["post"]["responses"]["400"];
+            401: paths["/v1/user-resource/vm/start"]["post"]["responses"]["401"];
+            403: paths["/v1/user-resource/vm/start"]["post"]["responses"]["403"];
+            404: paths["/v1/user-resource/vm/start"]["post"]["responses"]["404"];
+            409: paths["/v1/user-resource/vm/start"]["post"]["responses"]["409"];
+            413: paths["/v1/user-resource/vm/start"]["post"]["responses"]["413"];
+            415: paths["/v1/user-resource/vm/start"]["post"]["responses"]["415"];
+            429: paths["/v1/user-resource/vm/start"]["post"]["responses"]["429"];
+            500: paths["/v1/user-resource/vm/start"]["post"]["responses"]["500"];
+        };
+    };
+    stopVmUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: paths["/v1/user-resource/vm/stop"]["post"]["requestBody"];
+        responses: {
+            200: paths["/v1/user-resource/vm/stop"]["post"]["responses"]["200"];
+            400: paths["/v1/user-resource/vm/stop"]["post"]["responses"]["400"];
+            401: paths["/v1/user-resource/vm/stop"]["post"]["responses"]["401"];
+            403: paths["/v1/user-resource/vm/stop"]["post"]["responses"]["403"];
+            404: paths["/v1/user-resource/vm/stop"]["post"]["responses"]["404"];
+            409: paths["/v1/user-resource/vm/stop"]["post"]["responses"]["409"];
+            413: paths["/v1/user-resource/vm/stop"]["post"]["responses"]["413"];
+            415: paths["/v1/user-resource/vm/stop"]["post"]["responses"]["415"];
+            429: paths["/v1/user-resource/vm/stop"]["post"]["responses"]["429"];
+            500: paths["/v1/user-resource/vm/stop"]["post"]["responses"]["500"];
+        };
+    };
+    attachDiskUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: paths["/v1/user-resource/vm/storage/attach"]["post"]["requestBody"];
+        responses: {
+            200: paths["/v1/user-resource/vm/storage/attach"]["post"]["responses"]["200"];
+            400: paths["/v1/user-resource/vm/storage/attach"]["post"]["responses"]["400"];
+            401: paths["/v1/user-resource/vm/storage/attach"]["post"]["responses"]["401"];
+            403: paths["/v1/user-resource/vm/storage/attach"]["post"]["responses"]["403"];
+            404: paths["/v1/user-resource/vm/storage/attach"]["post"]["responses"]["404"];
+            409: paths["/v1/user-resource/vm/storage/attach"]["post"]["responses"]["409"];
+            413: paths["/v1/user-resource/vm/storage/attach"]["post"]["responses"]["413"];
+            415: paths["/v1/user-resource/vm/storage/attach"]["post"]["responses"]["415"];
+            429: paths["/v1/user-resource/vm/storage/attach"]["post"]["responses"]["429"];
+            500: paths["/v1/user-resource/vm/storage/attach"]["post"]["responses"]["500"];
+        };
+    };
+    detachDiskUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: paths["/v1/user-resource/vm/storage/detach"]["post"]["requestBody"];
+        responses: {
+            200: paths["/v1/user-resource/vm/storage/detach"]["post"]["responses"]["200"];
+            400: paths["/v1/user-resource/vm/storage/detach"]["post"]["responses"]["400"];
+            401: paths["/v1/user-resource/vm/storage/detach"]["post"]["responses"]["401"];
+            403: paths["/v1/user-resource/vm/storage/detach"]["post"]["responses"]["403"];
+            404: paths["/v1/user-resource/vm/storage/detach"]["post"]["responses"]["404"];
+            409: paths["/v1/user-resource/vm/storage/detach"]["post"]["responses"]["409"];
+            413: paths["/v1/user-resource/vm/storage/detach"]["post"]["responses"]["413"];
+            415: paths["/v1/user-resource/vm/storage/detach"]["post"]["responses"]["415"];
+            429: paths["/v1/user-resource/vm/storage/detach"]["post"]["responses"]["429"];
+            500: paths["/v1/user-resource/vm/storage/detach"]["post"]["responses"]["500"];
+        };
+    };
+    listDisksUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/storage/disks"]["get"]["responses"]["200"];
+            400: paths["/v1/storage/disks"]["get"]["responses"]["400"];
+            401: paths["/v1/storage/disks"]["get"]["responses"]["401"];
+            403: paths["/v1/storage/disks"]["get"]["responses"]["403"];
+            404: paths["/v1/storage/disks"]["get"]["responses"]["404"];
+            409: paths["/v1/storage/disks"]["get"]["responses"]["409"];
+            413: paths["/v1/storage/disks"]["get"]["responses"]["413"];
+            415: paths["/v1/storage/disks"]["get"]["responses"]["415"];
+            429: paths["/v1/storage/disks"]["get"]["responses"]["429"];
+            500: paths["/v1/storage/disks"]["get"]["responses"]["500"];
+        };
+    };
+    createDiskUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: paths["/v1/storage/disks"]["post"]["requestBody"];
+        responses: {
+            200: paths["/v1/storage/disks"]["post"]["responses"]["200"];
+            400: paths["/v1/storage/disks"]["post"]["responses"]["400"];
+            401: paths["/v1/storage/disks"]["post"]["responses"]["401"];
+            403: paths["/v1/storage/disks"]["post"]["responses"]["403"];
+            404: paths["/v1/storage/disks"]["post"]["responses"]["404"];
+            409: paths["/v1/storage/disks"]["post"]["responses"]["409"];
+            413: paths["/v1/storage/disks"]["post"]["responses"]["413"];
+            415: paths["/v1/storage/disks"]["post"]["responses"]["415"];
+            429: paths["/v1/storage/disks"]["post"]["responses"]["429"];
+            500: paths["/v1/storage/disks"]["post"]["responses"]["500"];
+        };
+    };
+    getDiskUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                disk_uuid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/storage/disks/{disk_uuid}"]["get"]["responses"]["200"];
+            400: paths["/v1/storage/disks/{disk_uuid}"]["get"]["responses"]["400"];
+            401: paths["/v1/storage/disks/{disk_uuid}"]["get"]["responses"]["401"];
+            403: paths["/v1/storage/disks/{disk_uuid}"]["get"]["responses"]["403"];
+            404: paths["/v1/storage/disks/{disk_uuid}"]["get"]["responses"]["404"];
+            409: paths["/v1/storage/disks/{disk_uuid}"]["get"]["responses"]["409"];
+            413: paths["/v1/storage/disks/{disk_uuid}"]["get"]["responses"]["413"];
+            415: paths["/v1/storage/disks/{disk_uuid}"]["get"]["responses"]["415"];
+            429: paths["/v1/storage/disks/{disk_uuid}"]["get"]["responses"]["429"];
+            500: paths["/v1/storage/disks/{disk_uuid}"]["get"]["responses"]["500"];
+        };
+    };
+    deleteDiskUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                disk_uuid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/storage/disks/{disk_uuid}"]["delete"]["responses"]["200"];
+            400: paths["/v1/storage/disks/{disk_uuid}"]["delete"]["responses"]["400"];
+            401: paths["/v1/storage/disks/{disk_uuid}"]["delete"]["responses"]["401"];
+            403: paths["/v1/storage/disks/{disk_uuid}"]["delete"]["responses"]["403"];
+            404: paths["/v1/storage/disks/{disk_uuid}"]["delete"]["responses"]["404"];
+            409: paths["/v1/storage/disks/{disk_uuid}"]["delete"]["responses"]["409"];
+            413: paths["/v1/storage/disks/{disk_uuid}"]["delete"]["responses"]["413"];
+            415: paths["/v1/storage/disks/{disk_uuid}"]["delete"]["responses"]["415"];
+            429: paths["/v1/storage/disks/{disk_uuid}"]["delete"]["responses"]["429"];
+            500: paths["/v1/storage/disks/{disk_uuid}"]["delete"]["responses"]["500"];
+        };
+    };
+    updateDiskUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                disk_uuid: string;
+            };
+            cookie?: never;
+        };
+        requestBody: paths["/v1/storage/disks/{disk_uuid}"]["patch"]["requestBody"];
+        responses: {
+            200: paths["/v1/storage/disks/{disk_uuid}"]["patch"]["responses"]["200"];
+            400: paths["/v1/storage/disks/{disk_uuid}"]["patch"]["responses"]["400"];
+            401: paths["/v1/storage/disks/{disk_uuid}"]["patch"]["responses"]["401"];
+            403: paths["/v1/storage/disks/{disk_uuid}"]["patch"]["responses"]["403"];
+            404: paths["/v1/storage/disks/{disk_uuid}"]["patch"]["responses"]["404"];
+            409: paths["/v1/storage/disks/{disk_uuid}"]["patch"]["responses"]["409"];
+            413: paths["/v1/storage/disks/{disk_uuid}"]["patch"]["responses"]["413"];
+            415: paths["/v1/storage/disks/{disk_uuid}"]["patch"]["responses"]["415"];
+            429: paths["/v1/storage/disks/{disk_uuid}"]["patch"]["responses"]["429"];
+            500: paths["/v1/storage/disks/{disk_uuid}"]["patch"]["responses"]["500"];
+        };
+    };
+    listFloatingIpsUnderCloudPrefix: {
+        parameters: {
+            query?: {
+                vm_uuid?: string;
+                /** @description A billing account of your organization */
+                billing_account_id?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/network/ip_addresses"]["get"]["responses"]["200"];
+            400: paths["/v1/network/ip_addresses"]["get"]["responses"]["400"];
+            401: paths["/v1/network/ip_addresses"]["get"]["responses"]["401"];
+            403: paths["/v1/network/ip_addresses"]["get"]["responses"]["403"];
+            404: paths["/v1/network/ip_addresses"]["get"]["responses"]["404"];
+            409: paths["/v1/network/ip_addresses"]["get"]["responses"]["409"];
+            413: paths["/v1/network/ip_addresses"]["get"]["responses"]["413"];
+            415: paths["/v1/network/ip_addresses"]["get"]["responses"]["415"];
+            429: paths["/v1/network/ip_addresses"]["get"]["responses"]["429"];
+            500: paths["/v1/network/ip_addresses"]["get"]["responses"]["500"];
+        };
+    };
+    allocateFloatingIpUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: paths["/v1/network/ip_addresses"]["post"]["requestBody"];
+        responses: {
+            200: paths["/v1/network/ip_addresses"]["post"]["responses"]["200"];
+            400: paths["/v1/network/ip_addresses"]["post"]["responses"]["400"];
+            401: paths["/v1/network/ip_addresses"]["post"]["responses"]["401"];
+            403: paths["/v1/network/ip_addresses"]["post"]["responses"]["403"];
+            404: paths["/v1/network/ip_addresses"]["post"]["responses"]["404"];
+            409: paths["/v1/network/ip_addresses"]["post"]["responses"]["409"];
+            413: paths["/v1/network/ip_addresses"]["post"]["responses"]["413"];
+            415: paths["/v1/network/ip_addresses"]["post"]["responses"]["415"];
+            429: paths["/v1/network/ip_addresses"]["post"]["responses"]["429"];
+            500: paths["/v1/network/ip_addresses"]["post"]["responses"]["500"];
+        };
+    };
+    getFloatingIpUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                address: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/network/ip_addresses/{address}"]["get"]["responses"]["200"];
+            400: paths["/v1/network/ip_addresses/{address}"]["get"]["responses"]["400"];
+            401: paths["/v1/network/ip_addresses/{address}"]["get"]["responses"]["401"];
+            403: paths["/v1/network/ip_addresses/{address}"]["get"]["responses"]["403"];
+            404: paths["/v1/network/ip_addresses/{address}"]["get"]["responses"]["404"];
+            409: paths["/v1/network/ip_addresses/{address}"]["get"]["responses"]["409"];
+            413: paths["/v1/network/ip_addresses/{address}"]["get"]["responses"]["413"];
+            415: paths["/v1/network/ip_addresses/{address}"]["get"]["responses"]["415"];
+            429: paths["/v1/network/ip_addresses/{address}"]["get"]["responses"]["429"];
+            500: paths["/v1/network/ip_addresses/{address}"]["get"]["responses"]["500"];
+        };
+    };
+    deleteFloatingIpUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                address: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/network/ip_addresses/{address}"]["delete"]["responses"]["200"];
+            400: paths["/v1/network/ip_addresses/{address}"]["delete"]["responses"]["400"];
+            401: paths["/v1/network/ip_addresses/{address}"]["delete"]["responses"]["401"];
+            403: paths["/v1/network/ip_addresses/{address}"]["delete"]["responses"]["403"];
+            404: paths["/v1/network/ip_addresses/{address}"]["delete"]["responses"]["404"];
+            409: paths["/v1/network/ip_addresses/{address}"]["delete"]["responses"]["409"];
+            413: paths["/v1/network/ip_addresses/{address}"]["delete"]["responses"]["413"];
+            415: paths["/v1/network/ip_addresses/{address}"]["delete"]["responses"]["415"];
+            429: paths["/v1/network/ip_addresses/{address}"]["delete"]["responses"]["429"];
+            500: paths["/v1/network/ip_addresses/{address}"]["delete"]["responses"]["500"];
+        };
+    };
+    updateFloatingIpUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                address: string;
+            };
+            cookie?: never;
+        };
+        requestBody: paths["/v1/network/ip_addresses/{address}"]["patch"]["requestBody"];
+        responses: {
+            200: paths["/v1/network/ip_addresses/{address}"]["patch"]["responses"]["200"];
+            400: paths["/v1/network/ip_addresses/{address}"]["patch"]["responses"]["400"];
+            401: paths["/v1/network/ip_addresses/{address}"]["patch"]["responses"]["401"];
+            403: paths["/v1/network/ip_addresses/{address}"]["patch"]["responses"]["403"];
+            404: paths["/v1/network/ip_addresses/{address}"]["patch"]["responses"]["404"];
+            409: paths["/v1/network/ip_addresses/{address}"]["patch"]["responses"]["409"];
+            413: paths["/v1/network/ip_addresses/{address}"]["patch"]["responses"]["413"];
+            415: paths["/v1/network/ip_addresses/{address}"]["patch"]["responses"]["415"];
+            429: paths["/v1/network/ip_addresses/{address}"]["patch"]["responses"]["429"];
+            500: paths["/v1/network/ip_addresses/{address}"]["patch"]["responses"]["500"];
+        };
+    };
+    assignFloatingIpUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                address: string;
+            };
+            cookie?: never;
+        };
+        requestBody: paths["/v1/network/ip_addresses/{address}/assign"]["post"]["requestBody"];
+        responses: {
+            200: paths["/v1/network/ip_addresses/{address}/assign"]["post"]["responses"]["200"];
+            400: paths["/v1/network/ip_addresses/{address}/assign"]["post"]["responses"]["400"];
+            401: paths["/v1/network/ip_addresses/{address}/assign"]["post"]["responses"]["401"];
+            403: paths["/v1/network/ip_addresses/{address}/assign"]["post"]["responses"]["403"];
+            404: paths["/v1/network/ip_addresses/{address}/assign"]["post"]["responses"]["404"];
+            409: paths["/v1/network/ip_addresses/{address}/assign"]["post"]["responses"]["409"];
+            413: paths["/v1/network/ip_addresses/{address}/assign"]["post"]["responses"]["413"];
+            415: paths["/v1/network/ip_addresses/{address}/assign"]["post"]["responses"]["415"];
+            429: paths["/v1/network/ip_addresses/{address}/assign"]["post"]["responses"]["429"];
+            500: paths["/v1/network/ip_addresses/{address}/assign"]["post"]["responses"]["500"];
+        };
+    };
+    unassignFloatingIpUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                address: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/network/ip_addresses/{address}/unassign"]["post"]["responses"]["200"];
+            400: paths["/v1/network/ip_addresses/{address}/unassign"]["post"]["responses"]["400"];
+            401: paths["/v1/network/ip_addresses/{address}/unassign"]["post"]["responses"]["401"];
+            403: paths["/v1/network/ip_addresses/{address}/unassign"]["post"]["responses"]["403"];
+            404: paths["/v1/network/ip_addresses/{address}/unassign"]["post"]["responses"]["404"];
+            409: paths["/v1/network/ip_addresses/{address}/unassign"]["post"]["responses"]["409"];
+            413: paths["/v1/network/ip_addresses/{address}/unassign"]["post"]["responses"]["413"];
+            415: paths["/v1/network/ip_addresses/{address}/unassign"]["post"]["responses"]["415"];
+            429: paths["/v1/network/ip_addresses/{address}/unassign"]["post"]["responses"]["429"];
+            500: paths["/v1/network/ip_addresses/{address}/unassign"]["post"]["responses"]["500"];
+        };
+    };
+    listLoadBalancersUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/network/load_balancers"]["get"]["responses"]["200"];
+            400: paths["/v1/network/load_balancers"]["get"]["responses"]["400"];
+            401: paths["/v1/network/load_balancers"]["get"]["responses"]["401"];
+            403: paths["/v1/network/load_balancers"]["get"]["responses"]["403"];
+            404: paths["/v1/network/load_balancers"]["get"]["responses"]["404"];
+            409: paths["/v1/network/load_balancers"]["get"]["responses"]["409"];
+            413: paths["/v1/network/load_balancers"]["get"]["responses"]["413"];
+            415: paths["/v1/network/load_balancers"]["get"]["responses"]["415"];
+            429: paths["/v1/network/load_balancers"]["get"]["responses"]["429"];
+            500: paths["/v1/network/load_balancers"]["get"]["responses"]["500"];
+        };
+    };
+    createLoadBalancerUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: paths["/v1/network/load_balancers"]["post"]["requestBody"];
+        responses: {
+            200: paths["/v1/network/load_balancers"]["post"]["responses"]["200"];
+            400: paths["/v1/network/load_balancers"]["post"]["responses"]["400"];
+            401: paths["/v1/network/load_balancers"]["post"]["responses"]["401"];
+            403: paths["/v1/network/load_balancers"]["post"]["responses"]["403"];
+            404: paths["/v1/network/load_balancers"]["post"]["responses"]["404"];
+            409: paths["/v1/network/load_balancers"]["post"]["responses"]["409"];
+            413: paths["/v1/network/load_balancers"]["post"]["responses"]["413"];
+            415: paths["/v1/network/load_balancers"]["post"]["responses"]["415"];
+            429: paths["/v1/network/load_balancers"]["post"]["responses"]["429"];
+            500: paths["/v1/network/load_balancers"]["post"]["responses"]["500"];
+        };
+    };
+    getLoadBalancerUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                load_balancer_uuid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/network/load_balancers/{load_balancer_uuid}"]["get"]["responses"]["200"];
+            400: paths["/v1/network/load_balancers/{load_balancer_uuid}"]["get"]["responses"]["400"];
+            401: paths["/v1/network/load_balancers/{load_balancer_uuid}"]["get"]["responses"]["401"];
+            403: paths["/v1/network/load_balancers/{load_balancer_uuid}"]["get"]["responses"]["403"];
+            404: paths["/v1/network/load_balancers/{load_balancer_uuid}"]["get"]["responses"]["404"];
+            409: paths["/v1/network/load_balancers/{load_balancer_uuid}"]["get"]["responses"]["409"];
+            413: paths["/v1/network/load_balancers/{load_balancer_uuid}"]["get"]["responses"]["413"];
+            415: paths["/v1/network/load_balancers/{load_balancer_uuid}"]["get"]["responses"]["415"];
+            429: paths["/v1/network/load_balancers/{load_balancer_uuid}"]["get"]["responses"]["429"];
+            500: paths["/v1/network/load_balancers/{load_balancer_uuid}"]["get"]["responses"]["500"];
+        };
+    };
+    deleteLoadBalancerUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                load_balancer_uuid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/network/load_balancers/{load_balancer_uuid}"]["delete"]["responses"]["200"];
+            400: paths["/v1/network/load_balancers/{load_balancer_uuid}"]["delete"]["responses"]["400"];
+            401: paths["/v1/network/load_balancers/{load_balancer_uuid}"]["delete"]["responses"]["401"];
+            403: paths["/v1/network/load_balancers/{load_balancer_uuid}"]["delete"]["responses"]["403"];
+            404: paths["/v1/network/load_balancers/{load_balancer_uuid}"]["delete"]["responses"]["404"];
+            409: paths["/v1/network/load_balancers/{load_balancer_uuid}"]["delete"]["responses"]["409"];
+            413: paths["/v1/network/load_balancers/{load_balancer_uuid}"]["delete"]["responses"]["413"];
+            415: paths["/v1/network/load_balancers/{load_balancer_uuid}"]["delete"]["responses"]["415"];
+            429: paths["/v1/network/load_balancers/{load_balancer_uuid}"]["delete"]["responses"]["429"];
+            500: paths["/v1/network/load_balancers/{load_balancer_uuid}"]["delete"]["responses"]["500"];
+        };
+    };
+    updateLoadBalancerUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                load_balancer_uuid: string;
+            };
+            cookie?: never;
+        };
+        requestBody: paths["/v1/network/load_balancers/{load_balancer_uuid}"]["patch"]["requestBody"];
+        responses: {
+            200: paths["/v1/network/load_balancers/{load_balancer_uuid}"]["patch"]["responses"]["200"];
+            400: paths["/v1/network/load_balancers/{load_balancer_uuid}"]["patch"]["responses"]["400"];
+            401: paths["/v1/network/load_balancers/{load_balancer_uuid}"]["patch"]["responses"]["401"];
+            403: paths["/v1/network/load_balancers/{load_balancer_uuid}"]["patch"]["responses"]["403"];
+            404: paths["/v1/network/load_balancers/{load_balancer_uuid}"]["patch"]["responses"]["404"];
+            409: paths["/v1/network/load_balancers/{load_balancer_uuid}"]["patch"]["responses"]["409"];
+            413: paths["/v1/network/load_balancers/{load_balancer_uuid}"]["patch"]["responses"]["413"];
+            415: paths["/v1/network/load_balancers/{load_balancer_uuid}"]["patch"]["responses"]["415"];
+            429: paths["/v1/network/load_balancers/{load_balancer_uuid}"]["patch"]["responses"]["429"];
+            500: paths["/v1/network/load_balancers/{load_balancer_uuid}"]["patch"]["responses"]["500"];
+        };
+    };
+    setLoadBalancerBillingAccountUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                load_balancer_uuid: string;
+            };
+            cookie?: never;
+        };
+        requestBody: paths["/v1/network/load_balancers/{load_balancer_uuid}/billing_account"]["put"]["requestBody"];
+        responses: {
+            200: paths["/v1/network/load_balancers/{load_balancer_uuid}/billing_account"]["put"]["responses"]["200"];
+            400: paths["/v1/network/load_balancers/{load_balancer_uuid}/billing_account"]["put"]["responses"]["400"];
+            401: paths["/v1/network/load_balancers/{load_balancer_uuid}/billing_account"]["put"]["responses"]["401"];
+            403: paths["/v1/network/load_balancers/{load_balancer_uuid}/billing_account"]["put"]["responses"]["403"];
+            404: paths["/v1/network/load_balancers/{load_balancer_uuid}/billing_account"]["put"]["responses"]["404"];
+            409: paths["/v1/network/load_balancers/{load_balancer_uuid}/billing_account"]["put"]["responses"]["409"];
+            413: paths["/v1/network/load_balancers/{load_balancer_uuid}/billing_account"]["put"]["responses"]["413"];
+            415: paths["/v1/network/load_balancers/{load_balancer_uuid}/billing_account"]["put"]["responses"]["415"];
+            429: paths["/v1/network/load_balancers/{load_balancer_uuid}/billing_account"]["put"]["responses"]["429"];
+            500: paths["/v1/network/load_balancers/{load_balancer_uuid}/billing_account"]["put"]["responses"]["500"];
+        };
+    };
+    addLoadBalancerTargetUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                load_balancer_uuid: string;
+            };
+            cookie?: never;
+        };
+        requestBody: paths["/v1/network/load_balancers/{load_balancer_uuid}/targets"]["post"]["requestBody"];
+        responses: {
+            200: paths["/v1/network/load_balancers/{load_balancer_uuid}/targets"]["post"]["responses"]["200"];
+            400: paths["/v1/network/load_balancers/{load_balancer_uuid}/targets"]["post"]["responses"]["400"];
+            401: paths["/v1/network/load_balancers/{load_balancer_uuid}/targets"]["post"]["responses"]["401"];
+            403: paths["/v1/network/load_balancers/{load_balancer_uuid}/targets"]["post"]["responses"]["403"];
+            404: paths["/v1/network/load_balancers/{load_balancer_uuid}/targets"]["post"]["responses"]["404"];
+            409: paths["/v1/network/load_balancers/{load_balancer_uuid}/targets"]["post"]["responses"]["409"];
+            413: paths["/v1/network/load_balancers/{load_balancer_uuid}/targets"]["post"]["responses"]["413"];
+            415: paths["/v1/network/load_balancers/{load_balancer_uuid}/targets"]["post"]["responses"]["415"];
+            429: paths["/v1/network/load_balancers/{load_balancer_uuid}/targets"]["post"]["responses"]["429"];
+            500: paths["/v1/network/load_balancers/{load_balancer_uuid}/targets"]["post"]["responses"]["500"];
+        };
+    };
+    removeLoadBalancerTargetUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                load_balancer_uuid: string;
+                target_uuid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/network/load_balancers/{load_balancer_uuid}/targets/{target_uuid}"]["delete"]["responses"]["200"];
+            400: paths["/v1/network/load_balancers/{load_balancer_uuid}/targets/{target_uuid}"]["delete"]["responses"]["400"];
+            401: paths["/v1/network/load_balancers/{load_balancer_uuid}/targets/{target_uuid}"]["delete"]["responses"]["401"];
+            403: paths["/v1/network/load_balancers/{load_balancer_uuid}/targets/{target_uuid}"]["delete"]["responses"]["403"];
+            404: paths["/v1/network/load_balancers/{load_balancer_uuid}/targets/{target_uuid}"]["delete"]["responses"]["404"];
+            409: paths["/v1/network/load_balancers/{load_balancer_uuid}/targets/{target_uuid}"]["delete"]["responses"]["409"];
+            413: paths["/v1/network/load_balancers/{load_balancer_uuid}/targets/{target_uuid}"]["delete"]["responses"]["413"];
+            415: paths["/v1/network/load_balancers/{load_balancer_uuid}/targets/{target_uuid}"]["delete"]["responses"]["415"];
+            429: paths["/v1/network/load_balancers/{load_balancer_uuid}/targets/{target_uuid}"]["delete"]["responses"]["429"];
+            500: paths["/v1/network/load_balancers/{load_balancer_uuid}/targets/{target_uuid}"]["delete"]["responses"]["500"];
+        };
+    };
+    addForwardingRuleUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                load_balancer_uuid: string;
+            };
+            cookie?: never;
+        };
+        requestBody: paths["/v1/network/load_balancers/{load_balancer_uuid}/forwarding_rules"]["post"]["requestBody"];
+        responses: {
+            200: paths["/v1/network/load_balancers/{load_balancer_uuid}/forwarding_rules"]["post"]["responses"]["200"];
+            400: paths["/v1/network/load_balancers/{load_balancer_uuid}/forwarding_rules"]["post"]["responses"]["400"];
+            401: paths["/v1/network/load_balancers/{load_balancer_uuid}/forwarding_rules"]["post"]["responses"]["401"];
+            403: paths["/v1/network/load_balancers/{load_balancer_uuid}/forwarding_rules"]["post"]["responses"]["403"];
+            404: paths["/v1/network/load_balancers/{load_balancer_uuid}/forwarding_rules"]["post"]["responses"]["404"];
+            409: paths["/v1/network/load_balancers/{load_balancer_uuid}/forwarding_rules"]["post"]["responses"]["409"];
+            413: paths["/v1/network/load_balancers/{load_balancer_uuid}/forwarding_rules"]["post"]["responses"]["413"];
+            415: paths["/v1/network/load_balancers/{load_balancer_uuid}/forwarding_rules"]["post"]["responses"]["415"];
+            429: paths["/v1/network/load_balancers/{load_balancer_uuid}/forwarding_rules"]["post"]["responses"]["429"];
+            500: paths["/v1/network/load_balancers/{load_balancer_uuid}/forwarding_rules"]["post"]["responses"]["500"];
+        };
+    };
+    removeForwardingRuleUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                load_balancer_uuid: string;
+                rule_uuid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/network/load_balancers/{load_balancer_uuid}/forwarding_rules/{rule_uuid}"]["delete"]["responses"]["200"];
+            400: paths["/v1/network/load_balancers/{load_balancer_uuid}/forwarding_rules/{rule_uuid}"]["delete"]["responses"]["400"];
+            401: paths["/v1/network/load_balancers/{load_balancer_uuid}/forwarding_rules/{rule_uuid}"]["delete"]["responses"]["401"];
+            403: paths["/v1/network/load_balancers/{load_balancer_uuid}/forwarding_rules/{rule_uuid}"]["delete"]["responses"]["403"];
+            404: paths["/v1/network/load_balancers/{load_balancer_uuid}/forwarding_rules/{rule_uuid}"]["delete"]["responses"]["404"];
+            409: paths["/v1/network/load_balancers/{load_balancer_uuid}/forwarding_rules/{rule_uuid}"]["delete"]["responses"]["409"];
+            413: paths["/v1/network/load_balancers/{load_balancer_uuid}/forwarding_rules/{rule_uuid}"]["delete"]["responses"]["413"];
+            415: paths["/v1/network/load_balancers/{load_balancer_uuid}/forwarding_rules/{rule_uuid}"]["delete"]["responses"]["415"];
+            429: paths["/v1/network/load_balancers/{load_balancer_uuid}/forwarding_rules/{rule_uuid}"]["delete"]["responses"]["429"];
+            500: paths["/v1/network/load_balancers/{load_balancer_uuid}/forwarding_rules/{rule_uuid}"]["delete"]["responses"]["500"];
+        };
+    };
+    getS3UserUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/storage/user"]["get"]["responses"]["200"];
+            400: paths["/v1/storage/user"]["get"]["responses"]["400"];
+            401: paths["/v1/storage/user"]["get"]["responses"]["401"];
+            403: paths["/v1/storage/user"]["get"]["responses"]["403"];
+            404: paths["/v1/storage/user"]["get"]["responses"]["404"];
+            409: paths["/v1/storage/user"]["get"]["responses"]["409"];
+            413: paths["/v1/storage/user"]["get"]["responses"]["413"];
+            415: paths["/v1/storage/user"]["get"]["responses"]["415"];
+            429: paths["/v1/storage/user"]["get"]["responses"]["429"];
+            500: paths["/v1/storage/user"]["get"]["responses"]["500"];
+        };
+    };
+    listS3KeysUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/storage/user/keys"]["get"]["responses"]["200"];
+            400: paths["/v1/storage/user/keys"]["get"]["responses"]["400"];
+            401: paths["/v1/storage/user/keys"]["get"]["responses"]["401"];
+            403: paths["/v1/storage/user/keys"]["get"]["responses"]["403"];
+            404: paths["/v1/storage/user/keys"]["get"]["responses"]["404"];
+            409: paths["/v1/storage/user/keys"]["get"]["responses"]["409"];
+            413: paths["/v1/storage/user/keys"]["get"]["responses"]["413"];
+            415: paths["/v1/storage/user/keys"]["get"]["responses"]["415"];
+            429: paths["/v1/storage/user/keys"]["get"]["responses"]["429"];
+            500: paths["/v1/storage/user/keys"]["get"]["responses"]["500"];
+        };
+    };
+    createS3KeyUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/storage/user/keys"]["post"]["responses"]["200"];
+            400: paths["/v1/storage/user/keys"]["post"]["responses"]["400"];
+            401: paths["/v1/storage/user/keys"]["post"]["responses"]["401"];
+            403: paths["/v1/storage/user/keys"]["post"]["responses"]["403"];
+            404: paths["/v1/storage/user/keys"]["post"]["responses"]["404"];
+            409: paths["/v1/storage/user/keys"]["post"]["responses"]["409"];
+            413: paths["/v1/storage/user/keys"]["post"]["responses"]["413"];
+            415: paths["/v1/storage/user/keys"]["post"]["responses"]["415"];
+            429: paths["/v1/storage/user/keys"]["post"]["responses"]["429"];
+            500: paths["/v1/storage/user/keys"]["post"]["responses"]["500"];
+        };
+    };
+    deleteS3KeyUnderCloudPrefix: {
+        parameters: {
+            query?: {
+                access_key?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: paths["/v1/storage/user/keys"]["delete"]["requestBody"];
+        responses: {
+            200: paths["/v1/storage/user/keys"]["delete"]["responses"]["200"];
+            400: paths["/v1/storage/user/keys"]["delete"]["responses"]["400"];
+            401: paths["/v1/storage/user/keys"]["delete"]["responses"]["401"];
+            403: paths["/v1/storage/user/keys"]["delete"]["responses"]["403"];
+            404: paths["/v1/storage/user/keys"]["delete"]["responses"]["404"];
+            409: paths["/v1/storage/user/keys"]["delete"]["responses"]["409"];
+            413: paths["/v1/storage/user/keys"]["delete"]["responses"]["413"];
+            415: paths["/v1/storage/user/keys"]["delete"]["responses"]["415"];
+            429: paths["/v1/storage/user/keys"]["delete"]["responses"]["429"];
+            500: paths["/v1/storage/user/keys"]["delete"]["responses"]["500"];
+        };
+    };
+    getS3EndpointUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/storage/api/s3"]["get"]["responses"]["200"];
+            400: paths["/v1/storage/api/s3"]["get"]["responses"]["400"];
+            401: paths["/v1/storage/api/s3"]["get"]["responses"]["401"];
+            403: paths["/v1/storage/api/s3"]["get"]["responses"]["403"];
+            404: paths["/v1/storage/api/s3"]["get"]["responses"]["404"];
+            409: paths["/v1/storage/api/s3"]["get"]["responses"]["409"];
+            413: paths["/v1/storage/api/s3"]["get"]["responses"]["413"];
+            415: paths["/v1/storage/api/s3"]["get"]["responses"]["415"];
+            429: paths["/v1/storage/api/s3"]["get"]["responses"]["429"];
+            500: paths["/v1/storage/api/s3"]["get"]["responses"]["500"];
+        };
+    };
+    listLocationsAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/{location}/config/locations"]["get"]["responses"]["200"];
+            400: paths["/v1/{location}/config/locations"]["get"]["responses"]["400"];
+            401: paths["/v1/{location}/config/locations"]["get"]["responses"]["401"];
+            403: paths["/v1/{location}/config/locations"]["get"]["responses"]["403"];
+            404: paths["/v1/{location}/config/locations"]["get"]["responses"]["404"];
+            409: paths["/v1/{location}/config/locations"]["get"]["responses"]["409"];
+            413: paths["/v1/{location}/config/locations"]["get"]["responses"]["413"];
+            415: paths["/v1/{location}/config/locations"]["get"]["responses"]["415"];
+            429: paths["/v1/{location}/config/locations"]["get"]["responses"]["429"];
+            500: paths["/v1/{location}/config/locations"]["get"]["responses"]["500"];
+        };
+    };
+    listBillingAccountsAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/{location}/payment/billing_account/list"]["get"]["responses"]["200"];
+            400: paths["/v1/{location}/payment/billing_account/list"]["get"]["responses"]["400"];
+            401: paths["/v1/{location}/payment/billing_account/list"]["get"]["responses"]["401"];
+            403: paths["/v1/{location}/payment/billing_account/list"]["get"]["responses"]["403"];
+            404: paths["/v1/{location}/payment/billing_account/list"]["get"]["responses"]["404"];
+            409: paths["/v1/{location}/payment/billing_account/list"]["get"]["responses"]["409"];
+            413: paths["/v1/{location}/payment/billing_account/list"]["get"]["responses"]["413"];
+            415: paths["/v1/{location}/payment/billing_account/list"]["get"]["responses"]["415"];
+            429: paths["/v1/{location}/payment/billing_account/list"]["get"]["responses"]["429"];
+            500: paths["/v1/{location}/payment/billing_account/list"]["get"]["responses"]["500"];
+        };
+    };
+    createTokenAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+            };
+            cookie?: never;
+        };
+        requestBody: paths["/v1/{location}/user-resource/token"]["post"]["requestBody"];
+        responses: {
+            200: paths["/v1/{location}/user-resource/token"]["post"]["responses"]["200"];
+            400: paths["/v1/{location}/user-resource/token"]["post"]["responses"]["400"];
+            401: paths["/v1/{location}/user-resource/token"]["post"]["responses"]["401"];
+            403: paths["/v1/{location}/user-resource/token"]["post"]["responses"]["403"];
+            404: paths["/v1/{location}/user-resource/token"]["post"]["responses"]["404"];
+            409: paths["/v1/{location}/user-resource/token"]["post"]["responses"]["409"];
+            413: paths["/v1/{location}/user-resource/token"]["post"]["responses"]["413"];
+            415: paths["/v1/{location}/user-resource/token"]["post"]["responses"]["415"];
+            429: paths["/v1/{location}/user-resource/token"]["post"]["responses"]["429"];
+            500: paths["/v1/{location}/user-resource/token"]["post"]["responses"]["500"];
+        };
+    };
+    deleteTokenAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: {
+                token_id?: number;
+            };
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+            };
+            cookie?: never;
+        };
+        requestBody: paths["/v1/{location}/user-resource/token"]["delete"]["requestBody"];
+        responses: {
+            200: paths["/v1/{location}/user-resource/token"]["delete"]["responses"]["200"];
+            400: paths["/v1/{location}/user-resource/token"]["delete"]["responses"]["400"];
+            401: paths["/v1/{location}/user-resource/token"]["delete"]["responses"]["401"];
+            403: paths["/v1/{location}/user-resource/token"]["delete"]["responses"]["403"];
+            404: paths["/v1/{location}/user-resource/token"]["delete"]["responses"]["404"];
+            409: paths["/v1/{location}/user-resource/token"]["delete"]["responses"]["409"];
+            413: paths["/v1/{location}/user-resource/token"]["delete"]["responses"]["413"];
+            415: paths["/v1/{location}/user-resource/token"]["delete"]["responses"]["415"];
+            429: paths["/v1/{location}/user-resource/token"]["delete"]["responses"]["429"];
+            500: paths["/v1/{location}/user-resource/token"]["delete"]["responses"]["500"];
+        };
+    };
+    updateTokenAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+            };
+            cookie?: never;
+        };
+        requestBody: paths["/v1/{location}/user-resource/token"]["patch"]["requestBody"];
+        responses: {
+            200: paths["/v1/{location}/user-resource/token"]["patch"]["responses"]["200"];
+            400: paths["/v1/{location}/user-resource/token"]["patch"]["responses"]["400"];
+            401: paths["/v1/{location}/user-resource/token"]["patch"]["responses"]["401"];
+            403: paths["/v1/{location}/user-resource/token"]["patch"]["responses"]["403"];
+            404: paths["/v1/{location}/user-resource/token"]["patch"]["responses"]["404"];
+            409: paths["/v1/{location}/user-resource/token"]["patch"]["responses"]["409"];
+            413: paths["/v1/{location}/user-resource/token"]["patch"]["responses"]["413"];
+            415: paths["/v1/{location}/user-resource/token"]["patch"]["responses"]["415"];
+            429: paths["/v1/{location}/user-resource/token"]["patch"]["responses"]["429"];
+            500: paths["/v1/{location}/user-resource/token"]["patch"]["responses"]["500"];
+        };
+    };
+    listTokensAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/{location}/user-resource/token/list"]["get"]["responses"]["200"];
+            400: paths["/v1/{location}/user-resource/token/list"]["get"]["responses"]["400"];
+            401: paths["/v1/{location}/user-resource/token/list"]["get"]["responses"]["401"];
+            403: paths["/v1/{location}/user-resource/token/list"]["get"]["responses"]["403"];
+            404: paths["/v1/{location}/user-resource/token/list"]["get"]["responses"]["404"];
+            409: paths["/v1/{location}/user-resource/token/list"]["get"]["responses"]["409"];
+            413: paths["/v1/{location}/user-resource/token/list"]["get"]["responses"]["413"];
+            415: paths["/v1/{location}/user-resource/token/list"]["get"]["responses"]["415"];
+            429: paths["/v1/{location}/user-resource/token/list"]["get"]["responses"]["429"];
+            500: paths["/v1/{location}/user-resource/token/list"]["get"]["responses"]["500"];
+        };
+    };
+    getVmAtLocationUnderCloudPrefix: {
+        parameters: {
+            query: {
+                /** @description VM uuid */
+                uuid: string;
+            };
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/{location}/user-resource/vm"]["get"]["responses"]["200"];
+            400: paths["/v1/{location}/user-resource/vm"]["get"]["responses"]["400"];
+            401: paths["/v1/{location}/user-resource/vm"]["get"]["responses"]["401"];
+            403: paths["/v1/{location}/user-resource/vm"]["get"]["responses"]["403"];
+            404: paths["/v1/{location}/user-resource/vm"]["get"]["responses"]["404"];
+            409: paths["/v1/{location}/user-resource/vm"]["get"]["responses"]["409"];
+            413: paths["/v1/{location}/user-resource/vm"]["get"]["responses"]["413"];
+            415: paths["/v1/{location}/user-resource/vm"]["get"]["responses"]["415"];
+            429: paths["/v1/{location}/user-resource/vm"]["get"]["responses"]["429"];
+            500: paths["/v1/{location}/user-resource/vm"]["get"]["responses"]["500"];
+        };
+    };
+    createVmAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+            };
+            cookie?: never;
+        };
+        requestBody: paths["/v1/{location}/user-resource/vm"]["post"]["requestBody"];
+        responses: {
+            200: paths["/v1/{location}/user-resource/vm"]["post"]["responses"]["200"];
+            400: paths["/v1/{location}/user-resource/vm"]["post"]["responses"]["400"];
+            401: paths["/v1/{location}/user-resource/vm"]["post"]["responses"]["401"];
+            403: paths["/v1/{location}/user-resource/vm"]["post"]["responses"]["403"];
+            404: paths["/v1/{location}/user-resource/vm"]["post"]["responses"]["404"];
+            409: paths["/v1/{location}/user-resource/vm"]["post"]["responses"]["409"];
+            413: paths["/v1/{location}/user-resource/vm"]["post"]["responses"]["413"];
+            415: paths["/v1/{location}/user-resource/vm"]["post"]["responses"]["415"];
+            429: paths["/v1/{location}/user-resource/vm"]["post"]["responses"]["429"];
+            500: paths["/v1/{location}/user-resource/vm"]["post"]["responses"]["500"];
+        };
+    };
+    deleteVmAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: {
+                /** @description VM uuid */
+                uuid?: string;
+            };
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+            };
+            cookie?: never;
+        };
+        requestBody: paths["/v1/{location}/user-resource/vm"]["delete"]["requestBody"];
+        responses: {
+            200: paths["/v1/{location}/user-resource/vm"]["delete"]["responses"]["200"];
+            400: paths["/v1/{location}/user-resource/vm"]["delete"]["responses"]["400"];
+            401: paths["/v1/{location}/user-resource/vm"]["delete"]["responses"]["401"];
+            403: paths["/v1/{location}/user-resource/vm"]["delete"]["responses"]["403"];
+            404: paths["/v1/{location}/user-resource/vm"]["delete"]["responses"]["404"];
+            409: paths["/v1/{location}/user-resource/vm"]["delete"]["responses"]["409"];
+            413: paths["/v1/{location}/user-resource/vm"]["delete"]["responses"]["413"];
+            415: paths["/v1/{location}/user-resource/vm"]["delete"]["responses"]["415"];
+            429: paths["/v1/{location}/user-resource/vm"]["delete"]["responses"]["429"];
+            500: paths["/v1/{location}/user-resource/vm"]["delete"]["responses"]["500"];
+        };
+    };
+    updateVmAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+            };
+            cookie?: never;
+        };
+        requestBody: paths["/v1/{location}/user-resource/vm"]["patch"]["requestBody"];
+        responses: {
+            200: paths["/v1/{location}/user-resource/vm"]["patch"]["responses"]["200"];
+            400: paths["/v1/{location}/user-resource/vm"]["patch"]["responses"]["400"];
+            401: paths["/v1/{location}/user-resource/vm"]["patch"]["responses"]["401"];
+            403: paths["/v1/{location}/user-resource/vm"]["patch"]["responses"]["403"];
+            404: paths["/v1/{location}/user-resource/vm"]["patch"]["responses"]["404"];
+            409: paths["/v1/{location}/user-resource/vm"]["patch"]["responses"]["409"];
+            413: paths["/v1/{location}/user-resource/vm"]["patch"]["responses"]["413"];
+            415: paths["/v1/{location}/user-resource/vm"]["patch"]["responses"]["415"];
+            429: paths["/v1/{location}/user-resource/vm"]["patch"]["responses"]["429"];
+            500: paths["/v1/{location}/user-resource/vm"]["patch"]["responses"]["500"];
+        };
+    };
+    listVmsAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/{location}/user-resource/vm/list"]["get"]["responses"]["200"];
+            400: paths["/v1/{location}/user-resource/vm/list"]["get"]["responses"]["400"];
+            401: paths["/v1/{location}/user-resource/vm/list"]["get"]["responses"]["401"];
+            403: paths["/v1/{location}/user-resource/vm/list"]["get"]["responses"]["403"];
+            404: paths["/v1/{location}/user-resource/vm/list"]["get"]["responses"]["404"];
+            409: paths["/v1/{location}/user-resource/vm/list"]["get"]["responses"]["409"];
+            413: paths["/v1/{location}/user-resource/vm/list"]["get"]["responses"]["413"];
+            415: paths["/v1/{location}/user-resource/vm/list"]["get"]["responses"]["415"];
+            429: paths["/v1/{location}/user-resource/vm/list"]["get"]["responses"]["429"];
+            500: paths["/v1/{location}/user-resource/vm/list"]["get"]["responses"]["500"];
+        };
+    };
+    startVmAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+            };
+            cookie?: never;
+        };
+        requestBody: paths["/v1/{location}/user-resource/vm/start"]["post"]["requestBody"];
+        responses: {
+            200: paths["/v1/{location}/user-resource/vm/start"]["post"]["responses"]["200"];
+            400: paths["/v1/{location}/user-resource/vm/start"]["post"]["responses"]["400"];
+            401: paths["/v1/{location}/user-resource/vm/start"]["post"]["responses"]["401"];
+            403: paths["/v1/{location}/user-resource/vm/start"]["post"]["responses"]["403"];
+            404: paths["/v1/{location}/user-resource/vm/start"]["post"]["responses"]["404"];
+            409: paths["/v1/{location}/user-resource/vm/start"]["post"]["responses"]["409"];
+            413: paths["/v1/{location}/user-resource/vm/start"]["post"]["responses"]["413"];
+            415: paths["/v1/{location}/user-resource/vm/start"]["post"]["responses"]["415"];
+            429: paths["/v1/{location}/user-resource/vm/start"]["post"]["responses"]["429"];
+            500: paths["/v1/{location}/user-resource/vm/start"]["post"]["responses"]["500"];
+        };
+    };
+    stopVmAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+            };
+            cookie?: never;
+        };
+        requestBody: paths["/v1/{location}/user-resource/vm/stop"]["post"]["requestBody"];
+        responses: {
+            200: paths["/v1/{location}/user-resource/vm/stop"]["post"]["responses"]["200"];
+            400: paths["/v1/{location}/user-resource/vm/stop"]["post"]["responses"]["400"];
+            401: paths["/v1/{location}/user-resource/vm/stop"]["post"]["responses"]["401"];
+            403: paths["/v1/{location}/user-resource/vm/stop"]["post"]["responses"]["403"];
+            404: paths["/v1/{location}/user-resource/vm/stop"]["post"]["responses"]["404"];
+            409: paths["/v1/{location}/user-resource/vm/stop"]["post"]["responses"]["409"];
+            413: paths["/v1/{location}/user-resource/vm/stop"]["post"]["responses"]["413"];
+            415: paths["/v1/{location}/user-resource/vm/stop"]["post"]["responses"]["415"];
+            429: paths["/v1/{location}/user-resource/vm/stop"]["post"]["responses"]["429"];
+            500: paths["/v1/{location}/user-resource/vm/stop"]["post"]["responses"]["500"];
+        };
+    };
+    attachDiskAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+            };
+            cookie?: never;
+        };
+        requestBody: paths["/v1/{location}/user-resource/vm/storage/attach"]["post"]["requestBody"];
+        responses: {
+            200: paths["/v1/{location}/user-resource/vm/storage/attach"]["post"]["responses"]["200"];
+            400: paths["/v1/{location}/user-resource/vm/storage/attach"]["post"]["responses"]["400"];
+            401: paths["/v1/{location}/user-resource/vm/storage/attach"]["post"]["responses"]["401"];
+            403: paths["/v1/{location}/user-resource/vm/storage/attach"]["post"]["responses"]["403"];
+            404: paths["/v1/{location}/user-resource/vm/storage/attach"]["post"]["responses"]["404"];
+            409: paths["/v1/{location}/user-resource/vm/storage/attach"]["post"]["responses"]["409"];
+            413: paths["/v1/{location}/user-resource/vm/storage/attach"]["post"]["responses"]["413"];
+            415: paths["/v1/{location}/user-resource/vm/storage/attach"]["post"]["responses"]["415"];
+            429: paths["/v1/{location}/user-resource/vm/storage/attach"]["post"]["responses"]["429"];
+            500: paths["/v1/{location}/user-resource/vm/storage/attach"]["post"]["responses"]["500"];
+        };
+    };
+    detachDiskAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+            };
+            cookie?: never;
+        };
+        requestBody: paths["/v1/{location}/user-resource/vm/storage/detach"]["post"]["requestBody"];
+        responses: {
+            200: paths["/v1/{location}/user-resource/vm/storage/detach"]["post"]["responses"]["200"];
+            400: paths["/v1/{location}/user-resource/vm/storage/detach"]["post"]["responses"]["400"];
+            401: paths["/v1/{location}/user-resource/vm/storage/detach"]["post"]["responses"]["401"];
+            403: paths["/v1/{location}/user-resource/vm/storage/detach"]["post"]["responses"]["403"];
+            404: paths["/v1/{location}/user-resource/vm/storage/detach"]["post"]["responses"]["404"];
+            409: paths["/v1/{location}/user-resource/vm/storage/detach"]["post"]["responses"]["409"];
+            413: paths["/v1/{location}/user-resource/vm/storage/detach"]["post"]["responses"]["413"];
+            415: paths["/v1/{location}/user-resource/vm/storage/detach"]["post"]["responses"]["415"];
+            429: paths["/v1/{location}/user-resource/vm/storage/detach"]["post"]["responses"]["429"];
+            500: paths["/v1/{location}/user-resource/vm/storage/detach"]["post"]["responses"]["500"];
+        };
+    };
+    listDisksAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/{location}/storage/disks"]["get"]["responses"]["200"];
+            400: paths["/v1/{location}/storage/disks"]["get"]["responses"]["400"];
+            401: paths["/v1/{location}/storage/disks"]["get"]["responses"]["401"];
+            403: paths["/v1/{location}/storage/disks"]["get"]["responses"]["403"];
+            404: paths["/v1/{location}/storage/disks"]["get"]["responses"]["404"];
+            409: paths["/v1/{location}/storage/disks"]["get"]["responses"]["409"];
+            413: paths["/v1/{location}/storage/disks"]["get"]["responses"]["413"];
+            415: paths["/v1/{location}/storage/disks"]["get"]["responses"]["415"];
+            429: paths["/v1/{location}/storage/disks"]["get"]["responses"]["429"];
+            500: paths["/v1/{location}/storage/disks"]["get"]["responses"]["500"];
+        };
+    };
+    createDiskAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+            };
+            cookie?: never;
+        };
+        requestBody: paths["/v1/{location}/storage/disks"]["post"]["requestBody"];
+        responses: {
+            200: paths["/v1/{location}/storage/disks"]["post"]["responses"]["200"];
+            400: paths["/v1/{location}/storage/disks"]["post"]["responses"]["400"];
+            401: paths["/v1/{location}/storage/disks"]["post"]["responses"]["401"];
+            403: paths["/v1/{location}/storage/disks"]["post"]["responses"]["403"];
+            404: paths["/v1/{location}/storage/disks"]["post"]["responses"]["404"];
+            409: paths["/v1/{location}/storage/disks"]["post"]["responses"]["409"];
+            413: paths["/v1/{location}/storage/disks"]["post"]["responses"]["413"];
+            415: paths["/v1/{location}/storage/disks"]["post"]["responses"]["415"];
+            429: paths["/v1/{location}/storage/disks"]["post"]["responses"]["429"];
+            500: paths["/v1/{location}/storage/disks"]["post"]["responses"]["500"];
+        };
+    };
+    getDiskAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+                disk_uuid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/{location}/storage/disks/{disk_uuid}"]["get"]["responses"]["200"];
+            400: paths["/v1/{location}/storage/disks/{disk_uuid}"]["get"]["responses"]["400"];
+            401: paths["/v1/{location}/storage/disks/{disk_uuid}"]["get"]["responses"]["401"];
+            403: paths["/v1/{location}/storage/disks/{disk_uuid}"]["get"]["responses"]["403"];
+            404: paths["/v1/{location}/storage/disks/{disk_uuid}"]["get"]["responses"]["404"];
+            409: paths["/v1/{location}/storage/disks/{disk_uuid}"]["get"]["responses"]["409"];
+            413: paths["/v1/{location}/storage/disks/{disk_uuid}"]["get"]["responses"]["413"];
+            415: paths["/v1/{location}/storage/disks/{disk_uuid}"]["get"]["responses"]["415"];
+            429: paths["/v1/{location}/storage/disks/{disk_uuid}"]["get"]["responses"]["429"];
+            500: paths["/v1/{location}/storage/disks/{disk_uuid}"]["get"]["responses"]["500"];
+        };
+    };
+    deleteDiskAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+                disk_uuid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/{location}/storage/disks/{disk_uuid}"]["delete"]["responses"]["200"];
+            400: paths["/v1/{location}/storage/disks/{disk_uuid}"]["delete"]["responses"]["400"];
+            401: paths["/v1/{location}/storage/disks/{disk_uuid}"]["delete"]["responses"]["401"];
+            403: paths["/v1/{location}/storage/disks/{disk_uuid}"]["delete"]["responses"]["403"];
+            404: paths["/v1/{location}/storage/disks/{disk_uuid}"]["delete"]["responses"]["404"];
+            409: paths["/v1/{location}/storage/disks/{disk_uuid}"]["delete"]["responses"]["409"];
+            413: paths["/v1/{location}/storage/disks/{disk_uuid}"]["delete"]["responses"]["413"];
+            415: paths["/v1/{location}/storage/disks/{disk_uuid}"]["delete"]["responses"]["415"];
+            429: paths["/v1/{location}/storage/disks/{disk_uuid}"]["delete"]["responses"]["429"];
+            500: paths["/v1/{location}/storage/disks/{disk_uuid}"]["delete"]["responses"]["500"];
+        };
+    };
+    updateDiskAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+                disk_uuid: string;
+            };
+            cookie?: never;
+        };
+        requestBody: paths["/v1/{location}/storage/disks/{disk_uuid}"]["patch"]["requestBody"];
+        responses: {
+            200: paths["/v1/{location}/storage/disks/{disk_uuid}"]["patch"]["responses"]["200"];
+            400: paths["/v1/{location}/storage/disks/{disk_uuid}"]["patch"]["responses"]["400"];
+            401: paths["/v1/{location}/storage/disks/{disk_uuid}"]["patch"]["responses"]["401"];
+            403: paths["/v1/{location}/storage/disks/{disk_uuid}"]["patch"]["responses"]["403"];
+            404: paths["/v1/{location}/storage/disks/{disk_uuid}"]["patch"]["responses"]["404"];
+            409: paths["/v1/{location}/storage/disks/{disk_uuid}"]["patch"]["responses"]["409"];
+            413: paths["/v1/{location}/storage/disks/{disk_uuid}"]["patch"]["responses"]["413"];
+            415: paths["/v1/{location}/storage/disks/{disk_uuid}"]["patch"]["responses"]["415"];
+            429: paths["/v1/{location}/storage/disks/{disk_uuid}"]["patch"]["responses"]["429"];
+            500: paths["/v1/{location}/storage/disks/{disk_uuid}"]["patch"]["responses"]["500"];
+        };
+    };
+    listFloatingIpsAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: {
+                vm_uuid?: string;
+                /** @description A billing account of your organization */
+                billing_account_id?: number;
+            };
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/{location}/network/ip_addresses"]["get"]["responses"]["200"];
+            400: paths["/v1/{location}/network/ip_addresses"]["get"]["responses"]["400"];
+            401: paths["/v1/{location}/network/ip_addresses"]["get"]["responses"]["401"];
+            403: paths["/v1/{location}/network/ip_addresses"]["get"]["responses"]["403"];
+            404: paths["/v1/{location}/network/ip_addresses"]["get"]["responses"]["404"];
+            409: paths["/v1/{location}/network/ip_addresses"]["get"]["responses"]["409"];
+            413: paths["/v1/{location}/network/ip_addresses"]["get"]["responses"]["413"];
+            415: paths["/v1/{location}/network/ip_addresses"]["get"]["responses"]["415"];
+            429: paths["/v1/{location}/network/ip_addresses"]["get"]["responses"]["429"];
+            500: paths["/v1/{location}/network/ip_addresses"]["get"]["responses"]["500"];
+        };
+    };
+    allocateFloatingIpAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+            };
+            cookie?: never;
+        };
+        requestBody: paths["/v1/{location}/network/ip_addresses"]["post"]["requestBody"];
+        responses: {
+            200: paths["/v1/{location}/network/ip_addresses"]["post"]["responses"]["200"];
+            400: paths["/v1/{location}/network/ip_addresses"]["post"]["responses"]["400"];
+            401: paths["/v1/{location}/network/ip_addresses"]["post"]["responses"]["401"];
+            403: paths["/v1/{location}/network/ip_addresses"]["post"]["responses"]["403"];
+            404: paths["/v1/{location}/network/ip_addresses"]["post"]["responses"]["404"];
+            409: paths["/v1/{location}/network/ip_addresses"]["post"]["responses"]["409"];
+            413: paths["/v1/{location}/network/ip_addresses"]["post"]["responses"]["413"];
+            415: paths["/v1/{location}/network/ip_addresses"]["post"]["responses"]["415"];
+            429: paths["/v1/{location}/network/ip_addresses"]["post"]["responses"]["429"];
+            500: paths["/v1/{location}/network/ip_addresses"]["post"]["responses"]["500"];
+        };
+    };
+    getFloatingIpAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+                address: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/{location}/network/ip_addresses/{address}"]["get"]["responses"]["200"];
+            400: paths["/v1/{location}/network/ip_addresses/{address}"]["get"]["responses"]["400"];
+            401: paths["/v1/{location}/network/ip_addresses/{address}"]["get"]["responses"]["401"];
+            403: paths["/v1/{location}/network/ip_addresses/{address}"]["get"]["responses"]["403"];
+            404: paths["/v1/{location}/network/ip_addresses/{address}"]["get"]["responses"]["404"];
+            409: paths["/v1/{location}/network/ip_addresses/{address}"]["get"]["responses"]["409"];
+            413: paths["/v1/{location}/network/ip_addresses/{address}"]["get"]["responses"]["413"];
+            415: paths["/v1/{location}/network/ip_addresses/{address}"]["get"]["responses"]["415"];
+            429: paths["/v1/{location}/network/ip_addresses/{address}"]["get"]["responses"]["429"];
+            500: paths["/v1/{location}/network/ip_addresses/{address}"]["get"]["responses"]["500"];
+        };
+    };
+    deleteFloatingIpAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+                address: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/{location}/network/ip_addresses/{address}"]["delete"]["responses"]["200"];
+            400: paths["/v1/{location}/network/ip_addresses/{address}"]["delete"]["responses"]["400"];
+            401: paths["/v1/{location}/network/ip_addresses/{address}"]["delete"]["responses"]["401"];
+            403: paths["/v1/{location}/network/ip_addresses/{address}"]["delete"]["responses"]["403"];
+            404: paths["/v1/{location}/network/ip_addresses/{address}"]["delete"]["responses"]["404"];
+            409: paths["/v1/{location}/network/ip_addresses/{address}"]["delete"]["responses"]["409"];
+            413: paths["/v1/{location}/network/ip_addresses/{address}"]["delete"]["responses"]["413"];
+            415: paths["/v1/{location}/network/ip_addresses/{address}"]["delete"]["responses"]["415"];
+            429: paths["/v1/{location}/network/ip_addresses/{address}"]["delete"]["responses"]["429"];
+            500: paths["/v1/{location}/network/ip_addresses/{address}"]["delete"]["responses"]["500"];
+        };
+    };
+    updateFloatingIpAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+                address: string;
+            };
+            cookie?: never;
+        };
+        requestBody: paths["/v1/{location}/network/ip_addresses/{address}"]["patch"]["requestBody"];
+        responses: {
+            200: paths["/v1/{location}/network/ip_addresses/{address}"]["patch"]["responses"]["200"];
+            400: paths["/v1/{location}/network/ip_addresses/{address}"]["patch"]["responses"]["400"];
+            401: paths["/v1/{location}/network/ip_addresses/{address}"]["patch"]["responses"]["401"];
+            403: paths["/v1/{location}/network/ip_addresses/{address}"]["patch"]["responses"]["403"];
+            404: paths["/v1/{location}/network/ip_addresses/{address}"]["patch"]["responses"]["404"];
+            409: paths["/v1/{location}/network/ip_addresses/{address}"]["patch"]["responses"]["409"];
+            413: paths["/v1/{location}/network/ip_addresses/{address}"]["patch"]["responses"]["413"];
+            415: paths["/v1/{location}/network/ip_addresses/{address}"]["patch"]["responses"]["415"];
+            429: paths["/v1/{location}/network/ip_addresses/{address}"]["patch"]["responses"]["429"];
+            500: paths["/v1/{location}/network/ip_addresses/{address}"]["patch"]["responses"]["500"];
+        };
+    };
+    assignFloatingIpAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+                address: string;
+            };
+            cookie?: never;
+        };
+        requestBody: paths["/v1/{location}/network/ip_addresses/{address}/assign"]["post"]["requestBody"];
+        responses: {
+            200: paths["/v1/{location}/network/ip_addresses/{address}/assign"]["post"]["responses"]["200"];
+            400: paths["/v1/{location}/network/ip_addresses/{address}/assign"]["post"]["responses"]["400"];
+            401: paths["/v1/{location}/network/ip_addresses/{address}/assign"]["post"]["responses"]["401"];
+            403: paths["/v1/{location}/network/ip_addresses/{address}/assign"]["post"]["responses"]["403"];
+            404: paths["/v1/{location}/network/ip_addresses/{address}/assign"]["post"]["responses"]["404"];
+            409: paths["/v1/{location}/network/ip_addresses/{address}/assign"]["post"]["responses"]["409"];
+            413: paths["/v1/{location}/network/ip_addresses/{address}/assign"]["post"]["responses"]["413"];
+            415: paths["/v1/{location}/network/ip_addresses/{address}/assign"]["post"]["responses"]["415"];
+            429: paths["/v1/{location}/network/ip_addresses/{address}/assign"]["post"]["responses"]["429"];
+            500: paths["/v1/{location}/network/ip_addresses/{address}/assign"]["post"]["responses"]["500"];
+        };
+    };
+    unassignFloatingIpAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+                address: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/{location}/network/ip_addresses/{address}/unassign"]["post"]["responses"]["200"];
+            400: paths["/v1/{location}/network/ip_addresses/{address}/unassign"]["post"]["responses"]["400"];
+            401: paths["/v1/{location}/network/ip_addresses/{address}/unassign"]["post"]["responses"]["401"];
+            403: paths["/v1/{location}/network/ip_addresses/{address}/unassign"]["post"]["responses"]["403"];
+            404: paths["/v1/{location}/network/ip_addresses/{address}/unassign"]["post"]["responses"]["404"];
+            409: paths["/v1/{location}/network/ip_addresses/{address}/unassign"]["post"]["responses"]["409"];
+            413: paths["/v1/{location}/network/ip_addresses/{address}/unassign"]["post"]["responses"]["413"];
+            415: paths["/v1/{location}/network/ip_addresses/{address}/unassign"]["post"]["responses"]["415"];
+            429: paths["/v1/{location}/network/ip_addresses/{address}/unassign"]["post"]["responses"]["429"];
+            500: paths["/v1/{location}/network/ip_addresses/{address}/unassign"]["post"]["responses"]["500"];
+        };
+    };
+    listLoadBalancersAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/{location}/network/load_balancers"]["get"]["responses"]["200"];
+            400: paths["/v1/{location}/network/load_balancers"]["get"]["responses"]["400"];
+            401: paths["/v1/{location}/network/load_balancers"]["get"]["responses"]["401"];
+            403: paths["/v1/{location}/network/load_balancers"]["get"]["responses"]["403"];
+            404: paths["/v1/{location}/network/load_balancers"]["get"]["responses"]["404"];
+            409: paths["/v1/{location}/network/load_balancers"]["get"]["responses"]["409"];
+            413: paths["/v1/{location}/network/load_balancers"]["get"]["responses"]["413"];
+            415: paths["/v1/{location}/network/load_balancers"]["get"]["responses"]["415"];
+            429: paths["/v1/{location}/network/load_balancers"]["get"]["responses"]["429"];
+            500: paths["/v1/{location}/network/load_balancers"]["get"]["responses"]["500"];
+        };
+    };
+    createLoadBalancerAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+            };
+            cookie?: never;
+        };
+        requestBody: paths["/v1/{location}/network/load_balancers"]["post"]["requestBody"];
+        responses: {
+            200: paths["/v1/{location}/network/load_balancers"]["post"]["responses"]["200"];
+            400: paths["/v1/{location}/network/load_balancers"]["post"]["responses"]["400"];
+            401: paths["/v1/{location}/network/load_balancers"]["post"]["responses"]["401"];
+            403: paths["/v1/{location}/network/load_balancers"]["post"]["responses"]["403"];
+            404: paths["/v1/{location}/network/load_balancers"]["post"]["responses"]["404"];
+            409: paths["/v1/{location}/network/load_balancers"]["post"]["responses"]["409"];
+            413: paths["/v1/{location}/network/load_balancers"]["post"]["responses"]["413"];
+            415: paths["/v1/{location}/network/load_balancers"]["post"]["responses"]["415"];
+            429: paths["/v1/{location}/network/load_balancers"]["post"]["responses"]["429"];
+            500: paths["/v1/{location}/network/load_balancers"]["post"]["responses"]["500"];
+        };
+    };
+    getLoadBalancerAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+                load_balancer_uuid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}"]["get"]["responses"]["200"];
+            400: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}"]["get"]["responses"]["400"];
+            401: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}"]["get"]["responses"]["401"];
+            403: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}"]["get"]["responses"]["403"];
+            404: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}"]["get"]["responses"]["404"];
+            409: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}"]["get"]["responses"]["409"];
+            413: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}"]["get"]["responses"]["413"];
+            415: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}"]["get"]["responses"]["415"];
+            429: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}"]["get"]["responses"]["429"];
+            500: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}"]["get"]["responses"]["500"];
+        };
+    };
+    deleteLoadBalancerAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+                load_balancer_uuid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}"]["delete"]["responses"]["200"];
+            400: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}"]["delete"]["responses"]["400"];
+            401: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}"]["delete"]["responses"]["401"];
+            403: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}"]["delete"]["responses"]["403"];
+            404: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}"]["delete"]["responses"]["404"];
+            409: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}"]["delete"]["responses"]["409"];
+            413: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}"]["delete"]["responses"]["413"];
+            415: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}"]["delete"]["responses"]["415"];
+            429: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}"]["delete"]["responses"]["429"];
+            500: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}"]["delete"]["responses"]["500"];
+        };
+    };
+    updateLoadBalancerAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+                load_balancer_uuid: string;
+            };
+            cookie?: never;
+        };
+        requestBody: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}"]["patch"]["requestBody"];
+        responses: {
+            200: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}"]["patch"]["responses"]["200"];
+            400: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}"]["patch"]["responses"]["400"];
+            401: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}"]["patch"]["responses"]["401"];
+            403: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}"]["patch"]["responses"]["403"];
+            404: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}"]["patch"]["responses"]["404"];
+            409: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}"]["patch"]["responses"]["409"];
+            413: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}"]["patch"]["responses"]["413"];
+            415: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}"]["patch"]["responses"]["415"];
+            429: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}"]["patch"]["responses"]["429"];
+            500: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}"]["patch"]["responses"]["500"];
+        };
+    };
+    setLoadBalancerBillingAccountAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+                load_balancer_uuid: string;
+            };
+            cookie?: never;
+        };
+        requestBody: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/billing_account"]["put"]["requestBody"];
+        responses: {
+            200: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/billing_account"]["put"]["responses"]["200"];
+            400: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/billing_account"]["put"]["responses"]["400"];
+            401: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/billing_account"]["put"]["responses"]["401"];
+            403: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/billing_account"]["put"]["responses"]["403"];
+            404: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/billing_account"]["put"]["responses"]["404"];
+            409: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/billing_account"]["put"]["responses"]["409"];
+            413: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/billing_account"]["put"]["responses"]["413"];
+            415: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/billing_account"]["put"]["responses"]["415"];
+            429: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/billing_account"]["put"]["responses"]["429"];
+            500: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/billing_account"]["put"]["responses"]["500"];
+        };
+    };
+    addLoadBalancerTargetAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+                load_balancer_uuid: string;
+            };
+            cookie?: never;
+        };
+        requestBody: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/targets"]["post"]["requestBody"];
+        responses: {
+            200: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/targets"]["post"]["responses"]["200"];
+            400: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/targets"]["post"]["responses"]["400"];
+            401: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/targets"]["post"]["responses"]["401"];
+            403: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/targets"]["post"]["responses"]["403"];
+            404: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/targets"]["post"]["responses"]["404"];
+            409: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/targets"]["post"]["responses"]["409"];
+            413: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/targets"]["post"]["responses"]["413"];
+            415: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/targets"]["post"]["responses"]["415"];
+            429: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/targets"]["post"]["responses"]["429"];
+            500: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/targets"]["post"]["responses"]["500"];
+        };
+    };
+    removeLoadBalancerTargetAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+                load_balancer_uuid: string;
+                target_uuid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/targets/{target_uuid}"]["delete"]["responses"]["200"];
+            400: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/targets/{target_uuid}"]["delete"]["responses"]["400"];
+            401: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/targets/{target_uuid}"]["delete"]["responses"]["401"];
+            403: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/targets/{target_uuid}"]["delete"]["responses"]["403"];
+            404: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/targets/{target_uuid}"]["delete"]["responses"]["404"];
+            409: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/targets/{target_uuid}"]["delete"]["responses"]["409"];
+            413: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/targets/{target_uuid}"]["delete"]["responses"]["413"];
+            415: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/targets/{target_uuid}"]["delete"]["responses"]["415"];
+            429: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/targets/{target_uuid}"]["delete"]["responses"]["429"];
+            500: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/targets/{target_uuid}"]["delete"]["responses"]["500"];
+        };
+    };
+    addForwardingRuleAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+                load_balancer_uuid: string;
+            };
+            cookie?: never;
+        };
+        requestBody: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/forwarding_rules"]["post"]["requestBody"];
+        responses: {
+            200: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/forwarding_rules"]["post"]["responses"]["200"];
+            400: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/forwarding_rules"]["post"]["responses"]["400"];
+            401: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/forwarding_rules"]["post"]["responses"]["401"];
+            403: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/forwarding_rules"]["post"]["responses"]["403"];
+            404: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/forwarding_rules"]["post"]["responses"]["404"];
+            409: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/forwarding_rules"]["post"]["responses"]["409"];
+            413: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/forwarding_rules"]["post"]["responses"]["413"];
+            415: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/forwarding_rules"]["post"]["responses"]["415"];
+            429: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/forwarding_rules"]["post"]["responses"]["429"];
+            500: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/forwarding_rules"]["post"]["responses"]["500"];
+        };
+    };
+    removeForwardingRuleAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+                load_balancer_uuid: string;
+                rule_uuid: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/forwarding_rules/{rule_uuid}"]["delete"]["responses"]["200"];
+            400: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/forwarding_rules/{rule_uuid}"]["delete"]["responses"]["400"];
+            401: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/forwarding_rules/{rule_uuid}"]["delete"]["responses"]["401"];
+            403: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/forwarding_rules/{rule_uuid}"]["delete"]["responses"]["403"];
+            404: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/forwarding_rules/{rule_uuid}"]["delete"]["responses"]["404"];
+            409: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/forwarding_rules/{rule_uuid}"]["delete"]["responses"]["409"];
+            413: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/forwarding_rules/{rule_uuid}"]["delete"]["responses"]["413"];
+            415: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/forwarding_rules/{rule_uuid}"]["delete"]["responses"]["415"];
+            429: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/forwarding_rules/{rule_uuid}"]["delete"]["responses"]["429"];
+            500: paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}/forwarding_rules/{rule_uuid}"]["delete"]["responses"]["500"];
+        };
+    };
+    getS3UserAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/{location}/storage/user"]["get"]["responses"]["200"];
+            400: paths["/v1/{location}/storage/user"]["get"]["responses"]["400"];
+            401: paths["/v1/{location}/storage/user"]["get"]["responses"]["401"];
+            403: paths["/v1/{location}/storage/user"]["get"]["responses"]["403"];
+            404: paths["/v1/{location}/storage/user"]["get"]["responses"]["404"];
+            409: paths["/v1/{location}/storage/user"]["get"]["responses"]["409"];
+            413: paths["/v1/{location}/storage/user"]["get"]["responses"]["413"];
+            415: paths["/v1/{location}/storage/user"]["get"]["responses"]["415"];
+            429: paths["/v1/{location}/storage/user"]["get"]["responses"]["429"];
+            500: paths["/v1/{location}/storage/user"]["get"]["responses"]["500"];
+        };
+    };
+    listS3KeysAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/{location}/storage/user/keys"]["get"]["responses"]["200"];
+            400: paths["/v1/{location}/storage/user/keys"]["get"]["responses"]["400"];
+            401: paths["/v1/{location}/storage/user/keys"]["get"]["responses"]["401"];
+            403: paths["/v1/{location}/storage/user/keys"]["get"]["responses"]["403"];
+            404: paths["/v1/{location}/storage/user/keys"]["get"]["responses"]["404"];
+            409: paths["/v1/{location}/storage/user/keys"]["get"]["responses"]["409"];
+            413: paths["/v1/{location}/storage/user/keys"]["get"]["responses"]["413"];
+            415: paths["/v1/{location}/storage/user/keys"]["get"]["responses"]["415"];
+            429: paths["/v1/{location}/storage/user/keys"]["get"]["responses"]["429"];
+            500: paths["/v1/{location}/storage/user/keys"]["get"]["responses"]["500"];
+        };
+    };
+    createS3KeyAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/{location}/storage/user/keys"]["post"]["responses"]["200"];
+            400: paths["/v1/{location}/storage/user/keys"]["post"]["responses"]["400"];
+            401: paths["/v1/{location}/storage/user/keys"]["post"]["responses"]["401"];
+            403: paths["/v1/{location}/storage/user/keys"]["post"]["responses"]["403"];
+            404: paths["/v1/{location}/storage/user/keys"]["post"]["responses"]["404"];
+            409: paths["/v1/{location}/storage/user/keys"]["post"]["responses"]["409"];
+            413: paths["/v1/{location}/storage/user/keys"]["post"]["responses"]["413"];
+            415: paths["/v1/{location}/storage/user/keys"]["post"]["responses"]["415"];
+            429: paths["/v1/{location}/storage/user/keys"]["post"]["responses"]["429"];
+            500: paths["/v1/{location}/storage/user/keys"]["post"]["responses"]["500"];
+        };
+    };
+    deleteS3KeyAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: {
+                access_key?: string;
+            };
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+            };
+            cookie?: never;
+        };
+        requestBody: paths["/v1/{location}/storage/user/keys"]["delete"]["requestBody"];
+        responses: {
+            200: paths["/v1/{location}/storage/user/keys"]["delete"]["responses"]["200"];
+            400: paths["/v1/{location}/storage/user/keys"]["delete"]["responses"]["400"];
+            401: paths["/v1/{location}/storage/user/keys"]["delete"]["responses"]["401"];
+            403: paths["/v1/{location}/storage/user/keys"]["delete"]["responses"]["403"];
+            404: paths["/v1/{location}/storage/user/keys"]["delete"]["responses"]["404"];
+            409: paths["/v1/{location}/storage/user/keys"]["delete"]["responses"]["409"];
+            413: paths["/v1/{location}/storage/user/keys"]["delete"]["responses"]["413"];
+            415: paths["/v1/{location}/storage/user/keys"]["delete"]["responses"]["415"];
+            429: paths["/v1/{location}/storage/user/keys"]["delete"]["responses"]["429"];
+            500: paths["/v1/{location}/storage/user/keys"]["delete"]["responses"]["500"];
+        };
+    };
+    getS3EndpointAtLocationUnderCloudPrefix: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Location slug (GET /v1/config/locations) */
+                location: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: paths["/v1/{location}/storage/api/s3"]["get"]["responses"]["200"];
+            400: paths["/v1/{location}/storage/api/s3"]["get"]["responses"]["400"];
+            401: paths["/v1/{location}/storage/api/s3"]["get"]["responses"]["401"];
+            403: paths["/v1/{location}/storage/api/s3"]["get"]["responses"]["403"];
+            404: paths["/v1/{location}/storage/api/s3"]["get"]["responses"]["404"];
+            409: paths["/v1/{location}/storage/api/s3"]["get"]["responses"]["409"];
+            413: paths["/v1/{location}/storage/api/s3"]["get"]["responses"]["413"];
+            415: paths["/v1/{location}/storage/api/s3"]["get"]["responses"]["415"];
+            429: paths["/v1/{location}/storage/api/s3"]["get"]["responses"]["429"];
+            500: paths["/v1/{location}/storage/api/s3"]["get"]["responses"]["500"];
         };
     };
 }
