@@ -11,7 +11,10 @@ export type FaultVideoStage = (typeof FAULT_VIDEO_STAGES)[number];
 export interface FaultRuleInput {
   /** Default `http`. */
   target?: FaultTarget;
-  /** A route template as registered, e.g. `/v1/media/libraries/:libraryId/videos`. */
+  /**
+   * A route template as registered, e.g. `/v1/media/libraries/:libraryId/videos`, or as
+   * `/openapi.json` names it (`{libraryId}`); parameter names and a trailing slash do not matter.
+   */
   route?: string;
   /** Or any path starting with this. */
   path_prefix?: string;
@@ -119,9 +122,17 @@ export class FaultRules {
   }
 }
 
+/** A route template as Fastify registers it: `{name}` parameters (OpenAPI's spelling) as `:name`. */
+export const registeredTemplate = (route: string): string =>
+  route.replace(/\{([^/{}]+)\}/g, ":$1").replace(/(.)\/$/, "$1");
+
+/** One spelling of a route template for comparing: parameters unnamed, no trailing slash. */
+const routeShape = (route: string): string => registeredTemplate(route).replace(/\/:[^/]+/g, "/:");
+
 function matches(rule: FaultRule, request: RequestFacts): boolean {
   return (
-    (rule.route === undefined || rule.route === request.route) &&
+    (rule.route === undefined ||
+      (request.route !== undefined && routeShape(rule.route) === routeShape(request.route))) &&
     (rule.path_prefix === undefined || request.path.startsWith(rule.path_prefix)) &&
     (rule.method === undefined || rule.method === request.method) &&
     (rule.organization_id === undefined || rule.organization_id === request.organizationId)

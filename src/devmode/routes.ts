@@ -11,7 +11,13 @@ import { nestsDeeperThan } from "../http/json-bodies.ts";
 import { expecting, mediaErrorResponses, StringEnum, Timestamp, Uuid } from "../http/schemas.ts";
 import { DEFAULT_ORGANIZATION_NAME } from "../identity/service.ts";
 import type { CoreDeps, Services } from "../services.ts";
-import { FAULT_METHODS, FAULT_TARGETS, FAULT_VIDEO_STAGES, FaultRules } from "./faults.ts";
+import {
+  FAULT_METHODS,
+  FAULT_TARGETS,
+  FAULT_VIDEO_STAGES,
+  FaultRules,
+  registeredTemplate,
+} from "./faults.ts";
 import { PlaceholderRenditions } from "./placeholder.ts";
 import { DEFAULT_BODY_LIMIT, Recorder } from "./recording.ts";
 import { SeedBody, type SeedOutcome, seedAtomically, YAML_TYPES } from "./seed.ts";
@@ -152,6 +158,13 @@ export const devModeRoutes = fastifyPlugin(
     const recorder = new Recorder();
     const transitions = new Transitions(deps.config.devTransitions);
     const placeholder = PlaceholderRenditions.of(deps.config);
+    /** Whether a route of the app has this template (any parameter names), for the method or any. */
+    const isRoute = (route: string, method: string | undefined) =>
+      FAULT_METHODS.some(
+        (candidate) =>
+          (method === undefined || method === candidate) &&
+          app.hasRoute({ method: candidate, url: registeredTemplate(route) }),
+      );
     // A rule or recording for an id no organization has would never apply: most likely a typo.
     const requireOrganization = async (organizationId: string | undefined) => {
       if (organizationId !== undefined && !(await services.identity.organizationName(organizationId))) {
@@ -609,6 +622,14 @@ export const devModeRoutes = fastifyPlugin(
             }
             if (target === "video" && input.stage === undefined) {
               throw ApiError.field("stage", "validation_required", "Give the stage at which the video fails");
+            }
+            // A rule for a route that does not exist would never apply: most likely a typo.
+            if (input.route !== undefined && !isRoute(input.route, input.method)) {
+              throw ApiError.field(
+                "route",
+                "validation_format",
+                "No route has this template: give it as registered (/v1/media/libraries/:libraryId/videos) or as /openapi.json names it (/v1/media/libraries/{libraryId}/videos), with a method it answers.",
+              );
             }
             await requireOrganization(input.organization_id);
             return reply.code(201).send(faults.add(input));

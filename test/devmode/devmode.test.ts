@@ -213,6 +213,45 @@ describe("developer mode on", () => {
     expect((await t.request("POST", "/_cumulo/faults", { json: { route: "/x" } })).status).toBe(400);
   });
 
+  it("takes a rule's route as registered or as /openapi.json names it, and refuses one no route has", async () => {
+    const library = (await t.request("POST", "/v1/media/libraries", { json: { name: "Routed" } })).body.data;
+    const videos = `/v1/media/libraries/${library.id}/videos`;
+    for (const route of [
+      "/v1/media/libraries/:libraryId/videos",
+      "/v1/media/libraries/{libraryId}/videos",
+      "/v1/media/libraries/:id/videos/",
+    ]) {
+      const added = await t.request("POST", "/_cumulo/faults", {
+        json: { route, method: "GET", status: 502, count: 1 },
+      });
+      expect(added.status, `${route}: ${added.text}`).toBe(201);
+      expect(added.body.route).toBe(route);
+      const faulted = await t.request("GET", videos);
+      expect(faulted.status, route).toBe(502);
+      expect(faulted.headers.get("x-cumulo-fault"), route).toBe(added.body.id);
+    }
+    // Location-specific cloud routes in the document's spelling.
+    const located = await t.request("POST", "/_cumulo/faults", {
+      json: { route: "/v1/{location}/storage/disks", status: 500, count: 1 },
+    });
+    expect(located.status, located.text).toBe(201);
+    expect((await t.cloud("GET", "/v1/local-1/storage/disks")).status).toBe(500);
+    // A rule that could never apply is most likely a typo: refused, as an unknown organization is.
+    for (const json of [
+      { route: "/v1/media/library", status: 500 },
+      { route: "/v1/media/libraries/:libraryId/video", status: 500 },
+      { route: "/v1/media/libraries/{libraryId}/videos", method: "PUT", status: 500 },
+    ]) {
+      const refused = await t.request("POST", "/_cumulo/faults", { json });
+      expect(refused.status, json.route).toBe(400);
+      expect(refused.body.errors, json.route).toEqual([
+        { field: "route", code: "validation_format", message: expect.stringContaining("/openapi.json") },
+      ]);
+    }
+    expect((await t.request("GET", "/_cumulo/faults")).body.faults).toEqual([]);
+    expect((await t.request("GET", videos)).status).toBe(200);
+  });
+
   it("injects faults only for the organization named", async () => {
     const other = await t.createOrganization("Faulted");
     await t.request("POST", "/_cumulo/faults", {
