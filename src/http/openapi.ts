@@ -77,12 +77,12 @@ const isCloudOperation = (operation: unknown): operation is SchemaNode =>
   Array.isArray(operation.tags) &&
   operation.tags.some((tag) => typeof tag === "string" && CLOUD_TAG.test(tag));
 
-/** A JSON pointer to a path of the document (RFC 6901: `~` and `/` escaped). */
-const pathPointer = (path: string) => `#/paths/${path.replaceAll("~", "~0").replaceAll("/", "~1")}`;
+const componentRef = (kind: "requestBodies" | "responses", name: string) => ({
+  $ref: `#/components/${kind}/${name}`,
+});
 
-/** The alias of an operation: its own id, its parameters, and references to the body and answers of the one it repeats. */
+/** The alias of an operation: its own id and tag, the same parameters, body and answers. */
 function aliasOperation(operation: SchemaNode, path: string, method: string): SchemaNode {
-  const at = `${pathPointer(path)}/${method}`;
   const { operationId, summary, security, parameters, requestBody, responses } = operation;
   return {
     operationId: `${operationId}UnderCloudPrefix`,
@@ -90,27 +90,29 @@ function aliasOperation(operation: SchemaNode, path: string, method: string): Sc
     ...(summary === undefined ? {} : { summary }),
     description: `The same operation as \`${method.toUpperCase()} ${path}\`, under the cloud group prefix.`,
     ...(security === undefined ? {} : { security }),
-    // Parameters are copied: a few words each, and generated clients type a referenced one through
-    // the other route's optional parameter groups, which a consumer's compiler refuses.
     ...(parameters === undefined ? {} : { parameters }),
-    ...(requestBody === undefined ? {} : { requestBody: { $ref: `${at}/requestBody` } }),
-    responses: Object.fromEntries(
-      Object.keys(isNode(responses) ? responses : {}).map((status) => [
-        status,
-        { $ref: `${at}/responses/${status}` },
-      ]),
-    ),
+    ...(requestBody === undefined ? {} : { requestBody }),
+    responses,
   };
 }
 
 /**
  * The document with the cloud routes' group prefix: every cloud route also answers under `/v1/cloud`
- * (CONTRACT.md section 1), with or without a location, and is listed there too. An alias operation
- * has an id of its own (`getDiskUnderCloudPrefix`, so ids stay unique) and refers to the request body
- * and answers of the `/v1` operation it repeats: their schemas are written once.
+ * (CONTRACT.md section 1), with or without a location, and is listed there too. The request body and
+ * the answers of a `/v1` cloud operation move to `components` (`requestBodies/getDisk`,
+ * `responses/getDisk_200`), referred to by the operation and by its alias, so their schemas are
+ * written once; the alias has an id of its own (`getDiskUnderCloudPrefix`: ids stay unique).
+ * References to components, rather than into `#/paths`, are what every tool reads (the reference
+ * page at /docs did not render with the latter).
  */
 export function withCloudAliases<T extends Document>(document: T): T {
   const paths = document.paths ?? {};
+  const components = isNode((document as SchemaNode).components)
+    ? ((document as SchemaNode).components as SchemaNode)
+    : {};
+  const requestBodies: SchemaNode = isNode(components.requestBodies) ? { ...components.requestBodies } : {};
+  const responses: SchemaNode = isNode(components.responses) ? { ...components.responses } : {};
+  const shared: Record<string, SchemaNode> = {};
   const aliases: Record<string, SchemaNode> = {};
   for (const [path, item] of Object.entries(paths)) {
     if (!path.startsWith("/v1/") || path.startsWith("/v1/cloud/") || !isNode(item)) continue;
@@ -118,10 +120,34 @@ export function withCloudAliases<T extends Document>(document: T): T {
     if (alias in paths) continue;
     for (const method of METHODS) {
       const operation = item[method];
-      if (!isCloudOperation(operation)) continue;
+      if (!isCloudOperation(operation) || typeof operation.operationId !== "string") continue;
+      const id = operation.operationId;
+      const referring: SchemaNode = { ...operation };
+      if (operation.requestBody !== undefined) {
+        requestBodies[id] = operation.requestBody;
+        referring.requestBody = componentRef("requestBodies", id);
+      }
+      if (isNode(operation.responses)) {
+        referring.responses = Object.fromEntries(
+          Object.entries(operation.responses).map(([status, response]) => {
+            responses[`${id}_${status}`] = response;
+            return [status, componentRef("responses", `${id}_${status}`)];
+          }),
+        );
+      }
+      shared[path] ??= { ...item };
+      shared[path][method] = referring;
       aliases[alias] ??= {};
-      aliases[alias][method] = aliasOperation(operation, path, method);
+      aliases[alias][method] = aliasOperation(referring, path, method);
     }
   }
-  return { ...document, paths: { ...paths, ...aliases } };
+  return {
+    ...document,
+    paths: { ...paths, ...shared, ...aliases },
+    components: {
+      ...components,
+      ...(Object.keys(requestBodies).length > 0 ? { requestBodies } : {}),
+      ...(Object.keys(responses).length > 0 ? { responses } : {}),
+    },
+  };
 }

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { resolvedOperation } from "../support/auth-matrix.ts";
 
 /** Read-only keys create nothing and never see secrets (docs/security.md, "Read-only keys and secrets"). */
 describe("cloud object storage with a read-only key", () => {
@@ -60,7 +61,8 @@ describe("cloud object storage with a read-only key", () => {
 
   it("declares the secret nullable in the OpenAPI document", async () => {
     const doc = (await t.request("GET", "/openapi.json", { anonymous: true })).body;
-    const keys = doc.paths["/v1/storage/user/keys"].get.responses["200"].content["application/json"].schema;
+    const listKeys = resolvedOperation(doc, doc.paths["/v1/storage/user/keys"].get);
+    const keys = listKeys.responses["200"].content["application/json"].schema;
     expect(keys.items.properties.secretKey.anyOf).toContainEqual({ type: "null" });
   });
 });

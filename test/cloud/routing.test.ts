@@ -119,39 +119,48 @@ describe("cloud routing: prefixes and locations", () => {
     expect(doc.body.paths["/v1/{location}/network/load_balancers/{load_balancer_uuid}"]).toBeDefined();
   });
 
-  it("lists every cloud route under the /v1/cloud group prefix too, referring to the route it repeats", async () => {
+  it("lists every cloud route under the /v1/cloud group prefix too, sharing the route's schemas", async () => {
     type Operation = {
       operationId: string;
       tags?: string[];
       parameters?: { in: string; name: string }[];
-      requestBody?: { $ref?: string };
-      responses: Record<string, { $ref?: string }>;
+      requestBody?: { $ref: string };
+      responses: Record<string, { $ref: string }>;
     };
-    const { paths } = (await t.request("GET", "/openapi.json", { anonymous: true })).body as {
+    const document = (await t.request("GET", "/openapi.json", { anonymous: true })).body as {
       paths: Record<string, Record<string, Operation>>;
+      components: { requestBodies: Record<string, object>; responses: Record<string, object> };
     };
+    const { paths } = document;
     const cloudPaths = Object.entries(paths).filter(
       ([path, item]) =>
         !path.startsWith("/v1/cloud/") &&
         Object.values(item).some((operation) => operation.tags?.some((tag) => tag.startsWith("cloud: "))),
     );
     expect(cloudPaths.length).toBeGreaterThan(40);
+    const { components } = document;
     for (const [path, item] of cloudPaths) {
       const alias = paths[`/v1/cloud${path.slice("/v1".length)}`];
       expect(alias, path).toBeDefined();
       expect(Object.keys(alias ?? {}).sort(), path).toEqual(Object.keys(item).sort());
       for (const [method, operation] of Object.entries(item)) {
         const aliased = alias?.[method] as Operation;
-        const at = `#/paths/${path.replaceAll("/", "~1")}/${method}`;
         expect(aliased.operationId).toBe(`${operation.operationId}UnderCloudPrefix`);
-        // The schemas are the route's own, by reference: written once.
-        expect(aliased.responses).toEqual(
-          Object.fromEntries(
-            Object.keys(operation.responses).map((status) => [status, { $ref: `${at}/responses/${status}` }]),
-          ),
-        );
-        expect(aliased.requestBody).toEqual(operation.requestBody && { $ref: `${at}/requestBody` });
         expect(aliased.parameters).toEqual(operation.parameters);
+        // Body and answers are written once, in components, and both operations refer to them.
+        expect(aliased.requestBody).toEqual(operation.requestBody);
+        expect(aliased.responses).toEqual(operation.responses);
+        if (operation.requestBody) {
+          expect(operation.requestBody).toEqual({
+            $ref: `#/components/requestBodies/${operation.operationId}`,
+          });
+          expect(components.requestBodies[operation.operationId]).toHaveProperty("content");
+        }
+        for (const [status, response] of Object.entries(operation.responses)) {
+          const name = `${operation.operationId}_${status}`;
+          expect(response).toEqual({ $ref: `#/components/responses/${name}` });
+          expect(components.responses[name], name).toHaveProperty("description");
+        }
       }
     }
     expect(paths["/v1/cloud/storage/user"]?.get?.operationId).toBe("getS3UserUnderCloudPrefix");

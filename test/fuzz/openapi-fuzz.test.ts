@@ -4,6 +4,7 @@ import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isCloudPath } from "../../src/http/auth.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { resolvedOperation } from "../support/auth-matrix.ts";
 import { capturingLogger, errorLines } from "./log-capture.ts";
 import { type RawAnswer, RawConnection } from "./raw-http.ts";
 
@@ -67,7 +68,8 @@ function operationsOf(document: { paths?: Record<string, Record<string, any>> })
     // routing and authentication are in test/cloud/routing.test.ts and the authentication matrix).
     if (path.startsWith("/v1/cloud/")) continue;
     for (const method of ["get", "post", "put", "patch", "delete"]) {
-      const operation = item[method];
+      // A cloud route's body is in `components`, shared with its alias (src/http/openapi.ts).
+      const operation = resolvedOperation(document, item[method]);
       if (!operation) continue;
       const content = operation.requestBody?.content ?? {};
       const bodyTypes = Object.keys(content);

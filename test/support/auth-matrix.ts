@@ -44,8 +44,9 @@ const groupOf = (path: string): ApiGroupName =>
         : "media";
 
 /**
- * The operation with its referenced parts read where they are written: an alias under `/v1/cloud`
- * refers to the parameters, body and answers of the route it repeats (src/http/openapi.ts).
+ * The operation with its referenced parts read where they are written: a cloud route and its alias
+ * under `/v1/cloud` refer to one request body and one set of answers in `components`
+ * (src/http/openapi.ts).
  */
 export function resolvedOperation(document: any, operation: any): any {
   const resolve = (node: any) =>
@@ -60,6 +61,13 @@ export function resolvedOperation(document: any, operation: any): any {
     ...operation,
     ...(operation.parameters ? { parameters: operation.parameters.map(resolve) } : {}),
     ...(operation.requestBody ? { requestBody: resolve(operation.requestBody) } : {}),
+    ...(operation.responses
+      ? {
+          responses: Object.fromEntries(
+            Object.entries(operation.responses).map(([status, response]) => [status, resolve(response)]),
+          ),
+        }
+      : {}),
   };
 }
 
