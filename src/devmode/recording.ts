@@ -13,7 +13,9 @@ export interface RecordedExchange {
   /** Its path and query, as sent. */
   path: string;
   requestHeaders: Record<string, string>;
-  requestBody: string | undefined;
+  requestBody?: string | undefined;
+  /** Bytes of the body as sent, where `requestBody` is only its start; else its length. */
+  requestBodySize?: number;
   requestMimeType: string;
   status: number;
   responseHeaders: Record<string, string>;
@@ -92,8 +94,8 @@ function harEntry(exchange: RecordedExchange, bodyLimit: number) {
     ? new URL(exchange.url)
     : new URL(exchange.path, "http://cumulo.local");
   maskQuery(url);
-  const requestText = exchange.requestBody && maskBody(exchange.requestBody);
-  const responseText = exchange.responseBody && maskBody(exchange.responseBody);
+  const requestText = exchange.requestBody && maskBody(exchange.requestBody, exchange.requestMimeType);
+  const responseText = exchange.responseBody && maskBody(exchange.responseBody, exchange.responseMimeType);
   return {
     startedDateTime: exchange.startedAt.toISOString(),
     time: exchange.durationMs,
@@ -108,7 +110,9 @@ function harEntry(exchange: RecordedExchange, bodyLimit: number) {
         ? { postData: { mimeType: exchange.requestMimeType, text: cut(requestText, bodyLimit) } }
         : {}),
       headersSize: -1,
-      bodySize: exchange.requestBody === undefined ? 0 : Buffer.byteLength(exchange.requestBody),
+      bodySize:
+        exchange.requestBodySize ??
+        (exchange.requestBody === undefined ? 0 : Buffer.byteLength(exchange.requestBody)),
     },
     response: {
       status: exchange.status,
@@ -137,10 +141,24 @@ function harHeaders(headers: Record<string, string>) {
   }));
 }
 
-/** JSON bodies get their secret fields masked; other bodies are kept as they are. */
-function maskBody(text: string): string {
+/**
+ * JSON and form bodies get their secret fields masked (and the credentials of URLs in them); other
+ * bodies, and bodies with nothing to mask, are kept as they are.
+ */
+function maskBody(text: string, mimeType: string): string {
+  if (/^\s*application\/x-www-form-urlencoded\s*(;|$)/i.test(mimeType)) {
+    const fields = [...new URLSearchParams(text)];
+    const masked = fields.map(([name, value]): [string, string] => [
+      name,
+      isSecretName(name) ? MASK : maskUrlText(value),
+    ]);
+    const changed = masked.some(([, value], index) => value !== fields[index]?.[1]);
+    return changed ? new URLSearchParams(masked).toString() : text;
+  }
   try {
-    return JSON.stringify(maskValue(JSON.parse(text)));
+    const parsed: unknown = JSON.parse(text);
+    const masked = JSON.stringify(maskValue(parsed));
+    return masked === JSON.stringify(parsed) ? text : masked;
   } catch {
     return text;
   }

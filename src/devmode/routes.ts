@@ -1,3 +1,4 @@
+import { pipeline, Transform } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { type Static, Type } from "@sinclair/typebox";
@@ -28,6 +29,23 @@ import {
   SNAPSHOT_NAME,
 } from "./state-service.ts";
 import { LIBRARY_STOP_STAGES, Transitions, VIDEO_STOP_STAGES } from "./transitions.ts";
+
+/** Bodies a recording keeps as they arrive: those the API parses whole, JSON and forms. */
+const RECORDED_BODY_TYPES = /^\s*application\/(json|x-www-form-urlencoded)\s*(;|$)/i;
+
+const parsesAsJson = (text: string): boolean => {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+interface SentBody {
+  chunks: Buffer[];
+  size: number;
+}
 
 declare module "fastify" {
   interface FastifyInstance {
@@ -212,9 +230,37 @@ export const devModeRoutes = fastifyPlugin(
       return rule.stop ? { stop: true } : { fail: `injected fault ${rule.id}: failed at ${stage}` };
     };
     const requestStarts = new WeakMap<FastifyRequest, { at: Date; mark: number }>();
+    /** The bytes of recorded requests' bodies as they arrived, before parsing and validation. */
+    const sentBodies = new WeakMap<FastifyRequest, SentBody>();
 
     app.addHook("onRequest", async (request) => {
       requestStarts.set(request, { at: deps.clock.now(), mark: performance.now() });
+    });
+    // A recorded request's JSON or form body is kept as it arrives: validation fills in defaults and
+    // converts types in the parsed body, which the client never sent. Only bodies that a parser
+    // reads whole (the JSON body limit bounds them) are kept; uploads stream on unrecorded.
+    app.addHook("preParsing", async (request, _reply, payload) => {
+      const organizationId = request.auth?.organizationId;
+      if (
+        !organizationId ||
+        request.url.startsWith(`${DEV_PREFIX}/`) ||
+        !RECORDED_BODY_TYPES.test(request.headers["content-type"] ?? "") ||
+        !recorder.isRecording(organizationId)
+      ) {
+        return payload;
+      }
+      const sent: SentBody = { chunks: [], size: 0 };
+      sentBodies.set(request, sent);
+      const keep = deps.config.limits.jsonBodyBytes;
+      const tee = new Transform({
+        transform(chunk: Buffer, _encoding, done) {
+          if (sent.size < keep) sent.chunks.push(chunk.subarray(0, keep - sent.size));
+          sent.size += chunk.length;
+          done(null, chunk);
+        },
+      });
+      // Fastify counts the bytes of the stream it reads against the limit, as without the copy.
+      return pipeline(payload, tee, () => {});
     });
     // Recorded as the answer leaves: by then authentication has named the organization.
     app.addHook("onSend", async (request, reply, payload) => {
@@ -229,7 +275,7 @@ export const devModeRoutes = fastifyPlugin(
         url: `${request.protocol}://${request.host}${request.url}`,
         path: request.url,
         requestHeaders: flatHeaders(request.headers),
-        requestBody: request.body === undefined ? undefined : bodyText(request.body),
+        ...sentBodyOf(request),
         requestMimeType: String(request.headers["content-type"] ?? ""),
         status: reply.statusCode,
         responseHeaders: flatHeaders(reply.getHeaders()),
@@ -768,6 +814,24 @@ export const devModeRoutes = fastifyPlugin(
         if (value !== undefined) flat[name] = Array.isArray(value) ? value.join(", ") : String(value);
       }
       return flat;
+    }
+
+    /** The request's body for the recording: as it arrived where it was kept, else as parsed. */
+    function sentBodyOf(request: FastifyRequest): { requestBody?: string; requestBodySize?: number } {
+      const sent = sentBodies.get(request);
+      if (sent !== undefined) {
+        if (sent.size === 0) return {};
+        const text = Buffer.concat(sent.chunks).toString();
+        // A body over the limit, or JSON that does not parse, was refused unread: its fields, and so
+        // its credentials, cannot be told apart to be masked. Only its size is recorded.
+        const unreadable =
+          sent.size > deps.config.limits.jsonBodyBytes ||
+          (/json/i.test(request.headers["content-type"] ?? "") && !parsesAsJson(text));
+        return unreadable
+          ? { requestBodySize: sent.size }
+          : { requestBody: text, requestBodySize: sent.size };
+      }
+      return request.body === undefined ? {} : { requestBody: bodyText(request.body) };
     }
 
     function bodyText(body: unknown): string {

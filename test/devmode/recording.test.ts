@@ -8,7 +8,8 @@ interface HarEntry {
     method: string;
     url: string;
     headers: { name: string; value: string }[];
-    postData?: { text: string };
+    postData?: { mimeType: string; text: string };
+    bodySize: number;
   };
   response: { status: number; content: { text: string } };
   time: number;
@@ -115,6 +116,51 @@ describe("recording an organization's requests", () => {
     expect(new URL(recorded.direct_play_url).pathname).toBe(
       new URL(token.body.data.direct_play_url).pathname,
     );
+  });
+
+  it("records request bodies as the client sent them, credentials masked, forms as forms", async () => {
+    const org = await t.createOrganization("As sent");
+    await t.request("POST", "/_cumulo/recording", {
+      json: { organization_id: org.organizationId, recording: true },
+    });
+    // Fields left out stay out (validation fills in defaults after the request was sent).
+    const json = '{ "name" : "Sent as is" }';
+    const library = await t.request("POST", "/v1/media/libraries", {
+      key: org.key,
+      body: json,
+      headers: { "content-type": "application/json" },
+    });
+    expect(library.status, library.text).toBe(201);
+    const form = "name=web&password=hunter2-hunter2&vcpu=2";
+    const vm = await t.cloud("POST", "/v1/user-resource/vm", {
+      key: org.key,
+      body: form,
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+    });
+    expect(vm.status, vm.text).toBe(200);
+    const har = await t.request("GET", `/_cumulo/recording.har?organization_id=${org.organizationId}`);
+    const [created, made] = har.body.log.entries as HarEntry[];
+    expect(created?.request.postData).toEqual({ mimeType: "application/json", text: json });
+    expect(created?.request.bodySize).toBe(Buffer.byteLength(json));
+    expect(made?.request.postData).toEqual({
+      mimeType: "application/x-www-form-urlencoded",
+      text: "name=web&password=***&vcpu=2",
+    });
+    expect(made?.request.bodySize).toBe(form.length);
+    // JSON that does not parse cannot be masked field by field: only its size is kept.
+    const malformed = '{"name": "x", "password": "hunter2-again",}';
+    const refused = await t.request("POST", "/v1/media/libraries", {
+      key: org.key,
+      body: malformed,
+      headers: { "content-type": "application/json" },
+    });
+    expect(refused.status).toBe(400);
+    const after = await t.request("GET", `/_cumulo/recording.har?organization_id=${org.organizationId}`);
+    const last = (after.body.log.entries as HarEntry[]).at(-1);
+    expect(last?.response.status).toBe(400);
+    expect(last?.request.postData).toBeUndefined();
+    expect(last?.request.bodySize).toBe(malformed.length);
+    expect(after.text).not.toContain("hunter2");
   });
 
   it("cuts bodies at the recording's limit", async () => {
