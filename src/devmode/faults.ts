@@ -122,6 +122,20 @@ export class FaultRules {
   }
 }
 
+/**
+ * Failures some routes answer with a body of their own rather than their group's error body
+ * (CONTRACT.md 8: the livestream health check's 503; 5: a credential check whose provider is away
+ * answers 502 `{}`). An injected one looks the same, as /openapi.json documents it.
+ */
+const OWN_FAILURE_BODIES: Record<string, Record<number, object>> = {
+  "/v1/livestream/health": { 503: { status: "unhealthy" } },
+  "/v1/media/libraries/:libraryId/migration-jobs/validate": { 502: {} },
+};
+
+/** The body a route answers `status` with where it is not its group's error body. */
+export const ownFailureBody = (route: string | undefined, status: number): object | undefined =>
+  route === undefined ? undefined : OWN_FAILURE_BODIES[route]?.[status];
+
 /** A route template as Fastify registers it: `{name}` parameters (OpenAPI's spelling) as `:name`. */
 export const registeredTemplate = (route: string): string =>
   route.replace(/\{([^/{}]+)\}/g, ":$1").replace(/(.)\/$/, "$1");

@@ -17,6 +17,7 @@ import {
   FAULT_TARGETS,
   FAULT_VIDEO_STAGES,
   FaultRules,
+  ownFailureBody,
   registeredTemplate,
 } from "./faults.ts";
 import { PlaceholderRenditions } from "./placeholder.ts";
@@ -298,7 +299,10 @@ export const devModeRoutes = fastifyPlugin(
       reply.header("x-cumulo-fault", rule.id);
       request.log.warn({ fault: rule.id, url: request.url }, "developer mode: injected fault");
       if (rule.latency_ms) await sleep(rule.latency_ms);
-      if (rule.status) throw new ApiError(rule.status, `Fault injected by developer mode rule ${rule.id}`);
+      if (!rule.status) return;
+      const own = ownFailureBody(request.routeOptions.url, rule.status);
+      if (own) return reply.code(rule.status).send(own);
+      throw new ApiError(rule.status, `Fault injected by developer mode rule ${rule.id}`);
     });
 
     /** Clock moved: jobs and webhook retries that fell due run now rather than at their next poll. */

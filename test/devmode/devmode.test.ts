@@ -252,6 +252,35 @@ describe("developer mode on", () => {
     expect((await t.request("GET", videos)).status).toBe(200);
   });
 
+  it("answers an injected failure with the body the route itself answers it with, where it has its own", async () => {
+    const health = await t.request("POST", "/_cumulo/faults", {
+      json: { route: "/v1/livestream/health", status: 503, count: 1 },
+    });
+    const down = await t.request("GET", "/v1/livestream/health");
+    expect(down.status).toBe(503);
+    expect(down.body).toEqual({ status: "unhealthy" });
+    expect(down.headers.get("x-cumulo-fault")).toBe(health.body.id);
+    // Another status is the group's error body, as the route would answer it.
+    await t.request("POST", "/_cumulo/faults", {
+      json: { route: "/v1/livestream/health", status: 500, count: 1 },
+    });
+    const broken = await t.request("GET", "/v1/livestream/health");
+    expect(broken.status).toBe(500);
+    expect(broken.body).toEqual({ success: false, message: expect.stringContaining("Fault injected") });
+
+    const library = (await t.request("POST", "/v1/media/libraries", { json: { name: "Migrating" } })).body
+      .data;
+    const provider = await t.request("POST", "/_cumulo/faults", {
+      json: { route: "/v1/media/libraries/{libraryId}/migration-jobs/validate", status: 502, count: 1 },
+    });
+    const unreachable = await t.request("POST", `/v1/media/libraries/${library.id}/migration-jobs/validate`, {
+      json: { provider: "vimeo", credentials: { access_token: "token" } },
+    });
+    expect(unreachable.status).toBe(502);
+    expect(unreachable.body).toEqual({});
+    expect(unreachable.headers.get("x-cumulo-fault")).toBe(provider.body.id);
+  });
+
   it("injects faults only for the organization named", async () => {
     const other = await t.createOrganization("Faulted");
     await t.request("POST", "/_cumulo/faults", {
