@@ -10,6 +10,7 @@ import { presentedKey } from "../http/auth.ts";
 import { ApiError, type FieldError } from "../http/errors.ts";
 import { nestsDeeperThan } from "../http/json-bodies.ts";
 import { expecting, mediaErrorResponses, StringEnum, Timestamp, Uuid } from "../http/schemas.ts";
+import { isSelfRequest } from "../http/self-requests.ts";
 import { DEFAULT_ORGANIZATION_NAME } from "../identity/service.ts";
 import type { CoreDeps, Services } from "../services.ts";
 import {
@@ -287,8 +288,15 @@ export const devModeRoutes = fastifyPlugin(
     });
 
     app.addHook("preHandler", async (request, reply) => {
-      // API requests only: not /healthz, /metrics or the console's files, which a harness waits on.
-      if (request.apiGroup === undefined || request.url.startsWith(`${DEV_PREFIX}/`)) return;
+      // API requests only: not /healthz, /metrics or the console's files, which a harness waits on;
+      // nor the calls a seed makes through the API, which are part of a developer-mode call.
+      if (
+        request.apiGroup === undefined ||
+        request.url.startsWith(`${DEV_PREFIX}/`) ||
+        isSelfRequest(request)
+      ) {
+        return;
+      }
       const rule = faults.take({
         route: request.routeOptions.url,
         path: request.url.split("?")[0] ?? request.url,

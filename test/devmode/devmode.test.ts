@@ -302,6 +302,20 @@ describe("developer mode on", () => {
     }
     expect((await t.request("GET", "/v1/media/libraries")).status).toBe(503);
     expect((await t.request("GET", "/_cumulo/faults")).body.faults[0].hits).toBe(1);
+    // A seed is a developer-mode call: the calls it makes through the API are not hit either.
+    const seeded = await t.request("POST", "/_cumulo/state/seed", {
+      json: {
+        organizations: [
+          { name: "Seeded under a fault", libraries: [{ name: "Made" }], cloud: { disks: [{ size_gb: 1 }] } },
+        ],
+      },
+    });
+    expect(seeded.status, seeded.text).toBe(200);
+    expect((await t.request("GET", "/_cumulo/faults")).body.faults[0].hits).toBe(1);
+    const key = seeded.body.organizations[0].api_key;
+    expect((await t.request("GET", "/v1/media/libraries", { key })).status).toBe(503);
     expect((await t.request("DELETE", "/_cumulo/faults")).status).toBe(204);
+    const made = await t.request("GET", "/v1/media/libraries", { key });
+    expect(made.body.data.map((library: { name: string }) => library.name)).toEqual(["Made"]);
   });
 });
