@@ -1,0 +1,81 @@
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import ts from "typescript";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestApp, type TestApp } from "../support/app.ts";
+
+const CLIENT_PACKAGE = resolve(dirname(fileURLToPath(import.meta.url)), "../../packages/client");
+
+/** A small program of another project, as the README shows it, reaching media and cloud routes. */
+const CONSUMER = `import { createCumuloClient } from "@cumulo/client";
+
+export async function run(baseUrl: string, apiKey: string) {
+  const cumulo = createCumuloClient({ baseUrl, apiKey });
+  const { data, error } = await cumulo.GET("/v1/media/libraries", { params: { query: { page: 1, limit: 10 } } });
+  if (error) throw new Error(error.message);
+  const names: string[] = data.data.map((library) => library.name);
+  const disk = await cumulo.POST("/v1/cloud/{location}/storage/disks", {
+    params: { path: { location: "local-1" } },
+    body: { size_gb: 2 },
+  });
+  if (disk.error) throw new Error(disk.error.message);
+  const size: number = disk.data.size_gb;
+  const user = await cumulo.GET("/v1/cloud/storage/user", {});
+  return { names, size, buckets: user.data?.maxBuckets };
+}
+`;
+
+describe("the typed client as another project installs it", () => {
+  let t: TestApp;
+  let project: string;
+
+  beforeAll(async () => {
+    t = await startTestApp();
+    // `npm install /path/to/cumulo/packages/client` links the package into the project.
+    project = mkdtempSync(join(tmpdir(), "cumulo-client-consumer-"));
+    mkdirSync(join(project, "node_modules", "@cumulo"), { recursive: true });
+    symlinkSync(CLIENT_PACKAGE, join(project, "node_modules", "@cumulo", "client"), "dir");
+    writeFileSync(join(project, "package.json"), JSON.stringify({ type: "module" }));
+    writeFileSync(join(project, "consumer.ts"), CONSUMER);
+  });
+  afterAll(async () => {
+    await t?.close();
+    if (project) rmSync(project, { recursive: true, force: true });
+  });
+
+  it.each([
+    ["node10", ts.ModuleKind.ES2022, ts.ModuleResolutionKind.Node10],
+    ["node16", ts.ModuleKind.Node16, ts.ModuleResolutionKind.Node16],
+    ["bundler", ts.ModuleKind.ESNext, ts.ModuleResolutionKind.Bundler],
+  ])(
+    "type-checks with %s module resolution, its declarations included",
+    (_name, module, moduleResolution) => {
+      const program = ts.createProgram([join(project, "consumer.ts")], {
+        target: ts.ScriptTarget.ES2022,
+        module,
+        moduleResolution,
+        lib: ["lib.es2022.d.ts", "lib.dom.d.ts"],
+        strict: true,
+        noEmit: true,
+        skipLibCheck: false,
+        types: [],
+      });
+      const problems = ts
+        .getPreEmitDiagnostics(program)
+        .map((diagnostic) => ts.flattenDiagnosticMessageText(diagnostic.messageText, "\n"));
+      expect(problems).toEqual([]);
+    },
+    120_000,
+  );
+
+  it("runs against the server", async () => {
+    const { outputText } = ts.transpileModule(CONSUMER, {
+      compilerOptions: { module: ts.ModuleKind.ES2022, target: ts.ScriptTarget.ES2022 },
+    });
+    writeFileSync(join(project, "consumer.js"), outputText);
+    const consumer = await import(pathToFileURL(join(project, "consumer.js")).href);
+    expect(await consumer.run(t.baseUrl, t.adminKey)).toEqual({ names: [], size: 2, buckets: 1000 });
+  });
+});
