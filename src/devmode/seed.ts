@@ -2,6 +2,7 @@ import { type Static, Type } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
 import type { FastifyInstance } from "fastify";
 import { parse as parseYaml } from "yaml";
+import { isCloudPath } from "../http/auth.ts";
 import { expecting } from "../http/schemas.ts";
 import { selfRequestHeaders } from "../http/self-requests.ts";
 import type { IdentityService } from "../identity/service.ts";
@@ -192,7 +193,9 @@ export async function seedWorld(
       const requests = [];
       for (const [r, request] of (org.requests ?? []).entries()) {
         const at = `organizations[${o}].requests[${r}]`;
-        const cloud = !request.path.startsWith("/v1/media") && !request.path.startsWith("/v1/cdn");
+        // The header the route's group takes: `apikey` for cloud routes, a bearer key for the others
+        // (media, CDN, livestream, the organization's own routes such as /v1/organization/api-keys).
+        const cloud = isCloudPath(request.path);
         requests.push(await call(at, key, request.method, request.path, request.body ?? {}, cloud));
       }
       organizations.push({

@@ -101,6 +101,30 @@ describe("seeding a known world", () => {
     return value;
   };
 
+  it("sends each request of a seed with the credential header its route takes", async () => {
+    const key = "requests_seeded_key_0123456789";
+    const seeded = await t.request("POST", "/_cumulo/state/seed", {
+      json: {
+        organizations: [
+          {
+            name: "Requests",
+            api_key: key,
+            requests: [
+              { method: "POST", path: "/v1/organization/api-keys", body: { name: "deploy" } },
+              { method: "POST", path: "/v1/storage/user/keys" },
+              { method: "POST", path: "/v1/cloud/local-1/storage/disks", body: { size_gb: 3 } },
+              { method: "POST", path: "/v1/media/libraries", body: { name: "By request" } },
+            ],
+          },
+        ],
+      },
+    });
+    expect(seeded.status, seeded.text).toBe(200);
+    const keys = await t.request("GET", "/v1/organization/api-keys", { key });
+    expect(keys.body.data.map((made: { name: string }) => made.name)).toContain("deploy");
+    expect((await t.cloud("GET", "/v1/storage/disks", { key })).body).toHaveLength(1);
+  });
+
   it("reads the same world from YAML as from JSON, cloud resources included", async () => {
     const fromJson = await t.request("POST", "/_cumulo/state/seed", { json: WORLD });
     expect(fromJson.status, fromJson.text).toBe(200);
