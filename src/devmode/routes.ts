@@ -498,6 +498,7 @@ export const devModeRoutes = fastifyPlugin(
               security,
               summary:
                 "Add a known world (organizations, keys, libraries, videos, distributions, other calls) through the API",
+              consumes: ["application/json", ...YAML_TYPES],
               body: SeedBody,
               response: {
                 200: Type.Object({ organizations: Type.Array(Type.Unknown()) }),

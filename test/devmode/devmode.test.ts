@@ -50,6 +50,15 @@ describe("developer mode on", () => {
       .flatMap(([, operations]) => Object.values(operations));
     expect(devPaths.length).toBeGreaterThanOrEqual(8);
     for (const operation of devPaths) expect(operation.tags).toEqual(["dev-mode"]);
+    // A seed is taken as JSON or YAML, and the document says so.
+    const seed = document.body.paths["/_cumulo/state/seed"].post;
+    expect(Object.keys(seed.requestBody.content).sort()).toEqual([
+      "application/json",
+      "application/x-yaml",
+      "application/yaml",
+      "text/x-yaml",
+      "text/yaml",
+    ]);
   });
 
   it("needs an admin key of the bootstrap organization", async () => {
