@@ -1,4 +1,5 @@
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -33,10 +34,26 @@ describe("the typed client as another project installs it", () => {
 
   beforeAll(async () => {
     t = await startTestApp();
-    // `npm install /path/to/cumulo/packages/client` links the package into the project.
     project = mkdtempSync(join(tmpdir(), "cumulo-client-consumer-"));
-    mkdirSync(join(project, "node_modules", "@cumulo"), { recursive: true });
-    symlinkSync(CLIENT_PACKAGE, join(project, "node_modules", "@cumulo", "client"), "dir");
+    // The package as `npm install` puts it in a project: its package.json and its build (made here
+    // from the package's own tsconfig, so a stale dist/ of this checkout cannot hide a change), and
+    // its dependency beside it.
+    const installed = join(project, "node_modules", "@cumulo", "client");
+    mkdirSync(installed, { recursive: true });
+    copyFileSync(join(CLIENT_PACKAGE, "package.json"), join(installed, "package.json"));
+    const config = ts.getParsedCommandLineOfConfigFile(
+      join(CLIENT_PACKAGE, "tsconfig.json"),
+      { outDir: join(installed, "dist") },
+      { ...ts.sys, onUnRecoverableConfigFileDiagnostic: () => {} },
+    );
+    if (!config) throw new Error("packages/client/tsconfig.json could not be read");
+    const built = ts.createProgram(config.fileNames, config.options).emit();
+    expect(built.emitSkipped).toBe(false);
+    copyFileSync(join(CLIENT_PACKAGE, "src", "schema.d.ts"), join(installed, "dist", "schema.d.ts"));
+    const openapiFetch = dirname(
+      createRequire(join(CLIENT_PACKAGE, "package.json")).resolve("openapi-fetch/package.json"),
+    );
+    symlinkSync(openapiFetch, join(project, "node_modules", "openapi-fetch"), "dir");
     writeFileSync(join(project, "package.json"), JSON.stringify({ type: "module" }));
     writeFileSync(join(project, "consumer.ts"), CONSUMER);
   });
