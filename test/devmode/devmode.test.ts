@@ -328,3 +328,24 @@ describe("developer mode on", () => {
     expect(made.body.data.map((library: { name: string }) => library.name)).toEqual(["Made"]);
   });
 });
+
+describe("developer mode under a small request budget", () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp({ ...DEV_ON, CUMULO_RATE_LIMIT: "3/60s" });
+  });
+  afterAll(() => t.close());
+
+  it("does not count a harness's calls against any budget", async () => {
+    // A test suite loads a snapshot before each test; the API calls under test keep their budget.
+    expect((await t.request("PUT", "/_cumulo/state/snapshots/base")).status).toBe(200);
+    for (let round = 0; round < 5; round++) {
+      const loaded = await t.request("POST", "/_cumulo/state/snapshots/base/load");
+      expect(loaded.status, loaded.text).toBe(200);
+      expect(loaded.headers.get("ratelimit-remaining")).toBeNull();
+    }
+    const api = await t.request("GET", "/v1/media/libraries");
+    expect(api.status).toBe(200);
+    expect(api.headers.get("ratelimit-remaining")).toBe("2");
+  });
+});
