@@ -170,8 +170,16 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
   }
   await app.register(devModeRoutes, { deps, services });
   await app.register(opsRoutes, { store });
-  app.get("/openapi.json", { schema: { hide: true }, config: { rateLimit: false } }, async () =>
-    withCloudAliases(app.swagger()),
+  // Written once: the routes are fixed once the app is ready, and the document is large while this
+  // route is open to anyone and not rate limited.
+  let openApiText: string | undefined;
+  app.get(
+    "/openapi.json",
+    { schema: { hide: true }, config: { rateLimit: false } },
+    async (_request, reply) => {
+      openApiText ??= JSON.stringify(withCloudAliases(app.swagger()));
+      return reply.type("application/json; charset=utf-8").send(openApiText);
+    },
   );
   await app.register(scalar, {
     routePrefix: "/docs",
