@@ -623,6 +623,14 @@ export const devModeRoutes = fastifyPlugin(
                 "Give exactly one of advance_ms, to, real",
               );
             }
+            // `false` would ask for nothing: the clock moves by `advance_ms` or `to`.
+            if (real === false) {
+              throw ApiError.field(
+                "real",
+                "validation_enum",
+                "real takes only true (back to real time); give advance_ms or to to move the clock.",
+              );
+            }
             const offsetMs = real
               ? 0
               : to !== undefined

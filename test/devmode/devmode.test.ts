@@ -160,6 +160,12 @@ describe("developer mode on", () => {
     expect(Date.parse(String(library.created_at))).toBeGreaterThanOrEqual(Date.parse(moved.body.now));
     const real = await t.request("POST", "/_cumulo/time", { json: { real: true } });
     expect(real.body.offset_ms).toBe(0);
+    // `real: false` asks for nothing: refused rather than answered as if the clock had moved.
+    const notReal = await t.request("POST", "/_cumulo/time", { json: { real: false } });
+    expect([notReal.status, notReal.body.errors]).toEqual([
+      400,
+      [expect.objectContaining({ field: "real", code: "validation_enum" })],
+    ]);
     const both = await t.request("POST", "/_cumulo/time", { json: { real: true, advance_ms: 5 } });
     expect(both.status).toBe(400);
     // None of the three: each is reported missing, as the contract asks.
