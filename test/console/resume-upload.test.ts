@@ -1,6 +1,6 @@
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
-import type { Browser, BrowserContext, Page, Request, Route } from "playwright-core";
+import type { Browser, BrowserContext, Page, Request } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { waitUntilActive } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
@@ -14,6 +14,13 @@ import {
   signInInBrowser,
 } from "../support/browser.ts";
 import { createConsoleUser } from "../support/console.ts";
+import {
+  type ConsoleUpload,
+  isTus,
+  reloadMidUpload,
+  startHeldUpload,
+  TUS_CHUNK,
+} from "../support/console-uploads.ts";
 import { generateClip } from "../support/media.ts";
 
 const missing = browserMissing();
@@ -21,10 +28,6 @@ if (missing) console.warn(missing);
 
 const EMAIL = "resume@example.invalid";
 const OTHER_EMAIL = "colleague@example.invalid";
-/** The console's tus chunk: the first PATCH carries this much. */
-const CHUNK = 8 * 1024 * 1024;
-
-const isTus = (request: Request) => new URL(request.url()).pathname.startsWith("/v1/media/tus");
 
 describe.skipIf(missing)("the console in Chromium: an upload resumed after a reload", () => {
   let app: TestApp;
@@ -54,75 +57,18 @@ describe.skipIf(missing)("the console in Chromium: an upload resumed after a rel
 
   const signInAs = (email: string) => signInInBrowser(page, email);
 
-  /**
-   * Starts uploading the clip as a new video in `tab` and lets its first chunk reach the server;
-   * the second is held until `release(how)`: let through, or failed as a dropped connection. Answers
-   * the tus upload's id.
-   */
-  async function startHeldUpload(
-    tab: Page,
-    title: string,
-  ): Promise<{ uploadId: string; release: (how: "continue" | "abort") => Promise<void> }> {
-    await tab.goto(`/console/libraries/${libraryId}`);
-    await tab.getByRole("heading", { name: "Resumable", level: 1 }).waitFor();
-    let patches = 0;
-    let reachedSecond: () => void = () => {};
-    const secondPatch = new Promise<void>((resolve) => {
-      reachedSecond = resolve;
-    });
-    let release: (how: "continue" | "abort") => void = () => {};
-    const released = new Promise<"continue" | "abort">((resolve) => {
-      release = resolve;
-    });
-    const holdSecondPatch = async (route: Route) => {
-      if (route.request().method() !== "PATCH" || ++patches !== 2) return route.continue();
-      reachedSecond();
-      if ((await released) === "continue") await route.continue().catch(() => {});
-      else await route.abort().catch(() => {});
-    };
-    await tab.route("**/v1/media/tus/**", holdSecondPatch);
-    const releaseAndUnroute = async (how: "continue" | "abort") => {
-      release(how);
-      if (!tab.isClosed()) await tab.unroute("**/v1/media/tus/**", holdSecondPatch);
-    };
-    try {
-      await tab.getByLabel("Title").fill(title);
-      await tab.getByLabel("Video file").setInputFiles(clip);
-      const created = tab.waitForResponse(
-        (response) => response.request().method() === "POST" && isTus(response.request()),
-      );
-      await tab.getByRole("button", { name: "Upload", exact: true }).click();
-      const location = (await created).headers().location ?? "";
-      await secondPatch;
-      return { uploadId: location.split("/").pop() ?? "", release: releaseAndUnroute };
-    } catch (error) {
-      await releaseAndUnroute("abort");
-      throw error;
-    }
-  }
+  const upload = (title: string): ConsoleUpload => ({
+    libraryId,
+    libraryName: "Resumable",
+    file: clip,
+    title,
+  });
 
-  /**
-   * Starts uploading the clip as a new video, lets its first chunk reach the server, holds the
-   * second and reloads the tab (the browser asks first, and the person leaves all the same).
-   * Answers the tus upload's id.
-   */
+  /** `reloadMidUpload`, where the browser must ask before the person leaves. */
   async function uploadThenReload(title: string): Promise<string> {
-    const { uploadId, release } = await startHeldUpload(page, title);
-    try {
-      let asked = false;
-      const leave = (dialog: { type(): string; accept(): Promise<void> }) => {
-        asked = dialog.type() === "beforeunload";
-        return dialog.accept();
-      };
-      page.once("dialog", leave);
-      await page.reload();
-      page.off("dialog", leave);
-      expect(asked).toBe(true);
-      return uploadId;
-    } finally {
-      // Only now, so that the held chunk never reaches the server from the page that sent it.
-      await release("abort");
-    }
+    const { uploadId, asked } = await reloadMidUpload(page, upload(title));
+    expect(asked).toBe(true);
+    return uploadId;
   }
 
   beforeAll(async () => {
@@ -136,7 +82,7 @@ describe.skipIf(missing)("the console in Chromium: an upload resumed after a rel
     libraryId = library.body.data.id;
     await waitUntilActive(app, libraryId);
     clip = await generateClip(workDir, { seconds: 3.5, width: 320, height: 180, grain: true });
-    expect(statSync(clip).size).toBeGreaterThan(CHUNK + 1024 * 1024);
+    expect(statSync(clip).size).toBeGreaterThan(TUS_CHUNK + 1024 * 1024);
     const other = await generateClip(workDir, { seconds: 2, width: 320, height: 180 });
     mkdirSync(`${workDir}/other`);
     impostor = `${workDir}/other/${clip.split("/").pop()}`;
@@ -155,7 +101,7 @@ describe.skipIf(missing)("the console in Chromium: an upload resumed after a rel
   it("continues from the server's offset after a reload with the same file only, and the video plays", async () => {
     const uploadId = await uploadThenReload("Resumed after reload");
     const offsetBefore = await offsetOnServer(uploadId);
-    expect(offsetBefore).toBe(CHUNK);
+    expect(offsetBefore).toBe(TUS_CHUNK);
     const video = (await videosOf()).find((item) => item.title === "Resumed after reload");
     expect(video?.status).toBe("created");
 
@@ -163,7 +109,7 @@ describe.skipIf(missing)("the console in Chromium: an upload resumed after a rel
     const unfinished = page.getByRole("region", { name: "Unfinished uploads" });
     const fileName = clip.split("/").pop() ?? "";
     const item = unfinished.getByRole("listitem").filter({ hasText: fileName });
-    await item.locator(`[data-upload-offset="${CHUNK}"]`).waitFor();
+    await item.locator(`[data-upload-offset="${TUS_CHUNK}"]`).waitFor();
     await expect(item.getByRole("link", { name: "Resumed after reload" }).count()).resolves.toBe(1);
     await screenshot(page, "unfinished-upload");
 
@@ -181,7 +127,7 @@ describe.skipIf(missing)("the console in Chromium: an upload resumed after a rel
         .locator('[data-field-error="file"]', { hasText: "This is not the file of this upload" })
         .waitFor();
       expect(sent).toEqual([]);
-      expect(await offsetOnServer(uploadId)).toBe(CHUNK);
+      expect(await offsetOnServer(uploadId)).toBe(TUS_CHUNK);
       await screenshot(page, "unfinished-upload-other-file");
 
       // The same file continues the same upload, with a fresh authorization, from the server's offset.
@@ -197,7 +143,7 @@ describe.skipIf(missing)("the console in Chromium: an upload resumed after a rel
     expect(tusRequests.every((request) => request.url().endsWith(`/v1/media/tus/${uploadId}`))).toBe(true);
     const patches = tusRequests.filter((request) => request.method() === "PATCH");
     expect(patches.length).toBeGreaterThan(0);
-    expect(patches[0]?.headers()["upload-offset"]).toBe(String(CHUNK));
+    expect(patches[0]?.headers()["upload-offset"]).toBe(String(TUS_CHUNK));
     expect(patches[0]?.headers().authorizationsignature).toBeTruthy();
     expect(await offsetOnServer(uploadId)).toBe(statSync(clip).size);
 
@@ -290,7 +236,7 @@ describe.skipIf(missing)("the console in Chromium: an upload resumed after a rel
 
   it("keeps a second tab from continuing or discarding an upload the first is sending, until that tab is closed", async () => {
     const first = await context.newPage();
-    const { uploadId, release } = await startHeldUpload(first, "Sent by the first tab");
+    const { uploadId, release } = await startHeldUpload(first, upload("Sent by the first tab"));
     try {
       await page.goto(`/console/libraries/${libraryId}`);
       const item = page

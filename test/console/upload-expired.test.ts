@@ -1,6 +1,6 @@
 import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
-import type { Browser, Page, Request, Route } from "playwright-core";
+import type { Browser, Page, Request } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { waitUntilActive } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
@@ -14,6 +14,7 @@ import {
   signInInBrowser,
 } from "../support/browser.ts";
 import { createConsoleUser } from "../support/console.ts";
+import { isTus, reloadMidUpload, TUS_CHUNK } from "../support/console-uploads.ts";
 import { generateClip } from "../support/media.ts";
 import { waitUntil } from "../support/wait.ts";
 
@@ -21,15 +22,11 @@ const missing = browserMissing();
 if (missing) console.warn(missing);
 
 const EMAIL = "expiry@example.invalid";
-/** The console's tus chunk: the first PATCH carries this much. */
-const CHUNK = 8 * 1024 * 1024;
 /**
  * `CUMULO_UPLOAD_EXPIRY_S`: long enough for the first chunk, a reload and the list's `HEAD`, short
  * enough to wait for in a test.
  */
 const EXPIRY_S = 15;
-
-const isTus = (request: Request) => new URL(request.url()).pathname.startsWith("/v1/media/tus");
 
 /**
  * An unfinished upload that expires on the server before the person resumes it: the resume's `HEAD`
@@ -55,44 +52,8 @@ describe.skipIf(missing)("the console in Chromium: an unfinished upload that exp
       .status;
 
   /** Uploads the clip's first chunk as a new video, then reloads the tab mid-upload. */
-  async function uploadFirstChunkThenReload(title: string): Promise<string> {
-    await page.goto(`/console/libraries/${libraryId}`);
-    await page.getByRole("heading", { name: "Expiring", level: 1 }).waitFor();
-    let patches = 0;
-    let reachedSecond: () => void = () => {};
-    const secondPatch = new Promise<void>((resolve) => {
-      reachedSecond = resolve;
-    });
-    let release: () => void = () => {};
-    const released = new Promise<void>((resolve) => {
-      release = resolve;
-    });
-    const holdSecondPatch = async (route: Route) => {
-      if (route.request().method() !== "PATCH" || ++patches !== 2) return route.continue();
-      reachedSecond();
-      await released;
-      await route.abort().catch(() => {});
-    };
-    await page.route("**/v1/media/tus/**", holdSecondPatch);
-    try {
-      await page.getByLabel("Title").fill(title);
-      await page.getByLabel("Video file").setInputFiles(clip);
-      const created = page.waitForResponse(
-        (response) => response.request().method() === "POST" && isTus(response.request()),
-      );
-      await page.getByRole("button", { name: "Upload", exact: true }).click();
-      const location = (await created).headers().location ?? "";
-      await secondPatch;
-      const leave = (dialog: { accept(): Promise<void> }) => dialog.accept();
-      page.once("dialog", leave);
-      await page.reload();
-      page.off("dialog", leave);
-      return location.split("/").pop() ?? "";
-    } finally {
-      release();
-      await page.unroute("**/v1/media/tus/**", holdSecondPatch);
-    }
-  }
+  const uploadFirstChunkThenReload = async (title: string) =>
+    (await reloadMidUpload(page, { libraryId, libraryName: "Expiring", file: clip, title })).uploadId;
 
   beforeAll(async () => {
     workDir = mkdtempSync(`${tmpdir()}/cumulo-console-expiry-`);
@@ -107,7 +68,7 @@ describe.skipIf(missing)("the console in Chromium: an unfinished upload that exp
     libraryId = library.body.data.id;
     await waitUntilActive(app, libraryId);
     clip = await generateClip(workDir, { seconds: 3.5, width: 320, height: 180, grain: true });
-    expect(statSync(clip).size).toBeGreaterThan(CHUNK + 1024 * 1024);
+    expect(statSync(clip).size).toBeGreaterThan(TUS_CHUNK + 1024 * 1024);
     browser = await launchBrowser();
     const context = await newConsoleContext(browser, app.baseUrl);
     page = await context.newPage();
@@ -127,7 +88,7 @@ describe.skipIf(missing)("the console in Chromium: an unfinished upload that exp
     const fileName = clip.split("/").pop() ?? "";
     const item = unfinished.getByRole("listitem").filter({ hasText: fileName });
     // Listed while the server still has it: the list's HEAD found the first chunk.
-    await item.locator(`[data-upload-offset="${CHUNK}"]`).waitFor();
+    await item.locator(`[data-upload-offset="${TUS_CHUNK}"]`).waitFor();
 
     // The upload expires on the server (CUMULO_UPLOAD_EXPIRY_S): its HEAD is 410 Gone.
     await waitUntil(async () => (await headStatus(uploadId)) === 410, (EXPIRY_S + 10) * 1000, "410");
@@ -167,7 +128,7 @@ describe.skipIf(missing)("the console in Chromium: an unfinished upload that exp
     const video = (await videosOf()).find((item) => item.title === "Deleted meanwhile");
     const unfinished = page.getByRole("region", { name: "Unfinished uploads" });
     const item = unfinished.getByRole("listitem").filter({ hasText: "Deleted meanwhile" });
-    await item.locator(`[data-upload-offset="${CHUNK}"]`).waitFor();
+    await item.locator(`[data-upload-offset="${TUS_CHUNK}"]`).waitFor();
     const deleted = await app.request("DELETE", `/v1/media/libraries/${libraryId}/videos/${video?.id}`);
     expect(deleted.status).toBe(200);
 
