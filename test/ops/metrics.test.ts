@@ -189,20 +189,8 @@ describe("metrics", () => {
   });
 
   it("counts answers of library distributions apart from misses: the edge never caches them", async () => {
-    const library = await createMediaLibrary(t, { name: "Metrics library" });
-    const video = await createVideo(t, library.id);
-    const poster = new FormData();
-    poster.set("file", new Blob([PNG]), "poster.png");
-    const uploaded = await t.request(
-      "POST",
-      `/v1/media/libraries/${library.id}/videos/${video.id}/thumbnails`,
-      {
-        body: poster,
-      },
-    );
-    expect(uploaded.status, uploaded.text).toBe(200);
+    const path = await libraryFileOnEdge(t, "Metrics library");
     const before = (await scrape(t)).samples;
-    const path = `/${library.id}.media.cumulo.local/${video.id}/thumbnail.jpg`;
     for (let i = 0; i < 3; i++) {
       const answer = await edgeRequest(edgeUrl, path);
       expect([answer.status, answer.headers["x-cache"]]).toEqual([200, "MISS"]);
@@ -324,6 +312,23 @@ describe("metrics", () => {
   );
 });
 
+/** A video's uploaded thumbnail in a new library: the edge path of a library file. */
+async function libraryFileOnEdge(t: TestApp, libraryName: string): Promise<string> {
+  const library = await createMediaLibrary(t, { name: libraryName });
+  const video = await createVideo(t, library.id);
+  const poster = new FormData();
+  poster.set("file", new Blob([PNG]), "poster.png");
+  const uploaded = await t.request(
+    "POST",
+    `/v1/media/libraries/${library.id}/videos/${video.id}/thumbnails`,
+    {
+      body: poster,
+    },
+  );
+  expect(uploaded.status, uploaded.text).toBe(200);
+  return `/${library.id}.media.cumulo.local/${video.id}/thumbnail.jpg`;
+}
+
 describe("edge metrics when media storage fails", () => {
   it("counts the edge's 503 for a library file as an error (none), not as a library answer", async () => {
     const s3 = await startTestS3();
@@ -337,18 +342,8 @@ describe("edge metrics when media storage fails", () => {
         CUMULO_S3_TIMEOUT_MS: "2000",
         CUMULO_STORAGE_RECHECK_MS: "500",
       });
-      const library = await createMediaLibrary(t, { name: "Storage failing" });
-      const video = await createVideo(t, library.id);
-      const poster = new FormData();
-      poster.set("file", new Blob([PNG]), "poster.png");
-      const uploaded = await t.request(
-        "POST",
-        `/v1/media/libraries/${library.id}/videos/${video.id}/thumbnails`,
-        { body: poster },
-      );
-      expect(uploaded.status, uploaded.text).toBe(200);
+      const path = await libraryFileOnEdge(t, "Storage failing");
       const edge = t.cumulo.edgeUrl ?? "";
-      const path = `/${library.id}.media.cumulo.local/${video.id}/thumbnail.jpg`;
       expect((await edgeRequest(edge, path)).status).toBe(200);
       await s3.close();
       s3Closed = true;
