@@ -7,7 +7,8 @@ import Fastify, { type FastifyInstance } from "fastify";
 import { cdnRoutes } from "./cdn/routes.ts";
 import { CLOUD_PREFIXES, cloudRoutes } from "./cloud/routes/index.ts";
 import { consolePages } from "./console/pages.ts";
-import { DEV_PREFIX, devModeRoutes } from "./devmode/routes.ts";
+import { isDeveloperModeCall } from "./devmode/prefix.ts";
+import { devModeRoutes } from "./devmode/routes.ts";
 import { registerAuthDecorators } from "./http/auth.ts";
 import { clientErrorBody, frameworkErrors, registerErrorHandling } from "./http/error-handler.ts";
 import { ApiError } from "./http/errors.ts";
@@ -121,7 +122,7 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
 
   await app.register(swagger, {
     transform: ({ schema, url, route }) => ({
-      schema: documentedSchema(schema, route.method, !url.startsWith(DEV_PREFIX)),
+      schema: documentedSchema(schema, route.method, !isDeveloperModeCall(url)),
       url,
     }),
     openapi: {

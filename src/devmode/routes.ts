@@ -22,6 +22,7 @@ import {
   registeredTemplate,
 } from "./faults.ts";
 import { PlaceholderRenditions } from "./placeholder.ts";
+import { DEV_PREFIX, isDeveloperModeCall } from "./prefix.ts";
 import { DEFAULT_BODY_LIMIT, Recorder } from "./recording.ts";
 import { SeedBody, type SeedOutcome, seedAtomically, YAML_TYPES } from "./seed.ts";
 import {
@@ -55,8 +56,6 @@ declare module "fastify" {
     devSeed?: (seed: SeedBody) => Promise<SeedOutcome>;
   }
 }
-
-export const DEV_PREFIX = "/_cumulo";
 
 /** What developer mode offers, as `cumulo dev` prints it and `GET /_cumulo` answers it. */
 export const DEV_MODE_OFFERS = [
@@ -245,7 +244,7 @@ export const devModeRoutes = fastifyPlugin(
       const organizationId = request.auth?.organizationId;
       if (
         !organizationId ||
-        request.url.startsWith(`${DEV_PREFIX}/`) ||
+        isDeveloperModeCall(request.url) ||
         !RECORDED_BODY_TYPES.test(request.headers["content-type"] ?? "") ||
         !recorder.isRecording(organizationId)
       ) {
@@ -268,7 +267,7 @@ export const devModeRoutes = fastifyPlugin(
     app.addHook("onSend", async (request, reply, payload) => {
       const organizationId = request.auth?.organizationId;
       const started = requestStarts.get(request);
-      if (!organizationId || !started || request.url.startsWith(`${DEV_PREFIX}/`)) return payload;
+      if (!organizationId || !started || isDeveloperModeCall(request.url)) return payload;
       if (!recorder.isRecording(organizationId)) return payload;
       recorder.record(organizationId, {
         startedAt: started.at,
@@ -290,11 +289,7 @@ export const devModeRoutes = fastifyPlugin(
     app.addHook("preHandler", async (request, reply) => {
       // API requests only: not /healthz, /metrics or the console's files, which a harness waits on;
       // nor the calls a seed makes through the API, which are part of a developer-mode call.
-      if (
-        request.apiGroup === undefined ||
-        request.url.startsWith(`${DEV_PREFIX}/`) ||
-        isSelfRequest(request)
-      ) {
+      if (request.apiGroup === undefined || isDeveloperModeCall(request.url) || isSelfRequest(request)) {
         return;
       }
       const rule = faults.take({

@@ -8,6 +8,7 @@ import RedisStore from "@fastify/rate-limit/store/RedisStore.js";
 import type { FastifyInstance } from "fastify";
 import type { Redis } from "ioredis";
 import type { RateLimitSetting } from "../config.ts";
+import { isDeveloperModeCall } from "../devmode/prefix.ts";
 import { credentialOf } from "../identity/service.ts";
 import { clientNetwork } from "./client-address.ts";
 import { ApiError } from "./errors.ts";
@@ -15,8 +16,6 @@ import { isSelfRequest } from "./self-requests.ts";
 
 type Counted = Parameters<FastifyRateLimitStore["incr"]>[1];
 
-/** Where developer mode's routes live (src/devmode/routes.ts, DEV_PREFIX). */
-const DEVELOPER_MODE_PREFIX = "/_cumulo";
 /** How the plugin calls a store: with the window and the budget after the callback (its type omits them). */
 type Increment = (key: string, callback: Counted, timeWindow?: number, max?: number) => void;
 
@@ -84,7 +83,7 @@ export async function registerRateLimit(
     // only once their operator key is checked. Those routes exist only in developer mode.
     allowList: (request) => {
       const route = request.routeOptions.url ?? "";
-      return route.startsWith("/docs") || route.startsWith(DEVELOPER_MODE_PREFIX) || isSelfRequest(request);
+      return route.startsWith("/docs") || isDeveloperModeCall(route) || isSelfRequest(request);
     },
     ...(redis ? { store: sharedOrLocal(redis.client, `${redis.prefix}rate-limit:`) } : {}),
     keyGenerator: (request) =>
