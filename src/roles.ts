@@ -80,7 +80,7 @@ export async function startCumulo(given: Config, options: StartOptions = {}): Pr
     stopCheckingStorage = await checkStorageAtStart(services.blobs, deps.logger, config.storageRecheckMs);
     const metricsPort = config.metrics.port;
     if (metricsPort !== undefined) {
-      const listener = new MetricsListener(deps, deps.metrics, () => deps.store.ping());
+      const listener = new MetricsListener(deps, deps.metrics, deps.store);
       metricsListener = listener;
       metricsUrl = await listener.start(config.metrics.host, metricsPort);
     }

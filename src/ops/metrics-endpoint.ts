@@ -4,7 +4,9 @@ import type { AddressInfo } from "node:net";
 import type { FastifyBaseLogger, FastifyInstance } from "fastify";
 import type { Config } from "../config.ts";
 import { createBoundedServer } from "../http/listener.ts";
+import type { Store } from "../store/database.ts";
 import { type Metrics, metricsExposed } from "./metrics.ts";
+import { HEALTHY, readiness } from "./routes.ts";
 
 const digest = (text: string) => createHash("sha256").update(text).digest();
 
@@ -62,8 +64,8 @@ export class MetricsListener {
   constructor(
     private readonly deps: { config: Config; logger: FastifyBaseLogger },
     private readonly metrics: Metrics,
-    /** Whether the store answers, as `/readyz` on the API port asks it. */
-    private readonly storeReachable: () => Promise<boolean>,
+    /** The store, which `/readyz` asks as on the API port. */
+    private readonly store: Pick<Store, "ping">,
   ) {
     this.#server = createBoundedServer(deps, (request, response) => {
       this.#answer(request, response).catch((error: unknown) => {
@@ -106,13 +108,12 @@ export class MetricsListener {
       return;
     }
     if (path === "/healthz") {
-      send(response, 200, "application/json; charset=utf-8", JSON.stringify({ status: "ok" }));
+      send(response, 200, "application/json; charset=utf-8", JSON.stringify(HEALTHY));
       return;
     }
     if (path === "/readyz") {
-      const ready = await this.storeReachable();
-      const status = JSON.stringify({ status: ready ? "ready" : "unavailable" });
-      send(response, ready ? 200 : 503, "application/json; charset=utf-8", status);
+      const { code, body } = await readiness(this.store);
+      send(response, code, "application/json; charset=utf-8", JSON.stringify(body));
       return;
     }
     if (path !== "/metrics") {

@@ -118,6 +118,7 @@ export class Metrics {
   readonly #edgeMiss = this.#edgeRequests.tally("miss");
   readonly #edgeMedia = this.#edgeRequests.tally("media");
   readonly #edgeNone = this.#edgeRequests.tally("none");
+  readonly #edgeByCache = { HIT: this.#edgeHit, MISS: this.#edgeMiss, MEDIA: this.#edgeMedia };
   readonly #edgeBytes = new TalliedCounter({
     name: "cumulo_edge_sent_bytes_total",
     help: "Body bytes the CDN edge wrote to viewers.",
@@ -200,13 +201,7 @@ export class Metrics {
     sentBytes: number,
     originMs: number | undefined,
   ): void => {
-    (cacheStatus === "HIT"
-      ? this.#edgeHit
-      : cacheStatus === "MISS"
-        ? this.#edgeMiss
-        : cacheStatus === "MEDIA"
-          ? this.#edgeMedia
-          : this.#edgeNone).pending++;
+    (cacheStatus === undefined ? this.#edgeNone : this.#edgeByCache[cacheStatus]).pending++;
     this.#edgeBytes.pending += sentBytes;
     // A library file's time runs until the viewer has downloaded it: a slow viewer of a long video
     // is not a slow origin, and would set off the slow-origin alert.

@@ -4,6 +4,17 @@ import type { Store } from "../store/database.ts";
 
 const Status = Type.Object({ status: Type.String() });
 
+/** `/healthz`'s answer: the process runs. */
+export const HEALTHY = { status: "ok" };
+
+/** `/readyz`'s answer: 200 while the store answers, else 503. */
+export async function readiness(
+  store: Pick<Store, "ping">,
+): Promise<{ code: 200 | 503; body: { status: string } }> {
+  const ready = await store.ping();
+  return ready ? { code: 200, body: { status: "ready" } } : { code: 503, body: { status: "unavailable" } };
+}
+
 /** Unauthenticated probes for load balancers and orchestrators. */
 export const opsRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app, { store }) => {
   app.get(
@@ -17,7 +28,7 @@ export const opsRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app
         response: { 200: Status },
       },
     },
-    async () => ({ status: "ok" }),
+    async () => HEALTHY,
   );
 
   app.get(
@@ -32,8 +43,8 @@ export const opsRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app
       },
     },
     async (_request, reply) => {
-      const ready = await store.ping();
-      return reply.code(ready ? 200 : 503).send({ status: ready ? "ready" : "unavailable" });
+      const { code, body } = await readiness(store);
+      return reply.code(code).send(body);
     },
   );
 };
