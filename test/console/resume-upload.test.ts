@@ -17,9 +17,11 @@ import { createConsoleUser } from "../support/console.ts";
 import {
   type ConsoleUpload,
   isTus,
+  multiChunkClip,
   reloadMidUpload,
   startHeldUpload,
   TUS_CHUNK,
+  videosInLibrary,
 } from "../support/console-uploads.ts";
 import { generateClip } from "../support/media.ts";
 
@@ -41,12 +43,7 @@ describe.skipIf(missing)("the console in Chromium: an upload resumed after a rel
   /** Another file with the clip's name (and another size and date). */
   let impostor: string;
 
-  const videosOf = async () =>
-    (await app.request("GET", `/v1/media/libraries/${libraryId}/videos?limit=100`)).body.data as {
-      id: string;
-      title: string;
-      status: string;
-    }[];
+  const videosOf = () => videosInLibrary(app, libraryId);
   /** What the server has of a tus upload (`Upload-Offset`), asked with the API key. */
   const offsetOnServer = async (uploadId: string) => {
     const answer = await app.request("HEAD", `/v1/media/tus/${uploadId}`, {
@@ -81,8 +78,7 @@ describe.skipIf(missing)("the console in Chromium: an upload resumed after a rel
     });
     libraryId = library.body.data.id;
     await waitUntilActive(app, libraryId);
-    clip = await generateClip(workDir, { seconds: 3.5, width: 320, height: 180, grain: true });
-    expect(statSync(clip).size).toBeGreaterThan(TUS_CHUNK + 1024 * 1024);
+    clip = await multiChunkClip(workDir);
     const other = await generateClip(workDir, { seconds: 2, width: 320, height: 180 });
     mkdirSync(`${workDir}/other`);
     impostor = `${workDir}/other/${clip.split("/").pop()}`;

@@ -15,6 +15,7 @@ import {
   signInInBrowser,
 } from "../support/browser.ts";
 import { createConsoleUser } from "../support/console.ts";
+import { videosInLibrary } from "../support/console-uploads.ts";
 import { waitUntil } from "../support/wait.ts";
 
 const missing = browserMissing();
@@ -53,12 +54,7 @@ describe.skipIf(missing)("the console in Chromium: saving, failing and navigatin
     expect(answer.status).toBe(201);
     return answer.body.data.id as string;
   };
-  const videosOf = async (libraryId: string) =>
-    (await app.request("GET", `/v1/media/libraries/${libraryId}/videos?limit=100`)).body.data as {
-      id: string;
-      title: string;
-      status: string;
-    }[];
+  const videosOf = (libraryId: string) => videosInLibrary(app, libraryId);
   const fileOf = (name: string, bytes: number) => {
     const path = `${workDir}/${name}`;
     writeFileSync(path, randomBytes(bytes));

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, statSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import type { Browser, Page, Request } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -14,8 +14,13 @@ import {
   signInInBrowser,
 } from "../support/browser.ts";
 import { createConsoleUser } from "../support/console.ts";
-import { isTus, reloadMidUpload, TUS_CHUNK } from "../support/console-uploads.ts";
-import { generateClip } from "../support/media.ts";
+import {
+  isTus,
+  multiChunkClip,
+  reloadMidUpload,
+  TUS_CHUNK,
+  videosInLibrary,
+} from "../support/console-uploads.ts";
 import { waitUntil } from "../support/wait.ts";
 
 const missing = browserMissing();
@@ -41,12 +46,7 @@ describe.skipIf(missing)("the console in Chromium: an unfinished upload that exp
   let libraryId: string;
   let clip: string;
 
-  const videosOf = async () =>
-    (await app.request("GET", `/v1/media/libraries/${libraryId}/videos?limit=100`)).body.data as {
-      id: string;
-      title: string;
-      status: string;
-    }[];
+  const videosOf = () => videosInLibrary(app, libraryId);
   const headStatus = async (uploadId: string) =>
     (await app.request("HEAD", `/v1/media/tus/${uploadId}`, { headers: { "tus-resumable": "1.0.0" } }))
       .status;
@@ -67,8 +67,7 @@ describe.skipIf(missing)("the console in Chromium: an unfinished upload that exp
     });
     libraryId = library.body.data.id;
     await waitUntilActive(app, libraryId);
-    clip = await generateClip(workDir, { seconds: 3.5, width: 320, height: 180, grain: true });
-    expect(statSync(clip).size).toBeGreaterThan(TUS_CHUNK + 1024 * 1024);
+    clip = await multiChunkClip(workDir);
     browser = await launchBrowser();
     const context = await newConsoleContext(browser, app.baseUrl);
     page = await context.newPage();

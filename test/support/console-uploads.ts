@@ -1,9 +1,27 @@
+import { statSync } from "node:fs";
 import type { Page, Request, Route } from "playwright-core";
+import type { TestApp } from "./app.ts";
+import { generateClip } from "./media.ts";
 
 /** The console's tus chunk: the first PATCH carries this much. */
 export const TUS_CHUNK = 8 * 1024 * 1024;
 
 export const isTus = (request: Request) => new URL(request.url()).pathname.startsWith("/v1/media/tus");
+
+/** A library's videos (its first 100), as the API lists them. */
+export const videosInLibrary = async (app: TestApp, libraryId: string) =>
+  (await app.request("GET", `/v1/media/libraries/${libraryId}/videos?limit=100`)).body.data as {
+    id: string;
+    title: string;
+    status: string;
+  }[];
+
+/** A real video of more than one tus chunk (grain keeps the encoder from squeezing it under one). */
+export async function multiChunkClip(workDir: string): Promise<string> {
+  const clip = await generateClip(workDir, { seconds: 3.5, width: 320, height: 180, grain: true });
+  if (statSync(clip).size <= TUS_CHUNK + 1024 * 1024) throw new Error(`${clip} fits in one chunk`);
+  return clip;
+}
 
 /** A new video's upload from the console, given by its library page. */
 export interface ConsoleUpload {
