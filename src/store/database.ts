@@ -231,10 +231,18 @@ class WriteLockingSqliteDialect extends SqliteDialect {
 
 class WriteLockingSqliteDriver extends SqliteDriver {
   readonly #inTransaction: () => boolean;
+  #waitingConnection: DatabaseConnection | undefined;
 
   constructor(config: SqliteDialectConfig, inTransaction: () => boolean) {
     super(config);
     this.#inTransaction = inTransaction;
+  }
+
+  override async acquireConnection(): Promise<DatabaseConnection> {
+    // SQLite has one connection: the same one is handed out each time.
+    const connection = await super.acquireConnection();
+    this.#waitingConnection ??= waitingForWriteLock(connection, this.#inTransaction);
+    return this.#waitingConnection;
   }
 
   override async beginTransaction(connection: DatabaseConnection): Promise<void> {
@@ -279,8 +287,48 @@ function oncePerCallback(read: () => number): () => number {
 }
 
 const SQLITE_BUSY_TIMEOUT_MS = 5000;
-/** How often a process waiting to migrate tries for the write lock again. */
-const MIGRATION_LOCK_RETRY_MS = 100;
+/** The longest sleep between two tries for the write lock (SQLite's own busy handler sleeps up to 100 ms). */
+const LOCK_RETRY_MAX_MS = 25;
+
+const isSqliteBusy = (error: unknown): boolean =>
+  String((error as { code?: unknown }).code).startsWith("SQLITE_BUSY");
+
+/**
+ * A statement that finds another process (a second node, the CLI, a migration) holding the write lock
+ * is tried again after a sleep on a timer, for as long as `SQLITE_BUSY_TIMEOUT_MS`, then fails as
+ * before (answered 503). SQLite's own busy timeout sleeps inside the statement, which held the whole
+ * event loop: probes, metrics, the edge's kept answers and uploads stopped for up to 5 s. Only
+ * statements outside a transaction wait so, `begin immediate` among them: inside one, the write lock
+ * is already ours.
+ */
+function waitingForWriteLock(
+  connection: DatabaseConnection,
+  inTransaction: () => boolean,
+): DatabaseConnection {
+  const tryAgain = async <R>(query: CompiledQuery): Promise<QueryResult<R>> => {
+    const giveUpAt = Date.now() + SQLITE_BUSY_TIMEOUT_MS;
+    for (let attempt = 0; ; attempt++) {
+      await sleep(Math.min(2 ** attempt, LOCK_RETRY_MAX_MS));
+      try {
+        return await connection.executeQuery<R>(query);
+      } catch (error) {
+        if (!isSqliteBusy(error) || Date.now() >= giveUpAt) throw error;
+      }
+    }
+  };
+  return {
+    // Kysely's SQLite connection throws at once rather than rejecting: the usual path adds no promise.
+    executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
+      try {
+        return connection.executeQuery<R>(query);
+      } catch (error) {
+        if (!isSqliteBusy(error) || inTransaction()) throw error;
+        return tryAgain<R>(query);
+      }
+    },
+    streamQuery: (query, chunkSize) => connection.streamQuery(query, chunkSize),
+  };
+}
 
 function openSqlite(
   dataDir: string,
@@ -301,6 +349,8 @@ function openSqlite(
   file.pragma("journal_mode = WAL");
   file.pragma("foreign_keys = ON");
   file.pragma("synchronous = NORMAL");
+  // From here on, a statement waiting for the write lock sleeps on a timer (`waitingForWriteLock`).
+  file.pragma("busy_timeout = 0");
   // Checkpoints run on a worker thread; this connection makes one only if that falls far behind.
   file.pragma(`wal_autocheckpoint = ${FALLBACK_CHECKPOINT_PAGES}`);
   const checkpointer = new SqliteCheckpointer(path);
@@ -319,33 +369,19 @@ function openSqlite(
   return { db, externalChanges, generation, generationWithTraffic: generation, checkpointer, inTransaction };
 }
 
-const isSqliteBusy = (error: unknown): boolean => (error as { code?: unknown }).code === "SQLITE_BUSY";
-
 /**
  * `begin immediate`, tried again until it takes the write lock: a large migration by another process
- * may hold it past the busy timeout. Tried without SQLite's busy wait, which blocks the whole process:
- * another store of this one (tests open several) could not finish what holds the lock.
+ * may hold it past the busy timeout, after which `onWaiting` is told once.
  */
 async function beginWaiting(connection: Kysely<Database>, onWaiting: () => void): Promise<void> {
-  await sql`pragma busy_timeout = 0`.execute(connection);
-  try {
-    const since = Date.now();
-    let told = false;
-    for (;;) {
-      try {
-        await sql`begin immediate`.execute(connection);
-        return;
-      } catch (error) {
-        if (!isSqliteBusy(error)) throw error;
-      }
-      if (!told && Date.now() - since >= SQLITE_BUSY_TIMEOUT_MS) {
-        told = true;
-        onWaiting();
-      }
-      await sleep(MIGRATION_LOCK_RETRY_MS);
+  for (let told = false; ; told = true) {
+    try {
+      await sql`begin immediate`.execute(connection);
+      return;
+    } catch (error) {
+      if (!isSqliteBusy(error)) throw error;
     }
-  } finally {
-    await sql.raw(`pragma busy_timeout = ${SQLITE_BUSY_TIMEOUT_MS}`).execute(connection);
+    if (!told) onWaiting();
   }
 }
 

@@ -57,6 +57,48 @@ describe.skipIf(testStoreKind() !== "sqlite")("SQLite transactions and other pro
     }
   });
 
+  it("waits for another process's write lock on a timer, leaving the event loop free", async () => {
+    const other = new SqliteDatabase(join(testStore.dataDir, "cumulo.sqlite"));
+    try {
+      other.exec("begin immediate");
+      // Released only by a timer: a write that sleeps inside SQLite's busy handler keeps it from
+      // running, and fails after the busy timeout with the lock still held.
+      const released = new Promise<void>((resolve) =>
+        setTimeout(() => {
+          other.exec("commit");
+          resolve();
+        }, 50),
+      );
+      const now = new Date().toISOString();
+      const written = store.db
+        .insertInto("organizations")
+        .values({
+          id: "00000000-0000-4000-8000-0000000000dd",
+          name: "waited",
+          created_at: now,
+          updated_at: now,
+        })
+        .execute();
+      const inTransaction = store.db.transaction().execute((trx) =>
+        trx
+          .insertInto("organizations")
+          .values({
+            id: "00000000-0000-4000-8000-0000000000ee",
+            name: "waited too",
+            created_at: now,
+            updated_at: now,
+          })
+          .execute(),
+      );
+      await Promise.all([written, inTransaction, released]);
+      const names = await store.db.selectFrom("organizations").select("name").execute();
+      expect(names.map((row) => row.name)).toEqual(expect.arrayContaining(["waited", "waited too"]));
+    } finally {
+      if (other.inTransaction) other.exec("rollback");
+      other.close();
+    }
+  });
+
   it("reports the error that ended a transaction SQLite rolled back by itself (a full disk)", async () => {
     const pragma = async (text: string) =>
       (await sql.raw<Record<string, number>>(`pragma ${text}`).execute(store.db)).rows[0];

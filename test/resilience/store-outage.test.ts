@@ -5,8 +5,9 @@ import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isStoreUnavailable } from "../../src/store/unavailable.ts";
 import { edgeRequest, type Origin, startOrigin, uniqueHost } from "../cdn/support.ts";
+import { startTestApp, type TestApp } from "../support/app.ts";
 import { exitOf, type Served, serve } from "../support/process.ts";
-import { createTestStore, type TestStore } from "../support/store.ts";
+import { createTestStore, type TestStore, testStoreKind } from "../support/store.ts";
 import { startTcpRelay, type TcpRelay } from "../support/tcp-relay.ts";
 import { waitUntil } from "../support/wait.ts";
 
@@ -16,8 +17,6 @@ const KEY = "store_outage_key_0123456789";
  * The store failing under a running node: PostgreSQL going away (a restart, a failover, the network),
  * SQLite's write lock held past the busy timeout. The node stays up and answers 503 with Retry-After
  * until the store is back, never 500; a PostgreSQL connection lost mid-query used to end the process.
- * (SQLite's case is checked on the classing alone: a node waiting out the busy timeout blocks its
- * process for 5 s per write, which makes an end-to-end test take half a minute.)
  */
 describe.runIf(process.env.CUMULO_TEST_STORE === "postgres")("a PostgreSQL outage", () => {
   let store: TestStore;
@@ -142,6 +141,59 @@ describe.runIf(process.env.CUMULO_TEST_STORE === "postgres")("a PostgreSQL outag
     node.child.kill("SIGTERM");
     expect(await exitOf(node.child)).toBe(0);
   }, 90_000);
+});
+
+describe.runIf(testStoreKind() === "sqlite")("SQLite's write lock held by another process", () => {
+  let app: TestApp;
+  beforeAll(async () => {
+    app = await startTestApp();
+  });
+  afterAll(async () => {
+    await app?.close();
+  });
+
+  it("waits for it without stopping the node, and answers 503 once it has waited the busy timeout", async () => {
+    // Another process (the CLI, a second node, a migration) holding the write lock. It is taken
+    // between the node's own writes: waiting inside SQLite here would keep them from finishing.
+    const other = new Database(join(app.store.dataDir, "cumulo.sqlite"), { timeout: 0 });
+    const takeWriteLock = () =>
+      waitUntil(
+        () => {
+          try {
+            other.exec("begin immediate");
+            return true;
+          } catch {
+            return false;
+          }
+        },
+        5000,
+        "the write lock",
+      );
+    try {
+      await takeWriteLock();
+      const waiting = app.request("POST", "/v1/media/libraries", { json: { name: "waited" } });
+      // The node goes on answering while the write waits: SQLite's busy wait held the whole process.
+      expect((await app.request("GET", "/healthz", { anonymous: true })).status).toBe(200);
+      other.exec("commit");
+      expect((await waiting).status).toBe(201);
+
+      await takeWriteLock();
+      const refused = await app.request("POST", "/v1/media/libraries", { json: { name: "refused" } });
+      expect(refused.status).toBe(503);
+      expect(refused.headers.get("retry-after")).toBe("5");
+      expect(refused.body).toEqual({
+        success: false,
+        error: "service_unavailable",
+        message: "The service is briefly unavailable; try again shortly",
+      });
+      other.exec("rollback");
+      const names = (await app.request<{ data: { name: string }[] }>("GET", "/v1/media/libraries")).body.data;
+      expect(names.map((library) => library.name)).toEqual(["waited"]);
+    } finally {
+      if (other.inTransaction) other.exec("rollback");
+      other.close();
+    }
+  }, 30_000);
 });
 
 describe("the store's failures as they are classed", () => {
