@@ -153,18 +153,39 @@ export class StateRepository {
     return rows.map((row) => row.name);
   }
 
-  /** Deletes every row of every table, in one transaction; identities start again from 1. */
-  async empty(): Promise<void> {
+  /**
+   * Runs `work` in one transaction, given `deleteAllBut`: it deletes every row of every table but the
+   * rows `kept` names by id; the tables it names nothing in count their ids from 1 again, the others
+   * after the rows kept. `work` can then write in the same transaction (a reset that keeps the
+   * default organization completes it there).
+   */
+  async empty<T>(
+    work: (trx: Transaction<Database>, deleteAllBut: (kept: KeptRows) => Promise<void>) => Promise<T>,
+  ): Promise<T> {
     const tables = await this.tables();
     if (this.dialect === "postgres") {
-      await sql`truncate ${sql.join(tables.map(quoted))} restart identity cascade`.execute(this.db);
-      return;
+      return this.db.transaction().execute((trx) =>
+        work(trx, async (kept) => {
+          const emptied = tables.filter((table) => !(table in kept));
+          if (emptied.length > 0) {
+            await sql`truncate ${sql.join(emptied.map(quoted))} restart identity`.execute(trx);
+          }
+          // Children before their parents, so no foreign key is left pointing at a deleted row.
+          for (const table of [...tables].reverse()) {
+            if (table in kept) await deleteAllRowsBut(trx, table, kept[table] ?? []);
+          }
+          await continueSequences(trx, tables);
+        }),
+      );
     }
-    await withoutSqliteForeignKeys(this.db, (connection) =>
-      connection.transaction().execute(async (trx) => {
-        for (const table of tables) await sql`delete from ${quoted(table)}`.execute(trx);
-        await sql`delete from sqlite_sequence`.execute(trx).catch(() => undefined);
-      }),
+    return withoutSqliteForeignKeys(this.db, (connection) =>
+      connection.transaction().execute((trx) =>
+        work(trx, async (kept) => {
+          for (const table of tables) await deleteAllRowsBut(trx, table, kept[table] ?? []);
+          // AUTOINCREMENT goes on after the largest id left, from 1 in an emptied table.
+          await sql`delete from sqlite_sequence`.execute(trx).catch(() => undefined);
+        }),
+      ),
     );
   }
 
@@ -237,21 +258,35 @@ export class StateRepository {
       for (const table of tables) {
         await sql`insert into ${quoted(table)} select * from ${quoted(schema)}.${quoted(table)}`.execute(trx);
       }
-      // Serial ids continue after the restored rows.
-      const { rows } = await sql<{ table_name: string; column_name: string }>`
-        select table_name, column_name from information_schema.columns
-        where table_schema = current_schema() and (column_default like 'nextval(%' or is_identity = 'YES')`.execute(
-        trx,
-      );
-      for (const { table_name, column_name } of rows) {
-        if (!tables.includes(table_name)) continue;
-        await sql`select setval(pg_get_serial_sequence(${table_name}, ${column_name}),
-          coalesce((select max(${quoted(column_name)}) from ${quoted(table_name)}), 0) + 1, false)`.execute(
-          trx,
-        );
-      }
+      await continueSequences(trx, tables);
     });
     return "loaded";
+  }
+}
+
+/** Rows to keep, by table and `id`: a table named here keeps these (none when empty), every other is emptied. */
+export type KeptRows = Partial<Record<string, readonly (string | number)[]>>;
+
+async function deleteAllRowsBut(
+  trx: Transaction<Database>,
+  table: string,
+  ids: readonly (string | number)[],
+) {
+  if (ids.length === 0) await sql`delete from ${quoted(table)}`.execute(trx);
+  else await sql`delete from ${quoted(table)} where id not in (${sql.join(ids)})`.execute(trx);
+}
+
+/** PostgreSQL: each serial id of `tables` continues after the largest id the table holds (from 1 when empty). */
+async function continueSequences(trx: Transaction<Database>, tables: string[]): Promise<void> {
+  const { rows } = await sql<{ table_name: string; column_name: string }>`
+    select table_name, column_name from information_schema.columns
+    where table_schema = current_schema() and (column_default like 'nextval(%' or is_identity = 'YES')`.execute(
+    trx,
+  );
+  for (const { table_name, column_name } of rows) {
+    if (!tables.includes(table_name)) continue;
+    await sql`select setval(pg_get_serial_sequence(${table_name}, ${column_name}),
+      coalesce((select max(${quoted(column_name)}) from ${quoted(table_name)}), 0) + 1, false)`.execute(trx);
   }
 }
 

@@ -5,11 +5,11 @@ import type { FileRemovals } from "../blobs/removals.ts";
 import type { BlobStore } from "../blobs/store.ts";
 import type { Bus } from "../bus.ts";
 import type { Config } from "../config.ts";
-import type { IdentityService } from "../identity/service.ts";
+import type { BootstrapRows, IdentityService } from "../identity/service.ts";
 import { libraryBlobPrefix, MEDIA_PREFIX } from "../media/urls.ts";
 import type { CoreDeps, Services } from "../services.ts";
 import type { DialectName } from "../store/database.ts";
-import { StateRepository } from "./state-repository.ts";
+import { type KeptRows, StateRepository } from "./state-repository.ts";
 
 /** Snapshot names: lower-case letters, digits and `_` (they name a PostgreSQL schema and a folder). */
 export const SNAPSHOT_NAME = "^[a-z0-9_]{1,40}$";
@@ -61,20 +61,29 @@ export class StateService {
   }
 
   /**
-   * Empties the store and the blobs. `bootstrap` then makes the default organization again (with the
-   * bootstrap key, or a generated key that is returned once).
+   * Empties the store and the blobs. `bootstrap` keeps the default organization as it was created,
+   * under its id: its first user, default billing account and bootstrap key (the configured one, else
+   * the key it was made with; where that is gone a new one is generated and returned once). Without a
+   * default organization one is made, as at first start. One transaction.
    */
   reset(to: ResetTarget): Promise<{ outcome: "reset"; generatedKey: string | undefined }> {
     return this.#oneAtATime(() => this.#reset(to));
   }
 
   async #reset(to: ResetTarget): Promise<{ outcome: "reset"; generatedKey: string | undefined }> {
-    await this.repository.empty();
+    const bootstrapKey = this.config.bootstrapApiKey;
+    const { generatedKey } = await this.repository.empty(async (trx, deleteAllBut) => {
+      if (to === "empty") {
+        await deleteAllBut({});
+        return {};
+      }
+      const kept = await this.identity.bootstrapRows(trx, bootstrapKey);
+      await deleteAllBut(kept ? keptRows(kept) : {});
+      return this.identity.restoreBootstrap(trx, kept, bootstrapKey);
+    });
     // Every file is under `media/`, in the blob store whichever it is (a bucket, or the blobs folder).
     await this.blobs.deletePrefix(MEDIA_PREFIX);
     await rm(this.#blobDir, { recursive: true, force: true });
-    const { generatedKey } =
-      to === "bootstrap" ? await this.identity.ensureBootstrap(this.config.bootstrapApiKey) : {};
     await this.#dropCaches();
     return { outcome: "reset", generatedKey };
   }
@@ -216,6 +225,14 @@ export class StateService {
     return { name, created_at: info.mtime.toISOString() };
   }
 }
+
+/** The default organization's rows by table, as `StateRepository.empty` keeps them. */
+const keptRows = (kept: BootstrapRows): KeptRows => ({
+  organizations: [kept.organizationId],
+  users: [kept.userId],
+  billing_accounts: kept.billingAccountId === undefined ? [] : [kept.billingAccountId],
+  api_keys: kept.keyId === undefined ? [] : [kept.keyId],
+});
 
 /** No blobs folder yet (nothing uploaded) is an empty set of blobs. */
 function ignoreMissing(error: unknown): void {

@@ -158,6 +158,30 @@ export class IdentityRepository {
     return this.db.selectFrom("organizations").selectAll().orderBy("created_at").orderBy("id").execute();
   }
 
+  /** The first organization of this name, as `listOrganizations` orders them. */
+  findOrganizationByName(executor: Executor, name: string) {
+    return executor
+      .selectFrom("organizations")
+      .selectAll()
+      .where("name", "=", name)
+      .orderBy("created_at")
+      .orderBy("id")
+      .executeTakeFirst();
+  }
+
+  /** The user's first live, non-read-only organization key (with this hash when one is given). */
+  findFirstAdminKey(executor: Executor, userId: number, keyHash: string | undefined) {
+    let query = executor
+      .selectFrom("api_keys")
+      .select("id")
+      .where("user_id", "=", userId)
+      .where("kind", "=", "organization")
+      .where("read_only", "=", false)
+      .where("revoked_at", "is", null);
+    if (keyHash !== undefined) query = query.where("key_hash", "=", keyHash);
+    return query.orderBy("id").executeTakeFirst();
+  }
+
   findOrganization(id: string) {
     return this.db.selectFrom("organizations").selectAll().where("id", "=", id).executeTakeFirst();
   }

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { type Clock, nowIso } from "../clock.ts";
 import { readBool } from "../store/codec.ts";
-import type { Transact } from "../store/transactions.ts";
+import type { Transact, Trx } from "../store/transactions.ts";
 import type { AuthCache } from "./auth-cache.ts";
 import { displayPrefix, generateApiKey, hashSecret } from "./keys.ts";
 import type { IdentityRepository } from "./repository.ts";
@@ -66,6 +66,14 @@ export interface CreatedOrganization {
 
 export const DEFAULT_ORGANIZATION_NAME = "Default";
 
+/** The default organization's rows a whole-store reset to bootstrap keeps (IdentityService.bootstrapRows). */
+export interface BootstrapRows {
+  organizationId: string;
+  userId: number;
+  billingAccountId: number | undefined;
+  keyId: number | undefined;
+}
+
 /** A key's `last_used_at` is written at most this often, so authenticating rarely writes. */
 const LAST_USE_PRECISION_MS = 60 * 1000;
 
@@ -105,35 +113,95 @@ export class IdentityService {
   }
 
   /** An organization with its first user, default billing account and an admin key (secret returned once). */
-  async createOrganization(name: string, adminKey: string = generateApiKey()): Promise<CreatedOrganization> {
+  createOrganization(name: string, adminKey: string = generateApiKey()): Promise<CreatedOrganization> {
+    return this.transact((trx) => this.#insertOrganization(trx, name, adminKey));
+  }
+
+  async #insertOrganization(trx: Trx, name: string, adminKey: string): Promise<CreatedOrganization> {
     const now = nowIso(this.clock);
-    return this.transact(async (trx) => {
-      const organizationId = randomUUID();
-      await this.repository.insertOrganization(trx, { id: organizationId, name, created_at: now });
-      const user = await this.repository.insertUser(trx, {
-        uuid: randomUUID(),
-        organization_id: organizationId,
-        name: "admin",
-        email: "",
-        created_at: now,
-      });
-      const billing = await this.repository.insertBillingAccount(trx, {
-        organization_id: organizationId,
-        display_name: `${name} billing`,
-        is_default: true,
-        created_at: now,
-      });
-      await this.repository.insertApiKey(
-        this.keyRow(organizationId, user.id, "admin", adminKey, false, now),
-        trx,
-      );
-      return {
-        organization_id: organizationId,
-        user_id: user.id,
-        billing_account_id: billing.id,
-        api_key: adminKey,
-      };
+    const organizationId = randomUUID();
+    await this.repository.insertOrganization(trx, { id: organizationId, name, created_at: now });
+    const user = await this.repository.insertUser(trx, {
+      uuid: randomUUID(),
+      organization_id: organizationId,
+      name: "admin",
+      email: "",
+      created_at: now,
     });
+    const billing = await this.#insertDefaultBillingAccount(trx, organizationId, name, now);
+    await this.repository.insertApiKey(
+      this.keyRow(organizationId, user.id, "admin", adminKey, false, now),
+      trx,
+    );
+    return {
+      organization_id: organizationId,
+      user_id: user.id,
+      billing_account_id: billing.id,
+      api_key: adminKey,
+    };
+  }
+
+  #insertDefaultBillingAccount(trx: Trx, organizationId: string, name: string, now: string) {
+    return this.repository.insertBillingAccount(trx, {
+      organization_id: organizationId,
+      display_name: `${name} billing`,
+      is_default: true,
+      created_at: now,
+    });
+  }
+
+  /**
+   * What a whole-store reset to bootstrap keeps, read in its transaction: the default organization
+   * with its first user, its default billing account and the key it was created with (the bootstrap
+   * key when one is configured, else its first admin key). Undefined without a default organization.
+   */
+  async bootstrapRows(trx: Trx, bootstrapKey: string | undefined): Promise<BootstrapRows | undefined> {
+    const organization = await this.repository.findOrganizationByName(trx, DEFAULT_ORGANIZATION_NAME);
+    const user = organization && (await this.repository.findFirstUser(trx, organization.id));
+    if (!organization || !user) return undefined;
+    const billing = await this.repository.findDefaultBillingAccount(trx, organization.id);
+    const key = await this.repository.findFirstAdminKey(
+      trx,
+      user.id,
+      bootstrapKey === undefined ? undefined : hashSecret(bootstrapKey),
+    );
+    return {
+      organizationId: organization.id,
+      userId: user.id,
+      billingAccountId: billing?.id,
+      keyId: key?.id,
+    };
+  }
+
+  /**
+   * Completes the default organization once everything else is gone, in the reset's transaction: it
+   * is made (as at first start) when there was none, and given back a default billing account and
+   * its bootstrap key where they were gone. Without a bootstrap key a key made here is returned once.
+   */
+  async restoreBootstrap(
+    trx: Trx,
+    kept: BootstrapRows | undefined,
+    bootstrapKey: string | undefined,
+  ): Promise<{ generatedKey?: string }> {
+    if (!kept) {
+      const created = await this.#insertOrganization(
+        trx,
+        DEFAULT_ORGANIZATION_NAME,
+        bootstrapKey ?? generateApiKey(),
+      );
+      return bootstrapKey ? {} : { generatedKey: created.api_key };
+    }
+    const now = nowIso(this.clock);
+    if (kept.billingAccountId === undefined) {
+      await this.#insertDefaultBillingAccount(trx, kept.organizationId, DEFAULT_ORGANIZATION_NAME, now);
+    }
+    if (kept.keyId !== undefined) return {};
+    const secret = bootstrapKey ?? generateApiKey();
+    await this.repository.insertApiKey(
+      this.keyRow(kept.organizationId, kept.userId, bootstrapKey ? "bootstrap" : "admin", secret, false, now),
+      trx,
+    );
+    return bootstrapKey ? {} : { generatedKey: secret };
   }
 
   async listOrganizations() {

@@ -102,6 +102,38 @@ describe("developer mode on", () => {
     expect((await t.request("GET", `/v1/media/libraries/${kept.id}`)).status).toBe(200);
   });
 
+  it("keeps the default organization's id, billing account and key through a whole reset to bootstrap", async () => {
+    const { identity } = t.cumulo.services;
+    const [before] = await identity.listOrganizations();
+    const billing = await identity.listBillingAccounts(before.id);
+    const second = await identity.createApiKey(before.id, { name: "second", readOnly: false });
+    if (second.outcome !== "created") throw new Error(second.outcome);
+    const other = await t.createOrganization();
+    // A recording tied to the organization's id goes on recording after the reset.
+    const recording = await t.request("POST", "/_cumulo/recording", {
+      json: { organization_id: before.id, recording: true },
+    });
+    expect(recording.status, recording.text).toBe(200);
+
+    const reset = await t.request("POST", "/_cumulo/state/reset", { json: { to: "bootstrap" } });
+    expect(reset.status, reset.text).toBe(200);
+    expect(reset.body.generated_key).toBeUndefined();
+
+    expect(await identity.listOrganizations()).toEqual([before]);
+    expect(await identity.listBillingAccounts(before.id)).toEqual(billing);
+    expect((await t.request("GET", "/v1/media/libraries")).status).toBe(200);
+    // The keys made since, and the other organization's, are gone as before.
+    expect((await t.request("GET", "/v1/media/libraries", { key: second.api_key })).status).toBe(401);
+    expect((await t.request("GET", "/v1/media/libraries", { key: other.key })).status).toBe(401);
+    const [recorded] = (await t.request("GET", "/_cumulo/recording")).body.recordings;
+    expect(recorded).toMatchObject({ organization_id: before.id, recording: true });
+    expect(recorded.entries).toBeGreaterThan(0);
+    await t.request("POST", "/_cumulo/recording", { json: { organization_id: before.id, recording: false } });
+    // Ids go on after the rows kept: a new organization and key work.
+    const after = await t.createOrganization("After reset");
+    expect((await t.request("GET", "/v1/media/libraries", { key: after.key })).status).toBe(200);
+  });
+
   it("saves, seeds and loads one at a time: the same name saved at once, seeds at once", async () => {
     const saves = await Promise.all(
       Array.from({ length: 6 }, () => t.request("PUT", "/_cumulo/state/snapshots/race")),
