@@ -7,8 +7,10 @@ import fastifyPlugin from "fastify-plugin";
 import { parse as parseYaml } from "yaml";
 import { LATEST_INSTANT, OffsetClock } from "../clock.ts";
 import { presentedKey } from "../http/auth.ts";
+import { clientNetwork } from "../http/client-address.ts";
 import { ApiError, type FieldError } from "../http/errors.ts";
 import { nestsDeeperThan } from "../http/json-bodies.ts";
+import { refuseOverBudget } from "../http/rate-limit.ts";
 import { expecting, mediaErrorResponses, StringEnum, Timestamp, Uuid } from "../http/schemas.ts";
 import { isSelfRequest } from "../http/self-requests.ts";
 import { DEFAULT_ORGANIZATION_NAME } from "../identity/service.ts";
@@ -316,7 +318,26 @@ export const devModeRoutes = fastifyPlugin(
 
     await app.register(
       (async (dev) => {
-        dev.addHook("onRequest", (request) => requireOperator(request, services));
+        // Wrong or missing keys are counted per client address, with the budget of console
+        // sign-in's pairs (as invitations have per address): once it is spent they answer 429 instead of 401. The operator's own calls are
+        // never counted nor refused (docs/dev-mode.md).
+        const limitFailedKeys = app.createRateLimit({
+          max: deps.config.signInRateLimit.max,
+          timeWindow: deps.config.signInRateLimit.windowMs,
+          keyGenerator: (request) => `operator-key:ip:${clientNetwork(request.ip)}`,
+          // Not the API budget's list, which leaves developer mode's calls out.
+          allowList: () => false,
+        });
+        dev.addHook("onRequest", async (request) => {
+          try {
+            await requireOperator(request, services);
+          } catch (error) {
+            if (error instanceof ApiError && error.status === 401) {
+              await refuseOverBudget(limitFailedKeys, request);
+            }
+            throw error;
+          }
+        });
         // A seed may be YAML (the same schema as JSON).
         dev.addContentTypeParser(YAML_TYPES, { parseAs: "string" }, (_request, text, done) => {
           try {

@@ -5,7 +5,7 @@ import rateLimit, {
 } from "@fastify/rate-limit";
 import LocalStore from "@fastify/rate-limit/store/LocalStore.js";
 import RedisStore from "@fastify/rate-limit/store/RedisStore.js";
-import type { FastifyInstance } from "fastify";
+import type { FastifyInstance, FastifyRequest } from "fastify";
 import type { Redis } from "ioredis";
 import type { RateLimitSetting } from "../config.ts";
 import { isDeveloperModeCall } from "../devmode/prefix.ts";
@@ -96,6 +96,24 @@ export async function registerRateLimit(
         error: "rate_limited",
         headers: { "retry-after": String(Math.ceil(context.ttl / 1000)) },
       });
+    },
+  });
+}
+
+type RateLimiter = ReturnType<FastifyInstance["createRateLimit"]>;
+
+/** Counts the request against `limiter`: the contract's 429, with the headers of that budget, once it is spent. */
+export async function refuseOverBudget(limiter: RateLimiter, request: FastifyRequest): Promise<void> {
+  const limit = await limiter(request);
+  if (limit.isAllowed || !limit.isExceeded) return;
+  const reset = String(limit.ttlInSeconds);
+  throw new ApiError(429, "Too many requests", {
+    error: "rate_limited",
+    headers: {
+      "retry-after": reset,
+      "ratelimit-limit": String(limit.max),
+      "ratelimit-remaining": "0",
+      "ratelimit-reset": reset,
     },
   });
 }

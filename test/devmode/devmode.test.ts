@@ -370,7 +370,7 @@ describe("developer mode on", () => {
 describe("developer mode under a small request budget", () => {
   let t: TestApp;
   beforeAll(async () => {
-    t = await startTestApp({ ...DEV_ON, CUMULO_RATE_LIMIT: "3/60s" });
+    t = await startTestApp({ ...DEV_ON, CUMULO_RATE_LIMIT: "3/60s", CUMULO_SIGN_IN_RATE_LIMIT: "2/60s" });
   });
   afterAll(() => t.close());
 
@@ -385,5 +385,19 @@ describe("developer mode under a small request budget", () => {
     const api = await t.request("GET", "/v1/media/libraries");
     expect(api.status).toBe(200);
     expect(api.headers.get("ratelimit-remaining")).toBe("2");
+  });
+
+  it("throttles wrong keys per client address, and never the operator's calls", async () => {
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const wrong = await t.request("GET", "/_cumulo", { key: "not-the-operator-key-000000" });
+      expect(wrong.status).toBe(401);
+    }
+    const refused = await t.request("POST", "/_cumulo/state/reset", { key: "not-the-operator-key-000000" });
+    expect(refused.status).toBe(429);
+    expect(refused.body).toEqual({ success: false, error: "rate_limited", message: "Too many requests" });
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0);
+    expect((await t.request("GET", "/_cumulo", { anonymous: true })).status).toBe(429);
+    // The operator, from the same address, goes on as before: its calls are neither counted nor refused.
+    for (let round = 0; round < 3; round++) expect((await t.request("GET", "/_cumulo")).status).toBe(200);
   });
 });

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "@sinclair/typebox";
-import type { FastifyInstance, FastifyRequest } from "fastify";
+import type { FastifyRequest } from "fastify";
 import {
   authenticateSessionCookie,
   sessionCookieName,
@@ -11,6 +11,7 @@ import {
 import { clientNetwork } from "../../http/client-address.ts";
 import { ok } from "../../http/envelope.ts";
 import { ApiError } from "../../http/errors.ts";
+import { refuseOverBudget } from "../../http/rate-limit.ts";
 import { Envelope, mediaErrorResponses } from "../../http/schemas.ts";
 import { normalizeEmail, sessionView } from "../console-service.ts";
 import { ConsoleSession, SignInBody } from "../schemas.ts";
@@ -18,24 +19,6 @@ import { type ConsoleRouteOptions, consoleSecurity, tags } from "./common.ts";
 
 /** How many times the pair's budget one address, or one email, may spend in the window. */
 const WIDER_SIGN_IN_BUDGET = 10;
-
-type RateLimiter = ReturnType<FastifyInstance["createRateLimit"]>;
-
-/** The contract's 429, with the headers of the budget that ran out (not the route's own). */
-async function refuseOverBudget(limiter: RateLimiter, request: FastifyRequest): Promise<void> {
-  const limit = await limiter(request);
-  if (limit.isAllowed || !limit.isExceeded) return;
-  const reset = String(limit.ttlInSeconds);
-  throw new ApiError(429, "Too many requests", {
-    error: "rate_limited",
-    headers: {
-      "retry-after": reset,
-      "ratelimit-limit": String(limit.max),
-      "ratelimit-remaining": "0",
-      "ratelimit-reset": reset,
-    },
-  });
-}
 
 /** `/v1/console/session`: sign in, the current session, sign out. */
 export const sessionRoutes: FastifyPluginAsyncTypebox<ConsoleRouteOptions> = async (
