@@ -9,7 +9,7 @@ import { startTestApp, type TestApp } from "../support/app.ts";
 
 const CLIENT_PACKAGE = resolve(dirname(fileURLToPath(import.meta.url)), "../../packages/client");
 
-/** A small program of another project, as the README shows it, reaching media and cloud routes. */
+/** A small program of another project, as the README shows it, reaching media, cloud and developer-mode routes. */
 const CONSUMER = `import { createCumuloClient } from "@cumulo/client";
 
 export async function run(baseUrl: string, apiKey: string) {
@@ -24,7 +24,11 @@ export async function run(baseUrl: string, apiKey: string) {
   if (disk.error) throw new Error(disk.error.message);
   const size: number = disk.data.size_gb;
   const user = await cumulo.GET("/v1/cloud/storage/user", {});
-  return { names, size, buckets: user.data?.maxBuckets };
+  // Developer mode's routes are typed too.
+  const listed = await cumulo.GET("/_cumulo/state/snapshots", {});
+  if (listed.error) throw new Error(listed.error.message);
+  const snapshots: string[] = listed.data.snapshots.map((snapshot) => snapshot.name);
+  return { names, size, buckets: user.data?.maxBuckets, snapshots };
 }
 `;
 
@@ -37,7 +41,7 @@ describe.runIf(process.env.CUMULO_TEST_STORE !== "postgres")(
     let project: string;
 
     beforeAll(async () => {
-      t = await startTestApp();
+      t = await startTestApp({ CUMULO_DEV_MODE: "true" });
       project = mkdtempSync(join(tmpdir(), "cumulo-client-consumer-"));
       // The package as `npm install` puts it in a project: its package.json and its build (made here
       // from the package's own tsconfig, so a stale dist/ of this checkout cannot hide a change), and
@@ -97,7 +101,12 @@ describe.runIf(process.env.CUMULO_TEST_STORE !== "postgres")(
       });
       writeFileSync(join(project, "consumer.js"), outputText);
       const consumer = await import(pathToFileURL(join(project, "consumer.js")).href);
-      expect(await consumer.run(t.baseUrl, t.adminKey)).toEqual({ names: [], size: 2, buckets: 1000 });
+      expect(await consumer.run(t.baseUrl, t.adminKey)).toEqual({
+        names: [],
+        size: 2,
+        buckets: 1000,
+        snapshots: [],
+      });
     });
   },
 );

@@ -7,7 +7,8 @@ describe("the typed client (packages/client)", () => {
   let app: TestApp;
 
   beforeAll(async () => {
-    app = await startTestApp();
+    // Developer mode on: the client types its `/_cumulo` routes too.
+    app = await startTestApp({ CUMULO_DEV_MODE: "true" });
   });
   afterAll(async () => {
     await app?.close();
@@ -19,5 +20,6 @@ describe("the typed client (packages/client)", () => {
     // Compared as a boolean so a stale file fails with the fix, not a megabyte of diff.
     const fresh = readFileSync(SCHEMA_FILE, "utf8") === expected;
     expect(fresh, "packages/client/src/schema.d.ts is stale: run `npm run client:generate`").toBe(true);
+    expect(expected).toContain('"/_cumulo/state/reset": {');
   });
 });

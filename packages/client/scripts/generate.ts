@@ -1,7 +1,8 @@
 /**
- * Regenerates `packages/client/src/schema.d.ts` from Cumulo's own OpenAPI document
- * (`npm run client:generate`). The result is committed so that users of the client get its types
- * without running Cumulo; test/core/client-schema.test.ts fails when it is stale.
+ * Regenerates `packages/client/src/schema.d.ts` from Cumulo's own OpenAPI document, as a server in
+ * developer mode serves it (`npm run client:generate`). The result is committed so that users of
+ * the client get its types without running Cumulo; test/core/client-schema.test.ts fails when it is
+ * stale.
  */
 import { execFile } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
@@ -24,7 +25,11 @@ export async function renderSchema(document: object): Promise<string> {
   return HEADER + astToString(ast);
 }
 
-/** The document `cumulo openapi` prints, on a throw-away data dir and without the caller's settings. */
+/**
+ * The document `cumulo openapi` prints with developer mode on, on a throw-away data dir and without
+ * the caller's settings: the client types developer mode's `/_cumulo` routes too (a test harness
+ * calls them), though a server answers them only with CUMULO_DEV_MODE on.
+ */
 async function currentDocument(): Promise<object> {
   const dataDir = await mkdtemp(join(tmpdir(), "cumulo-openapi-"));
   try {
@@ -32,7 +37,7 @@ async function currentDocument(): Promise<object> {
       Object.entries(process.env).filter(([name]) => !/^(CUMULO_|DATABASE_URL|REDIS_URL)/.test(name)),
     );
     const { stdout } = await promisify(execFile)(process.execPath, [BIN, "openapi"], {
-      env: { ...env, CUMULO_DATA_DIR: dataDir, CUMULO_LOG_LEVEL: "silent" },
+      env: { ...env, CUMULO_DATA_DIR: dataDir, CUMULO_LOG_LEVEL: "silent", CUMULO_DEV_MODE: "true" },
       maxBuffer: 64 * 1024 * 1024,
     });
     return JSON.parse(stdout) as object;
