@@ -367,6 +367,26 @@ describe("developer mode on", () => {
   });
 });
 
+describe("developer mode without a bootstrap key", () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp({ ...DEV_ON, CUMULO_BOOTSTRAP_API_KEY: "" });
+  });
+  afterAll(() => t.close());
+
+  it("keeps the key printed at first start through a whole reset", async () => {
+    const printed = t.cumulo.generatedKey ?? "";
+    expect(printed).not.toBe("");
+    const { identity } = t.cumulo.services;
+    const [organization] = await identity.listOrganizations();
+    const reset = await t.request("POST", "/_cumulo/state/reset", { key: printed, json: {} });
+    expect(reset.status, reset.text).toBe(200);
+    expect(reset.body.generated_key).toBeUndefined();
+    expect((await t.request("GET", "/_cumulo", { key: printed })).status).toBe(200);
+    expect(await identity.listOrganizations()).toEqual([organization]);
+  });
+});
+
 describe("developer mode under a small request budget", () => {
   let t: TestApp;
   beforeAll(async () => {
