@@ -318,9 +318,9 @@ export const devModeRoutes = fastifyPlugin(
 
     await app.register(
       (async (dev) => {
-        // Wrong or missing keys are counted per client address, with the budget of console
-        // sign-in's pairs (as invitations have per address): once it is spent they answer 429 instead of 401. The operator's own calls are
-        // never counted nor refused (docs/dev-mode.md).
+        // Wrong or missing keys are counted per client address, with console sign-in's budget (as
+        // invitations are): once it is spent they answer 429 instead of 401. The operator's own
+        // calls are never counted nor refused (docs/dev-mode.md).
         const limitFailedKeys = app.createRateLimit({
           max: deps.config.signInRateLimit.max,
           timeWindow: deps.config.signInRateLimit.windowMs,
