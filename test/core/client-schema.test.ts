@@ -21,5 +21,6 @@ describe("the typed client (packages/client)", () => {
     const fresh = readFileSync(SCHEMA_FILE, "utf8") === expected;
     expect(fresh, "packages/client/src/schema.d.ts is stale: run `npm run client:generate`").toBe(true);
     expect(expected).toContain('"/_cumulo/state/reset": {');
-  });
+    // Rendering the whole document is a few seconds of CPU, several times that beside other files.
+  }, 90_000);
 });
