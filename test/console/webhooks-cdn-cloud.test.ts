@@ -328,6 +328,24 @@ describe.skipIf(missing)("the console in Chromium: webhooks, CDN, cloud and the 
     await keyDialog.getByRole("button", { name: "Done" }).click();
     await expect(page.getByRole("button", { name: "Copy secret" }).count()).resolves.toBe(2);
 
+    // On a phone the section tabs stay one row (they wrapped into three), which scrolls sideways
+    // and shows the current one.
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.goto("/console/cloud/object-storage");
+    const tabs = page.getByRole("navigation", { name: "Cloud sections" });
+    const current = tabs.getByRole("link", { name: "Object storage" });
+    await expect(current.getAttribute("aria-current")).resolves.toBe("page");
+    const rows = new Set<number>();
+    for (const tab of await tabs.getByRole("link").all()) rows.add((await tab.boundingBox())?.y ?? -1);
+    expect(rows.size).toBe(1);
+    const shown = await current.boundingBox();
+    expect(shown?.x).toBeGreaterThanOrEqual(0);
+    expect((shown?.x ?? 0) + (shown?.width ?? 0)).toBeLessThanOrEqual(390);
+    await expect(
+      page.evaluate(() => (globalThis as any).document.documentElement.scrollWidth),
+    ).resolves.toBeLessThanOrEqual(390);
+    await screenshot(page, "cloud-tabs-phone");
+
     await page.setViewportSize({ width: 375, height: 800 });
     await page.getByRole("link", { name: "Tokens" }).click();
     await page.getByRole("rowheader", { name: "console e2e" }).waitFor();

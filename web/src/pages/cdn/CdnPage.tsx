@@ -1,8 +1,9 @@
 import "../../components/blocks.css";
 import "./cdn.css";
 import { lazy, Suspense } from "react";
-import { NavLink, Outlet, Route, Routes } from "react-router";
+import { Outlet, Route, Routes } from "react-router";
 import { PageHeader } from "../../components/Layout.tsx";
+import { SectionTabs } from "../../components/SectionTabs.tsx";
 import { Loading } from "../../components/States.tsx";
 import { NotFoundPage } from "../not-found/NotFoundPage.tsx";
 import { Distributions } from "./Distributions.tsx";
@@ -28,12 +29,13 @@ function CdnSections() {
   return (
     <>
       <PageHeader title="CDN" />
-      <nav className="tabs" aria-label="CDN sections">
-        <NavLink to="/cdn" end>
-          Distributions
-        </NavLink>
-        <NavLink to="/cdn/analytics">Analytics</NavLink>
-      </nav>
+      <SectionTabs
+        label="CDN sections"
+        tabs={[
+          { to: "/cdn", label: "Distributions" },
+          { to: "/cdn/analytics", label: "Analytics" },
+        ]}
+      />
       <Suspense fallback={<Loading what="Loading charts" />}>
         <Outlet />
       </Suspense>

@@ -1,6 +1,7 @@
 import "../../components/blocks.css";
-import { NavLink, Outlet, Route, Routes } from "react-router";
+import { Outlet, Route, Routes } from "react-router";
 import { PageHeader } from "../../components/Layout.tsx";
+import { SectionTabs } from "../../components/SectionTabs.tsx";
 import { NotFoundPage } from "../not-found/NotFoundPage.tsx";
 import { Disks } from "./Disks.tsx";
 import { FloatingIps } from "./FloatingIps.tsx";
@@ -41,13 +42,13 @@ function CloudSections() {
   return (
     <>
       <PageHeader title="Cloud" />
-      <nav className="tabs" aria-label="Cloud sections">
-        {SECTIONS.map((section) => (
-          <NavLink key={section.label} to={section.path ? `/cloud/${section.path}` : "/cloud"} end>
-            {section.label}
-          </NavLink>
-        ))}
-      </nav>
+      <SectionTabs
+        label="Cloud sections"
+        tabs={SECTIONS.map((section) => ({
+          to: section.path ? `/cloud/${section.path}` : "/cloud",
+          label: section.label,
+        }))}
+      />
       <Outlet />
     </>
   );
