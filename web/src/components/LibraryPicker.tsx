@@ -19,6 +19,11 @@ interface LibraryPickerProps {
   placeholder?: string;
   /** Called with the newest library while none is chosen: for a page that shows one at once. */
   onDefault?: (libraryId: string) => void;
+  /**
+   * Called with the organization's only library while none is chosen: for a page that waits for a
+   * choice (`placeholder`) but has nothing to choose between.
+   */
+  onOnlyLibrary?: (libraryId: string) => void;
 }
 
 /**
@@ -33,6 +38,7 @@ export function LibraryPicker({
   noLibraries,
   placeholder,
   onDefault,
+  onOnlyLibrary,
 }: LibraryPickerProps) {
   const [search, setSearch] = useState("");
   const libraries = useLoad(
@@ -53,10 +59,15 @@ export function LibraryPicker({
         : Promise.resolve(undefined),
     libraryId,
   );
-  const newest = !search && libraries.state === "ready" ? libraries.data.data[0]?.id : undefined;
+  const unsearched = !search && libraries.state === "ready" ? libraries.data : undefined;
+  const newest = unsearched?.data[0]?.id;
+  const only = unsearched?.meta.pagination.total === 1 ? newest : undefined;
   useEffect(() => {
     if (!libraryId && newest) onDefault?.(newest);
   }, [libraryId, newest, onDefault]);
+  useEffect(() => {
+    if (!libraryId && only) onOnlyLibrary?.(only);
+  }, [libraryId, only, onOnlyLibrary]);
 
   const found = libraries.data?.data ?? [];
   const chosen = chosenLibrary.data?.id === libraryId ? chosenLibrary.data : undefined;

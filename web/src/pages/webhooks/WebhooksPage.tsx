@@ -30,6 +30,12 @@ export function WebhooksPage() {
     if (next.endpoint) updated.set("endpoint", next.endpoint);
     setParams(updated);
   };
+  // An organization with one library has nothing to choose: it is shown, and named in the address
+  // (a replace, as the players page does with the newest).
+  const showOnly = useCallback(
+    (only: string) => setParams({ library: only }, { replace: true }),
+    [setParams],
+  );
 
   return (
     <>
@@ -46,6 +52,7 @@ export function WebhooksPage() {
             </>
           }
           placeholder="Choose a library…"
+          onOnlyLibrary={showOnly}
         />
       </section>
       {libraryId && (
