@@ -368,6 +368,11 @@ describe.skipIf(missing)("the console in Chromium: webhooks, CDN, cloud and the 
     await reader.goto("/console/cdn");
     await reader.getByRole("rowheader", { name: HOSTNAME }).waitFor();
     await expect(reader.getByRole("button", { name: "Add distribution" }).isDisabled()).resolves.toBe(true);
+    // The purge form's field is disabled as every write form's are: by its WriteFields.
+    await reader.getByRole("button", { name: `Purges of ${HOSTNAME}` }).click();
+    const purgePaths = reader.locator("fieldset.write-fields[disabled]").getByLabel("Paths to purge");
+    await expect(purgePaths.isDisabled()).resolves.toBe(true);
+    await expect(reader.getByRole("button", { name: "Purge", exact: true }).isDisabled()).resolves.toBe(true);
     await reader.goto("/console/cloud");
     await reader.getByRole("rowheader", { name: "console e2e" }).waitFor();
     await expect(reader.getByRole("button", { name: "Create token" }).isDisabled()).resolves.toBe(true);

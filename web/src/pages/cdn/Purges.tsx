@@ -4,6 +4,7 @@ import { aboutLine, api, call } from "../../api.ts";
 import { type Column, DataTable, pagingOf } from "../../components/DataTable.tsx";
 import { DateTime } from "../../components/DateTime.tsx";
 import { Field, FormError, OtherErrors } from "../../components/Field.tsx";
+import { WriteFields } from "../../components/ReadOnly.tsx";
 import { useRevealWhenOpened } from "../../components/reveal.ts";
 import { Empty, ErrorState, Loading } from "../../components/States.tsx";
 import { submitting, useSubmit } from "../../form.ts";
@@ -76,22 +77,23 @@ export function Purges({ distribution, opened }: { distribution: Distribution; o
         Purges of {distribution.hostname}
       </h2>
       <form noValidate onSubmit={submitting(submit)}>
-        <Field
-          label="Paths to purge"
-          name="paths"
-          error={pathError}
-          hint="One a line: /img/logo.png, a prefix such as /img/*, or /* for everything."
-        >
-          {(control) => (
-            <textarea
-              {...control}
-              rows={3}
-              disabled={readOnly}
-              value={paths}
-              onChange={(event) => setPaths(event.target.value)}
-            />
-          )}
-        </Field>
+        <WriteFields>
+          <Field
+            label="Paths to purge"
+            name="paths"
+            error={pathError}
+            hint="One a line: /img/logo.png, a prefix such as /img/*, or /* for everything."
+          >
+            {(control) => (
+              <textarea
+                {...control}
+                rows={3}
+                value={paths}
+                onChange={(event) => setPaths(event.target.value)}
+              />
+            )}
+          </Field>
+        </WriteFields>
         <OtherErrors
           errors={errors}
           shown={["paths", ...Object.keys(errors).filter((field) => field.startsWith("paths."))]}
