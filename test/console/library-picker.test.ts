@@ -151,6 +151,15 @@ describe.skipIf(missing)(
         await expect(picker().inputValue()).resolves.toBe(beta);
         await page.getByText("This library has no players yet.").waitFor();
         await screenshot(page, "library-picker-players");
+        // The player dialog's two checkboxes are two rows, each box before its own words (on a
+        // fresh load of this page they ran together: "Autoplay (muted) [ ] Loop").
+        await page.getByRole("button", { name: "New player" }).click();
+        const dialog = page.getByRole("dialog", { name: "New player" });
+        const autoplay = await dialog.getByLabel("Autoplay (muted)").boundingBox();
+        const loop = await dialog.getByLabel("Loop").boundingBox();
+        expect(loop?.y).toBeGreaterThan((autoplay?.y ?? 0) + (autoplay?.height ?? 0));
+        await screenshot(page, "player-dialog");
+        await dialog.getByRole("button", { name: "Cancel" }).click();
         await picker().selectOption(alpha);
         await page.waitForURL(`**/console/players?library=${alpha}`);
         await page.getByRole("rowheader", { name: "Alpha player" }).waitFor();

@@ -104,7 +104,7 @@ export function PlayerForm({ player, onSave, onCancel }: PlayerFormProps) {
           ))}
         </div>
       </fieldset>
-      <label className="field-inline">
+      <label className="field field-inline">
         <input
           type="checkbox"
           checked={theme.autoplay}
@@ -112,7 +112,7 @@ export function PlayerForm({ player, onSave, onCancel }: PlayerFormProps) {
         />{" "}
         Autoplay (muted)
       </label>
-      <label className="field-inline">
+      <label className="field field-inline">
         <input
           type="checkbox"
           checked={theme.loop}
