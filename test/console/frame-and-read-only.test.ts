@@ -161,6 +161,11 @@ describe.skipIf(missing)("the console in Chromium: the frame on every screen and
       await page.goto(`/console/${path}`);
       await page.getByRole("note").filter({ hasText: "Read-only access" }).waitFor();
     }
+    // An empty list does not ask them to use the button they cannot.
+    await page.goto(`/console/webhooks?library=${libraryId}`);
+    const noEndpoints = page.getByText("This library sends no webhooks yet.");
+    await noEndpoints.waitFor();
+    await expect(noEndpoints.textContent()).resolves.toBe("This library sends no webhooks yet.");
     // The account page is where a read-only user still changes something: their own password.
     await page.goto("/console/account");
     await expect(page.getByLabel("Current password").isDisabled()).resolves.toBe(false);

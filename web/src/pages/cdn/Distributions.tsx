@@ -167,7 +167,11 @@ export function Distributions() {
         {distributions.state === "ready" &&
           (distributions.data.data.length === 0 ? (
             <Empty>
-              <p>No distribution yet. Add one to serve an origin through the Cumulo edge.</p>
+              <p>
+                No distribution yet.
+                {/* A read-only user is not asked to use a button they cannot. */}
+                {!readOnly && " Add one to serve an origin through the Cumulo edge."}
+              </p>
             </Empty>
           ) : (
             <DataTable

@@ -112,7 +112,9 @@ export function Deliveries({ libraryId, endpoint, opened }: DeliveriesProps) {
         (deliveries.data.data.length === 0 ? (
           <Empty>
             <p>
-              No delivery yet. Events of this library's videos appear here once sent; try "Send test event".
+              No delivery yet. Events of this library's videos appear here once sent
+              {/* A read-only user is not asked to use a button they cannot. */}
+              {readOnly ? "." : '; try "Send test event".'}
             </p>
           </Empty>
         ) : (

@@ -189,7 +189,11 @@ function Endpoints({ libraryId, selected, onSelect }: EndpointsProps) {
         {endpoints.state === "ready" &&
           (endpoints.data.data.length === 0 ? (
             <Empty>
-              <p>This library sends no webhooks yet. Add an endpoint to receive its video events.</p>
+              <p>
+                This library sends no webhooks yet.
+                {/* A read-only user is not asked to use a button they cannot. */}
+                {!readOnly && " Add an endpoint to receive its video events."}
+              </p>
             </Empty>
           ) : (
             <DataTable
