@@ -37,6 +37,7 @@ describe.skipIf(missing)("the console in Chromium: the frame on every screen and
   let app: TestApp;
   let browser: Browser;
   let libraryId: string;
+  let videoId: string;
 
   beforeAll(async () => {
     app = await startTestApp({ CUMULO_EDGE_PORT: String(await freePort()) });
@@ -60,6 +61,12 @@ describe.skipIf(missing)("the console in Chromium: the frame on every screen and
       30_000,
       "the library provisioned",
     );
+    const video = await app.request("POST", `/v1/media/libraries/${libraryId}/videos`, {
+      key: organization.key,
+      json: { title: "Trailer" },
+    });
+    expect(video.status).toBe(201);
+    videoId = video.body.data.id;
     browser = await launchBrowser();
   }, 120_000);
   afterAll(async () => {
@@ -135,25 +142,33 @@ describe.skipIf(missing)("the console in Chromium: the frame on every screen and
 
   /** Fields of the forms that write, by page: typing into them could never be saved. */
   const WRITE_FIELDS: [path: string, fields: string[]][] = [
-    ["libraries/LIBRARY", ["Title", "Video file", "New folder"]],
+    ["libraries/LIBRARY", ["Title", "Video file", "New folder", "Video privacy"]],
+    ["libraries/LIBRARY/videos/VIDEO", ["Video file", "New thumbnail (JPEG, PNG or GIF)"]],
     ["cloud", ["Description", "Restricted (cannot manage tokens)"]],
     ["cloud/disks", ["Name", "Size (GB)"]],
     ["cloud/floating-ips", ["Name"]],
     ["cloud/load-balancers", ["Name", "Source port", "Target port"]],
   ];
 
+  const pathOf = (path: string) => path.replace("LIBRARY", libraryId).replace("VIDEO", videoId);
+
   it("disables every field of a form that writes for a read-only user, and says why on every page", async () => {
     const context = await newConsoleContext(browser, app.baseUrl);
     const page = await context.newPage();
     await signInInBrowser(page, READER);
     for (const [path, fields] of WRITE_FIELDS) {
-      await page.goto(`/console/${path.replace("LIBRARY", libraryId)}`);
+      await page.goto(`/console/${pathOf(path)}`);
       const notice = page.getByRole("note").filter({ hasText: "Read-only access" });
       await notice.waitFor();
       expect(await notice.textContent()).toContain("changes are not allowed");
       for (const field of fields) {
         const control = page.getByLabel(field, { exact: true });
         await expect(control.isDisabled(), `${field} on ${path}`).resolves.toBe(true);
+        // Disabled by its form's WriteFields, as on every form that writes: one rule, not one per field.
+        const inWriteFields = page
+          .locator("fieldset.write-fields[disabled]")
+          .getByLabel(field, { exact: true });
+        await expect(inWriteFields.count(), `${field} on ${path}`).resolves.toBe(1);
       }
     }
     await screenshot(page, "read-only-load-balancers");
@@ -178,7 +193,7 @@ describe.skipIf(missing)("the console in Chromium: the frame on every screen and
     const page = await context.newPage();
     await signInInBrowser(page, EDITOR);
     for (const [path, fields] of WRITE_FIELDS) {
-      await page.goto(`/console/${path.replace("LIBRARY", libraryId)}`);
+      await page.goto(`/console/${pathOf(path)}`);
       for (const field of fields) {
         const control = page.getByLabel(field, { exact: true });
         await control.waitFor();

@@ -2,6 +2,7 @@ import { useState } from "react";
 import { api, call } from "../../api.ts";
 import { ConfirmDialog } from "../../components/Dialog.tsx";
 import { Field } from "../../components/Field.tsx";
+import { WriteFields } from "../../components/ReadOnly.tsx";
 import { Empty, ErrorState, Loading } from "../../components/States.tsx";
 import { submitting, useSubmit } from "../../form.ts";
 import { useLoad } from "../../load.ts";
@@ -91,20 +92,17 @@ export function FolderTree({ libraryId, selected, onSelect }: FolderTreeProps) {
       </nav>
       {folders.data.length === 0 && <Empty>No folders yet.</Empty>}
       <form onSubmit={submitting(create.submit)}>
-        <Field
-          label={selectedFolder ? `New folder in ${selectedFolder.name}` : "New folder"}
-          name="name"
-          error={create.errors.name ?? create.errors.parent_id ?? create.formError}
-        >
-          {(control) => (
-            <input
-              {...control}
-              value={name}
-              disabled={readOnly}
-              onChange={(event) => setName(event.target.value)}
-            />
-          )}
-        </Field>
+        <WriteFields>
+          <Field
+            label={selectedFolder ? `New folder in ${selectedFolder.name}` : "New folder"}
+            name="name"
+            error={create.errors.name ?? create.errors.parent_id ?? create.formError}
+          >
+            {(control) => (
+              <input {...control} value={name} onChange={(event) => setName(event.target.value)} />
+            )}
+          </Field>
+        </WriteFields>
         <div className="row-actions">
           <button type="submit" disabled={readOnly || create.busy}>
             Add folder

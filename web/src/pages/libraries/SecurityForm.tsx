@@ -1,6 +1,7 @@
 import { useCallback, useEffect, useState } from "react";
 import { aboutLine, api, call } from "../../api.ts";
 import { Field, FormError, OtherErrors } from "../../components/Field.tsx";
+import { WriteFields } from "../../components/ReadOnly.tsx";
 import { ErrorState, Loading } from "../../components/States.tsx";
 import { submitting, useSubmit } from "../../form.ts";
 import { useLoad } from "../../load.ts";
@@ -85,7 +86,6 @@ export function SecurityForm({ libraryId }: { libraryId: string }) {
         <input
           type="checkbox"
           checked={value.enabled}
-          disabled={readOnly}
           onChange={(event) => set({ ...value, enabled: event.target.checked })}
         />{" "}
         Enforce this rule
@@ -95,7 +95,6 @@ export function SecurityForm({ libraryId }: { libraryId: string }) {
           <select
             {...control}
             value={value.action}
-            disabled={readOnly}
             onChange={(event) => set({ ...value, action: event.target.value as Action })}
           >
             <option value="allow">allow only these</option>
@@ -109,7 +108,6 @@ export function SecurityForm({ libraryId }: { libraryId: string }) {
             {...control}
             rows={3}
             value={value.values}
-            disabled={readOnly}
             onChange={(event) => set({ ...value, values: event.target.value })}
           />
         )}
@@ -119,32 +117,29 @@ export function SecurityForm({ libraryId }: { libraryId: string }) {
 
   return (
     <form noValidate onSubmit={submitting(submit)}>
-      <div className="grid-2">
-        {rule(
-          "referrers",
-          referrers,
-          setReferrers,
-          "One host name per line, e.g. example.com or *.example.com",
-        )}
-        {rule("countries", countries, setCountries, "One ISO country code per line, e.g. DE")}
-      </div>
-      <Field label="Video privacy" name="video_privacy" error={errors.video_privacy}>
-        {(control) => (
-          <select
-            {...control}
-            value={privacy}
-            disabled={readOnly}
-            onChange={(event) => setPrivacy(event.target.value)}
-          >
-            {storedPrivacy && !PRIVACY.includes(storedPrivacy as VideoPrivacy) && (
-              <option value={storedPrivacy}>{storedPrivacy}</option>
-            )}
-            <option value="public">public</option>
-            <option value="restricted">restricted</option>
-            <option value="private">private (a playback token is needed)</option>
-          </select>
-        )}
-      </Field>
+      <WriteFields>
+        <div className="grid-2">
+          {rule(
+            "referrers",
+            referrers,
+            setReferrers,
+            "One host name per line, e.g. example.com or *.example.com",
+          )}
+          {rule("countries", countries, setCountries, "One ISO country code per line, e.g. DE")}
+        </div>
+        <Field label="Video privacy" name="video_privacy" error={errors.video_privacy}>
+          {(control) => (
+            <select {...control} value={privacy} onChange={(event) => setPrivacy(event.target.value)}>
+              {storedPrivacy && !PRIVACY.includes(storedPrivacy as VideoPrivacy) && (
+                <option value={storedPrivacy}>{storedPrivacy}</option>
+              )}
+              <option value="public">public</option>
+              <option value="restricted">restricted</option>
+              <option value="private">private (a playback token is needed)</option>
+            </select>
+          )}
+        </Field>
+      </WriteFields>
       <OtherErrors
         errors={errors}
         shown={Object.keys(errors).filter((field) =>

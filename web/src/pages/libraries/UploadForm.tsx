@@ -2,6 +2,7 @@ import { useCallback, useEffect, useId, useRef, useState } from "react";
 import { useLocation, useNavigate } from "react-router";
 import { api, call } from "../../api.ts";
 import { Field, FormError } from "../../components/Field.tsx";
+import { WriteFields } from "../../components/ReadOnly.tsx";
 import { submitting, useSubmit } from "../../form.ts";
 import { useSignedIn } from "../../session.tsx";
 import {
@@ -45,7 +46,8 @@ export function VideoFileField({
   label: string;
   hint?: string;
   error: string | undefined;
-  disabled: boolean;
+  /** Besides a read-only user's (the form's `WriteFields`): while the file is on its way, say. */
+  disabled?: boolean;
   onChange: (file: File | undefined) => void;
 }) {
   const [limit, setLimit] = useState<number>();
@@ -166,17 +168,14 @@ export function UploadForm({
   return (
     <form noValidate onSubmit={submitting(submit)}>
       <div className="grid-2">
-        <Field label="Title" name="title" hint="The file's name when left empty" error={errors.title}>
-          {(control) => (
-            <input
-              {...control}
-              value={title}
-              disabled={readOnly}
-              onChange={(event) => setTitle(event.target.value)}
-            />
-          )}
-        </Field>
-        <VideoFileField label="Video file" error={errors.file} disabled={readOnly} onChange={setFile} />
+        <WriteFields>
+          <Field label="Title" name="title" hint="The file's name when left empty" error={errors.title}>
+            {(control) => (
+              <input {...control} value={title} onChange={(event) => setTitle(event.target.value)} />
+            )}
+          </Field>
+          <VideoFileField label="Video file" error={errors.file} onChange={setFile} />
+        </WriteFields>
       </div>
       {progress !== undefined && <UploadProgress progress={progress} />}
       <FormError message={formError} />
@@ -215,13 +214,15 @@ export function VideoFileForm({
   const uploadingElsewhere = elsewhere.has(videoId);
   return (
     <form noValidate onSubmit={submitting(submit)}>
-      <VideoFileField
-        label="Video file"
-        hint={uploadingElsewhere ? UPLOADING_ELSEWHERE : "This video has no file yet"}
-        error={errors.file}
-        disabled={readOnly || upload !== undefined || uploadingElsewhere}
-        onChange={setFile}
-      />
+      <WriteFields>
+        <VideoFileField
+          label="Video file"
+          hint={uploadingElsewhere ? UPLOADING_ELSEWHERE : "This video has no file yet"}
+          error={errors.file}
+          disabled={upload !== undefined || uploadingElsewhere}
+          onChange={setFile}
+        />
+      </WriteFields>
       {upload !== undefined && !upload.resumed && <UploadProgress progress={upload.progress} />}
       <FormError message={formError} />
       <button

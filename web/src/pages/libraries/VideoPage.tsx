@@ -5,6 +5,7 @@ import { api, call } from "../../api.ts";
 import { ConfirmDialog, CopyButton, Dialog } from "../../components/Dialog.tsx";
 import { Field, FormError, OtherErrors } from "../../components/Field.tsx";
 import { PageHeader } from "../../components/Layout.tsx";
+import { WriteFields } from "../../components/ReadOnly.tsx";
 import { ErrorState, isMissing, Loading, Missing } from "../../components/States.tsx";
 import { submitting, useSubmit } from "../../form.ts";
 import { useLoad } from "../../load.ts";
@@ -301,21 +302,22 @@ export function VideoPage() {
           </p>
         )}
         <form noValidate onSubmit={submitting(upload.submit)}>
-          <Field
-            label="New thumbnail (JPEG, PNG or GIF)"
-            name="file"
-            error={upload.errors.file ?? upload.formError}
-          >
-            {(control) => (
-              <input
-                {...control}
-                type="file"
-                accept=".jpg,.jpeg,.png,.gif,image/jpeg,image/png,image/gif"
-                disabled={readOnly}
-                onChange={(event) => setThumbnail(event.target.files?.[0])}
-              />
-            )}
-          </Field>
+          <WriteFields>
+            <Field
+              label="New thumbnail (JPEG, PNG or GIF)"
+              name="file"
+              error={upload.errors.file ?? upload.formError}
+            >
+              {(control) => (
+                <input
+                  {...control}
+                  type="file"
+                  accept=".jpg,.jpeg,.png,.gif,image/jpeg,image/png,image/gif"
+                  onChange={(event) => setThumbnail(event.target.files?.[0])}
+                />
+              )}
+            </Field>
+          </WriteFields>
           <button type="submit" disabled={readOnly || upload.busy}>
             Upload thumbnail
           </button>
