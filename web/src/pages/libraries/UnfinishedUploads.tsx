@@ -3,6 +3,7 @@ import { Link } from "react-router";
 import { messageOf } from "../../api.ts";
 import { DateTime } from "../../components/DateTime.tsx";
 import { FormError } from "../../components/Field.tsx";
+import { WriteFields } from "../../components/ReadOnly.tsx";
 import { isMissing } from "../../components/States.tsx";
 import { submitting, useSubmit } from "../../form.ts";
 import { useLoad } from "../../load.ts";
@@ -200,13 +201,15 @@ function UnfinishedUploadItem({
             : "Asking the server how far it got…"}
       </p>
       <form noValidate onSubmit={submitting(resume.submit)}>
-        <VideoFileField
-          label={`Choose “${record.fileName}” again`}
-          hint="The upload continues where it stopped"
-          error={resume.errors.file}
-          disabled={locked}
-          onChange={setFile}
-        />
+        <WriteFields>
+          <VideoFileField
+            label={`Choose “${record.fileName}” again`}
+            hint="The upload continues where it stopped"
+            error={resume.errors.file}
+            disabled={busyHere || uploadingElsewhere}
+            onChange={setFile}
+          />
+        </WriteFields>
         {running !== undefined && <UploadProgress progress={running.progress} />}
         <FormError message={resume.formError ?? discard.formError} />
         <div className="row-actions">
