@@ -1,4 +1,3 @@
-import "../../components/blocks.css";
 import "./cdn.css";
 import { lazy, Suspense } from "react";
 import { Outlet, Route, Routes } from "react-router";

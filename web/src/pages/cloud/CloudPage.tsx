@@ -1,4 +1,3 @@
-import "../../components/blocks.css";
 import { Outlet, Route, Routes } from "react-router";
 import { PageHeader } from "../../components/Layout.tsx";
 import { SectionTabs } from "../../components/SectionTabs.tsx";

@@ -1,4 +1,3 @@
-import "../../components/blocks.css";
 import { useState } from "react";
 import { Link } from "react-router";
 import { api, call } from "../../api.ts";

@@ -1,4 +1,3 @@
-import "../../components/blocks.css";
 import { useEffect, useRef, useState } from "react";
 import { Link, useNavigate, useParams } from "react-router";
 import { api, call } from "../../api.ts";

@@ -1,5 +1,4 @@
 import type { paths } from "@cumulo/client";
-import "../../components/blocks.css";
 import "./webhooks.css";
 import { useCallback, useState } from "react";
 import { Link, useSearchParams } from "react-router";
