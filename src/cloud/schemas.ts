@@ -1,6 +1,14 @@
 import { type Static, Type } from "@sinclair/typebox";
 import { NAMES_RESOURCE } from "../http/identifiers.ts";
-import { expecting, Nullable, outOfRange, StringEnum, Timestamp, Uuid } from "../http/schemas.ts";
+import {
+  expecting,
+  NonBlankString,
+  Nullable,
+  outOfRange,
+  StringEnum,
+  Timestamp,
+  Uuid,
+} from "../http/schemas.ts";
 import { FLOATING_TARGET_TYPES } from "./tables.ts";
 
 // Shapes follow the Warren-platform cloud API (see docs/cloud.md). Request fields are accepted
@@ -104,8 +112,11 @@ export const VmView = Type.Object({
   updated_at: Timestamp,
 });
 
+/** Providers name every VM (its host name comes from it): a blank name is refused like an empty one. */
+const VmName = NonBlankString(64);
+
 export const CreateVmBody = Type.Object({
-  name: Type.String({ minLength: 1, maxLength: 64 }),
+  name: VmName,
   os_name: Type.String({ minLength: 1, maxLength: 64, default: "ubuntu" }),
   os_version: Type.String({ minLength: 1, maxLength: 32, default: "24.04" }),
   vcpu: Type.Integer({ minimum: 1, maximum: 64, default: 1 }),
@@ -130,7 +141,7 @@ export const CreateVmBody = Type.Object({
 
 export const UpdateVmBody = Type.Object({
   uuid: Ref("VM uuid"),
-  name: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+  name: Type.Optional(VmName),
   vcpu: Type.Optional(Type.Integer({ minimum: 1, maximum: 64 })),
   ram: Type.Optional(Type.Integer({ minimum: 512, maximum: 262144 })),
   description: Type.Optional(Type.String({ maxLength: 1024 })),

@@ -21,6 +21,22 @@ export const OUT_OF_RANGE = "x-out-of-range";
 export const outOfRange = (words: string) => ({ [OUT_OF_RANGE]: words });
 
 export const Uuid = Type.String({ format: "uuid" });
+
+/**
+ * What a name or title must match to hold more than white space: JavaScript's `\S` is any character
+ * `String.prototype.trim` keeps. A blank value is refused as an empty one is (`validation_min`, "must
+ * not be empty": src/http/validation.ts), and a name with other characters is kept as sent.
+ */
+export const NOT_BLANK_PATTERN = "\\S";
+const NOT_BLANK = new RegExp(NOT_BLANK_PATTERN, "u");
+
+/** Whether text is empty or only white space: the test of `NonBlankString`, for fields no schema checks. */
+export const isBlank = (text: string): boolean => !NOT_BLANK.test(text);
+
+/** A required name or title: 1 to `maxLength` characters, not all of them white space. */
+export const NonBlankString = (maxLength: number) =>
+  Type.String({ minLength: 1, maxLength, pattern: NOT_BLANK_PATTERN });
+
 /** What a time filter or range bound takes (a timestamp or a whole day), in its validation errors. */
 export const TIME_OR_DAY_WORDS =
   "an ISO 8601 timestamp such as 2026-11-21T08:30:00Z, or a date such as 2026-11-21";

@@ -2,7 +2,7 @@ import { Ajv, type ErrorObject, type Options } from "ajv";
 import addFormats from "ajv-formats";
 import type { FastifySchemaCompiler } from "fastify";
 import type { FieldError, ValidationCode } from "./errors.ts";
-import { EXPECTED, OUT_OF_RANGE } from "./schemas.ts";
+import { EXPECTED, NOT_BLANK_PATTERN, OUT_OF_RANGE } from "./schemas.ts";
 
 const baseOptions: Options = { allErrors: true, strict: false, useDefaults: true, removeAdditional: false };
 
@@ -149,8 +149,13 @@ function fieldOf(error: ErrorObject, prefix: string): string {
   return prefix && path === "" ? prefix : path;
 }
 
+/** A name or title that is only white space (`NonBlankString`): refused as an empty one is. */
+const refusesBlank = (error: ErrorObject): boolean =>
+  error.keyword === "pattern" && error.params.pattern === NOT_BLANK_PATTERN;
+
 /** A length, count or size bound as a sentence's end: "must be at most 65535". */
 function boundOf(error: ErrorObject): string {
+  if (refusesBlank(error)) return "must not be empty";
   const limit = Number(error.params.limit);
   const plural = (one: string, many = `${one}s`) => `${limit} ${limit === 1 ? one : many}`;
   switch (error.keyword) {
@@ -254,7 +259,7 @@ function fieldErrorOf(error: ErrorObject, field: string): FieldError | undefined
     const message = `The ${field} field must be of type ${missedTypes.join(" or ")}.`;
     return { field, code: "validation_type", message };
   }
-  const code = CODE_BY_KEYWORD[error.keyword];
+  const code = refusesBlank(error) ? "validation_min" : CODE_BY_KEYWORD[error.keyword];
   return code && { field, code, message: messageOf(error, field, code) };
 }
 

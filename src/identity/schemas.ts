@@ -1,5 +1,5 @@
 import { Type } from "@sinclair/typebox";
-import { Timestamp, Uuid } from "../http/schemas.ts";
+import { NonBlankString, Timestamp, Uuid } from "../http/schemas.ts";
 import { API_KEY_NAME_MAX } from "./keys.ts";
 import { PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from "./passwords.ts";
 
@@ -58,7 +58,7 @@ export const CreatedOrganizationApiKey = Type.Object({
 });
 
 export const CreateApiKeyBody = Type.Object({
-  name: Type.String({ minLength: 1, maxLength: API_KEY_NAME_MAX }),
+  name: NonBlankString(API_KEY_NAME_MAX),
   read_only: Type.Optional(Type.Boolean({ default: false })),
 });
 

@@ -1,6 +1,7 @@
 import { type Static, type TProperties, Type } from "@sinclair/typebox";
 import {
   expecting,
+  NonBlankString,
   Nullable,
   PageQuery,
   StringEnum,
@@ -40,7 +41,7 @@ export const Library = Type.Object({
 });
 export type Library = Static<typeof Library>;
 
-export const LibraryName = Type.String({ minLength: 1, maxLength: 255 });
+export const LibraryName = NonBlankString(255);
 export const LibraryDescription = Type.String({ maxLength: 2000 });
 
 export const CreateLibraryBody = (regions: string[]) =>
@@ -145,7 +146,7 @@ export const Folder = Type.Object({
 });
 export type Folder = Static<typeof Folder>;
 
-const FolderName = Type.String({ minLength: 1, maxLength: 255 });
+const FolderName = NonBlankString(255);
 
 export const CreateFolderBody = Type.Object({ name: FolderName, parent_id: Type.Optional(Nullable(Uuid)) });
 export type CreateFolderInput = Static<typeof CreateFolderBody>;
@@ -187,7 +188,7 @@ export const Video = Type.Object({
 });
 export type Video = Static<typeof Video>;
 
-const VideoTitle = Type.String({ minLength: 1, maxLength: 255 });
+const VideoTitle = NonBlankString(255);
 const VideoDescription = Type.String({ maxLength: 5000 });
 
 export const CreateVideoBody = Type.Object({
@@ -270,7 +271,7 @@ export const Player = Type.Object({
 });
 export type Player = Static<typeof Player>;
 
-const PlayerName = Type.String({ minLength: 1, maxLength: 255 });
+const PlayerName = NonBlankString(255);
 
 export const CreatePlayerBody = Type.Object({ name: PlayerName, theme: Type.Optional(ThemeInput) });
 export type CreatePlayerInput = Static<typeof CreatePlayerBody>;

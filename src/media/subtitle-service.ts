@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { nowIso } from "../clock.ts";
 import type { FieldError } from "../http/errors.ts";
 import type { Page } from "../http/pagination.ts";
+import { isBlank } from "../http/schemas.ts";
 import type { MediaDeps } from "./context.ts";
 import { emptyField, keepFileOnlyWhen, requiredField } from "./received-files.ts";
 import { canonicalLanguage, detectSubtitleFormat, type SubtitleFormat } from "./subtitle-format.ts";
@@ -17,7 +18,7 @@ export type SubtitleOutcome<Done extends string> =
 const MAX_TITLE = 255;
 
 function checkTitle(value: string | undefined, errors: FieldError[]): string | undefined {
-  if (value === undefined || value.trim() === "") {
+  if (value === undefined || isBlank(value)) {
     errors.push(value === undefined ? requiredField("title") : emptyField("title"));
     return undefined;
   }
@@ -34,7 +35,7 @@ function checkTitle(value: string | undefined, errors: FieldError[]): string | u
 }
 
 function checkLanguage(value: string | undefined, errors: FieldError[]): string | undefined {
-  if (value === undefined || value.trim() === "") {
+  if (value === undefined || isBlank(value)) {
     errors.push(value === undefined ? requiredField("language") : emptyField("language"));
     return undefined;
   }

@@ -1,5 +1,5 @@
 import { type Static, type TObject, type TRecord, Type } from "@sinclair/typebox";
-import { expecting, Nullable, PageQuery, StringEnum, Uuid } from "../http/schemas.ts";
+import { expecting, NonBlankString, Nullable, PageQuery, StringEnum, Uuid } from "../http/schemas.ts";
 import { VIDEO_EVENTS } from "./emitter.ts";
 import { MAX_RETRY_DELAY_S } from "./schedule.ts";
 
@@ -68,7 +68,7 @@ const Url = Type.String({
   ...expecting(ENDPOINT_URL_WORDS),
 });
 const Events = Type.Array(StringEnum(SUBSCRIBABLE_EVENTS), { minItems: 1, maxItems: 20 });
-const Name = Type.String({ minLength: 1, maxLength: 255 });
+const Name = NonBlankString(255);
 
 /** `T` or null, as one schema (`type: [object, null]`), so a bad field of T is reported once, by its own path. */
 const OrNull = <T extends TObject | TRecord>(schema: T) =>

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { BLANK_TEXTS } from "../support/blank-text.ts";
 
 describe("cloud VMs, disks and attachment", () => {
   let t: TestApp;
@@ -81,6 +82,29 @@ describe("cloud VMs, disks and attachment", () => {
     const tooSmall = await t.cloud("POST", "/v1/user-resource/vm", { json: { name: "x", ram: 64 } });
     expect(tooSmall.status).toBe(400);
     expect(tooSmall.body.errors).toHaveProperty("ram");
+  });
+
+  it("refuses a blank VM name, form or JSON, on create and rename; blank display names stay optional", async () => {
+    const vm = await createVm(" Spaced ");
+    expect(vm).toMatchObject({ name: " Spaced ", hostname: "spaced" });
+    const before = (await t.cloud("GET", "/v1/user-resource/vm/list")).body.length;
+    const refusal = { message: "Invalid Request", errors: { name: "The name field must not be empty." } };
+    for (const name of BLANK_TEXTS) {
+      for (const body of [{ form: { name } }, { json: { name } }]) {
+        const created = await t.cloud("POST", "/v1/user-resource/vm", body);
+        expect(created.status).toBe(400);
+        expect(created.body).toEqual(refusal);
+      }
+      const renamed = await t.cloud("PATCH", "/v1/user-resource/vm", { form: { uuid: vm.uuid, name } });
+      expect(renamed.status).toBe(400);
+      expect(renamed.body).toEqual(refusal);
+    }
+    expect((await t.cloud("GET", "/v1/user-resource/vm/list")).body.length).toBe(before);
+    expect((await t.cloud("GET", `/v1/user-resource/vm?uuid=${vm.uuid}`)).body.name).toBe(" Spaced ");
+    // Display names are optional in the provider's API (empty by default): blank ones are kept.
+    const disk = await t.cloud("POST", "/v1/storage/disks", { form: { size_gb: "1", display_name: "  " } });
+    expect(disk.status).toBe(200);
+    expect(disk.body.display_name).toBe("  ");
   });
 
   it("gets, lists, stops, resizes, starts and renames a VM", async () => {

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { BLANK_TEXTS, blankError } from "../support/blank-text.ts";
 import { runCli } from "../support/cli.ts";
 import {
   adminOrganizationId,
@@ -127,6 +128,14 @@ describe("organization API keys from the console", () => {
     });
     expect(response.status).toBe(400);
     expect(response.body.errors[0].field).toBe("name");
+    for (const name of BLANK_TEXTS) {
+      const blank = await t.request("POST", "/v1/organization/api-keys", {
+        ...withSession(admin),
+        json: { name },
+      });
+      expect(blank.status).toBe(400);
+      expect(blank.body.errors).toEqual([blankError("name")]);
+    }
   });
 });
 

@@ -1,6 +1,7 @@
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { BLANK_TEXTS, blankError } from "../support/blank-text.ts";
 import { createFolder, createLibrary, createVideo, fieldErrors, MISSING_ID } from "./helpers.ts";
 
 describe("security settings, folders, videos and players", () => {
@@ -125,6 +126,38 @@ describe("security settings, folders, videos and players", () => {
       json: { parent_id: null, name: "Top" },
     });
     expect(moved.body.data).toMatchObject({ parent_id: null, name: "Top" });
+  });
+
+  it("refuses blank folder names, video titles and player names, and keeps spaced ones as sent", async () => {
+    const library = (await createLibrary(t)).id;
+    const base = `/v1/media/libraries/${library}`;
+    const kinds = [
+      { path: `${base}/folders`, field: "name" },
+      { path: `${base}/videos`, field: "title" },
+      { path: `${base}/players`, field: "name" },
+    ];
+    for (const { path, field } of kinds) {
+      const created = await t.request("POST", path, { json: { [field]: " Spaced " } });
+      expect(created.status, created.text).toBe(201);
+      expect(created.body.data[field]).toBe(" Spaced ");
+      for (const blank of BLANK_TEXTS) {
+        const refused = await t.request("POST", path, { json: { [field]: blank } });
+        expect(refused.status).toBe(400);
+        expect(refused.body).toEqual({
+          success: false,
+          message: "Invalid Request",
+          errors: [blankError(field)],
+        });
+        const patched = await t.request("PATCH", `${path}/${created.body.data.id}`, {
+          json: { [field]: blank },
+        });
+        expect(patched.status).toBe(400);
+        expect(patched.body.errors).toEqual([blankError(field)]);
+      }
+      // Only the first one was written, and it kept its name.
+      const listed = await t.request("GET", path);
+      expect(listed.body.data.map((item: Record<string, unknown>) => item[field])).toEqual([" Spaced "]);
+    }
   });
 
   it("bulk-deletes folders with nested folders and videos, or nothing", async () => {

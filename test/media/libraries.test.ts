@@ -1,6 +1,7 @@
 import { validate } from "@readme/openapi-parser";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { BLANK_TEXTS, blankError } from "../support/blank-text.ts";
 import { waitUntil } from "../support/wait.ts";
 import { createLibrary, fieldErrors, MISSING_ID } from "./helpers.ts";
 
@@ -159,6 +160,35 @@ describe("media libraries", () => {
     const missing = await t.request("PATCH", `/v1/media/libraries/${MISSING_ID}`, { json: { name: "x" } });
     expect(missing.status).toBe(404);
     expect(missing.body).toEqual({ success: false, message: "Resource not found" });
+  });
+
+  it("refuses a blank name on create and update, and keeps a name with spaces around it as sent", async () => {
+    const library = await createLibrary(t, { name: " My lib " });
+    expect(library.name).toBe(" My lib ");
+    const before = (await t.request("GET", "/v1/media/libraries")).body.meta.pagination.total;
+    for (const name of BLANK_TEXTS) {
+      const created = await t.request("POST", "/v1/media/libraries", { json: { name } });
+      expect(created.status).toBe(400);
+      expect(created.body).toEqual({
+        success: false,
+        message: "Invalid Request",
+        errors: [blankError("name")],
+      });
+      const patched = await t.request("PATCH", `/v1/media/libraries/${library.id}`, {
+        json: { name, description: "kept?" },
+      });
+      expect(patched.status).toBe(400);
+      expect(patched.body.errors).toEqual([blankError("name")]);
+    }
+    // Nothing was written by a refused request.
+    expect((await t.request("GET", "/v1/media/libraries")).body.meta.pagination.total).toBe(before);
+    const stored = await t.request("GET", `/v1/media/libraries/${library.id}`);
+    expect(stored.body.data).toMatchObject({ name: " My lib ", description: "" });
+    // The length rule is unchanged: 255 characters pass, white space among them.
+    const longest = await t.request("PATCH", `/v1/media/libraries/${library.id}`, {
+      json: { name: ` ${"x".repeat(253)} ` },
+    });
+    expect(longest.status).toBe(200);
   });
 
   it("answers 404 for a missing or malformed library id", async () => {

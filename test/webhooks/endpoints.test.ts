@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { fieldErrors } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { BLANK_TEXTS, blankError } from "../support/blank-text.ts";
 import { createEndpoint, createLibrary, organizationOf, webhooksPath } from "./helpers.ts";
 
 const OFFSET_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}\+00:00$/;
@@ -195,6 +196,32 @@ describe("webhook endpoints", () => {
     });
     expect(patched.status).toBe(400);
     expect(patched.body.errors.map((e: { field: string }) => e.field).sort()).toEqual(["is_active", "url"]);
+  });
+
+  it("refuses a blank name on create and update, and keeps a name with spaces around it as sent", async () => {
+    const endpoint = await createEndpoint(t, libraryId, {
+      name: " Spaced ",
+      url: "https://a.example.com/hook",
+    });
+    expect(endpoint.name).toBe(" Spaced ");
+    const path = `${webhooksPath(libraryId)}/${endpoint.id}`;
+    const before = (await t.request("GET", webhooksPath(libraryId))).body.meta.pagination.total;
+    for (const name of BLANK_TEXTS) {
+      const created = await t.request("POST", webhooksPath(libraryId), {
+        json: { name, url: "https://a.example.com/hook", events: ["*"] },
+      });
+      expect(created.status).toBe(400);
+      expect(created.body).toEqual({
+        success: false,
+        message: "Invalid Request",
+        errors: [blankError("name")],
+      });
+      const patched = await t.request("PATCH", path, { json: { name, is_active: false } });
+      expect(patched.status).toBe(400);
+      expect(patched.body.errors).toEqual([blankError("name")]);
+    }
+    expect((await t.request("GET", webhooksPath(libraryId))).body.meta.pagination.total).toBe(before);
+    expect((await t.request("GET", path)).body.data).toMatchObject({ name: " Spaced ", is_active: true });
   });
 
   it("updates fields with PATCH, clears headers with null and checks the new URL", async () => {

@@ -9,6 +9,7 @@ import {
   ListEnvelope,
   MessageOnly,
   mediaErrorResponses,
+  NonBlankString,
   PageQuery,
 } from "../../http/schemas.ts";
 import { toSubtitle } from "../presenters.ts";
@@ -22,7 +23,7 @@ const tags = ["media: subtitles"];
 const VideoParams = IdParams("libraryId", "videoId");
 const SubtitleParams = IdParams("libraryId", "videoId", "subtitleId");
 const SubtitleForm = Type.Object({
-  title: Type.String({ minLength: 1, maxLength: 255 }),
+  title: NonBlankString(255),
   language: Type.String({ description: "BCP 47 language tag", examples: ["en", "pt-BR", "zh-Hans"] }),
   file: BinaryFile,
 });
