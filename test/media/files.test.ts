@@ -205,6 +205,15 @@ describe("subtitles and thumbnails", () => {
     expect(video.body.data.thumbnail_url).toBe(
       `http://127.0.0.1:8081/${libraryId}.media.cumulo.local/${videoId}/thumbnail.jpg`,
     );
+    // No source yet: the uploaded image is the video's thumbnail_url (served at once), while
+    // thumbnail_count still counts generated thumbnails, none before a source is processed (CONTRACT.md).
+    expect(video.body.data).toMatchObject({
+      status: "created",
+      thumbnail_count: 0,
+      manifest_url: "",
+      direct_play_url: "",
+      preview_animation_thumbnail_url: "",
+    });
     const gif = await t.request("POST", `${base}/thumbnails`, {
       body: form({}, { name: "a.gif", content: GIF }),
     });
