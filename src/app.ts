@@ -21,6 +21,7 @@ import {
   drainConnections,
   expectationFailedHandler,
   hostRequired,
+  lingerAfterEarlyAnswer,
   listenerLimits,
   stopListening,
 } from "./http/listener.ts";
@@ -84,6 +85,8 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
     // route says otherwise (the console's assets, the embed page).
     if (!reply.hasHeader("cache-control")) reply.header("cache-control", "no-store");
     if (draining) reply.header("connection", "close");
+    // An answer before the body was read: its client may still be sending (see the function).
+    if (!request.raw.complete) lingerAfterEarlyAnswer(request.raw.socket);
     done(null, payload);
   });
 

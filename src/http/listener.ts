@@ -151,6 +151,27 @@ export function continueWhenRead(server: Server): void {
   });
 }
 
+/** How long a connection closed after an early answer goes on reading what its client still sends. */
+const LINGER_MS = 2_000;
+
+/**
+ * Closes the connection of an answer sent before its request's body was read (a 413, 415, 404 or 429
+ * to a client still sending) without losing that answer. Node closes the socket once the answer is
+ * written, and bytes the client still sends then meet a reset, which makes most clients drop the
+ * answer they had not read yet ("fetch failed", EPIPE). As nginx's lingering close: the answer and
+ * the end of the server's side go out at once, and what the client still sends is read and thrown
+ * away (the request being dumped) until it closes its side, for `LINGER_MS` at most.
+ */
+export function lingerAfterEarlyAnswer(socket: Socket): void {
+  // Node's server calls `destroySoon` once a `Connection: close` answer is written.
+  socket.destroySoon = () => {
+    socket.end();
+    const cutOff = globalThis.setTimeout(() => socket.destroy(), LINGER_MS);
+    socket.once("end", () => socket.destroy());
+    socket.once("close", () => clearTimeout(cutOff));
+  };
+}
+
 /**
  * Answers an HTTP/1.1 request without a Host header (RFC 9112, 3.2: a server must refuse it) with
  * 400 in `body`'s JSON, as the parser's other refusals, and hands every other request to `handler`.

@@ -1,9 +1,11 @@
+import { once } from "node:events";
+import { connect } from "node:net";
 import { setTimeout as pause } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { waitUntil } from "../support/wait.ts";
 import { capturingLogger, errorLines } from "./log-capture.ts";
-import { RawConnection, sendRaw } from "./raw-http.ts";
+import { parseAnswer, RawConnection, sendRaw } from "./raw-http.ts";
 
 const nested = (depth: number): string => `${'{"a":'.repeat(depth)}1${"}".repeat(depth)}`;
 
@@ -261,6 +263,36 @@ describe("hostile input", () => {
     });
     expect(response.status).toBe(413);
     expect(response.body).toEqual({ success: false, message: "Payload Too Large" });
+  });
+
+  it("keeps reading what a client still sends after answering its body unread (lingering close)", async () => {
+    // Half-open, as a client that goes on sending after the server has said all it will say.
+    const socket = connect({ port: Number(new URL(t.baseUrl).port), host: "127.0.0.1", allowHalfOpen: true });
+    let received = "";
+    let failure: string | undefined;
+    socket.on("data", (chunk: Buffer) => {
+      received += chunk.toString("latin1");
+    });
+    socket.on("error", (error: NodeJS.ErrnoException) => {
+      failure = error.code;
+    });
+    // Refused on its Content-Length (past the JSON limit) before any of the body is read.
+    socket.write(
+      `POST /v1/media/libraries HTTP/1.1\r\nhost: localhost\r\nauthorization: Bearer ${t.adminKey}\r\n` +
+        `content-type: application/json\r\ncontent-length: 4000000\r\n\r\n${" ".repeat(1000)}`,
+    );
+    await once(socket, "end");
+    expect(parseAnswer(received)?.status).toBe(413);
+    // The client goes on sending the body it announced, as clients that write before they read do.
+    // Before, the server had closed its socket: these bytes met a reset (EPIPE, ECONNRESET), which
+    // makes such clients drop an answer they have not read yet.
+    const chunk = Buffer.alloc(64 * 1024, " ");
+    for (let sent = 1000; sent < 4_000_000 && failure === undefined; sent += chunk.length) {
+      await new Promise((resolve) => socket.write(chunk, resolve));
+    }
+    socket.end();
+    await once(socket, "close");
+    expect(failure).toBeUndefined();
   });
 
   it("limits concurrent uploads per key with 429 and frees the slot when the upload ends", async () => {
