@@ -1,4 +1,5 @@
 import { type Static, type TSchema, Type } from "@sinclair/typebox";
+import { NOT_BLANK_PATTERN } from "../text.ts";
 
 /**
  * The annotation that says in words what a string with a `pattern` takes ("a host name such as
@@ -23,17 +24,10 @@ export const outOfRange = (words: string) => ({ [OUT_OF_RANGE]: words });
 export const Uuid = Type.String({ format: "uuid" });
 
 /**
- * What a name or title must match to hold more than white space: JavaScript's `\S` is any character
- * `String.prototype.trim` keeps. A blank value is refused as an empty one is (`validation_min`, "must
- * not be empty": src/http/validation.ts), and a name with other characters is kept as sent.
+ * A required name or title: 1 to `maxLength` characters, not all of them white space. A blank one
+ * fails the pattern, which the OpenAPI document shows; its error reads as an empty one's
+ * (`validation_min`, "must not be empty": src/http/validation.ts).
  */
-export const NOT_BLANK_PATTERN = "\\S";
-const NOT_BLANK = new RegExp(NOT_BLANK_PATTERN, "u");
-
-/** Whether text is empty or only white space: the test of `NonBlankString`, for fields no schema checks. */
-export const isBlank = (text: string): boolean => !NOT_BLANK.test(text);
-
-/** A required name or title: 1 to `maxLength` characters, not all of them white space. */
 export const NonBlankString = (maxLength: number) =>
   Type.String({ minLength: 1, maxLength, pattern: NOT_BLANK_PATTERN });
 

@@ -1,8 +1,9 @@
 import { Ajv, type ErrorObject, type Options } from "ajv";
 import addFormats from "ajv-formats";
 import type { FastifySchemaCompiler } from "fastify";
+import { NOT_BLANK_PATTERN } from "../text.ts";
 import type { FieldError, ValidationCode } from "./errors.ts";
-import { EXPECTED, NOT_BLANK_PATTERN, OUT_OF_RANGE } from "./schemas.ts";
+import { EXPECTED, OUT_OF_RANGE } from "./schemas.ts";
 
 const baseOptions: Options = { allErrors: true, strict: false, useDefaults: true, removeAdditional: false };
 

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { nowIso } from "../clock.ts";
 import type { FieldError } from "../http/errors.ts";
 import type { Page } from "../http/pagination.ts";
-import { isBlank } from "../http/schemas.ts";
+import { isBlank } from "../text.ts";
 import type { MediaDeps } from "./context.ts";
 import { emptyField, keepFileOnlyWhen, requiredField } from "./received-files.ts";
 import { canonicalLanguage, detectSubtitleFormat, type SubtitleFormat } from "./subtitle-format.ts";

@@ -112,6 +112,10 @@ describe("cumulo CLI", { timeout: 180_000 }, () => {
         ["keys", "create", "--org", org.organization_id, "--name", "k".repeat(101)],
         "cumulo: --name must be 1-100 characters, got 101",
       ],
+      [
+        ["keys", "create", "--org", org.organization_id, "--name", " \t "],
+        "cumulo: --name must not be only white space",
+      ],
       [["orgs", "create", "--name", "  "], "cumulo: --name must be 1-255 characters, got 0"],
       [["orgs", "create", "--name", "o".repeat(256)], "cumulo: --name must be 1-255 characters, got 256"],
     ] as const) {
