@@ -3,8 +3,9 @@ import { Value } from "@sinclair/typebox/value";
 import type { FastifyInstance } from "fastify";
 import { parse as parseYaml } from "yaml";
 import { isCloudPath } from "../http/auth.ts";
-import { expecting } from "../http/schemas.ts";
+import { expecting, NonBlankString } from "../http/schemas.ts";
 import { selfRequestHeaders } from "../http/self-requests.ts";
+import { API_KEY_NAME_MAX, ORGANIZATION_NAME_MAX } from "../identity/keys.ts";
 import type { IdentityService } from "../identity/service.ts";
 import { isUniqueViolation } from "../store/transactions.ts";
 import type { StateService } from "./state-service.ts";
@@ -23,7 +24,8 @@ const Body = Type.Record(Type.String(), Type.Unknown());
 export const SeedBody = Type.Object({
   organizations: Type.Array(
     Type.Object({
-      name: Type.String({ minLength: 1, maxLength: 200 }),
+      // The CLI's and the API's rules for the same names.
+      name: NonBlankString(ORGANIZATION_NAME_MAX),
       /** The organization's admin key (the same rule as CUMULO_BOOTSTRAP_API_KEY); generated when absent. */
       api_key: Type.Optional(
         Type.String({
@@ -33,7 +35,7 @@ export const SeedBody = Type.Object({
       ),
       keys: Type.Optional(
         Type.Array(
-          Type.Object({ name: Type.String({ minLength: 1 }), read_only: Type.Optional(Type.Boolean()) }),
+          Type.Object({ name: NonBlankString(API_KEY_NAME_MAX), read_only: Type.Optional(Type.Boolean()) }),
         ),
       ),
       /**

@@ -61,6 +61,21 @@ describe("seeding a known world", () => {
     expect(orgs.map((org) => org.name)).not.toContain("Half");
     expect((await t.request("GET", "/v1/media/libraries")).body.data).toEqual(before.body.data);
 
+    // Names follow the API's rules: not blank, and a key's at most 100 characters.
+    for (const [organization, field] of [
+      [{ name: "  " }, "organizations.0.name"],
+      [{ name: "Keys", keys: [{ name: "\t" }] }, "organizations.0.keys.0.name"],
+      [{ name: "Keys", keys: [{ name: "k".repeat(101) }] }, "organizations.0.keys.0.name"],
+    ] as const) {
+      const named = await t.request("POST", "/_cumulo/state/seed", {
+        json: { organizations: [organization] },
+      });
+      expect([named.status, named.body.errors?.[0]?.field], named.text).toEqual([400, field]);
+    }
+    expect((await t.cumulo.services.identity.listOrganizations()).map((org) => org.name)).not.toContain(
+      "Keys",
+    );
+
     const reused = await t.request("POST", "/_cumulo/state/seed", {
       json: { organizations: [{ name: "Again", api_key: ACME_KEY }] },
     });
