@@ -21,6 +21,11 @@ if (missing) console.warn(missing);
 
 const EMAIL = "videos@example.invalid";
 const LONG_HOST = "a-very-long-distribution-host-name-for-the-picker.customer-example-domain.example.com";
+/** A 1x1 PNG, for a thumbnail upload. */
+const PNG = Buffer.from(
+  "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==",
+  "base64",
+);
 
 /** Signs in on the sign-in page the console led to. */
 async function signInHere(page: Page, password = PASSWORD) {
@@ -119,6 +124,30 @@ describe.skipIf(missing)("the console in Chromium: video page, private libraries
     await page.setViewportSize({ width: 375, height: 800 });
     await expect(pageWidth(page)).resolves.toBeLessThanOrEqual(375);
     await page.setViewportSize({ width: 1280, height: 800 });
+  });
+
+  it("shows a thumbnail uploaded before the video has a file, with a playback token", async () => {
+    const waiting = await app.request("POST", `/v1/media/libraries/${libraryId}/videos`, {
+      json: { title: "Cover first" },
+    });
+    await page.goto(`/console/libraries/${libraryId}/videos/${waiting.body.data.id}`);
+    await page.locator('[data-processing-status="created"]').waitFor();
+    await page
+      .getByLabel("New thumbnail (JPEG, PNG or GIF)")
+      .setInputFiles({ name: "cover.png", mimeType: "image/png", buffer: PNG });
+    await page.getByRole("button", { name: "Upload thumbnail" }).click();
+    const thumbnail = page.getByRole("img", { name: "Thumbnail of Cover first" });
+    await thumbnail.waitFor();
+    await expect(thumbnail.getAttribute("src")).resolves.toMatch(/[?&]token=[^&]+&expires=\d+/);
+    await page.waitForFunction(() => {
+      const image = (globalThis as any).document.querySelector("img.thumbnail");
+      return image?.complete && image.naturalWidth > 0;
+    });
+    // The video still waits for its file: the thumbnail does not wait for it to be ready.
+    await expect(page.locator('[data-processing-status="created"]').count()).resolves.toBe(1);
+    await page.reload();
+    await thumbnail.waitFor();
+    await screenshot(page, "video-thumbnail-before-file");
   });
 
   it("says why the edge refuses to play a video on the console's own page (a referrer rule)", async () => {

@@ -154,11 +154,13 @@ export function VideoPage() {
   }, [uploadingHere, reloadVideo]);
 
   const ready = video.data?.data.status === "ready";
+  // An uploaded thumbnail is the video's `thumbnail_url` at once, whatever its status (docs/media.md).
+  const hasThumbnail = Boolean(video.data?.data.thumbnail_url);
   const isPrivate = context.data?.privacy === "private";
   // A private library's edge answers 403 without a playback token: the player and the thumbnail
   // both carry the token's `token` and `expires` (valid for every file of the video).
   const playback = useLoad(async () => {
-    if (!ready || !video.data || context.state !== "ready") return undefined;
+    if (!(ready || hasThumbnail) || !video.data || context.state !== "ready") return undefined;
     const tokenQuery: Record<string, string> = {};
     if (!isPrivate) return { manifestUrl: video.data.data.manifest_url, tokenQuery };
     const token = await call(
@@ -171,7 +173,7 @@ export function VideoPage() {
       manifestUrl: token.data.manifest_url,
       tokenQuery: { token: token.data.token, expires: String(token.data.expires) },
     };
-  }, `${ready}|${context.state}|${isPrivate}`);
+  }, `${ready}|${hasThumbnail}|${context.state}|${isPrivate}`);
 
   const [thumbnail, setThumbnail] = useState<File>();
   /** The thumbnail address the browser could not load (the edge refused it, say). */
@@ -241,7 +243,7 @@ export function VideoPage() {
       <div className="grid-2">
         <section className="panel" aria-labelledby="player-title">
           <h2 id="player-title">Player</h2>
-          {ready && playback.state === "ready" && playback.data ? (
+          {ready && playback.state === "ready" && playback.data?.manifestUrl ? (
             <HlsPlayer
               manifestUrl={playback.data.manifestUrl}
               theme={context.data?.player?.theme}
@@ -280,7 +282,7 @@ export function VideoPage() {
       </div>
       <section className="panel" aria-labelledby="thumbnail-title">
         <h2 id="thumbnail-title">Thumbnail</h2>
-        {thumbnailSrc && ready && refusedThumbnail !== thumbnailSrc ? (
+        {thumbnailSrc && refusedThumbnail !== thumbnailSrc ? (
           <img
             className="thumbnail"
             src={thumbnailSrc}
@@ -291,9 +293,9 @@ export function VideoPage() {
           />
         ) : (
           <p className="state">
-            {!ready
-              ? "No thumbnail until the video is ready."
-              : refusedThumbnail === thumbnailSrc
+            {!hasThumbnail
+              ? "No thumbnail until the video is ready or one is uploaded."
+              : thumbnailSrc && refusedThumbnail === thumbnailSrc
                 ? `The thumbnail could not be shown on this page. ${WHO_MAY_PLAY}`
                 : playback.state === "error"
                   ? "The thumbnail of a private video needs a playback token, which could not be made."
