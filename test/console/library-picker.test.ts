@@ -135,6 +135,24 @@ describe.skipIf(missing)(
       );
 
       it.each(PAGES)(
+        "$name: lines the search field up with the select on a phone",
+        async ({ name, path }) => {
+          await page.setViewportSize({ width: 390, height: 844 });
+          try {
+            await page.goto(`${path}?library=${alpha}`);
+            await chosenOption().filter({ hasText: "Alpha" }).waitFor({ state: "attached" });
+            const search = await page.getByLabel("Search libraries").boundingBox();
+            const select = await picker().boundingBox();
+            expect(search?.x).toBe(select?.x);
+            expect(search?.width).toBe(select?.width);
+            await screenshot(page, `library-picker-${name}-phone`);
+          } finally {
+            await page.setViewportSize({ width: 1280, height: 800 });
+          }
+        },
+      );
+
+      it.each(PAGES)(
         "$name: names a library of the address that does not exist as not found",
         async ({ name, path }) => {
           await page.goto(`${path}?library=${UNKNOWN_LIBRARY}`);

@@ -41,13 +41,14 @@ export function LibraryPicker({
   onOnlyLibrary,
 }: LibraryPickerProps) {
   const [search, setSearch] = useState("");
+  // Each answer names its search: while the next search loads, the previous answer is still shown.
   const libraries = useLoad(
     () =>
       call(
         api.GET("/v1/media/libraries", {
           params: { query: { page: 1, limit: LIBRARY_PICKER_SIZE, ...(search ? { search } : {}) } },
         }),
-      ),
+      ).then((list) => ({ ...list, search })),
     search,
   );
   const chosenLibrary = useLoad(
@@ -59,7 +60,7 @@ export function LibraryPicker({
         : Promise.resolve(undefined),
     libraryId,
   );
-  const unsearched = !search && libraries.state === "ready" ? libraries.data : undefined;
+  const unsearched = !search && libraries.data?.search === "" ? libraries.data : undefined;
   const newest = unsearched?.data[0]?.id;
   const only = unsearched?.meta.pagination.total === 1 ? newest : undefined;
   useEffect(() => {
@@ -77,22 +78,25 @@ export function LibraryPicker({
 
   if (libraries.state === "loading") return <Loading what="Loading libraries" />;
   if (libraries.state === "error") return <ErrorState error={libraries.error} onRetry={libraries.reload} />;
-  if (!search && found.length === 0 && !libraryId) return <Empty>{noLibraries}</Empty>;
+  if (unsearched?.data.length === 0 && !libraryId) return <Empty>{noLibraries}</Empty>;
+  // With one library there is nothing to search or to leave unchosen: the select shows just it.
   return (
-    <div className="filters">
-      <div className="field">
-        <label htmlFor={`${id}-search`}>Search libraries</label>
-        <input
-          id={`${id}-search`}
-          type="search"
-          value={search}
-          onChange={(event) => setSearch(event.target.value)}
-        />
-      </div>
+    <div className="filters library-picker">
+      {!only && (
+        <div className="field">
+          <label htmlFor={`${id}-search`}>Search libraries</label>
+          <input
+            id={`${id}-search`}
+            type="search"
+            value={search}
+            onChange={(event) => setSearch(event.target.value)}
+          />
+        </div>
+      )}
       <div className="field">
         <label htmlFor={id}>Library</label>
         <select id={id} value={libraryId} onChange={(event) => onChoose(event.target.value)}>
-          {placeholder !== undefined && <option value="">{placeholder}</option>}
+          {placeholder !== undefined && !only && <option value="">{placeholder}</option>}
           {/* The chosen library before it is read (its id stands in), or one that does not exist. */}
           {!listed && libraryId && (
             <option value={libraryId} disabled>
