@@ -7,6 +7,7 @@ import { startTestApp, type TestApp } from "../support/app.ts";
 import {
   browserMissing,
   launchBrowser,
+  midWordBreaks,
   newConsoleContext,
   policyViolations,
   screenshot,
@@ -21,6 +22,8 @@ if (missing) console.warn(missing);
 const EMAIL = "ops@example.invalid";
 const READER = "reader@example.invalid";
 const HOSTNAME = "cdn.console-e2e.invalid";
+/** Labels too long to share a phone's line, without hyphens: they wrap at their dots or mid-word. */
+const LONG_LABELS_HOST = "streaming.broadcastingcompanyeurope.example.com";
 
 /** A webhook receiver on loopback that keeps what it is sent. */
 async function startReceiver() {
@@ -254,6 +257,29 @@ describe.skipIf(missing)("the console in Chromium: webhooks, CDN, cloud and the 
     await screenshot(page, "cdn");
   });
 
+  it("wraps long host names at their dots on a phone, not inside a label", async () => {
+    const created = await app.request("POST", "/v1/cdn/distributions", {
+      json: { hostname: LONG_LABELS_HOST, origin_url: origin.url },
+    });
+    expect(created.status).toBe(201);
+    await page.setViewportSize({ width: 390, height: 844 });
+    try {
+      await page.goto("/console/cdn");
+      await page.getByRole("button", { name: `Purges of ${LONG_LABELS_HOST}` }).click();
+      const heading = page.getByRole("heading", { name: `Purges of ${LONG_LABELS_HOST}` });
+      await page.getByText("Nothing purged yet.").waitFor();
+      // Too long for one line, it wraps: after "streaming." and "broadcastingcompanyeurope.".
+      expect((await heading.boundingBox())?.height).toBeGreaterThan(40);
+      await expect(midWordBreaks(heading)).resolves.toEqual([]);
+      // In the table, the name cell keeps each label whole (the table scrolls sideways instead).
+      const name = page.getByRole("rowheader", { name: LONG_LABELS_HOST }).locator(".mono");
+      await expect(midWordBreaks(name)).resolves.toEqual([]);
+      await screenshot(page, "cdn-long-host-phone");
+    } finally {
+      await page.setViewportSize({ width: 1280, height: 800 });
+    }
+  });
+
   it("renders every cloud section and creates a token that works against the API", async () => {
     await page.goto("/console/cloud");
     await page.getByText("No cloud token yet.").waitFor();
@@ -350,6 +376,11 @@ describe.skipIf(missing)("the console in Chromium: webhooks, CDN, cloud and the 
       page.evaluate(() => (globalThis as any).document.documentElement.scrollWidth),
     ).resolves.toBeLessThanOrEqual(390);
     await screenshot(page, "cloud-tabs-phone");
+    // The endpoint wraps after a slash (it broke "/s|3"), the access key not at all.
+    await expect(midWordBreaks(page.locator("dd", { hasText: "/s3" }))).resolves.toEqual([]);
+    await expect(
+      midWordBreaks(page.getByRole("rowheader", { name: /^[A-Z0-9]{20}$/ }).first()),
+    ).resolves.toEqual([]);
 
     await page.setViewportSize({ width: 375, height: 800 });
     await page.getByRole("link", { name: "Tokens" }).click();

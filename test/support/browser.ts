@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
-import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
+import { type Browser, type BrowserContext, chromium, type Locator, type Page } from "playwright-core";
 import { PASSWORD } from "./console.ts";
 
 /** Debian's Chromium; the browser tests never download a browser of their own. */
@@ -94,4 +94,38 @@ export async function addSubtitle(page: Page, workDir: string, title: string): P
   await adding.getByLabel("File (WebVTT or SRT)").setInputFiles(vtt);
   await adding.getByRole("button", { name: "Save subtitle" }).click();
   await page.getByRole("rowheader", { name: title }).waitFor();
+}
+
+/**
+ * Where an element's text wraps inside a word, as "end|start": every line break that does not
+ * follow a space, a dot, a hyphen or a slash (each character's line read from its layout box; a
+ * space at the end of a line has none).
+ */
+export function midWordBreaks(locator: Locator): Promise<string[]> {
+  return locator.evaluate((element: any) => {
+    const doc = element.ownerDocument;
+    const texts = doc.createTreeWalker(element, 4 /* NodeFilter.SHOW_TEXT */);
+    const breaks: string[] = [];
+    let before = "";
+    let lineTop: number | undefined;
+    for (let node = texts.nextNode(); node; node = texts.nextNode()) {
+      const text: string = node.textContent;
+      for (let index = 0; index < text.length; index++) {
+        const range = doc.createRange();
+        range.setStart(node, index);
+        range.setEnd(node, index + 1);
+        const top: number | undefined = range.getClientRects()[0]?.top;
+        const char = text.charAt(index);
+        if (top !== undefined) {
+          const wrapped = lineTop !== undefined && top > lineTop + 1;
+          if (wrapped && !/[\s./-]$/.test(before) && !/\s/.test(char)) {
+            breaks.push(`${before.slice(-8)}|${text.slice(index, index + 8)}`);
+          }
+          lineTop = top;
+        }
+        before += char;
+      }
+    }
+    return breaks;
+  });
 }

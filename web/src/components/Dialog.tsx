@@ -1,4 +1,5 @@
 import { type ReactNode, useEffect, useId, useRef, useState } from "react";
+import { WrapPoints } from "./WrapPoints.tsx";
 
 interface DialogProps {
   open: boolean;
@@ -29,7 +30,10 @@ export function Dialog({ open, title, onClose, children }: DialogProps) {
     >
       {open && (
         <>
-          <h2 id={titleId}>{title}</h2>
+          <h2 id={titleId}>
+            {/* Titles name host names: "Edit cdn.example.com". */}
+            <WrapPoints text={title} />
+          </h2>
           {children}
         </>
       )}

@@ -6,6 +6,7 @@ import { type Column, DataTable, pagingOf } from "../../components/DataTable.tsx
 import { ConfirmDialog, Dialog } from "../../components/Dialog.tsx";
 import { Field, FormError, OtherErrors } from "../../components/Field.tsx";
 import { Empty, ErrorState, Loading } from "../../components/States.tsx";
+import { WrapPoints } from "../../components/WrapPoints.tsx";
 import { submitting, useSubmit } from "../../form.ts";
 import { useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";
@@ -86,7 +87,9 @@ export function Distributions() {
         const libraryId = libraryOf(row);
         return (
           <>
-            <span className="mono">{row.hostname}</span>
+            <span className="mono">
+              <WrapPoints text={row.hostname} />
+            </span>
             {libraryId && (
               <small className="managed-by">
                 Managed by the library{" "}
@@ -98,7 +101,14 @@ export function Distributions() {
         );
       },
     },
-    { header: "Origin", cell: (row) => <span className="mono break">{row.origin_url}</span> },
+    {
+      header: "Origin",
+      cell: (row) => (
+        <span className="mono break">
+          <WrapPoints text={row.origin_url} />
+        </span>
+      ),
+    },
     {
       header: "Default TTL",
       cell: (row) => (
@@ -205,8 +215,8 @@ export function Distributions() {
         }}
       >
         <p>
-          Delete <strong>{deleting?.hostname}</strong>? The edge stops serving it at once; its past traffic
-          stays in the analytics.
+          Delete <strong>{deleting && <WrapPoints text={deleting.hostname} />}</strong>? The edge stops
+          serving it at once; its past traffic stays in the analytics.
         </p>
       </ConfirmDialog>
     </>

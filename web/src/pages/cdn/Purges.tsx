@@ -7,6 +7,7 @@ import { Field, FormError, OtherErrors } from "../../components/Field.tsx";
 import { WriteFields } from "../../components/ReadOnly.tsx";
 import { useRevealWhenOpened } from "../../components/reveal.ts";
 import { Empty, ErrorState, Loading } from "../../components/States.tsx";
+import { WrapPoints } from "../../components/WrapPoints.tsx";
 import { submitting, useSubmit } from "../../form.ts";
 import { useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";
@@ -24,7 +25,7 @@ const columns: Column<Purge>[] = [
       <ul className="plain-list">
         {purge.paths.map((path) => (
           <li key={path} className="mono break">
-            {path}
+            <WrapPoints text={path} />
           </li>
         ))}
       </ul>
@@ -74,7 +75,7 @@ export function Purges({ distribution, opened }: { distribution: Distribution; o
   return (
     <section className="panel" aria-labelledby="cdn-purges-title">
       <h2 id="cdn-purges-title" tabIndex={-1} ref={heading}>
-        Purges of {distribution.hostname}
+        Purges of <WrapPoints text={distribution.hostname} />
       </h2>
       <form noValidate onSubmit={submitting(submit)}>
         <WriteFields>

@@ -4,6 +4,7 @@ import { api, call, messageOf } from "../../api.ts";
 import { type Column, DataTable } from "../../components/DataTable.tsx";
 import { ConfirmDialog, CopyButton, SecretDialog } from "../../components/Dialog.tsx";
 import { ErrorState, Loading } from "../../components/States.tsx";
+import { WrapPoints } from "../../components/WrapPoints.tsx";
 import { useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";
 import { FormError, ListPanel } from "./ListPanel.tsx";
@@ -41,7 +42,11 @@ export function ObjectStorage() {
     }
   };
   const columns: Column<S3Key>[] = [
-    { header: "Access key", cell: (key) => <span className="mono">{key.accessKey}</span>, rowHeader: true },
+    {
+      header: "Access key",
+      cell: (key) => <span className="mono nowrap">{key.accessKey}</span>,
+      rowHeader: true,
+    },
     {
       header: "Secret key",
       cell: (key) =>
@@ -84,7 +89,9 @@ export function ObjectStorage() {
             <dt>Suspended</dt>
             <dd>{user.data.user.suspended ? "yes" : "no"}</dd>
             <dt>S3 endpoint</dt>
-            <dd className="mono break">{user.data.endpoint.url}</dd>
+            <dd className="mono break">
+              <WrapPoints text={user.data.endpoint.url} />
+            </dd>
           </dl>
         )}
       </section>

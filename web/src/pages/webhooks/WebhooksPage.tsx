@@ -8,6 +8,7 @@ import { ConfirmDialog, SecretDialog } from "../../components/Dialog.tsx";
 import { PageHeader } from "../../components/Layout.tsx";
 import { LibraryPicker } from "../../components/LibraryPicker.tsx";
 import { Empty, ErrorState, Loading } from "../../components/States.tsx";
+import { WrapPoints } from "../../components/WrapPoints.tsx";
 import { useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";
 import { Deliveries } from "./Deliveries.tsx";
@@ -111,7 +112,14 @@ function Endpoints({ libraryId, selected, onSelect }: EndpointsProps) {
 
   const columns: Column<Endpoint>[] = [
     { header: "Name", cell: (endpoint) => endpoint.name, rowHeader: true },
-    { header: "URL", cell: (endpoint) => <span className="mono break">{endpoint.url}</span> },
+    {
+      header: "URL",
+      cell: (endpoint) => (
+        <span className="mono break">
+          <WrapPoints text={endpoint.url} />
+        </span>
+      ),
+    },
     { header: "Events", cell: (endpoint) => eventsInWords(endpoint.events) },
     {
       header: "Active",
