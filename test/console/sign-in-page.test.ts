@@ -1,4 +1,4 @@
-import type { Browser } from "playwright-core";
+import type { Browser, Locator } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import {
@@ -37,6 +37,17 @@ describe.skipIf(missing)("the console in Chromium: the page frame", () => {
     await expect(page.evaluate("document.activeElement?.getAttribute('type')")).resolves.toBe("email");
     await page.getByLabel("Email").fill("nobody@example.invalid");
     await page.getByLabel("Password").fill("wrong-password-123");
+    // The heading stands as far above "Email" as the Email field stands above "Password" (it
+    // touched the label).
+    const boxOf = async (locator: Locator) =>
+      (await locator.boundingBox()) ?? { x: 0, y: 0, width: 0, height: 0 };
+    const heading = await boxOf(page.getByRole("heading", { name: "Sign in to Cumulo" }));
+    const emailLabel = await boxOf(page.getByText("Email", { exact: true }));
+    const emailInput = await boxOf(page.getByLabel("Email"));
+    const passwordLabel = await boxOf(page.getByText("Password", { exact: true }));
+    expect(emailLabel.y - (heading.y + heading.height)).toBeGreaterThanOrEqual(
+      passwordLabel.y - (emailInput.y + emailInput.height),
+    );
     await screenshot(page, "sign-in");
     await page.setViewportSize({ width: 390, height: 844 });
     await screenshot(page, "sign-in-phone");

@@ -290,6 +290,14 @@ describe.skipIf(missing)("the console in Chromium: webhooks, CDN, cloud and the 
     expect(token).toMatch(/^cmk_/);
     await secretDialog.getByRole("button", { name: "I have copied it" }).click();
     await page.getByRole("rowheader", { name: "console e2e" }).waitFor();
+    // The checkbox is centred on the text field beside it (it sat on the field's bottom line).
+    const middle = async (label: string) => {
+      const box = await page.getByLabel(label).boundingBox();
+      return (box?.y ?? 0) + (box?.height ?? 0) / 2;
+    };
+    expect(
+      Math.abs((await middle("Restricted (cannot manage tokens)")) - (await middle("Description"))),
+    ).toBeLessThanOrEqual(1);
     await screenshot(page, "cloud-tokens");
     const listed = await app.cloud("GET", "/v1/user-resource/token/list", { key: token });
     expect(listed.status).toBe(200);
