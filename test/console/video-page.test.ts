@@ -184,6 +184,8 @@ describe.skipIf(missing)("the console in Chromium: video page, private libraries
     await page.locator('[data-processing-status="failed"]').waitFor({ timeout: 30_000 });
     // A plain sentence; the pipeline's own text only on request.
     await page.getByText("The file could not be read as a video.").waitFor();
+    // It will never be ready: the thumbnail panel does not say to wait for that.
+    await page.getByText("No thumbnail: processing failed. Upload one below.").waitFor();
     const details = page.locator(".failure details");
     await expect(details.getAttribute("open")).resolves.toBeNull();
     await details.locator("summary").click();

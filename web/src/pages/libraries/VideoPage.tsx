@@ -294,7 +294,9 @@ export function VideoPage() {
         ) : (
           <p className="state">
             {!hasThumbnail
-              ? "No thumbnail until the video is ready or one is uploaded."
+              ? data.status === "failed"
+                ? "No thumbnail: processing failed. Upload one below."
+                : "No thumbnail until the video is ready or one is uploaded."
               : thumbnailSrc && refusedThumbnail === thumbnailSrc
                 ? `The thumbnail could not be shown on this page. ${WHO_MAY_PLAY}`
                 : playback.state === "error"
