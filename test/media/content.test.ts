@@ -389,6 +389,19 @@ describe("security settings, folders, videos and players", () => {
     const after = await t.request("GET", `/v1/media/libraries/${library}/players`);
     expect(after.body.data.filter((p: { is_default: boolean }) => p.is_default)).toHaveLength(0);
     expect((await t.request("GET", `/v1/media/libraries/${library}/players/${def.id}`)).status).toBe(404);
+    // "The first player of a library is its default": a library that still has players stays without
+    // one; only a player created when the library has none left becomes the default again.
+    const later = await t.request("POST", `/v1/media/libraries/${library}/players`, {
+      json: { name: "Later" },
+    });
+    expect(later.body.data.is_default).toBe(false);
+    for (const player of after.body.data.concat(later.body.data) as { id: string }[]) {
+      await t.request("DELETE", `/v1/media/libraries/${library}/players/${player.id}`);
+    }
+    const fresh = await t.request("POST", `/v1/media/libraries/${library}/players`, {
+      json: { name: "Fresh" },
+    });
+    expect(fresh.body.data.is_default).toBe(true);
     expect(
       (await t.request("PATCH", `/v1/media/libraries/${library}/players/${MISSING_ID}/mark-as-default`))
         .status,
