@@ -26,7 +26,7 @@ import {
 import { PlaceholderRenditions } from "./placeholder.ts";
 import { DEV_PREFIX, isDeveloperModeCall } from "./prefix.ts";
 import { DEFAULT_BODY_LIMIT, Recorder } from "./recording.ts";
-import { SeedBody, type SeedOutcome, seedAtomically, YAML_TYPES } from "./seed.ts";
+import { SeedBody, SeededOrganization, type SeedOutcome, seedAtomically, YAML_TYPES } from "./seed.ts";
 import {
   createStateService,
   FILES_IN_BUCKET,
@@ -517,7 +517,7 @@ export const devModeRoutes = fastifyPlugin(
               consumes: ["application/json", ...YAML_TYPES],
               body: SeedBody,
               response: {
-                200: Type.Object({ organizations: Type.Array(Type.Unknown()) }),
+                200: Type.Object({ organizations: Type.Array(SeededOrganization) }),
                 ...mediaErrorResponses,
               },
             },

@@ -2,11 +2,14 @@ import { type Static, Type } from "@sinclair/typebox";
 import { Value } from "@sinclair/typebox/value";
 import type { FastifyInstance } from "fastify";
 import { parse as parseYaml } from "yaml";
+import { Distribution } from "../cdn/schemas.ts";
+import { DiskView, FloatingIpView, LoadBalancerView, VmView } from "../cloud/schemas.ts";
 import { isCloudPath } from "../http/auth.ts";
-import { expecting, NonBlankString } from "../http/schemas.ts";
+import { expecting, NonBlankString, Uuid } from "../http/schemas.ts";
 import { selfRequestHeaders } from "../http/self-requests.ts";
 import { API_KEY_NAME_MAX, ORGANIZATION_NAME_MAX } from "../identity/keys.ts";
 import type { IdentityService } from "../identity/service.ts";
+import { Library, Video } from "../media/schemas.ts";
 import { isUniqueViolation } from "../store/transactions.ts";
 import type { StateService } from "./state-service.ts";
 
@@ -88,10 +91,38 @@ export const SeedBody = Type.Object({
 });
 export type SeedBody = Static<typeof SeedBody>;
 
+/**
+ * What a seed made, for each organization of the seed in its order: typed, so that a test harness
+ * reads ids and key secrets (`organizations[0].api_key`) through the typed client.
+ */
+export const SeededOrganization = Type.Object({
+  id: Uuid,
+  name: Type.String(),
+  /** The organization's admin key: the seed's `api_key`, or the one generated. */
+  api_key: Type.String(),
+  keys: Type.Array(Type.Object({ id: Type.Integer(), name: Type.String(), api_key: Type.String() })),
+  /** Each library as created, with its videos (a `source: placeholder` one as its upload left it). */
+  libraries: Type.Array(Type.Composite([Library, Type.Object({ videos: Type.Array(Video) })])),
+  distributions: Type.Array(Distribution),
+  /** The cloud resources made, under the seed's names; a kind the seed did not name is absent. */
+  cloud: Type.Object({
+    vms: Type.Optional(Type.Array(VmView)),
+    disks: Type.Optional(Type.Array(DiskView)),
+    floating_ips: Type.Optional(Type.Array(FloatingIpView)),
+    load_balancers: Type.Optional(Type.Array(LoadBalancerView)),
+  }),
+  /** The answer of each of the seed's `requests`, as that route answered it. */
+  requests: Type.Array(Type.Unknown()),
+});
+export type SeededOrganization = Static<typeof SeededOrganization>;
+
 type Sent = { statusCode: number; json(): unknown };
 
+/** The `data` of a media or CDN route's answer, in the shape that route's answer schema gave it. */
+const dataOf = <T>(answer: { data?: unknown }): T => answer.data as T;
+
 export type SeedOutcome =
-  | { outcome: "seeded"; organizations: unknown[] }
+  | { outcome: "seeded"; organizations: SeededOrganization[] }
   | { outcome: "failed"; step: string; status: number; answer: unknown };
 
 /** Thrown inside the seed to stop at the first refused call; the caller restores the store. */
@@ -134,7 +165,7 @@ export async function seedWorld(
     return answer;
   };
   try {
-    const organizations: unknown[] = [];
+    const organizations: SeededOrganization[] = [];
     for (const [o, org] of seed.organizations.entries()) {
       const created = await identity.createOrganization(org.name, org.api_key).catch((error: unknown) => {
         if (!isUniqueViolation(error)) throw error;
@@ -152,15 +183,15 @@ export async function seedWorld(
       const libraries = [];
       for (const [l, { videos, ...library }] of (org.libraries ?? []).entries()) {
         const at = `organizations[${o}].libraries[${l}]`;
-        const made = (await call(at, key, "POST", "/v1/media/libraries", library)).data ?? {};
+        const made = dataOf<Library>(await call(at, key, "POST", "/v1/media/libraries", library));
         const madeVideos = [];
         for (const [v, { source, ...video }] of (videos ?? []).entries()) {
           const url = `/v1/media/libraries/${made.id}/videos`;
-          const madeVideo = (await call(`${at}.videos[${v}]`, key, "POST", url, video)).data;
+          const madeVideo = dataOf<Video>(await call(`${at}.videos[${v}]`, key, "POST", url, video));
           if (source === "placeholder") {
             const uploaded: Sent = await app.inject({
               method: "PUT",
-              url: `${url}/${madeVideo?.id}/source`,
+              url: `${url}/${madeVideo.id}/source`,
               headers: {
                 authorization: `Bearer ${key}`,
                 "content-type": "video/mp4",
@@ -168,7 +199,7 @@ export async function seedWorld(
               },
               payload: await placeholderVideo(),
             });
-            const answer = uploaded.json() as { data?: unknown };
+            const answer = uploaded.json() as { data?: Video };
             if (uploaded.statusCode >= 300) {
               throw new StepFailed(`${at}.videos[${v}].source`, uploaded.statusCode, answer);
             }
@@ -180,7 +211,9 @@ export async function seedWorld(
       const distributions = [];
       for (const [d, distribution] of (org.distributions ?? []).entries()) {
         const at = `organizations[${o}].distributions[${d}]`;
-        distributions.push((await call(at, key, "POST", "/v1/cdn/distributions", distribution)).data);
+        distributions.push(
+          dataOf<Distribution>(await call(at, key, "POST", "/v1/cdn/distributions", distribution)),
+        );
       }
       const cloud: Record<string, unknown[]> = {};
       for (const [resource, path] of Object.entries(CLOUD_RESOURCES)) {
@@ -207,7 +240,8 @@ export async function seedWorld(
         keys,
         libraries,
         distributions,
-        cloud,
+        // Each list holds the answers of its resource's create route (CLOUD_RESOURCES).
+        cloud: cloud as SeededOrganization["cloud"],
         requests,
       });
     }

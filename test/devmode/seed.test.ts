@@ -46,6 +46,26 @@ describe("seeding a known world", () => {
     expect(acme.requests).toHaveLength(1);
   });
 
+  it("describes what it made in /openapi.json, so the typed client reads ids and keys", async () => {
+    const document = (await t.request("GET", "/openapi.json")).body;
+    const answer =
+      document.paths["/_cumulo/state/seed"].post.responses["200"].content["application/json"].schema;
+    const organization = answer.properties.organizations.items;
+    expect(organization.required).toEqual(
+      expect.arrayContaining(["id", "name", "api_key", "keys", "libraries", "distributions", "cloud"]),
+    );
+    expect(organization.properties.keys.items.required).toEqual(["id", "name", "api_key"]);
+    const library = organization.properties.libraries.items;
+    expect(library.required).toEqual(expect.arrayContaining(["id", "distribution_id", "videos"]));
+    expect(library.properties.videos.items.required).toEqual(expect.arrayContaining(["id", "status"]));
+    expect(Object.keys(organization.properties.cloud.properties)).toEqual([
+      "vms",
+      "disks",
+      "floating_ips",
+      "load_balancers",
+    ]);
+  });
+
   it("adds nothing when one call is refused, and says which", async () => {
     const before = await t.request("GET", "/v1/media/libraries");
     const refused = await t.request("POST", "/_cumulo/state/seed", {

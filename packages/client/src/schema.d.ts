@@ -19262,7 +19262,238 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        organizations: unknown[];
+                        organizations: {
+                            /** Format: uuid */
+                            id: string;
+                            name: string;
+                            api_key: string;
+                            keys: {
+                                id: number;
+                                name: string;
+                                api_key: string;
+                            }[];
+                            libraries: {
+                                /** Format: uuid */
+                                id: string;
+                                name: string;
+                                description: string;
+                                /** @enum {string} */
+                                usage_type: "video_on_demand" | "live_streaming" | "mixed";
+                                /** @enum {string} */
+                                default_privacy: "public" | "private" | "unlisted" | "restricted";
+                                /** @enum {string} */
+                                status: "provisioning" | "active" | "failed" | "deleting";
+                                region: string;
+                                distribution_id: string | null;
+                                /** Format: uuid */
+                                organization_id: string;
+                                /** Format: uuid */
+                                created_by: string;
+                                updated_by: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @example 2026-11-21T08:30:00.123Z
+                                 */
+                                created_at: string;
+                                /**
+                                 * Format: date-time
+                                 * @example 2026-11-21T08:30:00.123Z
+                                 */
+                                updated_at: string;
+                                videos: {
+                                    /** Format: uuid */
+                                    id: string;
+                                    /** Format: uuid */
+                                    library_id: string;
+                                    folder_id: string | null;
+                                    title: string;
+                                    description: string;
+                                    /** @enum {string} */
+                                    status: "created" | "uploading" | "processing" | "transcoding" | "packaging" | "ready" | "failed";
+                                    duration: number;
+                                    formatted_duration: string;
+                                    manifest_url: string;
+                                    thumbnail_url: string;
+                                    thumbnail_count: number;
+                                    direct_play_url: string;
+                                    preview_animation_thumbnail_url: string;
+                                    /**
+                                     * Format: date-time
+                                     * @example 2026-11-21T08:30:00.123Z
+                                     */
+                                    created_at: string;
+                                    /**
+                                     * Format: date-time
+                                     * @example 2026-11-21T08:30:00.123Z
+                                     */
+                                    updated_at: string;
+                                }[];
+                            }[];
+                            distributions: {
+                                /** Format: uuid */
+                                id: string;
+                                /** @example cdn.example.com */
+                                hostname: string;
+                                /** @example https://origin.example.com */
+                                origin_url: string;
+                                default_ttl_s: number;
+                                /** @enum {string} */
+                                status: "active" | "disabled";
+                                /**
+                                 * Format: date-time
+                                 * @example 2026-11-21T08:30:00.123Z
+                                 */
+                                created_at: string;
+                                /**
+                                 * Format: date-time
+                                 * @example 2026-11-21T08:30:00.123Z
+                                 */
+                                updated_at: string;
+                            }[];
+                            cloud: {
+                                vms?: {
+                                    /** Format: uuid */
+                                    uuid: string;
+                                    name: string;
+                                    /**
+                                     * @example running
+                                     * @example stopped
+                                     */
+                                    status: string;
+                                    vcpu: number;
+                                    /** @description MB */
+                                    memory: number;
+                                    hostname: string;
+                                    mac: string;
+                                    os_name: string;
+                                    os_version: string;
+                                    private_ipv4: string;
+                                    /** @description Present only while a floating IP is assigned */
+                                    public_ipv4?: string;
+                                    username: string;
+                                    description: string;
+                                    billing_account: number;
+                                    user_id: number;
+                                    storage: {
+                                        /** Format: uuid */
+                                        uuid: string;
+                                        /** @example vda */
+                                        name: string;
+                                        /** @description GB */
+                                        size: number;
+                                        primary: boolean;
+                                        /**
+                                         * Format: date-time
+                                         * @example 2026-11-21T08:30:00.123Z
+                                         */
+                                        created_at: string;
+                                        user_id: number;
+                                    }[];
+                                    /**
+                                     * Format: date-time
+                                     * @example 2026-11-21T08:30:00.123Z
+                                     */
+                                    created_at: string;
+                                    /**
+                                     * Format: date-time
+                                     * @example 2026-11-21T08:30:00.123Z
+                                     */
+                                    updated_at: string;
+                                }[];
+                                disks?: {
+                                    /** Format: uuid */
+                                    uuid: string;
+                                    user_id: number;
+                                    billing_account_id: number;
+                                    /** @example Active */
+                                    status: string;
+                                    size_gb: number;
+                                    display_name: string;
+                                    /** @example EMPTY */
+                                    source_image_type: string;
+                                    /**
+                                     * Format: date-time
+                                     * @example 2026-11-21T08:30:00.123Z
+                                     */
+                                    created_at: string;
+                                    /**
+                                     * Format: date-time
+                                     * @example 2026-11-21T08:30:00.123Z
+                                     */
+                                    updated_at: string;
+                                }[];
+                                floating_ips?: {
+                                    id: number;
+                                    /** Format: ipv4 */
+                                    address: string;
+                                    name: string;
+                                    user_id: number;
+                                    billing_account_id: number;
+                                    /** @enum {string} */
+                                    type: "public";
+                                    enabled: boolean;
+                                    assigned_to: string | null;
+                                    assigned_to_resource_type: ("virtual_machine" | "service" | "load_balancer") | null;
+                                    assigned_to_private_ip: string | null;
+                                    /**
+                                     * Format: date-time
+                                     * @example 2026-11-21T08:30:00.123Z
+                                     */
+                                    created_at: string;
+                                    /**
+                                     * Format: date-time
+                                     * @example 2026-11-21T08:30:00.123Z
+                                     */
+                                    updated_at: string;
+                                }[];
+                                load_balancers?: {
+                                    /** Format: uuid */
+                                    uuid: string;
+                                    display_name: string;
+                                    billing_account_id: number;
+                                    /** Format: ipv4 */
+                                    private_address: string;
+                                    user_id: number;
+                                    forwarding_rules: {
+                                        /** Format: uuid */
+                                        uuid: string;
+                                        /** @example TCP */
+                                        protocol: string;
+                                        source_port: number;
+                                        target_port: number;
+                                        /**
+                                         * Format: date-time
+                                         * @example 2026-11-21T08:30:00.123Z
+                                         */
+                                        created_at: string;
+                                    }[];
+                                    targets: {
+                                        /** Format: uuid */
+                                        target_uuid: string;
+                                        /** @example vm */
+                                        target_type: string;
+                                        /** Format: ipv4 */
+                                        target_ip_address: string;
+                                        /**
+                                         * Format: date-time
+                                         * @example 2026-11-21T08:30:00.123Z
+                                         */
+                                        created_at: string;
+                                    }[];
+                                    /**
+                                     * Format: date-time
+                                     * @example 2026-11-21T08:30:00.123Z
+                                     */
+                                    created_at: string;
+                                    /**
+                                     * Format: date-time
+                                     * @example 2026-11-21T08:30:00.123Z
+                                     */
+                                    updated_at: string;
+                                }[];
+                            };
+                            requests: unknown[];
+                        }[];
                     };
                 };
             };
