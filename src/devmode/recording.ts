@@ -1,8 +1,51 @@
+import { type Static, Type } from "@sinclair/typebox";
 import { isSecretName, MASK, maskQuery } from "../http/masking.ts";
 
 /** Entries kept per organization; the oldest go first. */
 export const RECORDING_MAX_ENTRIES = 1000;
 export const DEFAULT_BODY_LIMIT = 64 * 1024;
+
+const NameValue = Type.Object({ name: Type.String(), value: Type.String() });
+
+/** One recorded exchange as HAR 1.2 writes it (the fields this recording fills). */
+const HarEntry = Type.Object({
+  startedDateTime: Type.String(),
+  time: Type.Number(),
+  request: Type.Object({
+    method: Type.String(),
+    url: Type.String(),
+    httpVersion: Type.String(),
+    cookies: Type.Array(NameValue),
+    headers: Type.Array(NameValue),
+    queryString: Type.Array(NameValue),
+    postData: Type.Optional(Type.Object({ mimeType: Type.String(), text: Type.String() })),
+    headersSize: Type.Integer(),
+    bodySize: Type.Integer(),
+  }),
+  response: Type.Object({
+    status: Type.Integer(),
+    statusText: Type.String(),
+    httpVersion: Type.String(),
+    cookies: Type.Array(NameValue),
+    headers: Type.Array(NameValue),
+    content: Type.Object({ size: Type.Integer(), mimeType: Type.String(), text: Type.String() }),
+    redirectURL: Type.String(),
+    headersSize: Type.Integer(),
+    bodySize: Type.Integer(),
+  }),
+  cache: Type.Object({}),
+  timings: Type.Object({ send: Type.Number(), wait: Type.Number(), receive: Type.Number() }),
+});
+export type HarEntry = Static<typeof HarEntry>;
+
+/** A recording as a HAR 1.2 document: the answer of `GET /_cumulo/recording.har`. */
+export const Har = Type.Object({
+  log: Type.Object({
+    version: Type.String(),
+    creator: Type.Object({ name: Type.String(), version: Type.String() }),
+    entries: Type.Array(HarEntry),
+  }),
+});
 
 export interface RecordedExchange {
   startedAt: Date;
@@ -75,7 +118,7 @@ export class Recorder {
   }
 
   /** The organization's recording as a HAR 1.2 document. */
-  har(organizationId: string): { log: Record<string, unknown> } {
+  har(organizationId: string): Static<typeof Har> {
     return {
       log: {
         version: "1.2",
@@ -86,9 +129,7 @@ export class Recorder {
   }
 }
 
-export type HarEntry = ReturnType<typeof harEntry>;
-
-function harEntry(exchange: RecordedExchange, bodyLimit: number) {
+function harEntry(exchange: RecordedExchange, bodyLimit: number): HarEntry {
   // Absolute as the client addressed the server; a Host header no URL can hold leaves a placeholder.
   const url = URL.canParse(exchange.url)
     ? new URL(exchange.url)

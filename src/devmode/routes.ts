@@ -25,7 +25,7 @@ import {
 } from "./faults.ts";
 import { PlaceholderRenditions } from "./placeholder.ts";
 import { DEV_PREFIX, isDeveloperModeCall } from "./prefix.ts";
-import { DEFAULT_BODY_LIMIT, Recorder } from "./recording.ts";
+import { DEFAULT_BODY_LIMIT, Har, Recorder } from "./recording.ts";
 import { SeedBody, SeededOrganization, type SeedOutcome, seedAtomically, YAML_TYPES } from "./seed.ts";
 import {
   createStateService,
@@ -810,7 +810,7 @@ export const devModeRoutes = fastifyPlugin(
               summary: "An organization's recorded requests and responses as a HAR 1.2 file",
               querystring: OrganizationQuery,
               response: {
-                200: Type.Object({ log: Type.Record(Type.String(), Type.Unknown()) }),
+                200: Har,
                 ...mediaErrorResponses,
               },
             },

@@ -1,19 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { HarEntry } from "../../src/devmode/recording.ts";
 import { createLibrary } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { webhooksPath } from "../webhooks/helpers.ts";
-
-interface HarEntry {
-  request: {
-    method: string;
-    url: string;
-    headers: { name: string; value: string }[];
-    postData?: { mimeType: string; text: string };
-    bodySize: number;
-  };
-  response: { status: number; content: { text: string } };
-  time: number;
-}
 
 describe("recording an organization's requests", () => {
   let t: TestApp;
@@ -90,6 +79,20 @@ describe("recording an organization's requests", () => {
     ).toBe(204);
     const empty = await t.request("GET", `/_cumulo/recording.har?organization_id=${org.organizationId}`);
     expect(empty.body.log.entries).toEqual([]);
+  });
+
+  it("describes the HAR file in /openapi.json, entry by entry, for the typed client", async () => {
+    const document = (await t.request("GET", "/openapi.json")).body;
+    const answer =
+      document.paths["/_cumulo/recording.har"].get.responses["200"].content["application/json"].schema;
+    const log = answer.properties.log;
+    expect(log.required).toEqual(["version", "creator", "entries"]);
+    const entry = log.properties.entries.items;
+    expect(entry.required).toEqual(
+      expect.arrayContaining(["startedDateTime", "time", "request", "response", "timings"]),
+    );
+    expect(entry.properties.request.properties.headers.items.required).toEqual(["name", "value"]);
+    expect(entry.properties.response.properties.content.required).toEqual(["size", "mimeType", "text"]);
   });
 
   it("masks the credentials that URLs in bodies carry: a playback token", async () => {

@@ -22282,7 +22282,65 @@ export interface operations {
                 content: {
                     "application/json": {
                         log: {
-                            [key: string]: unknown;
+                            version: string;
+                            creator: {
+                                name: string;
+                                version: string;
+                            };
+                            entries: {
+                                startedDateTime: string;
+                                time: number;
+                                request: {
+                                    method: string;
+                                    url: string;
+                                    httpVersion: string;
+                                    cookies: {
+                                        name: string;
+                                        value: string;
+                                    }[];
+                                    headers: {
+                                        name: string;
+                                        value: string;
+                                    }[];
+                                    queryString: {
+                                        name: string;
+                                        value: string;
+                                    }[];
+                                    postData?: {
+                                        mimeType: string;
+                                        text: string;
+                                    };
+                                    headersSize: number;
+                                    bodySize: number;
+                                };
+                                response: {
+                                    status: number;
+                                    statusText: string;
+                                    httpVersion: string;
+                                    cookies: {
+                                        name: string;
+                                        value: string;
+                                    }[];
+                                    headers: {
+                                        name: string;
+                                        value: string;
+                                    }[];
+                                    content: {
+                                        size: number;
+                                        mimeType: string;
+                                        text: string;
+                                    };
+                                    redirectURL: string;
+                                    headersSize: number;
+                                    bodySize: number;
+                                };
+                                cache: Record<string, never>;
+                                timings: {
+                                    send: number;
+                                    wait: number;
+                                    receive: number;
+                                };
+                            }[];
                         };
                     };
                 };
