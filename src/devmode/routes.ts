@@ -6,7 +6,7 @@ import type { FastifyInstance, FastifyRequest } from "fastify";
 import fastifyPlugin from "fastify-plugin";
 import { parse as parseYaml } from "yaml";
 import { LATEST_INSTANT, OffsetClock } from "../clock.ts";
-import { presentedKey } from "../http/auth.ts";
+import { MISSING_MEDIA_CREDENTIAL, presentedKey } from "../http/auth.ts";
 import { clientNetwork } from "../http/client-address.ts";
 import { ApiError, type FieldError } from "../http/errors.ts";
 import { nestsDeeperThan } from "../http/json-bodies.ts";
@@ -155,7 +155,9 @@ interface DevModeOptions {
 /** Only the operator may use developer mode: a non-read-only key of the bootstrap (default) organization. */
 async function requireOperator(request: FastifyRequest, services: Services): Promise<void> {
   const secret = presentedKey(request, "media");
-  if (!secret) throw ApiError.unauthorized("An operator API key is required", "auth_type_not_found");
+  // The media group's answer, which names the headers to use: a key sent as the cloud's `apikey`
+  // is not looked at, and "an operator key is required" left its sender guessing why.
+  if (!secret) throw ApiError.unauthorized(MISSING_MEDIA_CREDENTIAL, "auth_type_not_found");
   const auth = await services.identity.authenticate(secret);
   if (!auth) throw ApiError.unauthorized("Invalid authentication credentials");
   const operator = (await services.identity.listOrganizations()).find(

@@ -64,6 +64,16 @@ describe("developer mode on", () => {
   it("needs an admin key of the bootstrap organization", async () => {
     expect((await t.request("GET", "/_cumulo", { anonymous: true })).status).toBe(401);
     expect((await t.request("GET", "/_cumulo", { key: "not-a-key-at-all-0000000" })).status).toBe(401);
+    // The operator's key in the cloud API's header: the answer says which headers are read.
+    const cloudHeader = await t.cloud("GET", "/_cumulo");
+    expect(cloudHeader.status).toBe(401);
+    expect(cloudHeader.body).toEqual({
+      success: false,
+      error: "unauthorized",
+      code: "auth_type_not_found",
+      message:
+        "Could not determine the authentication type: provide a valid Authorization or X-API-Key header.",
+    });
     const other = await t.createOrganization();
     const refused = await t.request("GET", "/_cumulo", { key: other.key });
     expect(refused.status).toBe(403);
