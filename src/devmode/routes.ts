@@ -152,6 +152,18 @@ interface DevModeOptions {
   services: Services;
 }
 
+/**
+ * The field errors of a seed's refused call, named from the seed's root (`organizations.0.libraries.1.name`)
+ * as the seed's own validation names them, so a harness finds the field without parsing the message.
+ * Undefined when the refusal named no fields (a 409, a cloud route's answer).
+ */
+function refusedFields(step: string, answer: unknown): FieldError[] | undefined {
+  const errors = (answer as { errors?: unknown } | null)?.errors;
+  if (!Array.isArray(errors)) return undefined;
+  const at = step.replace(/\[(\d+)\]/g, ".$1");
+  return (errors as FieldError[]).map((error) => ({ ...error, field: `${at}.${error.field}` }));
+}
+
 /** Only the operator may use developer mode: a non-read-only key of the bootstrap (default) organization. */
 async function requireOperator(request: FastifyRequest, services: Services): Promise<void> {
   const secret = presentedKey(request, "media");
@@ -530,8 +542,10 @@ export const devModeRoutes = fastifyPlugin(
               case "seeded":
                 return { organizations: seeded.organizations };
               case "failed":
-                throw ApiError.invalidRequest(
+                throw new ApiError(
+                  400,
                   `Seeding stopped at ${seeded.step}: ${seeded.status} ${JSON.stringify(seeded.answer)}`,
+                  { fieldErrors: refusedFields(seeded.step, seeded.answer) },
                 );
             }
           },

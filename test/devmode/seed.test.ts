@@ -77,6 +77,13 @@ describe("seeding a known world", () => {
     });
     expect(refused.status).toBe(400);
     expect(refused.body.message).toContain("organizations[0].distributions[0]");
+    // The refused call's field errors, named from the seed's root.
+    expect(refused.body.errors).toContainEqual(
+      expect.objectContaining({
+        field: "organizations.0.distributions.0.hostname",
+        code: "validation_format",
+      }),
+    );
     const orgs = await t.cumulo.services.identity.listOrganizations();
     expect(orgs.map((org) => org.name)).not.toContain("Half");
     expect((await t.request("GET", "/v1/media/libraries")).body.data).toEqual(before.body.data);
