@@ -15,15 +15,16 @@ import { FLOATING_TARGET_TYPES } from "./tables.ts";
 // form-urlencoded or as JSON (see coerce.ts); unknown fields are ignored.
 
 /** Row ids are 32-bit in the store: a larger one names nothing and must not reach a query. */
-const MAX_ID = 2147483647;
+export const MAX_ROW_ID = 2147483647;
 const BillingAccountId = Type.Integer({
   minimum: 1,
-  maximum: MAX_ID,
+  maximum: MAX_ROW_ID,
   description: "A billing account of your organization",
   // The words of an id in range that is not the organization's (billing.ts).
   ...outOfRange("must name a billing account of your organization"),
 });
-const TokenId = Type.Integer({ minimum: 1, maximum: MAX_ID, ...outOfRange("must name one of your tokens") });
+/** Any integer: one that names none of the organization's tokens (also out of the store's range) is 404. */
+const TokenId = Type.Integer({ description: "A token of your organization" });
 const Port = Type.Integer({ minimum: 1, maximum: 65535 });
 /** Identifiers taken from bodies and queries: free text, an unknown or malformed one answers 404. */
 const Ref = (description: string) =>

@@ -2,12 +2,15 @@ import { cloudDateTime } from "../http/time.ts";
 import type { AuthContext, CloudTokenRecord, IdentityService } from "../identity/service.ts";
 import { type BillingAccounts, notOwned } from "./billing.ts";
 import { DELETED, type Deleted, type Forbidden, type Invalid, type NotFound, notFound } from "./outcome.ts";
-import type { TokenView } from "./schemas.ts";
+import { MAX_ROW_ID, type TokenView } from "./schemas.ts";
 
 export type CreateTokenOutcome = { outcome: "created"; token: TokenView } | Forbidden | Invalid;
 export type UpdateTokenOutcome = { outcome: "updated"; token: TokenView } | Forbidden | Invalid | NotFound;
 /** `missing_id`: the id may come from the body or the query, and came from neither. */
 export type DeleteTokenOutcome = Deleted | Forbidden | NotFound | { outcome: "missing_id" };
+
+/** An id outside the store's range names no token, and must not reach a query. */
+const namesNoToken = (id: number): boolean => id < 1 || id > MAX_ROW_ID;
 
 export const RESTRICTED: Forbidden = {
   outcome: "forbidden",
@@ -65,6 +68,7 @@ export class TokenService {
       const billing = await this.billing.resolve(auth, changes.billingAccountId);
       if (billing.outcome !== "found") return billing;
     }
+    if (namesNoToken(id)) return notFound("Token");
     const result = await this.identity.updateCloudToken(auth.organizationId, id, changes);
     switch (result.outcome) {
       case "updated":
@@ -77,6 +81,7 @@ export class TokenService {
   async delete(auth: AuthContext, id: number | undefined): Promise<DeleteTokenOutcome> {
     if (auth.restricted) return RESTRICTED;
     if (id === undefined) return { outcome: "missing_id" };
+    if (namesNoToken(id)) return notFound("Token");
     const result = await this.identity.deleteCloudToken(auth.organizationId, id);
     switch (result.outcome) {
       case "revoked":

@@ -16988,9 +16988,11 @@ export interface components {
         deleteToken: {
             content: {
                 "application/x-www-form-urlencoded": {
+                    /** @description A token of your organization */
                     token_id?: number;
                 };
                 "application/json": {
+                    /** @description A token of your organization */
                     token_id?: number;
                 };
             };
@@ -16998,6 +17000,7 @@ export interface components {
         updateToken: {
             content: {
                 "application/x-www-form-urlencoded": {
+                    /** @description A token of your organization */
                     token_id: number;
                     /** @description A billing account of your organization */
                     billing_account_id?: number;
@@ -17005,6 +17008,7 @@ export interface components {
                     restricted?: boolean;
                 };
                 "application/json": {
+                    /** @description A token of your organization */
                     token_id: number;
                     /** @description A billing account of your organization */
                     billing_account_id?: number;
@@ -17392,9 +17396,11 @@ export interface components {
         deleteTokenAtLocation: {
             content: {
                 "application/x-www-form-urlencoded": {
+                    /** @description A token of your organization */
                     token_id?: number;
                 };
                 "application/json": {
+                    /** @description A token of your organization */
                     token_id?: number;
                 };
             };
@@ -17402,6 +17408,7 @@ export interface components {
         updateTokenAtLocation: {
             content: {
                 "application/x-www-form-urlencoded": {
+                    /** @description A token of your organization */
                     token_id: number;
                     /** @description A billing account of your organization */
                     billing_account_id?: number;
@@ -17409,6 +17416,7 @@ export interface components {
                     restricted?: boolean;
                 };
                 "application/json": {
+                    /** @description A token of your organization */
                     token_id: number;
                     /** @description A billing account of your organization */
                     billing_account_id?: number;
@@ -36864,6 +36872,7 @@ export interface operations {
     deleteToken: {
         parameters: {
             query?: {
+                /** @description A token of your organization */
                 token_id?: number;
             };
             header?: never;
@@ -37803,6 +37812,7 @@ export interface operations {
     deleteTokenAtLocation: {
         parameters: {
             query?: {
+                /** @description A token of your organization */
                 token_id?: number;
             };
             header?: never;
@@ -40691,6 +40701,7 @@ export interface operations {
     deleteTokenUnderCloudPrefix: {
         parameters: {
             query?: {
+                /** @description A token of your organization */
                 token_id?: number;
             };
             header?: never;
@@ -41630,6 +41641,7 @@ export interface operations {
     deleteTokenAtLocationUnderCloudPrefix: {
         parameters: {
             query?: {
+                /** @description A token of your organization */
                 token_id?: number;
             };
             header?: never;
