@@ -145,6 +145,7 @@ export async function startCumulo(given: Config, options: StartOptions = {}): Pr
     generatedKey,
     close() {
       closing ??= (async () => {
+        metricsListener?.stopping();
         stopCheckingStorage?.();
         // Fastify's close starts answering with `Connection: close` before any hook of ours runs;
         // a client reconnecting while the listening socket is still open would then be reset.

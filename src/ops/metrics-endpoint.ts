@@ -18,6 +18,7 @@ export function bearerMatches(header: string | undefined, token: string): boolea
 
 const UNAUTHORIZED = JSON.stringify({ error: "unauthorized", message: "A valid metrics token is required" });
 const NOT_FOUND = JSON.stringify({ error: "not_found", message: "Resource not found" });
+const STOPPING = { code: 503, body: { status: "stopping" } } as const;
 
 /**
  * Counts every API answer, and serves `/metrics` on the API port when a token is set and no
@@ -60,6 +61,7 @@ export function registerMetrics(app: FastifyInstance, metrics: Metrics, config: 
  */
 export class MetricsListener {
   readonly #server;
+  #stopping = false;
 
   constructor(
     private readonly deps: { config: Config; logger: FastifyBaseLogger },
@@ -95,6 +97,15 @@ export class MetricsListener {
     return `http://${host.includes(":") ? `[${host}]` : host}:${address.port}`;
   }
 
+  /**
+   * The node has begun to shut down: `/readyz` answers 503 from now on, while this listener stays
+   * open for the last scrapes. Its API or edge listener no longer takes connections, so a balancer
+   * that probes here must take the node out now, not once the workers have finished.
+   */
+  stopping(): void {
+    this.#stopping = true;
+  }
+
   async close(): Promise<void> {
     const closed = new Promise<void>((resolve) => this.#server.close(() => resolve()));
     this.#server.closeAllConnections();
@@ -112,7 +123,7 @@ export class MetricsListener {
       return;
     }
     if (path === "/readyz") {
-      const { code, body } = await readiness(this.store);
+      const { code, body } = this.#stopping ? STOPPING : await readiness(this.store);
       send(response, code, "application/json; charset=utf-8", JSON.stringify(body));
       return;
     }

@@ -1,6 +1,7 @@
 import { spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -496,6 +497,33 @@ describe("metrics exposure", () => {
     } finally {
       for (const node of nodes) await node.close();
       await store.drop();
+    }
+  });
+
+  it("answers 503 stopping on the metrics listener's /readyz once the node shuts down", async () => {
+    // An edge-only node's balancer probes here: from SIGTERM on, its edge listener takes no
+    // connection, while this listener stays open until the grace and the workers are through.
+    const node = await startTestApp({
+      CUMULO_ROLES: "edge",
+      CUMULO_EDGE_PORT: "0",
+      CUMULO_METRICS_PORT: "0",
+      CUMULO_SHUTDOWN_GRACE_MS: "30000",
+      CUMULO_KEEP_ALIVE_TIMEOUT_MS: "60000",
+    });
+    // A viewer's idle keep-alive connection holds the edge's grace, and with it the shutdown.
+    const viewer = connect(Number(new URL(node.cumulo.edgeUrl ?? "").port), "127.0.0.1");
+    const answered = new Promise((resolve) => viewer.once("data", resolve));
+    viewer.write("GET /healthz HTTP/1.1\r\nHost: unknown.example\r\n\r\n");
+    await answered;
+    const closed = node.close();
+    try {
+      const ready = await fetch(`${node.cumulo.metricsUrl}/readyz`);
+      expect([ready.status, await ready.json()]).toEqual([503, { status: "stopping" }]);
+      // Liveness is unchanged: the process still runs, and must not be killed for shutting down.
+      expect((await fetch(`${node.cumulo.metricsUrl}/healthz`)).status).toBe(200);
+    } finally {
+      viewer.destroy();
+      await closed;
     }
   });
 
