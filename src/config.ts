@@ -195,6 +195,31 @@ function optionalPort(env: Env, name: string): number | undefined {
   return env[name] === undefined || env[name] === "" ? undefined : port(env, name, 0);
 }
 
+const ANY_ADDRESS = new Set(["0.0.0.0", "::"]);
+
+/**
+ * Two listeners of one process on one port: the second bind would fail with EADDRINUSE naming its
+ * own variables, and the operator would look for another program holding a port Cumulo itself took.
+ */
+function refuseSharedPorts(listeners: { variable: string; port: number | undefined; host: string }[]): void {
+  const bound = listeners.filter((listener) => listener.port !== undefined && listener.port !== 0);
+  for (const [index, later] of bound.entries()) {
+    const earlier = bound
+      .slice(0, index)
+      .find(
+        (other) =>
+          other.port === later.port &&
+          (other.host === later.host || ANY_ADDRESS.has(other.host) || ANY_ADDRESS.has(later.host)),
+      );
+    if (earlier) {
+      throw new ConfigError(
+        later.variable,
+        `is ${later.port}, the port of ${earlier.variable} too: each listener of a node needs a port of its own`,
+      );
+    }
+  }
+}
+
 function bool(env: Env, name: string, fallback: boolean): boolean {
   const raw = env[name];
   if (raw === undefined || raw === "") return fallback;
@@ -490,12 +515,27 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError("CUMULO_METRICS_TOKEN", "must be 16-256 printable characters without spaces");
   }
 
+  const apiPort = port(env, "PORT", 8080);
+  const host = env.HOST || "127.0.0.1";
+  const metricsPort =
+    env.CUMULO_METRICS_PORT === "off" ? undefined : optionalPort(env, "CUMULO_METRICS_PORT");
+  const metricsHost = env.CUMULO_METRICS_HOST || "127.0.0.1";
+  refuseSharedPorts([
+    { variable: "PORT", port: roles.includes("api") ? apiPort : undefined, host },
+    {
+      variable: "CUMULO_EDGE_PORT",
+      port: roles.includes("edge") && edgePort !== "off" ? edgePort : undefined,
+      host,
+    },
+    { variable: "CUMULO_METRICS_PORT", port: metricsPort, host: metricsHost },
+  ]);
+
   const dataDirRaw = env.CUMULO_DATA_DIR || "./data";
   const dataDir = isAbsolute(dataDirRaw) ? dataDirRaw : resolve(process.cwd(), dataDirRaw);
 
   return {
-    port: port(env, "PORT", 8080),
-    host: env.HOST || "127.0.0.1",
+    port: apiPort,
+    host,
     dataDir,
     databaseUrl,
     pgPreparedStatements,
@@ -570,8 +610,8 @@ export function loadConfig(env: Env = process.env): Config {
       importIdleTimeoutMs: timerSeconds(env, "CUMULO_IMPORT_IDLE_TIMEOUT_S", 30),
     },
     metrics: {
-      port: env.CUMULO_METRICS_PORT === "off" ? undefined : optionalPort(env, "CUMULO_METRICS_PORT"),
-      host: env.CUMULO_METRICS_HOST || "127.0.0.1",
+      port: metricsPort,
+      host: metricsHost,
       token: metricsToken,
     },
     devMode: bool(env, "CUMULO_DEV_MODE", false),

@@ -154,6 +154,37 @@ describe("configuration", () => {
     expect(loadConfig({ CUMULO_ROLES: "edge", CUMULO_EDGE_PORT: "0" }).edgePort).toBe(0);
   });
 
+  it("refuses one port for two listeners of the node, naming both variables", () => {
+    // Before, start-up failed with EADDRINUSE naming only the listener that bound second, so the
+    // operator looked for another program holding a port this node had taken itself.
+    expect(() => loadConfig({ PORT: "9100", CUMULO_METRICS_PORT: "9100" })).toThrow(
+      "Invalid configuration: CUMULO_METRICS_PORT is 9100, the port of PORT too: each listener of a node needs a port of its own",
+    );
+    expect(() => loadConfig({ PORT: "9100", CUMULO_EDGE_PORT: "9100" })).toThrow(
+      "CUMULO_EDGE_PORT is 9100, the port of PORT too",
+    );
+    expect(() =>
+      loadConfig({ CUMULO_EDGE_PORT: "9101", CUMULO_METRICS_PORT: "9101", CUMULO_METRICS_HOST: "0.0.0.0" }),
+    ).toThrow("CUMULO_METRICS_PORT is 9101, the port of CUMULO_EDGE_PORT too");
+    // Listeners this node does not open, port 0, and distinct addresses share nothing.
+    expect(loadConfig({ CUMULO_ROLES: "worker,edge", PORT: "9100", CUMULO_EDGE_PORT: "9100" }).port).toBe(
+      9100,
+    );
+    expect(
+      loadConfig({ PORT: "9100", CUMULO_EDGE_PORT: "off", CUMULO_ROLES: "api", CUMULO_METRICS_PORT: "9101" })
+        .metrics.port,
+    ).toBe(9101);
+    expect(loadConfig({ PORT: "0", CUMULO_EDGE_PORT: "0", CUMULO_METRICS_PORT: "0" }).port).toBe(0);
+    expect(
+      loadConfig({
+        HOST: "10.0.0.5",
+        CUMULO_METRICS_HOST: "127.0.0.1",
+        PORT: "9100",
+        CUMULO_METRICS_PORT: "9100",
+      }).metrics.port,
+    ).toBe(9100);
+  });
+
   it("keeps /metrics off by default; a port, a host and a token turn it on", () => {
     expect(loadConfig({}).metrics).toEqual({ port: undefined, host: "127.0.0.1", token: undefined });
     expect(loadConfig({ CUMULO_METRICS_PORT: "off" }).metrics.port).toBeUndefined();
