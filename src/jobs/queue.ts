@@ -227,13 +227,17 @@ export class JobRunner {
         await this.repository.postpone(job.id, runAt, message, nowIso(this.clock));
         return;
       }
-      this.logger.warn({ err: error, jobId: job.id, kind: job.kind, attempt: job.attempts }, "job failed");
+      const fields = { err: error, jobId: job.id, kind: job.kind, attempt: job.attempts };
       ran(job.attempts >= job.max_attempts ? "failed" : "retried");
       if (job.attempts >= job.max_attempts) {
+        // A line of its own, at error: the log tells a job that gave up from one tried again.
+        this.logger.error(fields, "job gave up after its last attempt; kept as failed");
         await this.repository.fail(job.id, message, nowIso(this.clock));
         await handler.onGiveUp?.(JSON.parse(job.payload), message);
       } else {
-        const runAt = new Date(this.clock.now().getTime() + retryDelayMs(job.attempts)).toISOString();
+        const retryInMs = retryDelayMs(job.attempts);
+        this.logger.warn({ ...fields, retryInMs }, "job failed; tried again later");
+        const runAt = new Date(this.clock.now().getTime() + retryInMs).toISOString();
         await this.repository.reschedule(job.id, runAt, message, nowIso(this.clock));
       }
     }

@@ -76,7 +76,9 @@ describe("durable job queue", () => {
       },
       onGiveUp: async (_payload, error) => void gaveUp.push(error),
     };
-    const runner = new JobRunner(jobs, jobRepository, [handler], systemClock, silent, {
+    const logged: { level: number; msg: string; attempt?: number; retryInMs?: number }[] = [];
+    const logger = pino({ level: "info" }, { write: (line: string) => void logged.push(JSON.parse(line)) });
+    const runner = new JobRunner(jobs, jobRepository, [handler], systemClock, logger as FastifyBaseLogger, {
       concurrency: 1,
       pollMs: 50,
     });
@@ -94,6 +96,18 @@ describe("durable job queue", () => {
       expect(row.last_error).toBe("boom 2");
       expect(attempts).toEqual([1, 2]);
       expect(gaveUp).toEqual(["boom 2"]);
+      // The retried attempt and the last one read differently in the log: only the last is an error.
+      expect(
+        logged.map(({ level, msg, attempt, retryInMs }) => ({ level, msg, attempt, retryInMs })),
+      ).toEqual([
+        { level: 40, msg: "job failed; tried again later", attempt: 1, retryInMs: 1000 },
+        {
+          level: 50,
+          msg: "job gave up after its last attempt; kept as failed",
+          attempt: 2,
+          retryInMs: undefined,
+        },
+      ]);
     } finally {
       await runner.stop();
     }
