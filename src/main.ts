@@ -8,6 +8,7 @@ import { API_KEY_NAME_MAX, ORGANIZATION_NAME_MAX } from "./identity/keys.ts";
 import { isUuid } from "./ids.ts";
 import type { CoreDeps, Services } from "./services.ts";
 import { isBlank } from "./text.ts";
+import { API_VERSION } from "./version.ts";
 
 // Each command imports what it runs when it runs: a store command (`cumulo keys revoke`, `cumulo
 // state reset`) then loads neither the HTTP app nor its routes, which CI scripts paid on every call
@@ -170,7 +171,10 @@ async function serve(config: Config, seed?: SeedBody): Promise<void> {
 }
 
 export function buildCli(): Command {
-  const program = new Command("cumulo").description("Cumulo platform API").showHelpAfterError();
+  const program = new Command("cumulo")
+    .description("Cumulo platform API")
+    .version(API_VERSION, "-V, --version", "print the version of Cumulo")
+    .showHelpAfterError();
 
   program
     .command("serve", { isDefault: true })

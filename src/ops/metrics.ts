@@ -1,6 +1,7 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import type { Clock } from "../clock.ts";
 import type { Config } from "../config.ts";
+import { API_VERSION } from "../version.ts";
 import { type HistogramSeries, observe, TalliedCounter, TalliedHistogram } from "./metric-tallies.ts";
 
 /** Seconds: from a cached API answer (sub-millisecond) to a slow request near its timeout. */
@@ -163,6 +164,13 @@ export class Metrics {
 
   /** @param processMetrics also export Node's process metrics (CPU, memory, event loop, GC). */
   constructor(options: { processMetrics: boolean }) {
+    // Which version each node runs, for a rolling upgrade: `count by (version) (cumulo_build_info)`.
+    new Gauge({
+      name: "cumulo_build_info",
+      help: "Always 1; its version label is the Cumulo version this process runs.",
+      labelNames: ["version"] as const,
+      registers: [this.registry],
+    }).set({ version: API_VERSION }, 1);
     if (options.processMetrics) {
       collectDefaultMetrics({ register: this.registry });
       // Gauges named like counters (Prometheus' lint refuses them); the same figures stay exported

@@ -5,6 +5,7 @@ import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { API_VERSION } from "../../src/version.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { BIN, runCli } from "../support/cli.ts";
 import { testStoreKind } from "../support/store.ts";
@@ -125,6 +126,12 @@ describe("cumulo CLI", { timeout: 180_000 }, () => {
     expect(
       JSON.parse((await runCli(["keys", "list", "--org", org.organization_id], env)).stdout),
     ).toHaveLength(1);
+  });
+
+  it("prints its version, as the metrics' cumulo_build_info reports it", async () => {
+    // An operator in a rolling upgrade checks which version a machine's binary is.
+    const result = await runCli(["--version"], env);
+    expect([result.code, result.stdout]).toEqual([0, `${API_VERSION}\n`]);
   });
 
   it("stops with one clear line naming a bad configuration value", async () => {
