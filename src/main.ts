@@ -117,6 +117,20 @@ function unreachableLinks(config: Config): string | undefined {
   return `HOST is ${config.host}, so links would name that address, which other machines cannot open: set ${missing.join(" and ")} to the address people reach`;
 }
 
+/** Fewer characters than `openssl rand -hex 16` gives: guessable offline (docs/decisions.md, Start-up). */
+const SECRET_KEY_MIN_LENGTH = 32;
+
+/**
+ * A short `CUMULO_SECRET_KEY` can be found by trying keys against a playback token or upload
+ * authorization, which viewers and browsers hold. Warned of, not refused: changing the key of a
+ * running installation makes its stored secrets unreadable.
+ */
+function weakSecretKey(config: Config): string | undefined {
+  const length = config.secretKey?.length;
+  if (length === undefined || length >= SECRET_KEY_MIN_LENGTH) return undefined;
+  return `CUMULO_SECRET_KEY has ${length} characters: it signs the playback tokens and upload authorizations that viewers and browsers hold, and a key this short can be guessed from one; a new installation should use ${SECRET_KEY_MIN_LENGTH} or more random characters (openssl rand -hex 32)`;
+}
+
 async function serve(config: Config, seed?: SeedBody): Promise<void> {
   const { startCumulo } = await import("./roles.ts");
   // Shown as soon as it is stored: a start that fails afterwards (a port in use) must not lose it.
@@ -137,8 +151,9 @@ async function serve(config: Config, seed?: SeedBody): Promise<void> {
       `Try: curl -H "Authorization: Bearer <the key above>" ${running.apiUrl}/v1/livestream/health\n\n`,
     );
   }
-  const unreachable = unreachableLinks(config);
-  if (unreachable) process.stderr.write(`cumulo: warning: ${unreachable}\n`);
+  for (const warning of [unreachableLinks(config), weakSecretKey(config)]) {
+    if (warning) process.stderr.write(`cumulo: warning: ${warning}\n`);
+  }
   if (running.apiUrl)
     process.stdout.write(`Cumulo API listening on ${running.apiUrl} (docs at ${running.apiUrl}/docs)\n`);
   if (running.edgeUrl) process.stdout.write(`Cumulo CDN edge listening on ${running.edgeUrl}\n`);

@@ -31,9 +31,18 @@ describe("cumulo serve", () => {
     expect(first.output()).not.toMatch(/warning/);
 
     // Listening on every interface: the links such a node builds would name 0.0.0.0.
-    const second = await serve({ ...env, CUMULO_EDGE_PORT: "0", HOST: "0.0.0.0" });
+    // And a secret key short enough to be guessed from a playback token.
+    const second = await serve({
+      ...env,
+      CUMULO_EDGE_PORT: "0",
+      HOST: "0.0.0.0",
+      CUMULO_SECRET_KEY: "changeme",
+    });
     expect(second.output()).toMatch(
       /^cumulo: warning: HOST is 0\.0\.0\.0, .* set CUMULO_EDGE_PUBLIC_URL \(playback URLs\) and CUMULO_PUBLIC_URL \(console invitation links\)/m,
+    );
+    expect(second.output()).toMatch(
+      /^cumulo: warning: CUMULO_SECRET_KEY has 8 characters: .* 32 or more random characters/m,
     );
     expect(second.output()).not.toMatch(/cmk_/);
     expect(second.edgeUrl).toMatch(/^http:\/\//);
