@@ -1,9 +1,11 @@
+import { accessSync, constants } from "node:fs";
 import type { FastifyInstance } from "fastify";
 import { buildApp } from "./app.ts";
 import { checkStorageAtStart } from "./blobs/start-up.ts";
 import { EdgeServer } from "./cdn/edge/server.ts";
 import type { Config } from "./config.ts";
 import { closeCore, openCore, type StartOptions } from "./core.ts";
+import { makeDirectories } from "./directories.ts";
 import { stopListening } from "./http/listener.ts";
 import { JobRunner } from "./jobs/queue.ts";
 import { MetricsListener } from "./ops/metrics-endpoint.ts";
@@ -44,12 +46,29 @@ async function listening<T>(
 }
 
 /**
+ * Every role writes under the data dir, whatever the store: unfinished uploads (api), the scratch
+ * space of video processing (worker), the edge's disk cache and the generated secret key. A node
+ * on PostgreSQL and S3 that could not write there started, said it was ready, and failed each
+ * upload with a 503 and postponed each video for a day.
+ */
+function usableDataDir(dataDir: string): void {
+  try {
+    makeDirectories(dataDir);
+    accessSync(dataDir, constants.W_OK | constants.X_OK);
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new Error(`cannot write to the data dir ${dataDir} (CUMULO_DATA_DIR): ${reason}`);
+  }
+}
+
+/**
  * Starts the roles named in the config in this process. `close()` shuts down in order: stop taking
  * requests and let in-flight ones finish, stop the workers (each finishes what it holds), close the store.
  */
 export async function startCumulo(given: Config, options: StartOptions = {}): Promise<RunningCumulo> {
   // This process's own copy: values resolved at start (a chosen edge port) stay in it.
   const config: Config = { ...given };
+  usableDataDir(config.dataDir);
   const deps = await openCore(config, options);
   let services: Services;
   let generatedKey: string | undefined;

@@ -1,3 +1,5 @@
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.ts";
 import { startCumulo } from "../../src/roles.ts";
@@ -55,6 +57,29 @@ describe("cumulo serve", () => {
     expect(await exitOf(second.child)).toBe(0);
     // Two cold starts of a server process: a time limit for a busy machine, not a speed check.
   }, 240_000);
+
+  it("refuses to start on a data dir it cannot write, whatever the store", async () => {
+    // On PostgreSQL and S3 a node used to start and say it was ready, then fail every upload and
+    // postpone every video: the data dir holds unfinished uploads and processing's scratch space.
+    // (The bucket is never asked: the data dir is checked first.)
+    const file = join(store.dataDir, "a-file");
+    writeFileSync(file, "");
+    const starting = startCumulo(
+      loadConfig({
+        CUMULO_ROLES: "worker",
+        CUMULO_LOG_LEVEL: "silent",
+        CUMULO_EDGE_PORT: "off",
+        CUMULO_DATA_DIR: join(file, "data"),
+        CUMULO_BLOB_STORE: "s3",
+        CUMULO_S3_BUCKET: "never-asked",
+        CUMULO_S3_ENDPOINT: "http://127.0.0.1:9",
+        ...(store.databaseUrl ? { DATABASE_URL: store.databaseUrl } : {}),
+      }),
+    );
+    await expect(starting).rejects.toThrow(
+      `cannot write to the data dir ${join(file, "data")} (CUMULO_DATA_DIR): ENOTDIR`,
+    );
+  });
 
   it("runs only the roles it is given", async () => {
     const workerOnly = await startCumulo(
