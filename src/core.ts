@@ -23,6 +23,8 @@ export interface StartOptions {
   onGeneratedKey?: (key: string) => void;
   /** Told, in place of a log line, that migrating waits for another process (the CLI's log is silent). */
   onMigrationWait?: (message: string) => void;
+  /** Told the names of the migrations this start applied (none when the store was up to date). */
+  onMigrated?: (names: string[]) => void;
 }
 
 const MIGRATION_WAIT_MESSAGE =
@@ -55,7 +57,8 @@ export async function openCore(config: Config, options: StartOptions = {}): Prom
   }
   const onMigrationWait = options.onMigrationWait ?? ((message: string) => logger.warn(message));
   try {
-    await store.migrate(() => onMigrationWait(MIGRATION_WAIT_MESSAGE));
+    const applied = await store.migrate(() => onMigrationWait(MIGRATION_WAIT_MESSAGE));
+    options.onMigrated?.(applied);
   } catch (error) {
     await store.close().catch(() => undefined);
     throw storeFailure(error);

@@ -47,12 +47,13 @@ function positiveId(value: string, what: string): number {
 async function withCore<S, T>(
   loadBuild: () => Promise<(deps: CoreDeps) => S>,
   work: (services: S, deps: CoreDeps) => Promise<T>,
+  onMigrated?: (names: string[]) => void,
 ): Promise<T> {
   const config = loadConfig();
   const [{ openCore, closeCore }, build] = await Promise.all([import("./core.ts"), loadBuild()]);
   const deps = await openCore(
     { ...config, logLevel: "silent" },
-    { onMigrationWait: (message) => process.stderr.write(`cumulo: ${message}\n`) },
+    { onMigrationWait: (message) => process.stderr.write(`cumulo: ${message}\n`), onMigrated },
   );
   try {
     return await work(build(deps), deps);
@@ -321,7 +322,18 @@ export function buildCli(): Command {
   program
     .command("migrate")
     .description("bring the store up to the latest schema")
-    .action(() => withServices(async () => print({ migrated: true })));
+    .action(async () => {
+      // Opening the store migrates it; the names say what a rolling upgrade's first step changed.
+      let applied: string[] = [];
+      await withCore(
+        async () => () => undefined,
+        async () => undefined,
+        (names) => {
+          applied = names;
+        },
+      );
+      print({ migrated: true, applied });
+    });
 
   program
     .command("openapi")

@@ -66,7 +66,8 @@ export interface Store {
    * Applies the migrations not yet applied. SQLite: `onWaiting` is told once if another process has
    * held the write lock past the busy timeout (migrating, most likely); this one waits on.
    */
-  migrate(onWaiting?: () => void): Promise<void>;
+  /** Applies the migrations the store lacks; resolves to their names (none: already up to date). */
+  migrate(onWaiting?: () => void): Promise<string[]>;
   ping(): Promise<boolean>;
   close(): Promise<void>;
 }
@@ -497,6 +498,9 @@ export function openStore(options: StoreOptions): Store {
           failed ? `Migration ${failed.migrationName} failed: ${reason}` : `Migrating failed: ${reason}`,
         );
       }
+      return (results ?? [])
+        .filter((result) => result.status === "Success")
+        .map((result) => result.migrationName);
     },
     async ping() {
       try {

@@ -128,6 +128,19 @@ describe("cumulo CLI", { timeout: 180_000 }, () => {
     ).toHaveLength(1);
   });
 
+  it("migrates and names the migrations it applied, none on a store already up to date", async () => {
+    const applied = await runCli(["migrate"], env);
+    expect([applied.code, JSON.parse(applied.stdout)]).toEqual([0, { migrated: true, applied: [] }]);
+    const fresh = mkdtempSync(join(tmpdir(), "cumulo-migrate-"));
+    try {
+      const first = await runCli(["migrate"], { ...env, CUMULO_DATA_DIR: fresh, DATABASE_URL: undefined });
+      expect(first.code).toBe(0);
+      expect(JSON.parse(first.stdout).applied).toContain("0001-identity");
+    } finally {
+      rmSync(fresh, { recursive: true, force: true });
+    }
+  });
+
   it("prints its version, as the metrics' cumulo_build_info reports it", async () => {
     // An operator in a rolling upgrade checks which version a machine's binary is.
     const result = await runCli(["--version"], env);

@@ -57,7 +57,11 @@ describe("migrations over existing rows", () => {
       } as never)
       .execute();
 
-    await store.migrate();
+    // It names what it applied, so `cumulo migrate` can say what an upgrade changed.
+    const applied = await store.migrate();
+    expect(applied).toContain("0104-library-search-names");
+    expect(applied).not.toContain("0001-identity");
+    expect(await store.migrate()).toEqual([]);
     const row = await store.db
       .selectFrom("libraries")
       .select(["name", "search_name"])
