@@ -520,6 +520,13 @@ export function loadConfig(env: Env = process.env): Config {
   const metricsPort =
     env.CUMULO_METRICS_PORT === "off" ? undefined : optionalPort(env, "CUMULO_METRICS_PORT");
   const metricsHost = env.CUMULO_METRICS_HOST || "127.0.0.1";
+  // A token alone serves /metrics on the API port: on a node without one it would be served nowhere.
+  if (metricsToken !== undefined && metricsPort === undefined && !roles.includes("api")) {
+    throw new ConfigError(
+      "CUMULO_METRICS_TOKEN",
+      "is set, but this node runs no api role, whose port would serve /metrics: set CUMULO_METRICS_PORT too",
+    );
+  }
   refuseSharedPorts([
     { variable: "PORT", port: roles.includes("api") ? apiPort : undefined, host },
     {

@@ -154,6 +154,27 @@ describe("configuration", () => {
     expect(loadConfig({ CUMULO_ROLES: "edge", CUMULO_EDGE_PORT: "0" }).edgePort).toBe(0);
   });
 
+  it("refuses a metrics token on a node without an API port when no metrics port is set", () => {
+    // Before, a worker or edge node given the deployment's token started and served /metrics nowhere.
+    for (const roles of ["worker", "edge", "worker,edge"]) {
+      expect(
+        () => loadConfig({ CUMULO_ROLES: roles, CUMULO_METRICS_TOKEN: "scrape-token-0123456789" }),
+        roles,
+      ).toThrow(
+        "Invalid configuration: CUMULO_METRICS_TOKEN is set, but this node runs no api role, whose port would serve /metrics: set CUMULO_METRICS_PORT too",
+      );
+    }
+    const worker = loadConfig({
+      CUMULO_ROLES: "worker",
+      CUMULO_METRICS_TOKEN: "scrape-token-0123456789",
+      CUMULO_METRICS_PORT: "0",
+    });
+    expect(worker.metrics.port).toBe(0);
+    expect(
+      loadConfig({ CUMULO_ROLES: "api", CUMULO_METRICS_TOKEN: "scrape-token-0123456789" }).metrics.port,
+    ).toBe(undefined);
+  });
+
   it("refuses one port for two listeners of the node, naming both variables", () => {
     // Before, start-up failed with EADDRINUSE naming only the listener that bound second, so the
     // operator looked for another program holding a port this node had taken itself.
