@@ -5,10 +5,11 @@ import * as tus from "tus-js-client";
 import { Upload, type UploadOptions } from "tus-js-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { OffsetClock } from "../../src/clock.ts";
+import { capturingLogger } from "../fuzz/log-capture.ts";
 import { createLibrary, createVideo } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { generateClip } from "../support/media.ts";
-import { createTestStore, type TestStore } from "../support/store.ts";
+import { createTestStore, type TestStore, testStoreKind } from "../support/store.ts";
 import { waitUntil } from "../support/wait.ts";
 import { videoPath, waitForStatus } from "../video/support.ts";
 import { createEndpoint, type Receiver, startReceiver } from "../webhooks/helpers.ts";
@@ -635,6 +636,44 @@ describe("resumable uploads across a server restart and across nodes", { timeout
       await b.close();
     }
   });
+
+  // Two data dirs on one store: PostgreSQL only (a SQLite store lives in its data dir).
+  it.runIf(testStoreKind() === "postgres")(
+    "logs why an API node without an upload's bytes answers 410: the request should reach the node holding them",
+    async () => {
+      const env = { CUMULO_RATE_LIMIT: "100000/1m", CUMULO_ROLES: "api" };
+      const log = capturingLogger("warn");
+      const holder = await startTestApp(env, { store });
+      const otherDir = mkdtempSync(join(tmpdir(), "cumulo-tus-other-node-"));
+      const other = await startTestApp({ ...env, CUMULO_DATA_DIR: otherDir }, { store, logger: log.logger });
+      try {
+        const libraryId = (await createLibrary(holder)).id;
+        const videoId = (await createVideo(holder, libraryId)).id;
+        const metadata = [`library_id ${btoa(libraryId)}`, `video_id ${btoa(videoId)}`].join(",");
+        const headers = { authorization: `Bearer ${holder.adminKey}`, "tus-resumable": "1.0.0" };
+        const created = await fetch(`${holder.baseUrl}${TUS_PATH}`, {
+          method: "POST",
+          headers: { ...headers, "upload-length": String(clip.length), "upload-metadata": metadata },
+        });
+        expect(created.status).toBe(201);
+        const path = created.headers.get("location") ?? "";
+        expect((await fetch(`${other.baseUrl}${path}`, { method: "HEAD", headers })).status).toBe(410);
+        const told = log.lines.filter((line) => line.uploadId !== undefined);
+        expect(told.map((line) => [line.level, line.msg, line.uploadId])).toEqual([
+          [
+            40,
+            "resumable upload's bytes are not on this API node: route /v1/media/tus/{id} to the node that holds them (docs/operations.md, Media storage); answered 410",
+            path.split("/").pop(),
+          ],
+        ]);
+        expect((await fetch(`${holder.baseUrl}${path}`, { method: "HEAD", headers })).status).toBe(200);
+      } finally {
+        await holder.close();
+        await other.close();
+        rmSync(otherDir, { recursive: true, force: true });
+      }
+    },
+  );
 
   it("moves an upload stranded in an uploads folder two API nodes share once, whichever finds it", async () => {
     const env = { CUMULO_RATE_LIMIT: "100000/1m", CUMULO_ROLES: "api" };

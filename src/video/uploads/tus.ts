@@ -78,6 +78,7 @@ class VideoUploadStore extends FileStore {
     directory: string,
     private readonly repository: UploadRepository,
     expiryMs: number,
+    private readonly logger: FastifyBaseLogger,
   ) {
     super({
       directory,
@@ -89,7 +90,19 @@ class VideoUploadStore extends FileStore {
   override async getUpload(id: string): Promise<Upload> {
     const row = await this.repository.findUpload(id);
     if (row?.completed_at && row.size_bytes !== null) return toUpload(row, Number(row.size_bytes));
-    return super.getUpload(id);
+    try {
+      return await super.getUpload(id);
+    } catch (error) {
+      // The record is in the store, the bytes not on this disk: most often a balancer that sent the
+      // request to another API node than the one that holds them. The client's 410 reads as expired.
+      if (row && (error as { status_code?: number }).status_code === 410) {
+        this.logger.warn(
+          { uploadId: id },
+          "resumable upload's bytes are not on this API node: route /v1/media/tus/{id} to the node that holds them (docs/operations.md, Media storage); answered 410",
+        );
+      }
+      throw error;
+    }
   }
 }
 
@@ -133,7 +146,7 @@ export class ResumableUploads {
     this.#directory = join(deps.dataDir, "uploads");
     this.#server = new Server({
       path,
-      datastore: new VideoUploadStore(this.#directory, deps.repository, deps.expiryMs),
+      datastore: new VideoUploadStore(this.#directory, deps.repository, deps.expiryMs, deps.logger),
       maxSize: deps.maxBytes,
       // The client resolves it against the endpoint it called, so it works behind any proxy.
       relativeLocation: true,
