@@ -177,7 +177,7 @@ async function serve(config: Config, seed?: SeedBody): Promise<void> {
     running.close().then(
       () => process.exit(0),
       (error: unknown) => {
-        process.stderr.write(`shutdown failed: ${String(error)}\n`);
+        process.stderr.write(`cumulo: shutdown failed: ${String(error)}\n`);
         process.exit(1);
       },
     );
