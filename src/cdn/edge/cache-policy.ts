@@ -20,18 +20,21 @@ const EXPLICIT_FRESHNESS = /(?:^|,)\s*(?:max-age|s-maxage)\s*=/i;
 const NO_DEFAULT_TTL = /(?:^|,)\s*(?:no-store|no-cache|private)\b/i;
 const STALE_IF_ERROR = /(?:^|,)\s*stale-if-error\s*=\s*"?(\d+)/i;
 
-/** Adds `max-age=default_ttl_s` for the cache's freshness decision when the origin set none. */
+/**
+ * The origin's headers as the cache's freshness decision reads them: `Cache-Control` in lower case
+ * (its directives are case-insensitive, RFC 9111 5.2, and `http-cache-semantics` matches them as
+ * written, so a `Private` answer would be shared), and `max-age=default_ttl_s` added when the origin
+ * set no freshness.
+ */
 function headersForPolicy(headers: HeaderMap, status: number, defaultTtlS: number): HeaderMap {
-  const cacheControl = [headers["cache-control"] ?? []].flat().join(", ");
-  if (
-    defaultTtlS <= 0 ||
-    !DEFAULT_TTL_STATUSES.has(status) ||
-    EXPLICIT_FRESHNESS.test(cacheControl) ||
-    headers.expires !== undefined ||
-    NO_DEFAULT_TTL.test(cacheControl)
-  ) {
-    return headers;
-  }
+  const cacheControl = [headers["cache-control"] ?? []].flat().join(", ").toLowerCase();
+  const usesDefault =
+    defaultTtlS > 0 &&
+    DEFAULT_TTL_STATUSES.has(status) &&
+    !EXPLICIT_FRESHNESS.test(cacheControl) &&
+    headers.expires === undefined &&
+    !NO_DEFAULT_TTL.test(cacheControl);
+  if (!usesDefault) return cacheControl ? { ...headers, "cache-control": cacheControl } : headers;
   return {
     ...headers,
     "cache-control": cacheControl ? `${cacheControl}, max-age=${defaultTtlS}` : `max-age=${defaultTtlS}`,

@@ -63,16 +63,23 @@ const PLATFORM_COOKIE = /^\s*(?:__(?:host|secure)-)?cumulo_/i;
 const tenantCookies = (value: HeaderMap[string]): string[] =>
   [value ?? []].flat().filter((cookie) => !PLATFORM_COOKIE.test(String(cookie)));
 
+/** Header names a `Connection` header lists: hop-by-hop for this message only (RFC 9110, 7.6.1). */
+export function connectionNames(connection: HeaderMap[string]): string[] {
+  return [connection ?? []]
+    .flat()
+    .join(",")
+    .toLowerCase()
+    .split(",")
+    .map((name) => name.trim())
+    .filter((name) => name !== "");
+}
+
 /**
  * Origin response headers a viewer may see: hop-by-hop ones and our own (Age, X-Cache) removed, and
  * cookies of the platform's own names.
  */
 export function endToEndHeaders(headers: HeaderMap): OutgoingHttpHeaders {
-  const named = String(headers.connection ?? "")
-    .toLowerCase()
-    .split(",")
-    .map((name) => name.trim())
-    .filter((name) => name !== "");
+  const named = connectionNames(headers.connection);
   const out: OutgoingHttpHeaders = {};
   for (const [name, value] of Object.entries(headers)) {
     const lower = name.toLowerCase();

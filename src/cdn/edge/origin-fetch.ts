@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import type { IncomingMessage } from "node:http";
 import type { FastifyBaseLogger } from "fastify";
 import { type Agent, type Dispatcher, request as undiciRequest } from "undici";
@@ -6,7 +7,7 @@ import { assertTargetAllowed, BlockedAddressError, createGuardedAgent } from "..
 import type { DistributionRow } from "../tables.ts";
 import type { CachedObject, EdgeCache } from "./cache.ts";
 import type { EdgeCachePolicy, Resolved } from "./cache-policy.ts";
-import { combinedHeaders, endToEndHeaders, type HeaderMap } from "./http.ts";
+import { combinedHeaders, connectionNames, endToEndHeaders, type HeaderMap } from "./http.ts";
 import type { Exchange, PassingAnswer } from "./relay.ts";
 
 /** Request headers passed to the origin. */
@@ -60,6 +61,12 @@ type Asked =
  */
 export class OriginFetcher {
   readonly #agent: Agent;
+  /**
+   * This node's name in `CDN-Loop` (RFC 8586), sent with every origin request. A request that already
+   * names it came back through an origin that leads to this edge. Per node, not per platform: one
+   * Cumulo deployment may be another's origin, and a loop through several nodes still comes back to one.
+   */
+  readonly #cdnId = `cumulo-${randomUUID().slice(0, 8)}`;
 
   constructor(
     private readonly config: Config,
@@ -75,6 +82,12 @@ export class OriginFetcher {
 
   close(): Promise<void> {
     return this.#agent.close().catch(() => undefined);
+  }
+
+  /** Whether this request has already passed through this node: asking the origin would loop. */
+  loopsBack(request: IncomingMessage): boolean {
+    const ids = [request.headers["cdn-loop"] ?? []].flat().join(",").split(",");
+    return ids.some((info) => info.split(";", 1)[0]?.trim().toLowerCase() === this.#cdnId);
   }
 
   /** Fetches a miss; `stale` is the stored copy to revalidate (and to serve if the origin fails and allows it). */
@@ -129,8 +142,10 @@ export class OriginFetcher {
       await body.dump().catch(() => undefined);
       throw error;
     }
+    // The origin's Age (a cache in front of it), for an answer passed on rather than kept.
+    const age = Math.floor(policy.age());
     if (!storable) {
-      return { kind: "pass", answer: { status, headers, body, already: [], askedAt } };
+      return { kind: "pass", answer: { status, headers, body, already: [], askedAt, age } };
     }
 
     const chunks: Buffer[] = [];
@@ -144,7 +159,7 @@ export class OriginFetcher {
         chunks.push(buffer);
         // Larger than announced (or chunked): stop buffering and stream the rest through.
         if (size > maxObjectBytes) {
-          return { kind: "pass", answer: { status, headers, body, already: chunks, askedAt } };
+          return { kind: "pass", answer: { status, headers, body, already: chunks, askedAt, age } };
         }
       }
     } catch (error) {
@@ -172,15 +187,23 @@ export class OriginFetcher {
   /** One origin request; conditional when a stored copy has a validator. */
   async #ask(target: URL, { request, resolved }: Miss, stale: CachedObject | undefined): Promise<Asked> {
     const headers: Record<string, string> = {};
-    for (const name of FORWARDED_REQUEST_HEADERS) {
+    // What the viewer's Connection header names was meant for the edge alone.
+    const hopByHop = connectionNames(request.headers.connection);
+    const viewerHeader = (name: string): string | undefined => {
       const value = request.headers[name];
-      if (typeof value === "string") headers[name] = value;
+      return typeof value === "string" && !hopByHop.includes(name) ? value : undefined;
+    };
+    for (const name of FORWARDED_REQUEST_HEADERS) {
+      const value = viewerHeader(name);
+      if (value !== undefined) headers[name] = value;
     }
-    const forwardedFor = request.headers["x-forwarded-for"];
+    const forwardedFor = viewerHeader("x-forwarded-for");
     const client = request.socket.remoteAddress ?? "";
     headers["x-forwarded-for"] = forwardedFor ? `${forwardedFor}, ${client}` : client;
     headers["x-forwarded-host"] = resolved.distribution.hostname;
     headers.via = "1.1 cumulo-edge";
+    const cdnLoop = viewerHeader("cdn-loop");
+    headers["cdn-loop"] = cdnLoop ? `${cdnLoop}, ${this.#cdnId}` : this.#cdnId;
     const etag = stale?.headers.etag;
     const lastModified = stale?.headers["last-modified"];
     if (typeof etag === "string") headers["if-none-match"] = etag;

@@ -29,6 +29,8 @@ export interface PassingAnswer {
   already: Buffer[];
   /** `performance.now()` when the origin was asked: origin time runs until its body is through. */
   askedAt: number;
+  /** Whole seconds the answer had spent in caches before the origin sent it (its `Age`). */
+  age: number;
 }
 
 function ignore(): void {}
@@ -51,7 +53,8 @@ export async function relay(
     body.on("error", ignore);
     body.destroy();
   };
-  const out: OutgoingHttpHeaders = { ...headers, age: "0", "x-cache": "MISS" };
+  const cacheHeaders = { age: String(answer.age), "x-cache": "MISS" };
+  const out: OutgoingHttpHeaders = { ...headers, ...cacheHeaders };
   const declared = Number(headers["content-length"] ?? Number.NaN);
   let window: ByteWindow | undefined;
   if (status === 200 && notModified(request.headers, out)) {
@@ -61,7 +64,7 @@ export async function relay(
   }
   if (status === 200 && !Number.isNaN(declared)) {
     out["accept-ranges"] = "bytes";
-    const started = startRepresentation(request, response, out, declared, { age: "0", "x-cache": "MISS" });
+    const started = startRepresentation(request, response, out, declared, cacheHeaders);
     exchange.sent = started.sent;
     if (!started.window) {
       discardBody();

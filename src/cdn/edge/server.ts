@@ -39,6 +39,7 @@ const ERROR_MESSAGES: Record<number, string> = {
   502: "Bad Gateway",
   503: "Service Unavailable",
   504: "Gateway Timeout",
+  508: "Loop Detected",
 };
 
 /** The cache headers of an error answered after asking the origin: it was a miss like any other. */
@@ -319,6 +320,12 @@ export class EdgeServer {
       : this.cache.get(distribution.id, pathAndQuery, request.headers));
     if (stored && this.#policy.satisfies(stored, request, resolved)) {
       exchange.sent = this.#sendObject(miss, response, stored, "HIT");
+      return;
+    }
+    // An origin that leads back to this edge would be asked again for every round, or (the same
+    // path) the request would wait on its own fetch until the origin timeout.
+    if (this.#origins.loopsBack(request)) {
+      exchange.sent = sendError(response, 508, MISSED);
       return;
     }
     // Per origin too: a viewer arriving after the distribution's origin changed does not wait on a

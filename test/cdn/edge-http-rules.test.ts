@@ -1,0 +1,113 @@
+import type { IncomingHttpHeaders } from "node:http";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import {
+  createDistribution,
+  EDGE_ENV,
+  edgeRequest,
+  edgeUrlOf,
+  type Origin,
+  startOrigin,
+  uniqueHost,
+} from "./support.ts";
+
+/** HTTP rules of RFC 9110/9111 that a customer's site behind the edge relies on. */
+describe("CDN edge HTTP rules", () => {
+  let t: TestApp;
+  let origin: Origin;
+  let edge: string;
+  let host: string;
+  const get = (path: string, headers: Record<string, string> = {}) =>
+    edgeRequest(edge, `/${host}${path}`, { headers });
+
+  beforeAll(async () => {
+    t = await startTestApp({ ...EDGE_ENV, CUMULO_EDGE_ORIGIN_TIMEOUT_MS: "2000" });
+    edge = edgeUrlOf(t);
+    origin = await startOrigin();
+    host = uniqueHost("rules");
+    await createDistribution(t, { hostname: host, origin_url: origin.url });
+  });
+  afterAll(async () => {
+    await t.close();
+    await origin.close();
+  });
+
+  it("reads Cache-Control directives case-insensitively: a Private or No-Store answer is never shared", async () => {
+    let viewer = 0;
+    for (const [path, cacheControl] of [
+      ["/account", "Private, max-age=600"],
+      ["/basket", "NO-STORE, max-age=600"],
+    ] as const) {
+      origin.route(path, (_req, res) => {
+        viewer++;
+        res.writeHead(200, { "cache-control": cacheControl }).end(`page of viewer ${viewer}`);
+      });
+      const first = await get(path);
+      const second = await get(path);
+      expect([second.headers["x-cache"], second.text]).not.toEqual(["HIT", first.text]);
+      expect(origin.hitsOf(path)).toBe(2);
+    }
+    // Freshness written in capitals still counts.
+    origin.route("/logo.png", (_req, res) =>
+      res.writeHead(200, { "cache-control": "Public, Max-Age=600" }).end("l"),
+    );
+    await get("/logo.png");
+    expect((await get("/logo.png")).headers["x-cache"]).toBe("HIT");
+  });
+
+  it("passes the origin's Age on an answer it does not keep", async () => {
+    // An answer from a cache in front of the origin, already past its freshness: the viewer must not
+    // take it as new.
+    origin.route("/aged", (_req, res) =>
+      res.writeHead(200, { "cache-control": "max-age=100", age: "400" }).end("aged"),
+    );
+    origin.route("/aged-private", (_req, res) =>
+      res.writeHead(200, { "cache-control": "private, max-age=100", age: "30" }).end("mine"),
+    );
+    const aged = await get("/aged");
+    expect([aged.headers["x-cache"], aged.headers.age]).toEqual(["MISS", "400"]);
+    expect((await get("/aged-private")).headers.age).toBe("30");
+    expect((await get("/aged-private", { range: "bytes=0-1" })).headers.age).toBe("30");
+  });
+
+  it("does not forward request headers the viewer's Connection header names", async () => {
+    let seen: IncomingHttpHeaders = {};
+    origin.route("/hop", (req, res) => {
+      seen = req.headers;
+      res.writeHead(200, { "cache-control": "no-store" }).end("hop");
+    });
+    await get("/hop", {
+      connection: "keep-alive, Accept-Language, X-Forwarded-For",
+      "accept-language": "fr",
+      "x-forwarded-for": "203.0.113.9",
+      "user-agent": "viewer",
+    });
+    expect(seen["accept-language"]).toBeUndefined();
+    expect(seen["x-forwarded-for"]).toBe("127.0.0.1");
+    expect(seen["user-agent"]).toBe("viewer");
+  });
+
+  it("answers 508 at once when a distribution's origin leads back to the edge", async () => {
+    // The same path again (the request would wait on itself), and a path that grows on every round
+    // (each would be a new miss, without end).
+    const same = uniqueHost("loop");
+    const growing = uniqueHost("loop");
+    await createDistribution(t, { hostname: same, origin_url: `${edge}/${same}` });
+    await createDistribution(t, { hostname: growing, origin_url: `${edge}/${growing}/more` });
+    for (const name of [same, growing]) {
+      const started = Date.now();
+      const answer = await edgeRequest(edge, `/${name}/page.html`);
+      expect(answer.status).toBe(508);
+      expect(answer.body.toString()).toContain("Loop Detected");
+      expect(Date.now() - started).toBeLessThan(1500);
+    }
+    // A viewer's own CDN-Loop naming other CDNs is passed on, with the edge added.
+    let loop: string | undefined;
+    origin.route("/tiered", (req, res) => {
+      loop = String(req.headers["cdn-loop"]);
+      res.writeHead(200, { "cache-control": "no-store" }).end("t");
+    });
+    expect((await get("/tiered", { "cdn-loop": "other-cdn; v=1" })).status).toBe(200);
+    expect(loop).toMatch(/^other-cdn; v=1, cumulo-[0-9a-f]+$/);
+  });
+});
