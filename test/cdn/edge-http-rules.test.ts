@@ -70,6 +70,33 @@ describe("CDN edge HTTP rules", () => {
     expect((await get("/aged-private", { range: "bytes=0-1" })).headers.age).toBe("30");
   });
 
+  it("answers with its own X-Request-Id and Accept-Ranges, never the origin's", async () => {
+    origin.route("/app.js", (_req, res) =>
+      res
+        .writeHead(200, {
+          "cache-control": "max-age=600",
+          etag: '"a1"',
+          "x-request-id": "origin-request-1",
+          "accept-ranges": "none",
+        })
+        .end("0123456789"),
+    );
+    const asks: Array<Record<string, string>> = [{}, {}, { range: "bytes=0-1" }, { "if-none-match": '"a1"' }];
+    for (const [n, headers] of asks.entries()) {
+      const answer = await get("/app.js", { ...headers, "x-request-id": `viewer-${n}` });
+      expect([answer.headers["x-request-id"], answer.headers["accept-ranges"]]).toEqual([
+        `viewer-${n}`,
+        "bytes",
+      ]);
+    }
+    origin.route("/live.m3u8", (_req, res) =>
+      res.writeHead(200, { "cache-control": "no-store", "x-request-id": "origin-request-2" }).end("#EXTM3U"),
+    );
+    expect((await get("/live.m3u8", { "x-request-id": "viewer-live" })).headers["x-request-id"]).toBe(
+      "viewer-live",
+    );
+  });
+
   it("does not forward request headers the viewer's Connection header names", async () => {
     let seen: IncomingHttpHeaders = {};
     origin.route("/hop", (req, res) => {

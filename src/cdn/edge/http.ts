@@ -75,8 +75,8 @@ export function connectionNames(connection: HeaderMap[string]): string[] {
 }
 
 /**
- * Origin response headers a viewer may see: hop-by-hop ones and our own (Age, X-Cache) removed, and
- * cookies of the platform's own names.
+ * Origin response headers a viewer may see: hop-by-hop ones and the edge's own (Age, X-Cache,
+ * X-Request-Id, Accept-Ranges) removed, and cookies of the platform's own names.
  */
 export function endToEndHeaders(headers: HeaderMap): OutgoingHttpHeaders {
   const named = connectionNames(headers.connection);
@@ -84,7 +84,9 @@ export function endToEndHeaders(headers: HeaderMap): OutgoingHttpHeaders {
   for (const [name, value] of Object.entries(headers)) {
     const lower = name.toLowerCase();
     if (value === undefined || HOP_BY_HOP.has(lower) || named.includes(lower)) continue;
-    if (lower === "age" || lower === "x-cache") continue;
+    // The edge's own: its Age and X-Cache, its request id, and whether it serves ranges of this answer.
+    if (lower === "age" || lower === "x-cache" || lower === "x-request-id" || lower === "accept-ranges")
+      continue;
     if (lower === "set-cookie") {
       const kept = tenantCookies(value);
       if (kept.length > 0) out[lower] = kept;
