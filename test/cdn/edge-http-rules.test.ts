@@ -97,6 +97,25 @@ describe("CDN edge HTTP rules", () => {
     );
   });
 
+  it("passes the viewer's Origin on, so an origin that answers CORS per site can (players on other sites)", async () => {
+    const allowed = new Set(["https://www.example.com", "https://player.example.net"]);
+    origin.route("/video/index.m3u8", (req, res) => {
+      const site = String(req.headers.origin ?? "");
+      res
+        .writeHead(200, {
+          "cache-control": "max-age=60",
+          vary: "Origin",
+          ...(allowed.has(site) ? { "access-control-allow-origin": site } : {}),
+        })
+        .end("#EXTM3U");
+    });
+    for (const site of [...allowed, ...allowed]) {
+      const answer = await get("/video/index.m3u8", { origin: site });
+      expect(answer.headers["access-control-allow-origin"]).toBe(site);
+    }
+    expect(origin.hitsOf("/video/index.m3u8")).toBe(2);
+  });
+
   it("does not forward request headers the viewer's Connection header names", async () => {
     let seen: IncomingHttpHeaders = {};
     origin.route("/hop", (req, res) => {

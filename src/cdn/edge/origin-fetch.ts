@@ -10,8 +10,18 @@ import type { EdgeCachePolicy, Resolved } from "./cache-policy.ts";
 import { combinedHeaders, connectionNames, endToEndHeaders, type HeaderMap } from "./http.ts";
 import type { Exchange, PassingAnswer } from "./relay.ts";
 
-/** Request headers passed to the origin. */
-const FORWARDED_REQUEST_HEADERS = ["accept", "accept-encoding", "accept-language", "user-agent", "referer"];
+/**
+ * Request headers passed to the origin. `Origin` lets an origin answer CORS for the site asking (a
+ * player on another site reads playlists and segments with fetch); it names a site, no credential.
+ */
+const FORWARDED_REQUEST_HEADERS = [
+  "accept",
+  "accept-encoding",
+  "accept-language",
+  "user-agent",
+  "referer",
+  "origin",
+];
 
 const isTimeout = (error: unknown): boolean => {
   const code = (error as { code?: string } | null)?.code ?? "";
