@@ -11,6 +11,8 @@ import {
   uniqueHost,
 } from "./support.ts";
 
+const MAX_OBJECT = 64 * 1024;
+
 /** HTTP rules of RFC 9110/9111 that a customer's site behind the edge relies on. */
 describe("CDN edge HTTP rules", () => {
   let t: TestApp;
@@ -21,7 +23,11 @@ describe("CDN edge HTTP rules", () => {
     edgeRequest(edge, `/${host}${path}`, { headers });
 
   beforeAll(async () => {
-    t = await startTestApp({ ...EDGE_ENV, CUMULO_EDGE_ORIGIN_TIMEOUT_MS: "2000" });
+    t = await startTestApp({
+      ...EDGE_ENV,
+      CUMULO_EDGE_ORIGIN_TIMEOUT_MS: "2000",
+      CUMULO_EDGE_MAX_OBJECT_BYTES: String(MAX_OBJECT),
+    });
     edge = edgeUrlOf(t);
     origin = await startOrigin();
     host = uniqueHost("rules");
@@ -114,6 +120,45 @@ describe("CDN edge HTTP rules", () => {
       expect(answer.headers["access-control-allow-origin"]).toBe(site);
     }
     expect(origin.hitsOf("/video/index.m3u8")).toBe(2);
+  });
+
+  it("asks the origin for a viewer's range of an object over the size limit instead of all of it", async () => {
+    // A progressive video too large to keep: a seek near its end must not download everything before it.
+    const video = Buffer.alloc(MAX_OBJECT * 8);
+    for (let i = 0; i < video.length; i++) video[i] = i % 251;
+    const asked: Array<string | undefined> = [];
+    origin.route("/movie.mp4", (req, res) => {
+      asked.push(req.headers.range);
+      const range = /^bytes=(\d+)-(\d+)$/.exec(req.headers.range ?? "");
+      const [start, end] = range ? [Number(range[1]), Number(range[2])] : [0, video.length - 1];
+      const part = video.subarray(start, end + 1);
+      res
+        .writeHead(range ? 206 : 200, {
+          "content-type": "video/mp4",
+          etag: '"m1"',
+          "content-length": String(part.length),
+          ...(range ? { "content-range": `bytes ${start}-${end}/${video.length}` } : {}),
+        })
+        .end(part);
+    });
+    const start = video.length - 1000;
+    const seek = await get("/movie.mp4", { range: `bytes=${start}-${start + 9}` });
+    expect([seek.status, seek.headers["content-range"], seek.headers["x-cache"]]).toEqual([
+      206,
+      `bytes ${start}-${start + 9}/${video.length}`,
+      "MISS",
+    ]);
+    expect(seek.body.equals(video.subarray(start, start + 10))).toBe(true);
+    expect(asked).toContain(`bytes=${start}-${start + 9}`);
+    // From the start, and without a range, the first answer is used as before.
+    expect((await get("/movie.mp4", { range: "bytes=0-9" })).body.equals(video.subarray(0, 10))).toBe(true);
+    const whole = await get("/movie.mp4");
+    expect([whole.status, whole.body.length]).toEqual([200, video.length]);
+    // A suffix range and an If-Range that still holds are asked for too; one that no longer holds gets it all.
+    const tail = await get("/movie.mp4", { range: "bytes=-5", "if-range": '"m1"' });
+    expect([tail.status, tail.body.equals(video.subarray(-5))]).toEqual([206, true]);
+    const changed = await get("/movie.mp4", { range: `bytes=${start}-`, "if-range": '"m0"' });
+    expect([changed.status, changed.body.length]).toEqual([200, video.length]);
   });
 
   it("does not forward request headers the viewer's Connection header names", async () => {

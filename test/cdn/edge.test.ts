@@ -567,7 +567,9 @@ describe("CDN edge", () => {
     expect(ranged.status).toBe(206);
     expect(ranged.body.length).toBe(10);
     expect(ranged.headers["x-cache"]).toBe("MISS");
-    expect(origin.hitsOf("/root/big.bin")).toBe(2);
+    // The range was asked of the origin after its first answer; this one ignores Range and sends the
+    // whole object again, which is cut.
+    expect(origin.hitsOf("/root/big.bin")).toBe(3);
 
     // Without a length: found too large while it is being read, then streamed through.
     origin.route("/root/chunked.bin", (_req, res) => {

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type { IncomingMessage } from "node:http";
+import type { IncomingMessage, OutgoingHttpHeaders } from "node:http";
 import type { FastifyBaseLogger } from "fastify";
 import { type Agent, type Dispatcher, request as undiciRequest } from "undici";
 import type { Config } from "../../config.ts";
@@ -7,7 +7,13 @@ import { assertTargetAllowed, BlockedAddressError, createGuardedAgent } from "..
 import type { DistributionRow } from "../tables.ts";
 import type { CachedObject, EdgeCache } from "./cache.ts";
 import type { EdgeCachePolicy, Resolved } from "./cache-policy.ts";
-import { combinedHeaders, connectionNames, endToEndHeaders, type HeaderMap } from "./http.ts";
+import {
+  combinedHeaders,
+  conditionalOutcome,
+  connectionNames,
+  endToEndHeaders,
+  type HeaderMap,
+} from "./http.ts";
 import type { Exchange, PassingAnswer } from "./relay.ts";
 
 /**
@@ -60,6 +66,12 @@ export type Fetched =
   /** Not kept (not storable or too large): streamed to this viewer only. */
   | { kind: "pass"; answer: PassingAnswer }
   | { kind: "error"; status: 404 | 502 | 504 };
+
+/** A byte range asked of the origin on a viewer's behalf. */
+interface RangeAsk {
+  range: string;
+  ifRange?: string;
+}
 
 type Asked =
   | { kind: "answer"; status: number; headers: HeaderMap; body: Dispatcher.ResponseData["body"] }
@@ -155,7 +167,17 @@ export class OriginFetcher {
     // The origin's Age (a cache in front of it), for an answer passed on rather than kept.
     const age = Math.floor(policy.age());
     if (!storable) {
-      return { kind: "pass", answer: { status, headers, body, already: [], askedAt, age } };
+      const range = this.#rangeWorthAsking(request, status, headers);
+      if (!range) return { kind: "pass", answer: { status, headers, body, already: [], askedAt, age } };
+      // The origin would send everything before the range only for it to be thrown away.
+      body.on("error", () => undefined);
+      body.destroy();
+      const ranged = await this.#ask(target, miss, undefined, range);
+      exchange.originMs = performance.now() - askedAt;
+      if (ranged.kind === "failed") return this.#failed(ranged.error, undefined, distribution);
+      const rangedAge = Math.max(0, Number.parseInt(String(ranged.headers.age ?? "0"), 10) || 0);
+      const answer = { headers: endToEndHeaders(ranged.headers), already: [], askedAt, age: rangedAge };
+      return { kind: "pass", answer: { ...answer, status: ranged.status, body: ranged.body } };
     }
 
     const chunks: Buffer[] = [];
@@ -194,8 +216,34 @@ export class OriginFetcher {
     return { kind: "error", status };
   }
 
-  /** One origin request; conditional when a stored copy has a validator. */
-  async #ask(target: URL, { request, resolved }: Miss, stale: CachedObject | undefined): Promise<Asked> {
+  /**
+   * The range to ask the origin for instead of streaming its whole answer: a GET's one range, not
+   * from the start, of a 200 too large to keep (a seek in a progressive video), with the viewer's
+   * `If-Range` if it holds for this answer.
+   */
+  #rangeWorthAsking(
+    request: IncomingMessage,
+    status: number,
+    headers: OutgoingHttpHeaders,
+  ): RangeAsk | undefined {
+    const declared = Number(headers["content-length"] ?? Number.NaN);
+    if (status !== 200 || !(declared > this.config.edge.maxObjectBytes)) return undefined;
+    const outcome = conditionalOutcome(request.method, request.headers, headers, declared);
+    if (outcome.kind !== "range" || outcome.start === 0) return undefined;
+    const ifRange = request.headers["if-range"];
+    return {
+      range: `bytes=${outcome.start}-${outcome.end}`,
+      ...(typeof ifRange === "string" ? { ifRange } : {}),
+    };
+  }
+
+  /** One origin request; conditional when a stored copy has a validator, ranged when `range` is given. */
+  async #ask(
+    target: URL,
+    { request, resolved }: Miss,
+    stale: CachedObject | undefined,
+    range?: RangeAsk,
+  ): Promise<Asked> {
     const headers: Record<string, string> = {};
     // What the viewer's Connection header names was meant for the edge alone.
     const hopByHop = connectionNames(request.headers.connection);
@@ -218,6 +266,10 @@ export class OriginFetcher {
     const lastModified = stale?.headers["last-modified"];
     if (typeof etag === "string") headers["if-none-match"] = etag;
     else if (typeof lastModified === "string") headers["if-modified-since"] = lastModified;
+    if (range) {
+      headers.range = range.range;
+      if (range.ifRange) headers["if-range"] = range.ifRange;
+    }
     const { originTimeoutMs } = this.config.edge;
     try {
       assertTargetAllowed(target, this.config.originAllowPrivate);
