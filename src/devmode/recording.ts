@@ -89,6 +89,11 @@ export class Recorder {
     if (current) current.bodyLimit = -1;
   }
 
+  /** Whether this organization has a recording, on or stopped. */
+  has(organizationId: string): boolean {
+    return this.#recordings.has(organizationId);
+  }
+
   isRecording(organizationId: string): boolean {
     return (this.#recordings.get(organizationId)?.bodyLimit ?? -1) >= 0;
   }

@@ -608,7 +608,12 @@ export const devModeRoutes = fastifyPlugin(
             },
           },
           async (request, reply) => {
-            transitions.clear(request.query.organization_id);
+            const { organization_id } = request.query;
+            // Rules of an organization removed since can still be dropped.
+            if (organization_id !== undefined && !transitions.has(organization_id)) {
+              await requireOrganization(organization_id);
+            }
+            transitions.clear(organization_id);
             return reply.code(204).send(null);
           },
         );
@@ -832,11 +837,11 @@ export const devModeRoutes = fastifyPlugin(
             },
           },
           async (request, reply) => {
-            reply.header(
-              "content-disposition",
-              `attachment; filename="cumulo-${request.query.organization_id}.har"`,
-            );
-            return recorder.har(request.query.organization_id);
+            const { organization_id } = request.query;
+            // The recording of an organization removed since can still be read.
+            if (!recorder.has(organization_id)) await requireOrganization(organization_id);
+            reply.header("content-disposition", `attachment; filename="cumulo-${organization_id}.har"`);
+            return recorder.har(organization_id);
           },
         );
 
@@ -853,7 +858,9 @@ export const devModeRoutes = fastifyPlugin(
             },
           },
           async (request, reply) => {
-            recorder.clear(request.query.organization_id);
+            const { organization_id } = request.query;
+            if (!recorder.has(organization_id)) await requireOrganization(organization_id);
+            recorder.clear(organization_id);
             return reply.code(204).send(null);
           },
         );

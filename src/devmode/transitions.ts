@@ -53,6 +53,11 @@ export class Transitions {
     this.#everyone = { video: "real", library: "real" };
   }
 
+  /** Whether this organization has rules of its own. */
+  has(organizationId: string): boolean {
+    return this.#byOrganization.has(organizationId);
+  }
+
   /** The rules that apply to this organization. */
   of(organizationId: string): TransitionRules {
     return { ...this.#everyone, ...this.#byOrganization.get(organizationId) };

@@ -208,8 +208,42 @@ describe("state transitions: instant processing and provisioning, or a stop at a
       json: { organization_id: nobody, recording: true },
     });
     expect(recording.status, recording.text).toBe(404);
+    // Dropping them, or downloading the recording, is refused alike: a typo is not a silent success.
+    for (const path of ["/_cumulo/transitions", "/_cumulo/recording"]) {
+      const dropped = await t.request("DELETE", `${path}?organization_id=${nobody}`);
+      expect(dropped.status, `DELETE ${path}`).toBe(404);
+      expect(dropped.body).toEqual(rule.body);
+    }
+    const har = await t.request("GET", `/_cumulo/recording.har?organization_id=${nobody}`);
+    expect(har.status, har.text).toBe(404);
+    expect(har.body).toEqual(rule.body);
     expect((await t.request("GET", "/_cumulo/transitions")).body.organizations).toEqual([]);
     expect((await t.request("GET", "/_cumulo/faults")).body).toEqual({ faults: [] });
+    expect((await t.request("GET", "/_cumulo/recording")).body).toEqual({ recordings: [] });
+  });
+
+  it("drops the rules and the recording of an organization removed since", async () => {
+    const gone = await t.createOrganization("Gone");
+    const id = gone.organizationId;
+    expect((await setTransitions({ organization_id: id, video: "instant" })).status).toBe(200);
+    const on = await t.request("POST", "/_cumulo/recording", {
+      json: { organization_id: id, recording: true },
+    });
+    expect(on.status, on.text).toBe(200);
+    await createLibrary(t, { name: "Recorded" }, gone.key);
+    const removed = await t.request("POST", "/_cumulo/state/reset", {
+      json: { organization_id: id, to: "empty" },
+    });
+    expect(removed.status, removed.text).toBe(200);
+    // What was held for it can still be read and let go of, once.
+    const har = await t.request("GET", `/_cumulo/recording.har?organization_id=${id}`);
+    expect(har.status, har.text).toBe(200);
+    expect(har.body.log.entries.length).toBeGreaterThan(0);
+    for (const path of ["/_cumulo/transitions", "/_cumulo/recording"]) {
+      expect((await t.request("DELETE", `${path}?organization_id=${id}`)).status, path).toBe(204);
+      expect((await t.request("DELETE", `${path}?organization_id=${id}`)).status, path).toBe(404);
+    }
+    expect((await t.request("GET", "/_cumulo/transitions")).body.organizations).toEqual([]);
     expect((await t.request("GET", "/_cumulo/recording")).body).toEqual({ recordings: [] });
   });
 });
