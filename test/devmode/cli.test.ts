@@ -175,3 +175,60 @@ describe("cumulo state save | load | reset", () => {
     }
   }, 150_000);
 });
+
+describe("cumulo state reset where the bootstrap key is gone", () => {
+  let store: TestStore;
+  let env: Record<string, string | undefined>;
+  beforeAll(async () => {
+    store = await createTestStore();
+    env = { CUMULO_DATA_DIR: store.dataDir, DATABASE_URL: store.databaseUrl, CUMULO_BOOTSTRAP_API_KEY: "" };
+  });
+  afterAll(() => store.drop());
+
+  const startWithout = (bootstrapKey = "") =>
+    startTestApp({ CUMULO_DEV_MODE: "true", CUMULO_BOOTSTRAP_API_KEY: bootstrapKey }, { store });
+
+  it("generates a new operator key (printed once), or adds the configured one back", async () => {
+    // First start without a bootstrap key: the default organization and its printed key.
+    const first = await startWithout();
+    const printed = first.cumulo.generatedKey ?? "";
+    expect(printed).not.toBe("");
+    const { identity } = first.cumulo.services;
+    const [organization] = await identity.listOrganizations();
+    const [key] = (await identity.listApiKeys(organization.id)) ?? [];
+    const library = await createLibrary(first, { name: "Before the reset" }, printed);
+    // The only admin key revoked: no key reaches /_cumulo any more, only the CLI can reset.
+    expect((await identity.revokeOrganizationApiKey(organization.id, key.id)).outcome).toBe("revoked");
+    await first.close();
+
+    const reset = await runCli(["state", "reset"], env);
+    expect(reset.code, reset.stderr).toBe(0);
+    const generated: string = JSON.parse(reset.stdout).generated_key;
+    expect(generated).toMatch(/^cmk_/);
+    expect(generated).not.toBe(printed);
+
+    // A restart prints nothing new: the generated key is the operator's, on the same organization.
+    const second = await startWithout();
+    try {
+      expect(second.cumulo.generatedKey).toBeUndefined();
+      expect((await second.request("GET", "/_cumulo", { key: generated })).status).toBe(200);
+      expect((await second.request("GET", "/_cumulo", { key: printed })).status).toBe(401);
+      expect(await second.cumulo.services.identity.listOrganizations()).toEqual([organization]);
+      const gone = await second.request("GET", `/v1/media/libraries/${library.id}`, { key: generated });
+      expect(gone.status).toBe(404);
+    } finally {
+      await second.close();
+    }
+
+    // With CUMULO_BOOTSTRAP_API_KEY the configured key is added back, and nothing is generated. Read
+    // from the store, not through a start, which would add the key itself.
+    const withKey = await runCli(["state", "reset"], { ...env, CUMULO_BOOTSTRAP_API_KEY: ADMIN_KEY });
+    expect(withKey.code, withKey.stderr).toBe(0);
+    expect(JSON.parse(withKey.stdout)).toEqual({ reset: "bootstrap" });
+    const listed = await runCli(["keys", "list", "--org", organization.id], env);
+    expect(listed.code, listed.stderr).toBe(0);
+    expect(
+      JSON.parse(listed.stdout).map((row: { name: string; prefix: string }) => [row.name, row.prefix]),
+    ).toEqual([["bootstrap", ADMIN_KEY.slice(0, 12)]]);
+  }, 240_000);
+});
