@@ -1,9 +1,19 @@
 import { type Kysely, sql, type Transaction } from "kysely";
 import type { DialectName } from "../store/database.ts";
 import type { Database } from "../store/tables.ts";
+import { type Transact, transactor } from "../store/transactions.ts";
 
 /** Kysely's own bookkeeping: a snapshot or reset never touches which migrations ran. */
 const isMigrationTable = (name: string) => name.startsWith("kysely_");
+
+/**
+ * An organization is reset while its requests, jobs and webhook deliveries may go on writing, each
+ * holding its rows for milliseconds but locking them in its own order. Rather than wait in a cycle
+ * until PostgreSQL's deadlock check (a second) ends one side, the reset gives up a lock it has not
+ * had for this long and runs again, all or nothing, up to ORGANIZATION_RESET_TRIES times.
+ */
+const ORGANIZATION_LOCK_WAIT = "100ms";
+const ORGANIZATION_RESET_TRIES = 20;
 
 /** PostgreSQL keeps each snapshot as a schema of plain copies of the tables. */
 export const snapshotSchema = (name: string) => `cumulo_snapshot_${name}`;
@@ -33,10 +43,22 @@ interface ForeignKey {
  * here): empty it, copy it into a snapshot, and copy a snapshot back.
  */
 export class StateRepository {
+  /**
+   * Requests, jobs and webhook deliveries go on writing while the store is swapped, locking rows in
+   * their own order: PostgreSQL ends one side of such a deadlock, and the change, all or nothing,
+   * runs again.
+   */
+  readonly #transact: Transact;
+  /** An organization's reset gives up a lock it waits for and runs again (`ORGANIZATION_LOCK_WAIT`). */
+  readonly #transactOrganization: Transact;
+
   constructor(
     private readonly db: Kysely<Database>,
     private readonly dialect: DialectName,
-  ) {}
+  ) {
+    this.#transact = transactor(db);
+    this.#transactOrganization = transactor(db, ORGANIZATION_RESET_TRIES);
+  }
 
   /** The application's tables, parents before children (the order rows can be inserted in). */
   async tables(): Promise<string[]> {
@@ -111,19 +133,32 @@ export class StateRepository {
     const owned = new Set(await this.organizationTables());
     const keys = (await this.foreignKeys()).filter((key) => key.child !== key.parent);
     const all = await this.tables();
-    return this.db.transaction().execute(async (trx) => {
+    return this.#transactOrganization(async (trx) => {
+      if (this.dialect === "postgres") {
+        await sql`set local lock_timeout = ${sql.lit(ORGANIZATION_LOCK_WAIT)}`.execute(trx);
+      }
       const { rows: found } = await sql<{ id: string }>`
         select id from organizations where id = ${organizationId}`.execute(trx);
       if (found.length === 0) return undefined;
       const { rows: libraries } = await sql<{ id: string }>`
         select id from libraries where organization_id = ${organizationId}`.execute(trx);
       const kept = new Set(keepIdentity ? IDENTITY_TABLES : []);
+      const ordered = parentsFirst(all, keys);
+      // Its rows are locked parents first (as writers lock an endpoint before its attempts), then
+      // deleted children first.
+      if (this.dialect === "postgres") {
+        for (const table of ordered.filter((name) => owned.has(name) && !IDENTITY_TABLES.includes(name))) {
+          await sql`select 1 from ${quoted(table)} where organization_id = ${organizationId} for update`.execute(
+            trx,
+          );
+        }
+      }
       for (const holder of ADDRESS_HOLDERS) {
         await sql`delete from cloud_private_addresses where resource_uuid in
           (select uuid from ${quoted(holder)} where organization_id = ${organizationId})`.execute(trx);
       }
       // Children before their parents, so no foreign key is left pointing at a deleted row.
-      for (const table of parentsFirst(all, keys).reverse()) {
+      for (const table of ordered.reverse()) {
         if (kept.has(table)) continue;
         if (table === "organizations") {
           await sql`delete from organizations where id = ${organizationId}`.execute(trx);
@@ -164,7 +199,7 @@ export class StateRepository {
   ): Promise<T> {
     const tables = await this.tables();
     if (this.dialect === "postgres") {
-      return this.db.transaction().execute((trx) =>
+      return this.#transact((trx) =>
         work(trx, async (kept) => {
           const emptied = tables.filter((table) => !(table in kept));
           if (emptied.length > 0) {
@@ -253,7 +288,7 @@ export class StateRepository {
     }
     const schema = snapshotSchema(source.postgresName);
     if ((await this.migrations(this.db, schema)).join() !== ours) return "schema_mismatch";
-    await this.db.transaction().execute(async (trx) => {
+    await this.#transact(async (trx) => {
       await sql`truncate ${sql.join(tables.map(quoted))} cascade`.execute(trx);
       for (const table of tables) {
         await sql`insert into ${quoted(table)} select * from ${quoted(schema)}.${quoted(table)}`.execute(trx);

@@ -11,19 +11,20 @@ export type Transact = <T>(work: (trx: Trx) => Promise<T>) => Promise<T>;
 /**
  * PostgreSQL ends one of two transactions that wait on each other (a deletion removing an endpoint's
  * attempts while the webhook dispatcher claims some of them, each row by row in its own order), or
- * one that cannot be serialized; what it rolled back can simply run again, up to this many tries.
+ * one that cannot be serialized, or one that did not get a lock within the `lock_timeout` it set;
+ * what it rolled back can simply run again, by default up to this many tries.
  */
 const TRIES_WHEN_ROLLED_BACK = 3;
-const ROLLED_BACK_TO_RETRY = new Set(["40P01", "40001"]);
+const ROLLED_BACK_TO_RETRY = new Set(["40P01", "40001", "55P03"]);
 
-export function transactor(db: Kysely<Database>): Transact {
+export function transactor(db: Kysely<Database>, tries = TRIES_WHEN_ROLLED_BACK): Transact {
   return async (work) => {
-    for (let tries = 1; ; tries++) {
+    for (let tried = 1; ; tried++) {
       try {
         return await db.transaction().execute(work);
       } catch (error) {
         const code = (error as { code?: unknown } | null)?.code;
-        if (tries >= TRIES_WHEN_ROLLED_BACK || !ROLLED_BACK_TO_RETRY.has(code as string)) throw error;
+        if (tried >= tries || !ROLLED_BACK_TO_RETRY.has(code as string)) throw error;
       }
     }
   };

@@ -149,3 +149,58 @@ describe("resetting one organization", () => {
     expect(unplaced).toEqual([]);
   });
 });
+
+describe("resetting or loading while requests write", () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp({ CUMULO_DEV_MODE: "true", CUMULO_WEBHOOK_ALLOW_PRIVATE: "true" });
+  });
+  afterAll(() => t.close());
+
+  /** An organization whose 30 video creations, each delivered to an endpoint that fails, start now. */
+  async function busyOrganization(round: number) {
+    const org = await t.createOrganization(`Busy ${round}`);
+    const libraryId = (await createLibrary(t, { name: "Busy" }, org.key)).id;
+    // Nothing listens there: every delivery fails and queues its retry.
+    await createEndpoint(t, libraryId, { url: "http://127.0.0.1:9/in" }, org.key);
+    const writes = Array.from({ length: 30 }, async (_, i) => {
+      await new Promise((resolve) => setTimeout(resolve, i * 3));
+      const created = await t.request("POST", `/v1/media/libraries/${libraryId}/videos`, {
+        key: org.key,
+        json: { title: `busy ${i}` },
+      });
+      return created.status;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 20 + round * 5));
+    return { org, writes: Promise.all(writes) };
+  }
+
+  it("answers 200 while its requests and webhook deliveries write to the same rows", async () => {
+    // A test's teardown resets its organization while the test's last calls, and the deliveries they
+    // caused, are still being written: on PostgreSQL the two took row locks in opposite orders.
+    for (let round = 0; round < 6; round++) {
+      const { org, writes } = await busyOrganization(round);
+      const reset = await t.request("POST", "/_cumulo/state/reset", {
+        json: { organization_id: org.organizationId, to: round % 2 ? "empty" : "bootstrap" },
+      });
+      expect(reset.status, reset.text).toBe(200);
+      // Before the reset: created; after: the library (or the key) is gone.
+      for (const status of await writes) expect([201, 401, 404]).toContain(status);
+    }
+  }, 90_000);
+
+  it("resets the whole store or loads a snapshot, answering 200, while requests write", async () => {
+    expect((await t.request("PUT", "/_cumulo/state/snapshots/busy")).status).toBe(200);
+    for (let round = 0; round < 4; round++) {
+      const { writes } = await busyOrganization(round);
+      const swapped =
+        round % 2
+          ? await t.request("POST", "/_cumulo/state/reset", { json: {} })
+          : await t.request("POST", "/_cumulo/state/snapshots/busy/load");
+      expect(swapped.status, swapped.text).toBe(200);
+      // The writes' own answers are not this test's: one that read its library before the swap and
+      // wrote after it can meet the emptied table.
+      await writes;
+    }
+  }, 90_000);
+});
