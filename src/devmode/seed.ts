@@ -139,12 +139,14 @@ class StepFailed extends Error {
 /**
  * Makes the world through the API itself (`inject`: routes, validation and services, so every rule
  * holds), organizations and keys through the identity service. Stops at the first refused call.
+ * Everything it makes belongs to the organizations it made, whose ids it adds to `made`.
  */
-export async function seedWorld(
+async function seedWorld(
   app: FastifyInstance,
   identity: IdentityService,
   seed: SeedBody,
   placeholderVideo: () => Promise<Buffer>,
+  made: string[],
 ): Promise<SeedOutcome> {
   const call = async (
     step: string,
@@ -171,6 +173,7 @@ export async function seedWorld(
         if (!isUniqueViolation(error)) throw error;
         throw new StepFailed(`organizations[${o}].api_key`, 409, "This key is already in use");
       });
+      made.push(created.organization_id);
       const key = created.api_key;
       const keys = [];
       for (const extra of org.keys ?? []) {
@@ -255,8 +258,8 @@ export async function seedWorld(
 }
 
 /**
- * Seeds all or nothing: the store is saved first and put back when a call is refused (changes
- * other clients made meanwhile are undone too).
+ * Seeds all or nothing: when a call is refused, the organizations the seed made are removed whole
+ * (everything it made is theirs), and other clients' changes meanwhile stay.
  */
 export function seedAtomically(
   app: FastifyInstance,
@@ -265,7 +268,7 @@ export function seedAtomically(
   seed: SeedBody,
   placeholderVideo: () => Promise<Buffer>,
 ): Promise<SeedOutcome> {
-  return state.withRollback(() => seedWorld(app, identity, seed, placeholderVideo));
+  return state.withRollback((made) => seedWorld(app, identity, seed, placeholderVideo, made));
 }
 
 /** Media types of a YAML seed; anything else is read as JSON. */

@@ -22,9 +22,6 @@ export const FILES_IN_BUCKET_MESSAGE =
 /** The file of a SQLite snapshot's store, in its folder. */
 const SQLITE_FILE = "store.sqlite";
 
-/** Where `withRollback` keeps the store: not a snapshot name (the pattern has no `-`), so never listed. */
-const ROLLBACK = "seed-rollback";
-
 export interface SnapshotView {
   name: string;
   created_at: string;
@@ -93,19 +90,22 @@ export class StateService {
    * its users, billing account and keys (the state it was created in), `empty` removes it whole.
    */
   resetOrganization(organizationId: string, to: ResetTarget): Promise<{ outcome: "reset" | "not_found" }> {
-    return this.#oneAtATime(async () => {
-      // The files go as a deleted library's do: queued with the change, so a bucket that is away
-      // neither fails the reset after its rows are gone nor keeps the files.
-      const emptied = await this.repository.emptyOrganization(
-        organizationId,
-        to === "bootstrap",
-        (trx, ids) => this.removals.queue(trx, { prefixes: ids.map(libraryBlobPrefix) }),
-      );
-      if (!emptied) return { outcome: "not_found" } as const;
-      await this.removals.carryOut(emptied.finished);
-      await this.#dropCaches();
-      return { outcome: "reset" } as const;
-    });
+    return this.#oneAtATime(() => this.#resetOrganization(organizationId, to));
+  }
+
+  async #resetOrganization(
+    organizationId: string,
+    to: ResetTarget,
+  ): Promise<{ outcome: "reset" | "not_found" }> {
+    // The files go as a deleted library's do: queued with the change, so a bucket that is away
+    // neither fails the reset after its rows are gone nor keeps the files.
+    const emptied = await this.repository.emptyOrganization(organizationId, to === "bootstrap", (trx, ids) =>
+      this.removals.queue(trx, { prefixes: ids.map(libraryBlobPrefix) }),
+    );
+    if (!emptied) return { outcome: "not_found" };
+    await this.removals.carryOut(emptied.finished);
+    await this.#dropCaches();
+    return { outcome: "reset" };
   }
 
   async #dropCaches(): Promise<void> {
@@ -181,18 +181,23 @@ export class StateService {
   }
 
   /**
-   * Runs `work` with the store saved first and put back when it answers `failed`, with no other state
-   * change in between (changes other clients make meanwhile through the API are undone too).
+   * Runs a seed with no other state change in between. `work` adds the id of each organization it
+   * makes to `made`; when it answers `failed` (or throws), those organizations are removed whole, and
+   * nothing else: what other clients did meanwhile stays.
    */
-  withRollback<T extends { outcome: string }>(work: () => Promise<T>): Promise<T> {
+  withRollback<T extends { outcome: string }>(work: (made: string[]) => Promise<T>): Promise<T> {
     return this.#oneAtATime(async () => {
-      await this.#save(ROLLBACK);
+      const made: string[] = [];
+      const takeBack = async () => {
+        for (const organizationId of made) await this.#resetOrganization(organizationId, "empty");
+      };
       try {
-        const result = await work();
-        if (result.outcome === "failed") await this.#load(ROLLBACK);
+        const result = await work(made);
+        if (result.outcome === "failed") await takeBack();
         return result;
-      } finally {
-        await this.#remove(ROLLBACK);
+      } catch (error) {
+        await takeBack();
+        throw error;
       }
     });
   }

@@ -281,3 +281,43 @@ describe("seeding more than the request budget", () => {
     expect(refused.status).toBe(429);
   });
 });
+
+describe("a refused seed beside another worker's calls", () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp({ CUMULO_DEV_MODE: "true" });
+  });
+  afterAll(() => t.close());
+
+  it("takes back only what it made: another organization's writes meanwhile stay", async () => {
+    const worker = await t.createOrganization("Other worker");
+    const seeding = t.request("POST", "/_cumulo/state/seed", {
+      json: {
+        organizations: [
+          // The first placeholder is made by ffmpeg (seconds): the seed is under way meanwhile.
+          { name: "Seeding", libraries: [{ name: "Slow", videos: [{ title: "v", source: "placeholder" }] }] },
+          { name: "Refused", distributions: [{ hostname: "not a host" }] },
+        ],
+      },
+    });
+    const { identity } = t.cumulo.services;
+    await waitUntil(async () =>
+      (await identity.listOrganizations()).some((org) => org.name === "Seeding") ? true : undefined,
+    );
+    const made = await t.request("POST", "/v1/media/libraries", {
+      key: worker.key,
+      json: { name: "Made meanwhile" },
+    });
+    expect(made.status, made.text).toBe(201);
+
+    const refused = await seeding;
+    expect(refused.status, refused.text).toBe(400);
+    expect(refused.body.message).toContain("organizations[1].distributions[0]");
+    const names = (await identity.listOrganizations()).map((org) => org.name);
+    expect(names).toContain("Other worker");
+    expect(names).not.toContain("Seeding");
+    expect(names).not.toContain("Refused");
+    const kept = await t.request("GET", `/v1/media/libraries/${made.body.data.id}`, { key: worker.key });
+    expect(kept.status, kept.text).toBe(200);
+  }, 60_000);
+});
