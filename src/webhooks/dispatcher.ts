@@ -127,6 +127,9 @@ export class WebhookDispatcher implements BackgroundWorker {
       .catch((error: unknown) =>
         this.logger.warn({ err: error }, "webhook wake-ups from other nodes unavailable"),
       );
+    // A developer-mode reset or snapshot load changed the store under this node (or it missed
+    // messages): the attempts waiting in hand may be gone from it, so they are given back, not sent.
+    this.bus.onReconnect(() => this.#giveBackWaiting());
     this.#poll = setInterval(() => this.#tick(), this.options.pollMs);
     this.#poll.unref();
     this.#tick();
@@ -149,15 +152,35 @@ export class WebhookDispatcher implements BackgroundWorker {
     this.#alarm = undefined;
     this.#stopWake?.();
     await this.#claiming;
-    const unsent = [...this.#queued.values()].flat();
-    this.#queued.clear();
-    if (unsent.length > 0) {
-      await this.deliveries
-        .release(unsent, this.clock.now().toISOString())
-        .catch((error: unknown) => this.logger.warn({ err: error }, "claimed webhook attempts not released"));
-    }
+    await this.#release(this.#takeWaiting());
     while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
     await this.sender.close();
+  }
+
+  /** Takes the claimed attempts that wait for a sending slot out of this process's hand. */
+  #takeWaiting(): ClaimedDelivery[] {
+    const waiting = [...this.#queued.values()].flat();
+    this.#queued.clear();
+    return waiting;
+  }
+
+  /** Gives claimed attempts back to the queue (should that fail, their claims expire and are retaken). */
+  async #release(deliveries: ClaimedDelivery[]): Promise<void> {
+    if (deliveries.length === 0) return;
+    await this.deliveries
+      .release(deliveries, this.clock.now().toISOString())
+      .catch((error: unknown) => this.logger.warn({ err: error }, "claimed webhook attempts not released"));
+  }
+
+  /** The waiting attempts go back to the queue, and what is due there is claimed again. */
+  #giveBackWaiting(): void {
+    if (!this.#running) return;
+    const waiting = this.#takeWaiting();
+    for (const delivery of waiting) {
+      decrement(this.#held, delivery.endpoint_id);
+      this.#heldTotal--;
+    }
+    void this.#release(waiting).then(() => this.#tick());
   }
 
   /**
