@@ -78,6 +78,14 @@ export class WebhookService {
    */
   async checkUrl(url: unknown): Promise<FieldError[]> {
     if (typeof url !== "string") return [];
+    // A user name or password in the URL is never sent (no Authorization is made from it), and a
+    // read-only key would see it: the receiver's credential belongs in `headers`, which it cannot read.
+    const parsed = URL.canParse(url) ? new URL(url) : undefined;
+    if (parsed && (parsed.username !== "" || parsed.password !== "")) {
+      const message =
+        "The url field must not contain a user name or password; send the credential in headers (Authorization).";
+      return [{ field: "url", code: "validation_format", message }];
+    }
     const target = await checkUrlTarget(url, this.allowPrivate);
     if (target.outcome === "public") return [];
     const message =

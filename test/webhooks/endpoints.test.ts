@@ -170,6 +170,33 @@ describe("webhook endpoints", () => {
     ]);
   });
 
+  it("refuses a URL carrying a user name or password, which would never be sent", async () => {
+    for (const url of ["https://user:pass@a.example.com/hook", "https://token@a.example.com/hook"]) {
+      const created = await t.request("POST", webhooksPath(libraryId), {
+        json: { name: "n", url, events: ["*"] },
+      });
+      expect(created.status, url).toBe(400);
+      expect(created.body.errors, url).toEqual([
+        expect.objectContaining({
+          field: "url",
+          code: "validation_format",
+          message: expect.stringContaining("headers"),
+        }),
+      ]);
+    }
+    const endpoint = await createEndpoint(t, libraryId, { url: "https://a.example.com/hook" });
+    const patched = await t.request("PATCH", `${webhooksPath(libraryId)}/${endpoint.id}`, {
+      json: { url: "https://user:pass@a.example.com/hook" },
+    });
+    expect(patched.status).toBe(400);
+    expect(patched.body.errors).toEqual([
+      expect.objectContaining({ field: "url", code: "validation_format" }),
+    ]);
+    expect((await t.request("GET", `${webhooksPath(libraryId)}/${endpoint.id}`)).body.data.url).toBe(
+      "https://a.example.com/hook",
+    );
+  });
+
   it("reports a bad URL and bad header values together with the other fields' errors", async () => {
     const response = await t.request("POST", webhooksPath(libraryId), {
       json: {
