@@ -32,7 +32,11 @@ export interface SenderOptions {
   userAgent: string;
 }
 
-/** Headers the signature and the transport own; an endpoint's custom headers never replace them. */
+/**
+ * Headers the signature and the transport own; an endpoint's custom headers never replace them. Names are
+ * compared lower-cased with `_` read as `-`: CGI-style receivers (PHP, Rack, WSGI) take `Webhook_Signature`
+ * for `webhook-signature`.
+ */
 const RESERVED_HEADERS = new Set([
   "webhook-id",
   "webhook-timestamp",
@@ -67,7 +71,7 @@ export function signedHeaders(
 ): Record<string, string> {
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(delivery.headers ?? {})) {
-    if (!RESERVED_HEADERS.has(name.toLowerCase())) headers[name] = value;
+    if (!RESERVED_HEADERS.has(name.toLowerCase().replaceAll("_", "-"))) headers[name] = value;
   }
   headers["content-type"] = "application/json";
   headers["user-agent"] = userAgent;

@@ -1,4 +1,4 @@
-import { createHmac } from "node:crypto";
+import { createHmac, timingSafeEqual } from "node:crypto";
 import { Webhook } from "standardwebhooks";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -128,6 +128,63 @@ describe("webhook delivery", () => {
     });
     expect(await attemptsOf(t, endpoint.id)).toEqual({ open: 0, all: 1 });
     expect(hook.received).toHaveLength(1);
+  });
+
+  it("does not send custom headers that name a reserved header with underscores for dashes", async () => {
+    // CGI-style receivers (PHP, Rack, WSGI) read `Webhook_Signature` and `webhook-signature` as one name.
+    await freshLibrary();
+    const hook = await receiver();
+    await createEndpoint(t, libraryId, {
+      url: hook.url,
+      events: ["created"],
+      headers: {
+        Webhook_Signature: "v1,forged",
+        webhook_id: "forged",
+        Content_Type: "text/plain",
+        Transfer_Encoding: "chunked",
+        X_Custom_Kept: "yes",
+      },
+    });
+    await emit("created");
+    const [request] = await hook.waitFor(1);
+    for (const name of ["webhook_signature", "webhook_id", "content_type", "transfer_encoding"]) {
+      expect(request!.headers[name], name).toBeUndefined();
+    }
+    expect(request!.headers.x_custom_kept).toBe("yes");
+  });
+
+  it("is verified by the function docs/webhooks.md gives for receivers without the library", async () => {
+    // docs/webhooks.md, "Verifying a delivery", as written there.
+    function verify(
+      secret: string,
+      id: string,
+      timestamp: string,
+      signatures: string,
+      body: string,
+    ): boolean {
+      const key = Buffer.from(secret.replace(/^whsec_/, ""), "base64");
+      const expected = createHmac("sha256", key).update(`${id}.${timestamp}.${body}`).digest();
+      return signatures.split(" ").some((entry) => {
+        const [version, value] = entry.split(",");
+        const given = Buffer.from(value ?? "", "base64");
+        return version === "v1" && given.length === expected.length && timingSafeEqual(given, expected);
+      });
+    }
+    await freshLibrary();
+    const hook = await receiver();
+    const endpoint = await createEndpoint(t, libraryId, { url: hook.url, events: ["ready"] });
+    await emit("ready");
+    const [request] = await hook.waitFor(1);
+    const {
+      "webhook-id": id,
+      "webhook-timestamp": timestamp,
+      "webhook-signature": signature,
+    } = verifyHeaders(request!.headers);
+    expect(verify(endpoint.secret, id, timestamp, signature, request!.body)).toBe(true);
+    expect(verify(endpoint.secret, id, timestamp, signature, `${request!.body} `)).toBe(false);
+    expect(verify(endpoint.secret, id, String(Number(timestamp) + 1), signature, request!.body)).toBe(false);
+    const rotated = await t.request("POST", `${webhooksPath(libraryId)}/${endpoint.id}/rotate-secret`);
+    expect(verify(rotated.body.data.secret, id, timestamp, signature, request!.body)).toBe(false);
   });
 
   it("retries on failure by the endpoint's policy with next_retry_at, keeping the webhook-id", async () => {
