@@ -39,11 +39,13 @@ const mayReach = (address: string, access: PrivateAccess): boolean =>
   isPublicAddress(address) || (typeof access === "function" ? access(address) : access);
 
 export class BlockedAddressError extends Error {
-  constructor(
-    readonly hostname: string,
-    readonly address: string,
-  ) {
-    super(`${hostname} resolves to ${address}, a loopback, private or reserved address`);
+  constructor(readonly hostname: string) {
+    // The address a name resolved to is not told: whoever saves URLs could map the internal names.
+    super(
+      isIP(hostname)
+        ? `${hostname} is a loopback, private or reserved address`
+        : `${hostname} resolves to a loopback, private or reserved address`,
+    );
     this.name = "BlockedAddressError";
   }
 }
@@ -79,9 +81,9 @@ export async function checkUrlTarget(text: string, allowPrivate: PrivateAccess):
   const addresses = await new Promise<LookupAddress[]>((resolve) =>
     dnsLookup(hostname, { all: true }, (error, found) => resolve(error ? [] : found)),
   );
-  const blocked = addresses.find((entry) => !mayReach(entry.address, allowPrivate));
+  const blocked = addresses.some((entry) => !mayReach(entry.address, allowPrivate));
   return blocked
-    ? { outcome: "blocked", reason: new BlockedAddressError(hostname, blocked.address).message }
+    ? { outcome: "blocked", reason: new BlockedAddressError(hostname).message }
     : { outcome: "public" };
 }
 
@@ -103,8 +105,8 @@ export function createGuardedAgent(options: {
   const lookup = (hostname: string, lookupOptions: object, callback: LookupCallback) => {
     dnsLookup(hostname, { ...lookupOptions, all: true }, (error, addresses) => {
       if (error) return callback(error, []);
-      const blocked = addresses.find((entry) => !mayReach(entry.address, options.allowPrivate));
-      if (blocked) return callback(new BlockedAddressError(hostname, blocked.address), []);
+      const blocked = addresses.some((entry) => !mayReach(entry.address, options.allowPrivate));
+      if (blocked) return callback(new BlockedAddressError(hostname), []);
       const wantsAll = (lookupOptions as { all?: boolean }).all === true;
       const first = addresses[0];
       if (wantsAll || !first) return callback(null, addresses);
@@ -118,6 +120,6 @@ export function createGuardedAgent(options: {
 export function assertTargetAllowed(url: URL, allowPrivate: PrivateAccess): void {
   const hostname = url.hostname.replace(/^\[|\]$/g, "");
   if (isIP(hostname) && !mayReach(hostname, allowPrivate)) {
-    throw new BlockedAddressError(hostname, hostname);
+    throw new BlockedAddressError(hostname);
   }
 }

@@ -420,6 +420,18 @@ describe("webhook URL safety at create", () => {
         expect.objectContaining({ field: "url", code: "validation_format" }),
       ]);
     }
+    // a name is refused without telling the internal address it resolves to
+    const named = await t.request("POST", webhooksPath(libraryId), {
+      json: { name: "n", url: "http://localhost:8080/hook", events: ["*"] },
+    });
+    expect(named.body.errors).toEqual([
+      {
+        field: "url",
+        code: "validation_format",
+        message:
+          "The url field must reach a public address: localhost resolves to a loopback, private or reserved address.",
+      },
+    ]);
     // reported with the body's other failing fields, in one answer
     const several = await t.request("POST", webhooksPath(libraryId), {
       json: { name: "", url: "http://127.0.0.1/hook", events: ["bogus"] },
