@@ -13,7 +13,7 @@ import { toVideoEventData } from "../media/presenters.ts";
 import type { VideoChanges, VideoRow, VideoStatus } from "../media/tables.ts";
 import { videoAssetUrl, videoBlobPrefix } from "../media/urls.ts";
 import type { VideoRepository } from "../media/video-repository.ts";
-import type { Transact } from "../store/transactions.ts";
+import type { Executor, Transact } from "../store/transactions.ts";
 import type { WebhookEmitter } from "../webhooks/emitter.ts";
 import { MediaToolError, type ProbeResult, ScratchDiskError } from "./media-tools.ts";
 import type { VideoProcessingRepository } from "./repository.ts";
@@ -28,6 +28,8 @@ import {
 } from "./transcoder.ts";
 
 export type SourceOutcome = { outcome: "accepted"; video: VideoRow } | { outcome: "not_found" | "empty" };
+/** Also `superseded`: another source was accepted after this one was asked for. */
+export type AskedSourceOutcome = SourceOutcome | { outcome: "superseded" };
 
 export const PROCESS_JOB = "video.process";
 /** A processing job is ours for this long without a heartbeat; a dead worker's job is taken over after it. */
@@ -124,23 +126,51 @@ export class VideoPipeline {
    * processing job queued, all in one transaction. The previous source and renditions are removed
    * after commit. An empty upload, or one for a video deleted meanwhile, is removed (durably) and refused.
    */
-  async acceptSource(video: VideoRow, upload: { key: string; sizeBytes: number }): Promise<SourceOutcome> {
-    let result: SourceOutcome | undefined;
+  acceptSource(video: VideoRow, upload: { key: string; sizeBytes: number }): Promise<SourceOutcome> {
+    // Never `superseded`: that needs the generation it was asked at.
+    return this.#acceptOrRemove(video, upload) as Promise<SourceOutcome>;
+  }
+
+  /**
+   * `acceptSource` for a source asked for when the video was at `generation` (a URL import, which
+   * arrives long after it was asked for): `superseded`, and removed, when another source was
+   * accepted since, so an older request never replaces a newer upload. Without a generation (a job
+   * queued before imports kept it), as `acceptSource`.
+   */
+  acceptSourceAskedAt(
+    video: VideoRow,
+    upload: { key: string; sizeBytes: number },
+    generation: number | undefined,
+  ): Promise<AskedSourceOutcome> {
+    return this.#acceptOrRemove(video, upload, generation);
+  }
+
+  async #acceptOrRemove(
+    video: VideoRow,
+    upload: { key: string; sizeBytes: number },
+    askedAt?: number,
+  ): Promise<AskedSourceOutcome> {
+    let result: AskedSourceOutcome | undefined;
     try {
-      result = upload.sizeBytes === 0 ? { outcome: "empty" } : await this.#accept(video, upload);
+      result = upload.sizeBytes === 0 ? { outcome: "empty" } : await this.#accept(video, upload, askedAt);
       return result;
     } finally {
       if (result?.outcome !== "accepted") await this.deps.removals.removeNow({ keys: [upload.key] });
     }
   }
 
-  async #accept(video: VideoRow, upload: { key: string; sizeBytes: number }): Promise<SourceOutcome> {
+  async #accept(
+    video: VideoRow,
+    upload: { key: string; sizeBytes: number },
+    askedAt?: number,
+  ): Promise<AskedSourceOutcome> {
     const { transact, videos, processing, webhooks, jobs, clock, removals } = this.deps;
     const result = await transact(async (trx) => {
       // Locked, so a deletion of the video (or its library) cannot remove it under the new source.
       const current = await videos.lock(trx, video.library_id, video.id);
-      if (!current) return undefined;
+      if (!current) return "not_found" as const;
       const previous = await processing.find(video.id, trx);
+      if (askedAt !== undefined && (previous?.generation ?? 0) !== askedAt) return "superseded" as const;
       const generation = (previous?.generation ?? 0) + 1;
       const now = nowIso(clock);
       const row: NewProcessingRow = {
@@ -189,7 +219,7 @@ export class VideoPipeline {
         }));
       return { updated, replaced };
     });
-    if (!result) return { outcome: "not_found" };
+    if (typeof result === "string") return { outcome: result };
     webhooks.notify();
     jobs.notify();
     await removals.carryOut(result.replaced);
@@ -197,8 +227,8 @@ export class VideoPipeline {
   }
 
   /** The processing row of the video's current source (none before the first upload). */
-  processingOf(video: VideoRow): Promise<ProcessingRow | undefined> {
-    return this.deps.processing.find(video.id);
+  processingOf(video: VideoRow, executor?: Executor): Promise<ProcessingRow | undefined> {
+    return this.deps.processing.find(video.id, executor);
   }
 
   handler(): JobHandler<ProcessPayload> {

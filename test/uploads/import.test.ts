@@ -8,7 +8,7 @@ import { createLibrary, createVideo, fieldErrors } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { generateClip } from "../support/media.ts";
 import { waitUntil } from "../support/wait.ts";
-import { videoPath, waitForStatus } from "../video/support.ts";
+import { uploadSource, videoPath, waitForStatus } from "../video/support.ts";
 import { createEndpoint, type Receiver, startReceiver } from "../webhooks/helpers.ts";
 import { sha256, storedSource } from "./support.ts";
 
@@ -45,6 +45,8 @@ describe("importing a video's source from a URL", () => {
   let origin: Awaited<ReturnType<typeof startOrigin>>;
   /** Another loopback address, not on the import allow-list: a stand-in for an internal service. */
   let internal: Awaited<ReturnType<typeof startOrigin>>;
+  /** Lets `/late` answer; until then its request waits, as a slow origin's does. */
+  let answerLate: () => void = () => undefined;
   const fetchSource = (videoId: string, url: unknown, key?: string) =>
     t.request("POST", `${videoPath(libraryId, videoId)}/source/fetch`, {
       json: { url },
@@ -81,6 +83,11 @@ describe("importing a video's source from a URL", () => {
       "/big-chunked": (res) => {
         res.writeHead(200, { "content-type": "video/mp4" });
         res.end(Buffer.alloc(MAX_VIDEO_BYTES + 1024));
+      },
+      "/late": (res) => {
+        new Promise<void>((resolve) => {
+          answerLate = resolve;
+        }).then(() => res.writeHead(200, { "content-type": "video/mp4" }).end(clip));
       },
       "/page": (res) => res.writeHead(200, { "content-type": "text/html" }).end("<html>not a video</html>"),
     });
@@ -160,6 +167,24 @@ describe("importing a video's source from a URL", () => {
     expect((await waitForStatus(t, libraryId, videoId, ["ready", "failed"])).status).toBe("failed");
     const processing = await t.request("GET", `${videoPath(libraryId, videoId)}/processing`);
     expect(processing.body.data.failure_reason).toBeTruthy();
+  });
+
+  it("does not replace a source uploaded after the import was requested", async () => {
+    const videoId = (await createVideo(t, libraryId)).id;
+    expect((await fetchSource(videoId, `${origin.url}/late`)).status).toBe(202);
+    await waitUntil(() => (origin.requests.includes("/late") ? true : undefined));
+    // The customer uploads the file itself while the import still waits for its origin.
+    expect((await uploadSource(t, libraryId, videoId, clip)).status).toBe(202);
+    answerLate();
+    const state = await settled(videoId);
+    expect(state.status).toBe("failed");
+    expect(state.failure_reason).toMatch(/newer source/);
+    // The upload stays the source: one generation, one `uploading` event, the video not failed.
+    const processing = await t.request("GET", `${videoPath(libraryId, videoId)}/processing`);
+    expect(processing.body.data.uploads).toBe(1);
+    expect((await waitForStatus(t, libraryId, videoId, ["ready", "failed"])).status).toBe("ready");
+    await waitUntil(() => (eventsOf(videoId).some((body) => body.event === "ready") ? true : undefined));
+    expect(eventsOf(videoId).filter((body) => body.event === "uploading")).toHaveLength(1);
   });
 
   it("validates the URL at once and keeps imports to the caller's organization", async () => {

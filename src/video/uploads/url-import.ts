@@ -33,6 +33,8 @@ export interface ImportPayload {
   libraryId: string;
   videoId: string;
   importId: string;
+  /** The video's source generation when the import was asked for (absent in jobs queued before it was kept). */
+  generation?: number;
 }
 
 export interface ImportView {
@@ -134,10 +136,12 @@ export class UrlImports {
   ): Promise<ImportOutcome> {
     const errors = await this.#checkUrl(url);
     if (errors.length > 0) return { outcome: "invalid", errors };
-    const { transact, videos, repository, jobs, clock } = this.deps;
+    const { transact, videos, repository, jobs, clock, pipeline } = this.deps;
     const row = await transact(async (trx) => {
-      const video = await videos.find(libraryId, videoId, trx);
+      // Locked, so that a source accepted at the same moment counts as before or after this request.
+      const video = await videos.lock(trx, libraryId, videoId);
       if (!video || video.organization_id !== organizationId) return undefined;
+      const generation = (await pipeline.processingOf(video, trx))?.generation ?? 0;
       const now = nowIso(clock);
       const created: VideoImportRow = {
         video_id: videoId,
@@ -153,7 +157,7 @@ export class UrlImports {
         updated_at: now,
       };
       await repository.putImport(trx, created);
-      const payload: ImportPayload = { libraryId, videoId, importId: created.id };
+      const payload: ImportPayload = { libraryId, videoId, importId: created.id, generation };
       await jobs.enqueue(trx, IMPORT_JOB, payload, { maxAttempts: IMPORT_ATTEMPTS });
       return created;
     });
@@ -228,10 +232,16 @@ export class UrlImports {
       await removals.removeNow({ keys: [stored.key] });
       return;
     }
-    // A refused source's file is removed by `acceptSource`.
-    const accepted = await pipeline.acceptSource(video, stored);
-    if (accepted.outcome === "empty") {
-      await this.#fail(payload, "the file is empty");
+    // A refused source's file is removed by `acceptSource`. An upload accepted after this import was
+    // asked for is the newer source: the import does not replace it.
+    const accepted = await pipeline.acceptSourceAskedAt(video, stored, payload.generation);
+    if (accepted.outcome === "empty" || accepted.outcome === "superseded") {
+      await this.#fail(
+        payload,
+        accepted.outcome === "empty"
+          ? "the file is empty"
+          : "the video got a newer source (an upload) while this import was under way",
+      );
       return;
     }
     if (accepted.outcome === "not_found") return;
