@@ -509,6 +509,18 @@ describe("resumable uploads (tus) with tus-js-client", () => {
     expect(written.headers.get("upload-offset")).toBe("5");
   });
 
+  it("frees a deleted video's partial upload at the next housekeeping pass, not after the expiry", async () => {
+    const videoId = await newVideo();
+    const { id } = await createUpload(videoId, clip.length, clip.subarray(0, 500));
+    const file = join(t.store.dataDir, "uploads", id);
+    expect((await t.request("DELETE", videoPath(libraryId, videoId))).status).toBe(200);
+    // The pass the housekeeper makes now: nothing has expired, but no record names the file any more.
+    await t.cumulo.services.uploads.resumable.pruneCreatedBefore(
+      new Date(Date.now() - t.config.uploads.expiryMs),
+    );
+    expect(existsSync(file)).toBe(false);
+  });
+
   it("removes abandoned uploads in housekeeping once they expire", async () => {
     const { id } = await createUpload(await newVideo(), clip.length, clip.subarray(0, 500));
     const file = join(t.store.dataDir, "uploads", id);

@@ -352,23 +352,19 @@ export class ResumableUploads {
 
   /**
    * Housekeeping: removes uploads created before `before` (abandoned ones with their partial file,
-   * finished ones' records), and files no record names (their video was deleted). Returns how many.
+   * finished ones' records), and files no record names (their video was deleted, or its library),
+   * whatever their age. Returns how many.
    */
   async pruneCreatedBefore(before: Date): Promise<number> {
     const expired = await this.deps.repository.uploadsCreatedBefore(before.toISOString());
     for (const id of expired) await this.#remove(id);
-    let orphans = 0;
+    // The folder is listed before the records are read: an upload's record is written before its
+    // file, so a file listed here whose record is not read next has lost it for good.
+    const files = await readdir(this.#directory).catch(() => [] as string[]);
     const known = new Set(await this.deps.repository.uploadIds());
-    for (const name of await readdir(this.#directory).catch(() => [] as string[])) {
-      if (known.has(name)) continue;
-      const file = join(this.#directory, name);
-      const info = await stat(file).catch(() => undefined);
-      if (info && info.mtime < before) {
-        await rm(file, { force: true, recursive: true });
-        orphans += 1;
-      }
-    }
-    return expired.length + orphans;
+    const orphans = files.filter((name) => !known.has(name));
+    for (const name of orphans) await rm(join(this.#directory, name), { force: true, recursive: true });
+    return expired.length + orphans.length;
   }
 }
 
