@@ -116,6 +116,13 @@ interface ProbeJson {
 
 const DEFAULT_FRAME_RATE = 30;
 
+/**
+ * The largest picture a source may have: H.264's largest frame (level 6.2, 139264 macroblocks, e.g.
+ * 8192x4352, 8K with room). A larger one takes over a gigabyte per decoded frame in ffmpeg, and a
+ * file of a few kilobytes can declare it.
+ */
+const MAX_SOURCE_PIXELS = 139_264 * 16 * 16;
+
 /** The first of `rates` (`num/den` frames a second, as ffprobe writes them) that is one. */
 function frameRateOf(...rates: (string | undefined)[]): number {
   for (const rate of rates) {
@@ -232,6 +239,11 @@ export class MediaTools {
         (stream) => stream.codec_type === "video" && stream.disposition?.attached_pic !== 1,
       );
       if (!video?.width || !video.height) throw new MediaToolError("the file has no video stream");
+      if (video.width * video.height > MAX_SOURCE_PIXELS) {
+        throw new MediaToolError(
+          `the picture is ${video.width}x${video.height}, more than the ${MAX_SOURCE_PIXELS} pixels (8192x4352) taken`,
+        );
+      }
       const durationS = Number(parsed.format?.duration ?? video.duration ?? 0);
       if (!Number.isFinite(durationS) || durationS <= 0)
         throw new MediaToolError("the video has no duration");

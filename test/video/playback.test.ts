@@ -163,6 +163,16 @@ describe("video pipeline and playback", () => {
     ).toBe(405);
   });
 
+  it("fails a source whose picture is larger than any H.264 level holds, before decoding it", async () => {
+    // One black 8192x4608 frame: about 100 KB on disk, 38 million pixels (over 1 GB in ffmpeg) to decode.
+    const huge = await generateClip(work, { width: 8192, height: 4608, seconds: 1, rate: 1, audio: false });
+    const hugeId = (await createVideo(t, libraryId, { title: "Huge" })).id;
+    expect((await uploadSource(t, libraryId, hugeId, fileBytes(huge))).status).toBe(202);
+    expect((await waitForStatus(t, libraryId, hugeId, ["ready", "failed"])).status).toBe("failed");
+    const state = await t.request("GET", `${videoPath(libraryId, hugeId)}/processing`);
+    expect(state.body.data.failure_reason).toMatch(/8192x4608.*pixels/);
+  }, 60_000);
+
   it("plays a source only a few pixels high: its one rung is named by its height", async () => {
     const tiny = await generateClip(work, { width: 4, height: 4, seconds: 1, audio: false });
     const tinyId = (await createVideo(t, libraryId, { title: "Tiny" })).id;
