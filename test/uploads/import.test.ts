@@ -216,6 +216,40 @@ describe("importing a video's source from a URL", () => {
   });
 });
 
+describe("URL imports from a slow origin", () => {
+  let t: TestApp;
+  let origin: Awaited<ReturnType<typeof startOrigin>>;
+
+  beforeAll(async () => {
+    origin = await startOrigin("127.0.0.1", {
+      // A byte every 100 ms, never ending: each wait is short, the whole download never done.
+      "/trickle": (res) => {
+        res.writeHead(200, { "content-type": "video/mp4" });
+        const timer = setInterval(() => res.write("x"), 100);
+        res.on("close", () => clearInterval(timer));
+      },
+    });
+    t = await startTestApp({ CUMULO_IMPORT_ALLOW_ADDRESSES: "127.0.0.1", CUMULO_IMPORT_TIMEOUT_S: "1" });
+  });
+  afterAll(async () => {
+    await t?.close();
+    await origin?.close();
+  });
+
+  it("ends an import that outlasts CUMULO_IMPORT_TIMEOUT_S at once, without downloading it again", async () => {
+    const libraryId = (await createLibrary(t)).id;
+    const videoId = (await createVideo(t, libraryId)).id;
+    const path = `${videoPath(libraryId, videoId)}/source/fetch`;
+    expect((await t.request("POST", path, { json: { url: `${origin.url}/trickle` } })).status).toBe(202);
+    const state = await waitUntil(async () => {
+      const current = (await t.request("GET", path)).body.data;
+      return current.status === "failed" ? current : undefined;
+    });
+    expect(state.failure_reason).toMatch(/longer than 1 s/);
+    expect(origin.requests).toEqual(["/trickle"]);
+  });
+});
+
 describe("URL imports with the default settings", () => {
   let t: TestApp;
 

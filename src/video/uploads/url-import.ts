@@ -249,11 +249,24 @@ export class UrlImports {
     await this.#update(payload, { status: "stored", bytes_received: stored.sizeBytes });
   }
 
-  /** Follows redirects by hand, so every hop's address is checked, and streams the answer into the blob store. */
+  /** The download, within CUMULO_IMPORT_TIMEOUT_S; running past it is final. */
   async #download(payload: ImportPayload, url: string): Promise<StoredBlob> {
+    const { importTimeoutMs } = this.deps.config.uploads;
+    const signal = AbortSignal.timeout(importTimeoutMs);
+    try {
+      return await this.#downloadWithin(payload, url, signal);
+    } catch (error) {
+      // Another attempt starts from the first byte again and takes as long: the limit is the whole import's.
+      if (signal.aborted)
+        throw new ImportRefused(`the download took longer than ${importTimeoutMs / 1000} s`);
+      throw error;
+    }
+  }
+
+  /** Follows redirects by hand, so every hop's address is checked, and streams the answer into the blob store. */
+  async #downloadWithin(payload: ImportPayload, url: string, signal: AbortSignal): Promise<StoredBlob> {
     const { config, blobs } = this.deps;
     const maxBytes = config.limits.videoSourceBytes;
-    const signal = AbortSignal.timeout(config.uploads.importTimeoutMs);
     let target = new URL(url);
     for (let hop = 0; ; hop += 1) {
       if (target.protocol !== "http:" && target.protocol !== "https:") {
