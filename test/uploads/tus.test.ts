@@ -452,6 +452,14 @@ describe("resumable uploads (tus) with tus-js-client", () => {
         { "upload-length": "10", "upload-metadata": `${metadata},filename ${btoa("a\u0000b.mp4")}` },
         { "Upload-Metadata.filename": "validation_format" },
       ],
+      // Bytes that are not UTF-8 were read as U+FFFD: HEAD gave back other metadata than was sent.
+      [
+        {
+          "upload-length": "10",
+          "upload-metadata": `${metadata},filename ${Buffer.from([0x61, 0xff, 0xfe]).toString("base64")}`,
+        },
+        { "Upload-Metadata.filename": "validation_format" },
+      ],
     ] as const) {
       const refused = await create(headers);
       expect(refused.status, JSON.stringify(headers)).toBe(400);

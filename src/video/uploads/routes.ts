@@ -1,3 +1,4 @@
+import { isUtf8 } from "node:buffer";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "@sinclair/typebox";
 import { Metadata } from "@tus/server";
@@ -266,6 +267,18 @@ function tusHeaderErrors(request: FastifyRequest, record?: VideoUploadRow): Fiel
   }
   return errors;
 }
+/** The `Upload-Metadata` values (of a header that parsed) whose bytes are not UTF-8 text. */
+function notUtf8Errors(sent: string | undefined): FieldError[] {
+  return (sent ?? "")
+    .split(",")
+    .map((pair) => pair.split(" "))
+    .filter(([, value]) => value !== undefined && !isUtf8(Buffer.from(value, "base64")))
+    .map(([key]) => ({
+      field: `Upload-Metadata.${key}`,
+      code: "validation_format" as const,
+      message: `The Upload-Metadata.${key} value must be base64 of UTF-8 text.`,
+    }));
+}
 const noBody = (description: string) => Type.Null({ description });
 /**
  * tus refuses some requests itself, in plain text as the protocol defines (an offset conflict, an
@@ -393,8 +406,9 @@ const tusRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, opt
         "The Upload-Metadata header must be comma-separated pairs of a unique key and a base64 value.",
       );
     }
-    // Kept with the upload: refused as any request's text is when no store could keep it as sent.
-    const unstorable = unstorableTextErrors(metadata, "Upload-Metadata");
+    // Kept with the upload: refused as any request's text is when no store could keep it as sent,
+    // and so are bytes that are not UTF-8, which the parser reads as U+FFFD.
+    const unstorable = [...unstorableTextErrors(metadata, "Upload-Metadata"), ...notUtf8Errors(sent)];
     if (unstorable.length > 0) throw ApiError.validation(unstorable);
     const named = {
       libraryId: metadata.library_id?.toLowerCase(),
