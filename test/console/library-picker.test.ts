@@ -145,6 +145,15 @@ describe.skipIf(missing)(
             const select = await picker().boundingBox();
             expect(search?.x).toBe(select?.x);
             expect(search?.width).toBe(select?.width);
+            // As far apart as a form's stacked fields (0.9rem from a field to the next label); the
+            // row's 1rem gap on top of that had doubled it.
+            const searchField = await page.getByLabel("Search libraries").locator("..").boundingBox();
+            const label = await page
+              .locator(`label[for="${await picker().getAttribute("id")}"]`)
+              .boundingBox();
+            expect(Math.round((label?.y ?? 0) - ((searchField?.y ?? 0) + (searchField?.height ?? 0)))).toBe(
+              14,
+            );
             await screenshot(page, `library-picker-${name}-phone`);
           } finally {
             await page.setViewportSize({ width: 1280, height: 800 });
