@@ -275,6 +275,23 @@ describe.skipIf(missing)("the console in Chromium: webhooks, CDN, cloud and the 
       const name = page.getByRole("rowheader", { name: LONG_LABELS_HOST }).locator(".mono");
       await expect(midWordBreaks(name)).resolves.toEqual([]);
       await screenshot(page, "cdn-long-host-phone");
+      // The history table's caption names the host too: shown (as a reader view shows it), it wraps
+      // at the host's dots within the panel rather than running past the phone's edge.
+      await page.getByLabel("Paths to purge").fill("/index.html");
+      await page.getByRole("button", { name: "Purge", exact: true }).click();
+      const caption = page.getByRole("table", { name: `Purges of ${LONG_LABELS_HOST}` }).locator("caption");
+      await caption.evaluate((element) => element.classList.remove("visually-hidden"));
+      const shown = await caption.evaluate((element) => {
+        const text = element.ownerDocument.createRange();
+        text.selectNodeContents(element);
+        return {
+          // Each line's own width: a centred caption's lines together span more than any one.
+          width: Math.max(...[...text.getClientRects()].map((line) => line.width)),
+          room: element.closest(".table-wrap")?.clientWidth,
+        };
+      });
+      expect(shown.width).toBeLessThanOrEqual(shown.room ?? 0);
+      await expect(midWordBreaks(caption)).resolves.toEqual([]);
     } finally {
       await page.setViewportSize({ width: 1280, height: 800 });
     }

@@ -1,4 +1,5 @@
 import { type FocusEvent, type ReactNode, useEffect, useLayoutEffect, useRef, useState } from "react";
+import { WrapPoints } from "./WrapPoints.tsx";
 
 export interface Column<Row> {
   header: string;
@@ -94,7 +95,11 @@ export function DataTable<Row>({ caption, columns, rows, rowKey, paging }: DataT
   return (
     <div ref={ref} className={overflowing ? "table-wrap table-overflowing" : "table-wrap"}>
       <table>
-        <caption className="visually-hidden">{caption}</caption>
+        {/* Captions name host names and ids ("Purges of cdn.example.com"): shown without the
+            page's styles (a reader view), they wrap at their dots and slashes like the headings. */}
+        <caption className="visually-hidden">
+          <WrapPoints text={caption} />
+        </caption>
         <thead>
           <tr>
             {columns.map((column) => (
