@@ -1,0 +1,120 @@
+import type { Browser, Locator, Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import {
+  browserMissing,
+  launchBrowser,
+  newConsoleContext,
+  screenshot,
+  signInInBrowser,
+} from "../support/browser.ts";
+import { createConsoleUser } from "../support/console.ts";
+
+const missing = browserMissing();
+if (missing) console.warn(missing);
+
+const EMAIL = "spacing@example.invalid";
+
+/** Space between panels (their margin) and inside a panel's edges (its padding): 1rem of 15 px. */
+const PANEL_GAP = 15;
+/** A field's margin, 0.9rem: from a field (its hint included) to the next field's label, in px. */
+const FIELD_GAP = 14;
+
+async function box(locator: Locator) {
+  const found = await locator.boundingBox();
+  if (!found) throw new Error("not laid out");
+  return found;
+}
+
+/** Pixels from the bottom of `upper` to the top of `lower`. */
+async function spaceBetween(upper: Locator, lower: Locator): Promise<number> {
+  const [top, bottom] = [await box(upper), await box(lower)];
+  return Math.round(bottom.y - (top.y + top.height));
+}
+
+const panel = (page: Page, heading: string) =>
+  page
+    .locator("section.panel, .card")
+    .filter({ has: page.getByRole("heading", { name: heading, exact: true }) });
+
+/**
+ * On a phone, what sits side by side on a wide screen (panels, fields) stacks as far apart as what
+ * is stacked anyway: a grid's row gap added to their own margin had doubled the space between some.
+ */
+describe.skipIf(missing)("the console in Chromium: even spacing on a phone", () => {
+  let app: TestApp;
+  let browser: Browser;
+  let page: Page;
+  let libraryId: string;
+  let videoId: string;
+
+  beforeAll(async () => {
+    app = await startTestApp();
+    await createConsoleUser(app, { email: EMAIL });
+    const library = await app.request("POST", "/v1/media/libraries", { json: { name: "Spacing" } });
+    expect(library.status).toBe(201);
+    libraryId = library.body.data.id;
+    const video = await app.request("POST", `/v1/media/libraries/${libraryId}/videos`, {
+      json: { title: "Spacing video" },
+    });
+    expect(video.status).toBe(201);
+    videoId = video.body.data.id;
+    browser = await launchBrowser();
+    const context = await newConsoleContext(browser, app.baseUrl);
+    page = await context.newPage();
+    await signInInBrowser(page, EMAIL);
+    await page.setViewportSize({ width: 390, height: 844 });
+  }, 120_000);
+  afterAll(async () => {
+    await browser?.close();
+    await app?.close();
+  });
+
+  it("library page: the panels stack a panel's margin apart, the upload form's fields a field's", async () => {
+    await page.goto(`/console/libraries/${libraryId}`);
+    await page.getByRole("heading", { name: "Videos", exact: true }).waitFor();
+    await screenshot(page, "spacing-library-phone");
+    const [folders, upload, videos] = ["Folders", "Upload a video", "Videos"].map((name) =>
+      panel(page, name),
+    );
+    await expect(spaceBetween(folders, upload)).resolves.toBe(PANEL_GAP);
+    await expect(spaceBetween(upload, videos)).resolves.toBe(PANEL_GAP);
+    const titleField = upload.locator(".field", { has: page.getByLabel("Title") });
+    await expect(spaceBetween(titleField, upload.getByText("Video file", { exact: true }))).resolves.toBe(
+      FIELD_GAP,
+    );
+  });
+
+  it("video page: the Player and Processing panels stack a panel's margin apart", async () => {
+    await page.goto(`/console/libraries/${libraryId}/videos/${videoId}`);
+    await page.getByRole("heading", { name: "Processing", exact: true }).waitFor();
+    await screenshot(page, "spacing-video-phone");
+    const [player, processing, thumbnail] = ["Player", "Processing", "Thumbnail"].map((name) =>
+      panel(page, name),
+    );
+    await expect(spaceBetween(player, processing)).resolves.toBe(PANEL_GAP);
+    await expect(spaceBetween(processing, thumbnail)).resolves.toBe(PANEL_GAP);
+  });
+
+  it("account page: a card's heading and last line are its padding from its edges", async () => {
+    await page.goto("/console/account");
+    const heading = page.getByRole("heading", { name: "Signed in as" });
+    await heading.waitFor();
+    await screenshot(page, "spacing-account-phone");
+    const card = panel(page, "Signed in as");
+    const [edges, top, bottom] = [await box(card), await box(heading), await box(card.locator("p"))];
+    // Within a pixel: the card's 1px border.
+    expect(Math.round(top.y - edges.y)).toBe(PANEL_GAP + 1);
+    expect(Math.round(edges.y + edges.height - (bottom.y + bottom.height))).toBe(PANEL_GAP + 1);
+  });
+
+  it("player dialog: the colour that wraps to a second row is a field's margin below the first", async () => {
+    await page.goto(`/console/players?library=${libraryId}`);
+    await page.getByRole("button", { name: "New player" }).click();
+    const dialog = page.getByRole("dialog", { name: "New player" });
+    const primary = dialog.locator(".field", { has: page.getByLabel("Primary colour") });
+    const text = dialog.locator(".field", { has: page.getByLabel("Text", { exact: true }) });
+    await expect(spaceBetween(primary, text)).resolves.toBe(FIELD_GAP);
+    await page.keyboard.press("Escape");
+  });
+});
