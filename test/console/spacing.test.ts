@@ -41,7 +41,7 @@ const panel = (page: Page, heading: string) =>
  * On a phone, what sits side by side on a wide screen (panels, fields) stacks as far apart as what
  * is stacked anyway: a grid's row gap added to their own margin had doubled the space between some.
  */
-describe.skipIf(missing)("the console in Chromium: even spacing on a phone", () => {
+describe.skipIf(missing)("the console in Chromium: even spacing and aligned fields", () => {
   let app: TestApp;
   let browser: Browser;
   let page: Page;
@@ -116,5 +116,39 @@ describe.skipIf(missing)("the console in Chromium: even spacing on a phone", () 
     const text = dialog.locator(".field", { has: page.getByLabel("Text", { exact: true }) });
     await expect(spaceBetween(primary, text)).resolves.toBe(FIELD_GAP);
     await page.keyboard.press("Escape");
+  });
+
+  it("cloud forms in a row: the fields level whatever their hints, the button level with them", async () => {
+    const middle = async (locator: Locator) => {
+      const found = await box(locator);
+      return Math.round(found.y + found.height / 2);
+    };
+    await page.setViewportSize({ width: 1280, height: 800 });
+    try {
+      await page.goto("/console/cloud/load-balancers");
+      const name = page.getByLabel("Name");
+      await name.waitFor();
+      await screenshot(page, "spacing-load-balancer-form");
+      // Only Name has a hint: aligned to the row's bottom, it stood higher than the ports.
+      const level = await middle(name);
+      await expect(middle(page.getByLabel("Source port"))).resolves.toBe(level);
+      await expect(middle(page.getByLabel("Target port"))).resolves.toBe(level);
+      await expect(middle(page.getByRole("button", { name: "Create load balancer" }))).resolves.toBe(level);
+      await page.goto("/console/cloud/disks");
+      const size = page.getByLabel("Size (GB)");
+      await size.waitFor();
+      await expect(middle(page.getByRole("button", { name: "Create disk" }))).resolves.toBe(
+        await middle(size),
+      );
+    } finally {
+      await page.setViewportSize({ width: 390, height: 844 });
+    }
+    // On a phone the form is a column: the button a field's margin below the last field.
+    await page.goto("/console/cloud/disks");
+    const sizeField = page.locator(".field", { has: page.getByLabel("Size (GB)") });
+    await sizeField.waitFor();
+    await expect(spaceBetween(sizeField, page.getByRole("button", { name: "Create disk" }))).resolves.toBe(
+      FIELD_GAP,
+    );
   });
 });
