@@ -59,6 +59,11 @@ describe.skipIf(missing)("the console in Chromium: even spacing and aligned fiel
     });
     expect(video.status).toBe(201);
     videoId = video.body.data.id;
+    // A name wider than a tablet's row beside the library search.
+    const long = await app.request("POST", "/v1/media/libraries", {
+      json: { name: "Broadcasting Company Europe: the evening news archive of 2026, all regions" },
+    });
+    expect(long.status).toBe(201);
     browser = await launchBrowser();
     const context = await newConsoleContext(browser, app.baseUrl);
     page = await context.newPage();
@@ -116,6 +121,24 @@ describe.skipIf(missing)("the console in Chromium: even spacing and aligned fiel
     const text = dialog.locator(".field", { has: page.getByLabel("Text", { exact: true }) });
     await expect(spaceBetween(primary, text)).resolves.toBe(FIELD_GAP);
     await page.keyboard.press("Escape");
+  });
+
+  it("players page on a tablet: a library select wrapped below the search is a field's margin below it", async () => {
+    await page.setViewportSize({ width: 800, height: 1000 });
+    try {
+      await page.goto(`/console/players?library=${libraryId}`);
+      const select = page.getByRole("combobox", { name: "Library", exact: true });
+      await select.locator("option:checked").filter({ hasText: "Spacing" }).waitFor({ state: "attached" });
+      await screenshot(page, "spacing-library-picker-tablet");
+      const searchField = page.locator(".field", { has: page.getByLabel("Search libraries") });
+      const [search, chosen] = [await box(searchField), await box(select)];
+      expect(chosen.y).toBeGreaterThan(search.y + search.height);
+      await expect(spaceBetween(searchField, page.getByText("Library", { exact: true }))).resolves.toBe(
+        FIELD_GAP,
+      );
+    } finally {
+      await page.setViewportSize({ width: 390, height: 844 });
+    }
   });
 
   it("cloud forms in a row: the fields level whatever their hints, the button level with them", async () => {
