@@ -88,6 +88,11 @@ describe.skipIf(missing)("the console in Chromium: even spacing and aligned fiel
     await expect(spaceBetween(titleField, upload.getByText("Video file", { exact: true }))).resolves.toBe(
       FIELD_GAP,
     );
+    // The security rules' checkbox is a field's margin above the Action below it (it touched it).
+    const referrers = page.getByRole("group", { name: "Referrers" });
+    await expect(
+      spaceBetween(referrers.getByText("Enforce this rule"), referrers.getByText("Action", { exact: true })),
+    ).resolves.toBe(FIELD_GAP);
   });
 
   it("video page: the Player and Processing panels stack a panel's margin apart", async () => {

@@ -82,12 +82,13 @@ export function SecurityForm({ libraryId }: { libraryId: string }) {
   const rule = (name: "referrers" | "countries", value: Rule, set: (rule: Rule) => void, hint: string) => (
     <fieldset>
       <legend>{name === "referrers" ? "Referrers" : "Countries"}</legend>
-      <label className="field-inline">
+      {/* A field like the others: it sat right on the Action label, without a field's margin. */}
+      <label className="field field-inline">
         <input
           type="checkbox"
           checked={value.enabled}
           onChange={(event) => set({ ...value, enabled: event.target.checked })}
-        />{" "}
+        />
         Enforce this rule
       </label>
       <Field label="Action" name={`${name}.action`} error={errors[`${name}.action`]}>
