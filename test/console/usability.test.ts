@@ -136,6 +136,10 @@ describe.skipIf(missing)("the console in Chromium: words, figures and focus", ()
     await page.goto(`/console/libraries/${libraryId}`);
     await page.getByRole("rowheader", { name: "Waiting for its file" }).waitFor();
     expect((await cellText(page, "Videos", "Waiting for its file", "Duration")).trim()).toBe("—");
+    // A status that no video has is said as such, not as a library without videos.
+    await page.getByLabel("Status").selectOption("failed");
+    await page.getByText('No video here has the status "failed".').waitFor();
+    await expect(page.getByText("No videos here yet.").count()).resolves.toBe(0);
   });
 
   it("names a webhook endpoint's events in words, not the API's `*`", async () => {

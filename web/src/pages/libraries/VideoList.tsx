@@ -99,7 +99,10 @@ export function VideoList({
       {videos.state === "error" && <ErrorState error={videos.error} onRetry={videos.reload} />}
       {videos.state === "ready" &&
         (videos.data.data.length === 0 ? (
-          <Empty>No videos here yet.</Empty>
+          <Empty>
+            {/* With a status chosen, "yet" read as if the library had no video at all. */}
+            {status ? `No video here has the status "${status}".` : "No videos here yet."}
+          </Empty>
         ) : (
           <DataTable
             caption="Videos"
