@@ -140,6 +140,62 @@ describe.skipIf(missing)("the console in Chromium: the frame on every screen and
     await context.close();
   });
 
+  it("shows the account link's focus ring in the bar, on a laptop and in the phone's menu", async () => {
+    const context = await newConsoleContext(browser, app.baseUrl);
+    const page = await context.newPage();
+    await signInInBrowser(page, EDITOR);
+    const account = page.getByRole("link", { name: EDITOR });
+    /** How many pixels around the account link change when Tab gives it the focus. */
+    const changedByFocus = async (tabs: number) => {
+      const link = await account.boundingBox();
+      if (!link) throw new Error("the account link is not shown");
+      const clip = { x: link.x - 8, y: link.y - 8, width: link.width + 16, height: link.height + 16 };
+      const before = await page.screenshot({ clip });
+      for (let tab = 0; tab < tabs; tab++) await page.keyboard.press("Tab");
+      await expect(account.evaluate((element) => element.matches(":focus-visible"))).resolves.toBe(true);
+      const after = await page.screenshot({ clip });
+      // Compared in a blank page: the console's Content-Security-Policy refuses data: images.
+      const blank = await context.newPage();
+      const changed = await blank.evaluate(
+        async ([first, second]) => {
+          // The test's TypeScript has no DOM types: the blank page's globals, untyped.
+          const web = globalThis as any;
+          const pixels = async (png: string): Promise<Uint8ClampedArray> => {
+            const image = new web.Image();
+            image.src = `data:image/png;base64,${png}`;
+            await image.decode();
+            const canvas = web.document.createElement("canvas");
+            canvas.width = image.width;
+            canvas.height = image.height;
+            const drawing = canvas.getContext("2d");
+            drawing.drawImage(image, 0, 0);
+            return drawing.getImageData(0, 0, canvas.width, canvas.height).data;
+          };
+          const [a, b] = [await pixels(first), await pixels(second)];
+          let count = 0;
+          for (let at = 0; at < a.length; at += 4) {
+            const difference =
+              Math.abs(a[at] - b[at]) + Math.abs(a[at + 1] - b[at + 1]) + Math.abs(a[at + 2] - b[at + 2]);
+            if (difference > 60) count++;
+          }
+          return count;
+        },
+        [before.toString("base64"), after.toString("base64")],
+      );
+      await blank.close();
+      return { changed, width: link.width };
+    };
+    // The ring is 3 px wide all round the link; the box that cuts a long email short had hidden it.
+    await page.goto("/console/libraries");
+    const laptop = await changedByFocus(2); // the skip link, then the account link
+    expect(laptop.changed).toBeGreaterThan(laptop.width * 4);
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.getByRole("button", { name: "Menu" }).click();
+    const phone = await changedByFocus(1); // from Menu, the first thing of what it opened
+    expect(phone.changed).toBeGreaterThan(phone.width * 4);
+    await context.close();
+  });
+
   /** Fields of the forms that write, by page: typing into them could never be saved. */
   const WRITE_FIELDS: [path: string, fields: string[]][] = [
     ["libraries/LIBRARY", ["Title", "Video file", "New folder", "Video privacy"]],
