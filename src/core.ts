@@ -37,7 +37,7 @@ export const createLogger = (config: Config): FastifyBaseLogger =>
 export async function openCore(config: Config, options: StartOptions = {}): Promise<CoreDeps> {
   const logger = options.logger ?? createLogger(config);
   const exposed = metricsExposed(config);
-  const metrics = new Metrics({ processMetrics: exposed });
+  const metrics = new Metrics({ processMetrics: exposed, roles: config.roles });
   const storeFailure = (error: unknown) =>
     new Error(
       `cannot open the store (${config.databaseUrl ? "DATABASE_URL" : "CUMULO_DATA_DIR"}): ${error instanceof Error ? error.message : String(error)}`,

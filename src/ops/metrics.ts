@@ -1,6 +1,6 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import type { Clock } from "../clock.ts";
-import type { Config } from "../config.ts";
+import { ALL_ROLES, type Config, type Role } from "../config.ts";
 import { API_VERSION } from "../version.ts";
 import { type HistogramSeries, observe, TalliedCounter, TalliedHistogram } from "./metric-tallies.ts";
 
@@ -16,6 +16,32 @@ const LINT_FAILING_DEFAULTS = [
   "nodejs_active_requests_total",
   "nodejs_active_resources_total",
 ];
+
+/**
+ * Metrics only one role's work records. A node without that role leaves them out: on a worker or
+ * edge node the API's request counters stayed 0 forever, and read as an idle API.
+ */
+const ROLE_METRICS: Record<Role, readonly string[]> = {
+  api: [
+    "cumulo_http_requests_total",
+    "cumulo_http_request_duration_seconds",
+    "cumulo_rate_limit_refusals_total",
+  ],
+  worker: [
+    "cumulo_job_runs_total",
+    "cumulo_job_run_duration_seconds",
+    "cumulo_webhook_attempts_total",
+    "cumulo_webhook_attempt_duration_seconds",
+    "cumulo_ffmpeg_runs_total",
+    "cumulo_ffmpeg_run_duration_seconds",
+  ],
+  edge: [
+    "cumulo_edge_requests_total",
+    "cumulo_edge_sent_bytes_total",
+    "cumulo_edge_origin_duration_seconds",
+    "cumulo_edge_coalesced_misses_total",
+  ],
+};
 
 /** How long a scrape reuses what it read from the store, so frequent scrapes cannot load it. */
 const STORE_SNAPSHOT_TTL_MS = 5000;
@@ -162,8 +188,16 @@ export class Metrics {
   }).tally();
   #snapshot: { at: number; reading: Promise<StoreSnapshot> } | undefined;
 
-  /** @param processMetrics also export Node's process metrics (CPU, memory, event loop, GC). */
-  constructor(options: { processMetrics: boolean }) {
+  /**
+   * @param processMetrics also export Node's process metrics (CPU, memory, event loop, GC).
+   * @param roles the roles this process runs (default: all): other roles' metrics are left out.
+   */
+  constructor(options: { processMetrics: boolean; roles?: readonly Role[] }) {
+    const roles = options.roles ?? ALL_ROLES;
+    for (const role of ALL_ROLES) {
+      if (roles.includes(role)) continue;
+      for (const name of ROLE_METRICS[role]) this.registry.removeSingleMetric(name);
+    }
     // Which version each node runs, for a rolling upgrade: `count by (version) (cumulo_build_info)`.
     new Gauge({
       name: "cumulo_build_info",

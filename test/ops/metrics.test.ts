@@ -530,6 +530,59 @@ describe("metrics exposure", () => {
     }
   });
 
+  it("exports on each node only the metrics its roles record", async () => {
+    const api = [
+      "cumulo_http_requests_total",
+      "cumulo_http_request_duration_seconds",
+      "cumulo_rate_limit_refusals_total",
+    ];
+    const worker = [
+      "cumulo_job_runs_total",
+      "cumulo_job_run_duration_seconds",
+      "cumulo_webhook_attempts_total",
+      "cumulo_webhook_attempt_duration_seconds",
+      "cumulo_ffmpeg_runs_total",
+      "cumulo_ffmpeg_run_duration_seconds",
+    ];
+    const edge = [
+      "cumulo_edge_requests_total",
+      "cumulo_edge_sent_bytes_total",
+      "cumulo_edge_origin_duration_seconds",
+      "cumulo_edge_coalesced_misses_total",
+    ];
+    const everyNode = [
+      "cumulo_build_info",
+      "cumulo_store_query_duration_seconds",
+      "cumulo_jobs",
+      "cumulo_webhook_backlog",
+    ];
+    const store = await createTestStore();
+    const nodes = {
+      api: await startTestApp({ CUMULO_ROLES: "api", CUMULO_METRICS_PORT: "0" }, { store }),
+      worker: await startTestApp({ CUMULO_ROLES: "worker", CUMULO_METRICS_PORT: "0" }, { store }),
+      edge: await startTestApp(
+        { CUMULO_ROLES: "edge", CUMULO_EDGE_PORT: "0", CUMULO_METRICS_PORT: "0" },
+        { store },
+      ),
+      "api,worker,edge": await startTestApp({ CUMULO_METRICS_PORT: "0" }, { store }),
+    };
+    const recorded = { api, worker, edge };
+    try {
+      for (const [roles, node] of Object.entries(nodes)) {
+        const text = await (await fetch(`${node.cumulo.metricsUrl}/metrics`)).text();
+        const exported = new Set([...text.matchAll(/^# TYPE (\S+) /gm)].map((match) => match[1]));
+        for (const [role, names] of Object.entries(recorded)) {
+          for (const name of names)
+            expect([roles, name, exported.has(name)]).toEqual([roles, name, roles.includes(role)]);
+        }
+        for (const name of everyNode) expect([roles, name, exported.has(name)]).toEqual([roles, name, true]);
+      }
+    } finally {
+      for (const node of Object.values(nodes)) await node.close();
+      await store.drop();
+    }
+  });
+
   it("serves a worker-only node's metrics on its own listener without a token", async () => {
     const t = await startTestApp({ CUMULO_ROLES: "worker", CUMULO_METRICS_PORT: "0" });
     try {
