@@ -450,6 +450,13 @@ function openPostgres(
   return { db, pool, generation, generationWithTraffic: generation.withTraffic };
 }
 
+/** Migrations the store has run that this version does not have (a newer version ran them). */
+async function unknownMigrations(db: Kysely<Database>, dialect: DialectName): Promise<string[]> {
+  const known = allMigrations(dialect);
+  const { rows } = await sql<{ name: string }>`select name from kysely_migration order by name`.execute(db);
+  return rows.map((row) => row.name).filter((name) => !(name in known));
+}
+
 export function openStore(options: StoreOptions): Store {
   const dialect: DialectName = options.databaseUrl ? "postgres" : "sqlite";
   const { databaseUrl } = options;
@@ -492,6 +499,13 @@ export function openStore(options: StoreOptions): Store {
         : await migrator(db).migrateToLatest();
       const failed = results?.find((result) => result.status === "Error");
       if (error || failed) {
+        // Kysely calls such a store "corrupted": it is a newer version's, and an operator downgraded.
+        const unknown = await unknownMigrations(db, dialect).catch(() => []);
+        if (unknown.length > 0) {
+          throw new Error(
+            `the store was migrated by a newer Cumulo (migrations this version does not know: ${unknown.join(", ")}); run that version or a newer one`,
+          );
+        }
         const reason = error instanceof Error ? error.message : String(error ?? "unknown error");
         // No migration named: the store failed before any ran (it could not be reached, say).
         throw new Error(

@@ -1,4 +1,4 @@
-import { Migrator } from "kysely";
+import { Migrator, sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openStore, type Store } from "../../src/store/database.ts";
 import { allMigrations } from "../../src/store/migrations/index.ts";
@@ -68,5 +68,28 @@ describe("migrations over existing rows", () => {
       .where("id", "=", oldLibrary.id)
       .executeTakeFirstOrThrow();
     expect(row).toEqual({ name: oldLibrary.name, search_name: "ÉLAN ΣΊΣΥΦΟΣ" });
+  });
+});
+
+/** A downgrade: a node of an older version started on a store a newer Cumulo migrated. */
+describe("a store migrated by a newer Cumulo", () => {
+  it("is refused, naming the migrations this version does not know, and left as it was", async () => {
+    const testStore = await createTestStore();
+    const open = () => openStore({ dataDir: testStore.dataDir, databaseUrl: testStore.databaseUrl });
+    const store = open();
+    try {
+      await store.migrate();
+      await sql`insert into kysely_migration (name, timestamp) values ('9999-from-the-future', '2030-01-01T00:00:00.000Z')`.execute(
+        store.db,
+      );
+      await expect(store.migrate()).rejects.toThrow(
+        "the store was migrated by a newer Cumulo (migrations this version does not know: 9999-from-the-future); run that version or a newer one",
+      );
+      const names = await sql<{ name: string }>`select name from kysely_migration`.execute(store.db);
+      expect(names.rows.map((row) => row.name)).toContain("9999-from-the-future");
+    } finally {
+      await store.close();
+      await testStore.drop();
+    }
   });
 });
