@@ -402,6 +402,8 @@ export function buildCli(): Command {
           throw new CliError(
             `--from ${from} was taken from Cumulo ${result.version}, whose store has migrations this version does not know (${result.migrations.join(", ")}); restore it with that version or a newer one`,
           );
+        case "damaged":
+          throw new CliError(`--from ${from} is damaged: ${result.reason}; nothing was restored`);
       }
     });
 

@@ -43,7 +43,9 @@ export type RestoreOutcome =
   | { outcome: "data_dir_not_empty" }
   | { outcome: "not_a_backup" }
   /** Taken from a store that a newer Cumulo migrated (migrations this one does not know). */
-  | { outcome: "newer_version"; migrations: string[]; version: string };
+  | { outcome: "newer_version"; migrations: string[]; version: string }
+  /** A file of the backup is cut short or missing; nothing was written. */
+  | { outcome: "damaged"; reason: string };
 
 async function isEmptyDir(path: string): Promise<boolean> {
   try {
@@ -152,6 +154,27 @@ function readMigrations(file: string): string[] {
   }
 }
 
+/** What is wrong with a backup's files, if anything: its store and the key file its manifest names. */
+async function damaged(from: string, manifest: BackupManifest): Promise<string | undefined> {
+  if (manifest.secret_key_file && !(await exists(join(from, SECRET_KEY_FILE)))) {
+    return `${SECRET_KEY_FILE} is missing, though ${MANIFEST_FILE} says it was backed up`;
+  }
+  try {
+    const copy = new SqliteDatabase(join(from, DATABASE_FILE), { readonly: true, fileMustExist: true });
+    try {
+      const problems = copy.pragma("quick_check", { simple: false }) as { quick_check: string }[];
+      if (problems[0]?.quick_check !== "ok")
+        throw new Error(problems.map((row) => row.quick_check).join("; "));
+    } finally {
+      copy.close();
+    }
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    return `${DATABASE_FILE} is not a sound SQLite store (${reason})`;
+  }
+  return undefined;
+}
+
 /** Brings a backup back into an empty data dir; never overwrites a store that exists. */
 export async function restore(config: Config, from: string): Promise<RestoreOutcome> {
   if (config.databaseUrl) return { outcome: "postgres" };
@@ -168,6 +191,10 @@ export async function restore(config: Config, from: string): Promise<RestoreOutc
   if (unknown.length > 0)
     return { outcome: "newer_version", migrations: unknown, version: manifest.cumulo_version };
   if (!(await isEmptyDir(config.dataDir))) return { outcome: "data_dir_not_empty" };
+  // Checked before anything is written: a restore refused halfway left a data dir that was no
+  // longer empty, and a store cut short was restored, and the server then refused to start on it.
+  const damage = await damaged(from, manifest);
+  if (damage) return { outcome: "damaged", reason: damage };
 
   makeDirectories(config.dataDir);
   if (await exists(join(from, BLOBS_DIR))) {

@@ -1,4 +1,5 @@
 import {
+  cpSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
@@ -6,6 +7,7 @@ import {
   readFileSync,
   rmSync,
   symlinkSync,
+  truncateSync,
   writeFileSync,
 } from "node:fs";
 import { tmpdir } from "node:os";
@@ -255,6 +257,41 @@ describe.skipIf(testStoreKind() === "postgres")(
       expect(newer.code).not.toBe(0);
       expect(newer.stderr).toMatch(/migrations this version does not know \(0900-future\)/);
       expect(existsSync(join(newerInto, "cumulo.sqlite"))).toBe(false);
+    });
+
+    it("refuses a damaged backup before it writes anything, so the restore can be run again", async () => {
+      const target = join(tempDir(), "backup");
+      expect((await runCli(["backup", "--to", target], { CUMULO_DATA_DIR: t.store.dataDir })).code).toBe(0);
+      const damaged = (change: (copy: string) => void) => {
+        const copy = join(tempDir(), "backup");
+        cpSync(target, copy, { recursive: true });
+        change(copy);
+        return copy;
+      };
+      const cases = [
+        // Cut short (a copy to a disk that filled up, an interrupted transfer).
+        {
+          from: damaged((copy) => truncateSync(join(copy, "cumulo.sqlite"), 8192)),
+          message: /is damaged: cumulo\.sqlite is not a sound SQLite store \(.+\); nothing was restored/,
+        },
+        {
+          from: damaged((copy) => {
+            const manifestFile = join(copy, "manifest.json");
+            const manifest = JSON.parse(readFileSync(manifestFile, "utf8"));
+            writeFileSync(manifestFile, JSON.stringify({ ...manifest, secret_key_file: true }));
+            rmSync(join(copy, "cloud-secret.key"), { force: true });
+          }),
+          message:
+            /is damaged: cloud-secret\.key is missing, though manifest\.json says it was backed up; nothing was restored/,
+        },
+      ];
+      for (const { from, message } of cases) {
+        const into = join(tempDir(), "d");
+        const refused = await runCli(["restore", "--from", from], { CUMULO_DATA_DIR: into });
+        expect(refused.code).not.toBe(0);
+        expect(refused.stderr).toMatch(message);
+        expect(existsSync(into) ? readdirSync(into) : []).toEqual([]);
+      }
     });
   },
 );
