@@ -30,8 +30,12 @@ export interface StartOptions {
 const MIGRATION_WAIT_MESSAGE =
   "another process holds the SQLite store's write lock (migrating it, most likely): waiting for it to finish";
 
+/**
+ * pino's default bindings, `pid` and `hostname`, on every line: nodes whose logs meet in one stream
+ * (a file, syslog, a shipper that labels nothing) are told apart by their lines alone.
+ */
 export const createLogger = (config: Config): FastifyBaseLogger =>
-  pino({ level: config.logLevel, base: undefined }) as FastifyBaseLogger;
+  pino({ level: config.logLevel }) as FastifyBaseLogger;
 
 /** Opens the store (migrating it) and the shared outside systems that every command needs. */
 export async function openCore(config: Config, options: StartOptions = {}): Promise<CoreDeps> {
