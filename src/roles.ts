@@ -87,6 +87,7 @@ export async function startCumulo(given: Config, options: StartOptions = {}): Pr
     services = createServices(deps);
     ({ generatedKey } = await services.identity.ensureBootstrap(config.bootstrapApiKey));
     if (generatedKey) options.onGeneratedKey?.(generatedKey);
+    await services.libraries.refreshSearchNames();
     deps.metrics.observe({
       clock: deps.clock,
       jobKinds: services.jobHandlers.map((handler) => handler.kind),

@@ -111,6 +111,26 @@ export class LibraryRepository {
     return this.#updateLibrary.first(this.db, { organizationId, id, changes: { ...changes, ...searchName } });
   }
 
+  /**
+   * Gives every library the search name of its current name. Nodes of a version before migration
+   * 0104 that still run during a rolling upgrade write libraries without one (or rename them without
+   * changing it), and search never found those libraries; each start puts them right. Reads every
+   * library's name: a few milliseconds per thousand libraries. How many it changed.
+   */
+  async refreshSearchNames(): Promise<number> {
+    const libraries = await this.db.selectFrom("libraries").select(["id", "name", "search_name"]).execute();
+    const stale = libraries.filter((library) => library.search_name !== searchKey(library.name));
+    for (const { id, name } of stale) {
+      await this.db
+        .updateTable("libraries")
+        .set({ search_name: searchKey(name) })
+        .where("id", "=", id)
+        .where("name", "=", name)
+        .execute();
+    }
+    return stale.length;
+  }
+
   /** Moves a library from one status to another; false when it was no longer in `from`. */
   async transition(id: string, from: LibraryTable["status"], to: LibraryTable["status"], now: string) {
     const result = await this.db

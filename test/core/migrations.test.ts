@@ -2,6 +2,8 @@ import { Migrator, sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openStore, type Store } from "../../src/store/database.ts";
 import { allMigrations } from "../../src/store/migrations/index.ts";
+import { createLibrary } from "../media/helpers.ts";
+import { startTestApp } from "../support/app.ts";
 import { createTestStore, type TestStore } from "../support/store.ts";
 
 /** A store upgraded in place: rows written before a migration read back as the new code expects. */
@@ -89,6 +91,43 @@ describe("a store migrated by a newer Cumulo", () => {
       expect(names.rows.map((row) => row.name)).toContain("9999-from-the-future");
     } finally {
       await store.close();
+      await testStore.drop();
+    }
+  });
+});
+
+/**
+ * A rolling upgrade: `cumulo migrate` has run, and nodes of the version before 0104 still serve until
+ * they are replaced. They write libraries without a search name, or rename them without changing it.
+ */
+describe("libraries an older node wrote after the migration", () => {
+  it("are found by search once a node of this version has started", async () => {
+    const testStore = await createTestStore();
+    const first = await startTestApp({ CUMULO_ROLES: "api" }, { store: testStore });
+    let second: Awaited<ReturnType<typeof startTestApp>> | undefined;
+    try {
+      const made = await createLibrary(first, { name: "Made By An Old Node" });
+      const renamed = await createLibrary(first, { name: "Before The Rename" });
+      const { db } = first.cumulo.store;
+      // As the older version wrote them: no search name, a search name of the previous name.
+      await db.updateTable("libraries").set({ search_name: "" }).where("id", "=", made.id).execute();
+      await db
+        .updateTable("libraries")
+        .set({ name: "Renamed By An Old Node" })
+        .where("id", "=", renamed.id)
+        .execute();
+      const found = async (t: typeof first, search: string) =>
+        (await t.request("GET", `/v1/media/libraries?search=${encodeURIComponent(search)}`)).body.data.map(
+          (library: { id: string }) => library.id,
+        );
+      expect(await found(first, "old node")).toEqual([]);
+
+      second = await startTestApp({ CUMULO_ROLES: "api" }, { store: testStore });
+      expect((await found(second, "old node")).sort()).toEqual([made.id, renamed.id].sort());
+      expect(await found(second, "before the rename")).toEqual([]);
+    } finally {
+      await second?.close();
+      await first.close();
       await testStore.drop();
     }
   });
