@@ -1,4 +1,5 @@
 import { readFile } from "node:fs/promises";
+import { join } from "node:path";
 import { Command, Option } from "commander";
 import { type Config, ConfigError, loadConfig } from "./config.ts";
 import type { SeedBody, SeedOutcome } from "./devmode/seed.ts";
@@ -132,6 +133,32 @@ function weakSecretKey(config: Config): string | undefined {
   return `CUMULO_SECRET_KEY has ${length} characters: it signs the playback tokens and upload authorizations that viewers and browsers hold, and a key this short can be guessed from one; a new installation should use ${SECRET_KEY_MIN_LENGTH} or more random characters (openssl rand -hex 32)`;
 }
 
+/** A URL's server and path, without its credentials or query (which may carry a password). */
+const whereUrl = (url: string): string => {
+  const { host, pathname } = new URL(url);
+  return `${host}${pathname === "/" ? "" : pathname}`;
+};
+
+/**
+ * What the node runs on, for an operator reading its output: which store, media storage and Redis
+ * (a node pointed at the wrong database otherwise shows it only by the data it lacks). Never a
+ * credential: URLs are reduced to their server and path.
+ */
+function runsOn(config: Config, roles: readonly string[]): string {
+  const { blobStore } = config;
+  const parts = [
+    config.databaseUrl
+      ? `store PostgreSQL at ${whereUrl(config.databaseUrl)}`
+      : `store SQLite at ${join(config.dataDir, "cumulo.sqlite")}`,
+    blobStore.kind === "s3"
+      ? `media files in S3 bucket ${blobStore.bucket}${blobStore.endpoint ? ` at ${whereUrl(blobStore.endpoint)}` : ` (${blobStore.region})`}`
+      : `media files in ${join(config.dataDir, "blobs")}`,
+    config.redisUrl ? `Redis at ${whereUrl(config.redisUrl)} (prefix ${config.redisPrefix})` : "no Redis",
+    `data dir ${config.dataDir}`,
+  ];
+  return `Cumulo ${API_VERSION} (roles: ${roles.join(", ")}): ${parts.join(", ")}`;
+}
+
 async function serve(config: Config, seed?: SeedBody): Promise<void> {
   const { startCumulo } = await import("./roles.ts");
   // Shown as soon as it is stored: a start that fails afterwards (a port in use) must not lose it.
@@ -155,6 +182,9 @@ async function serve(config: Config, seed?: SeedBody): Promise<void> {
   for (const warning of [unreachableLinks(config), weakSecretKey(config)]) {
     if (warning) process.stderr.write(`cumulo: warning: ${warning}\n`);
   }
+  // The edge role with CUMULO_EDGE_PORT=off runs nothing.
+  const runningRoles = config.roles.filter((role) => role !== "edge" || running.edgeUrl !== undefined);
+  process.stdout.write(`${runsOn(config, runningRoles)}\n`);
   if (running.apiUrl)
     process.stdout.write(`Cumulo API listening on ${running.apiUrl} (docs at ${running.apiUrl}/docs)\n`);
   if (running.edgeUrl) process.stdout.write(`Cumulo CDN edge listening on ${running.edgeUrl}\n`);
@@ -169,8 +199,6 @@ async function serve(config: Config, seed?: SeedBody): Promise<void> {
     if (!running.app?.devSeed) throw new CliError("--seed needs the api role");
     print(seeded(await running.app.devSeed(seed)));
   }
-  // The edge role with CUMULO_EDGE_PORT=off runs nothing.
-  const runningRoles = config.roles.filter((role) => role !== "edge" || running.edgeUrl !== undefined);
   process.stdout.write(`Cumulo ready (roles: ${runningRoles.join(", ")})\n`);
   const shutdown = (signal: string) => {
     process.stdout.write(`${signal} received, shutting down\n`);

@@ -30,3 +30,38 @@ it("names the machine and the process on every JSON log line", { timeout: 120_00
     await store.drop();
   }
 });
+
+/** Which store, media storage and Redis a node uses, read from its output; never a credential. */
+it("says at start what the node runs on, without the credentials of its settings", {
+  timeout: 120_000,
+}, async () => {
+  const store = await createTestStore();
+  const password = "a-database-password-not-to-print";
+  // PostgreSQL in the tests trusts local connections, so a password in the URL is accepted unread.
+  const databaseUrl = store.databaseUrl?.replace("postgres://postgres@", `postgres://postgres:${password}@`);
+  const secrets = {
+    CUMULO_SECRET_KEY: "a-secret-key-not-to-print-0123456789abcdef",
+    CUMULO_BOOTSTRAP_API_KEY: "a_bootstrap_key_not_to_print_0123",
+    CUMULO_METRICS_TOKEN: "a-metrics-token-not-to-print",
+  };
+  const node = await serve({
+    CUMULO_DATA_DIR: store.dataDir,
+    DATABASE_URL: databaseUrl,
+    CUMULO_ROLES: "api",
+    CUMULO_REDIS_PREFIX: "cumulo-start-line:",
+    ...secrets,
+  });
+  try {
+    const line = /^Cumulo \S+ \(roles: api\): .*$/m.exec(node.output())?.[0] ?? node.output();
+    const storeText = databaseUrl
+      ? `store PostgreSQL at ${new URL(databaseUrl).host}${new URL(databaseUrl).pathname}`
+      : `store SQLite at ${store.dataDir}/cumulo.sqlite`;
+    expect(line).toContain(storeText);
+    expect(line).toContain(`media files in ${store.dataDir}/blobs`);
+    expect(line).toContain(`data dir ${store.dataDir}`);
+    for (const secret of [password, ...Object.values(secrets)]) expect(node.output()).not.toContain(secret);
+  } finally {
+    await stopAll([node]);
+    await store.drop();
+  }
+});
