@@ -397,7 +397,7 @@ export function buildCli(): Command {
             "DATABASE_URL is set: back up PostgreSQL with pg_dump, and the blobs (the blob directory, or the S3 bucket's versioning or replication) (docs/operations.md, Backups)",
           );
         case "target_not_empty":
-          throw new CliError(`--to ${to} is not empty; give a new or empty directory`);
+          throw new CliError(`--to ${to} is not empty (or not a directory); give a new or empty directory`);
         case "target_in_data_dir":
           throw new CliError(`--to ${to} is inside CUMULO_DATA_DIR; give a directory outside it`);
         case "no_database":
@@ -422,7 +422,7 @@ export function buildCli(): Command {
           );
         case "data_dir_not_empty":
           throw new CliError(
-            `CUMULO_DATA_DIR ${config.dataDir} is not empty; restore only into an empty data dir`,
+            `CUMULO_DATA_DIR ${config.dataDir} is not empty (or not a directory); restore only into an empty data dir`,
           );
         case "not_a_backup":
           throw new CliError(`--from ${from} is not a complete backup (no manifest.json or cumulo.sqlite)`);

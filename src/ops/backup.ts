@@ -47,11 +47,14 @@ export type RestoreOutcome =
   /** A file of the backup is cut short or missing; nothing was written. */
   | { outcome: "damaged"; reason: string };
 
+/** Whether `path` is an empty directory or absent; a file there is not. */
 async function isEmptyDir(path: string): Promise<boolean> {
   try {
     return (await readdir(path)).length === 0;
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return true;
+    const { code } = error as NodeJS.ErrnoException;
+    if (code === "ENOENT") return true;
+    if (code === "ENOTDIR") return false;
     throw error;
   }
 }

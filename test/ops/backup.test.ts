@@ -236,8 +236,23 @@ describe.skipIf(testStoreKind() === "postgres")(
       writeFileSync(join(busy, "cumulo.sqlite"), "");
       const refused = await runCli(["restore", "--from", target], { CUMULO_DATA_DIR: busy });
       expect(refused.code).not.toBe(0);
-      expect(refused.stderr).toMatch(/is not empty; restore only into an empty data dir/);
+      expect(refused.stderr).toMatch(
+        /is not empty \(or not a directory\); restore only into an empty data dir/,
+      );
       expect(readFileSync(join(busy, "cumulo.sqlite"), "utf8")).toBe("");
+
+      // A file where a directory belongs: refused in the same words, not with a system error.
+      const file = join(tempDir(), "a-file");
+      writeFileSync(file, "");
+      const intoFile = await runCli(["restore", "--from", target], { CUMULO_DATA_DIR: file });
+      expect(intoFile.stderr).toMatch(
+        /^cumulo: CUMULO_DATA_DIR .* is not empty \(or not a directory\); restore only into an empty data dir/,
+      );
+      const toFile = await runCli(["backup", "--to", file], { CUMULO_DATA_DIR: t.store.dataDir });
+      expect(toFile.stderr).toMatch(
+        /^cumulo: --to .* is not empty \(or not a directory\); give a new or empty directory/,
+      );
+      expect(readFileSync(file, "utf8")).toBe("");
 
       const notBackup = await runCli(["restore", "--from", tempDir()], {
         CUMULO_DATA_DIR: join(tempDir(), "d"),
