@@ -37,6 +37,7 @@ import { preparingPool } from "./pg-prepared.ts";
 import { FALLBACK_CHECKPOINT_PAGES, SqliteCheckpointer } from "./sqlite-checkpointer.ts";
 import { changesNothing, isCacheableRead, SqliteReadCache } from "./sqlite-read-cache.ts";
 import type { Database } from "./tables.ts";
+import { isStoreUnavailable } from "./unavailable.ts";
 
 export type DialectName = "sqlite" | "postgres";
 
@@ -500,7 +501,8 @@ export function openStore(options: StoreOptions): Store {
       const failed = results?.find((result) => result.status === "Error");
       if (error || failed) {
         // Kysely calls such a store "corrupted": it is a newer version's, and an operator downgraded.
-        const unknown = await unknownMigrations(db, dialect).catch(() => []);
+        // Not asked of a store that does not answer: its connect timeout would be waited for twice.
+        const unknown = isStoreUnavailable(error) ? [] : await unknownMigrations(db, dialect).catch(() => []);
         if (unknown.length > 0) {
           throw new Error(
             `the store was migrated by a newer Cumulo (migrations this version does not know: ${unknown.join(", ")}); run that version or a newer one`,
