@@ -41,7 +41,9 @@ export const createLogger = (config: Config): FastifyBaseLogger =>
 export async function openCore(config: Config, options: StartOptions = {}): Promise<CoreDeps> {
   const logger = options.logger ?? createLogger(config);
   const exposed = metricsExposed(config);
-  const metrics = new Metrics({ processMetrics: exposed, roles: config.roles });
+  // The edge role with CUMULO_EDGE_PORT=off runs nothing.
+  const roles = config.roles.filter((role) => role !== "edge" || config.edgePort !== "off");
+  const metrics = new Metrics({ processMetrics: exposed, roles });
   const storeFailure = (error: unknown) =>
     new Error(
       `cannot open the store (${config.databaseUrl ? "DATABASE_URL" : "CUMULO_DATA_DIR"}): ${error instanceof Error ? error.message : String(error)}`,

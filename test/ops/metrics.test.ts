@@ -530,7 +530,7 @@ describe("metrics exposure", () => {
     }
   });
 
-  it("exports on each node only the metrics its roles record", async () => {
+  it("exports on each node only the metrics its roles record", { timeout: 90_000 }, async () => {
     const api = [
       "cumulo_http_requests_total",
       "cumulo_http_request_duration_seconds",
@@ -564,7 +564,9 @@ describe("metrics exposure", () => {
         { CUMULO_ROLES: "edge", CUMULO_EDGE_PORT: "0", CUMULO_METRICS_PORT: "0" },
         { store },
       ),
-      "api,worker,edge": await startTestApp({ CUMULO_METRICS_PORT: "0" }, { store }),
+      "api,worker,edge": await startTestApp({ CUMULO_EDGE_PORT: "0", CUMULO_METRICS_PORT: "0" }, { store }),
+      // The edge role without a port runs nothing.
+      "api,worker": await startTestApp({ CUMULO_EDGE_PORT: "off", CUMULO_METRICS_PORT: "0" }, { store }),
     };
     const recorded = { api, worker, edge };
     try {
