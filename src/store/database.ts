@@ -1,3 +1,4 @@
+import { accessSync, constants } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import SqliteDatabase from "better-sqlite3";
@@ -332,6 +333,24 @@ function waitingForWriteLock(
   };
 }
 
+/**
+ * SQLite opens a file it may not write read-only without a word: a node then said it was ready and
+ * answered every write with 500. Refused here instead, naming the file (those absent are made later).
+ */
+function assertWritable(paths: string[]): void {
+  for (const path of paths) {
+    try {
+      accessSync(path, constants.W_OK);
+    } catch (error) {
+      const { code } = error as NodeJS.ErrnoException;
+      if (code === "ENOENT") continue;
+      throw new Error(
+        `${path} cannot be written by this process (${code}): give the node's user the data dir's files (chown -R), or make its file system writable`,
+      );
+    }
+  }
+}
+
 function openSqlite(
   dataDir: string,
   onQuery: StoreOptions["onQuery"],
@@ -345,6 +364,7 @@ function openSqlite(
 } {
   makeDirectories(dataDir);
   const path = join(dataDir, "cumulo.sqlite");
+  assertWritable([path, `${path}-wal`, `${path}-shm`]);
   const file = new SqliteDatabase(path);
   // First: switching a fresh file to WAL waits for another process opening it at the same moment.
   file.pragma(`busy_timeout = ${SQLITE_BUSY_TIMEOUT_MS}`);
