@@ -2,9 +2,12 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import pg from "pg";
 import { describe, expect, it } from "vitest";
+import { startTestApp } from "../support/app.ts";
 import { runCli } from "../support/cli.ts";
-import { testStoreKind } from "../support/store.ts";
+import { createTestStore, testStoreKind } from "../support/store.ts";
+import { waitUntil } from "../support/wait.ts";
 
 const immutable = (path: string, on: boolean) =>
   execFileSync("chattr", [on ? "+i" : "-i", path], { stdio: "ignore" });
@@ -57,3 +60,44 @@ describe.runIf(testStoreKind() === "sqlite" && immutableFilesRefuseWrites())(
     });
   },
 );
+
+/*
+ * PostgreSQL that takes no writes: a failover that left DATABASE_URL on the demoted primary (now a
+ * standby), or a database set read-only for maintenance. Writes were answered 500.
+ */
+describe.runIf(testStoreKind() === "postgres")("a PostgreSQL store that takes no writes", () => {
+  it("answers 503 meanwhile, not 500, and writes again once it takes them", async () => {
+    const store = await createTestStore();
+    const t = await startTestApp({ CUMULO_ROLES: "api" }, { store });
+    const database = new URL(store.databaseUrl ?? "").pathname.slice(1);
+    const admin = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL });
+    await admin.connect();
+    // New sessions only: the node's pooled connections are ended so that it opens new ones.
+    const readOnly = async (on: boolean) => {
+      await admin.query(
+        `ALTER DATABASE ${database} SET default_transaction_read_only = ${on ? "on" : "off"}`,
+      );
+      await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", [
+        database,
+      ]);
+    };
+    try {
+      await readOnly(true);
+      // The ended connections are answered 503 as lost ones; then the pool has new ones.
+      await waitUntil(async () => (await fetch(`${t.baseUrl}/readyz`)).status === 200);
+      const refused = await t.request("POST", "/v1/media/libraries", { json: { name: "During" } });
+      expect([refused.status, refused.body.error]).toEqual([503, "service_unavailable"]);
+      expect(refused.headers.get("retry-after")).toBe("5");
+      await readOnly(false);
+      await waitUntil(
+        async () =>
+          (await t.request("POST", "/v1/media/libraries", { json: { name: "After" } })).status === 201,
+      );
+    } finally {
+      await readOnly(false).catch(() => undefined);
+      await admin.end();
+      await t.close();
+      await store.drop();
+    }
+  }, 60_000);
+});
