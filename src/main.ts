@@ -415,6 +415,12 @@ export function buildCli(): Command {
       const result = await restore(config, from);
       switch (result.outcome) {
         case "restored":
+          if (result.manifest.blobs?.store === "s3") {
+            // A node started on the local store would answer 404 for every file.
+            process.stderr.write(
+              `The blobs are not in this backup: they are in S3 bucket ${result.manifest.blobs.bucket}; start the nodes with CUMULO_BLOB_STORE=s3 and that bucket (or one restored from its versions or replica) (docs/operations.md, Backups)\n`,
+            );
+          }
           return print({ restored: from, data_dir: config.dataDir, ...result.manifest });
         case "postgres":
           throw new CliError(

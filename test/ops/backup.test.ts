@@ -204,8 +204,12 @@ describe.skipIf(testStoreKind() === "postgres")(
         expect(readdirSync(target)).not.toContain("blobs");
 
         const restoredDir = join(tempDir(), "data");
+        // Restored by a command without the S3 settings: it says where the files are to be found.
         const restored = await runCli(["restore", "--from", target], { CUMULO_DATA_DIR: restoredDir });
         expect(restored.code, restored.stderr).toBe(0);
+        expect(restored.stderr).toMatch(
+          /^The blobs are not in this backup: they are in S3 bucket cumulo-test; start the nodes with CUMULO_BLOB_STORE=s3 and that bucket/m,
+        );
         const second = await startTestApp(
           { ...s3.env, CUMULO_ROLES: "api" },
           { store: { ...node.store, dataDir: restoredDir, drop: async () => {} } },
