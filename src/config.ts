@@ -8,6 +8,10 @@ import { PG_CONNECT_TIMEOUT_MS } from "./store/pg-pool.ts";
 export type Role = "api" | "worker" | "edge";
 export const ALL_ROLES: readonly Role[] = ["api", "worker", "edge"];
 
+/** The roles a process runs: the edge role with `CUMULO_EDGE_PORT=off` runs nothing. */
+export const runningRoles = (config: Pick<Config, "roles" | "edgePort">): Role[] =>
+  config.roles.filter((role) => role !== "edge" || config.edgePort !== "off");
+
 export interface RateLimitSetting {
   max: number;
   windowMs: number;

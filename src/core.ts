@@ -3,7 +3,7 @@ import type { Redis } from "ioredis";
 import pino from "pino";
 import { type Bus, connectRedis, LocalBus, RedisBus } from "./bus.ts";
 import { type Clock, OffsetClock, systemClock } from "./clock.ts";
-import type { Config } from "./config.ts";
+import { type Config, runningRoles } from "./config.ts";
 import { Metrics, metricsExposed } from "./ops/metrics.ts";
 import type { CoreDeps } from "./services.ts";
 import { openStore, type Store } from "./store/database.ts";
@@ -41,9 +41,7 @@ export const createLogger = (config: Config): FastifyBaseLogger =>
 export async function openCore(config: Config, options: StartOptions = {}): Promise<CoreDeps> {
   const logger = options.logger ?? createLogger(config);
   const exposed = metricsExposed(config);
-  // The edge role with CUMULO_EDGE_PORT=off runs nothing.
-  const roles = config.roles.filter((role) => role !== "edge" || config.edgePort !== "off");
-  const metrics = new Metrics({ processMetrics: exposed, roles });
+  const metrics = new Metrics({ processMetrics: exposed, roles: runningRoles(config) });
   const storeFailure = (error: unknown) =>
     new Error(
       `cannot open the store (${config.databaseUrl ? "DATABASE_URL" : "CUMULO_DATA_DIR"}): ${error instanceof Error ? error.message : String(error)}`,

@@ -1,7 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { Command, Option } from "commander";
-import { type Config, ConfigError, loadConfig } from "./config.ts";
+import { type Config, ConfigError, loadConfig, runningRoles } from "./config.ts";
 import type { SeedBody, SeedOutcome } from "./devmode/seed.ts";
 import type { StateService } from "./devmode/state-service.ts";
 import type { IdentityServices } from "./identity/index.ts";
@@ -182,9 +182,8 @@ async function serve(config: Config, seed?: SeedBody): Promise<void> {
   for (const warning of [unreachableLinks(config), weakSecretKey(config)]) {
     if (warning) process.stderr.write(`cumulo: warning: ${warning}\n`);
   }
-  // The edge role with CUMULO_EDGE_PORT=off runs nothing.
-  const runningRoles = config.roles.filter((role) => role !== "edge" || running.edgeUrl !== undefined);
-  process.stdout.write(`${runsOn(config, runningRoles)}\n`);
+  const roles = runningRoles(config);
+  process.stdout.write(`${runsOn(config, roles)}\n`);
   if (running.apiUrl)
     process.stdout.write(`Cumulo API listening on ${running.apiUrl} (docs at ${running.apiUrl}/docs)\n`);
   if (running.edgeUrl) process.stdout.write(`Cumulo CDN edge listening on ${running.edgeUrl}\n`);
@@ -199,7 +198,7 @@ async function serve(config: Config, seed?: SeedBody): Promise<void> {
     if (!running.app?.devSeed) throw new CliError("--seed needs the api role");
     print(seeded(await running.app.devSeed(seed)));
   }
-  process.stdout.write(`Cumulo ready (roles: ${runningRoles.join(", ")})\n`);
+  process.stdout.write(`Cumulo ready (roles: ${roles.join(", ")})\n`);
   const shutdown = (signal: string) => {
     process.stdout.write(`${signal} received, shutting down\n`);
     running.close().then(

@@ -87,7 +87,9 @@ export async function startCumulo(given: Config, options: StartOptions = {}): Pr
     services = createServices(deps);
     ({ generatedKey } = await services.identity.ensureBootstrap(config.bootstrapApiKey));
     if (generatedKey) options.onGeneratedKey?.(generatedKey);
-    await services.libraries.refreshSearchNames();
+    const renamed = await services.libraries.refreshSearchNames();
+    if (renamed > 0)
+      deps.logger.info({ libraries: renamed }, "libraries given the search names of their names");
     deps.metrics.observe({
       clock: deps.clock,
       jobKinds: services.jobHandlers.map((handler) => handler.kind),

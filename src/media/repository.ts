@@ -115,7 +115,7 @@ export class LibraryRepository {
    * Gives every library the search name of its current name. Nodes of a version before migration
    * 0104 that still run during a rolling upgrade write libraries without one (or rename them without
    * changing it), and search never found those libraries; each start puts them right. Reads every
-   * library's name: a few milliseconds per thousand libraries. How many it changed.
+   * library's name: a few milliseconds per thousand libraries. Returns how many it changed.
    */
   async refreshSearchNames(): Promise<number> {
     const libraries = await this.db.selectFrom("libraries").select(["id", "name", "search_name"]).execute();

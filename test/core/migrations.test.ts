@@ -101,7 +101,7 @@ describe("a store migrated by a newer Cumulo", () => {
  * they are replaced. They write libraries without a search name, or rename them without changing it.
  */
 describe("libraries an older node wrote after the migration", () => {
-  it("are found by search once a node of this version has started", async () => {
+  it("are found by search once a node of this version has started", { timeout: 60_000 }, async () => {
     const testStore = await createTestStore();
     const first = await startTestApp({ CUMULO_ROLES: "api" }, { store: testStore });
     let second: Awaited<ReturnType<typeof startTestApp>> | undefined;
