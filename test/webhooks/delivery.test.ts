@@ -232,11 +232,12 @@ describe("webhook delivery", () => {
     const endpoint = await createEndpoint(t, libraryId, { url: hook.url });
     await emit("created");
     const [record] = await deliveriesWhen(t, libraryId, endpoint.id, (rows) => rows.length === 1);
-    // Counted from the attempt's start, so the attempt's own time comes on top of the delay (on a
-    // loaded machine, more than the 100 ms left for the bookkeeping after the answer).
+    // Counted from the attempt's start, so the attempt's own time and the bookkeeping after the answer
+    // come on top of the delay: up to 5.5 s with jitter (pinned exactly by the schedule's own test
+    // below), plus up to 1 s for a loaded machine (200 ms were seen with helpers' suites beside it).
     const wait = Date.parse(record.next_retry_at) - Date.parse(record.created_at);
     expect(wait).toBeGreaterThanOrEqual(5000);
-    expect(wait - record.duration_ms).toBeLessThanOrEqual(5600);
+    expect(wait - record.duration_ms).toBeLessThanOrEqual(6500);
   });
 
   it("stops on 410 Gone and switches the endpoint off", async () => {
