@@ -191,7 +191,8 @@ export async function createTenantResources(t: TestApp, key: string): Promise<Te
     forwarding_rules: [{ protocol: "TCP", source_port: 80, target_port: 8080 }],
     targets: [{ target_uuid: vm.uuid, target_type: "vm" }],
   });
-  const token = await cloud("POST", "/v1/user-resource/token", {});
+  // A token's creation answers `[token]` (CONTRACT.md section 9).
+  const [token] = await cloud("POST", "/v1/user-resource/token", {});
   await cloud("GET", "/v1/storage/user");
   // The answer is every key pair of the user; the last one is the pair just made.
   const s3Keys = (await cloud("POST", "/v1/storage/user/keys")) as { accessKey: string }[];
