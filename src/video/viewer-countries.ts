@@ -10,10 +10,13 @@ import { type CountryResponse, Reader } from "mmdb-lib";
 import type { Config } from "../config.ts";
 import { first } from "./access.ts";
 
-/** The country a CDN in front names in `CF-IPCountry` or `X-Viewer-Country`, upper-case. */
+/**
+ * The country a CDN in front names in `CF-IPCountry`, else `X-Viewer-Country`, upper-case. An empty
+ * header names none: a viewer's empty `CF-IPCountry` does not hide a proxy's `X-Viewer-Country`.
+ */
 function namedCountry(headers: IncomingMessage["headers"]): string | undefined {
-  const named = first(headers["cf-ipcountry"]) ?? first(headers["x-viewer-country"]);
-  return named?.trim().toUpperCase() || undefined;
+  const named = first(headers["cf-ipcountry"])?.trim() || first(headers["x-viewer-country"])?.trim();
+  return named?.toUpperCase() || undefined;
 }
 
 /** Which copy of the file a reader was made from: a copy renamed into place is a new inode. */

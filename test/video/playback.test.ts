@@ -401,6 +401,11 @@ describe("video pipeline and playback", () => {
       expect((await play("preview.webp", { "x-viewer-country": "de" })).status).toBe(403);
       expect((await play("preview.webp", { "x-viewer-country": "FR" })).status).toBe(200);
       expect((await play("preview.webp")).status).toBe(200);
+      // An empty CF-IPCountry names no country: X-Viewer-Country (a proxy's) still decides.
+      for (const empty of ["", " "]) {
+        const named = await play("preview.webp", { "cf-ipcountry": empty, "x-viewer-country": "DE" });
+        expect(named.status).toBe(403);
+      }
 
       await setSecurity({ countries: { action: "allow", values: ["FR"] } });
       expect((await play("preview.webp", { "cf-ipcountry": "FR" })).status).toBe(200);
