@@ -463,6 +463,9 @@ describe("video pipeline and playback", () => {
 
       const wrong = await play(`playlist.m3u8?token=${token.slice(0, -2)}xx&expires=${expires}`);
       expect(wrong.status).toBe(403);
+      // The expiry is signed: a token cannot be stretched, nor a bad first copy hidden by a good one.
+      expect((await play(`playlist.m3u8?token=${token}&expires=${expires + 1}`)).status).toBe(403);
+      expect((await play(`playlist.m3u8?token=x&${query}`)).status).toBe(403);
       const otherVideo = (await createVideo(t, libraryId)).id;
       const elsewhere = await edgeRequest(edge, `/${hostname()}/${otherVideo}/playlist.m3u8?${query}`);
       expect(elsewhere.status).toBe(403);
