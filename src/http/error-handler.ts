@@ -5,6 +5,7 @@ import {
   STORAGE_UNAVAILABLE_MESSAGE,
 } from "../blobs/store.ts";
 import { BusUnavailableError } from "../bus.ts";
+import { isMissingReference } from "../store/transactions.ts";
 import { isStoreUnavailable, STORE_RETRY_AFTER_S, STORE_UNAVAILABLE_MESSAGE } from "../store/unavailable.ts";
 import { type ApiGroup, isCloudPath } from "./auth.ts";
 import { ApiError, type FieldError } from "./errors.ts";
@@ -189,6 +190,12 @@ export function registerErrorHandling(app: FastifyInstance): void {
     if (isStoreUnavailable(error) || error instanceof BusUnavailableError) {
       request.log.warn({ err: error }, "request failed: store or Redis unavailable");
       return sendApiError(request, reply, STORE_UNAVAILABLE);
+    }
+    if (isMissingReference(error)) {
+      // What the request names was deleted meanwhile: asked again, it would be a 404. Logged in case
+      // a reference is wrong in the code instead.
+      request.log.warn({ err: error }, "request failed: a row it refers to is gone");
+      return sendApiError(request, reply, ApiError.notFound());
     }
     request.log.error({ err: error }, "request failed");
     return sendApiError(request, reply, INTERNAL);

@@ -35,3 +35,13 @@ export function isUniqueViolation(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
   return code === "23505" || code === "SQLITE_CONSTRAINT_UNIQUE" || code === "SQLITE_CONSTRAINT_PRIMARYKEY";
 }
+
+/**
+ * A row written with a reference to a row that is gone: on PostgreSQL, a parent (a library, a video)
+ * that another request deleted between this request's read of it and its insert. Deletions remove
+ * children before their parents, so the other side of the constraint is not expected.
+ */
+export function isMissingReference(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return code === "23503" || code === "SQLITE_CONSTRAINT_FOREIGNKEY";
+}

@@ -1,5 +1,8 @@
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import Database from "better-sqlite3";
+import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLibrary, createVideo } from "../media/helpers.ts";
 import { type HttpResponse, startTestApp, type TestApp } from "../support/app.ts";
@@ -201,6 +204,64 @@ describe("concurrent changes of one resource", () => {
       expectOnly([upload as HttpResponse], [202, 404]);
       expect(removal.status, removal.text).toBe(200);
       expect((await t.request("GET", `/v1/media/libraries/${library}`)).status).toBe(404);
+    }
+  });
+});
+
+/**
+ * A library deleted by another connection (another node, a transaction still open) after a request read
+ * it and before that request's insert: the insert then refers to a row that is gone. That request
+ * answers 404, what it would get a moment later, not 500.
+ */
+describe("a child created while another connection deletes its library", () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp({ CUMULO_RATE_LIMIT: "1000000/1m" });
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  /** Deletes the library row in a transaction left open: `commit` ends it. */
+  async function deletionHeldOpen(libraryId: string): Promise<{ commit: () => Promise<void> }> {
+    if (t.store.databaseUrl) {
+      const client = new pg.Client({ connectionString: t.store.databaseUrl });
+      await client.connect();
+      await client.query("begin");
+      await client.query("delete from libraries where id = $1", [libraryId]);
+      return {
+        commit: async () => {
+          await client.query("commit");
+          await client.end();
+        },
+      };
+    }
+    const file = new Database(join(t.store.dataDir, "cumulo.sqlite"));
+    file.pragma("foreign_keys = ON");
+    file.exec("begin immediate");
+    file.prepare("delete from libraries where id = ?").run(libraryId);
+    return {
+      commit: async () => {
+        file.exec("commit");
+        file.close();
+      },
+    };
+  }
+
+  it("answers 404 to a new video or folder whose library went before its insert", async () => {
+    for (const [child, body] of [
+      ["videos", { title: "late" }],
+      ["folders", { name: "late" }],
+    ] as const) {
+      const library = (await createLibrary(t)).id;
+      const deletion = await deletionHeldOpen(library);
+      const creation = t.request("POST", `/v1/media/libraries/${library}/${child}`, { json: body });
+      // The request reads the library (still there for it), then its insert waits for the deletion.
+      await sleep(300);
+      await deletion.commit();
+      const answer = await creation;
+      expect(answer.status, `${child}: ${answer.text}`).toBe(404);
+      expect(answer.body).toEqual({ success: false, message: "Resource not found" });
     }
   });
 });
