@@ -6,7 +6,7 @@ export interface Column<Row> {
   cell: (row: Row) => ReactNode;
   /** Cells of this column are the row's heading for screen readers. */
   rowHeader?: boolean;
-  /** The row's buttons: kept in view at the right edge when the table scrolls sideways. */
+  /** The row's buttons: kept in view at the right edge when the table scrolls sideways, a card's foot on a phone. */
   actions?: boolean;
 }
 
@@ -84,9 +84,11 @@ function useFocusKeptInRows<Row>(rows: Row[], rowKey: (row: Row) => string | num
 }
 
 /**
- * A table that scrolls sideways on narrow screens, with paging links below it. The actions column
- * stays at the right edge, shadowed over the columns scrolled beneath it, so its buttons are always
- * reachable.
+ * A table with paging links below it. Wider than its panel (a tablet), it scrolls sideways and the
+ * actions column stays at the right edge, shadowed over the columns scrolled beneath it, so its
+ * buttons are always reachable. On a phone each row is a card instead (styles.css, `.data-table`):
+ * the row's name its title, every other cell at the card's width with its column's name
+ * (`data-label`) beside it, the actions at its foot.
  */
 export function DataTable<Row>({ caption, columns, rows, rowKey, paging }: DataTableProps<Row>) {
   const { ref, overflowing } = useOverflowing<HTMLDivElement>();
@@ -94,7 +96,7 @@ export function DataTable<Row>({ caption, columns, rows, rowKey, paging }: DataT
   const cellClass = (column: Column<Row>) => (column.actions ? "cell-actions" : undefined);
   return (
     <div ref={ref} className={overflowing ? "table-wrap table-overflowing" : "table-wrap"}>
-      <table>
+      <table className="data-table">
         {/* Captions name host names and ids ("Purges of cdn.example.com"): shown without the
             page's styles (a reader view), they wrap at their dots and slashes like the headings. */}
         <caption className="visually-hidden">
@@ -118,8 +120,9 @@ export function DataTable<Row>({ caption, columns, rows, rowKey, paging }: DataT
                     <span className="cell-name">{column.cell(row)}</span>
                   </th>
                 ) : (
-                  <td key={column.header} className={cellClass(column)}>
-                    {column.cell(row)}
+                  <td key={column.header} className={cellClass(column)} data-label={column.header}>
+                    {/* One box for whatever the cell holds: on a phone it is the card's value beside the label. */}
+                    <span className="cell-value">{column.cell(row)}</span>
                   </td>
                 ),
               )}
