@@ -229,6 +229,12 @@ export class LoadBalancerService {
     );
   }
 
+  /** Takes a VM that is being deleted out of a load balancer, as removing the target does. */
+  async dropTarget(executor: Executor, scope: Scope, uuid: string, vmUuid: string): Promise<void> {
+    await this.deps.repository.deleteTarget(executor, uuid, vmUuid);
+    await this.touch(executor, scope, uuid);
+  }
+
   addRule({ scope }: Caller, uuid: string, rule: RuleBody): Promise<AddRuleOutcome> {
     const { repository, clock } = this.deps;
     return unlessRejected(() =>

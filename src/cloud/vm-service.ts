@@ -245,8 +245,7 @@ export class VmService {
         }
         await this.floatingIps.releaseFrom(trx, scope, uuid, now);
         for (const lbUuid of await repository.loadBalancersTargeting(trx, scope, uuid)) {
-          await repository.deleteTarget(trx, lbUuid, uuid);
-          await this.loadBalancers.apply(trx, scope, lbUuid);
+          await this.loadBalancers.dropTarget(trx, scope, lbUuid, uuid);
         }
         await repository.deleteSystemDisk(trx, uuid);
         await repository.releasePrivateAddress(trx, scope.location, uuid);
