@@ -24,7 +24,7 @@ const VM = "Virtual machine";
 
 export type CreateDiskOutcome = { outcome: "created"; disk: DiskView } | Invalid | Rejected;
 export type DiskOutcome = { outcome: "found"; disk: DiskView } | NotFound;
-export type UpdateDiskOutcome = { outcome: "updated"; disk: DiskView } | NotFound | Invalid;
+export type UpdateDiskOutcome = { outcome: "updated"; disk: DiskView } | NotFound | Invalid | Rejected;
 export type DeleteDiskOutcome = Deleted | NotFound | Conflict | Rejected;
 export type AttachDiskOutcome =
   | { outcome: "attached"; attachment: AttachView }
@@ -91,30 +91,35 @@ export class DiskService {
       sizeGb?: number | undefined;
     },
   ): Promise<UpdateDiskOutcome> {
-    const { repository, clock } = this.deps;
+    const { repository, driver, clock } = this.deps;
     let billingAccountId: number | undefined;
     if (changes.billingAccountId !== undefined) {
       const billing = await this.deps.billing.resolve(auth, changes.billingAccountId);
       if (billing.outcome !== "found") return billing;
       billingAccountId = billing.billingAccountId;
     }
-    return this.deps.transact(async (trx) => {
-      // Locked: two changes at once each keep the other's fields (PostgreSQL).
-      const disk = await repository.findDisk(trx, scope, uuid, true);
-      if (!disk) return notFound(DISK);
-      if (changes.sizeGb !== undefined && changes.sizeGb < disk.size_gb) {
-        return invalid("size_gb", "The size_gb field cannot be smaller than the disk's current size.");
-      }
-      await repository.updateDisk(trx, scope, uuid, {
-        display_name: changes.displayName ?? disk.display_name,
-        billing_account_id: billingAccountId ?? disk.billing_account_id,
-        size_gb: changes.sizeGb ?? disk.size_gb,
-        updated_at: nowIso(clock),
-      });
-      const updated = await repository.findDisk(trx, scope, uuid);
-      if (!updated) throw new Error(`disk ${uuid} vanished inside its transaction`);
-      return { outcome: "updated", disk: diskView(updated) };
-    });
+    return unlessRejected(() =>
+      this.deps.transact(async (trx): Promise<UpdateDiskOutcome> => {
+        // Locked: two changes at once each keep the other's fields (PostgreSQL).
+        const disk = await repository.findDisk(trx, scope, uuid, true);
+        if (!disk) return notFound(DISK);
+        if (changes.sizeGb !== undefined && changes.sizeGb < disk.size_gb) {
+          return invalid("size_gb", "The size_gb field cannot be smaller than the disk's current size.");
+        }
+        if (changes.sizeGb !== undefined && changes.sizeGb > disk.size_gb) {
+          await driver.resizeDisk(scope.location, uuid, changes.sizeGb);
+        }
+        await repository.updateDisk(trx, scope, uuid, {
+          display_name: changes.displayName ?? disk.display_name,
+          billing_account_id: billingAccountId ?? disk.billing_account_id,
+          size_gb: changes.sizeGb ?? disk.size_gb,
+          updated_at: nowIso(clock),
+        });
+        const updated = await repository.findDisk(trx, scope, uuid);
+        if (!updated) throw new Error(`disk ${uuid} vanished inside its transaction`);
+        return { outcome: "updated", disk: diskView(updated) };
+      }),
+    );
   }
 
   delete({ scope }: Caller, uuid: string): Promise<DeleteDiskOutcome> {

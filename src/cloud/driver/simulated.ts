@@ -37,6 +37,10 @@ export class SimulatedDriver implements InfrastructureDriver {
     if (!Number.isInteger(sizeGb) || sizeGb < 1) throw new DriverRejection("invalid disk size");
   }
 
+  async resizeDisk(location: string, uuid: string, sizeGb: number): Promise<void> {
+    await this.createDisk(location, uuid, sizeGb);
+  }
+
   async deleteDisk(): Promise<void> {}
 
   async attachDisk(_location: string, _vmUuid: string, _diskUuid: string, device: string): Promise<void> {

@@ -64,6 +64,8 @@ export interface InfrastructureDriver {
   /** Destroys the VM and its system disk; attached data disks are detached first by the caller. */
   deleteVm(location: string, uuid: string): Promise<void>;
   createDisk(location: string, uuid: string, sizeGb: number): Promise<void>;
+  /** Grows a volume (attached or not) to `sizeGb`; the API never asks for a smaller one. */
+  resizeDisk(location: string, uuid: string, sizeGb: number): Promise<void>;
   deleteDisk(location: string, uuid: string): Promise<void>;
   attachDisk(location: string, vmUuid: string, diskUuid: string, device: string): Promise<void>;
   detachDisk(location: string, vmUuid: string, diskUuid: string, device: string): Promise<void>;

@@ -144,6 +144,7 @@ export const diskRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> = async (a
           return result.disk;
         case "not_found":
         case "invalid":
+        case "rejected":
           throw cloudError(result);
       }
     },
