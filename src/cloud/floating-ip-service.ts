@@ -11,7 +11,9 @@ import {
   type Invalid,
   type NotFound,
   notFound,
+  type Rejected,
   retryOnConflict,
+  unlessRejected,
 } from "./outcome.ts";
 import type { Scope } from "./repository.ts";
 import type { FloatingIpView } from "./schemas.ts";
@@ -25,8 +27,12 @@ export type AllocateFloatingIpOutcome = { outcome: "allocated"; ip: FloatingIpVi
 export type FloatingIpOutcome = { outcome: "found"; ip: FloatingIpView } | NotFound;
 export type UpdateFloatingIpOutcome = { outcome: "updated"; ip: FloatingIpView } | NotFound | Invalid;
 export type DeleteFloatingIpOutcome = Deleted | NotFound | Conflict;
-export type AssignFloatingIpOutcome = { outcome: "assigned"; ip: FloatingIpView } | NotFound | Conflict;
-export type UnassignFloatingIpOutcome = { outcome: "unassigned"; ip: FloatingIpView } | NotFound;
+export type AssignFloatingIpOutcome =
+  | { outcome: "assigned"; ip: FloatingIpView }
+  | NotFound
+  | Conflict
+  | Rejected;
+export type UnassignFloatingIpOutcome = { outcome: "unassigned"; ip: FloatingIpView } | NotFound | Rejected;
 
 /** Public addresses of a location: allocated from its pool, routed to a VM or load balancer. */
 export class FloatingIpService {
@@ -120,43 +126,47 @@ export class FloatingIpService {
     target: { uuid: string; type: FloatingTargetType },
   ): Promise<AssignFloatingIpOutcome> {
     const { repository, driver, clock } = this.deps;
-    return this.deps.transact(async (trx): Promise<AssignFloatingIpOutcome> => {
-      const ip = await repository.findFloatingIp(trx, scope, address);
-      if (!ip) return notFound(IP);
-      const privateIp = await this.targetAddress(trx, scope, target.type, target.uuid);
-      if (typeof privateIp !== "string") return privateIp;
-      if (ip.assigned_to === target.uuid && ip.assigned_to_resource_type === target.type) {
-        return { outcome: "assigned", ip: floatingIpView(ip) };
-      }
-      if (ip.assigned_to !== null) return conflict(ASSIGNED);
-      const assigned = await repository.assignFloatingIp(trx, scope, ip.id, {
-        uuid: target.uuid,
-        type: target.type,
-        privateIp,
-        now: nowIso(clock),
-      });
-      if (!assigned) return conflict(ASSIGNED);
-      await driver.routeFloatingIp(scope.location, address, privateIp);
-      return { outcome: "assigned", ip: await this.view(trx, scope, address) };
-    });
+    return unlessRejected(() =>
+      this.deps.transact(async (trx): Promise<AssignFloatingIpOutcome> => {
+        const ip = await repository.findFloatingIp(trx, scope, address);
+        if (!ip) return notFound(IP);
+        const privateIp = await this.targetAddress(trx, scope, target.type, target.uuid);
+        if (typeof privateIp !== "string") return privateIp;
+        if (ip.assigned_to === target.uuid && ip.assigned_to_resource_type === target.type) {
+          return { outcome: "assigned", ip: floatingIpView(ip) };
+        }
+        if (ip.assigned_to !== null) return conflict(ASSIGNED);
+        const assigned = await repository.assignFloatingIp(trx, scope, ip.id, {
+          uuid: target.uuid,
+          type: target.type,
+          privateIp,
+          now: nowIso(clock),
+        });
+        if (!assigned) return conflict(ASSIGNED);
+        await driver.routeFloatingIp(scope.location, address, privateIp);
+        return { outcome: "assigned", ip: await this.view(trx, scope, address) };
+      }),
+    );
   }
 
   unassign({ scope }: Caller, address: string): Promise<UnassignFloatingIpOutcome> {
     const { repository, driver, clock } = this.deps;
-    return this.deps.transact(async (trx) => {
-      const ip = await repository.findFloatingIp(trx, scope, address);
-      if (!ip) return notFound(IP);
-      if (ip.assigned_to !== null) {
-        await repository.updateFloatingIp(trx, scope, ip.id, {
-          assigned_to: null,
-          assigned_to_resource_type: null,
-          assigned_to_private_ip: null,
-          updated_at: nowIso(clock),
-        });
-        await driver.routeFloatingIp(scope.location, address, null);
-      }
-      return { outcome: "unassigned", ip: await this.view(trx, scope, address) };
-    });
+    return unlessRejected(() =>
+      this.deps.transact(async (trx): Promise<UnassignFloatingIpOutcome> => {
+        const ip = await repository.findFloatingIp(trx, scope, address);
+        if (!ip) return notFound(IP);
+        if (ip.assigned_to !== null) {
+          await repository.updateFloatingIp(trx, scope, ip.id, {
+            assigned_to: null,
+            assigned_to_resource_type: null,
+            assigned_to_private_ip: null,
+            updated_at: nowIso(clock),
+          });
+          await driver.routeFloatingIp(scope.location, address, null);
+        }
+        return { outcome: "unassigned", ip: await this.view(trx, scope, address) };
+      }),
+    );
   }
 
   /** Withdraws every floating IP routed to a VM or load balancer that is going away. */

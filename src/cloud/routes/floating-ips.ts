@@ -139,6 +139,7 @@ export const floatingIpRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> = as
           return result.ip;
         case "not_found":
         case "conflict":
+        case "rejected":
           throw cloudError(result);
       }
     },
@@ -159,6 +160,7 @@ export const floatingIpRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> = as
         case "unassigned":
           return result.ip;
         case "not_found":
+        case "rejected":
           throw cloudError(result);
       }
     },
