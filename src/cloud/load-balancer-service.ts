@@ -229,8 +229,12 @@ export class LoadBalancerService {
     );
   }
 
-  /** Takes a VM that is being deleted out of a load balancer, as removing the target does. */
+  /**
+   * Takes a VM that is being deleted (and is locked) out of a load balancer, as removing the target
+   * does. The load balancer is locked before its target row, as its own deletion locks them.
+   */
   async dropTarget(executor: Executor, scope: Scope, uuid: string, vmUuid: string): Promise<void> {
+    if (!(await this.deps.repository.findLoadBalancer(executor, scope, uuid, true))) return;
     await this.deps.repository.deleteTarget(executor, uuid, vmUuid);
     await this.touch(executor, scope, uuid);
   }

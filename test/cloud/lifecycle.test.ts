@@ -26,4 +26,20 @@ describe("cloud resources after a resource they refer to is deleted", () => {
     expect(shown.targets).toEqual([]);
     expect(shown.updated_at > created.body.updated_at).toBe(true);
   });
+
+  it("deletes a VM and the load balancer targeting it at the same moment, both answering 200", async () => {
+    for (let round = 0; round < 5; round++) {
+      const vm = await createVm(`together-${round}`);
+      const lb = (
+        await t.cloud("POST", "/v1/network/load_balancers", {
+          json: { targets: [{ target_uuid: vm.uuid, target_type: "vm" }] },
+        })
+      ).body;
+      const answers = await Promise.all([
+        t.cloud("DELETE", "/v1/user-resource/vm", { form: { uuid: vm.uuid } }),
+        t.cloud("DELETE", `/v1/network/load_balancers/${lb.uuid}`),
+      ]);
+      expect(answers.map((answer) => answer.status)).toEqual([200, 200]);
+    }
+  });
 });
