@@ -126,7 +126,8 @@ export class DiskService {
     const { repository, driver } = this.deps;
     return unlessRejected(() =>
       this.deps.transact(async (trx) => {
-        const disk = await repository.findDisk(trx, scope, uuid);
+        // Locked: a delete repeated while this one runs then finds the disk gone (404), not attached.
+        const disk = await repository.findDisk(trx, scope, uuid, true);
         if (!disk) return notFound(DISK);
         if (disk.vm_uuid !== null || !(await repository.deleteDisk(trx, scope, uuid))) {
           return conflict("Disk is attached to a virtual machine; detach it first");
@@ -146,7 +147,8 @@ export class DiskService {
         this.deps.transact(async (trx): Promise<AttachDiskOutcome> => {
           // The VM locked first: its deletion waits, or this finds it gone (never a dangling reference).
           if (!(await repository.findVm(trx, scope, vmUuid, true))) return notFound(VM);
-          const disk = await repository.findDisk(trx, scope, diskUuid);
+          // Then the disk: one deleted meanwhile is not found, not "attached".
+          const disk = await repository.findDisk(trx, scope, diskUuid, true);
           if (!disk) return notFound(DISK);
           if (disk.vm_uuid !== null) return conflict(attached);
           const device = freeDataDevice(

@@ -111,7 +111,8 @@ export class FloatingIpService {
   delete({ scope }: Caller, address: string): Promise<DeleteFloatingIpOutcome> {
     const { repository } = this.deps;
     return this.deps.transact(async (trx) => {
-      const ip = await repository.findFloatingIp(trx, scope, address);
+      // Locked: a delete repeated while this one runs then finds the address gone (404), not assigned.
+      const ip = await repository.findFloatingIp(trx, scope, address, true);
       if (!ip) return notFound(IP);
       if (ip.assigned_to !== null || !(await repository.deleteFloatingIp(trx, scope, ip.id))) {
         return conflict("IP address is assigned to a resource; unassign it first");

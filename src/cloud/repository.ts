@@ -231,13 +231,15 @@ export class CloudRepository {
     return executor.insertInto("cloud_floating_ips").values(row).returningAll().executeTakeFirstOrThrow();
   }
 
-  findFloatingIp(executor: Executor, scope: Scope, address: string) {
+  /** `lock` as for `findVm` (an address after the VM or load balancer it is assigned to). */
+  findFloatingIp(executor: Executor, scope: Scope, address: string, lock = false) {
     return executor
       .selectFrom("cloud_floating_ips")
       .selectAll()
       .where("organization_id", "=", scope.organizationId)
       .where("location", "=", scope.location)
       .where("address", "=", address)
+      .$if(lock && this.dialect === "postgres", (qb) => qb.forUpdate())
       .executeTakeFirst();
   }
 

@@ -27,6 +27,42 @@ describe("cloud resources after a resource they refer to is deleted", () => {
     expect(shown.updated_at > created.body.updated_at).toBe(true);
   });
 
+  it("answers a delete repeated while the first one runs (a retry after a timeout) 404, not a false 409", async () => {
+    for (let round = 0; round < 8; round++) {
+      const disk = (await t.cloud("POST", "/v1/storage/disks", { form: { size_gb: "1" } })).body;
+      const ip = (await t.cloud("POST", "/v1/network/ip_addresses", { json: {} })).body;
+      const [disks, ips] = await Promise.all([
+        Promise.all([1, 2].map(() => t.cloud("DELETE", `/v1/storage/disks/${disk.uuid}`))),
+        Promise.all([1, 2].map(() => t.cloud("DELETE", `/v1/network/ip_addresses/${ip.address}`))),
+      ]);
+      expect(disks.map((answer) => answer.status).sort()).toEqual([200, 404]);
+      expect(ips.map((answer) => answer.status).sort()).toEqual([200, 404]);
+    }
+  });
+
+  it("answers an attach of a disk deleted at the same moment 404, not a false 409", async () => {
+    const vm = await createVm("attach-race");
+    for (let round = 0; round < 8; round++) {
+      const disk = (await t.cloud("POST", "/v1/storage/disks", { form: { size_gb: "1" } })).body;
+      const [attached, deleted] = await Promise.all([
+        t.cloud("POST", "/v1/user-resource/vm/storage/attach", {
+          form: { uuid: vm.uuid, storage_uuid: disk.uuid },
+        }),
+        t.cloud("DELETE", `/v1/storage/disks/${disk.uuid}`),
+      ]);
+      // Either the attach came first (the delete is refused) or the delete did (the disk is gone).
+      expect([
+        [200, 409],
+        [404, 200],
+      ]).toContainEqual([attached.status, deleted.status]);
+      if (attached.status === 200) {
+        await t.cloud("POST", "/v1/user-resource/vm/storage/detach", {
+          form: { uuid: vm.uuid, storage_uuid: disk.uuid },
+        });
+      }
+    }
+  });
+
   it("deletes a VM and the load balancer targeting it at the same moment, both answering 200", async () => {
     for (let round = 0; round < 5; round++) {
       const vm = await createVm(`together-${round}`);
