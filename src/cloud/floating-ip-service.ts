@@ -143,7 +143,10 @@ export class FloatingIpService {
           privateIp,
           now: nowIso(clock),
         });
-        if (!assigned) return conflict(ASSIGNED);
+        // Not free any more: taken by another target, or deleted meanwhile (then not found).
+        if (!assigned) {
+          return (await repository.findFloatingIp(trx, scope, address)) ? conflict(ASSIGNED) : notFound(IP);
+        }
         await driver.routeFloatingIp(scope.location, address, privateIp);
         return { outcome: "assigned", ip: await this.view(trx, scope, address) };
       }),

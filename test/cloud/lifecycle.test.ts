@@ -63,6 +63,24 @@ describe("cloud resources after a resource they refer to is deleted", () => {
     }
   });
 
+  it("answers an assign of a floating IP deleted at the same moment 404, not a false 409", async () => {
+    const vm = await createVm("assign-race");
+    for (let round = 0; round < 8; round++) {
+      const ip = (await t.cloud("POST", "/v1/network/ip_addresses", { json: {} })).body;
+      const [assigned, deleted] = await Promise.all([
+        t.cloud("POST", `/v1/network/ip_addresses/${ip.address}/assign`, {
+          json: { assigned_to: vm.uuid, assigned_to_resource_type: "virtual_machine" },
+        }),
+        t.cloud("DELETE", `/v1/network/ip_addresses/${ip.address}`),
+      ]);
+      expect([
+        [200, 409],
+        [404, 200],
+      ]).toContainEqual([assigned.status, deleted.status]);
+      if (assigned.status === 200) await t.cloud("POST", `/v1/network/ip_addresses/${ip.address}/unassign`);
+    }
+  });
+
   it("deletes a VM and the load balancer targeting it at the same moment, both answering 200", async () => {
     for (let round = 0; round < 5; round++) {
       const vm = await createVm(`together-${round}`);
