@@ -33,6 +33,12 @@ export interface JobHandler<P = any> {
   isTransient?(error: unknown): boolean;
   /** How long after it was queued a job waits out transient failures (default 24 h). */
   transientPatienceMs?: number;
+  /**
+   * Its failures are of what a customer gave it (an import's source URL answering 503 or not at
+   * all), not the platform's: its give-up line is a warn, so error lines stay the operator's to act
+   * on. `cumulo_job_runs_total{outcome="failed"}` counts it all the same.
+   */
+  failsOnCustomerInput?: boolean;
 }
 
 /**
@@ -231,7 +237,8 @@ export class JobRunner {
       ran(job.attempts >= job.max_attempts ? "failed" : "retried");
       if (job.attempts >= job.max_attempts) {
         // A line of its own, at error: the log tells a job that gave up from one tried again.
-        this.logger.error(fields, "job gave up after its last attempt; kept as failed");
+        const level = handler.failsOnCustomerInput ? "warn" : "error";
+        this.logger[level](fields, "job gave up after its last attempt; kept as failed");
         await this.repository.fail(job.id, message, nowIso(this.clock));
         await handler.onGiveUp?.(JSON.parse(job.payload), message);
       } else {

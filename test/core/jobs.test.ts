@@ -113,6 +113,36 @@ describe("durable job queue", () => {
     }
   });
 
+  it("logs the give-up of a job failing on a customer's input at warn, not error", async () => {
+    const { jobs, jobRepository } = t.cumulo.services;
+    const handler: JobHandler = {
+      kind: "test.customer-source",
+      handle: async () => {
+        throw new Error("the URL answered 503");
+      },
+      failsOnCustomerInput: true,
+    };
+    const logged: { level: number; msg: string }[] = [];
+    const logger = pino({ level: "info" }, { write: (line: string) => void logged.push(JSON.parse(line)) });
+    const runner = new JobRunner(jobs, jobRepository, [handler], systemClock, logger as FastifyBaseLogger, {
+      concurrency: 1,
+      pollMs: 50,
+    });
+    runner.start();
+    try {
+      const id = await t.cumulo.store.db
+        .transaction()
+        .execute((trx) => jobs.enqueue(trx, "test.customer-source", {}, { maxAttempts: 1 }));
+      jobs.notify();
+      await waitFor(async () => ((await jobRow(id))?.status === "failed" ? true : undefined));
+      expect(logged.map(({ level, msg }) => ({ level, msg }))).toEqual([
+        { level: 40, msg: "job gave up after its last attempt; kept as failed" },
+      ]);
+    } finally {
+      await runner.stop();
+    }
+  });
+
   it("takes over a job whose worker died once its lease has run out", async () => {
     const { jobs, jobRepository } = t.cumulo.services;
     const id = await t.cumulo.store.db.transaction().execute((trx) => jobs.enqueue(trx, "test.lease", {}));

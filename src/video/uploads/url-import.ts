@@ -194,6 +194,7 @@ export class UrlImports {
       onGiveUp: (payload, error) => this.#fail(payload, `download failed: ${error}`),
       // The bucket in an outage fails no import: the download runs again once it answers.
       isTransient: (error) => error instanceof BlobStoreUnavailableError,
+      failsOnCustomerInput: true,
     };
   }
 
