@@ -1,3 +1,4 @@
+import type { Readable } from "node:stream";
 import { request } from "undici";
 import type { MigrationProvider } from "../config.ts";
 
@@ -34,8 +35,8 @@ const UNSENDABLE_IN_HEADER = /[\u0000-\u0008\u000a-\u001f\u007f\u0100-\uffff]/;
 
 /**
  * Asks an external video platform whether an access token works (before a migration from it).
- * Redirects are not followed; 401/403/other 4xx means rejected; a timeout, network error, 429 or 5xx
- * means the provider could not answer.
+ * Redirects are not followed; 401/403/other 4xx means rejected; a timeout, network error, 429, 5xx
+ * or an unreadable body where the answer is in the body means the provider could not answer.
  */
 export class MigrationCredentialValidator {
   constructor(
@@ -62,26 +63,33 @@ export class MigrationCredentialValidator {
         bodyTimeout: this.timeoutMs,
       });
       const status = response.statusCode;
+      if (status >= 200 && status < 300 && call.accepts) {
+        const body = await readJsonBody(response.body);
+        // A 2xx that is not JSON (or is too large) is a provider that did not answer, not a rejection.
+        if (body === undefined) return { outcome: "unavailable" };
+        return call.accepts(body) ? { outcome: "valid" } : { outcome: "rejected" };
+      }
+      // The status is the whole answer: the body is dropped unread, so a provider dripping it cannot
+      // hold the check until the timeout.
+      discard(response.body);
       if (status === 429 || status >= 500 || (status >= 300 && status < 400)) {
-        await response.body.dump();
         return { outcome: "unavailable" };
       }
-      if (status >= 400) {
-        await response.body.dump();
-        return { outcome: "rejected" };
-      }
-      if (!call.accepts) {
-        await response.body.dump();
-        return { outcome: "valid" };
-      }
-      const body = await readJsonBody(response.body);
-      return call.accepts(body) ? { outcome: "valid" } : { outcome: "rejected" };
+      if (status >= 400) return { outcome: "rejected" };
+      return { outcome: "valid" };
     } catch {
       return { outcome: "unavailable" };
     }
   }
 }
 
+/** Drops a body unread. Destroying it reports an abort error, which nothing needs to hear. */
+function discard(body: Readable): void {
+  body.on("error", () => {});
+  body.destroy();
+}
+
+/** The parsed body, or undefined when it is not JSON or is larger than MAX_BODY_BYTES. */
 async function readJsonBody(body: AsyncIterable<Buffer>): Promise<unknown> {
   const chunks: Buffer[] = [];
   let size = 0;

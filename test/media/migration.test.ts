@@ -19,6 +19,13 @@ function fakeProvider(): Promise<{ server: Server; url: string; seen: { path: st
     const [kind] = token.split("-");
     if (kind === "slow") return void setTimeout(() => response.end("{}"), 3000);
     if (kind === "redirect") return void response.writeHead(302, { location: "/elsewhere" }).end();
+    if (kind === "garbled") return void response.writeHead(200).end("<html>Service unavailable</html>");
+    if (kind === "drip") {
+      // A 200 whose body never ends: a byte every 100 ms.
+      response.writeHead(200, { "content-type": "application/json" });
+      const timer = setInterval(() => response.write(" "), 100);
+      return void response.on("close", () => clearInterval(timer));
+    }
     const status =
       { good: 200, bad: 401, forbidden: 403, limited: 429, broken: 503, inactive: 200 }[kind ?? ""] ?? 400;
     const body =
@@ -102,6 +109,22 @@ describe("migration credential validation", () => {
       expect(response.status).toBe(502);
       expect(response.body).toEqual({});
     }
+  });
+
+  it("answers 502 {} when a Cloudflare answer to check cannot be read, not a rejected token", async () => {
+    const response = await check("cloudflare", "garbled-1");
+    expect(response.status).toBe(502);
+    expect(response.body).toEqual({});
+  });
+
+  it("answers from the status alone without waiting for a body it does not need", async () => {
+    const validator = new MigrationCredentialValidator(t.config.providerUrls, 3000);
+    const started = Date.now();
+    expect(await validator.validate("vimeo", "drip-1")).toEqual({ outcome: "valid" });
+    expect(Date.now() - started).toBeLessThan(1500);
+    // Cloudflare's answer is in the body, so a body that never ends is a provider that did not answer.
+    const quick = new MigrationCredentialValidator(t.config.providerUrls, 300);
+    expect(await quick.validate("cloudflare", "drip-1")).toEqual({ outcome: "unavailable" });
   });
 
   it("validates the request body", async () => {
