@@ -132,7 +132,7 @@ const ISO_TIME =
 
 function parseTime(raw: string): number | undefined {
   // An unencoded "+" in a query string arrives as a space: "10:00:00 02:00" means "+02:00".
-  const given = raw.trim().replace(/(T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?) (\d{2}:?\d{2})$/i, "$1+$2");
+  const given = raw.trim().replace(/(T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?) (\d{2}(?::?\d{2})?)$/i, "$1+$2");
   const match = ISO_TIME.exec(given);
   if (!match) return undefined;
   // Date.parse rolls a day past the month's end over ("02-30" is March 2); such a date is no date.
@@ -140,6 +140,8 @@ function parseTime(raw: string): number | undefined {
   if (day > new Date(Date.UTC(year, month, 0)).getUTCDate()) return undefined;
   let text = given.replace(" ", "T");
   if (text.length > 10 && match[1] === undefined) text += "Z";
+  // ISO 8601 allows an offset of whole hours ("-05"); Date.parse takes it only with minutes.
+  else if (match[1]?.length === 3) text += ":00";
   const value = Date.parse(text);
   if (Number.isNaN(value)) return undefined;
   // Date.parse drops digits finer than a millisecond: a time between two milliseconds is taken as

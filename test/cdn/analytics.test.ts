@@ -239,6 +239,19 @@ describe("CDN analytics", () => {
     expect(unencodedPlus.body.From).toBe("2026-01-01T10:00:00.000Z");
     expect(unencodedPlus.body.Data.map((row: Row) => row.requests)).toEqual([6, 3, 0, 0]);
 
+    // ISO 8601 offsets of whole hours, "+" encoded or not.
+    for (const offset of ["%2B02", "+02"]) {
+      const hoursOnly = await t.request(
+        "GET",
+        `/v1/cdn/analytics?from=2026-01-01T12:00:00${offset}&to=2026-01-01T06:00:00-05&granularity=15m&metrics=requests`,
+      );
+      expect(hoursOnly.status).toBe(200);
+      expect([hoursOnly.body.From, hoursOnly.body.To]).toEqual([
+        "2026-01-01T10:00:00.000Z",
+        "2026-01-01T11:00:00.000Z",
+      ]);
+    }
+
     const defaults = await t.request("GET", "/v1/cdn/analytics?metrics=requests");
     expect(defaults.body.Granularity).toBe("1h");
     expect(Date.parse(defaults.body.To) - Date.parse(defaults.body.From)).toBe(24 * 3600_000);
