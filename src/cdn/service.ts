@@ -293,18 +293,29 @@ export class CdnService {
    */
   async distributionForHost(hostname: string): Promise<DistributionRow | undefined> {
     if (!HOSTNAME.test(hostname)) return undefined;
-    const found = await this.distributions.findByHostname(hostname);
+    return (await this.distributions.findByHostname(hostname)) ?? this.#libraryDistribution(hostname);
+  }
+
+  /**
+   * The organization's distribution with this host name, if any (analytics filter): also a library's
+   * name under the current media domain, as its video URLs and the edge give it.
+   */
+  async findByHostname(organizationId: string, hostname: string): Promise<DistributionRow | undefined> {
+    const name = hostname.toLowerCase();
+    const found = await this.distributions.findByHostnameInOrganization(organizationId, name);
     if (found) return found;
-    // A library's own name under the current media domain reaches it, also when its distribution was
-    // made under an earlier CUMULO_MEDIA_DOMAIN and keeps that name (which still answers too).
+    const library = await this.#libraryDistribution(name);
+    return library?.organization_id === organizationId ? library : undefined;
+  }
+
+  /**
+   * A library's own name under the current media domain names its distribution, also when that was
+   * made under an earlier CUMULO_MEDIA_DOMAIN and keeps that name (which still answers too).
+   */
+  async #libraryDistribution(hostname: string): Promise<DistributionRow | undefined> {
     const libraryId = hostname.endsWith(`.${this.config.mediaDomain}`)
       ? hostname.slice(0, -this.config.mediaDomain.length - 1)
       : undefined;
     return libraryId && isUuid(libraryId) ? this.distributions.findByLibrary(libraryId) : undefined;
-  }
-
-  /** The organization's distribution with this host name, if any (analytics filter). */
-  async findByHostname(organizationId: string, hostname: string): Promise<DistributionRow | undefined> {
-    return this.distributions.findByHostnameInOrganization(organizationId, hostname.toLowerCase());
   }
 }
