@@ -1,6 +1,7 @@
 import { setImmediate } from "node:timers/promises";
 import { type Insertable, type Kysely, sql, type Transaction } from "kysely";
 import type { Page } from "../http/pagination.ts";
+import { chunksOf } from "../store/chunks.ts";
 import type { DialectName } from "../store/database.ts";
 import { selectPage } from "../store/paging.ts";
 import { PreparedQuery, type ValueOf } from "../store/prepared.ts";
@@ -237,16 +238,18 @@ export class TrafficRepository {
   async add(rows: TrafficMinuteTable[]): Promise<void> {
     if (rows.length === 0) return;
     await this.db.transaction().execute(async (trx) => {
+      const counted = await this.#ofExistingOrganizations(trx, rows);
+      if (counted.length === 0) return;
       for (const resolution of RESOLUTIONS) {
         const byDistribution = rollUp(
-          rows,
+          counted,
           resolution.minutes,
           (row) => row.distribution_id,
           (row, minute) => ({ ...row, minute }),
         );
         await this.#upsertAdd(trx, resolution.distribution, "distribution_id", byDistribution);
         const byOrganization = rollUp(
-          rows,
+          counted,
           resolution.minutes,
           (row) => row.organization_id,
           (row, minute) => ({ organization_id: row.organization_id, minute, ...countersOf(row) }),
@@ -254,6 +257,20 @@ export class TrafficRepository {
         await this.#upsertAdd(trx, resolution.organization, "organization_id", byOrganization);
       }
     });
+  }
+
+  /**
+   * The rows whose organization still exists. Counts of one removed since they were counted (deleted,
+   * or emptied by a developer-mode reset) have no row to belong to: kept, they would fail every
+   * flush with a foreign-key error, and with it everyone else's counts.
+   */
+  async #ofExistingOrganizations(trx: Transaction<Database>, rows: TrafficMinuteTable[]) {
+    const existing = new Set<string>();
+    for (const ids of chunksOf([...new Set(rows.map((row) => row.organization_id))])) {
+      const found = await trx.selectFrom("organizations").select("id").where("id", "in", ids).execute();
+      for (const { id } of found) existing.add(id);
+    }
+    return rows.filter((row) => existing.has(row.organization_id));
   }
 
   async #upsertAdd(
