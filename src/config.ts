@@ -246,7 +246,9 @@ function url(env: Env, name: string, protocols: string[]): string | undefined {
   try {
     parsed = new URL(raw);
   } catch {
-    throw new ConfigError(name, `must be a URL, got "${raw}"`);
+    // A store URL carries a password: its user and password (up to the last "@") are not echoed.
+    const shown = raw.replace(/^([a-z][a-z0-9+.-]*:\/\/)?.*@/i, "$1***@");
+    throw new ConfigError(name, `must be a URL, got "${shown}"`);
   }
   if (!protocols.includes(parsed.protocol)) {
     throw new ConfigError(name, `must use ${protocols.join(" or ")}, got "${parsed.protocol}"`);

@@ -154,6 +154,20 @@ describe("cumulo CLI", { timeout: 180_000 }, () => {
     expect(result.stderr).toContain("CUMULO_RATE_LIMIT");
   });
 
+  it("names a store URL it cannot parse without printing its password", async () => {
+    // A port out of range makes the whole value unparsable; the error still must not echo the secret.
+    for (const [variable, value] of [
+      ["DATABASE_URL", "postgres://postgres:S3cretPw@127.0.0.1:99999/cumulo"],
+      ["REDIS_URL", "redis://:S3cretPw@127.0.0.1:99999"],
+    ] as const) {
+      const result = await runCli(["orgs", "list"], { ...env, [variable]: value });
+      expect([result.code, result.stdout]).toEqual([1, ""]);
+      expect(result.stderr).toContain(variable);
+      expect(result.stderr).toContain("127.0.0.1:99999");
+      expect(result.stderr).not.toContain("S3cretPw");
+    }
+  });
+
   it("stops with one line, not a log of every try, when Redis does not answer", async () => {
     const result = await runCli(
       ["orgs", "list"],
