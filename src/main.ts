@@ -21,10 +21,13 @@ const print = (value: unknown): void => {
 
 class CliError extends Error {}
 
-/** An organization id is a UUID; checked here so both stores answer the same clear error. */
+/**
+ * An organization id is a UUID; checked here so both stores answer the same clear error, and in
+ * lower case as stored (SQLite compares text, PostgreSQL's uuid type would take capitals).
+ */
 function organizationId(org: string): string {
   if (!isUuid(org)) throw new CliError(`--org must be an organization id (UUID), got "${org}"`);
-  return org;
+  return org.toLowerCase();
 }
 
 /** A name given with `--name`: 1 to `most` characters, not only white space, as the API takes it. */
@@ -316,9 +319,10 @@ export function buildCli(): Command {
     .action(({ to, org }: { to: "bootstrap" | "empty"; org?: string }) =>
       withState(async (state) => {
         if (org !== undefined) {
-          const reset = await state.resetOrganization(organizationId(org), to);
+          const id = organizationId(org);
+          const reset = await state.resetOrganization(id, to);
           if (reset.outcome === "not_found") throw new CliError(`organization ${org} not found`);
-          return print({ reset: to, organization_id: org });
+          return print({ reset: to, organization_id: id });
         }
         const { generatedKey } = await state.reset(to);
         print({ reset: to, ...(generatedKey ? { generated_key: generatedKey } : {}) });
@@ -568,12 +572,16 @@ export function buildCli(): Command {
 /**
  * The password piped to `users create` (one line; the final line break is not part of it), or
  * undefined when stdin is a terminal or empty: then the user gets an invitation link instead.
+ * More lines (a file, or the rest of a script's `while read` input) are refused: no one could type
+ * that password at the sign-in form.
  */
 async function passwordFromStdin(): Promise<string | undefined> {
   if (process.stdin.isTTY) return undefined;
   let text = "";
   for await (const chunk of process.stdin) text += String(chunk);
   const password = text.replace(/\r?\n$/, "");
+  const lines = password.split(/\r?\n/).length;
+  if (lines > 1) throw new CliError(`password (stdin) must be one line, got ${lines}`);
   return password === "" ? undefined : password;
 }
 

@@ -210,6 +210,19 @@ describe("cumulo users", { timeout: 240_000 }, () => {
     );
     expect(short.code).toBe(1);
     expect(short.stderr).toContain("password (stdin): Must be at least 10 characters");
+    // More than one line piped (a file, or the rest of a script's `while read` input) is a mistake,
+    // not a password anyone could type at the sign-in form.
+    const lines = await runCli(
+      ["users", "create", "--org", org, "--email", "lines@example.test"],
+      env,
+      `${PASSWORD}\nsecond-line\n`,
+    );
+    expect([lines.code, lines.stdout, lines.stderr]).toEqual([
+      1,
+      "",
+      "cumulo: password (stdin) must be one line, got 2\n",
+    ]);
+    expect(lines.stderr).not.toContain(PASSWORD);
     const unknown = await runCli(
       ["users", "create", "--org", "5b0c9a1e-8d3f-4c2a-9e71-3f5d2b8c4a10", "--email", "u@example.test"],
       env,

@@ -126,6 +126,10 @@ describe("cumulo CLI", { timeout: 180_000 }, () => {
     expect(
       JSON.parse((await runCli(["keys", "list", "--org", org.organization_id], env)).stdout),
     ).toHaveLength(1);
+
+    // A UUID is the same id in capitals (PostgreSQL's uuid type agrees; SQLite compares text).
+    const listed = await runCli(["keys", "list", "--org", org.organization_id.toUpperCase()], env);
+    expect([listed.code, listed.stderr, JSON.parse(listed.stdout).length]).toEqual([0, "", 1]);
   });
 
   it("migrates and names the migrations it applied, none on a store already up to date", async () => {
