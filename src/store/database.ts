@@ -335,7 +335,8 @@ function waitingForWriteLock(
 
 /**
  * SQLite opens a file it may not write read-only without a word: a node then said it was ready and
- * answered every write with 500. Refused here instead, naming the file (those absent are made later).
+ * answered every write with 500. Refused here instead, naming the file or directory (files absent are
+ * made later).
  */
 function assertWritable(paths: string[]): void {
   for (const path of paths) {
@@ -364,7 +365,8 @@ function openSqlite(
 } {
   makeDirectories(dataDir);
   const path = join(dataDir, "cumulo.sqlite");
-  assertWritable([path, `${path}-wal`, `${path}-shm`]);
+  // The directory too: SQLite makes the file and its -wal and -shm there ("unable to open database file").
+  assertWritable([dataDir, path, `${path}-wal`, `${path}-shm`]);
   const file = new SqliteDatabase(path);
   // First: switching a fresh file to WAL waits for another process opening it at the same moment.
   file.pragma(`busy_timeout = ${SQLITE_BUSY_TIMEOUT_MS}`);

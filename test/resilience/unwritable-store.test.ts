@@ -58,6 +58,22 @@ describe.runIf(testStoreKind() === "sqlite" && immutableFilesRefuseWrites())(
         rmSync(dataDir, { recursive: true, force: true });
       }
     });
+
+    it("names a data dir that exists but cannot be written, before any store file is in it", async () => {
+      // SQLite said only "unable to open database file", naming neither the directory nor the cause.
+      const dataDir = mkdtempSync(join(tmpdir(), "cumulo-unwritable-dir-"));
+      try {
+        immutable(dataDir, true);
+        const refused = await runCli(["orgs", "list"], { CUMULO_DATA_DIR: dataDir, DATABASE_URL: undefined });
+        expect([refused.code, refused.stdout]).toEqual([1, ""]);
+        expect(refused.stderr).toBe(
+          `cumulo: cannot open the store (CUMULO_DATA_DIR): ${dataDir} cannot be written by this process (EPERM): give the node's user the data dir's files (chown -R), or make its file system writable\n`,
+        );
+      } finally {
+        immutable(dataDir, false);
+        rmSync(dataDir, { recursive: true, force: true });
+      }
+    });
   },
 );
 
