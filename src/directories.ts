@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, statSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 
 /**
@@ -11,8 +11,8 @@ export function makeDirectories(path: string): void {
   // The file system's root always exists, so the walk up ends there at the latest.
   for (let current = resolve(path); !existsSync(current); current = dirname(current))
     missing.unshift(current);
-  // Already there: the recursive form returns at once, or refuses a file of that name.
-  if (missing.length === 0) mkdirSync(path, { recursive: true });
+  // Already there: a file of that name is refused in words (mkdir's own is "EEXIST: file already exists").
+  if (missing.length === 0 && !statSync(path).isDirectory()) throw new Error(`${path} is not a directory`);
   for (const directory of missing) {
     try {
       mkdirSync(directory);

@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -195,6 +195,26 @@ describe("cumulo CLI", { timeout: 180_000 }, () => {
     );
     expect(result.code).toBe(1);
     expect(result.stderr).toContain("/proc/cumulo-missing");
+  });
+
+  it("says a data dir that is a file is not a directory", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "cumulo-file-"));
+    const file = join(dir, "data");
+    writeFileSync(file, "");
+    try {
+      const result = await runCli(["orgs", "list"], {
+        ...env,
+        CUMULO_DATA_DIR: file,
+        DATABASE_URL: undefined,
+      });
+      expect([result.code, result.stdout, result.stderr]).toEqual([
+        1,
+        "",
+        `cumulo: cannot open the store (CUMULO_DATA_DIR): ${file} is not a directory\n`,
+      ]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("migrates and prints the OpenAPI document", async () => {
