@@ -587,15 +587,16 @@ async function passwordFromStdin(): Promise<string | undefined> {
 
 /**
  * A first word that names no command (`cumulo bogus`), which commander would hand to the default
- * command, `serve`, to be refused as "too many arguments for 'serve'".
+ * command, `serve`, to be refused as "too many arguments for 'serve'"; or the word after `help`
+ * (`cumulo help bogus`), for which commander prints the whole help without saying what is wrong.
  */
 function unknownCommand(program: Command, argv: string[]): string | undefined {
-  const first = argv[2];
-  if (first === undefined || first.startsWith("-") || first === "help") return undefined;
+  const word = argv[2] === "help" ? argv[3] : argv[2];
+  if (word === undefined || word.startsWith("-") || word === "help") return undefined;
   const known = program.commands.some(
-    (command) => command.name() === first || command.aliases().includes(first),
+    (command) => command.name() === word || command.aliases().includes(word),
   );
-  return known ? undefined : first;
+  return known ? undefined : word;
 }
 
 export async function main(argv: string[]): Promise<void> {

@@ -101,6 +101,10 @@ describe("cumulo CLI", { timeout: 180_000 }, () => {
     expect(unknownCommand.stderr).toMatch(/^error: unknown command 'org'/);
     expect(unknownCommand.stderr).toContain("orgs");
     expect(unknownCommand.stderr).not.toContain("serve'");
+    // Help for a command that does not exist says so, as the command itself would.
+    const unknownHelp = await runCli(["help", "org"], env);
+    expect(unknownHelp.code).toBe(1);
+    expect(unknownHelp.stderr).toMatch(/^error: unknown command 'org'/);
 
     // Names the API would refuse (POST /v1/organization/api-keys takes 1-100 characters).
     const org = JSON.parse((await runCli(["orgs", "create", "--name", "Names Ltd"], env)).stdout);
