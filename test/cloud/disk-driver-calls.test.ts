@@ -1,11 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { systemClock } from "../../src/clock.ts";
 import { SimulatedDriver } from "../../src/cloud/driver/simulated.ts";
 import { DriverRejection } from "../../src/cloud/driver/types.ts";
-import { type CloudServices, createCloudServices } from "../../src/cloud/index.ts";
+import type { CloudServices } from "../../src/cloud/index.ts";
 import type { Caller } from "../../src/cloud/locations.ts";
-import { loadSecretKey, SecretBox } from "../../src/cloud/secrets.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { adminCaller, cloudServicesOver } from "./driver-services.ts";
 
 /** The simulated driver, recording the volume resizes it is asked for; `refuseResize` makes it refuse them. */
 class ResizeRecordingDriver extends SimulatedDriver {
@@ -27,18 +26,8 @@ describe("growing a disk asks the driver to grow the volume", () => {
   beforeAll(async () => {
     t = await startTestApp();
     driver = new ResizeRecordingDriver();
-    cloud = createCloudServices({
-      db: t.cumulo.store.db,
-      dialect: t.cumulo.store.dialect,
-      identity: t.cumulo.services.identity,
-      driver,
-      secrets: new SecretBox(() => loadSecretKey("disk driver calls", t.config.dataDir)),
-      config: t.config,
-      clock: systemClock,
-    });
-    const auth = await t.cumulo.services.identity.authenticate(t.adminKey);
-    if (!auth) throw new Error("admin key does not authenticate");
-    caller = cloud.locations.caller(auth, undefined);
+    cloud = cloudServicesOver(t, driver);
+    caller = await adminCaller(t, cloud);
   });
   afterAll(() => t.close());
 

@@ -1,11 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { systemClock } from "../../src/clock.ts";
 import { SimulatedDriver } from "../../src/cloud/driver/simulated.ts";
 import { DriverRejection } from "../../src/cloud/driver/types.ts";
-import { type CloudServices, createCloudServices } from "../../src/cloud/index.ts";
+import type { CloudServices } from "../../src/cloud/index.ts";
 import type { Caller } from "../../src/cloud/locations.ts";
-import { loadSecretKey, SecretBox } from "../../src/cloud/secrets.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { adminCaller, cloudServicesOver } from "./driver-services.ts";
 
 /** The simulated driver; `refuseRoutes` makes it refuse to route or withdraw a public address. */
 class RouteRefusingDriver extends SimulatedDriver {
@@ -24,18 +23,8 @@ describe("a floating IP the infrastructure refuses to route", () => {
   beforeAll(async () => {
     t = await startTestApp();
     driver = new RouteRefusingDriver();
-    cloud = createCloudServices({
-      db: t.cumulo.store.db,
-      dialect: t.cumulo.store.dialect,
-      identity: t.cumulo.services.identity,
-      driver,
-      secrets: new SecretBox(() => loadSecretKey("floating ip driver calls", t.config.dataDir)),
-      config: t.config,
-      clock: systemClock,
-    });
-    const auth = await t.cumulo.services.identity.authenticate(t.adminKey);
-    if (!auth) throw new Error("admin key does not authenticate");
-    caller = cloud.locations.caller(auth, undefined);
+    cloud = cloudServicesOver(t, driver);
+    caller = await adminCaller(t, cloud);
   });
   afterAll(() => t.close());
 

@@ -1,12 +1,11 @@
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { systemClock } from "../../src/clock.ts";
 import { SimulatedDriver } from "../../src/cloud/driver/simulated.ts";
 import type { VmSpec } from "../../src/cloud/driver/types.ts";
-import { type CloudServices, createCloudServices } from "../../src/cloud/index.ts";
-import { loadSecretKey, SecretBox } from "../../src/cloud/secrets.ts";
+import type { CloudServices } from "../../src/cloud/index.ts";
 import type { CreateVmInput, CreateVmOutcome } from "../../src/cloud/vm-service.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { adminCaller, cloudServicesOver } from "./driver-services.ts";
 
 /** The simulated driver, counting the VMs it is asked to create; `beforeCreate` runs once, inside the call. */
 class CountingDriver extends SimulatedDriver {
@@ -44,22 +43,12 @@ describe("creating a VM asks the driver once", () => {
   beforeAll(async () => {
     t = await startTestApp();
     driver = new CountingDriver();
-    cloud = createCloudServices({
-      db: t.cumulo.store.db,
-      dialect: t.cumulo.store.dialect,
-      identity: t.cumulo.services.identity,
-      driver,
-      secrets: new SecretBox(() => loadSecretKey("vm driver calls", t.config.dataDir)),
-      config: t.config,
-      clock: systemClock,
-    });
+    cloud = cloudServicesOver(t, driver);
   });
   afterAll(() => t.close());
 
   it("even when a concurrent creation makes its insert conflict and the transaction run again", async () => {
-    const auth = await t.cumulo.services.identity.authenticate(t.adminKey);
-    if (!auth) throw new Error("admin key does not authenticate");
-    const caller = cloud.locations.caller(auth, undefined);
+    const caller = await adminCaller(t, cloud);
     let second: Promise<CreateVmOutcome> | undefined;
     if (t.cumulo.store.dialect === "postgres") {
       // While the first creation holds its (uncommitted) addresses, start a second one: it reads the
