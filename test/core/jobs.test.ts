@@ -7,6 +7,13 @@ import { startTestApp, type TestApp } from "../support/app.ts";
 
 const silent = pino({ level: "silent" }) as FastifyBaseLogger;
 
+/** A logger that keeps its lines, parsed, for a test to read. */
+function loggerKeeping<Line>(): { logger: FastifyBaseLogger; logged: Line[] } {
+  const logged: Line[] = [];
+  const logger = pino({ level: "info" }, { write: (line: string) => void logged.push(JSON.parse(line)) });
+  return { logger: logger as FastifyBaseLogger, logged };
+}
+
 async function waitFor<T>(probe: () => Promise<T | undefined>, timeoutMs = 5000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
@@ -76,9 +83,13 @@ describe("durable job queue", () => {
       },
       onGiveUp: async (_payload, error) => void gaveUp.push(error),
     };
-    const logged: { level: number; msg: string; attempt?: number; retryInMs?: number }[] = [];
-    const logger = pino({ level: "info" }, { write: (line: string) => void logged.push(JSON.parse(line)) });
-    const runner = new JobRunner(jobs, jobRepository, [handler], systemClock, logger as FastifyBaseLogger, {
+    const { logger, logged } = loggerKeeping<{
+      level: number;
+      msg: string;
+      attempt?: number;
+      retryInMs?: number;
+    }>();
+    const runner = new JobRunner(jobs, jobRepository, [handler], systemClock, logger, {
       concurrency: 1,
       pollMs: 50,
     });
@@ -122,9 +133,8 @@ describe("durable job queue", () => {
       },
       failsOnCustomerInput: true,
     };
-    const logged: { level: number; msg: string }[] = [];
-    const logger = pino({ level: "info" }, { write: (line: string) => void logged.push(JSON.parse(line)) });
-    const runner = new JobRunner(jobs, jobRepository, [handler], systemClock, logger as FastifyBaseLogger, {
+    const { logger, logged } = loggerKeeping<{ level: number; msg: string }>();
+    const runner = new JobRunner(jobs, jobRepository, [handler], systemClock, logger, {
       concurrency: 1,
       pollMs: 50,
     });
