@@ -231,6 +231,11 @@ export class VideoPipeline {
     return this.deps.processing.find(video.id, executor);
   }
 
+  /** How many sources the video has been given so far (0 before the first). */
+  async sourceGeneration(videoId: string, executor?: Executor): Promise<number> {
+    return (await this.deps.processing.find(videoId, executor))?.generation ?? 0;
+  }
+
   handler(): JobHandler<ProcessPayload> {
     return {
       kind: PROCESS_JOB,

@@ -47,6 +47,8 @@ describe("importing a video's source from a URL", () => {
   let internal: Awaited<ReturnType<typeof startOrigin>>;
   /** Lets `/late` answer; until then its request waits, as a slow origin's does. */
   let answerLate: () => void = () => undefined;
+  /** Whether the connection of the last `/trickle` download was closed (by the importer). */
+  let trickleClosed = false;
   const fetchSource = (videoId: string, url: unknown, key?: string) =>
     t.request("POST", `${videoPath(libraryId, videoId)}/source/fetch`, {
       json: { url },
@@ -90,6 +92,16 @@ describe("importing a video's source from a URL", () => {
         }).then(() => res.writeHead(200, { "content-type": "video/mp4" }).end(clip));
       },
       "/page": (res) => res.writeHead(200, { "content-type": "text/html" }).end("<html>not a video</html>"),
+      // 100 bytes every 50 ms, never ending: a long download in progress.
+      "/trickle": (res) => {
+        trickleClosed = false;
+        res.writeHead(200, { "content-type": "video/mp4" });
+        const timer = setInterval(() => res.write(Buffer.alloc(100)), 50);
+        res.on("close", () => {
+          clearInterval(timer);
+          trickleClosed = true;
+        });
+      },
     });
     t = await startTestApp({
       CUMULO_RATE_LIMIT: "100000/1m",
@@ -187,6 +199,24 @@ describe("importing a video's source from a URL", () => {
     expect(eventsOf(videoId).filter((body) => body.event === "uploading")).toHaveLength(1);
   });
 
+  it("stops an import's download once the video gets a newer source, keeping what it received", async () => {
+    const videoId = (await createVideo(t, libraryId)).id;
+    expect((await fetchSource(videoId, `${origin.url}/trickle`)).status).toBe(202);
+    await waitUntil(
+      async () => ((await importOf(videoId)).body.data.bytes_received > 0 ? true : undefined),
+      20_000,
+      "the first progress report",
+    );
+    expect((await uploadSource(t, libraryId, videoId, clip)).status).toBe(202);
+    // Without the stop, the download of a never-ending file runs until the import's time limit.
+    const state = await settled(videoId);
+    expect(state.failure_reason).toMatch(/newer source/);
+    await waitUntil(() => (trickleClosed ? true : undefined));
+    expect(state.bytes_received).toBeGreaterThan(0);
+    expect(state.bytes_received % 100).toBe(0);
+    expect((await waitForStatus(t, libraryId, videoId, ["ready", "failed"])).status).toBe("ready");
+  });
+
   it("validates the URL at once and keeps imports to the caller's organization", async () => {
     const videoId = (await createVideo(t, libraryId)).id;
     for (const url of [
@@ -246,6 +276,8 @@ describe("URL imports from a slow origin", () => {
       return current.status === "failed" ? current : undefined;
     });
     expect(state.failure_reason).toMatch(/longer than 1 s/);
+    // What arrived within the second, not the last progress report's (none is written before 1 s).
+    expect(state.bytes_received).toBeGreaterThan(0);
     expect(origin.requests).toEqual(["/trickle"]);
   });
 });

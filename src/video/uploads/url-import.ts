@@ -56,6 +56,18 @@ export type ImportOutcome =
 /** A download that cannot succeed by trying again (refused address, 4xx, too large): final at once. */
 class ImportRefused extends Error {}
 
+const SUPERSEDED_REASON = "the video got a newer source (an upload) while this import was under way";
+
+/**
+ * What one download attempt has received, and why it was stopped early: its import was `replaced`
+ * by a newer one, or the video was given a newer source (`superseded`). Either way the rest of the
+ * file is not wanted, so the download ends at the next progress report instead of running to the end.
+ */
+interface DownloadProgress {
+  bytes: number;
+  stopped?: "replaced" | "superseded";
+}
+
 const toImportView = (row: VideoImportRow): ImportView => ({
   video_id: row.video_id,
   url: row.url,
@@ -141,7 +153,7 @@ export class UrlImports {
       // Locked, so that a source accepted at the same moment counts as before or after this request.
       const video = await videos.lock(trx, libraryId, videoId);
       if (!video || video.organization_id !== organizationId) return undefined;
-      const generation = (await pipeline.processingOf(video, trx))?.generation ?? 0;
+      const generation = await pipeline.sourceGeneration(video.id, trx);
       const now = nowIso(clock);
       const created: VideoImportRow = {
         video_id: videoId,
@@ -208,21 +220,30 @@ export class UrlImports {
       context.heartbeat().catch((error: unknown) => logger.warn({ err: error }, "import heartbeat failed"));
     }, HEARTBEAT_MS);
     let stored: StoredBlob;
+    const progress: DownloadProgress = { bytes: 0 };
     try {
-      stored = await this.#download(payload, current.url);
+      stored = await this.#download(payload, current.url, progress);
     } catch (error) {
+      if (progress.stopped === "replaced") return;
+      if (progress.stopped === "superseded") {
+        await this.#fail(payload, SUPERSEDED_REASON, progress.bytes);
+        return;
+      }
       const blocked = blockedAddress(error);
       if (error instanceof ImportRefused || blocked) {
-        await this.#fail(payload, (blocked ?? (error as Error)).message);
+        await this.#fail(payload, (blocked ?? (error as Error)).message, progress.bytes);
         return;
       }
       if (error instanceof BlobTooLargeError) {
         await this.#fail(
           payload,
           `the file is larger than ${this.deps.config.limits.videoSourceBytes} bytes`,
+          progress.bytes,
         );
         return;
       }
+      // Tried again, or given up on (`onGiveUp`): either way the import shows what this attempt got.
+      await this.#update(payload, { bytes_received: progress.bytes }).catch(() => undefined);
       throw error;
     } finally {
       clearInterval(heartbeat);
@@ -237,12 +258,7 @@ export class UrlImports {
     // asked for is the newer source: the import does not replace it.
     const accepted = await pipeline.acceptSourceAskedAt(video, stored, payload.generation);
     if (accepted.outcome === "empty" || accepted.outcome === "superseded") {
-      await this.#fail(
-        payload,
-        accepted.outcome === "empty"
-          ? "the file is empty"
-          : "the video got a newer source (an upload) while this import was under way",
-      );
+      await this.#fail(payload, accepted.outcome === "empty" ? "the file is empty" : SUPERSEDED_REASON);
       return;
     }
     if (accepted.outcome === "not_found") return;
@@ -251,11 +267,11 @@ export class UrlImports {
   }
 
   /** The download, within CUMULO_IMPORT_TIMEOUT_S; running past it is final. */
-  async #download(payload: ImportPayload, url: string): Promise<StoredBlob> {
+  async #download(payload: ImportPayload, url: string, progress: DownloadProgress): Promise<StoredBlob> {
     const { importTimeoutMs } = this.deps.config.uploads;
     const signal = AbortSignal.timeout(importTimeoutMs);
     try {
-      return await this.#downloadWithin(payload, url, signal);
+      return await this.#downloadWithin(payload, url, signal, progress);
     } catch (error) {
       // Another attempt starts from the first byte again and takes as long: the limit is the whole import's.
       if (signal.aborted)
@@ -265,7 +281,12 @@ export class UrlImports {
   }
 
   /** Follows redirects by hand, so every hop's address is checked, and streams the answer into the blob store. */
-  async #downloadWithin(payload: ImportPayload, url: string, signal: AbortSignal): Promise<StoredBlob> {
+  async #downloadWithin(
+    payload: ImportPayload,
+    url: string,
+    signal: AbortSignal,
+    progress: DownloadProgress,
+  ): Promise<StoredBlob> {
     const { config, blobs } = this.deps;
     const maxBytes = config.limits.videoSourceBytes;
     let target = new URL(url);
@@ -307,19 +328,35 @@ export class UrlImports {
       await this.#update(payload, { content_length: contentLength });
       let reported = performance.now();
       const counter = new ByteCounter((bytes) => {
+        progress.bytes = bytes;
         if (performance.now() - reported < PROGRESS_EVERY_MS) return;
         reported = performance.now();
-        this.#update(payload, { bytes_received: bytes }).catch((error: unknown) =>
-          this.deps.logger.warn({ err: error }, "import progress not recorded"),
+        this.#reportProgress(payload, bytes).then(
+          (stopped) => {
+            if (!stopped || progress.stopped) return;
+            progress.stopped = stopped;
+            counter.destroy(new Error(`import ${stopped}`));
+          },
+          (error: unknown) => this.deps.logger.warn({ err: error }, "import progress not recorded"),
         );
       });
       response.body.once("error", (error) => counter.destroy(error));
+      // A download ended early (stopped, too large, the store failing) lets go of its connection.
+      counter.once("close", () => response.body.destroy());
       return blobs.put(
         sourceKey(payload.libraryId, payload.videoId, randomUUID()),
         response.body.pipe(counter),
         { maxBytes },
       );
     }
+  }
+
+  /** Records the bytes received; says whether the download should stop (see `DownloadProgress`). */
+  async #reportProgress(payload: ImportPayload, bytes: number): Promise<DownloadProgress["stopped"]> {
+    if (!(await this.#update(payload, { bytes_received: bytes }))) return "replaced";
+    if (payload.generation === undefined) return undefined;
+    const generation = await this.deps.pipeline.sourceGeneration(payload.videoId);
+    return generation === payload.generation ? undefined : "superseded";
   }
 
   async #update(
@@ -336,15 +373,16 @@ export class UrlImports {
   /**
    * Records the failure on the import and, for a video that has no source yet (`created`), moves the
    * video to `failed` with its `failed` event, all in one transaction. A video that already has a
-   * source keeps it (and its status); the reason is on the import.
+   * source keeps it (and its status); the reason is on the import, with the bytes the download got.
    */
-  async #fail(payload: ImportPayload, reason: string): Promise<void> {
+  async #fail(payload: ImportPayload, reason: string, bytesReceived?: number): Promise<void> {
     const { transact, repository, videos, webhooks, clock } = this.deps;
     const emitted = await transact(async (trx) => {
       const now = nowIso(clock);
       const current = await repository.updateImportIfCurrent(trx, payload.videoId, payload.importId, {
         status: "failed",
         failure_reason: reason.slice(0, 1000),
+        ...(bytesReceived === undefined ? {} : { bytes_received: bytesReceived }),
         updated_at: now,
       });
       if (!current) return false;
