@@ -87,6 +87,8 @@ export interface Config {
   logLevel: string;
   regions: string[];
   locations: Location[];
+  /** CUMULO_PUBLIC_IPS_PER_ORGANIZATION: public addresses one organization may hold per location; unset, no limit. */
+  publicIpsPerOrganization: number | undefined;
   /** Key that encrypts stored secrets (object-storage secret keys); when unset, a random key kept in a file in the data dir. */
   secretKey: string | undefined;
   /** The built web console served at /console (CUMULO_CONSOLE_DIR; default the repository's web/dist). */
@@ -284,6 +286,10 @@ function positiveInt(env: Env, name: string, fallback: number, max = Number.MAX_
   if (Number(raw) > max) throw new ConfigError(name, `must be at most ${max}, got "${raw}"`);
   return Number(raw);
 }
+
+/** A positive integer, or undefined when the variable is unset or empty. */
+const optionalPositiveInt = (env: Env, name: string): number | undefined =>
+  env[name] === undefined || env[name] === "" ? undefined : positiveInt(env, name, 1);
 
 /** How long a node waits at start for Redis to answer, unless CUMULO_REDIS_START_TIMEOUT_MS says otherwise. */
 export const REDIS_START_TIMEOUT_MS = 10_000;
@@ -580,6 +586,7 @@ export function loadConfig(env: Env = process.env): Config {
     logLevel,
     regions: distinctList(env, "CUMULO_REGIONS", ["eu-central", "us-east", "ap-southeast"], "region"),
     locations: locations(env),
+    publicIpsPerOrganization: optionalPositiveInt(env, "CUMULO_PUBLIC_IPS_PER_ORGANIZATION"),
     secretKey: env.CUMULO_SECRET_KEY || undefined,
     consoleDir: resolve(env.CUMULO_CONSOLE_DIR || fileURLToPath(new URL("../web/dist", import.meta.url))),
     providerUrls: {

@@ -47,13 +47,13 @@ export class FloatingIpService {
     if (billing.outcome !== "found") return billing;
     return retryOnConflict(() =>
       this.deps.transact(async (trx): Promise<AllocateFloatingIpOutcome> => {
-        const address = await locations.freePublicAddress(trx, scope.location);
-        if (!address) return conflict(`No public IP address is left in location ${scope.location}`);
+        const taken = await locations.publicAddressFor(trx, scope);
+        if ("refusal" in taken) return conflict(taken.refusal);
         const now = nowIso(clock);
         const row = await repository.insertFloatingIp(trx, {
           organization_id: scope.organizationId,
           location: scope.location,
-          address,
+          address: taken.address,
           name: input.name ?? "",
           user_id: auth.userId,
           billing_account_id: billing.billingAccountId,

@@ -22,6 +22,8 @@ export class Locations {
   private readonly bySlug: Map<string, KnownLocation>;
   /** The first configured location: the one of routes without a location segment. */
   readonly defaultSlug: string;
+  /** CUMULO_PUBLIC_IPS_PER_ORGANIZATION: how many public addresses one organization may hold per location. */
+  private readonly publicAddressQuota: number | undefined;
 
   constructor(
     config: Config,
@@ -46,6 +48,7 @@ export class Locations {
       ]),
     );
     this.defaultSlug = config.locations[0]?.slug ?? "local-1";
+    this.publicAddressQuota = config.publicIpsPerOrganization;
   }
 
   has(slug: string): boolean {
@@ -67,10 +70,27 @@ export class Locations {
     return lowestFree(this.known(location).privatePool, used);
   }
 
-  /** The lowest public address of the location no floating IP holds, if any is left. */
-  async freePublicAddress(executor: Executor, location: string): Promise<string | undefined> {
-    const used = await this.repository.floatingAddressesInUse(executor, location);
-    return lowestFree(this.known(location).publicPool, used);
+  /**
+   * The lowest public address of the location no floating IP holds, for the organization to take
+   * in this transaction; or why it may not have one: the pool is exhausted, or the organization
+   * holds its quota of the location's addresses already (the pool is shared by every tenant).
+   */
+  async publicAddressFor(
+    executor: Executor,
+    scope: Scope,
+  ): Promise<{ address: string } | { refusal: string }> {
+    if (this.publicAddressQuota !== undefined) {
+      await this.repository.lockOrganizationAllocations(executor, scope.organizationId);
+      const held = await this.repository.countFloatingIps(executor, scope);
+      if (held >= this.publicAddressQuota) {
+        return {
+          refusal: `The organization holds its quota of ${this.publicAddressQuota} public IP addresses in location ${scope.location}`,
+        };
+      }
+    }
+    const used = await this.repository.floatingAddressesInUse(executor, scope.location);
+    const address = lowestFree(this.known(scope.location).publicPool, used);
+    return address ? { address } : { refusal: `No public IP address is left in location ${scope.location}` };
   }
 
   private known(slug: string): KnownLocation {

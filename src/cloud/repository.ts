@@ -227,6 +227,31 @@ export class CloudRepository {
     return rows.map((row) => row.address);
   }
 
+  async countFloatingIps(executor: Executor, scope: Scope): Promise<number> {
+    const row = await executor
+      .selectFrom("cloud_floating_ips")
+      .select((eb) => eb.fn.countAll().as("count"))
+      .where("organization_id", "=", scope.organizationId)
+      .where("location", "=", scope.location)
+      .executeTakeFirstOrThrow();
+    return Number(row.count);
+  }
+
+  /**
+   * Makes the organization's address allocations run one at a time until the transaction ends, so a
+   * quota counted inside one holds (PostgreSQL; SQLite runs one write transaction at a time).
+   * `FOR NO KEY UPDATE` leaves alone the organization's other writes, whose foreign keys share-lock the row.
+   */
+  async lockOrganizationAllocations(executor: Executor, organizationId: string): Promise<void> {
+    if (this.dialect !== "postgres") return;
+    await executor
+      .selectFrom("organizations")
+      .select("id")
+      .where("id", "=", organizationId)
+      .forNoKeyUpdate()
+      .execute();
+  }
+
   insertFloatingIp(executor: Executor, row: Insertable<CloudFloatingIpTable>) {
     return executor.insertInto("cloud_floating_ips").values(row).returningAll().executeTakeFirstOrThrow();
   }

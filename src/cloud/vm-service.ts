@@ -83,12 +83,11 @@ export class VmService {
         this.deps.transact(async (trx): Promise<CreateVmOutcome> => {
           const privateIpv4 = await locations.freePrivateAddress(trx, scope.location);
           if (!privateIpv4) return conflict(`No private address is left in location ${scope.location}`);
-          const publicIpv4 = input.reservePublicIp
-            ? await locations.freePublicAddress(trx, scope.location)
+          const publicAddress = input.reservePublicIp
+            ? await locations.publicAddressFor(trx, scope)
             : undefined;
-          if (input.reservePublicIp && !publicIpv4) {
-            return conflict(`No public IP address is left in location ${scope.location}`);
-          }
+          if (publicAddress && "refusal" in publicAddress) return conflict(publicAddress.refusal);
+          const publicIpv4 = publicAddress?.address;
           const now = nowIso(clock);
           const owner = {
             organization_id: scope.organizationId,

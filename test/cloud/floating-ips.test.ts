@@ -185,3 +185,47 @@ describe("cloud address pool exhaustion", () => {
     expect(conflict?.body).toEqual({ message: expect.any(String), errors: { Error: expect.any(String) } });
   });
 });
+
+describe("cloud public address quota per organization (CUMULO_PUBLIC_IPS_PER_ORGANIZATION)", () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp({ CUMULO_PUBLIC_IPS_PER_ORGANIZATION: "3" });
+  });
+  afterAll(() => t.close());
+
+  const allocate = (key?: string) =>
+    t.cloud("POST", "/v1/network/ip_addresses", { json: {}, ...(key ? { key } : {}) });
+
+  it("counts floating IPs and VMs' reserved addresses alike, per organization, exactly under concurrency", async () => {
+    const tenant = await t.createOrganization("quota tenant");
+    const results = await Promise.all(Array.from({ length: 6 }, () => allocate(tenant.key)));
+    expect(results.map((r) => r.status).sort()).toEqual([200, 200, 200, 409, 409, 409]);
+    const refused = results.find((r) => r.status === 409);
+    expect(refused?.body).toEqual({
+      message: "The organization holds its quota of 3 public IP addresses in location local-1",
+      errors: { Error: "The organization holds its quota of 3 public IP addresses in location local-1" },
+    });
+    const vm = await t.cloud("POST", "/v1/user-resource/vm", {
+      key: tenant.key,
+      form: { name: "wants-an-address", reserve_public_ip: "true" },
+    });
+    expect(vm.status).toBe(409);
+    const vms = await t.cloud("GET", "/v1/user-resource/vm/list", { key: tenant.key });
+    expect(vms.body).toEqual([]);
+
+    // Another organization has a quota of its own.
+    expect((await allocate()).status).toBe(200);
+    // A released address makes room: a VM may reserve one again.
+    const held = results.find((r) => r.status === 200)?.body.address;
+    expect((await t.cloud("DELETE", `/v1/network/ip_addresses/${held}`, { key: tenant.key })).status).toBe(
+      200,
+    );
+    const again = await t.cloud("POST", "/v1/user-resource/vm", {
+      key: tenant.key,
+      form: { name: "gets-one", reserve_public_ip: "true" },
+    });
+    expect(again.status).toBe(200);
+    expect(again.body.public_ipv4).toEqual(expect.any(String));
+    expect((await allocate(tenant.key)).status).toBe(409);
+  });
+});

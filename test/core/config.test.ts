@@ -57,6 +57,7 @@ describe("configuration", () => {
       CUMULO_METRICS_PORT: "metrics",
       CUMULO_METRICS_TOKEN: "short",
       CUMULO_TRUST_PROXY: "10.0.0.0/8,the load balancer",
+      CUMULO_PUBLIC_IPS_PER_ORGANIZATION: "0",
     };
     for (const [name, value] of Object.entries(cases)) {
       expect(() => loadConfig({ [name]: value }), name).toThrow(ConfigError);
