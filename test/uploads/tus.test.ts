@@ -11,7 +11,7 @@ import { startTestApp, type TestApp } from "../support/app.ts";
 import { generateClip } from "../support/media.ts";
 import { createTestStore, type TestStore, testStoreKind } from "../support/store.ts";
 import { waitUntil } from "../support/wait.ts";
-import { videoPath, waitForStatus } from "../video/support.ts";
+import { uploadSource, videoPath, waitForStatus } from "../video/support.ts";
 import { createEndpoint, type Receiver, startReceiver } from "../webhooks/helpers.ts";
 import { runUpload, sha256, startCuttingProxy, storedSource, TUS_PATH } from "./support.ts";
 
@@ -292,6 +292,34 @@ describe("resumable uploads (tus) with tus-js-client", () => {
     expect(resumed.headers.get("upload-offset")).toBe(String(clip.length));
     expect((await waitForStatus(t, libraryId, videoId, ["ready", "failed"])).status).toBe("ready");
     expect(sha256(await storedSource(t, videoId))).toBe(sha256(clip));
+  });
+
+  it("does not let an upload stranded before the video got a newer source replace it", async () => {
+    const videoId = await newVideo();
+    const { id } = await createUpload(videoId, clip.length);
+    const blocker = join(t.store.dataDir, "blobs", "media", libraryId, videoId, "source");
+    mkdirSync(dirname(blocker), { recursive: true });
+    writeFileSync(blocker, "");
+    const tusHeaders = { ...auth(), "tus-resumable": "1.0.0" };
+    const last = await fetch(`${t.baseUrl}${TUS_PATH}/${id}`, {
+      method: "PATCH",
+      headers: { ...tusHeaders, "upload-offset": "0", "content-type": "application/offset+octet-stream" },
+      body: clip,
+    });
+    expect(last.status).toBe(500);
+    rmSync(blocker);
+    // Meanwhile the customer gives the video its source in one request.
+    const newer = clip.subarray(0, clip.length - 1);
+    expect((await uploadSource(t, libraryId, videoId, newer)).status).toBe(202);
+
+    const head = await fetch(`${t.baseUrl}${TUS_PATH}/${id}`, { method: "HEAD", headers: tusHeaders });
+    // Refused and removed: the upload never becomes the source.
+    expect(head.status).toBe(409);
+    expect((await waitForStatus(t, libraryId, videoId, ["ready", "failed"])).status).toBe("ready");
+    expect(sha256(await storedSource(t, videoId))).toBe(sha256(newer));
+    const processing = await t.request("GET", `${videoPath(libraryId, videoId)}/processing`);
+    expect(processing.body.data.uploads).toBe(1);
+    expect(existsSync(join(t.store.dataDir, "uploads", id))).toBe(false);
   });
 
   it("acts only on the upload named by the path, whatever the query string names", async () => {

@@ -27,6 +27,7 @@ import { webhookMessageLibraryIndexMigration } from "./0603-webhook-message-libr
 import { storeChangeNotificationsMigration } from "./0700-store-change-notifications.ts";
 import { trafficChangeNotificationsMigration } from "./0701-traffic-change-notifications.ts";
 import { videoUploadFinishingMigration } from "./0702-video-upload-finishing.ts";
+import { videoUploadGenerationMigration } from "./0703-video-upload-generation.ts";
 
 /** Every migration, by name; names sort in the order they run. Append, never edit a released one. */
 export function allMigrations(dialect: DialectName): Record<string, Migration> {
@@ -58,5 +59,6 @@ export function allMigrations(dialect: DialectName): Record<string, Migration> {
     "0700-store-change-notifications": storeChangeNotificationsMigration(dialect),
     "0701-traffic-change-notifications": trafficChangeNotificationsMigration(dialect),
     "0702-video-upload-finishing": videoUploadFinishingMigration(types),
+    "0703-video-upload-generation": videoUploadGenerationMigration(),
   };
 }

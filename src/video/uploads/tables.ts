@@ -20,6 +20,11 @@ export interface VideoUploadTable {
   completed_at: Timestamp | null;
   /** While a node moves the finished upload into the blob store: until when that claim holds. */
   finishing_until: Timestamp | null;
+  /**
+   * The video's source generation when the upload was created; a source accepted since is newer,
+   * and the upload does not replace it. Null for uploads created before migration 0703.
+   */
+  source_generation: number | null;
   created_at: Timestamp;
 }
 

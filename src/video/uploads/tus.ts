@@ -35,6 +35,14 @@ const FINISHING_LEASE_MS = 30 * 60_000;
 /** A tus answer with a plain-text body, as the library renders its own errors. */
 const tusError = (status_code: number, body: string) => ({ status_code, body: `${body}\n` });
 
+/** The answer to the request that finished an upload its video did not take as its source. */
+const SUPERSEDED_MESSAGE = "The video got a newer source while this upload was under way";
+const REFUSALS = {
+  empty: [400, "An empty file is not a video source"],
+  not_found: [404, "The video no longer exists"],
+  superseded: [409, SUPERSEDED_MESSAGE],
+} as const;
+
 const toUpload = (row: VideoUploadRow, offset: number) =>
   new Upload({
     id: row.id,
@@ -222,7 +230,8 @@ export class ResumableUploads {
     if (!binding) throw tusError(500, "Upload creation without a video");
     if (upload.size === 0) throw tusError(400, "Upload-Length must be at least 1 byte");
     const metadata = { ...upload.metadata, library_id: binding.libraryId, video_id: binding.videoId };
-    const { repository } = this.deps;
+    const { repository, pipeline } = this.deps;
+    const generation = await pipeline.sourceGeneration(binding.videoId);
     await repository.insertUpload(repository.db, {
       id: upload.id,
       organization_id: binding.organizationId,
@@ -231,6 +240,7 @@ export class ResumableUploads {
       size_bytes: upload.size ?? null,
       metadata: writeJson(metadata) ?? "{}",
       completed_at: null,
+      source_generation: generation,
       created_at: nowIso(this.deps.clock),
     });
     this.#created.set(node, upload.id);
@@ -242,14 +252,17 @@ export class ResumableUploads {
    * disk) or never ran (the process ended first). Run before a HEAD is answered: that answer says
    * the upload is complete, which must not be true of one whose video never gets its source (one
    * that another node is moving gets it: should that move fail, the next pass finishes it).
-   * Errors as the API's: the video gone is 404, anything else stays an error (500, logged).
+   * Errors as the API's: the video gone is 404, a newer source given to the video since the upload
+   * was created 409, anything else stays an error (500, logged).
    */
   async finishStranded(record: VideoUploadRow): Promise<void> {
     if (!(await this.#holdsAllBytes(record))) return;
     try {
       await this.#finish(record.id);
     } catch (error) {
-      if ((error as { status_code?: number }).status_code === 404) throw ApiError.notFound();
+      const status = (error as { status_code?: number }).status_code;
+      if (status === 404) throw ApiError.notFound();
+      if (status === 409) throw ApiError.conflict(SUPERSEDED_MESSAGE);
       throw error;
     }
   }
@@ -326,13 +339,17 @@ export class ResumableUploads {
         createReadStream(file),
         { maxBytes },
       );
-      // A refused source's file is removed by `acceptSource`.
-      const accepted = await pipeline.acceptSource(video, stored);
+      // A refused source's file is removed by `acceptSource`. A source accepted since this upload
+      // was created is newer (a one-request upload made while this one was stranded, say).
+      const accepted = await pipeline.acceptSourceAskedAt(
+        video,
+        stored,
+        record.source_generation ?? undefined,
+      );
       if (accepted.outcome !== "accepted") {
         await this.#remove(id);
-        throw accepted.outcome === "empty"
-          ? tusError(400, "An empty file is not a video source")
-          : tusError(404, "The video no longer exists");
+        const [status, message] = REFUSALS[accepted.outcome];
+        throw tusError(status, message);
       }
     } catch (error) {
       // The next HEAD or pass, here or on another node, tries again at once.

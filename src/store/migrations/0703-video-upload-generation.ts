@@ -1,0 +1,12 @@
+import type { Migration } from "kysely";
+
+/**
+ * The video's source generation when a resumable upload was created: an upload finished after the
+ * video got a newer source (a one-request upload, say, while this one was stranded) does not
+ * replace it. Null for uploads created before this migration, which are finished as before.
+ */
+export const videoUploadGenerationMigration = (): Migration => ({
+  async up(db) {
+    await db.schema.alterTable("video_uploads").addColumn("source_generation", "integer").execute();
+  },
+});
