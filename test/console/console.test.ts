@@ -190,12 +190,12 @@ describe.skipIf(missing)("the console in Chromium", () => {
       await dialog.getByRole("button", { name: "Save player" }).click();
       await page.getByRole("rowheader", { name }).waitFor();
     }
-    await page.getByRole("button", { name: "Mark Classic as default" }).click();
+    await page.getByRole("button", { name: "Mark default: Classic" }).click();
     await page
       .locator("button:disabled", { hasText: "Mark default" })
-      .and(page.getByLabel("Mark Classic as default"))
+      .and(page.getByLabel("Mark default: Classic"))
       .waitFor();
-    await expect(page.getByRole("button", { name: "Mark Brand as default" }).isEnabled()).resolves.toBe(true);
+    await expect(page.getByRole("button", { name: "Mark default: Brand" }).isEnabled()).resolves.toBe(true);
     await screenshot(page, "players");
   });
 

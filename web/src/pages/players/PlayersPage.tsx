@@ -79,7 +79,7 @@ export function PlayersPage() {
           <button
             type="button"
             disabled={readOnly || player.is_default}
-            aria-label={`Mark ${player.name} as default`}
+            aria-label={`Mark default: ${player.name}`}
             onClick={() => markDefault(player)}
           >
             Mark default
