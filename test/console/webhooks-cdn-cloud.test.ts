@@ -218,6 +218,20 @@ describe.skipIf(missing)("the console in Chromium: webhooks, CDN, cloud and the 
       "0",
     );
     await expect(page.locator("figure.chart canvas").count()).resolves.toBe(8);
+    // Each caption says what its figure is in words ("3 in total", "highest 12.5 ms"), and the
+    // buckets are dated in the reader's time, not the API's ISO strings.
+    await expect(requestsTotal.textContent()).resolves.toBe("3 in total");
+    await expect(
+      page.locator('[data-metric-total="upstream_origin_time_ms"]').textContent(),
+    ).resolves.toMatch(/^highest \d/);
+    const requestsChart = page.locator('figure[data-metric="requests"]');
+    await requestsChart.locator("summary").click();
+    const bucket = requestsChart.locator("tbody th").first();
+    const instant = await bucket.locator("time").getAttribute("datetime");
+    expect(instant).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}/);
+    const expected = await page.evaluate((value) => new Date(value).toLocaleString(), instant ?? "");
+    await expect(bucket.textContent()).resolves.toBe(expected);
+    await requestsChart.locator("summary").click();
     await screenshot(page, "cdn-analytics");
 
     // A granularity that makes too many buckets is refused beside the picker.

@@ -227,9 +227,10 @@ export function Analytics() {
           <ErrorState error={analytics.error} onRetry={analytics.reload} />
         ))}
       {analytics.state === "ready" &&
-        (analytics.data.Data.length === 0 ? (
+        // Without a request every chart is a flat line at 0 and reads "highest 0.0 %": said once instead.
+        (noTraffic(analytics.data.Data as Row[]) ? (
           <Empty>
-            <p>No buckets in this range.</p>
+            <p>No traffic in this period.</p>
           </Empty>
         ) : (
           <div className="chart-grid">
@@ -241,6 +242,8 @@ export function Analytics() {
     </section>
   );
 }
+
+const noTraffic = (rows: Row[]) => rows.every((row) => bucketValue(row, "requests") === 0);
 
 function errorsOf(error: unknown): Record<string, string> {
   return typeof error === "object" && error !== null && "fieldErrors" in error
