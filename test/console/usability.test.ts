@@ -3,10 +3,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { waitUntilActive } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import {
+  accessibilityViolations,
   browserMissing,
   freePort,
   launchBrowser,
   newConsoleContext,
+  screenshot,
   signInInBrowser,
 } from "../support/browser.ts";
 import { createConsoleUser } from "../support/console.ts";
@@ -319,6 +321,124 @@ describe.skipIf(missing)("the console in Chromium: words, figures and focus", ()
       await waitUntil(async () => (await focused(page)).id === "main", 3_000, "the focus on main");
     } finally {
       await page.setViewportSize({ width: 1280, height: 800 });
+    }
+  });
+
+  it("follows the system's theme, keeps a chosen one across reloads, and shows it before the app runs", async () => {
+    /** The theme on <html>, the page's background and the choice kept in the browser. */
+    const shown = () =>
+      page.evaluate(() => {
+        const root = (globalThis as any).document.documentElement;
+        return {
+          theme: root.dataset.theme as string | undefined,
+          background: (globalThis as any).getComputedStyle(root).backgroundColor as string,
+          kept: (globalThis as any).localStorage.getItem("cumulo-console-theme") as string | null,
+        };
+      });
+    const themed = (theme: string) =>
+      page.locator(`html[data-theme="${theme}"]`).waitFor({ state: "attached", timeout: 3_000 });
+    try {
+      await page.emulateMedia({ colorScheme: "light" });
+      await page.goto("/console/libraries");
+      const picker = page.getByLabel("Theme");
+      await expect(picker.inputValue()).resolves.toBe("system");
+      const light = await shown();
+      expect(light).toMatchObject({ theme: "light", kept: null });
+      // The system turns dark while the console is open: so does the console.
+      await page.emulateMedia({ colorScheme: "dark" });
+      await themed("dark");
+      const dark = await shown();
+      expect(dark.background).not.toBe(light.background);
+      // Light chosen against the system's dark, kept across a reload.
+      await picker.selectOption("light");
+      await themed("light");
+      await page.reload();
+      await expect(picker.inputValue()).resolves.toBe("light");
+      await expect(shown()).resolves.toEqual({ ...light, kept: "light" });
+      // Dark chosen under a light system: the next load has it on <html> before the app's scripts
+      // run (here they never do), so the page is never drawn light first.
+      await page.emulateMedia({ colorScheme: "light" });
+      await picker.selectOption("dark");
+      await themed("dark");
+      await page.route("**/console/assets/*.js", (route) => route.abort());
+      try {
+        await page.reload();
+        await expect(shown()).resolves.toEqual({ ...dark, kept: "dark" });
+      } finally {
+        await page.unroute("**/console/assets/*.js");
+      }
+      // Back to the system's: nothing kept.
+      await page.reload();
+      await picker.selectOption("system");
+      await themed("light");
+      await expect(shown()).resolves.toEqual(light);
+    } finally {
+      await page.emulateMedia({ colorScheme: null });
+      await page.evaluate(() => (globalThis as any).localStorage.removeItem("cumulo-console-theme"));
+    }
+  });
+
+  it("passes axe (contrast, label in name) in the dark theme on a laptop's and a phone's screen", async () => {
+    const video = await app.request("POST", `/v1/media/libraries/${libraryId}/videos`, {
+      json: { title: "Seen in the dark" },
+    });
+    expect(video.status).toBe(201);
+    const player = await app.request("POST", `/v1/media/libraries/${libraryId}/players`, {
+      json: { name: "Night" },
+    });
+    expect(player.status).toBe(201);
+    // Each page, what shows it loaded, and whether it is checked on a phone too (a table as cards;
+    // the players page's are as the libraries page's).
+    const pages = [
+      ["libraries", "/console/libraries", page.getByRole("rowheader", { name: "Catalogue" }), true],
+      [
+        "video",
+        `/console/libraries/${libraryId}/videos/${video.body.data.id}`,
+        page.getByRole("heading", { name: "Seen in the dark" }),
+        false,
+      ],
+      [
+        "players",
+        `/console/players?library=${libraryId}`,
+        page.getByRole("rowheader", { name: "Night" }),
+        false,
+      ],
+      [
+        "webhooks",
+        `/console/webhooks?library=${libraryId}`,
+        page.getByRole("rowheader", { name: "Everything" }),
+        true,
+      ],
+    ] as const;
+    const signedOut = await browser.newContext({ baseURL: app.baseUrl, colorScheme: "dark" });
+    try {
+      await page.emulateMedia({ colorScheme: "dark" });
+      const signIn = await signedOut.newPage();
+      await signIn.goto("/console/sign-in");
+      for (const width of [1280, 390]) {
+        await signIn.setViewportSize({ width, height: 800 });
+        await signIn.getByLabel("Email").waitFor();
+        // The same few elements at either width: checked once.
+        if (width > 720) await expect(accessibilityViolations(signIn)).resolves.toEqual([]);
+        await screenshot(signIn, `dark-sign-in-${width}`);
+        await page.setViewportSize({ width, height: 800 });
+        for (const [name, path, loaded, onPhone] of pages) {
+          if (width < 720 && !onPhone) continue;
+          await page.goto(path);
+          await loaded.waitFor();
+          await expect(accessibilityViolations(page), `${name} at ${width} px`).resolves.toEqual([]);
+          await screenshot(page, `dark-${name}-${width}`);
+        }
+      }
+      // A dialog over the page (the webhooks page, the last above).
+      await page.getByRole("button", { name: "Add endpoint" }).click();
+      await page.getByRole("dialog", { name: "Add endpoint" }).waitFor();
+      await expect(accessibilityViolations(page)).resolves.toEqual([]);
+      await screenshot(page, "dark-dialog-390");
+    } finally {
+      await signedOut.close();
+      await page.setViewportSize({ width: 1280, height: 800 });
+      await page.emulateMedia({ colorScheme: null });
     }
   });
 });

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { edgeRequest, type Origin, startOrigin } from "../cdn/support.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import {
+  accessibilityViolations,
   browserMissing,
   launchBrowser,
   midWordBreaks,
@@ -233,6 +234,19 @@ describe.skipIf(missing)("the console in Chromium: webhooks, CDN, cloud and the 
     await expect(bucket.textContent()).resolves.toBe(expected);
     await requestsChart.locator("summary").click();
     await screenshot(page, "cdn-analytics");
+    // The charts in the dark theme: drawn again in its colours, its text readable (axe's contrast).
+    await page.emulateMedia({ colorScheme: "dark" });
+    try {
+      await page.locator('html[data-theme="dark"]').waitFor({ state: "attached" });
+      await expect(accessibilityViolations(page)).resolves.toEqual([]);
+      await screenshot(page, "dark-cdn-analytics");
+      await page.setViewportSize({ width: 390, height: 844 });
+      await expect(accessibilityViolations(page)).resolves.toEqual([]);
+      await screenshot(page, "dark-cdn-analytics-phone");
+    } finally {
+      await page.setViewportSize({ width: 1280, height: 800 });
+      await page.emulateMedia({ colorScheme: null });
+    }
 
     // A granularity that makes too many buckets is refused beside the picker.
     await page.getByLabel("Range").selectOption("30d");

@@ -1,6 +1,7 @@
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
+import axe, { type AxeResults } from "axe-core";
 import { type Browser, type BrowserContext, chromium, type Locator, type Page } from "playwright-core";
 import { PASSWORD } from "./console.ts";
 
@@ -71,6 +72,27 @@ export async function signInInBrowser(page: Page, email: string, password = PASS
 export async function screenshot(page: Page, name: string): Promise<void> {
   mkdirSync(SCREENSHOTS, { recursive: true });
   await page.screenshot({ path: `${SCREENSHOTS}${name}.png`, fullPage: true });
+}
+
+/**
+ * What axe-core finds against WCAG 2.1 A and AA on the page shown (contrast among them), plus
+ * label-in-name (an experimental rule: a control's accessible name contains its visible text), as
+ * "rule: element" lines. Injected through the test's own channel: the console's CSP refuses inline
+ * scripts.
+ */
+export async function accessibilityViolations(page: Page): Promise<string[]> {
+  await page.evaluate(axe.source);
+  const results: AxeResults = await page.evaluate(() =>
+    (globalThis as any).axe.run((globalThis as any).document, {
+      runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"] },
+      rules: { "label-content-name-mismatch": { enabled: true } },
+      // Only the violations are read: axe then details no passing element (faster).
+      resultTypes: ["violations"],
+    }),
+  );
+  return results.violations.flatMap((violation) =>
+    violation.nodes.map((node) => `${violation.id}: ${node.target.join(" ")} (${node.failureSummary ?? ""})`),
+  );
 }
 
 /** A port nobody listens on now, for the edge (the video's manifest URL names the edge's port). */

@@ -3,6 +3,7 @@ import { BrowserRouter, Navigate, Route, Routes, useLocation } from "react-route
 import { messageOf } from "./api.ts";
 import { Layout } from "./components/Layout.tsx";
 import { Loading } from "./components/States.tsx";
+import { ThemePicker } from "./components/ThemePicker.tsx";
 import { InvitePage } from "./pages/invite/InvitePage.tsx";
 import { SignInPage } from "./pages/sign-in/SignInPage.tsx";
 import { SessionProvider, useSession } from "./session.tsx";
@@ -65,6 +66,7 @@ function SessionCheckFailed({ error, onRetry }: { error: unknown; onRetry: () =>
           </button>
         </div>
       </div>
+      <ThemePicker />
     </main>
   );
 }

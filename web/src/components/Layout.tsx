@@ -6,6 +6,7 @@ import { LivestreamHealth } from "./LivestreamHealth.tsx";
 import { PageErrorBoundary } from "./PageErrorBoundary.tsx";
 import { ReadOnlyNotice } from "./ReadOnly.tsx";
 import { Loading } from "./States.tsx";
+import { ThemePicker } from "./ThemePicker.tsx";
 
 export const NAVIGATION = [
   { to: "/keys", label: "API keys" },
@@ -87,6 +88,7 @@ export function Layout() {
             </NavLink>
             {session.readOnly && <span className="badge">read-only</span>}
           </span>
+          <ThemePicker />
           <button
             type="button"
             onClick={async () => {

@@ -7,6 +7,7 @@ import { DateTime } from "../../components/DateTime.tsx";
 import { Field, OtherErrors } from "../../components/Field.tsx";
 import { Empty, ErrorState, Loading } from "../../components/States.tsx";
 import { useLoad } from "../../load.ts";
+import { useTheme } from "../../theme.ts";
 
 /** The eight metrics of getCdnAnalytics, in the API's order, with how a reader wants to see them. */
 const METRICS = [
@@ -93,6 +94,18 @@ function yAxisSize(_plot: uPlot, labels: string[] | null): number {
   context.font = AXIS_FONT;
   const widest = Math.max(0, ...labels.map((label) => context.measureText(label).width));
   return Math.ceil(widest) + 10 + 5 + 6;
+}
+
+/** The stylesheet's colours of the theme shown, for the canvas (which cannot use var()). */
+function chartColours() {
+  const style = getComputedStyle(document.documentElement);
+  const colour = (name: string) => style.getPropertyValue(name).trim();
+  return {
+    axis: colour("--muted"),
+    grid: colour("--line"),
+    line: colour("--accent"),
+    fill: colour("--chart-fill"),
+  };
 }
 
 /** A bucket's value of a metric (the API sends numbers; anything else counts as 0). */
@@ -259,10 +272,14 @@ function MetricChart({ metric, rows }: { metric: (typeof METRICS)[number]; rows:
   const summed = values.reduce((sum, value) => sum + value, 0);
   // Ratios and means of buckets do not add up: those charts name their highest bucket instead.
   const summary = metric.total === "sum" ? summed : Math.max(0, ...values);
+  const theme = useTheme();
 
+  // biome-ignore lint/correctness/useExhaustiveDependencies: a theme chosen or the system's changed draws the chart again in its colours
   useEffect(() => {
     const element = plotRef.current;
     if (!element) return;
+    const colours = chartColours();
+    const grid = { stroke: colours.grid, width: 1 };
     const plot = new uPlot(
       {
         width: Math.max(element.clientWidth, 200),
@@ -271,10 +288,12 @@ function MetricChart({ metric, rows }: { metric: (typeof METRICS)[number]; rows:
         cursor: { y: false },
         scales: { y: { range: (_plot, min, max) => [Math.min(0, min), max > 0 ? max * 1.1 : 1] } },
         axes: [
-          { stroke: "#59636e", font: AXIS_FONT },
+          { stroke: colours.axis, font: AXIS_FONT, grid, ticks: grid },
           {
-            stroke: "#59636e",
+            stroke: colours.axis,
             font: AXIS_FONT,
+            grid,
+            ticks: grid,
             size: yAxisSize,
             // Counts and bytes step by whole numbers: an empty chart read "0, 0.5, 1" requests and "0 B,
             // 1 B, 1 B" sent (0.5 B rounded).
@@ -282,7 +301,7 @@ function MetricChart({ metric, rows }: { metric: (typeof METRICS)[number]; rows:
             values: (_plot, ticks) => ticks.map((tick) => metric.format(tick)),
           },
         ],
-        series: [{}, { label: metric.label, stroke: "#0b5cad", fill: "rgba(11, 92, 173, 0.12)", width: 2 }],
+        series: [{}, { label: metric.label, stroke: colours.line, fill: colours.fill, width: 2 }],
       },
       [times, values],
       element,
@@ -295,7 +314,7 @@ function MetricChart({ metric, rows }: { metric: (typeof METRICS)[number]; rows:
       resize.disconnect();
       plot.destroy();
     };
-  }, [metric, times, values]);
+  }, [metric, times, values, theme]);
 
   return (
     <figure className="chart" aria-labelledby={titleId} data-metric={metric.name}>

@@ -1,6 +1,7 @@
 import { useEffect, useState } from "react";
 import { useLocation, useNavigate } from "react-router";
 import { FormError, PasswordField } from "../../components/Field.tsx";
+import { ThemePicker } from "../../components/ThemePicker.tsx";
 import { submitting, useSubmit } from "../../form.ts";
 import { useSession } from "../../session.tsx";
 
@@ -67,6 +68,7 @@ export function InvitePage() {
           </>
         )}
       </form>
+      <ThemePicker />
     </main>
   );
 }

@@ -2,6 +2,7 @@ import { useEffect, useState } from "react";
 import { Navigate, useLocation, useNavigate } from "react-router";
 import { ApiFailure } from "../../api.ts";
 import { Field, FormError, PasswordField } from "../../components/Field.tsx";
+import { ThemePicker } from "../../components/ThemePicker.tsx";
 import { submitting, useSubmit } from "../../form.ts";
 import { useSession } from "../../session.tsx";
 
@@ -64,6 +65,7 @@ export function SignInPage() {
           {busy ? "Signing in…" : "Sign in"}
         </button>
       </form>
+      <ThemePicker />
     </main>
   );
 }
