@@ -12,6 +12,7 @@ import { devModeRoutes } from "./devmode/routes.ts";
 import { registerAuthDecorators } from "./http/auth.ts";
 import { clientErrorBody, frameworkErrors, registerErrorHandling } from "./http/error-handler.ts";
 import { ApiError } from "./http/errors.ts";
+import { FailedAuthThrottle } from "./http/failed-auth-throttle.ts";
 import { parseFormText } from "./http/form-text.ts";
 import { type IdentifierSchema, lowerCaseIdFields, lowerCaseUuids } from "./http/identifiers.ts";
 import { acceptJsonBodies } from "./http/json-bodies.ts";
@@ -161,6 +162,10 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
     config.rateLimit,
     redis && { client: redis, prefix: config.redisPrefix },
     deps.metrics.rateLimitRefused,
+  );
+  app.decorate(
+    "failedAuth",
+    await FailedAuthThrottle.create(app, config.failedAuthRateLimit, deps.bus, deps.metrics.rateLimitRefused),
   );
 
   // Before the routes: it wraps those marked `storedDataOnly` as they are added.

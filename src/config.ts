@@ -84,6 +84,11 @@ export interface Config {
   rateLimit: RateLimitSetting;
   /** Console sign-in attempts per (client address, email) pair (CUMULO_SIGN_IN_RATE_LIMIT). */
   signInRateLimit: RateLimitSetting;
+  /**
+   * Distinct wrong API keys per client address before the address is refused everything for the
+   * rest of the window (CUMULO_FAILED_AUTH_RATE_LIMIT).
+   */
+  failedAuthRateLimit: RateLimitSetting;
   logLevel: string;
   regions: string[];
   locations: Location[];
@@ -324,6 +329,19 @@ export function parseRateLimit(raw: string): RateLimitSetting | undefined {
   return { max, windowMs };
 }
 
+/** The rate limit `name` sets (`parseRateLimit`), or `fallback`'s; `examples` say what a bad one should look like. */
+function rateLimitSetting(env: Env, name: string, fallback: string, examples: string): RateLimitSetting {
+  const raw = env[name] || fallback;
+  const setting = parseRateLimit(raw);
+  if (!setting) {
+    throw new ConfigError(
+      name,
+      `must look like ${examples} (1 to 1000000000 requests in at most 24h), got "${raw}"`,
+    );
+  }
+  return setting;
+}
+
 function list(env: Env, name: string, fallback: string[]): string[] {
   const raw = env[name];
   if (raw === undefined || raw.trim() === "") return fallback;
@@ -486,21 +504,19 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError("CUMULO_EDGE_URL_STYLE", `must be path or host, got "${edgeUrlStyle}"`);
   }
 
-  const rateLimitRaw = env.CUMULO_RATE_LIMIT || "600/60s";
-  const rateLimit = parseRateLimit(rateLimitRaw);
-  if (!rateLimit)
-    throw new ConfigError(
-      "CUMULO_RATE_LIMIT",
-      `must look like 600/60s, 100/1m or 5000/1h (1 to 1000000000 requests in at most 24h), got "${rateLimitRaw}"`,
-    );
-
-  const signInRateLimitRaw = env.CUMULO_SIGN_IN_RATE_LIMIT || "10/15m";
-  const signInRateLimit = parseRateLimit(signInRateLimitRaw);
-  if (!signInRateLimit)
-    throw new ConfigError(
-      "CUMULO_SIGN_IN_RATE_LIMIT",
-      `must look like 10/15m, 5/60s or 50/1h (1 to 1000000000 requests in at most 24h), got "${signInRateLimitRaw}"`,
-    );
+  const rateLimit = rateLimitSetting(env, "CUMULO_RATE_LIMIT", "600/60s", "600/60s, 100/1m or 5000/1h");
+  const signInRateLimit = rateLimitSetting(
+    env,
+    "CUMULO_SIGN_IN_RATE_LIMIT",
+    "10/15m",
+    "10/15m, 5/60s or 50/1h",
+  );
+  const failedAuthRateLimit = rateLimitSetting(
+    env,
+    "CUMULO_FAILED_AUTH_RATE_LIMIT",
+    "30/60s",
+    "30/60s, 100/10m or 500/1h",
+  );
 
   const logLevel = env.CUMULO_LOG_LEVEL || "info";
   if (!LOG_LEVELS.includes(logLevel)) {
@@ -583,6 +599,7 @@ export function loadConfig(env: Env = process.env): Config {
     originAllowPrivate: bool(env, "CUMULO_ORIGIN_ALLOW_PRIVATE", false),
     rateLimit,
     signInRateLimit,
+    failedAuthRateLimit,
     logLevel,
     regions: distinctList(env, "CUMULO_REGIONS", ["eu-central", "us-east", "ap-southeast"], "region"),
     locations: locations(env),

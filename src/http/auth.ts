@@ -168,13 +168,14 @@ export async function authenticateSessionCookie(
 /**
  * Who sends the request: the key in one of `group`'s headers, or else the console session cookie
  * (with its CSRF token on writes). Read-only keys and users may only read. Throws the contract's
- * 401/403 otherwise.
+ * 401/403 otherwise, and 429 to an address that sent too many wrong keys (`FailedAuthThrottle`).
  */
 export async function authenticateRequest(
   request: FastifyRequest,
   group: ApiGroup,
   identity: IdentityService,
 ): Promise<AuthContext> {
+  request.server.failedAuth.refuseIfThrottled(request);
   const secret = presentedKey(request, group);
   const auth = secret
     ? await identity.authenticate(secret)
@@ -184,7 +185,10 @@ export async function authenticateRequest(
       ? ApiError.unauthorized("No API key found in request")
       : ApiError.unauthorized(MISSING_MEDIA_CREDENTIAL, "auth_type_not_found");
   }
-  if (!auth) throw ApiError.unauthorized("Invalid authentication credentials");
+  if (!auth) {
+    if (secret) await request.server.failedAuth.countWrongKey(request, secret);
+    throw ApiError.unauthorized("Invalid authentication credentials");
+  }
   const person = auth.sessionId !== undefined;
   if (
     auth.readOnly &&

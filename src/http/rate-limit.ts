@@ -102,18 +102,23 @@ export async function registerRateLimit(
 
 type RateLimiter = ReturnType<FastifyInstance["createRateLimit"]>;
 
-/** Counts the request against `limiter`: the contract's 429, with the headers of that budget, once it is spent. */
-export async function refuseOverBudget(limiter: RateLimiter, request: FastifyRequest): Promise<void> {
-  const limit = await limiter(request);
-  if (limit.isAllowed || !limit.isExceeded) return;
-  const reset = String(limit.ttlInSeconds);
-  throw new ApiError(429, "Too many requests", {
+/** The contract's 429, with the headers of a budget of `max` that is spent for `resetSeconds` more. */
+export function tooManyRequests(max: number, resetSeconds: number): ApiError {
+  const reset = String(resetSeconds);
+  return new ApiError(429, "Too many requests", {
     error: "rate_limited",
     headers: {
       "retry-after": reset,
-      "ratelimit-limit": String(limit.max),
+      "ratelimit-limit": String(max),
       "ratelimit-remaining": "0",
       "ratelimit-reset": reset,
     },
   });
+}
+
+/** Counts the request against `limiter`: the contract's 429, with the headers of that budget, once it is spent. */
+export async function refuseOverBudget(limiter: RateLimiter, request: FastifyRequest): Promise<void> {
+  const limit = await limiter(request);
+  if (limit.isAllowed || !limit.isExceeded) return;
+  throw tooManyRequests(limit.max, limit.ttlInSeconds);
 }

@@ -50,6 +50,7 @@ describe("configuration", () => {
       CUMULO_EDGE_URL_STYLE: "virtual",
       CUMULO_WEBHOOK_ALLOW_PRIVATE: "maybe",
       CUMULO_RATE_LIMIT: "600 per minute",
+      CUMULO_FAILED_AUTH_RATE_LIMIT: "30 a minute",
       CUMULO_LOG_LEVEL: "loud",
       CUMULO_MEDIA_DOMAIN: "bad domain",
       CUMULO_REDIS_PREFIX: "two words",
