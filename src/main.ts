@@ -8,7 +8,7 @@ import type { IdentityServices } from "./identity/index.ts";
 import { API_KEY_NAME_MAX, ORGANIZATION_NAME_MAX } from "./identity/keys.ts";
 import { isUuid } from "./ids.ts";
 import type { CoreDeps, Services } from "./services.ts";
-import { isBlank } from "./text.ts";
+import { hasControlCharacter, isBlank, NAME_FORMAT } from "./text.ts";
 import { API_VERSION } from "./version.ts";
 
 // Each command imports what it runs when it runs: a store command (`cumulo keys revoke`, `cumulo
@@ -30,12 +30,13 @@ function organizationId(org: string): string {
   return org.toLowerCase();
 }
 
-/** A name given with `--name`: 1 to `most` characters, not only white space, as the API takes it. */
+/** A name given with `--name`: 1 to `most` characters, not only white space, on one line, as the API takes it. */
 function nameOption(name: string, most: number): string {
   if (name.length < 1 || name.length > most) {
     throw new CliError(`--name must be 1-${most} characters, got ${name.length}`);
   }
   if (isBlank(name)) throw new CliError("--name must not be only white space");
+  if (hasControlCharacter(name)) throw new CliError(`--name must be ${NAME_FORMAT}`);
   return name;
 }
 

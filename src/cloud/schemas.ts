@@ -5,6 +5,7 @@ import {
   NonBlankString,
   Nullable,
   outOfRange,
+  SingleLineString,
   StringEnum,
   Timestamp,
   Uuid,
@@ -113,13 +114,16 @@ export const VmView = Type.Object({
   updated_at: Timestamp,
 });
 
+/** What a disk, floating IP or load balancer is called in listings: may be empty. */
+const DisplayName = SingleLineString(255);
+
 /** Providers name every VM (its host name comes from it): a blank name is refused like an empty one. */
 const VmName = NonBlankString(64);
 
 export const CreateVmBody = Type.Object({
   name: VmName,
-  os_name: Type.String({ minLength: 1, maxLength: 64, default: "ubuntu" }),
-  os_version: Type.String({ minLength: 1, maxLength: 32, default: "24.04" }),
+  os_name: SingleLineString(64, { minLength: 1, default: "ubuntu" }),
+  os_version: SingleLineString(32, { minLength: 1, default: "24.04" }),
   vcpu: Type.Integer({ minimum: 1, maximum: 64, default: 1 }),
   ram: Type.Integer({ minimum: 512, maximum: 262144, default: 1024, description: "MB" }),
   disks: Type.Integer({ minimum: 1, maximum: 16384, default: 20, description: "System disk size, GB" }),
@@ -185,12 +189,12 @@ export const DiskView = Type.Object({
 export const CreateDiskBody = Type.Object({
   size_gb: Type.Integer({ minimum: 1, maximum: 16384 }),
   billing_account_id: Type.Optional(BillingAccountId),
-  display_name: Type.Optional(Type.String({ maxLength: 255 })),
+  display_name: Type.Optional(DisplayName),
   source_image_type: Type.Optional(StringEnum(["EMPTY"] as const)),
 });
 
 export const UpdateDiskBody = Type.Object({
-  display_name: Type.Optional(Type.String({ maxLength: 255 })),
+  display_name: Type.Optional(DisplayName),
   billing_account_id: Type.Optional(BillingAccountId),
   size_gb: Type.Optional(Type.Integer({ minimum: 1, maximum: 16384, description: "Grow only" })),
 });
@@ -214,7 +218,7 @@ export const FloatingIpView = Type.Object({
 
 export const CreateFloatingIpBody = Type.Object({
   billing_account_id: Type.Optional(BillingAccountId),
-  name: Type.Optional(Type.String({ maxLength: 255 })),
+  name: Type.Optional(DisplayName),
 });
 
 export const UpdateFloatingIpBody = CreateFloatingIpBody;
@@ -278,7 +282,7 @@ export const TargetBody = Type.Object({
 });
 
 export const CreateLoadBalancerBody = Type.Object({
-  display_name: Type.Optional(Type.String({ maxLength: 255 })),
+  display_name: Type.Optional(DisplayName),
   billing_account_id: Type.Optional(BillingAccountId),
   forwarding_rules: Type.Optional(Type.Array(RuleBody, { maxItems: 100 })),
   rules: Type.Optional(Type.Array(RuleBody, { maxItems: 100, description: "Alias of forwarding_rules" })),
@@ -288,7 +292,7 @@ export const CreateLoadBalancerBody = Type.Object({
 export const SetBillingBody = Type.Object({ set_id: BillingAccountId });
 
 export const UpdateLoadBalancerBody = Type.Object({
-  display_name: Type.String({ maxLength: 255 }),
+  display_name: DisplayName,
 });
 
 // Object storage

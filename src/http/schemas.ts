@@ -1,5 +1,5 @@
 import { type Static, type TSchema, Type } from "@sinclair/typebox";
-import { NOT_BLANK_PATTERN } from "../text.ts";
+import { LINE_PATTERN, NAME_FORMAT, NAME_PATTERN } from "../text.ts";
 
 /**
  * The annotation that says in words what a string with a `pattern` takes ("a host name such as
@@ -24,12 +24,25 @@ export const outOfRange = (words: string) => ({ [OUT_OF_RANGE]: words });
 export const Uuid = Type.String({ format: "uuid" });
 
 /**
- * A required name or title: 1 to `maxLength` characters, not all of them white space. A blank one
- * fails the pattern, which the OpenAPI document shows; its error reads as an empty one's
- * (`validation_min`, "must not be empty": src/http/validation.ts).
+ * A required name or title: 1 to `maxLength` characters on one line, not all of them white space,
+ * none a control character (`NAME_PATTERN`). A blank one fails the pattern, which the OpenAPI
+ * document shows; its error reads as an empty one's (`validation_min`, "must not be empty":
+ * src/http/validation.ts). One with a control character is `validation_format`.
  */
 export const NonBlankString = (maxLength: number) =>
-  Type.String({ minLength: 1, maxLength, pattern: NOT_BLANK_PATTERN });
+  Type.String({
+    minLength: 1,
+    maxLength,
+    pattern: NAME_PATTERN,
+    ...expecting(NAME_FORMAT),
+  });
+
+/**
+ * A label that may be empty (a cloud resource's display name): up to `maxLength` characters on one
+ * line, none a control character, as `NonBlankString` (`validation_format` otherwise).
+ */
+export const SingleLineString = (maxLength: number, options: { minLength?: number; default?: string } = {}) =>
+  Type.String({ ...options, maxLength, pattern: LINE_PATTERN, ...expecting(NAME_FORMAT) });
 
 /** What a time filter or range bound takes (a timestamp or a whole day), in its validation errors. */
 export const TIME_OR_DAY_WORDS =

@@ -1,7 +1,7 @@
 import { Ajv, type ErrorObject, type Options } from "ajv";
 import addFormats from "ajv-formats";
 import type { FastifySchemaCompiler } from "fastify";
-import { NOT_BLANK_PATTERN } from "../text.ts";
+import { isBlank, NAME_PATTERN } from "../text.ts";
 import type { FieldError, ValidationCode } from "./errors.ts";
 import { EXPECTED, OUT_OF_RANGE } from "./schemas.ts";
 
@@ -150,9 +150,15 @@ function fieldOf(error: ErrorObject, prefix: string): string {
   return prefix && path === "" ? prefix : path;
 }
 
-/** A name or title that is only white space (`NonBlankString`): refused as an empty one is. */
+/**
+ * A name or title that is only white space (`NonBlankString`): refused as an empty one is. Its
+ * pattern also refuses control characters, in a name that is not blank: that is its format.
+ */
 const refusesBlank = (error: ErrorObject): boolean =>
-  error.keyword === "pattern" && error.params.pattern === NOT_BLANK_PATTERN;
+  error.keyword === "pattern" &&
+  error.params.pattern === NAME_PATTERN &&
+  typeof error.data === "string" &&
+  isBlank(error.data);
 
 /** A length, count or size bound as a sentence's end: "must be at most 65535". */
 function boundOf(error: ErrorObject): string {

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { nowIso } from "../clock.ts";
 import type { FieldError } from "../http/errors.ts";
 import type { Page } from "../http/pagination.ts";
-import { isBlank } from "../text.ts";
+import { hasControlCharacter, isBlank, NAME_FORMAT } from "../text.ts";
 import type { MediaDeps } from "./context.ts";
 import { emptyField, keepFileOnlyWhen, requiredField } from "./received-files.ts";
 import { canonicalLanguage, detectSubtitleFormat, type SubtitleFormat } from "./subtitle-format.ts";
@@ -20,6 +20,14 @@ const MAX_TITLE = 255;
 function checkTitle(value: string | undefined, errors: FieldError[]): string | undefined {
   if (value === undefined || isBlank(value)) {
     errors.push(value === undefined ? requiredField("title") : emptyField("title"));
+    return undefined;
+  }
+  if (hasControlCharacter(value)) {
+    errors.push({
+      field: "title",
+      code: "validation_format",
+      message: `The title field has an invalid format. It must be ${NAME_FORMAT}.`,
+    });
     return undefined;
   }
   // Characters (code points), as the schemas of JSON fields count them, not UTF-16 units.

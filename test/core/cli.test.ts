@@ -121,6 +121,10 @@ describe("cumulo CLI", { timeout: 180_000 }, () => {
         ["keys", "create", "--org", org.organization_id, "--name", " \t "],
         "cumulo: --name must not be only white space",
       ],
+      [
+        ["keys", "create", "--org", org.organization_id, "--name", "red\u001b[31m"],
+        "cumulo: --name must be text on one line without control characters (U+0000-U+001F, U+007F-U+009F)",
+      ],
       [["orgs", "create", "--name", "  "], "cumulo: --name must be 1-255 characters, got 0"],
       [["orgs", "create", "--name", "o".repeat(256)], "cumulo: --name must be 1-255 characters, got 256"],
     ] as const) {
