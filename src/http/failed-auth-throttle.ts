@@ -64,10 +64,13 @@ export class FailedAuthThrottle {
     onRefused: () => void,
   ): Promise<FailedAuthThrottle> {
     const throttle = new FailedAuthThrottle(app, setting, bus, onRefused);
-    await bus.subscribe(FAILED_AUTH_CHANNEL, (message) => {
-      const { network, remainingMs } = JSON.parse(message) as ThrottledAddress;
-      throttle.#throttle(network, remainingMs);
-    });
+    // With Redis away the bus subscribes once it is back; this node hears its own messages meanwhile.
+    await bus
+      .subscribe(FAILED_AUTH_CHANNEL, (message) => {
+        const { network, remainingMs } = JSON.parse(message) as ThrottledAddress;
+        throttle.#throttle(network, remainingMs);
+      })
+      .catch(unlessBusUnavailable);
     return throttle;
   }
 
