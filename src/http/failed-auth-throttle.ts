@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyRequest } from "fastify";
 import { type Bus, unlessBusUnavailable } from "../bus.ts";
 import type { RateLimitSetting } from "../config.ts";
 import { hashSecret } from "../identity/keys.ts";
-import { clientNetwork } from "./client-address.ts";
+import { clientNetwork, isLoopback } from "./client-address.ts";
 import { tooManyRequests } from "./rate-limit.ts";
 
 /** Bus channel: an address spent its budget of wrong keys (`ThrottledAddress`). */
@@ -101,6 +101,9 @@ export class FailedAuthThrottle {
    * address's budget is spent, every node is told and the request is refused with 429.
    */
   async countWrongKey(request: FastifyRequest, secret: string): Promise<void> {
+    // The machine itself (a developer's test suite, a health check, a proxy not named in
+    // CUMULO_TRUST_PROXY) is not a guesser to lock out: locking it out would refuse every client behind it.
+    if (isLoopback(request.ip)) return;
     (request as WithWrongKey)[WRONG_KEY] = hashSecret(secret);
     const first = await this.#firstTimeOfKey(request);
     if (first.isAllowed || first.isExceeded) return;
