@@ -1,4 +1,5 @@
 import type { FastifyBaseLogger } from "fastify";
+import { type Bus, unlessBusUnavailable } from "../bus.ts";
 import type { Clock } from "../clock.ts";
 import type { FieldError } from "../http/errors.ts";
 import { TIME_OR_DAY_WORDS } from "../http/schemas.ts";
@@ -36,6 +37,30 @@ export interface TrafficEvent {
   /** Time the origin took, when this response went to the origin. */
   originTimeMs: number | undefined;
 }
+
+/**
+ * Bus channel: a developer-mode reset or snapshot load of the store, or of one organization, is
+ * `starting` or `done`. Its own signal, not the caches' drop that a lost Redis connection also runs:
+ * counts held in memory are still owed to the store after a reconnect.
+ */
+const STORE_REPLACEMENT_CHANNEL = "cdn.traffic.store-replacement";
+
+interface StoreReplacement {
+  stage: "starting" | "done";
+  /** One organization's reset; absent for the whole store. */
+  organizationId?: string;
+}
+
+/**
+ * Tells every node's traffic recorder of a reset or load, so that traffic served before it never shows
+ * after it. `starting`, sent before the change: each node writes what it holds, and the change removes
+ * it with the rest (a periodic write already under way would otherwise land after the change).
+ * `done`, sent once the change is committed: each node drops what it counted meanwhile for what was
+ * replaced. This node's recorder has acted when the call returns; the others hear it through Redis
+ * (without it there are none).
+ */
+export const announceStoreReplacement = (bus: Bus, replacement: StoreReplacement): Promise<number> =>
+  bus.publish(STORE_REPLACEMENT_CHANNEL, JSON.stringify(replacement)).catch(unlessBusUnavailable);
 
 const emptyCounters = (): TrafficCounters =>
   Object.fromEntries(TRAFFIC_COUNTERS.map((column) => [column, 0])) as unknown as TrafficCounters;
@@ -97,6 +122,27 @@ export class TrafficRecorder {
           const newer = this.#pending.get(key);
           if (newer) for (const column of TRAFFIC_COUNTERS) newer[column] += row[column];
           else this.#pending.set(key, row);
+        }
+      }
+    });
+    return this.#flushing;
+  }
+
+  /** Hears developer-mode resets and loads (`announceStoreReplacement`). */
+  listen(bus: Bus): Promise<void> {
+    return bus.subscribe(STORE_REPLACEMENT_CHANNEL, (raw) => {
+      const { stage, organizationId } = JSON.parse(raw) as StoreReplacement;
+      return stage === "starting" ? this.flush() : this.#discard(organizationId);
+    });
+  }
+
+  /** Drops the counts not yet written (of one organization, or all), after any write under way. */
+  #discard(organizationId: string | undefined): Promise<void> {
+    this.#flushing = this.#flushing.then(() => {
+      if (organizationId === undefined) this.#pending = new Map();
+      else {
+        for (const [key, row] of this.#pending) {
+          if (row.organization_id === organizationId) this.#pending.delete(key);
         }
       }
     });

@@ -4,6 +4,7 @@ import pLimit from "p-limit";
 import type { FileRemovals } from "../blobs/removals.ts";
 import type { BlobStore } from "../blobs/store.ts";
 import type { Bus } from "../bus.ts";
+import { announceStoreReplacement } from "../cdn/analytics.ts";
 import type { Config } from "../config.ts";
 import type { BootstrapRows, IdentityService } from "../identity/service.ts";
 import { libraryBlobPrefix, MEDIA_PREFIX } from "../media/urls.ts";
@@ -69,6 +70,7 @@ export class StateService {
 
   async #reset(to: ResetTarget): Promise<{ outcome: "reset"; generatedKey: string | undefined }> {
     const bootstrapKey = this.config.bootstrapApiKey;
+    await announceStoreReplacement(this.bus, { stage: "starting" });
     const { generatedKey } = await this.repository.empty(async (trx, deleteAllBut) => {
       if (to === "empty") {
         await deleteAllBut({});
@@ -81,7 +83,7 @@ export class StateService {
     // Every file is under `media/`, in the blob store whichever it is (a bucket, or the blobs folder).
     await this.blobs.deletePrefix(MEDIA_PREFIX);
     await rm(this.#blobDir, { recursive: true, force: true });
-    await this.#dropCaches();
+    await this.#dropCaches({});
     return { outcome: "reset", generatedKey };
   }
 
@@ -97,6 +99,7 @@ export class StateService {
     organizationId: string,
     to: ResetTarget,
   ): Promise<{ outcome: "reset" | "not_found" }> {
+    await announceStoreReplacement(this.bus, { stage: "starting", organizationId });
     // The files go as a deleted library's do: queued with the change, so a bucket that is away
     // neither fails the reset after its rows are gone nor keeps the files.
     const emptied = await this.repository.emptyOrganization(organizationId, to === "bootstrap", (trx, ids) =>
@@ -104,11 +107,13 @@ export class StateService {
     );
     if (!emptied) return { outcome: "not_found" };
     await this.removals.carryOut(emptied.finished);
-    await this.#dropCaches();
+    await this.#dropCaches({ organizationId });
     return { outcome: "reset" };
   }
 
-  async #dropCaches(): Promise<void> {
+  /** After the store, or one organization's part of it (`replaced`), changed under every node. */
+  async #dropCaches(replaced: { organizationId?: string }): Promise<void> {
+    await announceStoreReplacement(this.bus, { stage: "done", ...replaced });
     await this.bus.dropCaches();
     // Without Redis the bus reaches no other node; the key change's announcement does.
     await this.identity.keyChanged();
@@ -157,13 +162,14 @@ export class StateService {
 
   async #load(name: string): Promise<{ outcome: "loaded" | "schema_mismatch" }> {
     const dir = this.#snapshotDir(name);
+    await announceStoreReplacement(this.bus, { stage: "starting" });
     const loaded = await this.repository.load(
       this.dialect === "sqlite" ? { sqliteFile: join(dir, SQLITE_FILE) } : { postgresName: name },
     );
     if (loaded === "schema_mismatch") return { outcome: loaded };
     await rm(this.#blobDir, { recursive: true, force: true });
     await cp(join(dir, "blobs"), this.#blobDir, { recursive: true }).catch(ignoreMissing);
-    await this.#dropCaches();
+    await this.#dropCaches({});
     return { outcome: "loaded" };
   }
 
