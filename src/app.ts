@@ -26,7 +26,7 @@ import {
   listenerLimits,
   stopListening,
 } from "./http/listener.ts";
-import { documentedSchema, withCloudAliases } from "./http/openapi.ts";
+import { documentedSchema, publishedDocument } from "./http/openapi.ts";
 import { registerRateLimit } from "./http/rate-limit.ts";
 import { requestId } from "./http/request-id.ts";
 import { loggedRequest, RequestLog } from "./http/request-log.ts";
@@ -186,7 +186,7 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
     "/openapi.json",
     { schema: { hide: true }, config: { rateLimit: false } },
     async (_request, reply) => {
-      openApiText ??= JSON.stringify(withCloudAliases(app.swagger()));
+      openApiText ??= JSON.stringify(publishedDocument(app.swagger()));
       return reply.type("application/json; charset=utf-8").send(openApiText);
     },
   );

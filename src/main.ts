@@ -372,11 +372,11 @@ export function buildCli(): Command {
     .description("print the OpenAPI document")
     .action(async () => {
       const { buildApp } = await import("./app.ts");
-      const { withCloudAliases } = await import("./http/openapi.ts");
+      const { publishedDocument } = await import("./http/openapi.ts");
       await withServices(async (services, deps) => {
         const app = await buildApp(deps, services);
         await app.ready();
-        print(withCloudAliases(app.swagger()));
+        print(publishedDocument(app.swagger()));
         await app.close();
       });
     });

@@ -400,6 +400,7 @@ export const devModeRoutes = fastifyPlugin(
               security,
               summary:
                 "Empty the store and blobs, or one `organization_id`; `bootstrap` (default) keeps the default organization (or that organization with its keys)",
+              bodyOptional: true,
               body: Type.Object({
                 to: Type.Optional(StringEnum(["bootstrap", "empty"] as const)),
                 organization_id: Type.Optional(Uuid),

@@ -3,12 +3,28 @@
  * built (`@fastify/swagger`'s `transform`); the schemas that validate requests are not touched.
  */
 
+declare module "fastify" {
+  interface FastifySchema {
+    /**
+     * The operation does what it says without a body too (an object `body` whose fields may all be
+     * left out is read as `{}` when none is sent, src/app.ts), so the document marks its request
+     * body optional. Not for one where one of several fields must be given (moving the clock).
+     */
+    bodyOptional?: boolean;
+  }
+}
+
 type SchemaNode = { [key: string]: unknown };
 type Security = Record<string, string[]>[];
 
 const REQUEST_PARTS = ["body", "querystring", "params", "headers"] as const;
 /** Schemes of the API keys; where one is accepted, so is the console's session cookie (src/http/auth.ts). */
 const KEY_SCHEMES = ["bearer", "apiKeyHeader", "cloudApiKey"];
+/**
+ * `@fastify/swagger` marks every request body required and copies `x-` keys of a route's schema to
+ * its operation: `bodyOptional` travels under this key to `withOptionalBodies`, which removes it.
+ */
+const BODY_OPTIONAL = "x-cumulo-body-optional";
 const SESSION = { consoleSession: [] };
 
 const isNode = (value: unknown): value is SchemaNode =>
@@ -56,6 +72,7 @@ export function documentedSchema<T extends object>(
   for (const part of REQUEST_PARTS) {
     if (schema[part] !== undefined) documented[part] = defaultsOptional(schema[part]);
   }
+  if (schema.bodyOptional === true) documented[BODY_OPTIONAL] = true;
   const security = schema.security as Security | undefined;
   if (
     takesSession &&
@@ -68,6 +85,30 @@ export function documentedSchema<T extends object>(
 }
 
 type Document = { paths?: Record<string, unknown> };
+
+/** The document as served: request bodies the operation does without made optional, cloud aliases added. */
+export const publishedDocument = <T extends Document>(document: T): T =>
+  withCloudAliases(withOptionalBodies(document));
+
+function withOptionalBodies<T extends Document>(document: T): T {
+  const paths: Record<string, unknown> = {};
+  for (const [path, item] of Object.entries(document.paths ?? {})) {
+    if (!isNode(item)) {
+      paths[path] = item;
+      continue;
+    }
+    paths[path] = Object.fromEntries(
+      Object.entries(item).map(([method, operation]) => {
+        if (!isNode(operation) || !(BODY_OPTIONAL in operation)) return [method, operation];
+        const { [BODY_OPTIONAL]: _marker, ...documented } = operation;
+        if (isNode(documented.requestBody))
+          documented.requestBody = { ...documented.requestBody, required: false };
+        return [method, documented];
+      }),
+    );
+  }
+  return { ...document, paths };
+}
 const CLOUD_TAG = /^cloud: /;
 const ALIAS_TAG = "cloud: under /v1/cloud";
 const METHODS = ["get", "put", "post", "delete", "options", "head", "patch", "trace"];
@@ -105,7 +146,7 @@ function aliasOperation(operation: SchemaNode, path: string, method: string): Sc
  * References to components, rather than into `#/paths`, are what every tool reads (the reference
  * page at /docs did not render with the latter).
  */
-export function withCloudAliases<T extends Document>(document: T): T {
+function withCloudAliases<T extends Document>(document: T): T {
   const paths = document.paths ?? {};
   const components = isNode((document as SchemaNode).components)
     ? ((document as SchemaNode).components as SchemaNode)

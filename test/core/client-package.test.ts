@@ -28,7 +28,10 @@ export async function run(baseUrl: string, apiKey: string) {
   const listed = await cumulo.GET("/_cumulo/state/snapshots", {});
   if (listed.error) throw new Error(listed.error.message);
   const snapshots: string[] = listed.data.snapshots.map((snapshot) => snapshot.name);
-  return { names, size, buckets: user.data?.maxBuckets, snapshots };
+  // A reset to the bootstrap state takes no body: none is sent, nor a Content-Type.
+  const reset = await cumulo.POST("/_cumulo/state/reset", {});
+  if (reset.error) throw new Error(reset.error.message);
+  return { names, size, buckets: user.data?.maxBuckets, snapshots, reset: reset.data.done };
 }
 `;
 
@@ -106,6 +109,7 @@ describe.runIf(process.env.CUMULO_TEST_STORE !== "postgres")(
         size: 2,
         buckets: 1000,
         snapshots: [],
+        reset: true,
       });
     });
   },
