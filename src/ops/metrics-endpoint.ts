@@ -67,7 +67,7 @@ export class MetricsListener {
     private readonly deps: { config: Config; logger: FastifyBaseLogger },
     private readonly metrics: Metrics,
     /** The store, which `/readyz` asks as on the API port. */
-    private readonly store: Pick<Store, "ping">,
+    private readonly store: Pick<Store, "readiness">,
   ) {
     this.#server = createBoundedServer(deps, (request, response) => {
       this.#answer(request, response).catch((error: unknown) => {

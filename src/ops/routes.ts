@@ -1,18 +1,32 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "@sinclair/typebox";
-import type { Store } from "../store/database.ts";
+import type { Store, StoreReadiness } from "../store/database.ts";
 
 const Status = Type.Object({ status: Type.String() });
+const ReadinessStatus = Type.Object({ status: Type.String(), reason: Type.Optional(Type.String()) });
 
 /** `/healthz`'s answer: the process runs. */
 export const HEALTHY = { status: "ok" };
 
-/** `/readyz`'s answer: 200 while the store answers, else 503. */
-export async function readiness(
-  store: Pick<Store, "ping">,
-): Promise<{ code: 200 | 503; body: { status: string } }> {
-  const ready = await store.ping();
-  return ready ? { code: 200, body: { status: "ready" } } : { code: 503, body: { status: "unavailable" } };
+type Readiness = { code: 200 | 503; body: { status: string; reason?: string } };
+
+const ANSWERS: Record<StoreReadiness, Readiness> = {
+  ready: { code: 200, body: { status: "ready" } },
+  unavailable: { code: 503, body: { status: "unavailable" } },
+  // Every write would be answered 503: a balancer takes the node out until the store takes writes.
+  read_only: {
+    code: 503,
+    body: {
+      status: "read_only",
+      reason:
+        "the store answers but takes no writes (a PostgreSQL standby, or default_transaction_read_only on)",
+    },
+  },
+};
+
+/** `/readyz`'s answer: 200 while the store answers and takes writes, else 503 with why. */
+export async function readiness(store: Pick<Store, "readiness">): Promise<Readiness> {
+  return ANSWERS[await store.readiness()];
 }
 
 /** Unauthenticated probes for load balancers and orchestrators. */
@@ -38,8 +52,8 @@ export const opsRoutes: FastifyPluginAsyncTypebox<{ store: Store }> = async (app
       schema: {
         operationId: "getReadyz",
         tags: ["operations"],
-        summary: "Store is reachable",
-        response: { 200: Status, 503: Status },
+        summary: "Store is reachable and takes writes",
+        response: { 200: ReadinessStatus, 503: ReadinessStatus },
       },
     },
     async (_request, reply) => {

@@ -71,8 +71,15 @@ export interface Store {
   /** Applies the migrations the store lacks; resolves to their names (none: already up to date). */
   migrate(onWaiting?: () => void): Promise<string[]>;
   ping(): Promise<boolean>;
+  /**
+   * Whether the store answers and takes writes, in one query: a PostgreSQL standby (in recovery), or a
+   * database or role set `default_transaction_read_only`, answers but refuses every write.
+   */
+  readiness(): Promise<StoreReadiness>;
   close(): Promise<void>;
 }
+
+export type StoreReadiness = "ready" | "read_only" | "unavailable";
 
 /**
  * A number that changes whenever anything stored may have changed, by this process or another:
@@ -546,6 +553,21 @@ export function openStore(options: StoreOptions): Store {
         return true;
       } catch {
         return false;
+      }
+    },
+    async readiness() {
+      try {
+        // SQLite: a store file the node cannot write stops start-up (openSqlite); one that answers takes writes.
+        if (dialect === "sqlite") {
+          await sql`select 1`.execute(db);
+          return "ready";
+        }
+        // On in every transaction of a standby, as under `default_transaction_read_only`.
+        const { rows } = await sql<{ read_only: string }>`
+          select current_setting('transaction_read_only') as read_only`.execute(db);
+        return rows[0]?.read_only === "on" ? "read_only" : "ready";
+      } catch {
+        return "unavailable";
       }
     },
     async close() {

@@ -82,7 +82,7 @@ describe.runIf(testStoreKind() === "sqlite" && immutableFilesRefuseWrites())(
  * standby), or a database set read-only for maintenance. Writes were answered 500.
  */
 describe.runIf(testStoreKind() === "postgres")("a PostgreSQL store that takes no writes", () => {
-  it("answers 503 meanwhile, not 500, and writes again once it takes them", async () => {
+  it("answers 503 meanwhile, not 500, /readyz too, and writes again once it takes them", async () => {
     const store = await createTestStore();
     const t = await startTestApp({ CUMULO_ROLES: "api" }, { store });
     const database = new URL(store.databaseUrl ?? "").pathname.slice(1);
@@ -99,8 +99,18 @@ describe.runIf(testStoreKind() === "postgres")("a PostgreSQL store that takes no
     };
     try {
       await readOnly(true);
-      // The ended connections are answered 503 as lost ones; then the pool has new ones.
-      await waitUntil(async () => (await fetch(`${t.baseUrl}/readyz`)).status === 200);
+      // The ended connections are answered 503 as lost ones; then the pool has new, read-only ones,
+      // and the node that cannot write asks not to be sent traffic.
+      await waitUntil(async () => (await fetch(`${t.baseUrl}/readyz`)).status === 503);
+      const probe = await fetch(`${t.baseUrl}/readyz`);
+      expect([probe.status, await probe.json()]).toEqual([
+        503,
+        {
+          status: "read_only",
+          reason:
+            "the store answers but takes no writes (a PostgreSQL standby, or default_transaction_read_only on)",
+        },
+      ]);
       const refused = await t.request("POST", "/v1/media/libraries", { json: { name: "During" } });
       expect([refused.status, refused.body.error]).toEqual([503, "service_unavailable"]);
       expect(refused.headers.get("retry-after")).toBe("5");
@@ -109,6 +119,7 @@ describe.runIf(testStoreKind() === "postgres")("a PostgreSQL store that takes no
         async () =>
           (await t.request("POST", "/v1/media/libraries", { json: { name: "After" } })).status === 201,
       );
+      expect((await fetch(`${t.baseUrl}/readyz`)).status).toBe(200);
     } finally {
       await readOnly(false).catch(() => undefined);
       await admin.end();

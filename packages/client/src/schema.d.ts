@@ -237,7 +237,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Store is reachable */
+        /** Store is reachable and takes writes */
         get: operations["getReadyz"];
         put?: never;
         post?: never;
@@ -22574,6 +22574,7 @@ export interface operations {
                 content: {
                     "application/json": {
                         status: string;
+                        reason?: string;
                     };
                 };
             };
@@ -22585,6 +22586,7 @@ export interface operations {
                 content: {
                     "application/json": {
                         status: string;
+                        reason?: string;
                     };
                 };
             };
