@@ -1,6 +1,6 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { Command, Option } from "commander";
+import { Command, CommanderError, Option } from "commander";
 import { type Config, ConfigError, loadConfig, runningRoles } from "./config.ts";
 import type { SeedBody, SeedOutcome } from "./devmode/seed.ts";
 import type { StateService } from "./devmode/state-service.ts";
@@ -19,31 +19,46 @@ const print = (value: unknown): void => {
   process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
 };
 
+/** The command could not be carried out (not found, store unreachable, refused): exit status 1. */
 class CliError extends Error {}
+
+/**
+ * The command line itself is wrong, as commander's own errors (unknown command or option, missing
+ * argument, a choice not offered): a value of the wrong form, judged from the line alone. Exit
+ * status 2, the common convention, so a script tells a mistake in its call from a failure to run it.
+ */
+class UsageError extends CliError {}
+
+const RUNTIME_ERROR = 1;
+const USAGE_ERROR = 2;
+const EXIT_STATUS_HELP = `
+Exit status: 0 on success; ${RUNTIME_ERROR} when the command could not be carried out (not found, refused,
+the store unreachable); ${USAGE_ERROR} when the command line is wrong (an unknown command or option, a
+missing or malformed value).`;
 
 /**
  * An organization id is a UUID; checked here so both stores answer the same clear error, and in
  * lower case as stored (SQLite compares text, PostgreSQL's uuid type would take capitals).
  */
 function organizationId(org: string): string {
-  if (!isUuid(org)) throw new CliError(`--org must be an organization id (UUID), got "${org}"`);
+  if (!isUuid(org)) throw new UsageError(`--org must be an organization id (UUID), got "${org}"`);
   return org.toLowerCase();
 }
 
 /** A name given with `--name`: 1 to `most` characters, not only white space, on one line, as the API takes it. */
 function nameOption(name: string, most: number): string {
   if (name.length < 1 || name.length > most) {
-    throw new CliError(`--name must be 1-${most} characters, got ${name.length}`);
+    throw new UsageError(`--name must be 1-${most} characters, got ${name.length}`);
   }
-  if (isBlank(name)) throw new CliError("--name must not be only white space");
-  if (hasControlCharacter(name)) throw new CliError(`--name must be ${NAME_FORMAT}`);
+  if (isBlank(name)) throw new UsageError("--name must not be only white space");
+  if (hasControlCharacter(name)) throw new UsageError(`--name must be ${NAME_FORMAT}`);
   return name;
 }
 
 /** Key and user ids are positive 32-bit integers in both stores. */
 function positiveId(value: string, what: string): number {
   if (!/^\d{1,10}$/.test(value) || Number(value) < 1 || Number(value) > 2_147_483_647) {
-    throw new CliError(`${what} must be a positive integer, got "${value}"`);
+    throw new UsageError(`${what} must be a positive integer, got "${value}"`);
   }
   return Number(value);
 }
@@ -221,7 +236,11 @@ export function buildCli(): Command {
   const program = new Command("cumulo")
     .description("Cumulo platform API")
     .version(API_VERSION, "-V, --version", "print the version of Cumulo")
-    .showHelpAfterError();
+    .showHelpAfterError()
+    .addHelpText("after", EXIT_STATUS_HELP)
+    // Commander's usage errors are thrown rather than exiting with status 1; `main` exits with 2.
+    // Set before the commands are added: each inherits it.
+    .exitOverride();
 
   program
     .command("serve", { isDefault: true })
@@ -271,7 +290,7 @@ export function buildCli(): Command {
   const snapshotName = async (name: string) => {
     const { SNAPSHOT_NAME } = await import("./devmode/state-service.ts");
     if (!new RegExp(SNAPSHOT_NAME).test(name)) {
-      throw new CliError(`snapshot name must be 1-40 characters from [a-z0-9_], got "${name}"`);
+      throw new UsageError(`snapshot name must be 1-40 characters from [a-z0-9_], got "${name}"`);
     }
     return name;
   };
@@ -534,7 +553,8 @@ export function buildCli(): Command {
           case "email_taken":
             throw new CliError(`a user with email ${email.trim().toLowerCase()} already exists`);
           case "invalid":
-            throw new CliError(
+            // A malformed --email is a wrong command line; a refused password came on stdin.
+            throw new (result.errors.every((error) => error.field === "email") ? UsageError : CliError)(
               result.errors
                 .map(
                   (error) => `${error.field === "email" ? "--email" : "password (stdin)"}: ${error.message}`,
@@ -612,10 +632,12 @@ export async function main(argv: string[]): Promise<void> {
     if (unknown !== undefined) program.error(`error: unknown command '${unknown}'`);
     await program.parseAsync(argv);
   } catch (error) {
+    // Commander has written its message (and help) already; `--help` and `--version` end here with 0.
+    if (error instanceof CommanderError) process.exit(error.exitCode === 0 ? 0 : USAGE_ERROR);
     const known = error instanceof CliError || error instanceof ConfigError;
     process.stderr.write(
       `cumulo: ${known ? error.message : error instanceof Error ? error.message : String(error)}\n`,
     );
-    process.exit(1);
+    process.exit(error instanceof UsageError ? USAGE_ERROR : RUNTIME_ERROR);
   }
 }

@@ -201,7 +201,7 @@ describe("cumulo users", { timeout: 240_000 }, () => {
     expect(taken.code).toBe(1);
     expect(taken.stderr).toBe("cumulo: a user with email cli@example.test already exists\n");
     const bad = await runCli(["users", "create", "--org", org, "--email", "not-an-email"], env, PASSWORD);
-    expect(bad.code).toBe(1);
+    expect(bad.code).toBe(2);
     expect(bad.stderr).toContain("--email: Must be an email address");
     const short = await runCli(
       ["users", "create", "--org", org, "--email", "s@example.test"],

@@ -68,14 +68,15 @@ describe("cumulo CLI", { timeout: 180_000 }, () => {
     expect((await t.request("GET", "/v1/livestream/health", { key: key.api_key })).status).toBe(401);
   });
 
-  it("reports errors on stderr with a non-zero exit", async () => {
+  // Exit status 2 when the command line is wrong, 1 when the command could not be carried out.
+  it("reports errors on stderr with a non-zero exit: 2 for a wrong command line, 1 for a failure", async () => {
     const unknownOrg = await runCli(["keys", "create", "--org", "00000000-0000-4000-8000-000000000000"], env);
-    expect(unknownOrg.code).not.toBe(0);
+    expect(unknownOrg.code).toBe(1);
     expect(unknownOrg.stderr).toMatch(/organization .* not found/);
     expect(unknownOrg.stdout).toBe("");
 
     const badRevoke = await runCli(["keys", "revoke", "999999"], env);
-    expect(badRevoke.code).not.toBe(0);
+    expect(badRevoke.code).toBe(1);
     expect(badRevoke.stderr).toMatch(/not found/);
 
     // The same clear line on both stores (PostgreSQL would otherwise complain about uuid syntax).
@@ -84,26 +85,29 @@ describe("cumulo CLI", { timeout: 180_000 }, () => {
       ["keys", "list", "--org", "not-a-uuid"],
     ]) {
       const badOrg = await runCli(args, env);
-      expect(badOrg.code).not.toBe(0);
+      expect(badOrg.code).toBe(2);
       expect(badOrg.stderr.trim()).toBe('cumulo: --org must be an organization id (UUID), got "not-a-uuid"');
     }
     const hugeId = await runCli(["keys", "revoke", "99999999999999999999"], env);
-    expect(hugeId.code).not.toBe(0);
+    expect(hugeId.code).toBe(2);
     expect(hugeId.stderr).toMatch(/key id must be a positive integer/);
 
     const missingName = await runCli(["orgs", "create"], env);
-    expect(missingName.code).not.toBe(0);
+    expect(missingName.code).toBe(2);
     expect(missingName.stderr).toMatch(/--name/);
+    const unknownOption = await runCli(["orgs", "list", "--all"], env);
+    expect([unknownOption.code, unknownOption.stdout]).toEqual([2, ""]);
+    expect(unknownOption.stderr).toMatch(/^error: unknown option '--all'/);
 
     // A word that names no command is said to be one, not handed to `serve` as an argument.
     const unknownCommand = await runCli(["org", "list"], env);
-    expect(unknownCommand.code).toBe(1);
+    expect(unknownCommand.code).toBe(2);
     expect(unknownCommand.stderr).toMatch(/^error: unknown command 'org'/);
     expect(unknownCommand.stderr).toContain("orgs");
     expect(unknownCommand.stderr).not.toContain("serve'");
     // Help for a command that does not exist says so, as the command itself would.
     const unknownHelp = await runCli(["help", "org"], env);
-    expect(unknownHelp.code).toBe(1);
+    expect(unknownHelp.code).toBe(2);
     expect(unknownHelp.stderr).toMatch(/^error: unknown command 'org'/);
 
     // Names the API would refuse (POST /v1/organization/api-keys takes 1-100 characters).
@@ -129,7 +133,7 @@ describe("cumulo CLI", { timeout: 180_000 }, () => {
       [["orgs", "create", "--name", "o".repeat(256)], "cumulo: --name must be 1-255 characters, got 256"],
     ] as const) {
       const refused = await runCli([...args], env);
-      expect([refused.code, refused.stderr.trim(), refused.stdout]).toEqual([1, message, ""]);
+      expect([refused.code, refused.stderr.trim(), refused.stdout]).toEqual([2, message, ""]);
     }
     expect(
       JSON.parse((await runCli(["keys", "list", "--org", org.organization_id], env)).stdout),

@@ -55,7 +55,7 @@ describe("cumulo state save | load | reset", () => {
     expect(missing.code).toBe(1);
     expect(missing.stderr).toContain("snapshot nothing_here not found");
     const malformed = await runCli(["state", "save", "Bad Name"], env);
-    expect(malformed.code).toBe(1);
+    expect(malformed.code).toBe(2);
     expect(malformed.stderr).toContain("snapshot name must be");
   }, 120_000);
 
