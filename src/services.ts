@@ -117,6 +117,7 @@ export function createServices(deps: CoreDeps): Services {
     clock,
     deps.logger,
     config.edge.analyticsFlushMs,
+    deps.bus,
   );
   const webhookRepository = new WebhookRepository(store.db, store.dialect);
   const webhooks = new WebhookEmitter(webhookRepository, clock);

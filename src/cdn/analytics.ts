@@ -1,4 +1,5 @@
 import type { FastifyBaseLogger } from "fastify";
+import { AcknowledgedChannel } from "../acknowledgements.ts";
 import { type Bus, unlessBusUnavailable } from "../bus.ts";
 import type { Clock } from "../clock.ts";
 import type { FieldError } from "../http/errors.ts";
@@ -44,23 +45,14 @@ export interface TrafficEvent {
  * counts held in memory are still owed to the store after a reconnect.
  */
 const STORE_REPLACEMENT_CHANNEL = "cdn.traffic.store-replacement";
+/** How long a reset waits for an edge node that does not say it acted. */
+const STORE_REPLACEMENT_ACK_TIMEOUT_MS = 2000;
 
-interface StoreReplacement {
+export interface StoreReplacement {
   stage: "starting" | "done";
   /** One organization's reset; absent for the whole store. */
   organizationId?: string;
 }
-
-/**
- * Tells every node's traffic recorder of a reset or load, so that traffic served before it never shows
- * after it. `starting`, sent before the change: each node writes what it holds, and the change removes
- * it with the rest (a periodic write already under way would otherwise land after the change).
- * `done`, sent once the change is committed: each node drops what it counted meanwhile for what was
- * replaced. This node's recorder has acted when the call returns; the others hear it through Redis
- * (without it there are none).
- */
-export const announceStoreReplacement = (bus: Bus, replacement: StoreReplacement): Promise<number> =>
-  bus.publish(STORE_REPLACEMENT_CHANNEL, JSON.stringify(replacement)).catch(unlessBusUnavailable);
 
 const emptyCounters = (): TrafficCounters =>
   Object.fromEntries(TRAFFIC_COUNTERS.map((column) => [column, 0])) as unknown as TrafficCounters;
@@ -73,13 +65,21 @@ export class TrafficRecorder {
   #pending = new Map<string, TrafficMinuteTable>();
   #timer: NodeJS.Timeout | undefined;
   #flushing: Promise<void> = Promise.resolve();
+  readonly #replacements: AcknowledgedChannel<StoreReplacement>;
 
   constructor(
     private readonly repository: TrafficRepository,
     private readonly clock: Clock,
     private readonly logger: FastifyBaseLogger,
     private readonly flushIntervalMs: number,
-  ) {}
+    bus: Bus,
+  ) {
+    this.#replacements = new AcknowledgedChannel(
+      bus,
+      STORE_REPLACEMENT_CHANNEL,
+      STORE_REPLACEMENT_ACK_TIMEOUT_MS,
+    );
+  }
 
   record(event: TrafficEvent): void {
     const minute = Math.floor(this.clock.now().getTime() / MINUTE_MS);
@@ -128,12 +128,23 @@ export class TrafficRecorder {
     return this.#flushing;
   }
 
-  /** Hears developer-mode resets and loads (`announceStoreReplacement`). */
-  listen(bus: Bus): Promise<void> {
-    return bus.subscribe(STORE_REPLACEMENT_CHANNEL, (raw) => {
-      const { stage, organizationId } = JSON.parse(raw) as StoreReplacement;
-      return stage === "starting" ? this.flush() : this.#discard(organizationId);
-    });
+  /**
+   * Tells every edge node's recorder of a developer-mode reset or load, so that traffic served before
+   * it never shows after it, and resolves once each has acted (2 s at most for one that does not
+   * answer). `starting`, sent before the change: each writes what it holds, and the change removes
+   * it with the rest (a periodic write already under way would otherwise land after the change).
+   * `done`, sent once the change is committed: each drops what it counted meanwhile for what was
+   * replaced. With Redis away this node's recorder has acted, and the others are not waited for.
+   */
+  async announceReplacement(replacement: StoreReplacement): Promise<void> {
+    await this.#replacements.send(replacement).catch(unlessBusUnavailable);
+  }
+
+  /** An edge node's side of `announceReplacement`. */
+  listen(): Promise<void> {
+    return this.#replacements.serve(({ stage, organizationId }) =>
+      stage === "starting" ? this.flush() : this.#discard(organizationId),
+    );
   }
 
   /** Drops the counts not yet written (of one organization, or all), after any write under way. */

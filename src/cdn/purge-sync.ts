@@ -1,21 +1,12 @@
-import { randomUUID } from "node:crypto";
-import { Acknowledgements } from "../acknowledgements.ts";
+import { AcknowledgedChannel } from "../acknowledgements.ts";
 import type { Bus } from "../bus.ts";
 
-/** Bus channel: purge these paths of this distribution from every edge cache. */
+/** Bus channel: purge these paths of this distribution from every edge cache (acknowledged on `.ack`). */
 export const PURGE_CHANNEL = "cdn.purge";
-/** Bus channel: an edge node has applied a purge. */
-export const PURGE_ACK_CHANNEL = "cdn.purge.ack";
 
 export interface PurgeMessage {
   distributionId: string;
   paths: string[];
-  purgeId: string;
-}
-
-interface PurgeAck {
-  purgeId: string;
-  nodeId: string;
 }
 
 const ACK_TIMEOUT_MS = 2000;
@@ -27,49 +18,19 @@ const ACK_TIMEOUT_MS = 2000;
  * acknowledgement, at most two seconds: a node that cannot answer in time must not hold purges up.
  */
 export class PurgeSync {
-  readonly #acknowledgements = new Acknowledgements(ACK_TIMEOUT_MS);
-  #acksSubscribed: Promise<void> | undefined;
-  /** This node's own edge, whose purge runs inside `publish` and is not counted among the others. */
-  #edgeNodeId: string | undefined;
+  readonly #channel: AcknowledgedChannel<PurgeMessage>;
 
-  constructor(private readonly bus: Bus) {}
-
-  #listenForAcks(): Promise<void> {
-    this.#acksSubscribed ??= this.bus
-      .subscribe(PURGE_ACK_CHANNEL, (raw) => {
-        const ack = JSON.parse(raw) as PurgeAck;
-        if (ack.nodeId !== this.#edgeNodeId) this.#acknowledgements.heard(ack.purgeId, ack.nodeId);
-      })
-      .catch((error: unknown) => {
-        // Redis was away: the bus subscribes once it is back, and the next purge asks again.
-        this.#acksSubscribed = undefined;
-        throw error;
-      });
-    return this.#acksSubscribed;
+  constructor(bus: Bus) {
+    this.#channel = new AcknowledgedChannel(bus, PURGE_CHANNEL, ACK_TIMEOUT_MS, "purgeId");
   }
 
   /** Publishes the purge and returns once every edge node has applied it (or after 2 s). */
-  async purge(distributionId: string, paths: string[]): Promise<void> {
-    await this.#listenForAcks();
-    await this.#acknowledgements.announce((purgeId) =>
-      this.bus.publish(
-        PURGE_CHANNEL,
-        JSON.stringify({ distributionId, paths, purgeId } satisfies PurgeMessage),
-      ),
-    );
+  purge(distributionId: string, paths: string[]): Promise<void> {
+    return this.#channel.send({ distributionId, paths });
   }
 
   /** An edge node's side: apply purges as they arrive and acknowledge them. */
-  async serveEdge(apply: (message: PurgeMessage) => void): Promise<void> {
-    const nodeId = randomUUID();
-    this.#edgeNodeId = nodeId;
-    await this.bus.subscribe(PURGE_CHANNEL, async (raw) => {
-      const message = JSON.parse(raw) as PurgeMessage;
-      apply(message);
-      await this.bus.publish(
-        PURGE_ACK_CHANNEL,
-        JSON.stringify({ purgeId: message.purgeId, nodeId } satisfies PurgeAck),
-      );
-    });
+  serveEdge(apply: (message: PurgeMessage) => void): Promise<void> {
+    return this.#channel.serve(apply);
   }
 }

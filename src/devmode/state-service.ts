@@ -4,7 +4,7 @@ import pLimit from "p-limit";
 import type { FileRemovals } from "../blobs/removals.ts";
 import type { BlobStore } from "../blobs/store.ts";
 import type { Bus } from "../bus.ts";
-import { announceStoreReplacement } from "../cdn/analytics.ts";
+import type { TrafficRecorder } from "../cdn/analytics.ts";
 import type { Config } from "../config.ts";
 import type { BootstrapRows, IdentityService } from "../identity/service.ts";
 import { libraryBlobPrefix, MEDIA_PREFIX } from "../media/urls.ts";
@@ -47,6 +47,7 @@ export class StateService {
     private readonly bus: Bus,
     private readonly blobs: BlobStore,
     private readonly removals: FileRemovals,
+    private readonly traffic: Pick<TrafficRecorder, "announceReplacement">,
   ) {}
 
   get #blobDir() {
@@ -70,7 +71,7 @@ export class StateService {
 
   async #reset(to: ResetTarget): Promise<{ outcome: "reset"; generatedKey: string | undefined }> {
     const bootstrapKey = this.config.bootstrapApiKey;
-    await announceStoreReplacement(this.bus, { stage: "starting" });
+    await this.traffic.announceReplacement({ stage: "starting" });
     const { generatedKey } = await this.repository.empty(async (trx, deleteAllBut) => {
       if (to === "empty") {
         await deleteAllBut({});
@@ -99,7 +100,7 @@ export class StateService {
     organizationId: string,
     to: ResetTarget,
   ): Promise<{ outcome: "reset" | "not_found" }> {
-    await announceStoreReplacement(this.bus, { stage: "starting", organizationId });
+    await this.traffic.announceReplacement({ stage: "starting", organizationId });
     // The files go as a deleted library's do: queued with the change, so a bucket that is away
     // neither fails the reset after its rows are gone nor keeps the files.
     const emptied = await this.repository.emptyOrganization(organizationId, to === "bootstrap", (trx, ids) =>
@@ -113,7 +114,7 @@ export class StateService {
 
   /** After the store, or one organization's part of it (`replaced`), changed under every node. */
   async #dropCaches(replaced: { organizationId?: string }): Promise<void> {
-    await announceStoreReplacement(this.bus, { stage: "done", ...replaced });
+    await this.traffic.announceReplacement({ stage: "done", ...replaced });
     await this.bus.dropCaches();
     // Without Redis the bus reaches no other node; the key change's announcement does.
     await this.identity.keyChanged();
@@ -162,7 +163,7 @@ export class StateService {
 
   async #load(name: string): Promise<{ outcome: "loaded" | "schema_mismatch" }> {
     const dir = this.#snapshotDir(name);
-    await announceStoreReplacement(this.bus, { stage: "starting" });
+    await this.traffic.announceReplacement({ stage: "starting" });
     const loaded = await this.repository.load(
       this.dialect === "sqlite" ? { sqliteFile: join(dir, SQLITE_FILE) } : { postgresName: name },
     );
@@ -252,7 +253,7 @@ function ignoreMissing(error: unknown): void {
 
 export const createStateService = (
   deps: CoreDeps,
-  services: Pick<Services, "identity" | "blobs" | "removals">,
+  services: Pick<Services, "identity" | "blobs" | "removals" | "cdnTraffic">,
 ): StateService =>
   new StateService(
     new StateRepository(deps.store.db, deps.store.dialect),
@@ -262,4 +263,5 @@ export const createStateService = (
     deps.bus,
     services.blobs,
     services.removals,
+    services.cdnTraffic,
   );

@@ -15,6 +15,18 @@ import {
 
 const redisUrl = process.env.TEST_REDIS_URL;
 
+/** Writes both nodes' traffic counts and answers the requests analytics holds (for one host, or all). */
+const countedRequests = async (t: TestApp, second: RunningCumulo, host?: string): Promise<number> => {
+  await second.services.cdnTraffic.flush();
+  await t.cumulo.services.cdnTraffic.flush();
+  const analytics = await t.request(
+    "GET",
+    `/v1/cdn/analytics?granularity=1d&metrics=requests${host ? `&distribution=${host}` : ""}`,
+  );
+  expect(analytics.status, analytics.text).toBe(200);
+  return analytics.body.Data.reduce((sum: number, row: { requests: number }) => sum + row.requests, 0);
+};
+
 // Two nodes on one store and one Redis: the test app (api + edge) and a second edge-only node.
 describe.skipIf(!redisUrl)("CDN purge across edge nodes (Redis)", () => {
   let t: TestApp;
@@ -22,7 +34,14 @@ describe.skipIf(!redisUrl)("CDN purge across edge nodes (Redis)", () => {
   let origin: Origin;
 
   beforeAll(async () => {
-    const env = { ...EDGE_ENV, REDIS_URL: redisUrl ?? "", CUMULO_RATE_LIMIT: "100000/60s" };
+    const env = {
+      ...EDGE_ENV,
+      REDIS_URL: redisUrl ?? "",
+      CUMULO_RATE_LIMIT: "100000/60s",
+      CUMULO_DEV_MODE: "true",
+      // Traffic counts stay in memory until a test writes them.
+      CUMULO_EDGE_ANALYTICS_FLUSH_MS: "60000",
+    };
     t = await startTestApp(env);
     second = await startCumulo(
       loadConfig({
@@ -77,9 +96,11 @@ describe.skipIf(!redisUrl)("CDN purge across edge nodes (Redis)", () => {
     const host = uniqueHost("redis-lost");
     await createDistribution(t, { hostname: host, origin_url: origin.url });
     const edges = [edgeUrlOf(t), second.edgeUrl ?? ""];
+    let served = 0;
     for (const edge of edges) {
       await edgeRequest(edge, `/${host}/kept.txt`);
       expect((await edgeRequest(edge, `/${host}/kept.txt`)).headers["x-cache"]).toBe("HIT");
+      served += 2;
     }
     // Cut every node's bus connection (found by name); each reconnects and drops its cache.
     const admin = new Redis(redisUrl ?? "");
@@ -99,9 +120,12 @@ describe.skipIf(!redisUrl)("CDN purge across edge nodes (Redis)", () => {
       while (cache === "HIT" && Date.now() < deadline) {
         await new Promise((resolve) => setTimeout(resolve, 50));
         cache = String((await edgeRequest(edge, `/${host}/kept.txt`)).headers["x-cache"]);
+        served += 1;
       }
       expect(cache, edge).toBe("MISS");
     }
+    // The caches were dropped; the traffic counted in memory was not (only a reset drops it).
+    expect(await countedRequests(t, second, host)).toBe(served);
   });
 
   it("serves a new distribution from every node within a second", async () => {
@@ -118,5 +142,17 @@ describe.skipIf(!redisUrl)("CDN purge across edge nodes (Redis)", () => {
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
     expect(status).toBe(200);
+  });
+
+  it("drops what every edge node counted before a reset, before the reset is answered", async () => {
+    origin.route("/counted.txt", (_req, res) => res.writeHead(200).end("counted"));
+    const host = uniqueHost("redis-reset");
+    await createDistribution(t, { hostname: host, origin_url: origin.url });
+    for (const edge of [edgeUrlOf(t), second.edgeUrl ?? ""]) {
+      expect((await edgeRequest(edge, `/${host}/counted.txt`)).status).toBe(200);
+    }
+    const reset = await t.request("POST", "/_cumulo/state/reset", { json: { to: "bootstrap" } });
+    expect(reset.status, reset.text).toBe(200);
+    expect(await countedRequests(t, second)).toBe(0);
   });
 });

@@ -162,7 +162,7 @@ export class EdgeServer {
       if (change.deleted) this.cache.forgetDistribution(change.id);
       else if (change.dropCache) this.cache.dropDistribution(change.id);
     });
-    await this.deps.traffic.listen(this.deps.bus);
+    await this.deps.traffic.listen();
     this.deps.traffic.start();
     await new Promise<void>((resolve, reject) => {
       this.#server.once("error", reject);
