@@ -1,6 +1,7 @@
 import type { Clock } from "../clock.ts";
 import type { Config } from "../config.ts";
 import type { IdentityService } from "../identity/service.ts";
+import type { SecretBox } from "../secret-box.ts";
 import type { DialectName } from "../store/database.ts";
 import { transactor } from "../store/transactions.ts";
 import { BillingAccounts } from "./billing.ts";
@@ -12,7 +13,6 @@ import { LoadBalancerService } from "./load-balancer-service.ts";
 import { Locations } from "./locations.ts";
 import { ObjectStorageService } from "./object-storage-service.ts";
 import { CloudRepository } from "./repository.ts";
-import type { SecretBox } from "./secrets.ts";
 import { TokenService } from "./token-service.ts";
 import { VmService } from "./vm-service.ts";
 

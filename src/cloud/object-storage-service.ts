@@ -2,12 +2,12 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { type Clock, nowIso } from "../clock.ts";
 import type { Config } from "../config.ts";
 import type { AuthContext, IdentityService } from "../identity/service.ts";
+import type { SecretBox } from "../secret-box.ts";
 import { readBool } from "../store/codec.ts";
 import type { Executor, Transact } from "../store/transactions.ts";
 import { DELETED, type Deleted, type Forbidden, type NotFound, notFound } from "./outcome.ts";
 import type { CloudRepository } from "./repository.ts";
 import type { S3KeyView, S3UserView } from "./schemas.ts";
-import type { SecretBox } from "./secrets.ts";
 
 export const S3_MAX_BUCKETS = 1000;
 

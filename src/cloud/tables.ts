@@ -114,7 +114,7 @@ export interface CloudS3UserTable {
 export interface CloudS3KeyTable {
   access_key: string;
   organization_id: string;
-  /** AES-256-GCM ciphertext of the secret key (see secrets.ts). */
+  /** AES-256-GCM ciphertext of the secret key (src/secret-box.ts). */
   secret_encrypted: string;
   created_at: Timestamp;
 }

@@ -1,9 +1,9 @@
 import { copyFile, cp, readdir, readFile, realpath, stat, writeFile } from "node:fs/promises";
 import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
 import SqliteDatabase from "better-sqlite3";
-import { SECRET_KEY_FILE } from "../cloud/secrets.ts";
 import type { Config } from "../config.ts";
 import { makeDirectories } from "../directories.ts";
+import { SECRET_KEY_FILE } from "../secret-box.ts";
 import { allMigrations } from "../store/migrations/index.ts";
 import { API_VERSION } from "../version.ts";
 

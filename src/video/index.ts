@@ -1,6 +1,6 @@
-import { loadSecretKey } from "../cloud/secrets.ts";
 import type { PlayerRepository } from "../media/player-repository.ts";
 import type { LibraryRepository } from "../media/repository.ts";
+import { loadSecretKey } from "../secret-box.ts";
 import { PlaybackAccess } from "./access.ts";
 import { VideoMediaOrigin } from "./media-origin.ts";
 import { locateMediaTools, type MediaToolOptions, MediaTools } from "./media-tools.ts";

@@ -2,7 +2,7 @@ import { systemClock } from "../../src/clock.ts";
 import type { InfrastructureDriver } from "../../src/cloud/driver/types.ts";
 import { type CloudServices, createCloudServices } from "../../src/cloud/index.ts";
 import type { Caller } from "../../src/cloud/locations.ts";
-import { loadSecretKey, SecretBox } from "../../src/cloud/secrets.ts";
+import { loadSecretKey, SecretBox } from "../../src/secret-box.ts";
 import type { TestApp } from "../support/app.ts";
 
 /**

@@ -1,7 +1,7 @@
 import { statSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { SECRET_KEY_FILE } from "../../src/cloud/secrets.ts";
+import { SECRET_KEY_FILE } from "../../src/secret-box.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 
 describe("cloud object storage", () => {

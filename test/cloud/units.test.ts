@@ -6,13 +6,8 @@ import { lowestFree, parsePool, poolContains } from "../../src/cloud/addresses.t
 import { coerceObject, expandBrackets } from "../../src/cloud/coerce.ts";
 import { DriverRejection } from "../../src/cloud/driver/types.ts";
 import { retryOnConflict, unlessRejected } from "../../src/cloud/outcome.ts";
-import {
-  hashPassword,
-  loadSecretKey,
-  SECRET_KEY_FILE,
-  SecretBox,
-  verifyPassword,
-} from "../../src/cloud/secrets.ts";
+import { hashPassword, verifyPassword } from "../../src/cloud/secrets.ts";
+import { loadSecretKey, SECRET_KEY_FILE, SecretBox } from "../../src/secret-box.ts";
 import { isUniqueViolation } from "../../src/store/transactions.ts";
 
 describe("address pools", () => {
