@@ -351,6 +351,8 @@ async function fairness() {
     CUMULO_WEBHOOK_ALLOW_PRIVATE: "true",
     CUMULO_LOG_LEVEL: "silent",
     CUMULO_RATE_LIMIT: "1000000000/1h",
+    // All of them on one library, past the default limit of 100.
+    CUMULO_WEBHOOK_ENDPOINTS_MAX: String(ENDPOINTS),
   });
   try {
     const organizationId = await organizationOf(t);

@@ -165,6 +165,8 @@ export interface Config {
     webhookResponseBytes: number;
     /** Fallback poll of the webhook dispatcher, for work committed by other nodes without a wake-up. */
     webhookPollMs: number;
+    /** Webhook endpoints one library may have; creating another is refused (409). */
+    webhookEndpointsPerLibrary: number;
     /** Paths in one CDN purge request. */
     purgePaths: number;
     /** Values in one security rule (referrers, countries). */
@@ -664,6 +666,7 @@ export function loadConfig(env: Env = process.env): Config {
       webhookTimeoutMs: timerMs(env, "CUMULO_WEBHOOK_TIMEOUT_MS", 10_000),
       webhookResponseBytes: positiveInt(env, "CUMULO_WEBHOOK_MAX_RESPONSE_BYTES", 64 * 1024),
       webhookPollMs: timerMs(env, "CUMULO_WEBHOOK_POLL_MS", 500),
+      webhookEndpointsPerLibrary: positiveInt(env, "CUMULO_WEBHOOK_ENDPOINTS_MAX", 100),
       purgePaths: positiveInt(env, "CUMULO_MAX_PURGE_PATHS", 1000),
       securityValues: positiveInt(env, "CUMULO_MAX_SECURITY_VALUES", 100),
       jsonDepth: positiveInt(env, "CUMULO_MAX_JSON_DEPTH", 64),

@@ -90,6 +90,9 @@ export async function startCumulo(given: Config, options: StartOptions = {}): Pr
     const renamed = await services.libraries.refreshSearchNames();
     if (renamed > 0)
       deps.logger.info({ libraries: renamed }, "libraries given the search names of their names");
+    const sealed = await services.webhookEndpoints.sealPlainSecrets();
+    if (sealed > 0)
+      deps.logger.info({ endpoints: sealed }, "webhook signing secrets sealed with the secret key");
     deps.metrics.observe({
       clock: deps.clock,
       jobKinds: services.jobHandlers.map((handler) => handler.kind),

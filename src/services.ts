@@ -40,6 +40,7 @@ import { DeliveryRepository } from "./webhooks/delivery-repository.ts";
 import { relayWakeups, WebhookDispatcher } from "./webhooks/dispatcher.ts";
 import { WebhookEmitter } from "./webhooks/emitter.ts";
 import { WebhookRepository } from "./webhooks/repository.ts";
+import { SigningSecrets } from "./webhooks/secrets.ts";
 import { WebhookSender } from "./webhooks/sender.ts";
 import { WebhookService } from "./webhooks/service.ts";
 
@@ -100,6 +101,9 @@ export interface Services {
 export function createServices(deps: CoreDeps): Services {
   const { store, clock, config } = deps;
   const transact = transactor(store.db);
+  // One box for every stored secret (object-storage keys, webhook signing secrets): one key, read once.
+  const secrets = new SecretBox(() => loadSecretKey(config.secretKey, config.dataDir));
+  const signingSecrets = new SigningSecrets(secrets);
   const { identity, console: consoleService } = createIdentityServices(deps);
   const jobRepository = new JobRepository(store.db, store.dialect);
   const jobs = new JobQueue(jobRepository, clock);
@@ -154,7 +158,11 @@ export function createServices(deps: CoreDeps): Services {
     webhooks,
     libraries,
     clock,
-    config.webhookAllowPrivate,
+    signingSecrets,
+    {
+      allowPrivate: config.webhookAllowPrivate,
+      maxEndpointsPerLibrary: config.limits.webhookEndpointsPerLibrary,
+    },
   );
   relayWakeups(webhooks, deps.bus, deps.logger);
   const webhookDispatcher = new WebhookDispatcher(
@@ -167,6 +175,7 @@ export function createServices(deps: CoreDeps): Services {
       maxResponseBytes: config.limits.webhookResponseBytes,
       userAgent: `Cumulo-Webhooks/${API_VERSION}`,
     }),
+    signingSecrets,
     clock,
     deps.logger,
     // The lease outlasts an attempt (bounded by the timeout) with room to record it.
@@ -184,7 +193,7 @@ export function createServices(deps: CoreDeps): Services {
     dialect: store.dialect,
     identity,
     driver: new SimulatedDriver(),
-    secrets: new SecretBox(() => loadSecretKey(config.secretKey, config.dataDir)),
+    secrets,
     config,
     clock,
   });

@@ -12,6 +12,7 @@ import type {
 } from "./delivery-repository.ts";
 import type { WebhookEmitter } from "./emitter.ts";
 import { nextRetryDelayMs, parseRetryAfter, type RetryPolicy } from "./schedule.ts";
+import type { SigningSecrets } from "./secrets.ts";
 import type { DeliveryOutcome, WebhookSender } from "./sender.ts";
 
 export interface DispatcherOptions {
@@ -112,6 +113,7 @@ export class WebhookDispatcher implements BackgroundWorker {
     private readonly emitter: WebhookEmitter,
     private readonly bus: Bus,
     private readonly sender: WebhookSender,
+    private readonly secrets: SigningSecrets,
     private readonly clock: Clock,
     private readonly logger: FastifyBaseLogger,
     private readonly options: DispatcherOptions,
@@ -369,19 +371,46 @@ export class WebhookDispatcher implements BackgroundWorker {
       return undefined;
     }
     const at = this.clock.now();
-    const outcome =
-      this.injectFault?.(delivery.url) ??
-      (await this.sender.send(
-        {
-          url: delivery.url,
-          messageId: delivery.message_id,
-          body: delivery.body,
-          secret: delivery.secret,
-          headers: readJson<Record<string, string>>(delivery.headers),
-        },
-        at,
-      ));
+    const fault = this.injectFault?.(delivery.url);
+    if (fault) return { at, outcome: fault };
+    let secret: string;
+    try {
+      secret = this.secrets.open(delivery.endpoint_id, delivery.secret);
+    } catch (error) {
+      return { at, outcome: this.#unopenedSecret(delivery, error) };
+    }
+    const outcome = await this.sender.send(
+      {
+        url: delivery.url,
+        messageId: delivery.message_id,
+        body: delivery.body,
+        secret,
+        headers: readJson<Record<string, string>>(delivery.headers),
+      },
+      at,
+    );
     return { at, outcome };
+  }
+
+  /**
+   * The endpoint's secret does not open under this node's secret key (another key than the one it was
+   * sealed with): the attempt is not sent, since a wrong signature would fail at the receiver with no
+   * word of why. It is recorded as failed, naming the cause, and retried on the endpoint's schedule,
+   * so deliveries resume once the key is put right; the operator's log line says how.
+   */
+  #unopenedSecret(delivery: ClaimedDelivery, error: unknown): DeliveryOutcome {
+    this.logger.error(
+      { err: error, endpointId: delivery.endpoint_id, deliveryId: delivery.id },
+      "webhook attempt not sent: its endpoint's signing secret could not be decrypted",
+    );
+    return {
+      success: false,
+      status: 0,
+      body: "",
+      error: "Not sent: the endpoint's signing secret could not be decrypted with the server's secret key",
+      durationMs: 0,
+      retryAfter: undefined,
+    };
   }
 
   async #recordOutcome(delivery: ClaimedDelivery, at: Date, outcome: DeliveryOutcome): Promise<void> {

@@ -192,6 +192,32 @@ export class WebhookRepository {
     await executor.deleteFrom("webhook_endpoints").where("library_id", "=", libraryId).execute();
   }
 
+  /** How many endpoints the library has. */
+  async countEndpoints(executor: Executor, libraryId: string): Promise<number> {
+    const row = await executor
+      .selectFrom("webhook_endpoints")
+      .select((eb) => eb.fn.countAll<number>().as("total"))
+      .where("library_id", "=", libraryId)
+      .executeTakeFirstOrThrow();
+    return Number(row.total);
+  }
+
+  /** Every endpoint's stored secret (a start-up pass; a few milliseconds per thousand endpoints). */
+  listSecrets() {
+    return this.db.selectFrom("webhook_endpoints").select(["id", "secret"]).execute();
+  }
+
+  /** Replaces the endpoint's stored secret if it is still `from`; whether it was. */
+  async replaceSecret(id: string, from: string, to: string): Promise<boolean> {
+    const result = await this.db
+      .updateTable("webhook_endpoints")
+      .set({ secret: to })
+      .where("id", "=", id)
+      .where("secret", "=", from)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
+  }
+
   async insertEndpoint(executor: Executor, row: Insertable<WebhookEndpointTable>): Promise<void> {
     await executor.insertInto("webhook_endpoints").values(row).execute();
   }

@@ -39,6 +39,10 @@ function endpointOf(result: EndpointOutcome) {
       throw ApiError.notFound();
     case "invalid":
       throw ApiError.validation(result.errors);
+    case "limit_reached":
+      throw ApiError.conflict(
+        `This library already has ${result.limit} webhook endpoints, the most it may have; delete one to add another`,
+      );
   }
 }
 

@@ -1,4 +1,4 @@
-import { randomBytes, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import type { Clock } from "../clock.ts";
 import { nowIso } from "../clock.ts";
 import type { FieldError } from "../http/errors.ts";
@@ -20,19 +20,21 @@ import {
   type WebhookDelivery,
   type WebhookEndpoint,
 } from "./schemas.ts";
-
-export const generateSecret = (): string => `whsec_${randomBytes(32).toString("base64")}`;
+import type { SigningSecrets } from "./secrets.ts";
 
 type NotFound = { outcome: "not_found" };
 
 export type EndpointOutcome =
   | { outcome: "created" | "found" | "updated" | "rotated"; endpoint: WebhookEndpoint }
   | NotFound
-  | { outcome: "invalid"; errors: FieldError[] };
+  | { outcome: "invalid"; errors: FieldError[] }
+  /** The library has as many endpoints as one may have (`limit`, CUMULO_WEBHOOK_ENDPOINTS_MAX). */
+  | { outcome: "limit_reached"; limit: number };
 export type QueuedOutcome = { outcome: "queued"; delivery: QueuedDelivery } | NotFound;
 export type ListOutcome<T> = { outcome: "listed"; rows: T[]; total: number } | NotFound;
 
-export function toEndpoint(row: EndpointRow): WebhookEndpoint {
+/** The endpoint as answered, its secret opened. */
+function toEndpoint(row: EndpointRow, secrets: SigningSecrets): WebhookEndpoint {
   return {
     id: row.id,
     library_id: row.library_id,
@@ -42,7 +44,7 @@ export function toEndpoint(row: EndpointRow): WebhookEndpoint {
     events: readJson<string[]>(row.events) ?? [],
     headers: readJson<Record<string, string>>(row.headers),
     retry_policy: readJson<RetryPolicy>(row.retry_policy),
-    secret: row.secret,
+    secret: secrets.open(row.id, row.secret),
     is_active: readBool(row.is_active),
     created_by: row.created_by,
     updated_by: row.updated_by,
@@ -65,7 +67,12 @@ export class WebhookService {
     private readonly emitter: WebhookEmitter,
     private readonly libraries: LibraryRepository,
     private readonly clock: Clock,
-    private readonly allowPrivate: boolean,
+    private readonly secrets: SigningSecrets,
+    private readonly options: {
+      allowPrivate: boolean;
+      /** Endpoints one library may have (CUMULO_WEBHOOK_ENDPOINTS_MAX). */
+      maxEndpointsPerLibrary: number;
+    },
   ) {}
 
   async #libraryExists(organizationId: string, libraryId: string): Promise<boolean> {
@@ -86,7 +93,7 @@ export class WebhookService {
         "The url field must not contain a user name or password; send the credential in headers (Authorization).";
       return [{ field: "url", code: "validation_format", message }];
     }
-    const target = await checkUrlTarget(url, this.allowPrivate);
+    const target = await checkUrlTarget(url, this.options.allowPrivate);
     if (target.outcome === "public") return [];
     const message =
       target.outcome === "not_http"
@@ -101,8 +108,13 @@ export class WebhookService {
     if (errors.length > 0) return { outcome: "invalid", errors };
     const now = nowIso(this.clock);
     const id = randomUUID();
-    await this.transact((trx) =>
-      this.repository.insertEndpoint(trx, {
+    const limit = this.options.maxEndpointsPerLibrary;
+    const made = await this.transact(async (trx) => {
+      // Counted under the library row's lock (PostgreSQL; SQLite has one writer), so creates at the
+      // same moment take turns and the last ones find the library full.
+      if (!(await this.libraries.lockLibrary(trx, actor.organizationId, libraryId))) return "not_found";
+      if ((await this.repository.countEndpoints(trx, libraryId)) >= limit) return "limit_reached";
+      await this.repository.insertEndpoint(trx, {
         id,
         organization_id: actor.organizationId,
         library_id: libraryId,
@@ -111,14 +123,17 @@ export class WebhookService {
         events: JSON.stringify([...new Set(body.events)]),
         headers: writeJson(body.headers ?? null),
         retry_policy: writeJson(body.retry_policy ?? null),
-        secret: generateSecret(),
+        secret: this.secrets.generate(id).sealed,
         is_active: body.is_active ?? true,
         created_by: actor.userUuid,
         updated_by: actor.userUuid,
         created_at: now,
         updated_at: now,
-      }),
-    );
+      });
+      return "created";
+    });
+    if (made === "limit_reached") return { outcome: "limit_reached", limit };
+    if (made === "not_found") return { outcome: "not_found" };
     return this.#read("created", actor.organizationId, libraryId, id);
   }
 
@@ -133,13 +148,17 @@ export class WebhookService {
     id: string,
   ): Promise<EndpointOutcome> {
     const row = await this.repository.findEndpoint(organizationId, libraryId, id);
-    return row ? { outcome, endpoint: toEndpoint(row) } : { outcome: "not_found" };
+    return row ? { outcome, endpoint: toEndpoint(row, this.secrets) } : { outcome: "not_found" };
   }
 
-  async list(organizationId: string, libraryId: string, page: Page): Promise<ListOutcome<WebhookEndpoint>> {
+  async list(
+    organizationId: string,
+    libraryId: string,
+    page: Page,
+  ): Promise<ListOutcome<WebhookEndpoint>> {
     if (!(await this.#libraryExists(organizationId, libraryId))) return { outcome: "not_found" };
     const { rows, total } = await this.repository.listEndpoints(organizationId, libraryId, page);
-    return { outcome: "listed", rows: rows.map(toEndpoint), total };
+    return { outcome: "listed", rows: rows.map((row) => toEndpoint(row, this.secrets)), total };
   }
 
   async update(
@@ -173,7 +192,7 @@ export class WebhookService {
     const found = await this.transact(async (trx) => {
       if (!(await this.repository.findEndpoint(actor.organizationId, libraryId, id, trx))) return false;
       await this.repository.updateEndpoint(trx, actor.organizationId, id, {
-        secret: generateSecret(),
+        secret: this.secrets.generate(id).sealed,
         updated_by: actor.userUuid,
         updated_at: nowIso(this.clock),
       });
@@ -192,6 +211,20 @@ export class WebhookService {
       return this.repository.deleteEndpoint(trx, organizationId, id);
     });
     return { outcome: deleted ? "deleted" : "not_found" };
+  }
+
+  /**
+   * Seals the secrets still kept in plain text (written by a version before sealing, or by an older
+   * node during a rolling upgrade); run at each start, as a migration cannot read the secret key.
+   * A row rotated meanwhile keeps its new secret. Returns how many it sealed.
+   */
+  async sealPlainSecrets(): Promise<number> {
+    let sealed = 0;
+    for (const { id, secret } of await this.repository.listSecrets()) {
+      if (!this.secrets.isPlain(secret)) continue;
+      if (await this.repository.replaceSecret(id, secret, this.secrets.seal(id, secret))) sealed++;
+    }
+    return sealed;
   }
 
   /** Queues one `test` notification to this endpoint only, whatever its events and is_active. */
@@ -230,7 +263,7 @@ export class WebhookService {
   ): Promise<ListOutcome<WebhookDelivery>> {
     const endpointRow = await this.repository.findEndpoint(organizationId, libraryId, endpointId);
     if (!endpointRow) return { outcome: "not_found" };
-    const endpoint = toEndpoint(endpointRow);
+    const endpoint = toEndpoint(endpointRow, this.secrets);
     const { rows, total } = await this.repository.listAttempts(organizationId, endpointId, filters, page);
     return {
       outcome: "listed",

@@ -23,6 +23,8 @@ describe("configuration", () => {
     expect(config.dataDir.endsWith("/data")).toBe(true);
     expect(config.locations.map((location) => location.slug)).toEqual(["local-1"]);
     expect(config.databaseUrl).toBeUndefined();
+    expect(config.limits.webhookEndpointsPerLibrary).toBe(100);
+    expect(loadConfig({ CUMULO_WEBHOOK_ENDPOINTS_MAX: "5" }).limits.webhookEndpointsPerLibrary).toBe(5);
   });
 
   it("parses rate limits in seconds, minutes and hours", () => {
@@ -49,6 +51,7 @@ describe("configuration", () => {
       CUMULO_ROLES: "api,cache",
       CUMULO_EDGE_URL_STYLE: "virtual",
       CUMULO_WEBHOOK_ALLOW_PRIVATE: "maybe",
+      CUMULO_WEBHOOK_ENDPOINTS_MAX: "0",
       CUMULO_RATE_LIMIT: "600 per minute",
       CUMULO_FAILED_AUTH_RATE_LIMIT: "30 a minute",
       CUMULO_LOG_LEVEL: "loud",

@@ -1,8 +1,12 @@
 import { randomUUID } from "node:crypto";
+import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Executor } from "../../src/store/transactions.ts";
 import { fieldErrors } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { BLANK_TEXTS, blankError } from "../support/blank-text.ts";
+import { testStoreKind } from "../support/store.ts";
+import { waitUntil } from "../support/wait.ts";
 import { createEndpoint, createLibrary, organizationOf, webhooksPath } from "./helpers.ts";
 
 const OFFSET_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}\+00:00$/;
@@ -314,6 +318,130 @@ describe("webhook endpoints", () => {
     const fetched = await t.request("GET", `${webhooksPath(libraryId)}/${endpoint.id}`);
     expect(fetched.body.data.secret).toBe(rotated.body.data.secret);
   });
+
+  it("keeps secrets sealed in the store, each bound to its endpoint", async () => {
+    const storedSecret = async (id: string) =>
+      (
+        await t.cumulo.store.db
+          .selectFrom("webhook_endpoints")
+          .select("secret")
+          .where("id", "=", id)
+          .executeTakeFirstOrThrow()
+      ).secret;
+    const expectSealed = (stored: string, secret: string) => {
+      expect(stored).toMatch(/^v1\./);
+      expect(stored).not.toContain("whsec_");
+      expect(stored).not.toContain(secret.slice("whsec_".length));
+    };
+    const first = await createEndpoint(t, libraryId, { url: "https://a.example.com/sealed" });
+    expectSealed(await storedSecret(first.id), first.secret);
+    const rotated = (await t.request("POST", `${webhooksPath(libraryId)}/${first.id}/rotate-secret`)).body
+      .data;
+    expectSealed(await storedSecret(first.id), rotated.secret);
+    expect((await t.request("GET", `${webhooksPath(libraryId)}/${first.id}`)).body.data.secret).toBe(
+      rotated.secret,
+    );
+
+    // Another endpoint's sealed secret copied onto this row does not open as this endpoint's.
+    const second = await createEndpoint(t, libraryId, { url: "https://a.example.com/copied" });
+    await t.cumulo.store.db
+      .updateTable("webhook_endpoints")
+      .set({ secret: await storedSecret(first.id) })
+      .where("id", "=", second.id)
+      .execute();
+    const copied = await t.request("GET", `${webhooksPath(libraryId)}/${second.id}`);
+    expect(copied.status).toBe(500);
+    expect(copied.text).not.toContain(rotated.secret);
+    await t.request("DELETE", `${webhooksPath(libraryId)}/${second.id}`);
+  });
+
+  /** `count` endpoints of the library, written as the API writes them, in `executor`'s transaction. */
+  const seedEndpoints = (library: string, count: number, executor: Executor = t.cumulo.store.db) => {
+    const now = new Date().toISOString();
+    return executor
+      .insertInto("webhook_endpoints")
+      .values(
+        Array.from({ length: count }, (_, i) => ({
+          id: randomUUID(),
+          organization_id: organizationId,
+          library_id: library,
+          name: `seeded ${i}`,
+          url: "https://a.example.com/seeded",
+          events: JSON.stringify(["*"]),
+          headers: null,
+          retry_policy: null,
+          secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+          is_active: true,
+          created_by: null,
+          updated_by: null,
+          created_at: now,
+          updated_at: now,
+        })),
+      )
+      .execute();
+  };
+  const createIn = (library: string, name: string) =>
+    t.request("POST", webhooksPath(library), {
+      json: { name, url: "https://a.example.com/race", events: ["*"] },
+    });
+  const LIMIT_MESSAGE =
+    "This library already has 100 webhook endpoints, the most it may have; delete one to add another";
+
+  it("refuses an endpoint past the library's limit (100) with 409, also when creates race", async () => {
+    const library = await createLibrary(t.cumulo.services, organizationId);
+    await seedEndpoints(library, 95);
+    const answers = await Promise.all(Array.from({ length: 10 }, (_, i) => createIn(library, `racing ${i}`)));
+    expect(answers.map((answer) => answer.status).sort()).toEqual([
+      ...Array(5).fill(201),
+      ...Array(5).fill(409),
+    ]);
+    expect(answers.find((answer) => answer.status === 409)?.body).toEqual({
+      success: false,
+      message: LIMIT_MESSAGE,
+    });
+    const listed = await t.request("GET", `${webhooksPath(library)}?limit=1`);
+    expect(listed.body.meta.pagination.total).toBe(100);
+
+    // A deletion makes room for one; other libraries are not affected.
+    const [someone] = listed.body.data;
+    await t.request("DELETE", `${webhooksPath(library)}/${someone.id}`);
+    expect((await createIn(library, "after a deletion")).status).toBe(201);
+    expect((await createIn(library, "one too many")).status).toBe(409);
+    const elsewhere = await createLibrary(t.cumulo.services, organizationId);
+    expect((await createIn(elsewhere, "another library")).status).toBe(201);
+  });
+
+  it.runIf(testStoreKind() === "postgres")(
+    "counts a library's endpoints only after a create of it in progress has committed (PostgreSQL)",
+    async () => {
+      const library = await createLibrary(t.cumulo.services, organizationId);
+      await seedEndpoints(library, 99);
+      const db = t.cumulo.store.db;
+      const waitingForLocks = async () =>
+        (
+          await sql<{ waiting: number }>`select count(*)::int as waiting from pg_stat_activity
+            where datname = current_database() and wait_event_type = 'Lock'`.execute(db)
+        ).rows[0]?.waiting ?? 0;
+      // Another create of the library, held open after writing the 100th endpoint: the API's create
+      // waits for it and then finds the library full (counted before it, it would have made a 101st).
+      const { pending } = await db.transaction().execute(async (trx) => {
+        await t.cumulo.services.libraries.lockLibrary(trx, organizationId, library);
+        await seedEndpoints(library, 1, trx);
+        let answered = false;
+        const pending = createIn(library, "while another create commits").finally(() => {
+          answered = true;
+        });
+        await waitUntil(async () => answered || (await waitingForLocks()) > 0 || undefined);
+        // Wrapped: a promise returned as it is would be awaited before this transaction commits.
+        return { pending };
+      });
+      const answer = await pending;
+      expect(answer.status).toBe(409);
+      expect(answer.body.message).toBe(LIMIT_MESSAGE);
+      const listed = await t.request("GET", `${webhooksPath(library)}?limit=1`);
+      expect(listed.body.meta.pagination.total).toBe(100);
+    },
+  );
 
   it("deletes an endpoint; afterwards it is not found", async () => {
     const endpoint = await createEndpoint(t, libraryId, { url: "https://a.example.com/d" });

@@ -1,0 +1,121 @@
+import { Webhook } from "standardwebhooks";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import { createTestStore, type TestStore } from "../support/store.ts";
+import { waitUntil } from "../support/wait.ts";
+import {
+  createEndpoint,
+  createLibrary,
+  emitVideoEvent,
+  organizationOf,
+  type Received,
+  type Receiver,
+  startReceiver,
+  webhooksPath,
+} from "./helpers.ts";
+
+/** A secret as versions before sealing generated and stored it: `whsec_` + base64, in plain text. */
+const PLAIN_SECRET = `whsec_${Buffer.alloc(32, 7).toString("base64")}`;
+
+const verified = (secret: string, request: Received) =>
+  new Webhook(secret).verify(request.body, {
+    "webhook-id": String(request.headers["webhook-id"]),
+    "webhook-timestamp": String(request.headers["webhook-timestamp"]),
+    "webhook-signature": String(request.headers["webhook-signature"]),
+  });
+
+/**
+ * Signing secrets at rest (docs/webhooks.md, Endpoints): nodes started one after another on one store,
+ * as an upgrade from a version that kept them in plain text, and a restart with another secret key.
+ */
+describe("webhook signing secrets in the store", () => {
+  let store: TestStore;
+  let receiver: Receiver;
+  let node: TestApp | undefined;
+  const startNode = async (secretKey: string) => {
+    await node?.close();
+    node = await startTestApp(
+      { CUMULO_WEBHOOK_ALLOW_PRIVATE: "true", CUMULO_SECRET_KEY: secretKey },
+      { store },
+    );
+    return node;
+  };
+  const storedSecret = async (t: TestApp, id: string) =>
+    (
+      await t.cumulo.store.db
+        .selectFrom("webhook_endpoints")
+        .select("secret")
+        .where("id", "=", id)
+        .executeTakeFirstOrThrow()
+    ).secret;
+
+  beforeAll(async () => {
+    store = await createTestStore();
+    receiver = await startReceiver();
+  });
+  afterAll(async () => {
+    await node?.close();
+    await receiver.close();
+    await store.drop();
+  });
+
+  it("signs with a plain-text secret of an older version, seals it at the next start, and refuses to sign under another key", async () => {
+    let t = await startNode("the installation's key");
+    const organizationId = await organizationOf(t);
+    const libraryId = await createLibrary(t.cumulo.services, organizationId);
+    const endpoint = await createEndpoint(t, libraryId, { url: `${receiver.url}/in`, events: ["created"] });
+    const path = `${webhooksPath(libraryId)}/${endpoint.id}`;
+    // The row as an older version wrote it.
+    await t.cumulo.store.db
+      .updateTable("webhook_endpoints")
+      .set({ secret: PLAIN_SECRET })
+      .where("id", "=", endpoint.id)
+      .execute();
+    const emit = () =>
+      emitVideoEvent(t.cumulo.store, t.cumulo.services.webhooks, {
+        organizationId,
+        libraryId,
+        event: "created",
+      });
+
+    await emit();
+    const [first] = await receiver.waitFor(1);
+    expect(verified(PLAIN_SECRET, first as Received)).toMatchObject({ event: "created" });
+    expect((await t.request("GET", path)).body.data.secret).toBe(PLAIN_SECRET);
+
+    // The next node to start seals it; it is answered and signs with as before.
+    t = await startNode("the installation's key");
+    const sealed = await storedSecret(t, endpoint.id);
+    expect(sealed).toMatch(/^v1\./);
+    expect(sealed).not.toContain(PLAIN_SECRET.slice("whsec_".length));
+    expect((await t.request("GET", path)).body.data.secret).toBe(PLAIN_SECRET);
+    await emit();
+    const [, second] = await receiver.waitFor(2);
+    expect(verified(PLAIN_SECRET, second as Received)).toMatchObject({ event: "created" });
+
+    // Under another secret key nothing is sent with a signature the receiver would reject: the attempt
+    // is recorded as failed, saying why, and the endpoint's reads fail rather than answer a wrong secret.
+    t = await startNode("some other key");
+    await emit();
+    const failed = await waitUntil(
+      () =>
+        t.cumulo.store.db
+          .selectFrom("webhook_deliveries")
+          .select(["response_status", "error"])
+          .where("endpoint_id", "=", endpoint.id)
+          .where("attempt", "=", 1)
+          .where("state", "=", "done")
+          .execute()
+          .then((rows) => (rows.length === 3 ? rows.find((row) => row.error !== null) : undefined)),
+      10_000,
+      "the attempt under the other key recorded",
+    );
+    expect(failed).toMatchObject({
+      response_status: 0,
+      error: "Not sent: the endpoint's signing secret could not be decrypted with the server's secret key",
+    });
+    expect(receiver.received).toHaveLength(2);
+    expect((await t.request("GET", path)).status).toBe(500);
+    expect(await storedSecret(t, endpoint.id)).toBe(sealed);
+  }, 60_000);
+});
