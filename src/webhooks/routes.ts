@@ -22,6 +22,7 @@ import {
   UpdateEndpointBody,
   WebhookDelivery,
   WebhookEndpoint,
+  WebhookEndpointWithSecret,
 } from "./schemas.ts";
 import type { EndpointOutcome, ListOutcome, QueuedOutcome, WebhookService } from "./service.ts";
 
@@ -100,7 +101,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{
         security,
         params: IdParams("libraryId"),
         body: CreateEndpointBody,
-        response: { ...mediaErrorResponses, 201: CreatedEnvelope(WebhookEndpoint) },
+        response: { ...mediaErrorResponses, 201: CreatedEnvelope(WebhookEndpointWithSecret) },
       },
     },
     async (request, reply) => {
@@ -169,7 +170,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{
         security,
         params: IdParams("libraryId", "endpointId"),
         body: UpdateEndpointBody,
-        response: { ...mediaErrorResponses, 200: Envelope(WebhookEndpoint) },
+        response: { ...mediaErrorResponses, 200: Envelope(WebhookEndpointWithSecret) },
       },
     },
     async (request) => {
@@ -212,7 +213,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{
         summary: "Replace the endpoint's signing secret",
         security,
         params: IdParams("libraryId", "endpointId"),
-        response: { ...mediaErrorResponses, 200: Envelope(WebhookEndpoint) },
+        response: { ...mediaErrorResponses, 200: Envelope(WebhookEndpointWithSecret) },
       },
     },
     async (request) => {

@@ -121,6 +121,16 @@ export const WebhookEndpoint = Type.Object({
 });
 export type WebhookEndpoint = Static<typeof WebhookEndpoint>;
 
+/**
+ * The endpoint as the writes (create, update, rotate-secret) answer it: read-only keys may not make
+ * them, so the secret is always there (the same JSON; the typed client need not check it for null).
+ */
+export const WebhookEndpointWithSecret = Type.Object({
+  ...WebhookEndpoint.properties,
+  secret: Type.String({ description: "whsec_ + base64 signing key" }),
+});
+export type WebhookEndpointWithSecret = Static<typeof WebhookEndpointWithSecret>;
+
 export const WebhookDelivery = Type.Object({
   id: Uuid,
   created_at: OffsetTimestamp,

@@ -18,14 +18,14 @@ import {
   type QueuedDelivery,
   type UpdateEndpointBody,
   type WebhookDelivery,
-  type WebhookEndpoint,
+  type WebhookEndpointWithSecret,
 } from "./schemas.ts";
 import type { SigningSecrets } from "./secrets.ts";
 
 type NotFound = { outcome: "not_found" };
 
 export type EndpointOutcome =
-  | { outcome: "created" | "found" | "updated" | "rotated"; endpoint: WebhookEndpoint }
+  | { outcome: "created" | "found" | "updated" | "rotated"; endpoint: WebhookEndpointWithSecret }
   | NotFound
   | { outcome: "invalid"; errors: FieldError[] }
   /** The library has as many endpoints as one may have (`limit`, CUMULO_WEBHOOK_ENDPOINTS_MAX). */
@@ -34,7 +34,7 @@ export type QueuedOutcome = { outcome: "queued"; delivery: QueuedDelivery } | No
 export type ListOutcome<T> = { outcome: "listed"; rows: T[]; total: number } | NotFound;
 
 /** The endpoint as answered, its secret opened. */
-function toEndpoint(row: EndpointRow, secrets: SigningSecrets): WebhookEndpoint {
+function toEndpoint(row: EndpointRow, secrets: SigningSecrets): WebhookEndpointWithSecret {
   return {
     id: row.id,
     library_id: row.library_id,
@@ -155,7 +155,7 @@ export class WebhookService {
     organizationId: string,
     libraryId: string,
     page: Page,
-  ): Promise<ListOutcome<WebhookEndpoint>> {
+  ): Promise<ListOutcome<WebhookEndpointWithSecret>> {
     if (!(await this.#libraryExists(organizationId, libraryId))) return { outcome: "not_found" };
     const { rows, total } = await this.repository.listEndpoints(organizationId, libraryId, page);
     return { outcome: "listed", rows: rows.map((row) => toEndpoint(row, this.secrets)), total };

@@ -34909,7 +34909,8 @@ export interface operations {
                                 multiplier: number;
                                 max_delay_s: number;
                             } | null;
-                            secret: string | null;
+                            /** @description whsec_ + base64 signing key */
+                            secret: string;
                             is_active: boolean;
                             created_by: string | null;
                             updated_by: string | null;
@@ -35634,7 +35635,8 @@ export interface operations {
                                 multiplier: number;
                                 max_delay_s: number;
                             } | null;
-                            secret: string | null;
+                            /** @description whsec_ + base64 signing key */
+                            secret: string;
                             is_active: boolean;
                             created_by: string | null;
                             updated_by: string | null;
@@ -35875,7 +35877,8 @@ export interface operations {
                                 multiplier: number;
                                 max_delay_s: number;
                             } | null;
-                            secret: string | null;
+                            /** @description whsec_ + base64 signing key */
+                            secret: string;
                             is_active: boolean;
                             created_by: string | null;
                             updated_by: string | null;
