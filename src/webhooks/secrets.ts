@@ -25,10 +25,9 @@ export class SigningSecrets {
 
   constructor(private readonly box: SecretBox) {}
 
-  /** A new secret (`whsec_` + base64 of 32 random bytes) and its sealed form, for endpoint `endpointId`. */
-  generate(endpointId: string): { secret: string; sealed: string } {
-    const secret = `${PLAIN_PREFIX}${randomBytes(32).toString("base64")}`;
-    return { secret, sealed: this.seal(endpointId, secret) };
+  /** A new secret (`whsec_` + base64 of 32 random bytes) for endpoint `endpointId`, sealed. */
+  generateSealed(endpointId: string): string {
+    return this.seal(endpointId, `${PLAIN_PREFIX}${randomBytes(32).toString("base64")}`);
   }
 
   seal(endpointId: string, secret: string): string {

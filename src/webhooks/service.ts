@@ -123,7 +123,7 @@ export class WebhookService {
         events: JSON.stringify([...new Set(body.events)]),
         headers: writeJson(body.headers ?? null),
         retry_policy: writeJson(body.retry_policy ?? null),
-        secret: this.secrets.generate(id).sealed,
+        secret: this.secrets.generateSealed(id),
         is_active: body.is_active ?? true,
         created_by: actor.userUuid,
         updated_by: actor.userUuid,
@@ -192,7 +192,7 @@ export class WebhookService {
     const found = await this.transact(async (trx) => {
       if (!(await this.repository.findEndpoint(actor.organizationId, libraryId, id, trx))) return false;
       await this.repository.updateEndpoint(trx, actor.organizationId, id, {
-        secret: this.secrets.generate(id).sealed,
+        secret: this.secrets.generateSealed(id),
         updated_by: actor.userUuid,
         updated_at: nowIso(this.clock),
       });

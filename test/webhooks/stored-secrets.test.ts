@@ -59,7 +59,7 @@ describe("webhook signing secrets in the store", () => {
     await store.drop();
   });
 
-  it("signs with a plain-text secret of an older version, seals it at the next start, and refuses to sign under another key", async () => {
+  it("signs with a plain-text secret of an older version, seals it at the next start, refuses to sign under another key until rotated", async () => {
     let t = await startNode("the installation's key");
     const organizationId = await organizationOf(t);
     const libraryId = await createLibrary(t.cumulo.services, organizationId);
@@ -117,5 +117,12 @@ describe("webhook signing secrets in the store", () => {
     expect(receiver.received).toHaveLength(2);
     expect((await t.request("GET", path)).status).toBe(500);
     expect(await storedSecret(t, endpoint.id)).toBe(sealed);
+
+    // With the old key lost for good, a new secret puts the endpoint right.
+    const rotated = await t.request("POST", `${path}/rotate-secret`);
+    expect(rotated.status).toBe(200);
+    await emit();
+    const [, , third] = await receiver.waitFor(3);
+    expect(verified(rotated.body.data.secret, third as Received)).toMatchObject({ event: "created" });
   }, 60_000);
 });
