@@ -3,7 +3,8 @@
  * repeated key as an array of text), so before validation each value is converted to the type its
  * schema declares when the text says so unambiguously: integers from digits, booleans from
  * true/false/1/0 (the words in any case). Anything else is left as it came and fails validation as the wrong type.
- * Booleans are also accepted as 1/0 (or "true"/"false") in JSON bodies.
+ * JSON bodies get the same two conversions (`{"size_gb": "10"}`, `{"restricted": 1}`), so a client
+ * that sends a form's fields as JSON, values still text, is understood as the form would be.
  *
  * Lists of objects (load-balancer rules and targets) can be sent in a form either in bracket
  * notation (`forwarding_rules[0][source_port]=80`) or as a JSON text in the field.
@@ -134,10 +135,10 @@ function coerceValue(schema: SchemaNode, raw: unknown, fromForm: boolean): unkno
   const types = typesOf(schema);
   const value = fromForm && (types.includes("array") || types.includes("object")) ? parseJsonText(raw) : raw;
   if (types.includes("boolean") && typeof value !== "boolean") return toBoolean(value);
-  if (fromForm && typeof value === "string") {
+  if (typeof value === "string") {
     if (types.includes("integer") && INTEGER.test(value)) return Number(value);
     if (types.includes("number") && NUMBER.test(value)) return Number(value);
-    if (types.includes("null") && value === "") return null;
+    if (fromForm && types.includes("null") && value === "") return null;
   }
   if (types.includes("array")) {
     const list = Array.isArray(value) ? value : fromForm ? [value] : value;

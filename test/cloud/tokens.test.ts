@@ -80,6 +80,13 @@ describe("cloud tokens and billing accounts", () => {
     expect(form.body[0]).toMatchObject({ restricted: true, description: "" });
     const zero = await t.cloud("POST", "/v1/user-resource/token", { json: { restricted: 0 } });
     expect(zero.body[0].restricted).toBe(false);
+    // A form's fields sent as JSON with their values still text read as the form would.
+    const billingId = json.body[0].billing_account_id as number;
+    const texty = await t.cloud("POST", "/v1/user-resource/token", {
+      json: { billing_account_id: String(billingId), restricted: "true" },
+    });
+    expect(texty.status).toBe(200);
+    expect(texty.body[0]).toMatchObject({ billing_account_id: billingId, restricted: true });
     // Python's requests writes a form boolean as `True`/`False`.
     const python = await t.cloud("POST", "/v1/user-resource/token", { form: { restricted: "True" } });
     expect(python.status).toBe(200);

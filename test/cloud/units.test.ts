@@ -46,7 +46,11 @@ describe("form coercion", () => {
       name: "7",
     });
     expect(coerceObject(schema, { count: "1.5", flag: "yes" }, true)).toEqual({ count: "1.5", flag: "yes" });
-    expect(coerceObject(schema, { count: "12", flag: 0 }, false)).toEqual({ count: "12", flag: false });
+    expect(coerceObject(schema, { count: "12", flag: 0, rules: [{ port: "80" }] }, false)).toEqual({
+      count: 12,
+      flag: false,
+      rules: [{ port: 80 }],
+    });
     expect(coerceObject(schema, { flag: "True" }, true)).toEqual({ flag: true });
     expect(coerceObject(schema, { flag: "FALSE" }, false)).toEqual({ flag: false });
   });

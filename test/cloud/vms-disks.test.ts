@@ -178,6 +178,29 @@ describe("cloud VMs, disks and attachment", () => {
     expect((await t.cloud("GET", "/v1/storage/disks/not-a-uuid")).status).toBe(404);
   });
 
+  it("reads integers sent as text in a JSON body, as in a form, and still refuses other text", async () => {
+    const disk = await t.cloud("POST", "/v1/storage/disks", { json: { size_gb: "5" } });
+    expect(disk.status).toBe(200);
+    expect(disk.body.size_gb).toBe(5);
+    const vm = await t.cloud("POST", "/v1/user-resource/vm", {
+      json: { name: "texty", vcpu: "2", ram: "2048", reserve_public_ip: "0" },
+    });
+    expect(vm.status).toBe(200);
+    expect(vm.body).toMatchObject({ vcpu: 2, memory: 2048 });
+    expect(vm.body).not.toHaveProperty("public_ipv4");
+    const lb = await t.cloud("POST", "/v1/network/load_balancers", {
+      json: { rules: [{ source_port: "443", target_port: "8443" }] },
+    });
+    expect(lb.status).toBe(200);
+    expect(lb.body.forwarding_rules[0]).toMatchObject({ source_port: 443, target_port: 8443 });
+    const notNumber = await t.cloud("POST", "/v1/storage/disks", { json: { size_gb: "1.5" } });
+    expect(notNumber.status).toBe(400);
+    expect(notNumber.body).toEqual({
+      message: "Invalid Request",
+      errors: { size_gb: "The size_gb field must be of type integer." },
+    });
+  });
+
   it("attaches disks with the lowest free device names and detaches them", async () => {
     const vm = await createVm("attach-host");
     const first = await createDisk("11");
