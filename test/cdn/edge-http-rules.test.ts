@@ -122,6 +122,51 @@ describe("CDN edge HTTP rules", () => {
     expect(origin.hitsOf("/video/index.m3u8")).toBe(2);
   });
 
+  it("passes a CORS preflight (OPTIONS) to the origin and its answer back, never from the cache", async () => {
+    const asked: IncomingHttpHeaders[] = [];
+    origin.route("/api/items.json", (req, res) => {
+      if (req.method !== "OPTIONS") {
+        res.writeHead(200, { "cache-control": "max-age=600" }).end("[]");
+        return;
+      }
+      asked.push(req.headers);
+      res
+        .writeHead(204, {
+          "access-control-allow-origin": String(req.headers.origin),
+          "access-control-allow-methods": "GET",
+          "access-control-allow-headers": "x-player-session",
+          "cache-control": "max-age=600",
+        })
+        .end();
+    });
+    await get("/api/items.json"); // a cached GET answer does not answer the preflight
+    const preflight = (site: string) =>
+      edgeRequest(edge, `/${host}/api/items.json`, {
+        method: "OPTIONS",
+        headers: {
+          origin: site,
+          "access-control-request-method": "GET",
+          "access-control-request-headers": "x-player-session",
+        },
+      });
+    for (const site of ["https://a.example", "https://b.example", "https://a.example"]) {
+      const answer = await preflight(site);
+      expect([answer.status, answer.headers["access-control-allow-origin"]]).toEqual([204, site]);
+      expect(answer.headers["access-control-allow-headers"]).toBe("x-player-session");
+    }
+    expect(asked).toHaveLength(3);
+    expect(asked[0]).toMatchObject({
+      "access-control-request-method": "GET",
+      "access-control-request-headers": "x-player-session",
+    });
+    expect((await get("/api/items.json")).headers["x-cache"]).toBe("HIT");
+    // An origin without OPTIONS answers as it likes (the test origin: 404 for unknown paths).
+    const unknown = await edgeRequest(edge, `/${host}/nothing-here`, { method: "OPTIONS" });
+    expect([unknown.status, unknown.text]).toEqual([404, "no such object"]);
+    const posted = await edgeRequest(edge, `/${host}/api/items.json`, { method: "POST" });
+    expect([posted.status, posted.headers.allow]).toEqual([405, "GET, HEAD, OPTIONS"]);
+  });
+
   it("asks the origin for a viewer's range of an object over the size limit instead of all of it", async () => {
     // A progressive video too large to keep: a seek near its end must not download everything before it.
     const video = Buffer.alloc(MAX_OBJECT * 8);

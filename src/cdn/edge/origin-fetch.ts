@@ -19,6 +19,7 @@ import type { Exchange, PassingAnswer } from "./relay.ts";
 /**
  * Request headers passed to the origin. `Origin` lets an origin answer CORS for the site asking (a
  * player on another site reads playlists and segments with fetch); it names a site, no credential.
+ * The `Access-Control-Request-*` pair is what a CORS preflight asks the origin to allow.
  */
 const FORWARDED_REQUEST_HEADERS = [
   "accept",
@@ -27,7 +28,13 @@ const FORWARDED_REQUEST_HEADERS = [
   "user-agent",
   "referer",
   "origin",
+  "access-control-request-method",
+  "access-control-request-headers",
 ];
+
+/** The `Age` an origin answer came with (a cache in front of the origin), in whole seconds. */
+const originAge = (headers: HeaderMap): number =>
+  Math.max(0, Number.parseInt(String(headers.age ?? "0"), 10) || 0);
 
 const isTimeout = (error: unknown): boolean => {
   const code = (error as { code?: string } | null)?.code ?? "";
@@ -175,8 +182,12 @@ export class OriginFetcher {
       const ranged = await this.#ask(target, miss, undefined, range);
       exchange.originMs = performance.now() - askedAt;
       if (ranged.kind === "failed") return this.#failed(ranged.error, undefined, distribution);
-      const rangedAge = Math.max(0, Number.parseInt(String(ranged.headers.age ?? "0"), 10) || 0);
-      const answer = { headers: endToEndHeaders(ranged.headers), already: [], askedAt, age: rangedAge };
+      const answer = {
+        headers: endToEndHeaders(ranged.headers),
+        already: [],
+        askedAt,
+        age: originAge(ranged.headers),
+      };
       return { kind: "pass", answer: { ...answer, status: ranged.status, body: ranged.body } };
     }
 
@@ -202,6 +213,24 @@ export class OriginFetcher {
     const object = this.policy.cachedObject(status, headers, Buffer.concat(chunks, size), policy);
     this.cache.set(distribution.id, pathAndQuery, request.headers, object, epoch);
     return { kind: "object", object, cacheStatus: "MISS", shared: true };
+  }
+
+  /**
+   * Asks the origin with the viewer's own method, for a request the cache has no part in (`OPTIONS`,
+   * a browser's CORS preflight, whose answer depends on the site asking): its answer is handed back
+   * unread, never kept, never shared.
+   */
+  async pass(miss: Miss): Promise<Fetched> {
+    const { distribution, pathAndQuery } = miss.resolved;
+    const target = originUrl(distribution, pathAndQuery);
+    if (!target) return { kind: "error", status: 404 };
+    const askedAt = performance.now();
+    const asked = await this.#ask(target, miss, undefined, undefined, miss.request.method);
+    miss.exchange.originMs = performance.now() - askedAt;
+    if (asked.kind === "failed") return this.#failed(asked.error, undefined, distribution);
+    const headers = endToEndHeaders(asked.headers);
+    const answer = { headers, body: asked.body, already: [], askedAt, age: originAge(asked.headers) };
+    return { kind: "pass", answer: { ...answer, status: asked.status } };
   }
 
   /** 504 for a timeout, else 502; a stale copy the origin allowed for errors (RFC 5861) instead. */
@@ -237,12 +266,16 @@ export class OriginFetcher {
     };
   }
 
-  /** One origin request; conditional when a stored copy has a validator, ranged when `range` is given. */
+  /**
+   * One origin request (a GET unless `method` says otherwise); conditional when a stored copy has a
+   * validator, ranged when `range` is given.
+   */
   async #ask(
     target: URL,
     { request, resolved }: Miss,
     stale: CachedObject | undefined,
     range?: RangeAsk,
+    method = "GET",
   ): Promise<Asked> {
     const headers: Record<string, string> = {};
     // What the viewer's Connection header names was meant for the edge alone.
@@ -274,7 +307,7 @@ export class OriginFetcher {
     try {
       assertTargetAllowed(target, this.config.originAllowPrivate);
       const answer = await undiciRequest(target, {
-        method: "GET",
+        method,
         headers,
         dispatcher: this.#agent,
         headersTimeout: originTimeoutMs,

@@ -36,8 +36,9 @@ export interface PassingAnswer {
 function ignore(): void {}
 
 /**
- * Streams an origin answer through without keeping it. A 200 of known length gets the viewer's
- * conditional and Range handling (the range is cut out of the stream); anything else goes as is.
+ * Streams an origin answer through without keeping it. A 200 to a GET or HEAD gets the viewer's
+ * conditional handling, and with a known length its Range handling (the range is cut out of the
+ * stream); anything else (an `OPTIONS` answer too) goes as is.
  */
 export async function relay(
   request: IncomingMessage,
@@ -57,12 +58,13 @@ export async function relay(
   const out: OutgoingHttpHeaders = { ...headers, ...cacheHeaders };
   const declared = Number(headers["content-length"] ?? Number.NaN);
   let window: ByteWindow | undefined;
-  if (status === 200 && notModified(request.headers, out)) {
+  const representation = status === 200 && (request.method === "GET" || request.method === "HEAD");
+  if (representation && notModified(request.headers, out)) {
     discardBody();
     sendNotModified(response, out);
     return;
   }
-  if (status === 200 && !Number.isNaN(declared)) {
+  if (representation && !Number.isNaN(declared)) {
     out["accept-ranges"] = "bytes";
     const started = startRepresentation(request, response, out, declared, cacheHeaders);
     exchange.sent = started.sent;

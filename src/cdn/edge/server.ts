@@ -19,7 +19,7 @@ import { MissCoalescer } from "./coalescing.ts";
 import { DiskTier } from "./disk-tier.ts";
 import { HostResolver } from "./host-resolution.ts";
 import type { MediaOrigin } from "./media-origin.ts";
-import { type Miss, OriginFetcher } from "./origin-fetch.ts";
+import { type Fetched, type Miss, OriginFetcher } from "./origin-fetch.ts";
 import { type Exchange, relay } from "./relay.ts";
 import { sendCachedObject, sendJsonError } from "./serving.ts";
 
@@ -92,8 +92,8 @@ export interface EdgeDeps {
 
 /**
  * The CDN edge: picks the distribution by Host (or path prefix), serves GET/HEAD from a byte-bounded
- * memory cache or the origin (RFC 9111 freshness), coalesces concurrent misses, counts every
- * response for analytics.
+ * memory cache or the origin (RFC 9111 freshness), coalesces concurrent misses, passes OPTIONS (CORS
+ * preflights) to the origin uncached, counts every response for analytics.
  */
 export class EdgeServer {
   readonly cache: EdgeCache;
@@ -285,12 +285,17 @@ export class EdgeServer {
       exchange.sent = sendError(response, 404);
       return;
     }
-    if (mediaLibrary && request.method === "OPTIONS") {
-      exchange.sent = answerPreflight(request, response);
+    const miss: Miss = { request, resolved, exchange };
+    if (request.method === "OPTIONS") {
+      // A library's preflight is answered here, as its files are; a customer's origin answers its own
+      // (it alone knows which sites, methods and headers it allows).
+      if (mediaLibrary) exchange.sent = answerPreflight(request, response);
+      else if (this.#origins.loopsBack(request)) exchange.sent = sendError(response, 508, MISSED);
+      else await this.#deliver(miss, response, await this.#origins.pass(miss), () => undefined);
       return;
     }
     if (request.method !== "GET" && request.method !== "HEAD") {
-      exchange.sent = sendError(response, 405, { allow: mediaLibrary ? "GET, HEAD, OPTIONS" : "GET, HEAD" });
+      exchange.sent = sendError(response, 405, { allow: "GET, HEAD, OPTIONS" });
       return;
     }
     if (mediaLibrary && this.deps.mediaOrigin) {
@@ -315,7 +320,6 @@ export class EdgeServer {
       return;
     }
 
-    const miss: Miss = { request, resolved, exchange };
     const stored = await (lookup
       ? lookup.cached
       : this.cache.get(distribution.id, pathAndQuery, request.headers));
@@ -357,7 +361,16 @@ export class EdgeServer {
     stale: CachedObject | undefined,
     share: (result: SharedResult) => void,
   ): Promise<void> {
-    const fetched = await this.#origins.fetch(miss, stale);
+    await this.#deliver(miss, response, await this.#origins.fetch(miss, stale), share);
+  }
+
+  /** Answers this viewer with what the origin gave, after sharing it with viewers waiting on the same miss. */
+  async #deliver(
+    miss: Miss,
+    response: ServerResponse,
+    fetched: Fetched,
+    share: (result: SharedResult) => void,
+  ): Promise<void> {
     switch (fetched.kind) {
       case "object":
         share(fetched.shared ? { kind: "object", object: fetched.object } : { kind: "pass" });
