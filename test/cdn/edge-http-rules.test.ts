@@ -167,6 +167,24 @@ describe("CDN edge HTTP rules", () => {
     expect([posted.status, posted.headers.allow]).toEqual([405, "GET, HEAD, OPTIONS"]);
   });
 
+  it("appends its own Via entry to the viewer's on the way in and to the origin's on the way out", async () => {
+    const seen: Array<string | undefined> = [];
+    origin.route("/via.txt", (req, res) => {
+      seen.push(req.headers.via);
+      res.writeHead(200, { "cache-control": "max-age=600", via: "1.1 origin-cache" }).end("v");
+    });
+    origin.route("/via-none.txt", (req, res) => {
+      seen.push(req.headers.via);
+      res.writeHead(200, { "cache-control": "no-store" }).end("n");
+    });
+    const missed = await get("/via.txt", { via: "1.0 corporate-proxy, 1.1 isp-cache" });
+    const hit = await get("/via.txt");
+    expect([missed.headers["x-cache"], hit.headers["x-cache"]]).toEqual(["MISS", "HIT"]);
+    for (const answer of [missed, hit]) expect(answer.headers.via).toBe("1.1 origin-cache, 1.1 cumulo-edge");
+    expect((await get("/via-none.txt")).headers.via).toBe("1.1 cumulo-edge");
+    expect(seen).toEqual(["1.0 corporate-proxy, 1.1 isp-cache, 1.1 cumulo-edge", "1.1 cumulo-edge"]);
+  });
+
   it("asks the origin for a viewer's range of an object over the size limit instead of all of it", async () => {
     // A progressive video too large to keep: a seek near its end must not download everything before it.
     const video = Buffer.alloc(MAX_OBJECT * 8);

@@ -74,9 +74,23 @@ export function connectionNames(connection: HeaderMap[string]): string[] {
     .filter((name) => name !== "");
 }
 
+/** The edge's name in `Via` entries (RFC 9110, 7.6.3). */
+const VIA_PSEUDONYM = "cumulo-edge";
+
+/**
+ * A `Via` list with the edge's entry appended: `received` is the list the message came with, `version`
+ * the HTTP version it was received with (`1.1`; the `HTTP/` name is left out, RFC 9110 7.6.3).
+ */
+export function viaAppended(received: OutgoingHttpHeaders[string], version: string): string {
+  const entry = `${version} ${VIA_PSEUDONYM}`;
+  const list = [received ?? []].flat().join(", ").trim();
+  return list ? `${list}, ${entry}` : entry;
+}
+
 /**
  * Origin response headers a viewer may see: hop-by-hop ones and the edge's own (Age, X-Cache,
- * X-Request-Id, Accept-Ranges) removed, and cookies of the platform's own names.
+ * X-Request-Id, Accept-Ranges) removed, cookies of the platform's own names removed, and the edge's
+ * entry appended to `Via` (the origin talks HTTP/1.1 to the edge).
  */
 export function endToEndHeaders(headers: HeaderMap): OutgoingHttpHeaders {
   const named = connectionNames(headers.connection);
@@ -94,6 +108,7 @@ export function endToEndHeaders(headers: HeaderMap): OutgoingHttpHeaders {
     }
     out[lower] = value;
   }
+  out.via = viaAppended(out.via, "1.1");
   return out;
 }
 

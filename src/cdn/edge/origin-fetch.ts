@@ -13,6 +13,7 @@ import {
   connectionNames,
   endToEndHeaders,
   type HeaderMap,
+  viaAppended,
 } from "./http.ts";
 import type { Exchange, PassingAnswer } from "./relay.ts";
 
@@ -292,7 +293,7 @@ export class OriginFetcher {
     const client = request.socket.remoteAddress ?? "";
     headers["x-forwarded-for"] = forwardedFor ? `${forwardedFor}, ${client}` : client;
     headers["x-forwarded-host"] = resolved.distribution.hostname;
-    headers.via = "1.1 cumulo-edge";
+    headers.via = viaAppended(viewerHeader("via"), request.httpVersion);
     const cdnLoop = viewerHeader("cdn-loop");
     headers["cdn-loop"] = cdnLoop ? `${cdnLoop}, ${this.#cdnId}` : this.#cdnId;
     const etag = stale?.headers.etag;
