@@ -185,6 +185,71 @@ describe("CDN edge HTTP rules", () => {
     expect(seen).toEqual(["1.0 corporate-proxy, 1.1 isp-cache, 1.1 cumulo-edge", "1.1 cumulo-edge"]);
   });
 
+  it("answers If-Match and If-Unmodified-Since with 412 where they fail, before If-None-Match and Range", async () => {
+    const modified = "Mon, 23 Nov 2026 10:00:00 GMT";
+    const earlier = "Sun, 22 Nov 2026 10:00:00 GMT";
+    const later = "Tue, 24 Nov 2026 10:00:00 GMT";
+    const page = { etag: '"p2"', "last-modified": modified };
+    origin.route("/page.html", (_req, res) =>
+      res.writeHead(200, { "cache-control": "max-age=600", ...page }).end("0123456789"),
+    );
+    origin.route("/live.html", (_req, res) =>
+      res.writeHead(200, { "cache-control": "no-store", "content-length": "10", ...page }).end("0123456789"),
+    );
+    origin.route("/stream.html", (_req, res) => {
+      res.writeHead(200, { "cache-control": "no-store", ...page }); // chunked: no length
+      res.write("01234");
+      res.end("56789");
+    });
+    const cases: Array<[Record<string, string>, number]> = [
+      [{ "if-match": '"p1"' }, 412],
+      [{ "if-match": '"p1", "p2"' }, 200],
+      [{ "if-match": "*" }, 200],
+      [{ "if-match": 'W/"p2"' }, 412], // a strong comparison: weak tags never match
+      [{ "if-unmodified-since": earlier }, 412],
+      [{ "if-unmodified-since": later }, 200],
+      [{ "if-unmodified-since": "not a date" }, 200],
+      // If-Match, when present, decides alone; a failing precondition wins over a 304 and a range.
+      [{ "if-match": '"p2"', "if-unmodified-since": earlier }, 200],
+      [{ "if-match": '"p1"', "if-none-match": '"p2"' }, 412],
+      [{ "if-match": '"p2"', "if-none-match": '"p2"' }, 304],
+      [{ "if-unmodified-since": earlier, range: "bytes=0-1" }, 412],
+      [{ "if-match": '"p2"', range: "bytes=0-1" }, 206],
+    ];
+    // From the cache (the first request fills it), and streamed through (never kept).
+    await get("/page.html");
+    for (const path of ["/page.html", "/live.html"]) {
+      for (const [headers, status] of cases) {
+        const answer = await get(path, headers);
+        expect([path, headers, answer.status]).toEqual([path, headers, status]);
+        if (status === 412) {
+          expect(answer.headers["x-cache"]).toBe(path === "/page.html" ? "HIT" : "MISS");
+          expect(JSON.parse(answer.text)).toEqual({ success: false, message: "Precondition Failed" });
+        }
+      }
+    }
+    // Streamed without a length (no range can be cut): the conditions still hold.
+    for (const [headers, status] of [
+      [{ "if-match": '"p1"' }, 412],
+      [{ "if-unmodified-since": earlier }, 412],
+      [{ "if-match": '"p2"', "if-none-match": '"p2"' }, 304],
+      [{ "if-match": '"p2"' }, 200],
+    ] as const) {
+      expect((await get("/stream.html", headers)).status).toBe(status);
+    }
+    const head = await edgeRequest(edge, `/${host}/page.html`, {
+      method: "HEAD",
+      headers: { "if-match": '"p1"' },
+    });
+    expect([head.status, head.body.length]).toEqual([412, 0]);
+    // Only answers that would be 2xx have preconditions (RFC 9110, 13.2.1): a stored redirect is sent.
+    origin.route("/old.html", (_req, res) =>
+      res.writeHead(301, { location: "/page.html", "cache-control": "max-age=600" }).end(),
+    );
+    await get("/old.html");
+    expect((await get("/old.html", { "if-match": '"p1"' })).status).toBe(301);
+  });
+
   it("asks the origin for a viewer's range of an object over the size limit instead of all of it", async () => {
     // A progressive video too large to keep: a seek near its end must not download everything before it.
     const video = Buffer.alloc(MAX_OBJECT * 8);

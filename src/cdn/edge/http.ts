@@ -159,6 +159,28 @@ export function ifRangeMatches(request: IncomingHttpHeaders, response: OutgoingH
 }
 
 /**
+ * Whether a GET/HEAD fails its preconditions on this representation (412, RFC 9110 13.2.2 steps 1-2):
+ * `If-Match` (strong comparison, so a weak or missing `ETag` never matches; `*` matches any current
+ * representation) or, without it, `If-Unmodified-Since` against `Last-Modified` (ignored when either
+ * date is missing or unreadable, 13.1.4).
+ */
+export function preconditionFailed(request: IncomingHttpHeaders, response: OutgoingHttpHeaders): boolean {
+  const ifMatch = request["if-match"];
+  if (ifMatch !== undefined) {
+    if (ifMatch.trim() === "*") return false;
+    const etag = first(response.etag)?.trim();
+    if (etag === undefined || etag.startsWith("W/")) return true;
+    return !ifMatch.split(",").some((tag) => tag.trim() === etag);
+  }
+  const ifUnmodifiedSince = request["if-unmodified-since"];
+  const lastModified = first(response["last-modified"]);
+  if (ifUnmodifiedSince === undefined || lastModified === undefined) return false;
+  const since = Date.parse(ifUnmodifiedSince);
+  const modified = Date.parse(lastModified);
+  return !Number.isNaN(since) && !Number.isNaN(modified) && modified > since;
+}
+
+/**
  * Whether a GET/HEAD with these conditional headers gets 304 for this representation:
  * `If-None-Match` (weak comparison) wins over `If-Modified-Since`.
  */
@@ -186,12 +208,13 @@ export function notModifiedHeaders(headers: OutgoingHttpHeaders): OutgoingHttpHe
   return out;
 }
 
-export type ConditionalOutcome = { kind: "not-modified" } | RangeResult;
+export type ConditionalOutcome = { kind: "precondition-failed" } | { kind: "not-modified" } | RangeResult;
 
 /**
- * What a GET or HEAD of a complete representation answers: 304 when the request's validators match,
- * else, for a GET, the range it asks for (only when If-Range, if any, still matches); a HEAD ignores
- * Range (RFC 9110, 14.2) and describes the whole representation.
+ * What a GET or HEAD of a complete representation answers, in RFC 9110's order (13.2.2): 412 when
+ * its preconditions fail, 304 when its validators match, else, for a GET, the range it asks for (only
+ * when If-Range, if any, still matches); a HEAD ignores Range (RFC 9110, 14.2) and describes the
+ * whole representation.
  */
 export function conditionalOutcome(
   method: string | undefined,
@@ -199,6 +222,7 @@ export function conditionalOutcome(
   response: OutgoingHttpHeaders,
   size: number,
 ): ConditionalOutcome {
+  if (preconditionFailed(request, response)) return { kind: "precondition-failed" };
   if (notModified(request, response)) return { kind: "not-modified" };
   if (method !== "GET") return { kind: "none" };
   return ifRangeMatches(request, response) ? parseRange(request.range, size) : { kind: "none" };

@@ -3,8 +3,8 @@ import { Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { FastifyBaseLogger } from "fastify";
 import type { Resolved } from "./cache-policy.ts";
-import { notModified, viewerRedirect } from "./http.ts";
-import { type ByteWindow, sendNotModified, startRepresentation } from "./serving.ts";
+import { notModified, preconditionFailed, viewerRedirect } from "./http.ts";
+import { type ByteWindow, sendNotModified, sendPreconditionFailed, startRepresentation } from "./serving.ts";
 
 /** What one viewer response did, for analytics. */
 export interface Exchange {
@@ -59,12 +59,20 @@ export async function relay(
   const declared = Number(headers["content-length"] ?? Number.NaN);
   let window: ByteWindow | undefined;
   const representation = status === 200 && (request.method === "GET" || request.method === "HEAD");
-  if (representation && notModified(request.headers, out)) {
+  // Without a length no range can be cut, but the viewer's conditions still hold: the origin never
+  // sees them (the edge asks for the whole object, as for any miss).
+  const unsized = representation && Number.isNaN(declared);
+  if (unsized && preconditionFailed(request.headers, out)) {
+    discardBody();
+    exchange.sent = sendPreconditionFailed(response, cacheHeaders);
+    return;
+  }
+  if (unsized && notModified(request.headers, out)) {
     discardBody();
     sendNotModified(response, out);
     return;
   }
-  if (representation && !Number.isNaN(declared)) {
+  if (representation && !unsized) {
     out["accept-ranges"] = "bytes";
     const started = startRepresentation(request, response, out, declared, cacheHeaders);
     exchange.sent = started.sent;

@@ -7,7 +7,7 @@ import { conditionalOutcome, notModifiedHeaders, viewerRedirect } from "./http.t
 
 /**
  * Writing answers to viewers, shared by the edge and the media origin: JSON errors, and complete
- * representations with HEAD, conditional requests (304) and one byte range (206, 416).
+ * representations with HEAD, conditional requests (412, 304) and one byte range (206, 416).
  */
 
 /** A JSON error answer (no body for HEAD, never stored downstream); returns the body bytes sent. */
@@ -36,6 +36,11 @@ export function sendNotModified(response: ServerResponse, headers: OutgoingHttpH
   return 0;
 }
 
+/** A 412: the request's `If-Match` or `If-Unmodified-Since` failed (RFC 9110, 13.2.2). */
+export function sendPreconditionFailed(response: ServerResponse, headers: OutgoingHttpHeaders): number {
+  return sendJsonError(response, 412, { success: false, message: "Precondition Failed" }, headers);
+}
+
 /** Inclusive byte offsets of what a body carries. */
 export interface ByteWindow {
   start: number;
@@ -43,26 +48,29 @@ export interface ByteWindow {
 }
 
 /**
- * Starts the answer to a GET or HEAD of a complete 200 representation of `size` bytes: 304 when the
- * request's validators match, 416 (JSON, with `unsatisfiableHeaders`) for a range outside it, else 206
- * for one satisfiable range or 200. Writes everything but the body: `window` is what the body must
- * carry (none for HEAD, 304, 416 and empty bodies), `sent` the body bytes already written.
+ * Starts the answer to a GET or HEAD of a complete 200 representation of `size` bytes: 412 (JSON, with
+ * `refusalHeaders`) when its preconditions fail, 304 when the request's validators match, 416 (JSON,
+ * with `refusalHeaders`) for a range outside it, else 206 for one satisfiable range or 200. Writes
+ * everything but the body: `window` is what the body must carry (none for HEAD, 412, 304, 416 and
+ * empty bodies), `sent` the body bytes already written.
  */
 export function startRepresentation(
   request: IncomingMessage,
   response: ServerResponse,
   headers: OutgoingHttpHeaders,
   size: number,
-  unsatisfiableHeaders: OutgoingHttpHeaders = {},
+  refusalHeaders: OutgoingHttpHeaders = {},
 ): { window?: ByteWindow; sent: number } {
   const outcome = conditionalOutcome(request.method, request.headers, headers, size);
+  if (outcome.kind === "precondition-failed")
+    return { sent: sendPreconditionFailed(response, refusalHeaders) };
   if (outcome.kind === "not-modified") return { sent: sendNotModified(response, headers) };
   if (outcome.kind === "unsatisfiable") {
     const sent = sendJsonError(
       response,
       416,
       { success: false, message: "Range Not Satisfiable" },
-      { ...unsatisfiableHeaders, "content-range": `bytes */${size}` },
+      { ...refusalHeaders, "content-range": `bytes */${size}` },
     );
     return { sent };
   }
@@ -87,9 +95,9 @@ export function sendRepresentation(
   response: ServerResponse,
   headers: OutgoingHttpHeaders,
   body: Buffer,
-  unsatisfiableHeaders: OutgoingHttpHeaders = {},
+  refusalHeaders: OutgoingHttpHeaders = {},
 ): number {
-  const { window, sent } = startRepresentation(request, response, headers, body.length, unsatisfiableHeaders);
+  const { window, sent } = startRepresentation(request, response, headers, body.length, refusalHeaders);
   if (!window) return sent;
   const slice = body.subarray(window.start, window.end + 1);
   response.end(slice);
@@ -107,9 +115,9 @@ export async function streamRepresentation(
   size: number,
   open: (window: ByteWindow) => Readable,
   onEarlyEnd: (error: unknown) => void,
-  unsatisfiableHeaders: OutgoingHttpHeaders = {},
+  refusalHeaders: OutgoingHttpHeaders = {},
 ): Promise<number> {
-  const { window, sent } = startRepresentation(request, response, headers, size, unsatisfiableHeaders);
+  const { window, sent } = startRepresentation(request, response, headers, size, refusalHeaders);
   if (!window) return sent;
   let streamed = 0;
   const stream = open(window);
@@ -161,7 +169,9 @@ export function sendCachedObject(
     object.status === 200 &&
     conditions.range === undefined &&
     conditions["if-none-match"] === undefined &&
-    conditions["if-modified-since"] === undefined
+    conditions["if-modified-since"] === undefined &&
+    conditions["if-match"] === undefined &&
+    conditions["if-unmodified-since"] === undefined
   ) {
     // The common case, kept cheap: the stored headers as a flat list plus the per-answer ones.
     const headers = [
@@ -190,7 +200,7 @@ export function sendCachedObject(
     });
   }
   // Other statuses are sent as stored (a redirect's target put under a path-style prefix): no
-  // ranges, no 304.
+  // ranges, no 304, no 412 (RFC 9110 13.2.1: preconditions apply only to what would be a 2xx).
   const redirected = viewerRedirect(headers, resolved);
   const size = object.body.length;
   const bodyless = head || object.status === 204 || object.status === 304;
