@@ -655,6 +655,51 @@ describe("CDN edge", () => {
     expect(history.body.data[0].paths).toEqual(["/café.png", "/new file.txt", "/🎬/*"]);
   });
 
+  it("caches and purges every equivalent spelling of a path as one object (RFC 3986 normalization)", async () => {
+    let version = 1;
+    for (const path of ["/norm/a/b", "/norm/~u/p", "/norm/a%2Fb"]) {
+      origin.route(`/root${path}`, (_req, res) =>
+        res.writeHead(200, { "cache-control": "max-age=600" }).end(`${path}@${version}`),
+      );
+    }
+    const answerOf = async (path: string) => {
+      const answer = await get(path);
+      return [path, answer.headers["x-cache"], answer.text];
+    };
+    expect(await answerOf("/norm/a/b")).toEqual(["/norm/a/b", "MISS", "/norm/a/b@1"]);
+    for (const spelling of [
+      "/norm/a/./b",
+      "/norm/a/x/../b",
+      "/norm/x/../a/b",
+      "/norm/%61/%62",
+      "/norm/%2e/a/b",
+    ]) {
+      expect(await answerOf(spelling)).toEqual([spelling, "HIT", "/norm/a/b@1"]);
+    }
+    expect(await answerOf("/norm/%7Eu/p")).toEqual(["/norm/%7Eu/p", "MISS", "/norm/~u/p@1"]);
+    for (const spelling of ["/norm/~u/p", "/norm/%7eu/p", "/norm/%7E%75/%70"]) {
+      expect(await answerOf(spelling)).toEqual([spelling, "HIT", "/norm/~u/p@1"]);
+    }
+    // A reserved character stays encoded (`%2F` is no `/`), only its hex digits' case is normalized.
+    expect(await answerOf("/norm/a%2Fb")).toEqual(["/norm/a%2Fb", "MISS", "/norm/a%2Fb@1"]);
+    expect(await answerOf("/norm/a%2fb")).toEqual(["/norm/a%2fb", "HIT", "/norm/a%2Fb@1"]);
+    // The origin was asked once per object, for the normal form.
+    expect(
+      ["/root/norm/a/b", "/root/norm/~u/p", "/root/norm/a%2Fb"].map((path) => origin.hitsOf(path)),
+    ).toEqual([1, 1, 1]);
+
+    // Purges match whatever spelling was asked for or purged: no spelling keeps a purged copy.
+    version = 2;
+    const purge = (paths: string[]) =>
+      t.request("POST", `/v1/cdn/distributions/${distributionId}/purges`, { json: { paths } });
+    expect((await purge(["/norm/a/b", "/norm/%7Eu/*"])).status).toBe(200);
+    expect(await answerOf("/norm/a/./b")).toEqual(["/norm/a/./b", "MISS", "/norm/a/b@2"]);
+    expect(await answerOf("/norm/~u/p")).toEqual(["/norm/~u/p", "MISS", "/norm/~u/p@2"]);
+    version = 3;
+    await purge(["/norm/x/../%61/*"]);
+    expect(await answerOf("/norm/%61/b")).toEqual(["/norm/%61/b", "MISS", "/norm/a/b@3"]);
+  });
+
   it("follows an origin change at once", async () => {
     const second = await startOrigin();
     try {

@@ -8,7 +8,10 @@ import { endToEndHeaders, type HeaderMap, notModifiedHeaders } from "./http.ts";
 /** A request resolved to its distribution. */
 export interface Resolved {
   distribution: DistributionRow;
-  /** Path and query on the distribution (the path-style prefix removed): the cache key. */
+  /**
+   * Path and query on the distribution (the path-style prefix removed), normalized (RFC 3986 6.2.2,
+   * `normalizedPathAndQuery`): the cache key, and what the origin is asked for.
+   */
   pathAndQuery: string;
   /** The path-style prefix (`/{hostname}`) the viewer's URL starts with; absent host-style. */
   pathPrefix?: string;

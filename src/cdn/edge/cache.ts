@@ -2,6 +2,7 @@ import type { IncomingHttpHeaders, OutgoingHttpHeaders } from "node:http";
 import type CachePolicy from "http-cache-semantics";
 import { LRUCache } from "lru-cache";
 import type { DiskTier } from "./disk-tier.ts";
+import { normalizedPathAndQuery } from "./path-normalization.ts";
 
 /** A fully received origin response, shared by every viewer that asks for it while it is fresh. */
 export interface CachedObject {
@@ -45,9 +46,14 @@ function asBrowsersSendIt(path: string): string {
   });
 }
 
-/** Which cached paths a purge path names: `/*` all, `/prefix*` by prefix, `/path` with any query, `/path?q` exactly. */
+/**
+ * Which cached paths a purge path names: `/*` all, `/prefix*` by prefix, `/path` with any query,
+ * `/path?q` exactly. Keys are normalized (`normalizedPathAndQuery`), and so are purge paths, so
+ * `/a/b` also purges what viewers asked for as `/a/./b` or `/%61/b`.
+ */
 function purgeMatcher(purged: string[]): (pathAndQuery: string) => boolean {
-  const paths = [...new Set(purged.flatMap((path) => [path, asBrowsersSendIt(path)]))];
+  const spellings = purged.flatMap((path) => [path, asBrowsersSendIt(path)]);
+  const paths = [...new Set(spellings.map(normalizedPathAndQuery))];
   const matchers = paths.map((path): ((pathAndQuery: string) => boolean) => {
     if (path.endsWith("*")) {
       const start = path.slice(0, -1);

@@ -6,6 +6,7 @@ import { mayServe } from "../reserved-hosts.ts";
 import type { CdnService } from "../service.ts";
 import type { DistributionRow } from "../tables.ts";
 import type { Resolved } from "./cache-policy.ts";
+import { normalizedPathAndQuery } from "./path-normalization.ts";
 
 /** How long an edge trusts what it read about a host name (changes also arrive on the bus). */
 const DISTRIBUTION_TTL_MS = 500;
@@ -68,10 +69,12 @@ export class HostResolver {
       const distribution = this.#distribution(host);
       if (distribution instanceof Promise) {
         return distribution.then((found) =>
-          found ? { distribution: found, pathAndQuery: path + query } : this.#byPathPrefix(path, query),
+          found
+            ? { distribution: found, pathAndQuery: normalizedPathAndQuery(path + query) }
+            : this.#byPathPrefix(path, query),
         );
       }
-      if (distribution) return { distribution, pathAndQuery: path + query };
+      if (distribution) return { distribution, pathAndQuery: normalizedPathAndQuery(path + query) };
     }
     return this.#byPathPrefix(path, query);
   }
@@ -87,7 +90,7 @@ export class HostResolver {
       return undefined;
     }
     if (hostname === "" || hostname.length > 253) return undefined;
-    const pathAndQuery = (slash === -1 ? "/" : path.slice(slash)) + query;
+    const pathAndQuery = normalizedPathAndQuery((slash === -1 ? "/" : path.slice(slash)) + query);
     const pathPrefix = `/${segment}`;
     const distribution = this.#distribution(hostname);
     if (distribution instanceof Promise) {
