@@ -94,18 +94,15 @@ type LookupCallback = (
 ) => void;
 
 /**
- * An undici Agent whose connections go only to checked addresses: the check runs inside the DNS
- * lookup the socket connects with, so a name cannot resolve one way when checked and another when
- * used. Literal IP hosts skip DNS, so `assertTargetAllowed` must be called on them before sending.
+ * A DNS lookup (as `net.connect` takes it) that fails with `BlockedAddressError` when the name
+ * resolves to an address `allowPrivate` does not let through: the check runs inside the lookup the
+ * socket connects with, so a name cannot resolve one way when checked and another when used.
  */
-export function createGuardedAgent(options: {
-  allowPrivate: PrivateAccess;
-  connectTimeoutMs: number;
-}): Agent {
-  const lookup = (hostname: string, lookupOptions: object, callback: LookupCallback) => {
+export function guardedLookup(allowPrivate: PrivateAccess) {
+  return (hostname: string, lookupOptions: object, callback: LookupCallback) => {
     dnsLookup(hostname, { ...lookupOptions, all: true }, (error, addresses) => {
       if (error) return callback(error, []);
-      const blocked = addresses.some((entry) => !mayReach(entry.address, options.allowPrivate));
+      const blocked = addresses.some((entry) => !mayReach(entry.address, allowPrivate));
       if (blocked) return callback(new BlockedAddressError(hostname), []);
       const wantsAll = (lookupOptions as { all?: boolean }).all === true;
       const first = addresses[0];
@@ -113,6 +110,17 @@ export function createGuardedAgent(options: {
       return callback(null, first.address, first.family);
     });
   };
+}
+
+/**
+ * An undici Agent whose connections go only to checked addresses (`guardedLookup`). Literal IP hosts
+ * skip DNS, so `assertTargetAllowed` must be called on them before sending.
+ */
+export function createGuardedAgent(options: {
+  allowPrivate: PrivateAccess;
+  connectTimeoutMs: number;
+}): Agent {
+  const lookup = guardedLookup(options.allowPrivate);
   return new Agent({ connect: { lookup, timeout: options.connectTimeoutMs } as Agent.Options["connect"] });
 }
 

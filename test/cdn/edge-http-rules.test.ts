@@ -250,6 +250,22 @@ describe("CDN edge HTTP rules", () => {
     expect((await get("/old.html", { "if-match": '"p1"' })).status).toBe(301);
   });
 
+  it("skips interim (1xx) answers the origin sends before its final one, a 100 Continue nobody asked for too", async () => {
+    origin.route("/continued.txt", (_req, res) => {
+      res.writeContinue();
+      res.writeHead(200, { "cache-control": "max-age=600" }).end("final answer");
+    });
+    origin.route("/hinted.txt", (_req, res) => {
+      res.writeEarlyHints({ link: "</site.css>; rel=preload; as=style" });
+      res.writeHead(200, { "cache-control": "no-store" }).end("hinted answer");
+    });
+    const first = await get("/continued.txt");
+    expect([first.status, first.text, first.headers["x-cache"]]).toEqual([200, "final answer", "MISS"]);
+    expect((await get("/continued.txt")).headers["x-cache"]).toBe("HIT");
+    const hinted = await get("/hinted.txt");
+    expect([hinted.status, hinted.text]).toEqual([200, "hinted answer"]);
+  });
+
   it("asks the origin for a viewer's range of an object over the size limit instead of all of it", async () => {
     // A progressive video too large to keep: a seek near its end must not download everything before it.
     const video = Buffer.alloc(MAX_OBJECT * 8);

@@ -1,9 +1,16 @@
 import { randomUUID } from "node:crypto";
-import type { IncomingMessage, OutgoingHttpHeaders } from "node:http";
+import { request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders } from "node:http";
+import { request as httpsRequest } from "node:https";
+import type { Readable } from "node:stream";
 import type { FastifyBaseLogger } from "fastify";
-import { type Agent, type Dispatcher, request as undiciRequest } from "undici";
+import { type Agent, request as undiciRequest } from "undici";
 import type { Config } from "../../config.ts";
-import { assertTargetAllowed, BlockedAddressError, createGuardedAgent } from "../../net/address-guard.ts";
+import {
+  assertTargetAllowed,
+  BlockedAddressError,
+  createGuardedAgent,
+  guardedLookup,
+} from "../../net/address-guard.ts";
 import type { DistributionRow } from "../tables.ts";
 import type { CachedObject, EdgeCache } from "./cache.ts";
 import type { EdgeCachePolicy, Resolved } from "./cache-policy.ts";
@@ -81,9 +88,20 @@ interface RangeAsk {
   ifRange?: string;
 }
 
+/** An origin answer's body: undici's, or node:http's given the same `dump` (let go of it unread). */
+type OriginBody = Readable & { dump(): Promise<unknown> };
+
 type Asked =
-  | { kind: "answer"; status: number; headers: HeaderMap; body: Dispatcher.ResponseData["body"] }
+  | { kind: "answer"; status: number; headers: HeaderMap; body: OriginBody }
   | { kind: "failed"; error: unknown };
+
+/**
+ * undici's refusal of a `100 Continue` it did not ask for (the edge sends no `Expect`): it closes the
+ * connection with "bad response" and drops the final answer that follows.
+ */
+const isUnsolicitedContinue = (error: unknown): boolean =>
+  (error as { code?: string } | null)?.code === "UND_ERR_SOCKET" &&
+  (error as Error).message === "bad response";
 
 /**
  * Asks origins for misses: a stale copy is revalidated instead of downloaded again, a cacheable answer
@@ -91,6 +109,7 @@ type Asked =
  */
 export class OriginFetcher {
   readonly #agent: Agent;
+  readonly #lookup: ReturnType<typeof guardedLookup>;
   /**
    * This node's name in `CDN-Loop` (RFC 8586), sent with every origin request. A request that already
    * names it came back through an origin that leads to this edge. Per node, not per platform: one
@@ -104,6 +123,7 @@ export class OriginFetcher {
     private readonly cache: EdgeCache,
     private readonly policy: EdgeCachePolicy,
   ) {
+    this.#lookup = guardedLookup(config.originAllowPrivate);
     this.#agent = createGuardedAgent({
       allowPrivate: config.originAllowPrivate,
       connectTimeoutMs: config.edge.originTimeoutMs,
@@ -321,7 +341,38 @@ export class OriginFetcher {
         body: answer.body,
       };
     } catch (error) {
+      // RFC 9110 (15.2) has a client skip interim answers it did not expect and read the final one:
+      // the request (a GET or OPTIONS, safe to repeat) is sent once more through node:http, which does.
+      if (isUnsolicitedContinue(error)) return this.#askSkippingInterim(target, method, headers);
       return { kind: "failed", error };
     }
+  }
+
+  /**
+   * One origin request through node:http, which skips 1xx answers before the final one (undici
+   * refuses a `100 Continue`). On a connection of its own (the case is rare), through the same address
+   * guard and origin timeout (for each pause, as undici's).
+   */
+  #askSkippingInterim(target: URL, method: string, headers: Record<string, string>): Promise<Asked> {
+    const send = target.protocol === "https:" ? httpsRequest : httpRequest;
+    return new Promise((resolve) => {
+      const options = {
+        method,
+        headers,
+        agent: false,
+        lookup: this.#lookup,
+        timeout: this.config.edge.originTimeoutMs,
+      };
+      const outgoing = send(target, options, (incoming) => {
+        const body = Object.assign(incoming, { dump: async () => incoming.destroy() });
+        const status = incoming.statusCode ?? 0;
+        resolve({ kind: "answer", status, headers: combinedHeaders(incoming.headers), body });
+      });
+      outgoing.on("timeout", () => {
+        outgoing.destroy(Object.assign(new Error("origin timeout"), { code: "ETIMEDOUT" }));
+      });
+      outgoing.on("error", (error) => resolve({ kind: "failed", error }));
+      outgoing.end();
+    });
   }
 }
