@@ -144,6 +144,25 @@ describe("operational endpoints and conventions", () => {
     expect(paths["/v1/media/libraries"].post.responses["201"].headers.location.schema.type).toBe("string");
   });
 
+  it("names a resource in links and Location with its id in lower case, however the request spelled it", async () => {
+    const library = (await t.request("POST", "/v1/media/libraries", { json: { name: "spelled" } })).body.data
+      .id as string;
+    // Upper case, a percent-encoded digit and a trailing slash all reach the same route.
+    const spelled = `/v1/media/libraries/%${library.charCodeAt(0).toString(16)}${library.slice(1).toUpperCase()}`;
+    const folder = await t.request("POST", `${spelled}/folders/`, { json: { name: "f" } });
+    expect(folder.status).toBe(201);
+    expect(folder.headers.get("location")).toBe(
+      `/v1/media/libraries/${library}/folders/${folder.body.data.id}`,
+    );
+    const list = await t.request("GET", `${spelled}/folders/?limit=5`);
+    expect(list.status).toBe(200);
+    expect(list.body.meta.links).toEqual({
+      self: `/v1/media/libraries/${library}/folders?limit=5&page=1`,
+      first: `/v1/media/libraries/${library}/folders?limit=5&page=1`,
+      last: `/v1/media/libraries/${library}/folders?limit=5&page=1`,
+    });
+  });
+
   it("answers unknown media routes with the media 404 body and unknown cloud routes with the gateway body", async () => {
     const media = await t.request("GET", "/v1/media/nothing-here");
     expect(media.status).toBe(404);

@@ -38,10 +38,3 @@ export async function requireVideo(
   if (!video) throw ApiError.notFound();
   return video;
 }
-
-/** The request's path without its query, for the `meta.links` of a list. */
-export const listPath = (request: FastifyRequest): string =>
-  (request.url.split("?")[0] ?? "")
-    // An absolute-form target (`GET http://host/v1/...`, as sent to proxies) keeps links relative.
-    .replace(/^[a-z][a-z0-9+.-]*:\/\/[^/]*/i, "")
-    .replace(/\/+$/, "");

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
-import { createdAt, ok, okList, okMessage } from "../../http/envelope.ts";
+import { createdAt, ok, okList, okMessage, routePath } from "../../http/envelope.ts";
 import { ApiError } from "../../http/errors.ts";
 import { pageMeta, toPage } from "../../http/pagination.ts";
 import {
@@ -20,7 +20,7 @@ import {
   FolderListQuery,
   UpdateFolderBody,
 } from "../schemas.ts";
-import { listPath, type MediaRouteOptions, mediaSecurity, requireLibrary } from "./common.ts";
+import { type MediaRouteOptions, mediaSecurity, requireLibrary } from "./common.ts";
 
 const tags = ["media: folders"];
 const LibraryParams = IdParams("libraryId");
@@ -85,7 +85,7 @@ export const folderRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async 
       return okList(
         "Folders retrieved successfully",
         rows.map(toFolder),
-        pageMeta(listPath(request), query, total, { parent_id: query.parent_id }),
+        pageMeta(routePath(request), query, total, { parent_id: query.parent_id }),
       );
     },
   );

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
-import { createdAt, ok, okList, okMessage } from "../../http/envelope.ts";
+import { createdAt, ok, okList, okMessage, routePath } from "../../http/envelope.ts";
 import { ApiError } from "../../http/errors.ts";
 import { pageMeta, toPage } from "../../http/pagination.ts";
 import {
@@ -19,7 +19,7 @@ import {
   LibraryListQuery,
   UpdateLibraryBody,
 } from "../schemas.ts";
-import { listPath, type MediaRouteOptions, mediaSecurity, requireLibrary } from "./common.ts";
+import { type MediaRouteOptions, mediaSecurity, requireLibrary } from "./common.ts";
 
 const LibraryParams = IdParams("libraryId");
 const tags = ["media: libraries"];
@@ -119,7 +119,7 @@ export const libraryRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async
       return okList(
         "Libraries retrieved successfully",
         rows.map(toLibrary),
-        pageMeta(listPath(request), query, total, {
+        pageMeta(routePath(request), query, total, {
           default_privacy: query.default_privacy,
           created_after: query.created_after,
           created_before: query.created_before,

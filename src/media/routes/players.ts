@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
-import { createdAt, ok, okList, okMessage } from "../../http/envelope.ts";
+import { createdAt, ok, okList, okMessage, routePath } from "../../http/envelope.ts";
 import { ApiError } from "../../http/errors.ts";
 import { pageMeta, toPage } from "../../http/pagination.ts";
 import {
@@ -13,7 +13,7 @@ import {
 } from "../../http/schemas.ts";
 import { toPlayer } from "../presenters.ts";
 import { CreatePlayerBody, Player, UpdatePlayerBody } from "../schemas.ts";
-import { listPath, type MediaRouteOptions, mediaSecurity, requireLibrary } from "./common.ts";
+import { type MediaRouteOptions, mediaSecurity, requireLibrary } from "./common.ts";
 
 const tags = ["media: players"];
 const LibraryParams = IdParams("libraryId");
@@ -69,7 +69,7 @@ export const playerRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async 
       return okList(
         "Players retrieved successfully",
         rows.map(toPlayer),
-        pageMeta(listPath(request), request.query, total),
+        pageMeta(routePath(request), request.query, total),
       );
     },
   );

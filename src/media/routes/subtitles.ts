@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "@sinclair/typebox";
-import { ok, okList, okMessage } from "../../http/envelope.ts";
+import { ok, okList, okMessage, routePath } from "../../http/envelope.ts";
 import { ApiError } from "../../http/errors.ts";
 import { pageMeta, toPage } from "../../http/pagination.ts";
 import {
@@ -16,7 +16,7 @@ import { toSubtitle } from "../presenters.ts";
 import { Subtitle } from "../schemas.ts";
 import type { SubtitleOutcome } from "../subtitle-service.ts";
 import { receiveMultipart } from "../uploads.ts";
-import { listPath, type MediaRouteOptions, mediaSecurity, requireVideo } from "./common.ts";
+import { type MediaRouteOptions, mediaSecurity, requireVideo } from "./common.ts";
 import { BinaryFile, documentedBodyOnly } from "./multipart-forms.ts";
 
 const tags = ["media: subtitles"];
@@ -95,7 +95,7 @@ export const subtitleRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = asyn
       return okList(
         "Subtitles retrieved successfully",
         rows.map(toSubtitle),
-        pageMeta(listPath(request), request.query, total),
+        pageMeta(routePath(request), request.query, total),
       );
     },
   );

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import type { Config } from "../../config.ts";
-import { createdAt, ok, okList, okMessage } from "../../http/envelope.ts";
+import { createdAt, ok, okList, okMessage, routePath } from "../../http/envelope.ts";
 import { ApiError } from "../../http/errors.ts";
 import { pageMeta, toPage } from "../../http/pagination.ts";
 import {
@@ -14,7 +14,7 @@ import {
 import { toVideo } from "../presenters.ts";
 import { CreateVideoBody, UpdateVideoBody, Video, VideoListQuery } from "../schemas.ts";
 import type { VideoOutcome } from "../video-service.ts";
-import { listPath, type MediaRouteOptions, mediaSecurity, requireLibrary } from "./common.ts";
+import { type MediaRouteOptions, mediaSecurity, requireLibrary } from "./common.ts";
 
 const tags = ["media: videos"];
 const LibraryParams = IdParams("libraryId");
@@ -85,7 +85,7 @@ export const videoRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async (
       return okList(
         "Videos retrieved successfully",
         rows.map((row) => toVideo(row, config)),
-        pageMeta(listPath(request), query, total, { folder_id: query.folder_id, status: query.status }),
+        pageMeta(routePath(request), query, total, { folder_id: query.folder_id, status: query.status }),
       );
     },
   );
