@@ -18,6 +18,8 @@ export interface ClaimedDelivery extends DeliveryTarget {
   headers: string | null;
   retry_policy: string | null;
   secret: string;
+  previous_secret: string | null;
+  previous_secret_expires_at: string | null;
   is_active: boolean;
   body: string;
 }
@@ -120,6 +122,8 @@ const CLAIMED_COLUMNS = [
   "e.headers",
   "e.retry_policy",
   "e.secret",
+  "e.previous_secret",
+  "e.previous_secret_expires_at",
   "e.is_active",
   "m.body",
 ] as const;

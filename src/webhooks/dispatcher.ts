@@ -374,8 +374,12 @@ export class WebhookDispatcher implements BackgroundWorker {
     const fault = this.injectFault?.(delivery.url);
     if (fault) return { at, outcome: fault };
     let secret: string;
+    let previousSecret: string | undefined;
     try {
       secret = this.secrets.open(delivery.endpoint_id, delivery.secret);
+      previousSecret = stillSigning(delivery, at)
+        ? this.secrets.openPrevious(delivery.endpoint_id, delivery.previous_secret)
+        : undefined;
     } catch (error) {
       return { at, outcome: this.#unopenedSecret(delivery, error) };
     }
@@ -385,6 +389,7 @@ export class WebhookDispatcher implements BackgroundWorker {
         messageId: delivery.message_id,
         body: delivery.body,
         secret,
+        previousSecret,
         headers: readJson<Record<string, string>>(delivery.headers),
       },
       at,
@@ -478,3 +483,12 @@ export class WebhookDispatcher implements BackgroundWorker {
     };
   }
 }
+
+/** Whether the endpoint's previous secret (kept by a rotation with an overlap) still signs at `at`. */
+const stillSigning = (
+  delivery: ClaimedDelivery,
+  at: Date,
+): delivery is ClaimedDelivery & { previous_secret: string } =>
+  delivery.previous_secret !== null &&
+  delivery.previous_secret_expires_at !== null &&
+  Date.parse(delivery.previous_secret_expires_at) > at.getTime();

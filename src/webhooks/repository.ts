@@ -225,7 +225,8 @@ export class WebhookRepository {
   /**
    * The endpoint if it belongs to this organization's library; any other is not found. With `lock`
    * (PostgreSQL; SQLite runs one write transaction at a time) the row stays locked until the
-   * transaction ends: `delete` for its deletion, `refer` for a transaction that queues a delivery to
+   * transaction ends: `delete` for its deletion, `update` for a write made from the row's values
+   * (a rotation keeps the secret it replaces), `refer` for a transaction that queues a delivery to
    * it, which a deletion then waits for (or which then finds it gone) instead of failing on the
    * delivery's reference. `refer` does not block the dispatcher's update of the endpoint (a 410).
    */
@@ -234,7 +235,7 @@ export class WebhookRepository {
     libraryId: string,
     id: string,
     executor: Executor = this.db,
-    lock?: "delete" | "refer",
+    lock?: "delete" | "update" | "refer",
   ): Promise<EndpointRow | undefined> {
     const postgres = this.dialect === "postgres";
     return executor
@@ -243,7 +244,7 @@ export class WebhookRepository {
       .where("organization_id", "=", organizationId)
       .where("library_id", "=", libraryId)
       .where("id", "=", id)
-      .$if(postgres && lock === "delete", (qb) => qb.forUpdate())
+      .$if(postgres && (lock === "delete" || lock === "update"), (qb) => qb.forUpdate())
       .$if(postgres && lock === "refer", (qb) => qb.forKeyShare())
       .executeTakeFirst();
   }

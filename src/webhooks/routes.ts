@@ -19,6 +19,7 @@ import {
   CreateEndpointBody,
   DeliveryQuery,
   QueuedDelivery,
+  RotateSecretBody,
   UpdateEndpointBody,
   WebhookDelivery,
   WebhookEndpoint,
@@ -211,14 +212,21 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{
         operationId: "rotateWebhookSecret",
         tags,
         summary: "Replace the endpoint's signing secret",
+        description:
+          "Without a body the old secret stops signing at once; `previous_secret_expires_in_s` keeps it signing deliveries, after the new one, for that long (docs/webhooks.md).",
         security,
         params: IdParams("libraryId", "endpointId"),
+        bodyOptional: true,
+        body: RotateSecretBody,
         response: { ...mediaErrorResponses, 200: Envelope(WebhookEndpointWithSecret) },
       },
     },
     async (request) => {
       const { libraryId, endpointId } = request.params;
-      const endpoint = endpointOf(await webhooks.rotateSecret(request.auth, libraryId, endpointId));
+      const { previous_secret_expires_in_s = 0 } = request.body;
+      const endpoint = endpointOf(
+        await webhooks.rotateSecret(request.auth, libraryId, endpointId, previous_secret_expires_in_s),
+      );
       return ok("Webhook secret rotated", endpoint);
     },
   );

@@ -94,6 +94,22 @@ export const UpdateEndpointBody = Type.Object({
 });
 export type UpdateEndpointBody = Static<typeof UpdateEndpointBody>;
 
+/** The longest overlap a rotation may ask for: 7 days. */
+export const MAX_PREVIOUS_SECRET_EXPIRY_S = 7 * 24 * 60 * 60;
+
+export const RotateSecretBody = Type.Object({
+  previous_secret_expires_in_s: Type.Optional(
+    Type.Integer({
+      minimum: 0,
+      maximum: MAX_PREVIOUS_SECRET_EXPIRY_S,
+      default: 0,
+      description:
+        "Seconds the replaced secret keeps signing deliveries, after the new one (webhook-signature then holds two signatures); 0 replaces it at once",
+    }),
+  ),
+});
+export type RotateSecretBody = Static<typeof RotateSecretBody>;
+
 export const WebhookEndpoint = Type.Object({
   id: Uuid,
   library_id: Uuid,
@@ -112,6 +128,13 @@ export const WebhookEndpoint = Type.Object({
   ),
   secret: Nullable(
     Type.String({ description: "whsec_ + base64 signing key; null for a read-only key (docs/security.md)" }),
+  ),
+  previous_secret_expires_at: Nullable(
+    Type.String({
+      format: "date-time",
+      description:
+        "Until when the secret replaced by the last rotation still signs deliveries; null when none does",
+    }),
   ),
   is_active: Type.Boolean(),
   created_by: Nullable(Uuid),

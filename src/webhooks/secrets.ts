@@ -17,9 +17,10 @@ const OPENED_SECRETS_KEPT = 10_000;
  */
 export class SigningSecrets {
   /**
-   * The opened secret per endpoint, with the sealed value it came from: every delivery signs with
-   * its endpoint's secret, and opening costs a decryption that a lookup does not. A rotation writes a
-   * new sealed value, which misses and replaces the entry.
+   * The opened secret per endpoint (and its previous one during a rotation's overlap, under its own
+   * entry), with the sealed value it came from: every delivery signs with its endpoint's secret, and
+   * opening costs a decryption that a lookup does not. A rotation writes a new sealed value, which
+   * misses and replaces the entry.
    */
   readonly #opened = new LRUCache<string, { sealed: string; secret: string }>({ max: OPENED_SECRETS_KEPT });
 
@@ -44,11 +45,20 @@ export class SigningSecrets {
    * it was sealed with): the message says so, in words an operator can act on.
    */
   open(endpointId: string, stored: string): string {
+    return this.#open(endpointId, endpointId, stored);
+  }
+
+  /** `open` for the endpoint's previous secret (`previous_secret`), kept in memory apart from its current one. */
+  openPrevious(endpointId: string, stored: string): string {
+    return this.#open(`${endpointId}/previous`, endpointId, stored);
+  }
+
+  #open(cacheKey: string, endpointId: string, stored: string): string {
     if (this.isPlain(stored)) return stored;
-    const kept = this.#opened.get(endpointId);
+    const kept = this.#opened.get(cacheKey);
     if (kept?.sealed === stored) return kept.secret;
     const secret = this.box.open(stored, context(endpointId));
-    this.#opened.set(endpointId, { sealed: stored, secret });
+    this.#opened.set(cacheKey, { sealed: stored, secret });
     return secret;
   }
 }

@@ -10,6 +10,8 @@ export interface OutgoingDelivery {
   messageId: string;
   body: string;
   secret: string;
+  /** The secret before a rotation with an overlap, until it expires: it signs too, after `secret`. */
+  previousSecret?: string;
   headers: Record<string, string> | null;
 }
 
@@ -78,7 +80,12 @@ export function signedHeaders(
   headers["webhook-id"] = delivery.messageId;
   const timestamp = Math.floor(at.getTime() / 1000);
   headers["webhook-timestamp"] = String(timestamp);
-  headers["webhook-signature"] = signature(delivery.secret, delivery.messageId, timestamp, delivery.body);
+  // Standard Webhooks lists signatures space-separated; a receiver accepts the delivery if one matches.
+  const current = signature(delivery.secret, delivery.messageId, timestamp, delivery.body);
+  headers["webhook-signature"] =
+    delivery.previousSecret === undefined
+      ? current
+      : `${current} ${signature(delivery.previousSecret, delivery.messageId, timestamp, delivery.body)}`;
   return headers;
 }
 

@@ -33,8 +33,9 @@ export type EndpointOutcome =
 export type QueuedOutcome = { outcome: "queued"; delivery: QueuedDelivery } | NotFound;
 export type ListOutcome<T> = { outcome: "listed"; rows: T[]; total: number } | NotFound;
 
-/** The endpoint as answered, its secret opened. */
-function toEndpoint(row: EndpointRow, secrets: SigningSecrets): WebhookEndpointWithSecret {
+/** The endpoint as answered at `now`, its secret opened (the previous one is never answered). */
+function toEndpoint(row: EndpointRow, secrets: SigningSecrets, now: Date): WebhookEndpointWithSecret {
+  const previousExpiresAt = row.previous_secret_expires_at;
   return {
     id: row.id,
     library_id: row.library_id,
@@ -45,6 +46,10 @@ function toEndpoint(row: EndpointRow, secrets: SigningSecrets): WebhookEndpointW
     headers: readJson<Record<string, string>>(row.headers),
     retry_policy: readJson<RetryPolicy>(row.retry_policy),
     secret: secrets.open(row.id, row.secret),
+    previous_secret_expires_at:
+      previousExpiresAt !== null && Date.parse(previousExpiresAt) > now.getTime()
+        ? withOffset(previousExpiresAt)
+        : null,
     is_active: readBool(row.is_active),
     created_by: row.created_by,
     updated_by: row.updated_by,
@@ -148,7 +153,9 @@ export class WebhookService {
     id: string,
   ): Promise<EndpointOutcome> {
     const row = await this.repository.findEndpoint(organizationId, libraryId, id);
-    return row ? { outcome, endpoint: toEndpoint(row, this.secrets) } : { outcome: "not_found" };
+    return row
+      ? { outcome, endpoint: toEndpoint(row, this.secrets, this.clock.now()) }
+      : { outcome: "not_found" };
   }
 
   async list(
@@ -158,7 +165,8 @@ export class WebhookService {
   ): Promise<ListOutcome<WebhookEndpointWithSecret>> {
     if (!(await this.#libraryExists(organizationId, libraryId))) return { outcome: "not_found" };
     const { rows, total } = await this.repository.listEndpoints(organizationId, libraryId, page);
-    return { outcome: "listed", rows: rows.map((row) => toEndpoint(row, this.secrets)), total };
+    const now = this.clock.now();
+    return { outcome: "listed", rows: rows.map((row) => toEndpoint(row, this.secrets, now)), total };
   }
 
   async update(
@@ -188,13 +196,36 @@ export class WebhookService {
     return found ? this.#read("updated", actor.organizationId, libraryId, id) : { outcome: "not_found" };
   }
 
-  async rotateSecret(actor: Actor, libraryId: string, id: string): Promise<EndpointOutcome> {
+  /**
+   * Replaces the endpoint's secret. With `previousSecretExpiresInS` > 0 the replaced one keeps signing
+   * deliveries (after the new one) for that long; a secret kept from an earlier rotation is dropped
+   * either way, so at most two ever sign.
+   */
+  async rotateSecret(
+    actor: Actor,
+    libraryId: string,
+    id: string,
+    previousSecretExpiresInS: number,
+  ): Promise<EndpointOutcome> {
     const found = await this.transact(async (trx) => {
-      if (!(await this.repository.findEndpoint(actor.organizationId, libraryId, id, trx))) return false;
+      // Locked, so of two rotations at once the later keeps the earlier's new secret as the previous one.
+      const row = await this.repository.findEndpoint(actor.organizationId, libraryId, id, trx, "update");
+      if (!row) return false;
+      const now = this.clock.now();
+      const overlaps = previousSecretExpiresInS > 0;
       await this.repository.updateEndpoint(trx, actor.organizationId, id, {
         secret: this.secrets.generateSealed(id),
+        // Sealed as stored; a plain one of an older version is sealed now, as it moves.
+        previous_secret: overlaps
+          ? this.secrets.isPlain(row.secret)
+            ? this.secrets.seal(id, row.secret)
+            : row.secret
+          : null,
+        previous_secret_expires_at: overlaps
+          ? new Date(now.getTime() + previousSecretExpiresInS * 1000).toISOString()
+          : null,
         updated_by: actor.userUuid,
-        updated_at: nowIso(this.clock),
+        updated_at: now.toISOString(),
       });
       return true;
     });
@@ -263,7 +294,7 @@ export class WebhookService {
   ): Promise<ListOutcome<WebhookDelivery>> {
     const endpointRow = await this.repository.findEndpoint(organizationId, libraryId, endpointId);
     if (!endpointRow) return { outcome: "not_found" };
-    const endpoint = toEndpoint(endpointRow, this.secrets);
+    const endpoint = toEndpoint(endpointRow, this.secrets, this.clock.now());
     const { rows, total } = await this.repository.listAttempts(organizationId, endpointId, filters, page);
     return {
       outcome: "listed",

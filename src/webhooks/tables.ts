@@ -12,6 +12,10 @@ export interface WebhookEndpointTable {
   headers: JsonText | null;
   retry_policy: JsonText | null;
   secret: string;
+  /** The secret before the last rotation, sealed like `secret`, while deliveries are signed with it too (migration 0704). */
+  previous_secret: string | null;
+  /** When `previous_secret` stops signing; null with it. */
+  previous_secret_expires_at: Timestamp | null;
   is_active: Bool;
   created_by: string | null;
   updated_by: string | null;

@@ -1,6 +1,7 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { Webhook } from "standardwebhooks";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { OffsetClock } from "../../src/clock.ts";
 import {
   DEFAULT_RETRY_DELAYS_S,
   MAX_RETRY_DELAY_S,
@@ -31,6 +32,8 @@ const verifyHeaders = (headers: Record<string, string | string[] | undefined>) =
 });
 
 describe("webhook delivery", () => {
+  /** Real time unless a test moves it (and moves it back). */
+  const clock = new OffsetClock();
   let t: TestApp;
   let organizationId: string;
   let libraryId: string;
@@ -50,7 +53,10 @@ describe("webhook delivery", () => {
     `${webhooksPath(library)}/${endpointId}/events`;
 
   beforeAll(async () => {
-    t = await startTestApp({ CUMULO_WEBHOOK_ALLOW_PRIVATE: "true", CUMULO_WEBHOOK_TIMEOUT_MS: "500" });
+    t = await startTestApp(
+      { CUMULO_WEBHOOK_ALLOW_PRIVATE: "true", CUMULO_WEBHOOK_TIMEOUT_MS: "500" },
+      { clock },
+    );
     organizationId = await organizationOf(t);
   });
   afterEach(async () => {
@@ -185,6 +191,91 @@ describe("webhook delivery", () => {
     expect(verify(endpoint.secret, id, String(Number(timestamp) + 1), signature, request!.body)).toBe(false);
     const rotated = await t.request("POST", `${webhooksPath(libraryId)}/${endpoint.id}/rotate-secret`);
     expect(verify(rotated.body.data.secret, id, timestamp, signature, request!.body)).toBe(false);
+  });
+
+  it("signs with the new and the previous secret during a rotation's overlap, and with the new one alone after it", async () => {
+    await freshLibrary();
+    let answer = 200;
+    const hook = await receiver((_r, res) => {
+      res.statusCode = answer;
+      res.end();
+    });
+    const endpoint = await createEndpoint(t, libraryId, {
+      url: hook.url,
+      retry_policy: { max_attempts: 2, initial_delay_s: 0.1, multiplier: 1, max_delay_s: 0.1 },
+    });
+    const endpointPath = `${webhooksPath(libraryId)}/${endpoint.id}`;
+    const rotate = (json?: Record<string, unknown>) =>
+      t.request("POST", `${endpointPath}/rotate-secret`, json ? { json } : {});
+    const signatures = (request: (typeof hook.received)[number]) =>
+      header(request.headers["webhook-signature"]).split(" ");
+    const verifies = (secret: string, request: (typeof hook.received)[number]) => {
+      try {
+        new Webhook(secret).verify(request.body, verifyHeaders(request.headers));
+        return true;
+      } catch {
+        return false;
+      }
+    };
+
+    const rotated = await rotate({ previous_secret_expires_in_s: 60 });
+    expect(rotated.status).toBe(200);
+    const secret = rotated.body.data.secret as string;
+    // A first attempt, its scheduled retry, a manual retry and a test send: all signed with both.
+    answer = 500;
+    await emit("created");
+    const [failed] = await deliveriesWhen(t, libraryId, endpoint.id, (rows) => rows.length === 2);
+    answer = 200;
+    await t.request("POST", `${eventsPath(endpoint.id)}/${failed.id}/retry`);
+    await t.request("POST", `${endpointPath}/test`);
+    const during = await hook.waitFor(4);
+    for (const request of during) {
+      expect(signatures(request)).toEqual([
+        expect.stringMatching(/^v1,[A-Za-z0-9+/]+=*$/),
+        expect.stringMatching(/^v1,[A-Za-z0-9+/]+=*$/),
+      ]);
+      expect(verifies(secret, request)).toBe(true);
+      expect(verifies(endpoint.secret, request)).toBe(true);
+      // The new secret's signature comes first.
+      expect(
+        verifies(secret, {
+          ...request,
+          headers: { ...request.headers, "webhook-signature": signatures(request)[0] },
+        }),
+      ).toBe(true);
+    }
+
+    // A further rotation during the overlap keeps only the secret it replaces.
+    const again = (await rotate({ previous_secret_expires_in_s: 60 })).body.data;
+    await t.request("POST", `${endpointPath}/test`);
+    const [, , , , afterAgain] = await hook.waitFor(5);
+    expect(signatures(afterAgain!)).toHaveLength(2);
+    expect(verifies(again.secret, afterAgain!)).toBe(true);
+    expect(verifies(secret, afterAgain!)).toBe(true);
+    expect(verifies(endpoint.secret, afterAgain!)).toBe(false);
+
+    // Past the expiry the previous secret signs no more.
+    expect((await t.request("GET", endpointPath)).body.data.previous_secret_expires_at).toMatch(OFFSET_TIME);
+    clock.offsetMs = 61_000;
+    try {
+      expect((await t.request("GET", endpointPath)).body.data.previous_secret_expires_at).toBeNull();
+      await t.request("POST", `${endpointPath}/test`);
+      const [, , , , , expired] = await hook.waitFor(6);
+      expect(signatures(expired!)).toHaveLength(1);
+      expect(verifies(again.secret, expired!)).toBe(true);
+      expect(verifies(secret, expired!)).toBe(false);
+    } finally {
+      clock.offsetMs = 0;
+    }
+
+    // A rotation without a body ends an overlap at once: one signature, as before overlaps existed.
+    await rotate({ previous_secret_expires_in_s: 60 });
+    const plain = (await rotate()).body.data;
+    expect(plain.previous_secret_expires_at).toBeNull();
+    await t.request("POST", `${endpointPath}/test`);
+    const [, , , , , , last] = await hook.waitFor(7);
+    expect(header(last!.headers["webhook-signature"])).toMatch(/^v1,[A-Za-z0-9+/]+=*$/);
+    expect(verifies(plain.secret, last!)).toBe(true);
   });
 
   it("retries on failure by the endpoint's policy with next_retry_at, keeping the webhook-id", async () => {

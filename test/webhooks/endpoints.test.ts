@@ -317,6 +317,69 @@ describe("webhook endpoints", () => {
     expect(rotated.body.data.secret).not.toBe(endpoint.secret);
     const fetched = await t.request("GET", `${webhooksPath(libraryId)}/${endpoint.id}`);
     expect(fetched.body.data.secret).toBe(rotated.body.data.secret);
+    expect(fetched.body.data.previous_secret_expires_at).toBeNull();
+  });
+
+  it("keeps the replaced secret sealed for the overlap asked for, never showing it again", async () => {
+    const endpoint = await createEndpoint(t, libraryId, { url: "https://a.example.com/overlap" });
+    const endpointPath = `${webhooksPath(libraryId)}/${endpoint.id}`;
+    const stored = () =>
+      t.cumulo.store.db
+        .selectFrom("webhook_endpoints")
+        .select(["previous_secret", "previous_secret_expires_at"])
+        .where("id", "=", endpoint.id)
+        .executeTakeFirstOrThrow();
+    const before = Date.now();
+    const rotated = await t.request("POST", `${endpointPath}/rotate-secret`, {
+      json: { previous_secret_expires_in_s: 3600 },
+    });
+    expect(rotated.status).toBe(200);
+    const expiresAt = rotated.body.data.previous_secret_expires_at as string;
+    expect(expiresAt).toMatch(OFFSET_TIME);
+    expect(Date.parse(expiresAt) - before).toBeGreaterThanOrEqual(3_600_000);
+    expect(Date.parse(expiresAt) - Date.now()).toBeLessThanOrEqual(3_600_000);
+    const { previous_secret } = await stored();
+    expect(previous_secret).toMatch(/^v1\./);
+    expect(previous_secret).not.toContain(endpoint.secret.slice("whsec_".length));
+    const views = [
+      rotated,
+      await t.request("GET", endpointPath),
+      await t.request("GET", webhooksPath(libraryId)),
+    ];
+    for (const view of views) expect(view.text).not.toContain(endpoint.secret.slice("whsec_".length));
+    expect(views[1]!.body.data.previous_secret_expires_at).toBe(expiresAt);
+
+    // Without a body, with an empty one or with `{}`, the previous secret goes at once.
+    for (const options of [{}, { headers: { "content-type": "application/json" } }, { json: {} }]) {
+      await t.request("POST", `${endpointPath}/rotate-secret`, {
+        json: { previous_secret_expires_in_s: 60 },
+      });
+      const plain = await t.request("POST", `${endpointPath}/rotate-secret`, options);
+      expect(plain.status).toBe(200);
+      expect(plain.body.data.previous_secret_expires_at).toBeNull();
+      expect(await stored()).toEqual({ previous_secret: null, previous_secret_expires_at: null });
+    }
+  });
+
+  it("refuses an overlap that is not a whole number of seconds from 0 to 7 days", async () => {
+    const endpoint = await createEndpoint(t, libraryId, { url: "https://a.example.com/overlap-bad" });
+    const codeOf = async (value: unknown) => {
+      const response = await t.request("POST", `${webhooksPath(libraryId)}/${endpoint.id}/rotate-secret`, {
+        json: { previous_secret_expires_in_s: value },
+      });
+      expect(response.status).toBe(400);
+      return fieldErrors(response.body);
+    };
+    expect(await codeOf(-1)).toEqual({ previous_secret_expires_in_s: "validation_min" });
+    expect(await codeOf(604_801)).toEqual({ previous_secret_expires_in_s: "validation_max" });
+    expect(await codeOf("60")).toEqual({ previous_secret_expires_in_s: "validation_type" });
+    expect(await codeOf(1.5)).toEqual({ previous_secret_expires_in_s: "validation_type" });
+    const fetched = await t.request("GET", `${webhooksPath(libraryId)}/${endpoint.id}`);
+    expect(fetched.body.data.secret).toBe(endpoint.secret);
+    const longest = await t.request("POST", `${webhooksPath(libraryId)}/${endpoint.id}/rotate-secret`, {
+      json: { previous_secret_expires_in_s: 604_800 },
+    });
+    expect(longest.status).toBe(200);
   });
 
   it("keeps secrets sealed in the store, each bound to its endpoint", async () => {

@@ -28,6 +28,7 @@ import { storeChangeNotificationsMigration } from "./0700-store-change-notificat
 import { trafficChangeNotificationsMigration } from "./0701-traffic-change-notifications.ts";
 import { videoUploadFinishingMigration } from "./0702-video-upload-finishing.ts";
 import { videoUploadGenerationMigration } from "./0703-video-upload-generation.ts";
+import { webhookPreviousSecretMigration } from "./0704-webhook-previous-secret.ts";
 
 /** Every migration, by name; names sort in the order they run. Append, never edit a released one. */
 export function allMigrations(dialect: DialectName): Record<string, Migration> {
@@ -60,5 +61,6 @@ export function allMigrations(dialect: DialectName): Record<string, Migration> {
     "0701-traffic-change-notifications": trafficChangeNotificationsMigration(dialect),
     "0702-video-upload-finishing": videoUploadFinishingMigration(types),
     "0703-video-upload-generation": videoUploadGenerationMigration(),
+    "0704-webhook-previous-secret": webhookPreviousSecretMigration(types),
   };
 }
