@@ -893,7 +893,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Replace the endpoint's signing secret */
+        /**
+         * Replace the endpoint's signing secret
+         * @description Without a body the old secret stops signing at once; `previous_secret_expires_in_s` keeps it signing deliveries, after the new one, for that long (docs/webhooks.md).
+         */
         post: operations["rotateWebhookSecret"];
         delete?: never;
         options?: never;
@@ -34617,6 +34620,7 @@ export interface operations {
                                 max_delay_s: number;
                             } | null;
                             secret: string | null;
+                            previous_secret_expires_at: string | null;
                             is_active: boolean;
                             created_by: string | null;
                             updated_by: string | null;
@@ -34911,6 +34915,7 @@ export interface operations {
                             } | null;
                             /** @description whsec_ + base64 signing key */
                             secret: string;
+                            previous_secret_expires_at: string | null;
                             is_active: boolean;
                             created_by: string | null;
                             updated_by: string | null;
@@ -35152,6 +35157,7 @@ export interface operations {
                                 max_delay_s: number;
                             } | null;
                             secret: string | null;
+                            previous_secret_expires_at: string | null;
                             is_active: boolean;
                             created_by: string | null;
                             updated_by: string | null;
@@ -35637,6 +35643,7 @@ export interface operations {
                             } | null;
                             /** @description whsec_ + base64 signing key */
                             secret: string;
+                            previous_secret_expires_at: string | null;
                             is_active: boolean;
                             created_by: string | null;
                             updated_by: string | null;
@@ -35846,7 +35853,17 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody?: {
+            content: {
+                "application/json": {
+                    /**
+                     * @description Seconds the replaced secret keeps signing deliveries, after the new one (webhook-signature then holds two signatures); 0 replaces it at once
+                     * @default 0
+                     */
+                    previous_secret_expires_in_s?: number;
+                };
+            };
+        };
         responses: {
             /** @description Default Response */
             200: {
@@ -35879,6 +35896,7 @@ export interface operations {
                             } | null;
                             /** @description whsec_ + base64 signing key */
                             secret: string;
+                            previous_secret_expires_at: string | null;
                             is_active: boolean;
                             created_by: string | null;
                             updated_by: string | null;
@@ -36359,6 +36377,7 @@ export interface operations {
                                     max_delay_s: number;
                                 } | null;
                                 secret: string | null;
+                                previous_secret_expires_at: string | null;
                                 is_active: boolean;
                                 created_by: string | null;
                                 updated_by: string | null;
