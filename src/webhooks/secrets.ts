@@ -35,6 +35,11 @@ export class SigningSecrets {
     return this.box.seal(secret, context(endpointId));
   }
 
+  /** A stored value as sealed: as it is, or sealed now if an older version kept it in plain text. */
+  sealedForm(endpointId: string, stored: string): string {
+    return this.isPlain(stored) ? this.seal(endpointId, stored) : stored;
+  }
+
   /** Whether a stored value is a plain-text secret of an older version, still to be sealed. */
   isPlain(stored: string): boolean {
     return stored.startsWith(PLAIN_PREFIX);

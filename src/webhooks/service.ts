@@ -215,12 +215,7 @@ export class WebhookService {
       const overlaps = previousSecretExpiresInS > 0;
       await this.repository.updateEndpoint(trx, actor.organizationId, id, {
         secret: this.secrets.generateSealed(id),
-        // Sealed as stored; a plain one of an older version is sealed now, as it moves.
-        previous_secret: overlaps
-          ? this.secrets.isPlain(row.secret)
-            ? this.secrets.seal(id, row.secret)
-            : row.secret
-          : null,
+        previous_secret: overlaps ? this.secrets.sealedForm(id, row.secret) : null,
         previous_secret_expires_at: overlaps
           ? new Date(now.getTime() + previousSecretExpiresInS * 1000).toISOString()
           : null,

@@ -329,6 +329,12 @@ describe("webhook endpoints", () => {
         .select(["previous_secret", "previous_secret_expires_at"])
         .where("id", "=", endpoint.id)
         .executeTakeFirstOrThrow();
+    // The row as a version before sealing kept it: the secret moves to previous_secret sealed all the same.
+    await t.cumulo.store.db
+      .updateTable("webhook_endpoints")
+      .set({ secret: endpoint.secret })
+      .where("id", "=", endpoint.id)
+      .execute();
     const before = Date.now();
     const rotated = await t.request("POST", `${endpointPath}/rotate-secret`, {
       json: { previous_secret_expires_in_s: 3600 },
