@@ -129,11 +129,11 @@ export const WebhookEndpoint = Type.Object({
   secret: Nullable(
     Type.String({ description: "whsec_ + base64 signing key; null for a read-only key (docs/security.md)" }),
   ),
-  previous_secret_expires_at: Nullable(
+  previous_secret_expires_at: Type.Optional(
     Type.String({
       format: "date-time",
       description:
-        "Until when the secret replaced by the last rotation still signs deliveries; null when none does",
+        "Until when the secret replaced by the last rotation still signs deliveries; absent when none does",
     }),
   ),
   is_active: Type.Boolean(),

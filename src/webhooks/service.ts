@@ -46,10 +46,10 @@ function toEndpoint(row: EndpointRow, secrets: SigningSecrets, now: Date): Webho
     headers: readJson<Record<string, string>>(row.headers),
     retry_policy: readJson<RetryPolicy>(row.retry_policy),
     secret: secrets.open(row.id, row.secret),
-    previous_secret_expires_at:
-      previousExpiresAt !== null && Date.parse(previousExpiresAt) > now.getTime()
-        ? withOffset(previousExpiresAt)
-        : null,
+    // Only while an overlap runs: without one, the endpoint is answered in the contract's fields alone.
+    ...(previousExpiresAt !== null && Date.parse(previousExpiresAt) > now.getTime()
+      ? { previous_secret_expires_at: withOffset(previousExpiresAt) }
+      : {}),
     is_active: readBool(row.is_active),
     created_by: row.created_by,
     updated_by: row.updated_by,

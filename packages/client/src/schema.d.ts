@@ -34620,7 +34620,11 @@ export interface operations {
                                 max_delay_s: number;
                             } | null;
                             secret: string | null;
-                            previous_secret_expires_at: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Until when the secret replaced by the last rotation still signs deliveries; absent when none does
+                             */
+                            previous_secret_expires_at?: string;
                             is_active: boolean;
                             created_by: string | null;
                             updated_by: string | null;
@@ -34915,7 +34919,11 @@ export interface operations {
                             } | null;
                             /** @description whsec_ + base64 signing key */
                             secret: string;
-                            previous_secret_expires_at: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Until when the secret replaced by the last rotation still signs deliveries; absent when none does
+                             */
+                            previous_secret_expires_at?: string;
                             is_active: boolean;
                             created_by: string | null;
                             updated_by: string | null;
@@ -35157,7 +35165,11 @@ export interface operations {
                                 max_delay_s: number;
                             } | null;
                             secret: string | null;
-                            previous_secret_expires_at: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Until when the secret replaced by the last rotation still signs deliveries; absent when none does
+                             */
+                            previous_secret_expires_at?: string;
                             is_active: boolean;
                             created_by: string | null;
                             updated_by: string | null;
@@ -35643,7 +35655,11 @@ export interface operations {
                             } | null;
                             /** @description whsec_ + base64 signing key */
                             secret: string;
-                            previous_secret_expires_at: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Until when the secret replaced by the last rotation still signs deliveries; absent when none does
+                             */
+                            previous_secret_expires_at?: string;
                             is_active: boolean;
                             created_by: string | null;
                             updated_by: string | null;
@@ -35896,7 +35912,11 @@ export interface operations {
                             } | null;
                             /** @description whsec_ + base64 signing key */
                             secret: string;
-                            previous_secret_expires_at: string | null;
+                            /**
+                             * Format: date-time
+                             * @description Until when the secret replaced by the last rotation still signs deliveries; absent when none does
+                             */
+                            previous_secret_expires_at?: string;
                             is_active: boolean;
                             created_by: string | null;
                             updated_by: string | null;
@@ -36377,7 +36397,11 @@ export interface operations {
                                     max_delay_s: number;
                                 } | null;
                                 secret: string | null;
-                                previous_secret_expires_at: string | null;
+                                /**
+                                 * Format: date-time
+                                 * @description Until when the secret replaced by the last rotation still signs deliveries; absent when none does
+                                 */
+                                previous_secret_expires_at?: string;
                                 is_active: boolean;
                                 created_by: string | null;
                                 updated_by: string | null;
