@@ -51,6 +51,24 @@ describe("resumable uploads (tus) with tus-js-client", () => {
     });
     return { created, id: (created.headers.get("location") ?? "").split("/").pop() ?? "" };
   };
+  const tusHeaders = () => ({ ...auth(), "tus-resumable": "1.0.0" });
+  /**
+   * An upload of the whole clip whose last PATCH could not move it into the blob store: a file where
+   * the video's source directory goes fails the move as a full disk does. Its id, that PATCH's
+   * answer, and `unblock`, after which a move succeeds.
+   */
+  const strandUpload = async (videoId: string) => {
+    const { id } = await createUpload(videoId, clip.length);
+    const blocker = join(t.store.dataDir, "blobs", "media", libraryId, videoId, "source");
+    mkdirSync(dirname(blocker), { recursive: true });
+    writeFileSync(blocker, "");
+    const last = await fetch(`${t.baseUrl}${TUS_PATH}/${id}`, {
+      method: "PATCH",
+      headers: { ...tusHeaders(), "upload-offset": "0", "content-type": "application/offset+octet-stream" },
+      body: clip,
+    });
+    return { id, last, unblock: () => rmSync(blocker) };
+  };
 
   beforeAll(async () => {
     work = mkdtempSync(join(tmpdir(), "cumulo-tus-"));
@@ -103,7 +121,7 @@ describe("resumable uploads (tus) with tus-js-client", () => {
     // A finished upload still answers HEAD with its full offset (a client that missed the last answer).
     const head = await fetch(upload.url ?? "", {
       method: "HEAD",
-      headers: { ...auth(), "tus-resumable": "1.0.0" },
+      headers: tusHeaders(),
     });
     expect(head.status).toBe(200);
     expect(head.headers.get("upload-offset")).toBe(String(clip.length));
@@ -210,7 +228,7 @@ describe("resumable uploads (tus) with tus-js-client", () => {
     });
     expect(over.status).toBe(413);
     // Nothing past the limit was kept.
-    const head = await fetch(url, { method: "HEAD", headers: { ...auth(), "tus-resumable": "1.0.0" } });
+    const head = await fetch(url, { method: "HEAD", headers: tusHeaders() });
     expect(Number(head.headers.get("upload-offset"))).toBeLessThanOrEqual(MAX_VIDEO_BYTES);
   });
 
@@ -223,11 +241,11 @@ describe("resumable uploads (tus) with tus-js-client", () => {
     const file = join(t.store.dataDir, "uploads", id);
     expect(existsSync(file)).toBe(true);
     const url = `${t.baseUrl}${TUS_PATH}/${id}`;
-    const deleted = await fetch(url, { method: "DELETE", headers: { ...auth(), "tus-resumable": "1.0.0" } });
+    const deleted = await fetch(url, { method: "DELETE", headers: tusHeaders() });
     expect(deleted.status).toBe(204);
     expect(deleted.statusText).toBe("No Content");
     expect(existsSync(file)).toBe(false);
-    const head = await fetch(url, { method: "HEAD", headers: { ...auth(), "tus-resumable": "1.0.0" } });
+    const head = await fetch(url, { method: "HEAD", headers: tusHeaders() });
     expect(head.status).toBe(404);
   });
 
@@ -267,26 +285,16 @@ describe("resumable uploads (tus) with tus-js-client", () => {
 
   it("finishes on the next HEAD an upload whose bytes could not be moved into the blob store", async () => {
     const videoId = await newVideo();
-    const { id } = await createUpload(videoId, clip.length);
-    // A file where the video's source directory goes: the move fails as on a full disk.
-    const blocker = join(t.store.dataDir, "blobs", "media", libraryId, videoId, "source");
-    mkdirSync(dirname(blocker), { recursive: true });
-    writeFileSync(blocker, "");
-    const tusHeaders = { ...auth(), "tus-resumable": "1.0.0" };
-    const last = await fetch(`${t.baseUrl}${TUS_PATH}/${id}`, {
-      method: "PATCH",
-      headers: { ...tusHeaders, "upload-offset": "0", "content-type": "application/offset+octet-stream" },
-      body: clip,
-    });
+    const { id, last, unblock } = await strandUpload(videoId);
     expect(last.status).toBe(500);
     // The disk's own error (a path here) stays in the log.
     expect(await last.text()).toBe("Internal server error\n");
-    const head = () => fetch(`${t.baseUrl}${TUS_PATH}/${id}`, { method: "HEAD", headers: tusHeaders });
+    const head = () => fetch(`${t.baseUrl}${TUS_PATH}/${id}`, { method: "HEAD", headers: tusHeaders() });
     // Not yet moved: no answer may say the upload is complete.
     expect((await head()).status).toBe(500);
     expect((await t.request("GET", videoPath(libraryId, videoId))).body.data.status).toBe("created");
 
-    rmSync(blocker);
+    unblock();
     const resumed = await head();
     expect(resumed.status).toBe(200);
     expect(resumed.headers.get("upload-offset")).toBe(String(clip.length));
@@ -296,23 +304,14 @@ describe("resumable uploads (tus) with tus-js-client", () => {
 
   it("does not let an upload stranded before the video got a newer source replace it", async () => {
     const videoId = await newVideo();
-    const { id } = await createUpload(videoId, clip.length);
-    const blocker = join(t.store.dataDir, "blobs", "media", libraryId, videoId, "source");
-    mkdirSync(dirname(blocker), { recursive: true });
-    writeFileSync(blocker, "");
-    const tusHeaders = { ...auth(), "tus-resumable": "1.0.0" };
-    const last = await fetch(`${t.baseUrl}${TUS_PATH}/${id}`, {
-      method: "PATCH",
-      headers: { ...tusHeaders, "upload-offset": "0", "content-type": "application/offset+octet-stream" },
-      body: clip,
-    });
+    const { id, last, unblock } = await strandUpload(videoId);
     expect(last.status).toBe(500);
-    rmSync(blocker);
+    unblock();
     // Meanwhile the customer gives the video its source in one request.
     const newer = clip.subarray(0, clip.length - 1);
     expect((await uploadSource(t, libraryId, videoId, newer)).status).toBe(202);
 
-    const head = await fetch(`${t.baseUrl}${TUS_PATH}/${id}`, { method: "HEAD", headers: tusHeaders });
+    const head = await fetch(`${t.baseUrl}${TUS_PATH}/${id}`, { method: "HEAD", headers: tusHeaders() });
     // Refused and removed: the upload never becomes the source.
     expect(head.status).toBe(409);
     expect((await waitForStatus(t, libraryId, videoId, ["ready", "failed"])).status).toBe("ready");
@@ -361,7 +360,7 @@ describe("resumable uploads (tus) with tus-js-client", () => {
 
     const victimHead = await fetch(`${t.baseUrl}${TUS_PATH}/${victim.id}`, {
       method: "HEAD",
-      headers: { ...auth(), "tus-resumable": "1.0.0" },
+      headers: tusHeaders(),
     });
     expect(victimHead.status).toBe(200);
     expect(victimHead.headers.get("upload-offset")).toBe("5");
@@ -445,7 +444,7 @@ describe("resumable uploads (tus) with tus-js-client", () => {
     const create = (headers: Record<string, string>) =>
       fetch(`${t.baseUrl}${TUS_PATH}`, {
         method: "POST",
-        headers: { ...auth(), "tus-resumable": "1.0.0", "upload-metadata": metadata, ...headers },
+        headers: { ...tusHeaders(), "upload-metadata": metadata, ...headers },
       });
     const fieldsOf = async (response: Response) =>
       Object.fromEntries(
@@ -502,7 +501,7 @@ describe("resumable uploads (tus) with tus-js-client", () => {
     const patch = (headers: Record<string, string>, body = "01234") =>
       fetch(url, {
         method: "PATCH",
-        headers: { ...auth(), "tus-resumable": "1.0.0", ...headers },
+        headers: { ...tusHeaders(), ...headers },
         body,
       });
     const bytes = { "content-type": "application/offset+octet-stream" };
