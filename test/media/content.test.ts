@@ -2,6 +2,7 @@ import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { BLANK_TEXTS, blankError } from "../support/blank-text.ts";
+import { endpointRow } from "../webhooks/helpers.ts";
 import { createFolder, createLibrary, createVideo, fieldErrors, MISSING_ID } from "./helpers.ts";
 
 describe("security settings, folders, videos and players", () => {
@@ -231,25 +232,10 @@ describe("security settings, folders, videos and players", () => {
   }, 120_000);
 
   it("creates, filters, updates and deletes videos, emitting webhook events", async () => {
-    const now = new Date().toISOString();
+    const organizationId = (await t.request("GET", `/v1/media/libraries/${lib}`)).body.data.organization_id;
     await t.cumulo.store.db
       .insertInto("webhook_endpoints")
-      .values({
-        id: crypto.randomUUID(),
-        organization_id: (await t.request("GET", `/v1/media/libraries/${lib}`)).body.data.organization_id,
-        library_id: lib,
-        name: "hook",
-        url: "https://example.com/hook",
-        events: JSON.stringify(["created", "deleted"]),
-        headers: null,
-        retry_policy: null,
-        secret: "whsec_x",
-        is_active: true,
-        created_by: null,
-        updated_by: null,
-        created_at: now,
-        updated_at: now,
-      })
+      .values(endpointRow(organizationId, lib, { events: JSON.stringify(["created", "deleted"]) }))
       .execute();
     const folder = await createFolder(t, lib, { name: "Videos" });
     const created = await t.request("POST", `/v1/media/libraries/${lib}/videos`, {

@@ -1,4 +1,3 @@
-import { randomUUID } from "node:crypto";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { CoreDeps, Services } from "../../src/services.ts";
@@ -7,7 +6,7 @@ import {
   type ClaimedDelivery,
   DeliveryRepository,
 } from "../../src/webhooks/delivery-repository.ts";
-import { createLibrary, emitVideoEvent, openServicesOnly } from "./helpers.ts";
+import { createLibrary, emitVideoEvent, endpointRow, openServicesOnly } from "./helpers.ts";
 
 /**
  * Outcomes of finished attempts are written in batches, one transaction each. A batch the store
@@ -28,23 +27,10 @@ describe("webhook outcomes recorded in batches", () => {
     deliveries = new DeliveryRepository(core.store.db, core.store.dialect);
     organizationId = (await services.identity.createOrganization("batch recording")).organization_id;
     libraryId = await createLibrary(services, organizationId);
-    const now = new Date().toISOString();
-    await services.webhookRepository.insertEndpoint(core.store.db, {
-      id: randomUUID(),
-      organization_id: organizationId,
-      library_id: libraryId,
-      name: "batch",
-      url: "http://receiver.invalid/hook",
-      events: JSON.stringify(["*"]),
-      headers: null,
-      retry_policy: null,
-      secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
-      is_active: true,
-      created_by: null,
-      updated_by: null,
-      created_at: now,
-      updated_at: now,
-    });
+    await services.webhookRepository.insertEndpoint(
+      core.store.db,
+      endpointRow(organizationId, libraryId, { name: "batch", url: "http://receiver.invalid/hook" }),
+    );
   });
 
   afterAll(() => close());

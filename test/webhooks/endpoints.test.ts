@@ -7,7 +7,7 @@ import { startTestApp, type TestApp } from "../support/app.ts";
 import { BLANK_TEXTS, blankError } from "../support/blank-text.ts";
 import { testStoreKind } from "../support/store.ts";
 import { waitUntil } from "../support/wait.ts";
-import { createEndpoint, createLibrary, organizationOf, webhooksPath } from "./helpers.ts";
+import { createEndpoint, createLibrary, endpointRow, organizationOf, webhooksPath } from "./helpers.ts";
 
 const OFFSET_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}\+00:00$/;
 
@@ -425,30 +425,15 @@ describe("webhook endpoints", () => {
   });
 
   /** `count` endpoints of the library, written as the API writes them, in `executor`'s transaction. */
-  const seedEndpoints = (library: string, count: number, executor: Executor = t.cumulo.store.db) => {
-    const now = new Date().toISOString();
-    return executor
+  const seedEndpoints = (library: string, count: number, executor: Executor = t.cumulo.store.db) =>
+    executor
       .insertInto("webhook_endpoints")
       .values(
-        Array.from({ length: count }, (_, i) => ({
-          id: randomUUID(),
-          organization_id: organizationId,
-          library_id: library,
-          name: `seeded ${i}`,
-          url: "https://a.example.com/seeded",
-          events: JSON.stringify(["*"]),
-          headers: null,
-          retry_policy: null,
-          secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
-          is_active: true,
-          created_by: null,
-          updated_by: null,
-          created_at: now,
-          updated_at: now,
-        })),
+        Array.from({ length: count }, (_, i) =>
+          endpointRow(organizationId, library, { name: `seeded ${i}`, url: "https://a.example.com/seeded" }),
+        ),
       )
       .execute();
-  };
   const createIn = (library: string, name: string) =>
     t.request("POST", webhooksPath(library), {
       json: { name, url: "https://a.example.com/race", events: ["*"] },

@@ -1,12 +1,14 @@
 import { randomUUID } from "node:crypto";
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import type { Insertable } from "kysely";
 import { loadConfig } from "../../src/config.ts";
 import { closeCore, openCore } from "../../src/core.ts";
 import { type CoreDeps, createServices, type Services } from "../../src/services.ts";
 import type { Store } from "../../src/store/database.ts";
 import { transactor } from "../../src/store/transactions.ts";
 import type { VideoEvent, WebhookEmitter } from "../../src/webhooks/emitter.ts";
+import type { WebhookEndpointTable } from "../../src/webhooks/tables.ts";
 import type { TestApp } from "../support/app.ts";
 import { createTestStore } from "../support/store.ts";
 import { waitUntil } from "../support/wait.ts";
@@ -190,4 +192,33 @@ export async function deliveriesWhen(
     timeoutMs,
     "delivery records",
   );
+}
+
+/**
+ * A webhook endpoint row as the API writes one, for tests that write the store directly (its secret
+ * in the plain form of versions before sealing, which every node still reads).
+ */
+export function endpointRow(
+  organizationId: string,
+  libraryId: string,
+  fields: Partial<Insertable<WebhookEndpointTable>> = {},
+): Insertable<WebhookEndpointTable> {
+  const now = new Date().toISOString();
+  return {
+    id: randomUUID(),
+    organization_id: organizationId,
+    library_id: libraryId,
+    name: "hook",
+    url: "https://example.com/hook",
+    events: JSON.stringify(["*"]),
+    headers: null,
+    retry_policy: null,
+    secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+    is_active: true,
+    created_by: null,
+    updated_by: null,
+    created_at: now,
+    updated_at: now,
+    ...fields,
+  };
 }
