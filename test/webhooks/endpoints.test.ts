@@ -7,7 +7,14 @@ import { startTestApp, type TestApp } from "../support/app.ts";
 import { BLANK_TEXTS, blankError } from "../support/blank-text.ts";
 import { testStoreKind } from "../support/store.ts";
 import { waitUntil } from "../support/wait.ts";
-import { createEndpoint, createLibrary, endpointRow, organizationOf, webhooksPath } from "./helpers.ts";
+import {
+  createEndpoint,
+  createLibrary,
+  endpointRow,
+  organizationOf,
+  storedSecret,
+  webhooksPath,
+} from "./helpers.ts";
 
 const OFFSET_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}\+00:00$/;
 
@@ -389,24 +396,16 @@ describe("webhook endpoints", () => {
   });
 
   it("keeps secrets sealed in the store, each bound to its endpoint", async () => {
-    const storedSecret = async (id: string) =>
-      (
-        await t.cumulo.store.db
-          .selectFrom("webhook_endpoints")
-          .select("secret")
-          .where("id", "=", id)
-          .executeTakeFirstOrThrow()
-      ).secret;
     const expectSealed = (stored: string, secret: string) => {
       expect(stored).toMatch(/^v1\./);
       expect(stored).not.toContain("whsec_");
       expect(stored).not.toContain(secret.slice("whsec_".length));
     };
     const first = await createEndpoint(t, libraryId, { url: "https://a.example.com/sealed" });
-    expectSealed(await storedSecret(first.id), first.secret);
+    expectSealed(await storedSecret(t, first.id), first.secret);
     const rotated = (await t.request("POST", `${webhooksPath(libraryId)}/${first.id}/rotate-secret`)).body
       .data;
-    expectSealed(await storedSecret(first.id), rotated.secret);
+    expectSealed(await storedSecret(t, first.id), rotated.secret);
     expect((await t.request("GET", `${webhooksPath(libraryId)}/${first.id}`)).body.data.secret).toBe(
       rotated.secret,
     );
@@ -415,7 +414,7 @@ describe("webhook endpoints", () => {
     const second = await createEndpoint(t, libraryId, { url: "https://a.example.com/copied" });
     await t.cumulo.store.db
       .updateTable("webhook_endpoints")
-      .set({ secret: await storedSecret(first.id) })
+      .set({ secret: await storedSecret(t, first.id) })
       .where("id", "=", second.id)
       .execute();
     const copied = await t.request("GET", `${webhooksPath(libraryId)}/${second.id}`);

@@ -222,3 +222,13 @@ export function endpointRow(
     ...fields,
   };
 }
+
+/** The endpoint's secret as the store holds it (sealed, or plain from versions before sealing). */
+export async function storedSecret(t: TestApp, endpointId: string): Promise<string> {
+  const row = await t.cumulo.store.db
+    .selectFrom("webhook_endpoints")
+    .select("secret")
+    .where("id", "=", endpointId)
+    .executeTakeFirstOrThrow();
+  return row.secret;
+}

@@ -11,6 +11,7 @@ import {
   type Received,
   type Receiver,
   startReceiver,
+  storedSecret,
   webhooksPath,
 } from "./helpers.ts";
 
@@ -40,14 +41,6 @@ describe("webhook signing secrets in the store", () => {
     );
     return node;
   };
-  const storedSecret = async (t: TestApp, id: string) =>
-    (
-      await t.cumulo.store.db
-        .selectFrom("webhook_endpoints")
-        .select("secret")
-        .where("id", "=", id)
-        .executeTakeFirstOrThrow()
-    ).secret;
 
   beforeAll(async () => {
     store = await createTestStore();
