@@ -202,9 +202,16 @@ export class WebhookRepository {
     return Number(row.total);
   }
 
-  /** Every endpoint's stored secret (a start-up pass; a few milliseconds per thousand endpoints). */
-  listSecrets() {
-    return this.db.selectFrom("webhook_endpoints").select(["id", "secret"]).execute();
+  /**
+   * The endpoints whose stored secret starts with `prefix` (a start-up pass: once every secret is
+   * sealed it reads none). `_` in the prefix matches any character, so callers check what they get.
+   */
+  listSecretsStartingWith(prefix: string) {
+    return this.db
+      .selectFrom("webhook_endpoints")
+      .select(["id", "secret"])
+      .where("secret", "like", `${prefix}%`)
+      .execute();
   }
 
   /** Replaces the endpoint's stored secret if it is still `from`; whether it was. */

@@ -3,7 +3,7 @@ import { LRUCache } from "lru-cache";
 import type { SecretBox } from "../secret-box.ts";
 
 /** The form versions before sealing kept in the store, and the form every secret is answered in. */
-const PLAIN_PREFIX = "whsec_";
+export const PLAIN_PREFIX = "whsec_";
 
 /** Endpoints whose opened secret is kept in memory; each entry is about 200 bytes. */
 const OPENED_SECRETS_KEPT = 10_000;

@@ -20,7 +20,7 @@ import {
   type WebhookDelivery,
   type WebhookEndpointWithSecret,
 } from "./schemas.ts";
-import type { SigningSecrets } from "./secrets.ts";
+import { PLAIN_PREFIX, type SigningSecrets } from "./secrets.ts";
 
 type NotFound = { outcome: "not_found" };
 
@@ -246,7 +246,7 @@ export class WebhookService {
    */
   async sealPlainSecrets(): Promise<number> {
     let sealed = 0;
-    for (const { id, secret } of await this.repository.listSecrets()) {
+    for (const { id, secret } of await this.repository.listSecretsStartingWith(PLAIN_PREFIX)) {
       if (!this.secrets.isPlain(secret)) continue;
       if (await this.repository.replaceSecret(id, secret, this.secrets.seal(id, secret))) sealed++;
     }
