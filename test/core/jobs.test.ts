@@ -71,8 +71,29 @@ describe("durable job queue", () => {
     expect(await jobRow(enqueued)).toBeUndefined();
   });
 
-  it("retries a failing job and gives up after its last attempt", async () => {
+  /** Runs `handler`'s one job, enqueued with `maxAttempts`, logging to `logger`, until it is kept as failed; its row. */
+  const runUntilFailed = async (handler: JobHandler, logger: FastifyBaseLogger, maxAttempts: number) => {
     const { jobs, jobRepository } = t.cumulo.services;
+    const runner = new JobRunner(jobs, jobRepository, [handler], systemClock, logger, {
+      concurrency: 1,
+      pollMs: 50,
+    });
+    runner.start();
+    try {
+      const id = await t.cumulo.store.db
+        .transaction()
+        .execute((trx) => jobs.enqueue(trx, handler.kind, {}, { maxAttempts }));
+      jobs.notify();
+      return await waitFor(async () => {
+        const current = await jobRow(id);
+        return current?.status === "failed" ? current : undefined;
+      });
+    } finally {
+      await runner.stop();
+    }
+  };
+
+  it("retries a failing job and gives up after its last attempt", async () => {
     const attempts: number[] = [];
     const gaveUp: string[] = [];
     const handler: JobHandler = {
@@ -89,43 +110,24 @@ describe("durable job queue", () => {
       attempt?: number;
       retryInMs?: number;
     }>();
-    const runner = new JobRunner(jobs, jobRepository, [handler], systemClock, logger, {
-      concurrency: 1,
-      pollMs: 50,
-    });
-    runner.start();
-    try {
-      const id = await t.cumulo.store.db
-        .transaction()
-        .execute((trx) => jobs.enqueue(trx, "test.fail", {}, { maxAttempts: 2 }));
-      jobs.notify();
-      const row = await waitFor(async () => {
-        const current = await jobRow(id);
-        return current?.status === "failed" ? current : undefined;
-      });
-      expect(row.attempts).toBe(2);
-      expect(row.last_error).toBe("boom 2");
-      expect(attempts).toEqual([1, 2]);
-      expect(gaveUp).toEqual(["boom 2"]);
-      // The retried attempt and the last one read differently in the log: only the last is an error.
-      expect(
-        logged.map(({ level, msg, attempt, retryInMs }) => ({ level, msg, attempt, retryInMs })),
-      ).toEqual([
-        { level: 40, msg: "job failed; tried again later", attempt: 1, retryInMs: 1000 },
-        {
-          level: 50,
-          msg: "job gave up after its last attempt; kept as failed",
-          attempt: 2,
-          retryInMs: undefined,
-        },
-      ]);
-    } finally {
-      await runner.stop();
-    }
+    const row = await runUntilFailed(handler, logger, 2);
+    expect(row.attempts).toBe(2);
+    expect(row.last_error).toBe("boom 2");
+    expect(attempts).toEqual([1, 2]);
+    expect(gaveUp).toEqual(["boom 2"]);
+    // The retried attempt and the last one read differently in the log: only the last is an error.
+    expect(logged.map(({ level, msg, attempt, retryInMs }) => ({ level, msg, attempt, retryInMs }))).toEqual([
+      { level: 40, msg: "job failed; tried again later", attempt: 1, retryInMs: 1000 },
+      {
+        level: 50,
+        msg: "job gave up after its last attempt; kept as failed",
+        attempt: 2,
+        retryInMs: undefined,
+      },
+    ]);
   });
 
   it("logs the give-up of a job failing on a customer's input at warn, not error", async () => {
-    const { jobs, jobRepository } = t.cumulo.services;
     const handler: JobHandler = {
       kind: "test.customer-source",
       handle: async () => {
@@ -134,23 +136,10 @@ describe("durable job queue", () => {
       failsOnCustomerInput: true,
     };
     const { logger, logged } = loggerKeeping<{ level: number; msg: string }>();
-    const runner = new JobRunner(jobs, jobRepository, [handler], systemClock, logger, {
-      concurrency: 1,
-      pollMs: 50,
-    });
-    runner.start();
-    try {
-      const id = await t.cumulo.store.db
-        .transaction()
-        .execute((trx) => jobs.enqueue(trx, "test.customer-source", {}, { maxAttempts: 1 }));
-      jobs.notify();
-      await waitFor(async () => ((await jobRow(id))?.status === "failed" ? true : undefined));
-      expect(logged.map(({ level, msg }) => ({ level, msg }))).toEqual([
-        { level: 40, msg: "job gave up after its last attempt; kept as failed" },
-      ]);
-    } finally {
-      await runner.stop();
-    }
+    await runUntilFailed(handler, logger, 1);
+    expect(logged.map(({ level, msg }) => ({ level, msg }))).toEqual([
+      { level: 40, msg: "job gave up after its last attempt; kept as failed" },
+    ]);
   });
 
   it("takes over a job whose worker died once its lease has run out", async () => {
