@@ -321,6 +321,20 @@ describe("resumable uploads (tus) with tus-js-client", () => {
     expect(existsSync(join(t.store.dataDir, "uploads", id))).toBe(false);
   });
 
+  it("lets an upload whose last byte arrives after another source replace it: the source given last wins", async () => {
+    const videoId = await newVideo();
+    const { id } = await createUpload(videoId, clip.length);
+    expect((await uploadSource(t, libraryId, videoId, clip.subarray(0, clip.length - 1))).status).toBe(202);
+    const last = await fetch(`${t.baseUrl}${TUS_PATH}/${id}`, {
+      method: "PATCH",
+      headers: { ...tusHeaders(), "upload-offset": "0", "content-type": "application/offset+octet-stream" },
+      body: clip,
+    });
+    expect(last.status).toBe(204);
+    expect((await waitForStatus(t, libraryId, videoId, ["ready", "failed"])).status).toBe("ready");
+    expect(sha256(await storedSource(t, videoId))).toBe(sha256(clip));
+  });
+
   it("acts only on the upload named by the path, whatever the query string names", async () => {
     const victim = await createUpload(await newVideo(), 20, new TextEncoder().encode("12345"));
     expect(victim.created.status).toBe(201);

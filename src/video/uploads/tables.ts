@@ -21,8 +21,9 @@ export interface VideoUploadTable {
   /** While a node moves the finished upload into the blob store: until when that claim holds. */
   finishing_until: Timestamp | null;
   /**
-   * The video's source generation when the upload was created; a source accepted since is newer,
-   * and the upload does not replace it. Null for uploads created before migration 0703.
+   * The video's source generation when the upload's last byte was stored; a source accepted since is
+   * newer, and the upload does not replace it. Null until then, and for uploads of a process that
+   * ended between its last byte and this record (finished as before migration 0703).
    */
   source_generation: number | null;
   created_at: Timestamp;

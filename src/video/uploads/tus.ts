@@ -170,6 +170,7 @@ export class ResumableUploads {
       exposedHeaders: ["Upload-Expires"],
       onUploadCreate: (request, upload) => this.#onCreate(request, upload),
       onUploadFinish: async (_request, upload) => {
+        await this.#recordLastByte(upload.id);
         await this.#finish(upload.id);
         return {};
       },
@@ -230,8 +231,7 @@ export class ResumableUploads {
     if (!binding) throw tusError(500, "Upload creation without a video");
     if (upload.size === 0) throw tusError(400, "Upload-Length must be at least 1 byte");
     const metadata = { ...upload.metadata, library_id: binding.libraryId, video_id: binding.videoId };
-    const { repository, pipeline } = this.deps;
-    const generation = await pipeline.sourceGeneration(binding.videoId);
+    const { repository } = this.deps;
     await repository.insertUpload(repository.db, {
       id: upload.id,
       organization_id: binding.organizationId,
@@ -240,7 +240,7 @@ export class ResumableUploads {
       size_bytes: upload.size ?? null,
       metadata: writeJson(metadata) ?? "{}",
       completed_at: null,
-      source_generation: generation,
+      source_generation: null,
       created_at: nowIso(this.deps.clock),
     });
     this.#created.set(node, upload.id);
@@ -248,12 +248,25 @@ export class ResumableUploads {
   }
 
   /**
+   * The last byte is stored: the video's source generation now is what this upload is counted from
+   * (docs/decisions.md, Video sources). A finish that runs later (a stranded upload copied at the
+   * next pass) then loses to a source accepted meanwhile.
+   */
+  async #recordLastByte(id: string): Promise<void> {
+    const { repository, pipeline } = this.deps;
+    const record = await repository.findUpload(id);
+    if (!record || record.source_generation !== null) return;
+    const generation = await pipeline.sourceGeneration(record.video_id);
+    await repository.updateUpload(repository.db, id, { source_generation: generation });
+  }
+
+  /**
    * Finishes an upload that holds all its bytes but whose move into the blob store failed (a full
    * disk) or never ran (the process ended first). Run before a HEAD is answered: that answer says
    * the upload is complete, which must not be true of one whose video never gets its source (one
    * that another node is moving gets it: should that move fail, the next pass finishes it).
-   * Errors as the API's: the video gone is 404, a newer source given to the video since the upload
-   * was created 409, anything else stays an error (500, logged).
+   * Errors as the API's: the video gone is 404, a newer source given to the video since the upload's
+   * last byte was stored 409, anything else stays an error (500, logged).
    */
   async finishStranded(record: VideoUploadRow): Promise<void> {
     if (!(await this.#holdsAllBytes(record))) return;
@@ -339,8 +352,8 @@ export class ResumableUploads {
         createReadStream(file),
         { maxBytes },
       );
-      // A refused source's file is removed by `acceptSource`. A source accepted since this upload
-      // was created is newer (a one-request upload made while this one was stranded, say).
+      // A refused source's file is removed by `acceptSource`. A source accepted since this upload's
+      // last byte was stored is newer (a one-request upload made while this one was stranded, say).
       const accepted = await pipeline.acceptSourceAskedAt(
         video,
         stored,
