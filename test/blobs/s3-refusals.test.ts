@@ -171,7 +171,7 @@ describe("removals a bucket refuses", { timeout: 60_000 }, () => {
 });
 
 /** How the S3 store reports what the bucket answered a delete: a refusal, or an outage only. */
-describe("S3 answers to deletes", { timeout: 30_000 }, () => {
+describe("S3 answers to deletes", () => {
   const storeWith = (settings: Partial<typeof s3.settings>) =>
     new S3BlobStore({ ...s3.settings, timeoutMs: 2000, ...settings });
 

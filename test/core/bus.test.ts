@@ -138,5 +138,5 @@ describe.runIf(redisUrl)("Redis bus", () => {
     await expect(RedisBus.connect("redis://127.0.0.1:1", prefix(), () => undefined, 1000)).rejects.toThrow(
       "Redis (REDIS_URL) did not answer within 1 s",
     );
-  }, 20_000);
+  });
 });

@@ -55,7 +55,7 @@ afterEach(async () => {
   stopListening(server);
 });
 
-describe("draining a listener", { timeout: 30_000 }, () => {
+describe("draining a listener", () => {
   it("refuses new connections at once and still answers a request sent later on an idle keep-alive connection", async () => {
     const port = await listen();
     const socket = await keepAliveSocket(port);

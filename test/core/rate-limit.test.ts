@@ -177,7 +177,7 @@ describe.runIf(process.env.TEST_REDIS_URL)("rate limits shared through Redis", (
     // The second node spent the budget; the first, told so through Redis, refuses the right key too.
     // Redis delivers the message a moment after the refusal is answered: waited for, on a slow machine too.
     await vi.waitFor(async () => expect(await statusAt(first.baseUrl, first.adminKey, guesser)).toBe(429), {
-      timeout: 10_000,
+      timeout: 30_000,
     });
   });
 });

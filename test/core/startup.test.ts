@@ -97,7 +97,7 @@ describe("start-up and health", () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
-  }, 40_000);
+  });
 
   it("answers 503 on /readyz and an unhealthy livestream health once the store is gone", async () => {
     const t = await startTestApp();

@@ -312,7 +312,7 @@ describe.runIf(testStoreKind() === "postgres" && redisUrl)(
       expect(records).toHaveLength(2 * videos);
       expect(records.filter((record) => record.attempt === 1 && !record.success)).toHaveLength(videos);
       expect(records.filter((record) => record.attempt === 2 && record.success)).toHaveLength(videos);
-    }, 30_000);
+    }, 90_000);
   },
 );
 

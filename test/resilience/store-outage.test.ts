@@ -193,7 +193,7 @@ describe.runIf(testStoreKind() === "sqlite")("SQLite's write lock held by anothe
       if (other.inTransaction) other.exec("rollback");
       other.close();
     }
-  }, 30_000);
+  });
 });
 
 describe("the store's failures as they are classed", () => {

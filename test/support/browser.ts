@@ -53,7 +53,7 @@ export async function newConsoleContext(browser: Browser, baseUrl: string): Prom
     }
   });
   // Fail fast: a page element that is not there in 10 s is not coming.
-  context.setDefaultTimeout(10_000);
+  context.setDefaultTimeout(30_000);
   await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: baseUrl });
   return context;
 }

@@ -3,7 +3,7 @@
 /** Polls `check` every 20 ms until it returns a value (not `undefined` or `false`). */
 export async function waitUntil<T>(
   check: () => T | undefined | Promise<T | undefined>,
-  timeoutMs = 10_000,
+  timeoutMs = 30_000,
   what = "condition",
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;

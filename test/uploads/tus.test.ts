@@ -115,7 +115,7 @@ describe("resumable uploads (tus) with tus-js-client", () => {
         .map((r) => JSON.parse(r.body))
         .filter((b) => b.payload?.video_id === videoId);
       return mine.some((body) => body.event === "ready") ? mine : undefined;
-    }, 10_000);
+    }, 60_000);
     expect(events.map((event) => event.event)).toEqual(["created", ...STAGES]);
 
     // A finished upload still answers HEAD with its full offset (a client that missed the last answer).

@@ -105,7 +105,7 @@ describe("video pipeline and playback", () => {
         .map((entry) => JSON.parse(entry.body))
         .filter((body) => body.payload?.video_id === videoId);
       return mine.some((body) => body.event === "ready") ? mine : undefined;
-    }, 10_000);
+    }, 60_000);
     expect(events.map((body) => body.event)).toEqual(["created", ...STAGES]);
     for (const body of events) {
       expect(body.event_type).toBe("video");
@@ -291,7 +291,7 @@ describe("video pipeline and playback", () => {
     const thumbnail = await play("thumbnail.jpg");
     expect([whole.status, part.status, thumbnail.status]).toEqual([200, 206, 200]);
     const expected = before + whole.body.length + 100 + thumbnail.body.length;
-    await vi.waitFor(async () => expect(await traffic()).toBe(expected), { timeout: 5000, interval: 100 });
+    await vi.waitFor(async () => expect(await traffic()).toBe(expected), { timeout: 30_000, interval: 100 });
     // The media store is the origin of every answer: nothing came from a cache (only the bodies of
     // earlier refusals, a few bytes each, were sent without an origin read).
     const origin = await t.request(

@@ -289,7 +289,7 @@ describe("webhook delivery", () => {
       retry_policy: { max_attempts: 3, initial_delay_s: 0.2, multiplier: 2, max_delay_s: 1 },
     });
     await emit("transcoding");
-    const requests = await hook.waitFor(3, 5000);
+    const requests = await hook.waitFor(3);
     expect(new Set(requests.map((r) => r.headers["webhook-id"])).size).toBe(1);
     const [first, second, third] = requests.map((r) => r.at) as [number, number, number];
     expect(second - first).toBeGreaterThanOrEqual(190);
@@ -365,7 +365,7 @@ describe("webhook delivery", () => {
       retry_policy: { max_attempts: 3, initial_delay_s: 0.1, multiplier: 1, max_delay_s: 1 },
     });
     await emit("processing");
-    const [first, second] = await hook.waitFor(2, 5000);
+    const [first, second] = await hook.waitFor(2);
     expect(second!.at - first!.at).toBeGreaterThanOrEqual(950);
     const rows = await deliveriesWhen(t, libraryId, endpoint.id, (r) => r.length === 2);
     expect(rows[1]).toMatchObject({ attempt: 1, response_status: 503 });
@@ -550,7 +550,7 @@ describe("webhook delivery", () => {
     const [first] = await deliveriesWhen(t, libraryId, endpoint.id, (rows) => rows.length === 1);
     const manual = await t.request("POST", `${eventsPath(endpoint.id)}/${first.id}/retry`);
     expect(manual.body.data.attempt).toBe(2);
-    const rows = await deliveriesWhen(t, libraryId, endpoint.id, (r) => r.length === 3, "limit=100", 5000);
+    const rows = await deliveriesWhen(t, libraryId, endpoint.id, (r) => r.length === 3, "limit=100");
     expect(rows.map((r) => r.attempt)).toEqual([3, 2, 1]);
     expect(rows[1].id).toBe(manual.body.data.id);
   });

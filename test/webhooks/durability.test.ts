@@ -69,7 +69,7 @@ describe("webhook durability", () => {
           });
         }
         // Some attempts are in flight (held by the receiver), the rest still pending.
-        await receiver.waitFor(4, 5000);
+        await receiver.waitFor(4);
         const before = await core.store.db
           .selectFrom("webhook_deliveries")
           .select(["state", sql<number>`count(*)`.as("n")])
@@ -107,7 +107,7 @@ describe("webhook durability", () => {
       await receiver?.close();
       await store.drop();
     }
-  }, 40_000);
+  }, 120_000);
 });
 
 describe.runIf(testStoreKind() === "postgres")("two dispatchers on one PostgreSQL", () => {
@@ -178,7 +178,7 @@ describe.runIf(testStoreKind() === "postgres")("two dispatchers on one PostgreSQ
     expect(rows).toHaveLength(count * 2);
     expect(rows.every((row) => row.state === "done")).toBe(true);
     expect(rows.filter((row) => row.attempt === 2 && row.success === true)).toHaveLength(count);
-  }, 40_000);
+  }, 120_000);
 });
 
 describe("nodes split by role", () => {

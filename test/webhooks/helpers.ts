@@ -113,7 +113,7 @@ export async function startReceiver(respond: Responder = (_r, res) => res.end("o
     url: "",
     received,
     respond,
-    waitFor: (count, timeoutMs = 10_000) =>
+    waitFor: (count, timeoutMs = 30_000) =>
       waitUntil(
         () => (received.length >= count ? received : undefined),
         timeoutMs,
@@ -181,7 +181,7 @@ export async function deliveriesWhen(
   endpointId: string,
   predicate: (rows: any[]) => boolean,
   query = "limit=100",
-  timeoutMs = 10_000,
+  timeoutMs = 30_000,
 ): Promise<any[]> {
   return waitUntil(
     async () => {
