@@ -22,6 +22,9 @@ const DEFAULT_TTL_STATUSES = new Set([200, 203, 204, 300, 301, 308, 410]);
 const EXPLICIT_FRESHNESS = /(?:^|,)\s*(?:max-age|s-maxage)\s*=/i;
 const NO_DEFAULT_TTL = /(?:^|,)\s*(?:no-store|no-cache|private)\b/i;
 const STALE_IF_ERROR = /(?:^|,)\s*stale-if-error\s*=\s*"?(\d+)/i;
+const STALE_WHILE_REVALIDATE = /(?:^|,)\s*stale-while-revalidate\s*=\s*"?(\d+)/i;
+/** Directives that forbid serving a stale copy without revalidating it first (RFC 9111 5.2.2.2, 5.2.2.8). */
+const NO_STALE = /(?:^|,)\s*(?:must-revalidate|proxy-revalidate)\b/i;
 
 /**
  * The origin's headers as the cache's freshness decision reads them: `Cache-Control` in lower case
@@ -153,6 +156,22 @@ export class EdgeCachePolicy {
   usableOnError(object: CachedObject): boolean {
     const seconds = STALE_IF_ERROR.exec(String(object.headers["cache-control"] ?? ""))?.[1];
     return seconds !== undefined && this.#now() < object.freshUntil + Number(seconds) * 1000;
+  }
+
+  /**
+   * RFC 5861 `stale-while-revalidate`: whether this stale copy may answer the request at once while it
+   * is revalidated in the background (within that many seconds past its freshness, the variant the
+   * request asks for, and no `must-revalidate` or `proxy-revalidate`).
+   */
+  servableWhileRevalidating(object: CachedObject, request: IncomingMessage, resolved: Resolved): boolean {
+    const cacheControl = String(object.headers["cache-control"] ?? "");
+    const seconds = Number(STALE_WHILE_REVALIDATE.exec(cacheControl)?.[1] ?? 0);
+    if (seconds <= 0 || NO_STALE.test(cacheControl)) return false;
+    if (this.#now() >= object.freshUntil + seconds * 1000) return false;
+    // The policy's own reading of the window, which also compares the `Vary` headers.
+    return (
+      !object.varies || object.policy.evaluateRequest(policyRequest(request, resolved)).response !== undefined
+    );
   }
 
   /** Whole seconds since the origin generated the object (the `Age` header). */

@@ -73,6 +73,8 @@ export interface Miss {
   request: IncomingMessage;
   resolved: Resolved;
   exchange: Exchange;
+  /** Ends the origin request early (a background revalidation when the edge shuts down). */
+  signal?: AbortSignal;
 }
 
 /** What the origin gave for a miss, and whether viewers waiting on the same miss may be given it too. */
@@ -293,7 +295,7 @@ export class OriginFetcher {
    */
   async #ask(
     target: URL,
-    { request, resolved }: Miss,
+    { request, resolved, signal }: Miss,
     stale: CachedObject | undefined,
     range?: RangeAsk,
     method = "GET",
@@ -333,6 +335,7 @@ export class OriginFetcher {
         dispatcher: this.#agent,
         headersTimeout: originTimeoutMs,
         bodyTimeout: originTimeoutMs,
+        signal,
       });
       return {
         kind: "answer",
@@ -343,7 +346,7 @@ export class OriginFetcher {
     } catch (error) {
       // RFC 9110 (15.2) has a client skip interim answers it did not expect and read the final one:
       // the request (a GET or OPTIONS, safe to repeat) is sent once more through node:http, which does.
-      if (isUnsolicitedContinue(error)) return this.#askSkippingInterim(target, method, headers);
+      if (isUnsolicitedContinue(error)) return this.#askSkippingInterim(target, method, headers, signal);
       return { kind: "failed", error };
     }
   }
@@ -353,7 +356,12 @@ export class OriginFetcher {
    * refuses a `100 Continue`). On a connection of its own (the case is rare), through the same address
    * guard and origin timeout (for each pause, as undici's).
    */
-  #askSkippingInterim(target: URL, method: string, headers: Record<string, string>): Promise<Asked> {
+  #askSkippingInterim(
+    target: URL,
+    method: string,
+    headers: Record<string, string>,
+    signal: AbortSignal | undefined,
+  ): Promise<Asked> {
     const send = target.protocol === "https:" ? httpsRequest : httpRequest;
     return new Promise((resolve) => {
       const options = {
@@ -362,6 +370,7 @@ export class OriginFetcher {
         agent: false,
         lookup: this.#lookup,
         timeout: this.config.edge.originTimeoutMs,
+        signal,
       };
       const outgoing = send(target, options, (incoming) => {
         const body = Object.assign(incoming, { dump: async () => incoming.destroy() });

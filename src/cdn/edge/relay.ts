@@ -35,6 +35,12 @@ export interface PassingAnswer {
 
 function ignore(): void {}
 
+/** Lets go of an origin answer's body unread: its "aborted" error, with no listener, would end the process. */
+export function discardBody(body: PassingAnswer["body"]): void {
+  body.on("error", ignore);
+  body.destroy();
+}
+
 /**
  * Streams an origin answer through without keeping it. A 200 to a GET or HEAD gets the viewer's
  * conditional handling, and with a known length its Range handling (the range is cut out of the
@@ -49,11 +55,6 @@ export async function relay(
   resolved: Resolved,
 ): Promise<void> {
   const { status, headers, body } = answer;
-  // An origin body dropped unread ends in an "aborted" error; with no listener it would end the process.
-  const discardBody = () => {
-    body.on("error", ignore);
-    body.destroy();
-  };
   const cacheHeaders = { age: String(answer.age), "x-cache": "MISS" };
   const out: OutgoingHttpHeaders = { ...headers, ...cacheHeaders };
   const declared = Number(headers["content-length"] ?? Number.NaN);
@@ -63,12 +64,12 @@ export async function relay(
   // sees them (the edge asks for the whole object, as for any miss).
   const unsized = representation && Number.isNaN(declared);
   if (unsized && preconditionFailed(request.headers, out)) {
-    discardBody();
+    discardBody(body);
     exchange.sent = sendPreconditionFailed(response, cacheHeaders);
     return;
   }
   if (unsized && notModified(request.headers, out)) {
-    discardBody();
+    discardBody(body);
     sendNotModified(response, out);
     return;
   }
@@ -77,14 +78,14 @@ export async function relay(
     const started = startRepresentation(request, response, out, declared, cacheHeaders);
     exchange.sent = started.sent;
     if (!started.window) {
-      discardBody();
+      discardBody(body);
       return;
     }
     window = started.window;
   } else {
     response.writeHead(status, viewerRedirect(out, resolved));
     if (request.method === "HEAD" || status === 204 || status === 304) {
-      discardBody();
+      discardBody(body);
       response.end();
       return;
     }
@@ -138,6 +139,6 @@ export async function relay(
     response.destroy();
   } finally {
     exchange.originMs = performance.now() - answer.askedAt;
-    discardBody();
+    discardBody(body);
   }
 }

@@ -20,7 +20,7 @@ import { DiskTier } from "./disk-tier.ts";
 import { HostResolver } from "./host-resolution.ts";
 import type { MediaOrigin } from "./media-origin.ts";
 import { type Fetched, type Miss, OriginFetcher } from "./origin-fetch.ts";
-import { type Exchange, relay } from "./relay.ts";
+import { discardBody, type Exchange, relay } from "./relay.ts";
 import { sendCachedObject, sendJsonError } from "./serving.ts";
 
 /** What a coalesced miss gives the viewers that waited on it. */
@@ -29,6 +29,17 @@ type SharedResult =
   | { kind: "error"; status: number }
   /** Nothing shareable (not cacheable or too large): each waiting viewer asks the origin itself. */
   | { kind: "pass" };
+
+/** What viewers waiting on the same miss get of an origin's answer. */
+function sharedResult(fetched: Fetched): SharedResult {
+  if (fetched.kind === "object")
+    return fetched.shared ? { kind: "object", object: fetched.object } : { kind: "pass" };
+  return fetched.kind === "error" ? { kind: "error", status: fetched.status } : { kind: "pass" };
+}
+
+/** The stored copy to revalidate with a conditional request (the same variant, a 200), if any. */
+const revalidatable = (stored: CachedObject | undefined): CachedObject | undefined =>
+  stored && !stored.varies && stored.status === 200 ? stored : undefined;
 
 const HTTP_ORIGIN = /^https?:\/\//i;
 
@@ -105,6 +116,9 @@ export class EdgeServer {
   #closed = false;
   /** Responses being written, told to close their connection when shutdown begins. */
   readonly #inFlight = new Set<ServerResponse>();
+  /** Background revalidations under way (`stale-while-revalidate`), let go of at shutdown. */
+  readonly #revalidations = new Set<Promise<void>>();
+  readonly #stopping = new AbortController();
   #disk: DiskTier | undefined;
 
   constructor(private readonly deps: EdgeDeps) {
@@ -187,6 +201,9 @@ export class EdgeServer {
     const closed = new Promise<void>((resolve) => this.#server.close(() => resolve()));
     this.#server.closeIdleConnections();
     await closed;
+    // Viewers are all answered: a background revalidation still waiting on its origin is given up.
+    this.#stopping.abort();
+    await Promise.all(this.#revalidations);
     await this.#origins.close();
     this.#disk?.close();
     await this.deps.traffic.stop();
@@ -336,10 +353,16 @@ export class EdgeServer {
     // Per origin too: a viewer arriving after the distribution's origin changed does not wait on a
     // fetch from the old one.
     const key = `${EdgeCache.key(distribution.id, pathAndQuery)}\n${distribution.origin_url}`;
+    // RFC 5861: a stale copy the origin lets be served while it is revalidated answers now.
+    if (stored && this.#policy.servableWhileRevalidating(stored, request, resolved)) {
+      exchange.sent = this.#sendObject(miss, response, stored, "HIT");
+      this.#revalidateInBackground(key, miss, stored);
+      return;
+    }
     const pending = this.#misses.waitFor(key);
     if (!pending) {
       // A stale copy of the same variant is revalidated instead of downloaded again.
-      const stale = stored && !stored.varies && stored.status === 200 ? stored : undefined;
+      const stale = revalidatable(stored);
       await this.#misses.lead(key, (share) => this.#fetch(miss, response, stale, share));
       return;
     }
@@ -352,6 +375,32 @@ export class EdgeServer {
     } else {
       await this.#fetch(miss, response, undefined, () => undefined);
     }
+  }
+
+  /**
+   * Revalidates a copy served stale, with no viewer waiting: one origin request per key at a time
+   * (the coalesced miss of viewers arriving past the window, who wait on it), stored under the same
+   * purge guard as a miss, given up at shutdown. Its failures are logged, never thrown.
+   */
+  #revalidateInBackground(key: string, { request, resolved }: Miss, stored: CachedObject): void {
+    if (this.#misses.waitFor(key) || this.#stopping.signal.aborted) return;
+    // No viewer's answer: analytics, which count answers, count none for it.
+    const exchange: Exchange = { sent: 0, upstream: 0, originMs: undefined };
+    const miss: Miss = { request, resolved, exchange, signal: this.#stopping.signal };
+    const revalidation = this.#misses
+      .lead(key, async (share) => {
+        const fetched = await this.#origins.fetch(miss, revalidatable(stored));
+        share(sharedResult(fetched));
+        if (fetched.kind === "pass") discardBody(fetched.answer.body);
+      })
+      .catch((error: unknown) => {
+        this.deps.logger.warn(
+          { err: error, distribution: resolved.distribution.id, path: resolved.pathAndQuery },
+          "background revalidation failed",
+        );
+      });
+    this.#revalidations.add(revalidation);
+    void revalidation.then(() => this.#revalidations.delete(revalidation));
   }
 
   /** Fetches a miss from the origin, shares the result with waiting viewers, and answers this viewer. */
@@ -371,17 +420,15 @@ export class EdgeServer {
     fetched: Fetched,
     share: (result: SharedResult) => void,
   ): Promise<void> {
+    share(sharedResult(fetched));
     switch (fetched.kind) {
       case "object":
-        share(fetched.shared ? { kind: "object", object: fetched.object } : { kind: "pass" });
         miss.exchange.sent = this.#sendObject(miss, response, fetched.object, fetched.cacheStatus);
         return;
       case "error":
-        share({ kind: "error", status: fetched.status });
         miss.exchange.sent = sendError(response, fetched.status, MISSED);
         return;
       case "pass":
-        share({ kind: "pass" });
         miss.exchange.cacheStatus = "MISS";
         await relay(miss.request, response, fetched.answer, miss.exchange, this.deps.logger, miss.resolved);
         return;
