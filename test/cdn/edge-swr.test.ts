@@ -173,6 +173,27 @@ describe("CDN edge: stale-while-revalidate (RFC 5861)", () => {
     expect([after.headers["x-cache"], after.text]).not.toEqual(["HIT", "v2"]);
   });
 
+  it("counts a stale copy's answer in analytics as the hit it says it is", async () => {
+    const counted = uniqueHost("swr-stats");
+    await createDistribution(t, { hostname: counted, origin_url: `${origin.url}/root` });
+    versioned(origin, "/counted.txt", { "cache-control": "max-age=1, stale-while-revalidate=60" });
+    const ask = () => edgeRequest(edge, `/${counted}/counted.txt`);
+    expect(seen(await ask())).toEqual([200, "v1", "MISS"]); // 2 bytes from the origin
+    clock.advance(1500);
+    expect(seen(await ask())).toEqual([200, "v1", "HIT"]); // 2 bytes from the cache
+
+    const bucket = await waitUntil(async () => {
+      await t.cumulo.services.cdnTraffic.flush();
+      const answer = await t.request(
+        "GET",
+        `/v1/cdn/analytics?from=2026-12-01T10:00:00Z&to=2026-12-01T11:00:00Z&granularity=1h&distribution=${counted}&metrics=requests,traffic,cache_hit_traffic_ratio`,
+      );
+      const [row] = answer.body.Data as Record<string, number>[];
+      return row?.requests === 2 ? row : undefined;
+    });
+    expect(bucket).toMatchObject({ requests: 2, traffic: 4, cache_hit_traffic_ratio: 0.5 });
+  });
+
   it("sends one background revalidation for concurrent viewers of a stale copy", async () => {
     const path = "/many.txt";
     const held = versioned(
