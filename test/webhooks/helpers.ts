@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Insertable } from "kysely";
+import { Webhook } from "standardwebhooks";
 import { loadConfig } from "../../src/config.ts";
 import { closeCore, openCore } from "../../src/core.ts";
 import { type CoreDeps, createServices, type Services } from "../../src/services.ts";
@@ -142,6 +143,27 @@ export async function startReceiver(respond: Responder = (_r, res) => res.end("o
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   receiver.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return receiver;
+}
+
+/** A request header's value ("" when absent). */
+export const header = (value: string | string[] | undefined) =>
+  (Array.isArray(value) ? value[0] : value) ?? "";
+
+/** The Standard Webhooks headers of a received request, as `Webhook.verify` reads them. */
+export const verifyHeaders = (headers: IncomingHttpHeaders) => ({
+  "webhook-id": header(headers["webhook-id"]),
+  "webhook-timestamp": header(headers["webhook-timestamp"]),
+  "webhook-signature": header(headers["webhook-signature"]),
+});
+
+/** Whether a receiver holding `secret` accepts the request (any one of its signatures matches). */
+export function signedWith(secret: string, request: Pick<Received, "headers" | "body">): boolean {
+  try {
+    new Webhook(secret).verify(request.body, verifyHeaders(request.headers));
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /**

@@ -4,6 +4,7 @@ import { useCallback, useState } from "react";
 import { Link, useSearchParams } from "react-router";
 import { api, call } from "../../api.ts";
 import { type Column, DataTable, pagingOf } from "../../components/DataTable.tsx";
+import { DateTime } from "../../components/DateTime.tsx";
 import { ConfirmDialog, SecretDialog } from "../../components/Dialog.tsx";
 import { PageHeader } from "../../components/Layout.tsx";
 import { LibraryPicker } from "../../components/LibraryPicker.tsx";
@@ -13,6 +14,7 @@ import { useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";
 import { Deliveries } from "./Deliveries.tsx";
 import { EndpointDialog, eventsInWords } from "./EndpointDialog.tsx";
+import { RotateDialog } from "./RotateDialog.tsx";
 
 type EndpointList =
   paths["/v1/media/libraries/{libraryId}/webhooks"]["get"]["responses"][200]["content"]["application/json"];
@@ -87,28 +89,11 @@ function Endpoints({ libraryId, selected, onSelect }: EndpointsProps) {
   );
   const [editing, setEditing] = useState<Endpoint | "new">();
   const [deleting, setDeleting] = useState<Endpoint>();
+  const [rotating, setRotating] = useState<Endpoint>();
   const [secret, setSecret] = useState<{ title: string; value: string }>();
-  const [rotateError, setRotateError] = useState<string>();
   // How many times a Deliveries button was used: each time, the delivery log is brought into view.
   const [deliveriesOpened, setDeliveriesOpened] = useState(0);
   const { reload } = endpoints;
-
-  const rotate = useCallback(
-    async (endpoint: Endpoint) => {
-      setRotateError(undefined);
-      try {
-        const body = await call(
-          api.POST("/v1/media/libraries/{libraryId}/webhooks/{endpointId}/rotate-secret", {
-            params: { path: { libraryId, endpointId: endpoint.id } },
-          }),
-        );
-        if (body.data.secret) setSecret({ title: `New secret of ${endpoint.name}`, value: body.data.secret });
-      } catch (error) {
-        setRotateError(error instanceof Error ? error.message : "Rotation failed");
-      }
-    },
-    [libraryId],
-  );
 
   const columns: Column<Endpoint>[] = [
     { header: "Name", cell: (endpoint) => endpoint.name, rowHeader: true },
@@ -128,6 +113,17 @@ function Endpoints({ libraryId, selected, onSelect }: EndpointsProps) {
           {endpoint.is_active ? "active" : "paused"}
         </span>
       ),
+    },
+    {
+      header: "Previous secret",
+      cell: (endpoint) =>
+        endpoint.previous_secret_expires_at ? (
+          <>
+            Accepted until <DateTime value={endpoint.previous_secret_expires_at} />
+          </>
+        ) : (
+          <span className="muted">—</span>
+        ),
     },
     {
       header: "Actions",
@@ -157,7 +153,7 @@ function Endpoints({ libraryId, selected, onSelect }: EndpointsProps) {
             type="button"
             disabled={readOnly}
             aria-label={`Rotate secret of ${endpoint.name}`}
-            onClick={() => void rotate(endpoint)}
+            onClick={() => setRotating(endpoint)}
           >
             Rotate secret
           </button>
@@ -186,11 +182,6 @@ function Endpoints({ libraryId, selected, onSelect }: EndpointsProps) {
             Add endpoint
           </button>
         </div>
-        {rotateError && (
-          <p className="field-error" role="alert">
-            {rotateError}
-          </p>
-        )}
         {endpoints.state === "loading" && <Loading what="Loading endpoints" />}
         {endpoints.state === "error" && <ErrorState error={endpoints.error} onRetry={reload} />}
         {endpoints.state === "ready" &&
@@ -228,6 +219,16 @@ function Endpoints({ libraryId, selected, onSelect }: EndpointsProps) {
           setEditing(undefined);
           reload();
           if (created && saved.secret) setSecret({ title: `Secret of ${saved.name}`, value: saved.secret });
+        }}
+      />
+      <RotateDialog
+        libraryId={libraryId}
+        endpoint={rotating}
+        onClose={() => setRotating(undefined)}
+        onRotated={(rotated) => {
+          setRotating(undefined);
+          reload();
+          setSecret({ title: `New secret of ${rotated.name}`, value: rotated.secret });
         }}
       />
       <ConfirmDialog
