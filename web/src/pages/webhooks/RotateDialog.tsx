@@ -6,18 +6,18 @@ import { FormError, OtherErrors } from "../../components/Field.tsx";
 import { submitting, useSubmit } from "../../form.ts";
 import type { Endpoint } from "./WebhooksPage.tsx";
 
-/**
- * How long the replaced secret keeps signing deliveries (`previous_secret_expires_in_s`, at most
- * 7 days): none for a leaked secret, otherwise long enough to redeploy every receiver.
- */
+/** How long the replaced secret keeps signing deliveries (`previous_secret_expires_in_s`, at most 7 days). */
 const OVERLAPS: { seconds: number; label: string }[] = [
-  { seconds: 0, label: "No: it stops at once (for a leaked secret)" },
+  { seconds: 0, label: "No: it stops at once" },
   { seconds: 3600, label: "For 1 hour" },
   { seconds: 86_400, label: "For 24 hours" },
   { seconds: 604_800, label: "For 7 days" },
 ];
-/** A routine rotation should not make receivers reject deliveries: a day to switch them over. */
-const DEFAULT_OVERLAP = 86_400;
+/**
+ * The API's default: an overlap is opt-in (docs/decisions.md, Webhooks), since a receiver that
+ * parses the header as one signature fails on two.
+ */
+const DEFAULT_OVERLAP = 0;
 
 interface RotateDialogProps {
   libraryId: string;
