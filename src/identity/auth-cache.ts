@@ -59,10 +59,11 @@ interface Entry {
  * flight while a change arrived is not cached (`generation`), so a revoked key never comes back.
  * Used only where every revocation reaches it: through the bus with Redis; on SQLite, where any
  * commit by another process (the CLI) moves `externalChanges` and clears the cache before its next
- * use; on PostgreSQL without Redis, where the store itself announces every key change as it commits
- * (`listen` with `storeListen`). The last two reach the other nodes a moment after the change is
- * committed, so the node that made it waits for their word that they dropped their caches before it
- * answers (`changed`). See docs/decisions.md.
+ * use; on PostgreSQL, where the store itself announces every key change as it commits (`listen` with
+ * `storeListen`), heard with Redis too, since a writer without it (the CLI run with DATABASE_URL
+ * alone, an operator's SQL) tells no node through Redis. The last two reach the other nodes a moment
+ * after the change is committed, so the node that made it waits for their word that they dropped
+ * their caches before it answers (`changed`). See docs/decisions.md.
  */
 export class AuthCache {
   readonly #entries = new Map<string, Entry>();
@@ -88,40 +89,62 @@ export class AuthCache {
   }
 
   /**
-   * Starts serving from the cache once this node hears every key change: through the bus, or, given
-   * `storeListen` (PostgreSQL without Redis), from the store itself. There every transaction that
-   * changes a key notifies as it commits (a trigger, so the CLI's too), and this node serves from the
-   * cache only while its listening connection is up; whatever was cached or looked up before that
-   * connection was (re)established is dropped.
+   * Starts serving from the cache once this node hears every key change: through the bus with Redis
+   * (`viaBus`, always without `storeListen`), else from the store itself (PostgreSQL), where every
+   * transaction that changes a key notifies as it commits (a trigger, so the CLI's and an operator's
+   * SQL too). Without Redis this node serves from the cache only while its listening connection is
+   * up; whatever was cached or looked up before that connection was (re)established is dropped. With
+   * Redis the store is listened to as well where it can be (a direct connection, not PgBouncer in
+   * transaction mode): a writer without the nodes' Redis (the CLI run with `DATABASE_URL` alone) is
+   * heard there and answered there, while the cache relies on the bus alone.
    */
-  listen(bus: Bus, storeListen?: StoreListen): Promise<void> {
-    this.#started = this.#listen(bus, storeListen);
+  listen(bus: Bus, storeListen?: StoreListen, viaBus = false): Promise<void> {
+    this.#started = this.#listen(bus, storeListen, viaBus || storeListen === undefined);
     return this.#started;
   }
 
-  async #listen(bus: Bus, storeListen?: StoreListen): Promise<void> {
+  async #listen(bus: Bus, storeListen: StoreListen | undefined, viaBus: boolean): Promise<void> {
     // Key changes sent while this node was cut off from the others are lost; a developer-mode reset too.
     bus.onReconnect(() => this.clear());
-    if (!storeListen) {
+    let busHeard = !viaBus;
+    // With the bus, the store is an extra way to hear changes, not one the cache depends on.
+    let storeHeard = storeListen === undefined || viaBus;
+    const update = () => {
+      this.#listening = busHeard && storeHeard;
+    };
+    if (viaBus) {
       // With Redis away the others' cached entries still expire within 2 s.
-      this.#tellOthers = (message) => bus.publish(KEY_CHANGED_CHANNEL, message).catch(unlessBusUnavailable);
-      await bus.subscribe(KEY_CHANGED_CHANNEL, (message) => this.#heard(message));
-      this.#listening = true;
-      return;
+      const publish = (message: string) =>
+        bus.publish(KEY_CHANGED_CHANNEL, message).catch(unlessBusUnavailable);
+      this.#tellOthers = publish;
+      await bus.subscribe(KEY_CHANGED_CHANNEL, (message) => this.#heard(message, publish));
+      busHeard = true;
+      update();
     }
+    if (!storeListen) return;
+    // Named, and so counted by the store's announcers, only once it listens (see `#heard`).
+    let storeListening = false;
     const listener = storeListen.listen(KEY_CHANGES_CHANNEL, {
       onListening: () => {
         this.clear();
-        this.#listening = true;
+        storeListening = true;
+        storeHeard = true;
+        update();
       },
-      onNotification: (payload) => this.#heard(payload),
+      // A word goes back the way the announcement came: a process without Redis waits for it there.
+      onNotification: (payload) =>
+        this.#heard(payload, async (message) => {
+          if (storeListening) await (await listener).notifyOthers(message);
+        }),
       onLost: (error) => {
-        this.#listening = false;
+        storeListening = false;
+        storeHeard = viaBus;
+        update();
         this.clear();
         storeListen.onLost(error);
       },
     });
-    this.#tellOthers = async (message) => (await listener).notifyOthers(message);
+    if (!viaBus) this.#tellOthers = async (message) => (await listener).notifyOthers(message);
     await listener;
   }
 
@@ -145,8 +168,11 @@ export class AuthCache {
     return this.#listening ? others : 0;
   }
 
-  /** A key change announced by any node or by the store, or a node's word that it heard one. */
-  #heard(message: string): void {
+  /**
+   * A key change announced by any node or by the store, or a node's word that it heard one; `reply`
+   * sends this node's word back the way the announcement came.
+   */
+  #heard(message: string, reply: (message: string) => Promise<unknown>): void {
     const announcement = readAnnouncement(message);
     if (announcement && "heard" in announcement) {
       this.#acknowledgements.heard(announcement.heard, announcement.node);
@@ -160,7 +186,7 @@ export class AuthCache {
     // count it (its session is named once it listens), so its word would stand in for a counted node's.
     if (!this.#listening) return;
     const heard = JSON.stringify({ heard: announcement.changed, node: this.#node } satisfies KeyAnnouncement);
-    this.#tellOthers?.(heard).catch(() => undefined);
+    reply(heard).catch(() => undefined);
   }
 
   get generation(): number {

@@ -18,7 +18,9 @@ export interface IdentityServices {
  */
 export function createIdentityServices(deps: CoreDeps): IdentityServices {
   const { store, clock, config } = deps;
-  const keyChanges = config.redisUrl ? undefined : store.listen;
+  // PostgreSQL's own notifications are listened to with Redis too: a CLI run without REDIS_URL, or
+  // an operator's SQL, tells no node through Redis.
+  const keyChanges = store.listen;
   const authCache =
     config.redisUrl || store.externalChanges || keyChanges
       ? new AuthCache(AUTH_CACHE_TTL_MS, clock, store.externalChanges)
@@ -37,10 +39,15 @@ export function createIdentityServices(deps: CoreDeps): IdentityServices {
   const storeListen = keyChanges && {
     listen: keyChanges,
     onLost: (error?: unknown) =>
-      deps.logger.warn({ err: error }, "auth cache off until key changes are heard again"),
+      config.redisUrl
+        ? deps.logger.debug(
+            { err: error },
+            "key changes of writers without Redis unheard until LISTEN is back",
+          )
+        : deps.logger.warn({ err: error }, "auth cache off until key changes are heard again"),
   };
   authCache
-    ?.listen(deps.bus, storeListen)
+    ?.listen(deps.bus, storeListen, config.redisUrl !== undefined)
     .catch((error: unknown) => deps.logger.warn({ err: error }, "auth cache off"));
   return { identity, console: consoleService };
 }

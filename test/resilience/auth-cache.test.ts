@@ -256,3 +256,53 @@ describe.runIf(testStoreKind() === "postgres")("auth cache on PostgreSQL without
     await waitUntil(async () => (await status(fourth)) === 401, 5000, "the revocation to be heard");
   });
 });
+
+// The CLI administers the store CUMULO_DATA_DIR / DATABASE_URL name (CONTRACT.md section 2): run with
+// those alone, it cannot tell the nodes through their Redis, and the store's own notification must do.
+describe.runIf(testStoreKind() === "postgres" && process.env.TEST_REDIS_URL)(
+  "auth cache on PostgreSQL with Redis",
+  () => {
+    let t: TestApp;
+    let writer: pg.Client;
+
+    beforeAll(async () => {
+      // A stopped clock: a cached key never ages out, so only a heard revocation refuses it.
+      const started = new Date();
+      t = await startTestApp(
+        { REDIS_URL: process.env.TEST_REDIS_URL ?? "" },
+        { clock: { now: () => new Date(started) } },
+      );
+      writer = new pg.Client({ connectionString: t.store.databaseUrl });
+      await writer.connect();
+    });
+    afterAll(async () => {
+      await writer.end();
+      await t.close();
+    });
+
+    const status = async (key: string) =>
+      (await t.request("GET", "/v1/media/libraries?limit=20", { key })).status;
+
+    it("refuses a key on the very next request after a CLI without REDIS_URL revoked it", async () => {
+      const env = {
+        CUMULO_DATA_DIR: t.store.dataDir,
+        DATABASE_URL: t.store.databaseUrl,
+        REDIS_URL: undefined,
+      };
+      const org = JSON.parse((await runCli(["orgs", "create", "--name", "Cached"], env)).stdout);
+      const key = JSON.parse(
+        (await runCli(["keys", "create", "--org", org.organization_id, "--name", "hot"], env)).stdout,
+      );
+      for (let i = 0; i < 3; i++) expect(await status(key.api_key)).toBe(200);
+      expect((await runCli(["keys", "revoke", String(key.id)], env)).code).toBe(0);
+      expect(await status(key.api_key)).toBe(401);
+    }, 90_000);
+
+    it("drops a key an operator's SQL revoked when the store's notification arrives", async () => {
+      const { key } = await t.createOrganization("announced");
+      expect(await status(key)).toBe(200);
+      await writer.query("update api_keys set revoked_at = now() where key_hash = $1", [hashSecret(key)]);
+      await waitUntil(async () => (await status(key)) === 401, 5000, "the revocation to be heard");
+    });
+  },
+);
