@@ -516,8 +516,8 @@ export function loadConfig(env: Env = process.env): Config {
   const failedAuthRateLimit = rateLimitSetting(
     env,
     "CUMULO_FAILED_AUTH_RATE_LIMIT",
-    "30/60s",
-    "30/60s, 100/10m or 500/1h",
+    "300/60s",
+    "300/60s, 1000/10m or 5000/1h",
   );
 
   const logLevel = env.CUMULO_LOG_LEVEL || "info";
