@@ -220,8 +220,9 @@ async function seedWorld(
       }
       const cloud: Record<string, unknown[]> = {};
       for (const [resource, path] of Object.entries(CLOUD_RESOURCES)) {
-        const bodies = org.cloud?.[resource as keyof typeof CLOUD_RESOURCES] ?? [];
-        if (bodies.length === 0) continue;
+        // A kind the seed names is answered, as an empty list when it was given none.
+        const bodies = org.cloud?.[resource as keyof typeof CLOUD_RESOURCES];
+        if (bodies === undefined) continue;
         cloud[resource] = [];
         for (const [c, body] of bodies.entries()) {
           const at = `organizations[${o}].cloud.${resource}[${c}]`;

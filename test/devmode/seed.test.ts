@@ -167,6 +167,16 @@ describe("seeding a known world", () => {
     expect((await t.cloud("GET", "/v1/storage/disks", { key })).body).toHaveLength(1);
   });
 
+  it("answers every cloud kind the seed names, an empty one as an empty list", async () => {
+    const seeded = await t.request("POST", "/_cumulo/state/seed", {
+      json: { organizations: [{ name: "Lists", cloud: { disks: [{ size_gb: 1 }], load_balancers: [] } }] },
+    });
+    expect(seeded.status, seeded.text).toBe(200);
+    const { cloud } = seeded.body.organizations[0];
+    expect(Object.keys(cloud).sort()).toEqual(["disks", "load_balancers"]);
+    expect(cloud.load_balancers).toEqual([]);
+  });
+
   it("reads the same world from YAML as from JSON, cloud resources included", async () => {
     const fromJson = await t.request("POST", "/_cumulo/state/seed", { json: WORLD });
     expect(fromJson.status, fromJson.text).toBe(200);
