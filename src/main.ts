@@ -284,7 +284,7 @@ export function buildCli(): Command {
   const state = program
     .command("state")
     .description(
-      "developer mode: reset, save or load the store and blobs (stop the server first, or use Redis)",
+      "developer mode: reset, save, load or seed the store and blobs (stop the server first, or use Redis)",
     );
   // Checked before the store is opened.
   const snapshotName = async (name: string) => {

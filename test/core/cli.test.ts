@@ -23,6 +23,12 @@ describe("cumulo CLI", { timeout: 180_000 }, () => {
   });
   afterAll(() => t.close());
 
+  it("names every state subcommand in the top-level help, seed included", async () => {
+    const help = await runCli(["--help"], env);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toMatch(/state\s+developer mode: reset, save, load or seed\s+the store/);
+  });
+
   it("creates an organization whose admin key works on the running server", async () => {
     const result = await runCli(["orgs", "create", "--name", "Acme"], env);
     expect(result.stderr).toBe("");
