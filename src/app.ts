@@ -224,7 +224,13 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
     webhooks: services.webhookEndpoints,
   });
   for (const at of CLOUD_PREFIXES) {
-    await app.register(cloudRoutes, { prefix: at, at, cloud: services.cloud, identity: services.identity });
+    await app.register(cloudRoutes, {
+      prefix: at,
+      at,
+      cloud: services.cloud,
+      identity: services.identity,
+      maxJsonDepth: config.limits.jsonDepth,
+    });
   }
   await app.register(cdnRoutes, {
     prefix: "/v1/cdn",

@@ -7,8 +7,13 @@
  * that sends a form's fields as JSON, values still text, is understood as the form would be.
  *
  * Lists of objects (load-balancer rules and targets) can be sent in a form either in bracket
- * notation (`forwarding_rules[0][source_port]=80`) or as a JSON text in the field.
+ * notation (`forwarding_rules[0][source_port]=80`) or as a JSON text in the field. Either may nest
+ * at most `maxDepth` levels (`CUMULO_MAX_JSON_DEPTH`, as a JSON body): deeper is 400 Invalid Request
+ * before anything walks it, since the walks here recurse (docs/security.md).
  */
+import { ApiError } from "../http/errors.ts";
+import { nestsDeeperThan } from "../http/json-bodies.ts";
+
 interface SchemaNode {
   type?: string | string[];
   properties?: Record<string, SchemaNode>;
@@ -33,6 +38,12 @@ function toBoolean(value: unknown): unknown {
   return value;
 }
 
+/** How a form body is read: how deep it may nest, and where to note list indexes as sent. */
+export interface FormReading {
+  maxDepth: number;
+  sentIndexes?: SentIndexes;
+}
+
 const UNSAFE_KEYS = new Set(["__proto__", "prototype", "constructor"]);
 const BRACKETED = /^([^[\]]+)((?:\[[^[\]]*\])+)$/;
 
@@ -41,10 +52,7 @@ const BRACKETED = /^([^[\]]+)((?:\[[^[\]]*\])+)$/;
  * position of each value among the key's values: `rules[][port]=80&rules[][port]=443` gives the first
  * rule port 80 and the second 443 (a form's `keys[]` arrives here as `keys` already: `parseFormText`).
  */
-export function expandBrackets(
-  body: Record<string, unknown>,
-  sentIndexes?: SentIndexes,
-): Record<string, unknown> {
+export function expandBrackets(body: Record<string, unknown>, form: FormReading): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(body)) {
     const match = BRACKETED.exec(key);
@@ -56,6 +64,7 @@ export function expandBrackets(
       match[1] as string,
       ...[...(match[2] as string).matchAll(/\[([^[\]]*)\]/g)].map((m) => m[1] as string),
     ];
+    if (path.length > form.maxDepth) throw ApiError.invalidRequest();
     if (path.some((segment) => UNSAFE_KEYS.has(segment))) continue;
     if (!path.includes("")) {
       setAt(out, path, value);
@@ -70,7 +79,7 @@ export function expandBrackets(
       );
     });
   }
-  return toArrays(out, "", sentIndexes) as Record<string, unknown>;
+  return toArrays(out, "", form.sentIndexes) as Record<string, unknown>;
 }
 
 function setAt(root: Record<string, unknown>, path: string[], value: unknown): void {
@@ -122,8 +131,9 @@ export function asSent(pointer: string, sentIndexes: SentIndexes): string {
   return sent;
 }
 
-function parseJsonText(value: unknown): unknown {
+function parseJsonText(value: unknown, maxDepth: number): unknown {
   if (typeof value !== "string" || !/^\s*[[{]/.test(value)) return value;
+  if (nestsDeeperThan(value, maxDepth)) throw ApiError.invalidRequest();
   try {
     return JSON.parse(value);
   } catch {
@@ -131,9 +141,11 @@ function parseJsonText(value: unknown): unknown {
   }
 }
 
-function coerceValue(schema: SchemaNode, raw: unknown, fromForm: boolean): unknown {
+function coerceValue(schema: SchemaNode, raw: unknown, form: FormReading | undefined): unknown {
   const types = typesOf(schema);
-  const value = fromForm && (types.includes("array") || types.includes("object")) ? parseJsonText(raw) : raw;
+  const value =
+    form && (types.includes("array") || types.includes("object")) ? parseJsonText(raw, form.maxDepth) : raw;
+  const fromForm = form !== undefined;
   if (types.includes("boolean") && typeof value !== "boolean") return toBoolean(value);
   if (typeof value === "string") {
     if (types.includes("integer") && INTEGER.test(value)) return Number(value);
@@ -143,7 +155,7 @@ function coerceValue(schema: SchemaNode, raw: unknown, fromForm: boolean): unkno
   if (types.includes("array")) {
     const list = Array.isArray(value) ? value : fromForm ? [value] : value;
     if (Array.isArray(list) && schema.items)
-      return list.map((item) => coerceValue(schema.items as SchemaNode, item, fromForm));
+      return list.map((item) => coerceValue(schema.items as SchemaNode, item, form));
     return list;
   }
   if (
@@ -153,20 +165,20 @@ function coerceValue(schema: SchemaNode, raw: unknown, fromForm: boolean): unkno
     typeof value === "object" &&
     !Array.isArray(value)
   ) {
-    return coerceObject(schema, value as Record<string, unknown>, fromForm);
+    return coerceObject(schema, value as Record<string, unknown>, form && { maxDepth: form.maxDepth });
   }
   return value;
 }
 
+/** A body's fields converted as their schema declares them; `form` when it came as a form (else JSON). */
 export function coerceObject(
   schema: SchemaNode,
   body: Record<string, unknown>,
-  fromForm: boolean,
-  sentIndexes?: SentIndexes,
+  form: FormReading | undefined,
 ): Record<string, unknown> {
-  const out: Record<string, unknown> = fromForm ? expandBrackets(body, sentIndexes) : { ...body };
+  const out: Record<string, unknown> = form ? expandBrackets(body, form) : { ...body };
   for (const [key, property] of Object.entries(schema.properties ?? {})) {
-    if (out[key] !== undefined) out[key] = coerceValue(property, out[key], fromForm);
+    if (out[key] !== undefined) out[key] = coerceValue(property, out[key], form);
   }
   return out;
 }

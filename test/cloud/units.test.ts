@@ -24,6 +24,8 @@ describe("address pools", () => {
 });
 
 describe("form coercion", () => {
+  /** A form body read with the default depth limit. */
+  const FORM = { maxDepth: 64 };
   const schema = {
     type: "object",
     properties: {
@@ -39,43 +41,46 @@ describe("form coercion", () => {
   };
 
   it("converts unambiguous text and leaves the rest for validation to refuse", () => {
-    expect(coerceObject(schema, { count: "12", flag: "1", tags: "a", name: "7" }, true)).toEqual({
+    expect(coerceObject(schema, { count: "12", flag: "1", tags: "a", name: "7" }, FORM)).toEqual({
       count: 12,
       flag: true,
       tags: ["a"],
       name: "7",
     });
-    expect(coerceObject(schema, { count: "1.5", flag: "yes" }, true)).toEqual({ count: "1.5", flag: "yes" });
-    expect(coerceObject(schema, { count: "12", flag: 0, rules: [{ port: "80" }] }, false)).toEqual({
+    expect(coerceObject(schema, { count: "1.5", flag: "yes" }, FORM)).toEqual({ count: "1.5", flag: "yes" });
+    expect(coerceObject(schema, { count: "12", flag: 0, rules: [{ port: "80" }] }, undefined)).toEqual({
       count: 12,
       flag: false,
       rules: [{ port: 80 }],
     });
-    expect(coerceObject(schema, { flag: "True" }, true)).toEqual({ flag: true });
-    expect(coerceObject(schema, { flag: "FALSE" }, false)).toEqual({ flag: false });
+    expect(coerceObject(schema, { flag: "True" }, FORM)).toEqual({ flag: true });
+    expect(coerceObject(schema, { flag: "FALSE" }, undefined)).toEqual({ flag: false });
   });
 
   it("expands bracket notation without touching prototypes", () => {
-    expect(expandBrackets({ "rules[1][port]": "2", "rules[0][port]": "1", plain: "x" })).toEqual({
+    expect(expandBrackets({ "rules[1][port]": "2", "rules[0][port]": "1", plain: "x" }, FORM)).toEqual({
       rules: [{ port: "1" }, { port: "2" }],
       plain: "x",
     });
     expect(
-      expandBrackets({
-        "public_keys[]": ["ssh-ed25519 A", "ssh-ed25519 B"],
-        "rules[][port]": ["80", "443"],
-        "rules[][protocol]": "TCP",
-        "one[]": "x",
-      }),
+      expandBrackets(
+        {
+          "public_keys[]": ["ssh-ed25519 A", "ssh-ed25519 B"],
+          "rules[][port]": ["80", "443"],
+          "rules[][protocol]": "TCP",
+          "one[]": "x",
+        },
+        FORM,
+      ),
     ).toEqual({
       public_keys: ["ssh-ed25519 A", "ssh-ed25519 B"],
       rules: [{ port: "80", protocol: "TCP" }, { port: "443" }],
       one: ["x"],
     });
-    const hostile = expandBrackets({ "__proto__[polluted]": "1", "a[constructor][prototype]": "1" });
+    const hostile = expandBrackets({ "__proto__[polluted]": "1", "a[constructor][prototype]": "1" }, FORM);
     expect(({} as Record<string, unknown>).polluted).toBeUndefined();
     expect(hostile).toEqual({});
-    expect(coerceObject(schema, { "rules[0][port]": "80" }, true)).toEqual({ rules: [{ port: 80 }] });
+    expect(coerceObject(schema, { "rules[0][port]": "80" }, FORM)).toEqual({ rules: [{ port: 80 }] });
   });
 });
 

@@ -109,6 +109,30 @@ describe("hostile input", () => {
     expect(within.body.errors[0]).toMatchObject({ field: "name", code: "validation_type" });
   });
 
+  it("answers a cloud form nested past the depth, in its brackets or in a field's JSON text, with 400 Invalid Request", async () => {
+    const invalid = { message: "Invalid Request", errors: { Error: "Invalid Request" } };
+    const before = lines.length;
+    // A list of objects may come as JSON text in a form field: its nesting counts as a JSON body's.
+    const jsonText = await t.cloud("POST", "/v1/network/load_balancers", {
+      form: { name: "lb", targets: `[${nested(20_000)}]` },
+    });
+    expect(jsonText.status).toBe(400);
+    expect(jsonText.body).toEqual(invalid);
+    // So does the nesting written in a field name's brackets.
+    const brackets = await t.cloud("POST", "/v1/network/load_balancers", {
+      form: { name: "lb", [`targets${"[0]".repeat(20_000)}`]: "1" },
+    });
+    expect(brackets.status).toBe(400);
+    expect(brackets.body).toEqual(invalid);
+    expect(errorLines(lines.slice(before))).toEqual([]);
+    // Within the limit the form is read as usual (here: a target that names nothing).
+    const within = await t.cloud("POST", "/v1/network/load_balancers", {
+      form: { name: "lb", targets: `[${nested(30)}]` },
+    });
+    expect(within.status).toBe(400);
+    expect(within.body).not.toEqual(invalid);
+  });
+
   it("refuses unpaired surrogates in bodies, queries and multipart fields, as NUL is refused", async () => {
     const body = await t.request("POST", "/v1/media/libraries", {
       body: '{"name":"a\\ud800b"}',

@@ -15,9 +15,9 @@ export { CLOUD_PREFIXES, type CloudPrefix } from "./common.ts";
 
 /** Every cloud route under one of the four prefixes: `apikey`/`X-API-Key`, bare cloud bodies. */
 export const cloudRoutes: FastifyPluginAsyncTypebox<
-  CloudRouteOptions & { identity: IdentityService }
-> = async (app, { cloud, identity, at }) => {
-  await cloudRequestPipeline(app, cloud.locations);
+  CloudRouteOptions & { identity: IdentityService; maxJsonDepth: number }
+> = async (app, { cloud, identity, at, maxJsonDepth }) => {
+  await cloudRequestPipeline(app, cloud.locations, maxJsonDepth);
   requireApiKey(app, "cloud", identity);
   // Children get the services only: passing the options on would repeat this plugin's prefix.
   const children = { cloud, at };

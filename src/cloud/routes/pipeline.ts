@@ -29,7 +29,11 @@ const formBodies = new WeakSet<FastifyRequest>();
  * (coerce.ts), and a malformed path identifier is 404 naming the kind of resource.
  * `onRequest` hooks added here run before the key check the caller adds after it.
  */
-export async function cloudRequestPipeline(app: FastifyInstance, locations: Locations): Promise<void> {
+export async function cloudRequestPipeline(
+  app: FastifyInstance,
+  locations: Locations,
+  maxDepth: number,
+): Promise<void> {
   // An unknown location slug is a route that does not exist, checked before the key.
   app.addHook("onRequest", async (request) => {
     request.apiGroup = "cloud";
@@ -70,7 +74,11 @@ export async function cloudRequestPipeline(app: FastifyInstance, locations: Loca
       // Ids in form brackets (`targets[0][target_uuid]`) exist only once expanded.
       request.body = lowerCaseIdFields(
         schema,
-        coerceObject(schema, body as Record<string, unknown>, fromForm, sentIndexes),
+        coerceObject(
+          schema,
+          body as Record<string, unknown>,
+          fromForm ? { maxDepth, sentIndexes } : undefined,
+        ),
       );
       if (sentIndexes.size > 0) sentIndexesOf.set(request, sentIndexes);
       if (fromForm) formBodies.add(request);
