@@ -17,8 +17,23 @@ export const generateApiKey = (): string => KEY_PREFIX + randomBytes(32).toStrin
  */
 export const hashSecret = (secret: string): string => hash("sha256", secret, "hex");
 
-/** The part of a key kept in clear, to recognise it in listings. */
-export const displayPrefix = (secret: string): string => secret.slice(0, DISPLAY_PREFIX_LENGTH);
+/** What `generateApiKey` makes. */
+const GENERATED_KEY = /^cmk_[\w-]{43}$/;
+
+/**
+ * The part of a key kept in clear, to recognise it in listings, which every key and console user of
+ * the organization reads (read-only ones too). A generated key shows `cmk_` and 8 of its 43 random
+ * characters. A key someone chose (`CUMULO_BOOTSTRAP_API_KEY`, a seed's `api_key`) may be as short
+ * as 20 characters and guessable, so it shows at most a quarter of them: 12 of 20 shown left little
+ * to guess of the organization's admin key (docs/security.md).
+ */
+export const displayPrefix = (secret: string): string =>
+  secret.slice(
+    0,
+    GENERATED_KEY.test(secret)
+      ? DISPLAY_PREFIX_LENGTH
+      : Math.min(DISPLAY_PREFIX_LENGTH, Math.floor(secret.length / 4)),
+  );
 
 /** A session cookie value or an invitation token: 256 random bits, base64url. */
 export const generateToken = (): string => randomBytes(32).toString("base64url");

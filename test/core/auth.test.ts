@@ -1,3 +1,4 @@
+import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
 
@@ -65,5 +66,35 @@ describe("authentication", () => {
       expect(row.key_hash).not.toContain(t.adminKey);
       expect(row.prefix.length).toBeLessThanOrEqual(12);
     }
+  });
+
+  it("lists at most a quarter of a chosen key, also as a store written before 0705 kept it", async () => {
+    const created = await t.request("POST", "/v1/organization/api-keys", {
+      json: { name: "dashboard", read_only: true },
+    });
+    const reader = created.body.data.api_key as string;
+    // A generated key: `cmk_` and 8 of its random characters, as before.
+    expect(created.body.data.prefix).toBe(reader.slice(0, 12));
+    const bootstrapPrefix = async () => {
+      const listed = await t.request("GET", "/v1/organization/api-keys", { key: reader });
+      expect(listed.status).toBe(200);
+      return listed.body.data.find((key: { name: string }) => key.name === "admin").prefix as string;
+    };
+    // The chosen bootstrap key (31 characters): 7 shown, not 12 of them.
+    expect(await bootstrapPrefix()).toBe(t.adminKey.slice(0, 7));
+
+    const { db } = t.cumulo.store;
+    await db
+      .updateTable("api_keys")
+      .set({ prefix: t.adminKey.slice(0, 12) })
+      .where("name", "=", "admin")
+      .execute();
+    await sql`delete from kysely_migration where name = '0705-chosen-key-prefixes'`.execute(db);
+    expect(await t.cumulo.store.migrate()).toEqual(["0705-chosen-key-prefixes"]);
+    expect(await bootstrapPrefix()).toBe(t.adminKey.slice(0, 5));
+    const generated = await t.request("GET", "/v1/organization/api-keys", { key: reader });
+    expect(generated.body.data.find((key: { name: string }) => key.name === "dashboard").prefix).toBe(
+      reader.slice(0, 12),
+    );
   });
 });

@@ -29,6 +29,7 @@ import { trafficChangeNotificationsMigration } from "./0701-traffic-change-notif
 import { videoUploadFinishingMigration } from "./0702-video-upload-finishing.ts";
 import { videoUploadGenerationMigration } from "./0703-video-upload-generation.ts";
 import { webhookPreviousSecretMigration } from "./0704-webhook-previous-secret.ts";
+import { chosenKeyPrefixesMigration } from "./0705-chosen-key-prefixes.ts";
 
 /** Every migration, by name; names sort in the order they run. Append, never edit a released one. */
 export function allMigrations(dialect: DialectName): Record<string, Migration> {
@@ -62,5 +63,6 @@ export function allMigrations(dialect: DialectName): Record<string, Migration> {
     "0702-video-upload-finishing": videoUploadFinishingMigration(types),
     "0703-video-upload-generation": videoUploadGenerationMigration(),
     "0704-webhook-previous-secret": webhookPreviousSecretMigration(types),
+    "0705-chosen-key-prefixes": chosenKeyPrefixesMigration(),
   };
 }
