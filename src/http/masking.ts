@@ -41,3 +41,12 @@ export function loggableUrl(pathAndQuery: string): string {
   const params = new URLSearchParams(pathAndQuery.slice(at + 1));
   return maskParams(params) ? `${pathAndQuery.slice(0, at)}?${params}` : pathAndQuery;
 }
+
+/**
+ * A URL as written, with the credentials of its query masked (`?token=***`) and the rest untouched:
+ * for a URL a read-only key is shown that Cumulo calls with its query (a webhook endpoint, an import).
+ */
+export function urlWithoutQueryCredentials(text: string): string {
+  const hashAt = text.indexOf("#");
+  return hashAt === -1 ? loggableUrl(text) : loggableUrl(text.slice(0, hashAt)) + text.slice(hashAt);
+}

@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { requireApiKey } from "../http/auth.ts";
 import { createdAt, ok, okList, okMessage } from "../http/envelope.ts";
 import { ApiError } from "../http/errors.ts";
-import { MASK } from "../http/masking.ts";
+import { MASK, urlWithoutQueryCredentials } from "../http/masking.ts";
 import { pageMeta, toPage } from "../http/pagination.ts";
 import {
   CreatedEnvelope,
@@ -49,13 +49,15 @@ function endpointOf(result: EndpointOutcome) {
 }
 
 /**
- * Read-only keys never see signing secrets, nor the values of custom headers, which often carry the
- * receiver's own credential (docs/security.md); the header names stay visible.
+ * Read-only keys never see signing secrets, nor the values of custom headers or of credentials in
+ * the URL's query (`?token=`), which often carry the receiver's own credential (docs/security.md);
+ * the header and parameter names stay visible.
  */
 const shownTo = (auth: AuthContext, endpoint: WebhookEndpoint): WebhookEndpoint =>
   auth.readOnly
     ? {
         ...endpoint,
+        url: urlWithoutQueryCredentials(endpoint.url),
         secret: null,
         headers:
           endpoint.headers && Object.fromEntries(Object.keys(endpoint.headers).map((name) => [name, MASK])),

@@ -56,4 +56,29 @@ describe("webhook endpoint secret and read-only keys", () => {
     expect(asReader[0].webhook_endpoint.secret).toBeNull();
     expect(asReader[0].webhook_endpoint.headers).toEqual(masked.headers);
   });
+
+  it("masks credentials in the endpoint URL's query for a read-only key, the rest of the URL as written", async () => {
+    const org = await t.createOrganization("Hooked by URL");
+    const created = await t.cumulo.services.identity.createApiKey(org.organizationId, {
+      name: "ro",
+      readOnly: true,
+    });
+    if (created.outcome !== "created") throw new Error("key not created");
+    const library = (await t.request("POST", "/v1/media/libraries", { key: org.key, json: { name: "L" } }))
+      .body.data;
+    const path = `/v1/media/libraries/${library.id}/webhooks`;
+    // A receiver that checks a token in its URL (as many do) rather than the signature.
+    const url = "https://hooks.example.com/in?token=receiver-secret&tenant=42#part";
+    const endpoint = (
+      await t.request("POST", path, { key: org.key, json: { name: "By URL", url, events: ["*"] } })
+    ).body.data;
+    expect(endpoint.url).toBe(url);
+
+    const shown = "https://hooks.example.com/in?token=***&tenant=42#part";
+    const one = await t.request("GET", `${path}/${endpoint.id}`, { key: created.api_key });
+    expect(one.body.data.url).toBe(shown);
+    expect((await t.request("GET", path, { key: created.api_key })).body.data[0].url).toBe(shown);
+    expect(one.text).not.toContain("receiver-secret");
+    expect((await t.request("GET", `${path}/${endpoint.id}`, { key: org.key })).body.data.url).toBe(url);
+  });
 });

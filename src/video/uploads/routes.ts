@@ -7,6 +7,7 @@ import type { Config } from "../../config.ts";
 import { authenticateRequest, requireApiKey } from "../../http/auth.ts";
 import { ok } from "../../http/envelope.ts";
 import { ApiError, type FieldError } from "../../http/errors.ts";
+import { urlWithoutQueryCredentials } from "../../http/masking.ts";
 import {
   Envelope,
   IdParams,
@@ -177,7 +178,9 @@ const sourceRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, 
       const { libraryId, videoId } = request.params;
       const found = await uploads.imports.find(request.auth.organizationId, libraryId, videoId);
       if (!found) throw ApiError.notFound();
-      return ok("Video fetch retrieved successfully", found);
+      // A signed download URL's signature or token is a credential a read-only key is not shown.
+      const shown = request.auth.readOnly ? { ...found, url: urlWithoutQueryCredentials(found.url) } : found;
+      return ok("Video fetch retrieved successfully", shown);
     },
   );
 };
