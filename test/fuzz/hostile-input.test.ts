@@ -133,6 +133,25 @@ describe("hostile input", () => {
     expect(within.body).not.toEqual(invalid);
   });
 
+  it("refuses NUL and unpaired surrogates inside the JSON text of a cloud form field, as in any field", async () => {
+    const before = lines.length;
+    const sent = async (keys: string) =>
+      t.cloud("POST", "/v1/user-resource/vm", { form: { name: "vm", public_keys: keys } });
+    const nul = await sent('["ssh-ed25519 AAAA\\u0000x"]');
+    expect(nul.status).toBe(400);
+    expect(nul.body).toEqual({
+      message: "Invalid Request",
+      errors: { "public_keys.0": "The public_keys.0 field must not contain NUL characters." },
+    });
+    const surrogate = await sent('["ok", "k\\ud800y"]');
+    expect(surrogate.status).toBe(400);
+    expect(Object.keys(surrogate.body.errors)).toEqual(["public_keys.1"]);
+    expect(errorLines(lines.slice(before))).toEqual([]);
+    // Nothing was created by either.
+    const vms = await t.cloud("GET", "/v1/user-resource/vm/list");
+    expect(vms.body.map((vm: { name: string }) => vm.name)).not.toContain("vm");
+  });
+
   it("refuses unpaired surrogates in bodies, queries and multipart fields, as NUL is refused", async () => {
     const body = await t.request("POST", "/v1/media/libraries", {
       body: '{"name":"a\\ud800b"}',

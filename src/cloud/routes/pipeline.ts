@@ -5,7 +5,7 @@ import { NO_ROUTE } from "../../http/error-handler.ts";
 import { ApiError } from "../../http/errors.ts";
 import { parseFormText } from "../../http/form-text.ts";
 import { lowerCaseIdFields } from "../../http/identifiers.ts";
-import { markRepeated } from "../../http/validation.ts";
+import { markRepeated, unstorableTextErrors } from "../../http/validation.ts";
 import { asSent, coerceObject, type SentIndexes } from "../coerce.ts";
 import type { Locations } from "../locations.ts";
 
@@ -81,7 +81,13 @@ export async function cloudRequestPipeline(
         ),
       );
       if (sentIndexes.size > 0) sentIndexesOf.set(request, sentIndexes);
-      if (fromForm) formBodies.add(request);
+      if (fromForm) {
+        formBodies.add(request);
+        // Text in a field's JSON text (`public_keys=["a\u0000"]`) exists only once parsed, after the
+        // check of every request's text (app.ts): it is refused as that check refuses it.
+        const unstorable = unstorableTextErrors(request.body);
+        if (unstorable.length > 0) throw ApiError.validation(unstorable);
+      }
     }
     // Anything else (a JSON array, string or number) fails validation as an invalid request.
   });
