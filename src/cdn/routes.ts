@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { requireApiKey } from "../http/auth.ts";
 import { createdAt, ok, okList } from "../http/envelope.ts";
 import { ApiError, type FieldError } from "../http/errors.ts";
+import { urlWithoutCredentials } from "../http/masking.ts";
 import { pageMeta, toPage } from "../http/pagination.ts";
 import {
   CreatedEnvelope,
@@ -12,7 +13,7 @@ import {
   PageQuery,
 } from "../http/schemas.ts";
 import { bodyField } from "../http/validation.ts";
-import type { IdentityService } from "../identity/service.ts";
+import type { AuthContext, IdentityService } from "../identity/service.ts";
 import type { AnalyticsOutcome, AnalyticsService } from "./analytics.ts";
 import {
   Analytics,
@@ -52,6 +53,15 @@ function created(result: CreateOutcome): Distribution {
       throw ApiError.conflict(HOSTNAME_TAKEN);
   }
 }
+
+/**
+ * A read-only key never sees a credential written into `origin_url` (user info, a `?token=`), which
+ * the edge does not send but its writer may use elsewhere (docs/security.md).
+ */
+const shownTo = (auth: AuthContext, distribution: Distribution): Distribution =>
+  auth.readOnly
+    ? { ...distribution, origin_url: urlWithoutCredentials(distribution.origin_url) }
+    : distribution;
 
 function found(result: GetOutcome): Distribution {
   switch (result.outcome) {
@@ -183,7 +193,7 @@ export const cdnRoutes: FastifyPluginAsyncTypebox<{
       const { rows, total } = await cdn.list(request.auth.organizationId, toPage(request.query));
       return okList(
         "Distributions retrieved successfully",
-        rows,
+        rows.map((distribution) => shownTo(request.auth, distribution)),
         pageMeta("/v1/cdn/distributions", request.query, total),
       );
     },
@@ -204,7 +214,7 @@ export const cdnRoutes: FastifyPluginAsyncTypebox<{
     },
     async (request) => {
       const distribution = found(await cdn.get(request.auth.organizationId, request.params.id));
-      return ok("Distribution retrieved successfully", distribution);
+      return ok("Distribution retrieved successfully", shownTo(request.auth, distribution));
     },
   );
 

@@ -43,10 +43,22 @@ export function loggableUrl(pathAndQuery: string): string {
 }
 
 /**
- * A URL as written, with the credentials of its query masked (`?token=***`) and the rest untouched:
- * for a URL a read-only key is shown that Cumulo calls with its query (a webhook endpoint, an import).
+ * A URL as written, with its credentials masked and the rest untouched: the password of its user
+ * info (`user:***@`) and the credential-named parameters of its query (`?token=***`). For a URL a
+ * read-only key is shown that Cumulo calls (a webhook endpoint, an import).
  */
-export function urlWithoutQueryCredentials(text: string): string {
+export function urlWithoutCredentials(text: string): string {
   const hashAt = text.indexOf("#");
-  return hashAt === -1 ? loggableUrl(text) : loggableUrl(text.slice(0, hashAt)) + text.slice(hashAt);
+  const [beforeHash, hash] = hashAt === -1 ? [text, ""] : [text.slice(0, hashAt), text.slice(hashAt)];
+  let masked = beforeHash;
+  const authority = /^([a-z][a-z\d+.-]*:\/\/)([^/?#]*)/i.exec(beforeHash);
+  if (authority) {
+    const [whole, scheme = "", server = ""] = authority;
+    const at = server.lastIndexOf("@");
+    const colon = server.indexOf(":");
+    if (colon !== -1 && colon < at) {
+      masked = `${scheme}${server.slice(0, colon + 1)}${MASK}${server.slice(at)}${beforeHash.slice(whole.length)}`;
+    }
+  }
+  return loggableUrl(masked) + hash;
 }

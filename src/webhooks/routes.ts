@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { requireApiKey } from "../http/auth.ts";
 import { createdAt, ok, okList, okMessage } from "../http/envelope.ts";
 import { ApiError } from "../http/errors.ts";
-import { MASK, urlWithoutQueryCredentials } from "../http/masking.ts";
+import { MASK, urlWithoutCredentials } from "../http/masking.ts";
 import { pageMeta, toPage } from "../http/pagination.ts";
 import {
   CreatedEnvelope,
@@ -57,7 +57,7 @@ const shownTo = (auth: AuthContext, endpoint: WebhookEndpoint): WebhookEndpoint 
   auth.readOnly
     ? {
         ...endpoint,
-        url: urlWithoutQueryCredentials(endpoint.url),
+        url: urlWithoutCredentials(endpoint.url),
         secret: null,
         headers:
           endpoint.headers && Object.fromEntries(Object.keys(endpoint.headers).map((name) => [name, MASK])),
