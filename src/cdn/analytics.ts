@@ -26,17 +26,21 @@ import type { TrafficMinuteTable } from "./tables.ts";
 
 const MINUTE_MS = 60_000;
 
-/** One response the edge sent, as analytics counts it. */
-export interface TrafficEvent {
+/** What asking the origin cost a distribution: its upstream figures. */
+export interface OriginTraffic {
   distributionId: string;
   organizationId: string;
+  /** Body bytes read from the origin (0 when nothing was asked, or for a 304). */
+  upstreamBytes: number;
+  /** Time the origin took, when the origin was asked. */
+  originTimeMs: number | undefined;
+}
+
+/** One response the edge sent, as analytics counts it. */
+export interface TrafficEvent extends OriginTraffic {
   status: number;
   /** Body bytes written to the viewer. */
   sentBytes: number;
-  /** Body bytes read from the origin for this response (0 when served from cache). */
-  upstreamBytes: number;
-  /** Time the origin took, when this response went to the origin. */
-  originTimeMs: number | undefined;
 }
 
 /**
@@ -81,31 +85,46 @@ export class TrafficRecorder {
     );
   }
 
+  /** Counts a response sent to a viewer, with what asking the origin for it cost. */
   record(event: TrafficEvent): void {
-    const minute = Math.floor(this.clock.now().getTime() / MINUTE_MS);
-    const key = `${event.distributionId}|${minute}`;
-    let row = this.#pending.get(key);
-    if (!row) {
-      row = {
-        distribution_id: event.distributionId,
-        organization_id: event.organizationId,
-        minute,
-        ...emptyCounters(),
-      };
-      this.#pending.set(key, row);
-    }
+    const row = this.#rowOf(event);
     row.requests += 1;
     row.sent_bytes += event.sentBytes;
-    row.upstream_bytes += event.upstreamBytes;
-    if (event.originTimeMs !== undefined) {
-      row.origin_time_ms += Math.round(event.originTimeMs);
-      row.origin_fetches += 1;
-    }
+    this.#addOriginTraffic(row, event);
     const statusClass = Math.floor(event.status / 100);
     if (statusClass === 2) row.responses_2xx += 1;
     else if (statusClass === 3) row.responses_3xx += 1;
     else if (statusClass === 4) row.responses_4xx += 1;
     else if (statusClass === 5) row.responses_5xx += 1;
+  }
+
+  /**
+   * Counts an origin request that answered no viewer (a background revalidation): its bytes and time
+   * are the distribution's upstream traffic, but it is no request and has no status of a viewer's.
+   */
+  recordOriginOnly(traffic: OriginTraffic): void {
+    if (traffic.originTimeMs === undefined) return; // the origin was never asked
+    this.#addOriginTraffic(this.#rowOf(traffic), traffic);
+  }
+
+  /** The pending row of the distribution and the current minute. */
+  #rowOf({ distributionId, organizationId }: OriginTraffic): TrafficMinuteTable {
+    const minute = Math.floor(this.clock.now().getTime() / MINUTE_MS);
+    const key = `${distributionId}|${minute}`;
+    let row = this.#pending.get(key);
+    if (!row) {
+      row = { distribution_id: distributionId, organization_id: organizationId, minute, ...emptyCounters() };
+      this.#pending.set(key, row);
+    }
+    return row;
+  }
+
+  #addOriginTraffic(row: TrafficMinuteTable, traffic: OriginTraffic): void {
+    row.upstream_bytes += traffic.upstreamBytes;
+    if (traffic.originTimeMs !== undefined) {
+      row.origin_time_ms += Math.round(traffic.originTimeMs);
+      row.origin_fetches += 1;
+    }
   }
 
   /** Writes everything counted so far; counts that fail to be written are kept for the next flush. */

@@ -173,25 +173,103 @@ describe("CDN edge: stale-while-revalidate (RFC 5861)", () => {
     expect([after.headers["x-cache"], after.text]).not.toEqual(["HIT", "v2"]);
   });
 
-  it("counts a stale copy's answer in analytics as the hit it says it is", async () => {
+  /**
+   * A distribution of its own whose `path` answers `v1`, then `revalidated` to every later
+   * (background) request, 50 ms late so its origin time is a whole millisecond or more.
+   */
+  const countedDistribution = async (
+    path: string,
+    revalidated: (req: IncomingMessage, res: ServerResponse) => void,
+  ): Promise<string> => {
     const counted = uniqueHost("swr-stats");
     await createDistribution(t, { hostname: counted, origin_url: `${origin.url}/root` });
-    versioned(origin, "/counted.txt", { "cache-control": "max-age=1, stale-while-revalidate=60" });
+    let served = 0;
+    origin.route(`/root${path}`, async (req, res) => {
+      if (++served === 1) {
+        res
+          .writeHead(200, { etag: '"c1"', "cache-control": "max-age=1, stale-while-revalidate=600" })
+          .end("v1");
+        return;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      revalidated(req, res);
+    });
+    return counted;
+  };
+  /** Flushes the traffic counts until `counted`'s stored minutes show `fetches` origin requests. */
+  const originFetchesCounted = (counted: string, fetches: number) =>
+    waitUntil(
+      async () => {
+        await t.cumulo.services.cdnTraffic.flush();
+        const distribution = await t.cumulo.services.cdn.distributionForHost(counted);
+        const rows = await t.cumulo.store.db
+          .selectFrom("cdn_traffic_minutes")
+          .select("origin_fetches")
+          .where("distribution_id", "=", distribution?.id ?? "")
+          .execute();
+        return rows.reduce((sum, row) => sum + Number(row.origin_fetches), 0) >= fetches;
+      },
+      30_000,
+      `${fetches} origin requests of ${counted} counted`,
+    );
+  /** The analytics of `counted` (all metrics) in the one bucket of `granularity` from `from`. */
+  const bucketOf = async (counted: string, granularity: "1m" | "1h", from: Date) => {
+    const to = new Date(from.getTime() + (granularity === "1m" ? 60_000 : 3_600_000));
+    const answer = await t.request(
+      "GET",
+      `/v1/cdn/analytics?from=${from.toISOString()}&to=${to.toISOString()}&granularity=${granularity}&distribution=${counted}`,
+    );
+    expect(answer.status).toBe(200);
+    return (answer.body.Data as Record<string, number>[])[0];
+  };
+  const minuteOf = (at: Date) => new Date(Math.floor(at.getTime() / 60_000) * 60_000);
+
+  it("counts a stale copy's answer as the hit it is, and its background revalidation's origin bytes and time as no request", async () => {
+    const counted = await countedDistribution("/counted.txt", (_req, res) =>
+      res.writeHead(200, { "cache-control": "max-age=60" }).end("v2"),
+    );
     const ask = () => edgeRequest(edge, `/${counted}/counted.txt`);
     expect(seen(await ask())).toEqual([200, "v1", "MISS"]); // 2 bytes from the origin
-    clock.advance(1500);
-    expect(seen(await ask())).toEqual([200, "v1", "HIT"]); // 2 bytes from the cache
+    clock.advance(60_000); // the next minute: its bucket holds only the hit and the revalidation
+    const hitMinute = minuteOf(clock.now());
+    expect(seen(await ask())).toEqual([200, "v1", "HIT"]); // 2 bytes from the cache, 2 more fetched
 
-    const bucket = await waitUntil(async () => {
-      await t.cumulo.services.cdnTraffic.flush();
-      const answer = await t.request(
-        "GET",
-        `/v1/cdn/analytics?from=2026-12-01T10:00:00Z&to=2026-12-01T11:00:00Z&granularity=1h&distribution=${counted}&metrics=requests,traffic,cache_hit_traffic_ratio`,
-      );
-      const [row] = answer.body.Data as Record<string, number>[];
-      return row?.requests === 2 ? row : undefined;
+    await originFetchesCounted(counted, 2); // the miss's and the background revalidation's
+    const minute = await bucketOf(counted, "1m", hitMinute);
+    expect(minute).toMatchObject({
+      requests: 1,
+      traffic: 2,
+      cache_hit_traffic_ratio: 0, // 1 - 2 bytes from the origin / 2 bytes sent
+      responses_2xx: 1,
+      responses_3xx: 0,
     });
-    expect(bucket).toMatchObject({ requests: 2, traffic: 4, cache_hit_traffic_ratio: 0.5 });
+    expect(minute.upstream_origin_time_ms).toBeGreaterThan(0);
+    const hour = await bucketOf(counted, "1h", new Date("2026-12-01T10:00:00Z"));
+    expect(hour).toMatchObject({ requests: 2, traffic: 4, cache_hit_traffic_ratio: 0, responses_2xx: 2 });
+    expect(hour.upstream_origin_time_ms).toBeGreaterThan(0);
+  });
+
+  it("counts a background revalidation answered 304 with its origin time and no bytes", async () => {
+    const counted = await countedDistribution("/counted-304.txt", (_req, res) =>
+      res.writeHead(304, { etag: '"c1"', "cache-control": "max-age=60" }).end(),
+    );
+    const ask = () => edgeRequest(edge, `/${counted}/counted-304.txt`);
+    expect(seen(await ask())).toEqual([200, "v1", "MISS"]);
+    clock.advance(60_000);
+    const hitMinute = minuteOf(clock.now());
+    expect(seen(await ask())).toEqual([200, "v1", "HIT"]);
+
+    await originFetchesCounted(counted, 2); // the miss's and the background revalidation's
+    const minute = await bucketOf(counted, "1m", hitMinute);
+    expect(minute).toMatchObject({
+      requests: 1,
+      traffic: 2,
+      cache_hit_traffic_ratio: 1,
+      responses_2xx: 1,
+      responses_3xx: 0, // the origin's 304 answered no viewer
+    });
+    expect(minute.upstream_origin_time_ms).toBeGreaterThan(0);
+    expect(origin.hitsOf("/root/counted-304.txt")).toBe(2);
   });
 
   it("sends one background revalidation for concurrent viewers of a stale copy", async () => {

@@ -380,11 +380,11 @@ export class EdgeServer {
   /**
    * Revalidates a copy served stale, with no viewer waiting: one origin request per key at a time
    * (the coalesced miss of viewers arriving past the window, who wait on it), stored under the same
-   * purge guard as a miss, given up at shutdown. Its failures are logged, never thrown.
+   * purge guard as a miss, given up at shutdown. Its failures are logged, never thrown. Analytics
+   * count its origin bytes and time, not a request.
    */
   #revalidateInBackground(key: string, { request, resolved }: Miss, stored: CachedObject): void {
     if (this.#misses.waitFor(key) || this.#stopping.signal.aborted) return;
-    // No viewer's answer: analytics, which count answers, count none for it.
     const exchange: Exchange = { sent: 0, upstream: 0, originMs: undefined };
     const miss: Miss = { request, resolved, exchange, signal: this.#stopping.signal };
     const revalidation = this.#misses
@@ -398,7 +398,16 @@ export class EdgeServer {
           { err: error, distribution: resolved.distribution.id, path: resolved.pathAndQuery },
           "background revalidation failed",
         );
-      });
+      })
+      // No viewer's answer, so no request: only what the origin cost (a 304 has no body).
+      .then(() =>
+        this.deps.traffic.recordOriginOnly({
+          distributionId: resolved.distribution.id,
+          organizationId: resolved.distribution.organization_id,
+          upstreamBytes: exchange.upstream,
+          originTimeMs: exchange.originMs,
+        }),
+      );
     this.#revalidations.add(revalidation);
     void revalidation.then(() => this.#revalidations.delete(revalidation));
   }
