@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TRAFFIC_COUNTERS, TrafficRepository } from "../../src/cdn/repository.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { waitUntil } from "../support/wait.ts";
 import {
   createDistribution,
   EDGE_ENV,
@@ -51,6 +52,7 @@ describe("CDN analytics rollups", () => {
   let hostA: string;
   let hostB: string;
   let otherHost: string;
+  let releaseRevalidation: () => void = () => undefined;
   // Two minutes before a day (and month and hour) boundary, frozen: the test moves it.
   const clock = new TestClock(new Date("2026-05-31T23:58:30.000Z"));
 
@@ -66,6 +68,20 @@ describe("CDN analytics rollups", () => {
     origin.route("/slow.txt", async (_req, res) => {
       await new Promise((resolve) => setTimeout(resolve, 40));
       res.writeHead(200, { "cache-control": "no-store" }).end("slow answer");
+    });
+    // Stale after a second, then served while revalidated in the background (RFC 5861); that
+    // revalidation's answer waits for `releaseRevalidation` (20 s at most).
+    const revalidationHeld = new Promise<void>((resolve) => {
+      releaseRevalidation = resolve;
+      setTimeout(resolve, 20_000).unref();
+    });
+    let swrServed = 0;
+    origin.route("/swr.bin", async (_req, res) => {
+      const first = ++swrServed === 1;
+      if (!first) await revalidationHeld;
+      res
+        .writeHead(200, { "cache-control": "max-age=1, stale-while-revalidate=86400" })
+        .end(Buffer.alloc(first ? 300 : 500, 2));
     });
     org = await t.createOrganization("rollups");
     hostA = uniqueHost("rollup-a");
@@ -87,6 +103,7 @@ describe("CDN analytics rollups", () => {
       await edgeRequest(edge, `/${host}/short.bin`, { headers: { "if-none-match": '"s1"' } });
       if (round % 2 === 0) await edgeRequest(edge, `/${host}/slow.txt`);
       if (round % 3 === 0) await edgeRequest(edge, `/${host}/missing`);
+      if (round === 0 && host === hostA) await edgeRequest(edge, `/${host}/swr.bin`);
     };
     // Steps of the test clock: within a minute, across minutes, the hour, the day, and a later hour.
     const steps = [0, 20_000, 45_000, 50_000, 35_000, 3_600_000, 1_500_000, 4 * 3_600_000, 61_000];
@@ -98,9 +115,29 @@ describe("CDN analytics rollups", () => {
       // Flushes at some steps only: a flush may add to rows an earlier flush made.
       if (round % 3 !== 0) await t.cumulo.services.cdnTraffic.flush();
     }
+    const db = t.cumulo.store.db;
+    // A stale copy's hit whose background revalidation the origin answers in the next minute: that
+    // minute has origin bytes and time and no request, and rolls up like any other.
+    expect((await edgeRequest(edge, `/${hostA}/swr.bin`)).headers["x-cache"]).toBe("HIT");
+    await waitUntil(() => origin.hitsOf("/swr.bin") === 2);
+    clock.advance(60_000);
+    releaseRevalidation();
+    const revalidationMinute = Math.floor(clock.now().getTime() / 60_000);
+    await waitUntil(
+      async () => {
+        await t.cumulo.services.cdnTraffic.flush();
+        return db
+          .selectFrom("cdn_traffic_minutes")
+          .select("minute")
+          .where("organization_id", "=", org.organizationId)
+          .where("minute", "=", revalidationMinute)
+          .executeTakeFirst();
+      },
+      30_000,
+      "the background revalidation's minute row",
+    );
     await t.cumulo.services.cdnTraffic.flush();
 
-    const db = t.cumulo.store.db;
     const minuteRows = await db
       .selectFrom("cdn_traffic_minutes")
       .selectAll()
@@ -110,6 +147,9 @@ describe("CDN analytics rollups", () => {
     const hoursSeen = new Set(minuteRows.map((row) => Math.floor(Number(row.minute) / 60)));
     expect(daysSeen.size).toBe(2);
     expect(hoursSeen.size).toBeGreaterThanOrEqual(4);
+    const revalidationRow = minuteRows.find((row) => Number(row.minute) === revalidationMinute);
+    expect(revalidationRow).toMatchObject({ requests: 0, sent_bytes: 0, upstream_bytes: 500 });
+    expect(Number(revalidationRow?.origin_fetches)).toBe(1);
 
     const distributionA = await t.cumulo.services.cdn.distributionForHost(hostA);
     const distributionB = await t.cumulo.services.cdn.distributionForHost(hostB);
