@@ -6,7 +6,7 @@ import type { Resolved } from "./cache-policy.ts";
 import { notModified, preconditionFailed, viewerRedirect } from "./http.ts";
 import { type ByteWindow, sendNotModified, sendPreconditionFailed, startRepresentation } from "./serving.ts";
 
-/** What one viewer response did, for analytics. */
+/** What one viewer response (or a background revalidation, which has none) did, for analytics. */
 export interface Exchange {
   sent: number;
   upstream: number;
