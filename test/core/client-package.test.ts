@@ -212,6 +212,7 @@ describe.runIf(process.env.CUMULO_TEST_STORE !== "postgres")(
       expect(printed).toContain("400 Invalid Request");
       expect(printed).toContain("Resource not found");
       expect(printed).toContain("202 uploading");
+      expect(printed).toContain("0 healthy 1");
     });
   },
 );
