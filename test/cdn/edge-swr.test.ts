@@ -45,6 +45,23 @@ function versioned(
 
 const seen = (answer: EdgeResponse) => [answer.status, answer.text, answer.headers["x-cache"]];
 
+/**
+ * `path` answered once as `v1` (a MISS), then made stale within a 60 s `stale-while-revalidate`
+ * window; the origin's later answers wait as `held` says.
+ */
+async function cachedThenStale(
+  origin: Origin,
+  clock: TestClock,
+  get: () => Promise<EdgeResponse>,
+  path: string,
+  held: (n: number) => boolean = (n) => n > 1,
+) {
+  const state = versioned(origin, path, { "cache-control": "max-age=1, stale-while-revalidate=60" }, held);
+  expect(seen(await get())).toEqual([200, "v1", "MISS"]);
+  clock.advance(1500);
+  return state;
+}
+
 describe("CDN edge: stale-while-revalidate (RFC 5861)", () => {
   let t: TestApp;
   let origin: Origin;
@@ -80,14 +97,7 @@ describe("CDN edge: stale-while-revalidate (RFC 5861)", () => {
 
   it("answers a stale copy within the window at once, and the next viewers get what the background revalidation stored", async () => {
     const path = "/swr.txt";
-    const held = versioned(
-      origin,
-      path,
-      { "cache-control": "max-age=1, stale-while-revalidate=60" },
-      (n) => n > 1,
-    );
-    expect(seen(await get(path))).toEqual([200, "v1", "MISS"]);
-    clock.advance(1500);
+    const held = await cachedThenStale(origin, clock, () => get(path), path);
 
     const stale = await get(path);
     expect([...seen(stale), stale.headers.age]).toEqual([200, "v1", "HIT", "1"]);
@@ -148,14 +158,13 @@ describe("CDN edge: stale-while-revalidate (RFC 5861)", () => {
 
   it("does not store what a background revalidation fetched when a purge came meanwhile", async () => {
     const path = "/purged.txt";
-    const held = versioned(
+    const held = await cachedThenStale(
       origin,
+      clock,
+      () => get(path),
       path,
-      { "cache-control": "max-age=1, stale-while-revalidate=60" },
       (n) => n === 2,
     );
-    expect(seen(await get(path))).toEqual([200, "v1", "MISS"]);
-    clock.advance(1500);
     expect(seen(await get(path))).toEqual([200, "v1", "HIT"]);
     await waitUntil(() => origin.hitsOf(`/root${path}`) === 2);
 
@@ -274,14 +283,7 @@ describe("CDN edge: stale-while-revalidate (RFC 5861)", () => {
 
   it("sends one background revalidation for concurrent viewers of a stale copy", async () => {
     const path = "/many.txt";
-    const held = versioned(
-      origin,
-      path,
-      { "cache-control": "max-age=1, stale-while-revalidate=60" },
-      (n) => n > 1,
-    );
-    expect(seen(await get(path))).toEqual([200, "v1", "MISS"]);
-    clock.advance(1500);
+    const held = await cachedThenStale(origin, clock, () => get(path), path);
 
     const answers = await Promise.all(Array.from({ length: 5 }, () => get(path)));
     for (const answer of answers) expect(seen(answer)).toEqual([200, "v1", "HIT"]);
@@ -306,15 +308,8 @@ describe("CDN edge shutdown during a background revalidation", () => {
       const host = uniqueHost("swr-stop");
       await createDistribution(t, { hostname: host, origin_url: `${origin.url}/root` });
       const path = "/slow.txt";
-      const held = versioned(
-        origin,
-        path,
-        { "cache-control": "max-age=1, stale-while-revalidate=60" },
-        (n) => n > 1,
-      );
       const get = () => edgeRequest(edgeUrlOf(t), `/${host}${path}`);
-      expect(seen(await get())).toEqual([200, "v1", "MISS"]);
-      clock.advance(1500);
+      const held = await cachedThenStale(origin, clock, get, path);
       expect(seen(await get())).toEqual([200, "v1", "HIT"]);
       await waitUntil(() => origin.hitsOf(`/root${path}`) === 2);
 
