@@ -37,7 +37,8 @@ import type {
 
 const security: { [name: string]: string[] }[] = [{ apiKeyHeader: [] }, { bearer: [] }];
 const tags = ["cdn"];
-const DistributionParams = IdParams("id");
+// Named as SPEC.md names it, so the OpenAPI document and the typed client use that name.
+const DistributionParams = IdParams("distributionID");
 
 const HOSTNAME_TAKEN = "A distribution with this hostname already exists";
 const LIBRARY_DISTRIBUTION =
@@ -200,7 +201,7 @@ export const cdnRoutes: FastifyPluginAsyncTypebox<{
   );
 
   app.get(
-    "/distributions/:id",
+    "/distributions/:distributionID",
     {
       config: { storedDataOnly: true },
       schema: {
@@ -213,13 +214,13 @@ export const cdnRoutes: FastifyPluginAsyncTypebox<{
       },
     },
     async (request) => {
-      const distribution = found(await cdn.get(request.auth.organizationId, request.params.id));
+      const distribution = found(await cdn.get(request.auth.organizationId, request.params.distributionID));
       return ok("Distribution retrieved successfully", shownTo(request.auth, distribution));
     },
   );
 
   app.patch(
-    "/distributions/:id",
+    "/distributions/:distributionID",
     {
       config: { fieldChecks: (body) => cdn.checkFields({ origin_url: bodyField(body, "origin_url") }) },
       schema: {
@@ -234,14 +235,14 @@ export const cdnRoutes: FastifyPluginAsyncTypebox<{
     },
     async (request) => {
       const distribution = updated(
-        await cdn.update(request.auth.organizationId, request.params.id, request.body),
+        await cdn.update(request.auth.organizationId, request.params.distributionID, request.body),
       );
       return ok("Distribution updated successfully", distribution);
     },
   );
 
   app.delete(
-    "/distributions/:id",
+    "/distributions/:distributionID",
     {
       schema: {
         operationId: "deleteCdnDistribution",
@@ -253,13 +254,15 @@ export const cdnRoutes: FastifyPluginAsyncTypebox<{
       },
     },
     async (request) => {
-      const distribution = deleted(await cdn.delete(request.auth.organizationId, request.params.id));
+      const distribution = deleted(
+        await cdn.delete(request.auth.organizationId, request.params.distributionID),
+      );
       return ok("Distribution deleted successfully", distribution);
     },
   );
 
   app.post(
-    "/distributions/:id/purges",
+    "/distributions/:distributionID/purges",
     {
       schema: {
         operationId: "purgeCdnDistribution",
@@ -272,12 +275,14 @@ export const cdnRoutes: FastifyPluginAsyncTypebox<{
       },
     },
     async (request) => {
-      return purged(await cdn.purge(request.auth.organizationId, request.params.id, request.body.paths));
+      return purged(
+        await cdn.purge(request.auth.organizationId, request.params.distributionID, request.body.paths),
+      );
     },
   );
 
   app.get(
-    "/distributions/:id/purges",
+    "/distributions/:distributionID/purges",
     {
       config: { storedDataOnly: true },
       schema: {
@@ -292,12 +297,16 @@ export const cdnRoutes: FastifyPluginAsyncTypebox<{
     },
     async (request) => {
       const page = purgePage(
-        await cdn.listPurges(request.auth.organizationId, request.params.id, toPage(request.query)),
+        await cdn.listPurges(
+          request.auth.organizationId,
+          request.params.distributionID,
+          toPage(request.query),
+        ),
       );
       return okList(
         "Purges retrieved successfully",
         page.rows,
-        pageMeta(`/v1/cdn/distributions/${request.params.id}/purges`, request.query, page.total),
+        pageMeta(`/v1/cdn/distributions/${request.params.distributionID}/purges`, request.query, page.total),
       );
     },
   );

@@ -218,6 +218,14 @@ describe("CDN distributions API", () => {
     expect(unknown.status).toBe(404);
   });
 
+  it("names the distribution path parameter distributionID in the OpenAPI document, as SPEC.md does", async () => {
+    const { paths } = (await t.request("GET", "/openapi.json", { anonymous: true })).body as {
+      paths: Record<string, Record<string, { parameters?: { in: string; name: string }[] }>>;
+    };
+    const purge = paths["/v1/cdn/distributions/{distributionID}/purges"]?.post;
+    expect(purge?.parameters?.filter((p) => p.in === "path").map((p) => p.name)).toEqual(["distributionID"]);
+  });
+
   it("shows library distributions like any other but keeps their origin", async () => {
     const { organizationId, key } = await t.createOrganization("media org");
     const libraryId = "11111111-1111-4111-8111-111111111111";

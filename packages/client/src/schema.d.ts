@@ -1892,7 +1892,7 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/v1/cdn/distributions/{id}": {
+    "/v1/cdn/distributions/{distributionID}": {
         parameters: {
             query?: never;
             header?: never;
@@ -1911,7 +1911,7 @@ export interface paths {
         patch: operations["updateCdnDistribution"];
         trace?: never;
     };
-    "/v1/cdn/distributions/{id}/purges": {
+    "/v1/cdn/distributions/{distributionID}/purges": {
         parameters: {
             query?: never;
             header?: never;
@@ -39318,7 +39318,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                id: string;
+                distributionID: string;
             };
             cookie?: never;
         };
@@ -39545,7 +39545,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                id: string;
+                distributionID: string;
             };
             cookie?: never;
         };
@@ -39772,7 +39772,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                id: string;
+                distributionID: string;
             };
             cookie?: never;
         };
@@ -40018,7 +40018,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                id: string;
+                distributionID: string;
             };
             cookie?: never;
         };
@@ -40249,7 +40249,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                id: string;
+                distributionID: string;
             };
             cookie?: never;
         };

@@ -209,7 +209,11 @@ export function Distributions() {
         onClose={() => setDeleting(undefined)}
         onConfirm={async () => {
           if (!deleting) return;
-          await call(api.DELETE("/v1/cdn/distributions/{id}", { params: { path: { id: deleting.id } } }));
+          await call(
+            api.DELETE("/v1/cdn/distributions/{distributionID}", {
+              params: { path: { distributionID: deleting.id } },
+            }),
+          );
           if (deleting.id === selected) select("");
           reload();
         }}
@@ -242,8 +246,8 @@ function DistributionDialog({ distribution, onClose, onSaved }: DistributionDial
     const defaultTtl = ttl.trim() === "" ? {} : { default_ttl_s: Number(ttl) };
     if (existing) {
       await call(
-        api.PATCH("/v1/cdn/distributions/{id}", {
-          params: { path: { id: existing.id } },
+        api.PATCH("/v1/cdn/distributions/{distributionID}", {
+          params: { path: { distributionID: existing.id } },
           body: {
             ...(fixedOrigin ? {} : { origin_url: origin }),
             status: active ? "active" : "disabled",

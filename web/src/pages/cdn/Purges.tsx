@@ -14,7 +14,7 @@ import { useSignedIn } from "../../session.tsx";
 import type { Distribution } from "./Distributions.tsx";
 
 type PurgeList =
-  paths["/v1/cdn/distributions/{id}/purges"]["get"]["responses"][200]["content"]["application/json"];
+  paths["/v1/cdn/distributions/{distributionID}/purges"]["get"]["responses"][200]["content"]["application/json"];
 type Purge = PurgeList["data"][number];
 
 const columns: Column<Purge>[] = [
@@ -43,8 +43,8 @@ export function Purges({ distribution, opened }: { distribution: Distribution; o
   const history = useLoad(
     () =>
       call(
-        api.GET("/v1/cdn/distributions/{id}/purges", {
-          params: { path: { id: distribution.id }, query: { page, limit: 20 } },
+        api.GET("/v1/cdn/distributions/{distributionID}/purges", {
+          params: { path: { distributionID: distribution.id }, query: { page, limit: 20 } },
         }),
       ),
     `${page}`,
@@ -56,8 +56,8 @@ export function Purges({ distribution, opened }: { distribution: Distribution; o
       .map((line) => line.trim())
       .filter(Boolean);
     await call(
-      api.POST("/v1/cdn/distributions/{id}/purges", {
-        params: { path: { id: distribution.id } },
+      api.POST("/v1/cdn/distributions/{distributionID}/purges", {
+        params: { path: { distributionID: distribution.id } },
         body: { paths: list },
       }),
     );
