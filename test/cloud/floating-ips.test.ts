@@ -107,6 +107,19 @@ describe("cloud floating IPs", () => {
     });
   });
 
+  it("names the address path parameter public_ipv4_address in the OpenAPI document, as SPEC.md does", async () => {
+    const { paths } = (await t.request("GET", "/openapi.json", { anonymous: true })).body as {
+      paths: Record<string, Record<string, { parameters?: { in: string; name: string }[] }>>;
+    };
+    for (const path of [
+      "/v1/network/ip_addresses/{public_ipv4_address}/assign",
+      "/v1/{location}/network/ip_addresses/{public_ipv4_address}/assign",
+    ]) {
+      const names = paths[path]?.post?.parameters?.filter((p) => p.in === "path").map((p) => p.name);
+      expect(names, path).toContain("public_ipv4_address");
+    }
+  });
+
   it("refuses unknown targets, wrong types and other organizations' resources", async () => {
     const vm = (await t.cloud("POST", "/v1/user-resource/vm", { form: { name: "typed" } })).body;
     const ip = await allocate();

@@ -1188,7 +1188,7 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/v1/network/ip_addresses/{address}": {
+    "/v1/network/ip_addresses/{public_ipv4_address}": {
         parameters: {
             query?: never;
             header?: never;
@@ -1207,7 +1207,7 @@ export interface paths {
         patch: operations["updateFloatingIp"];
         trace?: never;
     };
-    "/v1/network/ip_addresses/{address}/assign": {
+    "/v1/network/ip_addresses/{public_ipv4_address}/assign": {
         parameters: {
             query?: never;
             header?: never;
@@ -1224,7 +1224,7 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/v1/network/ip_addresses/{address}/unassign": {
+    "/v1/network/ip_addresses/{public_ipv4_address}/unassign": {
         parameters: {
             query?: never;
             header?: never;
@@ -1646,7 +1646,7 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/v1/{location}/network/ip_addresses/{address}": {
+    "/v1/{location}/network/ip_addresses/{public_ipv4_address}": {
         parameters: {
             query?: never;
             header?: never;
@@ -1665,7 +1665,7 @@ export interface paths {
         patch: operations["updateFloatingIpAtLocation"];
         trace?: never;
     };
-    "/v1/{location}/network/ip_addresses/{address}/assign": {
+    "/v1/{location}/network/ip_addresses/{public_ipv4_address}/assign": {
         parameters: {
             query?: never;
             header?: never;
@@ -1682,7 +1682,7 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/v1/{location}/network/ip_addresses/{address}/unassign": {
+    "/v1/{location}/network/ip_addresses/{public_ipv4_address}/unassign": {
         parameters: {
             query?: never;
             header?: never;
@@ -2242,7 +2242,7 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/v1/cloud/network/ip_addresses/{address}": {
+    "/v1/cloud/network/ip_addresses/{public_ipv4_address}": {
         parameters: {
             query?: never;
             header?: never;
@@ -2251,26 +2251,26 @@ export interface paths {
         };
         /**
          * Get a floating IP
-         * @description The same operation as `GET /v1/network/ip_addresses/{address}`, under the cloud group prefix.
+         * @description The same operation as `GET /v1/network/ip_addresses/{public_ipv4_address}`, under the cloud group prefix.
          */
         get: operations["getFloatingIpUnderCloudPrefix"];
         put?: never;
         post?: never;
         /**
          * Release a floating IP (refused while assigned)
-         * @description The same operation as `DELETE /v1/network/ip_addresses/{address}`, under the cloud group prefix.
+         * @description The same operation as `DELETE /v1/network/ip_addresses/{public_ipv4_address}`, under the cloud group prefix.
          */
         delete: operations["deleteFloatingIpUnderCloudPrefix"];
         options?: never;
         head?: never;
         /**
          * Rename or re-bill a floating IP
-         * @description The same operation as `PATCH /v1/network/ip_addresses/{address}`, under the cloud group prefix.
+         * @description The same operation as `PATCH /v1/network/ip_addresses/{public_ipv4_address}`, under the cloud group prefix.
          */
         patch: operations["updateFloatingIpUnderCloudPrefix"];
         trace?: never;
     };
-    "/v1/cloud/network/ip_addresses/{address}/assign": {
+    "/v1/cloud/network/ip_addresses/{public_ipv4_address}/assign": {
         parameters: {
             query?: never;
             header?: never;
@@ -2281,7 +2281,7 @@ export interface paths {
         put?: never;
         /**
          * Assign a floating IP to a VM or load balancer
-         * @description The same operation as `POST /v1/network/ip_addresses/{address}/assign`, under the cloud group prefix.
+         * @description The same operation as `POST /v1/network/ip_addresses/{public_ipv4_address}/assign`, under the cloud group prefix.
          */
         post: operations["assignFloatingIpUnderCloudPrefix"];
         delete?: never;
@@ -2290,7 +2290,7 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/v1/cloud/network/ip_addresses/{address}/unassign": {
+    "/v1/cloud/network/ip_addresses/{public_ipv4_address}/unassign": {
         parameters: {
             query?: never;
             header?: never;
@@ -2301,7 +2301,7 @@ export interface paths {
         put?: never;
         /**
          * Unassign a floating IP
-         * @description The same operation as `POST /v1/network/ip_addresses/{address}/unassign`, under the cloud group prefix.
+         * @description The same operation as `POST /v1/network/ip_addresses/{public_ipv4_address}/unassign`, under the cloud group prefix.
          */
         post: operations["unassignFloatingIpUnderCloudPrefix"];
         delete?: never;
@@ -2826,7 +2826,7 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/v1/cloud/{location}/network/ip_addresses/{address}": {
+    "/v1/cloud/{location}/network/ip_addresses/{public_ipv4_address}": {
         parameters: {
             query?: never;
             header?: never;
@@ -2835,26 +2835,26 @@ export interface paths {
         };
         /**
          * Get a floating IP
-         * @description The same operation as `GET /v1/{location}/network/ip_addresses/{address}`, under the cloud group prefix.
+         * @description The same operation as `GET /v1/{location}/network/ip_addresses/{public_ipv4_address}`, under the cloud group prefix.
          */
         get: operations["getFloatingIpAtLocationUnderCloudPrefix"];
         put?: never;
         post?: never;
         /**
          * Release a floating IP (refused while assigned)
-         * @description The same operation as `DELETE /v1/{location}/network/ip_addresses/{address}`, under the cloud group prefix.
+         * @description The same operation as `DELETE /v1/{location}/network/ip_addresses/{public_ipv4_address}`, under the cloud group prefix.
          */
         delete: operations["deleteFloatingIpAtLocationUnderCloudPrefix"];
         options?: never;
         head?: never;
         /**
          * Rename or re-bill a floating IP
-         * @description The same operation as `PATCH /v1/{location}/network/ip_addresses/{address}`, under the cloud group prefix.
+         * @description The same operation as `PATCH /v1/{location}/network/ip_addresses/{public_ipv4_address}`, under the cloud group prefix.
          */
         patch: operations["updateFloatingIpAtLocationUnderCloudPrefix"];
         trace?: never;
     };
-    "/v1/cloud/{location}/network/ip_addresses/{address}/assign": {
+    "/v1/cloud/{location}/network/ip_addresses/{public_ipv4_address}/assign": {
         parameters: {
             query?: never;
             header?: never;
@@ -2865,7 +2865,7 @@ export interface paths {
         put?: never;
         /**
          * Assign a floating IP to a VM or load balancer
-         * @description The same operation as `POST /v1/{location}/network/ip_addresses/{address}/assign`, under the cloud group prefix.
+         * @description The same operation as `POST /v1/{location}/network/ip_addresses/{public_ipv4_address}/assign`, under the cloud group prefix.
          */
         post: operations["assignFloatingIpAtLocationUnderCloudPrefix"];
         delete?: never;
@@ -2874,7 +2874,7 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/v1/cloud/{location}/network/ip_addresses/{address}/unassign": {
+    "/v1/cloud/{location}/network/ip_addresses/{public_ipv4_address}/unassign": {
         parameters: {
             query?: never;
             header?: never;
@@ -2885,7 +2885,7 @@ export interface paths {
         put?: never;
         /**
          * Unassign a floating IP
-         * @description The same operation as `POST /v1/{location}/network/ip_addresses/{address}/unassign`, under the cloud group prefix.
+         * @description The same operation as `POST /v1/{location}/network/ip_addresses/{public_ipv4_address}/unassign`, under the cloud group prefix.
          */
         post: operations["unassignFloatingIpAtLocationUnderCloudPrefix"];
         delete?: never;
@@ -37340,7 +37340,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                address: string;
+                public_ipv4_address: string;
             };
             cookie?: never;
         };
@@ -37363,7 +37363,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                address: string;
+                public_ipv4_address: string;
             };
             cookie?: never;
         };
@@ -37386,7 +37386,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                address: string;
+                public_ipv4_address: string;
             };
             cookie?: never;
         };
@@ -37409,7 +37409,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                address: string;
+                public_ipv4_address: string;
             };
             cookie?: never;
         };
@@ -37432,7 +37432,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                address: string;
+                public_ipv4_address: string;
             };
             cookie?: never;
         };
@@ -38336,7 +38336,7 @@ export interface operations {
             path: {
                 /** @description Location slug (GET /v1/config/locations) */
                 location: string;
-                address: string;
+                public_ipv4_address: string;
             };
             cookie?: never;
         };
@@ -38361,7 +38361,7 @@ export interface operations {
             path: {
                 /** @description Location slug (GET /v1/config/locations) */
                 location: string;
-                address: string;
+                public_ipv4_address: string;
             };
             cookie?: never;
         };
@@ -38386,7 +38386,7 @@ export interface operations {
             path: {
                 /** @description Location slug (GET /v1/config/locations) */
                 location: string;
-                address: string;
+                public_ipv4_address: string;
             };
             cookie?: never;
         };
@@ -38411,7 +38411,7 @@ export interface operations {
             path: {
                 /** @description Location slug (GET /v1/config/locations) */
                 location: string;
-                address: string;
+                public_ipv4_address: string;
             };
             cookie?: never;
         };
@@ -38436,7 +38436,7 @@ export interface operations {
             path: {
                 /** @description Location slug (GET /v1/config/locations) */
                 location: string;
-                address: string;
+                public_ipv4_address: string;
             };
             cookie?: never;
         };
@@ -41169,7 +41169,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                address: string;
+                public_ipv4_address: string;
             };
             cookie?: never;
         };
@@ -41192,7 +41192,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                address: string;
+                public_ipv4_address: string;
             };
             cookie?: never;
         };
@@ -41215,7 +41215,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                address: string;
+                public_ipv4_address: string;
             };
             cookie?: never;
         };
@@ -41238,7 +41238,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                address: string;
+                public_ipv4_address: string;
             };
             cookie?: never;
         };
@@ -41261,7 +41261,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                address: string;
+                public_ipv4_address: string;
             };
             cookie?: never;
         };
@@ -42165,7 +42165,7 @@ export interface operations {
             path: {
                 /** @description Location slug (GET /v1/config/locations) */
                 location: string;
-                address: string;
+                public_ipv4_address: string;
             };
             cookie?: never;
         };
@@ -42190,7 +42190,7 @@ export interface operations {
             path: {
                 /** @description Location slug (GET /v1/config/locations) */
                 location: string;
-                address: string;
+                public_ipv4_address: string;
             };
             cookie?: never;
         };
@@ -42215,7 +42215,7 @@ export interface operations {
             path: {
                 /** @description Location slug (GET /v1/config/locations) */
                 location: string;
-                address: string;
+                public_ipv4_address: string;
             };
             cookie?: never;
         };
@@ -42240,7 +42240,7 @@ export interface operations {
             path: {
                 /** @description Location slug (GET /v1/config/locations) */
                 location: string;
-                address: string;
+                public_ipv4_address: string;
             };
             cookie?: never;
         };
@@ -42265,7 +42265,7 @@ export interface operations {
             path: {
                 /** @description Location slug (GET /v1/config/locations) */
                 location: string;
-                address: string;
+                public_ipv4_address: string;
             };
             cookie?: never;
         };

@@ -7,7 +7,7 @@ import { type CloudRouteOptions, callerOf, cloudError, routeKit, SUCCESS } from 
 /** `/network/ip_addresses`: floating (public) IPs of a location. */
 export const floatingIpRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> = async (app, { cloud, at }) => {
   const { doc, noParams, params } = routeKit(at);
-  const AddressParams = params({ address: Type.String({ format: "ipv4" }) });
+  const AddressParams = params({ public_ipv4_address: Type.String({ format: "ipv4" }) });
 
   app.post(
     "/network/ip_addresses",
@@ -53,7 +53,7 @@ export const floatingIpRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> = as
   );
 
   app.get(
-    "/network/ip_addresses/:address",
+    "/network/ip_addresses/:public_ipv4_address",
     {
       config: { storedDataOnly: true },
       schema: {
@@ -63,7 +63,10 @@ export const floatingIpRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> = as
       },
     },
     async (request) => {
-      const result = await cloud.floatingIps.get(callerOf(cloud, request), request.params.address);
+      const result = await cloud.floatingIps.get(
+        callerOf(cloud, request),
+        request.params.public_ipv4_address,
+      );
       switch (result.outcome) {
         case "found":
           return result.ip;
@@ -74,7 +77,7 @@ export const floatingIpRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> = as
   );
 
   app.patch(
-    "/network/ip_addresses/:address",
+    "/network/ip_addresses/:public_ipv4_address",
     {
       schema: {
         ...doc("updateFloatingIp", "floating IPs", "Rename or re-bill a floating IP"),
@@ -84,10 +87,14 @@ export const floatingIpRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> = as
       },
     },
     async (request) => {
-      const result = await cloud.floatingIps.update(callerOf(cloud, request), request.params.address, {
-        name: request.body.name,
-        billingAccountId: request.body.billing_account_id,
-      });
+      const result = await cloud.floatingIps.update(
+        callerOf(cloud, request),
+        request.params.public_ipv4_address,
+        {
+          name: request.body.name,
+          billingAccountId: request.body.billing_account_id,
+        },
+      );
       switch (result.outcome) {
         case "updated":
           return result.ip;
@@ -99,7 +106,7 @@ export const floatingIpRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> = as
   );
 
   app.delete(
-    "/network/ip_addresses/:address",
+    "/network/ip_addresses/:public_ipv4_address",
     {
       schema: {
         ...doc("deleteFloatingIp", "floating IPs", "Release a floating IP (refused while assigned)"),
@@ -108,7 +115,10 @@ export const floatingIpRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> = as
       },
     },
     async (request) => {
-      const result = await cloud.floatingIps.delete(callerOf(cloud, request), request.params.address);
+      const result = await cloud.floatingIps.delete(
+        callerOf(cloud, request),
+        request.params.public_ipv4_address,
+      );
       switch (result.outcome) {
         case "deleted":
           return SUCCESS;
@@ -120,7 +130,7 @@ export const floatingIpRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> = as
   );
 
   app.post(
-    "/network/ip_addresses/:address/assign",
+    "/network/ip_addresses/:public_ipv4_address/assign",
     {
       schema: {
         ...doc("assignFloatingIp", "floating IPs", "Assign a floating IP to a VM or load balancer"),
@@ -130,10 +140,14 @@ export const floatingIpRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> = as
       },
     },
     async (request) => {
-      const result = await cloud.floatingIps.assign(callerOf(cloud, request), request.params.address, {
-        uuid: request.body.assigned_to,
-        type: request.body.assigned_to_resource_type,
-      });
+      const result = await cloud.floatingIps.assign(
+        callerOf(cloud, request),
+        request.params.public_ipv4_address,
+        {
+          uuid: request.body.assigned_to,
+          type: request.body.assigned_to_resource_type,
+        },
+      );
       switch (result.outcome) {
         case "assigned":
           return result.ip;
@@ -146,7 +160,7 @@ export const floatingIpRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> = as
   );
 
   app.post(
-    "/network/ip_addresses/:address/unassign",
+    "/network/ip_addresses/:public_ipv4_address/unassign",
     {
       schema: {
         ...doc("unassignFloatingIp", "floating IPs", "Unassign a floating IP"),
@@ -155,7 +169,10 @@ export const floatingIpRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> = as
       },
     },
     async (request) => {
-      const result = await cloud.floatingIps.unassign(callerOf(cloud, request), request.params.address);
+      const result = await cloud.floatingIps.unassign(
+        callerOf(cloud, request),
+        request.params.public_ipv4_address,
+      );
       switch (result.outcome) {
         case "unassigned":
           return result.ip;

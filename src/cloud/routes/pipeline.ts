@@ -12,7 +12,7 @@ import type { Locations } from "../locations.ts";
 /** What a path parameter names, for the 404 of a malformed one. */
 const PATH_THINGS: Record<string, string> = {
   disk_uuid: "Disk",
-  address: "IP address",
+  public_ipv4_address: "IP address",
   load_balancer_uuid: "Load balancer",
   target_uuid: "Target",
   rule_uuid: "Forwarding rule",

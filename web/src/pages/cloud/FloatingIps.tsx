@@ -31,8 +31,8 @@ export function FloatingIps() {
     setActionError(undefined);
     try {
       await call(
-        api.POST("/v1/network/ip_addresses/{address}/unassign", {
-          params: { path: { address: ip.address } },
+        api.POST("/v1/network/ip_addresses/{public_ipv4_address}/unassign", {
+          params: { path: { public_ipv4_address: ip.address } },
         }),
       );
       addresses.reload();
@@ -117,8 +117,8 @@ export function FloatingIps() {
         onConfirm={async () => {
           if (!releasing) return;
           await call(
-            api.DELETE("/v1/network/ip_addresses/{address}", {
-              params: { path: { address: releasing.address } },
+            api.DELETE("/v1/network/ip_addresses/{public_ipv4_address}", {
+              params: { path: { public_ipv4_address: releasing.address } },
             }),
           );
           addresses.reload();
