@@ -57,7 +57,7 @@ export const BillingAccountView = Type.Object({
 
 export const TokenView = Type.Object({
   id: Type.Integer(),
-  billing_account_id: Nullable(Type.Integer()),
+  billing_account_id: Type.Integer(),
   user_id: Type.Integer(),
   consumer_id: Uuid,
   description: Type.String(),

@@ -80,7 +80,7 @@ const LAST_USE_PRECISION_MS = 60 * 1000;
 /** A cloud token (an API key of kind `cloud_token`) as stored; `token` only right after creation. */
 export interface CloudTokenRecord {
   id: number;
-  billing_account_id: number | null;
+  billing_account_id: number;
   user_id: number;
   consumer_id: string;
   description: string;
@@ -498,6 +498,9 @@ function toCloudToken(row: {
   created_at: string;
   updated_at: string;
 }): CloudTokenRecord {
+  // A cloud token is created charged to an account (insertApiKeyChargedTo) and accounts are never
+  // deleted, so SPEC.md's integer `billing_account_id` is always there.
+  if (row.billing_account_id === null) throw new Error(`cloud token ${row.id} has no billing account`);
   return {
     id: row.id,
     billing_account_id: row.billing_account_id,

@@ -93,6 +93,17 @@ describe("cloud tokens and billing accounts", () => {
     expect(python.body[0].restricted).toBe(true);
   });
 
+  it("documents billing_account_id as an integer, never null, as SPEC.md types it", async () => {
+    type TokenSchema = { items: { properties: Record<string, unknown> } };
+    const { components } = (await t.request("GET", "/openapi.json", { anonymous: true })).body as {
+      components: { responses: Record<string, { content: Record<string, { schema: TokenSchema }> }> };
+    };
+    for (const name of ["createToken_200", "listTokens_200"]) {
+      const token = components.responses[name]?.content["application/json"]?.schema.items;
+      expect(token?.properties.billing_account_id, name).toEqual({ type: "integer" });
+    }
+  });
+
   it("rejects wrong types and foreign billing accounts with the cloud validation body", async () => {
     const badBool = await t.cloud("POST", "/v1/user-resource/token", { form: { restricted: "maybe" } });
     expect(badBool.status).toBe(400);

@@ -3433,7 +3433,7 @@ export interface components {
             content: {
                 "application/json": {
                     id: number;
-                    billing_account_id: number | null;
+                    billing_account_id: number;
                     user_id: number;
                     /** Format: uuid */
                     consumer_id: string;
@@ -3738,7 +3738,7 @@ export interface components {
             content: {
                 "application/json": {
                     id: number;
-                    billing_account_id: number | null;
+                    billing_account_id: number;
                     user_id: number;
                     /** Format: uuid */
                     consumer_id: string;
@@ -3896,7 +3896,7 @@ export interface components {
             content: {
                 "application/json": {
                     id: number;
-                    billing_account_id: number | null;
+                    billing_account_id: number;
                     user_id: number;
                     /** Format: uuid */
                     consumer_id: string;
@@ -10357,7 +10357,7 @@ export interface components {
             content: {
                 "application/json": {
                     id: number;
-                    billing_account_id: number | null;
+                    billing_account_id: number;
                     user_id: number;
                     /** Format: uuid */
                     consumer_id: string;
@@ -10662,7 +10662,7 @@ export interface components {
             content: {
                 "application/json": {
                     id: number;
-                    billing_account_id: number | null;
+                    billing_account_id: number;
                     user_id: number;
                     /** Format: uuid */
                     consumer_id: string;
@@ -10820,7 +10820,7 @@ export interface components {
             content: {
                 "application/json": {
                     id: number;
-                    billing_account_id: number | null;
+                    billing_account_id: number;
                     user_id: number;
                     /** Format: uuid */
                     consumer_id: string;
