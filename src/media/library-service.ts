@@ -116,7 +116,7 @@ export class LibraryService {
       await folders.deleteLibrary(trx, id);
       await players.deleteLibrary(trx, id);
       await webhookRepository.deleteLibrary(trx, id);
-      if (library.distribution_id) await cdn.deleteDistribution(trx, organizationId, library.distribution_id);
+      await cdn.deleteDistribution(trx, organizationId, library.distribution_id);
       await libraries.delete(trx, id);
       return { removal: await removals.queue(trx, { prefixes: [libraryBlobPrefix(id)] }) };
     });
@@ -173,10 +173,8 @@ export class LibraryService {
     const library = await libraries.findById(libraryId);
     if (library?.status !== "provisioning") return;
     if (this.transition?.(library.organization_id) === "stop") return;
-    const served =
-      library.distribution_id !== null &&
-      (await libraries.hasDistribution(libraryId, library.distribution_id));
-    if (!served) throw new Error(`library ${libraryId} has no distribution`);
+    if (!(await libraries.hasDistribution(libraryId, library.distribution_id)))
+      throw new Error(`library ${libraryId} has no distribution`);
     await libraries.transition(libraryId, "provisioning", "active", nowIso(clock));
   }
 }

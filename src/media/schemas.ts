@@ -32,7 +32,7 @@ export const Library = Type.Object({
   default_privacy: StringEnum(DEFAULT_PRIVACIES),
   status: StringEnum(LIBRARY_STATUSES),
   region: Type.String(),
-  distribution_id: Nullable(Uuid),
+  distribution_id: Uuid,
   organization_id: Uuid,
   created_by: Uuid,
   updated_by: Nullable(Uuid),

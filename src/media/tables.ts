@@ -16,7 +16,8 @@ export interface LibraryTable {
   default_privacy: (typeof DEFAULT_PRIVACIES)[number];
   status: LibraryStatus;
   region: string;
-  distribution_id: string | null;
+  /** Created with the library, in the same transaction (SPEC.md: a UUID, never null). */
+  distribution_id: string;
   /** Security settings: access rules as JSON `{action, values, enabled}`. */
   whitelist_referrers: JsonText;
   blocked_countries: JsonText;

@@ -70,7 +70,7 @@ describe("media libraries", () => {
         default_privacy: "unlisted",
         status: "provisioning",
         region: "eu-central",
-        distribution_id: null,
+        distribution_id: crypto.randomUUID(),
         whitelist_referrers: "{}",
         blocked_countries: "{}",
         video_privacy: "unlisted",
@@ -87,6 +87,29 @@ describe("media libraries", () => {
     await handler?.onGiveUp?.({ libraryId: id }, "no distribution");
     const response = await t.request("GET", `/v1/media/libraries/${id}`);
     expect(response.body.data.status).toBe("failed");
+  });
+
+  it("documents distribution_id as a UUID, never null, as SPEC.md types it", async () => {
+    type Library = { properties: Record<string, unknown> };
+    type Operation = {
+      responses: {
+        200: {
+          content: {
+            "application/json": { schema: { properties: { data: Library & { items?: Library } } } };
+          };
+        };
+      };
+    };
+    const { paths } = (await t.request("GET", "/openapi.json", { anonymous: true })).body as {
+      paths: Record<string, Record<string, Operation>>;
+    };
+    const data = (path: string) =>
+      paths[path]?.get?.responses[200].content["application/json"].schema.properties.data;
+    const one = data("/v1/media/libraries/{libraryId}");
+    const listed = data("/v1/media/libraries")?.items;
+    for (const library of [one, listed]) {
+      expect(library?.properties.distribution_id).toEqual({ type: "string", format: "uuid" });
+    }
   });
 
   it("accepts every field and rejects bad ones, all at once", async () => {

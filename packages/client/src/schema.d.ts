@@ -19295,7 +19295,8 @@ export interface operations {
                                 /** @enum {string} */
                                 status: "provisioning" | "active" | "failed" | "deleting";
                                 region: string;
-                                distribution_id: string | null;
+                                /** Format: uuid */
+                                distribution_id: string;
                                 /** Format: uuid */
                                 organization_id: string;
                                 /** Format: uuid */
@@ -24569,7 +24570,8 @@ export interface operations {
                             /** @enum {string} */
                             status: "provisioning" | "active" | "failed" | "deleting";
                             region: string;
-                            distribution_id: string | null;
+                            /** Format: uuid */
+                            distribution_id: string;
                             /** Format: uuid */
                             organization_id: string;
                             /** Format: uuid */
@@ -24839,7 +24841,8 @@ export interface operations {
                             /** @enum {string} */
                             status: "provisioning" | "active" | "failed" | "deleting";
                             region: string;
-                            distribution_id: string | null;
+                            /** Format: uuid */
+                            distribution_id: string;
                             /** Format: uuid */
                             organization_id: string;
                             /** Format: uuid */
@@ -25074,7 +25077,8 @@ export interface operations {
                             /** @enum {string} */
                             status: "provisioning" | "active" | "failed" | "deleting";
                             region: string;
-                            distribution_id: string | null;
+                            /** Format: uuid */
+                            distribution_id: string;
                             /** Format: uuid */
                             organization_id: string;
                             /** Format: uuid */
@@ -25523,7 +25527,8 @@ export interface operations {
                             /** @enum {string} */
                             status: "provisioning" | "active" | "failed" | "deleting";
                             region: string;
-                            distribution_id: string | null;
+                            /** Format: uuid */
+                            distribution_id: string;
                             /** Format: uuid */
                             organization_id: string;
                             /** Format: uuid */
