@@ -19,6 +19,7 @@ import {
 import { createLibrary as createMediaLibrary, createVideo } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { generateClip } from "../support/media.ts";
+import { parseSamples, scrapeMetrics, sampleValue as value } from "../support/metrics.ts";
 import { startTestS3 } from "../support/s3.ts";
 import { createTestStore } from "../support/store.ts";
 import { waitUntil } from "../support/wait.ts";
@@ -39,36 +40,13 @@ const PNG = Buffer.from(
   "base64",
 );
 
-/** The samples of an exposition, by series (`name{label="value",...}` exactly as written). */
-function parseSamples(text: string): Map<string, number> {
-  const samples = new Map<string, number>();
-  for (const line of text.split("\n")) {
-    if (line === "" || line.startsWith("#")) continue;
-    const at = line.lastIndexOf(" ");
-    samples.set(line.slice(0, at), Number(line.slice(at + 1)));
-  }
-  return samples;
-}
-
-/** The value of one series; labels in the order prom-client writes them (as declared). */
-function value(samples: Map<string, number>, name: string, labels: Record<string, string> = {}): number {
-  const list = Object.entries(labels)
-    .map(([label, text]) => `${label}="${text}"`)
-    .join(",");
-  return samples.get(list === "" ? name : `${name}{${list}}`) ?? 0;
-}
-
 /** Edge answers counted so far, whatever their cache status. */
 const edgeAnswers = (samples: Map<string, number>): number =>
   [...samples]
     .filter(([series]) => series.startsWith("cumulo_edge_requests_total"))
     .reduce((sum, [, count]) => sum + count, 0);
 
-async function scrape(t: TestApp): Promise<{ text: string; samples: Map<string, number> }> {
-  const response = await t.request("GET", "/metrics", { headers: { authorization: `Bearer ${TOKEN}` } });
-  expect(response.status).toBe(200);
-  return { text: response.text, samples: parseSamples(response.text) };
-}
+const scrape = (t: TestApp) => scrapeMetrics(t, TOKEN);
 
 const promtool = spawnSync("promtool", ["--version"]).status === 0;
 
