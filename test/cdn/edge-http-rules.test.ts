@@ -1,4 +1,4 @@
-import type { IncomingHttpHeaders } from "node:http";
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import {
@@ -251,17 +251,40 @@ describe("CDN edge HTTP rules", () => {
   });
 
   it("skips interim (1xx) answers the origin sends before its final one, a 100 Continue nobody asked for too", async () => {
-    origin.route("/continued.txt", (_req, res) => {
-      res.writeContinue();
-      res.writeHead(200, { "cache-control": "max-age=600" }).end("final answer");
-    });
+    // An origin of its own: the edge remembers one that sends unsolicited 100s, and asks it differently.
+    const continuing = await startOrigin();
+    try {
+      const continuingHost = uniqueHost("continue");
+      await createDistribution(t, { hostname: continuingHost, origin_url: continuing.url });
+      const continued = (cacheControl: string) => (_req: IncomingMessage, res: ServerResponse) => {
+        res.writeContinue();
+        res.writeHead(200, { "cache-control": cacheControl }).end("final answer");
+      };
+      continuing.route("/continued.txt", continued("max-age=600"));
+      continuing.route("/uncached.txt", continued("no-store"));
+      const getContinued = (path: string) => edgeRequest(edge, `/${continuingHost}${path}`);
+      const first = await getContinued("/continued.txt");
+      expect([first.status, first.text, first.headers["x-cache"]]).toEqual([200, "final answer", "MISS"]);
+      expect((await getContinued("/continued.txt")).headers["x-cache"]).toBe("HIT");
+      // The first miss was sent twice (undici dropped the connection on the 100); the origin is
+      // remembered, so each later miss reaches it once.
+      expect(continuing.hitsOf("/continued.txt")).toBe(2);
+      for (let miss = 1; miss <= 3; miss++) {
+        const uncached = await getContinued("/uncached.txt");
+        expect([uncached.status, uncached.text, uncached.headers["x-cache"]]).toEqual([
+          200,
+          "final answer",
+          "MISS",
+        ]);
+        expect(continuing.hitsOf("/uncached.txt")).toBe(miss);
+      }
+    } finally {
+      await continuing.close();
+    }
     origin.route("/hinted.txt", (_req, res) => {
       res.writeEarlyHints({ link: "</site.css>; rel=preload; as=style" });
       res.writeHead(200, { "cache-control": "no-store" }).end("hinted answer");
     });
-    const first = await get("/continued.txt");
-    expect([first.status, first.text, first.headers["x-cache"]]).toEqual([200, "final answer", "MISS"]);
-    expect((await get("/continued.txt")).headers["x-cache"]).toBe("HIT");
     const hinted = await get("/hinted.txt");
     expect([hinted.status, hinted.text]).toEqual([200, "hinted answer"]);
   });

@@ -3,7 +3,9 @@ import { request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders 
 import { request as httpsRequest } from "node:https";
 import type { Readable } from "node:stream";
 import type { FastifyBaseLogger } from "fastify";
+import { LRUCache } from "lru-cache";
 import { type Agent, request as undiciRequest } from "undici";
+import type { Clock } from "../../clock.ts";
 import type { Config } from "../../config.ts";
 import {
   assertTargetAllowed,
@@ -106,6 +108,13 @@ const isUnsolicitedContinue = (error: unknown): boolean =>
   (error as Error).message === "bad response";
 
 /**
+ * How long an origin that sent an unsolicited `100 Continue` is asked through node:http straight away,
+ * and how many such origins are remembered (least recently seen forgotten first).
+ */
+const INTERIM_SENDER_TTL_MS = 10 * 60_000;
+const MAX_INTERIM_SENDERS = 10_000;
+
+/**
  * Asks origins for misses: a stale copy is revalidated instead of downloaded again, a cacheable answer
  * that fits the object limit is read whole and stored, anything else is handed back to be streamed.
  */
@@ -118,13 +127,24 @@ export class OriginFetcher {
    * Cumulo deployment may be another's origin, and a loop through several nodes still comes back to one.
    */
   readonly #cdnId = `cumulo-${randomUUID().slice(0, 8)}`;
+  /**
+   * Origins (scheme, host and port) that sent a `100 Continue` nobody asked for: undici drops the
+   * connection on it, so for a while they are asked through node:http at once rather than twice.
+   */
+  readonly #interimSenders: LRUCache<string, true>;
 
   constructor(
     private readonly config: Config,
     private readonly logger: FastifyBaseLogger,
+    clock: Clock,
     private readonly cache: EdgeCache,
     private readonly policy: EdgeCachePolicy,
   ) {
+    this.#interimSenders = new LRUCache<string, true>({
+      max: MAX_INTERIM_SENDERS,
+      ttl: INTERIM_SENDER_TTL_MS,
+      perf: { now: () => clock.now().getTime() },
+    });
     this.#lookup = guardedLookup(config.originAllowPrivate);
     this.#agent = createGuardedAgent({
       allowPrivate: config.originAllowPrivate,
@@ -329,6 +349,9 @@ export class OriginFetcher {
     const { originTimeoutMs } = this.config.edge;
     try {
       assertTargetAllowed(target, this.config.originAllowPrivate);
+      if (this.#interimSenders.has(target.origin)) {
+        return await this.#askSkippingInterim(target, method, headers, signal);
+      }
       const answer = await undiciRequest(target, {
         method,
         headers,
@@ -345,16 +368,20 @@ export class OriginFetcher {
       };
     } catch (error) {
       // RFC 9110 (15.2) has a client skip interim answers it did not expect and read the final one:
-      // the request (a GET or OPTIONS, safe to repeat) is sent once more through node:http, which does.
-      if (isUnsolicitedContinue(error)) return this.#askSkippingInterim(target, method, headers, signal);
+      // the request (a GET or OPTIONS, safe to repeat) is sent once more through node:http, which does,
+      // as the origin's next requests will be for a while.
+      if (isUnsolicitedContinue(error)) {
+        this.#interimSenders.set(target.origin, true);
+        return this.#askSkippingInterim(target, method, headers, signal);
+      }
       return { kind: "failed", error };
     }
   }
 
   /**
    * One origin request through node:http, which skips 1xx answers before the final one (undici
-   * refuses a `100 Continue`). On a connection of its own (the case is rare), through the same address
-   * guard and origin timeout (for each pause, as undici's).
+   * refuses a `100 Continue`). On a connection of its own (few origins send one), through the same
+   * address guard and origin timeout (for each pause, as undici's).
    */
   #askSkippingInterim(
     target: URL,

@@ -134,7 +134,7 @@ export class EdgeServer {
       this.cache.useDiskTier(this.#disk);
     }
     this.#hosts = new HostResolver(deps.cdn, deps.config, deps.clock);
-    this.#origins = new OriginFetcher(deps.config, deps.logger, this.cache, this.#policy);
+    this.#origins = new OriginFetcher(deps.config, deps.logger, deps.clock, this.cache, this.#policy);
     this.#server = createBoundedServer(deps, (request, response) => {
       // While closing, keep-alive clients are told to reconnect (to another node) after this answer.
       if (this.#closed) response.shouldKeepAlive = false;
