@@ -153,7 +153,7 @@ export class Metrics {
   }).tally();
   readonly #edgeOrigin = new TalliedHistogram({
     name: "cumulo_edge_origin_duration_seconds",
-    help: "How long the CDN edge waited on a distribution's HTTP origin for one request, until its body was through (video library files, read from media storage as the viewer downloads them, are not counted).",
+    help: "How long the CDN edge waited on a distribution's HTTP origin for one request, until its body was through, background revalidations (stale-while-revalidate) included (video library files, read from media storage as the viewer downloads them, are not counted).",
     buckets: REQUEST_BUCKETS,
     registers: [this.registry],
   }).series();
@@ -248,6 +248,14 @@ export class Metrics {
     // A library file's time runs until the viewer has downloaded it: a slow viewer of a long video
     // is not a slow origin, and would set off the slow-origin alert.
     if (originMs !== undefined && cacheStatus !== "MEDIA") observe(this.#edgeOrigin, originMs / 1000);
+  };
+
+  /**
+   * The origin time of a background revalidation (`stale-while-revalidate`): no viewer's answer, but
+   * an origin request like a miss's, so the slow-origin alert sees it.
+   */
+  edgeBackgroundOriginRequest = (originMs: number): void => {
+    observe(this.#edgeOrigin, originMs / 1000);
   };
 
   edgeCoalescedMiss = (): void => {

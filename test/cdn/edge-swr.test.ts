@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { sampleValue, scrapeMetrics } from "../support/metrics.ts";
 import { waitUntil } from "../support/wait.ts";
 import {
   createDistribution,
@@ -13,6 +14,8 @@ import {
   TestClock,
   uniqueHost,
 } from "./support.ts";
+
+const METRICS_TOKEN = "swr-metrics-token-0123456789abcdef";
 
 /** Far longer than a hit takes, so an origin that held on this long shows a viewer waited on it. */
 const HOLD_AT_MOST_MS = 20_000;
@@ -84,7 +87,10 @@ describe("CDN edge: stale-while-revalidate (RFC 5861)", () => {
     );
 
   beforeAll(async () => {
-    t = await startTestApp({ ...EDGE_ENV, CUMULO_EDGE_ORIGIN_TIMEOUT_MS: "30000" }, { clock });
+    t = await startTestApp(
+      { ...EDGE_ENV, CUMULO_EDGE_ORIGIN_TIMEOUT_MS: "30000", CUMULO_METRICS_TOKEN: METRICS_TOKEN },
+      { clock },
+    );
     edge = edgeUrlOf(t);
     origin = await startOrigin();
     host = uniqueHost("swr");
@@ -109,6 +115,87 @@ describe("CDN edge: stale-while-revalidate (RFC 5861)", () => {
     const renewed = await getUntil(path, "v2");
     expect([...seen(renewed), renewed.headers.age]).toEqual([200, "v2", "HIT", "0"]);
     expect(origin.hitsOf(`/root${path}`)).toBe(2);
+  });
+
+  it("revalidates each variant of a path (Vary) on its own, each with its own origin request and answer", async () => {
+    const path = "/varied.txt";
+    const served = new Map<string, number>();
+    let releaseEnglish: () => void = () => undefined;
+    const englishReleased = new Promise<void>((resolve) => {
+      releaseEnglish = resolve;
+      setTimeout(resolve, HOLD_AT_MOST_MS).unref();
+    });
+    origin.route(`/root${path}`, async (req: IncomingMessage, res: ServerResponse) => {
+      const language = String(req.headers["accept-language"]);
+      const n = (served.get(language) ?? 0) + 1;
+      served.set(language, n);
+      if (language === "en" && n > 1) await englishReleased;
+      res
+        .writeHead(200, { vary: "Accept-Language", "cache-control": "max-age=1, stale-while-revalidate=60" })
+        .end(`${language} v${n}`);
+    });
+    const inLanguage = (language: string) => () => get(path, { "accept-language": language });
+    const english = inLanguage("en");
+    const french = inLanguage("fr");
+    /** Asks until the answer is `text`, for less time than the origin holds English at most. */
+    const until = (ask: () => Promise<EdgeResponse>, text: string) =>
+      waitUntil(
+        async () => {
+          const answer = await ask();
+          return answer.text === text ? answer : undefined;
+        },
+        HOLD_AT_MOST_MS / 2,
+        `${path} answering ${text}`,
+      );
+    expect(seen(await english())).toEqual([200, "en v1", "MISS"]);
+    expect(seen(await french())).toEqual([200, "fr v1", "MISS"]);
+    clock.advance(1500); // both variants stale, within the window
+
+    expect(seen(await english())).toEqual([200, "en v1", "HIT"]);
+    await waitUntil(() => served.get("en") === 2); // its revalidation, held by the origin
+    expect(seen(await french())).toEqual([200, "fr v1", "HIT"]);
+    // The French revalidation is not held back by the English one, and stores the French answer.
+    const frenchRenewed = await until(french, "fr v2");
+    expect([...seen(frenchRenewed), frenchRenewed.headers.age]).toEqual([200, "fr v2", "HIT", "0"]);
+    expect(seen(await english())).toEqual([200, "en v1", "HIT"]); // still being revalidated
+
+    releaseEnglish();
+    const englishRenewed = await until(english, "en v2");
+    expect([...seen(englishRenewed), englishRenewed.headers.age]).toEqual([200, "en v2", "HIT", "0"]);
+    expect(Object.fromEntries(served)).toEqual({ en: 2, fr: 2 });
+  });
+
+  it("gives viewers that waited on a failing revalidation the stale-if-error copy as the HIT it is", async () => {
+    const path = "/failing.txt";
+    let served = 0;
+    let release: () => void = () => undefined;
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+      setTimeout(resolve, HOLD_AT_MOST_MS).unref();
+    });
+    origin.route(`/root${path}`, async (_req: IncomingMessage, res: ServerResponse) => {
+      if (++served === 1) {
+        res.writeHead(200, { "cache-control": "max-age=1, stale-if-error=60" }).end("v1");
+        return;
+      }
+      await released;
+      res.writeHead(503).end("down");
+    });
+    expect(seen(await get(path))).toEqual([200, "v1", "MISS"]);
+    clock.advance(2500); // stale, within stale-if-error
+
+    const coalesced = async () =>
+      sampleValue((await scrapeMetrics(t, METRICS_TOKEN)).samples, "cumulo_edge_coalesced_misses_total");
+    const coalescedBefore = await coalesced();
+    const leading = get(path);
+    await waitUntil(() => served === 2);
+    const waiting = get(path);
+    await waitUntil(async () => (await coalesced()) > coalescedBefore, 10_000, "the second viewer waiting");
+    release();
+    for (const answer of await Promise.all([leading, waiting])) {
+      expect([...seen(answer), answer.headers.age]).toEqual([200, "v1", "HIT", "2"]);
+    }
+    expect(served).toBe(2);
   });
 
   it("revalidates conditionally: a 304 makes the stored copy fresh again", async () => {
@@ -233,6 +320,10 @@ describe("CDN edge: stale-while-revalidate (RFC 5861)", () => {
   };
   const minuteOf = (at: Date) => new Date(Math.floor(at.getTime() / 60_000) * 60_000);
 
+  /** Origin requests in the metrics' origin-time histogram (the slow-origin alert reads it). */
+  const originTimesObserved = async () =>
+    sampleValue((await scrapeMetrics(t, METRICS_TOKEN)).samples, "cumulo_edge_origin_duration_seconds_count");
+
   it("counts a stale copy's answer as the hit it is, and its background revalidation's origin bytes and time as no request", async () => {
     const counted = await countedDistribution("/counted.txt", (_req, res) =>
       res.writeHead(200, { "cache-control": "max-age=60" }).end("v2"),
@@ -241,9 +332,12 @@ describe("CDN edge: stale-while-revalidate (RFC 5861)", () => {
     expect(seen(await ask())).toEqual([200, "v1", "MISS"]); // 2 bytes from the origin
     clock.advance(60_000); // the next minute: its bucket holds only the hit and the revalidation
     const hitMinute = minuteOf(clock.now());
+    const originTimesBefore = await originTimesObserved();
     expect(seen(await ask())).toEqual([200, "v1", "HIT"]); // 2 bytes from the cache, 2 more fetched
 
     await originFetchesCounted(counted, 2); // the miss's and the background revalidation's
+    // The metrics' origin time has the background revalidation too (the hit asked no origin).
+    expect((await originTimesObserved()) - originTimesBefore).toBe(1);
     const minute = await bucketOf(counted, "1m", hitMinute);
     expect(minute).toMatchObject({
       requests: 1,

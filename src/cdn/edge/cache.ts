@@ -132,13 +132,21 @@ export class EdgeCache {
     return `${primary}\n${values.join("\n")}`;
   }
 
+  /**
+   * The key the variant a request asks for is stored under: the path's key, with the request's values
+   * of the `Vary` headers last seen for it. Misses and revalidations are coalesced by it.
+   */
+  variantKey(distributionId: string, pathAndQuery: string, request: IncomingHttpHeaders): string {
+    return this.#variantKey(EdgeCache.key(distributionId, pathAndQuery), request);
+  }
+
   /** The variant a request asks for: from memory at once, or a promise of the disk tier's copy. */
   get(
     distributionId: string,
     pathAndQuery: string,
     request: IncomingHttpHeaders,
   ): CachedObject | undefined | Promise<CachedObject | undefined> {
-    const key = this.#variantKey(EdgeCache.key(distributionId, pathAndQuery), request);
+    const key = this.variantKey(distributionId, pathAndQuery, request);
     const inMemory = this.#lru.get(key);
     if (inMemory || !this.#disk) return inMemory;
     return this.#fromDisk(this.#disk, key, distributionId, pathAndQuery, request);
@@ -188,7 +196,7 @@ export class EdgeCache {
   }
 
   delete(distributionId: string, pathAndQuery: string, request: IncomingHttpHeaders): void {
-    this.#lru.delete(this.#variantKey(EdgeCache.key(distributionId, pathAndQuery), request));
+    this.#lru.delete(this.variantKey(distributionId, pathAndQuery, request));
   }
 
   /**

@@ -25,7 +25,11 @@ import { sendCachedObject, sendJsonError } from "./serving.ts";
 
 /** What a coalesced miss gives the viewers that waited on it. */
 type SharedResult =
-  | { kind: "object"; object: CachedObject }
+  /**
+   * `HIT`: the stale copy the origin allows while it fails (`stale-if-error`, never a varying one),
+   * labelled for the waiting viewers as for the one that led the fetch.
+   */
+  | { kind: "object"; object: CachedObject; cacheStatus: "HIT" | "MISS" }
   | { kind: "error"; status: number }
   /** Nothing shareable (not cacheable or too large): each waiting viewer asks the origin itself. */
   | { kind: "pass" };
@@ -33,7 +37,9 @@ type SharedResult =
 /** What viewers waiting on the same miss get of an origin's answer. */
 function sharedResult(fetched: Fetched): SharedResult {
   if (fetched.kind === "object")
-    return fetched.shared ? { kind: "object", object: fetched.object } : { kind: "pass" };
+    return fetched.shared
+      ? { kind: "object", object: fetched.object, cacheStatus: fetched.cacheStatus }
+      : { kind: "pass" };
   return fetched.kind === "error" ? { kind: "error", status: fetched.status } : { kind: "pass" };
 }
 
@@ -350,9 +356,10 @@ export class EdgeServer {
       exchange.sent = sendError(response, 508, MISSED);
       return;
     }
-    // Per origin too: a viewer arriving after the distribution's origin changed does not wait on a
-    // fetch from the old one.
-    const key = `${EdgeCache.key(distribution.id, pathAndQuery)}\n${distribution.origin_url}`;
+    // Per variant (the key it is stored under), so that viewers of another variant of a path neither
+    // wait on this one's fetch nor hold back its revalidation; per origin too: a viewer arriving after
+    // the distribution's origin changed does not wait on a fetch from the old one.
+    const key = `${this.cache.variantKey(distribution.id, pathAndQuery, request.headers)}\n${distribution.origin_url}`;
     // RFC 5861: a stale copy the origin lets be served while it is revalidated answers now.
     if (stored && this.#policy.servableWhileRevalidating(stored, request, resolved)) {
       exchange.sent = this.#sendObject(miss, response, stored, "HIT");
@@ -368,8 +375,8 @@ export class EdgeServer {
     }
     this.deps.metrics.edgeCoalescedMiss();
     const result = await pending;
-    if (result.kind === "object" && this.#policy.satisfies(result.object, request, resolved)) {
-      exchange.sent = this.#sendObject(miss, response, result.object, "MISS");
+    if (result.kind === "object" && this.#answers(result, request, resolved)) {
+      exchange.sent = this.#sendObject(miss, response, result.object, result.cacheStatus);
     } else if (result.kind === "error") {
       exchange.sent = sendError(response, result.status, MISSED);
     } else {
@@ -378,10 +385,20 @@ export class EdgeServer {
   }
 
   /**
-   * Revalidates a copy served stale, with no viewer waiting: one origin request per key at a time
-   * (the coalesced miss of viewers arriving past the window, who wait on it), stored under the same
-   * purge guard as a miss, given up at shutdown. Its failures are logged, never thrown. Analytics
-   * count its origin bytes and time, not a request.
+   * Whether what a coalesced fetch shared answers a viewer that waited on it: a fresh answer stored for
+   * the viewer's variant, or a stale copy still within the `stale-if-error` the origin allowed.
+   */
+  #answers(result: SharedResult & { kind: "object" }, request: IncomingMessage, resolved: Resolved): boolean {
+    return result.cacheStatus === "HIT"
+      ? this.#policy.usableOnError(result.object)
+      : this.#policy.satisfies(result.object, request, resolved);
+  }
+
+  /**
+   * Revalidates a copy served stale, with no viewer waiting: one origin request per variant key at a
+   * time (the coalesced miss of viewers of that variant arriving past the window, who wait on it),
+   * stored under the same purge guard as a miss, given up at shutdown. Its failures are logged, never
+   * thrown. Analytics count its origin bytes and time, not a request; metrics its origin time.
    */
   #revalidateInBackground(key: string, { request, resolved }: Miss, stored: CachedObject): void {
     if (this.#misses.waitFor(key) || this.#stopping.signal.aborted) return;
@@ -400,14 +417,15 @@ export class EdgeServer {
         );
       })
       // No viewer's answer, so no request: only what the origin cost (a 304 has no body).
-      .then(() =>
+      .then(() => {
         this.deps.traffic.recordOriginOnly({
           distributionId: resolved.distribution.id,
           organizationId: resolved.distribution.organization_id,
           upstreamBytes: exchange.upstream,
           originTimeMs: exchange.originMs,
-        }),
-      );
+        });
+        if (exchange.originMs !== undefined) this.deps.metrics.edgeBackgroundOriginRequest(exchange.originMs);
+      });
     this.#revalidations.add(revalidation);
     void revalidation.then(() => this.#revalidations.delete(revalidation));
   }
