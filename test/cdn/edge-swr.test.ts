@@ -46,6 +46,30 @@ function versioned(
   return state;
 }
 
+/**
+ * An origin path varying by `Accept-Language` (`max-age=1, stale-while-revalidate=60`), answering
+ * `{language} v1`, `v2`, ... by language; English requests after the first wait until `releaseEnglish()`
+ * (or `HOLD_AT_MOST_MS`).
+ */
+function perLanguage(origin: Origin, path: string) {
+  const served = new Map<string, number>();
+  let releaseEnglish: () => void = () => undefined;
+  const englishReleased = new Promise<void>((resolve) => {
+    releaseEnglish = resolve;
+    setTimeout(resolve, HOLD_AT_MOST_MS).unref();
+  });
+  origin.route(`/root${path}`, async (req: IncomingMessage, res: ServerResponse) => {
+    const language = String(req.headers["accept-language"]);
+    const n = (served.get(language) ?? 0) + 1;
+    served.set(language, n);
+    if (language === "en" && n > 1) await englishReleased;
+    res
+      .writeHead(200, { vary: "Accept-Language", "cache-control": "max-age=1, stale-while-revalidate=60" })
+      .end(`${language} v${n}`);
+  });
+  return { served, releaseEnglish };
+}
+
 const seen = (answer: EdgeResponse) => [answer.status, answer.text, answer.headers["x-cache"]];
 
 /**
@@ -119,21 +143,7 @@ describe("CDN edge: stale-while-revalidate (RFC 5861)", () => {
 
   it("revalidates each variant of a path (Vary) on its own, each with its own origin request and answer", async () => {
     const path = "/varied.txt";
-    const served = new Map<string, number>();
-    let releaseEnglish: () => void = () => undefined;
-    const englishReleased = new Promise<void>((resolve) => {
-      releaseEnglish = resolve;
-      setTimeout(resolve, HOLD_AT_MOST_MS).unref();
-    });
-    origin.route(`/root${path}`, async (req: IncomingMessage, res: ServerResponse) => {
-      const language = String(req.headers["accept-language"]);
-      const n = (served.get(language) ?? 0) + 1;
-      served.set(language, n);
-      if (language === "en" && n > 1) await englishReleased;
-      res
-        .writeHead(200, { vary: "Accept-Language", "cache-control": "max-age=1, stale-while-revalidate=60" })
-        .end(`${language} v${n}`);
-    });
+    const { served, releaseEnglish } = perLanguage(origin, path);
     const inLanguage = (language: string) => () => get(path, { "accept-language": language });
     const english = inLanguage("en");
     const french = inLanguage("fr");
@@ -163,6 +173,30 @@ describe("CDN edge: stale-while-revalidate (RFC 5861)", () => {
     const englishRenewed = await until(english, "en v2");
     expect([...seen(englishRenewed), englishRenewed.headers.age]).toEqual([200, "en v2", "HIT", "0"]);
     expect(Object.fromEntries(served)).toEqual({ en: 2, fr: 2 });
+  });
+
+  it("fetches a missing variant of a path (Vary) without waiting on another variant's fetch", async () => {
+    const path = "/varied-miss.txt";
+    const { served, releaseEnglish } = perLanguage(origin, path);
+    const inLanguage = (language: string) => get(path, { "accept-language": language });
+    expect(seen(await inLanguage("en"))).toEqual([200, "en v1", "MISS"]); // the path varies
+    const purged = await t.request("POST", `/v1/cdn/distributions/${distributionId}/purges`, {
+      json: { paths: [path] },
+    });
+    expect(purged.status).toBe(200);
+
+    const english = inLanguage("en");
+    await waitUntil(() => served.get("en") === 2); // held by the origin
+    const french = inLanguage("fr");
+    await waitUntil(
+      () => served.get("fr") === 1,
+      HOLD_AT_MOST_MS / 2,
+      "the French miss at the origin while the English one is held",
+    );
+    expect(seen(await french)).toEqual([200, "fr v1", "MISS"]);
+    releaseEnglish();
+    expect(seen(await english)).toEqual([200, "en v2", "MISS"]);
+    expect(Object.fromEntries(served)).toEqual({ en: 2, fr: 1 });
   });
 
   it("gives viewers that waited on a failing revalidation the stale-if-error copy as the HIT it is", async () => {
