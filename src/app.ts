@@ -149,7 +149,7 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
             in: "cookie",
             name: "cumulo_session",
             description:
-              "The console's session (POST /v1/console/session); named __Host-cumulo_session when Cumulo is served over HTTPS. Accepted by every API route when no key header is sent; unsafe methods also need the session's X-CSRF-Token header.",
+              "The console's session (POST /v1/console/session); named __Host-cumulo_session when Cumulo is served over HTTPS. Accepted by every API route when no key header is sent; unsafe methods, and the GETs that create what they answer (GET /v1/storage/user and /v1/storage/user/keys), also need the session's X-CSRF-Token header.",
           },
         },
       },

@@ -30,6 +30,12 @@ declare module "fastify" {
      * watch a private video): read-only users may make it, read-only API keys may not.
      */
     forReadOnlyUsers?: boolean;
+    /**
+     * A `GET` that may write (it creates what it answers when that is missing, as SPEC.md asks of
+     * `GET /storage/user`): a cookie-authenticated request needs the session's CSRF token, as an
+     * unsafe method does, since a page on the same site can make the browser send it.
+     */
+    mayWrite?: boolean;
   }
 }
 
@@ -123,6 +129,10 @@ export function sessionCookieScopes(request: FastifyRequest): { path: string; do
 
 const CSRF_HEADER = "x-csrf-token";
 
+/** Whether a cookie-authenticated request must carry its session's CSRF token: any write. */
+const needsCsrfToken = (request: FastifyRequest): boolean =>
+  !READ_METHODS.has(request.method) || request.routeOptions.config.mayWrite === true;
+
 const sessionEnded = () =>
   ApiError.unauthorized("The console session has ended: sign in again", "session_expired");
 
@@ -130,8 +140,8 @@ const sessionEnded = () =>
  * The live session of the request's session cookies, or undefined when it has none (docs/console.md).
  * Cookies naming no live session are passed over, so a planted one cannot shut the person out; if
  * none is left, 401. The session whose CSRF token `X-CSRF-Token` carries is the one the request
- * runs as; an unsafe method without one is 403, since a browser sends the cookie whoever made the
- * page that sends the request. A read without one runs as the first live session, unless they
+ * runs as; an unsafe method (or a `GET` that may write, `mayWrite`) without one is 403, since a
+ * browser sends the cookie whoever made the page that sends the request. A read without one runs as the first live session, unless they
  * belong to different users: then one was planted to make the person act as someone else, and
  * which cannot be told, so both end (anyone holding a cookie may end its session) and it is 401.
  */
@@ -147,7 +157,7 @@ export async function authenticateSessionCookie(
   const presented = header(request, CSRF_HEADER);
   let chosen = live.find((session) => csrfTokenMatches(session.token, presented));
   if (!chosen) {
-    if (!READ_METHODS.has(request.method)) {
+    if (needsCsrfToken(request)) {
       throw new ApiError(403, "Missing or wrong X-CSRF-Token header for this session", {
         error: "forbidden",
         code: "csrf_token_invalid",

@@ -3,7 +3,7 @@ import { NonBlankString, Timestamp, Uuid } from "../http/schemas.ts";
 import { API_KEY_NAME_MAX } from "./keys.ts";
 import { PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from "./passwords.ts";
 
-/** A console session as the console sees it; `csrf_token` goes in `X-CSRF-Token` on every write. */
+/** A console session as the console sees it; `csrf_token` goes in `X-CSRF-Token` on every write (a GET that creates included). */
 export const ConsoleSession = Type.Object({
   user: Type.Object({
     id: Type.Integer(),
@@ -12,7 +12,10 @@ export const ConsoleSession = Type.Object({
     read_only: Type.Boolean(),
   }),
   organization: Type.Object({ id: Uuid, name: Type.String() }),
-  csrf_token: Type.String({ description: "Send as the X-CSRF-Token header on every unsafe request" }),
+  csrf_token: Type.String({
+    description:
+      "Send as the X-CSRF-Token header: needed on every unsafe request and on the GETs that create what they answer",
+  }),
 });
 
 const Password = Type.String({ minLength: PASSWORD_MIN_LENGTH, maxLength: PASSWORD_MAX_LENGTH });

@@ -185,3 +185,70 @@ describe("tenant isolation of console sessions", () => {
     expect((await t.request("GET", "/v1/media/libraries", { key: key.api_key })).status).toBe(200);
   });
 });
+
+describe("a GET that creates, with a console session", () => {
+  // SPEC.md has `GET /storage/user` create the object-storage user and a key pair when none exist.
+  // A page on the same site (a tenant's page on the edge) can make a signed-in browser send it, so
+  // with the cookie it needs the CSRF token, as a write does (docs/console.md, CSRF).
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp();
+  });
+  afterAll(() => t.close());
+
+  async function organizationWithSession(name: string, email: string) {
+    const org = await t.createOrganization(name);
+    await createConsoleUser(t, { email, organizationId: org.organizationId });
+    const readOnly = await t.cumulo.services.identity.createApiKey(org.organizationId, {
+      name: "ro",
+      readOnly: true,
+    });
+    if (readOnly.outcome !== "created") throw new Error("key not created");
+    return { ...org, session: await signIn(t, email), readOnlyKey: readOnly.api_key };
+  }
+
+  /** A read-only key is refused `GET /storage/user` exactly while the user does not exist. */
+  const storageUserExists = async (readOnlyKey: string) =>
+    (await t.cloud("GET", "/v1/storage/user", { key: readOnlyKey })).status === 200;
+
+  it("refuses the cookie without the session's token (403) and creates nothing", async () => {
+    const org = await organizationWithSession("Storage by cookie", "storage@example.test");
+    const other = await signIn(t, (await createConsoleUser(t, { email: "other@example.test" })).email);
+    for (const path of ["/v1/storage/user", "/v1/storage/user/keys", "/v1/cloud/storage/user"]) {
+      for (const method of ["GET", "HEAD"]) {
+        for (const csrf of [false, "wrong", other.csrf] as const) {
+          const response = await t.request(method, path, withSession(org.session, csrf));
+          expect(response.status, `${method} ${path} ${csrf}`).toBe(403);
+          if (method === "GET") expect(csrfRefused("cloud", response.body), response.text).toBe(true);
+        }
+      }
+    }
+    expect(await storageUserExists(org.readOnlyKey)).toBe(false);
+  });
+
+  it("creates the user and its key pair with the session's token", async () => {
+    const org = await organizationWithSession("Storage with token", "token@example.test");
+    const user = await t.request("GET", "/v1/storage/user", withSession(org.session));
+    expect(user.status, user.text).toBe(200);
+    expect(user.body.s3Credentials).toEqual([
+      expect.objectContaining({ secretKey: expect.stringMatching(/^[A-Za-z0-9+/]{40}$/) }),
+    ]);
+    const keys = await t.request("GET", "/v1/storage/user/keys", withSession(org.session));
+    expect(keys.body).toEqual(user.body.s3Credentials);
+    expect(await storageUserExists(org.readOnlyKey)).toBe(true);
+  });
+
+  it("needs no token with an API key, and other reads none with the cookie", async () => {
+    const org = await organizationWithSession("Storage by key", "key@example.test");
+    const user = await t.cloud("GET", "/v1/storage/user", { key: org.key });
+    expect(user.status, user.text).toBe(200);
+    expect(user.body.s3Credentials).toHaveLength(1);
+    const byHeader = await t.request("GET", "/v1/storage/user/keys", {
+      anonymous: true,
+      headers: { "x-api-key": org.key },
+    });
+    expect(byHeader.body).toEqual(user.body.s3Credentials);
+    // The endpoint URL creates nothing: the cookie alone reads it.
+    expect((await t.request("GET", "/v1/storage/api/s3", withSession(org.session, false))).status).toBe(200);
+  });
+});

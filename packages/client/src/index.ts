@@ -9,8 +9,9 @@ export interface CumuloClientOptions {
   /** An API key, sent as `X-API-Key` (accepted by every API group). */
   apiKey?: string;
   /**
-   * The console's session: the CSRF token of the signed-in session, sent as `X-CSRF-Token` on unsafe
-   * methods. The session itself travels in its cookie, which the browser sends on its own.
+   * The console's session: the CSRF token of the signed-in session, sent as `X-CSRF-Token` on every
+   * request (unsafe methods need it, and so do the GETs that create what they answer, such as
+   * `GET /v1/storage/user`). The session itself travels in its cookie, which the browser sends on its own.
    */
   csrfToken?: string | (() => string | undefined);
   /** Passed through to openapi-fetch (a custom `fetch`, extra headers, ...). */
@@ -19,8 +20,6 @@ export interface CumuloClientOptions {
 
 export type CumuloClient = Client<paths>;
 
-const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
-
 /** A typed client over every Cumulo route: `client.GET("/v1/media/libraries", {...})`. */
 export function createCumuloClient(options: CumuloClientOptions): CumuloClient {
   const client = createClient<paths>({ ...options.fetchOptions, baseUrl: options.baseUrl });
@@ -28,7 +27,7 @@ export function createCumuloClient(options: CumuloClientOptions): CumuloClient {
     onRequest({ request }) {
       if (options.apiKey) request.headers.set("X-API-Key", options.apiKey);
       const csrf = typeof options.csrfToken === "function" ? options.csrfToken() : options.csrfToken;
-      if (csrf && !SAFE_METHODS.has(request.method)) request.headers.set("X-CSRF-Token", csrf);
+      if (csrf) request.headers.set("X-CSRF-Token", csrf);
       return request;
     },
   };

@@ -1370,7 +1370,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The object-storage user with its keys (created on first call by a write-capable key) */
+        /** The object-storage user with its keys (created on first call by a write-capable key; a console session needs its X-CSRF-Token) */
         get: operations["getS3User"];
         put?: never;
         post?: never;
@@ -1387,7 +1387,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List object-storage keys */
+        /** List object-storage keys (the user is created on first call by a write-capable key; a console session needs its X-CSRF-Token) */
         get: operations["listS3Keys"];
         put?: never;
         /** Generate one more key pair; returns all keys */
@@ -1828,7 +1828,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** The object-storage user with its keys (created on first call by a write-capable key) */
+        /** The object-storage user with its keys (created on first call by a write-capable key; a console session needs its X-CSRF-Token) */
         get: operations["getS3UserAtLocation"];
         put?: never;
         post?: never;
@@ -1845,7 +1845,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List object-storage keys */
+        /** List object-storage keys (the user is created on first call by a write-capable key; a console session needs its X-CSRF-Token) */
         get: operations["listS3KeysAtLocation"];
         put?: never;
         /** Generate one more key pair; returns all keys */
@@ -2470,7 +2470,7 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * The object-storage user with its keys (created on first call by a write-capable key)
+         * The object-storage user with its keys (created on first call by a write-capable key; a console session needs its X-CSRF-Token)
          * @description The same operation as `GET /v1/storage/user`, under the cloud group prefix.
          */
         get: operations["getS3UserUnderCloudPrefix"];
@@ -2490,7 +2490,7 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * List object-storage keys
+         * List object-storage keys (the user is created on first call by a write-capable key; a console session needs its X-CSRF-Token)
          * @description The same operation as `GET /v1/storage/user/keys`, under the cloud group prefix.
          */
         get: operations["listS3KeysUnderCloudPrefix"];
@@ -3054,7 +3054,7 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * The object-storage user with its keys (created on first call by a write-capable key)
+         * The object-storage user with its keys (created on first call by a write-capable key; a console session needs its X-CSRF-Token)
          * @description The same operation as `GET /v1/{location}/storage/user`, under the cloud group prefix.
          */
         get: operations["getS3UserAtLocationUnderCloudPrefix"];
@@ -3074,7 +3074,7 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * List object-storage keys
+         * List object-storage keys (the user is created on first call by a write-capable key; a console session needs its X-CSRF-Token)
          * @description The same operation as `GET /v1/{location}/storage/user/keys`, under the cloud group prefix.
          */
         get: operations["listS3KeysAtLocationUnderCloudPrefix"];
@@ -22628,7 +22628,7 @@ export interface operations {
                                 id: string;
                                 name: string;
                             };
-                            /** @description Send as the X-CSRF-Token header on every unsafe request */
+                            /** @description Send as the X-CSRF-Token header: needed on every unsafe request and on the GETs that create what they answer */
                             csrf_token: string;
                         };
                     };
@@ -22855,7 +22855,7 @@ export interface operations {
                                 id: string;
                                 name: string;
                             };
-                            /** @description Send as the X-CSRF-Token header on every unsafe request */
+                            /** @description Send as the X-CSRF-Token header: needed on every unsafe request and on the GETs that create what they answer */
                             csrf_token: string;
                         };
                     };
@@ -23486,7 +23486,7 @@ export interface operations {
                                 id: string;
                                 name: string;
                             };
-                            /** @description Send as the X-CSRF-Token header on every unsafe request */
+                            /** @description Send as the X-CSRF-Token header: needed on every unsafe request and on the GETs that create what they answer */
                             csrf_token: string;
                         };
                     };

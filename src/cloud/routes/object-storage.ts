@@ -15,11 +15,12 @@ export const objectStorageRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> =
   app.get(
     "/storage/user",
     {
+      config: { mayWrite: true },
       schema: {
         ...doc(
           "getS3User",
           "object storage",
-          "The object-storage user with its keys (created on first call by a write-capable key)",
+          "The object-storage user with its keys (created on first call by a write-capable key; a console session needs its X-CSRF-Token)",
         ),
         ...noParams,
         response: { ...cloudErrorResponses, 200: S.S3UserView },
@@ -39,8 +40,13 @@ export const objectStorageRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> =
   app.get(
     "/storage/user/keys",
     {
+      config: { mayWrite: true },
       schema: {
-        ...doc("listS3Keys", "object storage", "List object-storage keys"),
+        ...doc(
+          "listS3Keys",
+          "object storage",
+          "List object-storage keys (the user is created on first call by a write-capable key; a console session needs its X-CSRF-Token)",
+        ),
         ...noParams,
         response: { ...cloudErrorResponses, 200: Type.Array(S.S3KeyView) },
       },
