@@ -2,8 +2,8 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { requireApiKey } from "../http/auth.ts";
 import { createdAt, ok, okList } from "../http/envelope.ts";
 import { ApiError, type FieldError } from "../http/errors.ts";
-import { urlWithoutCredentials } from "../http/masking.ts";
 import { pageMeta, toPage } from "../http/pagination.ts";
+import { urlShownTo } from "../http/read-only-view.ts";
 import {
   CreatedEnvelope,
   Envelope,
@@ -56,13 +56,13 @@ function created(result: CreateOutcome): Distribution {
 }
 
 /**
- * A read-only key never sees a credential written into `origin_url` (user info, a `?token=`), which
- * the edge does not send but its writer may use elsewhere (docs/security.md).
+ * A read-only key never sees a credential written into `origin_url` (user info, a `?token=`, a
+ * secret-looking path segment), which its writer may use elsewhere (docs/security.md).
  */
-const shownTo = (auth: AuthContext, distribution: Distribution): Distribution =>
-  auth.readOnly
-    ? { ...distribution, origin_url: urlWithoutCredentials(distribution.origin_url) }
-    : distribution;
+const shownTo = (auth: AuthContext, distribution: Distribution): Distribution => ({
+  ...distribution,
+  origin_url: urlShownTo(auth, distribution.origin_url),
+});
 
 function found(result: GetOutcome): Distribution {
   switch (result.outcome) {

@@ -7,8 +7,11 @@ const SECRET_HEADERS = new Set([
   "cookie",
   "set-cookie",
 ]);
-/** Body fields and query parameters whose values are credentials (keys, webhook and S3 secrets, tokens). */
-const SECRET_FIELD = /secret|password|token|^api_?key$|^key$|access_key|signature/i;
+/**
+ * Body fields and query parameters whose values are credentials (keys, webhook and S3 secrets,
+ * tokens, signatures; `sig` is an Azure shared access signature's).
+ */
+const SECRET_FIELD = /secret|password|token|^api_?key$|^key$|access_key|signature|^sig$/i;
 export const MASK = "***";
 
 /**
@@ -40,25 +43,4 @@ export function loggableUrl(pathAndQuery: string): string {
   if (at === -1) return pathAndQuery;
   const params = new URLSearchParams(pathAndQuery.slice(at + 1));
   return maskParams(params) ? `${pathAndQuery.slice(0, at)}?${params}` : pathAndQuery;
-}
-
-/**
- * A URL as written, with its credentials masked and the rest untouched: the password of its user
- * info (`user:***@`) and the credential-named parameters of its query (`?token=***`). For a URL a
- * read-only key is shown that Cumulo calls (a webhook endpoint, an import).
- */
-export function urlWithoutCredentials(text: string): string {
-  const hashAt = text.indexOf("#");
-  const [beforeHash, hash] = hashAt === -1 ? [text, ""] : [text.slice(0, hashAt), text.slice(hashAt)];
-  let masked = beforeHash;
-  const authority = /^([a-z][a-z\d+.-]*:\/\/)([^/?#]*)/i.exec(beforeHash);
-  if (authority) {
-    const [whole, scheme = "", server = ""] = authority;
-    const at = server.lastIndexOf("@");
-    const colon = server.indexOf(":");
-    if (colon !== -1 && colon < at) {
-      masked = `${scheme}${server.slice(0, colon + 1)}${MASK}${server.slice(at)}${beforeHash.slice(whole.length)}`;
-    }
-  }
-  return loggableUrl(masked) + hash;
 }

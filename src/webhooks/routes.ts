@@ -2,8 +2,8 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { requireApiKey } from "../http/auth.ts";
 import { createdAt, ok, okList, okMessage } from "../http/envelope.ts";
 import { ApiError } from "../http/errors.ts";
-import { MASK, urlWithoutCredentials } from "../http/masking.ts";
 import { pageMeta, toPage } from "../http/pagination.ts";
+import { headersShownTo, secretShownTo, urlShownTo } from "../http/read-only-view.ts";
 import {
   CreatedEnvelope,
   Envelope,
@@ -49,20 +49,16 @@ function endpointOf(result: EndpointOutcome) {
 }
 
 /**
- * Read-only keys never see signing secrets, nor the values of custom headers or of credentials in
- * the URL's query (`?token=`), which often carry the receiver's own credential (docs/security.md);
- * the header and parameter names stay visible.
+ * Read-only keys never see signing secrets, nor the values of custom headers or the credentials in
+ * the URL (`?token=`, a Slack or Discord webhook's token in its path), which often are the
+ * receiver's own credential (docs/security.md); header and parameter names stay visible.
  */
-const shownTo = (auth: AuthContext, endpoint: WebhookEndpoint): WebhookEndpoint =>
-  auth.readOnly
-    ? {
-        ...endpoint,
-        url: urlWithoutCredentials(endpoint.url),
-        secret: null,
-        headers:
-          endpoint.headers && Object.fromEntries(Object.keys(endpoint.headers).map((name) => [name, MASK])),
-      }
-    : endpoint;
+const shownTo = (auth: AuthContext, endpoint: WebhookEndpoint): WebhookEndpoint => ({
+  ...endpoint,
+  url: urlShownTo(auth, endpoint.url),
+  secret: secretShownTo(auth, endpoint.secret),
+  headers: headersShownTo(auth, endpoint.headers),
+});
 
 function queuedOf(result: QueuedOutcome) {
   switch (result.outcome) {

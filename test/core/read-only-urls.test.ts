@@ -64,4 +64,30 @@ describe("credentials in URLs and read-only keys", () => {
       (await t.request("GET", `/v1/cdn/distributions/${created.body.data.id}`)).body.data.origin_url,
     ).toBe(origin);
   });
+
+  it("masks secret-looking path segments of an import URL and a CDN origin for a read-only key", async () => {
+    const library = await createLibrary(t);
+    const video = await createVideo(t, library.id);
+    const path = `${videoPath(library.id, video.id)}/source/fetch`;
+    // A share link whose path is its credential (the file name stays readable), with an Azure
+    // shared access signature (`sig`) for good measure.
+    const url =
+      "http://127.0.0.1:9/s/Qm9vZ2xlU2hhcmUxMjM0NTY3ODk/h264-1080p-clip.mp4?sv=2022-11-02&sig=c2lnbmF0dXJl";
+    expect((await t.request("POST", path, { json: { url } })).status).toBe(202);
+    expect((await t.request("GET", path, { key: readOnly })).body.data.url).toBe(
+      "http://127.0.0.1:9/s/***/h264-1080p-clip.mp4?sv=2022-11-02&sig=***",
+    );
+    expect((await t.request("GET", path)).body.data.url).toBe(url);
+
+    const origin = "https://origin.example.com/tenants/9b2f4c1e-6d3a-4e8b-a1f0-5c7d9e2b4a68/files";
+    const created = await t.request("POST", "/v1/cdn/distributions", {
+      json: { hostname: "read-only-paths.example.com", origin_url: origin },
+    });
+    expect(created.status).toBe(201);
+    const one = await t.request("GET", `/v1/cdn/distributions/${created.body.data.id}`, { key: readOnly });
+    expect(one.body.data.origin_url).toBe("https://origin.example.com/tenants/***/files");
+    expect(
+      (await t.request("GET", `/v1/cdn/distributions/${created.body.data.id}`)).body.data.origin_url,
+    ).toBe(origin);
+  });
 });

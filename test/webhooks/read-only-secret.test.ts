@@ -9,20 +9,24 @@ describe("webhook endpoint secret and read-only keys", () => {
   });
   afterAll(() => t.close());
 
-  it("answers the secret as null and masks header values for a read-only key, in the endpoint, the list and the deliveries", async () => {
-    const org = await t.createOrganization("Hooked");
+  /** An organization with its admin key, a read-only key and the webhooks path of a library of its own. */
+  async function organizationWithReadOnlyKey(name: string) {
+    const org = await t.createOrganization(name);
     const created = await t.cumulo.services.identity.createApiKey(org.organizationId, {
       name: "ro",
       readOnly: true,
     });
     if (created.outcome !== "created") throw new Error("key not created");
-    const readOnly = created.api_key;
     const library = (await t.request("POST", "/v1/media/libraries", { key: org.key, json: { name: "L" } }))
       .body.data;
-    const path = `/v1/media/libraries/${library.id}/webhooks`;
+    return { admin: org.key, readOnly: created.api_key, path: `/v1/media/libraries/${library.id}/webhooks` };
+  }
+
+  it("answers the secret as null and masks header values for a read-only key, in the endpoint, the list and the deliveries", async () => {
+    const { admin, readOnly, path } = await organizationWithReadOnlyKey("Hooked");
     const endpoint = (
       await t.request("POST", path, {
-        key: org.key,
+        key: admin,
         json: {
           name: "Primary",
           url: "https://hooks.example.com/in",
@@ -39,18 +43,18 @@ describe("webhook endpoint secret and read-only keys", () => {
     expect(one.body.data).toEqual(masked);
     const list = await t.request("GET", path, { key: readOnly });
     expect(list.body.data).toEqual([masked]);
-    expect((await t.request("GET", `${path}/${endpoint.id}`, { key: org.key })).body.data).toEqual(endpoint);
+    expect((await t.request("GET", `${path}/${endpoint.id}`, { key: admin })).body.data).toEqual(endpoint);
 
-    const queued = await t.request("POST", `${path}/${endpoint.id}/test`, { key: org.key });
+    const queued = await t.request("POST", `${path}/${endpoint.id}/test`, { key: admin });
     expect(queued.status).toBe(202);
     // The test send is attempted by the worker; wait for its record, then read it with each key.
     await expect
       .poll(
         async () =>
-          (await t.request("GET", `${path}/${endpoint.id}/events`, { key: org.key })).body.data.length,
+          (await t.request("GET", `${path}/${endpoint.id}/events`, { key: admin })).body.data.length,
       )
       .toBeGreaterThan(0);
-    const asAdmin = (await t.request("GET", `${path}/${endpoint.id}/events`, { key: org.key })).body.data;
+    const asAdmin = (await t.request("GET", `${path}/${endpoint.id}/events`, { key: admin })).body.data;
     expect(asAdmin[0].webhook_endpoint.secret).toBe(endpoint.secret);
     const asReader = (await t.request("GET", `${path}/${endpoint.id}/events`, { key: readOnly })).body.data;
     expect(asReader[0].webhook_endpoint.secret).toBeNull();
@@ -58,27 +62,58 @@ describe("webhook endpoint secret and read-only keys", () => {
   });
 
   it("masks credentials in the endpoint URL's query for a read-only key, the rest of the URL as written", async () => {
-    const org = await t.createOrganization("Hooked by URL");
-    const created = await t.cumulo.services.identity.createApiKey(org.organizationId, {
-      name: "ro",
-      readOnly: true,
-    });
-    if (created.outcome !== "created") throw new Error("key not created");
-    const library = (await t.request("POST", "/v1/media/libraries", { key: org.key, json: { name: "L" } }))
-      .body.data;
-    const path = `/v1/media/libraries/${library.id}/webhooks`;
+    const { admin, readOnly, path } = await organizationWithReadOnlyKey("Hooked by URL");
     // A receiver that checks a token in its URL (as many do) rather than the signature.
     const url = "https://hooks.example.com/in?token=receiver-secret&tenant=42#part";
     const endpoint = (
-      await t.request("POST", path, { key: org.key, json: { name: "By URL", url, events: ["*"] } })
+      await t.request("POST", path, { key: admin, json: { name: "By URL", url, events: ["*"] } })
     ).body.data;
     expect(endpoint.url).toBe(url);
 
     const shown = "https://hooks.example.com/in?token=***&tenant=42#part";
-    const one = await t.request("GET", `${path}/${endpoint.id}`, { key: created.api_key });
+    const one = await t.request("GET", `${path}/${endpoint.id}`, { key: readOnly });
     expect(one.body.data.url).toBe(shown);
-    expect((await t.request("GET", path, { key: created.api_key })).body.data[0].url).toBe(shown);
+    expect((await t.request("GET", path, { key: readOnly })).body.data[0].url).toBe(shown);
     expect(one.text).not.toContain("receiver-secret");
-    expect((await t.request("GET", `${path}/${endpoint.id}`, { key: org.key })).body.data.url).toBe(url);
+    expect((await t.request("GET", `${path}/${endpoint.id}`, { key: admin })).body.data.url).toBe(url);
+  });
+
+  it("masks a secret in the endpoint URL's path (Slack, Discord, a long generated segment) for a read-only key", async () => {
+    const { admin, readOnly, path } = await organizationWithReadOnlyKey("Hooked by path");
+    // Whoever holds one of these URLs can post to the channel: the token is in the path.
+    const urls = {
+      "https://hooks.slack.com/services/T000/B000/XXXXXXXXXXXXXXXXXXXXXXXX":
+        "https://hooks.slack.com/services/T000/B000/***",
+      "https://discord.com/api/webhooks/1234567890123456789/Xy_9-abcDEFghiJKLmnoPQRstuVWXyz0123456789abcdefGHIJ":
+        "https://discord.com/api/webhooks/1234567890123456789/***",
+      "https://discord.com/api/v10/webhooks/123/short-token/slack":
+        "https://discord.com/api/v10/webhooks/123/***/slack",
+      "https://hooks.zapier.com/hooks/catch/123456/abc1234/":
+        "https://hooks.zapier.com/hooks/catch/123456/***/",
+      "https://maker.ifttt.com/trigger/uploaded/with/key/dE3fgHIjk":
+        "https://maker.ifttt.com/trigger/uploaded/with/key/***",
+      // Any other service: a generated-looking segment (a long mix of letters and digits, a UUID).
+      "https://chat.example.com/hooks/xj7mf93bkdgtzbqoyzkc6n4o8a/in?tenant=42":
+        "https://chat.example.com/hooks/***/in?tenant=42",
+      "https://webhook.site/3f2a9c1e-1b2c-4d5e-8f90-123456789abc": "https://webhook.site/***",
+      "https://api.telegram.org/bot123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw/sendMessage":
+        "https://api.telegram.org/***/sendMessage",
+      // Words, numbers and slugs stay readable.
+      "https://hooks.example.com/hooks/video-events": "https://hooks.example.com/hooks/video-events",
+      "https://hooks.example.com/api/v1/notify": "https://hooks.example.com/api/v1/notify",
+      "https://hooks.example.com/2024-06-01/h264-1080p/events/42":
+        "https://hooks.example.com/2024-06-01/h264-1080p/events/42",
+    };
+    for (const [url, shown] of Object.entries(urls)) {
+      const endpoint = (
+        await t.request("POST", path, { key: admin, json: { name: "By path", url, events: ["*"] } })
+      ).body.data;
+      expect(endpoint.url).toBe(url);
+      const one = await t.request("GET", `${path}/${endpoint.id}`, { key: readOnly });
+      expect(one.body.data.url).toBe(shown);
+      const listed = await t.request("GET", path, { key: readOnly });
+      expect(listed.body.data.find((item: { id: number }) => item.id === endpoint.id).url).toBe(shown);
+      expect((await t.request("GET", `${path}/${endpoint.id}`, { key: admin })).body.data.url).toBe(url);
+    }
   });
 });

@@ -7,7 +7,7 @@ import type { Config } from "../../config.ts";
 import { authenticateRequest, requireApiKey } from "../../http/auth.ts";
 import { ok } from "../../http/envelope.ts";
 import { ApiError, type FieldError } from "../../http/errors.ts";
-import { urlWithoutCredentials } from "../../http/masking.ts";
+import { urlShownTo } from "../../http/read-only-view.ts";
 import {
   Envelope,
   IdParams,
@@ -179,8 +179,7 @@ const sourceRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, 
       const found = await uploads.imports.find(request.auth.organizationId, libraryId, videoId);
       if (!found) throw ApiError.notFound();
       // A signed download URL's signature or token is a credential a read-only key is not shown.
-      const shown = request.auth.readOnly ? { ...found, url: urlWithoutCredentials(found.url) } : found;
-      return ok("Video fetch retrieved successfully", shown);
+      return ok("Video fetch retrieved successfully", { ...found, url: urlShownTo(request.auth, found.url) });
     },
   );
 };
