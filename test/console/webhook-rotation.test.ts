@@ -171,6 +171,36 @@ describe.skipIf(missing)("the console in Chromium: rotating a webhook secret wit
     expect(signedWith(rotatedSecret, delivery)).toBe(false);
   });
 
+  it("shows — once the overlap's time passes, without a reload", async () => {
+    await app.request("POST", `${webhooksPath(libraryId)}/${endpoint.id}/rotate-secret`, {
+      json: { previous_secret_expires_in_s: 3600 },
+    });
+    const expiresAt = Date.parse((await endpointOfApi()).previous_secret_expires_at);
+    // A page whose clock the test moves on: the hour passes at once.
+    const clockContext = await newConsoleContext(browser, app.baseUrl);
+    try {
+      const watched = await clockContext.newPage();
+      await watched.clock.install();
+      await signInInBrowser(watched, EMAIL);
+      await watched.goto(`/console/webhooks?library=${libraryId}`);
+      await previousSecretCell(watched).locator("time").waitFor();
+      const webhookReads: string[] = [];
+      watched.on("request", (request) => {
+        if (request.url().includes("/webhooks")) webhookReads.push(request.url());
+      });
+
+      const shownAt = await watched.evaluate(() => Date.now());
+      await watched.clock.fastForward(expiresAt - shownAt - 1000);
+      await expect(previousSecretCell(watched).textContent()).resolves.toMatch(/^Accepted until /);
+      await watched.clock.fastForward(2000);
+      await previousSecretCell(watched).filter({ hasText: /^—$/ }).waitFor();
+      expect(webhookReads).toEqual([]);
+      await screenshot(watched, "webhooks-overlap-ended");
+    } finally {
+      await clockContext.close();
+    }
+  });
+
   it("breaks none of the console's Content-Security-Policy", () => {
     expect(policyViolations).toEqual([]);
   });

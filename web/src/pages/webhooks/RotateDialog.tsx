@@ -1,5 +1,6 @@
 import { useEffect, useId, useState } from "react";
 import { api, call } from "../../api.ts";
+import { useNowRenewedAt } from "../../clock.ts";
 import { DateTime } from "../../components/DateTime.tsx";
 import { Dialog } from "../../components/Dialog.tsx";
 import { FormError, OtherErrors } from "../../components/Field.tsx";
@@ -32,6 +33,8 @@ interface RotateDialogProps {
 export function RotateDialog({ libraryId, endpoint, onClose, onRotated }: RotateDialogProps) {
   const hintId = useId();
   const [overlap, setOverlap] = useState(DEFAULT_OVERLAP);
+  const previousUntil = endpoint?.previous_secret_expires_at;
+  const now = useNowRenewedAt([previousUntil]);
   const { submit, busy, errors, formError, reset } = useSubmit(async () => {
     if (!endpoint) return;
     const rotated = await call(
@@ -56,11 +59,10 @@ export function RotateDialog({ libraryId, endpoint, onClose, onRotated }: Rotate
     >
       <form noValidate onSubmit={submitting(submit)}>
         <p>The endpoint gets a new signing secret, shown once.</p>
-        {endpoint?.previous_secret_expires_at && (
+        {previousUntil && Date.parse(previousUntil) > now && (
           // The API keeps one previous secret: the one still in its overlap is replaced.
           <p className="warning">
-            The secret replaced last time, accepted until{" "}
-            <DateTime value={endpoint.previous_secret_expires_at} />, stops at once.
+            The secret replaced last time, accepted until <DateTime value={previousUntil} />, stops at once.
           </p>
         )}
         <fieldset

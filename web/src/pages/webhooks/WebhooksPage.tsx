@@ -3,6 +3,7 @@ import "./webhooks.css";
 import { useCallback, useState } from "react";
 import { Link, useSearchParams } from "react-router";
 import { api, call } from "../../api.ts";
+import { useNowRenewedAt } from "../../clock.ts";
 import { type Column, DataTable, pagingOf } from "../../components/DataTable.tsx";
 import { DateTime } from "../../components/DateTime.tsx";
 import { ConfirmDialog, SecretDialog } from "../../components/Dialog.tsx";
@@ -94,6 +95,10 @@ function Endpoints({ libraryId, selected, onSelect }: EndpointsProps) {
   // How many times a Deliveries button was used: each time, the delivery log is brought into view.
   const [deliveriesOpened, setDeliveriesOpened] = useState(0);
   const { reload } = endpoints;
+  // The list names a previous secret only while it is accepted: once its time passes, the cell says so.
+  const now = useNowRenewedAt(
+    endpoints.data?.data.map((endpoint) => endpoint.previous_secret_expires_at) ?? [],
+  );
 
   const columns: Column<Endpoint>[] = [
     { header: "Name", cell: (endpoint) => endpoint.name, rowHeader: true },
@@ -117,7 +122,7 @@ function Endpoints({ libraryId, selected, onSelect }: EndpointsProps) {
     {
       header: "Previous secret",
       cell: (endpoint) =>
-        endpoint.previous_secret_expires_at ? (
+        endpoint.previous_secret_expires_at && Date.parse(endpoint.previous_secret_expires_at) > now ? (
           <>
             Accepted until <DateTime value={endpoint.previous_secret_expires_at} />
           </>
