@@ -239,24 +239,54 @@ export function Analytics() {
         ) : (
           <ErrorState error={analytics.error} onRetry={analytics.reload} />
         ))}
-      {analytics.state === "ready" &&
-        // Without a request every chart is a flat line at 0 and reads "highest 0.0 %": said once instead.
-        (noTraffic(analytics.data.Data as Row[]) ? (
-          <Empty>
-            <p>No traffic in this period.</p>
-          </Empty>
-        ) : (
-          <div className="chart-grid">
-            {METRICS.map((metric) => (
-              <MetricChart key={metric.name} metric={metric} rows={analytics.data.Data as Row[]} />
-            ))}
-          </div>
-        ))}
+      {analytics.state === "ready" && <Figures rows={analytics.data.Data as Row[]} />}
     </section>
   );
 }
 
-const noTraffic = (rows: Row[]) => rows.every((row) => bucketValue(row, "requests") === 0);
+/** What the API tells of the origin alone: its time (its bytes are only in the cache hit ratio, of sent bytes). */
+const ORIGIN_METRICS = METRICS.filter((metric) => metric.name === "upstream_origin_time_ms");
+
+/**
+ * The charts of an answer. Without a viewer's request every viewer chart is a flat line at 0 (and
+ * the ratio reads "highest 0.0 %"): that is said once instead. The edge may still have asked the
+ * origin then, revalidating stale copies in the background (docs/cdn.md, Analytics): only the
+ * origin's time is charted, under a note saying what happened.
+ */
+function Figures({ rows }: { rows: Row[] }) {
+  const viewerRequests = rows.some((row) => bucketValue(row, "requests") > 0);
+  if (viewerRequests) {
+    return (
+      <div className="chart-grid">
+        {METRICS.map((metric) => (
+          <MetricChart key={metric.name} metric={metric} rows={rows} />
+        ))}
+      </div>
+    );
+  }
+  const originAsked = rows.some((row) => ORIGIN_METRICS.some((metric) => bucketValue(row, metric.name) > 0));
+  if (!originAsked) {
+    return (
+      <Empty>
+        <p>No traffic in this period.</p>
+      </Empty>
+    );
+  }
+  return (
+    <>
+      <p className="origin-only-note">
+        No viewer requests in this period, so nothing was sent to viewers. The edge still asked the origin,
+        revalidating stale copies in the background (<code>stale-while-revalidate</code>); how long the origin
+        took is charted below.
+      </p>
+      <div className="chart-grid">
+        {ORIGIN_METRICS.map((metric) => (
+          <MetricChart key={metric.name} metric={metric} rows={rows} />
+        ))}
+      </div>
+    </>
+  );
+}
 
 function errorsOf(error: unknown): Record<string, string> {
   return typeof error === "object" && error !== null && "fieldErrors" in error
