@@ -1,23 +1,12 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import type { Browser, BrowserContext, Page } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Browser, Page } from "playwright-core";
+import { afterAll, beforeAll, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import {
-  addSubtitle,
-  browserMissing,
-  freePort,
-  launchBrowser,
-  newConsoleContext,
-  policyViolations,
-  screenshot,
-  signInInBrowser,
-} from "../support/browser.ts";
+import { addSubtitle, freePort, policyViolations, screenshot, signInInBrowser } from "../support/browser.ts";
 import { createConsoleUser } from "../support/console.ts";
+import { describeInBrowser, launchConsole, openConsole } from "../support/console-browser.ts";
 import { generateClip } from "../support/media.ts";
-
-const missing = browserMissing();
-if (missing) console.warn(missing);
 
 /** A request from inside the page, with the browser's own session cookie. */
 function fetchInPage(page: Page, method: string, path: string, headers: Record<string, string> = {}) {
@@ -34,10 +23,9 @@ function fetchInPage(page: Page, method: string, path: string, headers: Record<s
   );
 }
 
-describe.skipIf(missing)("the console in Chromium", () => {
+describeInBrowser("the console in Chromium", () => {
   let app: TestApp;
   let browser: Browser;
-  let context: BrowserContext;
   let page: Page;
   let workDir: string;
   const email = "owner@example.invalid";
@@ -48,9 +36,7 @@ describe.skipIf(missing)("the console in Chromium", () => {
     app = await startTestApp({ CUMULO_EDGE_PORT: String(await freePort()) });
     await createConsoleUser(app, { email });
     await createConsoleUser(app, { email: readerEmail, readOnly: true });
-    browser = await launchBrowser();
-    context = await newConsoleContext(browser, app.baseUrl);
-    page = await context.newPage();
+    ({ browser, page } = await launchConsole(app.baseUrl));
   });
   afterAll(async () => {
     await browser?.close();
@@ -215,9 +201,7 @@ describe.skipIf(missing)("the console in Chromium", () => {
   });
 
   it("lets a read-only user look at everything and change nothing", async () => {
-    const readerContext = await newConsoleContext(browser, app.baseUrl);
-    const reader = await readerContext.newPage();
-    await signInInBrowser(reader, readerEmail);
+    const { context: readerContext, page: reader } = await openConsole(browser, app.baseUrl, readerEmail);
     await reader.getByRole("link", { name: "Trailers" }).waitFor();
     await expect(reader.getByRole("button", { name: "New library" }).isDisabled()).resolves.toBe(true);
     await expect(reader.getByRole("button", { name: "Delete Trailers" }).isDisabled()).resolves.toBe(true);

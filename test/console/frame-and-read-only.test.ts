@@ -1,20 +1,10 @@
 import type { Browser, Page } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import {
-  browserMissing,
-  freePort,
-  launchBrowser,
-  newConsoleContext,
-  policyViolations,
-  screenshot,
-  signInInBrowser,
-} from "../support/browser.ts";
+import { freePort, launchBrowser, policyViolations, screenshot } from "../support/browser.ts";
 import { createConsoleUser } from "../support/console.ts";
+import { describeInBrowser, openConsole } from "../support/console-browser.ts";
 import { waitUntil } from "../support/wait.ts";
-
-const missing = browserMissing();
-if (missing) console.warn(missing);
 
 const EDITOR = "editor@example.invalid";
 const READER = "reader@example.invalid";
@@ -33,7 +23,7 @@ const visible = (page: Page, role: "button" | "link", name: string) =>
   page.getByRole(role, { name, exact: true }).isVisible();
 
 /** The frame at a phone's, a tablet's and a laptop's width, and what a read-only user is shown. */
-describe.skipIf(missing)("the console in Chromium: the frame on every screen and read-only users", () => {
+describeInBrowser("the console in Chromium: the frame on every screen and read-only users", () => {
   let app: TestApp;
   let browser: Browser;
   let libraryId: string;
@@ -75,9 +65,7 @@ describe.skipIf(missing)("the console in Chromium: the frame on every screen and
   });
 
   it("keeps the top bar to one row on a phone, with the account and sign-out behind the menu", async () => {
-    const context = await newConsoleContext(browser, app.baseUrl);
-    const page = await context.newPage();
-    await signInInBrowser(page, READER);
+    const { context, page } = await openConsole(browser, app.baseUrl, READER);
     await page.setViewportSize({ width: 390, height: 844 });
     await page.getByRole("heading", { name: "Libraries", level: 1 }).waitFor();
     const closed = await topBar(page);
@@ -118,9 +106,7 @@ describe.skipIf(missing)("the console in Chromium: the frame on every screen and
   });
 
   it("shows everything of the bar in one row at a tablet's and a laptop's width, without a menu", async () => {
-    const context = await newConsoleContext(browser, app.baseUrl);
-    const page = await context.newPage();
-    await signInInBrowser(page, EDITOR);
+    const { context, page } = await openConsole(browser, app.baseUrl, EDITOR);
     for (const [width, height] of [
       [800, 1000],
       [1280, 800],
@@ -141,9 +127,7 @@ describe.skipIf(missing)("the console in Chromium: the frame on every screen and
   });
 
   it("shows the account link's focus ring in the bar, on a laptop and in the phone's menu", async () => {
-    const context = await newConsoleContext(browser, app.baseUrl);
-    const page = await context.newPage();
-    await signInInBrowser(page, EDITOR);
+    const { context, page } = await openConsole(browser, app.baseUrl, EDITOR);
     const account = page.getByRole("link", { name: EDITOR });
     /** How many pixels around the account link change when Tab gives it the focus. */
     const changedByFocus = async (tabs: number) => {
@@ -209,9 +193,7 @@ describe.skipIf(missing)("the console in Chromium: the frame on every screen and
   const pathOf = (path: string) => path.replace("LIBRARY", libraryId).replace("VIDEO", videoId);
 
   it("disables every field of a form that writes for a read-only user, and says why on every page", async () => {
-    const context = await newConsoleContext(browser, app.baseUrl);
-    const page = await context.newPage();
-    await signInInBrowser(page, READER);
+    const { context, page } = await openConsole(browser, app.baseUrl, READER);
     for (const [path, fields] of WRITE_FIELDS) {
       await page.goto(`/console/${pathOf(path)}`);
       const notice = page.getByRole("note").filter({ hasText: "Read-only access" });
@@ -245,9 +227,7 @@ describe.skipIf(missing)("the console in Chromium: the frame on every screen and
   });
 
   it("shows a user who may write the same fields enabled and no read-only notice", async () => {
-    const context = await newConsoleContext(browser, app.baseUrl);
-    const page = await context.newPage();
-    await signInInBrowser(page, EDITOR);
+    const { context, page } = await openConsole(browser, app.baseUrl, EDITOR);
     for (const [path, fields] of WRITE_FIELDS) {
       await page.goto(`/console/${pathOf(path)}`);
       for (const field of fields) {

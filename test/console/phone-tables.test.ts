@@ -2,20 +2,11 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import {
-  addSubtitle,
-  browserMissing,
-  launchBrowser,
-  newConsoleContext,
-  screenshot,
-  signInInBrowser,
-} from "../support/browser.ts";
+import { addSubtitle, screenshot } from "../support/browser.ts";
 import { createConsoleUser } from "../support/console.ts";
-
-const missing = browserMissing();
-if (missing) console.warn(missing);
+import { describeInBrowser, launchConsole } from "../support/console-browser.ts";
 
 const EMAIL = "phone-tables@example.invalid";
 const PHONE = { width: 390, height: 844 };
@@ -78,7 +69,7 @@ async function accessibilityTree(page: Page): Promise<{ role: string; name: stri
  * other columns, which the table squeezed to slivers (a webhook's URL one letter wide) until it was
  * scrolled sideways.
  */
-describe.skipIf(missing)("the console in Chromium: tables on a phone", () => {
+describeInBrowser("the console in Chromium: tables on a phone", () => {
   let app: TestApp;
   let browser: Browser;
   let page: Page;
@@ -143,9 +134,7 @@ describe.skipIf(missing)("the console in Chromium: tables on a phone", () => {
       expect(made.status, path).toBeLessThan(300);
     }
 
-    browser = await launchBrowser();
-    page = await (await newConsoleContext(browser, app.baseUrl)).newPage();
-    await signInInBrowser(page, EMAIL);
+    ({ browser, page } = await launchConsole(app.baseUrl, EMAIL));
     await page.goto(`/console/libraries/${libraryId}/videos/${videoId}`);
     await addSubtitle(page, workDir, "English (closed captions for the hard of hearing)");
 

@@ -1,19 +1,12 @@
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import type { Browser, BrowserContext, Page, Request } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, expect, it } from "vitest";
 import { waitUntilActive } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import {
-  browserMissing,
-  freePort,
-  launchBrowser,
-  newConsoleContext,
-  policyViolations,
-  screenshot,
-  signInInBrowser,
-} from "../support/browser.ts";
+import { freePort, policyViolations, screenshot, signInInBrowser } from "../support/browser.ts";
 import { createConsoleUser } from "../support/console.ts";
+import { describeInBrowser, launchConsole } from "../support/console-browser.ts";
 import {
   type ConsoleUpload,
   isTus,
@@ -25,13 +18,10 @@ import {
 } from "../support/console-uploads.ts";
 import { generateClip } from "../support/media.ts";
 
-const missing = browserMissing();
-if (missing) console.warn(missing);
-
 const EMAIL = "resume@example.invalid";
 const OTHER_EMAIL = "colleague@example.invalid";
 
-describe.skipIf(missing)("the console in Chromium: an upload resumed after a reload", () => {
+describeInBrowser("the console in Chromium: an upload resumed after a reload", () => {
   let app: TestApp;
   let browser: Browser;
   let context: BrowserContext;
@@ -83,10 +73,7 @@ describe.skipIf(missing)("the console in Chromium: an upload resumed after a rel
     mkdirSync(`${workDir}/other`);
     impostor = `${workDir}/other/${clip.split("/").pop()}`;
     copyFileSync(other, impostor);
-    browser = await launchBrowser();
-    context = await newConsoleContext(browser, app.baseUrl);
-    page = await context.newPage();
-    await signInAs(EMAIL);
+    ({ browser, context, page } = await launchConsole(app.baseUrl, EMAIL));
   }, 180_000);
   afterAll(async () => {
     await browser?.close();

@@ -2,24 +2,14 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import type { Browser, BrowserContext, Page, Route } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, expect, it } from "vitest";
 import { waitUntilActive } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import {
-  browserMissing,
-  freePort,
-  launchBrowser,
-  newConsoleContext,
-  policyViolations,
-  screenshot,
-  signInInBrowser,
-} from "../support/browser.ts";
+import { freePort, policyViolations, screenshot } from "../support/browser.ts";
 import { createConsoleUser } from "../support/console.ts";
+import { describeInBrowser, launchConsole } from "../support/console-browser.ts";
 import { videosInLibrary } from "../support/console-uploads.ts";
 import { waitUntil } from "../support/wait.ts";
-
-const missing = browserMissing();
-if (missing) console.warn(missing);
 
 const EMAIL = "robust@example.invalid";
 const MiB = 1024 * 1024;
@@ -40,7 +30,7 @@ const asksBeforeLeaving = (page: Page) =>
     return event.defaultPrevented;
   });
 
-describe.skipIf(missing)("the console in Chromium: saving, failing and navigating safely", () => {
+describeInBrowser("the console in Chromium: saving, failing and navigating safely", () => {
   let app: TestApp;
   let browser: Browser;
   let context: BrowserContext;
@@ -74,10 +64,7 @@ describe.skipIf(missing)("the console in Chromium: saving, failing and navigatin
     }
     uploadsId = await createLibrary("Uploads", { default_privacy: "public" });
     await waitUntilActive(app, uploadsId);
-    browser = await launchBrowser();
-    context = await newConsoleContext(browser, app.baseUrl);
-    page = await context.newPage();
-    await signInInBrowser(page, EMAIL);
+    ({ browser, context, page } = await launchConsole(app.baseUrl, EMAIL));
   }, 180_000);
   afterAll(async () => {
     await browser?.close();

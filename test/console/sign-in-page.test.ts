@@ -1,19 +1,11 @@
 import type { Browser, Locator } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import {
-  browserMissing,
-  launchBrowser,
-  newConsoleContext,
-  policyViolations,
-  screenshot,
-} from "../support/browser.ts";
+import { launchBrowser, policyViolations, screenshot } from "../support/browser.ts";
 import { adminOrganizationId, PASSWORD } from "../support/console.ts";
+import { describeInBrowser, openConsole } from "../support/console-browser.ts";
 
-const missing = browserMissing();
-if (missing) console.warn(missing);
-
-describe.skipIf(missing)("the console in Chromium: the page frame", () => {
+describeInBrowser("the console in Chromium: the page frame", () => {
   let app: TestApp;
   let browser: Browser;
 
@@ -27,8 +19,7 @@ describe.skipIf(missing)("the console in Chromium: the page frame", () => {
   });
 
   it("sends a visitor without a session to the sign-in page, labelled and usable with the keyboard", async () => {
-    const context = await newConsoleContext(browser, app.baseUrl);
-    const page = await context.newPage();
+    const { context, page } = await openConsole(browser, app.baseUrl);
     await page.goto("/console/libraries");
     await page.waitForURL("**/console/sign-in");
     await expect(page.getByRole("heading", { name: "Sign in to Cumulo" }).isVisible()).resolves.toBe(true);
@@ -55,8 +46,7 @@ describe.skipIf(missing)("the console in Chromium: the page frame", () => {
   });
 
   it("loads at most 250 KB of compressed JavaScript on the first page", async () => {
-    const context = await newConsoleContext(browser, app.baseUrl);
-    const page = await context.newPage();
+    const { context, page } = await openConsole(browser, app.baseUrl);
     const scripts: Promise<number>[] = [];
     page.on("requestfinished", (request) => {
       // The bytes on the wire: the body as sent, compressed.
@@ -78,8 +68,7 @@ describe.skipIf(missing)("the console in Chromium: the page frame", () => {
       readOnly: false,
     });
     if (created.outcome !== "created" || !created.invitation_url) throw new Error("no invitation");
-    const context = await newConsoleContext(browser, app.baseUrl);
-    const page = await context.newPage();
+    const { context, page } = await openConsole(browser, app.baseUrl);
     await page.goto(`/console/invite${new URL(created.invitation_url).hash}`);
     await page.getByLabel("New password").fill(PASSWORD);
     await page.getByLabel("Repeat the password").fill(`${PASSWORD}-typo`);
@@ -123,8 +112,7 @@ describe.skipIf(missing)("the console in Chromium: the page frame", () => {
   it("tells a person refused by the sign-in limit how long to wait", async () => {
     const limited = await startTestApp({ CUMULO_SIGN_IN_RATE_LIMIT: "2/15m" });
     try {
-      const context = await newConsoleContext(browser, limited.baseUrl);
-      const page = await context.newPage();
+      const { context, page } = await openConsole(browser, limited.baseUrl);
       await page.goto("/console/sign-in");
       for (let attempt = 0; attempt < 3; attempt++) {
         await page.getByLabel("Email").fill("guesser@example.invalid");

@@ -1,17 +1,9 @@
 import type { Browser, Locator, Page } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import {
-  browserMissing,
-  launchBrowser,
-  newConsoleContext,
-  screenshot,
-  signInInBrowser,
-} from "../support/browser.ts";
+import { screenshot } from "../support/browser.ts";
 import { createConsoleUser } from "../support/console.ts";
-
-const missing = browserMissing();
-if (missing) console.warn(missing);
+import { describeInBrowser, launchConsole } from "../support/console-browser.ts";
 
 const EMAIL = "spacing@example.invalid";
 
@@ -41,7 +33,7 @@ const panel = (page: Page, heading: string) =>
  * On a phone, what sits side by side on a wide screen (panels, fields) stacks as far apart as what
  * is stacked anyway: a grid's row gap added to their own margin had doubled the space between some.
  */
-describe.skipIf(missing)("the console in Chromium: even spacing and aligned fields", () => {
+describeInBrowser("the console in Chromium: even spacing and aligned fields", () => {
   let app: TestApp;
   let browser: Browser;
   let page: Page;
@@ -64,10 +56,7 @@ describe.skipIf(missing)("the console in Chromium: even spacing and aligned fiel
       json: { name: "Broadcasting Company Europe: the evening news archive of 2026, all regions" },
     });
     expect(long.status).toBe(201);
-    browser = await launchBrowser();
-    const context = await newConsoleContext(browser, app.baseUrl);
-    page = await context.newPage();
-    await signInInBrowser(page, EMAIL);
+    ({ browser, page } = await launchConsole(app.baseUrl, EMAIL));
     await page.setViewportSize({ width: 390, height: 844 });
   }, 120_000);
   afterAll(async () => {

@@ -1,19 +1,12 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import type { Browser, Page, Request } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, expect, it } from "vitest";
 import { waitUntilActive } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import {
-  browserMissing,
-  freePort,
-  launchBrowser,
-  newConsoleContext,
-  policyViolations,
-  screenshot,
-  signInInBrowser,
-} from "../support/browser.ts";
+import { freePort, policyViolations, screenshot } from "../support/browser.ts";
 import { createConsoleUser } from "../support/console.ts";
+import { describeInBrowser, launchConsole } from "../support/console-browser.ts";
 import {
   isTus,
   multiChunkClip,
@@ -22,9 +15,6 @@ import {
   videosInLibrary,
 } from "../support/console-uploads.ts";
 import { waitUntil } from "../support/wait.ts";
-
-const missing = browserMissing();
-if (missing) console.warn(missing);
 
 const EMAIL = "expiry@example.invalid";
 /**
@@ -38,7 +28,7 @@ const EXPIRY_S = 15;
  * is answered 410 (tus's expiration extension), and the console offers to send the file again. And
  * one whose video is deleted before the resume.
  */
-describe.skipIf(missing)("the console in Chromium: an unfinished upload that expired", () => {
+describeInBrowser("the console in Chromium: an unfinished upload that expired", () => {
   let app: TestApp;
   let browser: Browser;
   let page: Page;
@@ -68,10 +58,7 @@ describe.skipIf(missing)("the console in Chromium: an unfinished upload that exp
     libraryId = library.body.data.id;
     await waitUntilActive(app, libraryId);
     clip = await multiChunkClip(workDir);
-    browser = await launchBrowser();
-    const context = await newConsoleContext(browser, app.baseUrl);
-    page = await context.newPage();
-    await signInInBrowser(page, EMAIL);
+    ({ browser, page } = await launchConsole(app.baseUrl, EMAIL));
   }, 180_000);
   afterAll(async () => {
     await browser?.close();

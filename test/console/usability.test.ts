@@ -1,21 +1,11 @@
-import type { Browser, BrowserContext, Page } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Browser, Page } from "playwright-core";
+import { afterAll, beforeAll, expect, it } from "vitest";
 import { waitUntilActive } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import {
-  accessibilityViolations,
-  browserMissing,
-  freePort,
-  launchBrowser,
-  newConsoleContext,
-  screenshot,
-  signInInBrowser,
-} from "../support/browser.ts";
+import { accessibilityViolations, freePort, screenshot, signInInBrowser } from "../support/browser.ts";
 import { createConsoleUser } from "../support/console.ts";
+import { describeInBrowser, launchConsole, openConsole } from "../support/console-browser.ts";
 import { waitUntil } from "../support/wait.ts";
-
-const missing = browserMissing();
-if (missing) console.warn(missing);
 
 const EMAIL = "customer@example.invalid";
 
@@ -44,10 +34,9 @@ async function cellText(page: Page, caption: string, rowName: string, column: st
  * What a customer meets on the pages rather than what the API stores: words instead of API values,
  * figures in units a person reads, and the keyboard focus where the work goes on.
  */
-describe.skipIf(missing)("the console in Chromium: words, figures and focus", () => {
+describeInBrowser("the console in Chromium: words, figures and focus", () => {
   let app: TestApp;
   let browser: Browser;
-  let context: BrowserContext;
   let page: Page;
   let libraryId: string;
 
@@ -62,10 +51,7 @@ describe.skipIf(missing)("the console in Chromium: words, figures and focus", ()
     await createConsoleUser(app, { email: EMAIL });
     libraryId = await createLibrary("Catalogue");
     await waitUntilActive(app, libraryId);
-    browser = await launchBrowser();
-    context = await newConsoleContext(browser, app.baseUrl);
-    page = await context.newPage();
-    await signInInBrowser(page, EMAIL);
+    ({ browser, page } = await launchConsole(app.baseUrl, EMAIL));
   }, 120_000);
   afterAll(async () => {
     await browser?.close();
@@ -275,10 +261,12 @@ describe.skipIf(missing)("the console in Chromium: words, figures and focus", ()
   it("leads an organization without libraries from the webhooks and players pages to the libraries page", async () => {
     const other = await app.createOrganization("No libraries yet");
     await createConsoleUser(app, { email: "newcomer@example.invalid", organizationId: other.organizationId });
-    const fresh = await newConsoleContext(browser, app.baseUrl);
+    const { context: fresh, page: newcomer } = await openConsole(
+      browser,
+      app.baseUrl,
+      "newcomer@example.invalid",
+    );
     try {
-      const newcomer = await fresh.newPage();
-      await signInInBrowser(newcomer, "newcomer@example.invalid");
       for (const [path, link] of [
         ["/console/webhooks", "create one"],
         ["/console/players", "create a library"],

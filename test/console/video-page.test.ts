@@ -1,23 +1,13 @@
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import type { Browser, BrowserContext, Page } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Browser, Page } from "playwright-core";
+import { afterAll, beforeAll, expect, it } from "vitest";
 import { waitUntilActive } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import {
-  addSubtitle,
-  browserMissing,
-  freePort,
-  launchBrowser,
-  newConsoleContext,
-  policyViolations,
-  screenshot,
-} from "../support/browser.ts";
+import { addSubtitle, freePort, policyViolations, screenshot } from "../support/browser.ts";
 import { createConsoleUser, PASSWORD, signIn as signInApi, withSession } from "../support/console.ts";
+import { describeInBrowser, launchConsole } from "../support/console-browser.ts";
 import { generateClip } from "../support/media.ts";
-
-const missing = browserMissing();
-if (missing) console.warn(missing);
 
 const EMAIL = "videos@example.invalid";
 const LONG_HOST = "a-very-long-distribution-host-name-for-the-picker.customer-example-domain.example.com";
@@ -39,10 +29,9 @@ async function signInHere(page: Page, password = PASSWORD) {
 const pageWidth = (page: Page) =>
   page.evaluate(() => (globalThis as any).document.documentElement.scrollWidth);
 
-describe.skipIf(missing)("the console in Chromium: video page, private libraries, navigation", () => {
+describeInBrowser("the console in Chromium: video page, private libraries, navigation", () => {
   let app: TestApp;
   let browser: Browser;
-  let context: BrowserContext;
   let page: Page;
   let workDir: string;
   let libraryId: string;
@@ -78,9 +67,7 @@ describe.skipIf(missing)("the console in Chromium: video page, private libraries
     await app.request("POST", "/v1/cdn/distributions", {
       json: { hostname: LONG_HOST, origin_url: "https://origin.example.com/" },
     });
-    browser = await launchBrowser();
-    context = await newConsoleContext(browser, app.baseUrl);
-    page = await context.newPage();
+    ({ browser, page } = await launchConsole(app.baseUrl));
   }, 120_000);
   afterAll(async () => {
     await browser?.close();

@@ -1,16 +1,9 @@
-import type { Browser, BrowserContext, Locator, Page } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Browser, Locator, Page } from "playwright-core";
+import { afterAll, beforeAll, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import {
-  accessibilityViolations,
-  browserMissing,
-  launchBrowser,
-  newConsoleContext,
-  policyViolations,
-  screenshot,
-  signInInBrowser,
-} from "../support/browser.ts";
+import { accessibilityViolations, policyViolations, screenshot } from "../support/browser.ts";
 import { createConsoleUser } from "../support/console.ts";
+import { describeInBrowser, launchConsole, openConsole } from "../support/console-browser.ts";
 import {
   createEndpoint,
   header,
@@ -19,9 +12,6 @@ import {
   startReceiver,
   webhooksPath,
 } from "../webhooks/helpers.ts";
-
-const missing = browserMissing();
-if (missing) console.warn(missing);
 
 const EMAIL = "ops@example.invalid";
 const READER = "reader@example.invalid";
@@ -32,10 +22,9 @@ const SEVEN_DAYS_MS = 7 * 24 * 3600 * 1000;
  * "Rotating the secret"): the person picks how long the replaced secret stays valid, the endpoint
  * shows until when, and deliveries meanwhile carry both signatures.
  */
-describe.skipIf(missing)("the console in Chromium: rotating a webhook secret with an overlap", () => {
+describeInBrowser("the console in Chromium: rotating a webhook secret with an overlap", () => {
   let app: TestApp;
   let browser: Browser;
-  let context: BrowserContext;
   let page: Page;
   let receiver: Receiver;
   let libraryId: string;
@@ -64,10 +53,7 @@ describe.skipIf(missing)("the console in Chromium: rotating a webhook secret wit
     const library = await app.request("POST", "/v1/media/libraries", { json: { name: "Rotation library" } });
     libraryId = library.body.data.id;
     endpoint = await createEndpoint(app, libraryId, { name: "Receiver", url: receiver.url });
-    browser = await launchBrowser();
-    context = await newConsoleContext(browser, app.baseUrl);
-    page = await context.newPage();
-    await signInInBrowser(page, EMAIL);
+    ({ browser, page } = await launchConsole(app.baseUrl, EMAIL));
   }, 120_000);
   afterAll(async () => {
     await browser?.close();
@@ -131,10 +117,8 @@ describe.skipIf(missing)("the console in Chromium: rotating a webhook secret wit
   });
 
   it("shows a read-only user the overlap, with Rotate secret disabled", async () => {
-    const readerContext = await newConsoleContext(browser, app.baseUrl);
+    const { context: readerContext, page: reader } = await openConsole(browser, app.baseUrl, READER);
     try {
-      const reader = await readerContext.newPage();
-      await signInInBrowser(reader, READER);
       await reader.goto(`/console/webhooks?library=${libraryId}`);
       await previousSecretCell(reader).locator("time").waitFor();
       await expect(previousSecretCell(reader).textContent()).resolves.toMatch(/^Accepted until /);
@@ -177,11 +161,9 @@ describe.skipIf(missing)("the console in Chromium: rotating a webhook secret wit
     });
     const expiresAt = Date.parse((await endpointOfApi()).previous_secret_expires_at);
     // A page whose clock the test moves on: the hour passes at once.
-    const clockContext = await newConsoleContext(browser, app.baseUrl);
+    const { context: clockContext, page: watched } = await openConsole(browser, app.baseUrl, EMAIL);
     try {
-      const watched = await clockContext.newPage();
       await watched.clock.install();
-      await signInInBrowser(watched, EMAIL);
       await watched.goto(`/console/webhooks?library=${libraryId}`);
       await previousSecretCell(watched).locator("time").waitFor();
       const webhookReads: string[] = [];

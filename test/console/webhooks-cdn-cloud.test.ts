@@ -1,24 +1,13 @@
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import type { Browser, BrowserContext, Page } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Browser, Page } from "playwright-core";
+import { afterAll, beforeAll, expect, it } from "vitest";
 import { edgeRequest, type Origin, startOrigin } from "../cdn/support.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import {
-  accessibilityViolations,
-  browserMissing,
-  launchBrowser,
-  midWordBreaks,
-  newConsoleContext,
-  policyViolations,
-  screenshot,
-  signInInBrowser,
-} from "../support/browser.ts";
+import { accessibilityViolations, midWordBreaks, policyViolations, screenshot } from "../support/browser.ts";
 import { createConsoleUser } from "../support/console.ts";
+import { describeInBrowser, launchConsole, openConsole } from "../support/console-browser.ts";
 import { waitUntil } from "../support/wait.ts";
-
-const missing = browserMissing();
-if (missing) console.warn(missing);
 
 const EMAIL = "ops@example.invalid";
 const READER = "reader@example.invalid";
@@ -50,16 +39,9 @@ async function startReceiver() {
   };
 }
 
-async function signInAs(context: BrowserContext, email: string): Promise<Page> {
-  const page = await context.newPage();
-  await signInInBrowser(page, email);
-  return page;
-}
-
-describe.skipIf(missing)("the console in Chromium: webhooks, CDN, cloud and the livestream badge", () => {
+describeInBrowser("the console in Chromium: webhooks, CDN, cloud and the livestream badge", () => {
   let app: TestApp;
   let browser: Browser;
-  let context: BrowserContext;
   let page: Page;
   let receiver: Awaited<ReturnType<typeof startReceiver>>;
   let origin: Origin;
@@ -81,9 +63,7 @@ describe.skipIf(missing)("the console in Chromium: webhooks, CDN, cloud and the 
     await createConsoleUser(app, { email: READER, readOnly: true });
     const library = await app.request("POST", "/v1/media/libraries", { json: { name: "E2E library" } });
     libraryId = library.body.data.id;
-    browser = await launchBrowser();
-    context = await newConsoleContext(browser, app.baseUrl);
-    page = await signInAs(context, EMAIL);
+    ({ browser, page } = await launchConsole(app.baseUrl, EMAIL));
   }, 120_000);
   afterAll(async () => {
     await browser?.close();
@@ -446,8 +426,7 @@ describe.skipIf(missing)("the console in Chromium: webhooks, CDN, cloud and the 
   });
 
   it("shows a read-only user every page with its write controls disabled", async () => {
-    const readerContext = await newConsoleContext(browser, app.baseUrl);
-    const reader = await signInAs(readerContext, READER);
+    const { context: readerContext, page: reader } = await openConsole(browser, app.baseUrl, READER);
     await reader.goto(`/console/webhooks?library=${libraryId}`);
     await reader.getByRole("button", { name: "Deliveries of Receiver" }).waitFor();
     await expect(reader.getByRole("button", { name: "Add endpoint" }).isDisabled()).resolves.toBe(true);
