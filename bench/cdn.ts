@@ -404,6 +404,8 @@ async function benchAnalytics(dir: string, databaseUrl: string | undefined): Pro
         default_ttl_s: 3600,
         status: "active",
         library_id: null,
+        hostname_token: null,
+        hostname_verified_at: created,
         created_at: created,
         updated_at: created,
       });

@@ -1,3 +1,4 @@
+import { isIP } from "node:net";
 import { isAbsolute, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import ipaddr from "ipaddr.js";
@@ -81,6 +82,14 @@ export interface Config {
   mediaDomain: string;
   webhookAllowPrivate: boolean;
   originAllowPrivate: boolean;
+  /**
+   * CUMULO_CDN_HOSTNAME_VERIFICATION: `dns` makes a customer's distribution prove, by a TXT record,
+   * that the organization controls its host name before the edge serves it host-style; `off` keeps
+   * first come, first served.
+   */
+  cdnHostnameVerification: "off" | "dns";
+  /** CUMULO_DNS_SERVERS: the servers (`ip` or `ip:port`) host name verification asks; unset, the system's. */
+  dnsServers: string[] | undefined;
   rateLimit: RateLimitSetting;
   /** Console sign-in attempts per (client address, email) pair (CUMULO_SIGN_IN_RATE_LIMIT). */
   signInRateLimit: RateLimitSetting;
@@ -362,6 +371,24 @@ function distinctList(env: Env, name: string, fallback: string[], what: string):
   return items;
 }
 
+/** A DNS server as `Resolver.setServers` takes it: `ip`, `ip:port` or `[ipv6]:port`. */
+function isDnsServer(text: string): boolean {
+  if (isIP(text) !== 0) return true;
+  const withPort = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(text);
+  if (!withPort) return false;
+  const port = Number(withPort[3]);
+  return isIP(withPort[1] ?? withPort[2] ?? "") !== 0 && port >= 1 && port <= 65_535;
+}
+
+function dnsServers(env: Env, name: string): string[] | undefined {
+  const servers = list(env, name, []);
+  const bad = servers.find((server) => !isDnsServer(server));
+  if (bad !== undefined) {
+    throw new ConfigError(name, `has "${bad}", which is not an IP address with an optional :port`);
+  }
+  return servers.length > 0 ? servers : undefined;
+}
+
 function addressRanges(env: Env, name: string): string[] {
   const ranges = list(env, name, []);
   for (const range of ranges) {
@@ -506,6 +533,14 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError("CUMULO_EDGE_URL_STYLE", `must be path or host, got "${edgeUrlStyle}"`);
   }
 
+  const cdnHostnameVerification = env.CUMULO_CDN_HOSTNAME_VERIFICATION || "off";
+  if (cdnHostnameVerification !== "off" && cdnHostnameVerification !== "dns") {
+    throw new ConfigError(
+      "CUMULO_CDN_HOSTNAME_VERIFICATION",
+      `must be off or dns, got "${cdnHostnameVerification}"`,
+    );
+  }
+
   const rateLimit = rateLimitSetting(env, "CUMULO_RATE_LIMIT", "600/60s", "600/60s, 100/1m or 5000/1h");
   const signInRateLimit = rateLimitSetting(
     env,
@@ -599,6 +634,8 @@ export function loadConfig(env: Env = process.env): Config {
     mediaDomain: mediaDomain.toLowerCase(),
     webhookAllowPrivate: bool(env, "CUMULO_WEBHOOK_ALLOW_PRIVATE", false),
     originAllowPrivate: bool(env, "CUMULO_ORIGIN_ALLOW_PRIVATE", false),
+    cdnHostnameVerification,
+    dnsServers: dnsServers(env, "CUMULO_DNS_SERVERS"),
     rateLimit,
     signInRateLimit,
     failedAuthRateLimit,

@@ -123,6 +123,27 @@ export class DistributionRepository {
     return Number(result.numUpdatedRows) > 0;
   }
 
+  /**
+   * Marks a pending host name verified, if the distribution still has this token (the token a
+   * lookup checked). Verified already, or gone: nothing changes.
+   */
+  async markHostnameVerified(
+    executor: Executor,
+    organizationId: string,
+    id: string,
+    token: string,
+    at: string,
+  ): Promise<void> {
+    await executor
+      .updateTable("cdn_distributions")
+      .set({ hostname_verified_at: at, updated_at: at })
+      .where("organization_id", "=", organizationId)
+      .where("id", "=", id)
+      .where("hostname_token", "=", token)
+      .where("hostname_verified_at", "is", null)
+      .execute();
+  }
+
   async insertPurge(executor: Executor, row: Insertable<PurgeTable>): Promise<void> {
     await executor.insertInto("cdn_purges").values(row).execute();
   }

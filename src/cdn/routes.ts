@@ -33,6 +33,7 @@ import type {
   PurgeListOutcome,
   PurgeOutcome,
   UpdateOutcome,
+  VerifyOutcome,
 } from "./service.ts";
 
 const security: { [name: string]: string[] }[] = [{ apiKeyHeader: [] }, { bearer: [] }];
@@ -92,6 +93,24 @@ function deleted(result: DeleteOutcome): Distribution {
       return result.distribution;
     case "library_distribution":
       throw ApiError.conflict(LIBRARY_DISTRIBUTION);
+    case "not_found":
+      throw ApiError.notFound();
+  }
+}
+
+const LIBRARY_HOSTNAME =
+  "This distribution belongs to a media library: its host name is the platform's own and needs no verification";
+
+function verified(result: VerifyOutcome): Distribution {
+  switch (result.outcome) {
+    case "verified":
+      return result.distribution;
+    case "record_missing":
+      throw ApiError.conflict(
+        `Host name not verified: expected a TXT record ${result.recordName} with the value ${result.recordValue}, but ${result.reason}`,
+      );
+    case "library_distribution":
+      throw ApiError.conflict(LIBRARY_HOSTNAME);
     case "not_found":
       throw ApiError.notFound();
   }
@@ -258,6 +277,28 @@ export const cdnRoutes: FastifyPluginAsyncTypebox<{
         await cdn.delete(request.auth.organizationId, request.params.distributionID),
       );
       return ok("Distribution deleted successfully", distribution);
+    },
+  );
+
+  app.post(
+    "/distributions/:distributionID/hostname-verification",
+    {
+      schema: {
+        operationId: "verifyCdnDistributionHostname",
+        tags,
+        summary: "Verify the distribution's host name by its DNS TXT record",
+        description:
+          "Looks up the TXT record named in `hostname_verification` and, when one of its values is the distribution's token, marks the host name verified: every edge then serves the distribution under its host name within a second. A record that is missing or holds other values is 409, with a message naming the record expected. Until verified, a distribution is served path-style only. Meaningful when the platform verifies host names (CUMULO_CDN_HOSTNAME_VERIFICATION=dns); otherwise a distribution is verified when created.",
+        security,
+        params: DistributionParams,
+        response: { ...mediaErrorResponses, 200: Envelope(Distribution) },
+      },
+    },
+    async (request) => {
+      const distribution = verified(
+        await cdn.verifyHostname(request.auth.organizationId, request.params.distributionID),
+      );
+      return ok("Host name verified", distribution);
     },
   );
 

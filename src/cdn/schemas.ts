@@ -25,6 +25,24 @@ const OriginUrl = Type.String({
   examples: ["https://origin.example.com"],
 });
 
+export const HOSTNAME_VERIFICATION_STATUSES = ["pending", "verified"] as const;
+
+export const HostnameVerification = Type.Object(
+  {
+    status: StringEnum(HOSTNAME_VERIFICATION_STATUSES, {
+      description: "pending: the edge serves the distribution path-style only, not under its host name",
+    }),
+    record_type: StringEnum(["TXT"] as const),
+    record_name: Type.String({ examples: ["_cumulo-challenge.cdn.example.com"] }),
+    record_value: Type.String({ examples: ["cumulo-verify-5f0c1e2d3b4a59687766554433221100"] }),
+  },
+  {
+    description:
+      "Only when the platform verifies host names (CUMULO_CDN_HOSTNAME_VERIFICATION=dns), and not for a library's distribution: the DNS record that proves the organization controls the host name",
+  },
+);
+export type HostnameVerification = Static<typeof HostnameVerification>;
+
 export const Distribution = Type.Object({
   id: Uuid,
   hostname: Type.String({ examples: ["cdn.example.com"] }),
@@ -33,6 +51,7 @@ export const Distribution = Type.Object({
   status: StringEnum(DISTRIBUTION_STATUSES),
   created_at: Timestamp,
   updated_at: Timestamp,
+  hostname_verification: Type.Optional(HostnameVerification),
 });
 export type Distribution = Static<typeof Distribution>;
 

@@ -8,6 +8,12 @@ import { isUuid, timeOrderedUuid } from "../ids.ts";
 import { checkUrlTarget } from "../net/address-guard.ts";
 import { readJson, writeJson } from "../store/codec.ts";
 import { type Executor, type Transact, transactor } from "../store/transactions.ts";
+import {
+  challengeRecordName,
+  hostnameVerificationOf,
+  lookUpChallenge,
+  newHostnameToken,
+} from "./hostname-verification.ts";
 import type { PurgeSync } from "./purge-sync.ts";
 import { type DistributionRepository, HostnameTakenError } from "./repository.ts";
 import { mayServe, reservedHostReason } from "./reserved-hosts.ts";
@@ -57,19 +63,33 @@ export type DeleteOutcome =
   | { outcome: "library_distribution" }
   | { outcome: "not_found" };
 
+export type VerifyOutcome =
+  | { outcome: "verified"; distribution: Distribution }
+  /** The TXT record that proves the name is not (yet) in DNS; `reason` says what DNS answered. */
+  | { outcome: "record_missing"; recordName: string; recordValue: string; reason: string }
+  /** A library's distribution has the platform's own name: nothing to verify. */
+  | { outcome: "library_distribution" }
+  | { outcome: "not_found" };
+
 export type PurgeOutcome = { outcome: "purged" } | { outcome: "not_found" };
 
 export type PurgeListOutcome = { outcome: "listed"; rows: Purge[]; total: number } | { outcome: "not_found" };
 
-export const toDistribution = (row: DistributionRow): Distribution => ({
-  id: row.id,
-  hostname: row.hostname,
-  origin_url: row.origin_url,
-  default_ttl_s: row.default_ttl_s,
-  status: row.status,
-  created_at: row.created_at,
-  updated_at: row.updated_at,
-});
+/** A distribution as the API shows it; its verification only on a platform that verifies names. */
+export function toDistribution(row: DistributionRow, config: Pick<Config, "cdnHostnameVerification">) {
+  const distribution: Distribution = {
+    id: row.id,
+    hostname: row.hostname,
+    origin_url: row.origin_url,
+    default_ttl_s: row.default_ttl_s,
+    status: row.status,
+    created_at: row.created_at,
+    updated_at: row.updated_at,
+  };
+  const verification = hostnameVerificationOf(row, config);
+  if (verification) distribution.hostname_verification = verification;
+  return distribution;
+}
 
 const toPurge = (row: PurgeRow): Purge => ({
   id: row.id,
@@ -112,6 +132,8 @@ export class CdnService {
       default_ttl_s: DEFAULT_TTL_S,
       status: "active",
       library_id: input.libraryId,
+      hostname_token: null,
+      hostname_verified_at: null,
       created_at: now,
       updated_at: now,
     });
@@ -185,6 +207,9 @@ export class CdnService {
       default_ttl_s: body.default_ttl_s ?? DEFAULT_TTL_S,
       status: "active",
       library_id: null,
+      hostname_token: newHostnameToken(),
+      // Without verification the first organization to name a host is trusted with it.
+      hostname_verified_at: this.config.cdnHostnameVerification === "dns" ? null : now,
       created_at: now,
       updated_at: now,
     };
@@ -196,17 +221,19 @@ export class CdnService {
     }
     // A new id has nothing cached; edges only forget what they said of the name.
     await this.announce({ id: row.id, hostname: row.hostname, dropCache: false });
-    return { outcome: "created", distribution: toDistribution(row) };
+    return { outcome: "created", distribution: toDistribution(row, this.config) };
   }
 
   async get(organizationId: string, id: string): Promise<GetOutcome> {
     const row = await this.distributions.find(organizationId, id);
-    return row ? { outcome: "found", distribution: toDistribution(row) } : { outcome: "not_found" };
+    return row
+      ? { outcome: "found", distribution: toDistribution(row, this.config) }
+      : { outcome: "not_found" };
   }
 
   async list(organizationId: string, page: Page): Promise<{ rows: Distribution[]; total: number }> {
     const { rows, total } = await this.distributions.list(organizationId, page);
-    return { rows: rows.map(toDistribution), total };
+    return { rows: rows.map((row) => toDistribution(row, this.config)), total };
   }
 
   async update(organizationId: string, id: string, body: UpdateDistributionBody): Promise<UpdateOutcome> {
@@ -231,7 +258,7 @@ export class CdnService {
       hostname: row.hostname,
       dropCache: row.origin_url !== current.origin_url,
     });
-    return { outcome: "updated", distribution: toDistribution(row) };
+    return { outcome: "updated", distribution: toDistribution(row, this.config) };
   }
 
   /** Deletes a distribution through the API; a library's distribution goes with its library only. */
@@ -242,7 +269,37 @@ export class CdnService {
     const deleted = await this.transact((trx) => this.distributions.delete(trx, organizationId, id));
     if (!deleted) return { outcome: "not_found" };
     await this.announce({ id: current.id, hostname: current.hostname, dropCache: true, deleted: true });
-    return { outcome: "deleted", distribution: toDistribution(current) };
+    return { outcome: "deleted", distribution: toDistribution(current, this.config) };
+  }
+
+  /**
+   * Verifies the distribution's host name by its TXT record; once verified, every edge serves it
+   * under its host name within a second. The DNS lookup happens outside the transaction.
+   */
+  async verifyHostname(organizationId: string, id: string): Promise<VerifyOutcome> {
+    const current = await this.distributions.find(organizationId, id);
+    if (!current) return { outcome: "not_found" };
+    if (current.library_id !== null || current.hostname_token === null) {
+      return { outcome: "library_distribution" };
+    }
+    if (current.hostname_verified_at !== null) {
+      return { outcome: "verified", distribution: toDistribution(current, this.config) };
+    }
+    const challenge = { hostname: current.hostname, token: current.hostname_token };
+    const lookup = await lookUpChallenge(challenge, this.config);
+    if (lookup.outcome === "missing") {
+      const recordName = challengeRecordName(challenge.hostname);
+      return { outcome: "record_missing", recordName, recordValue: challenge.token, reason: lookup.reason };
+    }
+    const now = nowIso(this.clock);
+    const row = await this.transact(async (trx) => {
+      await this.distributions.markHostnameVerified(trx, organizationId, id, challenge.token, now);
+      // Verified by this request or a concurrent one; gone when deleted meanwhile.
+      return this.distributions.find(organizationId, id, trx);
+    });
+    if (!row) return { outcome: "not_found" };
+    await this.announce({ id: row.id, hostname: row.hostname, dropCache: false });
+    return { outcome: "verified", distribution: toDistribution(row, this.config) };
   }
 
   /**

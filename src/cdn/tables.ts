@@ -12,6 +12,16 @@ export interface DistributionTable {
   default_ttl_s: number;
   status: DistributionStatus;
   library_id: string | null;
+  /**
+   * The random value the `_cumulo-challenge.<hostname>` TXT record must hold to prove the organization
+   * controls the name; null for a library's distribution, whose name is the platform's own.
+   */
+  hostname_token: string | null;
+  /**
+   * When the host name was verified (or, when verification is off, trusted at creation); null while
+   * pending, and the edge of a platform that verifies names then serves it path-style only.
+   */
+  hostname_verified_at: Timestamp | null;
   created_at: Timestamp;
   updated_at: Timestamp;
 }

@@ -128,6 +128,8 @@ describe("host names reserved for the platform", () => {
         default_ttl_s: 3600,
         status: "active",
         library_id: null,
+        hostname_token: null,
+        hostname_verified_at: now,
         created_at: now,
         updated_at: now,
       });

@@ -62,6 +62,8 @@ describe("configuration", () => {
       CUMULO_METRICS_TOKEN: "short",
       CUMULO_TRUST_PROXY: "10.0.0.0/8,the load balancer",
       CUMULO_PUBLIC_IPS_PER_ORGANIZATION: "0",
+      CUMULO_CDN_HOSTNAME_VERIFICATION: "txt",
+      CUMULO_DNS_SERVERS: "127.0.0.1:53,dns.example.com",
     };
     for (const [name, value] of Object.entries(cases)) {
       expect(() => loadConfig({ [name]: value }), name).toThrow(ConfigError);
@@ -71,6 +73,21 @@ describe("configuration", () => {
       expect(() => loadConfig({ CUMULO_ROLES: roles })).toThrow("CUMULO_ROLES names no role");
     }
     expect(() => loadConfig({ CUMULO_RATE_LIMIT: "5/99999999999h" })).toThrow("CUMULO_RATE_LIMIT");
+    for (const server of ["127.0.0.1:0", "127.0.0.1:65536", "[::1]", "::1:53x"]) {
+      expect(() => loadConfig({ CUMULO_DNS_SERVERS: server }), server).toThrow("CUMULO_DNS_SERVERS");
+    }
+  });
+
+  it("reads host name verification and the DNS servers it asks", () => {
+    expect(loadConfig({})).toMatchObject({ cdnHostnameVerification: "off", dnsServers: undefined });
+    const dns = loadConfig({
+      CUMULO_CDN_HOSTNAME_VERIFICATION: "dns",
+      CUMULO_DNS_SERVERS: "10.0.0.53, 127.0.0.1:5353,[::1]:53,::1",
+    });
+    expect(dns).toMatchObject({
+      cdnHostnameVerification: "dns",
+      dnsServers: ["10.0.0.53", "127.0.0.1:5353", "[::1]:53", "::1"],
+    });
   });
 
   it("gives every location a public pool of its own, and refuses pools that overlap", () => {

@@ -2,6 +2,7 @@ import type { IncomingMessage } from "node:http";
 import type { Clock } from "../../clock.ts";
 import type { Config } from "../../config.ts";
 import { isStoreUnavailable } from "../../store/unavailable.ts";
+import { servedUnderHostname } from "../hostname-verification.ts";
 import { mayServe } from "../reserved-hosts.ts";
 import type { CdnService } from "../service.ts";
 import type { DistributionRow } from "../tables.ts";
@@ -22,7 +23,8 @@ function hostNameOf(authority: string | undefined): string | undefined {
 
 /**
  * Picks the distribution a request is for: host-style by `Host`, else path-style by the first path
- * segment. What the store says about a name is remembered briefly; a name reserved for the platform
+ * segment. A name pending verification is served path-style only (by `Host` it is an unknown host).
+ * What the store says about a name is remembered briefly; a name reserved for the platform
  * resolves only to the library it was made for, so the edge's own names always mean path-style.
  */
 export class HostResolver {
@@ -69,12 +71,14 @@ export class HostResolver {
       const distribution = this.#distribution(host);
       if (distribution instanceof Promise) {
         return distribution.then((found) =>
-          found
+          found && servedUnderHostname(found, this.config)
             ? { distribution: found, pathAndQuery: normalizedPathAndQuery(path + query) }
             : this.#byPathPrefix(path, query),
         );
       }
-      if (distribution) return { distribution, pathAndQuery: normalizedPathAndQuery(path + query) };
+      if (distribution && servedUnderHostname(distribution, this.config)) {
+        return { distribution, pathAndQuery: normalizedPathAndQuery(path + query) };
+      }
     }
     return this.#byPathPrefix(path, query);
   }

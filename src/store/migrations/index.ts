@@ -30,6 +30,7 @@ import { videoUploadFinishingMigration } from "./0702-video-upload-finishing.ts"
 import { videoUploadGenerationMigration } from "./0703-video-upload-generation.ts";
 import { webhookPreviousSecretMigration } from "./0704-webhook-previous-secret.ts";
 import { chosenKeyPrefixesMigration } from "./0705-chosen-key-prefixes.ts";
+import { cdnHostnameVerificationMigration } from "./0706-cdn-hostname-verification.ts";
 
 /** Every migration, by name; names sort in the order they run. Append, never edit a released one. */
 export function allMigrations(dialect: DialectName): Record<string, Migration> {
@@ -64,5 +65,6 @@ export function allMigrations(dialect: DialectName): Record<string, Migration> {
     "0703-video-upload-generation": videoUploadGenerationMigration(),
     "0704-webhook-previous-secret": webhookPreviousSecretMigration(types),
     "0705-chosen-key-prefixes": chosenKeyPrefixesMigration(),
+    "0706-cdn-hostname-verification": cdnHostnameVerificationMigration(types),
   };
 }

@@ -1,0 +1,290 @@
+import { randomUUID } from "node:crypto";
+import { createSocket, type Socket } from "node:dgram";
+import type { AddressInfo } from "node:net";
+import * as dnsPacket from "dns-packet";
+import { Migrator } from "kysely";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { openStore } from "../../src/store/database.ts";
+import { allMigrations } from "../../src/store/migrations/index.ts";
+import { createLibrary, waitUntilActive } from "../media/helpers.ts";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import { createTestStore } from "../support/store.ts";
+import {
+  createDistribution,
+  EDGE_ENV,
+  edgeRequest,
+  edgeUrlOf,
+  type Origin,
+  startOrigin,
+  uniqueHost,
+} from "./support.ts";
+
+/** A DNS server on loopback that answers TXT questions from `records` (name -> values), NXDOMAIN else. */
+async function startDnsServer(): Promise<{
+  address: string;
+  records: Map<string, string[][]>;
+  close(): Promise<void>;
+}> {
+  const records = new Map<string, string[][]>();
+  const socket: Socket = createSocket("udp4");
+  socket.on("message", (message, from) => {
+    const query = dnsPacket.decode(message);
+    const question = query.questions?.[0];
+    const values = question?.type === "TXT" ? records.get(question.name.toLowerCase()) : undefined;
+    const NXDOMAIN = 3;
+    const answer = dnsPacket.encode({
+      type: "response",
+      id: query.id,
+      flags: dnsPacket.AUTHORITATIVE_ANSWER | (values ? 0 : NXDOMAIN),
+      questions: query.questions,
+      answers: (values ?? []).map((strings) => ({
+        type: "TXT" as const,
+        name: question?.name ?? "",
+        class: "IN" as const,
+        ttl: 0,
+        data: strings,
+      })),
+    });
+    socket.send(answer, from.port, from.address);
+  });
+  await new Promise<void>((resolve) => socket.bind(0, "127.0.0.1", resolve));
+  const { port } = socket.address() as AddressInfo;
+  return {
+    address: `127.0.0.1:${port}`,
+    records,
+    close: () => new Promise<void>((resolve) => socket.close(() => resolve())),
+  };
+}
+
+const verifyPath = (id: string) => `/v1/cdn/distributions/${id}/hostname-verification`;
+
+describe("CDN host name verification (CUMULO_CDN_HOSTNAME_VERIFICATION=dns)", () => {
+  let t: TestApp;
+  let dns: Awaited<ReturnType<typeof startDnsServer>>;
+  let origin: Origin;
+  const edge = () => edgeUrlOf(t);
+
+  beforeAll(async () => {
+    dns = await startDnsServer();
+    origin = await startOrigin();
+    origin.route("/hello", (_req, res) =>
+      res.writeHead(200, { "content-type": "text/plain" }).end("origin says hi"),
+    );
+    t = await startTestApp({
+      ...EDGE_ENV,
+      CUMULO_CDN_HOSTNAME_VERIFICATION: "dns",
+      CUMULO_DNS_SERVERS: dns.address,
+    });
+  });
+  afterAll(async () => {
+    await t?.close();
+    await origin?.close();
+    await dns?.close();
+  });
+
+  it("creates a distribution pending, served path-style but not under its host name", async () => {
+    const hostname = uniqueHost("pending");
+    const { id } = await createDistribution(t, { hostname, origin_url: origin.url });
+    const one = await t.request("GET", `/v1/cdn/distributions/${id}`);
+    expect(one.body.data.hostname_verification).toEqual({
+      status: "pending",
+      record_type: "TXT",
+      record_name: `_cumulo-challenge.${hostname}`,
+      record_value: expect.stringMatching(/^cumulo-verify-[0-9a-f]{32}$/),
+    });
+    const listed = await t.request("GET", "/v1/cdn/distributions?limit=100");
+    expect(listed.body.data.find((row: { id: string }) => row.id === id).hostname_verification).toEqual(
+      one.body.data.hostname_verification,
+    );
+    const another = await createDistribution(t, { hostname: uniqueHost("pending"), origin_url: origin.url });
+    const anotherOne = await t.request("GET", `/v1/cdn/distributions/${another.id}`);
+    expect(anotherOne.body.data.hostname_verification.record_value).not.toBe(
+      one.body.data.hostname_verification.record_value,
+    );
+
+    const pathStyle = await edgeRequest(edge(), `/${hostname}/hello`);
+    expect([pathStyle.status, pathStyle.text]).toEqual([200, "origin says hi"]);
+    const hostStyle = await edgeRequest(edge(), "/hello", { host: hostname });
+    const unknownHost = await edgeRequest(edge(), "/hello", { host: uniqueHost("nobody") });
+    expect(unknownHost.status).toBe(404);
+    expect([hostStyle.status, hostStyle.text]).toEqual([unknownHost.status, unknownHost.text]);
+  });
+
+  it("refuses to verify while the TXT record is missing or holds other values, naming the record", async () => {
+    const hostname = uniqueHost("wrong");
+    const { id } = await createDistribution(t, { hostname, origin_url: origin.url });
+    const { record_value } = (await t.request("GET", `/v1/cdn/distributions/${id}`)).body.data
+      .hostname_verification;
+
+    const missing = await t.request("POST", verifyPath(id));
+    expect(missing.status).toBe(409);
+    expect(missing.body).toEqual({ success: false, message: expect.any(String) });
+    expect(missing.body.message).toContain(`TXT record _cumulo-challenge.${hostname}`);
+    expect(missing.body.message).toContain(record_value);
+
+    dns.records.set(`_cumulo-challenge.${hostname}`, [["cumulo-verify-someone-elses-token"]]);
+    const wrong = await t.request("POST", verifyPath(id));
+    expect(wrong.status).toBe(409);
+    expect(wrong.body.message).toContain(`_cumulo-challenge.${hostname}`);
+    expect(wrong.body.message).toContain("other values");
+
+    const still = await t.request("GET", `/v1/cdn/distributions/${id}`);
+    expect(still.body.data.hostname_verification.status).toBe("pending");
+    expect((await edgeRequest(edge(), "/hello", { host: hostname })).status).toBe(404);
+  });
+
+  it("verifies with the right TXT value; every edge then serves the host name", async () => {
+    const hostname = uniqueHost("right");
+    const { id } = await createDistribution(t, { hostname, origin_url: origin.url });
+    const created = (await t.request("GET", `/v1/cdn/distributions/${id}`)).body.data;
+    const token: string = created.hostname_verification.record_value;
+    // The edge has read the name as pending; the verification must reach it.
+    expect((await edgeRequest(edge(), "/hello", { host: hostname })).status).toBe(404);
+
+    // Other values beside it, and the token split into two strings as DNS may carry a long value.
+    dns.records.set(`_cumulo-challenge.${hostname}`, [
+      ["google-site-verification=abc"],
+      [token.slice(0, 10), token.slice(10)],
+    ]);
+    const verified = await t.request("POST", verifyPath(id));
+    expect(verified.status, verified.text).toBe(200);
+    expect(verified.body.data.hostname_verification).toEqual({
+      ...created.hostname_verification,
+      status: "verified",
+    });
+    expect(verified.body.data).toMatchObject({ id, hostname, status: "active" });
+
+    const hostStyle = await edgeRequest(edge(), "/hello", { host: hostname });
+    expect([hostStyle.status, hostStyle.text]).toEqual([200, "origin says hi"]);
+    expect(
+      (await t.request("GET", `/v1/cdn/distributions/${id}`)).body.data.hostname_verification.status,
+    ).toBe("verified");
+
+    // Verified stays verified, also once the record is gone.
+    dns.records.delete(`_cumulo-challenge.${hostname}`);
+    const again = await t.request("POST", verifyPath(id));
+    expect([again.status, again.body.data.hostname_verification.status]).toEqual([200, "verified"]);
+  });
+
+  it("answers 404 to another organization, and 403 to a read-only key", async () => {
+    const hostname = uniqueHost("theirs");
+    const { id } = await createDistribution(t, { hostname, origin_url: origin.url });
+    const token = (await t.request("GET", `/v1/cdn/distributions/${id}`)).body.data.hostname_verification
+      .record_value;
+    dns.records.set(`_cumulo-challenge.${hostname}`, [[token]]);
+
+    const other = await t.createOrganization("Verification rival");
+    const fromOther = await t.request("POST", verifyPath(id), { key: other.key });
+    expect([fromOther.status, fromOther.body]).toEqual([
+      404,
+      { success: false, message: "Resource not found" },
+    ]);
+
+    const identity = t.cumulo.services.identity;
+    const organizationId = (await identity.authenticate(t.adminKey))?.organizationId ?? "";
+    const reader = await identity.createApiKey(organizationId, { name: "reader", readOnly: true });
+    if (reader.outcome !== "created") throw new Error("read-only key not created");
+    const fromReader = await t.request("POST", verifyPath(id), { key: reader.api_key });
+    expect(fromReader.status).toBe(403);
+
+    const still = await t.request("GET", `/v1/cdn/distributions/${id}`);
+    expect(still.body.data.hostname_verification.status).toBe("pending");
+    expect((await edgeRequest(edge(), "/hello", { host: hostname })).status).toBe(404);
+  });
+
+  it("leaves a library's distribution out: its name is the platform's own", async () => {
+    const library = await createLibrary(t);
+    await waitUntilActive(t, library.id);
+    const listed = await t.request("GET", "/v1/cdn/distributions?limit=100");
+    const own = listed.body.data.find((row: { hostname: string }) => row.hostname.startsWith(library.id));
+    expect(own).toBeDefined();
+    expect(own).not.toHaveProperty("hostname_verification");
+    const verify = await t.request("POST", verifyPath(own.id));
+    expect(verify.status).toBe(409);
+    expect(verify.body.message).toContain("needs no verification");
+  });
+});
+
+describe("CDN host name verification off (the default)", () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp(EDGE_ENV);
+  });
+  afterAll(() => t.close());
+
+  it("trusts the first organization to name a host: verifying answers the distribution as it is", async () => {
+    const { id } = await createDistribution(t, {
+      hostname: uniqueHost("off"),
+      origin_url: "http://127.0.0.1:9",
+    });
+    const one = (await t.request("GET", `/v1/cdn/distributions/${id}`)).body.data;
+    expect(one).not.toHaveProperty("hostname_verification");
+    const verify = await t.request("POST", verifyPath(id));
+    expect([verify.status, verify.body.data]).toEqual([200, one]);
+  });
+});
+
+describe("migration 0706-cdn-hostname-verification", () => {
+  it("records the distributions made before it as verified, each with a token of its own", async () => {
+    const testStore = await createTestStore();
+    const store = openStore({ dataDir: testStore.dataDir, databaseUrl: testStore.databaseUrl });
+    try {
+      const migrations = Object.entries(allMigrations(store.dialect)).filter(
+        ([name]) => name < "0706-cdn-hostname-verification",
+      );
+      const migrator = new Migrator({
+        db: store.db,
+        provider: { getMigrations: async () => Object.fromEntries(migrations) },
+        allowUnorderedMigrations: true,
+      });
+      expect((await migrator.migrateToLatest()).error).toBeUndefined();
+      const now = new Date().toISOString();
+      const organizationId = randomUUID();
+      await store.db
+        .insertInto("organizations")
+        .values({ id: organizationId, name: "Before", created_at: now, updated_at: now })
+        .execute();
+      const libraryId = randomUUID();
+      const rows = [
+        { hostname: "one.example.test", library_id: null },
+        { hostname: "two.example.test", library_id: null },
+        { hostname: `${libraryId}.media.cumulo.local`, library_id: libraryId },
+      ];
+      for (const row of rows) {
+        await store.db
+          .insertInto("cdn_distributions")
+          .values({
+            ...row,
+            id: randomUUID(),
+            organization_id: organizationId,
+            origin_url: "https://origin.example.com",
+            default_ttl_s: 3600,
+            status: "active",
+            created_at: now,
+            updated_at: now,
+          } as never)
+          .execute();
+      }
+
+      expect(await store.migrate()).toContain("0706-cdn-hostname-verification");
+      const after = await store.db
+        .selectFrom("cdn_distributions")
+        .select(["hostname", "hostname_token", "hostname_verified_at", "created_at"])
+        .orderBy("hostname")
+        .execute();
+      const customers = after.filter((row) => row.hostname.endsWith(".example.test"));
+      expect(customers.map((row) => row.hostname_verified_at)).toEqual(
+        customers.map((row) => row.created_at),
+      );
+      expect(customers.every((row) => /^cumulo-verify-[0-9a-f]{32}$/.test(row.hostname_token ?? ""))).toBe(
+        true,
+      );
+      expect(customers[0]?.hostname_token).not.toBe(customers[1]?.hostname_token);
+      const library = after.find((row) => row.hostname.startsWith(libraryId));
+      expect(library).toMatchObject({ hostname_token: null, hostname_verified_at: null });
+    } finally {
+      await store.close();
+      await testStore.drop();
+    }
+  });
+});
