@@ -17,17 +17,20 @@ export const challengeRecordName = (hostname: string): string => `${CHALLENGE_LA
 
 /**
  * Whether the edge serves a distribution under its host name (host-style): always, unless the platform
- * verifies names; then only a verified name or a library's own. Path-style serves it either way.
+ * verifies names; then only a verified name, or one with nothing to verify (no token: a library's own
+ * name, or a row an older version wrote). Path-style serves it either way.
  */
 export const servedUnderHostname = (
   row: DistributionRow,
   config: Pick<Config, "cdnHostnameVerification">,
 ): boolean =>
-  config.cdnHostnameVerification === "off" || row.library_id !== null || row.hostname_verified_at !== null;
+  config.cdnHostnameVerification === "off" ||
+  row.hostname_token === null ||
+  row.hostname_verified_at !== null;
 
 /**
- * What a distribution shows of its verification when the platform verifies names; nothing for a
- * library's distribution, whose name is the platform's.
+ * What a distribution shows of its verification when the platform verifies names; nothing for one
+ * without a token (a library's distribution, whose name is the platform's).
  */
 export function hostnameVerificationOf(
   row: DistributionRow,

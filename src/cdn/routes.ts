@@ -98,8 +98,8 @@ function deleted(result: DeleteOutcome): Distribution {
   }
 }
 
-const LIBRARY_HOSTNAME =
-  "This distribution belongs to a media library: its host name is the platform's own and needs no verification";
+const NOTHING_TO_VERIFY =
+  "This distribution's host name needs no verification: it is a media library's own name on this platform";
 
 function verified(result: VerifyOutcome): Distribution {
   switch (result.outcome) {
@@ -109,8 +109,8 @@ function verified(result: VerifyOutcome): Distribution {
       throw ApiError.conflict(
         `Host name not verified: expected a TXT record ${result.recordName} with the value ${result.recordValue}, but ${result.reason}`,
       );
-    case "library_distribution":
-      throw ApiError.conflict(LIBRARY_HOSTNAME);
+    case "nothing_to_verify":
+      throw ApiError.conflict(NOTHING_TO_VERIFY);
     case "not_found":
       throw ApiError.notFound();
   }

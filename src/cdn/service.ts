@@ -67,8 +67,8 @@ export type VerifyOutcome =
   | { outcome: "verified"; distribution: Distribution }
   /** The TXT record that proves the name is not (yet) in DNS; `reason` says what DNS answered. */
   | { outcome: "record_missing"; recordName: string; recordValue: string; reason: string }
-  /** A library's distribution has the platform's own name: nothing to verify. */
-  | { outcome: "library_distribution" }
+  /** No token: a library's distribution (the platform's own name), or one an older version made. */
+  | { outcome: "nothing_to_verify" }
   | { outcome: "not_found" };
 
 export type PurgeOutcome = { outcome: "purged" } | { outcome: "not_found" };
@@ -279,9 +279,7 @@ export class CdnService {
   async verifyHostname(organizationId: string, id: string): Promise<VerifyOutcome> {
     const current = await this.distributions.find(organizationId, id);
     if (!current) return { outcome: "not_found" };
-    if (current.library_id !== null || current.hostname_token === null) {
-      return { outcome: "library_distribution" };
-    }
+    if (current.hostname_token === null) return { outcome: "nothing_to_verify" };
     if (current.hostname_verified_at !== null) {
       return { outcome: "verified", distribution: toDistribution(current, this.config) };
     }

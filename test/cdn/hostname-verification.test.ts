@@ -192,6 +192,33 @@ describe("CDN host name verification (CUMULO_CDN_HOSTNAME_VERIFICATION=dns)", ()
     expect((await edgeRequest(edge(), "/hello", { host: hostname })).status).toBe(404);
   });
 
+  it("serves a distribution an older version wrote during an upgrade (no token) as before", async () => {
+    const hostname = uniqueHost("older");
+    const organizationId = (await t.cumulo.services.identity.authenticate(t.adminKey))?.organizationId ?? "";
+    const now = new Date().toISOString();
+    const id = randomUUID();
+    // As a node of the version before 0706 inserts it into the migrated store: no new columns.
+    await t.cumulo.store.db
+      .insertInto("cdn_distributions")
+      .values({
+        id,
+        organization_id: organizationId,
+        hostname,
+        origin_url: origin.url,
+        default_ttl_s: 60,
+        status: "active",
+        library_id: null,
+        created_at: now,
+        updated_at: now,
+      })
+      .execute();
+    expect((await t.request("GET", `/v1/cdn/distributions/${id}`)).body.data).not.toHaveProperty(
+      "hostname_verification",
+    );
+    const hostStyle = await edgeRequest(edge(), "/hello", { host: hostname });
+    expect([hostStyle.status, hostStyle.text]).toEqual([200, "origin says hi"]);
+  });
+
   it("leaves a library's distribution out: its name is the platform's own", async () => {
     const library = await createLibrary(t);
     await waitUntilActive(t, library.id);
