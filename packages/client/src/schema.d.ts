@@ -1911,6 +1911,26 @@ export interface paths {
         patch: operations["updateCdnDistribution"];
         trace?: never;
     };
+    "/v1/cdn/distributions/{distributionID}/hostname-verification": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Verify the distribution's host name by its DNS TXT record
+         * @description Looks up the TXT record named in `hostname_verification` and, when one of its values is the distribution's token, marks the host name verified: every edge then serves the distribution under its host name within a second. A record that is missing or holds other values is 409, with a message naming the record expected. Until verified, a distribution is served path-style only. Meaningful when the platform verifies host names (CUMULO_CDN_HOSTNAME_VERIFICATION=dns); otherwise a distribution is verified when created.
+         */
+        post: operations["verifyCdnDistributionHostname"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/cdn/distributions/{distributionID}/purges": {
         parameters: {
             query?: never;
@@ -19361,6 +19381,20 @@ export interface operations {
                                  * @example 2026-11-21T08:30:00.123Z
                                  */
                                 updated_at: string;
+                                /** @description Only when the platform verifies host names (CUMULO_CDN_HOSTNAME_VERIFICATION=dns), and not for a library's distribution: the DNS record that proves the organization controls the host name */
+                                hostname_verification?: {
+                                    /**
+                                     * @description pending: the edge serves the distribution path-style only, not under its host name
+                                     * @enum {string}
+                                     */
+                                    status: "pending" | "verified";
+                                    /** @enum {string} */
+                                    record_type: "TXT";
+                                    /** @example _cumulo-challenge.cdn.example.com */
+                                    record_name: string;
+                                    /** @example cumulo-verify-5f0c1e2d3b4a59687766554433221100 */
+                                    record_value: string;
+                                };
                             }[];
                             cloud: {
                                 vms?: {
@@ -38875,6 +38909,20 @@ export interface operations {
                              * @example 2026-11-21T08:30:00.123Z
                              */
                             updated_at: string;
+                            /** @description Only when the platform verifies host names (CUMULO_CDN_HOSTNAME_VERIFICATION=dns), and not for a library's distribution: the DNS record that proves the organization controls the host name */
+                            hostname_verification?: {
+                                /**
+                                 * @description pending: the edge serves the distribution path-style only, not under its host name
+                                 * @enum {string}
+                                 */
+                                status: "pending" | "verified";
+                                /** @enum {string} */
+                                record_type: "TXT";
+                                /** @example _cumulo-challenge.cdn.example.com */
+                                record_name: string;
+                                /** @example cumulo-verify-5f0c1e2d3b4a59687766554433221100 */
+                                record_value: string;
+                            };
                         }[];
                         meta: {
                             pagination: {
@@ -39132,6 +39180,20 @@ export interface operations {
                              * @example 2026-11-21T08:30:00.123Z
                              */
                             updated_at: string;
+                            /** @description Only when the platform verifies host names (CUMULO_CDN_HOSTNAME_VERIFICATION=dns), and not for a library's distribution: the DNS record that proves the organization controls the host name */
+                            hostname_verification?: {
+                                /**
+                                 * @description pending: the edge serves the distribution path-style only, not under its host name
+                                 * @enum {string}
+                                 */
+                                status: "pending" | "verified";
+                                /** @enum {string} */
+                                record_type: "TXT";
+                                /** @example _cumulo-challenge.cdn.example.com */
+                                record_name: string;
+                                /** @example cumulo-verify-5f0c1e2d3b4a59687766554433221100 */
+                                record_value: string;
+                            };
                         };
                     };
                 };
@@ -39359,6 +39421,20 @@ export interface operations {
                              * @example 2026-11-21T08:30:00.123Z
                              */
                             updated_at: string;
+                            /** @description Only when the platform verifies host names (CUMULO_CDN_HOSTNAME_VERIFICATION=dns), and not for a library's distribution: the DNS record that proves the organization controls the host name */
+                            hostname_verification?: {
+                                /**
+                                 * @description pending: the edge serves the distribution path-style only, not under its host name
+                                 * @enum {string}
+                                 */
+                                status: "pending" | "verified";
+                                /** @enum {string} */
+                                record_type: "TXT";
+                                /** @example _cumulo-challenge.cdn.example.com */
+                                record_name: string;
+                                /** @example cumulo-verify-5f0c1e2d3b4a59687766554433221100 */
+                                record_value: string;
+                            };
                         };
                     };
                 };
@@ -39586,6 +39662,20 @@ export interface operations {
                              * @example 2026-11-21T08:30:00.123Z
                              */
                             updated_at: string;
+                            /** @description Only when the platform verifies host names (CUMULO_CDN_HOSTNAME_VERIFICATION=dns), and not for a library's distribution: the DNS record that proves the organization controls the host name */
+                            hostname_verification?: {
+                                /**
+                                 * @description pending: the edge serves the distribution path-style only, not under its host name
+                                 * @enum {string}
+                                 */
+                                status: "pending" | "verified";
+                                /** @enum {string} */
+                                record_type: "TXT";
+                                /** @example _cumulo-challenge.cdn.example.com */
+                                record_name: string;
+                                /** @example cumulo-verify-5f0c1e2d3b4a59687766554433221100 */
+                                record_value: string;
+                            };
                         };
                     };
                 };
@@ -39827,6 +39917,261 @@ export interface operations {
                              * @example 2026-11-21T08:30:00.123Z
                              */
                             updated_at: string;
+                            /** @description Only when the platform verifies host names (CUMULO_CDN_HOSTNAME_VERIFICATION=dns), and not for a library's distribution: the DNS record that proves the organization controls the host name */
+                            hostname_verification?: {
+                                /**
+                                 * @description pending: the edge serves the distribution path-style only, not under its host name
+                                 * @enum {string}
+                                 */
+                                status: "pending" | "verified";
+                                /** @enum {string} */
+                                record_type: "TXT";
+                                /** @example _cumulo-challenge.cdn.example.com */
+                                record_name: string;
+                                /** @example cumulo-verify-5f0c1e2d3b4a59687766554433221100 */
+                                record_value: string;
+                            };
+                        };
+                    };
+                };
+            };
+            /** @description Default Response */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+        };
+    };
+    verifyCdnDistributionHostname: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                distributionID: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Default Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: true;
+                        message: string;
+                        data: {
+                            /** Format: uuid */
+                            id: string;
+                            /** @example cdn.example.com */
+                            hostname: string;
+                            /** @example https://origin.example.com */
+                            origin_url: string;
+                            default_ttl_s: number;
+                            /** @enum {string} */
+                            status: "active" | "disabled";
+                            /**
+                             * Format: date-time
+                             * @example 2026-11-21T08:30:00.123Z
+                             */
+                            created_at: string;
+                            /**
+                             * Format: date-time
+                             * @example 2026-11-21T08:30:00.123Z
+                             */
+                            updated_at: string;
+                            /** @description Only when the platform verifies host names (CUMULO_CDN_HOSTNAME_VERIFICATION=dns), and not for a library's distribution: the DNS record that proves the organization controls the host name */
+                            hostname_verification?: {
+                                /**
+                                 * @description pending: the edge serves the distribution path-style only, not under its host name
+                                 * @enum {string}
+                                 */
+                                status: "pending" | "verified";
+                                /** @enum {string} */
+                                record_type: "TXT";
+                                /** @example _cumulo-challenge.cdn.example.com */
+                                record_name: string;
+                                /** @example cumulo-verify-5f0c1e2d3b4a59687766554433221100 */
+                                record_value: string;
+                            };
                         };
                     };
                 };
