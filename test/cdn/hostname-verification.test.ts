@@ -1,7 +1,4 @@
 import { randomUUID } from "node:crypto";
-import { createSocket, type Socket } from "node:dgram";
-import type { AddressInfo } from "node:net";
-import * as dnsPacket from "dns-packet";
 import { Migrator } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openStore } from "../../src/store/database.ts";
@@ -11,56 +8,21 @@ import { startTestApp, type TestApp } from "../support/app.ts";
 import { createTestStore } from "../support/store.ts";
 import {
   createDistribution,
+  type DnsServer,
   EDGE_ENV,
   edgeRequest,
   edgeUrlOf,
   type Origin,
+  startDnsServer,
   startOrigin,
   uniqueHost,
 } from "./support.ts";
-
-/** A DNS server on loopback that answers TXT questions from `records` (name -> values), NXDOMAIN else. */
-async function startDnsServer(): Promise<{
-  address: string;
-  records: Map<string, string[][]>;
-  close(): Promise<void>;
-}> {
-  const records = new Map<string, string[][]>();
-  const socket: Socket = createSocket("udp4");
-  socket.on("message", (message, from) => {
-    const query = dnsPacket.decode(message);
-    const question = query.questions?.[0];
-    const values = question?.type === "TXT" ? records.get(question.name.toLowerCase()) : undefined;
-    const NXDOMAIN = 3;
-    const answer = dnsPacket.encode({
-      type: "response",
-      id: query.id,
-      flags: dnsPacket.AUTHORITATIVE_ANSWER | (values ? 0 : NXDOMAIN),
-      questions: query.questions,
-      answers: (values ?? []).map((strings) => ({
-        type: "TXT" as const,
-        name: question?.name ?? "",
-        class: "IN" as const,
-        ttl: 0,
-        data: strings,
-      })),
-    });
-    socket.send(answer, from.port, from.address);
-  });
-  await new Promise<void>((resolve) => socket.bind(0, "127.0.0.1", resolve));
-  const { port } = socket.address() as AddressInfo;
-  return {
-    address: `127.0.0.1:${port}`,
-    records,
-    close: () => new Promise<void>((resolve) => socket.close(() => resolve())),
-  };
-}
 
 const verifyPath = (id: string) => `/v1/cdn/distributions/${id}/hostname-verification`;
 
 describe("CDN host name verification (CUMULO_CDN_HOSTNAME_VERIFICATION=dns)", () => {
   let t: TestApp;
-  let dns: Awaited<ReturnType<typeof startDnsServer>>;
+  let dns: DnsServer;
   let origin: Origin;
   const edge = () => edgeUrlOf(t);
 

@@ -1,3 +1,4 @@
+import { createSocket, type Socket } from "node:dgram";
 import {
   createServer,
   type IncomingHttpHeaders,
@@ -6,6 +7,7 @@ import {
   type ServerResponse,
 } from "node:http";
 import type { AddressInfo } from "node:net";
+import * as dnsPacket from "dns-packet";
 import type { Clock } from "../../src/clock.ts";
 import type { TestApp } from "../support/app.ts";
 
@@ -45,6 +47,55 @@ export async function startOrigin(): Promise<Origin> {
         server.closeAllConnections();
         server.close(() => resolve());
       }),
+  };
+}
+
+/**
+ * A DNS server on loopback (UDP) that answers TXT questions from `records` (name -> values, each value
+ * one or more strings), NXDOMAIN to everything else.
+ */
+export interface DnsServer {
+  /** `127.0.0.1:port`, as CUMULO_DNS_SERVERS takes it. */
+  address: string;
+  records: Map<string, string[][]>;
+  close(): Promise<void>;
+}
+
+const NXDOMAIN = 3;
+
+export async function startDnsServer(): Promise<DnsServer> {
+  const records = new Map<string, string[][]>();
+  const socket: Socket = createSocket("udp4");
+  socket.on("message", (message, from) => {
+    let query: dnsPacket.DecodedPacket;
+    try {
+      query = dnsPacket.decode(message);
+    } catch {
+      return; // not a DNS message: no answer, as a server drops it
+    }
+    const question = query.questions?.[0];
+    const values = question?.type === "TXT" ? records.get(question.name.toLowerCase()) : undefined;
+    const answer = dnsPacket.encode({
+      type: "response",
+      id: query.id,
+      flags: dnsPacket.AUTHORITATIVE_ANSWER | (values ? 0 : NXDOMAIN),
+      questions: query.questions,
+      answers: (values ?? []).map((strings) => ({
+        type: "TXT" as const,
+        name: question?.name ?? "",
+        class: "IN" as const,
+        ttl: 0,
+        data: strings,
+      })),
+    });
+    socket.send(answer, from.port, from.address);
+  });
+  await new Promise<void>((resolve) => socket.bind(0, "127.0.0.1", resolve));
+  const { port } = socket.address() as AddressInfo;
+  return {
+    address: `127.0.0.1:${port}`,
+    records,
+    close: () => new Promise<void>((resolve) => socket.close(() => resolve())),
   };
 }
 
