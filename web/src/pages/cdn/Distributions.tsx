@@ -118,7 +118,16 @@ export function Distributions() {
     {
       header: "Status",
       cell: (row) => (
-        <span className={row.status === "active" ? "status status-ready" : "status"}>{row.status}</span>
+        <>
+          <span className={row.status === "active" ? "status status-ready" : "status"}>{row.status}</span>
+          {row.hostname_verification?.status === "pending" && (
+            <PendingHostname
+              distribution={row}
+              verification={row.hostname_verification}
+              onVerified={reload}
+            />
+          )}
+        </>
       ),
     },
     {
@@ -224,6 +233,56 @@ export function Distributions() {
         </p>
       </ConfirmDialog>
     </>
+  );
+}
+
+type HostnameVerification = NonNullable<Distribution["hostname_verification"]>;
+
+/**
+ * A host name not verified yet (the operator turned verification on): the edge serves it path-style
+ * only until the TXT record shown is in DNS and verified.
+ */
+function PendingHostname({
+  distribution,
+  verification,
+  onVerified,
+}: {
+  distribution: Distribution;
+  verification: HostnameVerification;
+  onVerified: () => void;
+}) {
+  const { readOnly } = useSignedIn();
+  const { submit, busy, formError } = useSubmit(async () => {
+    await call(
+      api.POST("/v1/cdn/distributions/{distributionID}/hostname-verification", {
+        params: { path: { distributionID: distribution.id } },
+      }),
+    );
+    onVerified();
+  });
+  return (
+    <div className="hostname-pending">
+      <small className="managed-by">
+        Not verified: served only path-style until this DNS record proves the name is yours.
+      </small>
+      <dl>
+        <dt>{verification.record_type} record</dt>
+        <dd className="mono break">
+          <WrapPoints text={verification.record_name} />
+        </dd>
+        <dt>Value</dt>
+        <dd className="mono break">{verification.record_value}</dd>
+      </dl>
+      <button
+        type="button"
+        disabled={readOnly || busy}
+        aria-label={`Verify ${distribution.hostname}`}
+        onClick={() => void submit()}
+      >
+        Verify
+      </button>
+      <FormError message={formError} />
+    </div>
   );
 }
 

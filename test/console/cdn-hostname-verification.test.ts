@@ -1,0 +1,70 @@
+import type { Browser, Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type DnsServer, startDnsServer } from "../cdn/support.ts";
+import { startTestApp, type TestApp } from "../support/app.ts";
+import {
+  accessibilityViolations,
+  browserMissing,
+  launchBrowser,
+  newConsoleContext,
+  screenshot,
+  signInInBrowser,
+} from "../support/browser.ts";
+import { createConsoleUser } from "../support/console.ts";
+
+const missing = browserMissing();
+if (missing) console.warn(missing);
+
+const EMAIL = "dns@example.invalid";
+const HOSTNAME = "cdn.verify-e2e.invalid";
+
+describe.skipIf(missing)("the console in Chromium: a CDN host name pending verification", () => {
+  let app: TestApp;
+  let browser: Browser;
+  let page: Page;
+  let dns: DnsServer;
+
+  beforeAll(async () => {
+    dns = await startDnsServer();
+    app = await startTestApp({
+      CUMULO_CDN_HOSTNAME_VERIFICATION: "dns",
+      CUMULO_DNS_SERVERS: dns.address,
+      CUMULO_ORIGIN_ALLOW_PRIVATE: "true",
+    });
+    await createConsoleUser(app, { email: EMAIL });
+    browser = await launchBrowser();
+    page = await (await newConsoleContext(browser, app.baseUrl)).newPage();
+    await signInInBrowser(page, EMAIL);
+  }, 120_000);
+  afterAll(async () => {
+    await browser?.close();
+    await app?.close();
+    await dns?.close();
+  });
+
+  it("shows the TXT record to publish, the refusal while it is missing, and verifies once it is there", async () => {
+    const created = await app.request("POST", "/v1/cdn/distributions", {
+      json: { hostname: HOSTNAME, origin_url: "http://127.0.0.1:9" },
+    });
+    const verification = created.body.data.hostname_verification;
+    await page.goto("/console/cdn");
+    const row = page.getByRole("row", { name: new RegExp(HOSTNAME.replaceAll(".", "\\.")) });
+    await row.getByText("Not verified").waitFor();
+    await row.getByText(`_cumulo-challenge.${HOSTNAME}`).waitFor();
+    await row.getByText(verification.record_value).waitFor();
+    await expect(accessibilityViolations(page)).resolves.toEqual([]);
+    await screenshot(page, "cdn-hostname-pending");
+
+    await row.getByRole("button", { name: `Verify ${HOSTNAME}` }).click();
+    await row
+      .getByRole("alert")
+      .getByText(/expected a TXT record _cumulo-challenge\./)
+      .waitFor();
+
+    dns.records.set(`_cumulo-challenge.${HOSTNAME}`, [[verification.record_value]]);
+    await row.getByRole("button", { name: `Verify ${HOSTNAME}` }).click();
+    await row.getByText("Not verified").waitFor({ state: "detached" });
+    const after = await app.request("GET", `/v1/cdn/distributions/${created.body.data.id}`);
+    expect(after.body.data.hostname_verification.status).toBe("verified");
+  });
+});
