@@ -1,24 +1,15 @@
 import type { Browser, Page } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, expect, it } from "vitest";
 import { type DnsServer, startDnsServer } from "../cdn/support.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import {
-  accessibilityViolations,
-  browserMissing,
-  launchBrowser,
-  newConsoleContext,
-  screenshot,
-  signInInBrowser,
-} from "../support/browser.ts";
+import { accessibilityViolations, screenshot } from "../support/browser.ts";
 import { createConsoleUser } from "../support/console.ts";
-
-const missing = browserMissing();
-if (missing) console.warn(missing);
+import { describeInBrowser, launchConsole } from "../support/console-browser.ts";
 
 const EMAIL = "dns@example.invalid";
 const HOSTNAME = "cdn.verify-e2e.invalid";
 
-describe.skipIf(missing)("the console in Chromium: a CDN host name pending verification", () => {
+describeInBrowser("the console in Chromium: a CDN host name pending verification", () => {
   let app: TestApp;
   let browser: Browser;
   let page: Page;
@@ -32,9 +23,7 @@ describe.skipIf(missing)("the console in Chromium: a CDN host name pending verif
       CUMULO_ORIGIN_ALLOW_PRIVATE: "true",
     });
     await createConsoleUser(app, { email: EMAIL });
-    browser = await launchBrowser();
-    page = await (await newConsoleContext(browser, app.baseUrl)).newPage();
-    await signInInBrowser(page, EMAIL);
+    ({ browser, page } = await launchConsole(app.baseUrl, EMAIL));
   }, 120_000);
   afterAll(async () => {
     await browser?.close();
