@@ -60,6 +60,17 @@ describe("CDN distributions API", () => {
     expect((await t.request("DELETE", `/v1/cdn/distributions/${distribution.id}`)).status).toBe(404);
   });
 
+  it("trusts the first organization to name a host (no host name verification): verifying answers the distribution as it is", async () => {
+    const { id } = await createDistribution(t, {
+      hostname: uniqueHost("off"),
+      origin_url: "http://127.0.0.1:9",
+    });
+    const one = (await t.request("GET", `/v1/cdn/distributions/${id}`)).body.data;
+    expect(one).not.toHaveProperty("hostname_verification");
+    const verify = await t.request("POST", `/v1/cdn/distributions/${id}/hostname-verification`);
+    expect([verify.status, verify.body.data]).toEqual([200, one]);
+  });
+
   it("refuses a host name already used, whatever its case and organization", async () => {
     const hostname = uniqueHost("dup");
     await createDistribution(t, { hostname, origin_url: "http://127.0.0.1:9" });

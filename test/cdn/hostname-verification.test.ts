@@ -194,25 +194,6 @@ describe("CDN host name verification (CUMULO_CDN_HOSTNAME_VERIFICATION=dns)", ()
   });
 });
 
-describe("CDN host name verification off (the default)", () => {
-  let t: TestApp;
-  beforeAll(async () => {
-    t = await startTestApp(EDGE_ENV);
-  });
-  afterAll(() => t.close());
-
-  it("trusts the first organization to name a host: verifying answers the distribution as it is", async () => {
-    const { id } = await createDistribution(t, {
-      hostname: uniqueHost("off"),
-      origin_url: "http://127.0.0.1:9",
-    });
-    const one = (await t.request("GET", `/v1/cdn/distributions/${id}`)).body.data;
-    expect(one).not.toHaveProperty("hostname_verification");
-    const verify = await t.request("POST", verifyPath(id));
-    expect([verify.status, verify.body.data]).toEqual([200, one]);
-  });
-});
-
 describe("migration 0706-cdn-hostname-verification", () => {
   it("records the distributions made before it as verified, each with a token of its own", async () => {
     const testStore = await createTestStore();
