@@ -5,7 +5,7 @@ import type { Browser, BrowserContext, Page, Route } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { waitUntilActive } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import { freePort, policyViolations, screenshot } from "../support/browser.ts";
+import { freePort, pageWidth, policyViolations, screenshot } from "../support/browser.ts";
 import { createConsoleUser } from "../support/console.ts";
 import { describeInBrowser, launchConsole } from "../support/console-browser.ts";
 import { videosInLibrary } from "../support/console-uploads.ts";
@@ -18,9 +18,6 @@ const MAX_VIDEO_BYTES = 12 * MiB;
 /** More libraries than the players page's picker lists at once (100) and than one list page (20). */
 const BULK_LIBRARIES = 101;
 const LONG_NAME = `Quarterly-all-hands-recordings-${"x".repeat(140)}`;
-
-const pageWidth = (page: Page) =>
-  page.evaluate(() => (globalThis as any).document.documentElement.scrollWidth);
 
 /** Whether leaving the page now would ask first (a `beforeunload` listener cancels the event). */
 const asksBeforeLeaving = (page: Page) =>

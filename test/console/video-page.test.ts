@@ -4,18 +4,13 @@ import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { waitUntilActive } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import { addSubtitle, freePort, policyViolations, screenshot } from "../support/browser.ts";
+import { addSubtitle, freePort, pageWidth, policyViolations, screenshot } from "../support/browser.ts";
 import { createConsoleUser, PASSWORD, signIn as signInApi, withSession } from "../support/console.ts";
 import { describeInBrowser, launchConsole } from "../support/console-browser.ts";
-import { generateClip } from "../support/media.ts";
+import { generateClip, ONE_PIXEL_PNG } from "../support/media.ts";
 
 const EMAIL = "videos@example.invalid";
 const LONG_HOST = "a-very-long-distribution-host-name-for-the-picker.customer-example-domain.example.com";
-/** A 1x1 PNG, for a thumbnail upload. */
-const PNG = Buffer.from(
-  "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==",
-  "base64",
-);
 
 /** Signs in on the sign-in page the console led to. */
 async function signInHere(page: Page, password = PASSWORD) {
@@ -24,10 +19,6 @@ async function signInHere(page: Page, password = PASSWORD) {
   await page.getByLabel("Password").fill(password);
   await page.getByRole("button", { name: "Sign in" }).click();
 }
-
-/** The page is no wider than the window: nothing scrolls sideways. */
-const pageWidth = (page: Page) =>
-  page.evaluate(() => (globalThis as any).document.documentElement.scrollWidth);
 
 describeInBrowser("the console in Chromium: video page, private libraries, navigation", () => {
   let app: TestApp;
@@ -121,7 +112,7 @@ describeInBrowser("the console in Chromium: video page, private libraries, navig
     await page.locator('[data-processing-status="created"]').waitFor();
     await page
       .getByLabel("New thumbnail (JPEG, PNG or GIF)")
-      .setInputFiles({ name: "cover.png", mimeType: "image/png", buffer: PNG });
+      .setInputFiles({ name: "cover.png", mimeType: "image/png", buffer: ONE_PIXEL_PNG });
     await page.getByRole("button", { name: "Upload thumbnail" }).click();
     const thumbnail = page.getByRole("img", { name: "Thumbnail of Cover first" });
     await thumbnail.waitFor();

@@ -95,6 +95,10 @@ export async function accessibilityViolations(page: Page): Promise<string[]> {
   );
 }
 
+/** How wide the page is: no wider than the window when nothing scrolls sideways. */
+export const pageWidth = (page: Page): Promise<number> =>
+  page.evaluate(() => (globalThis as any).document.documentElement.scrollWidth);
+
 /** A port nobody listens on now, for the edge (the video's manifest URL names the edge's port). */
 export async function freePort(): Promise<number> {
   const server = createServer();

@@ -1,6 +1,12 @@
 import { join } from "node:path";
 import { locateMediaTools, MediaTools } from "../../src/video/media-tools.ts";
 
+/** A 1x1 PNG, for a thumbnail upload. */
+export const ONE_PIXEL_PNG = Buffer.from(
+  "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==",
+  "base64",
+);
+
 export const testMediaTools = () => new MediaTools(locateMediaTools(), { concurrency: 2, timeoutMs: 60_000 });
 
 /**
