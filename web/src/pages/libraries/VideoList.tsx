@@ -5,6 +5,7 @@ import { type Column, DataTable, pagingOf } from "../../components/DataTable.tsx
 import { Empty, ErrorState, Loading } from "../../components/States.tsx";
 import { useLastPageWhenPastEnd, useLoad } from "../../load.ts";
 import type { Video } from "./types.ts";
+import { VideoThumbnail } from "./VideoThumbnail.tsx";
 
 const STATUSES = [
   "created",
@@ -54,11 +55,23 @@ export function VideoList({
     `${libraryId}|${folderId}|${page}|${status}|${round}`,
   );
   useLastPageWhenPastEnd(videos, page, setPage);
+  // Whether the thumbnails need playback tokens; until it is known (or if it cannot be read) each
+  // row shows its thumbnail's placeholder.
+  const security = useLoad(
+    () => call(api.GET("/v1/media/libraries/{libraryId}/security", { params: { path: { libraryId } } })),
+    libraryId,
+  );
+  const privacy = security.data?.data.video_privacy;
   const columns: Column<Video>[] = [
     {
       header: "Title",
       rowHeader: true,
-      cell: (video) => <Link to={`/libraries/${libraryId}/videos/${video.id}`}>{video.title}</Link>,
+      cell: (video) => (
+        <span className="video-title">
+          <VideoThumbnail libraryId={libraryId} video={video} privacy={privacy} />
+          <Link to={`/libraries/${libraryId}/videos/${video.id}`}>{video.title}</Link>
+        </span>
+      ),
     },
     { header: "Status", cell: (video) => <VideoStatus status={video.status} /> },
     {

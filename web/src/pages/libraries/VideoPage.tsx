@@ -14,6 +14,7 @@ import { Subtitles } from "./Subtitles.tsx";
 import { UnfinishedUploads } from "./UnfinishedUploads.tsx";
 import { VideoFileForm } from "./UploadForm.tsx";
 import { VideoStatus } from "./VideoList.tsx";
+import { thumbnailAddress, usePlaybackAccess } from "./VideoThumbnail.tsx";
 import { useUploadOwner, useVideoUploads } from "./video-uploads.ts";
 
 const STAGES = ["created", "uploading", "processing", "transcoding", "packaging", "ready"] as const;
@@ -57,13 +58,6 @@ function Failure({ reason }: { reason: string | null }) {
       )}
     </div>
   );
-}
-
-/** A URL with more query parameters (a playback token's `token` and `expires`, a cache-busting `v`). */
-function withQuery(url: string, query: Record<string, string>): string {
-  const result = new URL(url, window.location.origin);
-  for (const [name, value] of Object.entries(query)) result.searchParams.set(name, value);
-  return result.toString();
 }
 
 /** The video's title (its only name in the console and in the API's lists). */
@@ -154,31 +148,13 @@ export function VideoPage() {
   }, [uploadingHere, reloadVideo]);
 
   const ready = video.data?.data.status === "ready";
-  // An uploaded thumbnail is the video's `thumbnail_url` at once, whatever its status (docs/media.md).
   const hasThumbnail = Boolean(video.data?.data.thumbnail_url);
   const isPrivate = context.data?.privacy === "private";
-  // A private library's edge answers 403 without a playback token: the player and the thumbnail
-  // both carry the token's `token` and `expires` (valid for every file of the video).
-  const playback = useLoad(async () => {
-    if (!(ready || hasThumbnail) || !video.data || context.state !== "ready") return undefined;
-    const tokenQuery: Record<string, string> = {};
-    if (!isPrivate) return { manifestUrl: video.data.data.manifest_url, tokenQuery };
-    const token = await call(
-      api.POST("/v1/media/libraries/{libraryId}/videos/{videoId}/playback-token", {
-        params: { path },
-        body: {},
-      }),
-    );
-    return {
-      manifestUrl: token.data.manifest_url,
-      tokenQuery: { token: token.data.token, expires: String(token.data.expires) },
-    };
-  }, `${ready}|${hasThumbnail}|${context.state}|${isPrivate}`);
+  const playback = usePlaybackAccess(libraryId, video.data?.data, context.data?.privacy);
 
   const [thumbnail, setThumbnail] = useState<File>();
   /** The thumbnail address the browser could not load (the edge refused it, say). */
   const [refusedThumbnail, setRefusedThumbnail] = useState<string>();
-  const [thumbnailRound, setThumbnailRound] = useState(0);
   const upload = useSubmit(async () => {
     if (!thumbnail) throw new Error("Choose an image first.");
     await call(
@@ -192,7 +168,6 @@ export function VideoPage() {
         },
       }),
     );
-    setThumbnailRound((n) => n + 1);
     video.reload();
   });
 
@@ -209,13 +184,7 @@ export function VideoPage() {
   const data = video.data.data;
   const embedUrl = `${window.location.origin}/embed/${libraryId}/${videoId}`;
   const embedCode = `<iframe src="${embedUrl}" width="640" height="360" allow="autoplay; fullscreen; picture-in-picture" allowfullscreen title="${data.title.replace(/"/g, "&quot;")}"></iframe>`;
-  const thumbnailSrc =
-    data.thumbnail_url && playback.state === "ready" && playback.data
-      ? withQuery(data.thumbnail_url, {
-          ...playback.data.tokenQuery,
-          ...(thumbnailRound ? { v: String(thumbnailRound) } : {}),
-        })
-      : undefined;
+  const thumbnailSrc = thumbnailAddress(data, playback);
 
   return (
     <>
