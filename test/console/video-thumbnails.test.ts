@@ -172,6 +172,22 @@ describeInBrowser("the console in Chromium: thumbnails in a library's videos tab
     );
   });
 
+  it("asks for playback tokens once the library is made private on its own page", async () => {
+    await page.goto(`/console/libraries/${publicId}`);
+    const image = rowOf(page, "Sunrise").locator("img");
+    await waitUntil(() => imageLoaded(image), 30_000, "the public thumbnail loaded");
+    await expect(image.getAttribute("src")).resolves.not.toMatch(/[?&]token=/);
+    await page.getByLabel("Video privacy").selectOption("private");
+    await page.getByRole("button", { name: "Save security settings" }).click();
+    // Without a token the edge now refuses it; the list reads the privacy again with the save.
+    await waitUntil(
+      async () => /[?&]token=[^&]+&expires=\d+/.test((await image.getAttribute("src")) ?? ""),
+      30_000,
+      "the thumbnail's address with a token",
+    );
+    await waitUntil(() => imageLoaded(image), 30_000, "the private thumbnail loaded");
+  });
+
   it("breaks none of the console's Content-Security-Policy on these pages", () => {
     expect(policyViolations).toEqual([]);
   });

@@ -72,7 +72,8 @@ export function LibraryPage() {
       </div>
       <section className="panel" aria-labelledby="security-title">
         <h2 id="security-title">Security</h2>
-        <SecurityForm libraryId={data.id} />
+        {/* The videos' thumbnails follow the privacy saved (a private library's need a token). */}
+        <SecurityForm libraryId={data.id} onSaved={() => setVideosRound((n) => n + 1)} />
       </section>
     </>
   );

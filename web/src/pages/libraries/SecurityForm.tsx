@@ -34,8 +34,8 @@ function errorUnder(errors: Record<string, string>, prefix: string): string | un
   return index ? aboutLine(Number(index) + 1, message) : message;
 }
 
-/** Referrer and country rules and the privacy of the library's videos. */
-export function SecurityForm({ libraryId }: { libraryId: string }) {
+/** Referrer and country rules and the privacy of the library's videos; `onSaved` after each save. */
+export function SecurityForm({ libraryId, onSaved }: { libraryId: string; onSaved?: () => void }) {
   const { readOnly } = useSignedIn();
   const security = useLoad(
     () => call(api.GET("/v1/media/libraries/{libraryId}/security", { params: { path: { libraryId } } })),
@@ -75,6 +75,7 @@ export function SecurityForm({ libraryId }: { libraryId: string }) {
     // What the form shows from now on is what the server saved, and the next save compares with it.
     show(answer.data);
     setSaved(true);
+    onSaved?.();
   });
   if (security.state === "loading") return <Loading what="Loading security settings" />;
   if (security.state === "error") return <ErrorState error={security.error} onRetry={security.reload} />;

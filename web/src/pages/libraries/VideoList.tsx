@@ -56,10 +56,11 @@ export function VideoList({
   );
   useLastPageWhenPastEnd(videos, page, setPage);
   // Whether the thumbnails need playback tokens; until it is known (or if it cannot be read) each
-  // row shows its thumbnail's placeholder.
+  // row shows its thumbnail's placeholder. Read again with the list (`round`: the library page's
+  // security settings saved, say).
   const security = useLoad(
     () => call(api.GET("/v1/media/libraries/{libraryId}/security", { params: { path: { libraryId } } })),
-    libraryId,
+    `${libraryId}|${round}`,
   );
   const privacy = security.data?.data.video_privacy;
   const columns: Column<Video>[] = [
