@@ -123,6 +123,54 @@ const DEFAULT_FRAME_RATE = 30;
  */
 const MAX_SOURCE_PIXELS = 139_264 * 16 * 16;
 
+/**
+ * The containers a source is read as: ffmpeg's demuxers that read the one file they are given. Left
+ * to guess, ffmpeg reads a text file as an HLS playlist or a concat list and follows it to other
+ * files of the machine (another organization's renditions transcoded into the uploader's video,
+ * docs/security.md); those, DASH, SDP and the other demuxers that open more than their file are not
+ * listed. `mov` is MP4 and QuickTime, `matroska` also WebM.
+ */
+const SOURCE_DEMUXERS = [
+  "mov",
+  "matroska",
+  "avi",
+  "mpegts",
+  "mpeg",
+  "flv",
+  "asf",
+  "ogg",
+  "mxf",
+  "dv",
+  "nut",
+  "ivf",
+  "obu",
+  "h264",
+  "hevc",
+  "m4v",
+  "mpegvideo",
+  "yuv4mpegpipe",
+  "gif",
+  // Audio alone, to be told it holds no video.
+  "mp3",
+  "aac",
+  "flac",
+  "wav",
+].join(",");
+
+/** ffmpeg's words for a source it found in a demuxer `SOURCE_DEMUXERS` leaves out: `[hls @ 0x...] Format not on whitelist`. */
+const NOT_ON_WHITELIST = /\[([\w,]+) @ [^\]]*\] Format not on whitelist/;
+
+/** Options before an uploaded source, so that it is read from its file alone, as a listed container. */
+export const SOURCE_READING: readonly string[] = [
+  "-protocol_whitelist",
+  "file",
+  "-format_whitelist",
+  SOURCE_DEMUXERS,
+];
+
+/** ffmpeg's input arguments for an uploaded source (`-i file`, confined as `SOURCE_READING` says). */
+export const sourceInput = (file: string): string[] => [...SOURCE_READING, "-i", file];
+
 /** The first of `rates` (`num/den` frames a second, as ffprobe writes them) that is one. */
 function frameRateOf(...rates: (string | undefined)[]): number {
   for (const rate of rates) {
@@ -217,7 +265,8 @@ export class MediaTools {
     );
   }
 
-  probe(file: string): Promise<ProbeResult> {
+  /** What ffprobe finds in `file`; `inputOptions` go before it (`SOURCE_READING` for an uploaded source). */
+  probe(file: string, inputOptions: readonly string[] = []): Promise<ProbeResult> {
     return this.#limit(async () => {
       const output = await this.#spawn("ffprobe", this.paths.ffprobe, [
         "-v",
@@ -226,6 +275,7 @@ export class MediaTools {
         "json",
         "-show_format",
         "-show_streams",
+        ...inputOptions,
         file,
       ]);
       let parsed: ProbeJson;
@@ -315,8 +365,10 @@ export class MediaTools {
         if (timedOut)
           return reject(new MediaToolError(`${tool} timed out after ${this.options.timeoutMs} ms`));
         if (code === 0 && !diskFault) return resolve(stdout);
-        const reason =
-          stderr.trim().split("\n").pop() || (signal ? `killed by ${signal}` : `exit code ${code}`);
+        const refusedFormat = NOT_ON_WHITELIST.exec(stderr)?.[1];
+        const reason = refusedFormat
+          ? `the file is read as ${refusedFormat}, not a format video sources are read from`
+          : stderr.trim().split("\n").pop() || (signal ? `killed by ${signal}` : `exit code ${code}`);
         const failure = new MediaToolError(`${tool}: ${reason}`);
         const { scratchDirectory } = this.options;
         if (diskFault) return reject(new ScratchDiskError(failure));

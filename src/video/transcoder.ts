@@ -1,6 +1,13 @@
 import { copyFile, mkdir, readdir, readFile, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { type HdrTransfer, MediaToolError, type MediaTools, type ProbeResult } from "./media-tools.ts";
+import {
+  type HdrTransfer,
+  MediaToolError,
+  type MediaTools,
+  type ProbeResult,
+  SOURCE_READING,
+  sourceInput,
+} from "./media-tools.ts";
 
 /** Rungs of the HLS ladder; a source gets every rung up to its own height. */
 export const LADDER = [
@@ -87,7 +94,7 @@ export class Transcoder {
   constructor(private readonly tools: MediaTools) {}
 
   probe(source: string): Promise<ProbeResult> {
-    return this.tools.probe(source);
+    return this.tools.probe(source, SOURCE_READING);
   }
 
   /**
@@ -124,8 +131,7 @@ export class Transcoder {
       ? ["-map", "0:a:0", "-c:a", "aac", "-b:a", `${AUDIO_KBPS}k`, "-ac", "2"]
       : [];
     await this.tools.ffmpeg([
-      "-i",
-      source,
+      ...sourceInput(source),
       "-filter_complex",
       graph,
       ...rungs.flatMap((rung, index) => [
@@ -242,8 +248,7 @@ export class Transcoder {
     let present = await made();
     if (present.length === 0) {
       await this.tools.ffmpeg([
-        "-i",
-        source,
+        ...sourceInput(source),
         "-frames:v",
         "1",
         "-vf",

@@ -574,6 +574,46 @@ describe("video pipeline and playback", () => {
     expect(existsSync(join(t.store.dataDir, "blobs", "media", libraryId, broken))).toBe(false);
   });
 
+  it("fails a source that names other files (an HLS playlist): another organization's video is never read into it", async () => {
+    // The playlist names a segment of this suite's video by its path on the server's disk (a
+    // private video's files are no different); ffmpeg, left to guess the format, followed it.
+    const rendition = join(t.store.dataDir, "blobs", "media", libraryId, videoId, "renditions", "1");
+    const rung = readdirSync(rendition).find((name) => /^\d+p$/.test(name)) ?? "";
+    const segment = join(rendition, rung, "segment_000.ts");
+    expect(existsSync(segment)).toBe(true);
+    const playlist = `#EXTM3U\n#EXT-X-TARGETDURATION:10\n#EXTINF:2.5,\n${segment}\n#EXT-X-ENDLIST\n`;
+
+    const thief = await t.createOrganization("Thief");
+    const asThief = { key: thief.key };
+    const thiefLibrary = (await createLibrary(t, { name: "Loot", default_privacy: "public" }, thief.key)).id;
+    const created = await t.request("POST", `/v1/media/libraries/${thiefLibrary}/videos`, {
+      json: { title: "Loot" },
+      ...asThief,
+    });
+    expect(created.status, created.text).toBe(201);
+    const loot = created.body.data.id;
+    const upload = await uploadSource(
+      t,
+      thiefLibrary,
+      loot,
+      new TextEncoder().encode(playlist),
+      "video/mp4",
+      thief.key,
+    );
+    expect(upload.status, upload.text).toBe(202);
+    const ended = await waitUntil(async () => {
+      const video = await t.request("GET", videoPath(thiefLibrary, loot), asThief);
+      return ["ready", "failed"].includes(video.body.data.status) ? video.body.data : undefined;
+    });
+    expect(ended.status).toBe("failed");
+    const state = await t.request("GET", `${videoPath(thiefLibrary, loot)}/processing`, asThief);
+    expect(state.body.data.failure_reason).toMatch(/read as hls, not a format video sources are read from/);
+    expect(state.body.data.failure_reason).not.toContain(t.config.dataDir);
+    expect((await edgeRequest(edge, `/${thiefLibrary}.media.cumulo.local/${loot}/play.mp4`)).status).toBe(
+      404,
+    );
+  });
+
   it("rejects other content types (415), empty files (400 naming the file), oversize bodies (413) and other tenants (404)", async () => {
     const target = (await createVideo(t, libraryId, { title: "Refusals" })).id;
     const text = await uploadSource(t, libraryId, target, new TextEncoder().encode("hello"), "text/plain");
