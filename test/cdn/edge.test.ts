@@ -441,6 +441,9 @@ describe("CDN edge", () => {
           "set-cookie": [
             "cumulo_session=attacker; Path=/v1; HttpOnly",
             "__Host-cumulo_session=attacker; Path=/; Secure; HttpOnly",
+            // Nameless: a browser that keeps it sends `cumulo_session=attacker`.
+            "=cumulo_session=attacker; Path=/",
+            " = __Host-cumulo_session=attacker; Path=/; Secure",
             "CUMULO_other=1",
             "theme=dark",
           ],

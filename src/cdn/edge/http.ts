@@ -56,9 +56,10 @@ export function combinedHeaders(headers: HeaderMap): HeaderMap {
  * Cookies an origin may not set through the edge: the platform's own (`cumulo_*`, the console's
  * session, also `__Host-` prefixed). The edge answers on the console's host by default (another
  * port: cookies ignore ports), so a tenant's origin could otherwise swap a viewer's console session
- * for its own.
+ * for its own. Also nameless (`=cumulo_session=...`): a browser that keeps one sends its value
+ * alone, which reads as the named cookie (RFC 6265bis, 5.7).
  */
-const PLATFORM_COOKIE = /^\s*(?:__(?:host|secure)-)?cumulo_/i;
+const PLATFORM_COOKIE = /^[\s=]*(?:__(?:host|secure)-)?cumulo_/i;
 
 const tenantCookies = (value: HeaderMap[string]): string[] =>
   [value ?? []].flat().filter((cookie) => !PLATFORM_COOKIE.test(String(cookie)));
