@@ -1,6 +1,7 @@
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
 import type { FastifyBaseLogger } from "fastify";
 import type { BlobStore } from "../blobs/store.ts";
+import { sentByCumuloEdge } from "../cdn/edge/http.ts";
 import type { MediaOrigin } from "../cdn/edge/media-origin.ts";
 import { sendJsonError, streamRepresentation } from "../cdn/edge/serving.ts";
 import { isUuid } from "../ids.ts";
@@ -41,6 +42,9 @@ function assetOf(path: string): Asset | undefined {
 }
 
 const PLAYLIST_TYPE = "application/vnd.apple.mpegurl";
+/** The refusal of a request another distribution's edge made for its viewer. */
+export const THROUGH_ANOTHER_DISTRIBUTION =
+  "A library's videos are served to viewers directly, not as another distribution's origin";
 /**
  * On every answer the store makes: never kept by the edge, so always fresh from the store, and
  * readable by players on other origins.
@@ -87,6 +91,10 @@ export class VideoMediaOrigin implements MediaOrigin {
     const videoId = match?.[1]?.toLowerCase();
     const asset = match?.[2] ? assetOf(match[2]) : undefined;
     if (!videoId || !isUuid(videoId) || !asset || !isUuid(libraryId)) return this.#error(response, 404);
+    // Another distribution's origin request (an organization named this edge as its origin): the
+    // viewer's country and address stay with the first edge, so the library's rules would see the
+    // edge's own instead, and a denied country would pass.
+    if (sentByCumuloEdge(request.headers)) return this.#error(response, 403, THROUGH_ANOTHER_DISTRIBUTION);
 
     const access = await this.playback.admit(
       libraryId,

@@ -2,6 +2,7 @@ import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "nod
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { THROUGH_ANOTHER_DISTRIBUTION } from "../../src/video/media-origin.ts";
 import { edgeRequest, edgeUrlOf } from "../cdn/support.ts";
 import { createLibrary, createVideo, MISSING_ID } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
@@ -52,6 +53,8 @@ describe("video pipeline and playback", () => {
       startTestApp({
         CUMULO_EDGE_PORT: "0",
         CUMULO_WEBHOOK_ALLOW_PRIVATE: "true",
+        // An organization's distribution may name this edge as its origin (it is on loopback here).
+        CUMULO_ORIGIN_ALLOW_PRIVATE: "true",
         CUMULO_MAX_VIDEO_BYTES: String(MAX_VIDEO_BYTES),
         // The file's status polls and uploads add up past the default budget of one key.
         CUMULO_RATE_LIMIT: "100000/1m",
@@ -426,6 +429,36 @@ describe("video pipeline and playback", () => {
         0,
       );
     expect(total("responses_4xx")).toBeGreaterThanOrEqual(4);
+  });
+
+  it("refuses its files to another distribution's edge: a country rule is not passed by naming the edge as an origin", async () => {
+    // Another organization's distribution whose origin is this edge: its origin requests carry
+    // neither the viewer's country nor address, so a denied country passed the library's rule.
+    const other = await t.createOrganization("Relay");
+    const relay = await t.request("POST", "/v1/cdn/distributions", {
+      json: { hostname: "relay.example.com", origin_url: `${edge}/` },
+      key: other.key,
+    });
+    expect(relay.status, relay.text).toBe(201);
+    const fromGermany = { "cf-ipcountry": "DE" };
+    const relayed = (headers: Record<string, string> = {}) =>
+      edgeRequest(edge, `/relay.example.com/${hostname()}/${videoId}/play.mp4`, { headers });
+    try {
+      await setSecurity({ countries: { action: "deny", values: ["DE"] } });
+      expect((await play("play.mp4", fromGermany)).status).toBe(403);
+      const refused = await relayed(fromGermany);
+      expect(refused.status).toBe(403);
+      expect(JSON.parse(refused.text)).toEqual({
+        success: false,
+        error: "forbidden",
+        message: THROUGH_ANOTHER_DISTRIBUTION,
+      });
+      await openSecurity();
+      expect((await relayed()).status).toBe(403);
+      expect((await play("play.mp4")).status).toBe(200);
+    } finally {
+      await openSecurity();
+    }
   });
 
   it("plays a private video only with a valid, unexpired token, carried into listed URIs", async () => {

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from "node:http";
 import type { Resolved } from "./cache-policy.ts";
 
@@ -74,6 +75,23 @@ export function connectionNames(connection: HeaderMap[string]): string[] {
     .map((name) => name.trim())
     .filter((name) => name !== "");
 }
+
+/** Every Cumulo edge node's name in `CDN-Loop` (RFC 8586): `cumulo-` and 8 hex digits, chosen at start. */
+export const newCdnLoopName = (): string => `cumulo-${randomUUID().slice(0, 8)}`;
+const CDN_LOOP_NAME = /^cumulo-[0-9a-f]{8}$/;
+
+/** The CDN names a request's `CDN-Loop` lists, lower case, without their parameters. */
+export function cdnLoopNames(headers: IncomingHttpHeaders): string[] {
+  return [headers["cdn-loop"] ?? []]
+    .flat()
+    .join(",")
+    .split(",")
+    .map((info) => info.split(";", 1)[0]?.trim().toLowerCase() ?? "");
+}
+
+/** Whether a request is a Cumulo edge's origin request (any node's), not a viewer's own. */
+export const sentByCumuloEdge = (headers: IncomingHttpHeaders): boolean =>
+  cdnLoopNames(headers).some((name) => CDN_LOOP_NAME.test(name));
 
 /** The edge's name in `Via` entries (RFC 9110, 7.6.3). */
 const VIA_PSEUDONYM = "cumulo-edge";

@@ -1,4 +1,3 @@
-import { randomUUID } from "node:crypto";
 import { request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders } from "node:http";
 import { request as httpsRequest } from "node:https";
 import type { Readable } from "node:stream";
@@ -17,11 +16,13 @@ import type { DistributionRow } from "../tables.ts";
 import type { CachedObject, EdgeCache } from "./cache.ts";
 import type { EdgeCachePolicy, Resolved } from "./cache-policy.ts";
 import {
+  cdnLoopNames,
   combinedHeaders,
   conditionalOutcome,
   connectionNames,
   endToEndHeaders,
   type HeaderMap,
+  newCdnLoopName,
   viaAppended,
 } from "./http.ts";
 import type { Exchange, PassingAnswer } from "./relay.ts";
@@ -126,7 +127,7 @@ export class OriginFetcher {
    * names it came back through an origin that leads to this edge. Per node, not per platform: one
    * Cumulo deployment may be another's origin, and a loop through several nodes still comes back to one.
    */
-  readonly #cdnId = `cumulo-${randomUUID().slice(0, 8)}`;
+  readonly #cdnId = newCdnLoopName();
   /**
    * Origins (scheme, host and port) that sent a `100 Continue` nobody asked for: undici drops the
    * connection on it, so for a while they are asked through node:http at once rather than twice.
@@ -158,8 +159,7 @@ export class OriginFetcher {
 
   /** Whether this request has already passed through this node: asking the origin would loop. */
   loopsBack(request: IncomingMessage): boolean {
-    const ids = [request.headers["cdn-loop"] ?? []].flat().join(",").split(",");
-    return ids.some((info) => info.split(";", 1)[0]?.trim().toLowerCase() === this.#cdnId);
+    return cdnLoopNames(request.headers).includes(this.#cdnId);
   }
 
   /** Fetches a miss; `stale` is the stored copy to revalidate (and to serve if the origin fails and allows it). */
