@@ -33,14 +33,17 @@ import { sql } from "kysely";
 import pg from "pg";
 import { LocalBus } from "../src/bus.ts";
 import { AnalyticsService } from "../src/cdn/analytics.ts";
+import { HostnameClaimTokens } from "../src/cdn/hostname-verification.ts";
 import { PurgeSync } from "../src/cdn/purge-sync.ts";
 import { DistributionRepository, TrafficRepository } from "../src/cdn/repository.ts";
 import { CdnService } from "../src/cdn/service.ts";
 import type { TrafficMinuteTable } from "../src/cdn/tables.ts";
 import { systemClock } from "../src/clock.ts";
 import { loadConfig } from "../src/config.ts";
+import { createLogger } from "../src/core.ts";
 import { IdentityRepository } from "../src/identity/repository.ts";
 import { IdentityService } from "../src/identity/service.ts";
+import { loadSecretKey } from "../src/secret-box.ts";
 import { openStore } from "../src/store/database.ts";
 import { transactor } from "../src/store/transactions.ts";
 
@@ -384,7 +387,15 @@ async function benchAnalytics(dir: string, databaseUrl: string | undefined): Pro
     const org = await identity.createOrganization("bench");
     const distributions = new DistributionRepository(store.db);
     const bus = new LocalBus();
-    const cdn = new CdnService(distributions, config, systemClock, bus, new PurgeSync(bus));
+    const cdn = new CdnService(
+      distributions,
+      config,
+      systemClock,
+      bus,
+      new PurgeSync(bus),
+      new HostnameClaimTokens(() => loadSecretKey(config.secretKey, config.dataDir)),
+      createLogger(config),
+    );
     const traffic = new TrafficRepository(store.db, store.dialect);
     const analytics = new AnalyticsService(traffic, cdn, systemClock);
 

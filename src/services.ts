@@ -6,6 +6,7 @@ import { S3BlobStore } from "./blobs/s3.ts";
 import type { BlobStore } from "./blobs/store.ts";
 import type { Bus } from "./bus.ts";
 import { AnalyticsService, TrafficRecorder } from "./cdn/analytics.ts";
+import { HostnameClaimTokens } from "./cdn/hostname-verification.ts";
 import { PurgeSync } from "./cdn/purge-sync.ts";
 import { DistributionRepository, TrafficRepository } from "./cdn/repository.ts";
 import { CdnService } from "./cdn/service.ts";
@@ -108,7 +109,15 @@ export function createServices(deps: CoreDeps): Services {
   const jobRepository = new JobRepository(store.db, store.dialect);
   const jobs = new JobQueue(jobRepository, clock);
   const cdnPurgeSync = new PurgeSync(deps.bus);
-  const cdn = new CdnService(new DistributionRepository(store.db), config, clock, deps.bus, cdnPurgeSync);
+  const cdn = new CdnService(
+    new DistributionRepository(store.db),
+    config,
+    clock,
+    deps.bus,
+    cdnPurgeSync,
+    new HostnameClaimTokens(() => loadSecretKey(config.secretKey, config.dataDir)),
+    deps.logger,
+  );
   const cdnTrafficRepository = new TrafficRepository(store.db, store.dialect);
   const cdnAnalytics = new AnalyticsService(
     cdnTrafficRepository,

@@ -1,4 +1,4 @@
-import { randomBytes } from "node:crypto";
+import { createHmac, randomBytes } from "node:crypto";
 import { Resolver } from "node:dns/promises";
 import type { Config } from "../config.ts";
 import type { HostnameVerification } from "./schemas.ts";
@@ -7,26 +7,51 @@ import type { DistributionRow } from "./tables.ts";
 /** The label under a distribution's host name whose TXT record proves the organization controls it. */
 const CHALLENGE_LABEL = "_cumulo-challenge";
 
+const TOKEN_PREFIX = "cumulo-verify-";
+const TOKEN_BYTES = 16;
+
 /**
  * A distribution's own TXT value: random, so a record left behind in a former customer's DNS never
  * verifies a later claim of the same name by someone else.
  */
-export const newHostnameToken = (): string => `cumulo-verify-${randomBytes(16).toString("hex")}`;
+export const newHostnameToken = (): string => `${TOKEN_PREFIX}${randomBytes(TOKEN_BYTES).toString("hex")}`;
+
+/**
+ * The TXT value with which an organization takes over a name another organization claims but never
+ * verified: HMAC-SHA256 of (organization, host name) under a key derived from Cumulo's secret key
+ * (CUMULO_SECRET_KEY, else the key file in the data dir). Deterministic, so the 409 that names it and
+ * the create that checks it agree without a stored row; bound to the organization, so no other
+ * organization's record (nor the claimant's own distribution token) matches it.
+ */
+export class HostnameClaimTokens {
+  #key: Buffer | undefined;
+
+  constructor(private readonly loadSecret: () => Buffer) {}
+
+  tokenFor(organizationId: string, hostname: string): string {
+    this.#key ??= createHmac("sha256", this.loadSecret()).update("cumulo-hostname-claims").digest();
+    const mac = createHmac("sha256", this.#key).update(`${organizationId}:${hostname.toLowerCase()}`);
+    return `${TOKEN_PREFIX}${mac.digest().subarray(0, TOKEN_BYTES).toString("hex")}`;
+  }
+}
 
 export const challengeRecordName = (hostname: string): string => `${CHALLENGE_LABEL}.${hostname}`;
 
 /**
+ * A customer's claim of its host name not verified yet. A name with nothing to verify (no token: a
+ * library's own name, or a row an older version wrote) is never one.
+ */
+export const isPendingClaim = (row: DistributionRow): boolean =>
+  row.hostname_token !== null && row.hostname_verified_at === null;
+
+/**
  * Whether the edge serves a distribution under its host name (host-style): always, unless the platform
- * verifies names; then only a verified name, or one with nothing to verify (no token: a library's own
- * name, or a row an older version wrote). Path-style serves it either way.
+ * verifies names; then only one that is no pending claim. Path-style serves it either way.
  */
 export const servedUnderHostname = (
   row: DistributionRow,
   config: Pick<Config, "cdnHostnameVerification">,
-): boolean =>
-  config.cdnHostnameVerification === "off" ||
-  row.hostname_token === null ||
-  row.hostname_verified_at !== null;
+): boolean => config.cdnHostnameVerification === "off" || !isPendingClaim(row);
 
 /**
  * What a distribution shows of its verification when the platform verifies names; nothing for one

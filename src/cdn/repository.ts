@@ -45,6 +45,21 @@ export class DistributionRepository {
     return Number(result.numDeletedRows) > 0;
   }
 
+  /**
+   * Deletes the distribution if it is still the organization's and its host name still a pending
+   * claim (not verified meanwhile): what a takeover of the name may remove.
+   */
+  async deletePendingClaim(executor: Executor, organizationId: string, id: string): Promise<boolean> {
+    const result = await executor
+      .deleteFrom("cdn_distributions")
+      .where("organization_id", "=", organizationId)
+      .where("id", "=", id)
+      .where("hostname_token", "is not", null)
+      .where("hostname_verified_at", "is", null)
+      .executeTakeFirst();
+    return Number(result.numDeletedRows) > 0;
+  }
+
   /** The distribution if it belongs to the organization. */
   find(organizationId: string, id: string, executor: Executor = this.db) {
     return executor

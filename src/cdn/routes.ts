@@ -53,6 +53,10 @@ function created(result: CreateOutcome): Distribution {
       throw ApiError.validation(result.errors);
     case "hostname_taken":
       throw ApiError.conflict(HOSTNAME_TAKEN);
+    case "hostname_claimable":
+      throw ApiError.conflict(
+        `${HOSTNAME_TAKEN}, but its organization has not verified the name. To take the name over, publish a TXT record ${result.recordName} with the value ${result.recordValue} and create the distribution again; so far ${result.reason}`,
+      );
   }
 }
 

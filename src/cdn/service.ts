@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import type { FastifyBaseLogger } from "fastify";
 import { type Bus, unlessBusUnavailable } from "../bus.ts";
 import { type Clock, nowIso } from "../clock.ts";
 import type { Config } from "../config.ts";
@@ -10,7 +11,9 @@ import { readJson, writeJson } from "../store/codec.ts";
 import { type Executor, type Transact, transactor } from "../store/transactions.ts";
 import {
   challengeRecordName,
+  type HostnameClaimTokens,
   hostnameVerificationOf,
+  isPendingClaim,
   lookUpChallenge,
   newHostnameToken,
 } from "./hostname-verification.ts";
@@ -46,7 +49,12 @@ export interface DistributionChange {
 export type CreateOutcome =
   | { outcome: "created"; distribution: Distribution }
   | { outcome: "invalid"; errors: FieldError[] }
-  | { outcome: "hostname_taken" };
+  | { outcome: "hostname_taken" }
+  /**
+   * Another organization claims the name without having verified it: the TXT record that would let
+   * this organization take it over is not (yet) in DNS; `reason` says what DNS answered.
+   */
+  | { outcome: "hostname_claimable"; recordName: string; recordValue: string; reason: string };
 
 export type GetOutcome = { outcome: "found"; distribution: Distribution } | { outcome: "not_found" };
 
@@ -109,6 +117,8 @@ export class CdnService {
     private readonly bus: Bus,
     /** Cross-node purge propagation; the edge role serves its other side. */
     readonly purgeSync: PurgeSync,
+    private readonly claimTokens: HostnameClaimTokens,
+    private readonly logger: FastifyBaseLogger,
   ) {
     this.transact = transactor(distributions.db);
   }
@@ -216,12 +226,62 @@ export class CdnService {
     try {
       await this.transact((trx) => this.distributions.insert(trx, row));
     } catch (error) {
-      if (error instanceof HostnameTakenError) return { outcome: "hostname_taken" };
+      if (error instanceof HostnameTakenError) return this.#takeOverPendingClaim(row);
       throw error;
     }
     // A new id has nothing cached; edges only forget what they said of the name.
     await this.announce({ id: row.id, hostname: row.hostname, dropCache: false });
     return { outcome: "created", distribution: toDistribution(row, this.config) };
+  }
+
+  /**
+   * The new distribution's name is taken. When the platform verifies names, another organization's
+   * pending claim does not hold it against an organization that proves control: that one publishes
+   * its claim token and creates again; the claim is then deleted and the new distribution created
+   * verified, in one transaction. A verified name, a library's, or the organization's own stays taken.
+   * The DNS lookup happens outside the transaction.
+   */
+  async #takeOverPendingClaim(row: DistributionRow): Promise<CreateOutcome> {
+    if (this.config.cdnHostnameVerification !== "dns") return { outcome: "hostname_taken" };
+    const holder = await this.distributions.findByHostname(row.hostname);
+    if (!holder || !isPendingClaim(holder) || holder.organization_id === row.organization_id) {
+      return { outcome: "hostname_taken" };
+    }
+    const token = this.claimTokens.tokenFor(row.organization_id, row.hostname);
+    const lookup = await lookUpChallenge({ hostname: row.hostname, token }, this.config);
+    if (lookup.outcome === "missing") {
+      const recordName = challengeRecordName(row.hostname);
+      return { outcome: "hostname_claimable", recordName, recordValue: token, reason: lookup.reason };
+    }
+    const claimed: DistributionRow = {
+      ...row,
+      hostname_token: token,
+      hostname_verified_at: nowIso(this.clock),
+    };
+    const tookOver = await this.transact(async (trx) => {
+      // Verified or deleted since it was read: the name is no pending claim of the holder any more.
+      if (!(await this.distributions.deletePendingClaim(trx, holder.organization_id, holder.id)))
+        return false;
+      await this.distributions.insert(trx, claimed);
+      return true;
+    }).catch((error: unknown) => {
+      if (error instanceof HostnameTakenError) return false;
+      throw error;
+    });
+    if (!tookOver) return { outcome: "hostname_taken" };
+    this.logger.info(
+      {
+        hostname: row.hostname,
+        from_organization_id: holder.organization_id,
+        from_distribution_id: holder.id,
+        to_organization_id: row.organization_id,
+        to_distribution_id: row.id,
+      },
+      "cdn host name taken over from another organization's pending claim by proof of control",
+    );
+    await this.announce({ id: holder.id, hostname: holder.hostname, dropCache: true, deleted: true });
+    await this.announce({ id: claimed.id, hostname: claimed.hostname, dropCache: false });
+    return { outcome: "created", distribution: toDistribution(claimed, this.config) };
   }
 
   async get(organizationId: string, id: string): Promise<GetOutcome> {

@@ -1,14 +1,30 @@
-import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { HostnameClaimTokens } from "../../src/cdn/hostname-verification.ts";
+import { loadSecretKey } from "../../src/secret-box.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import { createDistribution, EDGE_ENV, edgeRequest, edgeUrlOf, startOrigin, uniqueHost } from "./support.ts";
+import {
+  createDistribution,
+  type DnsServer,
+  EDGE_ENV,
+  edgeRequest,
+  edgeUrlOf,
+  insertDistributionRow,
+  startDnsServer,
+  startOrigin,
+  uniqueHost,
+} from "./support.ts";
 
 describe("CDN distributions API", () => {
   let t: TestApp;
+  let dns: DnsServer;
   beforeAll(async () => {
-    t = await startTestApp(EDGE_ENV);
+    dns = await startDnsServer();
+    t = await startTestApp({ ...EDGE_ENV, CUMULO_DNS_SERVERS: dns.address });
   });
-  afterAll(() => t.close());
+  afterAll(async () => {
+    await t?.close();
+    await dns?.close();
+  });
 
   it("creates, reads, lists, updates and deletes a distribution", async () => {
     const hostname = uniqueHost("Crud").toUpperCase();
@@ -85,6 +101,32 @@ describe("CDN distributions API", () => {
       json: { hostname, origin_url: "http://127.0.0.1:9" },
     });
     expect(fromOther.status).toBe(409);
+  });
+
+  it("never hands a name over to another organization without host name verification, even a claim left pending", async () => {
+    const hostname = uniqueHost("left-pending");
+    // Created pending while the operator had verification on, then turned it off.
+    const id = await insertDistributionRow(t, {
+      hostname,
+      origin_url: "http://127.0.0.1:9",
+      hostname_token: "cumulo-verify-00000000000000000000000000000000",
+      hostname_verified_at: null,
+    });
+    const other = await t.createOrganization();
+    // The other organization's claim token in DNS would take the name over under `dns`; not here.
+    const claimTokens = new HostnameClaimTokens(() => loadSecretKey(t.config.secretKey, t.config.dataDir));
+    dns.records.set(`_cumulo-challenge.${hostname}`, [
+      [claimTokens.tokenFor(other.organizationId, hostname)],
+    ]);
+    const fromOther = await t.request("POST", "/v1/cdn/distributions", {
+      key: other.key,
+      json: { hostname, origin_url: "http://127.0.0.1:9" },
+    });
+    expect([fromOther.status, fromOther.body]).toEqual([
+      409,
+      { success: false, message: "A distribution with this hostname already exists" },
+    ]);
+    expect((await t.request("GET", `/v1/cdn/distributions/${id}`)).status).toBe(200);
   });
 
   it("validates the body, reporting every failing field", async () => {
@@ -315,26 +357,12 @@ describe("CDN origins on private addresses", () => {
       origin.route("/inside", (_req, res) => res.writeHead(200).end("internal"));
       const port = new URL(origin.url).port;
       const { organizationId } = await t.createOrganization("guarded");
-      const now = new Date().toISOString();
       for (const [hostname, origin_url] of [
         [uniqueHost("literal"), `http://127.0.0.1:${port}`],
         [uniqueHost("named"), `http://localhost:${port}`],
-      ]) {
+      ] as const) {
         // written behind the API's back, as if the name had resolved publicly when it was saved
-        await t.cumulo.store.db
-          .insertInto("cdn_distributions")
-          .values({
-            id: randomUUID(),
-            organization_id: organizationId,
-            hostname,
-            origin_url,
-            default_ttl_s: 60,
-            status: "active",
-            library_id: null,
-            created_at: now,
-            updated_at: now,
-          })
-          .execute();
+        await insertDistributionRow(t, { hostname, origin_url }, organizationId);
         const response = await edgeRequest(edgeUrlOf(t), `/${hostname}/inside`);
         expect(response.status, origin_url).toBe(502);
       }

@@ -12,6 +12,7 @@ import {
   EDGE_ENV,
   edgeRequest,
   edgeUrlOf,
+  insertDistributionRow,
   type Origin,
   startDnsServer,
   startOrigin,
@@ -156,29 +157,139 @@ describe("CDN host name verification (CUMULO_CDN_HOSTNAME_VERIFICATION=dns)", ()
 
   it("serves a distribution an older version wrote during an upgrade (no token) as before", async () => {
     const hostname = uniqueHost("older");
-    const organizationId = (await t.cumulo.services.identity.authenticate(t.adminKey))?.organizationId ?? "";
-    const now = new Date().toISOString();
-    const id = randomUUID();
     // As a node of the version before 0706 inserts it into the migrated store: no new columns.
-    await t.cumulo.store.db
-      .insertInto("cdn_distributions")
-      .values({
-        id,
-        organization_id: organizationId,
-        hostname,
-        origin_url: origin.url,
-        default_ttl_s: 60,
-        status: "active",
-        library_id: null,
-        created_at: now,
-        updated_at: now,
-      })
-      .execute();
+    const id = await insertDistributionRow(t, { hostname, origin_url: origin.url });
     expect((await t.request("GET", `/v1/cdn/distributions/${id}`)).body.data).not.toHaveProperty(
       "hostname_verification",
     );
     const hostStyle = await edgeRequest(edge(), "/hello", { host: hostname });
     expect([hostStyle.status, hostStyle.text]).toEqual([200, "origin says hi"]);
+  });
+
+  describe("taking a name over from another organization's pending claim", () => {
+    const HOSTNAME_TAKEN = "A distribution with this hostname already exists";
+    const CLAIM_TOKEN = /TXT record _cumulo-challenge\.\S+ with the value (cumulo-verify-[0-9a-f]{32}) /;
+    let rival: { organizationId: string; key: string };
+    beforeAll(async () => {
+      origin.route("/a/hello", (_req, res) => res.writeHead(200).end("claimant's content"));
+      origin.route("/b/hello", (_req, res) => res.writeHead(200).end("owner's content"));
+      rival = await t.createOrganization("Name owner");
+    });
+
+    /** The admin organization claims the name (pending); the rival organization is its real owner. */
+    const claimByAdmin = (hostname: string) =>
+      createDistribution(t, { hostname, origin_url: `${origin.url}/a` });
+    const createByRival = (hostname: string) =>
+      t.request("POST", "/v1/cdn/distributions", {
+        key: rival.key,
+        json: { hostname, origin_url: `${origin.url}/b` },
+      });
+    const rivalClaimToken = async (hostname: string): Promise<string> => {
+      const refused = await createByRival(hostname);
+      expect(refused.status).toBe(409);
+      const token = CLAIM_TOKEN.exec(refused.body.message)?.[1];
+      if (!token) throw new Error(`no claim token in ${refused.text}`);
+      return token;
+    };
+
+    it("tells the owner which TXT record to publish, then gives it the name verified and removes the claim", async () => {
+      const hostname = uniqueHost("takeover");
+      const claim = await claimByAdmin(hostname);
+
+      const refused = await createByRival(hostname);
+      expect(refused.status).toBe(409);
+      expect(refused.body).toEqual({ success: false, message: expect.any(String) });
+      expect(refused.body.message).toMatch(CLAIM_TOKEN);
+      expect(refused.body.message).toContain(`TXT record _cumulo-challenge.${hostname} with the value`);
+      expect(refused.body.message).toContain("create the distribution again");
+      expect(refused.body.message).toContain("DNS has no such record");
+      const token = await rivalClaimToken(hostname);
+      // The same token each time (nothing stored), and the rival's own: another organization gets another.
+      expect(CLAIM_TOKEN.exec(refused.body.message)?.[1]).toBe(token);
+      const third = await t.createOrganization("Third");
+      const thirdRefused = await t.request("POST", "/v1/cdn/distributions", {
+        key: third.key,
+        json: { hostname, origin_url: origin.url },
+      });
+      expect(thirdRefused.status).toBe(409);
+      expect(CLAIM_TOKEN.exec(thirdRefused.body.message)?.[1]).not.toBe(token);
+
+      dns.records.set(`_cumulo-challenge.${hostname}`, [["v=spf1 -all"], [token]]);
+      const created = await createByRival(hostname);
+      expect(created.status, created.text).toBe(201);
+      expect(created.body.data).toMatchObject({ hostname, origin_url: `${origin.url}/b`, status: "active" });
+      expect(created.body.data.hostname_verification).toEqual({
+        status: "verified",
+        record_type: "TXT",
+        record_name: `_cumulo-challenge.${hostname}`,
+        record_value: token,
+      });
+      const own = await t.request("GET", `/v1/cdn/distributions/${created.body.data.id}`, { key: rival.key });
+      expect(own.body.data.hostname_verification.status).toBe("verified");
+
+      // The claimant finds its distribution gone, and the name now the owner's.
+      expect((await t.request("GET", `/v1/cdn/distributions/${claim.id}`)).status).toBe(404);
+      const listed = await t.request("GET", "/v1/cdn/distributions?limit=100");
+      expect(listed.body.data.map((row: { id: string }) => row.id)).not.toContain(claim.id);
+      const again = await t.request("POST", "/v1/cdn/distributions", {
+        json: { hostname, origin_url: `${origin.url}/a` },
+      });
+      expect([again.status, again.body.message]).toEqual([409, HOSTNAME_TAKEN]);
+
+      const hostStyle = await edgeRequest(edge(), "/hello", { host: hostname });
+      expect([hostStyle.status, hostStyle.text]).toEqual([200, "owner's content"]);
+      const pathStyle = await edgeRequest(edge(), `/${hostname}/hello`);
+      expect([pathStyle.status, pathStyle.text]).toEqual([200, "owner's content"]);
+    });
+
+    it("keeps the claim while the owner's record is missing or holds other values (the claimant's token too)", async () => {
+      const hostname = uniqueHost("kept");
+      const claim = await claimByAdmin(hostname);
+      const claimToken = (await t.request("GET", `/v1/cdn/distributions/${claim.id}`)).body.data
+        .hostname_verification.record_value;
+      const token = await rivalClaimToken(hostname);
+
+      dns.records.set(`_cumulo-challenge.${hostname}`, [[claimToken], [`${token}0`]]);
+      const wrong = await createByRival(hostname);
+      expect(wrong.status).toBe(409);
+      expect(wrong.body.message).toContain(
+        `TXT record _cumulo-challenge.${hostname} with the value ${token}`,
+      );
+      expect(wrong.body.message).toContain("the record holds other values");
+
+      const kept = await t.request("GET", `/v1/cdn/distributions/${claim.id}`);
+      expect(kept.status).toBe(200);
+      expect(kept.body.data.hostname_verification.status).toBe("pending");
+      const pathStyle = await edgeRequest(edge(), `/${hostname}/hello`);
+      expect([pathStyle.status, pathStyle.text]).toEqual([200, "claimant's content"]);
+      const rivals = await t.request("GET", "/v1/cdn/distributions?limit=100", { key: rival.key });
+      expect(rivals.body.data.map((row: { hostname: string }) => row.hostname)).not.toContain(hostname);
+    });
+
+    it("never takes over a verified name, even with the owner's claim token in DNS, nor the organization's own", async () => {
+      const hostname = uniqueHost("held");
+      const claim = await claimByAdmin(hostname);
+      const token = await rivalClaimToken(hostname);
+      const claimToken = (await t.request("GET", `/v1/cdn/distributions/${claim.id}`)).body.data
+        .hostname_verification.record_value;
+      dns.records.set(`_cumulo-challenge.${hostname}`, [[claimToken]]);
+      expect((await t.request("POST", verifyPath(claim.id))).status).toBe(200);
+
+      dns.records.set(`_cumulo-challenge.${hostname}`, [[claimToken], [token]]);
+      const refused = await createByRival(hostname);
+      expect([refused.status, refused.body]).toEqual([409, { success: false, message: HOSTNAME_TAKEN }]);
+      const kept = await t.request("GET", `/v1/cdn/distributions/${claim.id}`);
+      expect(kept.body.data.hostname_verification.status).toBe("verified");
+      const hostStyle = await edgeRequest(edge(), "/hello", { host: hostname });
+      expect([hostStyle.status, hostStyle.text]).toEqual([200, "claimant's content"]);
+
+      const pending = uniqueHost("own");
+      await claimByAdmin(pending);
+      const duplicate = await t.request("POST", "/v1/cdn/distributions", {
+        json: { hostname: pending, origin_url: origin.url },
+      });
+      expect([duplicate.status, duplicate.body]).toEqual([409, { success: false, message: HOSTNAME_TAKEN }]);
+    });
   });
 
   it("leaves a library's distribution out: its name is the platform's own", async () => {

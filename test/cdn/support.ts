@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { createSocket, type Socket } from "node:dgram";
 import {
   createServer,
@@ -147,6 +148,36 @@ export async function createDistribution(
   const created = await t.request("POST", "/v1/cdn/distributions", { json: body, ...(key ? { key } : {}) });
   if (created.status !== 201) throw new Error(`create distribution: ${created.status} ${created.text}`);
   return created.body.data;
+}
+
+/**
+ * Writes a distribution (the admin organization's unless told) straight into the store, behind the
+ * API's back, as another version or an earlier setting left it (the verification columns only when
+ * given, as a version before 0706 writes none).
+ */
+export async function insertDistributionRow(
+  t: TestApp,
+  row: { hostname: string; origin_url: string; hostname_token?: string; hostname_verified_at?: null },
+  organizationId?: string,
+): Promise<string> {
+  const owner =
+    organizationId ?? (await t.cumulo.services.identity.authenticate(t.adminKey))?.organizationId ?? "";
+  const now = new Date().toISOString();
+  const id = randomUUID();
+  await t.cumulo.store.db
+    .insertInto("cdn_distributions")
+    .values({
+      ...row,
+      id,
+      organization_id: owner,
+      default_ttl_s: 60,
+      status: "active",
+      library_id: null,
+      created_at: now,
+      updated_at: now,
+    })
+    .execute();
+  return id;
 }
 
 let counter = 0;
