@@ -1,3 +1,5 @@
+import { KEY_PREFIX } from "../identity/keys.ts";
+
 /** Headers whose values are credentials. */
 const SECRET_HEADERS = new Set([
   "authorization",
@@ -8,10 +10,14 @@ const SECRET_HEADERS = new Set([
   "set-cookie",
 ]);
 /**
- * Body fields and query parameters whose values are credentials (keys, webhook and S3 secrets,
- * tokens, signatures; `sig` is an Azure shared access signature's).
+ * Body fields and query parameters whose values are credentials, compared case-insensitively: keys
+ * (`key`, `apikey`, `api_key`, `api-key`, `AccessKey` as Bunny names it, `private_key`, any name
+ * ending in `key`), secrets, passwords, tokens, signatures (`sig` is an Azure shared access
+ * signature's), credentials (`cred`, `X-Amz-Credential`), `auth` and its forms, and sessions
+ * (`sessionid`, `PHPSESSID`, `sid`).
  */
-const SECRET_FIELD = /secret|password|token|^api_?key$|^key$|access_key|signature|^sig$/i;
+const SECRET_FIELD =
+  /secret|passw(or)?d|^pwd$|token|key$|signature|^sig$|cred(ential)?s?$|^auth$|^auth[-_]|authori[sz]ation|session|sessid|^sid$|^jwt$/i;
 export const MASK = "***";
 
 /**
@@ -22,16 +28,27 @@ export const MASK = "***";
 export const isSecretName = (name: string): boolean =>
   SECRET_FIELD.test(name) || SECRET_HEADERS.has(name.toLowerCase());
 
-/** Credentials among query parameters (a playback token, a signature) become the mask; true when any did. */
+/** A value that is a Cumulo API key (`cmk_...`), whatever it is named. */
+const isApiKey = (value: string): boolean => value.startsWith(KEY_PREFIX);
+
+/** Whether a query parameter holds a credential: by its name, or a Cumulo API key by its value. */
+export const isSecretParam = (name: string, value: string): boolean =>
+  isSecretName(name) || isApiKey(value) || isApiKey(name);
+
+/**
+ * Credentials among query parameters (a playback token, a signature, an API key under any name)
+ * become the mask; true when any did. A bare `?cmk_...` (a key sent as a name) is masked whole.
+ */
 function maskParams(params: URLSearchParams): boolean {
-  let masked = false;
-  for (const name of [...params.keys()]) {
-    if (isSecretName(name)) {
-      params.set(name, MASK);
-      masked = true;
-    }
+  const entries = [...params];
+  if (!entries.some(([name, value]) => isSecretParam(name, value))) return false;
+  for (const [name] of entries) params.delete(name);
+  for (const [name, value] of entries) {
+    if (!isSecretParam(name, value)) params.append(name, value);
+    else if (isApiKey(name)) params.append(MASK, "");
+    else params.append(name, MASK);
   }
-  return masked;
+  return true;
 }
 
 /** A URL with the credentials of its query masked; true when it had any. */

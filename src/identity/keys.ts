@@ -1,6 +1,7 @@
 import { hash, randomBytes } from "node:crypto";
 
-const KEY_PREFIX = "cmk_";
+/** What every generated key starts with. */
+export const KEY_PREFIX = "cmk_";
 const DISPLAY_PREFIX_LENGTH = 12;
 
 /** Longest name of an API key (the API and the CLI alike) and of an organization. */

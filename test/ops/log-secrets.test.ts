@@ -21,6 +21,30 @@ describe("secrets and the log", () => {
     expect(logged()).toContain("token=***&expires=99");
   });
 
+  it("masks keys under any credential name, in any case, and a Cumulo API key under any name", async () => {
+    const sent = {
+      AccessKey: "bunny-style-access-key",
+      auth: "auth-value-not-logged",
+      SessionId: "session-id-not-logged",
+      cred: "cred-value-not-logged",
+      API_KEY: "api-key-not-logged",
+      "api-key": "hyphenated-key-not-logged",
+      Private_Key: "private-key-not-logged",
+      access_token: "access-token-not-logged",
+      passwd: "passwd-not-logged",
+      q: `cmk_${"k".repeat(43)}`,
+    };
+    const query = `${new URLSearchParams(sent)}&page=2`;
+    expect((await fetch(`${t.baseUrl}/v1/media/libraries?${query}`)).status).toBe(401);
+    expect((await fetch(`${t.baseUrl}/v1/media/libraries?cmk_${"b".repeat(43)}`)).status).toBe(401);
+    for (const value of Object.values(sent)) expect(logged()).not.toContain(value);
+    expect(logged()).not.toContain(`cmk_${"b".repeat(43)}`);
+    const masked = Object.keys(sent)
+      .map((name) => `${name}=***`)
+      .join("&");
+    expect(logged()).toContain(`${masked}&page=2`);
+  });
+
   it("logs a request the HTTP parser refuses by its reason, not by its bytes", async () => {
     const answer = await sendRaw(
       t.baseUrl,
