@@ -3,7 +3,7 @@ import { requireApiKey } from "../http/auth.ts";
 import { createdAt, ok, okList, okMessage } from "../http/envelope.ts";
 import { ApiError } from "../http/errors.ts";
 import { pageMeta, toPage } from "../http/pagination.ts";
-import { headersShownTo, secretShownTo, urlShownTo } from "../http/read-only-view.ts";
+import { headersShownTo, secretShownTo, textShownTo, urlShownTo } from "../http/read-only-view.ts";
 import {
   CreatedEnvelope,
   Envelope,
@@ -25,7 +25,7 @@ import {
   WebhookEndpoint,
   WebhookEndpointWithSecret,
 } from "./schemas.ts";
-import type { EndpointOutcome, ListOutcome, QueuedOutcome, WebhookService } from "./service.ts";
+import type { EndpointOutcome, QueuedOutcome, WebhookService } from "./service.ts";
 
 const security: Record<string, string[]>[] = [{ bearer: [] }, { apiKeyHeader: [] }];
 const tags = ["webhooks"];
@@ -60,6 +60,22 @@ const shownTo = (auth: AuthContext, endpoint: WebhookEndpoint): WebhookEndpoint 
   headers: headersShownTo(auth, endpoint.headers),
 });
 
+/**
+ * A delivery as a reader is shown it: its endpoint as `shownTo` shows it, and the receiver's answer
+ * and the attempt's error with the endpoint's secret values masked, since a receiver that echoes the
+ * request repeats its headers and URL (`secretValues`, `WebhookService.listDeliveries`).
+ */
+const deliveryShownTo = (
+  auth: AuthContext,
+  delivery: WebhookDelivery,
+  secretValues: string[],
+): WebhookDelivery => ({
+  ...delivery,
+  webhook_endpoint: shownTo(auth, delivery.webhook_endpoint),
+  response_body: textShownTo(auth, delivery.response_body, secretValues),
+  ...(delivery.error === undefined ? {} : { error: textShownTo(auth, delivery.error, secretValues) }),
+});
+
 function queuedOf(result: QueuedOutcome) {
   switch (result.outcome) {
     case "queued":
@@ -69,13 +85,10 @@ function queuedOf(result: QueuedOutcome) {
   }
 }
 
-function listOf<T>(result: ListOutcome<T>) {
-  switch (result.outcome) {
-    case "listed":
-      return result;
-    case "not_found":
-      throw ApiError.notFound();
-  }
+/** A listing's outcome, or 404 when its library or endpoint is not the caller's. */
+function listOf<Listed extends { outcome: "listed" }>(result: Listed | { outcome: "not_found" }): Listed {
+  if (result.outcome === "not_found") throw ApiError.notFound();
+  return result;
 }
 
 /** `/v1/media/libraries/{libraryId}/webhooks`: endpoints, their deliveries, test sends and retries. */
@@ -265,7 +278,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{
     async (request) => {
       const { libraryId, endpointId } = request.params;
       const { limit, page, event, success } = request.query;
-      const { rows, total } = listOf(
+      const { rows, total, secretValues } = listOf(
         await webhooks.listDeliveries(
           request.auth.organizationId,
           libraryId,
@@ -276,10 +289,7 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{
       );
       return okList(
         "Webhook deliveries",
-        rows.map((delivery) => ({
-          ...delivery,
-          webhook_endpoint: shownTo(request.auth, delivery.webhook_endpoint),
-        })),
+        rows.map((delivery) => deliveryShownTo(request.auth, delivery, secretValues)),
         pageMeta(`${base(libraryId)}/${endpointId}/events`, { limit, page }, total, { event, success }),
       );
     },

@@ -3,6 +3,7 @@ import type { Clock } from "../clock.ts";
 import { nowIso } from "../clock.ts";
 import type { FieldError } from "../http/errors.ts";
 import type { Page } from "../http/pagination.ts";
+import { credentialsIn } from "../http/read-only-view.ts";
 import { withOffset } from "../http/time.ts";
 import type { LibraryRepository } from "../media/repository.ts";
 import { checkUrlTarget } from "../net/address-guard.ts";
@@ -32,6 +33,10 @@ export type EndpointOutcome =
   | { outcome: "limit_reached"; limit: number };
 export type QueuedOutcome = { outcome: "queued"; delivery: QueuedDelivery } | NotFound;
 export type ListOutcome<T> = { outcome: "listed"; rows: T[]; total: number } | NotFound;
+/** Deliveries, with the endpoint's secret values their receiver's answers may repeat (`secretValues`). */
+export type DeliveriesOutcome =
+  | { outcome: "listed"; rows: WebhookDelivery[]; total: number; secretValues: string[] }
+  | NotFound;
 
 /** The endpoint as answered at `now`, its secret opened (the previous one is never answered). */
 function toEndpoint(row: EndpointRow, secrets: SigningSecrets, now: Date): WebhookEndpointWithSecret {
@@ -56,6 +61,23 @@ function toEndpoint(row: EndpointRow, secrets: SigningSecrets, now: Date): Webho
     created_at: withOffset(row.created_at),
     updated_at: withOffset(row.updated_at),
   };
+}
+
+/**
+ * What of an endpoint a receiver's answer may repeat and a read-only key must not read there: the
+ * values of its custom headers (and the credential after a scheme, `Bearer <token>`), its signing
+ * secrets (the previous one too, as long as it is kept; also without `whsec_`) and the credentials
+ * of its URL (docs/security.md, "Read-only keys and secrets").
+ */
+function secretValuesOf(endpoint: WebhookEndpointWithSecret, previousSecret: string | undefined): string[] {
+  const headerValues = Object.values(endpoint.headers ?? {}).flatMap((value) => {
+    const credential = /^[A-Za-z][\w.-]*\s+(\S.*)$/.exec(value)?.[1];
+    return credential === undefined ? [value] : [value, credential];
+  });
+  const signing = [endpoint.secret, previousSecret].flatMap((secret) =>
+    secret === undefined ? [] : [secret, secret.replace(PLAIN_PREFIX, "")],
+  );
+  return [...headerValues, ...signing, ...credentialsIn(endpoint.url)];
 }
 
 interface Actor {
@@ -286,14 +308,19 @@ export class WebhookService {
     endpointId: string,
     filters: AttemptFilters,
     page: Page,
-  ): Promise<ListOutcome<WebhookDelivery>> {
+  ): Promise<DeliveriesOutcome> {
     const endpointRow = await this.repository.findEndpoint(organizationId, libraryId, endpointId);
     if (!endpointRow) return { outcome: "not_found" };
     const endpoint = toEndpoint(endpointRow, this.secrets, this.clock.now());
+    const previousSecret =
+      endpointRow.previous_secret === null
+        ? undefined
+        : this.secrets.openPrevious(endpointId, endpointRow.previous_secret);
     const { rows, total } = await this.repository.listAttempts(organizationId, endpointId, filters, page);
     return {
       outcome: "listed",
       total,
+      secretValues: secretValuesOf(endpoint, previousSecret),
       rows: rows.map((row) => ({
         id: row.id,
         created_at: withOffset(row.created_at),

@@ -1,13 +1,33 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { type Receiver, startReceiver } from "./helpers.ts";
 
 /** Read-only keys never see signing secrets (docs/security.md, "Read-only keys and secrets"). */
 describe("webhook endpoint secret and read-only keys", () => {
   let t: TestApp;
+  let echo: Receiver;
+  /** What the echoing receiver answered, and the signing secrets it says it expects (a debug page's kind of answer). */
+  const answered: string[] = [];
+  let expectedSecrets: string[] = [];
   beforeAll(async () => {
     t = await startTestApp({ CUMULO_WEBHOOK_ALLOW_PRIVATE: "true" });
+    echo = await startReceiver((request, res) => {
+      const body = JSON.stringify({
+        received: request.path,
+        headers: request.headers,
+        expected: expectedSecrets,
+        check: expectedSecrets.map(
+          (secret) => `https://verify.example/?secret=${encodeURIComponent(secret)}`,
+        ),
+      });
+      answered.push(body);
+      res.writeHead(401, { "content-type": "application/json" }).end(body);
+    });
   });
-  afterAll(() => t.close());
+  afterAll(async () => {
+    await t.close();
+    await echo.close();
+  });
 
   /** An organization with its admin key, a read-only key and the webhooks path of a library of its own. */
   async function organizationWithReadOnlyKey(name: string) {
@@ -115,5 +135,61 @@ describe("webhook endpoint secret and read-only keys", () => {
       expect(listed.body.data.find((item: { id: number }) => item.id === endpoint.id).url).toBe(shown);
       expect((await t.request("GET", `${path}/${endpoint.id}`, { key: admin })).body.data.url).toBe(url);
     }
+  });
+
+  it("masks the endpoint's secret values in what a receiver that echoes the request answered, for a read-only key", async () => {
+    const { admin, readOnly, path } = await organizationWithReadOnlyKey("Echoed");
+    const pathSecret = "xj7mf93bkdgtzbqoyzkc6n4o8a";
+    const urlToken = "url-token-of-the-receiver";
+    const apiKeyInUrl = "cmk_abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG";
+    const headerToken = "header-token-of-the-receiver";
+    const endpoint = (
+      await t.request("POST", path, {
+        key: admin,
+        json: {
+          name: "Echo",
+          url: `${echo.url}/in/${pathSecret}?token=${urlToken}&tenant=42&from=${apiKeyInUrl}`,
+          events: ["*"],
+          headers: { Authorization: `Bearer ${headerToken}`, "X-Tenant": "42" },
+        },
+      })
+    ).body.data;
+    // A rotation with an overlap: deliveries are signed with both, and both are the endpoint's secrets.
+    const rotated = await t.request("POST", `${path}/${endpoint.id}/rotate-secret`, {
+      key: admin,
+      json: { previous_secret_expires_in_s: 3600 },
+    });
+    expect(rotated.status, rotated.text).toBe(200);
+    expectedSecrets = [rotated.body.data.secret, endpoint.secret];
+    const secrets = [
+      pathSecret,
+      urlToken,
+      apiKeyInUrl,
+      headerToken,
+      ...expectedSecrets,
+      ...expectedSecrets.map((secret) => secret.slice("whsec_".length)),
+      ...expectedSecrets.map(encodeURIComponent),
+    ];
+
+    expect((await t.request("POST", `${path}/${endpoint.id}/test`, { key: admin })).status).toBe(202);
+    const events = `${path}/${endpoint.id}/events`;
+    await expect
+      .poll(async () => (await t.request("GET", events, { key: admin })).body.data.length)
+      .toBeGreaterThan(0);
+    const asAdmin = (await t.request("GET", events, { key: admin })).body.data[0];
+    expect(asAdmin.response_status).toBe(401);
+    expect(asAdmin.response_body).toBe(answered.at(-1));
+    for (const secret of secrets) expect(asAdmin.response_body).toContain(secret);
+
+    const asReader = await t.request("GET", events, { key: readOnly });
+    expect(asReader.status).toBe(200);
+    for (const secret of secrets) expect(asReader.text).not.toContain(secret);
+    const shown = JSON.parse(asReader.body.data[0].response_body);
+    expect(shown.received).toBe("/in/***?token=***&tenant=42&from=***");
+    expect(shown.headers.authorization).toBe("***");
+    expect(shown.headers["x-tenant"]).toBe("42");
+    expect(shown.headers["webhook-id"]).toBe(JSON.parse(asAdmin.response_body).headers["webhook-id"]);
+    expect(shown.expected).toEqual(["***", "***"]);
+    expect(shown.check).toEqual(["https://verify.example/?secret=***", "https://verify.example/?secret=***"]);
   });
 });
