@@ -190,10 +190,17 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
       return reply.type("application/json; charset=utf-8").send(openApiText);
     },
   );
-  await app.register(scalar, {
-    routePrefix: "/docs",
-    // An absolute script address, so the page works at `/docs` as well as `/docs/`.
-    configuration: { url: "/openapi.json", title: "Cumulo API reference", cdn: "/docs/js/scalar.js" },
+  await app.register(async (docs) => {
+    // Never framed, as the console is not: the page shares the console's origin, and a tenant's page
+    // on the edge (the same site) could otherwise frame it (docs/security.md).
+    docs.addHook("onSend", async (_request, reply) => {
+      reply.header("x-frame-options", "DENY").header("content-security-policy", "frame-ancestors 'none'");
+    });
+    await docs.register(scalar, {
+      routePrefix: "/docs",
+      // An absolute script address, so the page works at `/docs` as well as `/docs/`.
+      configuration: { url: "/openapi.json", title: "Cumulo API reference", cdn: "/docs/js/scalar.js" },
+    });
   });
 
   await app.register(consoleRoutes, {

@@ -86,6 +86,15 @@ describe("the console's files at /console", () => {
     expect(response.headers.get("content-encoding")).toBeNull();
   });
 
+  it("never lets the API reference at /docs be framed, as the console is not (same origin)", async () => {
+    for (const path of ["/docs", "/docs/", "/docs/js/scalar.js"]) {
+      const response = await app.request("GET", path, { anonymous: true });
+      expect(response.status, path).toBe(200);
+      expect(response.headers.get("x-frame-options"), path).toBe("DENY");
+      expect(response.headers.get("content-security-policy"), path).toBe("frame-ancestors 'none'");
+    }
+  });
+
   it("is not in the OpenAPI document", async () => {
     const document = (await app.request("GET", "/openapi.json", { anonymous: true })).body;
     expect(Object.keys(document.paths).filter((path) => path.startsWith("/console"))).toEqual([]);
