@@ -431,6 +431,41 @@ describe("video pipeline and playback", () => {
     expect(total("responses_4xx")).toBeGreaterThanOrEqual(4);
   });
 
+  it("reads dot segments in a media path as the path they resolve to, with its access rules", async () => {
+    // The edge normalizes the path (RFC 3986) before the rules: a spelling reaches the video's file
+    // and nothing else, and is refused whenever the plain path would be.
+    const direct = await play("play.mp4", { range: "bytes=0-9" });
+    expect(direct.status).toBe(206);
+    const spellings = [
+      "x/../play.mp4",
+      "./play.mp4",
+      "x/%2e%2e/play.mp4",
+      `../${videoId}/play.mp4`,
+      "%70lay.mp4",
+    ];
+    for (const spelling of spellings) {
+      const dotted = await play(spelling, { range: "bytes=0-9" });
+      expect(dotted.status, spelling).toBe(206);
+      expect(dotted.body.equals(direct.body), spelling).toBe(true);
+    }
+    try {
+      await setSecurity({ countries: { action: "deny", values: ["DE"] } });
+      expect((await play("x/../play.mp4", { "cf-ipcountry": "DE" })).status).toBe(403);
+      await setSecurity({
+        countries: { action: "deny", values: [], enabled: false },
+        video_privacy: "private",
+      });
+      expect((await play("x/../playlist.m3u8")).status).toBe(403);
+    } finally {
+      await openSecurity();
+    }
+    // Never above the library's own root: another library's host or the data dir are not reached.
+    expect((await play("../../etc/passwd")).status).toBe(404);
+    // An escaped `/` stays one (a reserved character keeps its meaning): no file has that name.
+    const escapedSlash = await edgeRequest(edge, `/${hostname()}/${videoId}%2Fplay.mp4`);
+    expect(escapedSlash.status).toBe(404);
+  });
+
   it("refuses its files to another distribution's edge: a country rule is not passed by naming the edge as an origin", async () => {
     // Another organization's distribution whose origin is this edge: its origin requests carry
     // neither the viewer's country nor address, so a denied country passed the library's rule.
