@@ -84,6 +84,9 @@ describeInBrowser("the console in Chromium: the page frame", () => {
     await screenshot(page, "invite");
     await page.getByRole("button", { name: "Set password and sign in" }).click();
     await page.waitForURL("**/console/libraries");
+    // The session the invitation started is the console's own: a reload keeps it.
+    await page.reload();
+    await page.getByRole("heading", { name: "Libraries", level: 1 }).waitFor();
 
     await page.getByRole("link", { name: "invited@example.invalid" }).click();
     await page.waitForURL("**/console/account");

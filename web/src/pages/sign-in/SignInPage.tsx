@@ -7,7 +7,7 @@ import { submitting, useSubmit } from "../../form.ts";
 import { useSession } from "../../session.tsx";
 
 export function SignInPage() {
-  const { session, signIn } = useSession();
+  const { session, refused, signIn } = useSession();
   const navigate = useNavigate();
   const location = useLocation();
   const [email, setEmail] = useState("");
@@ -35,10 +35,17 @@ export function SignInPage() {
     <main id="main" className="sign-in">
       <form className="card" aria-labelledby="sign-in-title" onSubmit={submitting(submit)}>
         <h1 id="sign-in-title">Sign in to Cumulo</h1>
-        {state?.ended && (
+        {refused ? (
           <p className="warning" role="status">
-            Your session has ended. Sign in again.
+            A session this console did not start was found in your browser and was not used. Sign in with your
+            own account.
           </p>
+        ) : (
+          state?.ended && (
+            <p className="warning" role="status">
+              Your session has ended. Sign in again.
+            </p>
+          )
         )}
         <Field label="Email" name="email" error={errors.email}>
           {(control) => (
