@@ -148,6 +148,11 @@ export interface Config {
     importAllowPrivate: boolean;
     /** Addresses and CIDR ranges a URL import may reach although they are not public (internal origins). */
     importAllowAddresses: string[];
+    /**
+     * Unfinished resumable uploads one video may have (CUMULO_MAX_OPEN_UPLOADS_PER_VIDEO): creating
+     * one more removes its oldest, so a signed upload authorization cannot fill the disk.
+     */
+    openPerVideo: number;
     /** Longest whole download of a URL import, and longest wait for its next bytes. */
     importTimeoutMs: number;
     importIdleTimeoutMs: number;
@@ -682,6 +687,7 @@ export function loadConfig(env: Env = process.env): Config {
       expiryMs: positiveInt(env, "CUMULO_UPLOAD_EXPIRY_S", 86_400, MAX_RETENTION_DAYS * 86_400) * 1000,
       importAllowPrivate: bool(env, "CUMULO_IMPORT_ALLOW_PRIVATE", false),
       importAllowAddresses: addressRanges(env, "CUMULO_IMPORT_ALLOW_ADDRESSES"),
+      openPerVideo: positiveInt(env, "CUMULO_MAX_OPEN_UPLOADS_PER_VIDEO", 5),
       importTimeoutMs: timerSeconds(env, "CUMULO_IMPORT_TIMEOUT_S", 3600),
       importIdleTimeoutMs: timerSeconds(env, "CUMULO_IMPORT_IDLE_TIMEOUT_S", 30),
     },

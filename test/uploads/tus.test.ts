@@ -17,6 +17,7 @@ import { runUpload, sha256, startCuttingProxy, storedSource, TUS_PATH } from "./
 
 const MAX_VIDEO_BYTES = 8 * 1024 * 1024;
 const CHUNK = 64 * 1024;
+const OPEN_UPLOADS_PER_VIDEO = 3;
 /** tus-js-client's Node storage of upload URLs (a JSON file), which its type declarations leave out. */
 const FileUrlStorage = (
   tus as unknown as { FileUrlStorage: new (path: string) => UploadOptions["urlStorage"] }
@@ -80,6 +81,7 @@ describe("resumable uploads (tus) with tus-js-client", () => {
         CUMULO_WEBHOOK_ALLOW_PRIVATE: "true",
         CUMULO_MAX_VIDEO_BYTES: String(MAX_VIDEO_BYTES),
         CUMULO_FFMPEG_CONCURRENCY: "1",
+        CUMULO_MAX_OPEN_UPLOADS_PER_VIDEO: String(OPEN_UPLOADS_PER_VIDEO),
       }),
       generateClip(work, { seconds: 3, width: 640, height: 360 }),
     ]);
@@ -556,6 +558,29 @@ describe("resumable uploads (tus) with tus-js-client", () => {
     });
     expect(written.status).toBe(204);
     expect(written.headers.get("upload-offset")).toBe("5");
+  });
+
+  it("keeps at most CUMULO_MAX_OPEN_UPLOADS_PER_VIDEO unfinished uploads of a video: one more removes the oldest with its bytes", async () => {
+    // Whoever holds a video's signed upload authorization could otherwise fill the disk, one
+    // upload after another, each kept until it expires (audit of 2 December, second pass).
+    const videoId = await newVideo();
+    const ids: string[] = [];
+    for (let made = 0; made < OPEN_UPLOADS_PER_VIDEO + 2; made += 1) {
+      const { created, id } = await createUpload(videoId, clip.length, clip.subarray(0, 100));
+      expect(created.status).toBe(201);
+      ids.push(id);
+    }
+    const kept = ids.slice(-OPEN_UPLOADS_PER_VIDEO);
+    expect(await t.cumulo.services.uploads.resumable.find(ids[0] ?? "")).toBeUndefined();
+    for (const id of ids) {
+      const head = await fetch(`${t.baseUrl}${TUS_PATH}/${id}`, { method: "HEAD", headers: tusHeaders() });
+      expect(head.status).toBe(kept.includes(id) ? 200 : 404);
+      expect(existsSync(join(t.store.dataDir, "uploads", id))).toBe(kept.includes(id));
+    }
+    // Another video's uploads are not counted with these.
+    const other = await createUpload(await newVideo(), clip.length);
+    expect(other.created.status).toBe(201);
+    for (const id of kept) expect(await t.cumulo.services.uploads.resumable.find(id)).toBeDefined();
   });
 
   it("frees a deleted video's partial upload at the next housekeeping pass, not after the expiry", async () => {

@@ -48,6 +48,7 @@ export function createUploadServices(deps: UploadDeps): UploadServices {
         dataDir: config.dataDir,
         maxBytes: config.limits.videoSourceBytes,
         expiryMs: config.uploads.expiryMs,
+        openPerVideo: config.uploads.openPerVideo,
         clock: deps.clock,
         blobs: deps.blobs,
         repository,

@@ -53,6 +53,20 @@ export class UploadRepository {
       .execute();
   }
 
+  /** A video's unfinished uploads that no node is moving into the blob store, newest first. */
+  async openUploadIdsOf(videoId: string): Promise<string[]> {
+    const rows = await this.db
+      .selectFrom("video_uploads")
+      .select("id")
+      .where("video_id", "=", videoId)
+      .where("completed_at", "is", null)
+      .where("finishing_until", "is", null)
+      .orderBy("created_at", "desc")
+      .orderBy("id", "desc")
+      .execute();
+    return rows.map((row) => row.id);
+  }
+
   /** Uploads created before `before` (unfinished ones are abandoned; finished ones are only kept to answer HEAD). */
   async uploadsCreatedBefore(before: string): Promise<string[]> {
     const rows = await this.db

@@ -118,6 +118,8 @@ export interface ResumableUploadDeps {
   dataDir: string;
   maxBytes: number;
   expiryMs: number;
+  /** Unfinished uploads one video may have; a creation past it removes the oldest. */
+  openPerVideo: number;
   clock: Clock;
   blobs: BlobStore;
   repository: UploadRepository;
@@ -244,7 +246,19 @@ export class ResumableUploads {
       created_at: nowIso(this.deps.clock),
     });
     this.#created.set(node, upload.id);
+    await this.#removeOldestBeyondLimit(binding.videoId, upload.id);
     return { metadata };
+  }
+
+  /**
+   * Only one upload can become a video's source, yet each may hold up to `maxBytes` until it
+   * expires: without a bound, whoever holds a video's signed upload authorization (a browser, not
+   * the organization) could fill the disk by creating upload after upload. The oldest beyond
+   * `openPerVideo` go; a client still sending to one gets 404 and starts a new upload.
+   */
+  async #removeOldestBeyondLimit(videoId: string, created: string): Promise<void> {
+    const others = (await this.deps.repository.openUploadIdsOf(videoId)).filter((id) => id !== created);
+    for (const id of others.slice(this.deps.openPerVideo - 1)) await this.#remove(id);
   }
 
   /**
