@@ -1,32 +1,59 @@
 import { KEY_PREFIX } from "../identity/keys.ts";
 
-/** Headers whose values are credentials. */
-const SECRET_HEADERS = new Set([
+/** Headers whose values are credentials, though their names are no credential word. */
+const SECRET_HEADERS = new Set(["cookie", "set-cookie"]);
+/** Words that make a name a credential's wherever they stand in it (`auth_token`, `X-Amz-Credential`, `sessionId`). */
+const SECRET_WORDS = new Set([
+  "secret",
+  "password",
+  "passwd",
+  "pwd",
+  "token",
+  "signature",
+  "sig",
+  "cred",
+  "creds",
+  "credential",
+  "credentials",
+  "auth",
   "authorization",
-  "proxy-authorization",
-  "apikey",
-  "x-api-key",
-  "cookie",
-  "set-cookie",
+  "authorisation",
+  "session",
+  "sessionid",
+  "sessid",
+  "sid",
+  "jwt",
 ]);
+/** Words run together into one (`accesstoken`, `clientsecret`, `PHPSESSID`, `JSESSIONID`) that end in a credential word. */
+const SECRET_ENDING = /(token|secret|passw(or)?d|signature|sessid|sessionid)$/;
+/** `key` is a credential's as the name's last word (`api_key`, `X-Api-Key`, `AccessKey`), not in `key_id`; run together, after these words. */
+const SECRET_KEY = /^(|api|access|private|secret|signing|auth|session|client|master|shared|app)key$/;
+
 /**
- * Body fields and query parameters whose values are credentials, compared case-insensitively: keys
- * (`key`, `apikey`, `api_key`, `api-key`, `AccessKey` as Bunny names it, `private_key`, any name
- * ending in `key`), secrets, passwords, tokens, signatures (`sig` is an Azure shared access
- * signature's), credentials (`cred`, `X-Amz-Credential`), `auth` and its forms, and sessions
- * (`sessionid`, `PHPSESSID`, `sid`).
+ * The words of a name, lower-cased: split at anything but letters and digits (`_`, `-`, `.`) and
+ * where camelCase starts a word (`accessKey`, `APIKey`, `sessionId`).
  */
-const SECRET_FIELD =
-  /secret|passw(or)?d|^pwd$|token|key$|signature|^sig$|cred(ential)?s?$|^auth$|^auth[-_]|authori[sz]ation|session|sessid|^sid$|^jwt$/i;
+const wordsOf = (name: string): string[] =>
+  name
+    .replace(/([a-z\d])([A-Z])/g, "$1 $2")
+    .replace(/([A-Z]+)([A-Z][a-z])/g, "$1 $2")
+    .toLowerCase()
+    .split(/[^a-z\d]+/)
+    .filter((word) => word !== "");
+
 export const MASK = "***";
 
 /**
- * A header, body field or query parameter named for a credential: the secret headers' names also
- * as fields (a webhook endpoint's custom `Authorization`), the fields' patterns also as headers
- * (`AuthorizationSignature`, `X-CSRF-Token`).
+ * A header, body field or query parameter named for a credential, compared by words (see
+ * `wordsOf`), so that `sortkey`, `monkey`, `keyboard`, `authors` and `sessions` are not: a word
+ * of `SECRET_WORDS` anywhere, a run-together word ending in one, or `key` as the last word.
  */
-export const isSecretName = (name: string): boolean =>
-  SECRET_FIELD.test(name) || SECRET_HEADERS.has(name.toLowerCase());
+export function isSecretName(name: string): boolean {
+  if (SECRET_HEADERS.has(name.toLowerCase())) return true;
+  const words = wordsOf(name);
+  const last = words.at(-1) ?? "";
+  return SECRET_KEY.test(last) || words.some((word) => SECRET_WORDS.has(word) || SECRET_ENDING.test(word));
+}
 
 /** A value that is a Cumulo API key (`cmk_...`), whatever it is named. */
 const isApiKey = (value: string): boolean => value.startsWith(KEY_PREFIX);

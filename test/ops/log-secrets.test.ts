@@ -45,6 +45,33 @@ describe("secrets and the log", () => {
     expect(logged()).toContain(`${masked}&page=2`);
   });
 
+  it("takes a name for a credential's by its words, not by a substring of it", async () => {
+    const secret = {
+      api_key: "underscored-key-not-logged",
+      "X-Api-Key": "header-style-key-not-logged",
+      accessKey: "camel-case-key-not-logged",
+      auth_token: "auth-token-not-logged",
+      sessionId: "session-id-camel-not-logged",
+      clientsecret: "run-together-secret-not-logged",
+      PHPSESSID: "php-session-not-logged",
+    };
+    const harmless = {
+      sortkey: "title",
+      monkey: "business",
+      keyboard: "qwerty",
+      authors: "ada",
+      sessions: "12",
+      key_id: "k-17",
+    };
+    const query = new URLSearchParams({ ...secret, ...harmless });
+    expect((await fetch(`${t.baseUrl}/v1/media/libraries?${query}`)).status).toBe(401);
+    for (const value of Object.values(secret)) expect(logged()).not.toContain(value);
+    const masked = Object.keys(secret)
+      .map((name) => `${name}=***`)
+      .join("&");
+    expect(logged()).toContain(`${masked}&${new URLSearchParams(harmless)}`);
+  });
+
   it("logs a request the HTTP parser refuses by its reason, not by its bytes", async () => {
     const answer = await sendRaw(
       t.baseUrl,
