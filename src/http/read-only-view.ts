@@ -1,5 +1,5 @@
 import type { AuthContext } from "../identity/service.ts";
-import { isSecretParam, loggableUrl, MASK } from "./masking.ts";
+import { isSecretName, isSecretParam, loggableUrl, MASK } from "./masking.ts";
 
 // What a read-only key or user is shown of values that may hold a credential; write-capable
 // callers see them as stored (docs/security.md, "Read-only keys and secrets"). Every route that
@@ -160,35 +160,136 @@ function decoded(text: string): string {
   }
 }
 
-/** Values shorter than this are not looked for in text: they are no credential, and masking every `42` would hide the rest. */
-const SHORTEST_MASKED = 4;
+/**
+ * What of an endpoint's custom headers a receiver may repeat: each value, the credential after a
+ * scheme word (the token of `Bearer <token>`) and a `Basic` credential's `user:password` and
+ * password decoded. A value of 1 to 3 characters under a name that is not a credential's
+ * (`X-Tenant: 42`, `X-Debug: 1`) is a setting, not looked for; under a credential's name it is a
+ * secret too short to find (see `textShownTo`).
+ */
+export function headerCredentialsIn(headers: Record<string, string> | null): string[] {
+  return Object.entries(headers ?? {}).flatMap(([name, value]) => {
+    const credential = /^[A-Za-z][\w.-]*\s+(\S.*)$/.exec(value)?.[1];
+    const basic = /^basic\s/i.test(value) ? basicCredentials(credential) : [];
+    const found = [value, ...(credential === undefined ? [] : [credential]), ...basic];
+    return isSecretName(name) ? found : found.filter((secret) => secret.length >= SHORTEST_FOUND);
+  });
+}
+
+/** A `Basic` credential's `user:password` and password, or none when it is not base64 of a `user:password`. */
+function basicCredentials(encoded: string | undefined): string[] {
+  if (encoded === undefined || !/^[A-Za-z\d+/]+={0,2}$/.test(encoded)) return [];
+  const decoded = Buffer.from(encoded, "base64").toString();
+  const colon = decoded.indexOf(":");
+  return colon === -1 ? [] : [decoded, decoded.slice(colon + 1)];
+}
+
+/** Values shorter than this cannot be looked for in text: masking every `42` would hide the rest. */
+const SHORTEST_FOUND = 4;
+
+/** `n` in hexadecimal with `width` digits at least, as a pattern that takes either case of each letter. */
+const hexPattern = (n: number, width: number): string =>
+  n
+    .toString(16)
+    .padStart(width, "0")
+    .replace(/[a-f]/g, (digit) => `[${digit}${digit.toUpperCase()}]`);
+
+/** Text as a pattern that matches it literally. */
+const literalPattern = (text: string): string =>
+  [...text].map((char) => `\\u{${(char.codePointAt(0) ?? 0).toString(16)}}`).join("");
+
+const HTML_NAMED: Record<string, string> = {
+  "&": "&amp;",
+  "<": "&lt;",
+  ">": "&gt;",
+  '"': "&quot;",
+  "'": "&apos;",
+};
 
 /**
- * The spellings a value may take in text that repeats it: as it is, `%`-escaped (a URL), escaped
- * in a JSON string (also with `\/`, as PHP writes it) and in HTML.
+ * A character as a pattern: letters and digits as they are (no encoder escapes them), any other
+ * character also escaped as JSON writes it (`\u002b`, `\"`, PHP's `\/`), as a URL does (`%2B`, its
+ * UTF-8 bytes, `+` for a space) or as HTML does (`&#43;`, `&#x2b;`, `&amp;`), in either case of
+ * hexadecimal, whichever way each character of the text was written.
  */
-function spellings(value: string): string[] {
-  const json = JSON.stringify(value).slice(1, -1);
-  const html = value
-    .replaceAll("&", "&amp;")
-    .replaceAll("<", "&lt;")
-    .replaceAll(">", "&gt;")
-    .replaceAll('"', "&quot;")
-    .replaceAll("'", "&#39;");
-  return [value, encodeURIComponent(value), json, json.replaceAll("/", "\\/"), html];
+function escapedCharPattern(char: string): string {
+  if (/^[A-Za-z\d]$/.test(char)) return char;
+  const code = char.codePointAt(0) ?? 0;
+  const json = JSON.stringify(char).slice(1, -1);
+  const ways = [
+    literalPattern(char),
+    [...Array(char.length).keys()].map((unit) => `\\\\u${hexPattern(char.charCodeAt(unit), 4)}`).join(""),
+    [...Buffer.from(char)].map((byte) => `%${hexPattern(byte, 2)}`).join(""),
+    `&#0*${code};`,
+    `&#[xX]0*${hexPattern(code, 1)};`,
+    ...(json === char ? [] : [literalPattern(json)]),
+    ...(char === "/" ? [literalPattern("\\/")] : []),
+    ...(char === " " ? [literalPattern("+")] : []),
+    ...(char in HTML_NAMED ? [literalPattern(HTML_NAMED[char] ?? "")] : []),
+  ];
+  return `(?:${ways.join("|")})`;
+}
+
+/** `escapedCharPattern` of each ASCII character, by its code: secrets are mostly ASCII, and a pattern is built for every character of every form. */
+const ASCII_PATTERNS = Array.from({ length: 128 }, (_, code) =>
+  escapedCharPattern(String.fromCharCode(code)),
+);
+
+const charPattern = (char: string): string => ASCII_PATTERNS[char.charCodeAt(0)] ?? escapedCharPattern(char);
+
+/**
+ * The forms a secret takes when a receiver repeats it re-encoded: as it is, hexadecimal, and
+ * base64 and base64url (with and without padding) of its UTF-8 bytes, also the part of each that
+ * is the same wherever the value stands in a longer base64 text (its three alignments to the
+ * 3-byte groups: a `user:password` inside a `Basic` credential, a token inside a base64 JSON).
+ */
+function formsOf(secret: string): string[] {
+  const bytes = Buffer.from(secret);
+  const base64 = [bytes.toString("base64"), bytes.toString("base64").replace(/=+$/, "")];
+  for (const offset of [0, 1, 2]) {
+    const aligned = Buffer.concat([Buffer.alloc(offset), bytes]).toString("base64");
+    // Characters whose 6 bits all come from the secret's bytes: not those shared with its neighbours.
+    base64.push(aligned.slice(Math.ceil((8 * offset) / 6), Math.floor((8 * (offset + bytes.length)) / 6)));
+  }
+  const base64url = base64.map((form) => form.replaceAll("+", "-").replaceAll("/", "_"));
+  const hex = bytes.toString("hex");
+  return [secret, hex, hex.toUpperCase(), ...base64, ...base64url].filter(
+    (form) => form.length >= SHORTEST_FOUND,
+  );
+}
+
+/** A pattern of every form of `secret`, each written with any of its characters escaped; the longest forms first. */
+function secretPattern(secret: string): RegExp {
+  const forms = [...new Set(formsOf(secret))].sort((a, b) => b.length - a.length);
+  return new RegExp(forms.map((form) => [...form].map(charPattern).join("")).join("|"), "gu");
 }
 
 /**
- * Text a third party sent back, which may repeat what Cumulo sent it (a webhook receiver echoing
- * the request): for a reader, every occurrence of `secrets` (each at least 4 characters long, in
- * the spellings above) replaced by `***`, the longest first; for others, as it is.
+ * How a reader is shown text a third party sent back, which may repeat what Cumulo sent it (a
+ * webhook receiver echoing the request): for a reader, every occurrence of `secrets`, in any of
+ * the forms and escapes above, replaced by `***`; the whole text `***` when one of `secrets` is of
+ * 1 to 3 characters, which cannot be looked for without masking unrelated text; for others, the
+ * text as it is. The patterns are built once, for all the texts of one answer.
  */
-export function textShownTo(viewer: Viewer, text: string, secrets: readonly string[]): string {
-  if (!viewer.readOnly || text === "") return text;
-  const sought = [
-    ...new Set(secrets.filter((secret) => secret.length >= SHORTEST_MASKED).flatMap(spellings)),
-  ];
-  return sought
-    .sort((a, b) => b.length - a.length)
-    .reduce((shown, secret) => shown.replaceAll(secret, MASK), text);
+export function textShownTo(viewer: Viewer, secrets: readonly string[]): (text: string) => string {
+  if (!viewer.readOnly) return (text) => text;
+  const sought = [...new Set(secrets.filter((secret) => secret !== ""))];
+  if (sought.some((secret) => secret.length < SHORTEST_FOUND)) return (text) => (text === "" ? text : MASK);
+  const patterns = sought.map(secretPattern);
+  return (text) => {
+    const found = patterns
+      .flatMap((pattern) =>
+        [...text.matchAll(pattern)].map((match) => [match.index, match.index + match[0].length] as const),
+      )
+      .sort(([a], [b]) => a - b);
+    // Occurrences that overlap (a header value and the token inside it) become one mask.
+    let shown = "";
+    let shownTo = 0;
+    for (const [from, to] of found) {
+      if (to <= shownTo) continue;
+      if (from >= shownTo) shown += `${text.slice(shownTo, from)}${MASK}`;
+      shownTo = to;
+    }
+    return shown + text.slice(shownTo);
+  };
 }

@@ -62,18 +62,18 @@ const shownTo = (auth: AuthContext, endpoint: WebhookEndpoint): WebhookEndpoint 
 
 /**
  * A delivery as a reader is shown it: its endpoint as `shownTo` shows it, and the receiver's answer
- * and the attempt's error with the endpoint's secret values masked, since a receiver that echoes the
- * request repeats its headers and URL (`secretValues`, `WebhookService.listDeliveries`).
+ * and the attempt's error as `shownText` shows them (`textShownTo` of the endpoint's secret values,
+ * `WebhookService.listDeliveries`), since a receiver that echoes the request repeats its headers and URL.
  */
 const deliveryShownTo = (
   auth: AuthContext,
   delivery: WebhookDelivery,
-  secretValues: string[],
+  shownText: (text: string) => string,
 ): WebhookDelivery => ({
   ...delivery,
   webhook_endpoint: shownTo(auth, delivery.webhook_endpoint),
-  response_body: textShownTo(auth, delivery.response_body, secretValues),
-  ...(delivery.error === undefined ? {} : { error: textShownTo(auth, delivery.error, secretValues) }),
+  response_body: shownText(delivery.response_body),
+  ...(delivery.error === undefined ? {} : { error: shownText(delivery.error) }),
 });
 
 function queuedOf(result: QueuedOutcome) {
@@ -287,9 +287,10 @@ export const webhookRoutes: FastifyPluginAsyncTypebox<{
           toPage({ limit, page }),
         ),
       );
+      const shownText = textShownTo(request.auth, secretValues);
       return okList(
         "Webhook deliveries",
-        rows.map((delivery) => deliveryShownTo(request.auth, delivery, secretValues)),
+        rows.map((delivery) => deliveryShownTo(request.auth, delivery, shownText)),
         pageMeta(`${base(libraryId)}/${endpointId}/events`, { limit, page }, total, { event, success }),
       );
     },

@@ -3,7 +3,7 @@ import type { Clock } from "../clock.ts";
 import { nowIso } from "../clock.ts";
 import type { FieldError } from "../http/errors.ts";
 import type { Page } from "../http/pagination.ts";
-import { credentialsIn } from "../http/read-only-view.ts";
+import { credentialsIn, headerCredentialsIn } from "../http/read-only-view.ts";
 import { withOffset } from "../http/time.ts";
 import type { LibraryRepository } from "../media/repository.ts";
 import { checkUrlTarget } from "../net/address-guard.ts";
@@ -65,19 +65,15 @@ function toEndpoint(row: EndpointRow, secrets: SigningSecrets, now: Date): Webho
 
 /**
  * What of an endpoint a receiver's answer may repeat and a read-only key must not read there: the
- * values of its custom headers (and the credential after a scheme, `Bearer <token>`), its signing
- * secrets (the previous one too, as long as it is kept; also without `whsec_`) and the credentials
- * of its URL (docs/security.md, "Read-only keys and secrets").
+ * credentials of its custom headers and its URL (`headerCredentialsIn`, `credentialsIn`) and its
+ * signing secrets (the previous one too, as long as it is kept; also without `whsec_`)
+ * (docs/security.md, "Read-only keys and secrets").
  */
 function secretValuesOf(endpoint: WebhookEndpointWithSecret, previousSecret: string | undefined): string[] {
-  const headerValues = Object.values(endpoint.headers ?? {}).flatMap((value) => {
-    const credential = /^[A-Za-z][\w.-]*\s+(\S.*)$/.exec(value)?.[1];
-    return credential === undefined ? [value] : [value, credential];
-  });
   const signing = [endpoint.secret, previousSecret].flatMap((secret) =>
     secret === undefined ? [] : [secret, secret.replace(PLAIN_PREFIX, "")],
   );
-  return [...headerValues, ...signing, ...credentialsIn(endpoint.url)];
+  return [...headerCredentialsIn(endpoint.headers), ...signing, ...credentialsIn(endpoint.url)];
 }
 
 interface Actor {

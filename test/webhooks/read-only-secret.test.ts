@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import { type Receiver, startReceiver } from "./helpers.ts";
+import { header, type Receiver, startReceiver } from "./helpers.ts";
 
 /** Read-only keys never see signing secrets (docs/security.md, "Read-only keys and secrets"). */
 describe("webhook endpoint secret and read-only keys", () => {
@@ -191,5 +191,153 @@ describe("webhook endpoint secret and read-only keys", () => {
     expect(shown.headers["webhook-id"]).toBe(JSON.parse(asAdmin.response_body).headers["webhook-id"]);
     expect(shown.expected).toEqual(["***", "***"]);
     expect(shown.check).toEqual(["https://verify.example/?secret=***", "https://verify.example/?secret=***"]);
+  });
+
+  /** Sends a test notification to the endpoint and answers its delivery as the admin and the reader read it. */
+  async function firstDelivery(keys: { admin: string; readOnly: string; path: string }, endpointId: string) {
+    const events = `${keys.path}/${endpointId}/events`;
+    expect((await t.request("POST", `${keys.path}/${endpointId}/test`, { key: keys.admin })).status).toBe(
+      202,
+    );
+    await expect
+      .poll(async () => (await t.request("GET", events, { key: keys.admin })).body.data.length)
+      .toBeGreaterThan(0);
+    const asReader = await t.request("GET", events, { key: keys.readOnly });
+    expect(asReader.status).toBe(200);
+    return {
+      asAdmin: (await t.request("GET", events, { key: keys.admin })).body.data[0],
+      asReader: asReader.body.data[0],
+      readerText: asReader.text,
+    };
+  }
+
+  it("masks the endpoint's secrets re-encoded by the receiver (percent, base64, base64url, hex, JSON and HTML escapes, decoded Basic credentials)", async () => {
+    const keys = await organizationWithReadOnlyKey("Re-encoded");
+    const headerToken = "header+token/of=the-receiver";
+    const urlToken = "url-token-of-the-receiver";
+    const upstream = "ann:upstream-password";
+    const b64 = (text: string) => Buffer.from(text).toString("base64");
+    let signingSecret = "";
+    // A receiver's debug page that prints what it got in every encoding a framework might use.
+    const receiver = await startReceiver((request, res) => {
+      const token = new URL(request.path, "http://receiver").searchParams.get("token") ?? "";
+      const bearer = header(request.headers.authorization).replace(/^Bearer /, "");
+      const basic = Buffer.from(
+        header(request.headers["x-upstream-authorization"]).replace(/^Basic /, ""),
+        "base64",
+      ).toString();
+      const lines = {
+        percent: encodeURIComponent(bearer),
+        base64: b64(bearer),
+        base64url: Buffer.from(token).toString("base64url"),
+        hex: Buffer.from(bearer).toString("hex"),
+        hexUpper: Buffer.from(token).toString("hex").toUpperCase(),
+        // A JSON encoder that writes `+` as \u002B (.NET's), `/` as \/ (PHP's), here `_` as \u005f too.
+        json: signingSecret.replaceAll("+", "\\u002B").replaceAll("/", "\\/").replace("_", "\\u005f"),
+        html: bearer.replaceAll("+", "&#43;").replaceAll("/", "&#x2F;").replaceAll("=", "&#61;"),
+        basic,
+        password: basic.slice(basic.indexOf(":") + 1),
+        // The token inside a longer base64 text, at each of the three alignments to its 3-byte groups.
+        embedded0: b64(`{"t":"${bearer}"}`),
+        embedded1: b64(`{"to":"${bearer}"}`),
+        embedded2: b64(`{"tok":"${bearer}"}`),
+      };
+      res.writeHead(400, { "content-type": "text/plain" });
+      res.end(
+        Object.entries(lines)
+          .map(([name, value]) => `${name}: ${value}`)
+          .join("\n"),
+      );
+    });
+    try {
+      const endpoint = (
+        await t.request("POST", keys.path, {
+          key: keys.admin,
+          json: {
+            name: "Debug page",
+            url: `${receiver.url}/in?token=${urlToken}&tenant=42`,
+            events: ["*"],
+            headers: {
+              Authorization: `Bearer ${headerToken}`,
+              "X-Upstream-Authorization": `Basic ${b64(upstream)}`,
+              "X-Tenant": "42",
+            },
+          },
+        })
+      ).body.data;
+      signingSecret = endpoint.secret;
+      const { asAdmin, asReader, readerText } = await firstDelivery(keys, endpoint.id);
+      const sent = Object.fromEntries(
+        asAdmin.response_body.split("\n").map((line: string) => line.split(": ")),
+      );
+      expect(sent.base64).toBe(b64(headerToken));
+      expect(sent.password).toBe("upstream-password");
+      expect(sent.json).toMatch(/^whsec\\u005f/);
+
+      const shown = Object.fromEntries(
+        asReader.response_body.split("\n").map((line: string) => line.split(": ")),
+      );
+      for (const name of [
+        "percent",
+        "base64",
+        "base64url",
+        "hex",
+        "hexUpper",
+        "json",
+        "html",
+        "basic",
+        "password",
+      ]) {
+        expect(shown[name], name).toBe("***");
+      }
+      // Only the characters the token shares with its neighbours are left (6 bits each).
+      for (const name of ["embedded0", "embedded1", "embedded2"]) {
+        expect(shown[name], name).toMatch(/^[A-Za-z\d+/]{0,12}\*\*\*[A-Za-z\d+/=]{0,8}$/);
+        expect(Buffer.from(shown[name].replace("***", ""), "base64").toString()).not.toContain("receiver");
+      }
+      for (const value of Object.values(sent)) expect(readerText).not.toContain(value);
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  it("shows a reader none of a receiver's answer when a secret of the endpoint is too short to look for", async () => {
+    const keys = await organizationWithReadOnlyKey("Short secrets");
+    const echoHeaders = await startReceiver((request, res) => {
+      res.writeHead(401, { "content-type": "application/json" }).end(JSON.stringify(request.headers));
+    });
+    try {
+      const endpoints = {
+        "a credential header of 2 characters": {
+          url: `${echoHeaders.url}/in`,
+          headers: { "X-Api-Key": "k9", "X-Tenant": "42" },
+        },
+        "a URL credential of 1 character": { url: `${echoHeaders.url}/in?key=7`, headers: null },
+      };
+      for (const [name, fields] of Object.entries(endpoints)) {
+        const endpoint = (
+          await t.request("POST", keys.path, { key: keys.admin, json: { name, ...fields, events: ["*"] } })
+        ).body.data;
+        const { asAdmin, asReader } = await firstDelivery(keys, endpoint.id);
+        expect(JSON.parse(asAdmin.response_body)["user-agent"], name).toMatch(/^Cumulo-Webhooks/);
+        expect(asReader.response_body, name).toBe("***");
+      }
+      // A setting of 2 characters under a name that is no credential's is no secret: the answer is shown.
+      const settingOnly = (
+        await t.request("POST", keys.path, {
+          key: keys.admin,
+          json: {
+            name: "Setting",
+            url: `${echoHeaders.url}/in`,
+            events: ["*"],
+            headers: { "X-Tenant": "42" },
+          },
+        })
+      ).body.data;
+      const { asReader } = await firstDelivery(keys, settingOnly.id);
+      expect(JSON.parse(asReader.response_body)["x-tenant"]).toBe("42");
+    } finally {
+      await echoHeaders.close();
+    }
   });
 });
