@@ -84,17 +84,20 @@ describe("webhook endpoint secret and read-only keys", () => {
   it("masks credentials in the endpoint URL's query for a read-only key, the rest of the URL as written", async () => {
     const { admin, readOnly, path } = await organizationWithReadOnlyKey("Hooked by URL");
     // A receiver that checks a token in its URL (as many do) rather than the signature.
-    const url = "https://hooks.example.com/in?token=receiver-secret&tenant=42#part";
+    const url =
+      "https://hooks.example.com/in?token=receiver-secret&tenant=42&sortkey=title&accessKey=receiver-key#part";
     const endpoint = (
       await t.request("POST", path, { key: admin, json: { name: "By URL", url, events: ["*"] } })
     ).body.data;
     expect(endpoint.url).toBe(url);
 
-    const shown = "https://hooks.example.com/in?token=***&tenant=42#part";
+    // Names are compared by words: `sortkey` is no key's name, `accessKey` is.
+    const shown = "https://hooks.example.com/in?token=***&tenant=42&sortkey=title&accessKey=***#part";
     const one = await t.request("GET", `${path}/${endpoint.id}`, { key: readOnly });
     expect(one.body.data.url).toBe(shown);
     expect((await t.request("GET", path, { key: readOnly })).body.data[0].url).toBe(shown);
     expect(one.text).not.toContain("receiver-secret");
+    expect(one.text).not.toContain("receiver-key");
     expect((await t.request("GET", `${path}/${endpoint.id}`, { key: admin })).body.data.url).toBe(url);
   });
 
