@@ -88,6 +88,11 @@ export interface Config {
    * first come, first served.
    */
   cdnHostnameVerification: "off" | "dns";
+  /**
+   * CUMULO_CDN_HOSTNAME_CLAIM_TTL_HOURS (72): how long a pending (never verified) claim of a host name
+   * holds it against other organizations, in milliseconds.
+   */
+  cdnHostnameClaimTtlMs: number;
   /** CUMULO_DNS_SERVERS: the servers (`ip` or `ip:port`) host name verification asks; unset, the system's. */
   dnsServers: string[] | undefined;
   rateLimit: RateLimitSetting;
@@ -640,6 +645,8 @@ export function loadConfig(env: Env = process.env): Config {
     webhookAllowPrivate: bool(env, "CUMULO_WEBHOOK_ALLOW_PRIVATE", false),
     originAllowPrivate: bool(env, "CUMULO_ORIGIN_ALLOW_PRIVATE", false),
     cdnHostnameVerification,
+    cdnHostnameClaimTtlMs:
+      positiveInt(env, "CUMULO_CDN_HOSTNAME_CLAIM_TTL_HOURS", 72, MAX_RETENTION_DAYS * 24) * 3_600_000,
     dnsServers: dnsServers(env, "CUMULO_DNS_SERVERS"),
     rateLimit,
     signInRateLimit,

@@ -54,51 +54,81 @@ export const servedUnderHostname = (
 ): boolean => config.cdnHostnameVerification === "off" || !isPendingClaim(row);
 
 /**
+ * When a pending claim stops holding its name against other organizations
+ * (CUMULO_CDN_HOSTNAME_CLAIM_TTL_HOURS after its creation).
+ */
+export const claimExpiresAt = (row: DistributionRow, config: Pick<Config, "cdnHostnameClaimTtlMs">): Date =>
+  new Date(Date.parse(row.created_at) + config.cdnHostnameClaimTtlMs);
+
+/** A pending claim whose time is up: another organization's create of the name deletes it. */
+export const isExpiredClaim = (
+  row: DistributionRow,
+  config: Pick<Config, "cdnHostnameClaimTtlMs">,
+  now: Date,
+): boolean => isPendingClaim(row) && claimExpiresAt(row, config) <= now;
+
+/**
  * What a distribution shows of its verification when the platform verifies names; nothing for one
- * without a token (a library's distribution, whose name is the platform's).
+ * without a token (a library's distribution, whose name is the platform's). A pending one says when
+ * it stops holding the name against other organizations.
  */
 export function hostnameVerificationOf(
   row: DistributionRow,
-  config: Pick<Config, "cdnHostnameVerification">,
+  config: Pick<Config, "cdnHostnameVerification" | "cdnHostnameClaimTtlMs">,
 ): HostnameVerification | undefined {
   if (config.cdnHostnameVerification !== "dns" || row.hostname_token === null) return undefined;
-  return {
+  const verification: HostnameVerification = {
     status: row.hostname_verified_at === null ? "pending" : "verified",
     record_type: "TXT",
     record_name: challengeRecordName(row.hostname),
     record_value: row.hostname_token,
   };
+  if (isPendingClaim(row)) verification.expires_at = claimExpiresAt(row, config).toISOString();
+  return verification;
 }
 
 // A lookup answers within seconds even when the servers do not (an API request waits for it).
 const LOOKUP_TIMEOUT_MS = 2000;
 const LOOKUP_TRIES = 2;
 
-export type ChallengeLookup = { outcome: "found" } | { outcome: "missing"; reason: string };
+export type ChallengeLookup =
+  | { outcome: "found" }
+  /** DNS answered: no such record, or one without the token; `reason` says which. */
+  | { outcome: "missing"; reason: string }
+  /** DNS gave no answer (timeout, SERVFAIL, refused): nothing is known of the record; `code` is the resolver's. */
+  | { outcome: "failed"; code: string };
 
-/** Looks the distribution's TXT record up and says whether one of its values is the token. */
-export async function lookUpChallenge(
-  challenge: { hostname: string; token: string },
-  config: Pick<Config, "dnsServers">,
-): Promise<ChallengeLookup> {
-  const resolver = new Resolver({ timeout: LOOKUP_TIMEOUT_MS, tries: LOOKUP_TRIES });
-  if (config.dnsServers) resolver.setServers(config.dnsServers);
-  let records: string[][];
-  try {
-    records = await resolver.resolveTxt(challengeRecordName(challenge.hostname));
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    const absent = code === "ENODATA" || code === "ENOTFOUND";
+/** DNS's answer that the name, or its TXT record, does not exist: an answer, not a failure. */
+const ABSENT_CODES = new Set(["ENODATA", "ENOTFOUND"]);
+
+/**
+ * Looks challenge records up, with one resolver for the service's life (the servers of
+ * CUMULO_DNS_SERVERS, else the system's), each lookup bounded by the timeout and tries above.
+ */
+export class ChallengeResolver {
+  readonly #resolver = new Resolver({ timeout: LOOKUP_TIMEOUT_MS, tries: LOOKUP_TRIES });
+
+  constructor(config: Pick<Config, "dnsServers">) {
+    if (config.dnsServers) this.#resolver.setServers(config.dnsServers);
+  }
+
+  /** Looks the distribution's TXT record up and says whether one of its values is the token. */
+  async lookUp(challenge: { hostname: string; token: string }): Promise<ChallengeLookup> {
+    let records: string[][];
+    try {
+      records = await this.#resolver.resolveTxt(challengeRecordName(challenge.hostname));
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code ?? "EUNKNOWN";
+      return ABSENT_CODES.has(code)
+        ? { outcome: "missing", reason: "DNS has no such record" }
+        : { outcome: "failed", code };
+    }
+    // A long TXT value comes as several strings; the value is their concatenation (RFC 7208, 3.3).
+    const values = records.map((strings) => strings.join(""));
+    if (values.includes(challenge.token)) return { outcome: "found" };
     return {
       outcome: "missing",
-      reason: absent ? "DNS has no such record" : `the DNS lookup failed (${code})`,
+      reason: values.length === 0 ? "DNS has no such record" : "the record holds other values",
     };
   }
-  // A long TXT value comes as several strings; the value is their concatenation (RFC 7208, 3.3).
-  const values = records.map((strings) => strings.join(""));
-  if (values.includes(challenge.token)) return { outcome: "found" };
-  return {
-    outcome: "missing",
-    reason: values.length === 0 ? "DNS has no such record" : "the record holds other values",
-  };
 }

@@ -9,6 +9,7 @@ import {
   Envelope,
   IdParams,
   ListEnvelope,
+  MediaError,
   mediaErrorResponses,
   PageQuery,
 } from "../http/schemas.ts";
@@ -55,10 +56,17 @@ function created(result: CreateOutcome): Distribution {
       throw ApiError.conflict(HOSTNAME_TAKEN);
     case "hostname_claimable":
       throw ApiError.conflict(
-        `${HOSTNAME_TAKEN}, but its organization has not verified the name. To take the name over, publish a TXT record ${result.recordName} with the value ${result.recordValue} and create the distribution again; so far ${result.reason}`,
+        `${HOSTNAME_TAKEN}, but its organization has not verified the name. To take the name over, publish a TXT record ${result.recordName} with the value ${result.recordValue} and create the distribution again (or create it again after ${result.claimExpiresAt}, when the claim expires); so far ${result.reason}`,
+      );
+    case "lookup_failed":
+      throw dnsLookupFailed(
+        `${HOSTNAME_TAKEN}, but its organization has not verified the name. To take the name over, publish a TXT record ${result.recordName} with the value ${result.recordValue} and create the distribution again; the DNS lookup of that record failed (${result.code}), try again later`,
       );
   }
 }
+
+/** DNS could not be asked: an upstream failure (CONTRACT 4), not an answer that the record is missing. */
+const dnsLookupFailed = (message: string): ApiError => new ApiError(502, message);
 
 /**
  * A read-only key never sees a credential written into `origin_url` (user info, a `?token=`, a
@@ -112,6 +120,10 @@ function verified(result: VerifyOutcome): Distribution {
     case "record_missing":
       throw ApiError.conflict(
         `Host name not verified: expected a TXT record ${result.recordName} with the value ${result.recordValue}, but ${result.reason}`,
+      );
+    case "lookup_failed":
+      throw dnsLookupFailed(
+        `Host name not verified: the DNS lookup of the TXT record ${result.recordName} failed (${result.code}); try again later`,
       );
     case "nothing_to_verify":
       throw ApiError.conflict(NOTHING_TO_VERIFY);
@@ -188,7 +200,7 @@ export const cdnRoutes: FastifyPluginAsyncTypebox<{
         summary: "Create a distribution",
         security,
         body: CreateDistributionBody,
-        response: { ...mediaErrorResponses, 201: CreatedEnvelope(Distribution) },
+        response: { ...mediaErrorResponses, 201: CreatedEnvelope(Distribution), 502: MediaError },
       },
     },
     async (request, reply) => {
@@ -292,10 +304,10 @@ export const cdnRoutes: FastifyPluginAsyncTypebox<{
         tags,
         summary: "Verify the distribution's host name by its DNS TXT record",
         description:
-          "Looks up the TXT record named in `hostname_verification` and, when one of its values is the distribution's token, marks the host name verified: every edge then serves the distribution under its host name within a second. A record that is missing or holds other values is 409, with a message naming the record expected. Until verified, a distribution is served path-style only. Meaningful when the platform verifies host names (CUMULO_CDN_HOSTNAME_VERIFICATION=dns); otherwise a distribution is verified when created.",
+          "Looks up the TXT record named in `hostname_verification` and, when one of its values is the distribution's token, marks the host name verified: every edge then serves the distribution under its host name within a second. A record that is missing or holds other values is 409, with a message naming the record expected; a lookup DNS did not answer (timeout, SERVFAIL) is 502. Until verified, a distribution is served path-style only. Meaningful when the platform verifies host names (CUMULO_CDN_HOSTNAME_VERIFICATION=dns); otherwise a distribution is verified when created.",
         security,
         params: DistributionParams,
-        response: { ...mediaErrorResponses, 200: Envelope(Distribution) },
+        response: { ...mediaErrorResponses, 200: Envelope(Distribution), 502: MediaError },
       },
     },
     async (request) => {

@@ -35,6 +35,14 @@ export const HostnameVerification = Type.Object(
     record_type: StringEnum(["TXT"] as const),
     record_name: Type.String({ examples: ["_cumulo-challenge.cdn.example.com"] }),
     record_value: Type.String({ examples: ["cumulo-verify-5f0c1e2d3b4a59687766554433221100"] }),
+    expires_at: Type.Optional(
+      Type.String({
+        format: "date-time",
+        examples: ["2026-11-24T08:30:00.123Z"],
+        description:
+          "Pending only: from then on another organization's create of the host name deletes this distribution and takes the name (CUMULO_CDN_HOSTNAME_CLAIM_TTL_HOURS after creation)",
+      }),
+    ),
   },
   {
     description:

@@ -10,11 +10,13 @@ import { checkUrlTarget } from "../net/address-guard.ts";
 import { readJson, writeJson } from "../store/codec.ts";
 import { type Executor, type Transact, transactor } from "../store/transactions.ts";
 import {
+  ChallengeResolver,
   challengeRecordName,
+  claimExpiresAt,
   type HostnameClaimTokens,
   hostnameVerificationOf,
+  isExpiredClaim,
   isPendingClaim,
-  lookUpChallenge,
   newHostnameToken,
 } from "./hostname-verification.ts";
 import type { PurgeSync } from "./purge-sync.ts";
@@ -52,9 +54,18 @@ export type CreateOutcome =
   | { outcome: "hostname_taken" }
   /**
    * Another organization claims the name without having verified it: the TXT record that would let
-   * this organization take it over is not (yet) in DNS; `reason` says what DNS answered.
+   * this organization take it over is not (yet) in DNS; `reason` says what DNS answered. The claim
+   * stops holding the name at `claimExpiresAt`.
    */
-  | { outcome: "hostname_claimable"; recordName: string; recordValue: string; reason: string };
+  | {
+      outcome: "hostname_claimable";
+      recordName: string;
+      recordValue: string;
+      reason: string;
+      claimExpiresAt: string;
+    }
+  /** As `hostname_claimable`, but DNS could not be asked (timeout, SERVFAIL): `code` is the resolver's. */
+  | { outcome: "lookup_failed"; recordName: string; recordValue: string; code: string };
 
 export type GetOutcome = { outcome: "found"; distribution: Distribution } | { outcome: "not_found" };
 
@@ -75,6 +86,8 @@ export type VerifyOutcome =
   | { outcome: "verified"; distribution: Distribution }
   /** The TXT record that proves the name is not (yet) in DNS; `reason` says what DNS answered. */
   | { outcome: "record_missing"; recordName: string; recordValue: string; reason: string }
+  /** DNS could not be asked (timeout, SERVFAIL, refused): `code` is the resolver's. */
+  | { outcome: "lookup_failed"; recordName: string; code: string }
   /** No token: a library's distribution (the platform's own name), or one an older version made. */
   | { outcome: "nothing_to_verify" }
   | { outcome: "not_found" };
@@ -84,7 +97,10 @@ export type PurgeOutcome = { outcome: "purged" } | { outcome: "not_found" };
 export type PurgeListOutcome = { outcome: "listed"; rows: Purge[]; total: number } | { outcome: "not_found" };
 
 /** A distribution as the API shows it; its verification only on a platform that verifies names. */
-export function toDistribution(row: DistributionRow, config: Pick<Config, "cdnHostnameVerification">) {
+export function toDistribution(
+  row: DistributionRow,
+  config: Pick<Config, "cdnHostnameVerification" | "cdnHostnameClaimTtlMs">,
+) {
   const distribution: Distribution = {
     id: row.id,
     hostname: row.hostname,
@@ -109,6 +125,7 @@ const toPurge = (row: PurgeRow): Purge => ({
 /** Distributions and purges: the control plane of the CDN. */
 export class CdnService {
   private readonly transact: Transact;
+  private readonly challenges: ChallengeResolver;
 
   constructor(
     private readonly distributions: DistributionRepository,
@@ -121,6 +138,7 @@ export class CdnService {
     private readonly logger: FastifyBaseLogger,
   ) {
     this.transact = transactor(distributions.db);
+    this.challenges = new ChallengeResolver(config);
   }
 
   /**
@@ -238,8 +256,10 @@ export class CdnService {
    * The new distribution's name is taken. When the platform verifies names, another organization's
    * pending claim does not hold it against an organization that proves control: that one publishes
    * its claim token and creates again; the claim is then deleted and the new distribution created
-   * verified, in one transaction. A verified name, a library's, or the organization's own stays taken.
-   * The DNS lookup happens outside the transaction.
+   * verified, in one transaction. Nor does it hold it once expired (CUMULO_CDN_HOSTNAME_CLAIM_TTL_HOURS):
+   * the claim is then deleted and the new distribution created pending, with no lookup. A verified
+   * name, a library's, or the organization's own stays taken. The DNS lookup happens outside the
+   * transaction.
    */
   async #takeOverPendingClaim(row: DistributionRow): Promise<CreateOutcome> {
     if (this.config.cdnHostnameVerification !== "dns") return { outcome: "hostname_taken" };
@@ -247,41 +267,70 @@ export class CdnService {
     if (!holder || !isPendingClaim(holder) || holder.organization_id === row.organization_id) {
       return { outcome: "hostname_taken" };
     }
+    if (isExpiredClaim(holder, this.config, this.clock.now())) {
+      return this.#replaceClaim(
+        holder,
+        row,
+        "cdn host name taken from another organization's expired pending claim",
+      );
+    }
     const token = this.claimTokens.tokenFor(row.organization_id, row.hostname);
-    const lookup = await lookUpChallenge({ hostname: row.hostname, token }, this.config);
-    if (lookup.outcome === "missing") {
-      const recordName = challengeRecordName(row.hostname);
-      return { outcome: "hostname_claimable", recordName, recordValue: token, reason: lookup.reason };
+    const lookup = await this.challenges.lookUp({ hostname: row.hostname, token });
+    const recordName = challengeRecordName(row.hostname);
+    switch (lookup.outcome) {
+      case "missing":
+        return {
+          outcome: "hostname_claimable",
+          recordName,
+          recordValue: token,
+          reason: lookup.reason,
+          claimExpiresAt: claimExpiresAt(holder, this.config).toISOString(),
+        };
+      case "failed":
+        return { outcome: "lookup_failed", recordName, recordValue: token, code: lookup.code };
     }
     const claimed: DistributionRow = {
       ...row,
       hostname_token: token,
       hostname_verified_at: nowIso(this.clock),
     };
-    const tookOver = await this.transact(async (trx) => {
+    return this.#replaceClaim(
+      holder,
+      claimed,
+      "cdn host name taken over from another organization's pending claim by proof of control",
+    );
+  }
+
+  /** Deletes another organization's pending claim and creates `replacement` for its name, in one transaction. */
+  async #replaceClaim(
+    holder: DistributionRow,
+    replacement: DistributionRow,
+    logMessage: string,
+  ): Promise<CreateOutcome> {
+    const replaced = await this.transact(async (trx) => {
       // Verified or deleted since it was read: the name is no pending claim of the holder any more.
       if (!(await this.distributions.deletePendingClaim(trx, holder.organization_id, holder.id)))
         return false;
-      await this.distributions.insert(trx, claimed);
+      await this.distributions.insert(trx, replacement);
       return true;
     }).catch((error: unknown) => {
       if (error instanceof HostnameTakenError) return false;
       throw error;
     });
-    if (!tookOver) return { outcome: "hostname_taken" };
+    if (!replaced) return { outcome: "hostname_taken" };
     this.logger.info(
       {
-        hostname: row.hostname,
+        hostname: replacement.hostname,
         from_organization_id: holder.organization_id,
         from_distribution_id: holder.id,
-        to_organization_id: row.organization_id,
-        to_distribution_id: row.id,
+        to_organization_id: replacement.organization_id,
+        to_distribution_id: replacement.id,
       },
-      "cdn host name taken over from another organization's pending claim by proof of control",
+      logMessage,
     );
     await this.announce({ id: holder.id, hostname: holder.hostname, dropCache: true, deleted: true });
-    await this.announce({ id: claimed.id, hostname: claimed.hostname, dropCache: false });
-    return { outcome: "created", distribution: toDistribution(claimed, this.config) };
+    await this.announce({ id: replacement.id, hostname: replacement.hostname, dropCache: false });
+    return { outcome: "created", distribution: toDistribution(replacement, this.config) };
   }
 
   async get(organizationId: string, id: string): Promise<GetOutcome> {
@@ -344,10 +393,13 @@ export class CdnService {
       return { outcome: "verified", distribution: toDistribution(current, this.config) };
     }
     const challenge = { hostname: current.hostname, token: current.hostname_token };
-    const lookup = await lookUpChallenge(challenge, this.config);
-    if (lookup.outcome === "missing") {
-      const recordName = challengeRecordName(challenge.hostname);
-      return { outcome: "record_missing", recordName, recordValue: challenge.token, reason: lookup.reason };
+    const lookup = await this.challenges.lookUp(challenge);
+    const recordName = challengeRecordName(challenge.hostname);
+    switch (lookup.outcome) {
+      case "missing":
+        return { outcome: "record_missing", recordName, recordValue: challenge.token, reason: lookup.reason };
+      case "failed":
+        return { outcome: "lookup_failed", recordName, code: lookup.code };
     }
     const now = nowIso(this.clock);
     const row = await this.transact(async (trx) => {

@@ -16,10 +16,13 @@ import {
   type Origin,
   startDnsServer,
   startOrigin,
+  TestClock,
   uniqueHost,
 } from "./support.ts";
 
 const verifyPath = (id: string) => `/v1/cdn/distributions/${id}/hostname-verification`;
+const HOUR_MS = 3_600_000;
+const hoursAfter = (iso: string, hours: number) => new Date(Date.parse(iso) + hours * HOUR_MS).toISOString();
 
 describe("CDN host name verification (CUMULO_CDN_HOSTNAME_VERIFICATION=dns)", () => {
   let t: TestApp;
@@ -54,6 +57,7 @@ describe("CDN host name verification (CUMULO_CDN_HOSTNAME_VERIFICATION=dns)", ()
       record_type: "TXT",
       record_name: `_cumulo-challenge.${hostname}`,
       record_value: expect.stringMatching(/^cumulo-verify-[0-9a-f]{32}$/),
+      expires_at: hoursAfter(one.body.data.created_at, 72),
     });
     const listed = await t.request("GET", "/v1/cdn/distributions?limit=100");
     expect(listed.body.data.find((row: { id: string }) => row.id === id).hostname_verification).toEqual(
@@ -96,6 +100,27 @@ describe("CDN host name verification (CUMULO_CDN_HOSTNAME_VERIFICATION=dns)", ()
     expect((await edgeRequest(edge(), "/hello", { host: hostname })).status).toBe(404);
   });
 
+  it("answers 502 when DNS gives no answer (SERVFAIL), naming the record; the distribution stays pending", async () => {
+    const hostname = uniqueHost("servfail");
+    const { id } = await createDistribution(t, { hostname, origin_url: origin.url });
+    dns.failing.add(`_cumulo-challenge.${hostname}`);
+    const failed = await t.request("POST", verifyPath(id));
+    expect([failed.status, failed.body]).toEqual([
+      502,
+      {
+        success: false,
+        message: `Host name not verified: the DNS lookup of the TXT record _cumulo-challenge.${hostname} failed (ESERVFAIL); try again later`,
+      },
+    ]);
+    expect(failed.text).not.toContain("127.0.0.1");
+    const still = await t.request("GET", `/v1/cdn/distributions/${id}`);
+    expect(still.body.data.hostname_verification.status).toBe("pending");
+
+    dns.failing.delete(`_cumulo-challenge.${hostname}`);
+    const missing = await t.request("POST", verifyPath(id));
+    expect(missing.status).toBe(409);
+  });
+
   it("verifies with the right TXT value; every edge then serves the host name", async () => {
     const hostname = uniqueHost("right");
     const { id } = await createDistribution(t, { hostname, origin_url: origin.url });
@@ -111,10 +136,8 @@ describe("CDN host name verification (CUMULO_CDN_HOSTNAME_VERIFICATION=dns)", ()
     ]);
     const verified = await t.request("POST", verifyPath(id));
     expect(verified.status, verified.text).toBe(200);
-    expect(verified.body.data.hostname_verification).toEqual({
-      ...created.hostname_verification,
-      status: "verified",
-    });
+    const { expires_at: _, ...pending } = created.hostname_verification;
+    expect(verified.body.data.hostname_verification).toEqual({ ...pending, status: "verified" });
     expect(verified.body.data).toMatchObject({ id, hostname, status: "active" });
 
     const hostStyle = await edgeRequest(edge(), "/hello", { host: hostname });
@@ -203,6 +226,10 @@ describe("CDN host name verification (CUMULO_CDN_HOSTNAME_VERIFICATION=dns)", ()
       expect(refused.body.message).toContain(`TXT record _cumulo-challenge.${hostname} with the value`);
       expect(refused.body.message).toContain("create the distribution again");
       expect(refused.body.message).toContain("DNS has no such record");
+      const claimShown = (await t.request("GET", `/v1/cdn/distributions/${claim.id}`)).body.data;
+      expect(refused.body.message).toContain(
+        `(or create it again after ${claimShown.hostname_verification.expires_at}, when the claim expires)`,
+      );
       const token = await rivalClaimToken(hostname);
       // The same token each time (nothing stored), and the rival's own: another organization gets another.
       expect(CLAIM_TOKEN.exec(refused.body.message)?.[1]).toBe(token);
@@ -266,6 +293,24 @@ describe("CDN host name verification (CUMULO_CDN_HOSTNAME_VERIFICATION=dns)", ()
       expect(rivals.body.data.map((row: { hostname: string }) => row.hostname)).not.toContain(hostname);
     });
 
+    it("answers 502 when DNS gives no answer for the owner's record, keeping the claim", async () => {
+      const hostname = uniqueHost("claimfail");
+      const claim = await claimByAdmin(hostname);
+      const token = await rivalClaimToken(hostname);
+      dns.failing.add(`_cumulo-challenge.${hostname}`);
+      const failed = await createByRival(hostname);
+      expect([failed.status, failed.body]).toEqual([
+        502,
+        {
+          success: false,
+          message: `${HOSTNAME_TAKEN}, but its organization has not verified the name. To take the name over, publish a TXT record _cumulo-challenge.${hostname} with the value ${token} and create the distribution again; the DNS lookup of that record failed (ESERVFAIL), try again later`,
+        },
+      ]);
+      const kept = await t.request("GET", `/v1/cdn/distributions/${claim.id}`);
+      expect(kept.body.data.hostname_verification.status).toBe("pending");
+      dns.failing.delete(`_cumulo-challenge.${hostname}`);
+    });
+
     it("never takes over a verified name, even with the owner's claim token in DNS, nor the organization's own", async () => {
       const hostname = uniqueHost("held");
       const claim = await claimByAdmin(hostname);
@@ -302,6 +347,111 @@ describe("CDN host name verification (CUMULO_CDN_HOSTNAME_VERIFICATION=dns)", ()
     const verify = await t.request("POST", verifyPath(own.id));
     expect(verify.status).toBe(409);
     expect(verify.body.message).toContain("needs no verification");
+  });
+});
+
+describe("pending claims expire (CUMULO_CDN_HOSTNAME_CLAIM_TTL_HOURS)", () => {
+  const HOSTNAME_TAKEN = "A distribution with this hostname already exists";
+  const clock = new TestClock();
+  let t: TestApp;
+  let dns: DnsServer;
+  let origin: Origin;
+  let rival: { organizationId: string; key: string };
+
+  beforeAll(async () => {
+    dns = await startDnsServer();
+    origin = await startOrigin();
+    origin.route("/a/hello", (_req, res) => res.writeHead(200).end("claimant's content"));
+    origin.route("/b/hello", (_req, res) => res.writeHead(200).end("newcomer's content"));
+    t = await startTestApp(
+      {
+        ...EDGE_ENV,
+        CUMULO_CDN_HOSTNAME_VERIFICATION: "dns",
+        CUMULO_DNS_SERVERS: dns.address,
+        CUMULO_CDN_HOSTNAME_CLAIM_TTL_HOURS: "2",
+      },
+      { clock },
+    );
+    rival = await t.createOrganization("Newcomer");
+  });
+  afterAll(async () => {
+    await t?.close();
+    await origin?.close();
+    await dns?.close();
+  });
+
+  const createByRival = (hostname: string) =>
+    t.request("POST", "/v1/cdn/distributions", {
+      key: rival.key,
+      json: { hostname, origin_url: `${origin.url}/b` },
+    });
+
+  it("frees an expired pending claim for another organization's create, which deletes it", async () => {
+    const hostname = uniqueHost("expired");
+    const claim = await createDistribution(t, { hostname, origin_url: `${origin.url}/a` });
+    const shown = (await t.request("GET", `/v1/cdn/distributions/${claim.id}`)).body.data;
+    expect(shown.hostname_verification.expires_at).toBe(hoursAfter(shown.created_at, 2));
+
+    clock.advance(2 * HOUR_MS - 60_000);
+    const early = await createByRival(hostname);
+    expect(early.status).toBe(409);
+    expect(early.body.message).toContain(`create it again after ${shown.hostname_verification.expires_at}`);
+
+    clock.advance(60_000);
+    const created = await createByRival(hostname);
+    expect(created.status, created.text).toBe(201);
+    // No proof was given: the newcomer's distribution is a pending claim of its own, with its own token.
+    expect(created.body.data.hostname_verification).toEqual({
+      status: "pending",
+      record_type: "TXT",
+      record_name: `_cumulo-challenge.${hostname}`,
+      record_value: expect.stringMatching(/^cumulo-verify-[0-9a-f]{32}$/),
+      expires_at: hoursAfter(created.body.data.created_at, 2),
+    });
+    expect(created.body.data.hostname_verification.record_value).not.toBe(
+      shown.hostname_verification.record_value,
+    );
+
+    // The claimant's distribution is gone, as after a takeover.
+    expect((await t.request("GET", `/v1/cdn/distributions/${claim.id}`)).status).toBe(404);
+    const pathStyle = await edgeRequest(edgeUrlOf(t), `/${hostname}/hello`);
+    expect([pathStyle.status, pathStyle.text]).toEqual([200, "newcomer's content"]);
+    const again = await t.request("POST", "/v1/cdn/distributions", {
+      json: { hostname, origin_url: `${origin.url}/a` },
+    });
+    expect(again.status).toBe(409);
+  });
+
+  it("never expires a verified name, nor frees an expired claim for its own organization", async () => {
+    const verifiedName = uniqueHost("kept");
+    const verified = await createDistribution(t, { hostname: verifiedName, origin_url: origin.url });
+    const token = (await t.request("GET", `/v1/cdn/distributions/${verified.id}`)).body.data
+      .hostname_verification.record_value;
+    dns.records.set(`_cumulo-challenge.${verifiedName}`, [[token]]);
+    const done = await t.request("POST", verifyPath(verified.id));
+    expect(done.body.data.hostname_verification).not.toHaveProperty("expires_at");
+    const pendingName = uniqueHost("own");
+    await createDistribution(t, { hostname: pendingName, origin_url: origin.url });
+
+    clock.advance(3 * HOUR_MS);
+    const refused = await createByRival(verifiedName);
+    expect([refused.status, refused.body]).toEqual([409, { success: false, message: HOSTNAME_TAKEN }]);
+    const duplicate = await t.request("POST", "/v1/cdn/distributions", {
+      json: { hostname: pendingName, origin_url: origin.url },
+    });
+    expect([duplicate.status, duplicate.body]).toEqual([409, { success: false, message: HOSTNAME_TAKEN }]);
+  });
+
+  it("lets the claimant verify an expired claim no one has taken", async () => {
+    const hostname = uniqueHost("late");
+    const claim = await createDistribution(t, { hostname, origin_url: origin.url });
+    const token = (await t.request("GET", `/v1/cdn/distributions/${claim.id}`)).body.data
+      .hostname_verification.record_value;
+    clock.advance(3 * HOUR_MS);
+    dns.records.set(`_cumulo-challenge.${hostname}`, [[token]]);
+    const verified = await t.request("POST", verifyPath(claim.id));
+    expect([verified.status, verified.body.data.hostname_verification.status]).toEqual([200, "verified"]);
+    expect((await createByRival(hostname)).status).toBe(409);
   });
 });
 

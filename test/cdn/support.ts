@@ -53,19 +53,22 @@ export async function startOrigin(): Promise<Origin> {
 
 /**
  * A DNS server on loopback (UDP) that answers TXT questions from `records` (name -> values, each value
- * one or more strings), NXDOMAIN to everything else.
+ * one or more strings), SERVFAIL to questions for the names in `failing`, NXDOMAIN to everything else.
  */
 export interface DnsServer {
   /** `127.0.0.1:port`, as CUMULO_DNS_SERVERS takes it. */
   address: string;
   records: Map<string, string[][]>;
+  failing: Set<string>;
   close(): Promise<void>;
 }
 
+const SERVFAIL = 2;
 const NXDOMAIN = 3;
 
 export async function startDnsServer(): Promise<DnsServer> {
   const records = new Map<string, string[][]>();
+  const failing = new Set<string>();
   const socket: Socket = createSocket("udp4");
   socket.on("message", (message, from) => {
     let query: dnsPacket.DecodedPacket;
@@ -75,11 +78,13 @@ export async function startDnsServer(): Promise<DnsServer> {
       return; // not a DNS message: no answer, as a server drops it
     }
     const question = query.questions?.[0];
-    const values = question?.type === "TXT" ? records.get(question.name.toLowerCase()) : undefined;
+    const name = question?.name.toLowerCase() ?? "";
+    const values = question?.type === "TXT" ? records.get(name) : undefined;
+    const rcode = failing.has(name) ? SERVFAIL : values ? 0 : NXDOMAIN;
     const answer = dnsPacket.encode({
       type: "response",
       id: query.id,
-      flags: dnsPacket.AUTHORITATIVE_ANSWER | (values ? 0 : NXDOMAIN),
+      flags: dnsPacket.AUTHORITATIVE_ANSWER | rcode,
       questions: query.questions,
       answers: (values ?? []).map((strings) => ({
         type: "TXT" as const,
@@ -96,6 +101,7 @@ export async function startDnsServer(): Promise<DnsServer> {
   return {
     address: `127.0.0.1:${port}`,
     records,
+    failing,
     close: () => new Promise<void>((resolve) => socket.close(() => resolve())),
   };
 }

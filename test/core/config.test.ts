@@ -64,6 +64,7 @@ describe("configuration", () => {
       CUMULO_PUBLIC_IPS_PER_ORGANIZATION: "0",
       CUMULO_CDN_HOSTNAME_VERIFICATION: "txt",
       CUMULO_DNS_SERVERS: "127.0.0.1:53,dns.example.com",
+      CUMULO_CDN_HOSTNAME_CLAIM_TTL_HOURS: "0",
     };
     for (const [name, value] of Object.entries(cases)) {
       expect(() => loadConfig({ [name]: value }), name).toThrow(ConfigError);
@@ -79,7 +80,17 @@ describe("configuration", () => {
   });
 
   it("reads host name verification and the DNS servers it asks", () => {
-    expect(loadConfig({})).toMatchObject({ cdnHostnameVerification: "off", dnsServers: undefined });
+    expect(loadConfig({})).toMatchObject({
+      cdnHostnameVerification: "off",
+      cdnHostnameClaimTtlMs: 72 * 3_600_000,
+      dnsServers: undefined,
+    });
+    expect(loadConfig({ CUMULO_CDN_HOSTNAME_CLAIM_TTL_HOURS: "2" }).cdnHostnameClaimTtlMs).toBe(7_200_000);
+    for (const hours of ["1.5", "-1", "876001"]) {
+      expect(() => loadConfig({ CUMULO_CDN_HOSTNAME_CLAIM_TTL_HOURS: hours }), hours).toThrow(
+        "CUMULO_CDN_HOSTNAME_CLAIM_TTL_HOURS",
+      );
+    }
     const dns = loadConfig({
       CUMULO_CDN_HOSTNAME_VERIFICATION: "dns",
       CUMULO_DNS_SERVERS: "10.0.0.53, 127.0.0.1:5353,[::1]:53,::1",

@@ -1922,7 +1922,7 @@ export interface paths {
         put?: never;
         /**
          * Verify the distribution's host name by its DNS TXT record
-         * @description Looks up the TXT record named in `hostname_verification` and, when one of its values is the distribution's token, marks the host name verified: every edge then serves the distribution under its host name within a second. A record that is missing or holds other values is 409, with a message naming the record expected. Until verified, a distribution is served path-style only. Meaningful when the platform verifies host names (CUMULO_CDN_HOSTNAME_VERIFICATION=dns); otherwise a distribution is verified when created.
+         * @description Looks up the TXT record named in `hostname_verification` and, when one of its values is the distribution's token, marks the host name verified: every edge then serves the distribution under its host name within a second. A record that is missing or holds other values is 409, with a message naming the record expected; a lookup DNS did not answer (timeout, SERVFAIL) is 502. Until verified, a distribution is served path-style only. Meaningful when the platform verifies host names (CUMULO_CDN_HOSTNAME_VERIFICATION=dns); otherwise a distribution is verified when created.
          */
         post: operations["verifyCdnDistributionHostname"];
         delete?: never;
@@ -19394,6 +19394,12 @@ export interface operations {
                                     record_name: string;
                                     /** @example cumulo-verify-5f0c1e2d3b4a59687766554433221100 */
                                     record_value: string;
+                                    /**
+                                     * Format: date-time
+                                     * @description Pending only: from then on another organization's create of the host name deletes this distribution and takes the name (CUMULO_CDN_HOSTNAME_CLAIM_TTL_HOURS after creation)
+                                     * @example 2026-11-24T08:30:00.123Z
+                                     */
+                                    expires_at?: string;
                                 };
                             }[];
                             cloud: {
@@ -38922,6 +38928,12 @@ export interface operations {
                                 record_name: string;
                                 /** @example cumulo-verify-5f0c1e2d3b4a59687766554433221100 */
                                 record_value: string;
+                                /**
+                                 * Format: date-time
+                                 * @description Pending only: from then on another organization's create of the host name deletes this distribution and takes the name (CUMULO_CDN_HOSTNAME_CLAIM_TTL_HOURS after creation)
+                                 * @example 2026-11-24T08:30:00.123Z
+                                 */
+                                expires_at?: string;
                             };
                         }[];
                         meta: {
@@ -39193,6 +39205,12 @@ export interface operations {
                                 record_name: string;
                                 /** @example cumulo-verify-5f0c1e2d3b4a59687766554433221100 */
                                 record_value: string;
+                                /**
+                                 * Format: date-time
+                                 * @description Pending only: from then on another organization's create of the host name deletes this distribution and takes the name (CUMULO_CDN_HOSTNAME_CLAIM_TTL_HOURS after creation)
+                                 * @example 2026-11-24T08:30:00.123Z
+                                 */
+                                expires_at?: string;
                             };
                         };
                     };
@@ -39378,6 +39396,26 @@ export interface operations {
                     };
                 };
             };
+            /** @description Default Response */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
         };
     };
     getCdnDistribution: {
@@ -39434,6 +39472,12 @@ export interface operations {
                                 record_name: string;
                                 /** @example cumulo-verify-5f0c1e2d3b4a59687766554433221100 */
                                 record_value: string;
+                                /**
+                                 * Format: date-time
+                                 * @description Pending only: from then on another organization's create of the host name deletes this distribution and takes the name (CUMULO_CDN_HOSTNAME_CLAIM_TTL_HOURS after creation)
+                                 * @example 2026-11-24T08:30:00.123Z
+                                 */
+                                expires_at?: string;
                             };
                         };
                     };
@@ -39675,6 +39719,12 @@ export interface operations {
                                 record_name: string;
                                 /** @example cumulo-verify-5f0c1e2d3b4a59687766554433221100 */
                                 record_value: string;
+                                /**
+                                 * Format: date-time
+                                 * @description Pending only: from then on another organization's create of the host name deletes this distribution and takes the name (CUMULO_CDN_HOSTNAME_CLAIM_TTL_HOURS after creation)
+                                 * @example 2026-11-24T08:30:00.123Z
+                                 */
+                                expires_at?: string;
                             };
                         };
                     };
@@ -39930,6 +39980,12 @@ export interface operations {
                                 record_name: string;
                                 /** @example cumulo-verify-5f0c1e2d3b4a59687766554433221100 */
                                 record_value: string;
+                                /**
+                                 * Format: date-time
+                                 * @description Pending only: from then on another organization's create of the host name deletes this distribution and takes the name (CUMULO_CDN_HOSTNAME_CLAIM_TTL_HOURS after creation)
+                                 * @example 2026-11-24T08:30:00.123Z
+                                 */
+                                expires_at?: string;
                             };
                         };
                     };
@@ -40171,6 +40227,12 @@ export interface operations {
                                 record_name: string;
                                 /** @example cumulo-verify-5f0c1e2d3b4a59687766554433221100 */
                                 record_value: string;
+                                /**
+                                 * Format: date-time
+                                 * @description Pending only: from then on another organization's create of the host name deletes this distribution and takes the name (CUMULO_CDN_HOSTNAME_CLAIM_TTL_HOURS after creation)
+                                 * @example 2026-11-24T08:30:00.123Z
+                                 */
+                                expires_at?: string;
                             };
                         };
                     };
@@ -40338,6 +40400,26 @@ export interface operations {
             };
             /** @description Default Response */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            502: {
                 headers: {
                     [name: string]: unknown;
                 };
