@@ -479,6 +479,39 @@ export function buildCli(): Command {
     .description("list organizations")
     .action(() => withIdentity(async (services) => print(await services.identity.listOrganizations())));
 
+  const cdn = program.command("cdn").description("CDN distributions");
+  cdn
+    .command("release-hostname <hostname>")
+    .addOption(new Option("--force", "also release a verified host name").default(false))
+    .description(
+      "delete the distribution that holds a host name, in whichever organization, so another can claim it: a pending (never verified) claim; a verified one only with --force; a library's name never",
+    )
+    .action(async (hostname: string, { force }: { force: boolean }) => {
+      const { HOSTNAME_PATTERN } = await import("./cdn/schemas.ts");
+      if (!new RegExp(HOSTNAME_PATTERN).test(hostname)) {
+        throw new UsageError(`<hostname> must be a host name such as cdn.example.com, got "${hostname}"`);
+      }
+      await withServices(async (services) => {
+        const result = await services.cdn.releaseHostname(hostname, { force });
+        switch (result.outcome) {
+          case "released":
+            return print({
+              hostname: result.distribution.hostname,
+              distribution_id: result.distribution.id,
+              organization_id: result.distribution.organization_id,
+              was: result.was,
+              released: true,
+            });
+          case "verified":
+            throw new CliError(`${hostname} is verified by its organization; --force releases it anyway`);
+          case "library_distribution":
+            throw new CliError(`${hostname} is a media library's own name; it goes with its library only`);
+          case "not_found":
+            throw new CliError(`no distribution has the host name ${hostname}`);
+        }
+      });
+    });
+
   const keys = program.command("keys").description("organization API keys");
   keys
     .command("create")

@@ -92,6 +92,15 @@ export type VerifyOutcome =
   | { outcome: "nothing_to_verify" }
   | { outcome: "not_found" };
 
+export type ReleaseOutcome =
+  /** `was`: the name's verification status when it was released. */
+  | { outcome: "released"; distribution: DistributionRow; was: "pending" | "verified" }
+  /** The name is verified (or has no token, as before verification): released only when forced. */
+  | { outcome: "verified" }
+  /** A library's own name goes with its library only. */
+  | { outcome: "library_distribution" }
+  | { outcome: "not_found" };
+
 export type PurgeOutcome = { outcome: "purged" } | { outcome: "not_found" };
 
 export type PurgeListOutcome = { outcome: "listed"; rows: Purge[]; total: number } | { outcome: "not_found" };
@@ -410,6 +419,35 @@ export class CdnService {
     if (!row) return { outcome: "not_found" };
     await this.announce({ id: row.id, hostname: row.hostname, dropCache: false });
     return { outcome: "verified", distribution: toDistribution(row, this.config) };
+  }
+
+  /**
+   * An operator's release of a host name (`cumulo cdn release-hostname`): deletes the distribution
+   * that has it, in whichever organization, when it is a pending claim; a verified one only when
+   * forced; a library's never. Every edge forgets it as after a delete through the API.
+   */
+  async releaseHostname(hostname: string, options: { force: boolean }): Promise<ReleaseOutcome> {
+    const holder = await this.distributions.findByHostname(hostname.toLowerCase());
+    if (!holder) return { outcome: "not_found" };
+    if (holder.library_id !== null) return { outcome: "library_distribution" };
+    if (!options.force && !isPendingClaim(holder)) return { outcome: "verified" };
+    const released = await this.transact((trx) =>
+      options.force
+        ? this.distributions.delete(trx, holder.organization_id, holder.id)
+        : // Verified since it was read: no longer a pending claim to release.
+          this.distributions.deletePendingClaim(trx, holder.organization_id, holder.id),
+    );
+    if (!released) return this.releaseHostname(hostname, options);
+    this.logger.info(
+      { hostname: holder.hostname, organization_id: holder.organization_id, distribution_id: holder.id },
+      "cdn host name released by the operator",
+    );
+    await this.announce({ id: holder.id, hostname: holder.hostname, dropCache: true, deleted: true });
+    return {
+      outcome: "released",
+      distribution: holder,
+      was: isPendingClaim(holder) ? "pending" : "verified",
+    };
   }
 
   /**
