@@ -434,9 +434,9 @@ export class CdnService {
     const released = await this.transact((trx) =>
       options.force
         ? this.distributions.delete(trx, holder.organization_id, holder.id)
-        : // Verified since it was read: no longer a pending claim to release.
-          this.distributions.deletePendingClaim(trx, holder.organization_id, holder.id),
+        : this.distributions.deletePendingClaim(trx, holder.organization_id, holder.id),
     );
+    // Verified or deleted since it was read: decide again on what holds the name now.
     if (!released) return this.releaseHostname(hostname, options);
     this.logger.info(
       { hostname: holder.hostname, organization_id: holder.organization_id, distribution_id: holder.id },

@@ -41,6 +41,8 @@ describeInBrowser("the console in Chromium: a CDN host name pending verification
     await row.getByText("Not verified").waitFor();
     await row.getByText(`_cumulo-challenge.${HOSTNAME}`).waitFor();
     await row.getByText(verification.record_value).waitFor();
+    await row.getByText("Claim expires").waitFor();
+    await row.locator(`time[datetime="${verification.expires_at}"]`).waitFor();
     await expect(accessibilityViolations(page)).resolves.toEqual([]);
     await screenshot(page, "cdn-hostname-pending");
 

@@ -3,6 +3,7 @@ import { useEffect, useState } from "react";
 import { Link, useSearchParams } from "react-router";
 import { api, call } from "../../api.ts";
 import { type Column, DataTable, pagingOf } from "../../components/DataTable.tsx";
+import { DateTime } from "../../components/DateTime.tsx";
 import { ConfirmDialog, Dialog } from "../../components/Dialog.tsx";
 import { Field, FormError, OtherErrors } from "../../components/Field.tsx";
 import { Empty, ErrorState, Loading } from "../../components/States.tsx";
@@ -272,6 +273,14 @@ function PendingHostname({
         </dd>
         <dt>Value</dt>
         <dd className="mono break">{verification.record_value}</dd>
+        {verification.expires_at && (
+          <>
+            <dt title="From then on another organization may take the name">Claim expires</dt>
+            <dd>
+              <DateTime value={verification.expires_at} />
+            </dd>
+          </>
+        )}
       </dl>
       <button
         type="button"
