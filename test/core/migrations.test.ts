@@ -74,6 +74,27 @@ describe("migrations over existing rows", () => {
 });
 
 /** A downgrade: a node of an older version started on a store a newer Cumulo migrated. */
+describe("migration 0707-video-uploads-by-video", () => {
+  it("indexes uploads by their video, which each new upload and each video's delete look them up by", async () => {
+    const testStore = await createTestStore();
+    const store = openStore({ dataDir: testStore.dataDir, databaseUrl: testStore.databaseUrl });
+    try {
+      await store.migrate();
+      const query =
+        store.dialect === "sqlite"
+          ? sql<{ name: string }>`select name from sqlite_master
+              where type = 'index' and tbl_name = 'video_uploads' and sql like '%(%video_id%)%'`
+          : sql<{ name: string }>`select indexname as name from pg_indexes
+              where schemaname = current_schema() and tablename = 'video_uploads' and indexdef like '%(video_id)%'`;
+      const { rows } = await query.execute(store.db);
+      expect(rows.map((row) => row.name)).toEqual(["video_uploads_video_idx"]);
+    } finally {
+      await store.close();
+      await testStore.drop();
+    }
+  });
+});
+
 describe("a store migrated by a newer Cumulo", () => {
   it("is refused, naming the migrations this version does not know, and left as it was", async () => {
     const testStore = await createTestStore();

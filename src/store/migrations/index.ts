@@ -31,6 +31,7 @@ import { videoUploadGenerationMigration } from "./0703-video-upload-generation.t
 import { webhookPreviousSecretMigration } from "./0704-webhook-previous-secret.ts";
 import { chosenKeyPrefixesMigration } from "./0705-chosen-key-prefixes.ts";
 import { cdnHostnameVerificationMigration } from "./0706-cdn-hostname-verification.ts";
+import { videoUploadsByVideoMigration } from "./0707-video-uploads-by-video.ts";
 
 /** Every migration, by name; names sort in the order they run. Append, never edit a released one. */
 export function allMigrations(dialect: DialectName): Record<string, Migration> {
@@ -66,5 +67,6 @@ export function allMigrations(dialect: DialectName): Record<string, Migration> {
     "0704-webhook-previous-secret": webhookPreviousSecretMigration(types),
     "0705-chosen-key-prefixes": chosenKeyPrefixesMigration(),
     "0706-cdn-hostname-verification": cdnHostnameVerificationMigration(types),
+    "0707-video-uploads-by-video": videoUploadsByVideoMigration(),
   };
 }
