@@ -303,6 +303,54 @@ describe("CDN edge HTTP rules", () => {
     expect([hinted.status, hinted.text]).toEqual([200, "hinted answer"]);
   });
 
+  it("keeps its connections to an origin that sends unsolicited 100s alive, unless an answer let go of is large", async () => {
+    const continuing = await startOrigin();
+    try {
+      const continuingHost = uniqueHost("continue-alive");
+      await createDistribution(t, { hostname: continuingHost, origin_url: continuing.url });
+      continuing.route("/uncached.txt", (_req, res) => {
+        res.writeContinue();
+        res.writeHead(200, { "cache-control": "no-store" }).end("final answer");
+      });
+      // A page revalidated with its ETag; its origin failing (a small or large error page) is met
+      // with the stored copy, and the error page let go of.
+      let failure: { size: number } | undefined;
+      continuing.route("/page.txt", (req, res) => {
+        res.writeContinue();
+        if (failure)
+          return res.writeHead(500, { "content-length": failure.size }).end(Buffer.alloc(failure.size));
+        const headers = { etag: '"p1"', "cache-control": "max-age=1, stale-if-error=600" };
+        if (req.headers["if-none-match"] === '"p1"') return res.writeHead(304, headers).end();
+        res.writeHead(200, headers).end("page");
+      });
+      const getContinued = (path: string) => edgeRequest(edge, `/${continuingHost}${path}`);
+      const connectionsOpenedBy = async (...paths: string[]) => {
+        const before = continuing.connections();
+        for (const path of paths) {
+          const answer = await getContinued(path);
+          expect([answer.status, answer.text]).toEqual([200, path === "/page.txt" ? "page" : "final answer"]);
+        }
+        return continuing.connections() - before;
+      };
+      // Found out on the first miss (undici's connection, then node:http's), remembered after.
+      expect(await connectionsOpenedBy("/uncached.txt", "/page.txt")).toBe(2);
+      expect(await connectionsOpenedBy("/uncached.txt", "/uncached.txt")).toBe(0);
+      // A 304's empty body and a small error page are read to their end: the connection is kept.
+      clock.advance(2_000);
+      expect(await connectionsOpenedBy("/page.txt", "/uncached.txt")).toBe(0);
+      expect(continuing.hitsOf("/page.txt")).toBe(2);
+      failure = { size: 1_000 };
+      clock.advance(2_000);
+      expect(await connectionsOpenedBy("/page.txt", "/uncached.txt")).toBe(0);
+      // A large one is not read just to keep its connection: it is cut, and the next miss opens one.
+      failure = { size: 4 * 1024 * 1024 };
+      expect(await connectionsOpenedBy("/page.txt", "/uncached.txt")).toBe(1);
+      expect(continuing.hitsOf("/page.txt")).toBe(4);
+    } finally {
+      await continuing.close();
+    }
+  });
+
   it("asks the origin for a viewer's range of an object over the size limit instead of all of it", async () => {
     // A progressive video too large to keep: a seek near its end must not download everything before it.
     const video = Buffer.alloc(MAX_OBJECT * 8);

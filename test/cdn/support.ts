@@ -14,11 +14,16 @@ import type { TestApp } from "../support/app.ts";
 
 export type OriginHandler = (req: IncomingMessage, res: ServerResponse) => unknown;
 
-/** A real origin server on loopback that counts the requests it gets per path (query included). */
+/**
+ * A real origin server on loopback that counts the requests it gets per path (query included), and
+ * the TCP connections they came on.
+ */
 export interface Origin {
   url: string;
   hits: Map<string, number>;
   hitsOf(pathAndQuery: string): number;
+  /** How many TCP connections have been opened to it. */
+  connections(): number;
   route(path: string, handler: OriginHandler): void;
   close(): Promise<void>;
 }
@@ -36,12 +41,15 @@ export async function startOrigin(): Promise<Origin> {
     }
     Promise.resolve(handler(req, res)).catch(() => res.destroy());
   });
+  let connections = 0;
+  server.on("connection", () => connections++);
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://127.0.0.1:${port}`,
     hits,
     hitsOf: (pathAndQuery) => hits.get(pathAndQuery) ?? 0,
+    connections: () => connections,
     route: (path, handler) => routes.set(path, handler),
     close: () =>
       new Promise<void>((resolve) => {
