@@ -1,32 +1,30 @@
-import type { Browser, Page } from "playwright-core";
+import type { Page } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { type DnsServer, startDnsServer } from "../cdn/support.ts";
-import { startTestApp, type TestApp } from "../support/app.ts";
 import { accessibilityViolations, screenshot } from "../support/browser.ts";
-import { createConsoleUser } from "../support/console.ts";
-import { describeInBrowser, launchConsole } from "../support/console-browser.ts";
+import { type ConsoleApp, describeInBrowser, startConsoleApp } from "../support/console-browser.ts";
 
 const EMAIL = "dns@example.invalid";
 const HOSTNAME = "cdn.verify-e2e.invalid";
 
 describeInBrowser("the console in Chromium: a CDN host name pending verification", () => {
-  let app: TestApp;
-  let browser: Browser;
+  let app: ConsoleApp;
   let page: Page;
   let dns: DnsServer;
 
   beforeAll(async () => {
     dns = await startDnsServer();
-    app = await startTestApp({
-      CUMULO_CDN_HOSTNAME_VERIFICATION: "dns",
-      CUMULO_DNS_SERVERS: dns.address,
-      CUMULO_ORIGIN_ALLOW_PRIVATE: "true",
-    });
-    await createConsoleUser(app, { email: EMAIL });
-    ({ browser, page } = await launchConsole(app.baseUrl, EMAIL));
+    app = await startConsoleApp(
+      {
+        CUMULO_CDN_HOSTNAME_VERIFICATION: "dns",
+        CUMULO_DNS_SERVERS: dns.address,
+        CUMULO_ORIGIN_ALLOW_PRIVATE: "true",
+      },
+      { users: [{ email: EMAIL }] },
+    );
+    ({ page } = await app.launch(EMAIL));
   }, 120_000);
   afterAll(async () => {
-    await browser?.close();
     await app?.close();
     await dns?.close();
   });

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Browser, Page } from "playwright-core";
+import type { Page } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import {
   createDistribution,
@@ -11,10 +11,8 @@ import {
   TestClock,
   uniqueHost,
 } from "../cdn/support.ts";
-import { startTestApp, type TestApp } from "../support/app.ts";
 import { accessibilityViolations, policyViolations, screenshot } from "../support/browser.ts";
-import { createConsoleUser } from "../support/console.ts";
-import { describeInBrowser, launchConsole } from "../support/console-browser.ts";
+import { type ConsoleApp, describeInBrowser, startConsoleApp } from "../support/console-browser.ts";
 import { waitUntil } from "../support/wait.ts";
 
 const EMAIL = "ops@example.invalid";
@@ -28,9 +26,8 @@ const TWO_DAYS_MS = 2 * 24 * 3600 * 1000;
  */
 describeInBrowser("the console in Chromium: CDN analytics of a period with only origin traffic", () => {
   const clock = new TestClock();
-  let app: TestApp;
+  let app: ConsoleApp;
   let origin: Origin;
-  let browser: Browser;
   let page: Page;
   let revalidated: { hostname: string };
   let untouched: { hostname: string };
@@ -38,9 +35,9 @@ describeInBrowser("the console in Chromium: CDN analytics of a period with only 
   beforeAll(async () => {
     clock.advance(-TWO_DAYS_MS);
     origin = await startOrigin();
-    app = await startTestApp(
+    app = await startConsoleApp(
       { ...EDGE_ENV, CUMULO_EDGE_ANALYTICS_FLUSH_MS: "200", CUMULO_EDGE_ORIGIN_TIMEOUT_MS: "30000" },
-      { clock },
+      { clock, users: [{ email: EMAIL }] },
     );
     revalidated = await createDistribution(app, {
       hostname: uniqueHost("revalidated"),
@@ -85,11 +82,9 @@ describeInBrowser("the console in Chromium: CDN analytics of a period with only 
       "the revalidation counted in the last hour",
     );
 
-    await createConsoleUser(app, { email: EMAIL });
-    ({ browser, page } = await launchConsole(app.baseUrl, EMAIL));
+    ({ page } = await app.launch(EMAIL));
   }, 120_000);
   afterAll(async () => {
-    await browser?.close();
     await app?.close();
     await origin?.close();
   });

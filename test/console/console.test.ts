@@ -2,10 +2,13 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { startTestApp, type TestApp } from "../support/app.ts";
 import { addSubtitle, freePort, policyViolations, screenshot, signInInBrowser } from "../support/browser.ts";
-import { createConsoleUser } from "../support/console.ts";
-import { describeInBrowser, launchConsole, openConsole } from "../support/console-browser.ts";
+import {
+  type ConsoleApp,
+  describeInBrowser,
+  openConsole,
+  startConsoleApp,
+} from "../support/console-browser.ts";
 import { generateClip } from "../support/media.ts";
 
 /** A request from inside the page, with the browser's own session cookie. */
@@ -24,7 +27,7 @@ function fetchInPage(page: Page, method: string, path: string, headers: Record<s
 }
 
 describeInBrowser("the console in Chromium", () => {
-  let app: TestApp;
+  let app: ConsoleApp;
   let browser: Browser;
   let page: Page;
   let workDir: string;
@@ -33,13 +36,13 @@ describeInBrowser("the console in Chromium", () => {
 
   beforeAll(async () => {
     workDir = mkdtempSync(`${tmpdir()}/cumulo-console-e2e-`);
-    app = await startTestApp({ CUMULO_EDGE_PORT: String(await freePort()) });
-    await createConsoleUser(app, { email });
-    await createConsoleUser(app, { email: readerEmail, readOnly: true });
-    ({ browser, page } = await launchConsole(app.baseUrl));
+    app = await startConsoleApp(
+      { CUMULO_EDGE_PORT: String(await freePort()) },
+      { users: [{ email }, { email: readerEmail, readOnly: true }] },
+    );
+    ({ browser, page } = await app.launch());
   });
   afterAll(async () => {
-    await browser?.close();
     await app?.close();
     rmSync(workDir, { recursive: true, force: true });
   });

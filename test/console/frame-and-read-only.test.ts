@@ -1,9 +1,13 @@
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { startTestApp, type TestApp } from "../support/app.ts";
-import { freePort, launchBrowser, policyViolations, screenshot } from "../support/browser.ts";
+import { freePort, policyViolations, screenshot } from "../support/browser.ts";
 import { createConsoleUser } from "../support/console.ts";
-import { describeInBrowser, openConsole } from "../support/console-browser.ts";
+import {
+  type ConsoleApp,
+  describeInBrowser,
+  openConsole,
+  startConsoleApp,
+} from "../support/console-browser.ts";
 import { waitUntil } from "../support/wait.ts";
 
 const EDITOR = "editor@example.invalid";
@@ -24,13 +28,13 @@ const visible = (page: Page, role: "button" | "link", name: string) =>
 
 /** The frame at a phone's, a tablet's and a laptop's width, and what a read-only user is shown. */
 describeInBrowser("the console in Chromium: the frame on every screen and read-only users", () => {
-  let app: TestApp;
+  let app: ConsoleApp;
   let browser: Browser;
   let libraryId: string;
   let videoId: string;
 
   beforeAll(async () => {
-    app = await startTestApp({ CUMULO_EDGE_PORT: String(await freePort()) });
+    app = await startConsoleApp({ CUMULO_EDGE_PORT: String(await freePort()) });
     const organization = await app.createOrganization(ORGANIZATION);
     await createConsoleUser(app, { email: EDITOR, organizationId: organization.organizationId });
     await createConsoleUser(app, {
@@ -57,12 +61,9 @@ describeInBrowser("the console in Chromium: the frame on every screen and read-o
     });
     expect(video.status).toBe(201);
     videoId = video.body.data.id;
-    browser = await launchBrowser();
+    browser = await app.launchBrowser();
   }, 120_000);
-  afterAll(async () => {
-    await browser?.close();
-    await app?.close();
-  });
+  afterAll(() => app?.close());
 
   it("keeps the top bar to one row on a phone, with the account and sign-out behind the menu", async () => {
     const { context, page } = await openConsole(browser, app.baseUrl, READER);

@@ -1,9 +1,7 @@
-import type { Browser, Page, Route } from "playwright-core";
+import type { Page, Route } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestApp, type TestApp } from "../support/app.ts";
 import { screenshot } from "../support/browser.ts";
-import { createConsoleUser } from "../support/console.ts";
-import { describeInBrowser, launchConsole } from "../support/console-browser.ts";
+import { type ConsoleApp, describeInBrowser, startConsoleApp } from "../support/console-browser.ts";
 
 const EMAIL = "picker@example.invalid";
 const UNKNOWN_LIBRARY = "00000000-0000-4000-8000-000000000000";
@@ -32,22 +30,17 @@ const unavailable = (route: Route) =>
   });
 
 describeInBrowser("the console in Chromium: the library picker of the players and webhooks pages", () => {
-  let app: TestApp;
-  let browser: Browser;
+  let app: ConsoleApp;
   let page: Page;
 
   const picker = () => page.getByRole("combobox", { name: "Library", exact: true });
   const chosenOption = () => picker().locator("option:checked");
 
   beforeAll(async () => {
-    app = await startTestApp({ CUMULO_WEBHOOK_ALLOW_PRIVATE: "true" });
-    await createConsoleUser(app, { email: EMAIL });
-    ({ browser, page } = await launchConsole(app.baseUrl, EMAIL));
+    app = await startConsoleApp({ CUMULO_WEBHOOK_ALLOW_PRIVATE: "true" }, { users: [{ email: EMAIL }] });
+    ({ page } = await app.launch(EMAIL));
   }, 120_000);
-  afterAll(async () => {
-    await browser?.close();
-    await app?.close();
-  });
+  afterAll(() => app?.close());
 
   it.each(PAGES)(
     "$name: says there is no library yet instead of an empty picker",

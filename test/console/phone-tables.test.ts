@@ -1,12 +1,10 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { Browser, Page } from "playwright-core";
+import type { Page } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { startTestApp, type TestApp } from "../support/app.ts";
 import { addSubtitle, screenshot } from "../support/browser.ts";
-import { createConsoleUser } from "../support/console.ts";
-import { describeInBrowser, launchConsole } from "../support/console-browser.ts";
+import { type ConsoleApp, describeInBrowser, startConsoleApp } from "../support/console-browser.ts";
 
 const EMAIL = "phone-tables@example.invalid";
 const PHONE = { width: 390, height: 844 };
@@ -70,8 +68,7 @@ async function accessibilityTree(page: Page): Promise<{ role: string; name: stri
  * scrolled sideways.
  */
 describeInBrowser("the console in Chromium: tables on a phone", () => {
-  let app: TestApp;
-  let browser: Browser;
+  let app: ConsoleApp;
   let page: Page;
   let workDir: string;
   let libraryId: string;
@@ -81,8 +78,7 @@ describeInBrowser("the console in Chromium: tables on a phone", () => {
 
   beforeAll(async () => {
     workDir = mkdtempSync(join(tmpdir(), "cumulo-phone-tables-"));
-    app = await startTestApp({ CUMULO_WEBHOOK_ALLOW_PRIVATE: "true" });
-    await createConsoleUser(app, { email: EMAIL });
+    app = await startConsoleApp({ CUMULO_WEBHOOK_ALLOW_PRIVATE: "true" }, { users: [{ email: EMAIL }] });
     const library = await app.request("POST", "/v1/media/libraries", { json: { name: LONG_NAME } });
     expect(library.status).toBe(201);
     libraryId = library.body.data.id;
@@ -134,7 +130,7 @@ describeInBrowser("the console in Chromium: tables on a phone", () => {
       expect(made.status, path).toBeLessThan(300);
     }
 
-    ({ browser, page } = await launchConsole(app.baseUrl, EMAIL));
+    ({ page } = await app.launch(EMAIL));
     await page.goto(`/console/libraries/${libraryId}/videos/${videoId}`);
     await addSubtitle(page, workDir, "English (closed captions for the hard of hearing)");
 
@@ -178,7 +174,6 @@ describeInBrowser("the console in Chromium: tables on a phone", () => {
   });
 
   afterAll(async () => {
-    await browser?.close();
     await app?.close();
     if (workDir) rmSync(workDir, { recursive: true, force: true });
   });

@@ -2,10 +2,14 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { startTestApp, type TestApp } from "../support/app.ts";
-import { launchBrowser, screenshot, signInInBrowser } from "../support/browser.ts";
+import { screenshot, signInInBrowser } from "../support/browser.ts";
 import { createConsoleUser, PASSWORD, signIn } from "../support/console.ts";
-import { describeInBrowser, openConsole } from "../support/console-browser.ts";
+import {
+  type ConsoleApp,
+  describeInBrowser,
+  openConsole,
+  startConsoleApp,
+} from "../support/console-browser.ts";
 
 const TENANT_ORGANIZATION = "Tenant on the edge";
 const TENANT_EMAIL = "tenant@example.com";
@@ -27,14 +31,14 @@ function tenantPage(cookie: string): Promise<Server> {
 }
 
 describeInBrowser("the console in Chromium: a session it did not start", () => {
-  let app: TestApp;
+  let app: ConsoleApp;
   let browser: Browser;
   let tenant: Server;
   let tenantCookie: string;
 
   beforeAll(async () => {
-    app = await startTestApp();
-    browser = await launchBrowser();
+    app = await startConsoleApp();
+    browser = await app.launchBrowser();
     const organization = await app.createOrganization(TENANT_ORGANIZATION);
     await createConsoleUser(app, { email: TENANT_EMAIL, organizationId: organization.organizationId });
     await createConsoleUser(app, { email: VISITOR_EMAIL });
@@ -43,7 +47,6 @@ describeInBrowser("the console in Chromium: a session it did not start", () => {
   });
   afterAll(async () => {
     tenant?.close();
-    await browser?.close();
     await app?.close();
   });
 

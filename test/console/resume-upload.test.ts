@@ -1,12 +1,10 @@
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
-import type { Browser, BrowserContext, Page, Request } from "playwright-core";
+import type { BrowserContext, Page, Request } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { waitUntilActive } from "../media/helpers.ts";
-import { startTestApp, type TestApp } from "../support/app.ts";
 import { freePort, policyViolations, screenshot, signInInBrowser } from "../support/browser.ts";
-import { createConsoleUser } from "../support/console.ts";
-import { describeInBrowser, launchConsole } from "../support/console-browser.ts";
+import { type ConsoleApp, describeInBrowser, startConsoleApp } from "../support/console-browser.ts";
 import {
   type ConsoleUpload,
   isTus,
@@ -22,8 +20,7 @@ const EMAIL = "resume@example.invalid";
 const OTHER_EMAIL = "colleague@example.invalid";
 
 describeInBrowser("the console in Chromium: an upload resumed after a reload", () => {
-  let app: TestApp;
-  let browser: Browser;
+  let app: ConsoleApp;
   let context: BrowserContext;
   let page: Page;
   let workDir: string;
@@ -60,9 +57,10 @@ describeInBrowser("the console in Chromium: an upload resumed after a reload", (
 
   beforeAll(async () => {
     workDir = mkdtempSync(`${tmpdir()}/cumulo-console-resume-`);
-    app = await startTestApp({ CUMULO_EDGE_PORT: String(await freePort()) });
-    await createConsoleUser(app, { email: EMAIL });
-    await createConsoleUser(app, { email: OTHER_EMAIL });
+    app = await startConsoleApp(
+      { CUMULO_EDGE_PORT: String(await freePort()) },
+      { users: [{ email: EMAIL }, { email: OTHER_EMAIL }] },
+    );
     const library = await app.request("POST", "/v1/media/libraries", {
       json: { name: "Resumable", default_privacy: "public" },
     });
@@ -73,10 +71,9 @@ describeInBrowser("the console in Chromium: an upload resumed after a reload", (
     mkdirSync(`${workDir}/other`);
     impostor = `${workDir}/other/${clip.split("/").pop()}`;
     copyFileSync(other, impostor);
-    ({ browser, context, page } = await launchConsole(app.baseUrl, EMAIL));
+    ({ context, page } = await app.launch(EMAIL));
   }, 180_000);
   afterAll(async () => {
-    await browser?.close();
     await app?.close();
     if (workDir) rmSync(workDir, { recursive: true, force: true });
   });

@@ -1,13 +1,11 @@
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import type { Browser, BrowserContext, Page, Route } from "playwright-core";
+import type { BrowserContext, Page, Route } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { waitUntilActive } from "../media/helpers.ts";
-import { startTestApp, type TestApp } from "../support/app.ts";
 import { freePort, pageWidth, policyViolations, screenshot } from "../support/browser.ts";
-import { createConsoleUser } from "../support/console.ts";
-import { describeInBrowser, launchConsole } from "../support/console-browser.ts";
+import { type ConsoleApp, describeInBrowser, startConsoleApp } from "../support/console-browser.ts";
 import { videosInLibrary } from "../support/console-uploads.ts";
 import { waitUntil } from "../support/wait.ts";
 
@@ -28,8 +26,7 @@ const asksBeforeLeaving = (page: Page) =>
   });
 
 describeInBrowser("the console in Chromium: saving, failing and navigating safely", () => {
-  let app: TestApp;
-  let browser: Browser;
+  let app: ConsoleApp;
   let context: BrowserContext;
   let page: Page;
   let workDir: string;
@@ -50,21 +47,19 @@ describeInBrowser("the console in Chromium: saving, failing and navigating safel
 
   beforeAll(async () => {
     workDir = mkdtempSync(`${tmpdir()}/cumulo-console-robust-`);
-    app = await startTestApp({
-      CUMULO_EDGE_PORT: String(await freePort()),
-      CUMULO_MAX_VIDEO_BYTES: String(MAX_VIDEO_BYTES),
-    });
-    await createConsoleUser(app, { email: EMAIL });
+    app = await startConsoleApp(
+      { CUMULO_EDGE_PORT: String(await freePort()), CUMULO_MAX_VIDEO_BYTES: String(MAX_VIDEO_BYTES) },
+      { users: [{ email: EMAIL }] },
+    );
     for (let index = 0; index < BULK_LIBRARIES; index += 1) {
       const name = `Bulk ${String(index).padStart(3, "0")}`;
       bulk.push({ id: await createLibrary(name), name });
     }
     uploadsId = await createLibrary("Uploads", { default_privacy: "public" });
     await waitUntilActive(app, uploadsId);
-    ({ browser, context, page } = await launchConsole(app.baseUrl, EMAIL));
+    ({ context, page } = await app.launch(EMAIL));
   }, 180_000);
   afterAll(async () => {
-    await browser?.close();
     await app?.close();
     if (workDir) rmSync(workDir, { recursive: true, force: true });
   });

@@ -1,22 +1,24 @@
 import type { Browser, Locator } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { startTestApp, type TestApp } from "../support/app.ts";
-import { launchBrowser, policyViolations, screenshot } from "../support/browser.ts";
+import { startTestApp } from "../support/app.ts";
+import { policyViolations, screenshot } from "../support/browser.ts";
 import { adminOrganizationId, PASSWORD } from "../support/console.ts";
-import { describeInBrowser, openConsole } from "../support/console-browser.ts";
+import {
+  type ConsoleApp,
+  describeInBrowser,
+  openConsole,
+  startConsoleApp,
+} from "../support/console-browser.ts";
 
 describeInBrowser("the console in Chromium: the page frame", () => {
-  let app: TestApp;
+  let app: ConsoleApp;
   let browser: Browser;
 
   beforeAll(async () => {
-    app = await startTestApp();
-    browser = await launchBrowser();
+    app = await startConsoleApp();
+    browser = await app.launchBrowser();
   });
-  afterAll(async () => {
-    await browser?.close();
-    await app?.close();
-  });
+  afterAll(() => app?.close());
 
   it("sends a visitor without a session to the sign-in page, labelled and usable with the keyboard", async () => {
     const { context, page } = await openConsole(browser, app.baseUrl);

@@ -1,9 +1,7 @@
-import type { Browser, Locator, Page } from "playwright-core";
+import type { Locator, Page } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { startTestApp, type TestApp } from "../support/app.ts";
 import { screenshot } from "../support/browser.ts";
-import { createConsoleUser } from "../support/console.ts";
-import { describeInBrowser, launchConsole } from "../support/console-browser.ts";
+import { type ConsoleApp, describeInBrowser, startConsoleApp } from "../support/console-browser.ts";
 
 const EMAIL = "spacing@example.invalid";
 
@@ -34,15 +32,13 @@ const panel = (page: Page, heading: string) =>
  * is stacked anyway: a grid's row gap added to their own margin had doubled the space between some.
  */
 describeInBrowser("the console in Chromium: even spacing and aligned fields", () => {
-  let app: TestApp;
-  let browser: Browser;
+  let app: ConsoleApp;
   let page: Page;
   let libraryId: string;
   let videoId: string;
 
   beforeAll(async () => {
-    app = await startTestApp();
-    await createConsoleUser(app, { email: EMAIL });
+    app = await startConsoleApp({}, { users: [{ email: EMAIL }] });
     const library = await app.request("POST", "/v1/media/libraries", { json: { name: "Spacing" } });
     expect(library.status).toBe(201);
     libraryId = library.body.data.id;
@@ -56,13 +52,10 @@ describeInBrowser("the console in Chromium: even spacing and aligned fields", ()
       json: { name: "Broadcasting Company Europe: the evening news archive of 2026, all regions" },
     });
     expect(long.status).toBe(201);
-    ({ browser, page } = await launchConsole(app.baseUrl, EMAIL));
+    ({ page } = await app.launch(EMAIL));
     await page.setViewportSize({ width: 390, height: 844 });
   }, 120_000);
-  afterAll(async () => {
-    await browser?.close();
-    await app?.close();
-  });
+  afterAll(() => app?.close());
 
   it("library page: the panels stack a panel's margin apart, the upload form's fields a field's", async () => {
     await page.goto(`/console/libraries/${libraryId}`);

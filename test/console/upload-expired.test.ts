@@ -1,12 +1,10 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import type { Browser, Page, Request } from "playwright-core";
+import type { Page, Request } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { waitUntilActive } from "../media/helpers.ts";
-import { startTestApp, type TestApp } from "../support/app.ts";
 import { freePort, policyViolations, screenshot } from "../support/browser.ts";
-import { createConsoleUser } from "../support/console.ts";
-import { describeInBrowser, launchConsole } from "../support/console-browser.ts";
+import { type ConsoleApp, describeInBrowser, startConsoleApp } from "../support/console-browser.ts";
 import {
   isTus,
   multiChunkClip,
@@ -29,8 +27,7 @@ const EXPIRY_S = 15;
  * one whose video is deleted before the resume.
  */
 describeInBrowser("the console in Chromium: an unfinished upload that expired", () => {
-  let app: TestApp;
-  let browser: Browser;
+  let app: ConsoleApp;
   let page: Page;
   let workDir: string;
   let libraryId: string;
@@ -47,21 +44,19 @@ describeInBrowser("the console in Chromium: an unfinished upload that expired", 
 
   beforeAll(async () => {
     workDir = mkdtempSync(`${tmpdir()}/cumulo-console-expiry-`);
-    app = await startTestApp({
-      CUMULO_EDGE_PORT: String(await freePort()),
-      CUMULO_UPLOAD_EXPIRY_S: String(EXPIRY_S),
-    });
-    await createConsoleUser(app, { email: EMAIL });
+    app = await startConsoleApp(
+      { CUMULO_EDGE_PORT: String(await freePort()), CUMULO_UPLOAD_EXPIRY_S: String(EXPIRY_S) },
+      { users: [{ email: EMAIL }] },
+    );
     const library = await app.request("POST", "/v1/media/libraries", {
       json: { name: "Expiring", default_privacy: "public" },
     });
     libraryId = library.body.data.id;
     await waitUntilActive(app, libraryId);
     clip = await multiChunkClip(workDir);
-    ({ browser, page } = await launchConsole(app.baseUrl, EMAIL));
+    ({ page } = await app.launch(EMAIL));
   }, 180_000);
   afterAll(async () => {
-    await browser?.close();
     await app?.close();
     if (workDir) rmSync(workDir, { recursive: true, force: true });
   });

@@ -1,10 +1,14 @@
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { waitUntilActive } from "../media/helpers.ts";
-import { startTestApp, type TestApp } from "../support/app.ts";
 import { accessibilityViolations, freePort, screenshot, signInInBrowser } from "../support/browser.ts";
 import { createConsoleUser } from "../support/console.ts";
-import { describeInBrowser, launchConsole, openConsole } from "../support/console-browser.ts";
+import {
+  type ConsoleApp,
+  describeInBrowser,
+  openConsole,
+  startConsoleApp,
+} from "../support/console-browser.ts";
 import { waitUntil } from "../support/wait.ts";
 
 const EMAIL = "customer@example.invalid";
@@ -35,7 +39,7 @@ async function cellText(page: Page, caption: string, rowName: string, column: st
  * figures in units a person reads, and the keyboard focus where the work goes on.
  */
 describeInBrowser("the console in Chromium: words, figures and focus", () => {
-  let app: TestApp;
+  let app: ConsoleApp;
   let browser: Browser;
   let page: Page;
   let libraryId: string;
@@ -47,16 +51,15 @@ describeInBrowser("the console in Chromium: words, figures and focus", () => {
   };
 
   beforeAll(async () => {
-    app = await startTestApp({ CUMULO_EDGE_PORT: String(await freePort()) });
-    await createConsoleUser(app, { email: EMAIL });
+    app = await startConsoleApp(
+      { CUMULO_EDGE_PORT: String(await freePort()) },
+      { users: [{ email: EMAIL }] },
+    );
     libraryId = await createLibrary("Catalogue");
     await waitUntilActive(app, libraryId);
-    ({ browser, page } = await launchConsole(app.baseUrl, EMAIL));
+    ({ browser, page } = await app.launch(EMAIL));
   }, 120_000);
-  afterAll(async () => {
-    await browser?.close();
-    await app?.close();
-  });
+  afterAll(() => app?.close());
 
   it("names a library's usage in words and, when the API refuses a field, puts the focus on it", async () => {
     await page.goto("/console/libraries");

@@ -3,10 +3,9 @@ import { tmpdir } from "node:os";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { waitUntilActive } from "../media/helpers.ts";
-import { startTestApp, type TestApp } from "../support/app.ts";
 import { addSubtitle, freePort, pageWidth, policyViolations, screenshot } from "../support/browser.ts";
-import { createConsoleUser, PASSWORD, signIn as signInApi, withSession } from "../support/console.ts";
-import { describeInBrowser, launchConsole } from "../support/console-browser.ts";
+import { PASSWORD, signIn as signInApi, withSession } from "../support/console.ts";
+import { type ConsoleApp, describeInBrowser, startConsoleApp } from "../support/console-browser.ts";
 import { generateClip, ONE_PIXEL_PNG } from "../support/media.ts";
 
 const EMAIL = "videos@example.invalid";
@@ -21,7 +20,7 @@ async function signInHere(page: Page, password = PASSWORD) {
 }
 
 describeInBrowser("the console in Chromium: video page, private libraries, navigation", () => {
-  let app: TestApp;
+  let app: ConsoleApp;
   let browser: Browser;
   let page: Page;
   let workDir: string;
@@ -39,8 +38,10 @@ describeInBrowser("the console in Chromium: video page, private libraries, navig
 
   beforeAll(async () => {
     workDir = mkdtempSync(`${tmpdir()}/cumulo-console-video-`);
-    app = await startTestApp({ CUMULO_EDGE_PORT: String(await freePort()) });
-    await createConsoleUser(app, { email: EMAIL });
+    app = await startConsoleApp(
+      { CUMULO_EDGE_PORT: String(await freePort()) },
+      { users: [{ email: EMAIL }] },
+    );
     const library = await app.request("POST", "/v1/media/libraries", {
       json: { name: "Private films", default_privacy: "private" },
     });
@@ -58,10 +59,9 @@ describeInBrowser("the console in Chromium: video page, private libraries, navig
     await app.request("POST", "/v1/cdn/distributions", {
       json: { hostname: LONG_HOST, origin_url: "https://origin.example.com/" },
     });
-    ({ browser, page } = await launchConsole(app.baseUrl));
+    ({ browser, page } = await app.launch());
   }, 120_000);
   afterAll(async () => {
-    await browser?.close();
     await app?.close();
     rmSync(workDir, { recursive: true, force: true });
   });

@@ -1,10 +1,9 @@
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { Browser, Locator, Page } from "playwright-core";
+import type { Locator, Page } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { waitUntilActive } from "../media/helpers.ts";
-import { startTestApp, type TestApp } from "../support/app.ts";
 import {
   accessibilityViolations,
   freePort,
@@ -12,8 +11,7 @@ import {
   policyViolations,
   screenshot,
 } from "../support/browser.ts";
-import { createConsoleUser } from "../support/console.ts";
-import { describeInBrowser, launchConsole } from "../support/console-browser.ts";
+import { type ConsoleApp, describeInBrowser, startConsoleApp } from "../support/console-browser.ts";
 import { generateClip, ONE_PIXEL_PNG } from "../support/media.ts";
 import { waitUntil } from "../support/wait.ts";
 
@@ -37,8 +35,7 @@ const rowOf = (page: Page, title: string) =>
  * (with a playback token in a private library), and a placeholder of the same size until a video has one.
  */
 describeInBrowser("the console in Chromium: thumbnails in a library's videos table", () => {
-  let app: TestApp;
-  let browser: Browser;
+  let app: ConsoleApp;
   let page: Page;
   let workDir: string;
   let publicId: string;
@@ -71,8 +68,10 @@ describeInBrowser("the console in Chromium: thumbnails in a library's videos tab
 
   beforeAll(async () => {
     workDir = mkdtempSync(join(tmpdir(), "cumulo-video-thumbnails-"));
-    app = await startTestApp({ CUMULO_EDGE_PORT: String(await freePort()) });
-    await createConsoleUser(app, { email: EMAIL });
+    app = await startConsoleApp(
+      { CUMULO_EDGE_PORT: String(await freePort()) },
+      { users: [{ email: EMAIL }] },
+    );
     const clip = await generateClip(workDir, { seconds: 1, width: 320, height: 180 });
     ({ libraryId: publicId, videoId: sunriseId } = await libraryWithReadyVideo(
       "Open films",
@@ -86,11 +85,10 @@ describeInBrowser("the console in Chromium: thumbnails in a library's videos tab
       json: { title: "Still waiting for its file" },
     });
     expect(waiting.status).toBe(201);
-    ({ browser, page } = await launchConsole(app.baseUrl, EMAIL));
+    ({ page } = await app.launch(EMAIL));
   }, 240_000);
 
   afterAll(async () => {
-    await browser?.close();
     await app?.close();
     if (workDir) rmSync(workDir, { recursive: true, force: true });
   });

@@ -1,9 +1,12 @@
 import type { Browser, Locator, Page } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { startTestApp, type TestApp } from "../support/app.ts";
 import { accessibilityViolations, policyViolations, screenshot } from "../support/browser.ts";
-import { createConsoleUser } from "../support/console.ts";
-import { describeInBrowser, launchConsole, openConsole } from "../support/console-browser.ts";
+import {
+  type ConsoleApp,
+  describeInBrowser,
+  openConsole,
+  startConsoleApp,
+} from "../support/console-browser.ts";
 import {
   createEndpoint,
   header,
@@ -23,7 +26,7 @@ const SEVEN_DAYS_MS = 7 * 24 * 3600 * 1000;
  * shows until when, and deliveries meanwhile carry both signatures.
  */
 describeInBrowser("the console in Chromium: rotating a webhook secret with an overlap", () => {
-  let app: TestApp;
+  let app: ConsoleApp;
   let browser: Browser;
   let page: Page;
   let receiver: Receiver;
@@ -47,16 +50,16 @@ describeInBrowser("the console in Chromium: rotating a webhook secret with an ov
 
   beforeAll(async () => {
     receiver = await startReceiver();
-    app = await startTestApp({ CUMULO_WEBHOOK_ALLOW_PRIVATE: "true" });
-    await createConsoleUser(app, { email: EMAIL });
-    await createConsoleUser(app, { email: READER, readOnly: true });
+    app = await startConsoleApp(
+      { CUMULO_WEBHOOK_ALLOW_PRIVATE: "true" },
+      { users: [{ email: EMAIL }, { email: READER, readOnly: true }] },
+    );
     const library = await app.request("POST", "/v1/media/libraries", { json: { name: "Rotation library" } });
     libraryId = library.body.data.id;
     endpoint = await createEndpoint(app, libraryId, { name: "Receiver", url: receiver.url });
-    ({ browser, page } = await launchConsole(app.baseUrl, EMAIL));
+    ({ browser, page } = await app.launch(EMAIL));
   }, 120_000);
   afterAll(async () => {
-    await browser?.close();
     await app?.close();
     await receiver?.close();
   });

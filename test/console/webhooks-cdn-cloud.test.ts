@@ -3,10 +3,13 @@ import type { AddressInfo } from "node:net";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { edgeRequest, type Origin, startOrigin } from "../cdn/support.ts";
-import { startTestApp, type TestApp } from "../support/app.ts";
 import { accessibilityViolations, midWordBreaks, policyViolations, screenshot } from "../support/browser.ts";
-import { createConsoleUser } from "../support/console.ts";
-import { describeInBrowser, launchConsole, openConsole } from "../support/console-browser.ts";
+import {
+  type ConsoleApp,
+  describeInBrowser,
+  openConsole,
+  startConsoleApp,
+} from "../support/console-browser.ts";
 import { waitUntil } from "../support/wait.ts";
 
 const EMAIL = "ops@example.invalid";
@@ -40,7 +43,7 @@ async function startReceiver() {
 }
 
 describeInBrowser("the console in Chromium: webhooks, CDN, cloud and the livestream badge", () => {
-  let app: TestApp;
+  let app: ConsoleApp;
   let browser: Browser;
   let page: Page;
   let receiver: Awaited<ReturnType<typeof startReceiver>>;
@@ -53,20 +56,20 @@ describeInBrowser("the console in Chromium: webhooks, CDN, cloud and the livestr
     origin.route("/hello.txt", (_req, res) =>
       res.writeHead(200, { "content-type": "text/plain" }).end("hello edge"),
     );
-    app = await startTestApp({
-      CUMULO_WEBHOOK_ALLOW_PRIVATE: "true",
-      CUMULO_ORIGIN_ALLOW_PRIVATE: "true",
-      CUMULO_EDGE_PORT: "0",
-      CUMULO_EDGE_ANALYTICS_FLUSH_MS: "200",
-    });
-    await createConsoleUser(app, { email: EMAIL });
-    await createConsoleUser(app, { email: READER, readOnly: true });
+    app = await startConsoleApp(
+      {
+        CUMULO_WEBHOOK_ALLOW_PRIVATE: "true",
+        CUMULO_ORIGIN_ALLOW_PRIVATE: "true",
+        CUMULO_EDGE_PORT: "0",
+        CUMULO_EDGE_ANALYTICS_FLUSH_MS: "200",
+      },
+      { users: [{ email: EMAIL }, { email: READER, readOnly: true }] },
+    );
     const library = await app.request("POST", "/v1/media/libraries", { json: { name: "E2E library" } });
     libraryId = library.body.data.id;
-    ({ browser, page } = await launchConsole(app.baseUrl, EMAIL));
+    ({ browser, page } = await app.launch(EMAIL));
   }, 120_000);
   afterAll(async () => {
-    await browser?.close();
     await app?.close();
     await receiver?.close();
     await origin?.close();
