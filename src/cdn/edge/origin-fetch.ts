@@ -123,14 +123,14 @@ const MAX_INTERIM_SENDERS = 10_000;
 /**
  * node:http's connections to such origins are kept alive as undici's are: an idle one is closed after
  * undici's default keep-alive timeout (4 s, shorter than origins' usual 5 s or more; a shorter
- * `Keep-Alive: timeout` an origin announces is honoured). Unlike undici's, they are bounded per origin
- * (more misses at once wait for one to come free), and so are the idle ones kept. `timeout` is the
- * idle one's: each request's own origin timeout replaces it while it connects and is answered.
+ * `Keep-Alive: timeout` an origin announces is honoured). As undici's, they are not bounded per origin
+ * (a miss never waits for another's connection, which its origin timeout would not cover); the idle
+ * ones kept are. `timeout` is the idle one's: each request's own origin timeout replaces it while it
+ * connects and is answered.
  */
 const INTERIM_SENDER_AGENT = {
   keepAlive: true,
   timeout: 4_000,
-  maxSockets: 256,
   maxFreeSockets: 32,
 };
 
