@@ -73,7 +73,8 @@ export interface Store {
   ping(): Promise<boolean>;
   /**
    * Whether the store answers and takes writes, in one query: a PostgreSQL standby (in recovery), or a
-   * database or role set `default_transaction_read_only`, answers but refuses every write.
+   * database or role set `default_transaction_read_only`, answers but refuses every write. Calls made
+   * while one query is under way share its answer.
    */
   readiness(): Promise<StoreReadiness>;
   close(): Promise<void>;
@@ -507,6 +508,25 @@ export function openStore(options: StoreOptions): Store {
           inTransaction: undefined,
         }
       : { ...openSqlite(options.dataDir, options.onQuery), pool: undefined };
+  const askReadiness = async (): Promise<StoreReadiness> => {
+    try {
+      // SQLite: a store file the node cannot write stops start-up (openSqlite); one that answers takes writes.
+      if (dialect === "sqlite") {
+        await sql`select 1`.execute(db);
+        return "ready";
+      }
+      // On in every transaction of a standby, as under `default_transaction_read_only`.
+      const { rows } = await sql<{ read_only: string }>`
+        select current_setting('transaction_read_only') as read_only`.execute(db);
+      return rows[0]?.read_only === "on" ? "read_only" : "ready";
+    } catch {
+      return "unavailable";
+    }
+  };
+  // Probes that arrive while a check is under way share its answer: a flood of unauthenticated
+  // /readyz holds one store connection, not the pool. No answer is kept once given, so a store that
+  // stops answering is seen by the next probe (docs/decisions.md, Readiness shared).
+  let readinessInFlight: Promise<StoreReadiness> | undefined;
   return {
     db,
     dialect,
@@ -555,20 +575,11 @@ export function openStore(options: StoreOptions): Store {
         return false;
       }
     },
-    async readiness() {
-      try {
-        // SQLite: a store file the node cannot write stops start-up (openSqlite); one that answers takes writes.
-        if (dialect === "sqlite") {
-          await sql`select 1`.execute(db);
-          return "ready";
-        }
-        // On in every transaction of a standby, as under `default_transaction_read_only`.
-        const { rows } = await sql<{ read_only: string }>`
-          select current_setting('transaction_read_only') as read_only`.execute(db);
-        return rows[0]?.read_only === "on" ? "read_only" : "ready";
-      } catch {
-        return "unavailable";
-      }
+    readiness() {
+      readinessInFlight ??= askReadiness().finally(() => {
+        readinessInFlight = undefined;
+      });
+      return readinessInFlight;
     },
     async close() {
       await Promise.all(listeners.map((listener) => listener.close()));
