@@ -44,6 +44,12 @@ export interface Config {
   port: number;
   host: string;
   dataDir: string;
+  /**
+   * CUMULO_DATA_DIR_MODE: `private` (default) makes what the `cumulo` command creates (the data dir,
+   * the store's files, blobs, ffmpeg's outputs, backups) its user's alone; `inherit` leaves the modes
+   * to the process's umask, for a data dir shared with another account on purpose.
+   */
+  dataDirMode: "private" | "inherit";
   databaseUrl: string | undefined;
   /** PostgreSQL: parameterized queries as named prepared statements (CUMULO_PG_PREPARED_STATEMENTS, default true). */
   pgPreparedStatements: boolean;
@@ -614,11 +620,16 @@ export function loadConfig(env: Env = process.env): Config {
 
   const dataDirRaw = env.CUMULO_DATA_DIR || "./data";
   const dataDir = isAbsolute(dataDirRaw) ? dataDirRaw : resolve(process.cwd(), dataDirRaw);
+  const dataDirMode = env.CUMULO_DATA_DIR_MODE || "private";
+  if (dataDirMode !== "private" && dataDirMode !== "inherit") {
+    throw new ConfigError("CUMULO_DATA_DIR_MODE", `must be private or inherit, got "${dataDirMode}"`);
+  }
 
   return {
     port: apiPort,
     host,
     dataDir,
+    dataDirMode,
     databaseUrl,
     pgPreparedStatements,
     pgConnectTimeoutMs: timerMs(env, "CUMULO_PG_CONNECT_TIMEOUT_MS", PG_CONNECT_TIMEOUT_MS),

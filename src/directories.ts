@@ -22,3 +22,19 @@ export function makeDirectories(path: string): void {
     }
   }
 }
+
+/** The permission bits of the owner's group and of every other account. */
+const GROUP_AND_OTHERS = 0o077;
+
+/**
+ * From now on, what this process and its children (ffmpeg) create is its user's alone: directories
+ * 0700, files 0600 (CUMULO_DATA_DIR_MODE=private). A umask rather than a mode at each creation:
+ * children inherit it, and no place that makes a file (SQLite's -wal and -shm, a copy, a stream)
+ * can forget it. Bits the operator's own umask already takes away stay taken away.
+ */
+export function createPrivately(): void {
+  process.umask(process.umask(GROUP_AND_OTHERS) | GROUP_AND_OTHERS);
+}
+
+/** Whether accounts other than the owner and its group may enter or read `path` (its mode gives them any bit). */
+export const openToOthers = (path: string): boolean => (statSync(path).mode & 0o007) !== 0;

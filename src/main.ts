@@ -4,6 +4,7 @@ import { Command, CommanderError, Option } from "commander";
 import { type Config, ConfigError, loadConfig, runningRoles } from "./config.ts";
 import type { SeedBody, SeedOutcome } from "./devmode/seed.ts";
 import type { StateService } from "./devmode/state-service.ts";
+import { createPrivately, openToOthers } from "./directories.ts";
 import type { IdentityServices } from "./identity/index.ts";
 import { API_KEY_NAME_MAX, ORGANIZATION_NAME_MAX } from "./identity/keys.ts";
 import { isUuid } from "./ids.ts";
@@ -138,6 +139,16 @@ function unreachableLinks(config: Config): string | undefined {
   return `HOST is ${config.host}, so links would name that address, which other machines cannot open: set ${missing.join(" and ")} to the address people reach`;
 }
 
+/**
+ * A data dir other accounts of the host may read (the operator's, made before Cumulo or given group
+ * and others access since) holds the store and private videos: warned of, never changed, since an
+ * operator may share it on purpose (then CUMULO_DATA_DIR_MODE=inherit says so).
+ */
+function dataDirOpenToOthers(config: Config): string | undefined {
+  if (config.dataDirMode !== "private" || !openToOthers(config.dataDir)) return undefined;
+  return `the data dir ${config.dataDir} can be read by other accounts of this host, and with it the store and private videos: chmod 700 ${config.dataDir} (or set CUMULO_DATA_DIR_MODE=inherit if it is shared on purpose)`;
+}
+
 /** Fewer characters than `openssl rand -hex 16` gives: guessable offline (docs/decisions.md, Start-up). */
 const SECRET_KEY_MIN_LENGTH = 32;
 
@@ -198,7 +209,7 @@ async function serve(config: Config, seed?: SeedBody): Promise<void> {
       `Try: curl -H "Authorization: Bearer <the key above>" ${running.apiUrl}/v1/livestream/health\n\n`,
     );
   }
-  for (const warning of [unreachableLinks(config), weakSecretKey(config)]) {
+  for (const warning of [unreachableLinks(config), weakSecretKey(config), dataDirOpenToOthers(config)]) {
     if (warning) process.stderr.write(`cumulo: warning: ${warning}\n`);
   }
   const roles = runningRoles(config);
@@ -240,7 +251,11 @@ export function buildCli(): Command {
     .addHelpText("after", EXIT_STATUS_HELP)
     // Commander's usage errors are thrown rather than exiting with status 1; `main` exits with 2.
     // Set before the commands are added: each inherits it.
-    .exitOverride();
+    .exitOverride()
+    // Before any command writes: what it creates under the data dir, or a backup, is private.
+    .hook("preAction", () => {
+      if (loadConfig().dataDirMode === "private") createPrivately();
+    });
 
   program
     .command("serve", { isDefault: true })
