@@ -19,6 +19,7 @@ describe("configuration", () => {
       redisPrefix: "cumulo:",
       pgPreparedStatements: true,
       keptAnswers: true,
+      dataDirMode: "private",
     });
     expect(config.dataDir.endsWith("/data")).toBe(true);
     expect(config.locations.map((location) => location.slug)).toEqual(["local-1"]);
@@ -65,6 +66,7 @@ describe("configuration", () => {
       CUMULO_CDN_HOSTNAME_VERIFICATION: "txt",
       CUMULO_DNS_SERVERS: "127.0.0.1:53,dns.example.com",
       CUMULO_CDN_HOSTNAME_CLAIM_TTL_HOURS: "0",
+      CUMULO_DATA_DIR_MODE: "0700",
     };
     for (const [name, value] of Object.entries(cases)) {
       expect(() => loadConfig({ [name]: value }), name).toThrow(ConfigError);
