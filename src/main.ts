@@ -140,9 +140,9 @@ function unreachableLinks(config: Config): string | undefined {
 }
 
 /**
- * A data dir other accounts of the host may read (the operator's, made before Cumulo or given group
- * and others access since) holds the store and private videos: warned of, never changed, since an
- * operator may share it on purpose (then CUMULO_DATA_DIR_MODE=inherit says so).
+ * A data dir other accounts of the host may read (made by the operator or an older Cumulo, or opened
+ * since) holds the store and private videos: warned of, never changed, since an operator may share
+ * it on purpose (then CUMULO_DATA_DIR_MODE=inherit says so).
  */
 function dataDirOpenToOthers(config: Config): string | undefined {
   if (config.dataDirMode !== "private" || !openToOthers(config.dataDir)) return undefined;
