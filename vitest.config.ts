@@ -4,6 +4,9 @@ import { configDefaults, defineConfig } from "vitest/config";
 /** How many test files run at once when set (a positive integer); anything else takes the default. */
 const TEST_WORKERS = Number.parseInt(process.env.TEST_WORKERS ?? "", 10);
 
+// Each project migrates one store, which test apps' stores copy (test/support/store-template.ts).
+const STORE_TEMPLATE = "test/support/store-template.ts";
+
 // The whole suite runs once per store: always on SQLite, and on PostgreSQL when TEST_DATABASE_URL is set.
 const stores = process.env.TEST_DATABASE_URL ? ["sqlite", "postgres"] : ["sqlite"];
 
@@ -17,6 +20,7 @@ export default defineConfig({
           env: { CUMULO_TEST_STORE: store },
           include: ["test/**/*.test.ts"],
           exclude: [...configDefaults.exclude, "test/console/**"],
+          globalSetup: [STORE_TEMPLATE],
         },
       })),
       // The console in a real browser, once, on SQLite: the store is not what these tests are about.
@@ -26,7 +30,7 @@ export default defineConfig({
           name: "console",
           env: { CUMULO_TEST_STORE: "sqlite" },
           include: ["test/console/**/*.test.ts"],
-          globalSetup: ["test/console/build-console.ts"],
+          globalSetup: [STORE_TEMPLATE, "test/console/build-console.ts"],
           testTimeout: 120_000,
         },
       },

@@ -12,7 +12,7 @@ import { createLibrary, createVideo } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { generateClip } from "../support/media.ts";
 import { startS3Node, startTestS3, type TestS3 } from "../support/s3.ts";
-import { createTestStore, type TestStore } from "../support/store.ts";
+import { createMigratedTestStore, type TestStore } from "../support/store.ts";
 import { waitUntil } from "../support/wait.ts";
 import { TUS_PATH } from "../uploads/support.ts";
 import { uploadSource, videoPath, waitForStatus } from "../video/support.ts";
@@ -217,7 +217,7 @@ describe("a video processed while the worker's bucket is away", { timeout: 120_0
 
   beforeAll(async () => {
     work = mkdtempSync(join(tmpdir(), "cumulo-s3-outage-"));
-    [s3, store] = await Promise.all([startSharedS3(), createTestStore()]);
+    [s3, store] = await Promise.all([startSharedS3(), createMigratedTestStore()]);
     relay = await startSwitchableRelay(s3.settings.endpoint ?? "");
     // Imports come from a server of the test's own, on a loopback address.
     api = await startS3Node({
@@ -391,7 +391,7 @@ describe("a node started while its bucket is away", { timeout: 120_000 }, () => 
   let relay: Awaited<ReturnType<typeof startSwitchableRelay>>;
 
   beforeAll(async () => {
-    [s3, store] = await Promise.all([startSharedS3(), createTestStore()]);
+    [s3, store] = await Promise.all([startSharedS3(), createMigratedTestStore()]);
     relay = await startSwitchableRelay(s3.settings.endpoint ?? "");
   }, 60_000);
 

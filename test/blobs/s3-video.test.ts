@@ -8,7 +8,7 @@ import { createLibrary, createVideo } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { generateClip } from "../support/media.ts";
 import { startS3Node, startTestS3, type TestS3 } from "../support/s3.ts";
-import { createTestStore, type TestStore } from "../support/store.ts";
+import { createMigratedTestStore, type TestStore } from "../support/store.ts";
 import { waitUntil } from "../support/wait.ts";
 import { runUpload, sha256, TUS_PATH } from "../uploads/support.ts";
 import { playlistUris, resolvePath, uploadSource, videoPath, waitForStatus } from "../video/support.ts";
@@ -58,7 +58,7 @@ describe("video on the S3 blob store, split across nodes", { timeout: 120_000 },
     let file: string;
     [s3, store, file] = await Promise.all([
       startTestS3(),
-      createTestStore(),
+      createMigratedTestStore(),
       generateClip(work, { seconds: 2, width: 320, height: 240 }),
     ]);
     clip = readFileSync(file);
@@ -207,7 +207,7 @@ describe("a node on an unreachable bucket", () => {
   let s3: TestS3;
   let store: TestStore;
   beforeAll(async () => {
-    [s3, store] = await Promise.all([startTestS3(), createTestStore()]);
+    [s3, store] = await Promise.all([startTestS3(), createMigratedTestStore()]);
   });
   afterAll(async () => {
     await store?.drop();

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DistributionRepository } from "../../src/cdn/repository.ts";
 import { createLibrary, createVideo } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import { createTestStore, type TestStore } from "../support/store.ts";
+import { createMigratedTestStore, type TestStore } from "../support/store.ts";
 import { EDGE_ENV, edgeRequest, edgeUrlOf, type Origin, startOrigin } from "./support.ts";
 
 const MEDIA_DOMAIN = "media.cumulo.local";
@@ -45,7 +45,7 @@ describe("host names reserved for the platform", () => {
   let attackerOrganization: string;
 
   beforeAll(async () => {
-    store = await createTestStore();
+    store = await createMigratedTestStore();
     t = await startTestApp(ENV, { store });
     attacker = await startOrigin();
     attacker.route("/", (_req, res) => res.writeHead(200, { "cache-control": "max-age=60" }).end("attacker"));

@@ -6,14 +6,14 @@ import { createLibrary } from "../media/helpers.ts";
 import { ADMIN_KEY, startTestApp } from "../support/app.ts";
 import { runCli } from "../support/cli.ts";
 import { exitOf, serve } from "../support/process.ts";
-import { createTestStore, type TestStore } from "../support/store.ts";
+import { createMigratedTestStore, type TestStore } from "../support/store.ts";
 import { waitUntil } from "../support/wait.ts";
 
 describe("cumulo state save | load | reset", () => {
   let store: TestStore;
   let env: Record<string, string | undefined>;
   beforeAll(async () => {
-    store = await createTestStore();
+    store = await createMigratedTestStore();
     env = {
       CUMULO_DATA_DIR: store.dataDir,
       DATABASE_URL: store.databaseUrl,
@@ -138,7 +138,7 @@ describe("cumulo state save | load | reset", () => {
     const work = mkdtempSync(join(tmpdir(), "cumulo-dev-seed-"));
     const file = join(work, "world.yml");
     writeFileSync(file, "organizations:\n  - name: Dev seeded\n    api_key: dev_seed_key_0123456789abc\n");
-    const devStore = await createTestStore();
+    const devStore = await createMigratedTestStore();
     const served = await serve(
       {
         CUMULO_DATA_DIR: devStore.dataDir,
@@ -180,7 +180,7 @@ describe("cumulo state reset where the bootstrap key is gone", () => {
   let store: TestStore;
   let env: Record<string, string | undefined>;
   beforeAll(async () => {
-    store = await createTestStore();
+    store = await createMigratedTestStore();
     env = { CUMULO_DATA_DIR: store.dataDir, DATABASE_URL: store.databaseUrl, CUMULO_BOOTSTRAP_API_KEY: "" };
   });
   afterAll(() => store.drop());

@@ -2,7 +2,7 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import { createTestStore } from "../support/store.ts";
+import { createMigratedTestStore } from "../support/store.ts";
 import { createLibrary, createVideo, fieldErrors, MISSING_ID } from "./helpers.ts";
 
 const VTT = "WEBVTT\n\n00:00:00.000 --> 00:00:01.500\nHello\n\n00:00:02.000 --> 00:00:03.000\nWorld\n";
@@ -277,7 +277,7 @@ describe("subtitles and thumbnails", () => {
 
 describe("playback URLs", () => {
   it("are built from the configuration the video is shown under, not the one it was processed under", async () => {
-    const store = await createTestStore();
+    const store = await createMigratedTestStore();
     try {
       const first = await startTestApp({}, { store });
       const library = await createLibrary(first);

@@ -3,7 +3,7 @@ import { Agent, fetch } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startOrigin, uniqueHost } from "../cdn/support.ts";
 import { exitOf, serve } from "../support/process.ts";
-import { createTestStore, type TestStore } from "../support/store.ts";
+import { createMigratedTestStore, type TestStore } from "../support/store.ts";
 import { waitUntil } from "../support/wait.ts";
 import { startReceiver } from "../webhooks/helpers.ts";
 
@@ -12,7 +12,7 @@ const KEY = "graceful_test_key_0123456789abcdef";
 describe("graceful shutdown", { timeout: 300_000 }, () => {
   let store: TestStore;
   beforeAll(async () => {
-    store = await createTestStore();
+    store = await createMigratedTestStore();
   });
   afterAll(() => store.drop());
 

@@ -1,12 +1,12 @@
 import { hostname } from "node:os";
 import { expect, it } from "vitest";
 import { serve, stopAll } from "../support/process.ts";
-import { createTestStore } from "../support/store.ts";
+import { createMigratedTestStore } from "../support/store.ts";
 import { waitUntil } from "../support/wait.ts";
 
 /** Nodes writing to one log stream (a file, syslog) must be told apart by their lines alone. */
 it("names the machine and the process on every JSON log line", { timeout: 120_000 }, async () => {
-  const store = await createTestStore();
+  const store = await createMigratedTestStore();
   const node = await serve({
     CUMULO_DATA_DIR: store.dataDir,
     DATABASE_URL: store.databaseUrl,
@@ -35,7 +35,7 @@ it("names the machine and the process on every JSON log line", { timeout: 120_00
 it("says at start what the node runs on, without the credentials of its settings", {
   timeout: 120_000,
 }, async () => {
-  const store = await createTestStore();
+  const store = await createMigratedTestStore();
   const password = "a-database-password-not-to-print";
   // PostgreSQL in the tests trusts local connections, so a password in the URL is accepted unread.
   const databaseUrl = store.databaseUrl?.replace("postgres://postgres@", `postgres://postgres:${password}@`);

@@ -21,7 +21,7 @@ import { startTestApp, type TestApp } from "../support/app.ts";
 import { generateClip } from "../support/media.ts";
 import { parseSamples, scrapeMetrics, sampleValue as value } from "../support/metrics.ts";
 import { startTestS3 } from "../support/s3.ts";
-import { createTestStore } from "../support/store.ts";
+import { createMigratedTestStore } from "../support/store.ts";
 import { waitUntil } from "../support/wait.ts";
 import {
   createEndpoint,
@@ -439,7 +439,7 @@ describe("metrics exposure", () => {
 
   it("refuses to start when the metrics port is taken, naming the variables", async () => {
     const first = await startTestApp({ CUMULO_METRICS_PORT: "0" });
-    const store = await createTestStore();
+    const store = await createMigratedTestStore();
     try {
       const taken = new URL(first.cumulo.metricsUrl ?? "").port;
       await expect(startTestApp({ CUMULO_METRICS_PORT: taken }, { store })).rejects.toThrow(
@@ -452,7 +452,7 @@ describe("metrics exposure", () => {
   });
 
   it("answers the health probes on the metrics listener of nodes without an API port", async () => {
-    const store = await createTestStore();
+    const store = await createMigratedTestStore();
     const nodes = [
       await startTestApp({ CUMULO_ROLES: "worker", CUMULO_METRICS_PORT: "0" }, { store }),
       await startTestApp(
@@ -534,7 +534,7 @@ describe("metrics exposure", () => {
       "cumulo_jobs",
       "cumulo_webhook_backlog",
     ];
-    const store = await createTestStore();
+    const store = await createMigratedTestStore();
     const nodes = {
       api: await startTestApp({ CUMULO_ROLES: "api", CUMULO_METRICS_PORT: "0" }, { store }),
       worker: await startTestApp({ CUMULO_ROLES: "worker", CUMULO_METRICS_PORT: "0" }, { store }),

@@ -2,7 +2,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { exitOf, serve } from "../support/process.ts";
-import { createTestStore, type TestStore } from "../support/store.ts";
+import { createMigratedTestStore, type TestStore } from "../support/store.ts";
 
 const KEY = "crash_test_key_0123456789abcdef";
 
@@ -34,7 +34,7 @@ describe("crash safety", () => {
   beforeAll(async () => {
     await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve));
     receiverUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
-    store = await createTestStore();
+    store = await createMigratedTestStore();
     env = {
       CUMULO_DATA_DIR: store.dataDir,
       DATABASE_URL: store.databaseUrl,

@@ -7,7 +7,7 @@ import { isStoreUnavailable } from "../../src/store/unavailable.ts";
 import { edgeRequest, type Origin, startOrigin, uniqueHost } from "../cdn/support.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { exitOf, type Served, serve } from "../support/process.ts";
-import { createTestStore, type TestStore, testStoreKind } from "../support/store.ts";
+import { createMigratedTestStore, type TestStore, testStoreKind } from "../support/store.ts";
 import { startTcpRelay, type TcpRelay } from "../support/tcp-relay.ts";
 import { waitUntil } from "../support/wait.ts";
 
@@ -39,7 +39,7 @@ describe.runIf(process.env.CUMULO_TEST_STORE === "postgres")("a PostgreSQL outag
         response.writeHead(200, { "content-type": "text/plain", "cache-control": "max-age=300" }).end(path),
       );
     }
-    store = await createTestStore();
+    store = await createMigratedTestStore();
     const url = new URL(store.databaseUrl ?? "");
     relay = await startTcpRelay(url.hostname, Number(url.port || 5432));
     url.hostname = "127.0.0.1";

@@ -6,7 +6,7 @@ import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { startTestApp } from "../support/app.ts";
 import { runCli } from "../support/cli.ts";
-import { createTestStore, testStoreKind } from "../support/store.ts";
+import { createMigratedTestStore, testStoreKind } from "../support/store.ts";
 import { waitUntil } from "../support/wait.ts";
 
 const immutable = (path: string, on: boolean) =>
@@ -83,7 +83,7 @@ describe.runIf(testStoreKind() === "sqlite" && immutableFilesRefuseWrites())(
  */
 describe.runIf(testStoreKind() === "postgres")("a PostgreSQL store that takes no writes", () => {
   it("answers 503 meanwhile, not 500, /readyz too, and writes again once it takes them", async () => {
-    const store = await createTestStore();
+    const store = await createMigratedTestStore();
     const t = await startTestApp({ CUMULO_ROLES: "api" }, { store });
     const database = new URL(store.databaseUrl ?? "").pathname.slice(1);
     const admin = new pg.Client({ connectionString: process.env.TEST_DATABASE_URL });

@@ -1,7 +1,7 @@
 import { type Config, loadConfig } from "../../src/config.ts";
 import type { StartOptions } from "../../src/core.ts";
 import { type RunningCumulo, startCumulo } from "../../src/roles.ts";
-import { createTestStore, type TestStore } from "./store.ts";
+import { createMigratedTestStore, type TestStore } from "./store.ts";
 
 export const ADMIN_KEY = "test_admin_key_0123456789abcdef";
 
@@ -72,7 +72,7 @@ export async function startTestApp(
   options: { store?: TestStore } & StartOptions = {},
 ): Promise<TestApp> {
   // A given store is shared (several nodes on one database) and left for its owner to drop.
-  const store = options.store ?? (await createTestStore());
+  const store = options.store ?? (await createMigratedTestStore());
   const config = loadConfig({
     PORT: "0",
     CUMULO_EDGE_PORT: "off",

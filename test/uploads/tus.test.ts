@@ -9,7 +9,7 @@ import { capturingLogger } from "../fuzz/log-capture.ts";
 import { createLibrary, createVideo } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { generateClip } from "../support/media.ts";
-import { createTestStore, type TestStore, testStoreKind } from "../support/store.ts";
+import { createMigratedTestStore, type TestStore, testStoreKind } from "../support/store.ts";
 import { waitUntil } from "../support/wait.ts";
 import { uploadSource, videoPath, waitForStatus } from "../video/support.ts";
 import { createEndpoint, type Receiver, startReceiver } from "../webhooks/helpers.ts";
@@ -615,7 +615,7 @@ describe("resumable uploads across a server restart and across nodes", { timeout
   let clip: Buffer;
 
   beforeAll(async () => {
-    store = await createTestStore();
+    store = await createMigratedTestStore();
     work = mkdtempSync(join(tmpdir(), "cumulo-tus-restart-"));
     clip = readFileSync(await generateClip(work, { seconds: 2, width: 320, height: 240 }));
   });

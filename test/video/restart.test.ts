@@ -9,7 +9,7 @@ import { PROCESS_JOB } from "../../src/video/pipeline.ts";
 import { startTestApp } from "../support/app.ts";
 import { generateClip } from "../support/media.ts";
 import { exitOf, type Served, serve } from "../support/process.ts";
-import { createTestStore, type TestStore } from "../support/store.ts";
+import { createMigratedTestStore, type TestStore } from "../support/store.ts";
 import { waitUntil } from "../support/wait.ts";
 import { type Receiver, startReceiver } from "../webhooks/helpers.ts";
 
@@ -24,7 +24,7 @@ describe("video processing across a crash", () => {
   const headers = { authorization: `Bearer ${KEY}` };
 
   beforeAll(async () => {
-    store = await createTestStore();
+    store = await createMigratedTestStore();
     work = mkdtempSync(join(tmpdir(), "cumulo-video-restart-"));
     receiver = await startReceiver();
     env = {

@@ -7,7 +7,7 @@ import { closeCore, openCore } from "../../src/core.ts";
 import { createServices } from "../../src/services.ts";
 import { ADMIN_KEY, startTestApp, type TestApp } from "../support/app.ts";
 import { serve } from "../support/process.ts";
-import { createTestStore, type TestStore, testStoreKind } from "../support/store.ts";
+import { createMigratedTestStore, type TestStore, testStoreKind } from "../support/store.ts";
 import { waitUntil } from "../support/wait.ts";
 import {
   attemptsOf,
@@ -32,7 +32,7 @@ const startServer = (store: TestStore) =>
 
 describe("webhook durability", () => {
   it("loses no delivery when the dispatcher's process is killed mid-flight", async () => {
-    const store = await createTestStore();
+    const store = await createMigratedTestStore();
     let receiver: Receiver | undefined;
     let server: ChildProcess | undefined;
     const config = loadConfig({
@@ -117,7 +117,7 @@ describe.runIf(testStoreKind() === "postgres")("two dispatchers on one PostgreSQ
   let receiver: Receiver;
   const seen = new Map<string, number>();
   beforeAll(async () => {
-    store = await createTestStore();
+    store = await createMigratedTestStore();
     const env = { CUMULO_WEBHOOK_ALLOW_PRIVATE: "true" };
     a = await startTestApp(env, { store });
     b = await startTestApp(env, { store });
@@ -197,7 +197,7 @@ describe("nodes split by role", () => {
     probe.disconnect();
     if (!reachable) context.skip();
 
-    const store = await createTestStore();
+    const store = await createMigratedTestStore();
     const env = { CUMULO_WEBHOOK_ALLOW_PRIVATE: "true", REDIS_URL: redisUrl };
     const api = await startTestApp({ ...env, CUMULO_ROLES: "api" }, { store });
     // The fallback poll is a minute away: only the wake-up through Redis can start these attempts in time.

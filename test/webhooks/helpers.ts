@@ -11,7 +11,7 @@ import { transactor } from "../../src/store/transactions.ts";
 import type { VideoEvent, WebhookEmitter } from "../../src/webhooks/emitter.ts";
 import type { WebhookEndpointTable } from "../../src/webhooks/tables.ts";
 import type { TestApp } from "../support/app.ts";
-import { createTestStore } from "../support/store.ts";
+import { createMigratedTestStore } from "../support/store.ts";
 import { waitUntil } from "../support/wait.ts";
 
 /**
@@ -23,7 +23,7 @@ export async function openServicesOnly(): Promise<{
   services: Services;
   close(): Promise<void>;
 }> {
-  const store = await createTestStore();
+  const store = await createMigratedTestStore();
   const core = await openCore(
     loadConfig({
       CUMULO_DATA_DIR: store.dataDir,

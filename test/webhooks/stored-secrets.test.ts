@@ -1,7 +1,7 @@
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import { createTestStore, type TestStore } from "../support/store.ts";
+import { createMigratedTestStore, type TestStore } from "../support/store.ts";
 import { waitUntil } from "../support/wait.ts";
 import {
   createEndpoint,
@@ -43,7 +43,7 @@ describe("webhook signing secrets in the store", () => {
   };
 
   beforeAll(async () => {
-    store = await createTestStore();
+    store = await createMigratedTestStore();
     receiver = await startReceiver();
   });
   afterAll(async () => {
