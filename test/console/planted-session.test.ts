@@ -54,8 +54,12 @@ describeInBrowser("the console in Chromium: a session it did not start", () => {
     const { context, page } = await openConsole(browser, app.baseUrl);
     const { port } = tenant.address() as AddressInfo;
     await page.goto(`http://127.0.0.1:${port}/`);
-    const planted = await context.cookies(app.baseUrl);
-    expect(planted.map((cookie) => `${cookie.name}=${cookie.value}`)).toContain(tenantCookie);
+    // A script's cookie reaches the browser's cookie store a little after the page's load event.
+    await expect
+      .poll(async () =>
+        (await context.cookies(app.baseUrl)).map((cookie) => `${cookie.name}=${cookie.value}`),
+      )
+      .toContain(tenantCookie);
 
     await page.goto("/console/libraries");
     await page.waitForURL("**/console/sign-in");
