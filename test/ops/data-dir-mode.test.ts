@@ -22,11 +22,19 @@ function modesUnder(path: string): string[] {
   });
 }
 
-/** The lines of `modesUnder` whose mode is not `directory`'s (directories) or `file`'s (the rest). */
+/**
+ * The lines of `modesUnder` whose mode is not `directory`'s (directories) or `file`'s (the rest); a
+ * file gone meanwhile (a transcode's work dir being removed) is left out.
+ */
 function modesOtherThan(path: string, directory: string, file: string): string[] {
   return modesUnder(path).filter((line) => {
     const [name, mode] = line.split(" ");
-    return mode !== (lstatSync(join(path, name ?? "")).isDirectory() ? directory : file);
+    try {
+      return mode !== (lstatSync(join(path, name ?? "")).isDirectory() ? directory : file);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return false;
+      throw error;
+    }
   });
 }
 
