@@ -24,6 +24,15 @@ const verifyPath = (id: string) => `/v1/cdn/distributions/${id}/hostname-verific
 const HOUR_MS = 3_600_000;
 const hoursAfter = (iso: string, hours: number) => new Date(Date.parse(iso) + hours * HOUR_MS).toISOString();
 
+/** What a pending claim of `hostname` made at `createdAt` shows, with a token of its own, expiring `ttlHours` later. */
+const pendingVerification = (hostname: string, createdAt: string, ttlHours: number) => ({
+  status: "pending",
+  record_type: "TXT",
+  record_name: `_cumulo-challenge.${hostname}`,
+  record_value: expect.stringMatching(/^cumulo-verify-[0-9a-f]{32}$/),
+  expires_at: hoursAfter(createdAt, ttlHours),
+});
+
 describe("CDN host name verification (CUMULO_CDN_HOSTNAME_VERIFICATION=dns)", () => {
   let t: TestApp;
   let dns: DnsServer;
@@ -52,13 +61,9 @@ describe("CDN host name verification (CUMULO_CDN_HOSTNAME_VERIFICATION=dns)", ()
     const hostname = uniqueHost("pending");
     const { id } = await createDistribution(t, { hostname, origin_url: origin.url });
     const one = await t.request("GET", `/v1/cdn/distributions/${id}`);
-    expect(one.body.data.hostname_verification).toEqual({
-      status: "pending",
-      record_type: "TXT",
-      record_name: `_cumulo-challenge.${hostname}`,
-      record_value: expect.stringMatching(/^cumulo-verify-[0-9a-f]{32}$/),
-      expires_at: hoursAfter(one.body.data.created_at, 72),
-    });
+    expect(one.body.data.hostname_verification).toEqual(
+      pendingVerification(hostname, one.body.data.created_at, 72),
+    );
     const listed = await t.request("GET", "/v1/cdn/distributions?limit=100");
     expect(listed.body.data.find((row: { id: string }) => row.id === id).hostname_verification).toEqual(
       one.body.data.hostname_verification,
@@ -401,13 +406,9 @@ describe("pending claims expire (CUMULO_CDN_HOSTNAME_CLAIM_TTL_HOURS)", () => {
     const created = await createByRival(hostname);
     expect(created.status, created.text).toBe(201);
     // No proof was given: the newcomer's distribution is a pending claim of its own, with its own token.
-    expect(created.body.data.hostname_verification).toEqual({
-      status: "pending",
-      record_type: "TXT",
-      record_name: `_cumulo-challenge.${hostname}`,
-      record_value: expect.stringMatching(/^cumulo-verify-[0-9a-f]{32}$/),
-      expires_at: hoursAfter(created.body.data.created_at, 2),
-    });
+    expect(created.body.data.hostname_verification).toEqual(
+      pendingVerification(hostname, created.body.data.created_at, 2),
+    );
     expect(created.body.data.hostname_verification.record_value).not.toBe(
       shown.hostname_verification.record_value,
     );
