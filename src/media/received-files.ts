@@ -1,6 +1,7 @@
 import type { FileRemovals } from "../blobs/removals.ts";
+import type { BlobStore } from "../blobs/store.ts";
 import type { FieldError } from "../http/errors.ts";
-import type { ReceivedForm } from "./uploads.ts";
+import { type ReceivedForm, readHead } from "./uploads.ts";
 
 /** The error of a form field that was not sent. */
 export const requiredField = (field: string): FieldError => ({
@@ -33,5 +34,23 @@ export async function keepFileOnlyWhen<T extends { outcome: string }>(
     return result;
   } finally {
     if (form.file && result?.outcome !== kept) await removals.removeNow({ keys: [form.file.key] });
+  }
+}
+
+/**
+ * The first bytes of a received file, or undefined when it is gone: the deletion of its video,
+ * committed after the route found the video, removes every file under the video's prefix, this
+ * one included, and the answer is then the 404 the video's absence gives.
+ */
+export async function receivedHead(
+  blobs: BlobStore,
+  key: string,
+  maxBytes: number,
+): Promise<Buffer | undefined> {
+  try {
+    return await readHead(blobs.open(key), maxBytes);
+  } catch (error) {
+    if (await blobs.exists(key)) throw error;
+    return undefined;
   }
 }

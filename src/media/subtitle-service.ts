@@ -4,10 +4,10 @@ import type { FieldError } from "../http/errors.ts";
 import type { Page } from "../http/pagination.ts";
 import { hasControlCharacter, isBlank, NAME_FORMAT } from "../text.ts";
 import type { MediaDeps } from "./context.ts";
-import { emptyField, keepFileOnlyWhen, requiredField } from "./received-files.ts";
+import { emptyField, keepFileOnlyWhen, receivedHead, requiredField } from "./received-files.ts";
 import { canonicalLanguage, detectSubtitleFormat, type SubtitleFormat } from "./subtitle-format.ts";
 import type { SubtitleRow, VideoRow } from "./tables.ts";
-import { type ReceivedForm, readHead } from "./uploads.ts";
+import type { ReceivedForm } from "./uploads.ts";
 import { videoBlobPrefix } from "./urls.ts";
 
 export type SubtitleOutcome<Done extends string> =
@@ -85,9 +85,10 @@ export class SubtitleService {
       const errors: FieldError[] = [];
       const title = checkTitle(form.fields.title, errors);
       const language = checkLanguage(form.fields.language, errors);
-      let format: SubtitleFormat | undefined;
+      let format: SubtitleFormat | "gone" | undefined;
       if (!form.file) errors.push(requiredField("file"));
       else format = await this.#checkFile(form.file.key, errors);
+      if (format === "gone") return { outcome: "not_found" };
       if (errors.length > 0 || !title || !language || !form.file || !format) {
         return { outcome: "invalid", errors };
       }
@@ -133,6 +134,7 @@ export class SubtitleService {
       const title = givenTitle === undefined ? undefined : checkTitle(givenTitle, errors);
       const language = givenLanguage === undefined ? undefined : checkLanguage(givenLanguage, errors);
       const format = form.file ? await this.#checkFile(form.file.key, errors) : undefined;
+      if (format === "gone") return { outcome: "not_found" };
       if (errors.length > 0) return { outcome: "invalid", errors };
       const result = await transact(async (trx) => {
         const subtitle = await videos.lockSubtitle(trx, videoId, id);
@@ -167,9 +169,12 @@ export class SubtitleService {
     return { outcome: "deleted" };
   }
 
-  async #checkFile(key: string, errors: FieldError[]): Promise<SubtitleFormat | undefined> {
+  /** The file's format, undefined (with its error) when it is none, or "gone" with its video. */
+  async #checkFile(key: string, errors: FieldError[]): Promise<SubtitleFormat | "gone" | undefined> {
     const { blobs, config } = this.deps;
-    const format = detectSubtitleFormat(await readHead(blobs.open(key), config.limits.subtitleBytes + 1));
+    const head = await receivedHead(blobs, key, config.limits.subtitleBytes + 1);
+    if (!head) return "gone";
+    const format = detectSubtitleFormat(head);
     if (!format) {
       errors.push({
         field: "file",

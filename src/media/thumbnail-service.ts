@@ -4,9 +4,9 @@ import { nowIso } from "../clock.ts";
 import type { FieldError } from "../http/errors.ts";
 import { THUMBNAIL_FILE } from "../video/transcoder.ts";
 import type { MediaDeps } from "./context.ts";
-import { keepFileOnlyWhen, requiredField } from "./received-files.ts";
+import { keepFileOnlyWhen, receivedHead, requiredField } from "./received-files.ts";
 import type { VideoRow } from "./tables.ts";
-import { type ReceivedForm, readHead } from "./uploads.ts";
+import type { ReceivedForm } from "./uploads.ts";
 import { videoAssetUrl, videoBlobPrefix } from "./urls.ts";
 
 export type ThumbnailOutcome =
@@ -51,7 +51,9 @@ export class ThumbnailService {
     const file = form.file;
     if (!file) return { outcome: "invalid", errors: [requiredField("file")] };
     const expected = IMAGE_TYPES[extensionOf(file.filename)];
-    const detected = await fileTypeFromBuffer(await readHead(blobs.open(file.key), IMAGE_HEAD_BYTES));
+    const head = await receivedHead(blobs, file.key, IMAGE_HEAD_BYTES);
+    if (!head) return { outcome: "not_found" };
+    const detected = await fileTypeFromBuffer(head);
     if (!expected || detected?.mime !== expected) {
       return {
         outcome: "invalid",

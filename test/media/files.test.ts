@@ -1,8 +1,10 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
+import { Readable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { createMigratedTestStore } from "../support/store.ts";
+import { waitUntil } from "../support/wait.ts";
 import { createLibrary, createVideo, fieldErrors, MISSING_ID } from "./helpers.ts";
 
 const VTT = "WEBVTT\n\n00:00:00.000 --> 00:00:01.500\nHello\n\n00:00:02.000 --> 00:00:03.000\nWorld\n";
@@ -272,6 +274,36 @@ describe("subtitles and thumbnails", () => {
       .where("library_id", "=", lib.id)
       .execute();
     expect(rows).toEqual([]);
+  });
+
+  it("finds the video gone (404, never 500) when its deletion removed a file received for it", async () => {
+    const lib = await createLibrary(t);
+    const video = await createVideo(t, lib.id);
+    const { blobs, media } = t.cumulo.services;
+    const row = await t.cumulo.store.db
+      .selectFrom("media_videos")
+      .selectAll()
+      .where("id", "=", video.id)
+      .executeTakeFirstOrThrow();
+    // Received as the route stores them, then the video's deletion removes its whole prefix.
+    const received = async (key: string, content: string | Buffer, filename: string) => {
+      const stored = await blobs.put(key, Readable.from([Buffer.from(content)]), { maxBytes: 4096 });
+      return {
+        fields: { title: "English", language: "en" },
+        file: { key, filename, sizeBytes: stored.sizeBytes },
+      };
+    };
+    const thumbnail = await received(media.thumbnails.fileKey(row), PNG, "t.png");
+    const subtitle = await received(`${media.thumbnails.fileKey(row)}-subtitle`, VTT, "en.vtt");
+    expect((await t.request("DELETE", `/v1/media/libraries/${lib.id}/videos/${video.id}`)).status).toBe(200);
+    await waitUntil(
+      async () => !(await blobs.exists(thumbnail.file.key)),
+      5_000,
+      "the video's files removed",
+    );
+
+    expect(await media.thumbnails.upload(row, thumbnail)).toEqual({ outcome: "not_found" });
+    expect(await media.subtitles.create(row, subtitle)).toEqual({ outcome: "not_found" });
   });
 });
 
