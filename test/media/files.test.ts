@@ -294,10 +294,10 @@ describe("subtitles and thumbnails", () => {
       };
     };
     const thumbnail = await received(media.thumbnails.fileKey(row), PNG, "t.png");
-    const subtitle = await received(`${media.thumbnails.fileKey(row)}-subtitle`, VTT, "en.vtt");
+    const subtitle = await received(media.subtitles.fileKey(row), VTT, "en.vtt");
     expect((await t.request("DELETE", `/v1/media/libraries/${lib.id}/videos/${video.id}`)).status).toBe(200);
     await waitUntil(
-      async () => !(await blobs.exists(thumbnail.file.key)),
+      async () => !(await blobs.exists(thumbnail.file.key)) && !(await blobs.exists(subtitle.file.key)),
       5_000,
       "the video's files removed",
     );
