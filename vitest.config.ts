@@ -38,7 +38,8 @@ export default defineConfig({
     pool: "forks",
     // One worker runs file after file with the modules it has loaded: importing the app anew for each
     // file was over half the suite's CPU on 2 cores. Each test still starts its own app on its own
-    // store, so no state is shared but module-level constants.
+    // store; what files share is module-level state (constants, and a few process-wide counters and
+    // caches such as the clock-read count), and spies on prototypes see every app in the worker.
     isolate: false,
     // Most test files wait on child processes, sockets and timers rather than compute: on a 2-core
     // machine vitest's default (one worker per core but one) ran them one at a time, half the CPU idle.
