@@ -1,9 +1,18 @@
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import * as tus from "tus-js-client";
 import { Upload, type UploadOptions } from "tus-js-client";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { OffsetClock } from "../../src/clock.ts";
 import { capturingLogger } from "../fuzz/log-capture.ts";
 import { createLibrary, createVideo } from "../media/helpers.ts";
@@ -581,6 +590,43 @@ describe("resumable uploads (tus) with tus-js-client", () => {
     const other = await createUpload(await newVideo(), clip.length);
     expect(other.created.status).toBe(201);
     for (const id of kept) expect(await t.cumulo.services.uploads.resumable.find(id)).toBeDefined();
+  });
+
+  it("keeps the limit, records and bytes alike, when creations on one video arrive at once", async () => {
+    const videoId = await newVideo();
+    const made = await Promise.all(
+      Array.from({ length: OPEN_UPLOADS_PER_VIDEO * 3 }, () => createUpload(videoId, clip.length)),
+    );
+    const open: string[] = [];
+    for (const { created, id } of made) {
+      // A creation that newer ones pushed out before it was answered is refused as gone.
+      expect([201, 404]).toContain(created.status);
+      if (await t.cumulo.services.uploads.resumable.find(id)) open.push(id);
+    }
+    expect(open).toHaveLength(OPEN_UPLOADS_PER_VIDEO);
+    const files = readdirSync(join(t.store.dataDir, "uploads"));
+    expect(made.map(({ id }) => id).filter((id) => files.includes(id))).toEqual(open);
+  });
+
+  it("answers 404 and keeps nothing when the video is deleted between the route's check and the creation", async () => {
+    const videoId = await newVideo();
+    const { resumable } = t.cumulo.services.uploads;
+    const bindingFor = resumable.bindingFor.bind(resumable);
+    const spy = vi.spyOn(resumable, "bindingFor").mockImplementationOnce(async (...args) => {
+      const binding = await bindingFor(...args);
+      expect((await t.request("DELETE", videoPath(libraryId, videoId))).status).toBe(200);
+      return binding;
+    });
+    try {
+      const before = readdirSync(join(t.store.dataDir, "uploads"));
+      const { created } = await createUpload(videoId, clip.length, clip.subarray(0, 100));
+      expect(created.status).toBe(404);
+      expect(await created.text()).toBe("The video no longer exists\n");
+      expect(spy).toHaveBeenCalledTimes(1);
+      expect(readdirSync(join(t.store.dataDir, "uploads"))).toEqual(before);
+    } finally {
+      spy.mockRestore();
+    }
   });
 
   it("frees a deleted video's partial upload at the next housekeeping pass, not after the expiry", async () => {

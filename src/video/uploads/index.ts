@@ -50,6 +50,7 @@ export function createUploadServices(deps: UploadDeps): UploadServices {
         expiryMs: config.uploads.expiryMs,
         openPerVideo: config.uploads.openPerVideo,
         clock: deps.clock,
+        transact: deps.transact,
         blobs: deps.blobs,
         repository,
         videos: deps.videos,

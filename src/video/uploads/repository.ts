@@ -54,8 +54,8 @@ export class UploadRepository {
   }
 
   /** A video's unfinished uploads that no node is moving into the blob store, newest first. */
-  async openUploadIdsOf(videoId: string): Promise<string[]> {
-    const rows = await this.db
+  async openUploadIdsOf(executor: Executor, videoId: string): Promise<string[]> {
+    const rows = await executor
       .selectFrom("video_uploads")
       .select("id")
       .where("video_id", "=", videoId)

@@ -16,6 +16,7 @@ import { type Clock, nowIso } from "../../clock.ts";
 import { ApiError } from "../../http/errors.ts";
 import type { VideoRepository } from "../../media/video-repository.ts";
 import { readJson, writeJson } from "../../store/codec.ts";
+import type { Executor, Transact } from "../../store/transactions.ts";
 import { sourceKey, type VideoPipeline } from "../pipeline.ts";
 import type { UploadRepository } from "./repository.ts";
 import type { VideoUploadRow } from "./tables.ts";
@@ -121,6 +122,7 @@ export interface ResumableUploadDeps {
   /** Unfinished uploads one video may have; a creation past it removes the oldest. */
   openPerVideo: number;
   clock: Clock;
+  transact: Transact;
   blobs: BlobStore;
   repository: UploadRepository;
   videos: VideoRepository;
@@ -233,32 +235,48 @@ export class ResumableUploads {
     if (!binding) throw tusError(500, "Upload creation without a video");
     if (upload.size === 0) throw tusError(400, "Upload-Length must be at least 1 byte");
     const metadata = { ...upload.metadata, library_id: binding.libraryId, video_id: binding.videoId };
-    const { repository } = this.deps;
-    await repository.insertUpload(repository.db, {
-      id: upload.id,
-      organization_id: binding.organizationId,
-      library_id: binding.libraryId,
-      video_id: binding.videoId,
-      size_bytes: upload.size ?? null,
-      metadata: writeJson(metadata) ?? "{}",
-      completed_at: null,
-      source_generation: null,
-      created_at: nowIso(this.deps.clock),
+    const { repository, videos, transact } = this.deps;
+    const { libraryId, videoId } = binding;
+    // One transaction, with the video's row locked, so that creations on one video at once count
+    // each other and a video deleted meanwhile is a 404, not a broken reference.
+    const removed = await transact(async (trx) => {
+      if (!(await videos.lock(trx, libraryId, videoId))) throw tusError(404, "The video no longer exists");
+      await repository.insertUpload(trx, {
+        id: upload.id,
+        organization_id: binding.organizationId,
+        library_id: libraryId,
+        video_id: videoId,
+        size_bytes: upload.size ?? null,
+        metadata: writeJson(metadata) ?? "{}",
+        completed_at: null,
+        source_generation: null,
+        created_at: nowIso(this.deps.clock),
+      });
+      return this.#removeOldestBeyondLimit(trx, videoId, upload.id);
     });
     this.#created.set(node, upload.id);
-    await this.#removeOldestBeyondLimit(binding.videoId, upload.id);
+    for (const id of removed) {
+      // A file left behind has no record any more, and the next housekeeping pass takes it.
+      await rm(join(this.#directory, id), { force: true }).catch((error: unknown) =>
+        this.deps.logger.warn({ err: error, upload: id }, "removed upload's bytes not deleted yet"),
+      );
+    }
     return { metadata };
   }
 
   /**
    * Only one upload can become a video's source, yet each may hold up to `maxBytes` until it
    * expires: without a bound, whoever holds a video's signed upload authorization (a browser, not
-   * the organization) could fill the disk by creating upload after upload. The oldest beyond
-   * `openPerVideo` go; a client still sending to one gets 404 and starts a new upload.
+   * the organization) could fill the disk by creating upload after upload. The records of the oldest
+   * beyond `openPerVideo` go (their files are for the caller to remove once this commits); a client
+   * still sending to one gets 404 and starts a new upload.
    */
-  async #removeOldestBeyondLimit(videoId: string, created: string): Promise<void> {
-    const others = (await this.deps.repository.openUploadIdsOf(videoId)).filter((id) => id !== created);
-    for (const id of others.slice(this.deps.openPerVideo - 1)) await this.#remove(id);
+  async #removeOldestBeyondLimit(trx: Executor, videoId: string, created: string): Promise<string[]> {
+    const { repository, openPerVideo } = this.deps;
+    const others = (await repository.openUploadIdsOf(trx, videoId)).filter((id) => id !== created);
+    const removed = others.slice(openPerVideo - 1);
+    for (const id of removed) await repository.deleteUpload(trx, id);
+    return removed;
   }
 
   /**
