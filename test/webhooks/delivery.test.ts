@@ -66,7 +66,7 @@ describe("webhook delivery", () => {
     return libraryId;
   };
 
-  it("sends a signed notification within a second, with custom headers that cannot replace the signing ones", async () => {
+  it("sends a signed notification, with custom headers that cannot replace the signing ones", async () => {
     await freshLibrary();
     const hook = await receiver();
     const endpoint = await createEndpoint(t, libraryId, {
@@ -81,11 +81,12 @@ describe("webhook delivery", () => {
         "user-agent": "forged",
       },
     });
-    const emittedAt = Date.now();
+    // CONTRACT's "within 1 second on an idle server" rests on the wake-up, which
+    // test/webhooks/idle-claims.test.ts checks with the fallback poll ten minutes away; a wall-clock
+    // bound here failed when the test machine was busy, not when the code was slow.
     const videoId = await emit("created");
     await emit("ready"); // not subscribed
     const [request] = await hook.waitFor(1);
-    expect(request.at - emittedAt).toBeLessThan(1000);
     expect(request.path).toBe("/in");
     expect(request.headers["x-custom"]).toBe("yes");
     expect(request.headers["content-type"]).toBe("application/json");

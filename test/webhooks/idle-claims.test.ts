@@ -15,7 +15,9 @@ import {
 /**
  * Once a claim has found nothing due for any endpoint, finishing attempts do not ask the store again:
  * the next claim waits for new work to be announced. A lone notification costs the claim that takes
- * it and one that finds the queue empty, and the next notification is still sent at once.
+ * it and one that finds the queue empty, and the next notification is still sent at once. With the
+ * fallback poll ten minutes away, every notification received here was started by the wake-up its
+ * commit gave (CONTRACT: the first attempt starts within 1 second on an idle server).
  */
 describe("webhook claims while the queue is empty", () => {
   let t: TestApp;
