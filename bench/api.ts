@@ -26,6 +26,11 @@ import {
  * - with BENCH_PRISM=1, Prism (`@stoplight/prism-cli`) mocking Cumulo's own openapi.json:
  *   `×prism` = Cumulo req/s ÷ Prism req/s.
  * On SQLite, PostgreSQL, and PostgreSQL with Redis (see `benchSetups`).
+ *
+ * Each scenario runs BENCH_ROUNDS (3) alternated pairs, bare route then Cumulo; `ratio` is the median
+ * of the pairs' ratios, with their range, since on a shared machine one pair's ratio moves by half
+ * from one minute to the next. `cpu` is the same comparison in server CPU per request (the threads of
+ * this process other than autocannon's, from Linux's /proc): bare route's µs ÷ Cumulo's.
  */
 
 const media = { authorization: `Bearer ${BENCH_KEY}`, "content-type": "application/json" };
@@ -192,23 +197,68 @@ const picked = (name: string): boolean => {
   return words.length === 0 || words.some((word) => name.includes(word));
 };
 
-const widths = [15, 30, 9, 8, 8, 11, 7, 9, 8, 7];
+/** Rounds of each pair of measurements (bare route, then Cumulo), alternated. */
+const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 3));
+
+const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1
+    ? (sorted[middle] as number)
+    : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
+};
+
+const widths = [15, 30, 8, 8, 11, 7, 13, 9, 9, 7, 9, 8, 7];
 const header = [
   "store",
   "scenario",
   "req/s",
-  "p50 ms",
   "p99 ms",
   "bare req/s",
   "ratio",
+  "ratio range",
+  "µs/req",
+  "bare µs",
+  "cpu",
   "prism r/s",
   "×prism",
   "errors",
 ];
 
+/**
+ * `ROUNDS` pairs of measurements of one scenario, the bare route then Cumulo in each, so that a change
+ * of the machine's load between rounds falls on both sides; the ratio is the median of the pairs'.
+ */
+async function measurePairs(bareUrl: string, cumuloUrl: string, target: Scenario["target"]) {
+  const pairs: { bare: Measurement; cumulo: Measurement; ratio: number }[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    const bare = await measure({ ...target, url: bareUrl });
+    const cumulo = await measure({ ...target, url: cumuloUrl });
+    pairs.push({ bare, cumulo, ratio: cumulo.requestsPerSecond / bare.requestsPerSecond });
+  }
+  const ratios = pairs.map((pair) => pair.ratio);
+  const cumuloCpu = median(pairs.map((pair) => pair.cumulo.serverCpuMicrosPerRequest));
+  const bareCpu = median(pairs.map((pair) => pair.bare.serverCpuMicrosPerRequest));
+  return {
+    ratio: median(ratios),
+    lowest: Math.min(...ratios),
+    highest: Math.max(...ratios),
+    cumuloRps: median(pairs.map((pair) => pair.cumulo.requestsPerSecond)),
+    bareRps: median(pairs.map((pair) => pair.bare.requestsPerSecond)),
+    cumuloP99: median(pairs.map((pair) => pair.cumulo.p99Ms)),
+    cumuloCpu,
+    bareCpu,
+    // Server CPU per request, bare over Cumulo: the same kind of ratio, steadier on a busy machine.
+    cpuRatio: bareCpu / cumuloCpu,
+    errors: pairs.reduce((sum, pair) => sum + pair.cumulo.errors + pair.cumulo.non2xx, 0),
+  };
+}
+
 async function main() {
   const withPrism = process.env.BENCH_PRISM === "1";
-  console.log(`autocannon: ${CONNECTIONS} connections, ${DURATION_S} s per measurement`);
+  console.log(
+    `autocannon: ${CONNECTIONS} connections, ${DURATION_S} s per measurement, ${ROUNDS} alternated rounds per scenario`,
+  );
   const tiny = await startBaseline();
   const tinyFigure = await measure({ url: tiny.url });
   await tiny.close();
@@ -223,30 +273,33 @@ async function main() {
     const prism = withPrism ? await startPrism(base) : undefined;
     try {
       for (const { name, path, target } of list) {
-        const bare = await measure({ ...target, url: same.url + path });
-        const cumulo: Measurement = await measure({ ...target, url: base + path });
+        const pairs = await measurePairs(same.url + path, base + path, target);
         const mocked = prism ? await measure({ ...target, url: prism.url + path }) : undefined;
-        const ratio = cumulo.requestsPerSecond / bare.requestsPerSecond;
-        const overPrism = mocked ? cumulo.requestsPerSecond / mocked.requestsPerSecond : undefined;
+        const overPrism = mocked ? pairs.cumuloRps / mocked.requestsPerSecond : undefined;
         console.log(
           formatRow(
             [
               label,
               name,
-              cumulo.requestsPerSecond.toFixed(0),
-              cumulo.p50Ms.toFixed(1),
-              cumulo.p99Ms.toFixed(1),
-              bare.requestsPerSecond.toFixed(0),
-              ratio.toFixed(3),
+              pairs.cumuloRps.toFixed(0),
+              pairs.cumuloP99.toFixed(1),
+              pairs.bareRps.toFixed(0),
+              pairs.ratio.toFixed(3),
+              `${pairs.lowest.toFixed(2)}-${pairs.highest.toFixed(2)}`,
+              pairs.cumuloCpu.toFixed(0),
+              pairs.bareCpu.toFixed(0),
+              pairs.cpuRatio.toFixed(3),
               mocked ? mocked.requestsPerSecond.toFixed(0) : "-",
               overPrism ? overPrism.toFixed(1) : "-",
-              cumulo.errors + cumulo.non2xx,
+              pairs.errors,
             ],
             widths,
           ),
         );
         results.push(
-          `${label} ${name}: ${ratio.toFixed(3)} of bare Fastify` +
+          `${label} ${name}: ${pairs.ratio.toFixed(3)} of bare Fastify (median of ${ROUNDS} rounds, ` +
+            `${pairs.lowest.toFixed(3)}-${pairs.highest.toFixed(3)}); server CPU per request ` +
+            `(bare route's ÷ Cumulo's) ${pairs.cpuRatio.toFixed(3)}` +
             (overPrism ? `, ${overPrism.toFixed(1)}× Prism (${mocked?.non2xx ?? 0} non-2xx from Prism)` : ""),
         );
       }

@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import autocannon from "autocannon";
 import SqliteDatabase from "better-sqlite3";
@@ -18,6 +19,33 @@ export interface Measurement {
   p99Ms: number;
   errors: number;
   non2xx: number;
+  /** CPU time (µs) per request of this process's threads other than the load's own (Linux only; else NaN). */
+  serverCpuMicrosPerRequest: number;
+}
+
+/** Linux's USER_HZ, the unit of /proc times. */
+const CLOCK_TICKS_PER_SECOND = 100;
+
+/** CPU time (µs) so far of each thread of this process, by thread id, from Linux's /proc (empty elsewhere). */
+function threadCpu(): Map<string, number> {
+  const used = new Map<string, number>();
+  let threads: string[];
+  try {
+    threads = readdirSync("/proc/self/task");
+  } catch {
+    return used;
+  }
+  for (const tid of threads) {
+    try {
+      const stat = readFileSync(`/proc/self/task/${tid}/stat`, "utf8");
+      // utime and stime are the 14th and 15th fields; the name (2nd) may hold spaces.
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      used.set(tid, ((Number(fields[11]) + Number(fields[12])) * 1_000_000) / CLOCK_TICKS_PER_SECOND);
+    } catch {
+      // ended meanwhile
+    }
+  }
+  return used;
 }
 
 export interface Target {
@@ -32,6 +60,8 @@ export interface Target {
  * running in this process (Cumulo and the bare routes do; Prism and nginx run as processes of their own).
  */
 export async function measure(target: Target): Promise<Measurement> {
+  // The load runs in a thread started after this reading, so only the server's threads are counted.
+  const before = threadCpu();
   const result = await autocannon({
     workers: 1,
     url: target.url,
@@ -47,7 +77,16 @@ export async function measure(target: Target): Promise<Measurement> {
     p99Ms: result.latency.p99,
     errors: result.errors + result.timeouts,
     non2xx: result.non2xx,
+    serverCpuMicrosPerRequest: serverCpu(before, threadCpu()) / result.requests.total,
   };
+}
+
+/** CPU time (µs) the threads present at `before` used until `after`; NaN where /proc is not there. */
+function serverCpu(before: Map<string, number>, after: Map<string, number>): number {
+  if (before.size === 0) return Number.NaN;
+  let used = 0;
+  for (const [tid, micros] of before) used += (after.get(tid) ?? micros) - micros;
+  return used;
 }
 
 /** The floor every figure is compared with: a bare Fastify JSON route in this same process. */
