@@ -114,6 +114,21 @@ const isUnsolicitedContinue = (error: unknown): boolean =>
   (error as Error).message === "bad response";
 
 /**
+ * The connection ended before any answer to the request came: an origin may close a kept-alive
+ * connection at the moment a request goes out on it (its idle timeout, a restart), which says nothing
+ * about the origin's health.
+ */
+const isClosedBeforeAnswer = (error: unknown): boolean => {
+  const code = (error as { code?: string } | null)?.code;
+  return (
+    code === "ECONNRESET" || code === "EPIPE" || (code === "UND_ERR_SOCKET" && !isUnsolicitedContinue(error))
+  );
+};
+
+/** Methods the edge sends (GET, or a viewer's OPTIONS) that are safe to send twice. */
+const REPEATABLE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
+
+/**
  * How long an origin that sent an unsolicited `100 Continue` is asked through node:http straight away,
  * and how many such origins are remembered (least recently seen forgotten first).
  */
@@ -400,13 +415,21 @@ export class OriginFetcher {
       if (this.#interimSenders.has(target.origin)) {
         return await this.#askSkippingInterim(target, method, headers, signal);
       }
-      const answer = await undiciRequest(target, {
-        method,
-        headers,
-        dispatcher: this.#agent,
-        headersTimeout: originTimeoutMs,
-        bodyTimeout: originTimeoutMs,
-        signal,
+      const send = () =>
+        undiciRequest(target, {
+          method,
+          headers,
+          dispatcher: this.#agent,
+          headersTimeout: originTimeoutMs,
+          bodyTimeout: originTimeoutMs,
+          signal,
+        });
+      // Asked again once, on a new connection (the failed one is gone from the pool), as browsers and
+      // nginx do for a kept-alive connection that fails: otherwise an origin's idle timeout that
+      // meets a request is a 502 to the viewer.
+      const answer = await send().catch((error: unknown) => {
+        if (!isClosedBeforeAnswer(error) || !REPEATABLE_METHODS.has(method) || signal?.aborted) throw error;
+        return send();
       });
       return {
         kind: "answer",
@@ -440,25 +463,35 @@ export class OriginFetcher {
   ): Promise<Asked> {
     const secure = target.protocol === "https:";
     const send = secure ? httpsRequest : httpRequest;
-    return new Promise((resolve) => {
-      const options = {
-        method,
-        headers,
-        agent: secure ? this.#interimAgents.https : this.#interimAgents.http,
-        lookup: this.#lookup,
-        timeout: this.config.edge.originTimeoutMs,
-        signal,
-      };
-      const outgoing = send(target, options, (incoming) => {
-        const body = Object.assign(incoming, { dump: () => letGo(incoming) });
-        const status = incoming.statusCode ?? 0;
-        resolve({ kind: "answer", status, headers: combinedHeaders(incoming.headers), body });
+    const once = (firstTry: boolean) =>
+      new Promise<Asked>((resolve) => {
+        const options = {
+          method,
+          headers,
+          agent: secure ? this.#interimAgents.https : this.#interimAgents.http,
+          lookup: this.#lookup,
+          timeout: this.config.edge.originTimeoutMs,
+          signal,
+        };
+        const outgoing = send(target, options, (incoming) => {
+          const body = Object.assign(incoming, { dump: () => letGo(incoming) });
+          const status = incoming.statusCode ?? 0;
+          resolve({ kind: "answer", status, headers: combinedHeaders(incoming.headers), body });
+        });
+        outgoing.on("timeout", () => {
+          outgoing.destroy(Object.assign(new Error("origin timeout"), { code: "ETIMEDOUT" }));
+        });
+        outgoing.on("error", (error) => {
+          // As through undici (`#ask`): a kept-alive connection closed under the request is tried once more.
+          const again =
+            firstTry &&
+            outgoing.reusedSocket &&
+            isClosedBeforeAnswer(error) &&
+            REPEATABLE_METHODS.has(method);
+          resolve(again && !signal?.aborted ? once(false) : { kind: "failed", error });
+        });
+        outgoing.end();
       });
-      outgoing.on("timeout", () => {
-        outgoing.destroy(Object.assign(new Error("origin timeout"), { code: "ETIMEDOUT" }));
-      });
-      outgoing.on("error", (error) => resolve({ kind: "failed", error }));
-      outgoing.end();
-    });
+    return once(true);
   }
 }
