@@ -351,30 +351,41 @@ describe("CDN edge HTTP rules", () => {
     }
   });
 
-  it("asks once more on a new connection when the origin closes a kept-alive one as the request goes out", async () => {
-    const closing = await startOrigin();
-    try {
-      const closingHost = uniqueHost("closing");
-      await createDistribution(t, { hostname: closingHost, origin_url: closing.url });
-      // The origin answers the first request on each connection and drops the connection on the next
-      // one unanswered, as an origin closing an idle connection at the moment a request arrives does.
-      const answered = new WeakSet<object>();
-      closing.route("/page.txt", (req, res) => {
-        if (answered.has(req.socket)) return req.socket.destroy();
-        answered.add(req.socket);
-        res.writeHead(200, { "cache-control": "no-store" }).end("page");
-      });
-      const getClosing = (path: string) => edgeRequest(edge, `/${closingHost}${path}`);
-      for (let asked = 0; asked < 3; asked++) {
-        const page = await getClosing("/page.txt");
+  /**
+   * A distribution whose origin answers `/page.txt` on the first request of each connection and drops
+   * the connection on the next one unanswered, as an origin closing an idle connection at the moment
+   * a request arrives does; with `interim`, each answer starts with a `100 Continue` nobody asked for.
+   */
+  const startDroppingOrigin = async (label: string, interim: boolean) => {
+    const origin = await startOrigin();
+    const host = uniqueHost(label);
+    await createDistribution(t, { hostname: host, origin_url: origin.url });
+    const answered = new WeakSet<object>();
+    origin.route("/page.txt", (req, res) => {
+      if (answered.has(req.socket)) return req.socket.destroy();
+      answered.add(req.socket);
+      if (interim) res.writeContinue();
+      res.writeHead(200, { "cache-control": "no-store" }).end("page");
+    });
+    const getPages = async (times: number) => {
+      for (let asked = 0; asked < times; asked++) {
+        const page = await edgeRequest(edge, `/${host}/page.txt`);
         expect([page.status, page.text]).toEqual([200, "page"]);
       }
+    };
+    return { origin, host, getPages };
+  };
+
+  it("asks once more on a new connection when the origin closes a kept-alive one as the request goes out", async () => {
+    const { origin: closing, host, getPages } = await startDroppingOrigin("closing", false);
+    try {
+      await getPages(3);
       // The second and third each met a closed connection, then a new one.
       expect(closing.hitsOf("/page.txt")).toBe(5);
       expect(closing.connections()).toBe(3);
       // Only once: an origin that drops every request is a 502 after two tries, not a loop.
       closing.route("/gone.txt", (req) => req.socket.destroy());
-      expect((await getClosing("/gone.txt")).status).toBe(502);
+      expect((await edgeRequest(edge, `/${host}/gone.txt`)).status).toBe(502);
       expect(closing.hitsOf("/gone.txt")).toBe(2);
     } finally {
       await closing.close();
@@ -382,21 +393,9 @@ describe("CDN edge HTTP rules", () => {
   });
 
   it("asks once more on a new connection through node:http too (an origin that sends unsolicited 100s)", async () => {
-    const closing = await startOrigin();
+    const { origin: closing, getPages } = await startDroppingOrigin("closing-continue", true);
     try {
-      const closingHost = uniqueHost("closing-continue");
-      await createDistribution(t, { hostname: closingHost, origin_url: closing.url });
-      const answered = new WeakSet<object>();
-      closing.route("/page.txt", (req, res) => {
-        if (answered.has(req.socket)) return req.socket.destroy();
-        answered.add(req.socket);
-        res.writeContinue();
-        res.writeHead(200, { "cache-control": "no-store" }).end("page");
-      });
-      for (let asked = 0; asked < 3; asked++) {
-        const page = await edgeRequest(edge, `/${closingHost}/page.txt`);
-        expect([page.status, page.text]).toEqual([200, "page"]);
-      }
+      await getPages(3);
       // undici's try and node:http's for the first; then a closed connection and a new one for each.
       expect(closing.hitsOf("/page.txt")).toBe(6);
     } finally {
