@@ -59,8 +59,13 @@ export async function newConsoleContext(browser: Browser, baseUrl: string): Prom
 }
 
 /** Signs in from the console's start (which leads to its sign-in page) and waits for the libraries page. */
-export async function signInInBrowser(page: Page, email: string, password = PASSWORD): Promise<void> {
-  await page.goto("/console/");
+export async function signInInBrowser(
+  page: Page,
+  email: string,
+  password = PASSWORD,
+  consoleUrl = "/console/",
+): Promise<void> {
+  await page.goto(consoleUrl);
   await page.waitForURL("**/console/sign-in");
   await page.getByLabel("Email").fill(email);
   await page.getByLabel("Password").fill(password);
