@@ -293,17 +293,30 @@ describe("subtitles and thumbnails", () => {
         file: { key, filename, sizeBytes: stored.sizeBytes },
       };
     };
+    const existing = await media.subtitles.create(
+      row,
+      await received(media.subtitles.fileKey(row), VTT, "a.vtt"),
+    );
+    if (existing.outcome !== "created") throw new Error(`subtitle not created: ${existing.outcome}`);
     const thumbnail = await received(media.thumbnails.fileKey(row), PNG, "t.png");
     const subtitle = await received(media.subtitles.fileKey(row), VTT, "en.vtt");
+    const replacement = await received(media.subtitles.fileKey(row), VTT, "new.vtt");
     expect((await t.request("DELETE", `/v1/media/libraries/${lib.id}/videos/${video.id}`)).status).toBe(200);
     await waitUntil(
-      async () => !(await blobs.exists(thumbnail.file.key)) && !(await blobs.exists(subtitle.file.key)),
+      async () =>
+        !(await blobs.exists(thumbnail.file.key)) &&
+        !(await blobs.exists(subtitle.file.key)) &&
+        !(await blobs.exists(replacement.file.key)),
       5_000,
       "the video's files removed",
     );
 
     expect(await media.thumbnails.upload(row, thumbnail)).toEqual({ outcome: "not_found" });
     expect(await media.subtitles.create(row, subtitle)).toEqual({ outcome: "not_found" });
+    // A new file for a subtitle the video had, received as the video went.
+    expect(await media.subtitles.update(video.id, existing.subtitle.id, replacement)).toEqual({
+      outcome: "not_found",
+    });
   });
 });
 
