@@ -12,6 +12,8 @@ import { createTestStore, type TestStore, testStoreKind } from "../support/store
 const redisUrl = process.env.TEST_REDIS_URL;
 const RATE = 20;
 const ADMIN_KEY = "multi_node_admin_key_0123456789";
+/** A bound on each request and CLI command of a test: a step that hangs fails, named, well before the test's timeout. */
+const STEP_TIMEOUT_MS = 25_000;
 
 const until = async <T>(probe: () => Promise<T | undefined>, what: string, timeoutMs = 5000): Promise<T> => {
   const deadline = Date.now() + timeoutMs;
@@ -50,15 +52,32 @@ async function call(
     method,
     headers,
     body: options.json === undefined ? undefined : JSON.stringify(options.json),
+    signal: AbortSignal.timeout(STEP_TIMEOUT_MS),
+  }).catch((error: unknown) => {
+    throw new Error(`${method} ${path} on ${node.apiUrl}: ${String(error)}`);
   });
   const text = await response.text();
   const json = (response.headers.get("content-type") ?? "").includes("json") && text !== "";
   return { status: response.status, body: json ? JSON.parse(text) : text, text };
 }
 
+/**
+ * A CLI command in a process of its own, killed if it has not ended within `STEP_TIMEOUT_MS`: the
+ * failure then names the command instead of the test timing out somewhere in it.
+ */
+async function cli(args: string[], env: Record<string, string>) {
+  const result = await runCli(args, env, undefined, STEP_TIMEOUT_MS);
+  if (result.code === null) {
+    throw new Error(
+      `cumulo ${args.join(" ")} did not end in ${STEP_TIMEOUT_MS} ms; stderr: ${result.stderr}`,
+    );
+  }
+  return result;
+}
+
 /** What the CLI prints for `orgs create`: a new organization and its admin key. */
 async function createOrganization(env: Record<string, string>, name: string) {
-  const result = await runCli(["orgs", "create", "--name", name], env);
+  const result = await cli(["orgs", "create", "--name", name], env);
   if (result.code !== 0) throw new Error(result.stderr);
   const created = JSON.parse(result.stdout) as {
     organization_id: string;
@@ -136,13 +155,13 @@ function keyChangeCases(nodes: () => { apiA: Served; apiB: Served; env: Record<s
   it("refuses a key revoked by the CLI (another process) on both API processes at once", async () => {
     const { apiA, apiB, env } = nodes();
     const { organizationId } = await createOrganization(env, "cli revoke");
-    const made = await runCli(["keys", "create", "--org", organizationId, "--name", "to revoke"], env);
+    const made = await cli(["keys", "create", "--org", organizationId, "--name", "to revoke"], env);
     expect(made.code, made.stderr).toBe(0);
     const { id, api_key: key } = JSON.parse(made.stdout) as { id: number; api_key: string };
     for (const node of [apiA, apiB]) {
       expect((await call(node, "GET", "/v1/media/libraries", { key })).status).toBe(200);
     }
-    const revoked = await runCli(["keys", "revoke", String(id)], env);
+    const revoked = await cli(["keys", "revoke", String(id)], env);
     expect(revoked.code, revoked.stderr).toBe(0);
     for (const node of [apiB, apiA]) {
       expect((await call(node, "GET", "/v1/media/libraries", { key })).status).toBe(401);
