@@ -13,6 +13,7 @@ import {
   formatRow,
   type Measurement,
   measure,
+  median,
   startBaseline,
   startBenchCumulo,
   type Target,
@@ -199,14 +200,6 @@ const picked = (name: string): boolean => {
 
 /** Rounds of each pair of measurements (bare route, then Cumulo), alternated. */
 const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 3));
-
-const median = (values: number[]) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1
-    ? (sorted[middle] as number)
-    : ((sorted[middle - 1] as number) + (sorted[middle] as number)) / 2;
-};
 
 const widths = [15, 30, 8, 8, 11, 7, 13, 9, 9, 7, 9, 8, 7];
 const header = [

@@ -26,7 +26,27 @@ export interface Measurement {
 /** Linux's USER_HZ, the unit of /proc times. */
 const CLOCK_TICKS_PER_SECOND = 100;
 
-/** CPU time (µs) so far of each thread of this process, by thread id, from Linux's /proc (empty elsewhere). */
+/**
+ * User + system CPU time (µs) in a Linux /proc `stat` file, a process's (`/proc/<pid>/stat`) or a
+ * thread's (`/proc/self/task/<tid>/stat`); undefined when it cannot be read (not Linux, or ended).
+ */
+export function statCpuMicros(path: string): number | undefined {
+  let stat: string;
+  try {
+    stat = readFileSync(path, "utf8");
+  } catch {
+    return undefined;
+  }
+  // utime and stime, in clock ticks, are the 14th and 15th fields; the name (2nd) may hold spaces.
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return ((Number(fields[11]) + Number(fields[12])) * 1_000_000) / CLOCK_TICKS_PER_SECOND;
+}
+
+/** The middle value of `values` (the upper one of the two middle ones for an even count); NaN for none. */
+export const median = (values: number[]): number =>
+  [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? Number.NaN;
+
+/** CPU time (µs) so far of each thread of this process, by thread id (empty where /proc is not there). */
 function threadCpu(): Map<string, number> {
   const used = new Map<string, number>();
   let threads: string[];
@@ -36,14 +56,8 @@ function threadCpu(): Map<string, number> {
     return used;
   }
   for (const tid of threads) {
-    try {
-      const stat = readFileSync(`/proc/self/task/${tid}/stat`, "utf8");
-      // utime and stime are the 14th and 15th fields; the name (2nd) may hold spaces.
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      used.set(tid, ((Number(fields[11]) + Number(fields[12])) * 1_000_000) / CLOCK_TICKS_PER_SECOND);
-    } catch {
-      // ended meanwhile
-    }
+    const micros = statCpuMicros(`/proc/self/task/${tid}/stat`);
+    if (micros !== undefined) used.set(tid, micros);
   }
   return used;
 }

@@ -28,7 +28,6 @@
  * fast endpoint had all its notifications, beside the slow receivers' 1 s.
  */
 import { randomUUID } from "node:crypto";
-import { readFileSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { sql } from "kysely";
@@ -42,6 +41,7 @@ import {
   videoData,
   webhooksPath,
 } from "../test/webhooks/helpers.ts";
+import { median, statCpuMicros } from "./support.ts";
 
 if (process.env.BENCH_DATABASE_URL) {
   process.env.TEST_DATABASE_URL = process.env.BENCH_DATABASE_URL;
@@ -57,30 +57,17 @@ const LATENCY_SAMPLES = 200;
 // The dispatcher sends at most 8 attempts at once to one endpoint; the baseline gets the same.
 const CONCURRENCY = 8;
 
-const median = (values: number[]) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
-};
 /** CPU time (user + system) this process spent since `before`, in µs: steadier than wall time on a shared machine. */
 const cpuMicros = (before: NodeJS.CpuUsage) => {
   const used = process.cpuUsage(before);
   return used.user + used.system;
 };
-/** Linux's USER_HZ, the unit of /proc/<pid>/stat times. */
-const CLOCK_TICKS_PER_SECOND = 100;
 /** CPU time (µs) of each process, by pid, read from Linux's /proc; a process not found is left out. */
 function cpuOfProcesses(pids: number[]): Map<number, number> {
   const used = new Map<number, number>();
   for (const pid of pids) {
-    let stat: string;
-    try {
-      stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    } catch {
-      continue; // not on this machine, or ended
-    }
-    // utime and stime, in clock ticks, are the 14th and 15th fields; the name (2nd) may hold spaces.
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    used.set(pid, ((Number(fields[11]) + Number(fields[12])) * 1_000_000) / CLOCK_TICKS_PER_SECOND);
+    const micros = statCpuMicros(`/proc/${pid}/stat`);
+    if (micros !== undefined) used.set(pid, micros);
   }
   return used;
 }
