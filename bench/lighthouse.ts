@@ -3,7 +3,7 @@ import { fileURLToPath } from "node:url";
 import * as chromeLauncher from "chrome-launcher";
 import lighthouse from "lighthouse";
 import desktopConfig from "lighthouse/core/config/desktop-config.js";
-import { chromium, type Page } from "playwright-core";
+import { type Browser, chromium, type Page } from "playwright-core";
 import { CHROMIUM, CHROMIUM_FLAGS, signInInBrowser } from "../test/support/browser.ts";
 import { BENCH_KEY, formatRow, startBenchCumulo } from "./support.ts";
 
@@ -33,6 +33,9 @@ const chrome = await chromeLauncher.launch({
   chromeFlags: ["--headless=new", ...CHROMIUM_FLAGS],
 });
 let failed = false;
+/** playwright-core's connection to the same Chromium, for the sign-in Lighthouse's pages then use. */
+let devtoolsClient: Browser | undefined;
+let signedInTab: Page | undefined;
 try {
   const base = bench.cumulo.apiUrl ?? "";
   const admin = { authorization: `Bearer ${BENCH_KEY}`, "content-type": "application/json" };
@@ -61,11 +64,10 @@ try {
   ];
   const widths = [16, 13, 15, 16, 6];
   console.log(formatRow(["page", "performance", "accessibility", "best practices", "seo"], widths));
-  let signedInTab: Page | undefined;
   for (const page of pages) {
     if (page.signedIn && !signedInTab) {
-      const browser = await chromium.connectOverCDP(`http://127.0.0.1:${chrome.port}`);
-      const context = browser.contexts()[0];
+      devtoolsClient = await chromium.connectOverCDP(`http://127.0.0.1:${chrome.port}`);
+      const context = devtoolsClient.contexts()[0];
       if (!context) throw new Error("the browser has no default context");
       signedInTab = await context.newPage();
       await signInInBrowser(signedInTab, EMAIL, PASSWORD, `${base}/console/`);
@@ -109,6 +111,7 @@ try {
     }
   }
 } finally {
+  await devtoolsClient?.close();
   chrome.kill();
   await bench.close();
 }
