@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Fastify from "fastify";
 import { exitOf } from "../test/support/process.ts";
+import { median } from "./figures.ts";
 import {
   BENCH_KEY,
   benchSetups,
@@ -13,7 +14,6 @@ import {
   formatRow,
   type Measurement,
   measure,
-  median,
   startBaseline,
   startBenchCumulo,
   type Target,

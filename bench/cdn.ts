@@ -23,7 +23,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { cpus, tmpdir } from "node:os";
@@ -46,6 +46,7 @@ import { IdentityService } from "../src/identity/service.ts";
 import { loadSecretKey } from "../src/secret-box.ts";
 import { openStore } from "../src/store/database.ts";
 import { transactor } from "../src/store/transactions.ts";
+import { median, processCpuMicros } from "./figures.ts";
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 5);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -238,14 +239,7 @@ interface Measure {
  * User + system CPU time of a process and its children so far, in ms (Linux clock ticks of 10 ms).
  * Steadier than requests per second on a shared machine: it does not count time spent waiting.
  */
-function cpuMs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? [];
-  const children = readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").split(" ").filter(Boolean);
-  return (
-    (Number(fields[11]) + Number(fields[12])) * 10 +
-    children.reduce((total, child) => total + cpuMs(Number(child)), 0)
-  );
-}
+const cpuMs = (pid: number): number => processCpuMicros(pid, true) / 1000;
 
 /** A failed request during a run: the address and what the requests met. */
 class FailedRequests extends Error {}
@@ -510,10 +504,7 @@ async function benchAnalytics(dir: string, databaseUrl: string | undefined): Pro
         if (outcome.outcome !== "ok") throw new Error(`${label}: ${JSON.stringify(outcome)}`);
         buckets = outcome.analytics.Data.length;
       }
-      times.sort((a, b) => a - b);
-      cpuTimes.sort((a, b) => a - b);
-      const median = (sorted: number[]) => sorted[Math.floor(sorted.length / 2)] ?? 0;
-      const max = times.at(-1) ?? 0;
+      const max = Math.max(...times);
       if (max >= slowest.ms) slowest = { label, ms: max };
       if (median(cpuTimes) >= slowestCpu.ms) slowestCpu = { label, ms: median(cpuTimes) };
       console.log(

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { sql } from "kysely";
 import { StateRepository } from "../src/devmode/state-repository.ts";
+import { median } from "./figures.ts";
 import { BENCH_KEY, benchStores, formatRow, startBenchCumulo } from "./support.ts";
 
 /**
@@ -27,7 +28,6 @@ async function timed(url: string, method: string, body?: unknown): Promise<numbe
   return performance.now() - started;
 }
 
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? 0;
 const summary = (values: number[]) => `${median(values).toFixed(1)} (max ${Math.max(...values).toFixed(1)})`;
 
 const OPERATIONS = ["baseline GET", "save", "load", "reset one org", "reset all"] as const;

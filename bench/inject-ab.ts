@@ -1,8 +1,7 @@
-import { execFileSync } from "node:child_process";
-import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import type { FastifyInstance, InjectOptions } from "fastify";
 import pg from "pg";
+import { median, processCpuMicros } from "./figures.ts";
 
 /**
  * CPU time per request of the API's own code, before and after a change, in one process:
@@ -88,7 +87,6 @@ async function start(tree: string): Promise<Build> {
   };
 }
 
-const TICK_MICROS = 1e6 / Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }));
 let admin: pg.Client | undefined;
 
 /** User + system CPU µs so far of each PostgreSQL backend serving `databaseName`, by pid. */
@@ -102,13 +100,9 @@ async function backendCpu(databaseName: string): Promise<Map<number, number>> {
   ]);
   const cpu = new Map<number, number>();
   for (const { pid } of rows) {
-    try {
-      // Fields 14 and 15 (utime, stime), counted after the command name in parentheses.
-      const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? [];
-      cpu.set(pid, (Number(fields[11]) + Number(fields[12])) * TICK_MICROS);
-    } catch {
-      // The backend ended meanwhile.
-    }
+    const micros = processCpuMicros(pid);
+    // NaN: the backend ended meanwhile.
+    if (!Number.isNaN(micros)) cpu.set(pid, micros);
   }
   return cpu;
 }
@@ -136,7 +130,6 @@ async function block(
   return { node: (used.user + used.system) / count, database: database / count };
 }
 
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? 0;
 const spread = (values: number[]) =>
   `${median(values).toFixed(0)} µs (${Math.min(...values).toFixed(0)}-${Math.max(...values).toFixed(0)})`;
 

@@ -6,6 +6,7 @@
  */
 import Fastify from "fastify";
 import { Metrics } from "../src/ops/metrics.ts";
+import { median } from "./figures.ts";
 import { DURATION_S, measure } from "./support.ts";
 
 const CALLS = Number(process.env.METRICS_BENCH_CALLS ?? 2_000_000);
@@ -101,7 +102,6 @@ for (let round = 0; round < 3; round++) {
   bareRuns.push((await routeThroughput(false)).requestsPerSecond);
   meteredRuns.push((await routeThroughput(true)).requestsPerSecond);
 }
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? 0;
 console.log(
   `bare Fastify JSON route, 3 alternating rounds of ${DURATION_S} s, median: ${median(bareRuns).toFixed(0)} req/s` +
     ` without the request hook, ${median(meteredRuns).toFixed(0)} with it` +

@@ -6,6 +6,7 @@ import autocannon from "autocannon";
 import { BIN } from "../test/support/cli.ts";
 import { exitOf } from "../test/support/process.ts";
 import { createTestStore } from "../test/support/store.ts";
+import { processCpuMicros } from "./figures.ts";
 
 /**
  * CPU profile of a real `cumulo serve` process (`node --cpu-prof`) under one autocannon load, then the
@@ -38,10 +39,7 @@ interface Profile {
 }
 
 /** User + system CPU time of a process so far, in ms (clock ticks of 10 ms on Linux). */
-function cpuMs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? [];
-  return (Number(fields[11]) + Number(fields[12])) * 10;
-}
+const cpuMs = (pid: number): number => processCpuMicros(pid) / 1000;
 
 async function main() {
   const store = await createTestStore(process.env.TEST_DATABASE_URL ? "postgres" : "sqlite");

@@ -2,6 +2,7 @@ import { cpuUsage } from "node:process";
 import Fastify, { type FastifyBaseLogger, LogController } from "fastify";
 import pino from "pino";
 import { RequestLog } from "../src/http/request-log.ts";
+import { median } from "./figures.ts";
 
 /**
  * CPU time per request of request logging at `info`, in one process: a bare Fastify route with
@@ -36,10 +37,8 @@ for (let round = 0; round < ROUNDS; round++) {
   }
 }
 for (const [name, values] of figures) {
-  const sorted = [...values].sort((a, b) => a - b);
-  const median = sorted[Math.floor(sorted.length / 2)] ?? 0;
   console.log(
-    `${name.padEnd(24)} ${median.toFixed(1)} µs/request (${(sorted[0] ?? 0).toFixed(1)}-${(sorted.at(-1) ?? 0).toFixed(1)})`,
+    `${name.padEnd(24)} ${median(values).toFixed(1)} µs/request (${Math.min(...values).toFixed(1)}-${Math.max(...values).toFixed(1)})`,
   );
 }
 await Promise.all(Object.values(builds).map((server) => server.close()));

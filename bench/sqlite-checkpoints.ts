@@ -10,6 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import SqliteDatabase from "better-sqlite3";
 import { FALLBACK_CHECKPOINT_PAGES, SqliteCheckpointer } from "../src/store/sqlite-checkpointer.ts";
+import { median } from "./figures.ts";
 
 const WRITES = Number(process.env.BENCH_WRITES ?? 20_000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -52,8 +53,6 @@ async function run(offThread: boolean): Promise<Figures> {
   const at = (share: number) => times[Math.min(times.length - 1, Math.floor(share * times.length))] ?? 0;
   return { totalMs, p50: at(0.5), p99: at(0.99), p999: at(0.999), max: at(1) };
 }
-
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? 0;
 
 console.log(`# ${WRITES} write transactions of 1 KB per run, ${ROUNDS} alternating rounds`);
 console.log("| round | checkpoints | total ms | p50 ms | p99 ms | p99.9 ms | max ms |");

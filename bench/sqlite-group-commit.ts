@@ -7,6 +7,7 @@
  * Ratios (grouped / alone) are printed last.
  */
 import { randomBytes, randomUUID } from "node:crypto";
+import { median } from "./figures.ts";
 import { migratedSqlite } from "./support.ts";
 
 const WRITES = Number(process.env.BENCH_WRITES ?? 20_000);
@@ -64,7 +65,6 @@ for (let round = 1; round <= ROUNDS; round++) {
 }
 await close();
 
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? 0;
 const alone = median(figures.get(1) ?? []);
 console.log("\nratios (median CPU per insert, grouped / alone):");
 for (const group of GROUPS.slice(1)) {

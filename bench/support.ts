@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { readdirSync, readFileSync } from "node:fs";
+import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import autocannon from "autocannon";
 import SqliteDatabase from "better-sqlite3";
@@ -8,6 +8,7 @@ import { loadConfig } from "../src/config.ts";
 import { type RunningCumulo, startCumulo } from "../src/roles.ts";
 import { openStore } from "../src/store/database.ts";
 import { createTestStore, type TestStore, type TestStoreKind } from "../test/support/store.ts";
+import { statCpuMicros } from "./figures.ts";
 
 export const BENCH_KEY = "bench_admin_key_0123456789abcdef";
 export const DURATION_S = Number(process.env.BENCH_DURATION ?? 5);
@@ -22,29 +23,6 @@ export interface Measurement {
   /** CPU time (µs) per request of this process's threads other than the load's own (Linux only; else NaN). */
   serverCpuMicrosPerRequest: number;
 }
-
-/** Linux's USER_HZ, the unit of /proc times. */
-const CLOCK_TICKS_PER_SECOND = 100;
-
-/**
- * User + system CPU time (µs) in a Linux /proc `stat` file, a process's (`/proc/<pid>/stat`) or a
- * thread's (`/proc/self/task/<tid>/stat`); undefined when it cannot be read (not Linux, or ended).
- */
-export function statCpuMicros(path: string): number | undefined {
-  let stat: string;
-  try {
-    stat = readFileSync(path, "utf8");
-  } catch {
-    return undefined;
-  }
-  // utime and stime, in clock ticks, are the 14th and 15th fields; the name (2nd) may hold spaces.
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return ((Number(fields[11]) + Number(fields[12])) * 1_000_000) / CLOCK_TICKS_PER_SECOND;
-}
-
-/** The middle value of `values` (the upper one of the two middle ones for an even count); NaN for none. */
-export const median = (values: number[]): number =>
-  [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? Number.NaN;
 
 /** CPU time (µs) so far of each thread of this process, by thread id (empty where /proc is not there). */
 function threadCpu(): Map<string, number> {

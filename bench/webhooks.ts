@@ -41,7 +41,7 @@ import {
   videoData,
   webhooksPath,
 } from "../test/webhooks/helpers.ts";
-import { median, statCpuMicros } from "./support.ts";
+import { median, statCpuMicros } from "./figures.ts";
 
 if (process.env.BENCH_DATABASE_URL) {
   process.env.TEST_DATABASE_URL = process.env.BENCH_DATABASE_URL;
