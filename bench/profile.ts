@@ -19,6 +19,10 @@ import { processCpuMicros } from "./figures.ts";
  * /proc), which a busy shared machine disturbs far less than requests per second. PROFILE_OFF=1 runs
  * without the profiler (for that figure alone). The figure is also given without the CPU the process
  * spends while idle (measured for 3 s before the load).
+ * V8's sampler over-counts calls into native code: `PRAGMA data_version` and the key's random bytes
+ * took 7-11% and 4-7% of the samples for calls of 2-3 µs (docs/performance.md, session 36). For the
+ * true split, run with PROFILE_OFF=1 and NODE_OPTIONS=--perf-basic-prof while Linux's perf records
+ * (`perf record -F 999 -a -g -e cpu-clock -- sleep 6`), then `perf report --children --pid <server>`.
  */
 
 const KEY = "profile_admin_key_0123456789abcdef";
