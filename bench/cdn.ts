@@ -331,11 +331,11 @@ async function benchHttp(dir: string): Promise<string[]> {
       }
       const cpuRatios = rounds.map((round) => round.cpuRatio).sort((a, b) => a - b);
       rounds.sort((a, b) => a.ratio - b.ratio);
-      const median = rounds[Math.floor(rounds.length / 2)] as (typeof rounds)[number];
+      const medianRound = rounds[Math.floor(rounds.length / 2)] as (typeof rounds)[number];
       const latencyRatio = (a: number, b: number) =>
         a > 0 && b > 0 ? (a / b).toFixed(2) : "n/a (below autocannon's 1 ms resolution)";
       ratios.push(
-        `${name}: throughput ${median.ratio.toFixed(2)} (median of ${ROUNDS} rounds; range ${rounds[0]?.ratio.toFixed(2)}-${rounds.at(-1)?.ratio.toFixed(2)}), p50 latency ${latencyRatio(median.ours.p50, median.theirs.p50)}, p99 latency ${latencyRatio(median.ours.p99, median.theirs.p99)} (in the median round); CPU per answer, nginx/Cumulo: ${cpuRatios[Math.floor(cpuRatios.length / 2)]?.toFixed(2)} (range ${cpuRatios[0]?.toFixed(2)}-${cpuRatios.at(-1)?.toFixed(2)})`,
+        `${name}: throughput ${medianRound.ratio.toFixed(2)} (median of ${ROUNDS} rounds; range ${rounds[0]?.ratio.toFixed(2)}-${rounds.at(-1)?.ratio.toFixed(2)}), p50 latency ${latencyRatio(medianRound.ours.p50, medianRound.theirs.p50)}, p99 latency ${latencyRatio(medianRound.ours.p99, medianRound.theirs.p99)} (in the median round); CPU per answer, nginx/Cumulo: ${median(cpuRatios).toFixed(2)} (range ${cpuRatios[0]?.toFixed(2)}-${cpuRatios.at(-1)?.toFixed(2)})`,
       );
     }
     console.log(`origin requests during the whole run: ${origin.hits()}`);
