@@ -35,6 +35,16 @@ export function processCpuMicros(pid: number, withChildren = false): number {
   return children.reduce((total, child) => total + processCpuMicros(Number(child), true), own);
 }
 
+/** CPU time (µs) of each process so far, by pid; a process that has ended (or no /proc) is left out. */
+export function cpuByProcess(pids: number[]): Map<number, number> {
+  const used = new Map<number, number>();
+  for (const pid of pids) {
+    const micros = statCpuMicros(`/proc/${pid}/stat`);
+    if (micros !== undefined) used.set(pid, micros);
+  }
+  return used;
+}
+
 /** The middle value of `values` (the upper one of the two middle ones for an even count); NaN for none. */
 export const median = (values: number[]): number =>
   [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? Number.NaN;

@@ -1,7 +1,7 @@
 import { resolve } from "node:path";
 import type { FastifyInstance, InjectOptions } from "fastify";
 import pg from "pg";
-import { median, processCpuMicros } from "./figures.ts";
+import { cpuByProcess, median } from "./figures.ts";
 
 /**
  * CPU time per request of the API's own code, before and after a change, in one process:
@@ -98,13 +98,7 @@ async function backendCpu(databaseName: string): Promise<Map<number, number>> {
   const { rows } = await admin.query<{ pid: number }>("select pid from pg_stat_activity where datname = $1", [
     databaseName,
   ]);
-  const cpu = new Map<number, number>();
-  for (const { pid } of rows) {
-    const micros = processCpuMicros(pid);
-    // NaN: the backend ended meanwhile.
-    if (!Number.isNaN(micros)) cpu.set(pid, micros);
-  }
-  return cpu;
+  return cpuByProcess(rows.map((row) => row.pid));
 }
 
 /** CPU µs per request over `count` requests of one scenario, one at a time: this process's, and PostgreSQL's. */

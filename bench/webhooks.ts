@@ -41,7 +41,7 @@ import {
   videoData,
   webhooksPath,
 } from "../test/webhooks/helpers.ts";
-import { median, statCpuMicros } from "./figures.ts";
+import { cpuByProcess, median } from "./figures.ts";
 
 if (process.env.BENCH_DATABASE_URL) {
   process.env.TEST_DATABASE_URL = process.env.BENCH_DATABASE_URL;
@@ -62,15 +62,6 @@ const cpuMicros = (before: NodeJS.CpuUsage) => {
   const used = process.cpuUsage(before);
   return used.user + used.system;
 };
-/** CPU time (µs) of each process, by pid, read from Linux's /proc; a process not found is left out. */
-function cpuOfProcesses(pids: number[]): Map<number, number> {
-  const used = new Map<number, number>();
-  for (const pid of pids) {
-    const micros = statCpuMicros(`/proc/${pid}/stat`);
-    if (micros !== undefined) used.set(pid, micros);
-  }
-  return used;
-}
 /**
  * PostgreSQL's share of the work: the CPU its backends serving Cumulo's database used meanwhile, when
  * the server runs on this machine (its WAL writer and checkpointer are not counted).
@@ -82,11 +73,11 @@ async function postgresBackendsCpu(db: TestApp["cumulo"]["store"]["db"]) {
         db,
       )
     ).rows.map((row) => row.pid);
-  const before = cpuOfProcesses(await backends());
+  const before = cpuByProcess(await backends());
   if (before.size === 0) return () => Promise.resolve(undefined);
   return async () => {
     let used = 0;
-    for (const [pid, micros] of cpuOfProcesses(await backends())) used += micros - (before.get(pid) ?? 0);
+    for (const [pid, micros] of cpuByProcess(await backends())) used += micros - (before.get(pid) ?? 0);
     return used;
   };
 }
