@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { Redis, type RedisOptions } from "ioredis";
+import type { Redis, RedisOptions } from "ioredis";
 import { REDIS_START_TIMEOUT_MS } from "./config.ts";
 
 export type BusHandler = (message: string) => void | Promise<void>;
@@ -95,7 +95,9 @@ export async function connectRedis(
   options: RedisOptions,
   readyTimeoutMs: number,
 ): Promise<Redis> {
-  const client = new Redis(url, options);
+  // Loaded only by a node configured with Redis: a single node starts without it.
+  const { Redis: RedisClient } = await import("ioredis");
+  const client = new RedisClient(url, options);
   // Until it is ready, each failed try is kept rather than logged: start-up fails with one line.
   let lastError: Error | undefined;
   const keepError = (error: Error) => {
