@@ -40,25 +40,19 @@ const serializerOf = (schema: object): Serialize => {
  */
 export class LazySchemaCompilers {
   /** Compiles each schema whose validator or serializer nothing has asked for yet. */
-  readonly #pending = new Set<() => void>();
+  readonly #pending = new Set<() => unknown>();
   #stopped = false;
 
   /** `compile`, run on a route's first request (or by `compileRemaining`). */
   validator(compile: FastifySchemaCompiler<object>): FastifySchemaCompiler<object> {
     return (route) => {
-      let compiled: Validate | undefined;
-      const compileNow = () => {
-        this.#pending.delete(compileNow);
-        compiled ??= compile(route);
-        return compiled;
-      };
-      this.#pending.add(compileNow);
+      const compiled = this.#lazily(() => compile(route));
       // Fastify reads a failed validation's reasons from the function's `errors`, as Ajv leaves them,
       // and gives an Ajv function (one with `schemaEnv`) the request as the data's parent, so that it
       // may replace the data itself: the wrapper says it is one, and passes that on.
       const validate = Object.assign(
         (data: unknown, parent?: unknown) => {
-          const run = (compiled ?? compileNow()) as Validate & ((data: unknown, parent?: unknown) => unknown);
+          const run = compiled() as Validate & ((data: unknown, parent?: unknown) => unknown);
           const valid = "schemaEnv" in run ? run(data, parent) : run(data);
           validate.errors = (run as { errors?: unknown }).errors;
           return valid;
@@ -71,15 +65,24 @@ export class LazySchemaCompilers {
 
   /** fast-json-stringify, as Fastify's default compiler uses it, run on a route's first answer. */
   readonly serializer: FastifySerializerCompiler<object> = ({ schema }) => {
-    let compiled: Serialize | undefined;
+    const serialize = this.#lazily(() => serializerOf(schema));
+    return (data) => serialize()(data);
+  };
+
+  /**
+   * `make`'s result, made on the first call (or by `compileRemaining`) and kept. One that throws stays
+   * pending: every later call, and `compileSchemas`, meets the error again.
+   */
+  #lazily<T>(make: () => T): () => T {
+    let made: T | undefined;
     const compileNow = () => {
+      made ??= make();
       this.#pending.delete(compileNow);
-      compiled ??= serializerOf(schema);
-      return compiled;
+      return made;
     };
     this.#pending.add(compileNow);
-    return (data) => (compiled ?? compileNow())(data);
-  };
+    return () => made ?? compileNow();
+  }
 
   /**
    * Compiles what no request has needed yet, one schema per turn of the event loop; stops early once
