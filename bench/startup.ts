@@ -44,6 +44,9 @@ function timeStart(args: string[], env: Record<string, string>, cwd: string): Pr
     cwd,
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "inherit"],
+    // A start that never answers ends the bench with its output rather than hanging it.
+    timeout: 60_000,
+    killSignal: "SIGKILL",
   });
   return new Promise<Start>((done, fail) => {
     let output = "";
