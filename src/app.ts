@@ -33,7 +33,7 @@ import { loggedRequest, RequestLog } from "./http/request-log.ts";
 import { registerResponseCache } from "./http/response-cache.ts";
 import { registerLazySchemaCompilers } from "./http/schema-compilers.ts";
 import { registerUploadSlots } from "./http/upload-bodies.ts";
-import { unstorableParamsError, unstorableTextErrors, validatorCompiler } from "./http/validation.ts";
+import { unstorableParamsError, unstorableTextErrors } from "./http/validation.ts";
 import { apiKeyRoutes } from "./identity/routes/api-keys.ts";
 import { consoleRoutes } from "./identity/routes/index.ts";
 import { livestreamRoutes } from "./livestream/routes.ts";
@@ -95,7 +95,7 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
   app.server.on("checkExpectation", expectationFailedHandler(clientErrorBody));
   continueWhenRead(app.server);
   registerMetrics(app, deps.metrics, config);
-  registerLazySchemaCompilers(app, validatorCompiler, deps.logger);
+  registerLazySchemaCompilers(app, deps.logger);
   registerAuthDecorators(app, config.publicUrl);
   // Console sessions travel in a cookie (docs/console.md); only the API listener reads cookies.
   await app.register(cookie);

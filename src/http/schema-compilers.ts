@@ -5,6 +5,7 @@ import type {
   FastifySchemaCompiler,
   FastifySerializerCompiler,
 } from "fastify";
+import { validatorCompiler } from "./validation.ts";
 
 declare module "fastify" {
   interface FastifyInstance {
@@ -23,7 +24,7 @@ type Serialize = ReturnType<FastifySerializerCompiler<object>>;
  */
 const serializers = new WeakMap<object, Serialize>();
 
-const serializerOf = (schema: object): Serialize => {
+export const serializerOf = (schema: object): Serialize => {
   let serialize = serializers.get(schema);
   if (!serialize) {
     serialize = fastJsonStringify(schema);
@@ -49,11 +50,12 @@ export class LazySchemaCompilers {
       const compiled = this.#lazily(() => compile(route));
       // Fastify reads a failed validation's reasons from the function's `errors`, as Ajv leaves them,
       // and gives an Ajv function (one with `schemaEnv`) the request as the data's parent, so that it
-      // may replace the data itself: the wrapper says it is one, and passes that on.
+      // may replace the data itself: the wrapper says it is one and passes that on (a validator
+      // of ours that is not Ajv's own function takes the data alone and ignores it).
       const validate = Object.assign(
         (data: unknown, parent?: unknown) => {
           const run = compiled() as Validate & ((data: unknown, parent?: unknown) => unknown);
-          const valid = "schemaEnv" in run ? run(data, parent) : run(data);
+          const valid = run(data, parent);
           validate.errors = (run as { errors?: unknown }).errors;
           return valid;
         },
@@ -102,14 +104,11 @@ export class LazySchemaCompilers {
 }
 
 /**
- * Installs `validatorCompiler` and fast-json-stringify as lazy compilers on the app (before its routes
- * are added); the rest is compiled in idle turns once it listens, until it closes.
+ * Installs the API's validators (`validatorCompiler`) and fast-json-stringify as lazy compilers on the
+ * app, before its routes are added; the rest is compiled in idle turns once it listens, until it
+ * closes. Routes with a compiler of their own (the multipart forms) compile as Fastify builds them.
  */
-export function registerLazySchemaCompilers(
-  app: FastifyInstance,
-  validatorCompiler: FastifySchemaCompiler<object>,
-  logger: FastifyBaseLogger,
-): void {
+export function registerLazySchemaCompilers(app: FastifyInstance, logger: FastifyBaseLogger): void {
   const compilers = new LazySchemaCompilers();
   app.setValidatorCompiler(compilers.validator(validatorCompiler));
   app.setSerializerCompiler(compilers.serializer);
