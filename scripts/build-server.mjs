@@ -33,6 +33,7 @@ const externalPackages = {
     );
   },
 };
+
 const outdir = `${root}dist`;
 
 // Taken before esbuild reads a source: a file saved during the build is newer than the bundle.
