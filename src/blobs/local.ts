@@ -41,6 +41,11 @@ const removalFailed = (error: unknown): never => {
 
 /** Tries to put the file in place again when its folder is removed between `mkdir` and `rename`. */
 const PLACING_TRIES = 3;
+/**
+ * What a folder removed meanwhile fails with: `rename` finds no folder (ENOENT); `mkdir`, making the
+ * parents one by one, finds one gone after it was told it exists (ENOTDIR, as Node reports it).
+ */
+const FOLDER_REMOVED_MEANWHILE = new Set(["ENOENT", "ENOTDIR"]);
 
 /**
  * Moves a finished upload into place. A deletion of the folder it goes to (its library's, say) may
@@ -54,7 +59,8 @@ async function renameIntoPlace(temp: string, target: string): Promise<void> {
       await rename(temp, target);
       return;
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "ENOENT" || tries >= PLACING_TRIES) throw error;
+      const code = (error as NodeJS.ErrnoException).code ?? "";
+      if (!FOLDER_REMOVED_MEANWHILE.has(code) || tries >= PLACING_TRIES) throw error;
     }
   }
 }

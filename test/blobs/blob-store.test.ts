@@ -281,6 +281,43 @@ describe("s3 blob store settings", () => {
   });
 });
 
+// S3 keys are flat; s3rver, the stand-in the tests run, keeps them in folders and fails this itself.
+describe("local blob store, a folder removed while a blob goes into it", () => {
+  let subject: Subject;
+  beforeAll(async () => {
+    subject = await localSubject();
+    await subject.blobs.ready();
+  });
+  afterAll(() => subject?.close());
+
+  // A video's deletion removes its folder while an upload to it is being put in place (the route
+  // found the video just before): the put lands, and its caller finds the video gone. Deletions
+  // follow one another without a pause here, far more often than videos go, to meet the puts at every
+  // step of theirs.
+  it("stores a blob while the folder it goes into is being removed", { timeout: 60_000 }, async () => {
+    const folder = "media/race/video";
+    let putting = true;
+    const removing = (async () => {
+      // A removal may give up on a folder that puts keep filling (the removal queue tries it again
+      // later): only the puts are under test.
+      while (putting) await subject.blobs.deletePrefix(folder).catch(() => undefined);
+    })();
+    const failures: unknown[] = [];
+    for (let round = 0; round < 100; round++) {
+      const puts = Array.from({ length: 8 }, (_, i) =>
+        subject.blobs.put(`${folder}/deep/${i}`, Readable.from([Buffer.from("x")]), { maxBytes: 10 }),
+      );
+      for (const outcome of await Promise.allSettled(puts)) {
+        if (outcome.status === "rejected") failures.push(outcome.reason);
+      }
+    }
+    putting = false;
+    await removing;
+    expect(failures).toEqual([]);
+    await subject.blobs.deletePrefix("media/race");
+  });
+});
+
 describe("local blob store, failing sources", () => {
   // A file stream destroyed while still opening creates its file just after: the temp file must be
   // removed once the stream has closed, not before. The race is narrow, hence many tries: about 2.5 s
