@@ -1,4 +1,4 @@
-import { readdirSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import Database from "better-sqlite3";
@@ -161,6 +161,13 @@ describe("concurrent changes of one resource", () => {
       expectOnly([pictured], [200, 404]);
       expectOnly([deleted], [200]);
     }
+    // Whichever came first, every file went with its video or its refused upload.
+    const folder = join(t.store.dataDir, "blobs", "media", library);
+    const filesLeft = () =>
+      existsSync(folder)
+        ? readdirSync(folder, { recursive: true, withFileTypes: true }).filter((entry) => entry.isFile())
+        : [];
+    await waitUntil(() => filesLeft().length === 0, 5_000, "no file of the deleted videos left");
   });
 
   it("deletes a webhook endpoint while a test and a retry of it are asked for: 202 or 404, never 500", async () => {
