@@ -2,7 +2,8 @@
 /**
  * Runs test files again and again, several runs at once, to bring out the failures that depend on
  * timing: a race that one run on a quiet machine passes may fail once a few runs share the CPU
- * (docs/performance.md, session 39: a 500 that 30 single runs never showed failed 8 runs in 100).
+ * (docs/performance.md, session 39: a 500 seen once, then in none of 30 single runs, failed 8 runs
+ * in 100 four at a time).
  *
  *   npm run stress -- test/resilience/races.test.ts --project postgres
  *   STRESS_ROUNDS=25 STRESS_PARALLEL=4 npm run stress -- test/resilience
@@ -15,8 +16,16 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-const rounds = Number(process.env.STRESS_ROUNDS ?? 10);
-const parallel = Number(process.env.STRESS_PARALLEL ?? 4);
+/** A positive whole number from the environment, or the default; anything else stops the script. */
+function count(name, fallback) {
+  const value = Number(process.env[name] ?? fallback);
+  if (Number.isInteger(value) && value > 0) return value;
+  console.error(`${name} must be a positive whole number, not ${process.env[name]}`);
+  process.exit(2);
+}
+
+const rounds = count("STRESS_ROUNDS", 10);
+const parallel = count("STRESS_PARALLEL", 4);
 const vitestArgs = process.argv.slice(2);
 let kept;
 

@@ -39,8 +39,14 @@ const removalFailed = (error: unknown): never => {
   throw storeError(error, code === "ENOTDIR" && syscall === "scandir" ? "EPERM" : code);
 };
 
-/** Tries to put the file in place again when its folder is removed between `mkdir` and `rename`. */
-const PLACING_TRIES = 3;
+/** How often a removal goes over a folder again that an upload filled meanwhile (Node's `rm`). */
+const REMOVAL_RETRIES = 5;
+/**
+ * Tries to put the file in place again when its folder is removed between `mkdir` and `rename`. One
+ * removal goes over the folder up to `REMOVAL_RETRIES + 1` times, and each pass may undo a try twice
+ * (the `mkdir`, then the `rename`): a put outlasts a whole removal.
+ */
+const PLACING_TRIES = 2 * (REMOVAL_RETRIES + 1);
 /**
  * What a folder removed meanwhile fails with: `rename` finds no folder (ENOENT); `mkdir`, making the
  * parents one by one, finds one gone after it was told it exists (ENOTDIR, as Node reports it).
@@ -166,8 +172,11 @@ export class LocalBlobStore implements BlobStore {
   async deletePrefix(prefix: string): Promise<void> {
     // A file stored under the prefix meanwhile (an upload racing the deletion) makes a directory
     // not empty when it is removed: tried again, as Node offers.
-    await rm(this.#path(prefix), { recursive: true, force: true, maxRetries: 5, retryDelay: 20 }).catch(
-      removalFailed,
-    );
+    await rm(this.#path(prefix), {
+      recursive: true,
+      force: true,
+      maxRetries: REMOVAL_RETRIES,
+      retryDelay: 20,
+    }).catch(removalFailed);
   }
 }
