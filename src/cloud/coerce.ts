@@ -18,6 +18,7 @@ interface SchemaNode {
   type?: string | string[];
   properties?: Record<string, SchemaNode>;
   items?: SchemaNode;
+  maxItems?: number;
   anyOf?: SchemaNode[];
 }
 
@@ -154,7 +155,9 @@ function coerceValue(schema: SchemaNode, raw: unknown, form: FormReading | undef
   }
   if (types.includes("array")) {
     const list = Array.isArray(value) ? value : fromForm ? [value] : value;
-    if (Array.isArray(list) && schema.items)
+    // A list over its bound is refused for its length alone (`boundsFirst`): its items are not read.
+    const overBound = Array.isArray(list) && list.length > (schema.maxItems ?? Number.POSITIVE_INFINITY);
+    if (Array.isArray(list) && schema.items && !overBound)
       return list.map((item) => coerceValue(schema.items as SchemaNode, item, form));
     return list;
   }

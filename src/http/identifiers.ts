@@ -31,12 +31,31 @@ export function lowerCaseUuids(values: unknown): void {
   }
 }
 
+const holdingIds = new WeakMap<IdentifierSchema, boolean>();
+
+/**
+ * Whether a value of this schema may hold an id to lower-case: a list of ports, say, is not walked
+ * item by item (a body of a megabyte may hold hundreds of thousands of them).
+ */
+function holdsIds(schema: IdentifierSchema): boolean {
+  let holds = holdingIds.get(schema);
+  if (holds === undefined) {
+    holds =
+      namesResource(schema) ||
+      Object.values(schema.properties ?? {}).some(holdsIds) ||
+      (schema.items !== undefined && holdsIds(schema.items)) ||
+      (schema.anyOf?.some(holdsIds) ?? false);
+    holdingIds.set(schema, holds);
+  }
+  return holds;
+}
+
 /**
  * A body's fields that name resources, as its schema says (in nested objects and lists too), with
  * UUIDs lower-cased; other text, a name that looks like a UUID say, is left as sent.
  */
 export function lowerCaseIdFields(schema: IdentifierSchema | undefined, value: unknown): unknown {
-  if (!schema) return value;
+  if (!schema || !holdsIds(schema)) return value;
   if (typeof value === "string") return namesResource(schema) && isUuid(value) ? value.toLowerCase() : value;
   if (Array.isArray(value)) {
     const items = schema.items;

@@ -251,7 +251,7 @@ export const Theme = Type.Object({
   primary_color: Color,
   background_color: Color,
   text_color: Color,
-  controls: Type.Array(StringEnum(PLAYER_CONTROLS), { uniqueItems: true }),
+  controls: Type.Array(StringEnum(PLAYER_CONTROLS), { uniqueItems: true, maxItems: PLAYER_CONTROLS.length }),
   autoplay: Type.Boolean(),
   loop: Type.Boolean(),
 });
