@@ -125,7 +125,7 @@ export class Transcoder {
       // Square pixels out: the sizes already carry the source's shown aspect ratio.
       ...rungs.map((rung, index) => `[in${index}]scale=${rung.width}:${rung.height},setsar=1[rung${index}]`),
       `[inthumbs]setpts=PTS-STARTPTS,select='${thumbnailSelection(probe.durationS, thumbnailCount)}',setpts=N/TB,scale=${scaledWidth(probe, thumbnailHeight)}:${thumbnailHeight},setsar=1[thumbs]`,
-      `[inpreview]trim=duration=${Math.min(PREVIEW_SECONDS, probe.durationS)},fps=${PREVIEW_FPS},scale=${PREVIEW_WIDTH}:${even((PREVIEW_WIDTH * probe.height) / probe.width)},setsar=1[preview]`,
+      `[inpreview]trim=duration=${Math.min(PREVIEW_SECONDS, probe.durationS)},fps=${PREVIEW_FPS}:eof_action=pass,scale=${PREVIEW_WIDTH}:${even((PREVIEW_WIDTH * probe.height) / probe.width)},setsar=1[preview]`,
     ].join(";");
     const audio = probe.hasAudio
       ? ["-map", "0:a:0", "-c:a", "aac", "-b:a", `${AUDIO_KBPS}k`, "-ac", "2"]

@@ -129,7 +129,7 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     );
   });
 
-  it("gives a single-frame video its thumbnails", async () => {
+  it("gives a single-frame video its thumbnails and a preview", async () => {
     const still = join(work, "still.mp4");
     await tools.ffmpeg([
       "-f",
@@ -148,6 +148,12 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     expect(thumbnails).toEqual(["thumbnails/thumbnail_001.jpg", "thumbnails/thumbnail_002.jpg"]);
     for (const thumbnail of thumbnails)
       expect(readFileSync(join(out, thumbnail)).subarray(0, 3)).toEqual(Buffer.from([0xff, 0xd8, 0xff]));
+    // Shorter than one preview frame (a tenth of a second): the preview was an 8-byte file with no
+    // picture in it, served as a WebP (QA of 4 December).
+    const preview = readFileSync(join(out, PREVIEW_FILE));
+    expect(preview.subarray(0, 4).toString("latin1")).toBe("RIFF");
+    expect(preview.subarray(8, 12).toString("latin1")).toBe("WEBP");
+    expect(preview.length).toBeGreaterThan(100);
   }, 60_000);
 
   it("handles a source without audio", async () => {
