@@ -206,7 +206,12 @@ const DEFAULT_RANGE_MS = 24 * 60 * MINUTE_MS;
 const ISO_TIME =
   /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(Z|[+-]\d{2}(?::?\d{2})?)?)?$/i;
 
-function parseTime(raw: string): number | undefined {
+/**
+ * A time given in the query, in milliseconds. Date.parse drops digits finer than a millisecond;
+ * `laterMillisecond` takes a time between two milliseconds as the later one (the range's end), else as
+ * the earlier one (its start, so the bucket holding it is the first).
+ */
+function parseTime(raw: string, laterMillisecond: boolean): number | undefined {
   // An unencoded "+" in a query string arrives as a space: "10:00:00 02:00" means "+02:00".
   const given = raw.trim().replace(/(T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?) (\d{2}(?::?\d{2})?)$/i, "$1+$2");
   const match = ISO_TIME.exec(given);
@@ -220,9 +225,7 @@ function parseTime(raw: string): number | undefined {
   else if (match[1]?.length === 3) text += ":00";
   const value = Date.parse(text);
   if (Number.isNaN(value)) return undefined;
-  // Date.parse drops digits finer than a millisecond: a time between two milliseconds is taken as
-  // the next one, so a `to` a fraction after `from` still comes after it.
-  return /\.\d{3}\d*[1-9]/.test(text) ? value + 1 : value;
+  return laterMillisecond && /\.\d{3}\d*[1-9]/.test(text) ? value + 1 : value;
 }
 
 const DAY_MINUTES = 1440;
@@ -396,7 +399,7 @@ export class AnalyticsService {
       });
     }
 
-    const to = query.to === undefined ? this.clock.now().getTime() : parseTime(query.to);
+    const to = query.to === undefined ? this.clock.now().getTime() : parseTime(query.to, true);
     if (to === undefined) {
       errors.push({
         field: "to",
@@ -406,7 +409,7 @@ export class AnalyticsService {
     }
     let from: number | undefined;
     if (query.from !== undefined) {
-      from = parseTime(query.from);
+      from = parseTime(query.from, false);
       if (from === undefined) {
         errors.push({
           field: "from",

@@ -279,6 +279,23 @@ describe("CDN analytics", () => {
       "/v1/cdn/analytics?from=2026-01-01T00:00:00Z&to=2026-01-01T00:00:00.0005Z",
     );
     expect(finer.status).toBe(200);
+    // A `from` between two milliseconds is the earlier one: the range is valid, the bucket holding
+    // `from` comes first, and `From` echoes it to the millisecond (it was taken as the later one).
+    const fromFiner = await t.request(
+      "GET",
+      "/v1/cdn/analytics?from=2026-01-01T00:00:59.9999Z&to=2026-01-01T00:01:00Z&granularity=1m&metrics=requests",
+    );
+    expect(fromFiner.status).toBe(200);
+    expect(fromFiner.body.From).toBe("2026-01-01T00:00:59.999Z");
+    expect(fromFiner.body.Data.map((row: Row) => row.Timestamp)).toEqual(["2026-01-01T00:00:00.000Z"]);
+    const lastDay = await t.request(
+      "GET",
+      "/v1/cdn/analytics?from=2026-01-01T23:59:59.9999Z&to=2026-01-02T00:00:00.5Z&granularity=1d&metrics=requests",
+    );
+    expect(lastDay.body.Data.map((row: Row) => row.Timestamp)).toEqual([
+      "2026-01-01T00:00:00.000Z",
+      "2026-01-02T00:00:00.000Z",
+    ]);
     expect(await errorsOf("from=2020-01-01T00:00:00Z&to=2026-01-01T00:00:00Z&granularity=1m")).toEqual([
       "granularity:validation_max",
     ]);
