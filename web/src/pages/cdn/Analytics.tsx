@@ -16,7 +16,7 @@ const METRICS = [
   {
     name: "cache_hit_traffic_ratio",
     label: "Cache hit ratio (traffic)",
-    format: (value: number) => `${(value * 100).toFixed(1)} %`,
+    format: percent,
     total: "peak",
   },
   {
@@ -50,6 +50,16 @@ const METRICS = [
     total: "sum",
   },
 ] as const;
+
+/**
+ * A ratio as a percentage: one decimal from 1 % up, two significant digits below it, so that a
+ * small ratio (0.025 %) and its axis ticks are not all "0.0 %".
+ */
+function percent(value: number): string {
+  const shown = value * 100;
+  if (shown === 0 || Math.abs(shown) >= 1) return `${shown.toFixed(shown === 0 ? 0 : 1)} %`;
+  return `${Number(shown.toPrecision(2))} %`;
+}
 
 /** Tick steps of whole numbers (1, 2, 5, 10, 20, ...): a count or a byte total has no half on its axis. */
 const WHOLE_STEPS = Array.from({ length: 16 }, (_, power) =>

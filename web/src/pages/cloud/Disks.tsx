@@ -22,7 +22,12 @@ export function Disks() {
   const { submit, busy, errors, formError } = useSubmit(async () => {
     await call(
       api.POST("/v1/storage/disks", {
-        body: { size_gb: Number(size), ...(name ? { display_name: name } : {}) },
+        // An empty size is left out (Number("") would send 0, "must be at least 1"): the answer then
+        // says the field is required, as its hint does.
+        body: {
+          ...((size.trim() === "" ? {} : { size_gb: Number(size) }) as { size_gb: number }),
+          ...(name ? { display_name: name } : {}),
+        },
       }),
     );
     setName("");

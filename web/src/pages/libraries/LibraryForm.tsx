@@ -66,7 +66,16 @@ export function LibraryForm({ library, submitLabel, onSave, onCancel }: LibraryF
           )}
         </Field>
       )}
-      <Field label="Default privacy of new videos" name="default_privacy" error={errors.default_privacy}>
+      <Field
+        label="Default privacy"
+        name="default_privacy"
+        error={errors.default_privacy}
+        hint={
+          library
+            ? "Recorded on the library only: who may play its videos is its Security setting, Video privacy, on the library's page."
+            : "Also who may play the library's videos at first; later that is changed in the library's Security settings."
+        }
+      >
         {(control) => (
           <select
             {...control}
