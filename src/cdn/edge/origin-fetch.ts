@@ -98,6 +98,17 @@ interface RangeAsk {
   ifRange?: string;
 }
 
+/** One byte range as RFC 9110 spells it: `a-b`, `a-` or `-n`. */
+const ONE_RANGE = /^\s*bytes\s*=\s*(\d+-\d*|-\d+)\s*$/i;
+
+/** A GET viewer's one byte range of a 200, as it asked for it (with its `If-Range`). */
+function viewerRange(request: IncomingMessage, status: number): RangeAsk | undefined {
+  const match = ONE_RANGE.exec(request.headers.range ?? "");
+  if (request.method !== "GET" || status !== 200 || !match) return undefined;
+  const ifRange = request.headers["if-range"];
+  return { range: `bytes=${match[1]}`, ...(typeof ifRange === "string" ? { ifRange } : {}) };
+}
+
 /** An origin answer's body: undici's, or node:http's given the same `dump` (let go of it unread). */
 type OriginBody = Readable & { dump(): Promise<unknown> };
 
@@ -283,18 +294,7 @@ export class OriginFetcher {
       const range = this.#rangeWorthAsking(request, status, headers);
       if (!range) return { kind: "pass", answer: { status, headers, body, already: [], askedAt, age } };
       // The origin would send everything before the range only for it to be thrown away.
-      body.on("error", () => undefined);
-      body.destroy();
-      const ranged = await this.#ask(target, miss, undefined, range);
-      exchange.originMs = performance.now() - askedAt;
-      if (ranged.kind === "failed") return this.#failed(ranged.error, undefined, distribution);
-      const answer = {
-        headers: endToEndHeaders(ranged.headers),
-        already: [],
-        askedAt,
-        age: originAge(ranged.headers),
-      };
-      return { kind: "pass", answer: { ...answer, status: ranged.status, body: ranged.body } };
+      return this.#askRange(miss, target, body, range, askedAt);
     }
 
     const chunks: Buffer[] = [];
@@ -308,6 +308,10 @@ export class OriginFetcher {
         chunks.push(buffer);
         // Larger than announced (or chunked): stop buffering and stream the rest through.
         if (size > maxObjectBytes) {
+          // Without a length the edge cannot cut a range out of the stream (nor tell a range past
+          // the end): the origin is asked for the viewer's range instead.
+          const range = headers["content-length"] === undefined ? viewerRange(request, status) : undefined;
+          if (range) return this.#askRange(miss, target, body, range, askedAt);
           return { kind: "pass", answer: { status, headers, body, already: chunks, askedAt, age } };
         }
       }
@@ -349,6 +353,31 @@ export class OriginFetcher {
       return { kind: "object", object: fallback, cacheStatus: "HIT", shared: true };
     }
     return { kind: "error", status };
+  }
+
+  /**
+   * Lets the origin's first answer go unread and asks for `range` instead; the origin's answer (a
+   * 206, a 416, or a 200 from an origin that ignores ranges) is passed on as it comes.
+   */
+  async #askRange(
+    miss: Miss,
+    target: URL,
+    unread: Readable,
+    range: RangeAsk,
+    askedAt: number,
+  ): Promise<Fetched> {
+    unread.on("error", () => undefined);
+    unread.destroy();
+    const ranged = await this.#ask(target, miss, undefined, range);
+    miss.exchange.originMs = performance.now() - askedAt;
+    if (ranged.kind === "failed") return this.#failed(ranged.error, undefined, miss.resolved.distribution);
+    const answer = {
+      headers: endToEndHeaders(ranged.headers),
+      already: [],
+      askedAt,
+      age: originAge(ranged.headers),
+    };
+    return { kind: "pass", answer: { ...answer, status: ranged.status, body: ranged.body } };
   }
 
   /**
