@@ -22,7 +22,9 @@ interface SchemaNode {
   anyOf?: SchemaNode[];
 }
 
-const INTEGER = /^-?\d{1,15}$/;
+// Any number of digits: one too large for an id or a size is then refused as that field's JSON
+// number is (a 404 for an id past the store's, "at most" for a size), not as text.
+const INTEGER = /^-?\d+$/;
 const NUMBER = /^-?\d+(\.\d+)?$/;
 
 function typesOf(schema: SchemaNode): string[] {

@@ -19,7 +19,15 @@ import {
   unlessRejected,
 } from "./outcome.ts";
 import type { Scope } from "./repository.ts";
-import type { LoadBalancerView, RuleBody, RuleView, TargetBody, TargetView } from "./schemas.ts";
+import {
+  type LoadBalancerView,
+  MAX_LOAD_BALANCER_RULES,
+  MAX_LOAD_BALANCER_TARGETS,
+  type RuleBody,
+  type RuleView,
+  type TargetBody,
+  type TargetView,
+} from "./schemas.ts";
 import { loadBalancerViews } from "./views.ts";
 
 const LB = "Load balancer";
@@ -37,8 +45,8 @@ export type SetLoadBalancerBillingOutcome =
   | NotFound
   | Invalid;
 export type DeleteLoadBalancerOutcome = Deleted | NotFound | Rejected;
-export type AddTargetOutcome = { outcome: "added"; target: TargetView } | NotFound | Rejected;
-export type AddRuleOutcome = { outcome: "added"; rule: RuleView } | NotFound | Invalid | Rejected;
+export type AddTargetOutcome = { outcome: "added"; target: TargetView } | NotFound | Conflict | Rejected;
+export type AddRuleOutcome = { outcome: "added"; rule: RuleView } | NotFound | Invalid | Conflict | Rejected;
 export type RemoveOutcome = Deleted | NotFound | Rejected;
 
 const protocolOf = (rule: RuleBody) => (rule.protocol ?? "TCP").toUpperCase();
@@ -201,6 +209,12 @@ export class LoadBalancerService {
           if (!current) return notFound(LB);
           const existing = current.targets.find((t) => t.target_uuid === vm.uuid);
           if (existing) return { outcome: "added", target: existing };
+          // The bound of a creation holds for additions too (QA of 4 December: rules grew past it).
+          if (current.targets.length >= MAX_LOAD_BALANCER_TARGETS) {
+            return conflict(
+              `The load balancer already has ${MAX_LOAD_BALANCER_TARGETS} targets, the most it may have`,
+            );
+          }
           const row = {
             load_balancer_uuid: uuid,
             target_uuid: vm.uuid,
@@ -248,6 +262,11 @@ export class LoadBalancerService {
           if (!current) return notFound(LB);
           if (current.forwarding_rules.some((existing) => existing.source_port === rule.source_port)) {
             return invalid("source_port", `Source port ${rule.source_port} is already used by another rule.`);
+          }
+          if (current.forwarding_rules.length >= MAX_LOAD_BALANCER_RULES) {
+            return conflict(
+              `The load balancer already has ${MAX_LOAD_BALANCER_RULES} forwarding rules, the most it may have`,
+            );
           }
           const row = {
             uuid: randomUUID(),

@@ -1,6 +1,6 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { type Clock, nowIso } from "../clock.ts";
-import type { Config } from "../config.ts";
+import { type Config, publicOrigin } from "../config.ts";
 import type { AuthContext, IdentityService } from "../identity/service.ts";
 import type { SecretBox } from "../secret-box.ts";
 import { readBool } from "../store/codec.ts";
@@ -97,9 +97,13 @@ export class ObjectStorageService {
     return deleted ? DELETED : notFound("S3 key");
   }
 
-  /** The S3 endpoint: under CUMULO_PUBLIC_URL when set, else under the address the request came to. */
-  endpoint(requestOrigin: string): string {
-    return `${this.config.publicUrl ?? requestOrigin}/s3`;
+  /**
+   * The S3 endpoint, under the public origin (`CUMULO_PUBLIC_URL`, else `http://HOST:PORT`): no longer
+   * under the request's own `Host`, which a client or an intermediary chooses (QA of 4 December).
+   */
+  endpoint(listeningPort: number | undefined): string {
+    // The port the request reached: PORT may be 0, a port chosen when the server started.
+    return `${publicOrigin({ ...this.config, port: listeningPort ?? this.config.port })}/s3`;
   }
 
   /** Creates the user and its first key pair unless it exists. */

@@ -281,12 +281,18 @@ export const TargetBody = Type.Object({
   target_type: StringEnum(["vm"] as const),
 });
 
+/** Forwarding rules, and targets, a load balancer may have: at its creation and added later alike. */
+export const MAX_LOAD_BALANCER_RULES = 100;
+export const MAX_LOAD_BALANCER_TARGETS = 100;
+
 export const CreateLoadBalancerBody = Type.Object({
   display_name: Type.Optional(DisplayName),
   billing_account_id: Type.Optional(BillingAccountId),
-  forwarding_rules: Type.Optional(Type.Array(RuleBody, { maxItems: 100 })),
-  rules: Type.Optional(Type.Array(RuleBody, { maxItems: 100, description: "Alias of forwarding_rules" })),
-  targets: Type.Optional(Type.Array(TargetBody, { maxItems: 100 })),
+  forwarding_rules: Type.Optional(Type.Array(RuleBody, { maxItems: MAX_LOAD_BALANCER_RULES })),
+  rules: Type.Optional(
+    Type.Array(RuleBody, { maxItems: MAX_LOAD_BALANCER_RULES, description: "Alias of forwarding_rules" }),
+  ),
+  targets: Type.Optional(Type.Array(TargetBody, { maxItems: MAX_LOAD_BALANCER_TARGETS })),
 });
 
 export const SetBillingBody = Type.Object({ set_id: BillingAccountId });

@@ -31,8 +31,11 @@ export const sendsBody = (request: FastifyRequest): boolean =>
 
 const CHARSET = /;\s*charset\s*=\s*"?([^";\s]*)"?/i;
 
-/** JSON is UTF-8 (RFC 8259); a body declared in another charset would be misread, so it is refused. */
-function declaresOtherCharset(request: FastifyRequest): boolean {
+/**
+ * Whether the body is declared in a charset other than UTF-8: JSON is UTF-8 (RFC 8259), and so is
+ * every form the API reads; such a body would be misread, so it is refused.
+ */
+export function declaresOtherCharset(request: FastifyRequest): boolean {
   const charset = CHARSET.exec(request.headers["content-type"] ?? "")?.[1];
   return charset !== undefined && !/^utf-?8$/i.test(charset);
 }

@@ -1,3 +1,4 @@
+import { publicOrigin } from "../config.ts";
 import type { CoreDeps } from "../services.ts";
 import { transactor } from "../store/transactions.ts";
 import { AUTH_CACHE_TTL_MS, AuthCache } from "./auth-cache.ts";
@@ -34,7 +35,7 @@ export function createIdentityServices(deps: CoreDeps): IdentityServices {
     identity,
     transact,
     clock,
-    (config.publicUrl ?? `http://${config.host}:${config.port}`).replace(/\/+$/, ""),
+    publicOrigin(config),
   );
   const storeListen = keyChanges && {
     listen: keyChanges,

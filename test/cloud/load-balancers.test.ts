@@ -140,6 +140,34 @@ describe("cloud load balancers", () => {
     expect((await t.cloud("GET", "/v1/network/load_balancers/not-a-uuid")).status).toBe(404);
   });
 
+  it("holds added forwarding rules and targets to the bound of a creation", async () => {
+    const rules = Array.from({ length: 100 }, (_, index) => ({ source_port: index + 1, target_port: 80 }));
+    const created = await t.cloud("POST", "/v1/network/load_balancers", {
+      json: { forwarding_rules: rules },
+    });
+    expect(created.status).toBe(200);
+    const path = `/v1/network/load_balancers/${created.body.uuid}`;
+    const more = await t.cloud("POST", `${path}/forwarding_rules`, {
+      json: { source_port: 101, target_port: 80 },
+    });
+    expect([more.status, more.body.message]).toEqual([
+      409,
+      "The load balancer already has 100 forwarding rules, the most it may have",
+    ]);
+    const shown = await t.cloud("GET", path);
+    expect(shown.body.forwarding_rules).toHaveLength(100);
+    // One taken away makes room for one.
+    const removed = await t.cloud(
+      "DELETE",
+      `${path}/forwarding_rules/${shown.body.forwarding_rules[0].uuid}`,
+    );
+    expect(removed.status).toBe(200);
+    const added = await t.cloud("POST", `${path}/forwarding_rules`, {
+      json: { source_port: 101, target_port: 80 },
+    });
+    expect(added.status).toBe(200);
+  });
+
   it("drops a deleted VM from every load balancer, and takes floating IPs", async () => {
     const vm = await createVm("short-lived");
     const keep = await createVm("stays");

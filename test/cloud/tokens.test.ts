@@ -132,6 +132,34 @@ describe("cloud tokens and billing accounts", () => {
     );
   });
 
+  it("reads a form's long integers as JSON's, refuses other charsets and takes a JSON null as no object", async () => {
+    // Sixteen digits and more were text in a form, "must be of type integer"; as JSON numbers they are 404.
+    for (const tokenId of ["9007199254740993", "99999999999999999999"]) {
+      const deleted = await t.cloud("DELETE", "/v1/user-resource/token", { form: { token_id: tokenId } });
+      expect([deleted.status, deleted.body.errors], tokenId).toEqual([
+        404,
+        { Error: "Failed to delete token: token not found" },
+      ]);
+    }
+    const latin1 = await t.cloud("POST", "/v1/user-resource/token", {
+      body: "description=caf\xe9",
+      headers: { "content-type": "application/x-www-form-urlencoded; charset=iso-8859-1" },
+    });
+    expect(latin1.status).toBe(415);
+    const utf8 = await t.cloud("POST", "/v1/user-resource/token", {
+      body: new URLSearchParams({ description: "café" }).toString(),
+      headers: { "content-type": "application/x-www-form-urlencoded; charset=UTF-8" },
+    });
+    expect([utf8.status, utf8.body[0]?.description]).toEqual([200, "café"]);
+    const before = (await t.cloud("GET", "/v1/user-resource/token")).body.length;
+    const nullBody = await t.cloud("POST", "/v1/user-resource/token", {
+      body: "null",
+      headers: { "content-type": "application/json" },
+    });
+    expect([nullBody.status, nullBody.body.message]).toEqual([400, "Invalid Request"]);
+    expect((await t.cloud("GET", "/v1/user-resource/token")).body.length).toBe(before);
+  });
+
   it("updates a token and answers 404 for an unknown one", async () => {
     const created = await t.cloud("POST", "/v1/user-resource/token", { form: { description: "before" } });
     const id = created.body[0].id;

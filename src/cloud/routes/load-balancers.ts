@@ -178,6 +178,7 @@ export const loadBalancerRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> = 
         case "added":
           return result.target;
         case "not_found":
+        case "conflict":
         case "rejected":
           throw cloudError(result);
       }
@@ -223,6 +224,7 @@ export const loadBalancerRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> = 
           return result.rule;
         case "not_found":
         case "invalid":
+        case "conflict":
         case "rejected":
           throw cloudError(result);
       }

@@ -100,6 +100,6 @@ export const objectStorageRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> =
         response: { ...cloudErrorResponses, 200: S.S3Info },
       },
     },
-    async (request) => ({ url: cloud.objectStorage.endpoint(`${request.protocol}://${request.host}`) }),
+    async (request) => ({ url: cloud.objectStorage.endpoint(request.socket.localPort) }),
   );
 };

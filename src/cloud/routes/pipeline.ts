@@ -5,6 +5,7 @@ import { NO_ROUTE } from "../../http/error-handler.ts";
 import { ApiError } from "../../http/errors.ts";
 import { parseFormText } from "../../http/form-text.ts";
 import { lowerCaseIdFields } from "../../http/identifiers.ts";
+import { declaresOtherCharset } from "../../http/json-bodies.ts";
 import { markRepeated, unstorableTextErrors } from "../../http/validation.ts";
 import { asSent, coerceObject, type SentIndexes } from "../coerce.ts";
 import type { Locations } from "../locations.ts";
@@ -42,6 +43,13 @@ export async function cloudRequestPipeline(
       throw new ApiError(404, NO_ROUTE, { body: { message: NO_ROUTE } });
     }
   });
+  // A form declared in another charset would be read as UTF-8 and stored changed (QA of 4 December:
+  // Latin-1 "café" became "caf\uFFFD"): 415, as for JSON.
+  app.addHook("preParsing", (request, _reply, payload, done) => {
+    const form = /^\s*application\/x-www-form-urlencoded\b/i.test(request.headers["content-type"] ?? "");
+    if (form && declaresOtherCharset(request)) return done(ApiError.unsupportedMediaType());
+    done(null, payload);
+  });
   await app.register(formbody, { parser: parseFormText });
 
   app.setErrorHandler((error: FastifyError, request) => {
@@ -66,9 +74,10 @@ export async function cloudRequestPipeline(
     const schema = request.routeOptions.schema?.body as Parameters<typeof coerceObject>[0] | undefined;
     if (!schema) return;
     const body = request.body;
-    if (body === undefined || body === null || body === "") {
+    // JSON `null` is a value, not an absent body: refused below as an array is.
+    if (body === undefined || body === "") {
       request.body = {};
-    } else if (typeof body === "object" && !Array.isArray(body)) {
+    } else if (typeof body === "object" && body !== null && !Array.isArray(body)) {
       const fromForm = /application\/x-www-form-urlencoded/i.test(request.headers["content-type"] ?? "");
       const sentIndexes: SentIndexes = new Map();
       // Ids in form brackets (`targets[0][target_uuid]`) exist only once expanded.
