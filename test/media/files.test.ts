@@ -172,6 +172,19 @@ describe("subtitles and thumbnails", () => {
     const json = await t.request("POST", `${base}/subtitles`, { json: { title: "x", language: "en" } });
     expect(json.status).toBe(415);
     expect(json.body).toEqual({ success: false, message: "Unsupported Media Type" });
+    // Whatever the JSON parser would have made of it: unparsable, or over the JSON body limit.
+    for (const [path, body] of [
+      [`${base}/subtitles`, "{"],
+      [`${base}/thumbnails`, "not json"],
+      [`${base}/source`, "x".repeat(2 * 1024 * 1024)],
+    ] as const) {
+      const method = path.endsWith("/source") ? "PUT" : "POST";
+      const sent = await t.request(method, path, { body, headers: { "content-type": "application/json" } });
+      expect([sent.status, sent.body], path).toEqual([
+        415,
+        { success: false, message: "Unsupported Media Type" },
+      ]);
+    }
     // No body at all is a form without fields, as a JSON operation reads no body as {}.
     const nothing = await t.request("POST", `${base}/subtitles`);
     expect(nothing.status).toBe(400);
