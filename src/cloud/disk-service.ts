@@ -16,6 +16,7 @@ import {
   retryOnConflict,
   unlessRejected,
 } from "./outcome.ts";
+import { changesRow } from "./repository.ts";
 import type { AttachView, DiskView } from "./schemas.ts";
 import { diskView } from "./views.ts";
 
@@ -109,12 +110,14 @@ export class DiskService {
         if (changes.sizeGb !== undefined && changes.sizeGb > disk.size_gb) {
           await driver.resizeDisk(scope.location, uuid, changes.sizeGb);
         }
-        await repository.updateDisk(trx, scope, uuid, {
+        const next = {
           display_name: changes.displayName ?? disk.display_name,
           billing_account_id: billingAccountId ?? disk.billing_account_id,
           size_gb: changes.sizeGb ?? disk.size_gb,
-          updated_at: nowIso(clock),
-        });
+        };
+        if (changesRow(disk, next)) {
+          await repository.updateDisk(trx, scope, uuid, { ...next, updated_at: nowIso(clock) });
+        }
         const updated = await repository.findDisk(trx, scope, uuid);
         if (!updated) throw new Error(`disk ${uuid} vanished inside its transaction`);
         return { outcome: "updated", disk: diskView(updated) };

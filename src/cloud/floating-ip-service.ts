@@ -15,7 +15,7 @@ import {
   retryOnConflict,
   unlessRejected,
 } from "./outcome.ts";
-import type { Scope } from "./repository.ts";
+import { changesRow, type Scope } from "./repository.ts";
 import type { FloatingIpView } from "./schemas.ts";
 import type { FloatingTargetType } from "./tables.ts";
 import { floatingIpView } from "./views.ts";
@@ -99,11 +99,13 @@ export class FloatingIpService {
     return this.deps.transact(async (trx) => {
       const ip = await repository.findFloatingIp(trx, scope, address);
       if (!ip) return notFound(IP);
-      await repository.updateFloatingIp(trx, scope, ip.id, {
+      const next = {
         name: changes.name ?? ip.name,
         billing_account_id: billingAccountId ?? ip.billing_account_id,
-        updated_at: nowIso(clock),
-      });
+      };
+      if (changesRow(ip, next)) {
+        await repository.updateFloatingIp(trx, scope, ip.id, { ...next, updated_at: nowIso(clock) });
+      }
       return { outcome: "updated", ip: await this.view(trx, scope, address) };
     });
   }

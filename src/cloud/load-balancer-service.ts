@@ -18,7 +18,7 @@ import {
   retryOnConflict,
   unlessRejected,
 } from "./outcome.ts";
-import type { Scope } from "./repository.ts";
+import { changesRow, type Scope } from "./repository.ts";
 import {
   type LoadBalancerView,
   MAX_LOAD_BALANCER_RULES,
@@ -155,10 +155,10 @@ export class LoadBalancerService {
     return this.deps.transact(async (trx) => {
       const row = await repository.findLoadBalancer(trx, scope, uuid);
       if (!row) return notFound(LB);
-      await repository.updateLoadBalancer(trx, scope, uuid, {
-        display_name: changes.displayName ?? row.display_name,
-        updated_at: nowIso(clock),
-      });
+      const next = { display_name: changes.displayName ?? row.display_name };
+      if (changesRow(row, next)) {
+        await repository.updateLoadBalancer(trx, scope, uuid, { ...next, updated_at: nowIso(clock) });
+      }
       return { outcome: "updated", loadBalancer: await this.require(trx, scope, uuid) };
     });
   }

@@ -19,6 +19,13 @@ export interface Scope {
   location: string;
 }
 
+/**
+ * Whether writing `next` over `current` changes anything: a change request that changes nothing
+ * writes nothing, so a resource's `updated_at` moves only when its record changes (docs/cloud.md).
+ */
+export const changesRow = <Row extends object>(current: Row, next: Partial<Row>): boolean =>
+  Object.entries(next).some(([field, value]) => current[field as keyof Row] !== value);
+
 /** Every query of the cloud domain. Each one is confined to an organization (and a location). */
 export class CloudRepository {
   constructor(

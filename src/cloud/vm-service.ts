@@ -19,7 +19,7 @@ import {
   retryOnConflict,
   unlessRejected,
 } from "./outcome.ts";
-import type { Scope } from "./repository.ts";
+import { changesRow, type Scope } from "./repository.ts";
 import type { VmView } from "./schemas.ts";
 import { hashPassword } from "./secrets.ts";
 import { vmViews } from "./views.ts";
@@ -202,14 +202,16 @@ export class VmService {
         if (vcpu !== vm.vcpu || memory !== vm.memory) {
           await driver.resizeVm(scope.location, uuid, { vcpu, memoryMb: memory });
         }
-        await repository.updateVm(trx, scope, uuid, {
+        const next = {
           name: changes.name ?? vm.name,
           hostname: changes.name !== undefined ? hostnameOf(changes.name) : vm.hostname,
           description: changes.description ?? vm.description,
           vcpu,
           memory,
-          updated_at: nowIso(clock),
-        });
+        };
+        if (changesRow(vm, next)) {
+          await repository.updateVm(trx, scope, uuid, { ...next, updated_at: nowIso(clock) });
+        }
         return { outcome: "updated", vm: await this.require(trx, scope, uuid) };
       }),
     );

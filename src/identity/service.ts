@@ -436,6 +436,21 @@ export class IdentityService {
     id: number,
     changes: { description?: string; restricted?: boolean; billingAccountId?: number },
   ): Promise<{ outcome: "updated"; token: CloudTokenRecord } | { outcome: "not_found" }> {
+    // A change that changes nothing writes nothing: `updated_at` moves only when the token changes.
+    const current = await this.repository.findApiKey(id);
+    if (
+      current &&
+      current.organization_id === organizationId &&
+      current.kind === "cloud_token" &&
+      current.revoked_at === null
+    ) {
+      const token = toCloudToken(current);
+      const same =
+        (changes.description ?? token.description) === token.description &&
+        (changes.restricted ?? token.restricted) === token.restricted &&
+        (changes.billingAccountId ?? token.billing_account_id) === token.billing_account_id;
+      if (same) return { outcome: "updated", token };
+    }
     const row = await this.repository.updateLiveApiKey(organizationId, "cloud_token", id, {
       ...(changes.description !== undefined ? { description: changes.description } : {}),
       ...(changes.restricted !== undefined ? { restricted: changes.restricted } : {}),

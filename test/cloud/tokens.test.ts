@@ -151,13 +151,14 @@ describe("cloud tokens and billing accounts", () => {
       headers: { "content-type": "application/x-www-form-urlencoded; charset=UTF-8" },
     });
     expect([utf8.status, utf8.body[0]?.description]).toEqual([200, "café"]);
-    const before = (await t.cloud("GET", "/v1/user-resource/token")).body.length;
+    const before = (await t.cloud("GET", "/v1/user-resource/token/list")).body.length;
+    expect(before).toBeGreaterThan(0);
     const nullBody = await t.cloud("POST", "/v1/user-resource/token", {
       body: "null",
       headers: { "content-type": "application/json" },
     });
     expect([nullBody.status, nullBody.body.message]).toEqual([400, "Invalid Request"]);
-    expect((await t.cloud("GET", "/v1/user-resource/token")).body.length).toBe(before);
+    expect((await t.cloud("GET", "/v1/user-resource/token/list")).body.length).toBe(before);
   });
 
   it("updates a token and answers 404 for an unknown one", async () => {
