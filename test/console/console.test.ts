@@ -89,6 +89,10 @@ describeInBrowser("the console in Chromium", () => {
       "true",
     );
     await dialog.getByLabel("Name", { exact: true }).fill("Trailers");
+    // What the privacy chosen here governs is said beside it (an edit's does not change playback).
+    await expect(dialog.getByLabel("Default privacy").getAttribute("aria-describedby")).resolves.toBeTruthy();
+    await dialog.getByText("Also who may play the library's videos at first").waitFor();
+    await screenshot(page, "library-new");
     await dialog.getByRole("button", { name: "Create library" }).click();
     await page.getByRole("link", { name: "Trailers" }).click();
     await page.getByRole("heading", { name: "Trailers", level: 1 }).waitFor();

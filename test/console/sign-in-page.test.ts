@@ -83,6 +83,8 @@ describeInBrowser("the console in Chromium: the page frame", () => {
     ).resolves.toBe(true);
     expect(new URL(page.url()).pathname).toBe("/console/invite");
     await page.getByLabel("Repeat the password").fill(PASSWORD);
+    // Said of the passwords as they were: gone once one changes.
+    await expect(page.locator('[data-field-error="repeated"]').count()).resolves.toBe(0);
     await screenshot(page, "invite");
     await page.getByRole("button", { name: "Set password and sign in" }).click();
     await page.waitForURL("**/console/libraries");

@@ -116,6 +116,10 @@ describeInBrowser("the console in Chromium: video page, private libraries, navig
     await page.getByRole("button", { name: "Upload thumbnail" }).click();
     const thumbnail = page.getByRole("img", { name: "Thumbnail of Cover first" });
     await thumbnail.waitFor();
+    // The file is sent: the input is empty again, so a second click sends nothing twice.
+    await expect(
+      page.getByLabel("New thumbnail (JPEG, PNG or GIF)").evaluate((input: any) => input.files.length),
+    ).resolves.toBe(0);
     await expect(thumbnail.getAttribute("src")).resolves.toMatch(/[?&]token=[^&]+&expires=\d+/);
     await page.waitForFunction(() => {
       const image = (globalThis as any).document.querySelector("img.thumbnail");
@@ -164,6 +168,9 @@ describeInBrowser("the console in Chromium: video page, private libraries, navig
     await page.getByText("The file could not be read as a video.").waitFor();
     // It will never be ready: the thumbnail panel does not say to wait for that.
     await page.getByText("No thumbnail: processing failed. Upload one below.").waitFor();
+    // Nor does it offer an embed code that would never play.
+    await page.locator('[data-embed="failed"]').waitFor();
+    await expect(page.getByRole("button", { name: "Copy embed code" }).count()).resolves.toBe(0);
     const details = page.locator(".failure details");
     await expect(details.getAttribute("open")).resolves.toBeNull();
     await details.locator("summary").click();

@@ -105,7 +105,10 @@ export function LibraryPicker({
           )}
           {options.map((library) => (
             <option key={library.id} value={library.id}>
-              {library.name}
+              {/* Names need not be unique: one shared with another library is told apart by its id. */}
+              {options.some((other) => other.id !== library.id && other.name === library.name)
+                ? `${library.name} (${library.id.slice(0, 8)})`
+                : library.name}
             </option>
           ))}
         </select>

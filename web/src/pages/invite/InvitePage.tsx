@@ -51,7 +51,11 @@ export function InvitePage() {
               autoComplete="new-password"
               minLength={10}
               value={password}
-              onChange={setPassword}
+              onChange={(value) => {
+                // Said of the passwords as they were: it goes once either changes.
+                setMismatch(undefined);
+                setPassword(value);
+              }}
             />
             <PasswordField
               label="Repeat the password"
@@ -59,7 +63,10 @@ export function InvitePage() {
               error={mismatch}
               autoComplete="new-password"
               value={repeated}
-              onChange={setRepeated}
+              onChange={(value) => {
+                setMismatch(undefined);
+                setRepeated(value);
+              }}
             />
             <FormError message={formError ?? errors.token} />
             <button type="submit" className="primary" disabled={busy}>

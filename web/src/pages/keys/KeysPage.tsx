@@ -145,7 +145,8 @@ export function KeysPage() {
         }}
       >
         <p>
-          Revoke <strong>{revoking?.name}</strong>? Requests with it are refused at once.
+          Revoke <strong>{revoking?.name}</strong> (<code>{revoking?.prefix}…</code>)? Requests with it are
+          refused at once.
         </p>
       </ConfirmDialog>
     </>

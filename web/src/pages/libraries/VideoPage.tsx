@@ -153,6 +153,7 @@ export function VideoPage() {
   const playback = usePlaybackAccess(libraryId, video.data?.data, context.data?.privacy);
 
   const [thumbnail, setThumbnail] = useState<File>();
+  const thumbnailInput = useRef<HTMLInputElement>(null);
   /** The thumbnail address the browser could not load (the edge refused it, say). */
   const [refusedThumbnail, setRefusedThumbnail] = useState<string>();
   const upload = useSubmit(async () => {
@@ -168,6 +169,9 @@ export function VideoPage() {
         },
       }),
     );
+    // The file is sent: the input is emptied, so a second click does not send it again.
+    setThumbnail(undefined);
+    if (thumbnailInput.current) thumbnailInput.current.value = "";
     video.reload();
   });
 
@@ -283,6 +287,7 @@ export function VideoPage() {
               {(control) => (
                 <input
                   {...control}
+                  ref={thumbnailInput}
                   type="file"
                   accept=".jpg,.jpeg,.png,.gif,image/jpeg,image/png,image/gif"
                   onChange={(event) => setThumbnail(event.target.files?.[0])}
@@ -301,7 +306,12 @@ export function VideoPage() {
       </section>
       <section className="panel" aria-labelledby="embed-title">
         <h2 id="embed-title">Embed code</h2>
-        {isPrivate ? (
+        {data.status === "failed" ? (
+          <p className="state" data-embed="failed">
+            No embed code: this video's processing failed, so it would never play. Upload the file again as a
+            new video.
+          </p>
+        ) : isPrivate ? (
           <div className="embed-private" data-embed="private">
             <p>
               Videos of this library are <strong>private</strong>: an embed plays only with a signed playback

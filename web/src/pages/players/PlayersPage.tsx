@@ -209,6 +209,12 @@ export function PlayersPage() {
         <p>
           Delete the player <strong>{deleting?.name}</strong>?
         </p>
+        {deleting?.is_default && (
+          <p>
+            It is the library's default player: until another one is marked default, the library's videos and
+            embeds show the built-in player.
+          </p>
+        )}
       </ConfirmDialog>
     </>
   );

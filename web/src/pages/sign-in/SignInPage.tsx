@@ -14,7 +14,7 @@ export function SignInPage() {
   const [password, setPassword] = useState("");
   const state = location.state as { from?: string; ended?: boolean } | null;
   const from = state?.from ?? "/libraries";
-  const { submit, busy, errors, formError } = useSubmit(async () => {
+  const { submit, busy, errors, formError, reset } = useSubmit(async () => {
     try {
       await signIn(email, password);
     } catch (error) {
@@ -55,7 +55,12 @@ export function SignInPage() {
               autoComplete="username"
               required
               value={email}
-              onChange={(event) => setEmail(event.target.value)}
+              onChange={(event) => {
+                // A refusal is about what was sent: it goes once the person changes it (the browser's
+                // own checks may keep the next submission from being made at all).
+                reset();
+                setEmail(event.target.value);
+              }}
             />
           )}
         </Field>
@@ -65,7 +70,10 @@ export function SignInPage() {
           error={errors.password}
           autoComplete="current-password"
           value={password}
-          onChange={setPassword}
+          onChange={(value) => {
+            reset();
+            setPassword(value);
+          }}
         />
         <FormError message={formError} />
         <button type="submit" className="primary" disabled={busy}>
