@@ -7,13 +7,14 @@ import { type Transact, transactor } from "../store/transactions.ts";
 const isMigrationTable = (name: string) => name.startsWith("kysely_");
 
 /**
- * An organization is reset while its requests, jobs and webhook deliveries may go on writing, each
- * holding its rows for milliseconds but locking them in its own order. Rather than wait in a cycle
- * until PostgreSQL's deadlock check (a second) ends one side, the reset gives up a lock it has not
- * had for this long and runs again, all or nothing, up to ORGANIZATION_RESET_TRIES times.
+ * The store or an organization is reset (or a snapshot loaded) while requests, jobs and webhook
+ * deliveries may go on writing, each holding its rows for milliseconds but locking them in its own
+ * order. Rather than wait in a cycle until PostgreSQL's deadlock check (a second) ends one side (a
+ * writer's request then answered 500), the change gives up a lock it has not had for this long and
+ * runs again, all or nothing, up to SWAP_TRIES times.
  */
-const ORGANIZATION_LOCK_WAIT = "100ms";
-const ORGANIZATION_RESET_TRIES = 20;
+const SWAP_LOCK_WAIT = "100ms";
+const SWAP_TRIES = 20;
 
 /** PostgreSQL keeps each snapshot as a schema of plain copies of the tables. */
 export const snapshotSchema = (name: string) => `cumulo_snapshot_${name}`;
@@ -43,21 +44,22 @@ interface ForeignKey {
  * here): empty it, copy it into a snapshot, and copy a snapshot back.
  */
 export class StateRepository {
-  /**
-   * Requests, jobs and webhook deliveries go on writing while the store is swapped, locking rows in
-   * their own order: PostgreSQL ends one side of such a deadlock, and the change, all or nothing,
-   * runs again.
-   */
   readonly #transact: Transact;
-  /** An organization's reset gives up a lock it waits for and runs again (`ORGANIZATION_LOCK_WAIT`). */
-  readonly #transactOrganization: Transact;
 
   constructor(
     private readonly db: Kysely<Database>,
     private readonly dialect: DialectName,
   ) {
-    this.#transact = transactor(db);
-    this.#transactOrganization = transactor(db, ORGANIZATION_RESET_TRIES);
+    this.#transact = transactor(db, SWAP_TRIES);
+  }
+
+  /** Runs a reset or a load as one transaction that gives up a lock it waits for (`SWAP_LOCK_WAIT`). */
+  #swap<T>(work: (trx: Transaction<Database>) => Promise<T>): Promise<T> {
+    return this.#transact(async (trx) => {
+      if (this.dialect === "postgres")
+        await sql`set local lock_timeout = ${sql.lit(SWAP_LOCK_WAIT)}`.execute(trx);
+      return work(trx);
+    });
   }
 
   /** The application's tables, parents before children (the order rows can be inserted in). */
@@ -133,10 +135,7 @@ export class StateRepository {
     const owned = new Set(await this.organizationTables());
     const keys = (await this.foreignKeys()).filter((key) => key.child !== key.parent);
     const all = await this.tables();
-    return this.#transactOrganization(async (trx) => {
-      if (this.dialect === "postgres") {
-        await sql`set local lock_timeout = ${sql.lit(ORGANIZATION_LOCK_WAIT)}`.execute(trx);
-      }
+    return this.#swap(async (trx) => {
       const { rows: found } = await sql<{ id: string }>`
         select id from organizations where id = ${organizationId}`.execute(trx);
       if (found.length === 0) return undefined;
@@ -199,7 +198,7 @@ export class StateRepository {
   ): Promise<T> {
     const tables = await this.tables();
     if (this.dialect === "postgres") {
-      return this.#transact((trx) =>
+      return this.#swap((trx) =>
         work(trx, async (kept) => {
           const emptied = tables.filter((table) => !(table in kept));
           if (emptied.length > 0) {
@@ -288,7 +287,7 @@ export class StateRepository {
     }
     const schema = snapshotSchema(source.postgresName);
     if ((await this.migrations(this.db, schema)).join() !== ours) return "schema_mismatch";
-    await this.#transact(async (trx) => {
+    await this.#swap(async (trx) => {
       await sql`truncate ${sql.join(tables.map(quoted))} cascade`.execute(trx);
       for (const table of tables) {
         await sql`insert into ${quoted(table)} select * from ${quoted(schema)}.${quoted(table)}`.execute(trx);
