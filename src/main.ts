@@ -1,4 +1,5 @@
-import { readFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Command, CommanderError, Option } from "commander";
 import { type Config, ConfigError, loadConfig, runningRoles } from "./config.ts";
@@ -69,8 +70,8 @@ async function withCore<S, T>(
   loadBuild: () => Promise<(deps: CoreDeps) => S>,
   work: (services: S, deps: CoreDeps) => Promise<T>,
   onMigrated?: (names: string[]) => void,
+  config: Config = loadConfig(),
 ): Promise<T> {
-  const config = loadConfig();
   const [{ openCore, closeCore }, build] = await Promise.all([import("./core.ts"), loadBuild()]);
   const deps = await openCore(
     { ...config, logLevel: "silent" },
@@ -351,18 +352,18 @@ export function buildCli(): Command {
     )
     .option("--org <id>", "reset only this organization, leaving the others as they are")
     .description("empty the store and blobs, or one organization")
-    .action(({ to, org }: { to: "bootstrap" | "empty"; org?: string }) =>
-      withState(async (state) => {
-        if (org !== undefined) {
-          const id = organizationId(org);
+    .action(({ to, org }: { to: "bootstrap" | "empty"; org?: string }) => {
+      const id = org === undefined ? undefined : organizationId(org);
+      return withState(async (state) => {
+        if (id !== undefined) {
           const reset = await state.resetOrganization(id, to);
           if (reset.outcome === "not_found") throw new CliError(`organization ${org} not found`);
           return print({ reset: to, organization_id: id });
         }
         const { generatedKey } = await state.reset(to);
         print({ reset: to, ...(generatedKey ? { generated_key: generatedKey } : {}) });
-      }),
-    );
+      });
+    });
 
   state
     .command("seed <file>")
@@ -407,12 +408,26 @@ export function buildCli(): Command {
     .action(async () => {
       const { buildApp } = await import("./app.ts");
       const { publishedDocument } = await import("./http/openapi.ts");
-      await withServices(async (services, deps) => {
-        const app = await buildApp(deps, services);
-        await app.ready();
-        print(publishedDocument(app.swagger()));
-        await app.close();
-      });
+      // The document comes from the routes, not from any data: it is made on a scratch SQLite store,
+      // so printing it neither needs the configured store nor creates or migrates it (a `./data` in
+      // the directory it ran in, or a production database's migrations; QA of 4 December).
+      const scratch = await mkdtemp(join(tmpdir(), "cumulo-openapi-"));
+      try {
+        const config = { ...loadConfig(), dataDir: scratch, databaseUrl: undefined, redisUrl: undefined };
+        await withCore(
+          async () => (await import("./services.ts")).createServices,
+          async (services, deps) => {
+            const app = await buildApp(deps, services);
+            await app.ready();
+            print(publishedDocument(app.swagger()));
+            await app.close();
+          },
+          undefined,
+          config,
+        );
+      } finally {
+        await rm(scratch, { recursive: true, force: true });
+      }
     });
 
   program
@@ -484,11 +499,12 @@ export function buildCli(): Command {
     .command("create")
     .requiredOption("--name <name>", "organization name")
     .description("create an organization with its first user, billing account and admin key")
-    .action(({ name }: { name: string }) =>
-      withIdentity(async (services) => {
-        print(await services.identity.createOrganization(nameOption(name.trim(), ORGANIZATION_NAME_MAX)));
-      }),
-    );
+    .action(({ name }: { name: string }) => {
+      const checked = nameOption(name.trim(), ORGANIZATION_NAME_MAX);
+      return withIdentity(async (services) => {
+        print(await services.identity.createOrganization(checked));
+      });
+    });
   orgs
     .command("list")
     .description("list organizations")
@@ -534,38 +550,39 @@ export function buildCli(): Command {
     .option("--name <name>", "key name", "api key")
     .addOption(new Option("--read-only", "key may only read").default(false))
     .description("create an API key (the secret is printed once)")
-    .action(({ org, name, readOnly }: { org: string; name: string; readOnly: boolean }) =>
-      withIdentity(async (services) => {
-        const result = await services.identity.createApiKey(organizationId(org), {
-          name: nameOption(name, API_KEY_NAME_MAX),
-          readOnly,
-        });
+    .action(({ org, name, readOnly }: { org: string; name: string; readOnly: boolean }) => {
+      const organization = organizationId(org);
+      const keyName = nameOption(name, API_KEY_NAME_MAX);
+      return withIdentity(async (services) => {
+        const result = await services.identity.createApiKey(organization, { name: keyName, readOnly });
         if (result.outcome === "organization_not_found") throw new CliError(`organization ${org} not found`);
         print({ id: result.id, prefix: result.prefix, api_key: result.api_key });
-      }),
-    );
+      });
+    });
   keys
     .command("list")
     .requiredOption("--org <id>", "organization id")
     .description("list API keys (no secrets)")
-    .action(({ org }: { org: string }) =>
-      withIdentity(async (services) => {
-        const list = await services.identity.listApiKeys(organizationId(org));
+    .action(({ org }: { org: string }) => {
+      const organization = organizationId(org);
+      return withIdentity(async (services) => {
+        const list = await services.identity.listApiKeys(organization);
         if (!list) throw new CliError(`organization ${org} not found`);
         print(list);
-      }),
-    );
+      });
+    });
   keys
     .command("revoke <keyId>")
     .description("revoke an API key; it stops working at once")
-    .action((keyId: string) =>
-      withIdentity(async (services) => {
-        if ((await services.identity.revokeApiKey(positiveId(keyId, "key id"))).outcome === "not_found") {
+    .action((keyId: string) => {
+      const id = positiveId(keyId, "key id");
+      return withIdentity(async (services) => {
+        if ((await services.identity.revokeApiKey(id)).outcome === "not_found") {
           throw new CliError(`key ${keyId} not found or already revoked`);
         }
-        print({ id: Number(keyId), revoked: true });
-      }),
-    );
+        print({ id, revoked: true });
+      });
+    });
 
   const users = program.command("users").description("console users (people who sign in at /console)");
   users
@@ -576,11 +593,12 @@ export function buildCli(): Command {
     .description(
       "create a console user: the password is read from stdin when piped, else a one-time invitation link is printed",
     )
-    .action(({ org, email, readOnly }: { org: string; email: string; readOnly: boolean }) =>
-      withIdentity(async (services) => {
+    .action(({ org, email, readOnly }: { org: string; email: string; readOnly: boolean }) => {
+      const organization = organizationId(org);
+      return withIdentity(async (services) => {
         const password = await passwordFromStdin();
         const result = await services.console.createUser({
-          organizationId: organizationId(org),
+          organizationId: organization,
           email,
           readOnly,
           ...(password === undefined ? {} : { password }),
@@ -610,30 +628,32 @@ export function buildCli(): Command {
                 .join("; "),
             );
         }
-      }),
-    );
+      });
+    });
   users
     .command("list")
     .requiredOption("--org <id>", "organization id")
     .description("list the organization's console users")
-    .action(({ org }: { org: string }) =>
-      withIdentity(async (services) => {
-        const list = await services.console.listUsers(organizationId(org));
+    .action(({ org }: { org: string }) => {
+      const organization = organizationId(org);
+      return withIdentity(async (services) => {
+        const list = await services.console.listUsers(organization);
         if (!list) throw new CliError(`organization ${org} not found`);
         print(list);
-      }),
-    );
+      });
+    });
   users
     .command("remove <userId>")
     .description("remove a console user; their sessions end at once")
-    .action((userId: string) =>
-      withIdentity(async (services) => {
-        if ((await services.console.removeUser(positiveId(userId, "user id"))).outcome === "not_found") {
+    .action((userId: string) => {
+      const id = positiveId(userId, "user id");
+      return withIdentity(async (services) => {
+        if ((await services.console.removeUser(id)).outcome === "not_found") {
           throw new CliError(`console user ${userId} not found`);
         }
-        print({ id: Number(userId), removed: true });
-      }),
-    );
+        print({ id, removed: true });
+      });
+    });
 
   return program;
 }

@@ -22,7 +22,14 @@ describe("cloud updated_at on a change that changes nothing", () => {
     const balancer = (await t.cloud("POST", "/v1/network/load_balancers", { json: { display_name: "lb" } }))
       .body;
     const token = (await t.cloud("POST", "/v1/user-resource/token", { form: { description: "ci" } })).body[0];
-    const resources = [
+    const resources: {
+      read: () => Promise<{ body: { updated_at: string } }>;
+      patch: (form: Record<string, string>) => Promise<{ status: number; body: any }>;
+      same: Record<string, string>;
+      changed: Record<string, string>;
+      /** Its PATCH takes one field, which is required. */
+      requiresField?: true;
+    }[] = [
       {
         read: () => t.cloud("GET", `/v1/user-resource/vm?uuid=${vm.uuid}`),
         patch: (form: Record<string, string>) =>
@@ -49,7 +56,6 @@ describe("cloud updated_at on a change that changes nothing", () => {
           t.cloud("PATCH", `/v1/network/load_balancers/${balancer.uuid}`, { form }),
         same: { display_name: "lb" },
         changed: { display_name: "lb2" },
-        // Its PATCH takes one field, which is required.
         requiresField: true,
       },
       {
@@ -67,7 +73,7 @@ describe("cloud updated_at on a change that changes nothing", () => {
       const before = (await resource.read()).body.updated_at;
       expect(before, `${index}`).toEqual(expect.any(String));
       clock.advance(60_000);
-      for (const form of "requiresField" in resource ? [resource.same] : [{}, resource.same]) {
+      for (const form of resource.requiresField ? [resource.same] : [{}, resource.same]) {
         const answer = await resource.patch(form);
         expect([answer.status, answer.body.updated_at ?? answer.body[0]?.updated_at], `${index}`).toEqual([
           200,

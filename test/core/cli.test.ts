@@ -1,9 +1,9 @@
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { type AddressInfo, createServer } from "node:net";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { API_VERSION } from "../../src/version.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
@@ -240,6 +240,24 @@ describe("cumulo CLI", { timeout: 180_000 }, () => {
     const openapi = await runCli(["openapi"], env);
     expect(openapi.code).toBe(0);
     expect(JSON.parse(openapi.stdout).openapi).toBe("3.1.0");
+    // Printing it touches no store: neither a data dir that does not exist yet nor an unreachable
+    // database (it created and migrated a store before the QA of 4 December).
+    const nowhere = join(mkdtempSync(join(tmpdir(), "cumulo-cli-")), "data");
+    try {
+      const unreachable = { CUMULO_DATA_DIR: nowhere, DATABASE_URL: "postgres://postgres@127.0.0.1:1/none" };
+      const printed = await runCli(["openapi"], unreachable);
+      expect([printed.code, printed.stderr]).toEqual([0, ""]);
+      expect(JSON.parse(printed.stdout).paths).toEqual(JSON.parse(openapi.stdout).paths);
+      // A wrong command line is 2 before any store is opened, whatever the store's state.
+      const wrong = await runCli(["keys", "revoke", "abc"], unreachable);
+      expect([wrong.code, wrong.stderr.trim()]).toEqual([
+        2,
+        'cumulo: key id must be a positive integer, got "abc"',
+      ]);
+      expect(existsSync(nowhere)).toBe(false);
+    } finally {
+      rmSync(dirname(nowhere), { recursive: true, force: true });
+    }
 
     // `cumulo openapi | head -c 100`: the reader leaving early ended the command with a stack trace.
     const child = spawn(process.execPath, [BIN, "openapi"], {
