@@ -85,8 +85,14 @@ export async function startCumulo(given: Config, options: StartOptions = {}): Pr
     // Inside the try, as all that follows: a file the services read (a GeoIP database) or the
     // bootstrap's write may fail too, and the store and Redis must then be closed.
     services = createServices(deps);
-    ({ generatedKey } = await services.identity.ensureBootstrap(config.bootstrapApiKey));
+    const bootstrap = await services.identity.ensureBootstrap(config.bootstrapApiKey);
+    generatedKey = bootstrap.generatedKey;
     if (generatedKey) options.onGeneratedKey?.(generatedKey);
+    if (bootstrap.restoredKey) {
+      deps.logger.warn(
+        "CUMULO_BOOTSTRAP_API_KEY names a key that was revoked: it is valid again, as the setting asks; to keep it revoked, set another key or none",
+      );
+    }
     const renamed = await services.libraries.refreshSearchNames();
     if (renamed > 0)
       deps.logger.info({ libraries: renamed }, "libraries given the search names of their names");

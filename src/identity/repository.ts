@@ -311,6 +311,15 @@ export class IdentityRepository {
     return Number(result.numUpdatedRows) > 0;
   }
 
+  /** Makes a revoked key valid again (the operator's bootstrap key, named again by the setting). */
+  async restoreApiKey(id: number, now: string): Promise<void> {
+    await this.db
+      .updateTable("api_keys")
+      .set({ revoked_at: null, updated_at: now })
+      .where("id", "=", id)
+      .execute();
+  }
+
   defaultBillingAccount(organizationId: string) {
     return this.findDefaultBillingAccount(this.db, organizationId);
   }

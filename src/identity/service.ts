@@ -352,14 +352,27 @@ export class IdentityService {
    * First start: make sure someone can log in. With a bootstrap key, the default organization exists
    * and holds that key; with none and an empty store, a generated key is returned to be printed once.
    */
-  ensureBootstrap(bootstrapKey: string | undefined): Promise<{ generatedKey?: string }> {
+  /**
+   * Makes the default organization exist with the configured admin key (CONTRACT 2), or generates
+   * one on an empty store. `restoredKey`: the configured key had been revoked and is valid again.
+   */
+  ensureBootstrap(bootstrapKey: string | undefined): Promise<{ generatedKey?: string; restoredKey?: true }> {
     return this.repository.whileBootstrapping(() => this.#ensureBootstrap(bootstrapKey));
   }
 
-  async #ensureBootstrap(bootstrapKey: string | undefined): Promise<{ generatedKey?: string }> {
+  async #ensureBootstrap(
+    bootstrapKey: string | undefined,
+  ): Promise<{ generatedKey?: string; restoredKey?: true }> {
     if (bootstrapKey) {
       const existing = await this.repository.findKeyByHash(hashSecret(bootstrapKey));
-      if (existing) return {};
+      if (existing?.revoked_at === null) return {};
+      // The setting names the key the default organization must have, as a developer mode reset
+      // restores it too; a start that said "ready" while refusing it left CI jobs guessing.
+      if (existing) {
+        await this.repository.restoreApiKey(existing.id, nowIso(this.clock));
+        await this.keyChanged();
+        return { restoredKey: true };
+      }
       const organizations = await this.repository.listOrganizations();
       const defaultOrganization = organizations.find((org) => org.name === DEFAULT_ORGANIZATION_NAME);
       if (!defaultOrganization) {

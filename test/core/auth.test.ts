@@ -1,4 +1,6 @@
+import type { FastifyBaseLogger } from "fastify";
 import { sql } from "kysely";
+import pino from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
 
@@ -97,4 +99,32 @@ describe("authentication", () => {
       reader.slice(0, 12),
     );
   });
+});
+
+// CONTRACT 2: on start, the default organization exists with CUMULO_BOOTSTRAP_API_KEY. A revoked one
+// stayed revoked while the start said "ready" (QA of 4 December); developer mode's reset restored it.
+it("makes a revoked bootstrap key valid again at the next start, and says so", async () => {
+  const first = await startTestApp();
+  const store = first.store;
+  const warnings: string[] = [];
+  try {
+    const [key] =
+      (await first.cumulo.services.identity.listApiKeys(
+        (await first.cumulo.services.identity.listOrganizations())[0]?.id ?? "",
+      )) ?? [];
+    if (!key) throw new Error("no bootstrap key");
+    expect((await first.cumulo.services.identity.revokeApiKey(key.id)).outcome).toBe("revoked");
+    expect((await first.request("GET", "/v1/livestream/health")).status).toBe(401);
+    await first.cumulo.close();
+    const logger = pino({ level: "warn" }, { write: (line: string) => void warnings.push(line) });
+    const again = await startTestApp({}, { store, logger: logger as FastifyBaseLogger });
+    try {
+      expect((await again.request("GET", "/v1/livestream/health")).status).toBe(200);
+    } finally {
+      await again.cumulo.close();
+    }
+    expect(warnings.join("")).toContain("CUMULO_BOOTSTRAP_API_KEY names a key that was revoked");
+  } finally {
+    await store.drop();
+  }
 });
