@@ -61,6 +61,14 @@ export class ScratchDiskError extends Error {
 }
 
 /** A tool ended because the process is stopping: nothing is wrong with the input. */
+/** A run ended because its caller no longer wants it (its video was deleted or given a newer source). */
+export class ToolsCancelledError extends Error {
+  constructor() {
+    super("the media tool run was cancelled: its work is no longer wanted");
+    this.name = "ToolsCancelledError";
+  }
+}
+
 export class ToolsStoppedError extends Error {
   constructor() {
     super("the media tools were stopped: this process is shutting down");
@@ -252,16 +260,15 @@ export class MediaTools {
     this.#limit = pLimit(options.concurrency);
   }
 
-  ffmpeg(args: string[]): Promise<void> {
+  /** Runs ffmpeg; `signal` ends the run (or its wait for a slot) with `ToolsCancelledError`. */
+  ffmpeg(args: string[], signal?: AbortSignal): Promise<void> {
     return this.#limit(() =>
-      this.#spawn("ffmpeg", this.paths.ffmpeg, [
-        "-hide_banner",
-        "-nostdin",
-        "-loglevel",
-        "error",
-        "-y",
-        ...args,
-      ]).then(() => {}),
+      this.#spawn(
+        "ffmpeg",
+        this.paths.ffmpeg,
+        ["-hide_banner", "-nostdin", "-loglevel", "error", "-y", ...args],
+        signal,
+      ).then(() => {}),
     );
   }
 
@@ -324,8 +331,14 @@ export class MediaTools {
     for (const child of this.#children) child.kill("SIGKILL");
   }
 
-  #spawn(label: "ffmpeg" | "ffprobe", command: string, args: string[]): Promise<string> {
+  #spawn(
+    label: "ffmpeg" | "ffprobe",
+    command: string,
+    args: string[],
+    signal?: AbortSignal,
+  ): Promise<string> {
     if (this.#stopped) return Promise.reject(new ToolsStoppedError());
+    if (signal?.aborted) return Promise.reject(new ToolsCancelledError());
     const started = performance.now();
     let counted = false;
     // A process that cannot start may report both "error" and "close": it is one run.
@@ -343,6 +356,8 @@ export class MediaTools {
         timedOut = true;
         child.kill("SIGKILL");
       }, this.options.timeoutMs);
+      const cancel = () => child.kill("SIGKILL");
+      signal?.addEventListener("abort", cancel, { once: true });
       child.stdout.on("data", (chunk: Buffer) => {
         stdout += chunk.toString();
       });
@@ -354,10 +369,12 @@ export class MediaTools {
         ran("failed");
         reject(new MediaToolError(`could not run ${command}: ${error.message}`));
       });
-      child.on("close", (code, signal) => {
+      child.on("close", (code, killedBy) => {
         clearTimeout(timer);
+        signal?.removeEventListener("abort", cancel);
         this.#children.delete(child);
         if (this.#stopped) return reject(new ToolsStoppedError());
+        if (signal?.aborted) return reject(new ToolsCancelledError());
         // ffmpeg exits 0 when only writing an output's trailer failed: that output is incomplete.
         const diskFault = DISK_FAULT_WORDS.test(stderr);
         ran(timedOut ? "timed_out" : code === 0 && !diskFault ? "succeeded" : "failed");
@@ -368,7 +385,7 @@ export class MediaTools {
         const refusedFormat = NOT_ON_WHITELIST.exec(stderr)?.[1];
         const reason = refusedFormat
           ? `the file is read as ${refusedFormat}, not a format video sources are read from`
-          : stderr.trim().split("\n").pop() || (signal ? `killed by ${signal}` : `exit code ${code}`);
+          : stderr.trim().split("\n").pop() || (killedBy ? `killed by ${killedBy}` : `exit code ${code}`);
         const failure = new MediaToolError(`${tool}: ${reason}`);
         const { scratchDirectory } = this.options;
         if (diskFault) return reject(new ScratchDiskError(failure));

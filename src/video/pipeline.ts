@@ -15,7 +15,7 @@ import { videoAssetUrl, videoBlobPrefix } from "../media/urls.ts";
 import type { VideoRepository } from "../media/video-repository.ts";
 import type { Executor, Transact } from "../store/transactions.ts";
 import type { WebhookEmitter } from "../webhooks/emitter.ts";
-import { MediaToolError, type ProbeResult, ScratchDiskError } from "./media-tools.ts";
+import { MediaToolError, type ProbeResult, ScratchDiskError, ToolsCancelledError } from "./media-tools.ts";
 import type { VideoProcessingRepository } from "./repository.ts";
 import type { NewProcessingRow, ProcessingChanges, ProcessingRow } from "./tables.ts";
 import {
@@ -259,10 +259,20 @@ export class VideoPipeline {
     const current = await processing.find(payload.videoId);
     if (!current || current.generation !== payload.generation) return;
 
+    // A video deleted, or given a newer source, while ffmpeg works on it: the run is ended, not
+    // finished (it held an ffmpeg slot for minutes, every other video of the node waiting; QA of
+    // 4 December). Found at the next heartbeat, within HEARTBEAT_MS.
+    const unwanted = new AbortController();
     const heartbeat = setInterval(() => {
       context
         .heartbeat()
         .catch((error: unknown) => logger.warn({ err: error }, "video job heartbeat failed"));
+      processing
+        .find(payload.videoId)
+        .then((now) => {
+          if (now?.generation !== payload.generation) unwanted.abort();
+        })
+        .catch((error: unknown) => logger.warn({ err: error }, "video job could not check its video"));
     }, HEARTBEAT_MS);
     const workRoot = videoWorkRoot(config.dataDir);
     const work = join(workRoot, `${payload.videoId}-${context.jobId}-${context.attempt}`);
@@ -305,7 +315,7 @@ export class VideoPipeline {
       let renditions: Rendition[] = [];
       let durationS = probe.durationS;
       if (source) {
-        const made = await transcoder.transcode(source, out, probe, thumbnailCount);
+        const made = await transcoder.transcode(source, out, probe, thumbnailCount, unwanted.signal);
         renditions = made.renditions;
         // A truncated source's header names more than its data holds: the video is as long as it plays.
         if (made.playableS + TRUNCATION_SLACK_S < probe.durationS) {
@@ -339,6 +349,8 @@ export class VideoPipeline {
       );
       if (!ready) await removals.removeNow({ prefixes: [prefix] });
     } catch (error) {
+      // Its video is gone or has a newer source: nothing of this run is wanted, and nothing is announced.
+      if (error instanceof ToolsCancelledError) return;
       if (error instanceof MediaToolError) {
         // The input is not a video ffmpeg can read (or took too long): final, not retried. ffmpeg
         // names its input by path: the attempt's folder is left out.

@@ -24,6 +24,12 @@ const MP4_MAX_HEIGHT = 720;
 const THUMBNAIL_HEIGHT = 360;
 const PREVIEW_SECONDS = 3;
 const PREVIEW_WIDTH = 320;
+/**
+ * A preview 320 px wide is at most this high: a source 51 times taller than wide made one past
+ * WebP's 16383 pixels, and the whole video failed (QA of 4 December). Taller ones keep their shape
+ * at this height, narrower.
+ */
+const PREVIEW_MAX_HEIGHT = 1280;
 const PREVIEW_FPS = 10;
 
 export const MASTER_PLAYLIST = "playlist.m3u8";
@@ -89,6 +95,13 @@ export const highProfileCodec = (level: number): string => `avc1.6400${level.toS
 export const scaledWidth = (source: { width: number; height: number }, height: number) =>
   even((source.width * height) / source.height);
 
+/** `width:height` of the animated preview: 320 px wide, or narrower for a very tall source. */
+function previewSize(source: { width: number; height: number }): string {
+  const height = even((PREVIEW_WIDTH * source.height) / source.width);
+  if (height <= PREVIEW_MAX_HEIGHT) return `${PREVIEW_WIDTH}:${height}`;
+  return `${even((PREVIEW_MAX_HEIGHT * source.width) / source.height)}:${PREVIEW_MAX_HEIGHT}`;
+}
+
 /** Turns a probed source into streamable renditions and its pictures, in an output directory. */
 export class Transcoder {
   constructor(private readonly tools: MediaTools) {}
@@ -103,13 +116,14 @@ export class Transcoder {
    * MP4 is then the top rung (at most 720p) copied into an MP4 container, not encoded again.
    * The rungs' media playlists grow segment by segment (`EVENT`), so the lowest rung plays while
    * the ladder is still being encoded; each becomes `VOD` once complete. `playableS` is the length
-   * of the MP4 made.
+   * of the MP4 made. `signal` ends its ffmpeg runs (`ToolsCancelledError`): the video was deleted.
    */
   async transcode(
     source: string,
     outDir: string,
     probe: ProbeResult,
     thumbnailCount: number,
+    signal?: AbortSignal,
   ): Promise<{ renditions: Rendition[]; thumbnails: string[]; playableS: number }> {
     const rungs = ladderFor(probe.height).map((rung) => ({
       ...rung,
@@ -125,70 +139,73 @@ export class Transcoder {
       // Square pixels out: the sizes already carry the source's shown aspect ratio.
       ...rungs.map((rung, index) => `[in${index}]scale=${rung.width}:${rung.height},setsar=1[rung${index}]`),
       `[inthumbs]setpts=PTS-STARTPTS,select='${thumbnailSelection(probe.durationS, thumbnailCount)}',setpts=N/TB,scale=${scaledWidth(probe, thumbnailHeight)}:${thumbnailHeight},setsar=1[thumbs]`,
-      `[inpreview]trim=duration=${Math.min(PREVIEW_SECONDS, probe.durationS)},fps=${PREVIEW_FPS}:eof_action=pass,scale=${PREVIEW_WIDTH}:${even((PREVIEW_WIDTH * probe.height) / probe.width)},setsar=1[preview]`,
+      `[inpreview]trim=duration=${Math.min(PREVIEW_SECONDS, probe.durationS)},fps=${PREVIEW_FPS}:eof_action=pass,scale=${previewSize(probe)},setsar=1[preview]`,
     ].join(";");
     const audio = probe.hasAudio
       ? ["-map", "0:a:0", "-c:a", "aac", "-b:a", `${AUDIO_KBPS}k`, "-ac", "2"]
       : [];
-    await this.tools.ffmpeg([
-      ...sourceInput(source),
-      "-filter_complex",
-      graph,
-      ...rungs.flatMap((rung, index) => [
+    await this.tools.ffmpeg(
+      [
+        ...sourceInput(source),
+        "-filter_complex",
+        graph,
+        ...rungs.flatMap((rung, index) => [
+          "-map",
+          `[rung${index}]`,
+          "-c:v",
+          "libx264",
+          "-profile:v",
+          "high",
+          "-level:v",
+          (levelFor(rung.width, rung.height, probe.frameRate) / 10).toFixed(1),
+          "-preset",
+          "veryfast",
+          "-pix_fmt",
+          "yuv420p",
+          ...(probe.hdr ? SDR_TAGS : []),
+          "-b:v",
+          `${rung.videoKbps}k`,
+          "-maxrate",
+          `${Math.round(rung.videoKbps * 1.2)}k`,
+          "-bufsize",
+          `${rung.videoKbps * 2}k`,
+          "-force_key_frames",
+          `expr:gte(t,n_forced*${SEGMENT_S})`,
+          ...audio,
+          "-f",
+          "hls",
+          "-hls_time",
+          String(SEGMENT_S),
+          "-hls_playlist_type",
+          "event",
+          "-hls_segment_filename",
+          join(outDir, rung.directory, "segment_%03d.ts"),
+          join(outDir, rung.directory, "index.m3u8"),
+        ]),
+        // One picture per second of `setpts=N/TB`: the selected frames, none repeated.
         "-map",
-        `[rung${index}]`,
+        "[thumbs]",
+        "-r",
+        "1",
+        "-q:v",
+        "4",
+        join(outDir, THUMBNAIL_DIR, "thumbnail_%03d.jpg"),
+        "-map",
+        "[preview]",
+        // The trim alone does not end the branch: the fps filter repeats the last frame up to the
+        // source's end (a 2-hour source's preview grew past 5 GB in ffmpeg's memory).
+        "-frames:v",
+        String(PREVIEW_SECONDS * PREVIEW_FPS),
         "-c:v",
-        "libx264",
-        "-profile:v",
-        "high",
-        "-level:v",
-        (levelFor(rung.width, rung.height, probe.frameRate) / 10).toFixed(1),
-        "-preset",
-        "veryfast",
-        "-pix_fmt",
-        "yuv420p",
-        ...(probe.hdr ? SDR_TAGS : []),
-        "-b:v",
-        `${rung.videoKbps}k`,
-        "-maxrate",
-        `${Math.round(rung.videoKbps * 1.2)}k`,
-        "-bufsize",
-        `${rung.videoKbps * 2}k`,
-        "-force_key_frames",
-        `expr:gte(t,n_forced*${SEGMENT_S})`,
-        ...audio,
-        "-f",
-        "hls",
-        "-hls_time",
-        String(SEGMENT_S),
-        "-hls_playlist_type",
-        "event",
-        "-hls_segment_filename",
-        join(outDir, rung.directory, "segment_%03d.ts"),
-        join(outDir, rung.directory, "index.m3u8"),
-      ]),
-      // One picture per second of `setpts=N/TB`: the selected frames, none repeated.
-      "-map",
-      "[thumbs]",
-      "-r",
-      "1",
-      "-q:v",
-      "4",
-      join(outDir, THUMBNAIL_DIR, "thumbnail_%03d.jpg"),
-      "-map",
-      "[preview]",
-      // The trim alone does not end the branch: the fps filter repeats the last frame up to the
-      // source's end (a 2-hour source's preview grew past 5 GB in ffmpeg's memory).
-      "-frames:v",
-      String(PREVIEW_SECONDS * PREVIEW_FPS),
-      "-c:v",
-      "libwebp",
-      "-quality",
-      "60",
-      "-loop",
-      "0",
-      join(outDir, PREVIEW_FILE),
-    ]);
+        "libwebp",
+        "-quality",
+        "60",
+        "-loop",
+        "0",
+        join(outDir, PREVIEW_FILE),
+      ],
+      signal,
+    );
 
     const renditions: Rendition[] = [];
     for (const rung of rungs) {
@@ -205,18 +222,21 @@ export class Transcoder {
     }
 
     const mp4Rung = rungs.find((rung) => rung.height <= MP4_MAX_HEIGHT) ?? rungs[rungs.length - 1];
-    await this.tools.ffmpeg([
-      "-i",
-      join(outDir, mp4Rung?.directory ?? "", "index.m3u8"),
-      "-map",
-      "0",
-      "-c",
-      "copy",
-      ...(probe.hasAudio ? ["-bsf:a", "aac_adtstoasc"] : []),
-      "-movflags",
-      "+faststart",
-      join(outDir, MP4_FILE),
-    ]);
+    await this.tools.ffmpeg(
+      [
+        "-i",
+        join(outDir, mp4Rung?.directory ?? "", "index.m3u8"),
+        "-map",
+        "0",
+        "-c",
+        "copy",
+        ...(probe.hasAudio ? ["-bsf:a", "aac_adtstoasc"] : []),
+        "-movflags",
+        "+faststart",
+        join(outDir, MP4_FILE),
+      ],
+      signal,
+    );
     const thumbnailScale = `${probe.hdr ? `${toneMapping(probe.hdr)},` : ""}scale=${scaledWidth(probe, thumbnailHeight)}:${thumbnailHeight}`;
     return {
       renditions,

@@ -265,6 +265,17 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     expect(frames).toBeLessThanOrEqual(30);
   }, 60_000);
 
+  it("bounds the preview of a very tall source, which otherwise passed WebP's 16383 pixels", async () => {
+    const tall = await generateClip(work, { width: 16, height: 4000, seconds: 1, audio: false });
+    const out = join(work, "tall");
+    await transcoder.transcode(tall, out, await transcoder.probe(tall), 1);
+    const preview = readFileSync(join(out, PREVIEW_FILE));
+    expect(preview.subarray(8, 12).toString("latin1")).toBe("WEBP");
+    // The canvas size of an animated WebP's VP8X chunk: 24-bit width and height, each less one.
+    const size = (at: number) => preview.readUIntLE(at, 3) + 1;
+    expect([size(24), size(27)]).toEqual([6, 1280]);
+  }, 60_000);
+
   it("takes an audio file's cover art for no video", async () => {
     const song = join(work, "song.mp3");
     await tools.ffmpeg([
