@@ -230,6 +230,9 @@ describe("importing a video's source from a URL", () => {
       expect(refused.status, String(url)).toBe(400);
       expect(fieldErrors(refused.body)).toEqual({ url: expect.stringMatching(/^validation_/) });
     }
+    // A length is validation_max, as a webhook URL's (it was validation_format).
+    const long = await fetchSource(videoId, `https://example.com/${"a".repeat(2100)}`);
+    expect(fieldErrors(long.body)).toEqual({ url: "validation_max" });
     const missing = await t.request("POST", `${videoPath(libraryId, videoId)}/source/fetch`, { json: {} });
     expect(fieldErrors(missing.body)).toEqual({ url: "validation_required" });
     expect((await importOf(videoId)).status).toBe(404);

@@ -216,7 +216,9 @@ const TUS_VERSION = "1.0.0";
 /** A PATCH's media type, in any case and with any parameters (RFC 9110 §8.3.1). */
 const OFFSET_STREAM = /^\s*application\/offset\+octet-stream\s*(;|$)/i;
 /** A tus length or offset: decimal digits, within what a byte count can be. */
-const isByteCount = (text: string): boolean => /^\d+$/.test(text) && Number.isSafeInteger(Number(text));
+// Without leading zeros, as the tus server reads them (it answered "0100" in plain text).
+const isByteCount = (text: string): boolean =>
+  /^(0|[1-9]\d*)$/.test(text) && Number.isSafeInteger(Number(text));
 
 /**
  * The tus headers' values, checked before the tus server sees them, so that a refusal says which header
@@ -264,6 +266,18 @@ function tusHeaderErrors(request: FastifyRequest, record?: VideoUploadRow): Fiel
         "Upload-Length",
         "validation_format",
         "The upload's length is set already; leave Upload-Length out.",
+      );
+    } else if (
+      length !== undefined &&
+      offset !== undefined &&
+      isByteCount(length) &&
+      Number(length) < Number(offset)
+    ) {
+      // A deferred length below the bytes already sent: the tus server said the header was missing.
+      refuse(
+        "Upload-Length",
+        "validation_min",
+        "The Upload-Length header must be at least the Upload-Offset.",
       );
     }
   }
@@ -499,7 +513,8 @@ const tusRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, opt
     },
   );
 
-  const uploadRoute = (method: "HEAD" | "PATCH" | "DELETE", schema: Record<string, unknown>) =>
+  type UploadMethod = "HEAD" | "PATCH" | "DELETE";
+  const uploadRoute = (method: UploadMethod, schema: Record<string, unknown>) =>
     app.route({
       method,
       url: "/:uploadId",
@@ -512,23 +527,49 @@ const tusRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, opt
         params: UploadIdParams,
         ...schema,
       },
-      handler: async (request: FastifyRequest, reply: FastifyReply) => {
-        const caller = callerOf(request);
-        requireTusVersion(request);
-        const { uploadId } = request.params as { uploadId: string };
-        const record = await uploads.resumable.find(uploadId);
-        // Another organization's or another video's upload does not exist for the caller.
-        if (!record || !mayUse(caller, record)) throw ApiError.notFound();
-        // After the ownership check: another organization's upload is 404 whatever the request holds.
-        if (method === "PATCH" && !OFFSET_STREAM.test(request.headers["content-type"] ?? "")) {
-          throw ApiError.unsupportedMediaType();
-        }
-        requireValidTusHeaders(request, record);
-        if (method === "PATCH" && record.completed_at) throw ApiError.conflict("The upload is complete");
-        if (method === "HEAD") await uploads.resumable.finishStranded(record);
-        await handOver(request, reply, { uploadId: record.id });
-      },
+      handler: uploadHandler(method),
     });
+  const uploadHandler =
+    (method: UploadMethod) =>
+    async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
+      const caller = callerOf(request);
+      requireTusVersion(request);
+      const { uploadId } = request.params as { uploadId: string };
+      const record = await uploads.resumable.find(uploadId);
+      // Another organization's or another video's upload does not exist for the caller.
+      if (!record || !mayUse(caller, record)) throw ApiError.notFound();
+      // After the ownership check: another organization's upload is 404 whatever the request holds.
+      if (method === "PATCH" && !OFFSET_STREAM.test(request.headers["content-type"] ?? "")) {
+        throw ApiError.unsupportedMediaType();
+      }
+      requireValidTusHeaders(request, record);
+      if (method === "PATCH" && record.completed_at) throw ApiError.conflict("The upload is complete");
+      if (method === "HEAD") await uploads.resumable.finishStranded(record);
+      await handOver(request, reply, { uploadId: record.id });
+    };
+  // tus's method override, for clients behind proxies that drop PATCH (tus-js-client's
+  // `overridePatchMethod`): a POST naming the method it stands for, in `X-HTTP-Method-Override`.
+  app.post(
+    "/:uploadId",
+    {
+      schema: {
+        operationId: "overriddenResumableUploadMethod",
+        tags,
+        summary: "A tus PATCH, HEAD or DELETE sent as POST with X-HTTP-Method-Override",
+        security: [...security, { uploadSignature: [] }],
+        headers: TusHeaders,
+        params: UploadIdParams,
+        response: { ...tusErrorResponses, 200: noBody("As HEAD"), 204: noBody("As PATCH or DELETE") },
+      },
+    },
+    async (request, reply) => {
+      const method = header(request, "x-http-method-override")?.toUpperCase();
+      if (method !== "PATCH" && method !== "HEAD" && method !== "DELETE") throw ApiError.notFound();
+      // The tus server reads the method from the raw request.
+      request.raw.method = method;
+      await uploadHandler(method)(request, reply);
+    },
+  );
   uploadRoute("HEAD", {
     operationId: "getResumableUploadOffset",
     summary: "Offset of a resumable upload (tus HEAD)",

@@ -186,14 +186,16 @@ export class UrlImports {
   }
 
   async #checkUrl(url: string): Promise<FieldError[]> {
-    const target =
-      url.length > MAX_URL_LENGTH
-        ? { outcome: "not_http" as const }
-        : await checkUrlTarget(url, this.#access);
+    // A length is `validation_max`, as a webhook URL's is (CONTRACT 4).
+    if (url.length > MAX_URL_LENGTH) {
+      const message = `The url field must be at most ${MAX_URL_LENGTH} characters long.`;
+      return [{ field: "url", code: "validation_max", message }];
+    }
+    const target = await checkUrlTarget(url, this.#access);
     if (target.outcome === "public") return [];
     const message =
       target.outcome === "not_http"
-        ? `The url field must be an http or https URL of at most ${MAX_URL_LENGTH} characters.`
+        ? "The url field must be an http or https URL."
         : `The url field must reach a public address: ${target.reason}.`;
     return [{ field: "url", code: "validation_format", message }];
   }
