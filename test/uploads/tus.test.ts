@@ -1,3 +1,4 @@
+import { once } from "node:events";
 import {
   existsSync,
   mkdirSync,
@@ -8,6 +9,7 @@ import {
   statSync,
   writeFileSync,
 } from "node:fs";
+import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import * as tus from "tus-js-client";
@@ -156,6 +158,41 @@ describe("resumable uploads (tus) with tus-js-client", () => {
     expect([head.status, head.headers.get("upload-offset")]).toEqual([200, String(clip.length)]);
     const other = await fetch(upload.url ?? "", { method: "POST", headers: tusHeaders() });
     expect(other.status).toBe(404);
+  });
+
+  it("keeps nothing of a creation with upload whose connection was cut before its body ended", async () => {
+    // No client got its Location: the record and partial file were kept a day (QA of 4 December).
+    const videoId = await newVideo();
+    const { port } = new URL(t.baseUrl);
+    const socket = connect(Number(port), "127.0.0.1");
+    await once(socket, "connect");
+    const metadata = `library_id ${btoa(libraryId)},video_id ${btoa(videoId)}`;
+    socket.write(
+      `POST ${TUS_PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${t.adminKey}\r\n` +
+        `Tus-Resumable: 1.0.0\r\nUpload-Length: ${clip.length}\r\nUpload-Metadata: ${metadata}\r\n` +
+        `Content-Type: application/offset+octet-stream\r\nContent-Length: ${clip.length}\r\n\r\n`,
+    );
+    socket.write(clip.subarray(0, Math.floor(clip.length / 3)));
+    const uploadsOf = () =>
+      t.cumulo.store.db.selectFrom("video_uploads").select("id").where("video_id", "=", videoId).execute();
+    // The upload is made once its first bytes are read; then the connection goes.
+    const [made] = await waitUntil(
+      async () => {
+        const rows = await uploadsOf();
+        return rows.length > 0 ? rows : undefined;
+      },
+      10_000,
+      "the upload",
+    );
+    const partial = join(t.store.dataDir, "uploads", made?.id ?? "none");
+    await waitUntil(() => (existsSync(partial) ? true : undefined), 10_000, "its partial file");
+    socket.destroy();
+    await waitUntil(
+      async () => ((await uploadsOf()).length === 0 ? true : undefined),
+      10_000,
+      "no upload left",
+    );
+    expect(existsSync(partial)).toBe(false);
   });
 
   it("resumes after the connection drops mid-PATCH, from the bytes the server kept", async () => {

@@ -211,6 +211,11 @@ export class ResumableUploads {
     if (authorized.binding) this.#bindings.set(request, authorized.binding);
     if (authorized.uploadId) this.#uploadIds.set(request, authorized.uploadId);
     await this.#server.handle(request, withReasonPhrases(response));
+    // A creation with upload whose connection was cut before its body ended: no client got its
+    // Location, so nothing could resume it, yet it held a partial file and one of the video's open
+    // uploads for a day (QA of 4 December).
+    const created = this.#created.get(request);
+    if (created !== undefined && !request.complete) await this.#remove(created);
   }
 
   find(id: string): Promise<VideoUploadRow | undefined> {
