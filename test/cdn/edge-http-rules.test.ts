@@ -506,6 +506,15 @@ describe("CDN edge HTTP rules", () => {
     expect(seen["user-agent"]).toBe("viewer");
   });
 
+  it("answers 502 for an origin status outside RFC 9110's 100-599", async () => {
+    // Passed on as "999 unknown", and counted in none of analytics' classes (QA of 4 December).
+    origin.route("/odd-status", (_req, res) =>
+      res.writeHead(999, { "cache-control": "max-age=60" }).end("odd"),
+    );
+    const answer = await get("/odd-status");
+    expect(answer.status).toBe(502);
+  });
+
   it("answers 508 at once when a distribution's origin leads back to the edge", async () => {
     // The same path again (the request would wait on itself), and a path that grows on every round
     // (each would be a new miss, without end).
