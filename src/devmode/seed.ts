@@ -81,7 +81,11 @@ export const SeedBody = Type.Object({
               pattern: "^(POST|PUT|PATCH|DELETE)$",
               ...expecting("POST, PUT, PATCH or DELETE"),
             }),
-            path: Type.String({ pattern: "^/v1/", ...expecting("an API path starting with /v1/") }),
+            // No dot segment: `/v1/../_cumulo/...` passed the prefix and reached developer mode's routes.
+            path: Type.String({
+              pattern: "^/v1(?!.*/(?:\\.|%2[eE]){1,2}(?:/|$|\\?))/",
+              ...expecting("an API path starting with /v1/, without . or .. segments"),
+            }),
             body: Type.Optional(Body),
           }),
         ),

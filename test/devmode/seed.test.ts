@@ -88,6 +88,17 @@ describe("seeding a known world", () => {
     expect(orgs.map((org) => org.name)).not.toContain("Half");
     expect((await t.request("GET", "/v1/media/libraries")).body.data).toEqual(before.body.data);
 
+    // A request's path stays under /v1/: a dot segment (`/v1/../_cumulo/...`) passed the prefix.
+    for (const path of ["/v1/../_cumulo/state/reset", "/v1/%2e%2e/_cumulo/state/reset", "/v1/a/./b"]) {
+      const dotted = await t.request("POST", "/_cumulo/state/seed", {
+        json: { organizations: [{ name: "Dots", requests: [{ method: "POST", path }] }] },
+      });
+      expect([dotted.status, dotted.body.errors?.[0]?.field], path).toEqual([
+        400,
+        "organizations.0.requests.0.path",
+      ]);
+    }
+
     // Names follow the API's rules: not blank, and a key's at most 100 characters.
     for (const [organization, field] of [
       [{ name: "  " }, "organizations.0.name"],
