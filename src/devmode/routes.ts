@@ -737,6 +737,10 @@ export const devModeRoutes = fastifyPlugin(
               );
             }
             await requireOrganization(input.organization_id);
+            // As for an organization: a rule for a library that does not exist would never apply.
+            if (input.library_id !== undefined && !(await services.libraries.findById(input.library_id))) {
+              throw ApiError.notFound("Library");
+            }
             return reply.code(201).send(faults.add(input));
           },
         );

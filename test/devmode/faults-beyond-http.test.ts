@@ -139,6 +139,11 @@ describe("fault rules for webhook deliveries and video processing", () => {
   it("asks a video rule for its stage and a webhook rule for a status or a timeout", async () => {
     const noStage = await t.request("POST", "/_cumulo/faults", { json: { target: "video" } });
     expect(noStage.status).toBe(400);
+    // A library that does not exist is 404, as an unknown organization is (it was a rule never applying).
+    const nowhere = await t.request("POST", "/_cumulo/faults", {
+      json: { target: "video", stage: "packaging", library_id: "00000000-0000-4000-8000-000000000000" },
+    });
+    expect(nowhere.status).toBe(404);
     const nothing = await t.request("POST", "/_cumulo/faults", { json: { target: "webhook" } });
     expect(nothing.status).toBe(400);
     expect(nothing.body.errors.map((error: { field: string }) => error.field)).toEqual(["status", "timeout"]);
