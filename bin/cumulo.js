@@ -1,7 +1,10 @@
 #!/usr/bin/env node
 // Runs the bundle `npm ci` builds (dist/, scripts/build-server.mjs) when it is newer than every file
-// under src/; otherwise (a source edited since, or no bundle) the TypeScript sources through tsx.
-import { lstatSync, readdirSync } from "node:fs";
+// under src/, or whenever it exists in an installed package (under node_modules: nobody edits that,
+// and a tarball's files arrive with the install's own times, the sources newer than the bundle);
+// otherwise (a source edited since, or no bundle) the TypeScript sources through tsx.
+import { existsSync, lstatSync, readdirSync } from "node:fs";
+import { sep } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const bundle = new URL("../dist/main.js", import.meta.url);
@@ -23,8 +26,12 @@ function bundleIsFresh() {
   }
 }
 
+const installed = fileURLToPath(import.meta.url)
+  .split(sep)
+  .includes("node_modules");
+
 let main;
-if (bundleIsFresh()) {
+if ((installed && existsSync(bundle)) || bundleIsFresh()) {
   // Stack traces in logs name the TypeScript files and lines.
   process.setSourceMapsEnabled(true);
   ({ main } = await import(bundle.href));

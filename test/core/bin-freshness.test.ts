@@ -1,6 +1,7 @@
 import { spawnSync } from "node:child_process";
 import {
   copyFileSync,
+  cpSync,
   mkdirSync,
   mkdtempSync,
   rmSync,
@@ -81,6 +82,30 @@ describe.runIf(testStoreKind() === "sqlite")(
       expect(run()).toBe("bundle");
       rmSync(extra);
       expect(run()).toBe("sources");
+    });
+
+    it("runs the bundle of an installed package whatever its files' times", () => {
+      // A tarball's files arrive with the install's times, the sources newer than the bundle: an
+      // installed Cumulo ran its sources through tsx (QA of 4 December).
+      const project = mkdtempSync(join(tmpdir(), "cumulo-bin-project-"));
+      try {
+        const installed = join(project, "node_modules", "cumulo");
+        cpSync(checkout, installed, { recursive: true, verbatimSymlinks: true });
+        utimesSync(
+          join(installed, "dist", "main.js"),
+          new Date(Date.now() - 60_000),
+          new Date(Date.now() - 60_000),
+        );
+        const runInstalled = () =>
+          spawnSync(process.execPath, [join(installed, "bin", "cumulo.js")], {
+            encoding: "utf8",
+          }).stdout.trim();
+        expect(runInstalled()).toBe("bundle");
+        rmSync(join(installed, "dist", "main.js"));
+        expect(runInstalled()).toBe("sources");
+      } finally {
+        rmSync(project, { recursive: true, force: true });
+      }
     });
   },
 );
