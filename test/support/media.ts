@@ -1,3 +1,4 @@
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { locateMediaTools, MediaTools } from "../../src/video/media-tools.ts";
 
@@ -47,4 +48,18 @@ export async function generateClip(
     file,
   ]);
   return file;
+}
+
+/** The command lines of the ffmpeg processes working in `directory` (they name its files). */
+export function ffmpegsIn(directory: string): string[] {
+  return readdirSync("/proc")
+    .filter((name) => /^\d+$/.test(name))
+    .map((pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/cmdline`, "utf8");
+      } catch {
+        return "";
+      }
+    })
+    .filter((command) => command.includes("ffmpeg") && command.includes(directory));
 }

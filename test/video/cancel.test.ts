@@ -1,26 +1,12 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import { generateClip } from "../support/media.ts";
+import { ffmpegsIn, generateClip } from "../support/media.ts";
 import { testStoreKind } from "../support/store.ts";
 import { waitUntil } from "../support/wait.ts";
 import { fileBytes, uploadSource, videoPath, waitForStatus } from "./support.ts";
-
-/** The ffmpeg processes working in `directory` (their command lines name its files). */
-function ffmpegsIn(directory: string): string[] {
-  return readdirSync("/proc")
-    .filter((name) => /^\d+$/.test(name))
-    .map((pid) => {
-      try {
-        return readFileSync(`/proc/${pid}/cmdline`, "utf8");
-      } catch {
-        return "";
-      }
-    })
-    .filter((command) => command.includes("ffmpeg") && command.includes(directory));
-}
 
 // The run does not depend on the store: once, with the SQLite pass.
 describe.runIf(testStoreKind() === "sqlite")("a video deleted while ffmpeg works on it", () => {

@@ -1,5 +1,5 @@
 import { execFileSync, spawn } from "node:child_process";
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -7,7 +7,7 @@ import { openStore } from "../../src/store/database.ts";
 import { locateMediaTools } from "../../src/video/media-tools.ts";
 import { PROCESS_JOB } from "../../src/video/pipeline.ts";
 import { startTestApp } from "../support/app.ts";
-import { generateClip } from "../support/media.ts";
+import { ffmpegsIn, generateClip } from "../support/media.ts";
 import { exitOf, type Served, serve } from "../support/process.ts";
 import { createMigratedTestStore, type TestStore } from "../support/store.ts";
 import { waitUntil } from "../support/wait.ts";
@@ -161,17 +161,7 @@ describe("video processing across a crash", () => {
     first.child.kill("SIGTERM");
     expect(await exitOf(first.child)).toBe(0);
     // Nothing of the stopped process runs on: no ffmpeg working in its data dir.
-    const ffmpegs = readdirSync("/proc")
-      .filter((name) => /^\d+$/.test(name))
-      .map((pid) => {
-        try {
-          return readFileSync(`/proc/${pid}/cmdline`, "utf8");
-        } catch {
-          return "";
-        }
-      })
-      .filter((command) => command.includes("ffmpeg") && command.includes(store.dataDir));
-    expect(ffmpegs).toEqual([]);
+    expect(ffmpegsIn(store.dataDir)).toEqual([]);
     // The work was given up, not finished: due again at once, the video still in its stage.
     const stopped = openStore({ dataDir: store.dataDir, databaseUrl: store.databaseUrl });
     try {
