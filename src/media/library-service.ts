@@ -108,19 +108,22 @@ export class LibraryService {
    * files go once the transaction has committed.
    */
   async delete(organizationId: string, id: string): Promise<{ outcome: "deleted" | "not_found" }> {
-    const { transact, libraries, folders, videos, players, webhookRepository, cdn, removals } = this.deps;
+    const { transact, libraries, folders, videos, players, webhookRepository, webhooks, cdn, removals } =
+      this.deps;
     const deleted = await transact(async (trx) => {
       const library = await libraries.lockLibrary(trx, organizationId, id);
       if (!library) return undefined;
       await videos.deleteLibrary(trx, id);
       await folders.deleteLibrary(trx, id);
       await players.deleteLibrary(trx, id);
-      await webhookRepository.deleteLibrary(trx, id);
+      const endpointIds = await webhookRepository.deleteLibrary(trx, id);
       await cdn.deleteDistribution(trx, organizationId, library.distribution_id);
       await libraries.delete(trx, id);
-      return { removal: await removals.queue(trx, { prefixes: [libraryBlobPrefix(id)] }) };
+      return { endpointIds, removal: await removals.queue(trx, { prefixes: [libraryBlobPrefix(id)] }) };
     });
     if (!deleted) return { outcome: "not_found" };
+    // Attempts a dispatcher holds for the endpoints are not sent.
+    webhooks.endpointsChanged(deleted.endpointIds);
     await removals.carryOut(deleted.removal);
     return { outcome: "deleted" };
   }

@@ -34,16 +34,25 @@ export interface DispatcherOptions {
 
 /** Bus channel on which a notification anywhere wakes every node's dispatcher. */
 export const WEBHOOK_WAKE_CHANNEL = "webhooks.wake";
+/** Bus channel naming endpoints that changed (comma-separated ids): their held attempts go back. */
+export const WEBHOOK_ENDPOINTS_CHANNEL = "webhooks.endpoints-changed";
 
 /**
  * Passes this process's `emitter.notify()` to every node (through Redis when configured), so a
- * notification committed by an api-only node wakes the worker nodes at once instead of at their next poll.
+ * notification committed by an api-only node wakes the worker nodes at once instead of at their next
+ * poll; and its `endpointsChanged()`, so no node sends an attempt it holds with an endpoint's old
+ * settings (this node's dispatcher hears it before `publish` returns).
  */
 export function relayWakeups(emitter: WebhookEmitter, bus: Bus, logger: FastifyBaseLogger): void {
   emitter.onWake(() => {
     bus
       .publish(WEBHOOK_WAKE_CHANNEL, "")
       .catch((error: unknown) => logger.warn({ err: error }, "webhook wake-up not published"));
+  });
+  emitter.onEndpointsChanged((endpointIds) => {
+    bus
+      .publish(WEBHOOK_ENDPOINTS_CHANNEL, endpointIds.join(","))
+      .catch((error: unknown) => logger.warn({ err: error }, "webhook endpoint change not published"));
   });
 }
 
@@ -129,6 +138,14 @@ export class WebhookDispatcher implements BackgroundWorker {
       .catch((error: unknown) =>
         this.logger.warn({ err: error }, "webhook wake-ups from other nodes unavailable"),
       );
+    // Attempts waiting here for a sending slot were claimed with their endpoint's settings of then:
+    // a secret rotated, a URL changed, an endpoint switched off or deleted since must not be used
+    // (QA of 4 December: old secrets signed, and deleted endpoints were sent to, seconds later).
+    await this.bus
+      .subscribe(WEBHOOK_ENDPOINTS_CHANNEL, (message) => this.#giveBackWaiting(new Set(message.split(","))))
+      .catch((error: unknown) =>
+        this.logger.warn({ err: error }, "webhook endpoint changes from other nodes unavailable"),
+      );
     // A developer-mode reset or snapshot load changed the store under this node (or it missed
     // messages): the attempts waiting in hand may be gone from it, so they are given back, not sent.
     this.bus.onReconnect(() => this.#giveBackWaiting());
@@ -159,10 +176,14 @@ export class WebhookDispatcher implements BackgroundWorker {
     await this.sender.close();
   }
 
-  /** Takes the claimed attempts that wait for a sending slot out of this process's hand. */
-  #takeWaiting(): ClaimedDelivery[] {
-    const waiting = [...this.#queued.values()].flat();
-    this.#queued.clear();
+  /** Takes the claimed attempts that wait for a sending slot (of `endpointIds` only, when given) out of this process's hand. */
+  #takeWaiting(endpointIds?: ReadonlySet<string>): ClaimedDelivery[] {
+    const waiting: ClaimedDelivery[] = [];
+    for (const [endpointId, queue] of this.#queued) {
+      if (endpointIds && !endpointIds.has(endpointId)) continue;
+      waiting.push(...queue);
+      this.#queued.delete(endpointId);
+    }
     return waiting;
   }
 
@@ -174,10 +195,11 @@ export class WebhookDispatcher implements BackgroundWorker {
       .catch((error: unknown) => this.logger.warn({ err: error }, "claimed webhook attempts not released"));
   }
 
-  /** The waiting attempts go back to the queue, and what is due there is claimed again. */
-  #giveBackWaiting(): void {
+  /** The waiting attempts (of `endpointIds`, when given) go back to the queue, and what is due there is claimed again. */
+  #giveBackWaiting(endpointIds?: ReadonlySet<string>): void {
     if (!this.#running) return;
-    const waiting = this.#takeWaiting();
+    const waiting = this.#takeWaiting(endpointIds);
+    if (endpointIds && waiting.length === 0) return;
     for (const delivery of waiting) {
       decrement(this.#held, delivery.endpoint_id);
       this.#heldTotal--;

@@ -84,4 +84,16 @@ export class WebhookEmitter {
     this.#wake.on("wake", listener);
     return () => this.#wake.off("wake", listener);
   }
+
+  /**
+   * Endpoints were changed or deleted (their change has committed): attempts a dispatcher holds for
+   * them, claimed with the settings of before, go back to be claimed again (`relayWakeups`).
+   */
+  endpointsChanged(endpointIds: readonly string[]): void {
+    if (endpointIds.length > 0) this.#wake.emit("endpoints", endpointIds);
+  }
+
+  onEndpointsChanged(listener: (endpointIds: readonly string[]) => void): void {
+    this.#wake.on("endpoints", listener);
+  }
 }

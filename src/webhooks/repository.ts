@@ -179,8 +179,8 @@ export class WebhookRepository {
     await this.#insertDeliveries.execute(executor, firstAttempts(message, endpointIds));
   }
 
-  /** Everything webhook-related of a library, removed with the library. */
-  async deleteLibrary(executor: Executor, libraryId: string): Promise<void> {
+  /** Everything webhook-related of a library, removed with the library; answers the endpoints' ids. */
+  async deleteLibrary(executor: Executor, libraryId: string): Promise<string[]> {
     // Through the endpoints, whose index the attempts' own endpoint index follows (the attempts
     // have none by library: every queued attempt would pay for it).
     const endpoints = executor
@@ -189,7 +189,12 @@ export class WebhookRepository {
       .where("library_id", "=", libraryId);
     await executor.deleteFrom("webhook_deliveries").where("endpoint_id", "in", endpoints).execute();
     await executor.deleteFrom("webhook_messages").where("library_id", "=", libraryId).execute();
-    await executor.deleteFrom("webhook_endpoints").where("library_id", "=", libraryId).execute();
+    const deleted = await executor
+      .deleteFrom("webhook_endpoints")
+      .where("library_id", "=", libraryId)
+      .returning("id")
+      .execute();
+    return deleted.map((row) => row.id);
   }
 
   /** How many endpoints the library has. */

@@ -211,7 +211,9 @@ export class WebhookService {
       });
       return true;
     });
-    return found ? this.#read("updated", actor.organizationId, libraryId, id) : { outcome: "not_found" };
+    if (!found) return { outcome: "not_found" };
+    this.emitter.endpointsChanged([id]);
+    return this.#read("updated", actor.organizationId, libraryId, id);
   }
 
   /**
@@ -242,7 +244,10 @@ export class WebhookService {
       });
       return true;
     });
-    return found ? this.#read("rotated", actor.organizationId, libraryId, id) : { outcome: "not_found" };
+    if (!found) return { outcome: "not_found" };
+    // The replaced secret stops signing at once: no attempt held with it goes out.
+    this.emitter.endpointsChanged([id]);
+    return this.#read("rotated", actor.organizationId, libraryId, id);
   }
 
   async delete(
@@ -254,6 +259,7 @@ export class WebhookService {
       if (!(await this.repository.findEndpoint(organizationId, libraryId, id, trx, "delete"))) return false;
       return this.repository.deleteEndpoint(trx, organizationId, id);
     });
+    if (deleted) this.emitter.endpointsChanged([id]);
     return { outcome: deleted ? "deleted" : "not_found" };
   }
 
