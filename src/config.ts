@@ -323,7 +323,6 @@ function positiveInt(env: Env, name: string, fallback: number, max = Number.MAX_
 const optionalPositiveInt = (env: Env, name: string): number | undefined =>
   env[name] === undefined || env[name] === "" ? undefined : positiveInt(env, name, 1);
 
-/** How long a node waits at start for Redis to answer, unless CUMULO_REDIS_START_TIMEOUT_MS says otherwise. */
 /**
  * The origin of the absolute API URLs Cumulo hands out: `CUMULO_PUBLIC_URL`, else `http://HOST:PORT`
  * (the contract's default), never the `Host` a request happened to name.
@@ -331,6 +330,7 @@ const optionalPositiveInt = (env: Env, name: string): number | undefined =>
 export const publicOrigin = (config: Pick<Config, "publicUrl" | "host" | "port">): string =>
   (config.publicUrl ?? `http://${config.host}:${config.port}`).replace(/\/+$/, "");
 
+/** How long a node waits at start for Redis to answer, unless CUMULO_REDIS_START_TIMEOUT_MS says otherwise. */
 export const REDIS_START_TIMEOUT_MS = 10_000;
 
 /** How often a GeoIP database's file is looked at for a newer copy, unless CUMULO_GEOIP_RECHECK_MS says otherwise. */

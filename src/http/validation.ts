@@ -371,9 +371,10 @@ const unstorableError = (field: string, reason: string): FieldError => ({
  */
 export function unstorableTextErrors(value: unknown, path = ""): FieldError[] {
   const errors: FieldError[] = [];
-  // Each value seen: its parent's index here and its key, from which its path is rebuilt on refusal.
+  // Each value seen: its parent's index here and its key, from which its path is rebuilt on refusal
+  // (the root, at 0, is `path` itself).
   const parents: number[] = [-1];
-  const keys: string[] = [path];
+  const keys: string[] = [""];
   const pathOf = (index: number): string => {
     const segments: string[] = [];
     for (let at = index; at > 0; at = parents[at] as number) segments.push(keys[at] as string);

@@ -350,11 +350,8 @@ export class IdentityService {
 
   /**
    * First start: make sure someone can log in. With a bootstrap key, the default organization exists
-   * and holds that key; with none and an empty store, a generated key is returned to be printed once.
-   */
-  /**
-   * Makes the default organization exist with the configured admin key (CONTRACT 2), or generates
-   * one on an empty store. `restoredKey`: the configured key had been revoked and is valid again.
+   * and holds that key, valid (CONTRACT 2; `restoredKey`: it had been revoked and is valid again);
+   * with none and an empty store, a generated key is returned to be printed once.
    */
   ensureBootstrap(bootstrapKey: string | undefined): Promise<{ generatedKey?: string; restoredKey?: true }> {
     return this.repository.whileBootstrapping(() => this.#ensureBootstrap(bootstrapKey));

@@ -60,7 +60,6 @@ export class ScratchDiskError extends Error {
   }
 }
 
-/** A tool ended because the process is stopping: nothing is wrong with the input. */
 /** A run ended because its caller no longer wants it (its video was deleted or given a newer source). */
 export class ToolsCancelledError extends Error {
   constructor() {
@@ -69,6 +68,7 @@ export class ToolsCancelledError extends Error {
   }
 }
 
+/** A tool ended because the process is stopping: nothing is wrong with the input. */
 export class ToolsStoppedError extends Error {
   constructor() {
     super("the media tools were stopped: this process is shutting down");

@@ -215,8 +215,10 @@ const UploadIdParams = Type.Object({ uploadId: Type.String({ maxLength: 200 }) }
 const TUS_VERSION = "1.0.0";
 /** A PATCH's media type, in any case and with any parameters (RFC 9110 §8.3.1). */
 const OFFSET_STREAM = /^\s*application\/offset\+octet-stream\s*(;|$)/i;
-/** A tus length or offset: decimal digits, within what a byte count can be. */
-// Without leading zeros, as the tus server reads them (it answered "0100" in plain text).
+/**
+ * A tus length or offset: decimal digits without leading zeros (the tus server answered "0100" in
+ * plain text), within what a byte count can be.
+ */
 const isByteCount = (text: string): boolean =>
   /^(0|[1-9]\d*)$/.test(text) && Number.isSafeInteger(Number(text));
 
@@ -514,21 +516,6 @@ const tusRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, opt
   );
 
   type UploadMethod = "HEAD" | "PATCH" | "DELETE";
-  const uploadRoute = (method: UploadMethod, schema: Record<string, unknown>) =>
-    app.route({
-      method,
-      url: "/:uploadId",
-      // tus clients resume with HEAD; the document leaves HEAD routes out unless told.
-      config: { swagger: { exposeHeadRoute: method === "HEAD" } },
-      schema: {
-        tags,
-        security: [...security, { uploadSignature: [] }],
-        headers: TusHeaders,
-        params: UploadIdParams,
-        ...schema,
-      },
-      handler: uploadHandler(method),
-    });
   const uploadHandler =
     (method: UploadMethod) =>
     async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
@@ -547,6 +534,21 @@ const tusRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, opt
       if (method === "HEAD") await uploads.resumable.finishStranded(record);
       await handOver(request, reply, { uploadId: record.id });
     };
+  const uploadRoute = (method: UploadMethod, schema: Record<string, unknown>) =>
+    app.route({
+      method,
+      url: "/:uploadId",
+      // tus clients resume with HEAD; the document leaves HEAD routes out unless told.
+      config: { swagger: { exposeHeadRoute: method === "HEAD" } },
+      schema: {
+        tags,
+        security: [...security, { uploadSignature: [] }],
+        headers: TusHeaders,
+        params: UploadIdParams,
+        ...schema,
+      },
+      handler: uploadHandler(method),
+    });
   // tus's method override, for clients behind proxies that drop PATCH (tus-js-client's
   // `overridePatchMethod`): a POST naming the method it stands for, in `X-HTTP-Method-Override`.
   app.post(
