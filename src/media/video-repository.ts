@@ -53,11 +53,17 @@ export class VideoRepository {
     return selectPage(query.orderBy("created_at", "desc").orderBy("id", "desc"), page);
   }
 
+  /** The videos in the folders, locked as `lock` locks one: a deletion of one of them at the same time waits. */
   async inFolders(executor: Executor, folderIds: string[]): Promise<VideoRow[]> {
     const videos: VideoRow[] = [];
     for (const chunk of chunksOf(folderIds)) {
       videos.push(
-        ...(await executor.selectFrom("media_videos").selectAll().where("folder_id", "in", chunk).execute()),
+        ...(await executor
+          .selectFrom("media_videos")
+          .selectAll()
+          .where("folder_id", "in", chunk)
+          .$if(this.dialect === "postgres", (qb) => qb.forNoKeyUpdate())
+          .execute()),
       );
     }
     return videos;

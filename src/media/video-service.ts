@@ -71,7 +71,8 @@ export class VideoService {
     const { transact, folders, videos, clock } = this.deps;
     return transact(async (trx): Promise<VideoOutcome> => {
       if (input.folder_id) await this.deps.libraries.lockById(trx, libraryId);
-      const video = await videos.find(libraryId, id, trx);
+      // Locked: a deletion sent at the same time waits, or has happened and this is 404.
+      const video = await videos.lock(trx, libraryId, id);
       if (!video) return { outcome: "not_found" };
       if (input.folder_id && !(await folders.find(libraryId, input.folder_id, trx))) {
         return { outcome: "folder_not_found" };
@@ -91,7 +92,8 @@ export class VideoService {
   async delete(libraryId: string, id: string): Promise<{ outcome: "deleted" | "not_found" }> {
     const { transact, videos, webhooks, removals } = this.deps;
     const deleted = await transact(async (trx) => {
-      const found = await videos.find(libraryId, id, trx);
+      // Locked: of deletions sent at the same time, one deletes and notifies, the others find nothing.
+      const found = await videos.lock(trx, libraryId, id);
       return found && { removal: await this.removeInTransaction(trx, [found]) };
     });
     if (!deleted) return { outcome: "not_found" };

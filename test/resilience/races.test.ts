@@ -4,7 +4,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import Database from "better-sqlite3";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createLibrary, createVideo } from "../media/helpers.ts";
+import { createFolder, createLibrary, createVideo } from "../media/helpers.ts";
 import { type HttpResponse, startTestApp, type TestApp } from "../support/app.ts";
 import { waitUntil } from "../support/wait.ts";
 import { createEndpoint, type Receiver, startReceiver, webhooksPath } from "../webhooks/helpers.ts";
@@ -168,6 +168,37 @@ describe("concurrent changes of one resource", () => {
         ? readdirSync(folder, { recursive: true, withFileTypes: true }).filter((entry) => entry.isFile())
         : [];
     await waitUntil(() => filesLeft().length === 0, 5_000, "no file of the deleted videos left");
+  });
+
+  it("deletes one video, its folder and changes it at once: one deletion, one `deleted` notification", async () => {
+    const library = (await createLibrary(t)).id;
+    await createEndpoint(t, library, { url: receiver.url, events: ["deleted"] });
+    for (let round = 0; round < ROUNDS; round++) {
+      const folder = (await createFolder(t, library)).id;
+      const video = (await createVideo(t, library, { folder_id: folder })).id;
+      const base = `/v1/media/libraries/${library}/videos/${video}`;
+      const answers = await Promise.all([
+        t.request("DELETE", base),
+        t.request("PATCH", base, { json: { title: "renamed" } }),
+        t.request("DELETE", base),
+        t.request("POST", `/v1/media/libraries/${library}/folders/bulk`, { json: { folder_ids: [folder] } }),
+        t.request("DELETE", base),
+      ]);
+      expectOnly(answers, [200, 404]);
+      expect(answers[3]?.status).toBe(200);
+      const deletions = [answers[0], answers[2], answers[4]].filter((answer) => answer?.status === 200);
+      expect(
+        deletions.length,
+        answers.map((answer) => `${answer.status} ${answer.text}`).join("; "),
+      ).toBeLessThan(2);
+      const notifications = await t.cumulo.store.db
+        .selectFrom("webhook_messages")
+        .select("id")
+        .where("video_id", "=", video)
+        .where("event", "=", "deleted")
+        .execute();
+      expect(notifications).toHaveLength(1);
+    }
   });
 
   it("deletes a webhook endpoint while a test and a retry of it are asked for: 202 or 404, never 500", async () => {
