@@ -243,6 +243,29 @@ export class IdentityRepository {
       .executeTakeFirst();
   }
 
+  /** Whether the key is live at `now` (neither revoked nor expired). */
+  async isLiveKey(id: number, now: string): Promise<boolean> {
+    const row = await this.db
+      .selectFrom("api_keys")
+      .select("id")
+      .where("id", "=", id)
+      .where("revoked_at", "is", null)
+      .where((eb) => eb.or([eb("expires_at", "is", null), eb("expires_at", ">", now)]))
+      .executeTakeFirst();
+    return row !== undefined;
+  }
+
+  /** Whether the console user (one with an email) still exists. */
+  async isConsoleUser(id: number): Promise<boolean> {
+    const row = await this.db
+      .selectFrom("users")
+      .select("id")
+      .where("id", "=", id)
+      .where("email", "<>", "")
+      .executeTakeFirst();
+    return row !== undefined;
+  }
+
   async touchApiKey(id: number, now: string): Promise<void> {
     await this.db.updateTable("api_keys").set({ last_used_at: now }).where("id", "=", id).execute();
   }

@@ -32,6 +32,15 @@ export interface AuthContext {
 export const credentialOf = (auth: AuthContext): string =>
   auth.sessionId === undefined ? `key:${auth.keyId}` : `user:${auth.userId}`;
 
+/**
+ * Who made something that acts for them later (an upload authorization): the API key (`k{id}`) or,
+ * for a console session, the person (`u{id}`). What they made stops working when they do.
+ */
+export type Issuer = `k${number}` | `u${number}`;
+
+export const issuerOf = (auth: AuthContext): Issuer =>
+  auth.sessionId === undefined ? `k${auth.keyId ?? 0}` : `u${auth.userId}`;
+
 /** A live console session: who it acts as, and what the console shows of it. */
 export interface SessionIdentity {
   auth: AuthContext;
@@ -273,6 +282,14 @@ export class IdentityService {
     if (!(await this.repository.revokeApiKey(keyId, nowIso(this.clock)))) return { outcome: "not_found" };
     await this.keyChanged();
     return { outcome: "revoked" };
+  }
+
+  /** Whether the issuer still acts: the key neither revoked nor expired, the person not removed. */
+  issuerLive(issuer: Issuer): Promise<boolean> {
+    const id = Number(issuer.slice(1));
+    return issuer.startsWith("k")
+      ? this.repository.isLiveKey(id, nowIso(this.clock))
+      : this.repository.isConsoleUser(id);
   }
 
   async authenticate(secret: string): Promise<AuthContext | undefined> {

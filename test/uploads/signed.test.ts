@@ -2,8 +2,10 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Issuer } from "../../src/identity/service.ts";
 import { createLibrary, createVideo, fieldErrors } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { adminOrganizationId, createConsoleUser, signIn, withSession } from "../support/console.ts";
 import { generateClip } from "../support/media.ts";
 import { videoPath, waitForStatus } from "../video/support.ts";
 import { runUpload, sha256, storedSource, TUS_PATH } from "./support.ts";
@@ -61,7 +63,8 @@ describe("signed browser uploads (no API key)", () => {
     const authorization = await authorize(videoId, { expires_in_s: 600 });
     expect(authorization.endpoint).toBe(`http://api.cumulo.test${TUS_PATH}`);
     expect(authorization.expires).toBeGreaterThan(Date.now() / 1000 + 590);
-    expect(authorization.signature).toMatch(/^[0-9a-f]{64}$/);
+    // The issuer (the admin key, `k{id}`), then the HMAC.
+    expect(authorization.signature).toMatch(/^k[1-9]\d*\.[0-9a-f]{64}$/);
     expect(authorization.headers).toEqual({
       AuthorizationSignature: authorization.signature,
       AuthorizationExpire: String(authorization.expires),
@@ -123,11 +126,12 @@ describe("signed browser uploads (no API key)", () => {
     const otherVideoId = (await createVideo(t, libraryId)).id;
     const { headers } = await authorize(videoId);
     const { signer } = t.cumulo.services.uploads.authorizations;
+    const issuer = headers.AuthorizationSignature?.split(".")[0] as Issuer;
 
     const pastExpires = Math.floor(Date.now() / 1000) - 10;
     const expired = await create({
       ...headers,
-      AuthorizationSignature: signer.sign(libraryId, videoId, pastExpires),
+      AuthorizationSignature: signer.sign(issuer, libraryId, videoId, pastExpires),
       AuthorizationExpire: String(pastExpires),
     });
     expect(expired.status).toBe(401);
@@ -145,6 +149,10 @@ describe("signed browser uploads (no API key)", () => {
     expect(stretched.status).toBe(401);
     const retargeted = await create({ ...headers, VideoId: otherVideoId });
     expect(retargeted.status).toBe(401);
+    // Another issuer under the same MAC, and the MAC without its issuer (the form before issuers).
+    const [, mac] = (headers.AuthorizationSignature ?? "").split(".");
+    expect((await create({ ...headers, AuthorizationSignature: `k999999.${mac}` })).status).toBe(401);
+    expect((await create({ ...headers, AuthorizationSignature: mac ?? "" })).status).toBe(401);
     // Metadata naming another video than the signed one.
     const named = await create(headers, `video_id ${btoa(otherVideoId)}`);
     expect(named.status).toBe(403);
@@ -164,6 +172,55 @@ describe("signed browser uploads (no API key)", () => {
     // The authorization opens nothing but the tus endpoint.
     const elsewhere = await fetch(`${t.baseUrl}${videoPath(libraryId, videoId)}`, { headers });
     expect(elsewhere.status).toBe(401);
+  });
+
+  it("stops working once the key that made it is revoked, or the person who made it is removed", async () => {
+    const organizationId = await adminOrganizationId(t);
+    const { identity } = t.cumulo.services;
+    const made = await identity.createApiKey(organizationId, { name: "ci", readOnly: false });
+    if (made.outcome !== "created") throw new Error(made.outcome);
+    const videoId = (await createVideo(t, libraryId)).id;
+    const byKey = await t.request("POST", `${videoPath(libraryId, videoId)}/upload-authorization`, {
+      key: made.api_key,
+      json: {},
+    });
+    expect(byKey.status, byKey.text).toBe(201);
+    const keyHeaders = byKey.body.data.headers as Record<string, string>;
+    const started = await create(keyHeaders);
+    expect(started.status).toBe(201);
+    const upload = new URL(started.headers.get("location") ?? "", `${t.baseUrl}${TUS_PATH}/`).toString();
+
+    await identity.revokeApiKey(made.id);
+    const revoked = await create(keyHeaders);
+    expect(revoked.status).toBe(401);
+    expect(await revoked.json()).toMatchObject({
+      error: "unauthorized",
+      message: expect.stringMatching(/revoked/),
+    });
+    // Also in the middle of an upload it began.
+    const resumed = await fetch(upload, { method: "HEAD", headers: { ...tus, ...keyHeaders } });
+    expect(resumed.status).toBe(401);
+
+    const user = await createConsoleUser(t, { email: "uploader@example.test" });
+    const session = await signIn(t, "uploader@example.test");
+    const bySession = await t.request("POST", `${videoPath(libraryId, videoId)}/upload-authorization`, {
+      ...withSession(session),
+      json: {},
+    });
+    expect(bySession.status, bySession.text).toBe(201);
+    const personHeaders = bySession.body.data.headers as Record<string, string>;
+    expect(personHeaders.AuthorizationSignature).toMatch(/^u\d+\./);
+    expect((await create(personHeaders)).status).toBe(201);
+    await t.cumulo.services.console.removeUser(user.id);
+    expect((await create(personHeaders)).status).toBe(401);
+  });
+
+  it("refuses a wrong API key sent beside a valid authorization", async () => {
+    const videoId = (await createVideo(t, libraryId)).id;
+    const { headers } = await authorize(videoId);
+    const wrong = await create({ ...headers, authorization: "Bearer cmk_not_a_key_of_anyone_0123456789" });
+    expect(wrong.status).toBe(401);
+    expect((await create({ ...headers, authorization: `Bearer ${t.adminKey}` })).status).toBe(201);
   });
 
   it("issues authorizations only for the caller's videos, within the allowed lifetime", async () => {

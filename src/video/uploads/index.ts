@@ -3,6 +3,7 @@ import type { FileRemovals } from "../../blobs/removals.ts";
 import type { BlobStore } from "../../blobs/store.ts";
 import type { Clock } from "../../clock.ts";
 import type { Config } from "../../config.ts";
+import type { Issuer } from "../../identity/service.ts";
 import type { JobQueue } from "../../jobs/queue.ts";
 import type { VideoRepository } from "../../media/video-repository.ts";
 import { loadSecretKey } from "../../secret-box.ts";
@@ -35,6 +36,8 @@ export interface UploadDeps {
   jobs: JobQueue;
   webhooks: WebhookEmitter;
   videos: VideoRepository;
+  /** Whether the key or person that made an upload authorization still acts (`IdentityService.issuerLive`). */
+  issuerLive: (issuer: Issuer) => Promise<boolean>;
   pipeline: VideoPipeline;
   logger: FastifyBaseLogger;
 }
@@ -62,6 +65,7 @@ export function createUploadServices(deps: UploadDeps): UploadServices {
     authorizations: new UploadAuthorizations(
       new UploadSigner(() => loadSecretKey(config.secretKey, config.dataDir), deps.clock),
       deps.videos,
+      deps.issuerLive,
     ),
     imports: new UrlImports({
       ...deps,

@@ -4,7 +4,7 @@ import { Type } from "@sinclair/typebox";
 import { Metadata } from "@tus/server";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Config } from "../../config.ts";
-import { authenticateRequest, requireApiKey } from "../../http/auth.ts";
+import { authenticateRequest, presentedKey, requireApiKey } from "../../http/auth.ts";
 import { ok } from "../../http/envelope.ts";
 import { ApiError, type FieldError } from "../../http/errors.ts";
 import { urlShownTo } from "../../http/read-only-view.ts";
@@ -98,7 +98,7 @@ const sourceRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, 
     async (request, reply) => {
       const { libraryId, videoId } = request.params;
       const issued = await uploads.authorizations.issue(
-        request.auth.organizationId,
+        request.auth,
         libraryId,
         videoId,
         request.body.expires_in_s ?? DEFAULT_UPLOAD_AUTH_TTL_S,
@@ -376,8 +376,16 @@ const tusRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, opt
           "A signed upload needs AuthorizationSignature, AuthorizationExpire, LibraryId and VideoId headers",
         );
       }
-      const check = uploads.authorizations.check(libraryId, videoId, signature, expires);
+      // A key sent beside it must be valid too: the request runs on every credential it presents.
+      if (presentedKey(request, "media"))
+        request.auth = await authenticateRequest(request, "media", identity);
+      const check = await uploads.authorizations.check(libraryId, videoId, signature, expires);
       if (check === "expired") throw ApiError.unauthorized("The upload authorization has expired");
+      if (check === "revoked") {
+        throw ApiError.unauthorized(
+          "The upload authorization's issuer is no longer valid (its API key was revoked, or its user removed)",
+        );
+      }
       if (check !== "valid") throw ApiError.unauthorized("Invalid upload authorization");
       return { kind: "signed", libraryId, videoId };
     }
