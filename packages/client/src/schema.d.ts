@@ -28782,7 +28782,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": {
                     /** @description Default 3600 */
@@ -32481,7 +32481,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": {
                     /** @description Seconds the authorization stays valid (60-604800), default 3600 */
@@ -37209,7 +37209,7 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: components["requestBodies"]["createToken"];
+        requestBody?: components["requestBodies"]["createToken"];
         responses: {
             200: components["responses"]["createToken_200"];
             400: components["responses"]["createToken_400"];
@@ -37233,7 +37233,7 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: components["requestBodies"]["deleteToken"];
+        requestBody?: components["requestBodies"]["deleteToken"];
         responses: {
             200: components["responses"]["deleteToken_200"];
             400: components["responses"]["deleteToken_400"];
@@ -37344,7 +37344,7 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: components["requestBodies"]["deleteVm"];
+        requestBody?: components["requestBodies"]["deleteVm"];
         responses: {
             200: components["responses"]["deleteVm_200"];
             400: components["responses"]["deleteVm_400"];
@@ -37627,7 +37627,7 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: components["requestBodies"]["allocateFloatingIp"];
+        requestBody?: components["requestBodies"]["allocateFloatingIp"];
         responses: {
             200: components["responses"]["allocateFloatingIp_200"];
             400: components["responses"]["allocateFloatingIp_400"];
@@ -37784,7 +37784,7 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: components["requestBodies"]["createLoadBalancer"];
+        requestBody?: components["requestBodies"]["createLoadBalancer"];
         responses: {
             200: components["responses"]["createLoadBalancer_200"];
             400: components["responses"]["createLoadBalancer_400"];
@@ -38056,7 +38056,7 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: components["requestBodies"]["deleteS3Key"];
+        requestBody?: components["requestBodies"]["deleteS3Key"];
         responses: {
             200: components["responses"]["deleteS3Key_200"];
             400: components["responses"]["deleteS3Key_400"];
@@ -38149,7 +38149,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: components["requestBodies"]["createTokenAtLocation"];
+        requestBody?: components["requestBodies"]["createTokenAtLocation"];
         responses: {
             200: components["responses"]["createTokenAtLocation_200"];
             400: components["responses"]["createTokenAtLocation_400"];
@@ -38176,7 +38176,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: components["requestBodies"]["deleteTokenAtLocation"];
+        requestBody?: components["requestBodies"]["deleteTokenAtLocation"];
         responses: {
             200: components["responses"]["deleteTokenAtLocation_200"];
             400: components["responses"]["deleteTokenAtLocation_400"];
@@ -38302,7 +38302,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: components["requestBodies"]["deleteVmAtLocation"];
+        requestBody?: components["requestBodies"]["deleteVmAtLocation"];
         responses: {
             200: components["responses"]["deleteVmAtLocation_200"];
             400: components["responses"]["deleteVmAtLocation_400"];
@@ -38621,7 +38621,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: components["requestBodies"]["allocateFloatingIpAtLocation"];
+        requestBody?: components["requestBodies"]["allocateFloatingIpAtLocation"];
         responses: {
             200: components["responses"]["allocateFloatingIpAtLocation_200"];
             400: components["responses"]["allocateFloatingIpAtLocation_400"];
@@ -38794,7 +38794,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: components["requestBodies"]["createLoadBalancerAtLocation"];
+        requestBody?: components["requestBodies"]["createLoadBalancerAtLocation"];
         responses: {
             200: components["responses"]["createLoadBalancerAtLocation_200"];
             400: components["responses"]["createLoadBalancerAtLocation_400"];
@@ -39094,7 +39094,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: components["requestBodies"]["deleteS3KeyAtLocation"];
+        requestBody?: components["requestBodies"]["deleteS3KeyAtLocation"];
         responses: {
             200: components["responses"]["deleteS3KeyAtLocation_200"];
             400: components["responses"]["deleteS3KeyAtLocation_400"];
@@ -41425,7 +41425,7 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: components["requestBodies"]["createToken"];
+        requestBody?: components["requestBodies"]["createToken"];
         responses: {
             200: components["responses"]["createToken_200"];
             400: components["responses"]["createToken_400"];
@@ -41449,7 +41449,7 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: components["requestBodies"]["deleteToken"];
+        requestBody?: components["requestBodies"]["deleteToken"];
         responses: {
             200: components["responses"]["deleteToken_200"];
             400: components["responses"]["deleteToken_400"];
@@ -41560,7 +41560,7 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: components["requestBodies"]["deleteVm"];
+        requestBody?: components["requestBodies"]["deleteVm"];
         responses: {
             200: components["responses"]["deleteVm_200"];
             400: components["responses"]["deleteVm_400"];
@@ -41843,7 +41843,7 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: components["requestBodies"]["allocateFloatingIp"];
+        requestBody?: components["requestBodies"]["allocateFloatingIp"];
         responses: {
             200: components["responses"]["allocateFloatingIp_200"];
             400: components["responses"]["allocateFloatingIp_400"];
@@ -42000,7 +42000,7 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: components["requestBodies"]["createLoadBalancer"];
+        requestBody?: components["requestBodies"]["createLoadBalancer"];
         responses: {
             200: components["responses"]["createLoadBalancer_200"];
             400: components["responses"]["createLoadBalancer_400"];
@@ -42272,7 +42272,7 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody: components["requestBodies"]["deleteS3Key"];
+        requestBody?: components["requestBodies"]["deleteS3Key"];
         responses: {
             200: components["responses"]["deleteS3Key_200"];
             400: components["responses"]["deleteS3Key_400"];
@@ -42365,7 +42365,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: components["requestBodies"]["createTokenAtLocation"];
+        requestBody?: components["requestBodies"]["createTokenAtLocation"];
         responses: {
             200: components["responses"]["createTokenAtLocation_200"];
             400: components["responses"]["createTokenAtLocation_400"];
@@ -42392,7 +42392,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: components["requestBodies"]["deleteTokenAtLocation"];
+        requestBody?: components["requestBodies"]["deleteTokenAtLocation"];
         responses: {
             200: components["responses"]["deleteTokenAtLocation_200"];
             400: components["responses"]["deleteTokenAtLocation_400"];
@@ -42518,7 +42518,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: components["requestBodies"]["deleteVmAtLocation"];
+        requestBody?: components["requestBodies"]["deleteVmAtLocation"];
         responses: {
             200: components["responses"]["deleteVmAtLocation_200"];
             400: components["responses"]["deleteVmAtLocation_400"];
@@ -42837,7 +42837,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: components["requestBodies"]["allocateFloatingIpAtLocation"];
+        requestBody?: components["requestBodies"]["allocateFloatingIpAtLocation"];
         responses: {
             200: components["responses"]["allocateFloatingIpAtLocation_200"];
             400: components["responses"]["allocateFloatingIpAtLocation_400"];
@@ -43010,7 +43010,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: components["requestBodies"]["createLoadBalancerAtLocation"];
+        requestBody?: components["requestBodies"]["createLoadBalancerAtLocation"];
         responses: {
             200: components["responses"]["createLoadBalancerAtLocation_200"];
             400: components["responses"]["createLoadBalancerAtLocation_400"];
@@ -43310,7 +43310,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: components["requestBodies"]["deleteS3KeyAtLocation"];
+        requestBody?: components["requestBodies"]["deleteS3KeyAtLocation"];
         responses: {
             200: components["responses"]["deleteS3KeyAtLocation_200"];
             400: components["responses"]["deleteS3KeyAtLocation_400"];

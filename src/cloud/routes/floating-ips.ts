@@ -15,6 +15,7 @@ export const floatingIpRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> = as
       schema: {
         ...doc("allocateFloatingIp", "floating IPs", "Allocate the lowest free public address"),
         ...noParams,
+        bodyOptional: true,
         body: S.CreateFloatingIpBody,
         response: { ...cloudErrorResponses, 200: S.FloatingIpView },
       },

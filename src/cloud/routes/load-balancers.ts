@@ -39,6 +39,7 @@ export const loadBalancerRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> = 
       schema: {
         ...doc("createLoadBalancer", "load balancers", "Create a load balancer"),
         ...noParams,
+        bodyOptional: true,
         body: S.CreateLoadBalancerBody,
         response: { ...cloudErrorResponses, 200: S.LoadBalancerView },
       },

@@ -72,6 +72,7 @@ export const objectStorageRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> =
       schema: {
         ...doc("deleteS3Key", "object storage", "Delete a key pair (access_key in the form, JSON or query)"),
         ...noParams,
+        bodyOptional: true,
         body: S.AccessKeyBody,
         querystring: S.AccessKeyBody,
         response: { ...cloudErrorResponses, 200: S.CloudSuccess },

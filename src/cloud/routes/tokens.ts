@@ -22,6 +22,7 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> = async (
       schema: {
         ...doc("createToken", "tokens", "Create an API token (its secret is shown once)"),
         ...noParams,
+        bodyOptional: true,
         body: S.CreateTokenBody,
         response: { ...cloudErrorResponses, 200: Type.Array(S.TokenView) },
       },
@@ -92,6 +93,7 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> = async (
       schema: {
         ...doc("deleteToken", "tokens", "Delete an API token; it stops working at once"),
         ...noParams,
+        bodyOptional: true,
         body: S.TokenIdBody,
         querystring: S.TokenIdBody,
         response: { ...cloudErrorResponses, 200: S.CloudSuccess },

@@ -139,6 +139,7 @@ export const vmRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> = async (app
       schema: {
         ...doc("deleteVm", "virtual machines", "Delete a virtual machine (data disks are detached and kept)"),
         ...noParams,
+        bodyOptional: true,
         body: S.DeleteVmBody,
         querystring: S.DeleteVmQuery,
         response: { ...cloudErrorResponses, 200: S.CloudSuccess },

@@ -27,6 +27,7 @@ export const playbackRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = asyn
         description: `Valid for every path under \`/{video_id}/\` on the library's distribution until \`expires\` (unix seconds). \`expires_in_s\` 1-${MAX_TOKEN_TTL_S}, default ${DEFAULT_TOKEN_TTL_S}. Needed to play videos of a library whose \`video_privacy\` is \`private\`.`,
         security: mediaSecurity,
         params: IdParams("libraryId", "videoId"),
+        bodyOptional: true,
         body: PlaybackTokenBody,
         response: { ...mediaErrorResponses, 201: Envelope(PlaybackToken) },
       },
