@@ -55,16 +55,26 @@ export const BillingAccountView = Type.Object({
 
 // Tokens
 
-export const TokenView = Type.Object({
+const tokenFields = {
   id: Type.Integer(),
   billing_account_id: Type.Integer(),
   user_id: Type.Integer(),
   consumer_id: Uuid,
   description: Type.String(),
   restricted: Type.Boolean(),
-  token: Type.Optional(Type.String({ description: "The secret; only in the creation response" })),
+};
+const tokenTimes = {
   created_at: Type.String({ examples: ["2026-11-21 08:30:00"] }),
   updated_at: Type.String({ examples: ["2026-11-21 08:30:00"] }),
+};
+
+export const TokenView = Type.Object({ ...tokenFields, ...tokenTimes });
+
+/** The creation's answer: the only one with the secret. */
+export const CreatedTokenView = Type.Object({
+  ...tokenFields,
+  token: Type.String({ description: "The secret; shown only in this answer" }),
+  ...tokenTimes,
 });
 
 export const CreateTokenBody = Type.Object({
@@ -333,6 +343,7 @@ export const S3Info = Type.Object({ url: Type.String() });
 
 export type LocationView = Static<typeof LocationView>;
 export type TokenView = Static<typeof TokenView>;
+export type CreatedTokenView = Static<typeof CreatedTokenView>;
 export type StorageView = Static<typeof StorageView>;
 export type VmView = Static<typeof VmView>;
 export type AttachView = Static<typeof AttachView>;

@@ -2,9 +2,9 @@ import { cloudDateTime } from "../http/time.ts";
 import type { AuthContext, CloudTokenRecord, IdentityService } from "../identity/service.ts";
 import { type BillingAccounts, notOwned } from "./billing.ts";
 import { DELETED, type Deleted, type Forbidden, type Invalid, type NotFound, notFound } from "./outcome.ts";
-import { MAX_ROW_ID, type TokenView } from "./schemas.ts";
+import { type CreatedTokenView, MAX_ROW_ID, type TokenView } from "./schemas.ts";
 
-export type CreateTokenOutcome = { outcome: "created"; token: TokenView } | Forbidden | Invalid;
+export type CreateTokenOutcome = { outcome: "created"; token: CreatedTokenView } | Forbidden | Invalid;
 export type UpdateTokenOutcome = { outcome: "updated"; token: TokenView } | Forbidden | Invalid | NotFound;
 /** `missing_id`: the id may come from the body or the query, and came from neither. */
 export type DeleteTokenOutcome = Deleted | Forbidden | NotFound | { outcome: "missing_id" };
@@ -17,7 +17,7 @@ export const RESTRICTED: Forbidden = {
   message: "A restricted token cannot manage tokens",
 };
 
-function tokenView(record: CloudTokenRecord, token?: string): TokenView {
+function tokenView(record: CloudTokenRecord): TokenView {
   return {
     id: record.id,
     billing_account_id: record.billing_account_id,
@@ -25,7 +25,6 @@ function tokenView(record: CloudTokenRecord, token?: string): TokenView {
     consumer_id: record.consumer_id,
     description: record.description,
     restricted: record.restricted,
-    ...(token ? { token } : {}),
     created_at: cloudDateTime(record.created_at),
     updated_at: cloudDateTime(record.updated_at),
   };
@@ -51,7 +50,7 @@ export class TokenService {
       restricted: input.restricted,
     });
     if (!created) return notOwned("billing_account_id");
-    return { outcome: "created", token: tokenView(created.record, created.token) };
+    return { outcome: "created", token: { ...tokenView(created.record), token: created.token } };
   }
 
   async list(auth: AuthContext): Promise<TokenView[]> {

@@ -93,8 +93,8 @@ describe("cloud tokens and billing accounts", () => {
     expect(python.body[0].restricted).toBe(true);
   });
 
-  it("documents billing_account_id as an integer, never null, as SPEC.md types it", async () => {
-    type TokenSchema = { items: { properties: Record<string, unknown> } };
+  it("documents billing_account_id as an integer, never null, as SPEC.md types it, and the secret in the creation only", async () => {
+    type TokenSchema = { items: { properties: Record<string, unknown>; required?: string[] } };
     const { components } = (await t.request("GET", "/openapi.json", { anonymous: true })).body as {
       components: { responses: Record<string, { content: Record<string, { schema: TokenSchema }> }> };
     };
@@ -102,6 +102,11 @@ describe("cloud tokens and billing accounts", () => {
       const token = components.responses[name]?.content["application/json"]?.schema.items;
       expect(token?.properties.billing_account_id, name).toEqual({ type: "integer" });
     }
+    // The secret is always in the creation's answer (a typed client read it as possibly missing), never in a list.
+    const created = components.responses.createToken_200?.content["application/json"]?.schema.items;
+    const listed = components.responses.listTokens_200?.content["application/json"]?.schema.items;
+    expect(created?.required).toContain("token");
+    expect(listed?.properties).not.toHaveProperty("token");
   });
 
   it("rejects wrong types and foreign billing accounts with the cloud validation body", async () => {

@@ -3460,8 +3460,8 @@ export interface components {
                     consumer_id: string;
                     description: string;
                     restricted: boolean;
-                    /** @description The secret; only in the creation response */
-                    token?: string;
+                    /** @description The secret; shown only in this answer */
+                    token: string;
                     /** @example 2026-11-21 08:30:00 */
                     created_at: string;
                     /** @example 2026-11-21 08:30:00 */
@@ -3765,8 +3765,6 @@ export interface components {
                     consumer_id: string;
                     description: string;
                     restricted: boolean;
-                    /** @description The secret; only in the creation response */
-                    token?: string;
                     /** @example 2026-11-21 08:30:00 */
                     created_at: string;
                     /** @example 2026-11-21 08:30:00 */
@@ -3923,8 +3921,6 @@ export interface components {
                     consumer_id: string;
                     description: string;
                     restricted: boolean;
-                    /** @description The secret; only in the creation response */
-                    token?: string;
                     /** @example 2026-11-21 08:30:00 */
                     created_at: string;
                     /** @example 2026-11-21 08:30:00 */
@@ -10384,8 +10380,8 @@ export interface components {
                     consumer_id: string;
                     description: string;
                     restricted: boolean;
-                    /** @description The secret; only in the creation response */
-                    token?: string;
+                    /** @description The secret; shown only in this answer */
+                    token: string;
                     /** @example 2026-11-21 08:30:00 */
                     created_at: string;
                     /** @example 2026-11-21 08:30:00 */
@@ -10689,8 +10685,6 @@ export interface components {
                     consumer_id: string;
                     description: string;
                     restricted: boolean;
-                    /** @description The secret; only in the creation response */
-                    token?: string;
                     /** @example 2026-11-21 08:30:00 */
                     created_at: string;
                     /** @example 2026-11-21 08:30:00 */
@@ -10847,8 +10841,6 @@ export interface components {
                     consumer_id: string;
                     description: string;
                     restricted: boolean;
-                    /** @description The secret; only in the creation response */
-                    token?: string;
                     /** @example 2026-11-21 08:30:00 */
                     created_at: string;
                     /** @example 2026-11-21 08:30:00 */

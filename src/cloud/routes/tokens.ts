@@ -24,7 +24,7 @@ export const tokenRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> = async (
         ...noParams,
         bodyOptional: true,
         body: S.CreateTokenBody,
-        response: { ...cloudErrorResponses, 200: Type.Array(S.TokenView) },
+        response: { ...cloudErrorResponses, 200: Type.Array(S.CreatedTokenView) },
       },
     },
     async (request) => {
