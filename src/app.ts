@@ -1,4 +1,3 @@
-import { createServer } from "node:http";
 import cookie from "@fastify/cookie";
 import swagger from "@fastify/swagger";
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
@@ -19,11 +18,10 @@ import { acceptJsonBodies } from "./http/json-bodies.ts";
 import {
   clientErrorHandler,
   continueWhenRead,
+  createHttpServer,
   drainConnections,
   expectationFailedHandler,
-  hostRequired,
   lingerAfterEarlyAnswer,
-  listenerLimits,
   stopListening,
 } from "./http/listener.ts";
 import { documentedSchema, publishedDocument } from "./http/openapi.ts";
@@ -64,7 +62,7 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
     // "Disk not found", an unknown location's "no route"); the URL's own limit is the header size.
     routerOptions: { ignoreTrailingSlash: true, querystringParser: parseFormText, maxParamLength: 16 * 1024 },
     frameworkErrors,
-    serverFactory: (handler) => createServer(listenerLimits(config), hostRequired(handler, clientErrorBody)),
+    serverFactory: (handler) => createHttpServer(config, handler, clientErrorBody),
     clientErrorHandler: clientErrorHandler(clientErrorBody, deps.logger),
     // While shutting down, a request that reaches us on an open keep-alive connection is served
     // (with `Connection: close`, see below) rather than refused with a 503 the client would see.

@@ -8,6 +8,7 @@ import {
   type ServerResponse,
 } from "node:http";
 import { Server as NetServer, type Socket } from "node:net";
+import type { Duplex } from "node:stream";
 import { setImmediate, setTimeout } from "node:timers/promises";
 import type { FastifyBaseLogger } from "fastify";
 import type { Config } from "../config.ts";
@@ -28,7 +29,7 @@ export function listenerLimits(config: Config): ServerOptions {
     // Node checks the two timeouts on this interval (30 s by default, which would let a stalled
     // client outlive its headers timeout several times over).
     connectionsCheckingInterval: Math.max(10, Math.min(1000, Math.floor(headersTimeoutMs / 4))),
-    // `hostRequired` answers an HTTP/1.1 request without Host, where Node sends an empty 400.
+    // `checkedRequests` answers an HTTP/1.1 request without Host, where Node sends an empty 400.
     requireHostHeader: false,
   };
 }
@@ -95,17 +96,49 @@ export function clientErrorHandler(body: ClientErrorBody, logger: FastifyBaseLog
     const pending = (socket as Socket & { _httpMessage?: { headersSent?: boolean; req?: IncomingMessage } })
       ._httpMessage;
     if (socket.writable && !pending?.headersSent) {
-      const text = JSON.stringify(body(status, message, pathOf(error) ?? pending?.req?.url));
       // The request's own id when its headers were read, else a new one: every answer carries one.
       const id = pending?.req ? requestId(pending.req as IncomingMessage) : randomUUID();
-      socket.write(
-        `HTTP/1.1 ${status} ${message}\r\nDate: ${new Date().toUTCString()}\r\n` +
-          `Content-Type: application/json; charset=utf-8\r\n` +
-          `Content-Length: ${Buffer.byteLength(text)}\r\nCache-Control: no-store\r\nX-Request-Id: ${id}\r\n` +
-          `Connection: close\r\n\r\n${text}`,
-      );
+      writeRawAnswer(socket, status, message, body(status, message, pathOf(error) ?? pending?.req?.url), id);
     }
     socket.destroy();
+  };
+}
+
+/** An answer written on the socket itself, where no response object exists; the connection closes after it. */
+function writeRawAnswer(
+  socket: Duplex,
+  status: number,
+  message: string,
+  body: object,
+  id: string,
+  headers = "",
+): void {
+  const text = JSON.stringify(body);
+  socket.write(
+    `HTTP/1.1 ${status} ${message}\r\nDate: ${new Date().toUTCString()}\r\n` +
+      `Content-Type: application/json; charset=utf-8\r\n${headers}` +
+      `Content-Length: ${Buffer.byteLength(text)}\r\nCache-Control: no-store\r\nX-Request-Id: ${id}\r\n` +
+      `Connection: close\r\n\r\n${text}`,
+  );
+}
+
+/**
+ * Answers `CONNECT` (a tunnel, which neither listener opens) with 405 in `body`'s JSON: Node hands it
+ * to a `connect` listener and, with none, closes the connection without an answer.
+ */
+function refuseTunnel(body: ClientErrorBody) {
+  return (request: IncomingMessage, socket: Duplex): void => {
+    const status = 405;
+    const message = "Method Not Allowed";
+    writeRawAnswer(
+      socket,
+      status,
+      message,
+      body(status, message, request.url),
+      requestId(request),
+      "Allow: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS\r\n",
+    );
+    socket.end(() => socket.destroy());
   };
 }
 
@@ -173,14 +206,50 @@ export function lingerAfterEarlyAnswer(socket: Socket): void {
 }
 
 /**
- * Answers an HTTP/1.1 request without a Host header (RFC 9112, 3.2: a server must refuse it) with
- * 400 in `body`'s JSON, as the parser's other refusals, and hands every other request to `handler`.
+ * Refuses, in `body`'s JSON as the parser's other refusals, what the parser lets through: an HTTP/1.1
+ * request without a Host header or with two (RFC 9112, 3.2: a server must answer 400; the edge picks
+ * the distribution by the first, a cache in front might by the last), and a header section over
+ * `maxHeaderBytes` as sent (431). Node counts only the request target, names and values against its
+ * own limit, so a section of many short lines could be four times the size. Every other request goes
+ * to `handler`.
  */
-export function hostRequired(handler: RequestListener, body: ClientErrorBody): RequestListener {
+export function checkedRequests(
+  handler: RequestListener,
+  body: ClientErrorBody,
+  maxHeaderBytes: number,
+): RequestListener {
   return (request, response) => {
-    if (request.headers.host !== undefined || request.httpVersion !== "1.1") handler(request, response);
-    else refuse(request, response, body, 400, "Invalid Request");
+    const raw = request.rawHeaders;
+    // The request line ("METHOD target HTTP/1.1" and its line end) and the empty line that ends the section.
+    let bytes = (request.method?.length ?? 0) + (request.url?.length ?? 0) + 12 + 2;
+    let hosts = 0;
+    for (let index = 0; index < raw.length; index += 2) {
+      const name = raw[index] as string;
+      // The colon and line end; the spaces around a value are not kept, so not counted.
+      bytes += name.length + (raw[index + 1] as string).length + 3;
+      if (name.length === 4 && name.toLowerCase() === "host") hosts++;
+    }
+    if (bytes > maxHeaderBytes) refuse(request, response, body, 431, "Request Header Fields Too Large");
+    else if (hosts > 1 || (hosts === 0 && request.httpVersion === "1.1"))
+      refuse(request, response, body, 400, "Invalid Request");
+    else handler(request, response);
   };
+}
+
+/**
+ * A node HTTP server with `listenerLimits` and `checkedRequests`, which reads every header line of
+ * a request (Node's default keeps the first 2000 and drops the rest unseen: a viewer's padding could
+ * push a proxy's country or forwarding header out of view) and answers `CONNECT`.
+ */
+export function createHttpServer(config: Config, handler: RequestListener, body: ClientErrorBody): Server {
+  const server = createServer(
+    listenerLimits(config),
+    checkedRequests(handler, body, config.listener.maxHeaderBytes),
+  );
+  // No count: the section's size bounds the lines (`checkedRequests`).
+  server.maxHeadersCount = 0;
+  server.on("connect", refuseTunnel(body));
+  return server;
 }
 
 /** The plain error shape of a listener outside the API (the CDN edge). */
@@ -192,7 +261,7 @@ export function createBoundedServer(
   handler: RequestListener,
   errorBody: ClientErrorBody = plainErrorBody,
 ): Server {
-  const server = createServer(listenerLimits(deps.config), hostRequired(handler, errorBody));
+  const server = createHttpServer(deps.config, handler, errorBody);
   server.on("clientError", clientErrorHandler(errorBody, deps.logger));
   server.on("checkExpectation", expectationFailedHandler(errorBody));
   return server;

@@ -191,6 +191,50 @@ describe("slow and broken clients on both listeners", () => {
         status: 400,
         body: { success: false, message: "Invalid Request" },
       },
+      // Two Host lines (RFC 9112, 3.2): the edge picked the distribution by the first (QA of 4
+      // December, session 41), where a cache in front may go by the last.
+      {
+        url: edgeUrl,
+        request: "GET /a HTTP/1.1\r\nHost: a.example.com\r\nHost: b.example.com\r\n\r\n",
+        status: 400,
+        body: { success: false, message: "Invalid Request" },
+      },
+      {
+        url: t.baseUrl,
+        request: "GET /v1/media/libraries HTTP/1.1\r\nHost: x\r\nhost: y\r\n\r\n",
+        status: 400,
+        body: { success: false, message: "Invalid Request" },
+      },
+      // Many short lines: Node counted their names and values only (a section four times the
+      // limit passed) and dropped every line after its 2000th unseen, a proxy's own headers too.
+      {
+        url: edgeUrl,
+        request: `GET /a HTTP/1.1\r\nHost: x\r\n${"a:\r\n".repeat(1100)}\r\n`,
+        status: 431,
+        body: { success: false, message: "Request Header Fields Too Large" },
+      },
+      {
+        url: t.baseUrl,
+        request: `GET /v1/user-resource/token HTTP/1.1\r\nHost: x\r\n${"a:\r\n".repeat(1100)}\r\n`,
+        status: 431,
+        body: {
+          message: "Request Header Fields Too Large",
+          errors: { Error: "Request Header Fields Too Large" },
+        },
+      },
+      // A tunnel: the connection was closed without an answer.
+      {
+        url: t.baseUrl,
+        request: "CONNECT 127.0.0.1:6379 HTTP/1.1\r\nHost: 127.0.0.1:6379\r\n\r\n",
+        status: 405,
+        body: { success: false, message: "Method Not Allowed" },
+      },
+      {
+        url: edgeUrl,
+        request: "CONNECT 127.0.0.1:6379 HTTP/1.1\r\nHost: 127.0.0.1:6379\r\n\r\n",
+        status: 405,
+        body: { success: false, message: "Method Not Allowed" },
+      },
     ];
     for (const { url, request, status, body } of cases) {
       const answer = await sendRaw(url, request);
@@ -206,6 +250,15 @@ describe("slow and broken clients on both listeners", () => {
     );
     expect(echoed?.headers["x-request-id"]).toBe("trace-417");
     expect(await healthy(t.baseUrl)).toBe(200);
+  });
+
+  it("reads every header line of a section within the limit", async () => {
+    // 900 lines and then the key: a section of about 3.6 KiB, under the 4 KiB limit.
+    const answer = await sendRaw(
+      t.baseUrl,
+      `GET /v1/media/libraries HTTP/1.1\r\nHost: x\r\n${"a:\r\n".repeat(900)}Authorization: Bearer ${t.adminKey}\r\nConnection: close\r\n\r\n`,
+    );
+    expect(answer?.status).toBe(200);
   });
 
   it("answers a URL too long 414 and a header too long 431, on the API and the edge", async () => {
