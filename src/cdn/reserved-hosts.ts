@@ -1,4 +1,5 @@
 import type { Config } from "../config.ts";
+import { isLocalhostName } from "../net/address-guard.ts";
 import type { DistributionRow } from "./tables.ts";
 
 /** The settings that decide which host names belong to the platform. */
@@ -26,7 +27,7 @@ export function reservedHostReason(hostname: string, settings: HostNameSettings)
   const name = hostname.toLowerCase().replace(/\.$/, "");
   const own = [settings.host, hostnameOf(settings.publicUrl), hostnameOf(settings.edgePublicUrl)];
   if (own.some((host) => host?.toLowerCase() === name)) return "it is a host name of this platform";
-  if (name === "localhost" || name.endsWith(".localhost")) return "localhost names are reserved";
+  if (isLocalhostName(name)) return "localhost names are reserved";
   if (NUMERIC_LABEL.test(name.slice(name.lastIndexOf(".") + 1))) return "IP addresses are reserved";
   const media = settings.mediaDomain;
   if (name === media || name.endsWith(`.${media}`))

@@ -38,6 +38,19 @@ export type PrivateAccess = boolean | ((address: string) => boolean);
 const mayReach = (address: string, access: PrivateAccess): boolean =>
   isPublicAddress(address) || (typeof access === "function" ? access(address) : access);
 
+/**
+ * `localhost` and every name under it, with or without the root's trailing dot: loopback by
+ * definition (RFC 6761, 6.3), whatever this machine's resolver makes of them (glibc resolves only
+ * `localhost` itself; systemd-resolved and browsers every `*.localhost`).
+ */
+export function isLocalhostName(hostname: string): boolean {
+  const name = hostname.toLowerCase().replace(/\.$/, "");
+  return name === "localhost" || name.endsWith(".localhost");
+}
+
+/** The loopback address a localhost name stands for in the checks, whatever the resolver says. */
+const LOCALHOST_ADDRESS = "127.0.0.1";
+
 export class BlockedAddressError extends Error {
   constructor(readonly hostname: string) {
     // The address a name resolved to is not told: whoever saves URLs could map the internal names.
@@ -78,6 +91,9 @@ export async function checkUrlTarget(text: string, allowPrivate: PrivateAccess):
       ? { outcome: "public" }
       : { outcome: "blocked", reason: `${hostname} is not a public address` };
   }
+  if (isLocalhostName(hostname) && !mayReach(LOCALHOST_ADDRESS, allowPrivate)) {
+    return { outcome: "blocked", reason: new BlockedAddressError(hostname).message };
+  }
   const addresses = await new Promise<LookupAddress[]>((resolve) =>
     dnsLookup(hostname, { all: true }, (error, found) => resolve(error ? [] : found)),
   );
@@ -100,6 +116,9 @@ type LookupCallback = (
  */
 export function guardedLookup(allowPrivate: PrivateAccess) {
   return (hostname: string, lookupOptions: object, callback: LookupCallback) => {
+    if (isLocalhostName(hostname) && !mayReach(LOCALHOST_ADDRESS, allowPrivate)) {
+      return callback(new BlockedAddressError(hostname), []);
+    }
     dnsLookup(hostname, { ...lookupOptions, all: true }, (error, addresses) => {
       if (error) return callback(error, []);
       const blocked = addresses.some((entry) => !mayReach(entry.address, allowPrivate));

@@ -6,6 +6,7 @@ import {
   assertTargetAllowed,
   checkUrlTarget,
   createGuardedAgent,
+  isLocalhostName,
   isPublicAddress,
 } from "../../src/net/address-guard.ts";
 
@@ -42,6 +43,20 @@ describe("address guard", () => {
     expect(await checkUrlTarget("http://[::1]/hook", false)).toMatchObject({ outcome: "blocked" });
     expect(await checkUrlTarget("http://localhost/hook", false)).toMatchObject({ outcome: "blocked" });
     expect(await checkUrlTarget("http://localhost/hook", true)).toEqual({ outcome: "public" });
+    // Loopback by definition (RFC 6761), though this machine's resolver finds none of them: they
+    // passed the check when saved (QA of 4 December, session 41).
+    for (const host of ["foo.localhost", "foo.LocalHost.", "localhost.", "a.b.localhost"]) {
+      expect(await checkUrlTarget(`http://${host}:9322/hook`, false), host).toMatchObject({
+        outcome: "blocked",
+      });
+      expect(
+        await checkUrlTarget(`http://${host}:9322/hook`, (address) => address === "127.0.0.1"),
+        host,
+      ).toEqual({
+        outcome: "public",
+      });
+    }
+    expect(isLocalhostName("localhost.example.com")).toBe(false);
     expect(await checkUrlTarget("http://8.8.8.8/hook", false)).toEqual({ outcome: "public" });
     // Only http(s) URLs with a host are targets at all, whatever private addresses are allowed.
     for (const text of ["not a url", "ftp://example.com/x", "javascript:alert(1)", "file:///etc/passwd"]) {
@@ -57,6 +72,9 @@ describe("address guard", () => {
     try {
       const guarded = createGuardedAgent({ allowPrivate: false, connectTimeoutMs: 2000 });
       await expect(request(`http://localhost:${port}/`, { dispatcher: guarded })).rejects.toThrow(
+        /loopback|private/,
+      );
+      await expect(request(`http://app.localhost:${port}/`, { dispatcher: guarded })).rejects.toThrow(
         /loopback|private/,
       );
       const open = createGuardedAgent({ allowPrivate: true, connectTimeoutMs: 2000 });
