@@ -2,7 +2,12 @@ import type { Readable } from "node:stream";
 import { request } from "undici";
 import type { MigrationProvider } from "../config.ts";
 
-export type CredentialCheck = { outcome: "valid" } | { outcome: "rejected" } | { outcome: "unavailable" };
+/** `malformed`: no provider issues such a token (it cannot travel in a header); the provider is not asked. */
+export type CredentialCheck =
+  | { outcome: "valid" }
+  | { outcome: "rejected" }
+  | { outcome: "malformed" }
+  | { outcome: "unavailable" };
 
 interface ProviderCall {
   path: (token: string) => string;
@@ -46,9 +51,9 @@ export class MigrationCredentialValidator {
 
   async validate(provider: MigrationProvider, token: string): Promise<CredentialCheck> {
     const call = CALLS[provider];
-    // No provider issues a token that cannot travel in a header (a line break, say): rejected here,
+    // No provider issues a token that cannot travel in a header (a line break, say): refused here,
     // rather than read as a provider that could not be reached when the request cannot be made.
-    if (UNSENDABLE_IN_HEADER.test(token)) return { outcome: "rejected" };
+    if (UNSENDABLE_IN_HEADER.test(token)) return { outcome: "malformed" };
     const signal = AbortSignal.timeout(this.timeoutMs);
     try {
       const response = await request(`${this.baseUrls[provider]}${call.path(token)}`, {

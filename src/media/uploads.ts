@@ -57,6 +57,15 @@ export async function receiveMultipart(
         if (part.valueTruncated) throw ApiError.payloadTooLarge();
         // A part without a name is no field any operation reads: ignored like an unknown field.
         if (part.fieldname === "") continue;
+        // The file sent without a filename arrives as text (`curl -F 'file=<t.png'`): say so, rather
+        // than judge its bytes as text (a PNG "must not contain NUL characters").
+        if (part.fieldname === options.fileField) {
+          throw ApiError.field(
+            options.fileField,
+            "validation_required",
+            `The ${options.fileField} field must be a file: a part with a filename (curl -F '${options.fileField}=@path').`,
+          );
+        }
         if (!(part.fieldname in fields)) fields[part.fieldname] = String(part.value ?? "");
         continue;
       }
@@ -104,6 +113,11 @@ function toUploadError(error: unknown, fileField: string): unknown {
   const status = (error as { statusCode?: number }).statusCode;
   if (status === 413) return ApiError.payloadTooLarge();
   if (status === 415 || status === 406) return ApiError.unsupportedMediaType();
+  if ((error as { code?: string }).code === "FST_PROTO_VIOLATION") {
+    return ApiError.invalidRequest(
+      "A multipart field may not be named after a property every JavaScript object has (__proto__, constructor, toString...).",
+    );
+  }
   // Anything else the parser complains about (a part cut short, no boundary) is a malformed body.
   return malformed(fileField);
 }

@@ -268,6 +268,23 @@ describe("subtitles and thumbnails", () => {
     expect(notFound.status).toBe(404);
   });
 
+  it("names the cause of a file sent as text and of a field named after an object property", async () => {
+    // What `curl -F 'file=<t.png'` sends: the bytes without a filename, which the parser takes as
+    // text; it was refused as text holding NUL characters (QA of 4 December, session 41).
+    const asText = new FormData();
+    asText.set("file", PNG.toString("latin1"));
+    const thumbnail = await t.request("POST", `${base}/thumbnails`, { body: asText });
+    expect(thumbnail.status).toBe(400);
+    expect(thumbnail.body.errors).toEqual([
+      { field: "file", code: "validation_required", message: expect.stringMatching(/filename/) },
+    ]);
+    // Refused as "malformed or cut short", though the body was whole.
+    const proto = form({ title: "T", language: "en", constructor: "x" }, { name: "a.vtt", content: VTT });
+    const subtitle = await t.request("POST", `${base}/subtitles`, { body: proto });
+    expect(subtitle.status).toBe(400);
+    expect(subtitle.body).toEqual({ success: false, message: expect.stringMatching(/constructor/) });
+  });
+
   it("removes a library's files with the library", async () => {
     const lib = await createLibrary(t);
     const video = await createVideo(t, lib.id);

@@ -87,9 +87,6 @@ describe("migration credential validation", () => {
       ["wistia", "forbidden-1"],
       ["youtube", "other-1"],
       ["cloudflare", "inactive-1"],
-      // No header can carry it, so no provider is asked.
-      ["vimeo", "good-1\nX-Other: 1"],
-      ["dailymotion", "good-\u0100"],
     ] as const) {
       const response = await check(name, token);
       expect(response.status).toBe(400);
@@ -100,6 +97,24 @@ describe("migration credential validation", () => {
           { field: "credentials.access_token", code: "validation_credentials", message: expect.any(String) },
         ],
       });
+    }
+  });
+
+  it("refuses a token no header can carry as malformed, without asking the provider", async () => {
+    // It was reported as rejected by the provider, which never saw it (QA of 4 December, session 41).
+    for (const [name, token] of [
+      ["vimeo", "good-1\nX-Other: 1"],
+      ["dailymotion", "good-\u0100"],
+    ] as const) {
+      const response = await check(name, token);
+      expect(response.status).toBe(400);
+      expect(response.body.errors).toEqual([
+        {
+          field: "credentials.access_token",
+          code: "validation_format",
+          message: expect.stringMatching(/characters/),
+        },
+      ]);
     }
   });
 

@@ -613,7 +613,7 @@ export interface paths {
         put?: never;
         /**
          * Check an external video platform's access token
-         * @description Asks the provider. Rejected token: 400 `validation_credentials`; provider unreachable, timing out, 429 or 5xx: 502 `{}`.
+         * @description Asks the provider. Rejected token: 400 `validation_credentials`; a token no header can carry (a line break): 400 `validation_format`, the provider not asked; provider unreachable, timing out, 429 or 5xx: 502 `{}`.
          */
         post: operations["validateMigrationCredentials"];
         delete?: never;

@@ -14,7 +14,7 @@ export const migrationRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = asy
         tags: ["media: migration"],
         summary: "Check an external video platform's access token",
         description:
-          "Asks the provider. Rejected token: 400 `validation_credentials`; provider unreachable, timing out, 429 or 5xx: 502 `{}`.",
+          "Asks the provider. Rejected token: 400 `validation_credentials`; a token no header can carry (a line break): 400 `validation_format`, the provider not asked; provider unreachable, timing out, 429 or 5xx: 502 `{}`.",
         security: mediaSecurity,
         params: IdParams("libraryId"),
         body: ValidateMigrationBody,
@@ -33,6 +33,12 @@ export const migrationRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = asy
             "credentials.access_token",
             "validation_credentials",
             `The ${provider} access token was rejected by the provider.`,
+          );
+        case "malformed":
+          throw ApiError.field(
+            "credentials.access_token",
+            "validation_format",
+            "The access token holds characters no provider's token has (line breaks, control or non-Latin-1 characters).",
           );
         case "unavailable":
           throw new ApiError(502, "Bad Gateway", { body: {} });
