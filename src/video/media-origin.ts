@@ -46,13 +46,16 @@ const PLAYLIST_TYPE = "application/vnd.apple.mpegurl";
 export const THROUGH_ANOTHER_DISTRIBUTION =
   "A library's videos are served to viewers directly, not as another distribution's origin";
 /**
- * On every answer the store makes: never kept by the edge, so always fresh from the store, and
- * readable by players on other origins.
+ * On every answer the store makes: never kept by the edge, so always fresh from the store, readable
+ * by players on other origins, and never sniffed by browsers as another type than the one sent (an
+ * uploaded thumbnail is checked by its magic bytes only: a GIF that is SVG after `GIF89a` is served
+ * as `image/gif`).
  */
 const FROM_THE_STORE: OutgoingHttpHeaders = {
   age: "0",
   "x-cache": "MISS",
   "access-control-allow-origin": "*",
+  "x-content-type-options": "nosniff",
 };
 
 /** Whether responses may be kept by shared caches downstream: only when no rule limits who may see them. */

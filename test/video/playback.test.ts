@@ -245,6 +245,8 @@ describe("video pipeline and playback", () => {
     expect(whole.headers["accept-ranges"]).toBe("bytes");
     // Never kept by the edge, so always fresh from the media store.
     expect([whole.headers["x-cache"], whole.headers.age]).toEqual(["MISS", "0"]);
+    // Never sniffed as another type (QA of 4 December, session 41).
+    expect(whole.headers["x-content-type-options"]).toBe("nosniff");
     const file = join(work, "play.mp4");
     writeFileSync(file, whole.body);
     const probe = await tools.probe(file);
