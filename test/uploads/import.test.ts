@@ -224,6 +224,8 @@ describe("importing a video's source from a URL", () => {
       "not a url",
       "http://10.0.0.1/a.mp4",
       "http://[::1]/a.mp4",
+      // Read the WHATWG way it was an http URL (a webhook's URL with a leading space is refused).
+      " http://files.example.com/a.mp4",
       42,
     ]) {
       const refused = await fetchSource(videoId, url);
@@ -233,6 +235,14 @@ describe("importing a video's source from a URL", () => {
     // A length is validation_max, as a webhook URL's (it was validation_format).
     const long = await fetchSource(videoId, `https://example.com/${"a".repeat(2100)}`);
     expect(fieldErrors(long.body)).toEqual({ url: "validation_max" });
+    // The document says so, as it does of a webhook's URL (QA of 4 December, session 41).
+    const document = (await t.request("GET", "/openapi.json", { anonymous: true })).body;
+    const body =
+      document.paths["/v1/media/libraries/{libraryId}/videos/{videoId}/source/fetch"].post.requestBody;
+    expect(body.content["application/json"].schema.properties.url).toMatchObject({
+      maxLength: 2048,
+      pattern: expect.stringMatching(/^\^/),
+    });
     const missing = await t.request("POST", `${videoPath(libraryId, videoId)}/source/fetch`, { json: {} });
     expect(fieldErrors(missing.body)).toEqual({ url: "validation_required" });
     expect((await importOf(videoId)).status).toBe(404);

@@ -32933,7 +32933,7 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
-                    /** @description http(s) URL of the video file */
+                    /** @description http(s) URL of the video file, on a public address */
                     url: string;
                 };
             };

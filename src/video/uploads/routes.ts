@@ -10,6 +10,7 @@ import { ApiError, type FieldError } from "../../http/errors.ts";
 import { urlShownTo } from "../../http/read-only-view.ts";
 import {
   Envelope,
+  expecting,
   IdParams,
   MediaError,
   mediaErrorResponses,
@@ -62,7 +63,14 @@ const UploadAuthorization = Type.Object({
   ),
 });
 const FetchBody = Type.Object({
-  url: Type.String({ description: "http(s) URL of the video file" }),
+  // The import's own rules (the service's) in the document too, as a webhook's or origin's URL.
+  url: Type.String({
+    minLength: 1,
+    maxLength: 2048,
+    pattern: "^[Hh][Tt][Tt][Pp][Ss]?://[^/?#\\s]",
+    description: "http(s) URL of the video file, on a public address",
+    ...expecting("an http or https URL such as https://files.example.com/video.mp4"),
+  }),
 });
 const ImportState = Type.Object({
   video_id: Type.String(),
