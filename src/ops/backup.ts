@@ -118,11 +118,16 @@ export async function backup(config: Config, target: string): Promise<BackupOutc
 
   const blobs = join(config.dataDir, BLOBS_DIR);
   const { blobStore } = config;
-  if (blobStore.kind === "local" && (await exists(blobs))) {
-    await cp(blobs, join(target, BLOBS_DIR), {
-      recursive: true,
-      filter: (path) => path !== join(blobs, BLOB_TEMP_DIR),
-    });
+  if (blobStore.kind === "local") {
+    // Made even when the data dir has no media yet: a restore refuses a backup whose store holds
+    // videos and that has no media folder.
+    makeDirectories(join(target, BLOBS_DIR));
+    if (await exists(blobs)) {
+      await cp(blobs, join(target, BLOBS_DIR), {
+        recursive: true,
+        filter: (path) => path !== join(blobs, BLOB_TEMP_DIR),
+      });
+    }
   }
   const keyFile = join(config.dataDir, SECRET_KEY_FILE);
   const hasKeyFile = await exists(keyFile);
@@ -157,23 +162,40 @@ function readMigrations(file: string): string[] {
   }
 }
 
-/** What is wrong with a backup's files, if anything: its store and the key file its manifest names. */
+/**
+ * What is wrong with a backup's files, if anything: the key file its manifest names, its store (sound,
+ * and the store the manifest describes: a file cut to nothing is an empty SQLite database, which
+ * `quick_check` passes and a server would start on as a new platform), and the media files.
+ */
 async function damaged(from: string, manifest: BackupManifest): Promise<string | undefined> {
   if (manifest.secret_key_file && !(await exists(join(from, SECRET_KEY_FILE)))) {
     return `${SECRET_KEY_FILE} is missing, though ${MANIFEST_FILE} says it was backed up`;
   }
+  let holdsVideos: boolean;
   try {
     const copy = new SqliteDatabase(join(from, DATABASE_FILE), { readonly: true, fileMustExist: true });
     try {
       const problems = copy.pragma("quick_check", { simple: false }) as { quick_check: string }[];
       if (problems[0]?.quick_check !== "ok")
         throw new Error(problems.map((row) => row.quick_check).join("; "));
+      const ran = copy.prepare("SELECT name FROM kysely_migration ORDER BY name").pluck().all() as string[];
+      if (manifest.migrations && ran.join("\n") !== [...manifest.migrations].sort().join("\n")) {
+        throw new Error(
+          `its migrations are not the ${manifest.migrations.length} that ${MANIFEST_FILE} lists`,
+        );
+      }
+      holdsVideos = copy.prepare("SELECT 1 FROM media_videos LIMIT 1").get() !== undefined;
     } finally {
       copy.close();
     }
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error);
-    return `${DATABASE_FILE} is not a sound SQLite store (${reason})`;
+    return `${DATABASE_FILE} is not a sound Cumulo store (${reason})`;
+  }
+  // Backups of stores without media have no folder of them (nor did any before the manifest said).
+  const blobsIncluded = manifest.blobs?.included ?? true;
+  if (blobsIncluded && holdsVideos && !(await exists(join(from, BLOBS_DIR)))) {
+    return `${BLOBS_DIR}/ is missing, though ${MANIFEST_FILE} says the media files were backed up`;
   }
   return undefined;
 }
@@ -181,13 +203,21 @@ async function damaged(from: string, manifest: BackupManifest): Promise<string |
 /** Brings a backup back into an empty data dir; never overwrites a store that exists. */
 export async function restore(config: Config, from: string): Promise<RestoreOutcome> {
   if (config.databaseUrl) return { outcome: "postgres" };
+  if (!(await exists(join(from, MANIFEST_FILE))) || !(await exists(join(from, DATABASE_FILE)))) {
+    return { outcome: "not_a_backup" };
+  }
   let manifest: BackupManifest;
   try {
     manifest = JSON.parse(await readFile(join(from, MANIFEST_FILE), "utf8")) as BackupManifest;
-  } catch {
-    return { outcome: "not_a_backup" };
+  } catch (error) {
+    return { outcome: "damaged", reason: `${MANIFEST_FILE} cannot be read (${(error as Error).message})` };
   }
-  if (manifest.format !== 1 || !(await exists(join(from, DATABASE_FILE)))) return { outcome: "not_a_backup" };
+  if (manifest?.format !== 1) {
+    return {
+      outcome: "damaged",
+      reason: `${MANIFEST_FILE} is not of a backup format this version reads (1)`,
+    };
+  }
   // A store a newer Cumulo migrated: this one would refuse to start on it after the restore.
   const known = allMigrations("sqlite");
   const unknown = (manifest.migrations ?? []).filter((name) => !(name in known));

@@ -279,6 +279,10 @@ describe.skipIf(testStoreKind() === "postgres")(
     });
 
     it("refuses a damaged backup before it writes anything, so the restore can be run again", async () => {
+      const library = await t.request("POST", "/v1/media/libraries", { json: { name: "kept" } });
+      await t.request("POST", `/v1/media/libraries/${library.body.data.id}/videos`, {
+        json: { title: "kept" },
+      });
       const target = join(tempDir(), "backup");
       expect((await runCli(["backup", "--to", target], { CUMULO_DATA_DIR: t.store.dataDir })).code).toBe(0);
       const damaged = (change: (copy: string) => void) => {
@@ -291,7 +295,38 @@ describe.skipIf(testStoreKind() === "postgres")(
         // Cut short (a copy to a disk that filled up, an interrupted transfer).
         {
           from: damaged((copy) => truncateSync(join(copy, "cumulo.sqlite"), 8192)),
-          message: /is damaged: cumulo\.sqlite is not a sound SQLite store \(.+\); nothing was restored/,
+          message: /is damaged: cumulo\.sqlite is not a sound Cumulo store \(.+\); nothing was restored/,
+        },
+        // Cut to nothing: an empty SQLite database, which a server started on as a new platform
+        // (QA of 4 December, session 41).
+        {
+          from: damaged((copy) => truncateSync(join(copy, "cumulo.sqlite"), 0)),
+          message:
+            /is damaged: cumulo\.sqlite is not a sound Cumulo store \(no such table: kysely_migration\)/,
+        },
+        {
+          from: damaged((copy) => {
+            const manifestFile = join(copy, "manifest.json");
+            const manifest = JSON.parse(readFileSync(manifestFile, "utf8"));
+            writeFileSync(
+              manifestFile,
+              JSON.stringify({ ...manifest, migrations: manifest.migrations.slice(0, 3) }),
+            );
+          }),
+          message: /is not a sound Cumulo store \(its migrations are not the 3 that manifest\.json lists\)/,
+        },
+        {
+          from: damaged((copy) => rmSync(join(copy, "blobs"), { recursive: true })),
+          message:
+            /is damaged: blobs\/ is missing, though manifest\.json says the media files were backed up/,
+        },
+        {
+          from: damaged((copy) => writeFileSync(join(copy, "manifest.json"), "{")),
+          message: /is damaged: manifest\.json cannot be read \(.+\); nothing was restored/,
+        },
+        {
+          from: damaged((copy) => writeFileSync(join(copy, "manifest.json"), JSON.stringify({ format: 2 }))),
+          message: /is damaged: manifest\.json is not of a backup format this version reads \(1\)/,
         },
         {
           from: damaged((copy) => {
