@@ -30,6 +30,10 @@ export interface RunningCumulo {
   close(): Promise<void>;
 }
 
+/** Logged at start when the store's secrets do not open with this node's key. */
+const UNOPENED_SECRETS =
+  "stored secrets do not open with this node's secret key (CUMULO_SECRET_KEY, else <data dir>/cloud-secret.key): it is not the key they were sealed with. Until that key is given back, webhook attempts are recorded as failed without being sent, and reading webhook endpoints and S3 users answers 500; every node must share one key (docs/operations.md, Backups)";
+
 /** Binds a listener; a failure (address in use, unknown host) names the variables to change. */
 async function listening<T>(
   variable: string,
@@ -99,6 +103,13 @@ export async function startCumulo(given: Config, options: StartOptions = {}): Pr
     const sealed = await services.webhookEndpoints.sealPlainSecrets();
     if (sealed > 0)
       deps.logger.info({ endpoints: sealed }, "webhook signing secrets sealed with the secret key");
+    // A node given another key than the store's secrets were sealed with (a second node without the
+    // shared key, a restored data dir without its key file) says so at once, not at the first 500.
+    const secretsOpen = await Promise.all([
+      services.webhookEndpoints.storedSecretsOpen(),
+      services.cloud.objectStorage.storedSecretsOpen(),
+    ]);
+    if (secretsOpen.includes(false)) deps.logger.error(UNOPENED_SECRETS);
     deps.metrics.observe({
       clock: deps.clock,
       jobKinds: services.jobHandlers.map((handler) => handler.kind),

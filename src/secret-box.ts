@@ -39,6 +39,16 @@ function decodeKeyFile(text: string, path: string): Buffer {
   return key;
 }
 
+/** Whether `open` opens its secret, or throws (a secret key other than the one it was sealed with). */
+export function opens(open: () => string): boolean {
+  try {
+    open();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** AES-256-GCM with a random 96-bit IV; `context` is bound as associated data. */
 export class SecretBox {
   #key: Buffer | undefined;

@@ -2,7 +2,7 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { type Clock, nowIso } from "../clock.ts";
 import { type Config, publicOrigin } from "../config.ts";
 import type { AuthContext, IdentityService } from "../identity/service.ts";
-import type { SecretBox } from "../secret-box.ts";
+import { opens, type SecretBox } from "../secret-box.ts";
 import { readBool } from "../store/codec.ts";
 import type { Executor, Transact } from "../store/transactions.ts";
 import { DELETED, type Deleted, type Forbidden, type NotFound, notFound } from "./outcome.ts";
@@ -42,6 +42,12 @@ export class ObjectStorageService {
     private readonly config: Config,
     private readonly clock: Clock,
   ) {}
+
+  /** Whether the key pair stored last opens with this node's secret key (true when there is none). */
+  async storedSecretsOpen(): Promise<boolean> {
+    const key = await this.repository.newestS3Key();
+    return key === undefined || opens(() => this.secrets.open(key.secret_encrypted, key.access_key));
+  }
 
   /**
    * The user with its key pairs, created with one pair on first use; when every pair has been

@@ -541,6 +541,16 @@ export class CloudRepository {
     await executor.insertInto("cloud_s3_keys").values(row).execute();
   }
 
+  /** The key pair stored last, of any organization: what the start-up check of the secret key opens. */
+  newestS3Key() {
+    return this.db
+      .selectFrom("cloud_s3_keys")
+      .select(["access_key", "secret_encrypted"])
+      .orderBy("created_at", "desc")
+      .limit(1)
+      .executeTakeFirst();
+  }
+
   listS3Keys(executor: Executor, organizationId: string) {
     return executor
       .selectFrom("cloud_s3_keys")

@@ -211,6 +211,17 @@ export class WebhookRepository {
    * The endpoints whose stored secret starts with `prefix` (a start-up pass: once every secret is
    * sealed it reads none). `_` in the prefix matches any character, so callers check what they get.
    */
+  /** The sealed secret written last, of any endpoint: what the start-up check of the secret key opens. */
+  newestSealedSecret(plainPrefix: string) {
+    return this.db
+      .selectFrom("webhook_endpoints")
+      .select(["id", "secret"])
+      .where("secret", "not like", `${plainPrefix}%`)
+      .orderBy("updated_at", "desc")
+      .limit(1)
+      .executeTakeFirst();
+  }
+
   listSecretsStartingWith(prefix: string) {
     return this.db
       .selectFrom("webhook_endpoints")

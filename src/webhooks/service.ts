@@ -7,6 +7,7 @@ import { credentialsIn, headerCredentialsIn } from "../http/read-only-view.ts";
 import { withOffset } from "../http/time.ts";
 import type { LibraryRepository } from "../media/repository.ts";
 import { checkUrlTarget } from "../net/address-guard.ts";
+import { opens } from "../secret-box.ts";
 import { readBool, readJson, writeJson } from "../store/codec.ts";
 import type { Transact } from "../store/transactions.ts";
 import type { DeliveryRepository } from "./delivery-repository.ts";
@@ -275,6 +276,12 @@ export class WebhookService {
       if (await this.repository.replaceSecret(id, secret, this.secrets.seal(id, secret))) sealed++;
     }
     return sealed;
+  }
+
+  /** Whether the endpoint secret sealed last opens with this node's secret key (true when there is none). */
+  async storedSecretsOpen(): Promise<boolean> {
+    const row = await this.repository.newestSealedSecret(PLAIN_PREFIX);
+    return row === undefined || opens(() => this.secrets.open(row.id, row.secret));
   }
 
   /** Queues one `test` notification to this endpoint only, whatever its events and is_active. */

@@ -1,5 +1,6 @@
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { capturingLogger } from "../fuzz/log-capture.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { createMigratedTestStore, type TestStore } from "../support/store.ts";
 import { waitUntil } from "../support/wait.ts";
@@ -33,12 +34,16 @@ describe("webhook signing secrets in the store", () => {
   let store: TestStore;
   let receiver: Receiver;
   let node: TestApp | undefined;
+  /** What each node logged at `error` about the store's secrets at its start. */
+  const startLines: string[][] = [];
   const startNode = async (secretKey: string) => {
     await node?.close();
+    const { logger, lines } = capturingLogger("error");
     node = await startTestApp(
       { CUMULO_WEBHOOK_ALLOW_PRIVATE: "true", CUMULO_SECRET_KEY: secretKey },
-      { store },
+      { store, logger },
     );
+    startLines.push(lines.map((line) => String(line.msg)).filter((msg) => msg.startsWith("stored secrets")));
     return node;
   };
 
@@ -89,6 +94,8 @@ describe("webhook signing secrets in the store", () => {
     // Under another secret key nothing is sent with a signature the receiver would reject: the attempt
     // is recorded as failed, saying why, and the endpoint's reads fail rather than answer a wrong secret.
     t = await startNode("some other key");
+    // Said at once at its start, not first at a 500 (QA of 4 December, session 41).
+    expect(startLines).toEqual([[], [], [expect.stringMatching(/do not open with this node's secret key/)]]);
     await emit();
     const failed = await waitUntil(
       () =>
