@@ -873,7 +873,7 @@ describe("resumable uploads across a server restart and across nodes", { timeout
         expect(told.map((line) => [line.level, line.msg, line.uploadId])).toEqual([
           [
             40,
-            "resumable upload's bytes are not on this API node: route /v1/media/tus/{id} to the node that holds them (docs/operations.md, Media storage); answered 410",
+            "resumable upload's bytes are not on this API node's disk: with several API nodes, route /v1/media/tus/{id} to the node that holds them (docs/operations.md, Media storage); after a restore, unfinished uploads are not in backups; answered 410",
             path.split("/").pop(),
           ],
         ]);

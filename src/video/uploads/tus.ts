@@ -107,7 +107,7 @@ class VideoUploadStore extends FileStore {
       if (row && (error as { status_code?: number }).status_code === 410) {
         this.logger.warn(
           { uploadId: id },
-          "resumable upload's bytes are not on this API node: route /v1/media/tus/{id} to the node that holds them (docs/operations.md, Media storage); answered 410",
+          "resumable upload's bytes are not on this API node's disk: with several API nodes, route /v1/media/tus/{id} to the node that holds them (docs/operations.md, Media storage); after a restore, unfinished uploads are not in backups; answered 410",
         );
       }
       throw error;
