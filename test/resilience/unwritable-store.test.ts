@@ -101,7 +101,11 @@ describe.runIf(testStoreKind() === "postgres")("a PostgreSQL store that takes no
       await readOnly(true);
       // The ended connections are answered 503 as lost ones; then the pool has new, read-only ones,
       // and the node that cannot write asks not to be sent traffic.
-      await waitUntil(async () => (await fetch(`${t.baseUrl}/readyz`)).status === 503);
+      // (The first 503s may still be those of the lost connections, "unavailable".)
+      await waitUntil(async () => {
+        const answer = await fetch(`${t.baseUrl}/readyz`);
+        return answer.status === 503 && ((await answer.json()) as { status: string }).status === "read_only";
+      });
       const probe = await fetch(`${t.baseUrl}/readyz`);
       expect([probe.status, await probe.json()]).toEqual([
         503,
