@@ -120,14 +120,31 @@ export const CloudError = Type.Object({
   errors: Type.Optional(Type.Record(Type.String(), Type.String())),
 });
 
-const statuses = [400, 401, 403, 404, 409, 413, 415, 429, 500] as const;
+/** 503: the store, Redis or media storage is away for a moment (docs/decisions.md); any route may answer it. */
+const statuses = [400, 401, 403, 404, 409, 413, 415, 429, 500, 503] as const;
+
+/** Headers of a 503 and of every 429 (OpenAPI only). */
+const RETRY_AFTER = {
+  "retry-after": { type: "integer", description: "Seconds to wait before trying again" },
+};
+/** Headers of a 429 for the key's request budget (CONTRACT.md; a 429 for other reasons has `Retry-After` only). */
+const RATE_LIMITED = {
+  ...RETRY_AFTER,
+  "ratelimit-limit": { type: "integer", description: "Requests the key may make per window" },
+  "ratelimit-remaining": { type: "integer", description: "Requests left in this window" },
+  "ratelimit-reset": { type: "integer", description: "Seconds until the window ends" },
+};
+
+/** The error responses of every route of a group, in its error shape, with the headers that go with them. */
+function errorResponses<T extends TSchema>(error: T): Record<(typeof statuses)[number], T> {
+  const responses: Record<number, T> = Object.fromEntries(statuses.map((status) => [status, error]));
+  responses[429] = { ...error, headers: RATE_LIMITED };
+  responses[503] = { ...error, headers: RETRY_AFTER };
+  return responses;
+}
 
 /** Error responses every media-style route declares (spread into `response`). */
-export const mediaErrorResponses = Object.fromEntries(
-  statuses.map((status) => [status, MediaError]),
-) as Record<(typeof statuses)[number], typeof MediaError>;
+export const mediaErrorResponses = errorResponses(MediaError);
 
 /** Error responses every cloud route declares. */
-export const cloudErrorResponses = Object.fromEntries(
-  statuses.map((status) => [status, CloudError]),
-) as Record<(typeof statuses)[number], typeof CloudError>;
+export const cloudErrorResponses = errorResponses(CloudError);

@@ -3265,6 +3265,14 @@ export interface components {
         /** @description Default Response */
         listLocations_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -3280,6 +3288,23 @@ export interface components {
         /** @description Default Response */
         listLocations_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listLocations_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -3419,6 +3444,14 @@ export interface components {
         /** @description Default Response */
         listBillingAccounts_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -3434,6 +3467,23 @@ export interface components {
         /** @description Default Response */
         listBillingAccounts_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listBillingAccounts_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -3577,6 +3627,14 @@ export interface components {
         /** @description Default Response */
         createToken_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -3592,6 +3650,23 @@ export interface components {
         /** @description Default Response */
         createToken_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        createToken_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -3724,6 +3799,14 @@ export interface components {
         /** @description Default Response */
         deleteToken_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -3739,6 +3822,23 @@ export interface components {
         /** @description Default Response */
         deleteToken_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        deleteToken_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -3880,6 +3980,14 @@ export interface components {
         /** @description Default Response */
         updateToken_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -3895,6 +4003,23 @@ export interface components {
         /** @description Default Response */
         updateToken_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        updateToken_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -4036,6 +4161,14 @@ export interface components {
         /** @description Default Response */
         listTokens_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -4051,6 +4184,23 @@ export interface components {
         /** @description Default Response */
         listTokens_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listTokens_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -4228,6 +4378,14 @@ export interface components {
         /** @description Default Response */
         getVm_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -4243,6 +4401,23 @@ export interface components {
         /** @description Default Response */
         getVm_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        getVm_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -4420,6 +4595,14 @@ export interface components {
         /** @description Default Response */
         createVm_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -4435,6 +4618,23 @@ export interface components {
         /** @description Default Response */
         createVm_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        createVm_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -4567,6 +4767,14 @@ export interface components {
         /** @description Default Response */
         deleteVm_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -4582,6 +4790,23 @@ export interface components {
         /** @description Default Response */
         deleteVm_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        deleteVm_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -4759,6 +4984,14 @@ export interface components {
         /** @description Default Response */
         updateVm_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -4774,6 +5007,23 @@ export interface components {
         /** @description Default Response */
         updateVm_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        updateVm_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -4951,6 +5201,14 @@ export interface components {
         /** @description Default Response */
         listVms_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -4966,6 +5224,23 @@ export interface components {
         /** @description Default Response */
         listVms_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listVms_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -5143,6 +5418,14 @@ export interface components {
         /** @description Default Response */
         startVm_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -5158,6 +5441,23 @@ export interface components {
         /** @description Default Response */
         startVm_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        startVm_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -5335,6 +5635,14 @@ export interface components {
         /** @description Default Response */
         stopVm_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -5350,6 +5658,23 @@ export interface components {
         /** @description Default Response */
         stopVm_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        stopVm_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -5493,6 +5818,14 @@ export interface components {
         /** @description Default Response */
         attachDisk_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -5508,6 +5841,23 @@ export interface components {
         /** @description Default Response */
         attachDisk_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        attachDisk_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -5640,6 +5990,14 @@ export interface components {
         /** @description Default Response */
         detachDisk_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -5655,6 +6013,23 @@ export interface components {
         /** @description Default Response */
         detachDisk_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        detachDisk_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -5805,6 +6180,14 @@ export interface components {
         /** @description Default Response */
         listDisks_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -5820,6 +6203,23 @@ export interface components {
         /** @description Default Response */
         listDisks_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listDisks_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -5970,6 +6370,14 @@ export interface components {
         /** @description Default Response */
         createDisk_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -5985,6 +6393,23 @@ export interface components {
         /** @description Default Response */
         createDisk_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        createDisk_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -6135,6 +6560,14 @@ export interface components {
         /** @description Default Response */
         getDisk_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -6150,6 +6583,23 @@ export interface components {
         /** @description Default Response */
         getDisk_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        getDisk_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -6282,6 +6732,14 @@ export interface components {
         /** @description Default Response */
         deleteDisk_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -6297,6 +6755,23 @@ export interface components {
         /** @description Default Response */
         deleteDisk_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        deleteDisk_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -6447,6 +6922,14 @@ export interface components {
         /** @description Default Response */
         updateDisk_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -6462,6 +6945,23 @@ export interface components {
         /** @description Default Response */
         updateDisk_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        updateDisk_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -6614,6 +7114,14 @@ export interface components {
         /** @description Default Response */
         listFloatingIps_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -6629,6 +7137,23 @@ export interface components {
         /** @description Default Response */
         listFloatingIps_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listFloatingIps_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -6781,6 +7306,14 @@ export interface components {
         /** @description Default Response */
         allocateFloatingIp_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -6796,6 +7329,23 @@ export interface components {
         /** @description Default Response */
         allocateFloatingIp_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        allocateFloatingIp_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -6948,6 +7498,14 @@ export interface components {
         /** @description Default Response */
         getFloatingIp_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -6963,6 +7521,23 @@ export interface components {
         /** @description Default Response */
         getFloatingIp_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        getFloatingIp_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -7095,6 +7670,14 @@ export interface components {
         /** @description Default Response */
         deleteFloatingIp_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -7110,6 +7693,23 @@ export interface components {
         /** @description Default Response */
         deleteFloatingIp_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        deleteFloatingIp_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -7262,6 +7862,14 @@ export interface components {
         /** @description Default Response */
         updateFloatingIp_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -7277,6 +7885,23 @@ export interface components {
         /** @description Default Response */
         updateFloatingIp_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        updateFloatingIp_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -7429,6 +8054,14 @@ export interface components {
         /** @description Default Response */
         assignFloatingIp_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -7444,6 +8077,23 @@ export interface components {
         /** @description Default Response */
         assignFloatingIp_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        assignFloatingIp_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -7596,6 +8246,14 @@ export interface components {
         /** @description Default Response */
         unassignFloatingIp_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -7611,6 +8269,23 @@ export interface components {
         /** @description Default Response */
         unassignFloatingIp_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        unassignFloatingIp_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -7784,6 +8459,14 @@ export interface components {
         /** @description Default Response */
         listLoadBalancers_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -7799,6 +8482,23 @@ export interface components {
         /** @description Default Response */
         listLoadBalancers_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listLoadBalancers_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -7972,6 +8672,14 @@ export interface components {
         /** @description Default Response */
         createLoadBalancer_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -7987,6 +8695,23 @@ export interface components {
         /** @description Default Response */
         createLoadBalancer_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        createLoadBalancer_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -8160,6 +8885,14 @@ export interface components {
         /** @description Default Response */
         getLoadBalancer_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -8175,6 +8908,23 @@ export interface components {
         /** @description Default Response */
         getLoadBalancer_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        getLoadBalancer_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -8307,6 +9057,14 @@ export interface components {
         /** @description Default Response */
         deleteLoadBalancer_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -8322,6 +9080,23 @@ export interface components {
         /** @description Default Response */
         deleteLoadBalancer_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        deleteLoadBalancer_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -8495,6 +9270,14 @@ export interface components {
         /** @description Default Response */
         updateLoadBalancer_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -8510,6 +9293,23 @@ export interface components {
         /** @description Default Response */
         updateLoadBalancer_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        updateLoadBalancer_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -8683,6 +9483,14 @@ export interface components {
         /** @description Default Response */
         setLoadBalancerBillingAccount_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -8698,6 +9506,23 @@ export interface components {
         /** @description Default Response */
         setLoadBalancerBillingAccount_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        setLoadBalancerBillingAccount_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -8839,6 +9664,14 @@ export interface components {
         /** @description Default Response */
         addLoadBalancerTarget_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -8854,6 +9687,23 @@ export interface components {
         /** @description Default Response */
         addLoadBalancerTarget_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        addLoadBalancerTarget_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -8986,6 +9836,14 @@ export interface components {
         /** @description Default Response */
         removeLoadBalancerTarget_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -9001,6 +9859,23 @@ export interface components {
         /** @description Default Response */
         removeLoadBalancerTarget_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        removeLoadBalancerTarget_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -9142,6 +10017,14 @@ export interface components {
         /** @description Default Response */
         addForwardingRule_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -9157,6 +10040,23 @@ export interface components {
         /** @description Default Response */
         addForwardingRule_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        addForwardingRule_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -9289,6 +10189,14 @@ export interface components {
         /** @description Default Response */
         removeForwardingRule_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -9304,6 +10212,23 @@ export interface components {
         /** @description Default Response */
         removeForwardingRule_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        removeForwardingRule_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -9444,6 +10369,14 @@ export interface components {
         /** @description Default Response */
         getS3User_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -9459,6 +10392,23 @@ export interface components {
         /** @description Default Response */
         getS3User_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        getS3User_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -9592,6 +10542,14 @@ export interface components {
         /** @description Default Response */
         listS3Keys_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -9607,6 +10565,23 @@ export interface components {
         /** @description Default Response */
         listS3Keys_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listS3Keys_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -9740,6 +10715,14 @@ export interface components {
         /** @description Default Response */
         createS3Key_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -9755,6 +10738,23 @@ export interface components {
         /** @description Default Response */
         createS3Key_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        createS3Key_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -9887,6 +10887,14 @@ export interface components {
         /** @description Default Response */
         deleteS3Key_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -9902,6 +10910,23 @@ export interface components {
         /** @description Default Response */
         deleteS3Key_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        deleteS3Key_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -10033,6 +11058,14 @@ export interface components {
         /** @description Default Response */
         getS3Endpoint_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -10048,6 +11081,23 @@ export interface components {
         /** @description Default Response */
         getS3Endpoint_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        getS3Endpoint_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -10185,6 +11235,14 @@ export interface components {
         /** @description Default Response */
         listLocationsAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -10200,6 +11258,23 @@ export interface components {
         /** @description Default Response */
         listLocationsAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listLocationsAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -10339,6 +11414,14 @@ export interface components {
         /** @description Default Response */
         listBillingAccountsAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -10354,6 +11437,23 @@ export interface components {
         /** @description Default Response */
         listBillingAccountsAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listBillingAccountsAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -10497,6 +11597,14 @@ export interface components {
         /** @description Default Response */
         createTokenAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -10512,6 +11620,23 @@ export interface components {
         /** @description Default Response */
         createTokenAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        createTokenAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -10644,6 +11769,14 @@ export interface components {
         /** @description Default Response */
         deleteTokenAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -10659,6 +11792,23 @@ export interface components {
         /** @description Default Response */
         deleteTokenAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        deleteTokenAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -10800,6 +11950,14 @@ export interface components {
         /** @description Default Response */
         updateTokenAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -10815,6 +11973,23 @@ export interface components {
         /** @description Default Response */
         updateTokenAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        updateTokenAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -10956,6 +12131,14 @@ export interface components {
         /** @description Default Response */
         listTokensAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -10971,6 +12154,23 @@ export interface components {
         /** @description Default Response */
         listTokensAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listTokensAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -11148,6 +12348,14 @@ export interface components {
         /** @description Default Response */
         getVmAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -11163,6 +12371,23 @@ export interface components {
         /** @description Default Response */
         getVmAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        getVmAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -11340,6 +12565,14 @@ export interface components {
         /** @description Default Response */
         createVmAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -11355,6 +12588,23 @@ export interface components {
         /** @description Default Response */
         createVmAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        createVmAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -11487,6 +12737,14 @@ export interface components {
         /** @description Default Response */
         deleteVmAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -11502,6 +12760,23 @@ export interface components {
         /** @description Default Response */
         deleteVmAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        deleteVmAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -11679,6 +12954,14 @@ export interface components {
         /** @description Default Response */
         updateVmAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -11694,6 +12977,23 @@ export interface components {
         /** @description Default Response */
         updateVmAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        updateVmAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -11871,6 +13171,14 @@ export interface components {
         /** @description Default Response */
         listVmsAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -11886,6 +13194,23 @@ export interface components {
         /** @description Default Response */
         listVmsAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listVmsAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -12063,6 +13388,14 @@ export interface components {
         /** @description Default Response */
         startVmAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -12078,6 +13411,23 @@ export interface components {
         /** @description Default Response */
         startVmAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        startVmAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -12255,6 +13605,14 @@ export interface components {
         /** @description Default Response */
         stopVmAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -12270,6 +13628,23 @@ export interface components {
         /** @description Default Response */
         stopVmAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        stopVmAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -12413,6 +13788,14 @@ export interface components {
         /** @description Default Response */
         attachDiskAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -12428,6 +13811,23 @@ export interface components {
         /** @description Default Response */
         attachDiskAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        attachDiskAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -12560,6 +13960,14 @@ export interface components {
         /** @description Default Response */
         detachDiskAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -12575,6 +13983,23 @@ export interface components {
         /** @description Default Response */
         detachDiskAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        detachDiskAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -12725,6 +14150,14 @@ export interface components {
         /** @description Default Response */
         listDisksAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -12740,6 +14173,23 @@ export interface components {
         /** @description Default Response */
         listDisksAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listDisksAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -12890,6 +14340,14 @@ export interface components {
         /** @description Default Response */
         createDiskAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -12905,6 +14363,23 @@ export interface components {
         /** @description Default Response */
         createDiskAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        createDiskAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -13055,6 +14530,14 @@ export interface components {
         /** @description Default Response */
         getDiskAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -13070,6 +14553,23 @@ export interface components {
         /** @description Default Response */
         getDiskAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        getDiskAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -13202,6 +14702,14 @@ export interface components {
         /** @description Default Response */
         deleteDiskAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -13217,6 +14725,23 @@ export interface components {
         /** @description Default Response */
         deleteDiskAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        deleteDiskAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -13367,6 +14892,14 @@ export interface components {
         /** @description Default Response */
         updateDiskAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -13382,6 +14915,23 @@ export interface components {
         /** @description Default Response */
         updateDiskAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        updateDiskAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -13534,6 +15084,14 @@ export interface components {
         /** @description Default Response */
         listFloatingIpsAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -13549,6 +15107,23 @@ export interface components {
         /** @description Default Response */
         listFloatingIpsAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listFloatingIpsAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -13701,6 +15276,14 @@ export interface components {
         /** @description Default Response */
         allocateFloatingIpAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -13716,6 +15299,23 @@ export interface components {
         /** @description Default Response */
         allocateFloatingIpAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        allocateFloatingIpAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -13868,6 +15468,14 @@ export interface components {
         /** @description Default Response */
         getFloatingIpAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -13883,6 +15491,23 @@ export interface components {
         /** @description Default Response */
         getFloatingIpAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        getFloatingIpAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -14015,6 +15640,14 @@ export interface components {
         /** @description Default Response */
         deleteFloatingIpAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -14030,6 +15663,23 @@ export interface components {
         /** @description Default Response */
         deleteFloatingIpAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        deleteFloatingIpAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -14182,6 +15832,14 @@ export interface components {
         /** @description Default Response */
         updateFloatingIpAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -14197,6 +15855,23 @@ export interface components {
         /** @description Default Response */
         updateFloatingIpAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        updateFloatingIpAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -14349,6 +16024,14 @@ export interface components {
         /** @description Default Response */
         assignFloatingIpAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -14364,6 +16047,23 @@ export interface components {
         /** @description Default Response */
         assignFloatingIpAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        assignFloatingIpAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -14516,6 +16216,14 @@ export interface components {
         /** @description Default Response */
         unassignFloatingIpAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -14531,6 +16239,23 @@ export interface components {
         /** @description Default Response */
         unassignFloatingIpAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        unassignFloatingIpAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -14704,6 +16429,14 @@ export interface components {
         /** @description Default Response */
         listLoadBalancersAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -14719,6 +16452,23 @@ export interface components {
         /** @description Default Response */
         listLoadBalancersAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listLoadBalancersAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -14892,6 +16642,14 @@ export interface components {
         /** @description Default Response */
         createLoadBalancerAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -14907,6 +16665,23 @@ export interface components {
         /** @description Default Response */
         createLoadBalancerAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        createLoadBalancerAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -15080,6 +16855,14 @@ export interface components {
         /** @description Default Response */
         getLoadBalancerAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -15095,6 +16878,23 @@ export interface components {
         /** @description Default Response */
         getLoadBalancerAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        getLoadBalancerAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -15227,6 +17027,14 @@ export interface components {
         /** @description Default Response */
         deleteLoadBalancerAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -15242,6 +17050,23 @@ export interface components {
         /** @description Default Response */
         deleteLoadBalancerAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        deleteLoadBalancerAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -15415,6 +17240,14 @@ export interface components {
         /** @description Default Response */
         updateLoadBalancerAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -15430,6 +17263,23 @@ export interface components {
         /** @description Default Response */
         updateLoadBalancerAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        updateLoadBalancerAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -15603,6 +17453,14 @@ export interface components {
         /** @description Default Response */
         setLoadBalancerBillingAccountAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -15618,6 +17476,23 @@ export interface components {
         /** @description Default Response */
         setLoadBalancerBillingAccountAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        setLoadBalancerBillingAccountAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -15759,6 +17634,14 @@ export interface components {
         /** @description Default Response */
         addLoadBalancerTargetAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -15774,6 +17657,23 @@ export interface components {
         /** @description Default Response */
         addLoadBalancerTargetAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        addLoadBalancerTargetAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -15906,6 +17806,14 @@ export interface components {
         /** @description Default Response */
         removeLoadBalancerTargetAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -15921,6 +17829,23 @@ export interface components {
         /** @description Default Response */
         removeLoadBalancerTargetAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        removeLoadBalancerTargetAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -16062,6 +17987,14 @@ export interface components {
         /** @description Default Response */
         addForwardingRuleAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -16077,6 +18010,23 @@ export interface components {
         /** @description Default Response */
         addForwardingRuleAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        addForwardingRuleAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -16209,6 +18159,14 @@ export interface components {
         /** @description Default Response */
         removeForwardingRuleAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -16224,6 +18182,23 @@ export interface components {
         /** @description Default Response */
         removeForwardingRuleAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        removeForwardingRuleAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -16364,6 +18339,14 @@ export interface components {
         /** @description Default Response */
         getS3UserAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -16379,6 +18362,23 @@ export interface components {
         /** @description Default Response */
         getS3UserAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        getS3UserAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -16512,6 +18512,14 @@ export interface components {
         /** @description Default Response */
         listS3KeysAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -16527,6 +18535,23 @@ export interface components {
         /** @description Default Response */
         listS3KeysAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listS3KeysAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -16660,6 +18685,14 @@ export interface components {
         /** @description Default Response */
         createS3KeyAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -16675,6 +18708,23 @@ export interface components {
         /** @description Default Response */
         createS3KeyAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        createS3KeyAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -16807,6 +18857,14 @@ export interface components {
         /** @description Default Response */
         deleteS3KeyAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -16822,6 +18880,23 @@ export interface components {
         /** @description Default Response */
         deleteS3KeyAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        deleteS3KeyAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -16953,6 +19028,14 @@ export interface components {
         /** @description Default Response */
         getS3EndpointAtLocation_429: {
             headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
+                /** @description Requests the key may make per window */
+                "ratelimit-limit"?: number;
+                /** @description Requests left in this window */
+                "ratelimit-remaining"?: number;
+                /** @description Seconds until the window ends */
+                "ratelimit-reset"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -16968,6 +19051,23 @@ export interface components {
         /** @description Default Response */
         getS3EndpointAtLocation_500: {
             headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        getS3EndpointAtLocation_503: {
+            headers: {
+                /** @description Seconds to wait before trying again */
+                "retry-after"?: number;
                 [name: string]: unknown;
             };
             content: {
@@ -17968,6 +20068,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -17988,6 +20096,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -18181,6 +20311,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -18201,6 +20339,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -18390,6 +20550,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -18410,6 +20578,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -18603,6 +20793,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -18623,6 +20821,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -18803,6 +21023,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -18823,6 +21051,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -19008,6 +21258,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -19028,6 +21286,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -19685,6 +21965,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -19705,6 +21993,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -19908,6 +22218,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -19928,6 +22246,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -20146,6 +22486,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -20166,6 +22514,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -20346,6 +22716,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -20366,6 +22744,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -20553,6 +22953,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -20573,6 +22981,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -20772,6 +23202,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -20792,6 +23230,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -20999,6 +23459,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -21019,6 +23487,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -21250,6 +23740,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -21270,6 +23768,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -21448,6 +23968,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -21468,6 +23996,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -21648,6 +24198,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -21668,6 +24226,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -21855,6 +24435,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -21875,6 +24463,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -22069,6 +24679,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -22089,6 +24707,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -22269,6 +24909,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -22289,6 +24937,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -22533,6 +25203,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -22553,6 +25231,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -22810,6 +25510,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -22830,6 +25538,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -23037,6 +25767,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -23057,6 +25795,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -23235,6 +25995,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -23255,6 +26023,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -23440,6 +26230,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -23460,6 +26258,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -23668,6 +26488,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -23688,6 +26516,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -23886,6 +26736,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -23906,6 +26764,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -24111,6 +26991,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -24131,6 +27019,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -24311,6 +27221,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -24331,6 +27249,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -24513,6 +27453,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -24780,6 +27728,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -24800,6 +27756,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -25038,6 +28016,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -25058,6 +28044,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -25274,6 +28282,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -25294,6 +28310,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -25479,6 +28517,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -25499,6 +28545,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -25724,6 +28792,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -25744,6 +28820,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -25946,6 +29044,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -25966,6 +29072,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -26189,6 +29317,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -26209,6 +29345,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -26432,6 +29590,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -26452,6 +29618,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -26665,6 +29853,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -26685,6 +29881,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -26890,6 +30108,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -26910,6 +30136,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -27096,6 +30344,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -27116,6 +30372,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -27328,6 +30606,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -27348,6 +30634,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -27543,6 +30851,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -27563,6 +30879,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -27797,6 +31135,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -27817,6 +31163,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -28041,6 +31409,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -28061,6 +31437,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -28276,6 +31674,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -28296,6 +31702,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -28482,6 +31910,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -28502,6 +31938,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -28725,6 +32183,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -28745,6 +32211,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -28946,6 +32434,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -28966,6 +32462,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -29199,6 +32717,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -29219,6 +32745,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -29453,6 +33001,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -29473,6 +33029,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -29689,6 +33267,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -29709,6 +33295,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -29895,6 +33503,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -29915,6 +33531,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -30148,6 +33786,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -30168,6 +33814,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -30354,6 +34022,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -30374,6 +34050,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -30569,6 +34267,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -30613,6 +34319,28 @@ export interface operations {
                 };
                 content: {
                     "application/json": Record<string, never>;
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
                 };
             };
         };
@@ -30823,6 +34551,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -30843,6 +34579,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -31065,6 +34823,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -31085,6 +34851,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -31293,6 +35081,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -31313,6 +35109,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -31537,6 +35355,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -31557,6 +35383,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -31744,6 +35592,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -31764,6 +35620,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -31957,6 +35835,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -31977,6 +35863,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -32207,6 +36115,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -32227,6 +36143,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -32424,6 +36362,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -32444,6 +36390,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -32655,6 +36623,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -32675,6 +36651,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -32881,6 +36879,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -32901,6 +36907,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -33114,6 +37142,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -33134,6 +37170,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -33177,6 +37235,10 @@ export interface operations {
             /** @description Created; `Location` is the upload URL */
             201: {
                 headers: {
+                    /** @description The upload's URL, relative to this endpoint */
+                    location?: string;
+                    /** @description Bytes received (creation-with-upload) */
+                    "upload-offset"?: number;
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -33369,6 +37431,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -33389,6 +37459,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -33647,6 +37739,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -33667,6 +37767,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -33900,6 +38022,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -33920,6 +38050,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -34173,6 +38325,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -34193,6 +38353,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -34426,6 +38608,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -34446,6 +38636,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -34626,6 +38838,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -34646,6 +38866,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -34833,6 +39075,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -34853,6 +39103,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -35096,6 +39368,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -35116,6 +39396,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -35382,6 +39684,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -35402,6 +39712,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -35628,6 +39960,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -35648,6 +39988,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -35834,6 +40196,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -35854,6 +40224,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -36118,6 +40510,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -36138,6 +40538,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -36375,6 +40797,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -36395,6 +40825,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -36592,6 +41044,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -36612,6 +41072,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -36895,6 +41377,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -36915,6 +41405,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -37113,6 +41625,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -37133,6 +41653,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -37171,6 +41713,7 @@ export interface operations {
             415: components["responses"]["listLocations_415"];
             429: components["responses"]["listLocations_429"];
             500: components["responses"]["listLocations_500"];
+            503: components["responses"]["listLocations_503"];
         };
     };
     listBillingAccounts: {
@@ -37192,6 +41735,7 @@ export interface operations {
             415: components["responses"]["listBillingAccounts_415"];
             429: components["responses"]["listBillingAccounts_429"];
             500: components["responses"]["listBillingAccounts_500"];
+            503: components["responses"]["listBillingAccounts_503"];
         };
     };
     createToken: {
@@ -37213,6 +41757,7 @@ export interface operations {
             415: components["responses"]["createToken_415"];
             429: components["responses"]["createToken_429"];
             500: components["responses"]["createToken_500"];
+            503: components["responses"]["createToken_503"];
         };
     };
     deleteToken: {
@@ -37237,6 +41782,7 @@ export interface operations {
             415: components["responses"]["deleteToken_415"];
             429: components["responses"]["deleteToken_429"];
             500: components["responses"]["deleteToken_500"];
+            503: components["responses"]["deleteToken_503"];
         };
     };
     updateToken: {
@@ -37258,6 +41804,7 @@ export interface operations {
             415: components["responses"]["updateToken_415"];
             429: components["responses"]["updateToken_429"];
             500: components["responses"]["updateToken_500"];
+            503: components["responses"]["updateToken_503"];
         };
     };
     listTokens: {
@@ -37279,6 +41826,7 @@ export interface operations {
             415: components["responses"]["listTokens_415"];
             429: components["responses"]["listTokens_429"];
             500: components["responses"]["listTokens_500"];
+            503: components["responses"]["listTokens_503"];
         };
     };
     getVm: {
@@ -37303,6 +41851,7 @@ export interface operations {
             415: components["responses"]["getVm_415"];
             429: components["responses"]["getVm_429"];
             500: components["responses"]["getVm_500"];
+            503: components["responses"]["getVm_503"];
         };
     };
     createVm: {
@@ -37324,6 +41873,7 @@ export interface operations {
             415: components["responses"]["createVm_415"];
             429: components["responses"]["createVm_429"];
             500: components["responses"]["createVm_500"];
+            503: components["responses"]["createVm_503"];
         };
     };
     deleteVm: {
@@ -37348,6 +41898,7 @@ export interface operations {
             415: components["responses"]["deleteVm_415"];
             429: components["responses"]["deleteVm_429"];
             500: components["responses"]["deleteVm_500"];
+            503: components["responses"]["deleteVm_503"];
         };
     };
     updateVm: {
@@ -37369,6 +41920,7 @@ export interface operations {
             415: components["responses"]["updateVm_415"];
             429: components["responses"]["updateVm_429"];
             500: components["responses"]["updateVm_500"];
+            503: components["responses"]["updateVm_503"];
         };
     };
     listVms: {
@@ -37390,6 +41942,7 @@ export interface operations {
             415: components["responses"]["listVms_415"];
             429: components["responses"]["listVms_429"];
             500: components["responses"]["listVms_500"];
+            503: components["responses"]["listVms_503"];
         };
     };
     startVm: {
@@ -37411,6 +41964,7 @@ export interface operations {
             415: components["responses"]["startVm_415"];
             429: components["responses"]["startVm_429"];
             500: components["responses"]["startVm_500"];
+            503: components["responses"]["startVm_503"];
         };
     };
     stopVm: {
@@ -37432,6 +41986,7 @@ export interface operations {
             415: components["responses"]["stopVm_415"];
             429: components["responses"]["stopVm_429"];
             500: components["responses"]["stopVm_500"];
+            503: components["responses"]["stopVm_503"];
         };
     };
     attachDisk: {
@@ -37453,6 +42008,7 @@ export interface operations {
             415: components["responses"]["attachDisk_415"];
             429: components["responses"]["attachDisk_429"];
             500: components["responses"]["attachDisk_500"];
+            503: components["responses"]["attachDisk_503"];
         };
     };
     detachDisk: {
@@ -37474,6 +42030,7 @@ export interface operations {
             415: components["responses"]["detachDisk_415"];
             429: components["responses"]["detachDisk_429"];
             500: components["responses"]["detachDisk_500"];
+            503: components["responses"]["detachDisk_503"];
         };
     };
     listDisks: {
@@ -37495,6 +42052,7 @@ export interface operations {
             415: components["responses"]["listDisks_415"];
             429: components["responses"]["listDisks_429"];
             500: components["responses"]["listDisks_500"];
+            503: components["responses"]["listDisks_503"];
         };
     };
     createDisk: {
@@ -37516,6 +42074,7 @@ export interface operations {
             415: components["responses"]["createDisk_415"];
             429: components["responses"]["createDisk_429"];
             500: components["responses"]["createDisk_500"];
+            503: components["responses"]["createDisk_503"];
         };
     };
     getDisk: {
@@ -37539,6 +42098,7 @@ export interface operations {
             415: components["responses"]["getDisk_415"];
             429: components["responses"]["getDisk_429"];
             500: components["responses"]["getDisk_500"];
+            503: components["responses"]["getDisk_503"];
         };
     };
     deleteDisk: {
@@ -37562,6 +42122,7 @@ export interface operations {
             415: components["responses"]["deleteDisk_415"];
             429: components["responses"]["deleteDisk_429"];
             500: components["responses"]["deleteDisk_500"];
+            503: components["responses"]["deleteDisk_503"];
         };
     };
     updateDisk: {
@@ -37585,6 +42146,7 @@ export interface operations {
             415: components["responses"]["updateDisk_415"];
             429: components["responses"]["updateDisk_429"];
             500: components["responses"]["updateDisk_500"];
+            503: components["responses"]["updateDisk_503"];
         };
     };
     listFloatingIps: {
@@ -37610,6 +42172,7 @@ export interface operations {
             415: components["responses"]["listFloatingIps_415"];
             429: components["responses"]["listFloatingIps_429"];
             500: components["responses"]["listFloatingIps_500"];
+            503: components["responses"]["listFloatingIps_503"];
         };
     };
     allocateFloatingIp: {
@@ -37631,6 +42194,7 @@ export interface operations {
             415: components["responses"]["allocateFloatingIp_415"];
             429: components["responses"]["allocateFloatingIp_429"];
             500: components["responses"]["allocateFloatingIp_500"];
+            503: components["responses"]["allocateFloatingIp_503"];
         };
     };
     getFloatingIp: {
@@ -37654,6 +42218,7 @@ export interface operations {
             415: components["responses"]["getFloatingIp_415"];
             429: components["responses"]["getFloatingIp_429"];
             500: components["responses"]["getFloatingIp_500"];
+            503: components["responses"]["getFloatingIp_503"];
         };
     };
     deleteFloatingIp: {
@@ -37677,6 +42242,7 @@ export interface operations {
             415: components["responses"]["deleteFloatingIp_415"];
             429: components["responses"]["deleteFloatingIp_429"];
             500: components["responses"]["deleteFloatingIp_500"];
+            503: components["responses"]["deleteFloatingIp_503"];
         };
     };
     updateFloatingIp: {
@@ -37700,6 +42266,7 @@ export interface operations {
             415: components["responses"]["updateFloatingIp_415"];
             429: components["responses"]["updateFloatingIp_429"];
             500: components["responses"]["updateFloatingIp_500"];
+            503: components["responses"]["updateFloatingIp_503"];
         };
     };
     assignFloatingIp: {
@@ -37723,6 +42290,7 @@ export interface operations {
             415: components["responses"]["assignFloatingIp_415"];
             429: components["responses"]["assignFloatingIp_429"];
             500: components["responses"]["assignFloatingIp_500"];
+            503: components["responses"]["assignFloatingIp_503"];
         };
     };
     unassignFloatingIp: {
@@ -37746,6 +42314,7 @@ export interface operations {
             415: components["responses"]["unassignFloatingIp_415"];
             429: components["responses"]["unassignFloatingIp_429"];
             500: components["responses"]["unassignFloatingIp_500"];
+            503: components["responses"]["unassignFloatingIp_503"];
         };
     };
     listLoadBalancers: {
@@ -37767,6 +42336,7 @@ export interface operations {
             415: components["responses"]["listLoadBalancers_415"];
             429: components["responses"]["listLoadBalancers_429"];
             500: components["responses"]["listLoadBalancers_500"];
+            503: components["responses"]["listLoadBalancers_503"];
         };
     };
     createLoadBalancer: {
@@ -37788,6 +42358,7 @@ export interface operations {
             415: components["responses"]["createLoadBalancer_415"];
             429: components["responses"]["createLoadBalancer_429"];
             500: components["responses"]["createLoadBalancer_500"];
+            503: components["responses"]["createLoadBalancer_503"];
         };
     };
     getLoadBalancer: {
@@ -37811,6 +42382,7 @@ export interface operations {
             415: components["responses"]["getLoadBalancer_415"];
             429: components["responses"]["getLoadBalancer_429"];
             500: components["responses"]["getLoadBalancer_500"];
+            503: components["responses"]["getLoadBalancer_503"];
         };
     };
     deleteLoadBalancer: {
@@ -37834,6 +42406,7 @@ export interface operations {
             415: components["responses"]["deleteLoadBalancer_415"];
             429: components["responses"]["deleteLoadBalancer_429"];
             500: components["responses"]["deleteLoadBalancer_500"];
+            503: components["responses"]["deleteLoadBalancer_503"];
         };
     };
     updateLoadBalancer: {
@@ -37857,6 +42430,7 @@ export interface operations {
             415: components["responses"]["updateLoadBalancer_415"];
             429: components["responses"]["updateLoadBalancer_429"];
             500: components["responses"]["updateLoadBalancer_500"];
+            503: components["responses"]["updateLoadBalancer_503"];
         };
     };
     setLoadBalancerBillingAccount: {
@@ -37880,6 +42454,7 @@ export interface operations {
             415: components["responses"]["setLoadBalancerBillingAccount_415"];
             429: components["responses"]["setLoadBalancerBillingAccount_429"];
             500: components["responses"]["setLoadBalancerBillingAccount_500"];
+            503: components["responses"]["setLoadBalancerBillingAccount_503"];
         };
     };
     addLoadBalancerTarget: {
@@ -37903,6 +42478,7 @@ export interface operations {
             415: components["responses"]["addLoadBalancerTarget_415"];
             429: components["responses"]["addLoadBalancerTarget_429"];
             500: components["responses"]["addLoadBalancerTarget_500"];
+            503: components["responses"]["addLoadBalancerTarget_503"];
         };
     };
     removeLoadBalancerTarget: {
@@ -37927,6 +42503,7 @@ export interface operations {
             415: components["responses"]["removeLoadBalancerTarget_415"];
             429: components["responses"]["removeLoadBalancerTarget_429"];
             500: components["responses"]["removeLoadBalancerTarget_500"];
+            503: components["responses"]["removeLoadBalancerTarget_503"];
         };
     };
     addForwardingRule: {
@@ -37950,6 +42527,7 @@ export interface operations {
             415: components["responses"]["addForwardingRule_415"];
             429: components["responses"]["addForwardingRule_429"];
             500: components["responses"]["addForwardingRule_500"];
+            503: components["responses"]["addForwardingRule_503"];
         };
     };
     removeForwardingRule: {
@@ -37974,6 +42552,7 @@ export interface operations {
             415: components["responses"]["removeForwardingRule_415"];
             429: components["responses"]["removeForwardingRule_429"];
             500: components["responses"]["removeForwardingRule_500"];
+            503: components["responses"]["removeForwardingRule_503"];
         };
     };
     getS3User: {
@@ -37995,6 +42574,7 @@ export interface operations {
             415: components["responses"]["getS3User_415"];
             429: components["responses"]["getS3User_429"];
             500: components["responses"]["getS3User_500"];
+            503: components["responses"]["getS3User_503"];
         };
     };
     listS3Keys: {
@@ -38016,6 +42596,7 @@ export interface operations {
             415: components["responses"]["listS3Keys_415"];
             429: components["responses"]["listS3Keys_429"];
             500: components["responses"]["listS3Keys_500"];
+            503: components["responses"]["listS3Keys_503"];
         };
     };
     createS3Key: {
@@ -38037,6 +42618,7 @@ export interface operations {
             415: components["responses"]["createS3Key_415"];
             429: components["responses"]["createS3Key_429"];
             500: components["responses"]["createS3Key_500"];
+            503: components["responses"]["createS3Key_503"];
         };
     };
     deleteS3Key: {
@@ -38060,6 +42642,7 @@ export interface operations {
             415: components["responses"]["deleteS3Key_415"];
             429: components["responses"]["deleteS3Key_429"];
             500: components["responses"]["deleteS3Key_500"];
+            503: components["responses"]["deleteS3Key_503"];
         };
     };
     getS3Endpoint: {
@@ -38081,6 +42664,7 @@ export interface operations {
             415: components["responses"]["getS3Endpoint_415"];
             429: components["responses"]["getS3Endpoint_429"];
             500: components["responses"]["getS3Endpoint_500"];
+            503: components["responses"]["getS3Endpoint_503"];
         };
     };
     listLocationsAtLocation: {
@@ -38105,6 +42689,7 @@ export interface operations {
             415: components["responses"]["listLocationsAtLocation_415"];
             429: components["responses"]["listLocationsAtLocation_429"];
             500: components["responses"]["listLocationsAtLocation_500"];
+            503: components["responses"]["listLocationsAtLocation_503"];
         };
     };
     listBillingAccountsAtLocation: {
@@ -38129,6 +42714,7 @@ export interface operations {
             415: components["responses"]["listBillingAccountsAtLocation_415"];
             429: components["responses"]["listBillingAccountsAtLocation_429"];
             500: components["responses"]["listBillingAccountsAtLocation_500"];
+            503: components["responses"]["listBillingAccountsAtLocation_503"];
         };
     };
     createTokenAtLocation: {
@@ -38153,6 +42739,7 @@ export interface operations {
             415: components["responses"]["createTokenAtLocation_415"];
             429: components["responses"]["createTokenAtLocation_429"];
             500: components["responses"]["createTokenAtLocation_500"];
+            503: components["responses"]["createTokenAtLocation_503"];
         };
     };
     deleteTokenAtLocation: {
@@ -38180,6 +42767,7 @@ export interface operations {
             415: components["responses"]["deleteTokenAtLocation_415"];
             429: components["responses"]["deleteTokenAtLocation_429"];
             500: components["responses"]["deleteTokenAtLocation_500"];
+            503: components["responses"]["deleteTokenAtLocation_503"];
         };
     };
     updateTokenAtLocation: {
@@ -38204,6 +42792,7 @@ export interface operations {
             415: components["responses"]["updateTokenAtLocation_415"];
             429: components["responses"]["updateTokenAtLocation_429"];
             500: components["responses"]["updateTokenAtLocation_500"];
+            503: components["responses"]["updateTokenAtLocation_503"];
         };
     };
     listTokensAtLocation: {
@@ -38228,6 +42817,7 @@ export interface operations {
             415: components["responses"]["listTokensAtLocation_415"];
             429: components["responses"]["listTokensAtLocation_429"];
             500: components["responses"]["listTokensAtLocation_500"];
+            503: components["responses"]["listTokensAtLocation_503"];
         };
     };
     getVmAtLocation: {
@@ -38255,6 +42845,7 @@ export interface operations {
             415: components["responses"]["getVmAtLocation_415"];
             429: components["responses"]["getVmAtLocation_429"];
             500: components["responses"]["getVmAtLocation_500"];
+            503: components["responses"]["getVmAtLocation_503"];
         };
     };
     createVmAtLocation: {
@@ -38279,6 +42870,7 @@ export interface operations {
             415: components["responses"]["createVmAtLocation_415"];
             429: components["responses"]["createVmAtLocation_429"];
             500: components["responses"]["createVmAtLocation_500"];
+            503: components["responses"]["createVmAtLocation_503"];
         };
     };
     deleteVmAtLocation: {
@@ -38306,6 +42898,7 @@ export interface operations {
             415: components["responses"]["deleteVmAtLocation_415"];
             429: components["responses"]["deleteVmAtLocation_429"];
             500: components["responses"]["deleteVmAtLocation_500"];
+            503: components["responses"]["deleteVmAtLocation_503"];
         };
     };
     updateVmAtLocation: {
@@ -38330,6 +42923,7 @@ export interface operations {
             415: components["responses"]["updateVmAtLocation_415"];
             429: components["responses"]["updateVmAtLocation_429"];
             500: components["responses"]["updateVmAtLocation_500"];
+            503: components["responses"]["updateVmAtLocation_503"];
         };
     };
     listVmsAtLocation: {
@@ -38354,6 +42948,7 @@ export interface operations {
             415: components["responses"]["listVmsAtLocation_415"];
             429: components["responses"]["listVmsAtLocation_429"];
             500: components["responses"]["listVmsAtLocation_500"];
+            503: components["responses"]["listVmsAtLocation_503"];
         };
     };
     startVmAtLocation: {
@@ -38378,6 +42973,7 @@ export interface operations {
             415: components["responses"]["startVmAtLocation_415"];
             429: components["responses"]["startVmAtLocation_429"];
             500: components["responses"]["startVmAtLocation_500"];
+            503: components["responses"]["startVmAtLocation_503"];
         };
     };
     stopVmAtLocation: {
@@ -38402,6 +42998,7 @@ export interface operations {
             415: components["responses"]["stopVmAtLocation_415"];
             429: components["responses"]["stopVmAtLocation_429"];
             500: components["responses"]["stopVmAtLocation_500"];
+            503: components["responses"]["stopVmAtLocation_503"];
         };
     };
     attachDiskAtLocation: {
@@ -38426,6 +43023,7 @@ export interface operations {
             415: components["responses"]["attachDiskAtLocation_415"];
             429: components["responses"]["attachDiskAtLocation_429"];
             500: components["responses"]["attachDiskAtLocation_500"];
+            503: components["responses"]["attachDiskAtLocation_503"];
         };
     };
     detachDiskAtLocation: {
@@ -38450,6 +43048,7 @@ export interface operations {
             415: components["responses"]["detachDiskAtLocation_415"];
             429: components["responses"]["detachDiskAtLocation_429"];
             500: components["responses"]["detachDiskAtLocation_500"];
+            503: components["responses"]["detachDiskAtLocation_503"];
         };
     };
     listDisksAtLocation: {
@@ -38474,6 +43073,7 @@ export interface operations {
             415: components["responses"]["listDisksAtLocation_415"];
             429: components["responses"]["listDisksAtLocation_429"];
             500: components["responses"]["listDisksAtLocation_500"];
+            503: components["responses"]["listDisksAtLocation_503"];
         };
     };
     createDiskAtLocation: {
@@ -38498,6 +43098,7 @@ export interface operations {
             415: components["responses"]["createDiskAtLocation_415"];
             429: components["responses"]["createDiskAtLocation_429"];
             500: components["responses"]["createDiskAtLocation_500"];
+            503: components["responses"]["createDiskAtLocation_503"];
         };
     };
     getDiskAtLocation: {
@@ -38523,6 +43124,7 @@ export interface operations {
             415: components["responses"]["getDiskAtLocation_415"];
             429: components["responses"]["getDiskAtLocation_429"];
             500: components["responses"]["getDiskAtLocation_500"];
+            503: components["responses"]["getDiskAtLocation_503"];
         };
     };
     deleteDiskAtLocation: {
@@ -38548,6 +43150,7 @@ export interface operations {
             415: components["responses"]["deleteDiskAtLocation_415"];
             429: components["responses"]["deleteDiskAtLocation_429"];
             500: components["responses"]["deleteDiskAtLocation_500"];
+            503: components["responses"]["deleteDiskAtLocation_503"];
         };
     };
     updateDiskAtLocation: {
@@ -38573,6 +43176,7 @@ export interface operations {
             415: components["responses"]["updateDiskAtLocation_415"];
             429: components["responses"]["updateDiskAtLocation_429"];
             500: components["responses"]["updateDiskAtLocation_500"];
+            503: components["responses"]["updateDiskAtLocation_503"];
         };
     };
     listFloatingIpsAtLocation: {
@@ -38601,6 +43205,7 @@ export interface operations {
             415: components["responses"]["listFloatingIpsAtLocation_415"];
             429: components["responses"]["listFloatingIpsAtLocation_429"];
             500: components["responses"]["listFloatingIpsAtLocation_500"];
+            503: components["responses"]["listFloatingIpsAtLocation_503"];
         };
     };
     allocateFloatingIpAtLocation: {
@@ -38625,6 +43230,7 @@ export interface operations {
             415: components["responses"]["allocateFloatingIpAtLocation_415"];
             429: components["responses"]["allocateFloatingIpAtLocation_429"];
             500: components["responses"]["allocateFloatingIpAtLocation_500"];
+            503: components["responses"]["allocateFloatingIpAtLocation_503"];
         };
     };
     getFloatingIpAtLocation: {
@@ -38650,6 +43256,7 @@ export interface operations {
             415: components["responses"]["getFloatingIpAtLocation_415"];
             429: components["responses"]["getFloatingIpAtLocation_429"];
             500: components["responses"]["getFloatingIpAtLocation_500"];
+            503: components["responses"]["getFloatingIpAtLocation_503"];
         };
     };
     deleteFloatingIpAtLocation: {
@@ -38675,6 +43282,7 @@ export interface operations {
             415: components["responses"]["deleteFloatingIpAtLocation_415"];
             429: components["responses"]["deleteFloatingIpAtLocation_429"];
             500: components["responses"]["deleteFloatingIpAtLocation_500"];
+            503: components["responses"]["deleteFloatingIpAtLocation_503"];
         };
     };
     updateFloatingIpAtLocation: {
@@ -38700,6 +43308,7 @@ export interface operations {
             415: components["responses"]["updateFloatingIpAtLocation_415"];
             429: components["responses"]["updateFloatingIpAtLocation_429"];
             500: components["responses"]["updateFloatingIpAtLocation_500"];
+            503: components["responses"]["updateFloatingIpAtLocation_503"];
         };
     };
     assignFloatingIpAtLocation: {
@@ -38725,6 +43334,7 @@ export interface operations {
             415: components["responses"]["assignFloatingIpAtLocation_415"];
             429: components["responses"]["assignFloatingIpAtLocation_429"];
             500: components["responses"]["assignFloatingIpAtLocation_500"];
+            503: components["responses"]["assignFloatingIpAtLocation_503"];
         };
     };
     unassignFloatingIpAtLocation: {
@@ -38750,6 +43360,7 @@ export interface operations {
             415: components["responses"]["unassignFloatingIpAtLocation_415"];
             429: components["responses"]["unassignFloatingIpAtLocation_429"];
             500: components["responses"]["unassignFloatingIpAtLocation_500"];
+            503: components["responses"]["unassignFloatingIpAtLocation_503"];
         };
     };
     listLoadBalancersAtLocation: {
@@ -38774,6 +43385,7 @@ export interface operations {
             415: components["responses"]["listLoadBalancersAtLocation_415"];
             429: components["responses"]["listLoadBalancersAtLocation_429"];
             500: components["responses"]["listLoadBalancersAtLocation_500"];
+            503: components["responses"]["listLoadBalancersAtLocation_503"];
         };
     };
     createLoadBalancerAtLocation: {
@@ -38798,6 +43410,7 @@ export interface operations {
             415: components["responses"]["createLoadBalancerAtLocation_415"];
             429: components["responses"]["createLoadBalancerAtLocation_429"];
             500: components["responses"]["createLoadBalancerAtLocation_500"];
+            503: components["responses"]["createLoadBalancerAtLocation_503"];
         };
     };
     getLoadBalancerAtLocation: {
@@ -38823,6 +43436,7 @@ export interface operations {
             415: components["responses"]["getLoadBalancerAtLocation_415"];
             429: components["responses"]["getLoadBalancerAtLocation_429"];
             500: components["responses"]["getLoadBalancerAtLocation_500"];
+            503: components["responses"]["getLoadBalancerAtLocation_503"];
         };
     };
     deleteLoadBalancerAtLocation: {
@@ -38848,6 +43462,7 @@ export interface operations {
             415: components["responses"]["deleteLoadBalancerAtLocation_415"];
             429: components["responses"]["deleteLoadBalancerAtLocation_429"];
             500: components["responses"]["deleteLoadBalancerAtLocation_500"];
+            503: components["responses"]["deleteLoadBalancerAtLocation_503"];
         };
     };
     updateLoadBalancerAtLocation: {
@@ -38873,6 +43488,7 @@ export interface operations {
             415: components["responses"]["updateLoadBalancerAtLocation_415"];
             429: components["responses"]["updateLoadBalancerAtLocation_429"];
             500: components["responses"]["updateLoadBalancerAtLocation_500"];
+            503: components["responses"]["updateLoadBalancerAtLocation_503"];
         };
     };
     setLoadBalancerBillingAccountAtLocation: {
@@ -38898,6 +43514,7 @@ export interface operations {
             415: components["responses"]["setLoadBalancerBillingAccountAtLocation_415"];
             429: components["responses"]["setLoadBalancerBillingAccountAtLocation_429"];
             500: components["responses"]["setLoadBalancerBillingAccountAtLocation_500"];
+            503: components["responses"]["setLoadBalancerBillingAccountAtLocation_503"];
         };
     };
     addLoadBalancerTargetAtLocation: {
@@ -38923,6 +43540,7 @@ export interface operations {
             415: components["responses"]["addLoadBalancerTargetAtLocation_415"];
             429: components["responses"]["addLoadBalancerTargetAtLocation_429"];
             500: components["responses"]["addLoadBalancerTargetAtLocation_500"];
+            503: components["responses"]["addLoadBalancerTargetAtLocation_503"];
         };
     };
     removeLoadBalancerTargetAtLocation: {
@@ -38949,6 +43567,7 @@ export interface operations {
             415: components["responses"]["removeLoadBalancerTargetAtLocation_415"];
             429: components["responses"]["removeLoadBalancerTargetAtLocation_429"];
             500: components["responses"]["removeLoadBalancerTargetAtLocation_500"];
+            503: components["responses"]["removeLoadBalancerTargetAtLocation_503"];
         };
     };
     addForwardingRuleAtLocation: {
@@ -38974,6 +43593,7 @@ export interface operations {
             415: components["responses"]["addForwardingRuleAtLocation_415"];
             429: components["responses"]["addForwardingRuleAtLocation_429"];
             500: components["responses"]["addForwardingRuleAtLocation_500"];
+            503: components["responses"]["addForwardingRuleAtLocation_503"];
         };
     };
     removeForwardingRuleAtLocation: {
@@ -39000,6 +43620,7 @@ export interface operations {
             415: components["responses"]["removeForwardingRuleAtLocation_415"];
             429: components["responses"]["removeForwardingRuleAtLocation_429"];
             500: components["responses"]["removeForwardingRuleAtLocation_500"];
+            503: components["responses"]["removeForwardingRuleAtLocation_503"];
         };
     };
     getS3UserAtLocation: {
@@ -39024,6 +43645,7 @@ export interface operations {
             415: components["responses"]["getS3UserAtLocation_415"];
             429: components["responses"]["getS3UserAtLocation_429"];
             500: components["responses"]["getS3UserAtLocation_500"];
+            503: components["responses"]["getS3UserAtLocation_503"];
         };
     };
     listS3KeysAtLocation: {
@@ -39048,6 +43670,7 @@ export interface operations {
             415: components["responses"]["listS3KeysAtLocation_415"];
             429: components["responses"]["listS3KeysAtLocation_429"];
             500: components["responses"]["listS3KeysAtLocation_500"];
+            503: components["responses"]["listS3KeysAtLocation_503"];
         };
     };
     createS3KeyAtLocation: {
@@ -39072,6 +43695,7 @@ export interface operations {
             415: components["responses"]["createS3KeyAtLocation_415"];
             429: components["responses"]["createS3KeyAtLocation_429"];
             500: components["responses"]["createS3KeyAtLocation_500"];
+            503: components["responses"]["createS3KeyAtLocation_503"];
         };
     };
     deleteS3KeyAtLocation: {
@@ -39098,6 +43722,7 @@ export interface operations {
             415: components["responses"]["deleteS3KeyAtLocation_415"];
             429: components["responses"]["deleteS3KeyAtLocation_429"];
             500: components["responses"]["deleteS3KeyAtLocation_500"];
+            503: components["responses"]["deleteS3KeyAtLocation_503"];
         };
     };
     getS3EndpointAtLocation: {
@@ -39122,6 +43747,7 @@ export interface operations {
             415: components["responses"]["getS3EndpointAtLocation_415"];
             429: components["responses"]["getS3EndpointAtLocation_429"];
             500: components["responses"]["getS3EndpointAtLocation_500"];
+            503: components["responses"]["getS3EndpointAtLocation_503"];
         };
     };
     listCdnDistributions: {
@@ -39348,6 +43974,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -39368,6 +44002,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -39612,6 +44268,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -39652,6 +44316,28 @@ export interface operations {
             /** @description Default Response */
             502: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -39879,6 +44565,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -39899,6 +44593,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -40126,6 +44842,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -40146,6 +44870,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -40387,6 +45133,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -40407,6 +45161,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -40634,6 +45410,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -40674,6 +45458,28 @@ export interface operations {
             /** @description Default Response */
             502: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -40890,6 +45696,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -40910,6 +45724,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -41098,6 +45934,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -41118,6 +45962,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -41329,6 +46195,14 @@ export interface operations {
             /** @description Default Response */
             429: {
                 headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
+                    /** @description Requests the key may make per window */
+                    "ratelimit-limit"?: number;
+                    /** @description Requests left in this window */
+                    "ratelimit-remaining"?: number;
+                    /** @description Seconds until the window ends */
+                    "ratelimit-reset"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -41349,6 +46223,28 @@ export interface operations {
             /** @description Default Response */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before trying again */
+                    "retry-after"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -41387,6 +46283,7 @@ export interface operations {
             415: components["responses"]["listLocations_415"];
             429: components["responses"]["listLocations_429"];
             500: components["responses"]["listLocations_500"];
+            503: components["responses"]["listLocations_503"];
         };
     };
     listBillingAccountsUnderCloudPrefix: {
@@ -41408,6 +46305,7 @@ export interface operations {
             415: components["responses"]["listBillingAccounts_415"];
             429: components["responses"]["listBillingAccounts_429"];
             500: components["responses"]["listBillingAccounts_500"];
+            503: components["responses"]["listBillingAccounts_503"];
         };
     };
     createTokenUnderCloudPrefix: {
@@ -41429,6 +46327,7 @@ export interface operations {
             415: components["responses"]["createToken_415"];
             429: components["responses"]["createToken_429"];
             500: components["responses"]["createToken_500"];
+            503: components["responses"]["createToken_503"];
         };
     };
     deleteTokenUnderCloudPrefix: {
@@ -41453,6 +46352,7 @@ export interface operations {
             415: components["responses"]["deleteToken_415"];
             429: components["responses"]["deleteToken_429"];
             500: components["responses"]["deleteToken_500"];
+            503: components["responses"]["deleteToken_503"];
         };
     };
     updateTokenUnderCloudPrefix: {
@@ -41474,6 +46374,7 @@ export interface operations {
             415: components["responses"]["updateToken_415"];
             429: components["responses"]["updateToken_429"];
             500: components["responses"]["updateToken_500"];
+            503: components["responses"]["updateToken_503"];
         };
     };
     listTokensUnderCloudPrefix: {
@@ -41495,6 +46396,7 @@ export interface operations {
             415: components["responses"]["listTokens_415"];
             429: components["responses"]["listTokens_429"];
             500: components["responses"]["listTokens_500"];
+            503: components["responses"]["listTokens_503"];
         };
     };
     getVmUnderCloudPrefix: {
@@ -41519,6 +46421,7 @@ export interface operations {
             415: components["responses"]["getVm_415"];
             429: components["responses"]["getVm_429"];
             500: components["responses"]["getVm_500"];
+            503: components["responses"]["getVm_503"];
         };
     };
     createVmUnderCloudPrefix: {
@@ -41540,6 +46443,7 @@ export interface operations {
             415: components["responses"]["createVm_415"];
             429: components["responses"]["createVm_429"];
             500: components["responses"]["createVm_500"];
+            503: components["responses"]["createVm_503"];
         };
     };
     deleteVmUnderCloudPrefix: {
@@ -41564,6 +46468,7 @@ export interface operations {
             415: components["responses"]["deleteVm_415"];
             429: components["responses"]["deleteVm_429"];
             500: components["responses"]["deleteVm_500"];
+            503: components["responses"]["deleteVm_503"];
         };
     };
     updateVmUnderCloudPrefix: {
@@ -41585,6 +46490,7 @@ export interface operations {
             415: components["responses"]["updateVm_415"];
             429: components["responses"]["updateVm_429"];
             500: components["responses"]["updateVm_500"];
+            503: components["responses"]["updateVm_503"];
         };
     };
     listVmsUnderCloudPrefix: {
@@ -41606,6 +46512,7 @@ export interface operations {
             415: components["responses"]["listVms_415"];
             429: components["responses"]["listVms_429"];
             500: components["responses"]["listVms_500"];
+            503: components["responses"]["listVms_503"];
         };
     };
     startVmUnderCloudPrefix: {
@@ -41627,6 +46534,7 @@ export interface operations {
             415: components["responses"]["startVm_415"];
             429: components["responses"]["startVm_429"];
             500: components["responses"]["startVm_500"];
+            503: components["responses"]["startVm_503"];
         };
     };
     stopVmUnderCloudPrefix: {
@@ -41648,6 +46556,7 @@ export interface operations {
             415: components["responses"]["stopVm_415"];
             429: components["responses"]["stopVm_429"];
             500: components["responses"]["stopVm_500"];
+            503: components["responses"]["stopVm_503"];
         };
     };
     attachDiskUnderCloudPrefix: {
@@ -41669,6 +46578,7 @@ export interface operations {
             415: components["responses"]["attachDisk_415"];
             429: components["responses"]["attachDisk_429"];
             500: components["responses"]["attachDisk_500"];
+            503: components["responses"]["attachDisk_503"];
         };
     };
     detachDiskUnderCloudPrefix: {
@@ -41690,6 +46600,7 @@ export interface operations {
             415: components["responses"]["detachDisk_415"];
             429: components["responses"]["detachDisk_429"];
             500: components["responses"]["detachDisk_500"];
+            503: components["responses"]["detachDisk_503"];
         };
     };
     listDisksUnderCloudPrefix: {
@@ -41711,6 +46622,7 @@ export interface operations {
             415: components["responses"]["listDisks_415"];
             429: components["responses"]["listDisks_429"];
             500: components["responses"]["listDisks_500"];
+            503: components["responses"]["listDisks_503"];
         };
     };
     createDiskUnderCloudPrefix: {
@@ -41732,6 +46644,7 @@ export interface operations {
             415: components["responses"]["createDisk_415"];
             429: components["responses"]["createDisk_429"];
             500: components["responses"]["createDisk_500"];
+            503: components["responses"]["createDisk_503"];
         };
     };
     getDiskUnderCloudPrefix: {
@@ -41755,6 +46668,7 @@ export interface operations {
             415: components["responses"]["getDisk_415"];
             429: components["responses"]["getDisk_429"];
             500: components["responses"]["getDisk_500"];
+            503: components["responses"]["getDisk_503"];
         };
     };
     deleteDiskUnderCloudPrefix: {
@@ -41778,6 +46692,7 @@ export interface operations {
             415: components["responses"]["deleteDisk_415"];
             429: components["responses"]["deleteDisk_429"];
             500: components["responses"]["deleteDisk_500"];
+            503: components["responses"]["deleteDisk_503"];
         };
     };
     updateDiskUnderCloudPrefix: {
@@ -41801,6 +46716,7 @@ export interface operations {
             415: components["responses"]["updateDisk_415"];
             429: components["responses"]["updateDisk_429"];
             500: components["responses"]["updateDisk_500"];
+            503: components["responses"]["updateDisk_503"];
         };
     };
     listFloatingIpsUnderCloudPrefix: {
@@ -41826,6 +46742,7 @@ export interface operations {
             415: components["responses"]["listFloatingIps_415"];
             429: components["responses"]["listFloatingIps_429"];
             500: components["responses"]["listFloatingIps_500"];
+            503: components["responses"]["listFloatingIps_503"];
         };
     };
     allocateFloatingIpUnderCloudPrefix: {
@@ -41847,6 +46764,7 @@ export interface operations {
             415: components["responses"]["allocateFloatingIp_415"];
             429: components["responses"]["allocateFloatingIp_429"];
             500: components["responses"]["allocateFloatingIp_500"];
+            503: components["responses"]["allocateFloatingIp_503"];
         };
     };
     getFloatingIpUnderCloudPrefix: {
@@ -41870,6 +46788,7 @@ export interface operations {
             415: components["responses"]["getFloatingIp_415"];
             429: components["responses"]["getFloatingIp_429"];
             500: components["responses"]["getFloatingIp_500"];
+            503: components["responses"]["getFloatingIp_503"];
         };
     };
     deleteFloatingIpUnderCloudPrefix: {
@@ -41893,6 +46812,7 @@ export interface operations {
             415: components["responses"]["deleteFloatingIp_415"];
             429: components["responses"]["deleteFloatingIp_429"];
             500: components["responses"]["deleteFloatingIp_500"];
+            503: components["responses"]["deleteFloatingIp_503"];
         };
     };
     updateFloatingIpUnderCloudPrefix: {
@@ -41916,6 +46836,7 @@ export interface operations {
             415: components["responses"]["updateFloatingIp_415"];
             429: components["responses"]["updateFloatingIp_429"];
             500: components["responses"]["updateFloatingIp_500"];
+            503: components["responses"]["updateFloatingIp_503"];
         };
     };
     assignFloatingIpUnderCloudPrefix: {
@@ -41939,6 +46860,7 @@ export interface operations {
             415: components["responses"]["assignFloatingIp_415"];
             429: components["responses"]["assignFloatingIp_429"];
             500: components["responses"]["assignFloatingIp_500"];
+            503: components["responses"]["assignFloatingIp_503"];
         };
     };
     unassignFloatingIpUnderCloudPrefix: {
@@ -41962,6 +46884,7 @@ export interface operations {
             415: components["responses"]["unassignFloatingIp_415"];
             429: components["responses"]["unassignFloatingIp_429"];
             500: components["responses"]["unassignFloatingIp_500"];
+            503: components["responses"]["unassignFloatingIp_503"];
         };
     };
     listLoadBalancersUnderCloudPrefix: {
@@ -41983,6 +46906,7 @@ export interface operations {
             415: components["responses"]["listLoadBalancers_415"];
             429: components["responses"]["listLoadBalancers_429"];
             500: components["responses"]["listLoadBalancers_500"];
+            503: components["responses"]["listLoadBalancers_503"];
         };
     };
     createLoadBalancerUnderCloudPrefix: {
@@ -42004,6 +46928,7 @@ export interface operations {
             415: components["responses"]["createLoadBalancer_415"];
             429: components["responses"]["createLoadBalancer_429"];
             500: components["responses"]["createLoadBalancer_500"];
+            503: components["responses"]["createLoadBalancer_503"];
         };
     };
     getLoadBalancerUnderCloudPrefix: {
@@ -42027,6 +46952,7 @@ export interface operations {
             415: components["responses"]["getLoadBalancer_415"];
             429: components["responses"]["getLoadBalancer_429"];
             500: components["responses"]["getLoadBalancer_500"];
+            503: components["responses"]["getLoadBalancer_503"];
         };
     };
     deleteLoadBalancerUnderCloudPrefix: {
@@ -42050,6 +46976,7 @@ export interface operations {
             415: components["responses"]["deleteLoadBalancer_415"];
             429: components["responses"]["deleteLoadBalancer_429"];
             500: components["responses"]["deleteLoadBalancer_500"];
+            503: components["responses"]["deleteLoadBalancer_503"];
         };
     };
     updateLoadBalancerUnderCloudPrefix: {
@@ -42073,6 +47000,7 @@ export interface operations {
             415: components["responses"]["updateLoadBalancer_415"];
             429: components["responses"]["updateLoadBalancer_429"];
             500: components["responses"]["updateLoadBalancer_500"];
+            503: components["responses"]["updateLoadBalancer_503"];
         };
     };
     setLoadBalancerBillingAccountUnderCloudPrefix: {
@@ -42096,6 +47024,7 @@ export interface operations {
             415: components["responses"]["setLoadBalancerBillingAccount_415"];
             429: components["responses"]["setLoadBalancerBillingAccount_429"];
             500: components["responses"]["setLoadBalancerBillingAccount_500"];
+            503: components["responses"]["setLoadBalancerBillingAccount_503"];
         };
     };
     addLoadBalancerTargetUnderCloudPrefix: {
@@ -42119,6 +47048,7 @@ export interface operations {
             415: components["responses"]["addLoadBalancerTarget_415"];
             429: components["responses"]["addLoadBalancerTarget_429"];
             500: components["responses"]["addLoadBalancerTarget_500"];
+            503: components["responses"]["addLoadBalancerTarget_503"];
         };
     };
     removeLoadBalancerTargetUnderCloudPrefix: {
@@ -42143,6 +47073,7 @@ export interface operations {
             415: components["responses"]["removeLoadBalancerTarget_415"];
             429: components["responses"]["removeLoadBalancerTarget_429"];
             500: components["responses"]["removeLoadBalancerTarget_500"];
+            503: components["responses"]["removeLoadBalancerTarget_503"];
         };
     };
     addForwardingRuleUnderCloudPrefix: {
@@ -42166,6 +47097,7 @@ export interface operations {
             415: components["responses"]["addForwardingRule_415"];
             429: components["responses"]["addForwardingRule_429"];
             500: components["responses"]["addForwardingRule_500"];
+            503: components["responses"]["addForwardingRule_503"];
         };
     };
     removeForwardingRuleUnderCloudPrefix: {
@@ -42190,6 +47122,7 @@ export interface operations {
             415: components["responses"]["removeForwardingRule_415"];
             429: components["responses"]["removeForwardingRule_429"];
             500: components["responses"]["removeForwardingRule_500"];
+            503: components["responses"]["removeForwardingRule_503"];
         };
     };
     getS3UserUnderCloudPrefix: {
@@ -42211,6 +47144,7 @@ export interface operations {
             415: components["responses"]["getS3User_415"];
             429: components["responses"]["getS3User_429"];
             500: components["responses"]["getS3User_500"];
+            503: components["responses"]["getS3User_503"];
         };
     };
     listS3KeysUnderCloudPrefix: {
@@ -42232,6 +47166,7 @@ export interface operations {
             415: components["responses"]["listS3Keys_415"];
             429: components["responses"]["listS3Keys_429"];
             500: components["responses"]["listS3Keys_500"];
+            503: components["responses"]["listS3Keys_503"];
         };
     };
     createS3KeyUnderCloudPrefix: {
@@ -42253,6 +47188,7 @@ export interface operations {
             415: components["responses"]["createS3Key_415"];
             429: components["responses"]["createS3Key_429"];
             500: components["responses"]["createS3Key_500"];
+            503: components["responses"]["createS3Key_503"];
         };
     };
     deleteS3KeyUnderCloudPrefix: {
@@ -42276,6 +47212,7 @@ export interface operations {
             415: components["responses"]["deleteS3Key_415"];
             429: components["responses"]["deleteS3Key_429"];
             500: components["responses"]["deleteS3Key_500"];
+            503: components["responses"]["deleteS3Key_503"];
         };
     };
     getS3EndpointUnderCloudPrefix: {
@@ -42297,6 +47234,7 @@ export interface operations {
             415: components["responses"]["getS3Endpoint_415"];
             429: components["responses"]["getS3Endpoint_429"];
             500: components["responses"]["getS3Endpoint_500"];
+            503: components["responses"]["getS3Endpoint_503"];
         };
     };
     listLocationsAtLocationUnderCloudPrefix: {
@@ -42321,6 +47259,7 @@ export interface operations {
             415: components["responses"]["listLocationsAtLocation_415"];
             429: components["responses"]["listLocationsAtLocation_429"];
             500: components["responses"]["listLocationsAtLocation_500"];
+            503: components["responses"]["listLocationsAtLocation_503"];
         };
     };
     listBillingAccountsAtLocationUnderCloudPrefix: {
@@ -42345,6 +47284,7 @@ export interface operations {
             415: components["responses"]["listBillingAccountsAtLocation_415"];
             429: components["responses"]["listBillingAccountsAtLocation_429"];
             500: components["responses"]["listBillingAccountsAtLocation_500"];
+            503: components["responses"]["listBillingAccountsAtLocation_503"];
         };
     };
     createTokenAtLocationUnderCloudPrefix: {
@@ -42369,6 +47309,7 @@ export interface operations {
             415: components["responses"]["createTokenAtLocation_415"];
             429: components["responses"]["createTokenAtLocation_429"];
             500: components["responses"]["createTokenAtLocation_500"];
+            503: components["responses"]["createTokenAtLocation_503"];
         };
     };
     deleteTokenAtLocationUnderCloudPrefix: {
@@ -42396,6 +47337,7 @@ export interface operations {
             415: components["responses"]["deleteTokenAtLocation_415"];
             429: components["responses"]["deleteTokenAtLocation_429"];
             500: components["responses"]["deleteTokenAtLocation_500"];
+            503: components["responses"]["deleteTokenAtLocation_503"];
         };
     };
     updateTokenAtLocationUnderCloudPrefix: {
@@ -42420,6 +47362,7 @@ export interface operations {
             415: components["responses"]["updateTokenAtLocation_415"];
             429: components["responses"]["updateTokenAtLocation_429"];
             500: components["responses"]["updateTokenAtLocation_500"];
+            503: components["responses"]["updateTokenAtLocation_503"];
         };
     };
     listTokensAtLocationUnderCloudPrefix: {
@@ -42444,6 +47387,7 @@ export interface operations {
             415: components["responses"]["listTokensAtLocation_415"];
             429: components["responses"]["listTokensAtLocation_429"];
             500: components["responses"]["listTokensAtLocation_500"];
+            503: components["responses"]["listTokensAtLocation_503"];
         };
     };
     getVmAtLocationUnderCloudPrefix: {
@@ -42471,6 +47415,7 @@ export interface operations {
             415: components["responses"]["getVmAtLocation_415"];
             429: components["responses"]["getVmAtLocation_429"];
             500: components["responses"]["getVmAtLocation_500"];
+            503: components["responses"]["getVmAtLocation_503"];
         };
     };
     createVmAtLocationUnderCloudPrefix: {
@@ -42495,6 +47440,7 @@ export interface operations {
             415: components["responses"]["createVmAtLocation_415"];
             429: components["responses"]["createVmAtLocation_429"];
             500: components["responses"]["createVmAtLocation_500"];
+            503: components["responses"]["createVmAtLocation_503"];
         };
     };
     deleteVmAtLocationUnderCloudPrefix: {
@@ -42522,6 +47468,7 @@ export interface operations {
             415: components["responses"]["deleteVmAtLocation_415"];
             429: components["responses"]["deleteVmAtLocation_429"];
             500: components["responses"]["deleteVmAtLocation_500"];
+            503: components["responses"]["deleteVmAtLocation_503"];
         };
     };
     updateVmAtLocationUnderCloudPrefix: {
@@ -42546,6 +47493,7 @@ export interface operations {
             415: components["responses"]["updateVmAtLocation_415"];
             429: components["responses"]["updateVmAtLocation_429"];
             500: components["responses"]["updateVmAtLocation_500"];
+            503: components["responses"]["updateVmAtLocation_503"];
         };
     };
     listVmsAtLocationUnderCloudPrefix: {
@@ -42570,6 +47518,7 @@ export interface operations {
             415: components["responses"]["listVmsAtLocation_415"];
             429: components["responses"]["listVmsAtLocation_429"];
             500: components["responses"]["listVmsAtLocation_500"];
+            503: components["responses"]["listVmsAtLocation_503"];
         };
     };
     startVmAtLocationUnderCloudPrefix: {
@@ -42594,6 +47543,7 @@ export interface operations {
             415: components["responses"]["startVmAtLocation_415"];
             429: components["responses"]["startVmAtLocation_429"];
             500: components["responses"]["startVmAtLocation_500"];
+            503: components["responses"]["startVmAtLocation_503"];
         };
     };
     stopVmAtLocationUnderCloudPrefix: {
@@ -42618,6 +47568,7 @@ export interface operations {
             415: components["responses"]["stopVmAtLocation_415"];
             429: components["responses"]["stopVmAtLocation_429"];
             500: components["responses"]["stopVmAtLocation_500"];
+            503: components["responses"]["stopVmAtLocation_503"];
         };
     };
     attachDiskAtLocationUnderCloudPrefix: {
@@ -42642,6 +47593,7 @@ export interface operations {
             415: components["responses"]["attachDiskAtLocation_415"];
             429: components["responses"]["attachDiskAtLocation_429"];
             500: components["responses"]["attachDiskAtLocation_500"];
+            503: components["responses"]["attachDiskAtLocation_503"];
         };
     };
     detachDiskAtLocationUnderCloudPrefix: {
@@ -42666,6 +47618,7 @@ export interface operations {
             415: components["responses"]["detachDiskAtLocation_415"];
             429: components["responses"]["detachDiskAtLocation_429"];
             500: components["responses"]["detachDiskAtLocation_500"];
+            503: components["responses"]["detachDiskAtLocation_503"];
         };
     };
     listDisksAtLocationUnderCloudPrefix: {
@@ -42690,6 +47643,7 @@ export interface operations {
             415: components["responses"]["listDisksAtLocation_415"];
             429: components["responses"]["listDisksAtLocation_429"];
             500: components["responses"]["listDisksAtLocation_500"];
+            503: components["responses"]["listDisksAtLocation_503"];
         };
     };
     createDiskAtLocationUnderCloudPrefix: {
@@ -42714,6 +47668,7 @@ export interface operations {
             415: components["responses"]["createDiskAtLocation_415"];
             429: components["responses"]["createDiskAtLocation_429"];
             500: components["responses"]["createDiskAtLocation_500"];
+            503: components["responses"]["createDiskAtLocation_503"];
         };
     };
     getDiskAtLocationUnderCloudPrefix: {
@@ -42739,6 +47694,7 @@ export interface operations {
             415: components["responses"]["getDiskAtLocation_415"];
             429: components["responses"]["getDiskAtLocation_429"];
             500: components["responses"]["getDiskAtLocation_500"];
+            503: components["responses"]["getDiskAtLocation_503"];
         };
     };
     deleteDiskAtLocationUnderCloudPrefix: {
@@ -42764,6 +47720,7 @@ export interface operations {
             415: components["responses"]["deleteDiskAtLocation_415"];
             429: components["responses"]["deleteDiskAtLocation_429"];
             500: components["responses"]["deleteDiskAtLocation_500"];
+            503: components["responses"]["deleteDiskAtLocation_503"];
         };
     };
     updateDiskAtLocationUnderCloudPrefix: {
@@ -42789,6 +47746,7 @@ export interface operations {
             415: components["responses"]["updateDiskAtLocation_415"];
             429: components["responses"]["updateDiskAtLocation_429"];
             500: components["responses"]["updateDiskAtLocation_500"];
+            503: components["responses"]["updateDiskAtLocation_503"];
         };
     };
     listFloatingIpsAtLocationUnderCloudPrefix: {
@@ -42817,6 +47775,7 @@ export interface operations {
             415: components["responses"]["listFloatingIpsAtLocation_415"];
             429: components["responses"]["listFloatingIpsAtLocation_429"];
             500: components["responses"]["listFloatingIpsAtLocation_500"];
+            503: components["responses"]["listFloatingIpsAtLocation_503"];
         };
     };
     allocateFloatingIpAtLocationUnderCloudPrefix: {
@@ -42841,6 +47800,7 @@ export interface operations {
             415: components["responses"]["allocateFloatingIpAtLocation_415"];
             429: components["responses"]["allocateFloatingIpAtLocation_429"];
             500: components["responses"]["allocateFloatingIpAtLocation_500"];
+            503: components["responses"]["allocateFloatingIpAtLocation_503"];
         };
     };
     getFloatingIpAtLocationUnderCloudPrefix: {
@@ -42866,6 +47826,7 @@ export interface operations {
             415: components["responses"]["getFloatingIpAtLocation_415"];
             429: components["responses"]["getFloatingIpAtLocation_429"];
             500: components["responses"]["getFloatingIpAtLocation_500"];
+            503: components["responses"]["getFloatingIpAtLocation_503"];
         };
     };
     deleteFloatingIpAtLocationUnderCloudPrefix: {
@@ -42891,6 +47852,7 @@ export interface operations {
             415: components["responses"]["deleteFloatingIpAtLocation_415"];
             429: components["responses"]["deleteFloatingIpAtLocation_429"];
             500: components["responses"]["deleteFloatingIpAtLocation_500"];
+            503: components["responses"]["deleteFloatingIpAtLocation_503"];
         };
     };
     updateFloatingIpAtLocationUnderCloudPrefix: {
@@ -42916,6 +47878,7 @@ export interface operations {
             415: components["responses"]["updateFloatingIpAtLocation_415"];
             429: components["responses"]["updateFloatingIpAtLocation_429"];
             500: components["responses"]["updateFloatingIpAtLocation_500"];
+            503: components["responses"]["updateFloatingIpAtLocation_503"];
         };
     };
     assignFloatingIpAtLocationUnderCloudPrefix: {
@@ -42941,6 +47904,7 @@ export interface operations {
             415: components["responses"]["assignFloatingIpAtLocation_415"];
             429: components["responses"]["assignFloatingIpAtLocation_429"];
             500: components["responses"]["assignFloatingIpAtLocation_500"];
+            503: components["responses"]["assignFloatingIpAtLocation_503"];
         };
     };
     unassignFloatingIpAtLocationUnderCloudPrefix: {
@@ -42966,6 +47930,7 @@ export interface operations {
             415: components["responses"]["unassignFloatingIpAtLocation_415"];
             429: components["responses"]["unassignFloatingIpAtLocation_429"];
             500: components["responses"]["unassignFloatingIpAtLocation_500"];
+            503: components["responses"]["unassignFloatingIpAtLocation_503"];
         };
     };
     listLoadBalancersAtLocationUnderCloudPrefix: {
@@ -42990,6 +47955,7 @@ export interface operations {
             415: components["responses"]["listLoadBalancersAtLocation_415"];
             429: components["responses"]["listLoadBalancersAtLocation_429"];
             500: components["responses"]["listLoadBalancersAtLocation_500"];
+            503: components["responses"]["listLoadBalancersAtLocation_503"];
         };
     };
     createLoadBalancerAtLocationUnderCloudPrefix: {
@@ -43014,6 +47980,7 @@ export interface operations {
             415: components["responses"]["createLoadBalancerAtLocation_415"];
             429: components["responses"]["createLoadBalancerAtLocation_429"];
             500: components["responses"]["createLoadBalancerAtLocation_500"];
+            503: components["responses"]["createLoadBalancerAtLocation_503"];
         };
     };
     getLoadBalancerAtLocationUnderCloudPrefix: {
@@ -43039,6 +48006,7 @@ export interface operations {
             415: components["responses"]["getLoadBalancerAtLocation_415"];
             429: components["responses"]["getLoadBalancerAtLocation_429"];
             500: components["responses"]["getLoadBalancerAtLocation_500"];
+            503: components["responses"]["getLoadBalancerAtLocation_503"];
         };
     };
     deleteLoadBalancerAtLocationUnderCloudPrefix: {
@@ -43064,6 +48032,7 @@ export interface operations {
             415: components["responses"]["deleteLoadBalancerAtLocation_415"];
             429: components["responses"]["deleteLoadBalancerAtLocation_429"];
             500: components["responses"]["deleteLoadBalancerAtLocation_500"];
+            503: components["responses"]["deleteLoadBalancerAtLocation_503"];
         };
     };
     updateLoadBalancerAtLocationUnderCloudPrefix: {
@@ -43089,6 +48058,7 @@ export interface operations {
             415: components["responses"]["updateLoadBalancerAtLocation_415"];
             429: components["responses"]["updateLoadBalancerAtLocation_429"];
             500: components["responses"]["updateLoadBalancerAtLocation_500"];
+            503: components["responses"]["updateLoadBalancerAtLocation_503"];
         };
     };
     setLoadBalancerBillingAccountAtLocationUnderCloudPrefix: {
@@ -43114,6 +48084,7 @@ export interface operations {
             415: components["responses"]["setLoadBalancerBillingAccountAtLocation_415"];
             429: components["responses"]["setLoadBalancerBillingAccountAtLocation_429"];
             500: components["responses"]["setLoadBalancerBillingAccountAtLocation_500"];
+            503: components["responses"]["setLoadBalancerBillingAccountAtLocation_503"];
         };
     };
     addLoadBalancerTargetAtLocationUnderCloudPrefix: {
@@ -43139,6 +48110,7 @@ export interface operations {
             415: components["responses"]["addLoadBalancerTargetAtLocation_415"];
             429: components["responses"]["addLoadBalancerTargetAtLocation_429"];
             500: components["responses"]["addLoadBalancerTargetAtLocation_500"];
+            503: components["responses"]["addLoadBalancerTargetAtLocation_503"];
         };
     };
     removeLoadBalancerTargetAtLocationUnderCloudPrefix: {
@@ -43165,6 +48137,7 @@ export interface operations {
             415: components["responses"]["removeLoadBalancerTargetAtLocation_415"];
             429: components["responses"]["removeLoadBalancerTargetAtLocation_429"];
             500: components["responses"]["removeLoadBalancerTargetAtLocation_500"];
+            503: components["responses"]["removeLoadBalancerTargetAtLocation_503"];
         };
     };
     addForwardingRuleAtLocationUnderCloudPrefix: {
@@ -43190,6 +48163,7 @@ export interface operations {
             415: components["responses"]["addForwardingRuleAtLocation_415"];
             429: components["responses"]["addForwardingRuleAtLocation_429"];
             500: components["responses"]["addForwardingRuleAtLocation_500"];
+            503: components["responses"]["addForwardingRuleAtLocation_503"];
         };
     };
     removeForwardingRuleAtLocationUnderCloudPrefix: {
@@ -43216,6 +48190,7 @@ export interface operations {
             415: components["responses"]["removeForwardingRuleAtLocation_415"];
             429: components["responses"]["removeForwardingRuleAtLocation_429"];
             500: components["responses"]["removeForwardingRuleAtLocation_500"];
+            503: components["responses"]["removeForwardingRuleAtLocation_503"];
         };
     };
     getS3UserAtLocationUnderCloudPrefix: {
@@ -43240,6 +48215,7 @@ export interface operations {
             415: components["responses"]["getS3UserAtLocation_415"];
             429: components["responses"]["getS3UserAtLocation_429"];
             500: components["responses"]["getS3UserAtLocation_500"];
+            503: components["responses"]["getS3UserAtLocation_503"];
         };
     };
     listS3KeysAtLocationUnderCloudPrefix: {
@@ -43264,6 +48240,7 @@ export interface operations {
             415: components["responses"]["listS3KeysAtLocation_415"];
             429: components["responses"]["listS3KeysAtLocation_429"];
             500: components["responses"]["listS3KeysAtLocation_500"];
+            503: components["responses"]["listS3KeysAtLocation_503"];
         };
     };
     createS3KeyAtLocationUnderCloudPrefix: {
@@ -43288,6 +48265,7 @@ export interface operations {
             415: components["responses"]["createS3KeyAtLocation_415"];
             429: components["responses"]["createS3KeyAtLocation_429"];
             500: components["responses"]["createS3KeyAtLocation_500"];
+            503: components["responses"]["createS3KeyAtLocation_503"];
         };
     };
     deleteS3KeyAtLocationUnderCloudPrefix: {
@@ -43314,6 +48292,7 @@ export interface operations {
             415: components["responses"]["deleteS3KeyAtLocation_415"];
             429: components["responses"]["deleteS3KeyAtLocation_429"];
             500: components["responses"]["deleteS3KeyAtLocation_500"];
+            503: components["responses"]["deleteS3KeyAtLocation_503"];
         };
     };
     getS3EndpointAtLocationUnderCloudPrefix: {
@@ -43338,6 +48317,7 @@ export interface operations {
             415: components["responses"]["getS3EndpointAtLocation_415"];
             429: components["responses"]["getS3EndpointAtLocation_429"];
             500: components["responses"]["getS3EndpointAtLocation_500"];
+            503: components["responses"]["getS3EndpointAtLocation_503"];
         };
     };
 }

@@ -509,7 +509,16 @@ const tusRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, opt
         description: `tus creation (with \`creation-with-upload\` and \`creation-defer-length\`). Authenticated by the API key (the video named by \`library_id\` and \`video_id\` in Upload-Metadata) or by an upload authorization's headers. \`Upload-Length\` at most ${options.config.limits.videoSourceBytes} bytes (413 beyond). Answers 201 with \`Location\` (the upload URL, relative to this endpoint). When the last byte arrives the video is processed as after a one-request upload. tus's own answers (409, 410, 413...) have plain-text bodies as the protocol defines; authentication, binding, version (412) and header refusals use the API's error bodies.`,
         security: [...security, { uploadSignature: [] }],
         headers: TusCreateHeaders,
-        response: { ...tusErrorResponses, 201: noBody("Created; `Location` is the upload URL") },
+        response: {
+          ...tusErrorResponses,
+          201: {
+            ...noBody("Created; `Location` is the upload URL"),
+            headers: {
+              location: { type: "string", description: "The upload's URL, relative to this endpoint" },
+              "upload-offset": { type: "integer", description: "Bytes received (creation-with-upload)" },
+            },
+          },
+        },
       },
     },
     async (request, reply) => {
