@@ -1,7 +1,7 @@
 import type { Config } from "../config.ts";
 import { formatDuration } from "../http/time.ts";
 import { readBool, readJson } from "../store/codec.ts";
-import type { VideoEventData } from "../webhooks/emitter.ts";
+import type { VideoEventData } from "../webhooks/schemas.ts";
 import type {
   AccessRule,
   Folder,

@@ -4,6 +4,7 @@ import { unixSeconds } from "../http/time.ts";
 import { timeOrderedUuid } from "../ids.ts";
 import type { Executor } from "../store/transactions.ts";
 import type { MessageRow, WebhookRepository } from "./repository.ts";
+import type { VideoEventData } from "./schemas.ts";
 
 export const VIDEO_EVENTS = [
   "created",
@@ -16,21 +17,6 @@ export const VIDEO_EVENTS = [
   "deleted",
 ] as const;
 export type VideoEvent = (typeof VIDEO_EVENTS)[number];
-
-/** The video data of a notification, as SPEC.md names its fields. */
-export interface VideoEventData {
-  status: string;
-  duration: number;
-  formatted_duration: string;
-  video_id: string;
-  client_id: string;
-  libraryId: string;
-  manifest_url: string;
-  thumbnail_url: string;
-  thumbnail_count: number;
-  direct_play_url: string;
-  preview_animation_thumbnail_url: string;
-}
 
 export type Notification =
   | { event: VideoEvent; organizationId: string; libraryId: string; videoId: string; data: VideoEventData }

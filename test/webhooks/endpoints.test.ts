@@ -567,6 +567,17 @@ describe("webhook endpoints", () => {
       "/v1/media/libraries/{libraryId}/webhooks/{endpointId}/rotate-secret",
       "/v1/media/libraries/{libraryId}/webhooks/{endpointId}/test",
     ]);
+    // A delivery's video data is typed field by field, as SPEC.md lists them (it was any object).
+    const events = doc.body.paths["/v1/media/libraries/{libraryId}/webhooks/{endpointId}/events"].get;
+    let answer = events.responses["200"];
+    if (answer.$ref) answer = doc.body.components.responses[answer.$ref.split("/").pop()];
+    const delivery = answer.content["application/json"].schema.properties.data.items;
+    expect(delivery.properties.payload.properties.payload.properties).toMatchObject({
+      status: { type: "string" },
+      duration: { type: "integer" },
+      thumbnail_count: { type: "integer" },
+      libraryId: { type: "string" },
+    });
   });
 });
 

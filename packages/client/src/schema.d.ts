@@ -41203,7 +41203,20 @@ export interface operations {
                                 event: string;
                                 event_type: string;
                                 notification_time: number;
+                                /** @description The video's data (SPEC.md, Events); empty for a test notification */
                                 payload: {
+                                    status?: string;
+                                    duration?: number;
+                                    formatted_duration?: string;
+                                    video_id?: string;
+                                    client_id?: string;
+                                    libraryId?: string;
+                                    manifest_url?: string;
+                                    thumbnail_url?: string;
+                                    thumbnail_count?: number;
+                                    direct_play_url?: string;
+                                    preview_animation_thumbnail_url?: string;
+                                } & {
                                     [key: string]: unknown;
                                 };
                             } & {
