@@ -207,6 +207,20 @@ export interface Config {
 
 export type MigrationProvider = "vimeo" | "wistia" | "youtube" | "dailymotion" | "cloudflare";
 
+/**
+ * An address to listen on (default 127.0.0.1): a host name, or an IP address written as one. A
+ * malformed address (`999.1.1.1`, `::zz`) is refused here, before the store is opened and the
+ * default organization made; one that is well formed but not this machine's is found at listen.
+ */
+function listenAddress(env: Env, name: string): string {
+  const raw = env[name] || "127.0.0.1";
+  const looksNumeric = /^[\d.]+$/.test(raw) || raw.includes(":");
+  if (looksNumeric && isIP(raw) === 0) {
+    throw new ConfigError(name, `must be an IP address or a host name, got "${raw}"`);
+  }
+  return raw;
+}
+
 export class ConfigError extends Error {
   constructor(variable: string, problem: string) {
     super(`Invalid configuration: ${variable} ${problem}`);
@@ -604,10 +618,10 @@ export function loadConfig(env: Env = process.env): Config {
   }
 
   const apiPort = port(env, "PORT", 8080);
-  const host = env.HOST || "127.0.0.1";
+  const host = listenAddress(env, "HOST");
   const metricsPort =
     env.CUMULO_METRICS_PORT === "off" ? undefined : optionalPort(env, "CUMULO_METRICS_PORT");
-  const metricsHost = env.CUMULO_METRICS_HOST || "127.0.0.1";
+  const metricsHost = listenAddress(env, "CUMULO_METRICS_HOST");
   // A token alone serves /metrics on the API port: on a node without one it would be served nowhere.
   if (metricsToken !== undefined && metricsPort === undefined && !roles.includes("api")) {
     throw new ConfigError(
