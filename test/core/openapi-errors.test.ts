@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { type OpenApiNode, resolveIn } from "../support/openapi.ts";
 
-type Node = Record<string, unknown>;
+type Node = OpenApiNode;
 
 /** Operations whose 503 is an answer of their own (the livestream is unhealthy), not the store's. */
 const OWN_503 = new Set(["getLivestreamHealth"]);
@@ -17,16 +18,7 @@ describe("the error answers in the OpenAPI document", () => {
   });
   afterAll(() => t.close());
 
-  const resolve = (value: unknown): Node => {
-    const ref = (value as Node).$ref;
-    if (typeof ref !== "string") return value as Node;
-    return resolve(
-      ref
-        .split("/")
-        .slice(1)
-        .reduce<unknown>((node, key) => (node as Node)[key], document),
-    );
-  };
+  const resolve = (value: unknown): Node => resolveIn(document)(value);
   const operations = () =>
     Object.values(document.paths as Node).flatMap((item) =>
       Object.values(item as Node).map((operation) => operation as Node),

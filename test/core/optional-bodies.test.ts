@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLibrary, createVideo } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { type OpenApiNode, resolveIn } from "../support/openapi.ts";
 
-type Node = Record<string, unknown>;
+type Node = OpenApiNode;
 
 /** Operations that take an all-optional body yet need some of its fields (checked by the route). */
 const FIELDS_NEEDED = new Set(["setDevTime", "addDevFault"]);
@@ -20,16 +21,7 @@ describe("request bodies the operations do without", () => {
 
   it("are optional in the document wherever every field may be left out", async () => {
     const document = (await t.request("GET", "/openapi.json", { anonymous: true })).body as Node;
-    const resolve = (value: unknown): Node => {
-      const ref = (value as Node).$ref;
-      if (typeof ref !== "string") return value as Node;
-      return resolve(
-        ref
-          .split("/")
-          .slice(1)
-          .reduce<unknown>((node, key) => (node as Node)[key], document),
-      );
-    };
+    const resolve = resolveIn(document);
     const requiredWithout: string[] = [];
     for (const item of Object.values(document.paths as Node)) {
       for (const [method, operation] of Object.entries(item as Node)) {
