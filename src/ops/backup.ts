@@ -192,7 +192,7 @@ async function damaged(from: string, manifest: BackupManifest): Promise<string |
     const reason = error instanceof Error ? error.message : String(error);
     return `${DATABASE_FILE} is not a sound Cumulo store (${reason})`;
   }
-  // Backups of stores without media have no folder of them (nor did any before the manifest said).
+  // Only a store with videos needs the folder (a backup taken by hand of a store without media may lack it).
   const blobsIncluded = manifest.blobs?.included ?? true;
   if (blobsIncluded && holdsVideos && !(await exists(join(from, BLOBS_DIR)))) {
     return `${BLOBS_DIR}/ is missing, though ${MANIFEST_FILE} says the media files were backed up`;

@@ -386,8 +386,7 @@ const tusRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, opt
         );
       }
       // A key sent beside it must be valid too: the request runs on every credential it presents.
-      if (presentedKey(request, "media"))
-        request.auth = await authenticateRequest(request, "media", identity);
+      if (presentedKey(request, "media")) await authenticateRequest(request, "media", identity);
       const check = await uploads.authorizations.check(libraryId, videoId, signature, expires);
       if (check === "expired") throw ApiError.unauthorized("The upload authorization has expired");
       if (check === "revoked") {
