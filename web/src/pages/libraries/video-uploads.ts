@@ -372,7 +372,11 @@ async function sendFile({
       const upload = new Upload(file, {
         // A resumed upload continues at its URL or fails: tus-js-client would otherwise start a new
         // upload from the first byte when the server no longer has it.
-        endpoint: resuming ? null : new URL(authorization.data.endpoint, window.location.origin).toString(),
+        // At the console's own origin, as every other call of the console: the authorization's endpoint
+        // is built from the Host the API saw, which a proxy in front may have changed (a port dropped).
+        endpoint: resuming
+          ? null
+          : new URL(new URL(authorization.data.endpoint).pathname, window.location.origin).toString(),
         headers: { ...authorization.data.headers },
         metadata: { filename: file.name, filetype: file.type },
         chunkSize: CHUNK_BYTES,
