@@ -138,7 +138,7 @@ export function sendApiError(request: FastifyRequest, reply: FastifyReply, error
 }
 
 /** A path that names nothing: the cloud gateway's "no route" body, the media group's 404. */
-function noResource(request: FastifyRequest): ApiError {
+export function noResource(request: FastifyRequest): ApiError {
   if (groupOf(request) !== "cloud") return ApiError.notFound();
   return new ApiError(404, NO_ROUTE, { body: { message: NO_ROUTE } });
 }

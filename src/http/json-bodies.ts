@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
+import { noResource } from "./error-handler.ts";
 import { ApiError } from "./errors.ts";
 
 /**
@@ -52,6 +53,11 @@ export function acceptJsonBodies(app: FastifyInstance, options: { maxDepth: numb
   // it stands, a body declared gzip or br would be misread, or taken as plain text it is not.
   // A callback hook: it runs on every request, and an async one would cost each a promise.
   app.addHook("preParsing", (request, _reply, payload, done) => {
+    // A path that names nothing is 404 before its body is read: a malformed one was answered 400.
+    if (request.is404) {
+      done(noResource(request));
+      return;
+    }
     const encoding = request.headers["content-encoding"];
     if (sendsBody(request) && encoding !== undefined && !/^\s*identity\s*$/i.test(encoding)) {
       done(ApiError.unsupportedMediaType());

@@ -175,6 +175,18 @@ describe("operational endpoints and conventions", () => {
       expect(prefixed.status, path).toBe(404);
       expect(prefixed.body, path).toEqual({ message: "no route and no API found with those values" });
     }
+    // Before its body is read: a malformed one was 400 (QA of 4 December, session 41).
+    const broken = { headers: { "content-type": "application/json" }, body: "{not json" };
+    const mediaPost = await t.request("POST", "/v1/media/nothing-here", broken);
+    expect([mediaPost.status, mediaPost.body]).toEqual([
+      404,
+      { success: false, message: "Resource not found" },
+    ]);
+    const cloudPost = await t.cloud("POST", "/v1/network/nothing-here", broken);
+    expect([cloudPost.status, cloudPost.body]).toEqual([
+      404,
+      { message: "no route and no API found with those values" },
+    ]);
   });
 
   it("serves a valid OpenAPI 3.1 document and a reference page", async () => {
