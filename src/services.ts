@@ -231,7 +231,7 @@ export function createServices(deps: CoreDeps): Services {
     jobs,
     webhooks,
     videos: videoRepository,
-    issuerLive: (issuer) => identity.issuerLive(issuer),
+    issuerLive: (issuer) => consoleService.issuerLive(issuer),
     pipeline: video.pipeline,
     logger: deps.logger,
   });

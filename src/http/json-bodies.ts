@@ -53,8 +53,10 @@ export function acceptJsonBodies(app: FastifyInstance, options: { maxDepth: numb
   // it stands, a body declared gzip or br would be misread, or taken as plain text it is not.
   // A callback hook: it runs on every request, and an async one would cost each a promise.
   app.addHook("preParsing", (request, _reply, payload, done) => {
-    // A path that names nothing is 404 before its body is read: a malformed one was answered 400.
-    if (request.is404) {
+    // A body sent to a path that names nothing is not read: the 404 comes first (a malformed one was
+    // answered 400). Here, in the hook every request with a body passes before it is parsed; bodyless
+    // ones reach the not-found handler.
+    if (request.is404 && sendsBody(request)) {
       done(noResource(request));
       return;
     }

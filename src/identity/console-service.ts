@@ -12,7 +12,7 @@ import {
   verifyPassword,
 } from "./passwords.ts";
 import type { IdentityRepository } from "./repository.ts";
-import type { IdentityService, SessionIdentity } from "./service.ts";
+import type { IdentityService, Issuer, SessionIdentity } from "./service.ts";
 import { csrfTokenFor, INVITATION_LIFETIME_MS, SESSION_LIFETIME_MS } from "./sessions.ts";
 import type { UserRow } from "./tables.ts";
 import type { UserRepository } from "./user-repository.ts";
@@ -253,6 +253,14 @@ export class ConsoleService {
   async listUsers(organizationId: string): Promise<ConsoleUser[] | undefined> {
     if (!(await this.organizations.findOrganization(organizationId))) return undefined;
     return (await this.users.listConsoleUsers(organizationId)).map(toConsoleUser);
+  }
+
+  /** Whether an issuer still acts: its key neither revoked nor expired, its person not removed. */
+  async issuerLive(issuer: Issuer): Promise<boolean> {
+    const id = Number(issuer.slice(1));
+    return issuer.startsWith("k")
+      ? this.organizations.isLiveKey(id, nowIso(this.clock))
+      : (await this.users.findConsoleUser(id)) !== undefined;
   }
 
   /**

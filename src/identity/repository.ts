@@ -255,17 +255,6 @@ export class IdentityRepository {
     return row !== undefined;
   }
 
-  /** Whether the console user (one with an email) still exists. */
-  async isConsoleUser(id: number): Promise<boolean> {
-    const row = await this.db
-      .selectFrom("users")
-      .select("id")
-      .where("id", "=", id)
-      .where("email", "<>", "")
-      .executeTakeFirst();
-    return row !== undefined;
-  }
-
   async touchApiKey(id: number, now: string): Promise<void> {
     await this.db.updateTable("api_keys").set({ last_used_at: now }).where("id", "=", id).execute();
   }

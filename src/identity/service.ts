@@ -284,14 +284,6 @@ export class IdentityService {
     return { outcome: "revoked" };
   }
 
-  /** Whether the issuer still acts: the key neither revoked nor expired, the person not removed. */
-  issuerLive(issuer: Issuer): Promise<boolean> {
-    const id = Number(issuer.slice(1));
-    return issuer.startsWith("k")
-      ? this.repository.isLiveKey(id, nowIso(this.clock))
-      : this.repository.isConsoleUser(id);
-  }
-
   async authenticate(secret: string): Promise<AuthContext | undefined> {
     const keyHash = hashSecret(secret);
     const cached = this.cache?.get(keyHash);

@@ -36,7 +36,7 @@ export interface UploadDeps {
   jobs: JobQueue;
   webhooks: WebhookEmitter;
   videos: VideoRepository;
-  /** Whether the key or person that made an upload authorization still acts (`IdentityService.issuerLive`). */
+  /** Whether the key or person that made an upload authorization still acts (`ConsoleService.issuerLive`). */
   issuerLive: (issuer: Issuer) => Promise<boolean>;
   pipeline: VideoPipeline;
   logger: FastifyBaseLogger;
