@@ -1,5 +1,5 @@
 import { type Static, type TNumber, type TOptional, Type } from "@sinclair/typebox";
-import { expecting, StringEnum, Timestamp, Uuid } from "../http/schemas.ts";
+import { expecting, HttpUrl, StringEnum, Timestamp, Uuid } from "../http/schemas.ts";
 
 export const DISTRIBUTION_STATUSES = ["active", "disabled"] as const;
 
@@ -12,16 +12,9 @@ export const MAX_TTL_S = 31_536_000;
 /** What an origin URL takes, in its validation errors (the schema's and the service's alike). */
 export const ORIGIN_URL_WORDS = "an http or https URL such as https://origin.example.com";
 
-/**
- * An http(s) URL with a host, checked by the schema so a bad origin is reported with the body's other
- * field errors; the service then parses it and checks where it resolves.
- */
-const OriginUrl = Type.String({
-  minLength: 1,
-  maxLength: 2048,
-  pattern: "^[Hh][Tt][Tt][Pp][Ss]?://[^/?#\\s]",
+const OriginUrl = HttpUrl({
   description: "http(s) URL of the origin",
-  ...expecting(ORIGIN_URL_WORDS),
+  expected: ORIGIN_URL_WORDS,
   examples: ["https://origin.example.com"],
 });
 

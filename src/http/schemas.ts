@@ -24,6 +24,20 @@ export const outOfRange = (words: string) => ({ [OUT_OF_RANGE]: words });
 export const Uuid = Type.String({ format: "uuid" });
 
 /**
+ * An http(s) URL with a host, checked by the schema so a bad one is reported with the body's other
+ * field errors (a CDN origin, a URL import); the service then parses it and checks where it resolves.
+ */
+export const HttpUrl = (options: { description: string; expected: string; examples?: string[] }) =>
+  Type.String({
+    minLength: 1,
+    maxLength: 2048,
+    pattern: "^[Hh][Tt][Tt][Pp][Ss]?://[^/?#\\s]",
+    description: options.description,
+    ...expecting(options.expected),
+    ...(options.examples ? { examples: options.examples } : {}),
+  });
+
+/**
  * A required name or title: 1 to `maxLength` characters on one line, not all of them white space,
  * none a control character (`NAME_PATTERN`). A blank one fails the pattern, which the OpenAPI
  * document shows; its error reads as an empty one's (`validation_min`, "must not be empty":

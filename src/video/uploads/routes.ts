@@ -10,7 +10,7 @@ import { ApiError, type FieldError } from "../../http/errors.ts";
 import { urlShownTo } from "../../http/read-only-view.ts";
 import {
   Envelope,
-  expecting,
+  HttpUrl,
   IdParams,
   MediaError,
   mediaErrorResponses,
@@ -63,13 +63,9 @@ const UploadAuthorization = Type.Object({
   ),
 });
 const FetchBody = Type.Object({
-  // The import's own rules (the service's) in the document too, as a webhook's or origin's URL.
-  url: Type.String({
-    minLength: 1,
-    maxLength: 2048,
-    pattern: "^[Hh][Tt][Tt][Pp][Ss]?://[^/?#\\s]",
+  url: HttpUrl({
     description: "http(s) URL of the video file, on a public address",
-    ...expecting("an http or https URL such as https://files.example.com/video.mp4"),
+    expected: "an http or https URL such as https://files.example.com/video.mp4",
   }),
 });
 const ImportState = Type.Object({
