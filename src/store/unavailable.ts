@@ -14,10 +14,12 @@ export const STORE_UNAVAILABLE_MESSAGE = "The service is briefly unavailable; tr
 
 /**
  * PostgreSQL's SQLSTATEs of an unavailable server: connection exceptions (class 08), shutting down
- * or starting (57P01-57P03), insufficient resources (class 53: connections, memory, disk), and a
- * server that takes no writes (25006: a standby after a failover, a database set read-only).
+ * or starting (57P01-57P03), insufficient resources (class 53: connections, memory, disk), a
+ * server that takes no writes (25006: a standby after a failover, a database set read-only), and a
+ * database that takes no connections (55000, given to a new connection while `ALLOW_CONNECTIONS` is
+ * off for maintenance; Cumulo's own statements never meet it otherwise).
  */
-const UNAVAILABLE_SQLSTATE = /^(?:08|57P0[1-3]|53|25006$)/;
+const UNAVAILABLE_SQLSTATE = /^(?:08|57P0[1-3]|53|25006$|55000$)/;
 
 /** node-postgres's own errors for a lost connection or a connect that timed out; they carry no code. */
 const LOST_CONNECTION =

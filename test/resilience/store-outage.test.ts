@@ -7,7 +7,7 @@ import { isStoreUnavailable } from "../../src/store/unavailable.ts";
 import { edgeRequest, type Origin, startOrigin, uniqueHost } from "../cdn/support.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { exitOf, type Served, serve } from "../support/process.ts";
-import { createMigratedTestStore, type TestStore, testStoreKind } from "../support/store.ts";
+import { createMigratedTestStore, onAdminDatabase, type TestStore, testStoreKind } from "../support/store.ts";
 import { startTcpRelay, type TcpRelay } from "../support/tcp-relay.ts";
 import { waitUntil } from "../support/wait.ts";
 
@@ -141,6 +141,45 @@ describe.runIf(process.env.CUMULO_TEST_STORE === "postgres")("a PostgreSQL outag
     node.child.kill("SIGTERM");
     expect(await exitOf(node.child)).toBe(0);
   }, 90_000);
+});
+
+// A database set to refuse connections (`ALLOW_CONNECTIONS false`, as for maintenance) answers a
+// new connection with SQLSTATE 55000, which was taken for a fault of the request: 500 on every route.
+describe.runIf(testStoreKind() === "postgres")("a PostgreSQL database that refuses connections", () => {
+  let app: TestApp;
+  let database: string;
+  beforeAll(async () => {
+    app = await startTestApp({ CUMULO_PG_CONNECT_TIMEOUT_MS: "1000" });
+    database = new URL(app.store.databaseUrl ?? "").pathname.slice(1);
+  });
+  afterAll(async () => {
+    await onAdminDatabase(`ALTER DATABASE ${database} ALLOW_CONNECTIONS true`);
+    await app?.close();
+  });
+
+  it("answers 503 with Retry-After until it takes connections again", async () => {
+    expect((await app.request("GET", "/v1/media/libraries")).status).toBe(200);
+    await onAdminDatabase(`ALTER DATABASE ${database} ALLOW_CONNECTIONS false`);
+    await onAdminDatabase(
+      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '${database}'`,
+    );
+    await waitUntil(
+      async () => (await app.request("GET", "/v1/media/libraries")).status !== 200,
+      5000,
+      "the node to lose its connections",
+    );
+    const media = await app.request("GET", "/v1/media/libraries");
+    expect([media.status, media.headers.get("retry-after")]).toEqual([503, "5"]);
+    const cloud = await app.cloud("GET", "/v1/user-resource/token/list");
+    expect([cloud.status, cloud.headers.get("retry-after")]).toEqual([503, "5"]);
+
+    await onAdminDatabase(`ALTER DATABASE ${database} ALLOW_CONNECTIONS true`);
+    await waitUntil(
+      async () => (await app.request("GET", "/v1/media/libraries")).status === 200,
+      10_000,
+      "the store back",
+    );
+  });
 });
 
 describe.runIf(testStoreKind() === "sqlite")("SQLite's write lock held by another process", () => {
