@@ -80,10 +80,19 @@ export const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Ty
 export const IdParams = <K extends string>(...names: K[]) =>
   Type.Object(Object.fromEntries(names.map((name) => [name, Uuid])) as Record<K, typeof Uuid>);
 
+const MAX_PAGE_SIZE = 100;
+/** The last page whose row offset, at the largest page size, is still an exact integer in JavaScript. */
+const MAX_PAGE = Math.floor(Number.MAX_SAFE_INTEGER / MAX_PAGE_SIZE);
+
 export const PageQuery = Type.Object({
-  limit: Type.Integer({ minimum: 1, maximum: 100, default: 20, description: "Items per page (1-100)" }),
-  // Bounded so the row offset stays a safe integer in both stores; any page past the end is empty anyway.
-  page: Type.Integer({ minimum: 1, maximum: 10_000_000, default: 1, description: "Page number, from 1" }),
+  limit: Type.Integer({
+    minimum: 1,
+    maximum: MAX_PAGE_SIZE,
+    default: 20,
+    description: `Items per page (1-${MAX_PAGE_SIZE})`,
+  }),
+  // Any page past the end is empty; the bound only keeps the row offset exact.
+  page: Type.Integer({ minimum: 1, maximum: MAX_PAGE, default: 1, description: "Page number, from 1" }),
 });
 export type PageQuery = Static<typeof PageQuery>;
 

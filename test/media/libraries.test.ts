@@ -362,6 +362,13 @@ describe("library lists", () => {
     const past = await t.request("GET", "/v1/media/libraries?limit=2&page=9");
     expect(past.status).toBe(200);
     expect(past.body.data).toEqual([]);
+    // However far past the end (the largest page whose row offset is still an exact integer).
+    for (const page of [10_000_001, 90_071_992_547_409]) {
+      const far = await t.request("GET", `/v1/media/libraries?limit=100&page=${page}`);
+      expect([far.status, far.body.data, far.body.meta.pagination.total]).toEqual([200, [], 5]);
+    }
+    const beyond = await t.request("GET", "/v1/media/libraries?page=90071992547410");
+    expect(fieldErrors(beyond.body)).toEqual({ page: "validation_max" });
     const defaults = await t.request("GET", "/v1/media/libraries");
     expect(defaults.body.meta.pagination).toEqual({ page: 1, page_size: 20, total: 5, total_pages: 1 });
   });
