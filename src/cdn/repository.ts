@@ -1,6 +1,7 @@
 import { setImmediate } from "node:timers/promises";
 import { type Insertable, type Kysely, sql, type Transaction } from "kysely";
 import type { Page } from "../http/pagination.ts";
+import { touchedOnlyWhenChanged } from "../store/changes.ts";
 import { chunksOf } from "../store/chunks.ts";
 import type { DialectName } from "../store/database.ts";
 import { selectPage } from "../store/paging.ts";
@@ -131,7 +132,7 @@ export class DistributionRepository {
   ): Promise<boolean> {
     const result = await executor
       .updateTable("cdn_distributions")
-      .set(changes)
+      .set(touchedOnlyWhenChanged(changes))
       .where("organization_id", "=", organizationId)
       .where("id", "=", id)
       .executeTakeFirst();

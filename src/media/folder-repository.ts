@@ -1,5 +1,6 @@
 import type { Insertable, Kysely, Updateable } from "kysely";
 import type { Page } from "../http/pagination.ts";
+import { touchedOnlyWhenChanged } from "../store/changes.ts";
 import { chunksOf } from "../store/chunks.ts";
 import { selectPage } from "../store/paging.ts";
 import type { Database } from "../store/tables.ts";
@@ -33,8 +34,14 @@ export class FolderRepository {
     await executor.insertInto("media_folders").values(row).execute();
   }
 
-  async update(executor: Executor, id: string, changes: Updateable<FolderTable>): Promise<void> {
-    await executor.updateTable("media_folders").set(changes).where("id", "=", id).execute();
+  /** Changes the folder; the row as it is now. */
+  update(executor: Executor, id: string, changes: Updateable<FolderTable>) {
+    return executor
+      .updateTable("media_folders")
+      .set(touchedOnlyWhenChanged(changes))
+      .where("id", "=", id)
+      .returningAll()
+      .executeTakeFirstOrThrow();
   }
 
   list(libraryId: string, parentId: string | undefined, page: Page) {

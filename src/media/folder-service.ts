@@ -63,8 +63,7 @@ export class FolderService {
         ...(input.parent_id !== undefined ? { parent_id: input.parent_id } : {}),
         updated_at: nowIso(clock),
       };
-      await folders.update(trx, id, changes);
-      return { outcome: "updated", folder: { ...folder, ...changes } };
+      return { outcome: "updated", folder: await folders.update(trx, id, changes) };
     });
   }
 

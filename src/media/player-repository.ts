@@ -1,5 +1,6 @@
 import type { Insertable, Kysely, Updateable } from "kysely";
 import type { Page } from "../http/pagination.ts";
+import { touchedOnlyWhenChanged } from "../store/changes.ts";
 import { selectPage } from "../store/paging.ts";
 import type { Database } from "../store/tables.ts";
 import type { Executor } from "../store/transactions.ts";
@@ -51,16 +52,29 @@ export class PlayerRepository {
     await executor.insertInto("media_players").values(row).execute();
   }
 
-  async update(executor: Executor, id: string, changes: Updateable<PlayerTable>): Promise<void> {
-    await executor.updateTable("media_players").set(changes).where("id", "=", id).execute();
+  /** Changes the player; the row as it is now. */
+  update(executor: Executor, id: string, changes: Updateable<PlayerTable>) {
+    return executor
+      .updateTable("media_players")
+      .set(touchedOnlyWhenChanged(changes))
+      .where("id", "=", id)
+      .returningAll()
+      .executeTakeFirstOrThrow();
   }
 
-  async clearDefault(executor: Executor, libraryId: string, now: string): Promise<void> {
+  /** The library's default player, but for `defaultId`, is its default no longer. */
+  async clearDefaultBut(
+    executor: Executor,
+    libraryId: string,
+    defaultId: string,
+    now: string,
+  ): Promise<void> {
     await executor
       .updateTable("media_players")
       .set({ is_default: false, updated_at: now })
       .where("library_id", "=", libraryId)
       .where("is_default", "=", true)
+      .where("id", "!=", defaultId)
       .execute();
   }
 

@@ -70,8 +70,7 @@ export class PlayerService {
         ...(input.theme ? { theme: writeJson({ ...toPlayer(player).theme, ...input.theme }) as string } : {}),
         updated_at: nowIso(clock),
       };
-      await players.update(trx, id, changes);
-      return { outcome: "updated", player: { ...player, ...changes } };
+      return { outcome: "updated", player: await players.update(trx, id, changes) };
     });
   }
 
@@ -83,7 +82,7 @@ export class PlayerService {
       const player = await players.find(library.id, id, trx);
       if (!player) return { outcome: "not_found" };
       const now = nowIso(clock);
-      await players.clearDefault(trx, library.id, now);
+      await players.clearDefaultBut(trx, library.id, id, now);
       await players.update(trx, id, { is_default: true, updated_at: now });
       return { outcome: "marked" };
     });

@@ -1,5 +1,6 @@
 import { type Insertable, type Kysely, type Selectable, sql, type Updateable } from "kysely";
 import type { Page } from "../http/pagination.ts";
+import { touchedOnlyWhenChanged } from "../store/changes.ts";
 import type { DialectName } from "../store/database.ts";
 import { selectPage } from "../store/paging.ts";
 import { columnsOf, PreparedQuery, type ValueOf, valuesOf } from "../store/prepared.ts";
@@ -44,7 +45,7 @@ export class LibraryRepository {
     (value: ValueOf<LibraryUpdate>, { changes }) =>
       this.db
         .updateTable("libraries")
-        .set(valuesOf(value, changes, (values) => values.changes))
+        .set(touchedOnlyWhenChanged(valuesOf(value, changes, (values) => values.changes)))
         .where(
           "organization_id",
           "=",
@@ -93,6 +94,17 @@ export class LibraryRepository {
   async lockById(executor: Executor, id: string): Promise<void> {
     if (this.dialect !== "postgres") return;
     await executor.selectFrom("libraries").select("id").where("id", "=", id).forNoKeyUpdate().execute();
+  }
+
+  /**
+   * Holds the library against its deletion (a share lock, which other additions share) for the rest
+   * of the transaction. A write that adds to the library and notifies its webhooks takes it first:
+   * it then waits for a deletion under way (and finds the library gone), or the deletion waits for
+   * it; otherwise each could hold a lock the other needs (the library's row, its endpoints).
+   */
+  async holdAgainstDeletion(executor: Executor, id: string): Promise<void> {
+    if (this.dialect !== "postgres") return;
+    await executor.selectFrom("libraries").select("id").where("id", "=", id).forShare().execute();
   }
 
   async insert(executor: Executor, row: Omit<Insertable<LibraryTable>, "search_name">): Promise<void> {

@@ -145,9 +145,9 @@ export class SubtitleService {
           ...(form.file && format ? { path: form.file.key, format } : {}),
           updated_at: nowIso(clock),
         };
-        await videos.updateSubtitle(trx, id, changes);
+        const updated = await videos.updateSubtitle(trx, id, changes);
         const replaced = form.file ? await removals.queue(trx, { keys: [subtitle.path] }) : undefined;
-        return { subtitle: { ...subtitle, ...changes }, replaced };
+        return { subtitle: updated, replaced };
       });
       if (!result) return { outcome: "not_found" };
       await removals.carryOut(result.replaced);

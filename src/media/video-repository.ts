@@ -1,5 +1,6 @@
 import type { Insertable, Kysely, Updateable } from "kysely";
 import type { Page } from "../http/pagination.ts";
+import { touchedOnlyWhenChanged } from "../store/changes.ts";
 import { chunksOf } from "../store/chunks.ts";
 import type { DialectName } from "../store/database.ts";
 import { selectPage } from "../store/paging.ts";
@@ -42,8 +43,14 @@ export class VideoRepository {
     await executor.insertInto("media_videos").values(row).execute();
   }
 
-  async update(executor: Executor, id: string, changes: Updateable<VideoTable>): Promise<void> {
-    await executor.updateTable("media_videos").set(changes).where("id", "=", id).execute();
+  /** Changes the video; the row as it is now. */
+  update(executor: Executor, id: string, changes: Updateable<VideoTable>) {
+    return executor
+      .updateTable("media_videos")
+      .set(touchedOnlyWhenChanged(changes))
+      .where("id", "=", id)
+      .returningAll()
+      .executeTakeFirstOrThrow();
   }
 
   list(libraryId: string, filters: { folderId?: string; status?: VideoStatus }, page: Page) {
@@ -133,8 +140,14 @@ export class VideoRepository {
     await executor.insertInto("media_subtitles").values(row).execute();
   }
 
-  async updateSubtitle(executor: Executor, id: string, changes: Updateable<SubtitleTable>): Promise<void> {
-    await executor.updateTable("media_subtitles").set(changes).where("id", "=", id).execute();
+  /** Changes the subtitle; the row as it is now. */
+  updateSubtitle(executor: Executor, id: string, changes: Updateable<SubtitleTable>) {
+    return executor
+      .updateTable("media_subtitles")
+      .set(touchedOnlyWhenChanged(changes))
+      .where("id", "=", id)
+      .returningAll()
+      .executeTakeFirstOrThrow();
   }
 
   /** Live subtitles of a video, oldest first (the order of the HLS master's tracks). */

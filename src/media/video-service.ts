@@ -32,6 +32,7 @@ export class VideoService {
     const { transact, folders, videos, webhooks, clock } = this.deps;
     const result = await transact(async (trx): Promise<VideoOutcome> => {
       if (input.folder_id) await this.deps.libraries.lockById(trx, library.id);
+      else await this.deps.libraries.holdAgainstDeletion(trx, library.id);
       if (input.folder_id && !(await folders.find(library.id, input.folder_id, trx))) {
         return { outcome: "folder_not_found" };
       }
@@ -83,8 +84,7 @@ export class VideoService {
         ...(input.folder_id !== undefined ? { folder_id: input.folder_id } : {}),
         updated_at: nowIso(clock),
       };
-      await videos.update(trx, id, changes);
-      return { outcome: "updated", video: { ...video, ...changes } };
+      return { outcome: "updated", video: await videos.update(trx, id, changes) };
     });
   }
 

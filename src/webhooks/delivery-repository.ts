@@ -417,7 +417,8 @@ export class DeliveryRepository {
    * stays claimed and is sent again once its lease runs out. Returns one result per attempt, in order.
    */
   async recordMany(attempts: FinishedAttempt[]): Promise<RecordResult[]> {
-    // The same lock order in every batch: concurrent workers' advisory locks cannot deadlock.
+    // The same lock order in every batch, by endpoint id (as a library's deletion locks its
+    // endpoints) and then by message: concurrent workers' endpoint and advisory locks cannot deadlock.
     const ordered = [...attempts].sort((a, b) => pairKey(a.delivery).localeCompare(pairKey(b.delivery)));
     // SQLite runs statements in-process, where one per attempt costs little.
     const successes = this.dialect === "postgres" ? ordered.filter(writesOwnRowOnly) : [];

@@ -1,6 +1,7 @@
 import { type Insertable, type Kysely, type Selectable, sql, type Updateable } from "kysely";
 import type { Page } from "../http/pagination.ts";
 import { timeOrderedUuid, timeOrderedUuidPrefix } from "../ids.ts";
+import { touchedOnlyWhenChanged } from "../store/changes.ts";
 import type { DialectName } from "../store/database.ts";
 import { selectPage } from "../store/paging.ts";
 import { PreparedQuery, type ValueOf } from "../store/prepared.ts";
@@ -118,10 +119,14 @@ export class WebhookRepository {
     const attemptIdTime = value(() => timeOrderedUuidPrefix());
     return {
       compile: () =>
+        // The subscribers are locked (in id order, as a library's deletion locks them): an endpoint
+        // deleted meanwhile is waited for and left out, where it failed the attempts' foreign key.
         sql`with subscribers as (
               select id from webhook_endpoints
               where library_id = ${message("library_id")}::uuid and is_active
                 and (events ? '*' or events ? ${message("event")}::text)
+              order by id
+              for key share
             ), message as (
               insert into webhook_messages (id, organization_id, library_id, video_id, event, body, created_at)
               select ${message("id")}::text, ${message("organization_id")}::uuid, ${message("library_id")}::uuid,
@@ -181,6 +186,19 @@ export class WebhookRepository {
 
   /** Everything webhook-related of a library, removed with the library; answers the endpoints' ids. */
   async deleteLibrary(executor: Executor, libraryId: string): Promise<string[]> {
+    // On PostgreSQL the endpoints are locked first, in id order, as one endpoint's deletion locks it:
+    // a dispatcher recording a failure (which locks them in the same order) or a notification being
+    // queued is waited for, instead of a deadlock with the attempts' rows, or a message it commits
+    // after the messages below are gone.
+    if (this.dialect === "postgres") {
+      await executor
+        .selectFrom("webhook_endpoints")
+        .select("id")
+        .where("library_id", "=", libraryId)
+        .orderBy("id")
+        .forUpdate()
+        .execute();
+    }
     // Through the endpoints, whose index the attempts' own endpoint index follows (the attempts
     // have none by library: every queued attempt would pay for it).
     const endpoints = executor
@@ -291,7 +309,7 @@ export class WebhookRepository {
   ): Promise<void> {
     await executor
       .updateTable("webhook_endpoints")
-      .set(changes)
+      .set(touchedOnlyWhenChanged(changes, ["headers"]))
       .where("organization_id", "=", organizationId)
       .where("id", "=", id)
       .execute();

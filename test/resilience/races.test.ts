@@ -228,6 +228,44 @@ describe("concurrent changes of one resource", () => {
     }
   });
 
+  // QA of 5 December (session 42): on PostgreSQL a notification chose its endpoints before a
+  // deletion of one of them committed, and its attempt's insert then failed the foreign key: 404 for
+  // a library that exists, and no video.
+  it("creates videos while one of the library's webhook endpoints is deleted: every one 201", async () => {
+    for (let round = 0; round < ROUNDS; round++) {
+      const library = (await createLibrary(t)).id;
+      const kept = await createEndpoint(t, library, { url: receiver.url });
+      const deleted = await createEndpoint(t, library, { url: receiver.url });
+      const answers = await Promise.all([
+        ...Array.from({ length: 10 }, (_, index) =>
+          t.request("POST", `/v1/media/libraries/${library}/videos`, { json: { title: `v${index}` } }),
+        ),
+        t.request("DELETE", `${webhooksPath(library)}/${deleted.id}`),
+      ]);
+      for (const answer of answers.slice(0, 10)) expect(answer.status, answer.text).toBe(201);
+      expect(answers[10]?.status).toBe(200);
+      expect((await t.request("GET", `${webhooksPath(library)}/${kept.id}`)).status).toBe(200);
+    }
+  });
+
+  // QA of 5 December (session 42): on PostgreSQL a library's deletion removed its attempts before
+  // locking its endpoints, while the dispatcher, recording failed attempts, locks the endpoint first:
+  // a deadlock, answered 500, the library kept.
+  it("deletes a library while its failed attempts are recorded: 200", async () => {
+    for (let round = 0; round < 2 * ROUNDS; round++) {
+      const library = (await createLibrary(t)).id;
+      for (let index = 0; index < 5; index++) await createEndpoint(t, library, { url: receiver.url });
+      await Promise.all(
+        Array.from({ length: 30 }, () =>
+          t.request("POST", `/v1/media/libraries/${library}/videos`, { json: { title: "failing" } }),
+        ),
+      );
+      await sleep((round % 6) * 4);
+      const removal = await t.request("DELETE", `/v1/media/libraries/${library}`);
+      expect(removal.status, removal.text).toBe(200);
+    }
+  });
+
   it("deletes a library while a source is uploaded to one of its videos: the upload 202 or 404, the delete 200", async () => {
     for (let round = 0; round < ROUNDS; round++) {
       const library = (await createLibrary(t)).id;
