@@ -36,14 +36,16 @@ export const RetryPolicySchema = Type.Object(
   { description: "Replaces the default schedule; omitted fields take the defaults shown" },
 );
 
-// Names: RFC 9110 token characters. Values: visible characters, spaces and tabs only, no line
-// breaks that could smuggle a second header.
+// Names: RFC 9110 token characters. Values: visible characters of Latin-1 (what a header's bytes
+// carry), spaces and tabs only, no line breaks that could smuggle a second header.
 const Headers = Type.Record(
   Type.String(),
   Type.String({
     maxLength: 4096,
     pattern: "^[\\t\\x20-\\x7e\\x80-\\xff]*$",
-    ...expecting("a header value without line breaks or other control characters"),
+    ...expecting(
+      "a header value of Latin-1 characters (U+0020-U+00FF or tab), without line breaks or other control characters",
+    ),
   }),
   {
     propertyNames: {

@@ -228,6 +228,13 @@ describe("webhook endpoints", () => {
       "headers.Ok": "validation_format",
       "headers.Bad Name": "validation_format",
     });
+    // A character beyond Latin-1 is named as the reason, not control characters (QA, session 42).
+    const euro = await t.request("POST", webhooksPath(libraryId), {
+      json: { name: "euro", url: "https://a.example.com/x", events: ["*"], headers: { "X-Price": "5 €" } },
+    });
+    expect(euro.body.errors).toEqual([
+      expect.objectContaining({ field: "headers.X-Price", message: expect.stringContaining("Latin-1") }),
+    ]);
     const endpoint = await createEndpoint(t, libraryId, { url: "https://a.example.com/both" });
     const patched = await t.request("PATCH", `${webhooksPath(libraryId)}/${endpoint.id}`, {
       json: { url: "not a url", is_active: "no" },
