@@ -534,6 +534,30 @@ describe("CDN edge", () => {
     expect(origin.hitsOf("/root/slow.bin")).toBe(1);
   });
 
+  // QA of 5 December (session 42): a viewer arriving after a purge had answered joined a fetch started
+  // before it, and got the content the purge was for.
+  it("does not give a viewer who comes after a purge the answer of a fetch started before it", async () => {
+    let version = 1;
+    origin.route("/root/slow-purged.txt", async (_req, res) => {
+      const sent = `v${version}`;
+      await new Promise((resolve) => setTimeout(resolve, 600));
+      res.writeHead(200, { "cache-control": "max-age=600" }).end(sent);
+    });
+    const distribution = (await t.request("GET", "/v1/cdn/distributions?limit=100")).body.data.find(
+      (d: { hostname: string }) => d.hostname === host,
+    );
+    const before = get("/slow-purged.txt");
+    await waitUntil(() => origin.hitsOf("/root/slow-purged.txt") === 1, 5000, "the first fetch");
+    version = 2;
+    const purged = await t.request("POST", `/v1/cdn/distributions/${distribution.id}/purges`, {
+      json: { paths: ["/slow-purged.txt"] },
+    });
+    expect(purged.status).toBe(200);
+    const after = await get("/slow-purged.txt");
+    expect(after.text).toBe("v2");
+    expect((await before).text).toBe("v1");
+  });
+
   it("streams objects over the cacheable limit through without keeping them", async () => {
     let release: () => void = () => undefined;
     const released = new Promise<void>((resolve) => {

@@ -358,8 +358,9 @@ export class EdgeServer {
     }
     // Per variant (the key it is stored under), so that viewers of another variant of a path neither
     // wait on this one's fetch nor hold back its revalidation; per origin too: a viewer arriving after
-    // the distribution's origin changed does not wait on a fetch from the old one.
-    const key = `${this.cache.variantKey(distribution.id, pathAndQuery, request.headers)}\n${distribution.origin_url}`;
+    // the distribution's origin changed does not wait on a fetch from the old one; and per purge
+    // count: a viewer arriving after a purge does not get a fetch started before it.
+    const key = `${this.cache.variantKey(distribution.id, pathAndQuery, request.headers)}\n${distribution.origin_url}\n${this.cache.epoch(distribution.id)}`;
     // RFC 5861: a stale copy the origin lets be served while it is revalidated answers now.
     if (stored && this.#policy.servableWhileRevalidating(stored, request, resolved)) {
       exchange.sent = this.#sendObject(miss, response, stored, "HIT");
