@@ -91,7 +91,7 @@ export class ThumbnailService {
         thumbnail_url: videoAssetUrl(config, video.library_id, video.id, THUMBNAIL_FILE),
         updated_at: now,
       };
-      await videos.update(trx, video.id, changes);
+      await videos.update(trx, video.id, changes, "always");
       const replaced = await removals.queue(trx, { keys: previous.map((row) => row.path) });
       return { video: { ...current, ...changes }, replaced };
     });

@@ -43,11 +43,20 @@ export class VideoRepository {
     await executor.insertInto("media_videos").values(row).execute();
   }
 
-  /** Changes the video; the row as it is now. */
-  update(executor: Executor, id: string, changes: Updateable<VideoTable>) {
+  /**
+   * Changes the video; the row as it is now. `updated_at` moves only when a column changes, unless
+   * `always`: a new thumbnail changes the video without changing its row (its URL stays), and
+   * browsers are told to fetch it again by `updated_at`.
+   */
+  update(
+    executor: Executor,
+    id: string,
+    changes: Updateable<VideoTable>,
+    touch: "on change" | "always" = "on change",
+  ) {
     return executor
       .updateTable("media_videos")
-      .set(touchedOnlyWhenChanged(changes))
+      .set(touch === "always" ? changes : touchedOnlyWhenChanged(changes))
       .where("id", "=", id)
       .returningAll()
       .executeTakeFirstOrThrow();

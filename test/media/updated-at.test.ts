@@ -5,6 +5,11 @@ import { webhooksPath } from "../webhooks/helpers.ts";
 import { createFolder, createLibrary, createVideo } from "./helpers.ts";
 
 const VTT = "WEBVTT\n\n00:00.000 --> 00:01.000\nHello\n";
+// 1x1 PNG
+const PNG = Buffer.from(
+  "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==",
+  "base64",
+);
 
 // `updated_at` moves when a record changes. An empty PATCH, or one repeating the stored values, moved
 // it on libraries, folders, videos, players, subtitles, CDN distributions and webhook endpoints, as it
@@ -142,5 +147,21 @@ describe("updated_at on a change that changes nothing", () => {
       expect((await resource.change(resource.changed)).status, resource.name).toBeLessThan(300);
       expect(await updatedAt(), resource.name).not.toBe(before);
     }
+
+    // A new thumbnail changes the video though its URL stays: browsers fetch it again by updated_at.
+    const videoUpdatedAt = async () =>
+      (await t.request("GET", `${base}/videos/${video}`)).body.data.updated_at as string;
+    const before = await videoUpdatedAt();
+    for (let upload = 0; upload < 2; upload++) {
+      clock.advance(60_000);
+      const thumbnail = new FormData();
+      thumbnail.set("file", new Blob([PNG]), "t.png");
+      expect(
+        (await t.request("POST", `${base}/videos/${video}/thumbnails`, { body: thumbnail })).status,
+      ).toBe(200);
+    }
+    // Each upload moved it, the second one too (its URL was the first one's).
+    expect(await videoUpdatedAt()).toBe(clock.now().toISOString());
+    expect(before).not.toBe(clock.now().toISOString());
   });
 });
