@@ -179,11 +179,21 @@ export class JobRunner {
       );
       for (const job of jobs) {
         this.#inFlightByKind.set(handler.kind, (this.#inFlightByKind.get(handler.kind) ?? 0) + 1);
-        const run = this.#run(job).finally(() => {
-          this.#inFlight.delete(run);
-          this.#inFlightByKind.set(handler.kind, (this.#inFlightByKind.get(handler.kind) ?? 1) - 1);
-          this.#tick();
-        });
+        // The outcome's own write may fail too (the store away, full or read-only): the job is then
+        // still claimed, and runs again once its lease runs out. Unhandled, it ended the process.
+        const run = this.#run(job)
+          .catch((error: unknown) =>
+            logBackgroundFailure(
+              this.logger,
+              error,
+              "job's outcome not recorded; it runs again after its lease",
+            ),
+          )
+          .finally(() => {
+            this.#inFlight.delete(run);
+            this.#inFlightByKind.set(handler.kind, (this.#inFlightByKind.get(handler.kind) ?? 1) - 1);
+            this.#tick();
+          });
         this.#inFlight.add(run);
       }
     }

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { systemClock } from "../../src/clock.ts";
 import { type JobHandler, JobRunner } from "../../src/jobs/queue.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { onAdminDatabase, testStoreKind } from "../support/store.ts";
 
 const silent = pino({ level: "silent" }) as FastifyBaseLogger;
 
@@ -207,6 +208,54 @@ describe("durable job queue", () => {
       expect(slowPeak).toBe(1);
     } finally {
       release();
+      await runner.stop();
+    }
+  });
+});
+
+// QA of 5 December (session 42): a job's outcome written to a store that had just gone read-only (a
+// failover to a standby) was an unhandled rejection, and the process ended; after a restart it took
+// the job again and ended again while the store stayed so.
+describe.runIf(testStoreKind() === "postgres")("a job whose outcome cannot be written", () => {
+  let t: TestApp;
+  let database: string;
+  beforeAll(async () => {
+    t = await startTestApp({ CUMULO_ROLES: "api" });
+    database = new URL(t.store.databaseUrl ?? "").pathname.slice(1);
+  });
+  afterAll(async () => {
+    await onAdminDatabase(`ALTER DATABASE ${database} RESET default_transaction_read_only`);
+    await t.close();
+  });
+
+  it("is logged and left claimed; the runner goes on", async () => {
+    const { jobs, jobRepository } = t.cumulo.services;
+    const handler: JobHandler = {
+      kind: "test.store-gone-read-only",
+      handle: async () => {
+        await onAdminDatabase(`ALTER DATABASE ${database} SET default_transaction_read_only = on`);
+        await onAdminDatabase(
+          `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '${database}'`,
+        );
+        throw new Error("failed while the store went read-only");
+      },
+    };
+    const { logger, logged } = loggerKeeping<{ level: number; msg: string }>();
+    const runner = new JobRunner(jobs, jobRepository, [handler], systemClock, logger, {
+      concurrency: 1,
+      pollMs: 60_000,
+    });
+    runner.start();
+    try {
+      await t.cumulo.store.db.transaction().execute((trx) => jobs.enqueue(trx, handler.kind, {}));
+      jobs.notify();
+      const unrecorded = await waitFor(async () =>
+        logged.find((line) => line.msg.startsWith("job's outcome not recorded")),
+      );
+      // A store that takes no writes is an outage, which /readyz reports: a warning.
+      expect(unrecorded.level).toBe(40);
+    } finally {
+      await onAdminDatabase(`ALTER DATABASE ${database} RESET default_transaction_read_only`);
       await runner.stop();
     }
   });
