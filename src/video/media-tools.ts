@@ -358,16 +358,25 @@ export class MediaTools {
       }, this.options.timeoutMs);
       const cancel = () => child.kill("SIGKILL");
       signal?.addEventListener("abort", cancel, { once: true });
-      child.stdout.on("data", (chunk: Buffer) => {
+      // First, and before the pipes are read: a process that could not start (no descriptors left,
+      // EMFILE) has no pipes, and its "error" event without a listener ended the whole node.
+      child.on("error", (error: NodeJS.ErrnoException) => {
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", cancel);
+        this.#children.delete(child);
+        ran("failed");
+        // The code stays: out of descriptors is the machine's state, which a job waits out.
+        reject(
+          Object.assign(new MediaToolError(`could not run ${command}: ${error.message}`), {
+            code: error.code,
+          }),
+        );
+      });
+      child.stdout?.on("data", (chunk: Buffer) => {
         stdout += chunk.toString();
       });
-      child.stderr.on("data", (chunk: Buffer) => {
+      child.stderr?.on("data", (chunk: Buffer) => {
         stderr = (stderr + chunk.toString()).slice(-STDERR_KEPT);
-      });
-      child.on("error", (error) => {
-        clearTimeout(timer);
-        ran("failed");
-        reject(new MediaToolError(`could not run ${command}: ${error.message}`));
       });
       child.on("close", (code, killedBy) => {
         clearTimeout(timer);

@@ -1,4 +1,4 @@
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { readdir } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -339,6 +339,32 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
       expect((error as ScratchDiskError).message).not.toContain("/dev/full");
       expect(((error as ScratchDiskError).cause as Error).message).toMatch(/No space left on device/);
     }
+  });
+
+  // QA of 5 December (session 42): with no file descriptors left (idle connections held open by
+  // anyone), ffmpeg could not start, and its "error" event, emitted with no listener yet, ended the
+  // whole node. In a process of its own, whose descriptors it uses up first.
+  it("fails a run whose tool cannot start for want of file descriptors, and the process goes on", () => {
+    const script = join(work, "emfile.mts");
+    writeFileSync(
+      script,
+      `import { openSync } from "node:fs";
+      const { MediaTools, locateMediaTools } = await import(${JSON.stringify(new URL("../../src/video/media-tools.ts", import.meta.url).pathname)});
+      const tools = new MediaTools(locateMediaTools(), { concurrency: 1, timeoutMs: 10_000 });
+      const held = [];
+      try { for (;;) held.push(openSync("/dev/null", "r")); } catch {}
+      const outcome = await tools.probe("/dev/null").then(() => "ran", (error) => error.name + " " + error.code);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      console.log(outcome);`,
+    );
+    const run = spawnSync(
+      "sh",
+      ["-c", `ulimit -n 64 && exec "${process.execPath}" --import tsx "${script}"`],
+      {
+        encoding: "utf8",
+      },
+    );
+    expect([run.status, run.stdout.trim()], run.stderr).toEqual([0, "MediaToolError EMFILE"]);
   });
 
   it("kills a tool that runs past its timeout", async () => {
