@@ -1,5 +1,5 @@
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto";
-import { readFileSync, writeFileSync } from "node:fs";
+import { linkSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { makeDirectories } from "./directories.ts";
 
@@ -17,19 +17,29 @@ export function loadSecretKey(secretKey: string | undefined, dataDir: string): B
   if (secretKey) return createHash("sha256").update(`cumulo-cloud-secrets:${secretKey}`).digest();
   const path = join(dataDir, SECRET_KEY_FILE);
   try {
-    return decodeKeyFile(readFileSync(path, "utf8"), path);
+    const text = readFileSync(path, "utf8");
+    // Empty, it is what a full disk left of a first write before 5 December: no secret was ever
+    // sealed with it, and it is made again.
+    if (text !== "") return decodeKeyFile(text, path);
+    rmSync(path, { force: true });
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
   }
   makeDirectories(dataDir);
   const key = randomBytes(32);
+  // Written whole under another name, then linked into place: the key file is never seen half
+  // written (a full disk), and when two processes start at once the second one's link fails and it
+  // reads the first one's key.
+  const written = `${path}.${randomBytes(6).toString("hex")}.tmp`;
   try {
-    // `wx`: when two processes start at once, the second one reads the first one's key.
-    writeFileSync(path, `${key.toString("base64")}\n`, { mode: 0o600, flag: "wx" });
+    writeFileSync(written, `${key.toString("base64")}\n`, { mode: 0o600, flag: "wx" });
+    linkSync(written, path);
     return key;
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
     return decodeKeyFile(readFileSync(path, "utf8"), path);
+  } finally {
+    rmSync(written, { force: true });
   }
 }
 

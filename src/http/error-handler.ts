@@ -1,9 +1,5 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import {
-  BlobStoreUnavailableError,
-  STORAGE_RETRY_AFTER_S,
-  STORAGE_UNAVAILABLE_MESSAGE,
-} from "../blobs/store.ts";
+import { isStorageFailure, STORAGE_RETRY_AFTER_S, STORAGE_UNAVAILABLE_MESSAGE } from "../blobs/store.ts";
 import { BusUnavailableError } from "../bus.ts";
 import { isMissingReference } from "../store/transactions.ts";
 import { isStoreUnavailable, STORE_RETRY_AFTER_S, STORE_UNAVAILABLE_MESSAGE } from "../store/unavailable.ts";
@@ -183,7 +179,8 @@ export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler(async (error: FastifyError, request, reply) => {
     const apiError = error instanceof ApiError ? error : fromFastify(error, request);
     if (apiError) return sendApiError(request, reply, await withFieldChecks(error, request, apiError));
-    if (error instanceof BlobStoreUnavailableError) {
+    // Media storage, or the node's own disk under it (full, read-only: the secret key's first write).
+    if (isStorageFailure(error)) {
       request.log.warn({ err: error }, "request failed: media storage unavailable");
       return sendApiError(request, reply, STORAGE_UNAVAILABLE);
     }

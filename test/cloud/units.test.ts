@@ -1,4 +1,5 @@
-import { mkdtempSync, rmSync, statSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -105,6 +106,32 @@ describe("secrets", () => {
       const sealed = new SecretBox(() => first).seal("kept", "ctx");
       expect(new SecretBox(() => loadSecretKey(undefined, dir)).open(sealed, "ctx")).toBe("kept");
     } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  // QA of 5 December (session 42): a full disk at the key's first write left an empty key file, and
+  // every secret-using route answered 500 from then on, also after a restart, until it was deleted.
+  it("never leaves a partial key file; an empty one left by an earlier version is made again", () => {
+    const dir = mkdtempSync(join(tmpdir(), "cumulo-secret-"));
+    const full = join(dir, "full");
+    mkdirSync(full);
+    const mounted = spawnSync("mount", ["-t", "tmpfs", "-o", "size=4k", "tmpfs", full]).status === 0;
+    try {
+      if (mounted) {
+        writeFileSync(join(full, "filler"), Buffer.alloc(4096));
+        expect(() => loadSecretKey(undefined, full)).toThrow(expect.objectContaining({ code: "ENOSPC" }));
+        expect(readdirSync(full)).toEqual(["filler"]);
+        rmSync(join(full, "filler"));
+        expect(loadSecretKey(undefined, full)).toHaveLength(32);
+      }
+      writeFileSync(join(dir, SECRET_KEY_FILE), "");
+      const made = loadSecretKey(undefined, dir);
+      expect(made).toHaveLength(32);
+      expect(loadSecretKey(undefined, dir).equals(made)).toBe(true);
+      expect(readdirSync(dir).sort()).toEqual([SECRET_KEY_FILE, "full"]);
+    } finally {
+      if (mounted) spawnSync("umount", [full]);
       rmSync(dir, { recursive: true, force: true });
     }
   });
