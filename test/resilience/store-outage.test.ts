@@ -216,8 +216,27 @@ describe.runIf(testStoreKind() === "sqlite")("SQLite's write lock held by anothe
       other.exec("commit");
       expect((await waiting).status).toBe(201);
 
+      const library = (await app.request("POST", "/v1/media/libraries", { json: { name: "uploads" } })).body
+        .data.id;
+      const video = (
+        await app.request("POST", `/v1/media/libraries/${library}/videos`, { json: { title: "v" } })
+      ).body.data.id;
       await takeWriteLock();
-      const refused = await app.request("POST", "/v1/media/libraries", { json: { name: "refused" } });
+      // A resumable upload's creation too (QA of 5 December, session 42: a plain 500).
+      const [refused, upload] = await Promise.all([
+        app.request("POST", "/v1/media/libraries", { json: { name: "refused" } }),
+        fetch(`${app.baseUrl}/v1/media/tus`, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${app.adminKey}`,
+            "tus-resumable": "1.0.0",
+            "upload-length": "100",
+            "upload-metadata": `library_id ${btoa(library)},video_id ${btoa(video)}`,
+          },
+        }),
+      ]);
+      expect([upload.status, upload.headers.get("retry-after")]).toEqual([503, "10"]);
+      expect(await upload.text()).toBe("The service is briefly unavailable; try again shortly\n");
       expect(refused.status).toBe(503);
       expect(refused.headers.get("retry-after")).toBe("5");
       expect(refused.body).toEqual({
@@ -227,7 +246,7 @@ describe.runIf(testStoreKind() === "sqlite")("SQLite's write lock held by anothe
       });
       other.exec("rollback");
       const names = (await app.request<{ data: { name: string }[] }>("GET", "/v1/media/libraries")).body.data;
-      expect(names.map((library) => library.name)).toEqual(["waited"]);
+      expect(names.map((library) => library.name)).toEqual(["uploads", "waited"]);
     } finally {
       if (other.inTransaction) other.exec("rollback");
       other.close();

@@ -17,6 +17,7 @@ import { ApiError } from "../../http/errors.ts";
 import type { VideoRepository } from "../../media/video-repository.ts";
 import { readJson, writeJson } from "../../store/codec.ts";
 import type { Executor, Transact } from "../../store/transactions.ts";
+import { isStoreUnavailable, STORE_UNAVAILABLE_MESSAGE } from "../../store/unavailable.ts";
 import { sourceKey, type VideoPipeline } from "../pipeline.ts";
 import type { UploadRepository } from "./repository.ts";
 import type { VideoUploadRow } from "./tables.ts";
@@ -191,6 +192,11 @@ export class ResumableUploads {
           // refused so has no Location, and is made again by the client.
           deps.logger.warn({ err: error }, "resumable upload failed: media storage unavailable");
           return tusError(503, STORAGE_UNAVAILABLE_MESSAGE);
+        }
+        // The store (SQLite's disk full, PostgreSQL away) under a creation's record: as on every route.
+        if (isStoreUnavailable(error)) {
+          deps.logger.warn({ err: error }, "resumable upload failed: store unavailable");
+          return tusError(503, STORE_UNAVAILABLE_MESSAGE);
         }
         // The library would append the error's own message (a file path, a disk error) to its 500.
         deps.logger.error({ err: error }, "resumable upload failed");
@@ -438,7 +444,7 @@ export class ResumableUploads {
 /**
  * The tus server answers through web `Response`s whose `statusText` is empty, and passes it on as the
  * reason phrase (`HTTP/1.1 201 `); an empty one is replaced by the standard phrase. Its error mapping
- * sets no headers, so its one 503 (storage unavailable, `onResponseError`) gets its Retry-After here.
+ * sets no headers, so its 503s (storage or store unavailable, `onResponseError`) get a Retry-After here.
  */
 function withReasonPhrases(response: ServerResponse): ServerResponse {
   const writeHead = response.writeHead.bind(response) as (
