@@ -231,6 +231,39 @@ describe("security settings, folders, videos and players", () => {
     expect(left.body.meta.pagination.total).toBe(0);
   }, 120_000);
 
+  // QA of 5 December (session 42): on SQLite each folder's deletion deleted its subfolders by the
+  // foreign key's cascade, a nested trigger per level, and past 1000 levels SQLite refused (500): a
+  // chain of 1010 folders could not be deleted, nor its library.
+  it("deletes a chain of folders deeper than SQLite nests triggers, alone and with its library", async () => {
+    const chain = async (libraryId: string, organizationId: string, depth: number) => {
+      const now = new Date().toISOString();
+      const ids = Array.from({ length: depth }, () => crypto.randomUUID());
+      await t.cumulo.store.db
+        .insertInto("media_folders")
+        .values(
+          ids.map((id, level) => ({
+            id,
+            organization_id: organizationId,
+            library_id: libraryId,
+            parent_id: level === 0 ? null : (ids[level - 1] as string),
+            name: `level ${level}`,
+            created_at: now,
+            updated_at: now,
+          })),
+        )
+        .execute();
+      return ids;
+    };
+    const library = await createLibrary(t);
+    const [top] = await chain(library.id, library.organization_id as string, 1010);
+    const deleted = await t.request("DELETE", `/v1/media/libraries/${library.id}/folders/${top}`);
+    expect(deleted.status, deleted.text).toBe(200);
+    const left = await t.request("GET", `/v1/media/libraries/${library.id}/folders?limit=1`);
+    expect(left.body.meta.pagination.total).toBe(0);
+    await chain(library.id, library.organization_id as string, 1010);
+    expect((await t.request("DELETE", `/v1/media/libraries/${library.id}`)).status).toBe(200);
+  }, 60_000);
+
   it("creates, filters, updates and deletes videos, emitting webhook events", async () => {
     const organizationId = (await t.request("GET", `/v1/media/libraries/${lib}`)).body.data.organization_id;
     await t.cumulo.store.db
