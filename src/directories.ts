@@ -1,5 +1,7 @@
-import { existsSync, mkdirSync, statSync } from "node:fs";
+import { constants, existsSync, mkdirSync, statSync } from "node:fs";
+import { access, statfs } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
+import { isStorageFault } from "./blobs/store.ts";
 
 /**
  * `mkdirSync(path, { recursive: true })`, making the missing parents one at a time. Node's recursive
@@ -38,3 +40,22 @@ export function createPrivately(): void {
 
 /** Whether accounts other than the owner and its group may enter or read `path` (its mode gives them any bit). */
 export const openToOthers = (path: string): boolean => (statSync(path).mode & 0o007) !== 0;
+
+/**
+ * Less free space than this is a full disk: a write that failed for want of room leaves less than
+ * a block behind, and no healthy disk (a scratch disk, the store's) runs this close to full.
+ */
+const FULL_BELOW_BYTES = 1024 * 1024;
+
+/** Whether the disk under `directory` can take no more: (nearly) no space or inodes left, or read-only. */
+export async function diskCannotWrite(directory: string): Promise<boolean> {
+  try {
+    const disk = await statfs(directory);
+    // File systems that allot inodes on demand (btrfs) report none at all.
+    if (disk.bavail * disk.bsize < FULL_BELOW_BYTES || (disk.files > 0 && disk.ffree === 0)) return true;
+    await access(directory, constants.W_OK);
+    return false;
+  } catch (error) {
+    return isStorageFault(error);
+  }
+}

@@ -22,6 +22,13 @@ const ANSWERS: Record<StoreReadiness, Readiness> = {
         "the store answers but takes no writes (a PostgreSQL standby, or default_transaction_read_only on)",
     },
   },
+  disk_full: {
+    code: 503,
+    body: {
+      status: "disk_full",
+      reason: "the disk under the data dir is full or read-only: the SQLite store takes no writes",
+    },
+  },
 };
 
 /** `/readyz`'s answer: 200 while the store answers and takes writes, else 503 with why. */

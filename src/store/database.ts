@@ -29,7 +29,7 @@ import {
 } from "kysely";
 import { LRUCache } from "lru-cache";
 import pg from "pg";
-import { makeDirectories } from "../directories.ts";
+import { diskCannotWrite, makeDirectories } from "../directories.ts";
 import { allMigrations } from "./migrations/index.ts";
 import { PgChangeGeneration, trackingWrites } from "./pg-change-generation.ts";
 import { type ListenHandlers, PgListener } from "./pg-listener.ts";
@@ -80,7 +80,7 @@ export interface Store {
   close(): Promise<void>;
 }
 
-export type StoreReadiness = "ready" | "read_only" | "unavailable";
+export type StoreReadiness = "ready" | "read_only" | "disk_full" | "unavailable";
 
 /**
  * A number that changes whenever anything stored may have changed, by this process or another:
@@ -510,10 +510,11 @@ export function openStore(options: StoreOptions): Store {
       : { ...openSqlite(options.dataDir, options.onQuery), pool: undefined };
   const askReadiness = async (): Promise<StoreReadiness> => {
     try {
-      // SQLite: a store file the node cannot write stops start-up (openSqlite); one that answers takes writes.
+      // SQLite: a store file the node cannot write stops start-up (openSqlite); a disk that fills
+      // (or turns read-only) while it runs has every write answered 503.
       if (dialect === "sqlite") {
         await sql`select 1`.execute(db);
-        return "ready";
+        return (await diskCannotWrite(options.dataDir)) ? "disk_full" : "ready";
       }
       // On in every transaction of a standby, as under `default_transaction_read_only`.
       const { rows } = await sql<{ read_only: string }>`

@@ -1,10 +1,9 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { accessSync, constants } from "node:fs";
-import { access, statfs } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { basename, delimiter, join } from "node:path";
 import pLimit, { type LimitFunction } from "p-limit";
-import { isStorageFault } from "../blobs/store.ts";
+import { diskCannotWrite } from "../directories.ts";
 
 export interface MediaToolPaths {
   ffmpeg: string;
@@ -208,25 +207,6 @@ const STDERR_KEPT = 16 * 1024;
 
 /** strerror's words for ENOSPC, EROFS and EDQUOT (glibc's, musl's and the BSDs' spellings), as ffmpeg prints them. */
 const DISK_FAULT_WORDS = /No space left on device|Read-only file system|quota exceeded/i;
-
-/**
- * Less free space than this is a full disk: a write that failed for want of room leaves less than
- * a block behind, and no healthy scratch disk runs this close to full.
- */
-const FULL_BELOW_BYTES = 1024 * 1024;
-
-/** Whether the disk under `directory` can take no more: (nearly) no space or inodes left, or read-only. */
-async function diskCannotWrite(directory: string): Promise<boolean> {
-  try {
-    const disk = await statfs(directory);
-    // File systems that allot inodes on demand (btrfs) report none at all.
-    if (disk.bavail * disk.bsize < FULL_BELOW_BYTES || (disk.files > 0 && disk.ffree === 0)) return true;
-    await access(directory, constants.W_OK);
-    return false;
-  } catch (error) {
-    return isStorageFault(error);
-  }
-}
 
 export interface MediaToolOptions {
   concurrency: number;

@@ -1,5 +1,5 @@
-import { execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { execFileSync, spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync, statfsSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
@@ -131,4 +131,47 @@ describe.runIf(testStoreKind() === "postgres")("a PostgreSQL store that takes no
       await store.drop();
     }
   }, 60_000);
+});
+
+/** Whether this process may mount a tmpfs at `dir` (root); the disk-full case needs one. */
+const mountedTmpfs = (dir: string, size: string): boolean =>
+  spawnSync("mount", ["-t", "tmpfs", "-o", `size=${size}`, "tmpfs", dir]).status === 0;
+
+// QA of 5 December (session 42): /readyz answered 200 "ready" while a full disk had every write of a
+// SQLite node answered 503, so no balancer took the node out.
+describe.runIf(testStoreKind() === "sqlite")("a SQLite store whose disk fills while the node runs", () => {
+  it("is not ready while the disk is full, and ready again once there is room", async (context) => {
+    const dir = mkdtempSync(join(tmpdir(), "cumulo-full-"));
+    if (!mountedTmpfs(dir, "32m")) {
+      rmSync(dir, { recursive: true, force: true });
+      context.skip();
+    }
+    const app = await startTestApp(
+      {},
+      {
+        store: {
+          kind: "sqlite",
+          dataDir: dir,
+          databaseUrl: undefined,
+          redisPrefix: "cumulo-test-disk-full:",
+          drop: async () => {},
+        },
+      },
+    );
+    const filler = join(dir, "filler");
+    try {
+      const ready = await app.request("GET", "/readyz", { anonymous: true });
+      expect([ready.status, ready.body]).toEqual([200, { status: "ready" }]);
+      const disk = statfsSync(dir);
+      writeFileSync(filler, Buffer.alloc(disk.bavail * disk.bsize - 64 * 1024));
+      const full = await app.request("GET", "/readyz", { anonymous: true });
+      expect([full.status, full.body.status]).toEqual([503, "disk_full"]);
+      rmSync(filler);
+      expect((await app.request("GET", "/readyz", { anonymous: true })).status).toBe(200);
+    } finally {
+      await app.close();
+      spawnSync("umount", [dir]);
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
