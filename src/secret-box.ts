@@ -27,17 +27,40 @@ export function loadSecretKey(secretKey: string | undefined, dataDir: string): B
   }
   makeDirectories(dataDir);
   const key = randomBytes(32);
-  // Written whole under another name, then linked into place: the key file is never seen half
-  // written (a full disk), and when two processes start at once the second one's link fails and it
-  // reads the first one's key.
-  const written = `${path}.${randomBytes(6).toString("hex")}.tmp`;
   try {
-    writeFileSync(written, `${key.toString("base64")}\n`, { mode: 0o600, flag: "wx" });
-    linkSync(written, path);
+    createKeyFile(path, `${key.toString("base64")}\n`);
     return key;
   } catch (error) {
+    // Two processes started at once: the second one reads the first one's key.
     if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
     return decodeKeyFile(readFileSync(path, "utf8"), path);
+  }
+}
+
+/** Why a file system refuses a hard link (vfat, some network and FUSE mounts). */
+const NO_LINKS = new Set(["EPERM", "ENOTSUP", "EOPNOTSUPP", "ENOSYS"]);
+
+/**
+ * Creates the key file, or fails with EEXIST when it exists. Written whole under another name, then
+ * linked into place, so it is never seen half written (a full disk). Where the file system has no
+ * hard links it is written in place, and removed if the write fails after creating it.
+ */
+function createKeyFile(path: string, text: string): void {
+  const written = `${path}.${randomBytes(6).toString("hex")}.tmp`;
+  try {
+    writeFileSync(written, text, { mode: 0o600, flag: "wx" });
+    try {
+      linkSync(written, path);
+      return;
+    } catch (error) {
+      if (!NO_LINKS.has((error as NodeJS.ErrnoException).code ?? "")) throw error;
+    }
+    try {
+      writeFileSync(path, text, { mode: 0o600, flag: "wx" });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") rmSync(path, { force: true });
+      throw error;
+    }
   } finally {
     rmSync(written, { force: true });
   }

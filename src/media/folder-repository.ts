@@ -34,14 +34,14 @@ export class FolderRepository {
     await executor.insertInto("media_folders").values(row).execute();
   }
 
-  /** Changes the folder; the row as it is now. */
+  /** Changes the folder; the row as it is now, or undefined when it is gone. */
   update(executor: Executor, id: string, changes: Updateable<FolderTable>) {
     return executor
       .updateTable("media_folders")
       .set(touchedOnlyWhenChanged(changes))
       .where("id", "=", id)
       .returningAll()
-      .executeTakeFirstOrThrow();
+      .executeTakeFirst();
   }
 
   list(libraryId: string, parentId: string | undefined, page: Page) {

@@ -63,7 +63,9 @@ export class FolderService {
         ...(input.parent_id !== undefined ? { parent_id: input.parent_id } : {}),
         updated_at: nowIso(clock),
       };
-      return { outcome: "updated", folder: await folders.update(trx, id, changes) };
+      // Not locked: a deletion of the folder meanwhile leaves nothing to update.
+      const updated = await folders.update(trx, id, changes);
+      return updated ? { outcome: "updated", folder: updated } : { outcome: "not_found" };
     });
   }
 

@@ -52,14 +52,14 @@ export class PlayerRepository {
     await executor.insertInto("media_players").values(row).execute();
   }
 
-  /** Changes the player; the row as it is now. */
+  /** Changes the player; the row as it is now, or undefined when it is gone. */
   update(executor: Executor, id: string, changes: Updateable<PlayerTable>) {
     return executor
       .updateTable("media_players")
       .set(touchedOnlyWhenChanged(changes))
       .where("id", "=", id)
       .returningAll()
-      .executeTakeFirstOrThrow();
+      .executeTakeFirst();
   }
 
   /** The library's default player, but for `defaultId`, is its default no longer. */

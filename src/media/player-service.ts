@@ -70,7 +70,8 @@ export class PlayerService {
         ...(input.theme ? { theme: writeJson({ ...toPlayer(player).theme, ...input.theme }) as string } : {}),
         updated_at: nowIso(clock),
       };
-      return { outcome: "updated", player: await players.update(trx, id, changes) };
+      const updated = await players.update(trx, id, changes);
+      return updated ? { outcome: "updated", player: updated } : { outcome: "not_found" };
     });
   }
 

@@ -146,6 +146,7 @@ export class SubtitleService {
           updated_at: nowIso(clock),
         };
         const updated = await videos.updateSubtitle(trx, id, changes);
+        if (!updated) return undefined;
         const replaced = form.file ? await removals.queue(trx, { keys: [subtitle.path] }) : undefined;
         return { subtitle: updated, replaced };
       });

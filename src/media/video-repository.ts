@@ -44,7 +44,7 @@ export class VideoRepository {
   }
 
   /**
-   * Changes the video; the row as it is now. `updated_at` moves only when a column changes, unless
+   * Changes the video; the row as it is now, or undefined when it is gone. `updated_at` moves only when a column changes, unless
    * `always`: a new thumbnail changes the video without changing its row (its URL stays), and
    * browsers are told to fetch it again by `updated_at`.
    */
@@ -59,7 +59,7 @@ export class VideoRepository {
       .set(touch === "always" ? changes : touchedOnlyWhenChanged(changes))
       .where("id", "=", id)
       .returningAll()
-      .executeTakeFirstOrThrow();
+      .executeTakeFirst();
   }
 
   list(libraryId: string, filters: { folderId?: string; status?: VideoStatus }, page: Page) {
@@ -149,14 +149,14 @@ export class VideoRepository {
     await executor.insertInto("media_subtitles").values(row).execute();
   }
 
-  /** Changes the subtitle; the row as it is now. */
+  /** Changes the subtitle; the row as it is now, or undefined when it is gone. */
   updateSubtitle(executor: Executor, id: string, changes: Updateable<SubtitleTable>) {
     return executor
       .updateTable("media_subtitles")
       .set(touchedOnlyWhenChanged(changes))
       .where("id", "=", id)
       .returningAll()
-      .executeTakeFirstOrThrow();
+      .executeTakeFirst();
   }
 
   /** Live subtitles of a video, oldest first (the order of the HLS master's tracks). */

@@ -84,7 +84,8 @@ export class VideoService {
         ...(input.folder_id !== undefined ? { folder_id: input.folder_id } : {}),
         updated_at: nowIso(clock),
       };
-      return { outcome: "updated", video: await videos.update(trx, id, changes) };
+      const updated = await videos.update(trx, id, changes);
+      return updated ? { outcome: "updated", video: updated } : { outcome: "not_found" };
     });
   }
 

@@ -59,6 +59,23 @@ export class ScratchDiskError extends Error {
   }
 }
 
+/** Why a process cannot start that the machine's state explains: descriptors, processes, memory. */
+const OUT_OF_RESOURCES = new Set(["EMFILE", "ENFILE", "EAGAIN", "ENOMEM"]);
+
+/**
+ * A tool could not start for want of the machine's resources (file descriptors, processes,
+ * memory): nothing is wrong with the input, and a job waits it out.
+ */
+export class ToolStartError extends Error {
+  constructor(
+    readonly code: string | undefined,
+    message: string,
+  ) {
+    super(message);
+    this.name = "ToolStartError";
+  }
+}
+
 /** A run ended because its caller no longer wants it (its video was deleted or given a newer source). */
 export class ToolsCancelledError extends Error {
   constructor() {
@@ -345,11 +362,12 @@ export class MediaTools {
         signal?.removeEventListener("abort", cancel);
         this.#children.delete(child);
         ran("failed");
-        // The code stays: out of descriptors is the machine's state, which a job waits out.
+        const message = `could not run ${command}: ${error.message}`;
+        // Out of descriptors is the machine's state, which a job waits out; not the input's fault.
         reject(
-          Object.assign(new MediaToolError(`could not run ${command}: ${error.message}`), {
-            code: error.code,
-          }),
+          OUT_OF_RESOURCES.has(error.code ?? "")
+            ? new ToolStartError(error.code, message)
+            : new MediaToolError(message),
         );
       });
       child.stdout?.on("data", (chunk: Buffer) => {

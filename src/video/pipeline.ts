@@ -15,7 +15,13 @@ import { videoAssetUrl, videoBlobPrefix } from "../media/urls.ts";
 import type { VideoRepository } from "../media/video-repository.ts";
 import type { Executor, Transact } from "../store/transactions.ts";
 import type { WebhookEmitter } from "../webhooks/emitter.ts";
-import { MediaToolError, type ProbeResult, ScratchDiskError, ToolsCancelledError } from "./media-tools.ts";
+import {
+  MediaToolError,
+  type ProbeResult,
+  ScratchDiskError,
+  ToolStartError,
+  ToolsCancelledError,
+} from "./media-tools.ts";
 import type { VideoProcessingRepository } from "./repository.ts";
 import type { NewProcessingRow, ProcessingChanges, ProcessingRow } from "./tables.ts";
 import {
@@ -249,7 +255,8 @@ export class VideoPipeline {
       stop: () => this.deps.stopTools?.(),
       // A bucket in an outage, or this node's scratch disk full (for Node or for ffmpeg), fails no
       // video: processing goes on once storage answers again.
-      isTransient: (error) => isStorageFailure(error) || error instanceof ScratchDiskError,
+      isTransient: (error) =>
+        isStorageFailure(error) || error instanceof ScratchDiskError || error instanceof ToolStartError,
     };
   }
 

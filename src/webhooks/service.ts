@@ -83,6 +83,20 @@ interface Actor {
 }
 
 /** Webhook endpoints of a library, their delivery history, test sends and manual retries. */
+/**
+ * A retry policy as stored, its fields in one order: an update that repeats it with its fields in
+ * another order changes nothing (SQLite compares the stored text; PostgreSQL's jsonb sorts them).
+ */
+const policyText = (policy: RetryPolicy | null) =>
+  writeJson(
+    policy && {
+      max_attempts: policy.max_attempts,
+      initial_delay_s: policy.initial_delay_s,
+      multiplier: policy.multiplier,
+      max_delay_s: policy.max_delay_s,
+    },
+  );
+
 export class WebhookService {
   constructor(
     private readonly transact: Transact,
@@ -146,7 +160,7 @@ export class WebhookService {
         url: body.url,
         events: JSON.stringify([...new Set(body.events)]),
         headers: writeJson(body.headers ?? null),
-        retry_policy: writeJson(body.retry_policy ?? null),
+        retry_policy: policyText(body.retry_policy ?? null),
         secret: this.secrets.generateSealed(id),
         is_active: body.is_active ?? true,
         created_by: actor.userUuid,
@@ -205,7 +219,7 @@ export class WebhookService {
         ...(body.url !== undefined ? { url: body.url } : {}),
         ...(body.events !== undefined ? { events: JSON.stringify([...new Set(body.events)]) } : {}),
         ...(body.headers !== undefined ? { headers: writeJson(body.headers) } : {}),
-        ...(body.retry_policy !== undefined ? { retry_policy: writeJson(body.retry_policy) } : {}),
+        ...(body.retry_policy !== undefined ? { retry_policy: policyText(body.retry_policy) } : {}),
         ...(body.is_active !== undefined ? { is_active: body.is_active } : {}),
         updated_by: actor.userUuid,
         updated_at: nowIso(this.clock),

@@ -54,6 +54,7 @@ describe("updated_at on a change that changes nothing", () => {
           url: "http://127.0.0.1:9/hook",
           events: ["ready"],
           headers: { "X-B": "2", "X-A": "1" },
+          retry_policy: { max_attempts: 3, initial_delay_s: 10, multiplier: 2, max_delay_s: 100 },
         },
       })
     ).body.data.id;
@@ -128,7 +129,14 @@ describe("updated_at on a change that changes nothing", () => {
         name: "webhook endpoint",
         read: `${webhooksPath(library)}/${endpoint}`,
         change: (json) => t.request("PATCH", `${webhooksPath(library)}/${endpoint}`, { json }),
-        same: { name: "hook", events: ["ready"], headers: { "X-B": "2", "X-A": "1" }, is_active: true },
+        same: {
+          name: "hook",
+          events: ["ready"],
+          headers: { "X-B": "2", "X-A": "1" },
+          // The same policy, its fields in another order.
+          retry_policy: { max_delay_s: 100, multiplier: 2, initial_delay_s: 10, max_attempts: 3 },
+          is_active: true,
+        },
         changed: { is_active: false },
       },
     ];

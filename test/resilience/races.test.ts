@@ -266,6 +266,26 @@ describe("concurrent changes of one resource", () => {
     }
   });
 
+  // Regression QA of 5 December (session 42): a folder's rename, which takes no lock, answered 500
+  // when a deletion of its parent removed it first (its update found no row).
+  it("renames a folder while its parent is deleted: 200 or 404, never 500", async () => {
+    const library = (await createLibrary(t)).id;
+    for (let round = 0; round < ROUNDS; round++) {
+      const parent = (await createFolder(t, library, { name: "parent" })).id;
+      const child = (await createFolder(t, library, { name: "child", parent_id: parent })).id;
+      const answers = await Promise.all([
+        t.request("POST", `/v1/media/libraries/${library}/folders/bulk`, { json: { folder_ids: [parent] } }),
+        ...Array.from({ length: 8 }, (_, index) =>
+          t.request("PATCH", `/v1/media/libraries/${library}/folders/${child}`, {
+            json: { name: `n${index}` },
+          }),
+        ),
+      ]);
+      expectOnly(answers, [200, 404]);
+      expect(answers[0]?.status).toBe(200);
+    }
+  });
+
   it("deletes a library while a source is uploaded to one of its videos: the upload 202 or 404, the delete 200", async () => {
     for (let round = 0; round < ROUNDS; round++) {
       const library = (await createLibrary(t)).id;

@@ -3,6 +3,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { MediaToolError, ToolStartError } from "../../src/video/media-tools.ts";
 import { PROCESS_JOB, videoWorkRoot } from "../../src/video/pipeline.ts";
 import { createLibrary, createVideo } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
@@ -36,6 +37,16 @@ describe("a video processed while the worker's scratch disk is full", { timeout:
     if (mounted) spawnSync("umount", [scratch]);
     await t?.close();
     rmSync(work, { recursive: true, force: true });
+  });
+
+  // QA of 5 December (session 42): a tool that could not start for want of file descriptors failed
+  // the video for good, as an unreadable file would (test/video/transcoder.test.ts makes one).
+  it("waits out a tool that cannot start for want of the machine's resources, as a full disk", () => {
+    const handler = t.cumulo.services.video.pipeline.handler();
+    expect(handler.isTransient?.(new ToolStartError("EMFILE", "could not run ffmpeg: spawn EMFILE"))).toBe(
+      true,
+    );
+    expect(handler.isTransient?.(new MediaToolError("ffprobe: Invalid data found"))).toBe(false);
   });
 
   it("postpones the job without failing the video, and processes it once there is room", async (context) => {

@@ -364,7 +364,7 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
         encoding: "utf8",
       },
     );
-    expect([run.status, run.stdout.trim()], run.stderr).toEqual([0, "MediaToolError EMFILE"]);
+    expect([run.status, run.stdout.trim()], run.stderr).toEqual([0, "ToolStartError EMFILE"]);
   });
 
   it("kills a tool that runs past its timeout", async () => {
