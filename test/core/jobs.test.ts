@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { systemClock } from "../../src/clock.ts";
 import { type JobHandler, JobRunner } from "../../src/jobs/queue.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import { onAdminDatabase, testStoreKind } from "../support/store.ts";
+import { databaseOf, endConnections, onAdminDatabase, testStoreKind } from "../support/store.ts";
 
 const silent = pino({ level: "silent" }) as FastifyBaseLogger;
 
@@ -221,7 +221,7 @@ describe.runIf(testStoreKind() === "postgres")("a job whose outcome cannot be wr
   let database: string;
   beforeAll(async () => {
     t = await startTestApp({ CUMULO_ROLES: "api" });
-    database = new URL(t.store.databaseUrl ?? "").pathname.slice(1);
+    database = databaseOf(t.store);
   });
   afterAll(async () => {
     await onAdminDatabase(`ALTER DATABASE ${database} RESET default_transaction_read_only`);
@@ -234,9 +234,7 @@ describe.runIf(testStoreKind() === "postgres")("a job whose outcome cannot be wr
       kind: "test.store-gone-read-only",
       handle: async () => {
         await onAdminDatabase(`ALTER DATABASE ${database} SET default_transaction_read_only = on`);
-        await onAdminDatabase(
-          `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '${database}'`,
-        );
+        await endConnections(database);
         throw new Error("failed while the store went read-only");
       },
     };

@@ -7,7 +7,14 @@ import { isStoreUnavailable } from "../../src/store/unavailable.ts";
 import { edgeRequest, type Origin, startOrigin, uniqueHost } from "../cdn/support.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { exitOf, type Served, serve } from "../support/process.ts";
-import { createMigratedTestStore, onAdminDatabase, type TestStore, testStoreKind } from "../support/store.ts";
+import {
+  createMigratedTestStore,
+  databaseOf,
+  endConnections,
+  onAdminDatabase,
+  type TestStore,
+  testStoreKind,
+} from "../support/store.ts";
 import { startTcpRelay, type TcpRelay } from "../support/tcp-relay.ts";
 import { waitUntil } from "../support/wait.ts";
 
@@ -150,7 +157,7 @@ describe.runIf(testStoreKind() === "postgres")("a PostgreSQL database that refus
   let database: string;
   beforeAll(async () => {
     app = await startTestApp({ CUMULO_PG_CONNECT_TIMEOUT_MS: "1000" });
-    database = new URL(app.store.databaseUrl ?? "").pathname.slice(1);
+    database = databaseOf(app.store);
   });
   afterAll(async () => {
     await onAdminDatabase(`ALTER DATABASE ${database} ALLOW_CONNECTIONS true`);
@@ -160,9 +167,7 @@ describe.runIf(testStoreKind() === "postgres")("a PostgreSQL database that refus
   it("answers 503 with Retry-After until it takes connections again", async () => {
     expect((await app.request("GET", "/v1/media/libraries")).status).toBe(200);
     await onAdminDatabase(`ALTER DATABASE ${database} ALLOW_CONNECTIONS false`);
-    await onAdminDatabase(
-      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '${database}'`,
-    );
+    await endConnections(database);
     await waitUntil(
       async () => (await app.request("GET", "/v1/media/libraries")).status !== 200,
       5000,

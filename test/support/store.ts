@@ -62,6 +62,14 @@ export async function onAdminDatabase(...statements: string[]): Promise<void> {
   }
 }
 
+/** The PostgreSQL database a test store names. */
+export const databaseOf = (store: Pick<TestStore, "databaseUrl">): string =>
+  new URL(store.databaseUrl ?? "").pathname.slice(1);
+
+/** Ends every connection to `database`, as a restart or a failover of the server would. */
+export const endConnections = (database: string): Promise<void> =>
+  onAdminDatabase(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '${database}'`);
+
 /** The template this vitest project's global set-up migrated, when it is of `kind` (none outside vitest). */
 async function templateOf(kind: TestStoreKind): Promise<string | undefined> {
   if (!process.env.VITEST) return undefined;
