@@ -34,12 +34,22 @@ export class BlobStoreRefusedError extends BlobStoreUnavailableError {
   }
 }
 
+/** A disk full or read-only, or a process out of file descriptors: states that end by themselves or by an operator freeing room. */
+const DISK_UNAVAILABLE = ["ENOSPC", "EDQUOT", "EROFS", "EMFILE", "ENFILE"];
+
 /** The disk's own failures, as opposed to a source's (a client that hung up). */
-const STORAGE_FAULTS = new Set(["ENOSPC", "EDQUOT", "EROFS", "EIO", "EACCES", "EPERM", "EMFILE", "ENFILE"]);
+const STORAGE_FAULTS = new Set([...DISK_UNAVAILABLE, "EIO", "EACCES", "EPERM"]);
+
+const errnoOf = (error: unknown): string => (error as NodeJS.ErrnoException | null)?.code ?? "";
 
 /** A file system error of the disk itself (full, read-only, failing): nothing the request did. */
-export const isStorageFault = (error: unknown): boolean =>
-  STORAGE_FAULTS.has((error as NodeJS.ErrnoException | null)?.code ?? "");
+export const isStorageFault = (error: unknown): boolean => STORAGE_FAULTS.has(errnoOf(error));
+
+/**
+ * Of the storage faults, those of a disk full or read-only (or no descriptors left); a permission
+ * refused or an I/O error is not among them (a misconfiguration, a failing disk).
+ */
+export const isDiskUnavailable = (error: unknown): boolean => DISK_UNAVAILABLE.includes(errnoOf(error));
 
 /** Media storage failed, not the work that used it: a job that meets this waits for the storage. */
 export const isStorageFailure = (error: unknown): boolean =>

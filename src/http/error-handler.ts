@@ -1,6 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import {
   BlobStoreUnavailableError,
+  isDiskUnavailable,
   STORAGE_RETRY_AFTER_S,
   STORAGE_UNAVAILABLE_MESSAGE,
 } from "../blobs/store.ts";
@@ -179,23 +180,13 @@ async function withFieldChecks(
   return more.length > 0 ? ApiError.validation([...fieldErrors, ...more]) : apiError;
 }
 
-/**
- * The node's own disk full or read-only under a request (the secret key's first write), or out of
- * file descriptors: answered as media storage unavailable. A permission refused (EACCES) is a
- * misconfiguration, which stays a logged 500.
- */
-const NODE_DISK_UNAVAILABLE = new Set(["ENOSPC", "EDQUOT", "EROFS", "EMFILE", "ENFILE"]);
-
-const errorCode = (error: unknown): string => {
-  const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === "string" ? code : "";
-};
-
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler(async (error: FastifyError, request, reply) => {
     const apiError = error instanceof ApiError ? error : fromFastify(error, request);
     if (apiError) return sendApiError(request, reply, await withFieldChecks(error, request, apiError));
-    if (error instanceof BlobStoreUnavailableError || NODE_DISK_UNAVAILABLE.has(errorCode(error))) {
+    // Media storage, or the node's own disk under a request (the secret key's first write) full or
+    // read-only; a permission refused there is a misconfiguration, which stays a logged 500.
+    if (error instanceof BlobStoreUnavailableError || isDiskUnavailable(error)) {
       request.log.warn({ err: error }, "request failed: media storage unavailable");
       return sendApiError(request, reply, STORAGE_UNAVAILABLE);
     }

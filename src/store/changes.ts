@@ -1,7 +1,7 @@
 import { type RawBuilder, sql } from "kysely";
 
 /** The columns that record a change rather than being one. */
-const BOOKKEEPING = ["updated_at", "updated_by"] as const;
+const BOOKKEEPING = new Set(["updated_at", "updated_by"]);
 
 /**
  * An update's `set` in which `updated_at` (and `updated_by`) take their new values only when one of
@@ -17,7 +17,7 @@ export function touchedOnlyWhenChanged<Changes extends object>(
   asText: readonly (keyof Changes & string)[] = [],
 ): Changes {
   const given = Object.entries(changes).filter(([, value]) => value !== undefined);
-  const fields = given.filter(([column]) => !(BOOKKEEPING as readonly string[]).includes(column));
+  const fields = given.filter(([column]) => !BOOKKEEPING.has(column));
   const changed: RawBuilder<boolean> =
     fields.length === 0
       ? sql<boolean>`false`
@@ -31,8 +31,8 @@ export function touchedOnlyWhenChanged<Changes extends object>(
         )})`;
   const set: Record<string, unknown> = Object.fromEntries(fields);
   for (const [column, value] of given) {
-    if (!(BOOKKEEPING as readonly string[]).includes(column)) continue;
-    set[column] = sql`case when ${changed} then ${value} else ${sql.ref(column)} end`;
+    if (BOOKKEEPING.has(column))
+      set[column] = sql`case when ${changed} then ${value} else ${sql.ref(column)} end`;
   }
   return set as Changes;
 }

@@ -83,6 +83,8 @@ const endpointValues = (value: ValueOf<Scan>, saturated: string[]) =>
  */
 const pairKey = (delivery: ClaimedDelivery) => `${delivery.endpoint_id}/${delivery.message_id}`;
 
+const byCodeUnits = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
 // Literal states (not bound parameters) let both stores use the partial indexes of migration 0601.
 const WAITING = sql.lit<DeliveryState>("pending");
 const CLAIMED = sql.lit<DeliveryState>("sending");
@@ -417,9 +419,10 @@ export class DeliveryRepository {
    * stays claimed and is sent again once its lease runs out. Returns one result per attempt, in order.
    */
   async recordMany(attempts: FinishedAttempt[]): Promise<RecordResult[]> {
-    // The same lock order in every batch, by endpoint id (as a library's deletion locks its
-    // endpoints) and then by message: concurrent workers' endpoint and advisory locks cannot deadlock.
-    const ordered = [...attempts].sort((a, b) => pairKey(a.delivery).localeCompare(pairKey(b.delivery)));
+    // The same lock order in every batch, by endpoint id (as a library's deletion locks its endpoints:
+    // compared by code unit, PostgreSQL's order of UUIDs) and then by message: concurrent workers'
+    // endpoint and advisory locks cannot deadlock.
+    const ordered = [...attempts].sort((a, b) => byCodeUnits(pairKey(a.delivery), pairKey(b.delivery)));
     // SQLite runs statements in-process, where one per attempt costs little.
     const successes = this.dialect === "postgres" ? ordered.filter(writesOwnRowOnly) : [];
     const others = ordered.filter((attempt) => !successes.includes(attempt));
