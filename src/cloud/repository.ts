@@ -19,6 +19,9 @@ export interface Scope {
   location: string;
 }
 
+/** The condition every query of a scoped resource carries: the tenant's own rows, in one location. */
+const inScope = (scope: Scope) => ({ organization_id: scope.organizationId, location: scope.location });
+
 /**
  * Whether writing `next` over `current` changes anything: a change request that changes nothing
  * writes nothing, so a resource's `updated_at` moves only when its record changes (docs/cloud.md).
@@ -77,8 +80,7 @@ export class CloudRepository {
     return executor
       .selectFrom("cloud_vms")
       .selectAll()
-      .where("organization_id", "=", scope.organizationId)
-      .where("location", "=", scope.location)
+      .where((eb) => eb.and(inScope(scope)))
       .where("uuid", "=", uuid)
       .$if(lock && this.dialect === "postgres", (qb) => qb.forUpdate())
       .executeTakeFirst();
@@ -88,8 +90,7 @@ export class CloudRepository {
     return executor
       .selectFrom("cloud_vms")
       .selectAll()
-      .where("organization_id", "=", scope.organizationId)
-      .where("location", "=", scope.location)
+      .where((eb) => eb.and(inScope(scope)))
       .orderBy("created_at", "desc")
       .orderBy("uuid")
       .execute();
@@ -99,8 +100,7 @@ export class CloudRepository {
     await executor
       .updateTable("cloud_vms")
       .set(changes)
-      .where("organization_id", "=", scope.organizationId)
-      .where("location", "=", scope.location)
+      .where((eb) => eb.and(inScope(scope)))
       .where("uuid", "=", uuid)
       .execute();
   }
@@ -108,8 +108,7 @@ export class CloudRepository {
   async deleteVm(executor: Executor, scope: Scope, uuid: string): Promise<boolean> {
     const result = await executor
       .deleteFrom("cloud_vms")
-      .where("organization_id", "=", scope.organizationId)
-      .where("location", "=", scope.location)
+      .where((eb) => eb.and(inScope(scope)))
       .where("uuid", "=", uuid)
       .executeTakeFirst();
     return Number(result.numDeletedRows) > 0;
@@ -131,8 +130,7 @@ export class CloudRepository {
     return executor
       .selectFrom("cloud_disks")
       .selectAll()
-      .where("organization_id", "=", scope.organizationId)
-      .where("location", "=", scope.location)
+      .where((eb) => eb.and(inScope(scope)))
       .where("uuid", "=", uuid)
       .where("is_system", "=", false)
       .$if(lock && this.dialect === "postgres", (qb) => qb.forUpdate())
@@ -143,8 +141,7 @@ export class CloudRepository {
     return executor
       .selectFrom("cloud_disks")
       .selectAll()
-      .where("organization_id", "=", scope.organizationId)
-      .where("location", "=", scope.location)
+      .where((eb) => eb.and(inScope(scope)))
       .where("is_system", "=", false)
       .orderBy("created_at", "desc")
       .orderBy("uuid")
@@ -166,8 +163,7 @@ export class CloudRepository {
     await executor
       .updateTable("cloud_disks")
       .set(changes)
-      .where("organization_id", "=", scope.organizationId)
-      .where("location", "=", scope.location)
+      .where((eb) => eb.and(inScope(scope)))
       .where("uuid", "=", uuid)
       .execute();
   }
@@ -182,8 +178,7 @@ export class CloudRepository {
     const result = await executor
       .updateTable("cloud_disks")
       .set({ ...attachment, updated_at: attachment.attached_at })
-      .where("organization_id", "=", scope.organizationId)
-      .where("location", "=", scope.location)
+      .where((eb) => eb.and(inScope(scope)))
       .where("uuid", "=", diskUuid)
       .where("is_system", "=", false)
       .where("vm_uuid", "is", null)
@@ -195,8 +190,7 @@ export class CloudRepository {
     const result = await executor
       .updateTable("cloud_disks")
       .set({ vm_uuid: null, device_name: null, attached_at: null, updated_at: now })
-      .where("organization_id", "=", scope.organizationId)
-      .where("location", "=", scope.location)
+      .where((eb) => eb.and(inScope(scope)))
       .where("uuid", "=", diskUuid)
       .where("vm_uuid", "=", vmUuid)
       .where("is_system", "=", false)
@@ -207,8 +201,7 @@ export class CloudRepository {
   async deleteDisk(executor: Executor, scope: Scope, uuid: string): Promise<boolean> {
     const result = await executor
       .deleteFrom("cloud_disks")
-      .where("organization_id", "=", scope.organizationId)
-      .where("location", "=", scope.location)
+      .where((eb) => eb.and(inScope(scope)))
       .where("uuid", "=", uuid)
       .where("vm_uuid", "is", null)
       .executeTakeFirst();
@@ -238,8 +231,7 @@ export class CloudRepository {
     const row = await executor
       .selectFrom("cloud_floating_ips")
       .select((eb) => eb.fn.countAll().as("count"))
-      .where("organization_id", "=", scope.organizationId)
-      .where("location", "=", scope.location)
+      .where((eb) => eb.and(inScope(scope)))
       .executeTakeFirstOrThrow();
     return Number(row.count);
   }
@@ -268,8 +260,7 @@ export class CloudRepository {
     return executor
       .selectFrom("cloud_floating_ips")
       .selectAll()
-      .where("organization_id", "=", scope.organizationId)
-      .where("location", "=", scope.location)
+      .where((eb) => eb.and(inScope(scope)))
       .where("address", "=", address)
       .$if(lock && this.dialect === "postgres", (qb) => qb.forUpdate())
       .executeTakeFirst();
@@ -283,8 +274,7 @@ export class CloudRepository {
     let query = executor
       .selectFrom("cloud_floating_ips")
       .selectAll()
-      .where("organization_id", "=", scope.organizationId)
-      .where("location", "=", scope.location);
+      .where((eb) => eb.and(inScope(scope)));
     if (filters.vmUuid !== undefined) {
       query = query
         .where("assigned_to", "=", filters.vmUuid)
@@ -302,8 +292,7 @@ export class CloudRepository {
     return executor
       .selectFrom("cloud_floating_ips")
       .select(["assigned_to", "address"])
-      .where("organization_id", "=", scope.organizationId)
-      .where("location", "=", scope.location)
+      .where((eb) => eb.and(inScope(scope)))
       .where("assigned_to_resource_type", "=", "virtual_machine")
       .where("assigned_to", "in", vmUuids)
       .orderBy("id")
@@ -314,8 +303,7 @@ export class CloudRepository {
     return executor
       .selectFrom("cloud_floating_ips")
       .selectAll()
-      .where("organization_id", "=", scope.organizationId)
-      .where("location", "=", scope.location)
+      .where((eb) => eb.and(inScope(scope)))
       .where("assigned_to", "=", targetUuid)
       .orderBy("id")
       .execute();
@@ -330,8 +318,7 @@ export class CloudRepository {
     await executor
       .updateTable("cloud_floating_ips")
       .set(changes)
-      .where("organization_id", "=", scope.organizationId)
-      .where("location", "=", scope.location)
+      .where((eb) => eb.and(inScope(scope)))
       .where("id", "=", id)
       .execute();
   }
@@ -351,8 +338,7 @@ export class CloudRepository {
         assigned_to_private_ip: target.privateIp,
         updated_at: target.now,
       })
-      .where("organization_id", "=", scope.organizationId)
-      .where("location", "=", scope.location)
+      .where((eb) => eb.and(inScope(scope)))
       .where("id", "=", id)
       .where((eb) => eb.or([eb("assigned_to", "is", null), eb("assigned_to", "=", target.uuid)]))
       .executeTakeFirst();
@@ -368,8 +354,7 @@ export class CloudRepository {
         assigned_to_private_ip: null,
         updated_at: now,
       })
-      .where("organization_id", "=", scope.organizationId)
-      .where("location", "=", scope.location)
+      .where((eb) => eb.and(inScope(scope)))
       .where("assigned_to", "=", targetUuid)
       .execute();
   }
@@ -377,8 +362,7 @@ export class CloudRepository {
   async deleteFloatingIp(executor: Executor, scope: Scope, id: number): Promise<boolean> {
     const result = await executor
       .deleteFrom("cloud_floating_ips")
-      .where("organization_id", "=", scope.organizationId)
-      .where("location", "=", scope.location)
+      .where((eb) => eb.and(inScope(scope)))
       .where("id", "=", id)
       .where("assigned_to", "is", null)
       .executeTakeFirst();
@@ -398,8 +382,7 @@ export class CloudRepository {
     return executor
       .selectFrom("cloud_load_balancers")
       .selectAll()
-      .where("organization_id", "=", scope.organizationId)
-      .where("location", "=", scope.location)
+      .where((eb) => eb.and(inScope(scope)))
       .where("uuid", "=", uuid)
       .$if(lock && this.dialect === "postgres", (qb) => qb.forUpdate())
       .executeTakeFirst();
@@ -409,8 +392,7 @@ export class CloudRepository {
     return executor
       .selectFrom("cloud_load_balancers")
       .selectAll()
-      .where("organization_id", "=", scope.organizationId)
-      .where("location", "=", scope.location)
+      .where((eb) => eb.and(inScope(scope)))
       .orderBy("created_at", "desc")
       .orderBy("uuid")
       .execute();
@@ -425,8 +407,7 @@ export class CloudRepository {
     await executor
       .updateTable("cloud_load_balancers")
       .set(changes)
-      .where("organization_id", "=", scope.organizationId)
-      .where("location", "=", scope.location)
+      .where((eb) => eb.and(inScope(scope)))
       .where("uuid", "=", uuid)
       .execute();
   }
@@ -434,8 +415,7 @@ export class CloudRepository {
   async deleteLoadBalancer(executor: Executor, scope: Scope, uuid: string): Promise<boolean> {
     const result = await executor
       .deleteFrom("cloud_load_balancers")
-      .where("organization_id", "=", scope.organizationId)
-      .where("location", "=", scope.location)
+      .where((eb) => eb.and(inScope(scope)))
       .where("uuid", "=", uuid)
       .executeTakeFirst();
     return Number(result.numDeletedRows) > 0;
