@@ -72,6 +72,20 @@ function decodeKeyFile(text: string, path: string): Buffer {
   return key;
 }
 
+/**
+ * A stored secret that does not open under this node's secret key (another key than the one it was
+ * sealed with): the operator's to put right, so the API answers 503 rather than 500.
+ */
+export class SecretKeyMismatchError extends Error {
+  constructor() {
+    // Node's own words ("unable to authenticate data") say nothing an operator can act on.
+    super(
+      "a stored secret could not be decrypted: the secret key (CUMULO_SECRET_KEY, else <data dir>/cloud-secret.key) is not the one it was stored with (docs/operations.md, Backups)",
+    );
+    this.name = "SecretKeyMismatchError";
+  }
+}
+
 /** Whether `open` opens its secret, or throws (a secret key other than the one it was sealed with). */
 export function opens(open: () => string): boolean {
   try {
@@ -111,10 +125,7 @@ export class SecretBox {
     try {
       return Buffer.concat([decipher.update(raw.subarray(28)), decipher.final()]).toString("utf8");
     } catch {
-      // Node's own words ("unable to authenticate data") say nothing an operator can act on.
-      throw new Error(
-        "a stored secret could not be decrypted: the secret key (CUMULO_SECRET_KEY, else <data dir>/cloud-secret.key) is not the one it was stored with (docs/operations.md, Backups)",
-      );
+      throw new SecretKeyMismatchError();
     }
   }
 }

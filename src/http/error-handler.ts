@@ -6,6 +6,7 @@ import {
   STORAGE_UNAVAILABLE_MESSAGE,
 } from "../blobs/store.ts";
 import { BusUnavailableError } from "../bus.ts";
+import { SecretKeyMismatchError } from "../secret-box.ts";
 import { isMissingReference } from "../store/transactions.ts";
 import { isStoreUnavailable, STORE_RETRY_AFTER_S, STORE_UNAVAILABLE_MESSAGE } from "../store/unavailable.ts";
 import { type ApiGroup, isCloudPath } from "./auth.ts";
@@ -103,6 +104,13 @@ const STORE_UNAVAILABLE = new ApiError(503, STORE_UNAVAILABLE_MESSAGE, {
   headers: { "retry-after": String(STORE_RETRY_AFTER_S) },
 });
 
+/** The caller can do nothing but wait for the operator (or reach a node given the right key). */
+const SECRETS_UNREADABLE = new ApiError(
+  503,
+  "Stored secrets cannot be read on this server: its secret key is not the one they were stored with. The operator must restore it; try again later.",
+  { error: "service_unavailable" },
+);
+
 /** The body of `error` in `group`'s shape. */
 export const errorBody = (group: ApiGroup, error: ApiError): unknown =>
   error.options.body ?? (group === "cloud" ? cloudBody(error) : mediaBody(error));
@@ -193,6 +201,13 @@ export function registerErrorHandling(app: FastifyInstance): void {
     if (isStoreUnavailable(error) || error instanceof BusUnavailableError) {
       request.log.warn({ err: error }, "request failed: store or Redis unavailable");
       return sendApiError(request, reply, STORE_UNAVAILABLE);
+    }
+    if (error instanceof SecretKeyMismatchError) {
+      request.log.error(
+        { err: error },
+        "request failed: a stored secret does not open with this node's secret key",
+      );
+      return sendApiError(request, reply, SECRETS_UNREADABLE);
     }
     if (isMissingReference(error)) {
       // What the request names was deleted meanwhile: asked again, it would be a 404. Logged in case

@@ -425,7 +425,7 @@ describe("webhook endpoints", () => {
       .where("id", "=", second.id)
       .execute();
     const copied = await t.request("GET", `${webhooksPath(libraryId)}/${second.id}`);
-    expect(copied.status).toBe(500);
+    expect(copied.status).toBe(503);
     expect(copied.text).not.toContain(rotated.secret);
     await t.request("DELETE", `${webhooksPath(libraryId)}/${second.id}`);
   });
