@@ -58,6 +58,12 @@ function cloudBody(error: ApiError): Record<string, unknown> {
   return { message: error.message, errors: { Error: error.message } };
 }
 
+/** The file's length, which a refused range must carry (RFC 9110, 15.5.17). */
+function contentRangeOf(error: FastifyError): Record<string, string> | undefined {
+  const range = (error as { headers?: Record<string, unknown> }).headers?.["Content-Range"];
+  return typeof range === "string" ? { "content-range": range } : undefined;
+}
+
 /** Errors raised by Fastify itself (parsing, limits, schema validation), in the contract's terms. */
 function fromFastify(error: FastifyError, request: FastifyRequest): ApiError | undefined {
   if (error.validation) {
@@ -87,6 +93,11 @@ function fromFastify(error: FastifyError, request: FastifyRequest): ApiError | u
       return ApiError.payloadTooLarge();
     case 415:
       return ApiError.unsupportedMediaType();
+    // The console's files (@fastify/static) take conditional and range requests.
+    case 412:
+      return new ApiError(412, "Precondition Failed");
+    case 416:
+      return new ApiError(416, "Range Not Satisfiable", { headers: contentRangeOf(error) });
     default:
       return undefined;
   }

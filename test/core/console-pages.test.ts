@@ -72,6 +72,23 @@ describe("the console's files at /console", () => {
     }
   });
 
+  it("answers ranges and preconditions it cannot meet with 416 and 412, never 500", async () => {
+    const asset = "/console/assets/index-abc123.js";
+    for (const path of [asset, "/console", "/console/libraries/abc"]) {
+      const get = (headers: Record<string, string>) => app.request("GET", path, { anonymous: true, headers });
+      expect((await get({ range: "bytes=0-9" })).status, path).toBe(206);
+      const past = await get({ range: "bytes=99999999-" });
+      expect(past.status, path).toBe(416);
+      expect(past.headers.get("content-range"), path).toMatch(/^bytes \*\/\d+$/);
+      expect(past.body, path).toEqual({ success: false, message: "Range Not Satisfiable" });
+      for (const range of ["bytes=abc", "bytes=5-2"])
+        expect((await get({ range })).status, range).not.toBe(500);
+      expect((await get({ "if-match": '"nope"' })).status, path).toBe(412);
+      const since = "Mon, 01 Jan 2001 00:00:00 GMT";
+      expect((await get({ "if-unmodified-since": since })).status, path).toBe(412);
+    }
+  });
+
   it("answers 404 for an asset that is not in the build (not index.html)", async () => {
     const response = await app.request("GET", "/console/assets/index-old999.js", { anonymous: true });
     expect(response.status).toBe(404);
