@@ -24,9 +24,23 @@ export const nowIso = (clock: Clock): string => clock.now().toISOString();
 export const LATEST_INSTANT = Date.parse("9999-12-31T23:59:59.999Z");
 
 /**
+ * The latest "now" developer mode's clock reaches: a year short of `LATEST_INSTANT`, so what is
+ * reckoned ahead of it (leases, webhook retries, sessions, invitations, secret overlaps: a month at
+ * most) is still a date the stores can hold, and still later than now.
+ */
+export const LATEST_CLOCK_INSTANT = Date.parse("9998-12-31T23:59:59.999Z");
+
+/**
+ * `ms` after `at`, but no later than `LATEST_INSTANT`: a configured duration may be as long as 100
+ * years (an upload's expiry), which added to a clock moved far ahead would pass the last date the
+ * stores can hold.
+ */
+export const laterBy = (at: Date, ms: number): Date => new Date(Math.min(at.getTime() + ms, LATEST_INSTANT));
+
+/**
  * The real clock moved by an offset: developer mode's clock, which a test moves forward (or back to
- * real time) while every service keeps reading "now" from it. Moved to its last instant, it stays
- * there.
+ * real time) while every service keeps reading "now" from it. Moved to its last instant
+ * (`LATEST_CLOCK_INSTANT`), it stays there.
  */
 export class OffsetClock implements Clock {
   /** How far ahead of real time (milliseconds; 0 is real time). */
@@ -34,6 +48,6 @@ export class OffsetClock implements Clock {
 
   now(): Date {
     clockReads++;
-    return new Date(Math.min(Date.now() + this.offsetMs, LATEST_INSTANT));
+    return new Date(Math.min(Date.now() + this.offsetMs, LATEST_CLOCK_INSTANT));
   }
 }

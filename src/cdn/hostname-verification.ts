@@ -1,5 +1,6 @@
 import { createHmac, randomBytes } from "node:crypto";
 import { Resolver } from "node:dns/promises";
+import { laterBy } from "../clock.ts";
 import type { Config } from "../config.ts";
 import type { HostnameVerification } from "./schemas.ts";
 import type { DistributionRow } from "./tables.ts";
@@ -58,7 +59,7 @@ export const servedUnderHostname = (
  * (CUMULO_CDN_HOSTNAME_CLAIM_TTL_HOURS after its creation).
  */
 export const claimExpiresAt = (row: DistributionRow, config: Pick<Config, "cdnHostnameClaimTtlMs">): Date =>
-  new Date(Date.parse(row.created_at) + config.cdnHostnameClaimTtlMs);
+  laterBy(new Date(row.created_at), config.cdnHostnameClaimTtlMs);
 
 /** A pending claim whose time is up: another organization's create of the name deletes it. */
 export const isExpiredClaim = (

@@ -5,7 +5,7 @@ import { type Static, Type } from "@sinclair/typebox";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import fastifyPlugin from "fastify-plugin";
 import { parse as parseYaml } from "yaml";
-import { LATEST_INSTANT, OffsetClock } from "../clock.ts";
+import { LATEST_CLOCK_INSTANT, OffsetClock } from "../clock.ts";
 import { MISSING_MEDIA_CREDENTIAL, presentedKey } from "../http/auth.ts";
 import { clientNetwork } from "../http/client-address.ts";
 import { ApiError, type FieldError } from "../http/errors.ts";
@@ -674,12 +674,12 @@ export const devModeRoutes = fastifyPlugin(
               : to !== undefined
                 ? Date.parse(to) - Date.now()
                 : clock.offsetMs + (advance_ms ?? 0);
-            // Past it a date has no four-digit year, which no store or timestamp in the API can hold.
-            if (Date.now() + offsetMs > LATEST_INSTANT) {
+            // A year short of the last date with a four-digit year: what is reckoned ahead of it fits.
+            if (Date.now() + offsetMs > LATEST_CLOCK_INSTANT) {
               throw ApiError.field(
                 to !== undefined ? "to" : "advance_ms",
                 "validation_max",
-                `The clock cannot move past ${new Date(LATEST_INSTANT).toISOString()}.`,
+                `The clock cannot move past ${new Date(LATEST_CLOCK_INSTANT).toISOString()}.`,
               );
             }
             clock.offsetMs = offsetMs;

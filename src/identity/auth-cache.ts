@@ -210,10 +210,9 @@ export class AuthCache {
     const entry = this.#entries.get(keyHash);
     if (!entry) return undefined;
     const now = this.clock.now();
-    if (
-      now.getTime() - entry.cachedAt > this.ttlMs ||
-      (entry.expiresAt !== null && entry.expiresAt <= now.toISOString())
-    ) {
+    const age = now.getTime() - entry.cachedAt;
+    // An entry from the future was made before developer mode's clock was put back.
+    if (age < 0 || age > this.ttlMs || (entry.expiresAt !== null && entry.expiresAt <= now.toISOString())) {
       this.#entries.delete(keyHash);
       return undefined;
     }

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { type Clock, nowIso } from "../clock.ts";
+import { type Clock, laterBy, nowIso } from "../clock.ts";
 import type { FieldError } from "../http/errors.ts";
 import { readBool } from "../store/codec.ts";
 import { isUniqueViolation, type Transact, type Trx } from "../store/transactions.ts";
@@ -217,7 +217,7 @@ export class ConsoleService {
     const passwordHash = input.password === undefined ? null : await hashPassword(input.password);
     const invitationToken = passwordHash === null ? generateToken() : undefined;
     const now = this.clock.now();
-    const expiresAt = new Date(now.getTime() + INVITATION_LIFETIME_MS).toISOString();
+    const expiresAt = laterBy(now, INVITATION_LIFETIME_MS).toISOString();
     const created = this.transact(async (trx) => {
       if (await this.users.emailTaken(trx, email)) return { outcome: "email_taken" as const };
       const user = await this.organizations.insertUser(trx, {
@@ -289,7 +289,7 @@ export class ConsoleService {
       user_id: userId,
       token_hash: hashSecret(token),
       created_at: now.toISOString(),
-      expires_at: new Date(now.getTime() + SESSION_LIFETIME_MS).toISOString(),
+      expires_at: laterBy(now, SESSION_LIFETIME_MS).toISOString(),
     });
     return token;
   }

@@ -1,6 +1,6 @@
 import { EventEmitter } from "node:events";
 import type { FastifyBaseLogger } from "fastify";
-import { type Clock, nowIso } from "../clock.ts";
+import { type Clock, laterBy, nowIso } from "../clock.ts";
 import { timeOrderedUuid } from "../ids.ts";
 import type { Executor } from "../store/transactions.ts";
 import { logBackgroundFailure } from "../store/unavailable.ts";
@@ -65,7 +65,7 @@ export class JobQueue {
       id,
       kind,
       payload: JSON.stringify(payload),
-      run_at: new Date(now.getTime() + (options.delayMs ?? 0)).toISOString(),
+      run_at: laterBy(now, options.delayMs ?? 0).toISOString(),
       max_attempts: options.maxAttempts ?? 5,
       created_at: now.toISOString(),
     });
@@ -174,7 +174,7 @@ export class JobRunner {
       const jobs = await this.repository.claimDue(
         [handler.kind],
         now.toISOString(),
-        new Date(now.getTime() + (handler.leaseMs ?? DEFAULT_LEASE_MS)).toISOString(),
+        laterBy(now, handler.leaseMs ?? DEFAULT_LEASE_MS).toISOString(),
         free,
       );
       for (const job of jobs) {
@@ -213,8 +213,7 @@ export class JobRunner {
     const context: JobContext = {
       jobId: job.id,
       attempt: job.attempts,
-      heartbeat: () =>
-        this.repository.extendLease(job.id, new Date(this.clock.now().getTime() + leaseMs).toISOString()),
+      heartbeat: () => this.repository.extendLease(job.id, laterBy(this.clock.now(), leaseMs).toISOString()),
     };
     const started = performance.now();
     const ran = (outcome: "succeeded" | "retried" | "failed") =>
@@ -239,7 +238,7 @@ export class JobRunner {
           "job postponed: something it needs is unavailable",
         );
         ran("retried");
-        const runAt = new Date(this.clock.now().getTime() + delayMs).toISOString();
+        const runAt = laterBy(this.clock.now(), delayMs).toISOString();
         await this.repository.postpone(job.id, runAt, message, nowIso(this.clock));
         return;
       }
@@ -254,7 +253,7 @@ export class JobRunner {
       } else {
         const retryInMs = retryDelayMs(job.attempts);
         this.logger.warn({ ...fields, retryInMs }, "job failed; tried again later");
-        const runAt = new Date(this.clock.now().getTime() + retryInMs).toISOString();
+        const runAt = laterBy(this.clock.now(), retryInMs).toISOString();
         await this.repository.reschedule(job.id, runAt, message, nowIso(this.clock));
       }
     }

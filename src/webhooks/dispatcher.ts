@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from "fastify";
 import type { Bus } from "../bus.ts";
-import type { Clock } from "../clock.ts";
+import { type Clock, laterBy } from "../clock.ts";
 import type { BackgroundWorker } from "../services.ts";
 import { readJson } from "../store/codec.ts";
 import { logBackgroundFailure } from "../store/unavailable.ts";
@@ -299,7 +299,7 @@ export class WebhookDispatcher implements BackgroundWorker {
     if (!wanted) return;
     const claimed = await this.deliveries.claim(
       now.toISOString(),
-      new Date(now.getTime() + this.options.leaseMs).toISOString(),
+      laterBy(now, this.options.leaseMs).toISOString(),
       free,
       skipped.map(([id]) => id),
       (endpointId) => {
@@ -501,7 +501,7 @@ export class WebhookDispatcher implements BackgroundWorker {
         // Only ever lengthens the wait: the cap must not cut a scheduled delay longer than a day.
         if (asked !== undefined) delay = Math.max(delay, Math.min(asked, MAX_RETRY_AFTER_MS));
       }
-      return { nextRetryAt: new Date(now.getTime() + delay).toISOString(), deactivateEndpoint: false };
+      return { nextRetryAt: laterBy(now, delay).toISOString(), deactivateEndpoint: false };
     };
   }
 }

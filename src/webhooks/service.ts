@@ -1,6 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type { Clock } from "../clock.ts";
-import { nowIso } from "../clock.ts";
+import { type Clock, laterBy, nowIso } from "../clock.ts";
 import type { FieldError } from "../http/errors.ts";
 import type { Page } from "../http/pagination.ts";
 import { credentialsIn, headerCredentialsIn } from "../http/read-only-view.ts";
@@ -252,7 +251,7 @@ export class WebhookService {
         secret: this.secrets.generateSealed(id),
         previous_secret: overlaps ? this.secrets.sealedForm(id, row.secret) : null,
         previous_secret_expires_at: overlaps
-          ? new Date(now.getTime() + previousSecretExpiresInS * 1000).toISOString()
+          ? laterBy(now, previousSecretExpiresInS * 1000).toISOString()
           : null,
         updated_by: actor.userUuid,
         updated_at: now.toISOString(),

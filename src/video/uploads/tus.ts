@@ -12,7 +12,7 @@ import {
   STORAGE_RETRY_AFTER_S,
   STORAGE_UNAVAILABLE_MESSAGE,
 } from "../../blobs/store.ts";
-import { type Clock, nowIso } from "../../clock.ts";
+import { type Clock, laterBy, nowIso } from "../../clock.ts";
 import { ApiError } from "../../http/errors.ts";
 import type { VideoRepository } from "../../media/video-repository.ts";
 import { readJson, writeJson } from "../../store/codec.ts";
@@ -387,7 +387,7 @@ export class ResumableUploads {
     // Nodes sharing the uploads folder all see the file: one moves it, or the video is processed
     // once per move. A node that dies mid-move leaves the claim to run out.
     const now = clock.now();
-    const until = new Date(now.getTime() + FINISHING_LEASE_MS).toISOString();
+    const until = laterBy(now, FINISHING_LEASE_MS).toISOString();
     if (!(await repository.claimFinishing(id, now.toISOString(), until))) return "elsewhere";
     try {
       const stored = await blobs.put(
