@@ -712,6 +712,8 @@ describe("CDN edge", () => {
       "/norm/x/../a/b",
       "/norm/%61/%62",
       "/norm/%2e/a/b",
+      // Sent by hand only (browsers keep fragments to themselves): no object of its own.
+      "/norm/a/b#fragment",
     ]) {
       expect(await answerOf(spelling)).toEqual([spelling, "HIT", "/norm/a/b@1"]);
     }
@@ -734,6 +736,7 @@ describe("CDN edge", () => {
     expect((await purge(["/norm/a/b", "/norm/%7Eu/*"])).status).toBe(200);
     expect(await answerOf("/norm/a/./b")).toEqual(["/norm/a/./b", "MISS", "/norm/a/b@2"]);
     expect(await answerOf("/norm/~u/p")).toEqual(["/norm/~u/p", "MISS", "/norm/~u/p@2"]);
+    expect(await answerOf("/norm/a/b#fragment")).toEqual(["/norm/a/b#fragment", "HIT", "/norm/a/b@2"]);
     version = 3;
     await purge(["/norm/x/../%61/*"]);
     expect(await answerOf("/norm/%61/b")).toEqual(["/norm/%61/b", "MISS", "/norm/a/b@3"]);

@@ -4,10 +4,14 @@
  * hex digits upper-cased (`%2f` is `%2F`, never decoded: reserved characters keep their meaning),
  * then the path's dot segments removed (`/a/./b` and `/a/x/../b` are `/a/b`, RFC 3986 5.2.4, never
  * above the root). The cache key, the origin request and purges all use this form, so no spelling of
- * a path escapes a purge of it. Strings without `%` or `/.` are already normal and returned as they are
- * (the cache-hit path pays two scans).
+ * a path escapes a purge of it. A fragment (`#...`), which no client should send, is dropped. Strings
+ * without `#`, `%` or `/.` are already normal and returned as they are (the cache-hit path pays three
+ * scans).
  */
-export function normalizedPathAndQuery(pathAndQuery: string): string {
+export function normalizedPathAndQuery(target: string): string {
+  // A fragment is no part of a request target (RFC 9112, 3.2): the origin is never asked for one.
+  const fragmentAt = target.indexOf("#");
+  const pathAndQuery = fragmentAt === -1 ? target : target.slice(0, fragmentAt);
   if (!pathAndQuery.includes("%") && !pathAndQuery.includes("/.")) return pathAndQuery;
   const queryAt = pathAndQuery.indexOf("?");
   const path = queryAt === -1 ? pathAndQuery : pathAndQuery.slice(0, queryAt);
