@@ -30,6 +30,11 @@ export function nestsDeeperThan(text: string, maxDepth: number): boolean {
 export const sendsBody = (request: FastifyRequest): boolean =>
   (request.headers["content-length"] ?? "0") !== "0" || request.headers["transfer-encoding"] !== undefined;
 
+/** A body in a content coding: the answer names the only one taken (RFC 9110, 15.5.16). */
+const UNSUPPORTED_CODING = new ApiError(415, "Unsupported Media Type", {
+  headers: { "accept-encoding": "identity" },
+});
+
 const CHARSET = /;\s*charset\s*=\s*"?([^";\s]*)"?/i;
 
 /**
@@ -53,16 +58,23 @@ export function acceptJsonBodies(app: FastifyInstance, options: { maxDepth: numb
   // it stands, a body declared gzip or br would be misread, or taken as plain text it is not.
   // A callback hook: it runs on every request, and an async one would cost each a promise.
   app.addHook("preParsing", (request, _reply, payload, done) => {
+    if (!sendsBody(request)) {
+      // Nothing of any type to refuse: a type sent without a body (a form's, on a delete) is read
+      // as no body at all, as one sent without a type is.
+      if (request.headers["content-type"] !== undefined) delete request.raw.headers["content-type"];
+      done(null, payload);
+      return;
+    }
     // A body sent to a path that names nothing is not read: the 404 comes first (a malformed one was
     // answered 400). Here, in the hook every request with a body passes before it is parsed; bodyless
     // ones reach the not-found handler.
-    if (request.is404 && sendsBody(request)) {
+    if (request.is404) {
       done(noResource(request));
       return;
     }
     const encoding = request.headers["content-encoding"];
-    if (sendsBody(request) && encoding !== undefined && !/^\s*identity\s*$/i.test(encoding)) {
-      done(ApiError.unsupportedMediaType());
+    if (encoding !== undefined && !/^\s*identity\s*$/i.test(encoding)) {
+      done(UNSUPPORTED_CODING);
       return;
     }
     done(null, payload);
@@ -77,6 +89,13 @@ export function acceptJsonBodies(app: FastifyInstance, options: { maxDepth: numb
     const text = body as string;
     if (text.trim() === "") return done(null, undefined);
     if (nestsDeeperThan(text, options.maxDepth)) return done(ApiError.invalidRequest(), undefined);
-    return parseJson(request, text, done);
+    return parseJson(request, text, (error, value) => {
+      // Every operation's body is an object of fields: a list or a bare value is as malformed for
+      // one that takes no body as for one that does (docs/decisions.md).
+      if (!error && (typeof value !== "object" || value === null || Array.isArray(value))) {
+        return done(ApiError.invalidRequest(), undefined);
+      }
+      return done(error, value);
+    });
   });
 }

@@ -253,6 +253,8 @@ describe("hostile input", () => {
       });
       expect(media.status, encoding).toBe(415);
       expect(media.body).toEqual({ success: false, message: "Unsupported Media Type" });
+      // The one coding taken (RFC 9110, 15.5.16; QA of 5 December, session 43).
+      expect(media.headers.get("accept-encoding"), encoding).toBe("identity");
     }
     const cloud = await t.cloud("POST", "/v1/user-resource/token", {
       body: '{"description":"x"}',
@@ -273,6 +275,54 @@ describe("hostile input", () => {
     expect(plain.status).toBe(201);
   });
 
+  it("reads a request without a body as none, whatever Content-Type it names (QA of 5 December, session 43)", async () => {
+    const library = (await t.request("POST", "/v1/media/libraries", { json: { name: "typed, empty" } })).body
+      .data;
+    for (const type of [
+      "application/x-www-form-urlencoded",
+      "text/plain",
+      "multipart/form-data; boundary=x",
+    ]) {
+      const renamed = await t.request("PATCH", `/v1/media/libraries/${library.id}`, {
+        body: "",
+        headers: { "content-type": type },
+      });
+      expect(renamed.status, type).toBe(200);
+      const keys = await t.cloud("GET", "/v1/storage/user/keys", { headers: { "content-type": type } });
+      expect(keys.status, type).toBe(200);
+    }
+    const deleted = await t.request("DELETE", `/v1/media/libraries/${library.id}`, {
+      headers: { "content-type": "application/x-www-form-urlencoded", "content-length": "0" },
+    });
+    expect(deleted.status).toBe(200);
+    // With a body, the type still decides: no operation takes text.
+    const text = await t.request("POST", "/v1/media/libraries", {
+      body: "name",
+      headers: { "content-type": "text/plain" },
+    });
+    expect(text.status).toBe(415);
+  });
+
+  it("refuses JSON that is not an object also where the operation takes no body (QA of 5 December, session 43)", async () => {
+    const library = (await t.request("POST", "/v1/media/libraries", { json: { name: "kept" } })).body.data;
+    for (const body of ["null", "[1]", "42", '"x"', "true"]) {
+      const deletion = await t.request("DELETE", `/v1/media/libraries/${library.id}`, {
+        body,
+        headers: { "content-type": "application/json" },
+      });
+      expect([deletion.status, deletion.body], body).toEqual([
+        400,
+        { success: false, message: "Invalid Request" },
+      ]);
+      const keys = await t.cloud("POST", "/v1/storage/user/keys", {
+        body,
+        headers: { "content-type": "application/json" },
+      });
+      expect(keys.status, body).toBe(400);
+    }
+    expect((await t.request("GET", `/v1/media/libraries/${library.id}`)).status).toBe(200);
+  });
+
   it("answers a truncated or malformed multipart body with 400 as soon as the body ends", async () => {
     const bodies = [
       '--zzz\r\nContent-Disposition: form-data; name="file"; filename="a.vtt"\r\n\r\nWEBVTT\r\n--zz',
@@ -289,7 +339,13 @@ describe("hostile input", () => {
         expect(answer?.status, `${path} ${JSON.stringify(body)}`).toBe(400);
         const parsed = JSON.parse(answer?.body ?? "");
         expect(parsed).toMatchObject({ success: false, message: "Invalid Request" });
-        expect(parsed.errors[0]).toMatchObject({ field: "file", code: "validation_format" });
+        // An empty body is no body, whatever its type: each required field is missing.
+        expect(parsed.errors, JSON.stringify(body)).toContainEqual(
+          expect.objectContaining({
+            field: "file",
+            code: body === "" ? "validation_required" : "validation_format",
+          }),
+        );
       }
     }
     const source = await RawConnection.open(t.baseUrl);
