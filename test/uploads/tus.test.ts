@@ -306,11 +306,16 @@ describe("resumable uploads (tus) with tus-js-client", () => {
     // The standard reason phrases, not the empty ones the tus server's web responses carry.
     expect(created.statusText).toBe("Created");
     expect(created.headers.get("upload-offset")).toBe("1000");
+    // As every API answer: no shared cache keeps one (QA of 5 December, session 43).
+    expect(created.headers.get("cache-control")).toBe("no-store");
+    const preflight = await fetch(`${t.baseUrl}${TUS_PATH}`, { method: "OPTIONS" });
+    expect([preflight.status, preflight.headers.get("cache-control")]).toEqual([204, "no-store"]);
     const file = join(t.store.dataDir, "uploads", id);
     expect(existsSync(file)).toBe(true);
     const url = `${t.baseUrl}${TUS_PATH}/${id}`;
     const deleted = await fetch(url, { method: "DELETE", headers: tusHeaders() });
     expect(deleted.status).toBe(204);
+    expect(deleted.headers.get("cache-control")).toBe("no-store");
     expect(deleted.statusText).toBe("No Content");
     expect(existsSync(file)).toBe(false);
     const head = await fetch(url, { method: "HEAD", headers: tusHeaders() });

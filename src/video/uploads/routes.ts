@@ -480,7 +480,9 @@ const tusRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, opt
     authorized?: { binding?: UploadBinding; uploadId?: string },
   ) {
     reply.hijack();
+    // What every API answer carries (src/app.ts), which a hijacked reply does not get from Fastify.
     reply.raw.setHeader("x-request-id", request.id);
+    reply.raw.setHeader("cache-control", "no-store");
     await uploads.resumable.handle(request.raw, reply.raw, authorized);
   }
 
