@@ -14,7 +14,7 @@ import { ApiError } from "./http/errors.ts";
 import { FailedAuthThrottle } from "./http/failed-auth-throttle.ts";
 import { parseFormText } from "./http/form-text.ts";
 import { type IdentifierSchema, lowerCaseIdFields, lowerCaseUuids } from "./http/identifiers.ts";
-import { acceptJsonBodies } from "./http/json-bodies.ts";
+import { acceptJsonBodies, sendsBody } from "./http/json-bodies.ts";
 import {
   clientErrorHandler,
   continueWhenRead,
@@ -101,12 +101,12 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
   acceptJsonBodies(app, { maxDepth: config.limits.jsonDepth });
   registerUploadSlots(app, config.limits.concurrentUploadsPerKey);
   app.addHook("preValidation", (request, _reply, done) => {
-    // A request without a body (or with an empty JSON one) is read as `{}`, so each required field
-    // is reported by name (and operations whose fields are all optional just work); a body of the
-    // wrong JSON type is a 400 Invalid Request (error-handler.ts).
+    // A request without a body, whatever type it names, or with an empty JSON one is read as `{}`,
+    // so each required field is reported by name (and operations whose fields are all optional just
+    // work); a body of the wrong JSON type is a 400 Invalid Request (json-bodies.ts).
     if (
       request.body === undefined &&
-      /^(application\/json\b|$)/i.test(request.headers["content-type"] ?? "") &&
+      (!sendsBody(request) || /^(application\/json\b|$)/i.test(request.headers["content-type"] ?? "")) &&
       (request.routeOptions.schema?.body as { type?: string } | undefined)?.type === "object"
     ) {
       request.body = {};

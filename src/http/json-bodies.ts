@@ -59,9 +59,6 @@ export function acceptJsonBodies(app: FastifyInstance, options: { maxDepth: numb
   // A callback hook: it runs on every request, and an async one would cost each a promise.
   app.addHook("preParsing", (request, _reply, payload, done) => {
     if (!sendsBody(request)) {
-      // Nothing of any type to refuse: a type sent without a body (a form's, on a delete) is read
-      // as no body at all, as one sent without a type is.
-      if (request.headers["content-type"] !== undefined) delete request.raw.headers["content-type"];
       done(null, payload);
       return;
     }
@@ -80,6 +77,12 @@ export function acceptJsonBodies(app: FastifyInstance, options: { maxDepth: numb
     done(null, payload);
   });
   app.removeContentTypeParser("text/plain");
+  // A type no parser here takes: 415 for a body of it; without a body there is nothing to refuse,
+  // and the request is read as one sent without a type (a form's type on a delete, say).
+  app.addContentTypeParser("*", (request, _payload, done) => {
+    if (sendsBody(request)) return done(ApiError.unsupportedMediaType(), undefined);
+    return done(null, undefined);
+  });
   // `__proto__` and `constructor.prototype` keys are dropped as they are read: unknown fields are
   // ignored (the contract), and these could otherwise reach an object's prototype.
   const parseJson = app.getDefaultJsonParser("remove", "remove");
