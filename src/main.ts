@@ -509,6 +509,27 @@ export function buildCli(): Command {
     .command("list")
     .description("list organizations")
     .action(() => withIdentity(async (services) => print(await services.identity.listOrganizations())));
+  orgs
+    .command("delete")
+    .requiredOption("--org <id>", "organization id")
+    .addOption(new Option("--yes", "confirm: everything of the organization goes, for good").default(false))
+    .description(
+      "delete an organization and everything it holds (users, keys, libraries, videos and their files, distributions, cloud resources), leaving the others as they are",
+    )
+    .action(({ org, yes }: { org: string; yes: boolean }) => {
+      const id = organizationId(org);
+      if (!yes) {
+        throw new UsageError(
+          `deleting organization ${id} removes all its data for good: add --yes to confirm`,
+        );
+      }
+      // Developer mode's reset of one organization to nothing: the same deletion, files and caches included.
+      return withState(async (state) => {
+        const deleted = await state.resetOrganization(id, "empty");
+        if (deleted.outcome === "not_found") throw new CliError(`organization ${org} not found`);
+        print({ deleted: true, organization_id: id });
+      });
+    });
 
   const cdn = program.command("cdn").description("CDN distributions");
   cdn

@@ -74,6 +74,40 @@ describe("cumulo CLI", { timeout: 180_000 }, () => {
     expect((await t.request("GET", "/v1/livestream/health", { key: key.api_key })).status).toBe(401);
   });
 
+  it("deletes an organization with everything it holds, only when confirmed, and no other", async () => {
+    const leaving = JSON.parse((await runCli(["orgs", "create", "--name", "Leaving Ltd"], env)).stdout);
+    const theirs = await t.request("POST", "/v1/media/libraries", {
+      key: leaving.api_key,
+      json: { name: "their library" },
+    });
+    expect(theirs.status).toBe(201);
+    const ours = await t.request("POST", "/v1/media/libraries", { json: { name: "our library" } });
+
+    const unconfirmed = await runCli(["orgs", "delete", "--org", leaving.organization_id], env);
+    expect(unconfirmed.code).toBe(2);
+    expect(unconfirmed.stderr).toMatch(/removes all its data for good: add --yes to confirm/);
+    expect((await t.request("GET", "/v1/livestream/health", { key: leaving.api_key })).status).toBe(200);
+
+    const deleted = await runCli(["orgs", "delete", "--org", leaving.organization_id, "--yes"], env);
+    expect([deleted.code, deleted.stderr]).toEqual([0, ""]);
+    expect(JSON.parse(deleted.stdout)).toEqual({ deleted: true, organization_id: leaving.organization_id });
+    // Its key is refused at once by the running server; the others' data is as it was.
+    expect((await t.request("GET", "/v1/livestream/health", { key: leaving.api_key })).status).toBe(401);
+    expect((await t.request("GET", `/v1/media/libraries/${ours.body.data.id}`)).status).toBe(200);
+    const left = await t.cumulo.store.db
+      .selectFrom("libraries")
+      .select("id")
+      .where("organization_id", "=", leaving.organization_id)
+      .execute();
+    expect(left).toEqual([]);
+    const listed = JSON.parse((await runCli(["orgs", "list"], env)).stdout);
+    expect(listed.map((org: { id: string }) => org.id)).not.toContain(leaving.organization_id);
+
+    const again = await runCli(["orgs", "delete", "--org", leaving.organization_id, "--yes"], env);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(/organization .* not found/);
+  });
+
   // Exit status 2 when the command line is wrong, 1 when the command could not be carried out.
   it("reports errors on stderr with a non-zero exit: 2 for a wrong command line, 1 for a failure", async () => {
     const unknownOrg = await runCli(["keys", "create", "--org", "00000000-0000-4000-8000-000000000000"], env);
