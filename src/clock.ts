@@ -32,8 +32,8 @@ export const LATEST_CLOCK_INSTANT = Date.parse("9998-12-31T23:59:59.999Z");
 
 /**
  * `ms` after `at`, but no later than `LATEST_INSTANT`: a configured duration may be as long as 100
- * years (an upload's expiry), which added to a clock moved far ahead would pass the last date the
- * stores can hold.
+ * years (a host name's pending claim, CUMULO_CDN_HOSTNAME_CLAIM_TTL_HOURS), which added to a clock
+ * moved far ahead would pass the last date the stores and the API's timestamps can hold.
  */
 export const laterBy = (at: Date, ms: number): Date => new Date(Math.min(at.getTime() + ms, LATEST_INSTANT));
 
