@@ -47,7 +47,8 @@ export const THROUGH_ANOTHER_DISTRIBUTION =
   "A library's videos are served to viewers directly, not as another distribution's origin";
 /**
  * On every answer the store makes: never kept by the edge, so always fresh from the store, readable
- * by players on other origins, and never sniffed by browsers as another type than the one sent (an
+ * by players on other origins (a script player reading a range's `Content-Range` or the `ETag` too),
+ * and never sniffed by browsers as another type than the one sent (an
  * uploaded thumbnail is checked by its magic bytes only: a GIF that is SVG after `GIF89a` is served
  * as `image/gif`).
  */
@@ -55,6 +56,7 @@ const FROM_THE_STORE: OutgoingHttpHeaders = {
   age: "0",
   "x-cache": "MISS",
   "access-control-allow-origin": "*",
+  "access-control-expose-headers": "Content-Range, Accept-Ranges, ETag, Last-Modified, Age, X-Cache",
   "x-content-type-options": "nosniff",
 };
 

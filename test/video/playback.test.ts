@@ -255,6 +255,10 @@ describe("video pipeline and playback", () => {
     const part = await play("play.mp4", { range: "bytes=100-199" });
     expect(part.status).toBe(206);
     expect(part.headers["content-range"]).toBe(`bytes 100-199/${whole.body.length}`);
+    // A script player (fetch, XHR) may read them too (QA of 5 December, session 43).
+    expect(part.headers["access-control-expose-headers"]).toBe(
+      "Content-Range, Accept-Ranges, ETag, Last-Modified, Age, X-Cache",
+    );
     expect(part.body).toEqual(whole.body.subarray(100, 200));
     const tail = await play("play.mp4", { range: `bytes=${whole.body.length}-` });
     expect(tail.status).toBe(416);
