@@ -39,11 +39,15 @@ class SharedOrLocalStore implements FastifyRateLimitStore {
   }
 
   child(routeOptions: Parameters<FastifyRateLimitStore["child"]>[0]): FastifyRateLimitStore {
-    return new SharedOrLocalStore(
-      this.redis,
-      this.shared.child(routeOptions),
-      this.local.child(routeOptions),
-    );
+    // A limiter made with `createRateLimit` (the wrong-key throttle) has no route, whose method and
+    // URL the shared store writes into its keys: "undefinedundefined" in every key in Redis. (The
+    // plugin's type names the route's options, where it passes them under `routeInfo`.)
+    const { routeInfo } = routeOptions as unknown as { routeInfo: { method?: string } };
+    const named =
+      routeInfo.method === undefined
+        ? ({ ...routeOptions, routeInfo: { ...routeInfo, method: "", url: "" } } as typeof routeOptions)
+        : routeOptions;
+    return new SharedOrLocalStore(this.redis, this.shared.child(named), this.local.child(named));
   }
 }
 

@@ -1,3 +1,4 @@
+import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { loadConfig } from "../../src/config.ts";
 import { type RunningCumulo, startCumulo } from "../../src/roles.ts";
@@ -174,6 +175,15 @@ describe.runIf(process.env.TEST_REDIS_URL)("rate limits shared through Redis", (
     const statuses: number[] = [];
     for (let i = 0; i < 4; i++) statuses.push(await statusAt(nodeUrl(i), `wrong-key-${i}`, guesser));
     expect(statuses).toEqual([401, 401, 401, 429]);
+    // Its counts are kept under keys an operator can read (QA of 5 December, session 43).
+    const redis = new Redis(process.env.TEST_REDIS_URL ?? "");
+    try {
+      const counted = await redis.keys(`${first.store.redisPrefix}*failed-auth*${guesser}*`);
+      expect(counted.length).toBeGreaterThan(0);
+      for (const key of counted) expect(key).not.toContain("undefined");
+    } finally {
+      redis.disconnect();
+    }
     // The second node spent the budget; the first, told so through Redis, refuses the right key too.
     // Redis delivers the message a moment after the refusal is answered: waited for, on a slow machine too.
     await vi.waitFor(async () => expect(await statusAt(first.baseUrl, first.adminKey, guesser)).toBe(429), {
