@@ -18,7 +18,7 @@ import {
   guardedLookup,
 } from "../../net/address-guard.ts";
 import type { DistributionRow } from "../tables.ts";
-import type { CachedObject, EdgeCache } from "./cache.ts";
+import { type CachedObject, type EdgeCache, ownedBody } from "./cache.ts";
 import type { EdgeCachePolicy, Resolved } from "./cache-policy.ts";
 import {
   cdnLoopNames,
@@ -320,7 +320,7 @@ export class OriginFetcher {
       return this.#failed(error, fallback, distribution);
     }
     exchange.originMs = performance.now() - askedAt;
-    const object = this.policy.cachedObject(status, headers, Buffer.concat(chunks, size), policy);
+    const object = this.policy.cachedObject(status, headers, ownedBody(chunks, size), policy);
     this.cache.set(distribution.id, pathAndQuery, request.headers, object, epoch);
     return { kind: "object", object, cacheStatus: "MISS", shared: true };
   }
