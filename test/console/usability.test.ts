@@ -432,4 +432,40 @@ describeInBrowser("the console in Chromium: words, figures and focus", () => {
       await page.emulateMedia({ colorScheme: null });
     }
   });
+
+  it("tells same-named libraries apart in the list and the delete confirmation, where a long name wraps (QA of 5 December, session 43)", async () => {
+    const twins = [await createLibrary("Twin"), await createLibrary("Twin")];
+    const long = `Long${"L".repeat(251)}`;
+    await createLibrary(long);
+    await page.setViewportSize({ width: 390, height: 844 });
+    try {
+      await page.goto("/console/libraries");
+      for (const id of twins)
+        await page.getByRole("rowheader", { name: `Twin (${id.slice(0, 8)})` }).waitFor();
+      const dialog = page.getByRole("dialog", { name: "Delete library" });
+      await page.getByRole("button", { name: `Delete Twin (${twins[1]?.slice(0, 8)})` }).click();
+      await expect(dialog.locator("strong").textContent()).resolves.toBe(`Twin (${twins[1]?.slice(0, 8)})`);
+      await dialog.getByRole("button", { name: "Cancel" }).click();
+      // A name of 255 characters without a space is read whole inside the dialog.
+      await page.getByRole("button", { name: `Delete ${long}` }).click();
+      const [box, name] = await Promise.all([dialog.boundingBox(), dialog.locator("strong").boundingBox()]);
+      expect(name && box && name.x + name.width <= box.x + box.width).toBe(true);
+      await dialog.getByRole("button", { name: "Cancel" }).click();
+    } finally {
+      await page.setViewportSize({ width: 1280, height: 800 });
+    }
+  });
+
+  it("puts the focus on a webhook's events when the API refuses them as a group (QA of 5 December, session 43)", async () => {
+    await page.goto(`/console/webhooks?library=${libraryId}`);
+    await page.getByRole("button", { name: "Add endpoint" }).click();
+    const dialog = page.getByRole("dialog", { name: "Add endpoint" });
+    await dialog.getByLabel("Name").fill("No events");
+    await dialog.getByLabel("URL").fill("https://hooks.example.com/none");
+    await dialog.getByLabel("All events").uncheck();
+    await dialog.getByRole("button", { name: "Add endpoint" }).click();
+    await dialog.locator('[data-field-error="events"]').waitFor();
+    await waitUntil(async () => (await focused(page)).name === "events", 3_000, "the focus on the events");
+    await dialog.getByRole("button", { name: "Cancel" }).click();
+  });
 });

@@ -387,13 +387,15 @@ describeInBrowser("the console in Chromium: webhooks, CDN, cloud and the livestr
     await page.getByRole("rowheader", { name: /^[A-Z0-9]{20}$/ }).waitFor();
     await screenshot(page, "cloud-object-storage");
     // The API lists every secret key, so the new pair's dialog does not claim it is shown only once.
-    await page.getByRole("button", { name: "Create key pair" }).click();
+    // Double-clicked: one pair, not two (QA of 5 December, session 43).
+    await page.getByRole("button", { name: "Create key pair" }).dblclick();
     const keyDialog = page.getByRole("dialog", { name: /^Key pair [A-Z0-9]{20}$/ });
     await expect(keyDialog.getByLabel("Secret key").inputValue()).resolves.toHaveLength(40);
     await expect(keyDialog.textContent()).resolves.not.toContain("only this once");
     await expect(keyDialog.textContent()).resolves.toContain("stays listed");
     await keyDialog.getByRole("button", { name: "Done" }).click();
     await expect(page.getByRole("button", { name: "Copy secret" }).count()).resolves.toBe(2);
+    expect((await app.cloud("GET", "/v1/storage/user/keys")).body).toHaveLength(2);
 
     // On a phone the section tabs stay one row (they wrapped into three), which scrolls sideways
     // and shows the current one.

@@ -1,4 +1,4 @@
-import { type FormEvent, useCallback, useState } from "react";
+import { type FormEvent, useCallback, useRef, useState } from "react";
 import { ApiFailure, type FieldErrors, messageOf } from "./api.ts";
 
 /**
@@ -43,6 +43,8 @@ export const submitting =
   (event: FormEvent<HTMLFormElement>): void => {
     event.preventDefault();
     const form = event.currentTarget;
+    // Where the focus was: the submit button, which is disabled while the request runs and so drops it.
+    const from = document.activeElement;
     void submit().then(() =>
       // After React has drawn the answer's errors: its render was queued before this timer.
       setTimeout(() => {
@@ -50,7 +52,40 @@ export const submitting =
         // Unless the person went elsewhere meanwhile (the busy, disabled button leaves the focus on body).
         const active = document.activeElement;
         const stayed = active === null || active === document.body || form.contains(active);
-        if (invalid && form.isConnected && stayed) invalid.focus();
+        if (!form.isConnected || !stayed) return;
+        if (invalid) invalid.focus();
+        // A failure of the whole form (its message is announced): the focus back where it was.
+        else if (
+          (active === null || active === document.body) &&
+          from instanceof HTMLElement &&
+          form.contains(from)
+        )
+          from.focus();
       }, 0),
     );
   };
+
+/**
+ * An action a button starts, run one at a time: a second click, a double-click's or a repeated
+ * Enter, does nothing while the first runs (a double-click made two S3 key pairs). The button is not
+ * disabled meanwhile, so it keeps the focus; `busy` is for its `aria-busy`.
+ */
+export function useOneAtATime<A extends unknown[]>(action: (...args: A) => Promise<void>) {
+  const running = useRef(false);
+  const [busy, setBusy] = useState(false);
+  const run = useCallback(
+    async (...args: A) => {
+      if (running.current) return;
+      running.current = true;
+      setBusy(true);
+      try {
+        await action(...args);
+      } finally {
+        running.current = false;
+        setBusy(false);
+      }
+    },
+    [action],
+  );
+  return { run, busy };
+}

@@ -1,6 +1,7 @@
 import { type ReactNode, useEffect, useState } from "react";
 import { api, call } from "../api.ts";
 import { useLoad } from "../load.ts";
+import { nameApart } from "./names.ts";
 import { Empty, ErrorState, isMissing, Loading } from "./States.tsx";
 
 /** The picker lists this many libraries; an organization with more picks by search. */
@@ -105,10 +106,7 @@ export function LibraryPicker({
           )}
           {options.map((library) => (
             <option key={library.id} value={library.id}>
-              {/* Names need not be unique: one shared with another library is told apart by its id. */}
-              {options.some((other) => other.id !== library.id && other.name === library.name)
-                ? `${library.name} (${library.id.slice(0, 8)})`
-                : library.name}
+              {nameApart(library, options)}
             </option>
           ))}
         </select>

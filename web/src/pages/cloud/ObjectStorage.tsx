@@ -5,6 +5,7 @@ import { type Column, DataTable } from "../../components/DataTable.tsx";
 import { ConfirmDialog, CopyButton, SecretDialog } from "../../components/Dialog.tsx";
 import { ErrorState, Loading } from "../../components/States.tsx";
 import { WrapPoints } from "../../components/WrapPoints.tsx";
+import { useOneAtATime } from "../../form.ts";
 import { useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";
 import { FormError, ListPanel } from "./ListPanel.tsx";
@@ -41,6 +42,7 @@ export function ObjectStorage() {
       setActionError(`Creating a key failed: ${messageOf(error)}`);
     }
   };
+  const creating = useOneAtATime(createKey);
   const columns: Column<S3Key>[] = [
     {
       header: "Access key",
@@ -101,7 +103,13 @@ export function ObjectStorage() {
         list={keys}
         empty="No key pair. Create one to use object storage."
         actions={
-          <button type="button" className="primary" disabled={readOnly} onClick={() => void createKey()}>
+          <button
+            type="button"
+            className="primary"
+            disabled={readOnly}
+            aria-busy={creating.busy}
+            onClick={() => void creating.run()}
+          >
             Create key pair
           </button>
         }

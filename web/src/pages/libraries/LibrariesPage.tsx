@@ -4,6 +4,7 @@ import { api, call } from "../../api.ts";
 import { type Column, DataTable, pagingOf } from "../../components/DataTable.tsx";
 import { ConfirmDialog, Dialog } from "../../components/Dialog.tsx";
 import { PageHeader } from "../../components/Layout.tsx";
+import { nameApart } from "../../components/names.ts";
 import { Empty, ErrorState, Loading } from "../../components/States.tsx";
 import { useLastPageWhenPastEnd, useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";
@@ -70,11 +71,12 @@ export function LibrariesPage() {
     setFilters({ search, privacy, page: last }),
   );
 
+  const shown = libraries.state === "ready" ? libraries.data.data : [];
   const columns: Column<Library>[] = [
     {
       header: "Name",
       rowHeader: true,
-      cell: (library) => <Link to={`/libraries/${library.id}`}>{library.name}</Link>,
+      cell: (library) => <Link to={`/libraries/${library.id}`}>{nameApart(library, shown)}</Link>,
     },
     { header: "Default privacy", cell: (library) => library.default_privacy },
     {
@@ -92,7 +94,7 @@ export function LibrariesPage() {
             type="button"
             disabled={readOnly}
             onClick={() => setEditing(library)}
-            aria-label={`Edit ${library.name}`}
+            aria-label={`Edit ${nameApart(library, shown)}`}
           >
             Edit
           </button>
@@ -101,7 +103,7 @@ export function LibrariesPage() {
             className="danger"
             disabled={readOnly}
             onClick={() => setDeleting(library)}
-            aria-label={`Delete ${library.name}`}
+            aria-label={`Delete ${nameApart(library, shown)}`}
           >
             Delete
           </button>
@@ -211,8 +213,8 @@ export function LibrariesPage() {
         }}
       >
         <p>
-          Delete <strong>{deleting?.name}</strong> with all its videos, players and webhooks? This cannot be
-          undone.
+          Delete <strong>{deleting && nameApart(deleting, shown)}</strong> with all its videos, players and
+          webhooks? This cannot be undone.
         </p>
       </ConfirmDialog>
     </>

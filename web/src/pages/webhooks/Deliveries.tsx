@@ -5,6 +5,7 @@ import { pagingOf } from "../../components/DataTable.tsx";
 import { DateTime } from "../../components/DateTime.tsx";
 import { useRevealWhenOpened } from "../../components/reveal.ts";
 import { Empty, ErrorState, Loading } from "../../components/States.tsx";
+import { useOneAtATime } from "../../form.ts";
 import { useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";
 import { eventsInWords } from "./EndpointDialog.tsx";
@@ -49,18 +50,22 @@ export function Deliveries({ libraryId, endpoint, opened }: DeliveriesProps) {
     `${page}`,
   );
 
-  const act = async (label: string, action: () => Promise<{ data: { attempt: number } }>) => {
-    setNotice(undefined);
-    try {
-      const queued = await action();
-      setNotice({
-        text: `${label}: attempt ${queued.data.attempt} queued. Refresh to see it.`,
-        error: false,
-      });
-    } catch (error) {
-      setNotice({ text: `${label} failed: ${messageOf(error)}`, error: true });
-    }
-  };
+  // One at a time: a double-click sent the receiver two test events.
+  const acting = useOneAtATime(
+    async (label: string, action: () => Promise<{ data: { attempt: number } }>) => {
+      setNotice(undefined);
+      try {
+        const queued = await action();
+        setNotice({
+          text: `${label}: attempt ${queued.data.attempt} queued. Refresh to see it.`,
+          error: false,
+        });
+      } catch (error) {
+        setNotice({ text: `${label} failed: ${messageOf(error)}`, error: true });
+      }
+    },
+  );
+  const act = acting.run;
 
   const sendTest = () =>
     act("Test event", () =>
@@ -96,7 +101,7 @@ export function Deliveries({ libraryId, endpoint, opened }: DeliveriesProps) {
           >
             Refresh
           </button>
-          <button type="button" disabled={readOnly} onClick={() => void sendTest()}>
+          <button type="button" disabled={readOnly} aria-busy={acting.busy} onClick={() => void sendTest()}>
             Send test event
           </button>
         </div>

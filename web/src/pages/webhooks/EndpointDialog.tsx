@@ -110,6 +110,9 @@ export function EndpointDialog({ libraryId, endpoint, onClose, onSaved }: Endpoi
                   name="events"
                   value={option.name}
                   checked={events.includes(option.name)}
+                  // Refused as a group: each box says so, and the form's focus goes to the first.
+                  aria-invalid={errors.events ? true : undefined}
+                  aria-describedby={errors.events ? "endpoint-events-error" : undefined}
                   onChange={(event) => toggle(option.name, event.target.checked)}
                 />
                 {option.label}
