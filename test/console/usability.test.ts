@@ -313,6 +313,12 @@ describeInBrowser("the console in Chromium: words, figures and focus", () => {
     } finally {
       await page.setViewportSize({ width: 1280, height: 800 });
     }
+    // On a wider screen too, where the link stays in view: the page chosen is announced and the next
+    // Tab goes into it (QA of 5 December, session 43: the focus stayed on the link).
+    await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Webhooks" }).focus();
+    await page.keyboard.press("Enter");
+    await page.waitForURL("**/console/webhooks");
+    await waitUntil(async () => (await focused(page)).id === "main", 3_000, "the focus on main");
   });
 
   it("follows the system's theme, keeps a chosen one across reloads, and shows it before the app runs", async () => {

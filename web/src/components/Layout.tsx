@@ -28,17 +28,16 @@ export function Layout() {
   const main = useRef<HTMLElement>(null);
   const menuWasOpen = useRef(menuOpen);
   menuWasOpen.current = menuOpen;
-  // A phone's menu closes once a page is chosen. The chosen link (of the navigation, or the account's
-  // in the part of the bar the menu opens) is hidden with it, which dropped the focus to the document:
-  // it goes to the page that was chosen instead.
+  // A page chosen in the navigation takes the focus, so a screen reader announces it and the next
+  // Tab goes into it: on a phone the chosen link is hidden with the closing menu (which dropped the
+  // focus to the document), and on a wider screen the focus stayed on the link with nothing said
+  // (QA of 5 December, session 43).
   // biome-ignore lint/correctness/useExhaustiveDependencies: runs on navigation by design
   useEffect(() => {
-    const inMenu = ["main-nav", "session-bar"].some((id) =>
-      document.getElementById(id)?.contains(document.activeElement),
-    );
-    if (menuWasOpen.current && inMenu) {
-      main.current?.focus({ preventScroll: true });
-    }
+    const inNavigation = document.getElementById("main-nav")?.contains(document.activeElement);
+    const inMenu =
+      menuWasOpen.current && document.getElementById("session-bar")?.contains(document.activeElement);
+    if (inNavigation || inMenu) main.current?.focus({ preventScroll: true });
     setMenuOpen(false);
   }, [location.pathname]);
   // Escape closes the open menu and puts the focus back on its button.
