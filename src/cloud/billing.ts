@@ -1,4 +1,4 @@
-import type { AuthContext, IdentityService } from "../identity/service.ts";
+import { type AuthContext, type IdentityService, OrganizationGoneError } from "../identity/service.ts";
 import { type Invalid, invalid } from "./outcome.ts";
 
 export type BillingOutcome = { outcome: "found"; billingAccountId: number } | Invalid;
@@ -31,7 +31,8 @@ export class BillingAccounts {
   async keysOrDefault(auth: AuthContext): Promise<number> {
     if (auth.billingAccountId !== null) return auth.billingAccountId;
     const fallback = await this.identity.defaultBillingAccountId(auth.organizationId);
-    if (fallback === undefined) throw new Error(`organization ${auth.organizationId} has no billing account`);
+    // Every organization has its default account from its creation to its removal.
+    if (fallback === undefined) throw new OrganizationGoneError(auth.organizationId);
     return fallback;
   }
 

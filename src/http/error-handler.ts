@@ -6,6 +6,7 @@ import {
   STORAGE_UNAVAILABLE_MESSAGE,
 } from "../blobs/store.ts";
 import { BusUnavailableError } from "../bus.ts";
+import { OrganizationGoneError } from "../identity/service.ts";
 import { SecretKeyMismatchError } from "../secret-box.ts";
 import { isMissingReference } from "../store/transactions.ts";
 import { isStoreUnavailable, STORE_RETRY_AFTER_S, STORE_UNAVAILABLE_MESSAGE } from "../store/unavailable.ts";
@@ -220,7 +221,7 @@ export function registerErrorHandling(app: FastifyInstance): void {
       );
       return sendApiError(request, reply, SECRETS_UNREADABLE);
     }
-    if (isMissingReference(error)) {
+    if (isMissingReference(error) || error instanceof OrganizationGoneError) {
       // What the request names was deleted meanwhile: asked again, it would be a 404. Logged in case
       // a reference is wrong in the code instead.
       request.log.warn({ err: error }, "request failed: a row it refers to is gone");

@@ -105,6 +105,17 @@ export interface BillingAccountSummary {
   created_at: string;
 }
 
+/**
+ * The caller's organization was removed while its request ran (`cumulo orgs delete`): like a row the
+ * request refers to gone meanwhile, which it is on PostgreSQL (a foreign key), a 404.
+ */
+export class OrganizationGoneError extends Error {
+  constructor(organizationId: string) {
+    super(`organization ${organizationId} was removed while the request ran`);
+    this.name = "OrganizationGoneError";
+  }
+}
+
 export class IdentityService {
   constructor(
     private readonly repository: IdentityRepository,
@@ -231,7 +242,7 @@ export class IdentityService {
     const now = nowIso(this.clock);
     const row = await this.transact(async (trx) => {
       const user = await this.repository.findFirstUser(trx, organizationId);
-      if (!user) throw new Error(`organization ${organizationId} has no user`);
+      if (!user) throw new OrganizationGoneError(organizationId);
       return this.repository.insertApiKey(
         this.keyRow(organizationId, user.id, options.name, secret, options.readOnly, now),
         trx,

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { OrganizationGoneError } from "../../src/identity/service.ts";
 import { startCumulo } from "../../src/roles.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 
@@ -265,5 +266,22 @@ describe("cloud tokens and billing accounts", () => {
       200,
     );
     expect((await t.cloud("GET", "/v1/storage/disks", { key: restricted.token })).status).toBe(200);
+  });
+
+  it("refuses as gone, not as a server error, a write of an organization removed while it ran (QA of 5 December, session 43)", async () => {
+    // What `cumulo orgs delete` leaves a request that passed its key check just before: on SQLite
+    // the default billing account and first user read as missing (500 before); PostgreSQL's foreign
+    // keys answered 404.
+    const leaving = await t.createOrganization("Leaving mid-request");
+    const auth = await t.cumulo.services.identity.authenticate(leaving.key);
+    expect(auth).toBeDefined();
+    await t.cumulo.store.db.deleteFrom("organizations").where("id", "=", leaving.organizationId).execute();
+    await expect(
+      t.cumulo.services.cloud.tokens.create(auth!, {
+        billingAccountId: undefined,
+        description: "",
+        restricted: false,
+      }),
+    ).rejects.toBeInstanceOf(OrganizationGoneError);
   });
 });
