@@ -32,7 +32,7 @@ export interface RunningCumulo {
 
 /** Logged at start when the store's secrets do not open with this node's key. */
 const UNOPENED_SECRETS =
-  "stored secrets do not open with this node's secret key (CUMULO_SECRET_KEY, else <data dir>/cloud-secret.key): it is not the key they were sealed with. Until that key is given back, webhook attempts are recorded as failed without being sent, and reading webhook endpoints and S3 users answers 500; every node must share one key (docs/operations.md, Backups)";
+  "stored secrets do not open with this node's secret key (CUMULO_SECRET_KEY, else <data dir>/cloud-secret.key): it is not the key they were sealed with. Until that key is given back, webhook attempts are recorded as failed without being sent, and reading or changing webhook endpoints and S3 users answers 503; every node must share one key (docs/operations.md, Backups)";
 
 /** Binds a listener; a failure (address in use, unknown host) names the variables to change. */
 async function listening<T>(

@@ -207,8 +207,11 @@ export class WebhookService {
     id: string,
     body: UpdateEndpointBody,
   ): Promise<EndpointOutcome> {
-    if (!(await this.repository.findEndpoint(actor.organizationId, libraryId, id)))
-      return { outcome: "not_found" };
+    const current = await this.repository.findEndpoint(actor.organizationId, libraryId, id);
+    if (!current) return { outcome: "not_found" };
+    // The answer shows the secret: one this node cannot open (another secret key) is refused before
+    // anything is written, not after (503 with the change made).
+    this.secrets.open(current.id, current.secret);
     const errors = await this.checkUrl(body.url);
     if (errors.length > 0) return { outcome: "invalid", errors };
     const found = await this.transact(async (trx) => {
@@ -246,7 +249,9 @@ export class WebhookService {
       const row = await this.repository.findEndpoint(actor.organizationId, libraryId, id, trx, "update");
       if (!row) return false;
       const now = this.clock.now();
-      const overlaps = previousSecretExpiresInS > 0;
+      // A secret this node cannot open (the key it was sealed with is lost) could sign nothing in
+      // the overlap: the rotation is the way out, so the new secret signs alone.
+      const overlaps = previousSecretExpiresInS > 0 && opens(() => this.secrets.open(id, row.secret));
       await this.repository.updateEndpoint(trx, actor.organizationId, id, {
         secret: this.secrets.generateSealed(id),
         previous_secret: overlaps ? this.secrets.sealedForm(id, row.secret) : null,

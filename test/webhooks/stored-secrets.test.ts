@@ -130,9 +130,24 @@ describe("webhook signing secrets in the store", () => {
     expect(s3Read.body).toEqual({ error: "service_unavailable", message: expect.stringMatching(unreadable) });
     expect(await storedSecret(t, endpoint.id)).toBe(sealed);
 
-    // With the old key lost for good, a new secret puts the endpoint right.
-    const rotated = await t.request("POST", `${path}/rotate-secret`);
+    // A change is refused before it is made, not answered 503 once made (QA of 5 December, session 43).
+    const renamed = await t.request("PATCH", path, { json: { name: "renamed under the other key" } });
+    expect(renamed.status).toBe(503);
+    const stored = await t.cumulo.store.db
+      .selectFrom("webhook_endpoints")
+      .select("name")
+      .where("id", "=", endpoint.id)
+      .executeTakeFirstOrThrow();
+    expect(stored.name).toBe(endpoint.name);
+
+    // With the old key lost for good, a new secret puts the endpoint right: the old one, which
+    // cannot sign, is not kept for an overlap even when one is asked for.
+    const rotated = await t.request("POST", `${path}/rotate-secret`, {
+      json: { previous_secret_expires_in_s: 3600 },
+    });
     expect(rotated.status).toBe(200);
+    expect(rotated.body.data.previous_secret_expires_at).toBeUndefined();
+    expect((await t.request("GET", path)).status).toBe(200);
     await emit();
     const [, , third] = await receiver.waitFor(3);
     expect(verified(rotated.body.data.secret, third as Received)).toMatchObject({ event: "created" });
