@@ -38,6 +38,15 @@ export const LATEST_CLOCK_INSTANT = Date.parse("9998-12-31T23:59:59.999Z");
 export const laterBy = (at: Date, ms: number): Date => new Date(Math.min(at.getTime() + ms, LATEST_INSTANT));
 
 /**
+ * Whether a time stamp written at most once every `everyMs` (a key's last use, a session's last
+ * request) is due to be written again: that long before `now`, or as far ahead of it, which only
+ * developer mode's clock put back makes (otherwise real use would go unrecorded until the clock
+ * caught up with the stamp).
+ */
+export const stampDue = (stamp: string, now: Date, everyMs: number): boolean =>
+  Math.abs(now.getTime() - Date.parse(stamp)) >= everyMs;
+
+/**
  * The real clock moved by an offset: developer mode's clock, which a test moves forward (or back to
  * real time) while every service keeps reading "now" from it. Moved to its last instant
  * (`LATEST_CLOCK_INSTANT`), it stays there.

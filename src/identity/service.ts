@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { type Clock, nowIso } from "../clock.ts";
+import { type Clock, nowIso, stampDue } from "../clock.ts";
 import { readBool } from "../store/codec.ts";
 import type { Transact, Trx } from "../store/transactions.ts";
 import type { AuthCache } from "./auth-cache.ts";
@@ -303,11 +303,7 @@ export class IdentityService {
     const now = this.clock.now();
     const row = await this.repository.findActiveKeyByHash(keyHash, now.toISOString());
     if (!row) return undefined;
-    // A stamp a minute or more ahead of now was made before developer mode's clock was put back.
-    if (
-      row.last_used_at === null ||
-      Math.abs(now.getTime() - Date.parse(row.last_used_at)) >= LAST_USE_PRECISION_MS
-    ) {
+    if (row.last_used_at === null || stampDue(row.last_used_at, now, LAST_USE_PRECISION_MS)) {
       await this.repository.touchApiKey(row.id, now.toISOString());
     }
     const auth: AuthContext = {
@@ -362,7 +358,7 @@ export class IdentityService {
   /** Records that a request ran as the session, at most once a minute so reads do not each write. */
   async useSession(session: LiveSession): Promise<void> {
     const now = this.clock.now();
-    if (Date.parse(session.lastSeenAt) <= now.getTime() - SESSION_TOUCH_MS) {
+    if (stampDue(session.lastSeenAt, now, SESSION_TOUCH_MS)) {
       await this.repository.touchSession(session.id, now.toISOString());
     }
   }

@@ -126,4 +126,17 @@ describe("moving the clock", () => {
     await t.request("POST", "/_cumulo/time", { json: { real: true } });
     expect(Date.parse(await lastUsed())).toBeLessThan(Date.now() + HOUR_MS);
   });
+
+  it("lets a console session used while the clock was ahead idle out once it is put back (QA of 5 December, session 43)", async () => {
+    const user = await createConsoleUser(t, { email: "idle@example.com" });
+    const signedIn = await signIn(t, user.email);
+    const session = () => t.request("GET", "/v1/console/session", withSession(signedIn));
+    await t.request("POST", "/_cumulo/time", { json: { advance_ms: HOUR_MS } });
+    expect((await session()).status).toBe(200);
+    await t.request("POST", "/_cumulo/time", { json: { real: true } });
+    expect((await session()).status).toBe(200);
+    // Idle for 8 hours from its last use at real time, not from the hour ahead.
+    await t.request("POST", "/_cumulo/time", { json: { advance_ms: 8 * HOUR_MS + 120_000 } });
+    expect((await session()).status).toBe(401);
+  });
 });
