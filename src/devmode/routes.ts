@@ -669,13 +669,15 @@ export const devModeRoutes = fastifyPlugin(
                 "real takes only true (back to real time); give advance_ms or to to move the clock.",
               );
             }
+            const realNow = Date.now();
+            // Moved on from what the clock reads: stopped at its last instant, `advance_ms: 0` is allowed.
             const offsetMs = real
               ? 0
               : to !== undefined
-                ? Date.parse(to) - Date.now()
-                : clock.offsetMs + (advance_ms ?? 0);
+                ? Date.parse(to) - realNow
+                : clock.now().getTime() + (advance_ms ?? 0) - realNow;
             // A year short of the last date with a four-digit year: what is reckoned ahead of it fits.
-            if (Date.now() + offsetMs > LATEST_CLOCK_INSTANT) {
+            if (realNow + offsetMs > LATEST_CLOCK_INSTANT) {
               throw ApiError.field(
                 to !== undefined ? "to" : "advance_ms",
                 "validation_max",

@@ -241,6 +241,9 @@ describe("developer mode on", () => {
     const stamped = await t.request("POST", "/v1/media/libraries", { json: { name: "Last" } });
     expect(stamped.body.data.created_at).toBe("9998-12-31T23:59:59.999Z");
     expect((await t.request("GET", "/_cumulo/time")).body.now).toBe("9998-12-31T23:59:59.999Z");
+    // Staying there is no move past it.
+    const still = await t.request("POST", "/_cumulo/time", { json: { advance_ms: 0 } });
+    expect([still.status, still.body.now]).toEqual([200, "9998-12-31T23:59:59.999Z"]);
     expect((await t.request("POST", "/_cumulo/time", { json: { real: true } })).body.offset_ms).toBe(0);
   });
 
