@@ -26,9 +26,9 @@ export function nestsDeeperThan(text: string, maxDepth: number): boolean {
   return false;
 }
 
-/** Whether a request carries a body: a length other than 0, or chunks. */
+/** Whether a request carries a body: a length other than 0 (`00` is 0 too), or chunks. */
 export const sendsBody = (request: FastifyRequest): boolean =>
-  (request.headers["content-length"] ?? "0") !== "0" || request.headers["transfer-encoding"] !== undefined;
+  Number(request.headers["content-length"] ?? 0) !== 0 || request.headers["transfer-encoding"] !== undefined;
 
 /** A body in a content coding: the answer names the only one taken (RFC 9110, 15.5.16). */
 const UNSUPPORTED_CODING = new ApiError(415, "Unsupported Media Type", {
@@ -88,9 +88,10 @@ export function acceptJsonBodies(app: FastifyInstance, options: { maxDepth: numb
   const parseJson = app.getDefaultJsonParser("remove", "remove");
   app.removeContentTypeParser("application/json");
   app.addContentTypeParser("application/json", { parseAs: "string" }, (request, body, done) => {
-    if (declaresOtherCharset(request)) return done(ApiError.unsupportedMediaType(), undefined);
     const text = body as string;
+    // No body: no charset to misread either.
     if (text.trim() === "") return done(null, undefined);
+    if (declaresOtherCharset(request)) return done(ApiError.unsupportedMediaType(), undefined);
     if (nestsDeeperThan(text, options.maxDepth)) return done(ApiError.invalidRequest(), undefined);
     return parseJson(request, text, (error, value) => {
       // Every operation's body is an object of fields: a list or a bare value is as malformed for

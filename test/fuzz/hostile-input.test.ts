@@ -282,6 +282,9 @@ describe("hostile input", () => {
       "application/x-www-form-urlencoded",
       "text/plain",
       "multipart/form-data; boundary=x",
+      // No body, so no charset to misread.
+      "application/json; charset=latin1",
+      "application/x-www-form-urlencoded; charset=latin1",
     ]) {
       const renamed = await t.request("PATCH", `/v1/media/libraries/${library.id}`, {
         body: "",

@@ -5,7 +5,7 @@ import { NO_ROUTE } from "../../http/error-handler.ts";
 import { ApiError } from "../../http/errors.ts";
 import { parseFormText } from "../../http/form-text.ts";
 import { lowerCaseIdFields } from "../../http/identifiers.ts";
-import { declaresOtherCharset } from "../../http/json-bodies.ts";
+import { declaresOtherCharset, sendsBody } from "../../http/json-bodies.ts";
 import { markRepeated, unstorableTextErrors } from "../../http/validation.ts";
 import { asSent, coerceObject, type SentIndexes } from "../coerce.ts";
 import type { Locations } from "../locations.ts";
@@ -47,7 +47,8 @@ export async function cloudRequestPipeline(
   // Latin-1 "café" became "caf\uFFFD"): 415, as for JSON.
   app.addHook("preParsing", (request, _reply, payload, done) => {
     const form = /^\s*application\/x-www-form-urlencoded\b/i.test(request.headers["content-type"] ?? "");
-    if (form && declaresOtherCharset(request)) return done(ApiError.unsupportedMediaType());
+    if (form && sendsBody(request) && declaresOtherCharset(request))
+      return done(ApiError.unsupportedMediaType());
     done(null, payload);
   });
   await app.register(formbody, { parser: parseFormText });
