@@ -1,6 +1,6 @@
 import CachePolicy from "http-cache-semantics";
 import { describe, expect, it } from "vitest";
-import { type CachedObject, EdgeCache, ownedBody } from "../../src/cdn/edge/cache.ts";
+import { type CachedObject, EdgeCache } from "../../src/cdn/edge/cache.ts";
 import { testStoreKind } from "../support/store.ts";
 
 const object = (text: string): CachedObject => {
@@ -38,14 +38,5 @@ describe.runIf(testStoreKind() === "sqlite")("edge cache bookkeeping", () => {
     cache.dropDistribution(kept);
     expect(cache.set(kept, "/a", {}, object("stale"), before)).toBe(false);
     expect(cache.purgeCounts).toBe(1);
-  });
-
-  it("keeps a small body in memory of its own, not in a slab of Node's shared pool (QA of 5 December, session 43)", () => {
-    const chunks = [Buffer.from("a small "), Buffer.from("object")];
-    const body = ownedBody(chunks, 14);
-    expect(body.toString()).toBe("a small object");
-    // A slice of the pool would keep the whole 8 KiB slab alive as long as the cache kept it.
-    expect(body.buffer.byteLength).toBe(14);
-    expect(Buffer.concat(chunks, 14).buffer.byteLength).toBeGreaterThan(14);
   });
 });

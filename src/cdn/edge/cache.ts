@@ -25,21 +25,10 @@ export interface CachedObject {
  * request's and the answer's headers), the entry's objects and the indexes. Measured by
  * `bench/edge-cache-memory.ts` at about 1,250-1,300 bytes for a browser's request, of which the
  * headers and key counted apart make about 270: the cache then holds 0.94-1.02 of its bound for
- * bodies of 100 bytes to 16 KiB (at 512 here it held 1.28-1.53 of it for small objects).
+ * bodies of 100 bytes to 16 KiB (at 512 here it held 1.28-1.53 of it for small objects), more when
+ * small bodies keep slabs of Node's buffer pool alive (see the origin fetch).
  */
 const ENTRY_OVERHEAD_BYTES = 1024;
-
-/**
- * A body joined from the chunks it arrived in, in memory of its own: `Buffer.concat` takes a small
- * one (under 4 KiB) from Node's shared 8 KiB pool, and a cached body would keep the whole slab alive
- * long after the other allocations in it were done with.
- */
-export function ownedBody(chunks: readonly Buffer[], size: number): Buffer {
-  const body = Buffer.allocUnsafeSlow(size);
-  let offset = 0;
-  for (const chunk of chunks) offset += chunk.copy(body, offset);
-  return body;
-}
 
 const headerBytes = (headers: OutgoingHttpHeaders): number => {
   let total = 0;
