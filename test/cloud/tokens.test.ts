@@ -283,5 +283,17 @@ describe("cloud tokens and billing accounts", () => {
         restricted: false,
       }),
     ).rejects.toBeInstanceOf(OrganizationGoneError);
+
+    // Through the API: on SQLite the key, checked a moment before, is still in the auth cache (the
+    // deletion ran on the node's own connection), so the request reaches the billing account; on
+    // PostgreSQL the deletion's notification may have dropped the key first (401).
+    const racing = await t.createOrganization("Leaving through the API");
+    expect((await t.request("GET", "/v1/livestream/health", { key: racing.key })).status).toBe(200);
+    await t.cumulo.store.db.deleteFrom("organizations").where("id", "=", racing.organizationId).execute();
+    const created = await t.cloud("POST", "/v1/user-resource/token", {
+      key: racing.key,
+      form: { description: "late", restricted: "false" },
+    });
+    expect([401, 404]).toContain(created.status);
   });
 });

@@ -321,7 +321,7 @@ export class OriginFetcher {
     }
     exchange.originMs = performance.now() - askedAt;
     // A body under 4 KiB comes from Node's shared buffer pool, whose 8 KiB slab it keeps alive while
-    // cached (the cache may then hold up to about 1.6 times its bound in small objects); a body of its
+    // cached (the cache may then hold up to about 1.9 times its bound in small objects); a body of its
     // own costs each hit of it 4-7 µs more (docs/performance.md, session 43).
     const object = this.policy.cachedObject(status, headers, Buffer.concat(chunks, size), policy);
     this.cache.set(distribution.id, pathAndQuery, request.headers, object, epoch);

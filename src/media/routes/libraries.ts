@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import { LATEST_INSTANT } from "../../clock.ts";
 import { createdAt, ok, okList, okMessage, routePath } from "../../http/envelope.ts";
 import { ApiError } from "../../http/errors.ts";
 import { pageMeta, toPage } from "../../http/pagination.ts";
@@ -26,7 +27,6 @@ const tags = ["media: libraries"];
 
 const DAY = /^\d{4}-\d{2}-\d{2}$/;
 const EARLIEST = Date.parse("0001-01-01T00:00:00.000Z");
-const LATEST = Date.parse("9999-12-31T23:59:59.999Z");
 
 /** A filter bound as stored text; a whole day counts from its first to its last millisecond. */
 function timeBound(field: string, value: string | undefined, end: boolean): string | undefined {
@@ -45,7 +45,7 @@ function timeBound(field: string, value: string | undefined, end: boolean): stri
   const start = !end && /[1-9]/.test(finer) ? time + 1 : time;
   // Year 0 is valid ISO 8601 but out of PostgreSQL's range; nothing was created before year 1. Past
   // year 9999 the ISO form gains a sign ("+010000-...") that neither store compares as a time.
-  return new Date(Math.min(Math.max(start, EARLIEST), LATEST)).toISOString();
+  return new Date(Math.min(Math.max(start, EARLIEST), LATEST_INSTANT)).toISOString();
 }
 
 export const libraryRoutes: FastifyPluginAsyncTypebox<MediaRouteOptions> = async (app, { media, config }) => {
