@@ -68,7 +68,13 @@ describeInBrowser("the console in Chromium", () => {
     await secretDialog.getByRole("button", { name: "Copy", exact: true }).click();
     await secretDialog.getByRole("button", { name: /^Cop(ied|y failed)/ }).waitFor();
     await screenshot(page, "api-key-secret");
-    await secretDialog.getByRole("button", { name: "I have copied it" }).click();
+    // Escape, even twice, does not throw the secret away: it leads to the button that closes.
+    await page.keyboard.press("Escape");
+    await page.keyboard.press("Escape");
+    await expect(secretDialog.isVisible()).resolves.toBe(true);
+    const copied = secretDialog.getByRole("button", { name: "I have copied it" });
+    await expect(copied.evaluate((button) => button === document.activeElement)).resolves.toBe(true);
+    await copied.click();
     await page.getByRole("rowheader", { name: "from the console" }).waitFor();
     await screenshot(page, "api-keys");
     // The list never shows the secret again.

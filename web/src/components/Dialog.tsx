@@ -6,10 +6,15 @@ interface DialogProps {
   title: string;
   onClose: () => void;
   children: ReactNode;
+  /**
+   * Escape closes the dialog (the default). Where closing loses something for good (a secret shown
+   * once), Escape instead moves the focus to the dialog's primary button, which closes it.
+   */
+  closesOnEscape?: boolean;
 }
 
 /** A modal on the native <dialog>: focus is trapped, Escape closes, focus returns to the opener. */
-export function Dialog({ open, title, onClose, children }: DialogProps) {
+export function Dialog({ open, title, onClose, children, closesOnEscape = true }: DialogProps) {
   const ref = useRef<HTMLDialogElement>(null);
   const titleId = useId();
   useEffect(() => {
@@ -23,9 +28,16 @@ export function Dialog({ open, title, onClose, children }: DialogProps) {
       ref={ref}
       aria-labelledby={titleId}
       onClose={onClose}
+      onKeyDown={(event) => {
+        // Kept from the keydown itself: Chromium closes a dialog on a second Escape even when its
+        // cancel event is refused.
+        if (closesOnEscape || event.key !== "Escape") return;
+        event.preventDefault();
+        ref.current?.querySelector<HTMLButtonElement>(".dialog-actions button.primary")?.focus();
+      }}
       onCancel={(event) => {
         event.preventDefault();
-        onClose();
+        if (closesOnEscape) onClose();
       }}
     >
       {open && (
@@ -137,7 +149,7 @@ interface SecretDialogProps {
 export function SecretDialog({ open, title, label, secret, note, onClose }: SecretDialogProps) {
   const id = useId();
   return (
-    <Dialog open={open} title={title} onClose={onClose}>
+    <Dialog open={open} title={title} onClose={onClose} closesOnEscape={note !== undefined}>
       {note ? (
         <p>{note}</p>
       ) : (
