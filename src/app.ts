@@ -9,6 +9,7 @@ import { consolePages } from "./console/pages.ts";
 import { isDeveloperModeCall } from "./devmode/prefix.ts";
 import { devModeRoutes } from "./devmode/routes.ts";
 import { registerAuthDecorators } from "./http/auth.ts";
+import { CompressedOnce } from "./http/compressed-once.ts";
 import { clientErrorBody, frameworkErrors, registerErrorHandling } from "./http/error-handler.ts";
 import { ApiError } from "./http/errors.ts";
 import { FailedAuthThrottle } from "./http/failed-auth-throttle.ts";
@@ -43,6 +44,9 @@ import { API_VERSION } from "./version.ts";
 import { embedRoutes } from "./video/embed.ts";
 import { uploadRoutes } from "./video/uploads/routes.ts";
 import { webhookRoutes } from "./webhooks/routes.ts";
+
+/** The API reference page's script, served by the Scalar plugin (compressed by `CompressedOnce`). */
+const REFERENCE_SCRIPT = "/docs/js/scalar.js";
 
 /** The API listener: plugins, conventions and every domain's routes. */
 export async function buildApp(deps: CoreDeps, services: Services): Promise<FastifyInstance> {
@@ -181,24 +185,29 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
   // Written once: the routes are fixed once the app is ready, and the document is large while this
   // route is open to anyone and not rate limited.
   let openApiText: string | undefined;
+  const openApiAnswer = new CompressedOnce();
   app.get(
     "/openapi.json",
     { schema: { hide: true }, config: { rateLimit: false } },
-    async (_request, reply) => {
+    async (request, reply) => {
       openApiText ??= JSON.stringify(publishedDocument(app.swagger()));
-      return reply.type("application/json; charset=utf-8").send(openApiText);
+      const body = await openApiAnswer.encode(request, reply, openApiText);
+      return reply.type("application/json; charset=utf-8").send(body ?? undefined);
     },
   );
   await app.register(async (docs) => {
-    // Never framed, as the console is not: the page shares the console's origin, and a tenant's page
-    // on the edge (the same site) could otherwise frame it (docs/security.md).
-    docs.addHook("onSend", async (_request, reply) => {
+    const script = new CompressedOnce();
+    docs.addHook("onSend", async (request, reply, payload) => {
+      // Never framed, as the console is not: the page shares the console's origin, and a tenant's page
+      // on the edge (the same site) could otherwise frame it (docs/security.md).
       reply.header("x-frame-options", "DENY").header("content-security-policy", "frame-ancestors 'none'");
+      if (request.routeOptions.url !== REFERENCE_SCRIPT || typeof payload !== "string") return payload;
+      return script.encode(request, reply, payload);
     });
     await docs.register(scalar, {
       routePrefix: "/docs",
       // An absolute script address, so the page works at `/docs` as well as `/docs/`.
-      configuration: { url: "/openapi.json", title: "Cumulo API reference", cdn: "/docs/js/scalar.js" },
+      configuration: { url: "/openapi.json", title: "Cumulo API reference", cdn: REFERENCE_SCRIPT },
     });
   });
 

@@ -73,7 +73,9 @@ describeInBrowser("the console in Chromium", () => {
     await page.keyboard.press("Escape");
     await expect(secretDialog.isVisible()).resolves.toBe(true);
     const copied = secretDialog.getByRole("button", { name: "I have copied it" });
-    await expect(copied.evaluate((button) => button === document.activeElement)).resolves.toBe(true);
+    await expect(copied.evaluate((button) => button === button.ownerDocument.activeElement)).resolves.toBe(
+      true,
+    );
     await copied.click();
     await page.getByRole("rowheader", { name: "from the console" }).waitFor();
     await screenshot(page, "api-keys");

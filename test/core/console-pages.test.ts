@@ -1,6 +1,8 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { brotliDecompressSync, gunzipSync } from "node:zlib";
+import { request } from "undici";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
 
@@ -109,6 +111,39 @@ describe("the console's files at /console", () => {
       expect(response.status, path).toBe(200);
       expect(response.headers.get("x-frame-options"), path).toBe("DENY");
       expect(response.headers.get("content-security-policy"), path).toBe("frame-ancestors 'none'");
+    }
+  });
+
+  it("sends the reference's script and the OpenAPI document compressed, and a 304 to a browser that has them", async () => {
+    for (const path of ["/docs/js/scalar.js", "/openapi.json"]) {
+      const plain = await request(app.baseUrl + path);
+      const original = Buffer.from(await plain.body.arrayBuffer());
+      expect(plain.headers["content-encoding"], path).toBeUndefined();
+      for (const [coding, decode] of [
+        ["br", brotliDecompressSync],
+        ["gzip", gunzipSync],
+      ] as const) {
+        const response = await request(app.baseUrl + path, {
+          headers: { "accept-encoding": `${coding}, identity;q=0.5` },
+        });
+        const body = Buffer.from(await response.body.arrayBuffer());
+        expect(response.headers["content-encoding"], path).toBe(coding);
+        expect(response.headers.vary, path).toContain("accept-encoding");
+        expect(body.length, path).toBeLessThan(original.length / 3);
+        expect(decode(body).equals(original), path).toBe(true);
+        const etag = String(response.headers.etag);
+        const again = await request(app.baseUrl + path, {
+          headers: { "accept-encoding": coding, "if-none-match": etag },
+        });
+        expect(again.statusCode, path).toBe(304);
+        expect((await again.body.arrayBuffer()).byteLength, path).toBe(0);
+        // The other coding's copy is another representation: not revalidated by this tag.
+        const other = await request(app.baseUrl + path, {
+          headers: { "accept-encoding": coding === "br" ? "gzip" : "br", "if-none-match": etag },
+        });
+        expect(other.statusCode, path).toBe(200);
+        await other.body.dump();
+      }
     }
   });
 
