@@ -16,11 +16,14 @@ export interface LibraryFilters {
 }
 
 /**
- * Text as a case-insensitive search compares it, the same on both stores: composed (NFC), then
- * upper case (not lower: a final sigma lowers to ς, a sigma before a letter to σ, so a term cut
- * after a sigma would not be found; ß becomes SS as STRASSE expects).
+ * Text as a case-insensitive search compares it, the same on both stores: composed (NFC), then the
+ * upper case of its lower case, composed again. Upper case last, not lower: a final sigma lowers to
+ * ς, a sigma before a letter to σ, so a term cut after a sigma would not be found; ß becomes SS as
+ * STRASSE expects. Lower case first, for capitals whose own upper case is themselves while their
+ * lower case's is not: ẞ (ß, then SS), the Kelvin sign (k), İ (i and a combining dot).
  */
-export const searchKey = (text: string): string => text.normalize("NFC").toUpperCase();
+export const searchKey = (text: string): string =>
+  text.normalize("NFC").toLowerCase().toUpperCase().normalize("NFC");
 
 /** `%`, `_` and the escape character itself match literally in a LIKE pattern. */
 export const likeContains = (text: string): string => `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;

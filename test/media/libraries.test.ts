@@ -464,7 +464,16 @@ describe("library lists", () => {
 
   it("searches names case-insensitively beyond ASCII, the same on both stores", async () => {
     const other = await t.createOrganization("Unicode names");
-    const names = ["Élan vital", "ΣΊΣΥΦΟΣ", "Straße", "ǅemo", "Cafe\u0301 (decomposed)", "İstanbul"];
+    const names = [
+      "Élan vital",
+      "ΣΊΣΥΦΟΣ",
+      "Straße",
+      "ǅemo",
+      "Cafe\u0301 (decomposed)",
+      "İstanbul",
+      "GROẞE Halle",
+      "\u212Aelvin",
+    ];
     for (const name of names) {
       const created = await t.request("POST", "/v1/media/libraries", { json: { name }, key: other.key });
       expect(created.status).toBe(201);
@@ -483,8 +492,17 @@ describe("library lists", () => {
     expect(await found("σίσυφος")).toEqual(["ΣΊΣΥΦΟΣ"]);
     expect(await found("STRASSE")).toEqual(["Straße"]);
     expect(await found("ǆemo")).toEqual(["ǅemo"]);
+    // Letters whose upper case differs from their lower case's: ẞ (lower ß, upper SS), the Kelvin
+    // sign (lower k), İ (lower i + combining dot).
+    expect(await found("große")).toEqual(["GROẞE Halle"]);
+    expect(await found("GROSSE")).toEqual(["GROẞE Halle"]);
+    expect(await found("ẞ")).toEqual(["GROẞE Halle", "Straße"].sort());
+    expect(await found("kelvin")).toEqual(["\u212Aelvin"]);
+    expect(await found("İstanbul".toLowerCase())).toEqual(["İstanbul"]);
     // Composed and decomposed accents are one text.
     expect(await found("café")).toEqual(["Cafe\u0301 (decomposed)"]);
-    expect(await found("e")).toEqual(["Cafe\u0301 (decomposed)", "Straße", "ǅemo"].sort());
+    expect(await found("e")).toEqual(
+      ["Cafe\u0301 (decomposed)", "Straße", "ǅemo", "GROẞE Halle", "\u212Aelvin"].sort(),
+    );
   });
 });
