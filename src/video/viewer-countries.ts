@@ -11,11 +11,19 @@ import type { Config } from "../config.ts";
 import { first } from "./access.ts";
 
 /**
+ * The last of a header's comma-separated values: a proxy that adds its own line after the viewer's
+ * (Node joins repeated lines as "FR, DE") is the nearest, so its value counts, as with
+ * `X-Forwarded-For` read from the right.
+ */
+const lastValue = (header: string | string[] | undefined): string | undefined =>
+  first(header)?.split(",").at(-1)?.trim();
+
+/**
  * The country a CDN in front names in `CF-IPCountry`, else `X-Viewer-Country`, upper-case. An empty
  * header names none: a viewer's empty `CF-IPCountry` does not hide a proxy's `X-Viewer-Country`.
  */
 function namedCountry(headers: IncomingMessage["headers"]): string | undefined {
-  const named = first(headers["cf-ipcountry"])?.trim() || first(headers["x-viewer-country"])?.trim();
+  const named = lastValue(headers["cf-ipcountry"]) || lastValue(headers["x-viewer-country"]);
   return named?.toUpperCase() || undefined;
 }
 

@@ -415,6 +415,11 @@ describe("video pipeline and playback", () => {
         const named = await play("preview.webp", { "cf-ipcountry": empty, "x-viewer-country": "DE" });
         expect(named.status).toBe(403);
       }
+      // Several values (a proxy that adds its line after the viewer's own, which Node joins as
+      // "FR, DE"): the last one, the nearest proxy's, is the country.
+      expect((await play("preview.webp", { "cf-ipcountry": "FR, DE" })).status).toBe(403);
+      expect((await play("preview.webp", { "cf-ipcountry": "DE,FR" })).status).toBe(200);
+      expect((await play("preview.webp", { "x-viewer-country": "FR, DE" })).status).toBe(403);
 
       await setSecurity({ countries: { action: "allow", values: ["FR"] } });
       expect((await play("preview.webp", { "cf-ipcountry": "FR" })).status).toBe(200);
