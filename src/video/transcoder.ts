@@ -298,7 +298,9 @@ export class Transcoder {
       peak = Math.max(peak, bits / Math.max(durations[index] ?? SEGMENT_S, 0.1));
     }
     const totalSeconds = durations.reduce((sum, value) => sum + value, 0) || durationS;
-    return { bandwidth: Math.round(peak), averageBandwidth: Math.round(totalBits / totalSeconds) };
+    // Under 0.1 s of video (one frame) the peak is measured over 0.1 s; the average may not pass it.
+    const average = Math.min(peak, totalBits / totalSeconds);
+    return { bandwidth: Math.round(peak), averageBandwidth: Math.round(average) };
   }
 }
 
