@@ -1,6 +1,6 @@
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
-import type { BrowserContext, Page, Request } from "playwright-core";
+import type { BrowserContext, Page, Request, Route } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { waitUntilActive } from "../media/helpers.ts";
 import { freePort, policyViolations, screenshot, signInInBrowser } from "../support/browser.ts";
@@ -251,6 +251,33 @@ describeInBrowser("the console in Chromium: an upload resumed after a reload", (
       await first.close();
     }
   });
+
+  it("continues the video a failed upload made when Upload is pressed again, instead of making another", async () => {
+    await page.goto(`/console/libraries/${libraryId}`);
+    await page.getByRole("heading", { name: "Resumable", level: 1 }).waitFor();
+    // Every chunk after the first is lost, retries included: the upload fails part-way.
+    let patches = 0;
+    const dropAfterFirst = (route: Route) =>
+      route.request().method() === "PATCH" && ++patches > 1 ? route.abort() : route.continue();
+    await page.route("**/v1/media/tus/**", dropAfterFirst);
+    const before = (await videosOf()).length;
+    try {
+      await page.getByLabel("Title").fill("Failed, then again");
+      await page.getByLabel("Video file").setInputFiles(clip);
+      await page.getByRole("button", { name: "Upload", exact: true }).click();
+      await page.getByText(/press Upload again to continue it/).waitFor({ timeout: 30_000 });
+    } finally {
+      await page.unroute("**/v1/media/tus/**", dropAfterFirst);
+    }
+    await screenshot(page, "upload-failed-part-way");
+    const video = (await videosOf()).find((item) => item.title === "Failed, then again");
+    expect((await videosOf()).length).toBe(before + 1);
+
+    await page.getByRole("button", { name: "Upload", exact: true }).click();
+    await page.waitForURL(`**/console/libraries/${libraryId}/videos/${video?.id}`, { timeout: 30_000 });
+    expect((await videosOf()).length).toBe(before + 1);
+    await page.locator('[data-processing-status="ready"]').waitFor({ timeout: 90_000 });
+  }, 180_000);
 
   it("breaks none of the console's Content-Security-Policy on these pages", () => {
     expect(policyViolations).toEqual([]);

@@ -100,6 +100,12 @@ export function UploadProgress({ progress }: { progress: number }) {
  * asks first. A failed upload whose bytes the server never confirmed deletes the video it created;
  * one that got part of the file is left to be resumed.
  */
+interface UploadedVideo {
+  libraryId: string;
+  videoId: string;
+  title: string;
+}
+
 export function UploadForm({
   libraryId,
   folderId,
@@ -112,28 +118,41 @@ export function UploadForm({
 }) {
   const { readOnly } = useSignedIn();
   const owner = useUploadOwner();
-  const { running } = useVideoUploads(owner);
+  const { running, unfinished } = useVideoUploads(owner);
   const navigate = useNavigate();
   const whereShown = useWhereShown();
   const [title, setTitle] = useState("");
   const [file, setFile] = useState<File>();
   const [uploading, setUploading] = useState<string>();
+  /** The video a failed upload of the file still chosen made and left part-way: Upload continues it. */
+  const [leftPartWay, setLeftPartWay] = useState<{ video: UploadedVideo; file: File }>();
 
   const { submit, busy, errors, formError } = useSubmit(async () => {
     if (!file) throw new Error("Choose a video file to upload.");
-    // Refused before a video is made for it.
-    await refuseTooLarge(file);
     const startedOn = whereShown();
-    const created = await call(
-      api.POST("/v1/media/libraries/{libraryId}/videos", {
-        params: { path: { libraryId } },
-        body: { title: title || file.name, folder_id: folderId },
-      }),
-    );
-    const video = { libraryId, videoId: created.data.id, title: created.data.title };
+    // Pressing Upload again after a failure made a second video and sent the file from its start.
+    const resuming =
+      leftPartWay?.file === file
+        ? unfinished.find((record) => record.videoId === leftPartWay.video.videoId)
+        : undefined;
+    let video: UploadedVideo;
+    if (leftPartWay && resuming) {
+      video = leftPartWay.video;
+    } else {
+      // Refused before a video is made for it.
+      await refuseTooLarge(file);
+      const created = await call(
+        api.POST("/v1/media/libraries/{libraryId}/videos", {
+          params: { path: { libraryId } },
+          body: { title: title || file.name, folder_id: folderId },
+        }),
+      );
+      video = { libraryId, videoId: created.data.id, title: created.data.title };
+    }
+    setLeftPartWay(undefined);
     setUploading(video.videoId);
     try {
-      await uploadVideoFile({ owner, video, file });
+      await uploadVideoFile({ owner, video, file, resuming });
     } catch (error) {
       // The list shows what the server has: the video this attempt made is removed when none of its
       // file arrived, and listed (its upload offered for resuming) otherwise.
@@ -149,12 +168,13 @@ export function UploadForm({
         );
         if (removed) forgetUnfinishedOfVideo(owner, video.videoId);
       }
+      if (!removed && !(error instanceof UploadFailed && error.gone)) setLeftPartWay({ video, file });
       onUploaded();
       throw new Error(
         `${error instanceof Error ? error.message : "The upload failed."} ${
           removed
             ? `None of the file arrived, so the video “${video.title}” was not kept.`
-            : `The video “${video.title}” is listed without its complete file: choose the same file under “Unfinished uploads” to continue.`
+            : `The video “${video.title}” is listed without its complete file: press Upload again to continue it from where it stopped (or choose the same file under “Unfinished uploads”).`
         }`,
       );
     } finally {

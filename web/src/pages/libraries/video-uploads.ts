@@ -237,10 +237,18 @@ export const UPLOADING_ELSEWHERE =
 /** Runs the upload holding its video's lock; refused at once when another tab holds it. */
 function holdingUploadLock(videoId: string, upload: () => Promise<void>): Promise<void> {
   if (!webLocks) return upload();
-  return webLocks.request<void>(`${UPLOAD_LOCK_PREFIX}${videoId}`, { ifAvailable: true }, async (lock) => {
-    if (!lock) throw fileRefusal(`${UPLOADING_ELSEWHERE} Let it finish there, or close that tab first.`, 409);
-    return upload();
-  });
+  const held = webLocks.request<void>(
+    `${UPLOAD_LOCK_PREFIX}${videoId}`,
+    { ifAvailable: true },
+    async (lock) => {
+      if (!lock)
+        throw fileRefusal(`${UPLOADING_ELSEWHERE} Let it finish there, or close that tab first.`, 409);
+      return upload();
+    },
+  );
+  // Its release is read at once, not at the next poll: for up to 2 s the page said that the upload
+  // this tab had just ended ran in another tab, and offered no way to continue it.
+  return held.finally(() => void readHeldLocks());
 }
 
 /** Videos whose upload lock is held, by this tab or another. */
