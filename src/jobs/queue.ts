@@ -203,11 +203,14 @@ export class JobRunner {
     }
   }
 
-  /** A run that ended after its lease ran out and another run took the job over: it records nothing. */
+  /**
+   * A run that ended after its job left it: its lease ran out and another run claimed the job, or
+   * developer mode reset the jobs (a state reset or restore). It records nothing.
+   */
   #taken(job: { id: string; kind: string; attempts: number }): void {
     this.logger.warn(
       { jobId: job.id, kind: job.kind, attempt: job.attempts },
-      "job run ended after its lease ran out and another run took the job over; its outcome is not kept",
+      "job run ended after another run took its job over (its lease ran out) or the job was removed; its outcome is not kept",
     );
   }
 
