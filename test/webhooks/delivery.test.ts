@@ -51,7 +51,9 @@ describe("webhook delivery", () => {
 
   beforeAll(async () => {
     t = await startTestApp(
-      { CUMULO_WEBHOOK_ALLOW_PRIVATE: "true", CUMULO_WEBHOOK_TIMEOUT_MS: "500" },
+      // Short enough for the timeout test, long enough that a 2-core CI machine running other files
+      // does not time out an endpoint that answers at once (500 ms once failed a redirect there).
+      { CUMULO_WEBHOOK_ALLOW_PRIVATE: "true", CUMULO_WEBHOOK_TIMEOUT_MS: "2000" },
       { clock },
     );
     organizationId = await organizationOf(t);
@@ -383,8 +385,8 @@ describe("webhook delivery", () => {
 
   it("fails an attempt that exceeds the timeout, a redirect, and keeps at most 64 KiB of the answer", async () => {
     await freshLibrary();
-    // Far past the 500 ms timeout, so a timer firing late on a busy machine still ends the attempt first.
-    const lateMs = 5000;
+    // Far past the 2 s timeout, so a timer firing late on a busy machine still ends the attempt first.
+    const lateMs = 6000;
     const hook = await receiver((request, res) => {
       if (request.path === "/slow") setTimeout(() => res.end("late"), lateMs);
       else if (request.path === "/stalled") {
@@ -408,7 +410,7 @@ describe("webhook delivery", () => {
     const multibyte = await createEndpoint(t, libraryId, { url: `${hook.url}/multibyte`, ...once });
     await emit("packaging");
 
-    // No answer in time, and an answer whose body stalls: both end at the 500 ms timeout.
+    // No answer in time, and an answer whose body stalls: both end at the 2 s timeout.
     for (const endpoint of [slow, stalled]) {
       const [timedOut] = await deliveriesWhen(t, libraryId, endpoint.id, (rows) => rows.length === 1);
       expect(timedOut).toMatchObject({
@@ -416,7 +418,7 @@ describe("webhook delivery", () => {
         response_status: 0,
         error: expect.stringContaining("timed out"),
       });
-      expect(timedOut.duration_ms).toBeGreaterThanOrEqual(450);
+      expect(timedOut.duration_ms).toBeGreaterThanOrEqual(1950);
       expect(timedOut.duration_ms).toBeLessThan(lateMs);
     }
 
