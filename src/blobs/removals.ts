@@ -70,6 +70,8 @@ export class FileRemovals {
     if (!removal) return;
     const { jobs, jobRepository, clock, logger } = this.deps;
     const { jobId, files } = removal;
+    // Not claimed by any run yet: if a worker has taken it meanwhile, its outcome is the worker's.
+    const run = { id: jobId, attempt: 0 };
     const bookkeepingFailed = (error: unknown) =>
       logger.warn({ err: error, jobId }, "removal job not updated; it runs again after its lease");
     try {
@@ -81,11 +83,11 @@ export class FileRemovals {
         "files of a deleted, replaced or refused item not removed yet; a worker retries",
       );
       const message = error instanceof Error ? error.message : String(error);
-      await jobRepository.reschedule(jobId, nowIso(clock), message, nowIso(clock)).catch(bookkeepingFailed);
+      await jobRepository.reschedule(run, nowIso(clock), message, nowIso(clock)).catch(bookkeepingFailed);
       jobs.notify();
       return;
     }
-    await jobRepository.complete(jobId, nowIso(clock)).catch(bookkeepingFailed);
+    await jobRepository.complete(run, nowIso(clock)).catch(bookkeepingFailed);
   }
 
   /**

@@ -9,8 +9,12 @@ import type { JobRepository } from "./repository.ts";
 export interface JobContext {
   jobId: string;
   attempt: number;
-  /** Pushes the lease forward; long jobs call it so no other worker takes them over. */
-  heartbeat(): Promise<void>;
+  /**
+   * Pushes the lease forward; long jobs call it so no other worker takes them over. False when the
+   * lease had already run out and another run claimed the job: this run should stop, and nothing it
+   * records on the job counts any more.
+   */
+  heartbeat(): Promise<boolean>;
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: handlers of different payloads live in one list
@@ -199,6 +203,17 @@ export class JobRunner {
     }
   }
 
+  /**
+   * A run that ended after its job left it: its lease ran out and another run claimed the job, or
+   * developer mode reset the jobs (a state reset or restore). It records nothing.
+   */
+  #taken(job: { id: string; kind: string; attempts: number }): void {
+    this.logger.warn(
+      { jobId: job.id, kind: job.kind, attempt: job.attempts },
+      "job run ended after another run took its job over (its lease ran out) or the job was removed; its outcome is not kept",
+    );
+  }
+
   async #run(job: {
     id: string;
     kind: string;
@@ -210,24 +225,28 @@ export class JobRunner {
     const handler = this.#handlers.get(job.kind);
     if (!handler) return;
     const leaseMs = handler.leaseMs ?? DEFAULT_LEASE_MS;
+    const run = { id: job.id, attempt: job.attempts };
     const context: JobContext = {
       jobId: job.id,
       attempt: job.attempts,
-      heartbeat: () => this.repository.extendLease(job.id, laterBy(this.clock.now(), leaseMs).toISOString()),
+      heartbeat: () => this.repository.extendLease(run, laterBy(this.clock.now(), leaseMs).toISOString()),
     };
     const started = performance.now();
     const ran = (outcome: "succeeded" | "retried" | "failed") =>
       this.options.onRun?.(job.kind, outcome, (performance.now() - started) / 1000);
     try {
       await handler.handle(JSON.parse(job.payload), context);
-      await this.repository.complete(job.id, nowIso(this.clock));
+      if (!(await this.repository.complete(run, nowIso(this.clock)))) {
+        this.#taken(job);
+        return;
+      }
       ran("succeeded");
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       if (!this.#running) {
         // Ended by this runner's stop: due again at once, for another worker or the next start.
         this.logger.info({ jobId: job.id, kind: job.kind }, "job interrupted by shutdown; queued again");
-        await this.repository.reschedule(job.id, nowIso(this.clock), message, nowIso(this.clock));
+        await this.repository.reschedule(run, nowIso(this.clock), message, nowIso(this.clock));
         return;
       }
       const ageMs = this.clock.now().getTime() - Date.parse(job.created_at);
@@ -239,22 +258,29 @@ export class JobRunner {
         );
         ran("retried");
         const runAt = laterBy(this.clock.now(), delayMs).toISOString();
-        await this.repository.postpone(job.id, runAt, message, nowIso(this.clock));
+        if (!(await this.repository.postpone(run, runAt, message, nowIso(this.clock)))) this.#taken(job);
         return;
       }
       const fields = { err: error, jobId: job.id, kind: job.kind, attempt: job.attempts };
-      ran(job.attempts >= job.max_attempts ? "failed" : "retried");
       if (job.attempts >= job.max_attempts) {
+        if (!(await this.repository.fail(run, message, nowIso(this.clock)))) {
+          this.#taken(job);
+          return;
+        }
+        ran("failed");
         // A line of its own, at error: the log tells a job that gave up from one tried again.
         const level = handler.failsOnCustomerInput ? "warn" : "error";
         this.logger[level](fields, "job gave up after its last attempt; kept as failed");
-        await this.repository.fail(job.id, message, nowIso(this.clock));
         await handler.onGiveUp?.(JSON.parse(job.payload), message);
       } else {
         const retryInMs = retryDelayMs(job.attempts);
-        this.logger.warn({ ...fields, retryInMs }, "job failed; tried again later");
         const runAt = laterBy(this.clock.now(), retryInMs).toISOString();
-        await this.repository.reschedule(job.id, runAt, message, nowIso(this.clock));
+        if (!(await this.repository.reschedule(run, runAt, message, nowIso(this.clock)))) {
+          this.#taken(job);
+          return;
+        }
+        ran("retried");
+        this.logger.warn({ ...fields, retryInMs }, "job failed; tried again later");
       }
     }
   }

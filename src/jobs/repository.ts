@@ -14,6 +14,12 @@ export interface NewJob {
   created_at: string;
 }
 
+/** One run of a job: the job and the attempt its claim gave it. */
+export interface JobRun {
+  id: string;
+  attempt: number;
+}
+
 export class JobRepository {
   constructor(
     private readonly db: Kysely<Database>,
@@ -73,26 +79,38 @@ export class JobRepository {
     });
   }
 
-  async complete(id: string, now: string): Promise<void> {
-    await this.db
+  /**
+   * The job's row while `run` still holds it: running, in the attempt the run was given. A run whose
+   * lease ran out (its process stalled) and whose job another run claimed again no longer matches,
+   * so what it records afterwards changes nothing. Attempt 0 is the process that queued the job
+   * carrying it out at once (a file removal), while no run has claimed it.
+   */
+  #held(run: JobRun) {
+    return this.db
       .updateTable("jobs")
-      .set({ status: "done", locked_until: null, updated_at: now })
-      .where("id", "=", id)
-      .execute();
+      .where("id", "=", run.id)
+      .where("attempts", "=", run.attempt)
+      .where("status", "=", run.attempt === 0 ? "pending" : "running");
   }
 
-  async reschedule(id: string, runAt: string, error: string, now: string): Promise<void> {
-    await this.db
-      .updateTable("jobs")
+  /** Each of these is false when `run` no longer holds its job (nothing is changed then). */
+  async complete(run: JobRun, now: string): Promise<boolean> {
+    const result = await this.#held(run)
+      .set({ status: "done", locked_until: null, updated_at: now })
+      .executeTakeFirst();
+    return result.numUpdatedRows > 0n;
+  }
+
+  async reschedule(run: JobRun, runAt: string, error: string, now: string): Promise<boolean> {
+    const result = await this.#held(run)
       .set({ status: "pending", run_at: runAt, locked_until: null, last_error: error, updated_at: now })
-      .where("id", "=", id)
-      .execute();
+      .executeTakeFirst();
+    return result.numUpdatedRows > 0n;
   }
 
   /** `reschedule`, giving back the attempt this run took. */
-  async postpone(id: string, runAt: string, error: string, now: string): Promise<void> {
-    await this.db
-      .updateTable("jobs")
+  async postpone(run: JobRun, runAt: string, error: string, now: string): Promise<boolean> {
+    const result = await this.#held(run)
       .set((eb) => ({
         status: "pending",
         attempts: eb("attempts", "-", 1),
@@ -101,16 +119,15 @@ export class JobRepository {
         last_error: error,
         updated_at: now,
       }))
-      .where("id", "=", id)
-      .execute();
+      .executeTakeFirst();
+    return result.numUpdatedRows > 0n;
   }
 
-  async fail(id: string, error: string, now: string): Promise<void> {
-    await this.db
-      .updateTable("jobs")
+  async fail(run: JobRun, error: string, now: string): Promise<boolean> {
+    const result = await this.#held(run)
       .set({ status: "failed", locked_until: null, last_error: error, updated_at: now })
-      .where("id", "=", id)
-      .execute();
+      .executeTakeFirst();
+    return result.numUpdatedRows > 0n;
   }
 
   /** Deletes jobs that finished successfully before `before` (failed ones stay for diagnosis). */
@@ -156,7 +173,8 @@ export class JobRepository {
       .execute();
   }
 
-  async extendLease(id: string, leaseUntil: string): Promise<void> {
-    await this.db.updateTable("jobs").set({ locked_until: leaseUntil }).where("id", "=", id).execute();
+  async extendLease(run: JobRun, leaseUntil: string): Promise<boolean> {
+    const result = await this.#held(run).set({ locked_until: leaseUntil }).executeTakeFirst();
+    return result.numUpdatedRows > 0n;
   }
 }

@@ -268,11 +268,16 @@ export class VideoPipeline {
 
     // A video deleted, or given a newer source, while ffmpeg works on it: the run is ended, not
     // finished (it held an ffmpeg slot for minutes, every other video of the node waiting; QA of
-    // 4 December). Found at the next heartbeat, within HEARTBEAT_MS.
+    // 4 December). So is a run whose lease ran out (its process stalled past PROCESS_LEASE_MS) and
+    // whose job another run took: two encodes of one video ran, the later removing the earlier's
+    // folder under its ffmpeg (QA of 6 December). Found at the next heartbeat, within HEARTBEAT_MS.
     const unwanted = new AbortController();
     const heartbeat = setInterval(() => {
       context
         .heartbeat()
+        .then((ours) => {
+          if (!ours) unwanted.abort();
+        })
         .catch((error: unknown) => logger.warn({ err: error }, "video job heartbeat failed"));
       processing
         .find(payload.videoId)
@@ -331,7 +336,7 @@ export class VideoPipeline {
         }
       }
 
-      if (!(await this.advance(payload, "packaging"))) return;
+      if (unwanted.signal.aborted || !(await this.advance(payload, "packaging"))) return;
       if (transition?.stopAt === "packaging") return;
       if (await this.#failInjected(payload, "packaging")) return;
       if (source) await transcoder.package(out, probe, renditions);
@@ -340,6 +345,7 @@ export class VideoPipeline {
         await blobs.put(key, createReadStream(file), { maxBytes: Number.MAX_SAFE_INTEGER });
       }
 
+      if (unwanted.signal.aborted) return;
       const url = (file: string) => videoAssetUrl(config, payload.libraryId, payload.videoId, file);
       const ready = await this.advance(
         payload,
@@ -358,6 +364,8 @@ export class VideoPipeline {
     } catch (error) {
       // Its video is gone or has a newer source: nothing of this run is wanted, and nothing is announced.
       if (error instanceof ToolsCancelledError) return;
+      // ffmpeg failing because the run that took this job over removed its folder fails no video.
+      if (unwanted.signal.aborted || !(await context.heartbeat())) return;
       if (error instanceof MediaToolError) {
         // The input is not a video ffmpeg can read (or took too long): final, not retried. ffmpeg
         // names its input by path: the attempt's folder is left out.

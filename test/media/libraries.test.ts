@@ -82,7 +82,7 @@ describe("media libraries", () => {
       .execute();
     const handler = services.jobHandlers.find((h) => h.kind === "media.provision-library");
     await expect(
-      handler?.handle({ libraryId: id }, { jobId: "x", attempt: 1, heartbeat: async () => {} }),
+      handler?.handle({ libraryId: id }, { jobId: "x", attempt: 1, heartbeat: async () => true }),
     ).rejects.toThrow();
     await handler?.onGiveUp?.({ libraryId: id }, "no distribution");
     const response = await t.request("GET", `/v1/media/libraries/${id}`);

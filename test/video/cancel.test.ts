@@ -22,10 +22,11 @@ describe.runIf(testStoreKind() === "sqlite")("a video deleted while ffmpeg works
     rmSync(work, { recursive: true, force: true });
   });
 
-  it("ends its ffmpeg run within a heartbeat, and the next video is processed", async () => {
+  /** A new library's video whose ffmpeg run has started. */
+  async function transcodingLongVideo(libraryName: string) {
     // A minute of 720p: its ladder takes ffmpeg far longer than the few seconds allowed below.
     const long = await generateClip(work, { seconds: 60, width: 1280, height: 720, audio: false });
-    const library = await t.request("POST", "/v1/media/libraries", { json: { name: "Cancel" } });
+    const library = await t.request("POST", "/v1/media/libraries", { json: { name: libraryName } });
     const libraryId: string = library.body.data.id;
     const video = await t.request("POST", `/v1/media/libraries/${libraryId}/videos`, {
       json: { title: "long" },
@@ -38,6 +39,11 @@ describe.runIf(testStoreKind() === "sqlite")("a video deleted while ffmpeg works
       10_000,
       "ffmpeg started",
     );
+    return { libraryId, videoId };
+  }
+
+  it("ends its ffmpeg run within a heartbeat, and the next video is processed", async () => {
+    const { libraryId, videoId } = await transcodingLongVideo("Cancel");
 
     expect((await t.request("DELETE", videoPath(libraryId, videoId))).status).toBe(200);
     // Before: it ran to the end (45 s for a 1080p clip in the QA of 4 December), the slot held.
@@ -53,5 +59,37 @@ describe.runIf(testStoreKind() === "sqlite")("a video deleted while ffmpeg works
     });
     expect((await uploadSource(t, libraryId, next.body.data.id, fileBytes(short))).status).toBe(202);
     await waitForStatus(t, libraryId, next.body.data.id, ["ready"]);
+  }, 120_000);
+
+  it("ends a run whose job another run took over (its lease ran out), recording nothing", async () => {
+    const { libraryId, videoId } = await transcodingLongVideo("Taken over");
+
+    // What another worker's claim does once this process stalled past the lease (a paused VM, a
+    // loaded host): the job's next attempt, leased to it. Held far ahead so nothing here claims it.
+    const job = () =>
+      t.cumulo.store.db
+        .selectFrom("jobs")
+        .select(["status", "attempts"])
+        .where("kind", "=", "video.process")
+        .where("payload", "like", `%${videoId}%`)
+        .executeTakeFirstOrThrow();
+    const claimed = await job();
+    await t.cumulo.store.db
+      .updateTable("jobs")
+      .set({ attempts: claimed.attempts + 1, locked_until: "9999-01-01T00:00:00.000Z" })
+      .where("kind", "=", "video.process")
+      .where("payload", "like", `%${videoId}%`)
+      .execute();
+
+    // Before: the run went on to the end, beside the new owner's, and recorded its outcome.
+    await waitUntil(
+      () => (ffmpegsIn(t.store.dataDir).length === 0 ? true : undefined),
+      8_000,
+      "the taken-over run's ffmpeg to end",
+    );
+    expect(await job()).toEqual({ status: "running", attempts: claimed.attempts + 1 });
+    const after = await t.request("GET", videoPath(libraryId, videoId));
+    expect(after.body.data.status).toBe("transcoding");
+    expect((await t.request("DELETE", videoPath(libraryId, videoId))).status).toBe(200);
   }, 120_000);
 });
