@@ -17,32 +17,51 @@ function decode(content: Uint8Array): string | undefined {
   }
 }
 
-const blocksOf = (text: string): string[][] =>
-  text
-    .replace(/\r\n?/g, "\n")
-    .split(/\n{2,}/)
-    .map((block) => block.split("\n").filter((line) => line !== ""))
-    .filter((lines) => lines.length > 0 && lines.some((line) => line.trim() !== ""));
+/**
+ * The text's blocks (runs of non-empty lines; a block of blank lines alone is none), one at a time,
+ * so that a check that fails early builds no further blocks: an SRT file was cut into blocks twice,
+ * whole, first for the WebVTT check its first line fails (1.35 s of the event loop for 5 MiB).
+ */
+function* blocksOf(text: string): Generator<string[], void> {
+  let block: string[] = [];
+  let blank = true;
+  for (const line of text.split(/\r\n?|\n/)) {
+    if (line !== "") {
+      block.push(line);
+      blank &&= line.trim() === "";
+    } else {
+      if (!blank) yield block;
+      block = [];
+      blank = true;
+    }
+  }
+  if (!blank) yield block;
+}
 
 /** WebVTT: the `WEBVTT` signature line, then cue, NOTE, STYLE and REGION blocks. */
 function isWebVtt(text: string): boolean {
-  const [header, ...blocks] = blocksOf(text);
+  const blocks = blocksOf(text);
+  const header = blocks.next().value;
   if (!header || !/^WEBVTT(?:[ \t].*)?$/.test(header[0] ?? "")) return false;
   // Header lines after the signature may not contain a cue timing arrow.
   if (header.slice(1).some((line) => line.includes("-->"))) return false;
-  return blocks.every((lines) => {
+  for (const lines of blocks) {
     const first = lines[0] ?? "";
-    if (/^(NOTE|STYLE|REGION)(?:[ \t]|$)/.test(first)) return true;
+    if (/^(NOTE|STYLE|REGION)(?:[ \t]|$)/.test(first)) continue;
     const timing = VTT_TIMING.test(first) ? first : lines[1];
-    return timing !== undefined && VTT_TIMING.test(timing);
-  });
+    if (timing === undefined || !VTT_TIMING.test(timing)) return false;
+  }
+  return true;
 }
 
 /** SRT: numbered cues, each an index line, a timing line and text; at least one cue. */
 function isSrt(text: string): boolean {
-  const blocks = blocksOf(text);
-  if (blocks.length === 0) return false;
-  return blocks.every((lines) => /^\d+$/.test((lines[0] ?? "").trim()) && SRT_TIMING.test(lines[1] ?? ""));
+  let cues = 0;
+  for (const lines of blocksOf(text)) {
+    if (!/^\d+$/.test((lines[0] ?? "").trim()) || !SRT_TIMING.test(lines[1] ?? "")) return false;
+    cues++;
+  }
+  return cues > 0;
 }
 
 export function detectSubtitleFormat(content: Uint8Array): SubtitleFormat | undefined {
