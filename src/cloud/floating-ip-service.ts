@@ -69,10 +69,15 @@ export class FloatingIpService {
     );
   }
 
+  /** Invalid when the filter names a billing account that is not the organization's, as a write would be. */
   async list(
-    { scope }: Caller,
+    { auth, scope }: Caller,
     filters: { vmUuid?: string | undefined; billingAccountId?: number | undefined },
-  ): Promise<FloatingIpView[]> {
+  ): Promise<FloatingIpView[] | Invalid> {
+    if (filters.billingAccountId !== undefined) {
+      const billing = await this.deps.billing.resolve(auth, filters.billingAccountId);
+      if (billing.outcome !== "found") return billing;
+    }
     if (filters.vmUuid !== undefined && !isUuid(filters.vmUuid)) return [];
     const { repository } = this.deps;
     const rows = await repository.listFloatingIps(repository.db, scope, filters);

@@ -160,6 +160,7 @@ export const UpdateVmBody = Type.Object({
   vcpu: Type.Optional(Type.Integer({ minimum: 1, maximum: 64 })),
   ram: Type.Optional(Type.Integer({ minimum: 512, maximum: 262144 })),
   description: Type.Optional(Type.String({ maxLength: 1024 })),
+  billing_account_id: Type.Optional(BillingAccountId),
 });
 
 export const VmUuidBody = Type.Object({ uuid: Ref("VM uuid"), force: Type.Optional(Type.Boolean()) });

@@ -44,6 +44,7 @@ export interface CreateVmInput {
 export type CreateVmOutcome = { outcome: "created"; vm: VmView } | Invalid | Conflict | Rejected;
 export type VmOutcome = { outcome: "found"; vm: VmView } | NotFound;
 export type UpdateVmOutcome = { outcome: "updated"; vm: VmView } | NotFound | Rejected;
+export type ChangeVmOutcome = UpdateVmOutcome | Invalid;
 export type DeleteVmOutcome = Deleted | NotFound | Rejected;
 
 /** A host name from a VM name: lower case letters, digits and dashes, at most 63 characters. */
@@ -181,17 +182,24 @@ export class VmService {
     return vmViews(repository, repository.db, scope, await repository.listVms(repository.db, scope));
   }
 
-  update(
-    { scope }: Caller,
+  async update(
+    { auth, scope }: Caller,
     uuid: string,
     changes: {
       name?: string | undefined;
       vcpu?: number | undefined;
       ram?: number | undefined;
       description?: string | undefined;
+      billingAccountId?: number | undefined;
     },
-  ): Promise<UpdateVmOutcome> {
+  ): Promise<ChangeVmOutcome> {
     const { repository, driver, clock } = this.deps;
+    let billingAccountId: number | undefined;
+    if (changes.billingAccountId !== undefined) {
+      const billing = await this.deps.billing.resolve(auth, changes.billingAccountId);
+      if (billing.outcome !== "found") return billing;
+      billingAccountId = billing.billingAccountId;
+    }
     return unlessRejected(() =>
       this.deps.transact(async (trx) => {
         // Locked: a deletion or another change of the VM waits for this one (PostgreSQL).
@@ -206,6 +214,7 @@ export class VmService {
           name: changes.name ?? vm.name,
           hostname: changes.name !== undefined ? hostnameOf(changes.name) : vm.hostname,
           description: changes.description ?? vm.description,
+          billing_account_id: billingAccountId ?? vm.billing_account_id,
           vcpu,
           memory,
         };

@@ -14,6 +14,23 @@ describe("cloud floating IPs", () => {
     return response.body;
   };
 
+  it("filters by a billing account of the organization only", async () => {
+    const ip = await allocate({ name: "billed" });
+    const own = await t.cloud("GET", `/v1/network/ip_addresses?billing_account_id=${ip.billing_account_id}`);
+    expect(own.status).toBe(200);
+    expect(own.body.map((row: { address: string }) => row.address)).toContain(ip.address);
+    const other = await t.createOrganization("IP billing stranger");
+    for (const billingAccountId of [other.billingAccountId, 999_999]) {
+      // Before: 200 with an empty list, where a write naming the account is a validation error.
+      const foreign = await t.cloud("GET", `/v1/network/ip_addresses?billing_account_id=${billingAccountId}`);
+      expect(foreign.status).toBe(400);
+      expect(foreign.body.errors).toEqual({
+        billing_account_id: "The billing_account_id field must name a billing account of your organization.",
+      });
+    }
+    expect((await t.cloud("DELETE", `/v1/network/ip_addresses/${ip.address}`)).status).toBe(200);
+  });
+
   it("allocates the lowest free address of the pool, with or without a trailing slash", async () => {
     const first = await allocate({ name: "one" });
     expect(first).toEqual({

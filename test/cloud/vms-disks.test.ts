@@ -140,6 +140,28 @@ describe("cloud VMs, disks and attachment", () => {
     }
   });
 
+  it("charges a VM to another billing account of the organization only", async () => {
+    const vm = await createVm("billed");
+    const own = await t.cloud("PATCH", "/v1/user-resource/vm", {
+      form: { uuid: vm.uuid, billing_account_id: String(vm.billing_account) },
+    });
+    expect(own.status).toBe(200);
+    expect(own.body.billing_account).toBe(vm.billing_account);
+    const other = await t.createOrganization("VM billing stranger");
+    for (const billingAccountId of [other.billingAccountId, 999_999]) {
+      // Before: the field was not in the schema and was dropped, the VM answered unchanged with 200.
+      const foreign = await t.cloud("PATCH", "/v1/user-resource/vm", {
+        json: { uuid: vm.uuid, billing_account_id: billingAccountId, name: "moved" },
+      });
+      expect(foreign.status).toBe(400);
+      expect(foreign.body.errors).toEqual({
+        billing_account_id: "The billing_account_id field must name a billing account of your organization.",
+      });
+    }
+    const after = await t.cloud("GET", `/v1/user-resource/vm?uuid=${vm.uuid}`);
+    expect(after.body).toMatchObject({ name: "billed", billing_account: vm.billing_account });
+  });
+
   it("creates, lists, gets, updates and deletes disks", async () => {
     const disk = await createDisk("25");
     expect(disk).toEqual({

@@ -1045,7 +1045,7 @@ export interface paths {
         delete: operations["deleteVm"];
         options?: never;
         head?: never;
-        /** Rename, describe or resize a virtual machine */
+        /** Rename, describe or resize a virtual machine, or charge it to another billing account */
         patch: operations["updateVm"];
         trace?: never;
     };
@@ -1503,7 +1503,7 @@ export interface paths {
         delete: operations["deleteVmAtLocation"];
         options?: never;
         head?: never;
-        /** Rename, describe or resize a virtual machine */
+        /** Rename, describe or resize a virtual machine, or charge it to another billing account */
         patch: operations["updateVmAtLocation"];
         trace?: never;
     };
@@ -2081,7 +2081,7 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Rename, describe or resize a virtual machine
+         * Rename, describe or resize a virtual machine, or charge it to another billing account
          * @description The same operation as `PATCH /v1/user-resource/vm`, under the cloud group prefix.
          */
         patch: operations["updateVmUnderCloudPrefix"];
@@ -2665,7 +2665,7 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Rename, describe or resize a virtual machine
+         * Rename, describe or resize a virtual machine, or charge it to another billing account
          * @description The same operation as `PATCH /v1/{location}/user-resource/vm`, under the cloud group prefix.
          */
         patch: operations["updateVmAtLocationUnderCloudPrefix"];
@@ -19222,6 +19222,8 @@ export interface components {
                     vcpu?: number;
                     ram?: number;
                     description?: string;
+                    /** @description A billing account of your organization */
+                    billing_account_id?: number;
                 };
                 "application/json": {
                     /** @description VM uuid */
@@ -19230,6 +19232,8 @@ export interface components {
                     vcpu?: number;
                     ram?: number;
                     description?: string;
+                    /** @description A billing account of your organization */
+                    billing_account_id?: number;
                 };
             };
         };
@@ -19630,6 +19634,8 @@ export interface components {
                     vcpu?: number;
                     ram?: number;
                     description?: string;
+                    /** @description A billing account of your organization */
+                    billing_account_id?: number;
                 };
                 "application/json": {
                     /** @description VM uuid */
@@ -19638,6 +19644,8 @@ export interface components {
                     vcpu?: number;
                     ram?: number;
                     description?: string;
+                    /** @description A billing account of your organization */
+                    billing_account_id?: number;
                 };
             };
         };

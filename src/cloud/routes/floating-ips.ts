@@ -46,11 +46,14 @@ export const floatingIpRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> = as
         response: { ...cloudErrorResponses, 200: Type.Array(S.FloatingIpView) },
       },
     },
-    async (request) =>
-      cloud.floatingIps.list(callerOf(cloud, request), {
+    async (request) => {
+      const listed = await cloud.floatingIps.list(callerOf(cloud, request), {
         vmUuid: request.query.vm_uuid,
         billingAccountId: request.query.billing_account_id,
-      }),
+      });
+      if (!Array.isArray(listed)) throw cloudError(listed);
+      return listed;
+    },
   );
 
   app.get(

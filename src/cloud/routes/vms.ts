@@ -3,15 +3,16 @@ import { Type } from "@sinclair/typebox";
 import { ApiError } from "../../http/errors.ts";
 import { cloudErrorResponses } from "../../http/schemas.ts";
 import * as S from "../schemas.ts";
-import type { UpdateVmOutcome } from "../vm-service.ts";
+import type { ChangeVmOutcome } from "../vm-service.ts";
 import { type CloudRouteOptions, callerOf, cloudError, routeKit, SUCCESS } from "./common.ts";
 
-function updatedVm(result: UpdateVmOutcome): S.VmView {
+function updatedVm(result: ChangeVmOutcome): S.VmView {
   switch (result.outcome) {
     case "updated":
       return result.vm;
     case "not_found":
     case "rejected":
+    case "invalid":
       throw cloudError(result);
   }
 }
@@ -96,16 +97,26 @@ export const vmRoutes: FastifyPluginAsyncTypebox<CloudRouteOptions> = async (app
     "/user-resource/vm",
     {
       schema: {
-        ...doc("updateVm", "virtual machines", "Rename, describe or resize a virtual machine"),
+        ...doc(
+          "updateVm",
+          "virtual machines",
+          "Rename, describe or resize a virtual machine, or charge it to another billing account",
+        ),
         ...noParams,
         body: S.UpdateVmBody,
         response: { ...cloudErrorResponses, 200: S.VmView },
       },
     },
     async (request) => {
-      const { uuid, name, vcpu, ram, description } = request.body;
+      const { uuid, name, vcpu, ram, description, billing_account_id: billingAccountId } = request.body;
       return updatedVm(
-        await cloud.vms.update(callerOf(cloud, request), uuid, { name, vcpu, ram, description }),
+        await cloud.vms.update(callerOf(cloud, request), uuid, {
+          name,
+          vcpu,
+          ram,
+          description,
+          billingAccountId,
+        }),
       );
     },
   );
