@@ -73,6 +73,20 @@ export async function startTestApp(
 ): Promise<TestApp> {
   // A given store is shared (several nodes on one database) and left for its owner to drop.
   const store = options.store ?? (await createMigratedTestStore());
+  try {
+    return await startOn(store, env, options);
+  } catch (error) {
+    // A start refused (a bad setting under test) leaves no database behind.
+    if (!options.store) await store.drop();
+    throw error;
+  }
+}
+
+async function startOn(
+  store: TestStore,
+  env: Record<string, string>,
+  options: { store?: TestStore } & StartOptions,
+): Promise<TestApp> {
   const config = loadConfig({
     PORT: "0",
     CUMULO_EDGE_PORT: "off",
