@@ -164,6 +164,17 @@ function weakSecretKey(config: Config): string | undefined {
   return `CUMULO_SECRET_KEY has ${length} characters: it signs the playback tokens and upload authorizations that viewers and browsers hold, and a key this short can be guessed from one; a new installation should use ${SECRET_KEY_MIN_LENGTH} or more random characters (openssl rand -hex 32)`;
 }
 
+/**
+ * A node of a split deployment (PostgreSQL, the API or the worker role elsewhere) keeping media files
+ * on its own disk: uploads it takes never reach the workers, whose videos then fail with a bare
+ * ENOENT (QA of 6 December). Warned of, not refused: the nodes' data dirs may be one shared folder.
+ */
+function localMediaOnSplitNode(config: Config, roles: readonly string[]): string | undefined {
+  if (config.blobStore.kind !== "local" || !config.databaseUrl) return undefined;
+  if (roles.includes("api") && roles.includes("worker")) return undefined;
+  return `this node runs ${roles.join(", ")} only, with media files in its own data dir (${join(config.dataDir, "blobs")}): the nodes running the other roles cannot read the files it writes, nor it theirs (uploaded videos then fail on the workers); set CUMULO_BLOB_STORE=s3 and the same CUMULO_S3_* on every node, unless every node's CUMULO_DATA_DIR is one shared folder`;
+}
+
 /** A URL's server and path, without its credentials or query (which may carry a password). */
 const whereUrl = (url: string): string => {
   const { host, pathname } = new URL(url);
@@ -210,10 +221,15 @@ async function serve(config: Config, seed?: SeedBody): Promise<void> {
       `Try: curl -H "Authorization: Bearer <the key above>" ${running.apiUrl}/v1/livestream/health\n\n`,
     );
   }
-  for (const warning of [unreachableLinks(config), weakSecretKey(config), dataDirOpenToOthers(config)]) {
+  const roles = runningRoles(config);
+  for (const warning of [
+    unreachableLinks(config),
+    weakSecretKey(config),
+    dataDirOpenToOthers(config),
+    localMediaOnSplitNode(config, roles),
+  ]) {
     if (warning) process.stderr.write(`cumulo: warning: ${warning}\n`);
   }
-  const roles = runningRoles(config);
   process.stdout.write(`${runsOn(config, roles)}\n`);
   if (running.apiUrl)
     process.stdout.write(`Cumulo API listening on ${running.apiUrl} (docs at ${running.apiUrl}/docs)\n`);

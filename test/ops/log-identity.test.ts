@@ -59,6 +59,11 @@ it("says at start what the node runs on, without the credentials of its settings
     expect(line).toContain(storeText);
     expect(line).toContain(`media files in ${store.dataDir}/blobs`);
     expect(line).toContain(`data dir ${store.dataDir}`);
+    // An API node of a split deployment keeping media files on its own disk: the workers never see them.
+    const splitWarning =
+      /^cumulo: warning: this node runs api only, with media files in its own data dir .* set CUMULO_BLOB_STORE=s3/m;
+    if (databaseUrl) expect(node.output()).toMatch(splitWarning);
+    else expect(node.output()).not.toMatch(splitWarning);
     for (const secret of [password, ...Object.values(secrets)]) expect(node.output()).not.toContain(secret);
   } finally {
     await stopAll([node]);
