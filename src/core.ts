@@ -55,6 +55,11 @@ export async function openCore(config: Config, options: StartOptions = {}): Prom
       pgConnectTimeoutMs: config.pgConnectTimeoutMs,
       // Nobody reads query timings when /metrics is off: the store then times nothing.
       onQuery: exposed ? metrics.storeQuery : undefined,
+      onFileReplaced: (path) =>
+        logger.error(
+          { path },
+          "the SQLite store file was removed or replaced while this process had it open (a restore into a running server's data dir?); writes are refused from now on, since they would be lost: restart the node",
+        ),
     });
   } catch (error) {
     throw storeFailure(error);

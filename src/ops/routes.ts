@@ -22,6 +22,14 @@ const ANSWERS: Record<StoreReadiness, Readiness> = {
         "the store answers but takes no writes (a PostgreSQL standby, or default_transaction_read_only on)",
     },
   },
+  store_replaced: {
+    code: 503,
+    body: {
+      status: "store_replaced",
+      reason:
+        "the SQLite file this process opened was removed or replaced (a restore into the data dir of a running server?): it takes no writes; restart the node to open the file now there",
+    },
+  },
   disk_full: {
     code: 503,
     body: {

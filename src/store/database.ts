@@ -36,6 +36,7 @@ import { type ListenHandlers, PgListener } from "./pg-listener.ts";
 import { PG_CONNECT_TIMEOUT_MS } from "./pg-pool.ts";
 import { preparingPool } from "./pg-prepared.ts";
 import { FALLBACK_CHECKPOINT_PAGES, SqliteCheckpointer } from "./sqlite-checkpointer.ts";
+import { SqliteFileGuard } from "./sqlite-file-guard.ts";
 import { changesNothing, isCacheableRead, SqliteReadCache } from "./sqlite-read-cache.ts";
 import type { Database } from "./tables.ts";
 import { isStoreUnavailable } from "./unavailable.ts";
@@ -80,7 +81,7 @@ export interface Store {
   close(): Promise<void>;
 }
 
-export type StoreReadiness = "ready" | "read_only" | "disk_full" | "unavailable";
+export type StoreReadiness = "ready" | "read_only" | "disk_full" | "store_replaced" | "unavailable";
 
 /**
  * A number that changes whenever anything stored may have changed, by this process or another:
@@ -104,6 +105,8 @@ export interface StoreOptions {
   pgPreparedStatements?: boolean;
   /** PostgreSQL: how long a new connection may take to be ready (CUMULO_PG_CONNECT_TIMEOUT_MS, default 10 s). */
   pgConnectTimeoutMs?: number;
+  /** SQLite: told once if the store file is removed or replaced while it is open (`SqliteFileGuard`). */
+  onFileReplaced?: (path: string) => void;
 }
 
 /** Kysely's query log as a timing hook: Kysely measures each query only when a log is set. */
@@ -362,7 +365,7 @@ function assertWritable(paths: string[]): void {
 
 function openSqlite(
   dataDir: string,
-  onQuery: StoreOptions["onQuery"],
+  { onQuery, onFileReplaced = () => {} }: Pick<StoreOptions, "onQuery" | "onFileReplaced">,
 ): {
   db: Kysely<Database>;
   externalChanges: () => number;
@@ -370,6 +373,7 @@ function openSqlite(
   generationWithTraffic: StoreGeneration;
   checkpointer: SqliteCheckpointer;
   inTransaction: () => boolean;
+  fileGuard: SqliteFileGuard;
 } {
   makeDirectories(dataDir);
   const path = join(dataDir, "cumulo.sqlite");
@@ -386,6 +390,7 @@ function openSqlite(
   // Checkpoints run on a worker thread; this connection makes one only if that falls far behind.
   file.pragma(`wal_autocheckpoint = ${FALLBACK_CHECKPOINT_PAGES}`);
   const checkpointer = new SqliteCheckpointer(path);
+  const fileGuard = new SqliteFileGuard(path, file, onFileReplaced);
   // `data_version` moves only on other connections' commits: one statement step (a few µs), no query
   // building, asked by the key check, the read cache and the response cache of each request.
   const dataVersion = file.prepare("PRAGMA data_version").pluck();
@@ -398,7 +403,15 @@ function openSqlite(
   });
   const generation = { current: () => reads.currentGeneration() };
   // It moves with every commit to any table, the traffic rollups' included.
-  return { db, externalChanges, generation, generationWithTraffic: generation, checkpointer, inTransaction };
+  return {
+    db,
+    externalChanges,
+    generation,
+    generationWithTraffic: generation,
+    checkpointer,
+    inTransaction,
+    fileGuard,
+  };
 }
 
 /**
@@ -499,20 +512,31 @@ export function openStore(options: StoreOptions): Store {
         return listener.start().then(() => listener);
       }
     : undefined;
-  const { db, externalChanges, generation, generationWithTraffic, pool, checkpointer, inTransaction } =
+  const {
+    db,
+    externalChanges,
+    generation,
+    generationWithTraffic,
+    pool,
+    checkpointer,
+    inTransaction,
+    fileGuard,
+  } =
     databaseUrl && listen
       ? {
           ...openPostgres(databaseUrl, options, listen),
           externalChanges: undefined,
           checkpointer: undefined,
           inTransaction: undefined,
+          fileGuard: undefined,
         }
-      : { ...openSqlite(options.dataDir, options.onQuery), pool: undefined };
+      : { ...openSqlite(options.dataDir, options), pool: undefined };
   const askReadiness = async (): Promise<StoreReadiness> => {
     try {
       // SQLite: a store file the node cannot write stops start-up (openSqlite); a disk that fills
       // (or turns read-only) while it runs has every write answered 503.
       if (dialect === "sqlite") {
+        if (fileGuard?.replaced()) return "store_replaced";
         await sql`select 1`.execute(db);
         return (await diskCannotWrite(options.dataDir)) ? "disk_full" : "ready";
       }
@@ -584,6 +608,7 @@ export function openStore(options: StoreOptions): Store {
     },
     async close() {
       await Promise.all(listeners.map((listener) => listener.close()));
+      fileGuard?.stop();
       await checkpointer?.stop();
       await db.destroy();
     },

@@ -25,8 +25,11 @@ const UNAVAILABLE_SQLSTATE = /^(?:08|57P0[1-3]|53|25006$|55000$)/;
 const LOST_CONNECTION =
   /^(?:Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error)/;
 
-/** SQLite: locked past the busy timeout, or the disk full or failing. */
-const SQLITE_UNAVAILABLE = /^SQLITE_(?:BUSY|LOCKED|FULL|IOERR)/;
+/**
+ * SQLite: locked past the busy timeout, the disk full or failing, or the file taking no writes (its
+ * file system turned read-only, or the file replaced under the process: `SqliteFileGuard`).
+ */
+const SQLITE_UNAVAILABLE = /^SQLITE_(?:BUSY|LOCKED|FULL|IOERR|READONLY)/;
 
 export function isStoreUnavailable(error: unknown): boolean {
   if (!(error instanceof Error)) return false;
