@@ -72,11 +72,32 @@ async function withCore<S, T>(
   onMigrated?: (names: string[]) => void,
   config: Config = loadConfig(),
 ): Promise<T> {
-  const [{ openCore, closeCore }, build] = await Promise.all([import("./core.ts"), loadBuild()]);
+  const [{ openCore, closeCore }, { allMigrations }, build] = await Promise.all([
+    import("./core.ts"),
+    import("./store/migrations/index.ts"),
+    loadBuild(),
+  ]);
+  let applied: string[] = [];
   const deps = await openCore(
     { ...config, logLevel: "silent" },
-    { onMigrationWait: (message) => process.stderr.write(`cumulo: ${message}\n`), onMigrated },
+    {
+      onMigrationWait: (message) => process.stderr.write(`cumulo: ${message}\n`),
+      onMigrated: (names) => {
+        applied = names;
+        onMigrated?.(names);
+      },
+    },
   );
+  // Every migration just applied: the store was made now. A mistyped data dir or URL otherwise shows
+  // only as data missing: a revocation "not found", the leaked key valid on the server (QA of 6 December).
+  if (!onMigrated && applied.length === Object.keys(allMigrations(deps.store.dialect)).length) {
+    const where = config.databaseUrl
+      ? "DATABASE_URL names a database that held no Cumulo store"
+      : `CUMULO_DATA_DIR (${config.dataDir}) held no Cumulo store`;
+    process.stderr.write(
+      `cumulo: note: ${where}; a new, empty one was made there. If you meant a server's store, check that setting.\n`,
+    );
+  }
   try {
     return await work(build(deps), deps);
   } finally {
@@ -438,7 +459,8 @@ export function buildCli(): Command {
             print(publishedDocument(app.swagger()));
             await app.close();
           },
-          undefined,
+          // A scratch store, made on purpose: no note of it.
+          () => {},
           config,
         );
       } finally {

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { API_VERSION } from "../../src/version.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { BIN, runCli } from "../support/cli.ts";
-import { testStoreKind } from "../support/store.ts";
+import { createTestStore, testStoreKind } from "../support/store.ts";
 
 // Each case runs the real binary several times (one case fourteen), each start compiling TypeScript:
 // on a loaded machine that alone can pass the suite's default 20 s, so the bound here is wider.
@@ -50,6 +50,23 @@ describe("cumulo CLI", { timeout: 180_000 }, () => {
     expect(list.map((org: { name: string }) => org.name)).toEqual(
       expect.arrayContaining(["Default", "Acme"]),
     );
+  });
+
+  it("says so when a store command made the store it was pointed at, as a mistyped setting does", async () => {
+    const empty = await createTestStore();
+    try {
+      const mistyped = { CUMULO_DATA_DIR: empty.dataDir, DATABASE_URL: empty.databaseUrl };
+      // Before: only "not found", and an operator took the leaked key for revoked.
+      const revoke = await runCli(["keys", "revoke", "2"], mistyped);
+      expect(revoke.code).toBe(1);
+      expect(revoke.stderr).toMatch(
+        /^cumulo: note: (?:CUMULO_DATA_DIR \(.+\) held|DATABASE_URL names a database that held) no Cumulo store; a new, empty one was made there\. If you meant a server's store, check that setting\.\ncumulo: key 2 not found or already revoked\n$/,
+      );
+      const again = await runCli(["orgs", "list"], mistyped);
+      expect([again.code, again.stderr, again.stdout.trim()]).toEqual([0, "", "[]"]);
+    } finally {
+      await empty.drop();
+    }
   });
 
   it("creates, lists and revokes keys; a revoked key stops working at once", async () => {
