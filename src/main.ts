@@ -493,6 +493,10 @@ export function buildCli(): Command {
           throw new CliError(`--to ${to} is inside CUMULO_DATA_DIR; give a directory outside it`);
         case "no_database":
           throw new CliError("no store to back up in CUMULO_DATA_DIR (cumulo.sqlite not found)");
+        case "store_unreadable":
+          throw new CliError(
+            `cannot read the store in CUMULO_DATA_DIR (${result.path}): ${result.reason}; run the backup as the account that runs the server. Nothing was backed up`,
+          );
       }
     });
 

@@ -1,4 +1,5 @@
-import { copyFile, cp, readdir, readFile, realpath, stat, writeFile } from "node:fs/promises";
+import { constants } from "node:fs";
+import { access, copyFile, cp, readdir, readFile, realpath, rm, stat, writeFile } from "node:fs/promises";
 import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
 import SqliteDatabase from "better-sqlite3";
 import type { Config } from "../config.ts";
@@ -35,7 +36,9 @@ export type BackupOutcome =
   | { outcome: "postgres" }
   | { outcome: "target_not_empty" }
   | { outcome: "target_in_data_dir" }
-  | { outcome: "no_database" };
+  | { outcome: "no_database" }
+  /** The store could not be opened (the account may not read it); nothing is left in the target. */
+  | { outcome: "store_unreadable"; path: string; reason: string };
 
 export type RestoreOutcome =
   | { outcome: "restored"; manifest: BackupManifest }
@@ -101,10 +104,41 @@ export async function backup(config: Config, target: string): Promise<BackupOutc
   if (!fromDataDir.startsWith("..") && !isAbsolute(fromDataDir)) return { outcome: "target_in_data_dir" };
   if (!(await isEmptyDir(target))) return { outcome: "target_not_empty" };
   const source = join(config.dataDir, DATABASE_FILE);
-  if (!(await exists(source))) return { outcome: "no_database" };
+  try {
+    if (!(await exists(source))) return { outcome: "no_database" };
+    // SQLite says only "unable to open database file"; the file system names the cause (EACCES).
+    await access(source, constants.R_OK | constants.W_OK);
+  } catch (error) {
+    return { outcome: "store_unreadable", path: source, reason: (error as Error).message };
+  }
+  const targetExisted = await exists(target);
   makeDirectories(target);
+  try {
+    return await copyStore(config, source, target);
+  } catch (error) {
+    // Nothing half-written is left where the next try must find an empty directory (QA of 6 December).
+    if (targetExisted) {
+      for (const name of await readdir(target))
+        await rm(join(target, name), { recursive: true, force: true });
+    } else {
+      await rm(target, { recursive: true, force: true });
+    }
+    if (error instanceof StoreUnreadable) {
+      return { outcome: "store_unreadable", path: source, reason: error.message };
+    }
+    throw error;
+  }
+}
 
-  const live = new SqliteDatabase(source, { fileMustExist: true });
+class StoreUnreadable extends Error {}
+
+async function copyStore(config: Config, source: string, target: string): Promise<BackupOutcome> {
+  let live: SqliteDatabase.Database;
+  try {
+    live = new SqliteDatabase(source, { fileMustExist: true });
+  } catch (error) {
+    throw new StoreUnreadable(error instanceof Error ? error.message : String(error));
+  }
   try {
     // A consistent snapshot while the server keeps writing, in one step: SQLite starts a backup
     // made in steps over whenever another connection commits between two of them, so on a store

@@ -1,4 +1,6 @@
+import { spawnSync } from "node:child_process";
 import {
+  chmodSync,
   cpSync,
   existsSync,
   mkdirSync,
@@ -18,7 +20,7 @@ import { loadConfig } from "../../src/config.ts";
 import { backup } from "../../src/ops/backup.ts";
 import { createLibrary, createVideo } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import { runCli } from "../support/cli.ts";
+import { BIN, runCli } from "../support/cli.ts";
 import { startTestS3 } from "../support/s3.ts";
 import { type TestStore, testStoreKind } from "../support/store.ts";
 
@@ -231,6 +233,42 @@ describe.skipIf(testStoreKind() === "postgres")(
         await s3.close();
       }
     });
+
+    // Run as another account (root reads any file), which needs root and util-linux's setpriv.
+    it.runIf(process.getuid?.() === 0 && existsSync("/usr/bin/setpriv"))(
+      "names the store an account cannot read, and leaves no directory behind",
+      async () => {
+        const home = tempDir();
+        const dataDir = join(home, "data");
+        expect((await runCli(["migrate"], { CUMULO_DATA_DIR: dataDir })).code).toBe(0);
+        chmodSync(home, 0o755);
+        chmodSync(dataDir, 0o755);
+        chmodSync(join(dataDir, "cumulo.sqlite"), 0o600);
+        const shared = tempDir();
+        chmodSync(shared, 0o777);
+        const target = join(shared, "backup");
+        const asNobody = spawnSync(
+          "setpriv",
+          [
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            process.execPath,
+            BIN,
+            "backup",
+            "--to",
+            target,
+          ],
+          { env: { ...process.env, CUMULO_DATA_DIR: dataDir, CUMULO_LOG_LEVEL: "silent" }, encoding: "utf8" },
+        );
+        expect(asNobody.status).toBe(1);
+        // Before: "cumulo: unable to open database file", and an empty backup directory left behind.
+        expect(asNobody.stderr).toBe(
+          `cumulo: cannot read the store in CUMULO_DATA_DIR (${dataDir}/cumulo.sqlite): EACCES: permission denied, access '${dataDir}/cumulo.sqlite'; run the backup as the account that runs the server. Nothing was backed up\n`,
+        );
+        expect(existsSync(target)).toBe(false);
+      },
+    );
 
     it("restores only into an empty data dir and only from a backup", async () => {
       const target = join(tempDir(), "backup");
