@@ -1,3 +1,4 @@
+import { fstatSync } from "node:fs";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -723,17 +724,24 @@ export function buildCli(): Command {
 
 /**
  * The password piped to `users create` (one line; the final line break is not part of it), or
- * undefined when stdin is a terminal or empty: then the user gets an invitation link instead.
- * More lines (a file, or the rest of a script's `while read` input) are refused: no one could type
- * that password at the sign-in form.
+ * undefined when there is none on stdin (a terminal, /dev/null, a pipe that sends nothing): then the
+ * user gets an invitation link instead. More lines (a file, or the rest of a script's `while read`
+ * input) are refused: no one could type that password at the sign-in form. So are an empty line and
+ * an empty file (`< password.txt`), meant as a password: they made an invited user (QA of 6 December).
  */
 async function passwordFromStdin(): Promise<string | undefined> {
   if (process.stdin.isTTY) return undefined;
+  const fromFile = fstatSync(0).isFile();
   let text = "";
   for await (const chunk of process.stdin) text += String(chunk);
   const password = text.replace(/\r?\n$/, "");
   const lines = password.split(/\r?\n/).length;
   if (lines > 1) throw new CliError(`password (stdin) must be one line, got ${lines}`);
+  if (password === "" && (text !== "" || fromFile)) {
+    throw new CliError(
+      "password (stdin) is empty: give one line of 10-200 characters, or no stdin for an invitation link",
+    );
+  }
   return password === "" ? undefined : password;
 }
 

@@ -1,7 +1,11 @@
+import { spawnSync } from "node:child_process";
+import { closeSync, mkdtempSync, openSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { BLANK_TEXTS, blankError } from "../support/blank-text.ts";
-import { runCli } from "../support/cli.ts";
+import { BIN, runCli } from "../support/cli.ts";
 import {
   adminOrganizationId,
   createConsoleUser,
@@ -223,6 +227,30 @@ describe("cumulo users", { timeout: 240_000 }, () => {
       "cumulo: password (stdin) must be one line, got 2\n",
     ]);
     expect(lines.stderr).not.toContain(PASSWORD);
+    // An empty line, or an empty file given as the password: before, an invited user was made.
+    const emptied =
+      "cumulo: password (stdin) is empty: give one line of 10-200 characters, or no stdin for an invitation link\n";
+    const emptyLine = await runCli(
+      ["users", "create", "--org", org, "--email", "empty@example.test"],
+      env,
+      "\n",
+    );
+    expect([emptyLine.code, emptyLine.stdout, emptyLine.stderr]).toEqual([1, "", emptied]);
+    const emptyFile = join(mkdtempSync(join(tmpdir(), "cumulo-password-")), "password.txt");
+    writeFileSync(emptyFile, "");
+    const emptyFd = openSync(emptyFile, "r");
+    const fromFile = spawnSync(
+      process.execPath,
+      [BIN, "users", "create", "--org", org, "--email", "empty@example.test"],
+      {
+        env: { ...process.env, CUMULO_LOG_LEVEL: "silent", ...env },
+        stdio: [emptyFd, "pipe", "pipe"],
+        encoding: "utf8",
+      },
+    );
+    closeSync(emptyFd);
+    rmSync(dirname(emptyFile), { recursive: true, force: true });
+    expect([fromFile.status, fromFile.stdout, fromFile.stderr]).toEqual([1, "", emptied]);
     const unknown = await runCli(
       ["users", "create", "--org", "5b0c9a1e-8d3f-4c2a-9e71-3f5d2b8c4a10", "--email", "u@example.test"],
       env,
