@@ -2,7 +2,7 @@ import { pipeline, Transform } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { type Static, Type } from "@sinclair/typebox";
-import type { FastifyInstance, FastifyRequest } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import fastifyPlugin from "fastify-plugin";
 import { parse as parseYaml } from "yaml";
 import { LATEST_CLOCK_INSTANT, OffsetClock } from "../clock.ts";
@@ -279,12 +279,14 @@ export const devModeRoutes = fastifyPlugin(
       // Fastify counts the bytes of the stream it reads against the limit, as without the copy.
       return pipeline(payload, tee, () => {});
     });
-    // Recorded as the answer leaves: by then authentication has named the organization.
-    app.addHook("onSend", async (request, reply, payload) => {
+    /** Requests whose answer went through `onSend` and was recorded there. */
+    const recorded = new WeakSet<FastifyRequest>();
+    const record = (request: FastifyRequest, reply: FastifyReply, responseBody: string | undefined) => {
       const organizationId = request.auth?.organizationId;
       const started = requestStarts.get(request);
-      if (!organizationId || !started || isDeveloperModeCall(request.url)) return payload;
-      if (!recorder.isRecording(organizationId)) return payload;
+      if (!organizationId || !started || isDeveloperModeCall(request.url)) return;
+      if (!recorder.isRecording(organizationId)) return;
+      recorded.add(request);
       recorder.record(organizationId, {
         startedAt: started.at,
         durationMs: Math.round((performance.now() - started.mark) * 10) / 10,
@@ -296,10 +298,23 @@ export const devModeRoutes = fastifyPlugin(
         requestMimeType: String(request.headers["content-type"] ?? ""),
         status: reply.statusCode,
         responseHeaders: flatHeaders(reply.getHeaders()),
-        responseBody: typeof payload === "string" || Buffer.isBuffer(payload) ? String(payload) : undefined,
+        responseBody,
         responseMimeType: String(reply.getHeader("content-type") ?? ""),
       });
+    };
+    // Recorded as the answer leaves: by then authentication has named the organization.
+    app.addHook("onSend", async (request, reply, payload) => {
+      record(
+        request,
+        reply,
+        typeof payload === "string" || Buffer.isBuffer(payload) ? String(payload) : undefined,
+      );
       return payload;
+    });
+    // An answer written by its handler itself (tus uploads take over the reply) passes no `onSend`:
+    // recorded once sent, without its body (QA of 6 December: resumable uploads were missing).
+    app.addHook("onResponse", async (request, reply) => {
+      if (!recorded.has(request)) record(request, reply, undefined);
     });
 
     app.addHook("preHandler", async (request, reply) => {

@@ -81,6 +81,57 @@ describe("recording an organization's requests", () => {
     expect(empty.body.log.entries).toEqual([]);
   });
 
+  it("records resumable uploads, whose answers tus writes itself, without their bodies", async () => {
+    const org = await t.createOrganization("Uploads recorded");
+    const library = await createLibrary(t, { name: "Tus" }, org.key);
+    const video = await t.request("POST", `/v1/media/libraries/${library.id}/videos`, {
+      key: org.key,
+      json: { title: "resumable" },
+    });
+    expect(video.status, video.text).toBe(201);
+    expect(
+      (
+        await t.request("POST", "/_cumulo/recording", {
+          json: { organization_id: org.organizationId, recording: true },
+        })
+      ).status,
+    ).toBe(200);
+    const tus = { "tus-resumable": "1.0.0", authorization: `Bearer ${org.key}` };
+    const created = await fetch(`${t.baseUrl}/v1/media/tus`, {
+      method: "POST",
+      headers: {
+        ...tus,
+        "upload-length": "10",
+        "upload-metadata": `library_id ${btoa(library.id)},video_id ${btoa(video.body.data.id)}`,
+      },
+    });
+    expect(created.status).toBe(201);
+    const uploadUrl = new URL(created.headers.get("location") ?? "", `${t.baseUrl}/v1/media/tus/`).href;
+    const patched = await fetch(uploadUrl, {
+      method: "PATCH",
+      headers: { ...tus, "upload-offset": "0", "content-type": "application/offset+octet-stream" },
+      body: "hello",
+    });
+    expect(patched.status).toBe(204);
+    expect((await fetch(uploadUrl, { method: "HEAD", headers: tus })).status).toBe(200);
+
+    const har = await t.request("GET", `/_cumulo/recording.har?organization_id=${org.organizationId}`);
+    const entries: HarEntry[] = har.body.log.entries;
+    // Before: none of the three was in the recording.
+    expect(
+      entries.map((e) => [e.request.method, new URL(e.request.url).pathname, e.response.status]),
+    ).toEqual([
+      ["POST", "/v1/media/tus", 201],
+      ["PATCH", new URL(uploadUrl).pathname, 204],
+      ["HEAD", new URL(uploadUrl).pathname, 200],
+    ]);
+    expect(entries[0]?.response.headers.find((h) => h.name === "location")?.value).toBe(
+      created.headers.get("location"),
+    );
+    expect(entries[1]?.request.postData).toBeUndefined();
+    expect(har.text).not.toContain(org.key);
+  });
+
   it("describes the HAR file in /openapi.json, entry by entry, for the typed client", async () => {
     const document = (await t.request("GET", "/openapi.json")).body;
     const answer =
