@@ -170,16 +170,21 @@ export class IdentityRepository {
   }
 
   /** The user's first live, non-read-only organization key (with this hash when one is given). */
-  findFirstAdminKey(executor: Executor, userId: number, keyHash: string | undefined) {
+  /**
+   * The user's bootstrap key while it is valid: the admin key with that hash, else the first admin
+   * key the user ever had (the one the first start generated). A revoked one is none: a key made
+   * since does not take its place (QA of 6 December: a reset kept it as the operator's key).
+   */
+  async findBootstrapKey(executor: Executor, userId: number, keyHash: string | undefined) {
     let query = executor
       .selectFrom("api_keys")
-      .select("id")
+      .select(["id", "revoked_at"])
       .where("user_id", "=", userId)
       .where("kind", "=", "organization")
-      .where("read_only", "=", false)
-      .where("revoked_at", "is", null);
-    if (keyHash !== undefined) query = query.where("key_hash", "=", keyHash);
-    return query.orderBy("id").executeTakeFirst();
+      .where("read_only", "=", false);
+    if (keyHash !== undefined) query = query.where("key_hash", "=", keyHash).where("revoked_at", "is", null);
+    const key = await query.orderBy("id").executeTakeFirst();
+    return key?.revoked_at === null ? { id: key.id } : undefined;
   }
 
   findOrganization(id: string) {

@@ -180,7 +180,7 @@ export class IdentityService {
     const user = organization && (await this.repository.findFirstUser(trx, organization.id));
     if (!organization || !user) return undefined;
     const billing = await this.repository.findDefaultBillingAccount(trx, organization.id);
-    const key = await this.repository.findFirstAdminKey(
+    const key = await this.repository.findBootstrapKey(
       trx,
       user.id,
       bootstrapKey === undefined ? undefined : hashSecret(bootstrapKey),

@@ -197,7 +197,11 @@ describe("cumulo state reset where the bootstrap key is gone", () => {
     const [organization] = await identity.listOrganizations();
     const [key] = (await identity.listApiKeys(organization.id)) ?? [];
     const library = await createLibrary(first, { name: "Before the reset" }, printed);
-    // The only admin key revoked: no key reaches /_cumulo any more, only the CLI can reset.
+    // An admin key made since, which a reset to bootstrap removes like any other.
+    const since = await identity.createApiKey(organization.id, { name: "made since", readOnly: false });
+    const madeSince = since.outcome === "created" ? since.api_key : "";
+    // The printed key revoked: before, the reset took the key made since for the operator's and
+    // kept it, and generated none.
     expect((await identity.revokeOrganizationApiKey(organization.id, key.id)).outcome).toBe("revoked");
     await first.close();
 
@@ -213,6 +217,7 @@ describe("cumulo state reset where the bootstrap key is gone", () => {
       expect(second.cumulo.generatedKey).toBeUndefined();
       expect((await second.request("GET", "/_cumulo", { key: generated })).status).toBe(200);
       expect((await second.request("GET", "/_cumulo", { key: printed })).status).toBe(401);
+      expect((await second.request("GET", "/_cumulo", { key: madeSince })).status).toBe(401);
       expect(await second.cumulo.services.identity.listOrganizations()).toEqual([organization]);
       const gone = await second.request("GET", `/v1/media/libraries/${library.id}`, { key: generated });
       expect(gone.status).toBe(404);
