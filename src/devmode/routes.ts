@@ -6,6 +6,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import fastifyPlugin from "fastify-plugin";
 import { parse as parseYaml } from "yaml";
 import { LATEST_CLOCK_INSTANT, OffsetClock } from "../clock.ts";
+import { organizationOfRequest } from "../http/acting-organization.ts";
 import { MISSING_MEDIA_CREDENTIAL, presentedKey } from "../http/auth.ts";
 import { clientNetwork } from "../http/client-address.ts";
 import { ApiError, type FieldError } from "../http/errors.ts";
@@ -282,7 +283,7 @@ export const devModeRoutes = fastifyPlugin(
     /** Requests whose answer went through `onSend` and was recorded there. */
     const recorded = new WeakSet<FastifyRequest>();
     const record = (request: FastifyRequest, reply: FastifyReply, responseBody: string | undefined) => {
-      const organizationId = request.auth?.organizationId;
+      const organizationId = organizationOfRequest(request);
       const started = requestStarts.get(request);
       if (!organizationId || !started || isDeveloperModeCall(request.url)) return;
       if (!recorder.isRecording(organizationId)) return;

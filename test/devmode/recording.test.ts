@@ -84,11 +84,23 @@ describe("recording an organization's requests", () => {
   it("records resumable uploads, whose answers tus writes itself, without their bodies", async () => {
     const org = await t.createOrganization("Uploads recorded");
     const library = await createLibrary(t, { name: "Tus" }, org.key);
-    const video = await t.request("POST", `/v1/media/libraries/${library.id}/videos`, {
-      key: org.key,
-      json: { title: "resumable" },
-    });
-    expect(video.status, video.text).toBe(201);
+    const newVideo = async () => {
+      const video = await t.request("POST", `/v1/media/libraries/${library.id}/videos`, {
+        key: org.key,
+        json: { title: "resumable" },
+      });
+      expect(video.status, video.text).toBe(201);
+      return video;
+    };
+    const video = await newVideo();
+    // A browser's upload: no key, only an upload authorization's headers, of another video.
+    const browserVideo = (await newVideo()).body.data.id;
+    const authorization = await t.request(
+      "POST",
+      `/v1/media/libraries/${library.id}/videos/${browserVideo}/upload-authorization`,
+      { key: org.key, json: {} },
+    );
+    expect(authorization.status, authorization.text).toBe(201);
     expect(
       (
         await t.request("POST", "/_cumulo/recording", {
@@ -114,6 +126,11 @@ describe("recording an organization's requests", () => {
     });
     expect(patched.status).toBe(204);
     expect((await fetch(uploadUrl, { method: "HEAD", headers: tus })).status).toBe(200);
+    const signed = await fetch(`${t.baseUrl}/v1/media/tus`, {
+      method: "POST",
+      headers: { "tus-resumable": "1.0.0", "upload-length": "10", ...authorization.body.data.headers },
+    });
+    expect(signed.status).toBe(201);
 
     const har = await t.request("GET", `/_cumulo/recording.har?organization_id=${org.organizationId}`);
     const entries: HarEntry[] = har.body.log.entries;
@@ -124,7 +141,9 @@ describe("recording an organization's requests", () => {
       ["POST", "/v1/media/tus", 201],
       ["PATCH", new URL(uploadUrl).pathname, 204],
       ["HEAD", new URL(uploadUrl).pathname, 200],
+      ["POST", "/v1/media/tus", 201],
     ]);
+    expect(entries[3]?.request.headers.find((h) => h.name === "authorizationsignature")?.value).toBe("***");
     expect(entries[0]?.response.headers.find((h) => h.name === "location")?.value).toBe(
       created.headers.get("location"),
     );

@@ -4,6 +4,7 @@ import { Type } from "@sinclair/typebox";
 import { Metadata } from "@tus/server";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Config } from "../../config.ts";
+import { actingOrganization } from "../../http/acting-organization.ts";
 import { authenticateRequest, presentedKey, requireApiKey } from "../../http/auth.ts";
 import { ok } from "../../http/envelope.ts";
 import { ApiError, type FieldError } from "../../http/errors.ts";
@@ -534,7 +535,9 @@ const tusRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, opt
       if (length !== undefined && sending !== undefined && Number(sending) > Number(length)) {
         throw ApiError.payloadTooLarge();
       }
-      await handOver(request, reply, { binding: await bindingFor(request, caller) });
+      const binding = await bindingFor(request, caller);
+      actingOrganization.set(request, binding.organizationId);
+      await handOver(request, reply, { binding });
     },
   );
 
@@ -555,6 +558,7 @@ const tusRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, opt
       requireValidTusHeaders(request, record);
       if (method === "PATCH" && record.completed_at) throw ApiError.conflict("The upload is complete");
       if (method === "HEAD") await uploads.resumable.finishStranded(record);
+      actingOrganization.set(request, record.organization_id);
       await handOver(request, reply, { uploadId: record.id });
     };
   const uploadRoute = (method: UploadMethod, schema: Record<string, unknown>) =>
