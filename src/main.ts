@@ -66,7 +66,11 @@ function positiveId(value: string, what: string): number {
   return Number(value);
 }
 
-/** Runs `work` with what `build` (loaded when needed) makes of the configured store, closing it afterwards. */
+/**
+ * Runs `work` with what `build` (loaded when needed) makes of the configured store, closing it
+ * afterwards. A store made now (every migration applied) is noted on stderr unless the caller follows
+ * the migrations itself with `onMigrated` (`migrate`, and `openapi` on its scratch store).
+ */
 async function withCore<S, T>(
   loadBuild: () => Promise<(deps: CoreDeps) => S>,
   work: (services: S, deps: CoreDeps) => Promise<T>,

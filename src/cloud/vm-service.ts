@@ -43,8 +43,7 @@ export interface CreateVmInput {
 
 export type CreateVmOutcome = { outcome: "created"; vm: VmView } | Invalid | Conflict | Rejected;
 export type VmOutcome = { outcome: "found"; vm: VmView } | NotFound;
-export type UpdateVmOutcome = { outcome: "updated"; vm: VmView } | NotFound | Rejected;
-export type ChangeVmOutcome = UpdateVmOutcome | Invalid;
+export type UpdateVmOutcome = { outcome: "updated"; vm: VmView } | NotFound | Rejected | Invalid;
 export type DeleteVmOutcome = Deleted | NotFound | Rejected;
 
 /** A host name from a VM name: lower case letters, digits and dashes, at most 63 characters. */
@@ -192,7 +191,7 @@ export class VmService {
       description?: string | undefined;
       billingAccountId?: number | undefined;
     },
-  ): Promise<ChangeVmOutcome> {
+  ): Promise<UpdateVmOutcome> {
     const { repository, driver, clock } = this.deps;
     let billingAccountId: number | undefined;
     if (changes.billingAccountId !== undefined) {

@@ -1,8 +1,9 @@
 import type { FastifyRequest } from "fastify";
 
 /**
- * The organization a request acts for when it presents no key: a resumable upload signed by an
- * upload authorization acts for its video's organization. Developer mode records it there.
+ * The organization a tus request acts for once its upload checked out: its video's. A request signed
+ * by an upload authorization presents no key, so this is the only organization it names; developer
+ * mode records it there.
  */
 export const actingOrganization = new WeakMap<FastifyRequest, string>();
 

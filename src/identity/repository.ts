@@ -169,7 +169,6 @@ export class IdentityRepository {
       .executeTakeFirst();
   }
 
-  /** The user's first live, non-read-only organization key (with this hash when one is given). */
   /**
    * The user's bootstrap key while it is valid: the admin key with that hash, else the first admin
    * key the user ever had (the one the first start generated). A revoked one is none: a key made

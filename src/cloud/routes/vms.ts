@@ -3,10 +3,10 @@ import { Type } from "@sinclair/typebox";
 import { ApiError } from "../../http/errors.ts";
 import { cloudErrorResponses } from "../../http/schemas.ts";
 import * as S from "../schemas.ts";
-import type { ChangeVmOutcome } from "../vm-service.ts";
+import type { UpdateVmOutcome } from "../vm-service.ts";
 import { type CloudRouteOptions, callerOf, cloudError, routeKit, SUCCESS } from "./common.ts";
 
-function updatedVm(result: ChangeVmOutcome): S.VmView {
+function updatedVm(result: UpdateVmOutcome): S.VmView {
   switch (result.outcome) {
     case "updated":
       return result.vm;

@@ -92,6 +92,12 @@ export function UploadProgress({ progress }: { progress: number }) {
   );
 }
 
+interface UploadedVideo {
+  libraryId: string;
+  videoId: string;
+  title: string;
+}
+
 /**
  * Creates a video and uploads its source (`uploadVideoFile`), with progress.
  *
@@ -100,12 +106,6 @@ export function UploadProgress({ progress }: { progress: number }) {
  * asks first. A failed upload whose bytes the server never confirmed deletes the video it created;
  * one that got part of the file is left to be resumed.
  */
-interface UploadedVideo {
-  libraryId: string;
-  videoId: string;
-  title: string;
-}
-
 export function UploadForm({
   libraryId,
   folderId,
