@@ -1,7 +1,8 @@
-import { chmodSync, lstatSync, mkdirSync, readdirSync, readFileSync } from "node:fs";
+import { chmodSync, lstatSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runCli } from "../support/cli.ts";
+import { entriesUnder } from "../support/files.ts";
 import { generateClip } from "../support/media.ts";
 import { exitOf, type Served, serve } from "../support/process.ts";
 import { createTestStore, type TestStore } from "../support/store.ts";
@@ -11,7 +12,8 @@ const KEY = "data_dir_mode_key_0123456789abcdef";
 
 /** `path` and everything under it as "relative-path mode" lines, octal permission bits; files gone meanwhile left out. */
 function modesUnder(path: string): string[] {
-  const names = ["", ...readdirSync(path, { recursive: true, encoding: "utf8" })];
+  // A transcode still running once the video is ready removes its work dirs meanwhile.
+  const names = ["", ...entriesUnder(path).map((entry) => entry.path)];
   return names.flatMap((name) => {
     try {
       return [`${name || "."} ${(lstatSync(join(path, name)).mode & 0o777).toString(8)}`];

@@ -1,4 +1,4 @@
-import { existsSync, readdirSync } from "node:fs";
+import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import Database from "better-sqlite3";
@@ -6,6 +6,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createFolder, createLibrary, createVideo } from "../media/helpers.ts";
 import { type HttpResponse, startTestApp, type TestApp } from "../support/app.ts";
+import { entriesUnder } from "../support/files.ts";
 import { waitUntil } from "../support/wait.ts";
 import { createEndpoint, type Receiver, startReceiver, webhooksPath } from "../webhooks/helpers.ts";
 
@@ -163,10 +164,7 @@ describe("concurrent changes of one resource", () => {
     }
     // Whichever came first, every file went with its video or its refused upload.
     const folder = join(t.store.dataDir, "blobs", "media", library);
-    const filesLeft = () =>
-      existsSync(folder)
-        ? readdirSync(folder, { recursive: true, withFileTypes: true }).filter((entry) => entry.isFile())
-        : [];
+    const filesLeft = () => entriesUnder(folder).filter((entry) => entry.isFile);
     await waitUntil(() => filesLeft().length === 0, 5_000, "no file of the deleted videos left");
   });
 

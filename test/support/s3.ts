@@ -1,12 +1,13 @@
 import { spawn } from "node:child_process";
-import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { createServer, type IncomingMessage, request as relayRequest } from "node:http";
 import { tmpdir } from "node:os";
-import { join, relative, sep } from "node:path";
+import { join, sep } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { S3BlobSettings } from "../../src/config.ts";
 import type { StartOptions } from "../../src/core.ts";
 import { startTestApp, type TestApp } from "./app.ts";
+import { entriesUnder } from "./files.ts";
 import { exitOf } from "./process.ts";
 import type { TestStore } from "./store.ts";
 
@@ -25,20 +26,13 @@ const OBJECT_SUFFIX = "._S3rver_object";
 
 /**
  * The objects s3rver holds, read from its directory (not through S3), so a test sees what is really
- * there. s3rver makes and removes folders as it writes: one removed while it is being read is read
- * again.
+ * there; s3rver makes and removes folders as it writes.
  */
-function listObjectFiles(bucketDir: string, triesLeft = 5): string[] {
-  try {
-    return readdirSync(bucketDir, { recursive: true, withFileTypes: true })
-      .filter((entry) => entry.isFile() && entry.name.endsWith(OBJECT_SUFFIX))
-      .map((entry) => relative(bucketDir, join(entry.parentPath, entry.name)).split(sep).join("/"))
-      .map((path) => path.slice(0, -OBJECT_SUFFIX.length))
-      .sort();
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== "ENOENT" || triesLeft <= 1) throw error;
-    return listObjectFiles(bucketDir, triesLeft - 1);
-  }
+function listObjectFiles(bucketDir: string): string[] {
+  return entriesUnder(bucketDir)
+    .filter((entry) => entry.isFile && entry.path.endsWith(OBJECT_SUFFIX))
+    .map((entry) => entry.path.split(sep).join("/").slice(0, -OBJECT_SUFFIX.length))
+    .sort();
 }
 
 /**
