@@ -1,4 +1,4 @@
-import { cp, mkdir, readdir, rename, rm, stat } from "node:fs/promises";
+import { copyFile, cp, mkdir, readdir, rename, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import pLimit from "p-limit";
 import type { FileRemovals } from "../blobs/removals.ts";
@@ -10,6 +10,7 @@ import type { BootstrapRows, IdentityService } from "../identity/service.ts";
 import { libraryBlobPrefix, MEDIA_PREFIX } from "../media/urls.ts";
 import type { CoreDeps, Services } from "../services.ts";
 import type { DialectName } from "../store/database.ts";
+import { uploadDirectory } from "../video/uploads/tus.ts";
 import { type KeptRows, StateRepository } from "./state-repository.ts";
 
 /** Snapshot names: lower-case letters, digits and `_` (they name a PostgreSQL schema and a folder). */
@@ -54,6 +55,11 @@ export class StateService {
     return join(this.config.dataDir, "blobs");
   }
 
+  /** Unfinished resumable uploads' bytes (tus), one file per upload; always on this node's disk. */
+  get #uploadDir() {
+    return uploadDirectory(this.config.dataDir);
+  }
+
   #snapshotDir(name?: string) {
     const root = join(this.config.dataDir, "snapshots");
     return name === undefined ? root : join(root, name);
@@ -84,6 +90,7 @@ export class StateService {
     // Every file is under `media/`, in the blob store whichever it is (a bucket, or the blobs folder).
     await this.blobs.deletePrefix(MEDIA_PREFIX);
     await rm(this.#blobDir, { recursive: true, force: true });
+    await rm(this.#uploadDir, { recursive: true, force: true });
     await this.#dropCaches({});
     return { outcome: "reset", generatedKey };
   }
@@ -147,6 +154,9 @@ export class StateService {
     if (this.dialect === "sqlite") await this.repository.saveSqlite(join(partial, SQLITE_FILE));
     else await this.repository.savePostgres(name);
     await cp(this.#blobDir, join(partial, "blobs"), { recursive: true }).catch(ignoreMissing);
+    // After the store: an upload's offset is its file's length, so bytes that arrived since the
+    // store was copied are simply more of the upload (tus clients ask for the offset on resuming).
+    await copyUploads(this.#uploadDir, join(partial, "uploads"));
     await rm(dir, { recursive: true, force: true });
     await rename(partial, dir);
   }
@@ -170,6 +180,8 @@ export class StateService {
     if (loaded === "schema_mismatch") return { outcome: loaded };
     await rm(this.#blobDir, { recursive: true, force: true });
     await cp(join(dir, "blobs"), this.#blobDir, { recursive: true }).catch(ignoreMissing);
+    await rm(this.#uploadDir, { recursive: true, force: true });
+    await copyUploads(join(dir, "uploads"), this.#uploadDir);
     await this.#dropCaches({});
     return { outcome: "loaded" };
   }
@@ -249,6 +261,21 @@ const keptRows = (kept: BootstrapRows): KeptRows => ({
 /** No blobs folder yet (nothing uploaded) is an empty set of blobs. */
 function ignoreMissing(error: unknown): void {
   if ((error as { code?: string }).code !== "ENOENT") throw error;
+}
+
+/**
+ * Copies the uploads folder's files one by one: an upload that finishes meanwhile moves its file
+ * into the blobs, which must not end the whole copy (as it would `cp`'s). No folder is no uploads.
+ */
+async function copyUploads(from: string, to: string): Promise<void> {
+  const entries = await readdir(from, { withFileTypes: true }).catch((error: unknown) => {
+    ignoreMissing(error);
+    return [];
+  });
+  await mkdir(to, { recursive: true });
+  for (const entry of entries) {
+    if (entry.isFile()) await copyFile(join(from, entry.name), join(to, entry.name)).catch(ignoreMissing);
+  }
 }
 
 export const createStateService = (

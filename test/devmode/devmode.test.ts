@@ -1,8 +1,10 @@
-import { mkdirSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createLibrary } from "../media/helpers.ts";
+import { createLibrary, createVideo } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { sha256, storedSource, TUS_PATH } from "../uploads/support.ts";
 
 const DEV_ON = { CUMULO_DEV_MODE: "true" };
 
@@ -164,6 +166,63 @@ describe("developer mode on", () => {
     expect((await t.request("POST", "/_cumulo/state/snapshots/race/load")).status).toBe(200);
     await t.request("DELETE", "/_cumulo/state/snapshots/race");
     await t.request("DELETE", "/_cumulo/state/snapshots/seed_rollback");
+  });
+
+  it("keeps unfinished resumable uploads in a snapshot: one resumes after a load, and a reset removes their bytes", async () => {
+    const library = await createLibrary(t, { name: "Uploads" });
+    const video = await createVideo(t, library.id);
+    const bytes = randomBytes(96 * 1024);
+    const tus = { authorization: `Bearer ${t.adminKey}`, "tus-resumable": "1.0.0" };
+    const patch = (id: string, offset: number, body: Uint8Array) =>
+      fetch(`${t.baseUrl}${TUS_PATH}/${id}`, {
+        method: "PATCH",
+        headers: {
+          ...tus,
+          "upload-offset": String(offset),
+          "content-type": "application/offset+octet-stream",
+        },
+        body,
+      });
+    const offsetOf = async (id: string) => {
+      const head = await fetch(`${t.baseUrl}${TUS_PATH}/${id}`, { method: "HEAD", headers: tus });
+      return { status: head.status, offset: head.headers.get("upload-offset") };
+    };
+    const create = async () => {
+      const created = await fetch(`${t.baseUrl}${TUS_PATH}`, {
+        method: "POST",
+        headers: {
+          ...tus,
+          "upload-length": String(bytes.length),
+          "upload-metadata": `library_id ${btoa(library.id)},video_id ${btoa(video.id)}`,
+        },
+      });
+      expect(created.status).toBe(201);
+      return (created.headers.get("location") ?? "").split("/").pop() ?? "";
+    };
+    const uploads = join(t.store.dataDir, "uploads");
+    const half = bytes.length / 2;
+
+    const saved = await create();
+    expect((await patch(saved, 0, bytes.subarray(0, half))).status).toBe(204);
+    expect((await t.request("PUT", "/_cumulo/state/snapshots/uploads")).status).toBe(200);
+    // Since the save: more bytes of the saved upload, and an upload the snapshot does not hold.
+    expect((await patch(saved, half, bytes.subarray(half, half + 1024))).status).toBe(204);
+    const later = await create();
+
+    expect((await t.request("POST", "/_cumulo/state/snapshots/uploads/load")).status).toBe(200);
+    // The upload as saved: before, a load left the uploads folder as it found it (here 1 KiB past the
+    // snapshot's offset; after a reset, or in another data dir, no file at all: 410).
+    expect(await offsetOf(saved)).toEqual({ status: 200, offset: String(half) });
+    expect((await offsetOf(later)).status).toBe(404);
+    expect(readdirSync(uploads)).toEqual([saved]);
+    expect((await patch(saved, half, bytes.subarray(half))).status).toBe(204);
+    expect(sha256(await storedSource(t, video.id))).toBe(sha256(bytes));
+
+    expect((await t.request("POST", "/_cumulo/state/snapshots/uploads/load")).status).toBe(200);
+    expect(readdirSync(uploads)).toEqual([saved]);
+    expect((await t.request("POST", "/_cumulo/state/reset", { json: {} })).status).toBe(200);
+    expect(existsSync(uploads) ? readdirSync(uploads) : []).toEqual([]);
+    await t.request("DELETE", "/_cumulo/state/snapshots/uploads");
   });
 
   it("does not take a snapshot folder without its store for a snapshot", async () => {

@@ -31,6 +31,9 @@ export interface UploadBinding {
 
 type TusMetadata = Record<string, string | null>;
 
+/** Where a node keeps the bytes of its unfinished resumable uploads, one file each. */
+export const uploadDirectory = (dataDir: string) => join(dataDir, "uploads");
+
 /** How long a node's claim on moving a finished upload holds: far longer than a move takes. */
 const FINISHING_LEASE_MS = 30 * 60_000;
 
@@ -156,7 +159,7 @@ export class ResumableUploads {
     private readonly deps: ResumableUploadDeps,
     path: string,
   ) {
-    this.#directory = join(deps.dataDir, "uploads");
+    this.#directory = uploadDirectory(deps.dataDir);
     this.#server = new Server({
       path,
       datastore: new VideoUploadStore(this.#directory, deps.repository, deps.expiryMs, deps.logger),
