@@ -7,7 +7,7 @@ import { thumbnailCountFor } from "../video/pipeline.ts";
 import { MP4_FILE, Transcoder } from "../video/transcoder.ts";
 
 /** Bump when the placeholder's recipe changes, so a cached older one is not used. */
-const VERSION = "v1";
+const VERSION = "v2";
 const SECONDS = 2;
 
 export interface Placeholder {
@@ -15,12 +15,14 @@ export interface Placeholder {
   directory: string;
   /** The probe of the synthetic source it was made from (duration, size, audio). */
   probe: ProbeResult;
+  /** Where its HLS segments start (`Transcoder.transcode`). */
+  timelineStartPts: number | undefined;
 }
 
 /**
  * The renditions developer mode gives a video processed "instantly": made once, at first use, by the
  * real transcoder from a 2-second synthetic source (ffmpeg's test pattern and a tone), then cached in
- * `<data dir>/devmode/placeholder-v1/` and copied for every video. So they are real, valid media (an
+ * `<data dir>/devmode/placeholder-v2/` and copied for every video. So they are real, valid media (an
  * HLS ladder that plays, an MP4, thumbnails and a preview) that cost no ffmpeg run per video.
  */
 export class PlaceholderRenditions {
@@ -90,14 +92,14 @@ export class PlaceholderRenditions {
       const probe = await tools.probe(source);
       const transcoder = new Transcoder(tools);
       const out = join(building, "renditions");
-      const { renditions } = await transcoder.transcode(
+      const { renditions, timelineStartPts } = await transcoder.transcode(
         source,
         out,
         probe,
         thumbnailCountFor(probe.durationS),
       );
       await transcoder.package(out, probe, renditions);
-      await writeFile(join(building, "probe.json"), JSON.stringify(probe));
+      await writeFile(join(building, "placeholder.json"), JSON.stringify({ probe, timelineStartPts }));
       await rm(this.root, { recursive: true, force: true });
       await rename(building, this.root);
     } finally {
@@ -107,7 +109,10 @@ export class PlaceholderRenditions {
   }
 
   async #read(root: string): Promise<Placeholder> {
-    const probe = JSON.parse(await readFile(join(root, "probe.json"), "utf8")) as ProbeResult;
-    return { directory: join(root, "renditions"), probe };
+    const made = JSON.parse(await readFile(join(root, "placeholder.json"), "utf8")) as Omit<
+      Placeholder,
+      "directory"
+    >;
+    return { directory: join(root, "renditions"), ...made };
   }
 }

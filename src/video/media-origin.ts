@@ -10,7 +10,14 @@ import type { LibraryRow } from "../media/tables.ts";
 import { readJson } from "../store/codec.ts";
 import { type PlaybackAccess, type ViewerToken, viewerOf } from "./access.ts";
 import { renditionPrefix } from "./pipeline.ts";
-import { srtToVtt, subtitlePlaylist, withQuery, withSubtitleTracks } from "./playlists.ts";
+import {
+  MUXER_START_PTS,
+  srtToVtt,
+  subtitlePlaylist,
+  withQuery,
+  withSubtitleTracks,
+  withTimestampMap,
+} from "./playlists.ts";
 import { MASTER_PLAYLIST, MP4_FILE, PREVIEW_FILE, THUMBNAIL_DIR, THUMBNAIL_FILE } from "./transcoder.ts";
 import type { ViewerCountries } from "./viewer-countries.ts";
 
@@ -180,12 +187,16 @@ export class VideoMediaOrigin implements MediaOrigin {
       case "subtitle": {
         const subtitle = await this.playback.subtitle(video.id, asset.subtitleId);
         if (!subtitle) return this.#error(response, 404);
-        let vtt = this.#subtitles.get(subtitle.path);
+        const startPts = Number(processing.timeline_start_pts ?? MUXER_START_PTS);
+        // A new source may start its segments elsewhere: the map is part of what is kept.
+        const kept = `${subtitle.path} ${startPts}`;
+        let vtt = this.#subtitles.get(kept);
         if (vtt === undefined) {
           const content = await this.#text(subtitle.path);
           if (content === undefined) return this.#error(response, 404);
           vtt = subtitle.format === "srt" ? srtToVtt(content) : content.replace(/^\uFEFF/, "");
-          this.#subtitles.set(subtitle.path, vtt);
+          vtt = withTimestampMap(vtt, startPts);
+          this.#subtitles.set(kept, vtt);
         }
         return this.#send(request, response, vtt, "text/vtt; charset=utf-8", cacheControl);
       }

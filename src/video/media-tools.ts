@@ -319,6 +319,28 @@ export class MediaTools {
   }
 
   /**
+   * The first video frame's timestamp in an MPEG-TS file, in its 90 kHz ticks (`start_pts`); undefined
+   * when ffprobe finds no video stream or no start.
+   */
+  firstVideoPts(file: string): Promise<number | undefined> {
+    return this.#limit(async () => {
+      const output = await this.#spawn("ffprobe", this.paths.ffprobe, [
+        "-v",
+        "error",
+        "-select_streams",
+        "v:0",
+        "-show_entries",
+        "stream=start_pts",
+        "-of",
+        "csv=p=0",
+        file,
+      ]);
+      const pts = Number.parseInt(output.trim(), 10);
+      return Number.isSafeInteger(pts) ? pts : undefined;
+    });
+  }
+
+  /**
    * Ends every ffmpeg and ffprobe this process runs, and refuses new ones: the process is stopping,
    * and its work is left to be done again (a tool still running would outlive it, or hold its
    * shutdown for as long as `CUMULO_FFMPEG_TIMEOUT_S`). Their runs fail with `ToolsStoppedError`.

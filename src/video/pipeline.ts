@@ -107,7 +107,7 @@ export type InjectedVideoFault = { fail: string } | { stop: true };
  * may stop at a stage (the video stays there).
  */
 export interface VideoTransition {
-  placeholder: () => Promise<{ directory: string; probe: ProbeResult }>;
+  placeholder: () => Promise<{ directory: string; probe: ProbeResult; timelineStartPts: number | undefined }>;
   stopAt?: "processing" | "transcoding" | "packaging";
 }
 
@@ -301,9 +301,10 @@ export class VideoPipeline {
       let source: string | undefined;
       let out: string;
       let probe: ProbeResult;
+      let timelineStartPts: number | undefined;
       if (transition) {
         // Developer mode: the placeholder's files, the source is not read.
-        ({ directory: out, probe } = await transition.placeholder());
+        ({ directory: out, probe, timelineStartPts } = await transition.placeholder());
       } else {
         await mkdir(work, { recursive: true });
         source = join(work, "source");
@@ -329,6 +330,7 @@ export class VideoPipeline {
       if (source) {
         const made = await transcoder.transcode(source, out, probe, thumbnailCount, unwanted.signal);
         renditions = made.renditions;
+        timelineStartPts = made.timelineStartPts;
         // A truncated source's header names more than its data holds: the video is as long as it plays.
         if (made.playableS + TRUNCATION_SLACK_S < probe.durationS) {
           durationS = made.playableS;
@@ -358,7 +360,11 @@ export class VideoPipeline {
           thumbnail_url: url(THUMBNAIL_FILE),
           thumbnail_count: thumbnailCount,
         },
-        { thumbnail_count: thumbnailCount, duration_s: durationS },
+        {
+          thumbnail_count: thumbnailCount,
+          duration_s: durationS,
+          timeline_start_pts: timelineStartPts ?? null,
+        },
       );
       if (!ready) await removals.removeNow({ prefixes: [prefix] });
     } catch (error) {

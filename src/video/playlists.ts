@@ -57,6 +57,34 @@ export function withQuery(playlist: string, query: string): string {
 
 const SRT_TIME = /(\d{1,2}):(\d{2}):(\d{2})[,.](\d{1,3})/g;
 
+/**
+ * Where the segments of a video start when its own start was not kept (videos processed before
+ * 6 December): ffmpeg's MPEG-TS muxer begins at 1.4 s, before the B-frames' few hundredths.
+ */
+export const MUXER_START_PTS = 126_000;
+
+/**
+ * The WebVTT with `X-TIMESTAMP-MAP` (RFC 8216, 3.5) placing its cue time 0 at `startPts`, the
+ * segments' first frame: without it HLS players (hls.js, Safari) take cue time 0 as MPEG-TS time 0
+ * and showed every cue 1.4-1.5 s early. A map the file had (made for other segments) is replaced.
+ * Outside HLS the line is one of the header's, which WebVTT readers skip.
+ */
+export function withTimestampMap(vtt: string, startPts: number): string {
+  const lines = vtt.split(/\r\n?|\n/);
+  // The header runs from the `WEBVTT` line to a blank line, or to a cue a sloppy file starts at once.
+  let end = 1;
+  while (end < lines.length && lines[end] !== "" && !lines[end]?.includes("-->")) end++;
+  const header = lines.slice(1, end).filter((line) => !line.startsWith("X-TIMESTAMP-MAP="));
+  const rest = lines.slice(end);
+  return [
+    lines[0],
+    `X-TIMESTAMP-MAP=MPEGTS:${startPts},LOCAL:00:00:00.000`,
+    ...header,
+    ...(rest[0]?.includes("-->") ? [""] : []),
+    ...rest,
+  ].join("\n");
+}
+
 /** WebVTT of an SRT file: header, `.` as decimal mark, zero-padded times, cue numbers kept as ids. */
 export function srtToVtt(srt: string): string {
   const body = srt

@@ -17,6 +17,11 @@ export interface VideoProcessingTable {
   duration_s: number;
   has_audio: Bool;
   thumbnail_count: number;
+  /**
+   * The first video frame's timestamp in the HLS segments, in MPEG-TS ticks (90 kHz): subtitles are
+   * served mapped to it. Null until packaged, and for videos processed before it was kept.
+   */
+  timeline_start_pts: number | null;
   /** Why processing failed (status `failed`), else null. */
   failure_reason: string | null;
   created_at: Timestamp;

@@ -124,7 +124,12 @@ export class Transcoder {
     probe: ProbeResult,
     thumbnailCount: number,
     signal?: AbortSignal,
-  ): Promise<{ renditions: Rendition[]; thumbnails: string[]; playableS: number }> {
+  ): Promise<{
+    renditions: Rendition[];
+    thumbnails: string[];
+    playableS: number;
+    timelineStartPts: number | undefined;
+  }> {
     const rungs = ladderFor(probe.height).map((rung) => ({
       ...rung,
       width: scaledWidth(probe, rung.height),
@@ -243,6 +248,11 @@ export class Transcoder {
       thumbnails: await this.#thumbnails(source, outDir, thumbnailScale, thumbnailCount),
       // What was decoded, which a truncated source's header overstates.
       playableS: (await this.tools.probe(join(outDir, MP4_FILE))).durationS,
+      // Not 0: the MPEG-TS muxer starts at 1.4 s, and B-frames add their delay. Every rung is cut
+      // from one decode, so the first rung's start is every rung's.
+      timelineStartPts: await this.tools.firstVideoPts(
+        join(outDir, rungs[0]?.directory ?? "", "segment_000.ts"),
+      ),
     };
   }
 

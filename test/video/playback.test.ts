@@ -1,8 +1,10 @@
+import { execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { THROUGH_ANOTHER_DISTRIBUTION } from "../../src/video/media-origin.ts";
+import { locateMediaTools } from "../../src/video/media-tools.ts";
 import { edgeRequest, edgeUrlOf } from "../cdn/support.ts";
 import { createLibrary, createVideo, MISSING_ID } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
@@ -339,7 +341,28 @@ describe("video pipeline and playback", () => {
     const vtt = await edgeRequest(edge, resolvePath(playlistPath, playlistUris(playlist.text)[0] ?? ""));
     expect(vtt.status).toBe(200);
     expect(vtt.headers["content-type"]).toBe("text/vtt; charset=utf-8");
-    expect(vtt.text).toBe("WEBVTT\n\n1\n00:00:00.500 --> 00:00:02.000\nHello <b>there</b>\n");
+    const map = /^WEBVTT\nX-TIMESTAMP-MAP=MPEGTS:(\d+),LOCAL:00:00:00.000\n\n1\n/.exec(vtt.text);
+    expect(vtt.text.slice(map?.[0].length)).toBe("00:00:00.500 --> 00:00:02.000\nHello <b>there</b>\n");
+    // Cue time 0 is where the segments' first frame is (1.4 s and more in): before, with no map,
+    // players showed every cue that much early.
+    const variant = resolvePath(
+      masterPath,
+      playlistUris(master.text).find((uri) => uri.endsWith("p/index.m3u8")) ?? "",
+    );
+    const segment = await edgeRequest(
+      edge,
+      resolvePath(variant, playlistUris((await edgeRequest(edge, variant)).text)[0] ?? ""),
+    );
+    const file = join(work, "first-segment.ts");
+    writeFileSync(file, segment.body);
+    const probed = execFileSync(
+      locateMediaTools().ffprobe,
+      ["-v", "error", "-select_streams", "v:0", "-show_entries", "stream=start_time", "-of", "csv=p=0", file],
+      { encoding: "utf8" },
+    );
+    const startS = Number(probed.trim().split("\n")[0]);
+    expect(startS).toBeGreaterThan(1.4);
+    expect(Number(map?.[1]) / 90_000).toBeCloseTo(startS, 4);
 
     // Converted once: the next viewer is answered without reading the file again (a 5 MiB SRT took
     // the event loop 0.3-0.6 s per request). Its file gone from the disk shows it.

@@ -32,6 +32,7 @@ import { webhookPreviousSecretMigration } from "./0704-webhook-previous-secret.t
 import { chosenKeyPrefixesMigration } from "./0705-chosen-key-prefixes.ts";
 import { cdnHostnameVerificationMigration } from "./0706-cdn-hostname-verification.ts";
 import { videoUploadsByVideoMigration } from "./0707-video-uploads-by-video.ts";
+import { videoTimelineStartMigration } from "./0708-video-timeline-start.ts";
 
 /** Every migration, by name; names sort in the order they run. Append, never edit a released one. */
 export function allMigrations(dialect: DialectName): Record<string, Migration> {
@@ -68,5 +69,6 @@ export function allMigrations(dialect: DialectName): Record<string, Migration> {
     "0705-chosen-key-prefixes": chosenKeyPrefixesMigration(),
     "0706-cdn-hostname-verification": cdnHostnameVerificationMigration(types),
     "0707-video-uploads-by-video": videoUploadsByVideoMigration(),
+    "0708-video-timeline-start": videoTimelineStartMigration(types),
   };
 }
