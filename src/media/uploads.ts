@@ -113,11 +113,9 @@ function toUploadError(error: unknown, fileField: string): unknown {
   const status = (error as { statusCode?: number }).statusCode;
   if (status === 413) return ApiError.payloadTooLarge();
   if (status === 415 || status === 406) return ApiError.unsupportedMediaType();
-  if ((error as { code?: string }).code === "FST_PROTO_VIOLATION") {
-    return ApiError.invalidRequest(
-      "A multipart field may not be named after a property every JavaScript object has (__proto__, constructor, toString...).",
-    );
-  }
+  // A field named after a property every object has (`constructor`), which the parser refuses
+  // without naming it: the contract's bare 400, not a claim that the body was cut short.
+  if ((error as { code?: string }).code === "FST_PROTO_VIOLATION") return ApiError.invalidRequest();
   // Anything else the parser complains about (a part cut short, no boundary) is a malformed body.
   return malformed(fileField);
 }
