@@ -31,6 +31,7 @@ import { requestId } from "./http/request-id.ts";
 import { loggedRequest, RequestLog } from "./http/request-log.ts";
 import { registerResponseCache } from "./http/response-cache.ts";
 import { registerLazySchemaCompilers } from "./http/schema-compilers.ts";
+import { withUndecodableSegmentsLiteral } from "./http/undecodable-paths.ts";
 import { registerUploadSlots } from "./http/upload-bodies.ts";
 import { unstorableParamsError, unstorableTextErrors } from "./http/validation.ts";
 import { apiKeyRoutes } from "./identity/routes/api-keys.ts";
@@ -57,7 +58,8 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
     genReqId: requestId,
     logController: new RequestLog(),
     // The reference page answers at `/docs` itself rather than redirecting to `/docs/`.
-    rewriteUrl: (request) => (request.url === "/docs" ? "/docs/" : (request.url ?? "/")),
+    rewriteUrl: (request) =>
+      request.url === "/docs" ? "/docs/" : withUndecodableSegmentsLiteral(request.url ?? "/"),
     bodyLimit: config.limits.jsonBodyBytes,
     // Only the operator's own proxies may say who the client is: anyone else could pick an address
     // for each request and so a fresh sign-in budget.

@@ -165,8 +165,9 @@ export function noResource(request: FastifyRequest): ApiError {
 }
 
 /**
- * Errors the router raises before any route runs: a path it cannot decode (`%zz`) or with an
- * overlong parameter names no resource, like a malformed id; anything else is an invalid request.
+ * Errors the router raises before any route runs: a path it cannot decode (the app's `rewriteUrl`
+ * leaves none: `withUndecodableSegmentsLiteral`) or with an overlong parameter names no resource,
+ * like a malformed id; anything else is an invalid request.
  */
 export function frameworkErrors(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
   const namesNothing = error.code === "FST_ERR_MAX_PARAM_LENGTH" || error.code === "FST_ERR_BAD_URL";

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
 
@@ -127,8 +128,22 @@ describe("text input that one store could not keep", () => {
     const disk = await t.cloud("GET", "/v1/storage/disks/abc%00");
     expect(disk.status).toBe(404);
     expect(disk.body).toEqual({ message: "Disk not found", errors: { Error: "Disk not found" } });
-    const undecodable = await t.cloud("GET", "/v1/storage/disks/%zz");
-    expect(undecodable.status).toBe(404);
-    expect(undecodable.body).toEqual({ message: "no route and no API found with those values" });
+    // A segment that does not decode is its literal text: a malformed id too (before, the router's
+    // decoding failure answered the gateway's "no route" body).
+    for (const id of ["%zz", "%FF", "%ED%A0%80", "a%ZZ"]) {
+      for (const prefix of ["/v1", "/v1/cloud", "/v1/local-1"]) {
+        const undecodable = await t.cloud("GET", `${prefix}/storage/disks/${id}?x=%zz`);
+        expect(undecodable.status, `${prefix} ${id}`).toBe(404);
+        expect(undecodable.body).toEqual({ message: "Disk not found", errors: { Error: "Disk not found" } });
+      }
+      const rule = await t.cloud(
+        "DELETE",
+        `/v1/network/load_balancers/${randomUUID()}/forwarding_rules/${id}`,
+      );
+      expect(rule.status).toBe(404);
+    }
+    // An unknown location is still no route, spelt however.
+    const location = await t.cloud("GET", "/v1/%zz/storage/disks");
+    expect(location.body).toEqual({ message: "no route and no API found with those values" });
   });
 });
