@@ -102,6 +102,8 @@ export class PlaceholderRenditions {
       await writeFile(join(building, "placeholder.json"), JSON.stringify({ probe, timelineStartPts }));
       await rm(this.root, { recursive: true, force: true });
       await rename(building, this.root);
+      // An earlier version's, left by the release before: never read again.
+      await rm(join(this.dataDir, "devmode", "placeholder-v1"), { recursive: true, force: true });
     } finally {
       await rm(building, { recursive: true, force: true });
     }

@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -58,9 +58,21 @@ describe("state transitions: instant processing and provisioning, or a stop at a
     const libraryId = (await createLibrary(t, { name: "Instant", default_privacy: "public" })).id;
     await createEndpoint(t, libraryId, { url: `${receiver.url}/hook`, events: ["*"] });
     const videoId = (await createVideo(t, libraryId, { title: "Placeholder" })).id;
+    // What the release before kept, in a format not read any more.
+    const earlier = join(t.store.dataDir, "devmode", "placeholder-v1");
+    mkdirSync(earlier, { recursive: true });
+    writeFileSync(join(earlier, "probe.json"), "{}");
     expect((await uploadSource(t, libraryId, videoId, NOT_A_VIDEO)).status).toBe(202);
     const ready = await waitForStatus(t, libraryId, videoId, ["ready", "failed"]);
     expect(ready).toMatchObject({ status: "ready", duration: 2, thumbnail_count: 1 });
+    expect(existsSync(earlier)).toBe(false);
+    // Its subtitles are mapped to where its segments start, as a transcoded video's are.
+    const processing = await t.cumulo.store.db
+      .selectFrom("video_processing")
+      .select("timeline_start_pts")
+      .where("video_id", "=", videoId)
+      .executeTakeFirstOrThrow();
+    expect(Number(processing.timeline_start_pts)).toBeGreaterThan(126_000);
 
     // The same notifications as real processing. An endpoint receives up to 8 at once, so they may
     // arrive in any order: sorted by stage, their notification times never go back.
