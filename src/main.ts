@@ -77,7 +77,7 @@ async function withCore<S, T>(
   onMigrated?: (names: string[]) => void,
   config: Config = loadConfig(),
 ): Promise<T> {
-  const [{ openCore, closeCore }, { allMigrations }, build] = await Promise.all([
+  const [{ openCore, closeCore }, { migrationNames }, build] = await Promise.all([
     import("./core.ts"),
     import("./store/migrations/index.ts"),
     loadBuild(),
@@ -95,7 +95,7 @@ async function withCore<S, T>(
   );
   // Every migration just applied: the store was made now. A mistyped data dir or URL otherwise shows
   // only as data missing: a revocation "not found", the leaked key valid on the server (QA of 6 December).
-  if (!onMigrated && applied.length === Object.keys(allMigrations(deps.store.dialect)).length) {
+  if (!onMigrated && applied.length === migrationNames().length) {
     const where = config.databaseUrl
       ? "DATABASE_URL names a database that held no Cumulo store"
       : `CUMULO_DATA_DIR (${config.dataDir}) held no Cumulo store`;
@@ -212,7 +212,7 @@ const whereUrl = (url: string): string => {
  * (a node pointed at the wrong database otherwise shows it only by the data it lacks). Never a
  * credential: URLs are reduced to their server and path.
  */
-function runsOn(config: Config, roles: readonly string[]): string {
+function runsOn(config: Config, roles: readonly string[], schema: string): string {
   const { blobStore } = config;
   const parts = [
     config.databaseUrl
@@ -224,7 +224,7 @@ function runsOn(config: Config, roles: readonly string[]): string {
     config.redisUrl ? `Redis at ${whereUrl(config.redisUrl)} (prefix ${config.redisPrefix})` : "no Redis",
     `data dir ${config.dataDir}`,
   ];
-  return `Cumulo ${API_VERSION} (roles: ${roles.join(", ")}): ${parts.join(", ")}`;
+  return `Cumulo ${API_VERSION} (schema ${schema}; roles: ${roles.join(", ")}): ${parts.join(", ")}`;
 }
 
 async function serve(config: Config, seed?: SeedBody): Promise<void> {
@@ -240,7 +240,13 @@ async function serve(config: Config, seed?: SeedBody): Promise<void> {
         "",
       ].join("\n"),
     );
-  const running = await startCumulo(config, { onGeneratedKey: showKey });
+  let applied: string[] = [];
+  const running = await startCumulo(config, {
+    onGeneratedKey: showKey,
+    onMigrated: (names) => {
+      applied = names;
+    },
+  });
   if (running.generatedKey && running.apiUrl) {
     process.stdout.write(
       // The secret itself is printed once only (CONTRACT.md section 2), so the hint names it, not repeats it.
@@ -256,7 +262,15 @@ async function serve(config: Config, seed?: SeedBody): Promise<void> {
   ]) {
     if (warning) process.stderr.write(`cumulo: warning: ${warning}\n`);
   }
-  process.stdout.write(`${runsOn(config, roles)}\n`);
+  const { migrationNames, latestMigration } = await import("./store/migrations/index.ts");
+  process.stdout.write(`${runsOn(config, roles, latestMigration())}\n`);
+  // An upgrade's migrations ran before anything else: the operator's record that they did.
+  if (applied.length > 0) {
+    const all = migrationNames().length;
+    process.stdout.write(
+      `Store migrated: ${applied.length === all ? `a new store, all ${all} migrations applied` : `applied ${applied.join(", ")}`}\n`,
+    );
+  }
   if (running.apiUrl)
     process.stdout.write(`Cumulo API listening on ${running.apiUrl} (docs at ${running.apiUrl}/docs)\n`);
   if (running.edgeUrl) process.stdout.write(`Cumulo CDN edge listening on ${running.edgeUrl}\n`);

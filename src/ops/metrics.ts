@@ -1,6 +1,7 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import type { Clock } from "../clock.ts";
 import { ALL_ROLES, type Config, type Role } from "../config.ts";
+import { latestMigration } from "../store/migrations/index.ts";
 import { API_VERSION } from "../version.ts";
 import { type HistogramSeries, observe, TalliedCounter, TalliedHistogram } from "./metric-tallies.ts";
 
@@ -198,13 +199,14 @@ export class Metrics {
       if (roles.includes(role)) continue;
       for (const name of ROLE_METRICS[role]) this.registry.removeSingleMetric(name);
     }
-    // Which version each node runs, for a rolling upgrade: `count by (version) (cumulo_build_info)`.
+    // Which version and store schema each node runs, for a rolling upgrade:
+    // `count by (version, schema) (cumulo_build_info)`.
     new Gauge({
       name: "cumulo_build_info",
-      help: "Always 1; its version label is the Cumulo version this process runs.",
-      labelNames: ["version"] as const,
+      help: "Always 1; its labels are the Cumulo version this process runs and the last store migration it knows.",
+      labelNames: ["version", "schema"] as const,
       registers: [this.registry],
-    }).set({ version: API_VERSION }, 1);
+    }).set({ version: API_VERSION, schema: latestMigration() }, 1);
     if (options.processMetrics) {
       collectDefaultMetrics({ register: this.registry });
       // Gauges named like counters (Prometheus' lint refuses them); the same figures stay exported

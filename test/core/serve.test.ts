@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.ts";
 import { startCumulo } from "../../src/roles.ts";
+import { migrationNames } from "../../src/store/migrations/index.ts";
 import { exitOf, serve } from "../support/process.ts";
 import { createTestStore, type TestStore } from "../support/store.ts";
 
@@ -23,6 +24,10 @@ describe("cumulo serve", () => {
     expect(first.output().split(key ?? "").length - 1).toBe(1);
     // With CUMULO_EDGE_PORT=off (serve's default here) the edge runs nothing and is not named.
     expect(first.output()).toMatch(/^Cumulo ready \(roles: api, worker\)$/m);
+    // The operator's record that the store was migrated (nothing said so before 6 December).
+    expect(first.output()).toContain(
+      `\nStore migrated: a new store, all ${migrationNames().length} migrations applied\n`,
+    );
     const health = await fetch(`${first.apiUrl}/v1/livestream/health`, {
       headers: { authorization: `Bearer ${key}` },
     });
@@ -49,6 +54,7 @@ describe("cumulo serve", () => {
     expect(second.output()).not.toMatch(/cmk_/);
     expect(second.edgeUrl).toMatch(/^http:\/\//);
     expect(second.output()).toMatch(/^Cumulo ready \(roles: api, worker, edge\)$/m);
+    expect(second.output()).not.toContain("Store migrated");
     const again = await fetch(`${second.apiUrl}/v1/livestream/health`, {
       headers: { "x-api-key": key ?? "" },
     });

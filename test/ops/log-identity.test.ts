@@ -1,5 +1,6 @@
 import { hostname } from "node:os";
 import { expect, it } from "vitest";
+import { latestMigration } from "../../src/store/migrations/index.ts";
 import { serve, stopAll } from "../support/process.ts";
 import { createMigratedTestStore } from "../support/store.ts";
 import { waitUntil } from "../support/wait.ts";
@@ -52,7 +53,9 @@ it("says at start what the node runs on, without the credentials of its settings
     ...secrets,
   });
   try {
-    const line = /^Cumulo \S+ \(roles: api\): .*$/m.exec(node.output())?.[0] ?? node.output();
+    const line = /^Cumulo \S+ \(schema \S+; roles: api\): .*$/m.exec(node.output())?.[0] ?? node.output();
+    // The store schema this build runs on: builds of one version may differ in it.
+    expect(line).toContain(`(schema ${latestMigration()}; roles: api)`);
     const storeText = databaseUrl
       ? `store PostgreSQL at ${new URL(databaseUrl).host}${new URL(databaseUrl).pathname}`
       : `store SQLite at ${store.dataDir}/cumulo.sqlite`;

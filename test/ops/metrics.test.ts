@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Metrics } from "../../src/ops/metrics.ts";
+import { latestMigration } from "../../src/store/migrations/index.ts";
 import { API_VERSION } from "../../src/version.ts";
 import { locateMediaTools, MediaTools } from "../../src/video/media-tools.ts";
 import {
@@ -79,7 +80,9 @@ describe("metrics", () => {
     expect(right.headers.get("content-type")).toMatch(/^text\/plain; version=0\.0\.4/);
     expect(right.text).toContain("process_cpu_user_seconds_total");
     // Which version each node runs, for a rolling upgrade.
-    expect(right.text).toContain(`cumulo_build_info{version="${API_VERSION}"} 1`);
+    expect(right.text).toContain(
+      `cumulo_build_info{version="${API_VERSION}",schema="${latestMigration()}"} 1`,
+    );
     // Without a GeoIP database there is no build time to report.
     expect(right.text).not.toContain("cumulo_geoip_database_build_timestamp_seconds");
     const document = await t.request("GET", "/openapi.json");

@@ -72,3 +72,12 @@ export function allMigrations(dialect: DialectName): Record<string, Migration> {
     "0708-video-timeline-start": videoTimelineStartMigration(types),
   };
 }
+
+/** Every migration's name, in order: the same on both stores. */
+export const migrationNames = (): string[] => Object.keys(allMigrations("sqlite"));
+
+/**
+ * The last migration this build knows: the store schema it runs on. Builds of one version may differ
+ * in it, and nodes of different schemas must not share a store (docs/operations.md, Upgrades).
+ */
+export const latestMigration = (): string => migrationNames().at(-1) ?? "";
