@@ -220,6 +220,8 @@ function escapedCharPattern(char: string): string {
     literalPattern(char),
     [...Array(char.length).keys()].map((unit) => `\\\\u${hexPattern(char.charCodeAt(unit), 4)}`).join(""),
     [...Buffer.from(char)].map((byte) => `%${hexPattern(byte, 2)}`).join(""),
+    // A Latin-1 letter percent-encoded from the byte a header value carries it as.
+    ...(code >= 0x80 && code <= 0xff ? [`%${hexPattern(code, 2)}`] : []),
     `&#0*${code};`,
     `&#[xX]0*${hexPattern(code, 1)};`,
     ...(json === char ? [] : [literalPattern(json)]),
@@ -239,23 +241,29 @@ const charPattern = (char: string): string => ASCII_PATTERNS[char.charCodeAt(0)]
 
 /**
  * The forms a secret takes when a receiver repeats it re-encoded: as it is, hexadecimal, and
- * base64 and base64url (with and without padding) of its UTF-8 bytes, also the part of each that
- * is the same wherever the value stands in a longer base64 text (its three alignments to the
- * 3-byte groups: a `user:password` inside a `Basic` credential, a token inside a base64 JSON).
+ * base64 and base64url (with and without padding) of its bytes, also the part of each that is the
+ * same wherever the value stands in a longer base64 text (its three alignments to the 3-byte
+ * groups: a `user:password` inside a `Basic` credential, a token inside a base64 JSON). Its bytes
+ * are its UTF-8, and for text of Latin-1 letters (`für`) also its Latin-1, which is how a header
+ * value goes out: repeated raw, those bytes read back as U+FFFD (QA of 6 December).
  */
 function formsOf(secret: string): string[] {
-  const bytes = Buffer.from(secret);
-  const base64 = [bytes.toString("base64"), bytes.toString("base64").replace(/=+$/, "")];
-  for (const offset of [0, 1, 2]) {
-    const aligned = Buffer.concat([Buffer.alloc(offset), bytes]).toString("base64");
-    // Characters whose 6 bits all come from the secret's bytes: not those shared with its neighbours.
-    base64.push(aligned.slice(Math.ceil((8 * offset) / 6), Math.floor((8 * (offset + bytes.length)) / 6)));
+  const codes = [...secret].map((char) => char.codePointAt(0) ?? 0);
+  const asHeader = codes.some((code) => code >= 0x80) && codes.every((code) => code <= 0xff);
+  const encodings = asHeader ? [Buffer.from(secret), Buffer.from(secret, "latin1")] : [Buffer.from(secret)];
+  const forms = [secret, ...(asHeader ? [Buffer.from(secret, "latin1").toString()] : [])];
+  for (const bytes of encodings) {
+    const base64 = [bytes.toString("base64"), bytes.toString("base64").replace(/=+$/, "")];
+    for (const offset of [0, 1, 2]) {
+      const aligned = Buffer.concat([Buffer.alloc(offset), bytes]).toString("base64");
+      // Characters whose 6 bits all come from the secret's bytes: not those shared with its neighbours.
+      base64.push(aligned.slice(Math.ceil((8 * offset) / 6), Math.floor((8 * (offset + bytes.length)) / 6)));
+    }
+    const base64url = base64.map((form) => form.replaceAll("+", "-").replaceAll("/", "_"));
+    const hex = bytes.toString("hex");
+    forms.push(hex, hex.toUpperCase(), ...base64, ...base64url);
   }
-  const base64url = base64.map((form) => form.replaceAll("+", "-").replaceAll("/", "_"));
-  const hex = bytes.toString("hex");
-  return [secret, hex, hex.toUpperCase(), ...base64, ...base64url].filter(
-    (form) => form.length >= SHORTEST_FOUND,
-  );
+  return forms.filter((form) => form.length >= SHORTEST_FOUND);
 }
 
 /** A pattern of every form of `secret`, each written with any of its characters escaped; the longest forms first. */

@@ -304,6 +304,45 @@ describe("webhook endpoint secret and read-only keys", () => {
     }
   });
 
+  it("masks a header credential of Latin-1 letters repeated as the bytes it was sent in (read back as U+FFFD), and their hex, base64 and percent forms", async () => {
+    const keys = await organizationWithReadOnlyKey("Latin-1");
+    const token = "Geheimnis-für-Küche-2024";
+    // The value's bytes as they arrived (Node reads header bytes as Latin-1), echoed raw and re-encoded.
+    const receiver = await startReceiver((request, res) => {
+      const bytes = Buffer.from(header(request.headers.authorization).replace(/^Bearer /, ""), "latin1");
+      res.writeHead(400, { "content-type": "text/plain" });
+      res.end(
+        Buffer.concat([
+          Buffer.from("raw: "),
+          bytes,
+          Buffer.from(
+            `\nhex: ${bytes.toString("hex")}\nbase64: ${bytes.toString("base64")}\npercent: ${[...bytes].map((byte) => (byte < 0x80 ? String.fromCharCode(byte) : `%${byte.toString(16).toUpperCase()}`)).join("")}`,
+          ),
+        ]),
+      );
+    });
+    try {
+      const endpoint = (
+        await t.request("POST", keys.path, {
+          key: keys.admin,
+          json: {
+            name: "Raw echo",
+            url: `${receiver.url}/in`,
+            events: ["*"],
+            headers: { Authorization: `Bearer ${token}` },
+          },
+        })
+      ).body.data;
+      const { asAdmin, asReader } = await firstDelivery(keys, endpoint.id);
+      expect(asAdmin.response_body).toContain("raw: Geheimnis-f\uFFFDr-K\uFFFDche-2024\n");
+      expect(asAdmin.response_body).toContain("percent: Geheimnis-f%FCr-K%FCche-2024");
+      // Before, only the UTF-8 forms were looked for: these four were shown as sent.
+      expect(asReader.response_body).toBe("raw: ***\nhex: ***\nbase64: ***\npercent: ***");
+    } finally {
+      await receiver.close();
+    }
+  });
+
   it("shows a reader none of a receiver's answer when a secret of the endpoint is too short to look for", async () => {
     const keys = await organizationWithReadOnlyKey("Short secrets");
     const echoHeaders = await startReceiver((request, res) => {
