@@ -401,13 +401,32 @@ export class DeliveryRepository {
     }
   }
 
-  /** Drops a claimed attempt that will not be made (its endpoint was switched off). */
+  /**
+   * Drops a claimed attempt that will not be made (its endpoint was switched off); the attempt that
+   * scheduled it no longer names a next retry.
+   */
   async drop(delivery: ClaimedDelivery): Promise<void> {
-    await this.db
-      .deleteFrom("webhook_deliveries")
-      .where("id", "=", delivery.id)
-      .where("state", "=", "sending")
-      .where("locked_until", "=", delivery.lease)
+    await this.db.transaction().execute(async (trx) => {
+      await this.#lockPair(trx, delivery.message_id, delivery.endpoint_id);
+      const dropped = await trx
+        .deleteFrom("webhook_deliveries")
+        .where("id", "=", delivery.id)
+        .where("state", "=", "sending")
+        .where("locked_until", "=", delivery.lease)
+        .executeTakeFirst();
+      if (Number(dropped.numDeletedRows) > 0) await this.#noRetryAfter(trx, delivery);
+    });
+  }
+
+  /** The pair's made attempts name no next retry: the one they named will not be made. */
+  async #noRetryAfter(trx: Trx, delivery: Pick<ClaimedDelivery, "message_id" | "endpoint_id">) {
+    await trx
+      .updateTable("webhook_deliveries")
+      .set({ next_retry_at: null })
+      .where("message_id", "=", delivery.message_id)
+      .where("endpoint_id", "=", delivery.endpoint_id)
+      .where("state", "=", "done")
+      .where("next_retry_at", "is not", null)
       .execute();
   }
 
@@ -516,13 +535,14 @@ export class DeliveryRepository {
       // first) is not sent. Other manual retries asked for are explicit requests and stay. A
       // scheduled attempt that succeeds is the latest scheduled one (the next is only queued when
       // it fails), so it never leaves a scheduled retry behind.
-      await trx
+      const dropped = await trx
         .deleteFrom("webhook_deliveries")
         .where("message_id", "=", delivery.message_id)
         .where("endpoint_id", "=", delivery.endpoint_id)
         .where("state", "=", "pending")
         .where("manual", "=", false)
-        .execute();
+        .executeTakeFirst();
+      if (Number(dropped.numDeletedRows) > 0) await this.#noRetryAfter(trx, delivery);
     }
     if (nextRetryAt) {
       await trx

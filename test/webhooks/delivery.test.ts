@@ -567,9 +567,35 @@ describe("webhook delivery", () => {
       [2, true],
       [1, false],
     ]);
-    // The retry that was due 1.5 s after the first attempt is not waiting any more.
+    // The retry that was due 1.5 s after the first attempt is not waiting any more, and the first
+    // attempt no longer names it (before, its next_retry_at stayed).
     expect(await attemptsOf(t, endpoint.id)).toEqual({ open: 0, all: 2 });
+    expect(rows[1].next_retry_at).toBeUndefined();
     expect(hook.received).toHaveLength(2);
+  });
+
+  it("drops a switched-off endpoint's scheduled retry when it comes due; the attempt before names none", async () => {
+    await freshLibrary();
+    const hook = await receiver((_r, res) => {
+      res.statusCode = 500;
+      res.end();
+    });
+    const endpoint = await createEndpoint(t, libraryId, {
+      url: hook.url,
+      retry_policy: { max_attempts: 3, initial_delay_s: 1, multiplier: 1, max_delay_s: 1 },
+    });
+    await emit("uploading");
+    const [first] = await deliveriesWhen(t, libraryId, endpoint.id, (rows) => rows.length === 1);
+    expect(first.next_retry_at).toBeDefined();
+    const off = await t.request("PATCH", `${webhooksPath(libraryId)}/${endpoint.id}`, {
+      json: { is_active: false },
+    });
+    expect(off.status, off.text).toBe(200);
+    await waitUntil(async () => (await attemptsOf(t, endpoint.id)).open === 0, 10_000, "the retry dropped");
+    const [record] = await deliveriesWhen(t, libraryId, endpoint.id, (rows) => rows.length === 1);
+    expect(record.id).toBe(first.id);
+    expect(record.next_retry_at).toBeUndefined();
+    expect(hook.received).toHaveLength(1);
   });
 
   it("sends a test notification to one endpoint whatever its events and is_active", async () => {
