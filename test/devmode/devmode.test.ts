@@ -1,9 +1,10 @@
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, readdirSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createLibrary, createVideo } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { waitUntil } from "../support/wait.ts";
 import { sha256, storedSource, TUS_PATH } from "../uploads/support.ts";
 
 const DEV_ON = { CUMULO_DEV_MODE: "true" };
@@ -223,6 +224,61 @@ describe("developer mode on", () => {
     expect((await t.request("POST", "/_cumulo/state/reset", { json: {} })).status).toBe(200);
     expect(existsSync(uploads) ? readdirSync(uploads) : []).toEqual([]);
     await t.request("DELETE", "/_cumulo/state/snapshots/uploads");
+  });
+
+  it("does not answer an upload complete whose file a load replaced while its PATCH ran", async () => {
+    const library = await createLibrary(t, { name: "Uploads under a load" });
+    const video = await createVideo(t, library.id);
+    const bytes = randomBytes(128 * 1024);
+    const tus = { authorization: `Bearer ${t.adminKey}`, "tus-resumable": "1.0.0" };
+    const created = await fetch(`${t.baseUrl}${TUS_PATH}`, {
+      method: "POST",
+      headers: {
+        ...tus,
+        "upload-length": String(bytes.length),
+        "upload-metadata": `library_id ${btoa(library.id)},video_id ${btoa(video.id)}`,
+      },
+    });
+    const id = (created.headers.get("location") ?? "").split("/").pop() ?? "";
+    const quarter = bytes.length / 4;
+    const patch = (offset: number, body: Uint8Array | ReadableStream<Uint8Array>) =>
+      fetch(`${t.baseUrl}${TUS_PATH}/${id}`, {
+        method: "PATCH",
+        headers: {
+          ...tus,
+          "upload-offset": String(offset),
+          "content-type": "application/offset+octet-stream",
+        },
+        body,
+        duplex: "half",
+      } as RequestInit);
+    expect((await patch(0, bytes.subarray(0, quarter))).status).toBe(204);
+    expect((await t.request("PUT", "/_cumulo/state/snapshots/mid_patch")).status).toBe(200);
+
+    // The rest in one PATCH whose body stops halfway until the snapshot is loaded.
+    let sendRest: () => void = () => {};
+    const rest = new ReadableStream<Uint8Array>({
+      async start(controller) {
+        controller.enqueue(bytes.subarray(quarter, 2 * quarter));
+        await new Promise<void>((resolve) => {
+          sendRest = resolve;
+        });
+        controller.enqueue(bytes.subarray(2 * quarter));
+        controller.close();
+      },
+    });
+    const answer = patch(quarter, rest);
+    const file = join(t.store.dataDir, "uploads", id);
+    await waitUntil(() => statSync(file).size === 2 * quarter, 10_000, "half the upload written");
+    expect((await t.request("POST", "/_cumulo/state/snapshots/mid_patch/load")).status).toBe(200);
+    sendRest();
+    // Before, 204 with the whole length as offset, and the snapshot's quarter became the source.
+    expect((await answer).status).toBe(409);
+    const head = await fetch(`${t.baseUrl}${TUS_PATH}/${id}`, { method: "HEAD", headers: tus });
+    expect(head.headers.get("upload-offset")).toBe(String(quarter));
+    expect((await patch(quarter, bytes.subarray(quarter))).status).toBe(204);
+    expect(sha256(await storedSource(t, video.id))).toBe(sha256(bytes));
+    await t.request("DELETE", "/_cumulo/state/snapshots/mid_patch");
   });
 
   it("does not take a snapshot folder without its store for a snapshot", async () => {

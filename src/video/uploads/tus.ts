@@ -178,6 +178,7 @@ export class ResumableUploads {
       exposedHeaders: ["Upload-Expires"],
       onUploadCreate: (request, upload) => this.#onCreate(request, upload),
       onUploadFinish: async (_request, upload) => {
+        await this.#refuseIfReplaced(upload);
         await this.#recordLastByte(upload.id);
         await this.#finish(upload.id);
         return {};
@@ -291,6 +292,23 @@ export class ResumableUploads {
     const removed = others.slice(openPerVideo - 1);
     for (const id of removed) await repository.deleteUpload(trx, id);
     return removed;
+  }
+
+  /**
+   * The bytes a PATCH counted to the upload's end are all in its file. A file replaced while the PATCH
+   * ran (a developer-mode snapshot load puts the saved bytes back, QA of 6 December) took the rest
+   * into the file that was there before, and must not become the video's source, nor the upload be
+   * answered complete: 409, as for an offset that does not match, so a tus client asks for the
+   * offset with HEAD and resumes. A file gone with its record (a reset) is the 404 that follows.
+   */
+  async #refuseIfReplaced(upload: Upload): Promise<void> {
+    const held = await stat(join(this.#directory, upload.id)).catch(() => undefined);
+    if (held && held.size !== upload.size) {
+      throw tusError(
+        409,
+        "The upload's file was replaced while this request ran: ask for its offset (HEAD) and resume",
+      );
+    }
   }
 
   /**
