@@ -85,21 +85,38 @@ export function withTimestampMap(vtt: string, startPts: number): string {
   ].join("\n");
 }
 
-/** WebVTT of an SRT file: header, `.` as decimal mark, zero-padded times, cue numbers kept as ids. */
+/** An SRT timing line: its start time, then the arrow. */
+const SRT_TIMING = /^\s*\d{1,2}:\d{2}:\d{2}[,.]\d{1,3}\s*-->/;
+
+/**
+ * Cue text as WebVTT reads it: `&` and `<` start entities and tags there, and `-->` a timing line.
+ * SRT's own tags (`<i>`, `</b>`, `<font ...>`) and entities are kept; any other `<` or `&` is escaped.
+ */
+const vttCueText = (line: string): string =>
+  line
+    .replace(/&(?!(?:[A-Za-z]+|#\d+|#[xX][\da-fA-F]+);)/g, "&amp;")
+    .replace(/<(?![A-Za-z/])/g, "&lt;")
+    .replaceAll("-->", "--&gt;");
+
+/**
+ * WebVTT of an SRT file: header, `.` as decimal mark, zero-padded times, cue numbers kept as ids;
+ * lines of blanks end a cue as an empty line does (SRT players read them so, WebVTT would not), and
+ * text is escaped where WebVTT would read markup (QA of 6 December: text was lost, cues ran together).
+ */
 export function srtToVtt(srt: string): string {
   const body = srt
     .replace(/^\uFEFF/, "")
     .replace(/\r\n?/g, "\n")
     .split("\n")
-    .map((line) =>
-      line.includes("-->")
-        ? line.replace(
-            SRT_TIME,
-            (_match, h: string, m: string, s: string, ms: string) =>
-              `${h.padStart(2, "0")}:${m}:${s}.${ms.padEnd(3, "0")}`,
-          )
-        : line,
-    )
+    .map((line) => {
+      if (line.trim() === "") return "";
+      if (!SRT_TIMING.test(line)) return vttCueText(line);
+      return line.replace(
+        SRT_TIME,
+        (_match, h: string, m: string, s: string, ms: string) =>
+          `${h.padStart(2, "0")}:${m}:${s}.${ms.padEnd(3, "0")}`,
+      );
+    })
     .join("\n");
   return `WEBVTT\n\n${body.trim()}\n`;
 }

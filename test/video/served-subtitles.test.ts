@@ -38,3 +38,21 @@ describe("subtitles served with an X-TIMESTAMP-MAP (RFC 8216, 3.5)", () => {
     );
   });
 });
+
+describe("SRT served as WebVTT", () => {
+  it("ends a cue at a line of blanks, as SRT players do, where WebVTT needs an empty line", () => {
+    expect(
+      srtToVtt("1\n00:00:00,000 --> 00:00:01,000\nfirst\n \n2\n00:00:01,000 --> 00:00:02,000\nsecond\n\t\n"),
+    ).toBe("WEBVTT\n\n1\n00:00:00.000 --> 00:00:01.000\nfirst\n\n2\n00:00:01.000 --> 00:00:02.000\nsecond\n");
+  });
+
+  it("escapes text WebVTT would read as markup or a timing line, keeping SRT's tags and entities", () => {
+    expect(
+      srtToVtt(
+        '1\n00:00:00,000 --> 00:00:01,000\n5 < 6 & 7 > 3\nTom & Jerry <3 &amp; &#233;\nA --> B <i>it</i> <font color="red">x</font>\n',
+      ),
+    ).toBe(
+      'WEBVTT\n\n1\n00:00:00.000 --> 00:00:01.000\n5 &lt; 6 &amp; 7 > 3\nTom &amp; Jerry &lt;3 &amp; &#233;\nA --&gt; B <i>it</i> <font color="red">x</font>\n',
+    );
+  });
+});
