@@ -158,7 +158,9 @@ function harEntry(exchange: RecordedExchange, bodyLimit: number): HarEntry {
       headersSize: -1,
       bodySize:
         exchange.requestBodySize ??
-        (exchange.requestBody === undefined ? 0 : Buffer.byteLength(exchange.requestBody)),
+        (exchange.requestBody === undefined
+          ? streamedBodySize(exchange.requestHeaders)
+          : Buffer.byteLength(exchange.requestBody)),
     },
     response: {
       status: exchange.status,
@@ -178,6 +180,16 @@ function harEntry(exchange: RecordedExchange, bodyLimit: number): HarEntry {
     cache: {},
     timings: { send: 0, wait: exchange.durationMs, receive: 0 },
   };
+}
+
+/**
+ * A body that was not recorded (streamed to its handler: sources, files, tus): its size as the
+ * request declared it, HAR's -1 (unknown) when it came chunked, 0 when there was none.
+ */
+function streamedBodySize(headers: Record<string, string>): number {
+  const declared = Number(headers["content-length"] ?? Number.NaN);
+  if (Number.isSafeInteger(declared) && declared >= 0) return declared;
+  return headers["transfer-encoding"] === undefined ? 0 : -1;
 }
 
 function harHeaders(headers: Record<string, string>) {

@@ -148,6 +148,9 @@ describe("recording an organization's requests", () => {
       created.headers.get("location"),
     );
     expect(entries[1]?.request.postData).toBeUndefined();
+    // Its size as sent (before, 0 for a body that was not recorded); none for the HEAD.
+    expect(entries[1]?.request.bodySize).toBe(5);
+    expect(entries[2]?.request.bodySize).toBe(0);
     expect(har.text).not.toContain(org.key);
   });
 
