@@ -504,9 +504,13 @@ export class DeliveryRepository {
     // The endpoint's row is locked first, as its deletion locks it before its attempts, so the two
     // never wait on each other in a cycle (PostgreSQL's deadlock).
     if (touchesEndpoint(attempt)) await this.#lockEndpoint(trx, delivery.endpoint_id);
-    // Only writes that number the pair's attempts (a retry queued, a manual retry's clean-up) take its
-    // lock; recording a success or a 410 touches this attempt's row alone.
-    if (typeof plan === "function" || delivery.manual) {
+    // The notification has arrived by hand, or the receiver answered 410 (CONTRACT 6: it stops
+    // retries, also when a manual retry got it): a scheduled retry still waiting is not sent.
+    const stopsRetries =
+      (outcome.success && delivery.manual) || (typeof plan !== "function" && plan.deactivateEndpoint);
+    // Only writes to the pair's other attempts (a retry queued, waiting ones removed) take its lock;
+    // recording a scheduled attempt's success touches this attempt's row alone.
+    if (typeof plan === "function" || delivery.manual || stopsRetries) {
       await this.#lockPair(trx, delivery.message_id, delivery.endpoint_id);
     }
     let decided: RetryPlan;
@@ -530,11 +534,10 @@ export class DeliveryRepository {
       nextRetryAt: nextRetryAt ?? null,
     });
     if (Number(updated.numAffectedRows ?? 0) === 0) return { recorded: false };
-    if (outcome.success && delivery.manual) {
-      // The notification has arrived: a scheduled retry still waiting (this manual retry got there
-      // first) is not sent. Other manual retries asked for are explicit requests and stay. A
-      // scheduled attempt that succeeds is the latest scheduled one (the next is only queued when
-      // it fails), so it never leaves a scheduled retry behind.
+    if (stopsRetries) {
+      // Other manual retries asked for are explicit requests and stay. A scheduled attempt that
+      // succeeds is the latest scheduled one (the next is only queued when it fails), so it never
+      // leaves a scheduled retry behind.
       const dropped = await trx
         .deleteFrom("webhook_deliveries")
         .where("message_id", "=", delivery.message_id)

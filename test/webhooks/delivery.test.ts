@@ -574,6 +574,35 @@ describe("webhook delivery", () => {
     expect(hook.received).toHaveLength(2);
   });
 
+  it("drops a waiting scheduled retry once a manual retry is answered 410 Gone", async () => {
+    await freshLibrary();
+    let answer = 500;
+    const hook = await receiver((_r, res) => {
+      res.statusCode = answer;
+      res.end();
+    });
+    const endpoint = await createEndpoint(t, libraryId, {
+      url: hook.url,
+      retry_policy: { max_attempts: 3, initial_delay_s: 1.5, multiplier: 1, max_delay_s: 2 },
+    });
+    await emit("uploading");
+    const [first] = await deliveriesWhen(t, libraryId, endpoint.id, (rows) => rows.length === 1);
+    answer = 410;
+    await t.request("POST", `${eventsPath(endpoint.id)}/${first.id}/retry`);
+    const rows = await deliveriesWhen(t, libraryId, endpoint.id, (r) => r.length === 2);
+    expect(rows.map((r) => [r.attempt, r.response_status])).toEqual([
+      [2, 410],
+      [1, 500],
+    ]);
+    // Before, the retry due 1.5 s after the first attempt was still waiting, and was sent once the
+    // endpoint was switched back on.
+    expect(await attemptsOf(t, endpoint.id)).toEqual({ open: 0, all: 2 });
+    expect(rows[1].next_retry_at).toBeUndefined();
+    expect((await t.request("GET", `${webhooksPath(libraryId)}/${endpoint.id}`)).body.data.is_active).toBe(
+      false,
+    );
+  });
+
   it("drops a switched-off endpoint's scheduled retry when it comes due; the attempt before names none", async () => {
     await freshLibrary();
     const hook = await receiver((_r, res) => {
