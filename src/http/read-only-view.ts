@@ -171,7 +171,8 @@ export function headerCredentialsIn(headers: Record<string, string> | null): str
   return Object.entries(headers ?? {}).flatMap(([name, value]) => {
     const credential = /^[A-Za-z][\w.-]*\s+(\S.*)$/.exec(value)?.[1];
     const basic = /^basic\s/i.test(value) ? basicCredentials(credential) : [];
-    const found = [value, ...(credential === undefined ? [] : [credential]), ...basic];
+    // The blanks around a value are not sent (RFC 9110, 5.5): the receiver repeats it without them.
+    const found = [value, value.trim(), ...(credential === undefined ? [] : [credential]), ...basic];
     return isSecretName(name) ? found : found.filter((secret) => secret.length >= SHORTEST_FOUND);
   });
 }
@@ -179,7 +180,10 @@ export function headerCredentialsIn(headers: Record<string, string> | null): str
 /** A `Basic` credential's `user:password` and password, or none when it is not base64 of a `user:password`. */
 function basicCredentials(encoded: string | undefined): string[] {
   if (encoded === undefined || !/^[A-Za-z\d+/]+={0,2}$/.test(encoded)) return [];
-  const decoded = Buffer.from(encoded, "base64").toString();
+  const bytes = Buffer.from(encoded, "base64");
+  // UTF-8, or else Latin-1 (RFC 7617 leaves the charset to the parties; many encode in Latin-1).
+  const utf8 = bytes.toString();
+  const decoded = utf8.includes("\uFFFD") ? bytes.toString("latin1") : utf8;
   const colon = decoded.indexOf(":");
   return colon === -1 ? [] : [decoded, decoded.slice(colon + 1)];
 }

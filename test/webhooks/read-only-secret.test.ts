@@ -343,6 +343,40 @@ describe("webhook endpoint secret and read-only keys", () => {
     }
   });
 
+  it("masks a Basic password encoded in Latin-1, and a header value repeated without the blanks around it", async () => {
+    const keys = await organizationWithReadOnlyKey("Basic Latin-1");
+    const password = "pässwörd-of-the-upstream";
+    const basic = Buffer.from(`ann:${password}`, "latin1").toString("base64");
+    // What the receiver decoded and repeated: the password's Latin-1 bytes in hex, and the padded value.
+    const receiver = await startReceiver((request, res) => {
+      const decoded = Buffer.from(header(request.headers.authorization).replace(/^Basic /, ""), "base64");
+      const passwordBytes = decoded.subarray(decoded.indexOf(":") + 1);
+      res.writeHead(400, { "content-type": "text/plain" });
+      res.end(`hex: ${passwordBytes.toString("hex")}\ntoken: ${header(request.headers["x-token"])}`);
+    });
+    try {
+      const endpoint = (
+        await t.request("POST", keys.path, {
+          key: keys.admin,
+          json: {
+            name: "Basic",
+            url: `${receiver.url}/in`,
+            events: ["*"],
+            headers: { Authorization: `Basic ${basic}`, "X-Token": "  padded-secret-token  " },
+          },
+        })
+      ).body.data;
+      const { asAdmin, asReader } = await firstDelivery(keys, endpoint.id);
+      expect(asAdmin.response_body).toBe(
+        `hex: ${Buffer.from(password, "latin1").toString("hex")}\ntoken: padded-secret-token`,
+      );
+      // Before, both were shown: the password was looked for in UTF-8, the value with its blanks.
+      expect(asReader.response_body).toBe("hex: ***\ntoken: ***");
+    } finally {
+      await receiver.close();
+    }
+  });
+
   it("shows a reader none of a receiver's answer when a secret of the endpoint is too short to look for", async () => {
     const keys = await organizationWithReadOnlyKey("Short secrets");
     const echoHeaders = await startReceiver((request, res) => {
