@@ -88,14 +88,17 @@ export function withTimestampMap(vtt: string, startPts: number): string {
 /** An SRT timing line: its start time, then the arrow. */
 const SRT_TIMING = /^\s*\d{1,2}:\d{2}:\d{2}[,.]\d{1,3}\s*-->/;
 
+/** A whole tag SRT writes or WebVTT reads (`<i>`, `</b>`, `<font color="red">`, `<c.yellow>`, `<v Ann>`). */
+const CUE_TAG = /^<\/?(?:b|i|u|s|font|c|v|lang|ruby|rt)(?:[\s.][^<>]*)?>/i;
+
 /**
  * Cue text as WebVTT reads it: `&` and `<` start entities and tags there, and `-->` a timing line.
- * SRT's own tags (`<i>`, `</b>`, `<font ...>`) and entities are kept; any other `<` or `&` is escaped.
+ * Whole tags and entities are kept; any other `<` or `&` is escaped (`if x<y then z` lost its end).
  */
 const vttCueText = (line: string): string =>
   line
     .replace(/&(?!(?:[A-Za-z]+|#\d+|#[xX][\da-fA-F]+);)/g, "&amp;")
-    .replace(/<(?![A-Za-z/])/g, "&lt;")
+    .replace(/</g, (_less, at: number, text: string) => (CUE_TAG.test(text.slice(at)) ? "<" : "&lt;"))
     .replaceAll("-->", "--&gt;");
 
 /**

@@ -46,6 +46,14 @@ describe("SRT served as WebVTT", () => {
     ).toBe("WEBVTT\n\n1\n00:00:00.000 --> 00:00:01.000\nfirst\n\n2\n00:00:01.000 --> 00:00:02.000\nsecond\n");
   });
 
+  it("escapes a < that starts no whole tag, however it goes on", () => {
+    expect(
+      srtToVtt("1\n00:00:00,000 --> 00:00:01,000\nif x<y then z\na<b and c </3 <i>ok</i> <c.yellow>y</c>\n"),
+    ).toBe(
+      "WEBVTT\n\n1\n00:00:00.000 --> 00:00:01.000\nif x&lt;y then z\na&lt;b and c &lt;/3 <i>ok</i> <c.yellow>y</c>\n",
+    );
+  });
+
   it("escapes text WebVTT would read as markup or a timing line, keeping SRT's tags and entities", () => {
     expect(
       srtToVtt(
