@@ -292,8 +292,9 @@ export const devModeRoutes = fastifyPlugin(
         startedAt: started.at,
         durationMs: Math.round((performance.now() - started.mark) * 10) / 10,
         method: request.method,
-        url: `${request.protocol}://${request.host}${request.url}`,
-        path: request.url,
+        // As the client sent it: `request.url` is after `rewriteUrl` (an undecodable `%zz` as `%25zz`).
+        url: `${request.protocol}://${request.host}${request.originalUrl}`,
+        path: request.originalUrl,
         requestHeaders: flatHeaders(request.headers),
         ...sentBodyOf(request),
         requestMimeType: String(request.headers["content-type"] ?? ""),

@@ -4,7 +4,8 @@ import { loggableUrl } from "./masking.ts";
 /** A request as its log lines carry it: Fastify's fields, with credentials in the query masked (`?token=***`). */
 export const loggedRequest = (request: FastifyRequest) => ({
   method: request.method,
-  url: loggableUrl(request.url),
+  // As the client sent it, before `rewriteUrl`.
+  url: loggableUrl(request.originalUrl),
   host: request.host,
   remoteAddress: request.ip,
   remotePort: request.socket?.remotePort,

@@ -37,6 +37,8 @@ describe("recording an organization's requests", () => {
       headers: { "x-api-key": org.key },
     });
     expect(missing.status).toBe(404);
+    // A path segment that does not decode, recorded as sent (not as routed, `%25zz`).
+    expect((await t.request("GET", "/v1/media/libraries/%zz", { key: org.key })).status).toBe(404);
     await createLibrary(t, { name: "Elsewhere" }, other.key);
     await t.request("POST", "/_cumulo/recording", {
       json: { organization_id: org.organizationId, recording: false },
@@ -55,6 +57,7 @@ describe("recording an organization's requests", () => {
       ["POST", "/v1/media/libraries", 201],
       ["POST", webhooksPath(library.id), 201],
       ["GET", "/v1/media/libraries/00000000-0000-4000-8000-000000000000", missing.status],
+      ["GET", "/v1/media/libraries/%zz", 404],
     ]);
     expect(JSON.parse(entries[0]?.request.postData?.text ?? "{}")).toMatchObject({
       name: "Recorded library",
@@ -72,7 +75,7 @@ describe("recording an organization's requests", () => {
 
     const listed = await t.request("GET", "/_cumulo/recording");
     expect(listed.body.recordings).toEqual([
-      { organization_id: org.organizationId, recording: false, entries: 3 },
+      { organization_id: org.organizationId, recording: false, entries: 4 },
     ]);
     expect(
       (await t.request("DELETE", `/_cumulo/recording?organization_id=${org.organizationId}`)).status,
