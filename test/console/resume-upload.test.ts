@@ -279,6 +279,38 @@ describeInBrowser("the console in Chromium: an upload resumed after a reload", (
     await page.locator('[data-processing-status="ready"]').waitFor({ timeout: 90_000 });
   }, 180_000);
 
+  it("keeps the video of a one-chunk upload cut off part-way, which no answer confirmed, and continues it", async () => {
+    const small = await generateClip(workDir, { seconds: 1, width: 160, height: 90 });
+    await page.goto(`/console/libraries/${libraryId}`);
+    await page.getByRole("heading", { name: "Resumable", level: 1 }).waitFor();
+    // The first PATCH reaches the server with half its bytes, and its answer never reaches the
+    // browser; every PATCH after it (the retries) is lost too.
+    let patches = 0;
+    const cutOff = async (route: Route) => {
+      if (route.request().method() !== "PATCH") return route.continue();
+      if (++patches === 1) {
+        const body = route.request().postDataBuffer() ?? Buffer.alloc(0);
+        await route.fetch({ postData: body.subarray(0, Math.floor(body.length / 2)) });
+      }
+      await route.abort();
+    };
+    await page.route("**/v1/media/tus/**", cutOff);
+    try {
+      await page.getByLabel("Title").fill("Cut in its only chunk");
+      await page.getByLabel("Video file").setInputFiles(small);
+      await page.getByRole("button", { name: "Upload", exact: true }).click();
+      // Before, the video was removed: "None of the file arrived".
+      await page.getByText(/press Upload again to continue it/).waitFor({ timeout: 30_000 });
+    } finally {
+      await page.unroute("**/v1/media/tus/**", cutOff);
+    }
+    const video = (await videosOf()).find((item) => item.title === "Cut in its only chunk");
+    expect(video).toBeDefined();
+    await page.getByRole("button", { name: "Upload", exact: true }).click();
+    await page.waitForURL(`**/console/libraries/${libraryId}/videos/${video?.id}`, { timeout: 30_000 });
+    await page.locator('[data-processing-status="ready"]').waitFor({ timeout: 90_000 });
+  }, 180_000);
+
   it("breaks none of the console's Content-Security-Policy on these pages", () => {
     expect(policyViolations).toEqual([]);
   });

@@ -401,8 +401,18 @@ async function sendFile({
         onError: (error) => {
           console.warn("The upload failed:", error);
           const status = (error as Partial<DetailedError>).originalResponse?.getStatus();
-          reject(
-            new UploadFailed(uploadFailure(error, limit), bytesConfirmed, status === 404 || status === 410),
+          // A request cut off may have left bytes on the server though no answer confirmed them (a
+          // file of one chunk, cut part-way): the server is asked, so a video holding some is kept
+          // for resuming instead of being removed as empty (QA of 6 December).
+          const asked =
+            bytesConfirmed > 0 || !upload.url
+              ? Promise.resolve(bytesConfirmed)
+              : uploadOnServer({ uploadUrl: upload.url }).then(
+                  (found) => (found.state === "partial" ? found.offset : 0),
+                  () => 0,
+                );
+          void asked.then((bytes) =>
+            reject(new UploadFailed(uploadFailure(error, limit), bytes, status === 404 || status === 410)),
           );
         },
         onSuccess: () => resolve(),
@@ -430,7 +440,7 @@ const isGone = (error: unknown) =>
   error instanceof ApiFailure && (error.status === 404 || error.status === 410);
 
 /** Asks the server (tus HEAD, with the session) how far an unfinished upload got. */
-export async function uploadOnServer(record: UnfinishedUpload): Promise<UploadOnServer> {
+export async function uploadOnServer(record: Pick<UnfinishedUpload, "uploadUrl">): Promise<UploadOnServer> {
   const asked = api.HEAD("/v1/media/tus/{uploadId}", {
     params: { path: { uploadId: uploadIdOf(record.uploadUrl) }, header: TUS_HEADERS },
   });
