@@ -144,7 +144,24 @@ describeInBrowser("the console in Chromium: video page, private libraries, navig
         })
         .waitFor();
       await page.getByText("The thumbnail could not be shown on this page.").waitFor();
+      await page
+        .getByText(/list this console's host \(127\.0\.0\.1\)/)
+        .first()
+        .waitFor();
       await screenshot(page, "video-refused-referrer");
+
+      // With the console's host listed, it previews the library (before, its pages sent the edge no
+      // Referer at all, which an allow list refuses whatever it lists).
+      await app.request("PUT", security, {
+        json: { referrers: { action: "allow", values: ["example.com", "127.0.0.1"] } },
+      });
+      await page.reload();
+      await page.waitForFunction(
+        () => ((globalThis as any).document.querySelector("video")?.readyState ?? 0) >= 2,
+        undefined,
+        { timeout: 30_000 },
+      );
+      expect(await page.getByText("The edge refused to play").count()).toBe(0);
     } finally {
       await app.request("PUT", security, {
         json: { referrers: { action: "allow", values: [], enabled: false } },

@@ -44,7 +44,7 @@ describe("the console's files at /console", () => {
       expect(response.headers.get("content-type")).toMatch(/^text\/html/);
       expect(response.headers.get("cache-control")).toBe("no-cache");
       expect(response.headers.get("x-frame-options"), path).toBe("DENY");
-      expect(response.headers.get("referrer-policy"), path).toBe("same-origin");
+      expect(response.headers.get("referrer-policy"), path).toBe("strict-origin-when-cross-origin");
       // Scripts only from the console's own files: injected markup cannot run.
       const policy = response.headers.get("content-security-policy") ?? "";
       expect(policy, path).toContain("script-src 'self';");

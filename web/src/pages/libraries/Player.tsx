@@ -4,8 +4,7 @@ import type { Player } from "./types.ts";
 type Theme = Player["theme"];
 
 /** Why the edge may refuse the console's own page, said wherever it does. */
-export const WHO_MAY_PLAY =
-  "The library's security settings (referrers, countries, video privacy) decide which pages and viewers may play its videos.";
+export const WHO_MAY_PLAY = `The library's security settings (referrers, countries, video privacy) decide which pages and viewers may play its videos; to preview them here under a referrer allow list, list this console's host (${window.location.hostname}).`;
 
 /** The edge's refusal (403 `{message}`, readable across origins), for the console to show. */
 function refusalOf(networkDetails: unknown): string {
