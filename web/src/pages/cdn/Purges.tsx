@@ -83,7 +83,7 @@ export function Purges({ distribution, opened }: { distribution: Distribution; o
             label="Paths to purge"
             name="paths"
             error={pathError}
-            hint="One a line: /img/logo.png, a prefix such as /img/*, or /* for everything."
+            hint="One path per line: /img/logo.png, a prefix such as /img/*, or /* for everything."
           >
             {(control) => (
               <textarea
