@@ -9,6 +9,40 @@ import { sha256, storedSource, TUS_PATH } from "../uploads/support.ts";
 
 const DEV_ON = { CUMULO_DEV_MODE: "true" };
 
+/** tus by hand with the admin key: an upload created for a video, its PATCHes, and what HEAD says. */
+function tusByHand(t: TestApp) {
+  const headers = { authorization: `Bearer ${t.adminKey}`, "tus-resumable": "1.0.0" };
+  return {
+    async create(libraryId: string, videoId: string, length: number): Promise<string> {
+      const created = await fetch(`${t.baseUrl}${TUS_PATH}`, {
+        method: "POST",
+        headers: {
+          ...headers,
+          "upload-length": String(length),
+          "upload-metadata": `library_id ${btoa(libraryId)},video_id ${btoa(videoId)}`,
+        },
+      });
+      expect(created.status).toBe(201);
+      return (created.headers.get("location") ?? "").split("/").pop() ?? "";
+    },
+    patch: (id: string, offset: number, body: Uint8Array | ReadableStream<Uint8Array>) =>
+      fetch(`${t.baseUrl}${TUS_PATH}/${id}`, {
+        method: "PATCH",
+        headers: {
+          ...headers,
+          "upload-offset": String(offset),
+          "content-type": "application/offset+octet-stream",
+        },
+        body,
+        duplex: "half",
+      } as RequestInit),
+    async offsetOf(id: string) {
+      const head = await fetch(`${t.baseUrl}${TUS_PATH}/${id}`, { method: "HEAD", headers });
+      return { status: head.status, offset: head.headers.get("upload-offset") };
+    },
+  };
+}
+
 describe("developer mode off (the default)", () => {
   let t: TestApp;
   beforeAll(async () => {
@@ -173,33 +207,8 @@ describe("developer mode on", () => {
     const library = await createLibrary(t, { name: "Uploads" });
     const video = await createVideo(t, library.id);
     const bytes = randomBytes(96 * 1024);
-    const tus = { authorization: `Bearer ${t.adminKey}`, "tus-resumable": "1.0.0" };
-    const patch = (id: string, offset: number, body: Uint8Array) =>
-      fetch(`${t.baseUrl}${TUS_PATH}/${id}`, {
-        method: "PATCH",
-        headers: {
-          ...tus,
-          "upload-offset": String(offset),
-          "content-type": "application/offset+octet-stream",
-        },
-        body,
-      });
-    const offsetOf = async (id: string) => {
-      const head = await fetch(`${t.baseUrl}${TUS_PATH}/${id}`, { method: "HEAD", headers: tus });
-      return { status: head.status, offset: head.headers.get("upload-offset") };
-    };
-    const create = async () => {
-      const created = await fetch(`${t.baseUrl}${TUS_PATH}`, {
-        method: "POST",
-        headers: {
-          ...tus,
-          "upload-length": String(bytes.length),
-          "upload-metadata": `library_id ${btoa(library.id)},video_id ${btoa(video.id)}`,
-        },
-      });
-      expect(created.status).toBe(201);
-      return (created.headers.get("location") ?? "").split("/").pop() ?? "";
-    };
+    const { create: createUpload, patch, offsetOf } = tusByHand(t);
+    const create = () => createUpload(library.id, video.id, bytes.length);
     const uploads = join(t.store.dataDir, "uploads");
     const half = bytes.length / 2;
 
@@ -230,28 +239,11 @@ describe("developer mode on", () => {
     const library = await createLibrary(t, { name: "Uploads under a load" });
     const video = await createVideo(t, library.id);
     const bytes = randomBytes(128 * 1024);
-    const tus = { authorization: `Bearer ${t.adminKey}`, "tus-resumable": "1.0.0" };
-    const created = await fetch(`${t.baseUrl}${TUS_PATH}`, {
-      method: "POST",
-      headers: {
-        ...tus,
-        "upload-length": String(bytes.length),
-        "upload-metadata": `library_id ${btoa(library.id)},video_id ${btoa(video.id)}`,
-      },
-    });
-    const id = (created.headers.get("location") ?? "").split("/").pop() ?? "";
+    const tus = tusByHand(t);
+    const id = await tus.create(library.id, video.id, bytes.length);
     const quarter = bytes.length / 4;
     const patch = (offset: number, body: Uint8Array | ReadableStream<Uint8Array>) =>
-      fetch(`${t.baseUrl}${TUS_PATH}/${id}`, {
-        method: "PATCH",
-        headers: {
-          ...tus,
-          "upload-offset": String(offset),
-          "content-type": "application/offset+octet-stream",
-        },
-        body,
-        duplex: "half",
-      } as RequestInit);
+      tus.patch(id, offset, body);
     expect((await patch(0, bytes.subarray(0, quarter))).status).toBe(204);
     expect((await t.request("PUT", "/_cumulo/state/snapshots/mid_patch")).status).toBe(200);
 
@@ -274,8 +266,7 @@ describe("developer mode on", () => {
     sendRest();
     // Before, 204 with the whole length as offset, and the snapshot's quarter became the source.
     expect((await answer).status).toBe(409);
-    const head = await fetch(`${t.baseUrl}${TUS_PATH}/${id}`, { method: "HEAD", headers: tus });
-    expect(head.headers.get("upload-offset")).toBe(String(quarter));
+    expect(await tus.offsetOf(id)).toEqual({ status: 200, offset: String(quarter) });
     expect((await patch(quarter, bytes.subarray(quarter))).status).toBe(204);
     expect(sha256(await storedSource(t, video.id))).toBe(sha256(bytes));
     await t.request("DELETE", "/_cumulo/state/snapshots/mid_patch");
