@@ -77,7 +77,7 @@ async function withCore<S, T>(
   onMigrated?: (names: string[]) => void,
   config: Config = loadConfig(),
 ): Promise<T> {
-  const [{ openCore, closeCore }, { migrationNames }, build] = await Promise.all([
+  const [{ openCore, closeCore }, { madeNewStore }, build] = await Promise.all([
     import("./core.ts"),
     import("./store/migrations/index.ts"),
     loadBuild(),
@@ -95,7 +95,7 @@ async function withCore<S, T>(
   );
   // Every migration just applied: the store was made now. A mistyped data dir or URL otherwise shows
   // only as data missing: a revocation "not found", the leaked key valid on the server (QA of 6 December).
-  if (!onMigrated && applied.length === migrationNames().length) {
+  if (!onMigrated && madeNewStore(applied)) {
     const where = config.databaseUrl
       ? "DATABASE_URL names a database that held no Cumulo store"
       : `CUMULO_DATA_DIR (${config.dataDir}) held no Cumulo store`;
@@ -262,14 +262,14 @@ async function serve(config: Config, seed?: SeedBody): Promise<void> {
   ]) {
     if (warning) process.stderr.write(`cumulo: warning: ${warning}\n`);
   }
-  const { migrationNames, latestMigration } = await import("./store/migrations/index.ts");
+  const { latestMigration, madeNewStore } = await import("./store/migrations/index.ts");
   process.stdout.write(`${runsOn(config, roles, latestMigration())}\n`);
   // An upgrade's migrations ran before anything else: the operator's record that they did.
   if (applied.length > 0) {
-    const all = migrationNames().length;
-    process.stdout.write(
-      `Store migrated: ${applied.length === all ? `a new store, all ${all} migrations applied` : `applied ${applied.join(", ")}`}\n`,
-    );
+    const what = madeNewStore(applied)
+      ? `a new store, all ${applied.length} migrations applied`
+      : `applied ${applied.join(", ")}`;
+    process.stdout.write(`Store migrated: ${what}\n`);
   }
   if (running.apiUrl)
     process.stdout.write(`Cumulo API listening on ${running.apiUrl} (docs at ${running.apiUrl}/docs)\n`);

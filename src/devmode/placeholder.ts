@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
-import { mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
-import { join } from "node:path";
+import { mkdir, readdir, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { basename, join } from "node:path";
 import type { Config } from "../config.ts";
 import { locateMediaTools, MediaTools, type ProbeResult } from "../video/media-tools.ts";
 import { thumbnailCountFor } from "../video/pipeline.ts";
@@ -102,12 +102,21 @@ export class PlaceholderRenditions {
       await writeFile(join(building, "placeholder.json"), JSON.stringify({ probe, timelineStartPts }));
       await rm(this.root, { recursive: true, force: true });
       await rename(building, this.root);
-      // An earlier version's, left by the release before: never read again.
-      await rm(join(this.dataDir, "devmode", "placeholder-v1"), { recursive: true, force: true });
+      await this.#removeEarlierVersions();
     } finally {
       await rm(building, { recursive: true, force: true });
     }
     return this.#read(this.root);
+  }
+
+  /** Placeholders of earlier recipes (`placeholder-v1`, left by a release before): never read again. */
+  async #removeEarlierVersions(): Promise<void> {
+    const dir = join(this.dataDir, "devmode");
+    for (const name of await readdir(dir)) {
+      if (/^placeholder-v\d+$/.test(name) && name !== basename(this.root)) {
+        await rm(join(dir, name), { recursive: true, force: true });
+      }
+    }
   }
 
   async #read(root: string): Promise<Placeholder> {

@@ -40,6 +40,12 @@ describe("webhook delivery", () => {
     receivers.push(started);
     return started;
   };
+  /** A receiver that answers every request with `status` and no body. */
+  const answering = (status: number) =>
+    receiver((_r, res) => {
+      res.statusCode = status;
+      res.end();
+    });
   const emit = (event: Parameters<typeof emitVideoEvent>[2]["event"], library = libraryId) =>
     emitVideoEvent(t.cumulo.store, t.cumulo.services.webhooks, {
       organizationId,
@@ -308,10 +314,7 @@ describe("webhook delivery", () => {
 
   it("schedules the first retry 5 s later (up to 10% jitter) without a retry policy", async () => {
     await freshLibrary();
-    const hook = await receiver((_r, res) => {
-      res.statusCode = 500;
-      res.end();
-    });
+    const hook = await answering(500);
     const endpoint = await createEndpoint(t, libraryId, { url: hook.url });
     await emit("created");
     const [record] = await deliveriesWhen(t, libraryId, endpoint.id, (rows) => rows.length === 1);
@@ -325,10 +328,7 @@ describe("webhook delivery", () => {
 
   it("stops on 410 Gone and switches the endpoint off", async () => {
     await freshLibrary();
-    const hook = await receiver((_r, res) => {
-      res.statusCode = 410;
-      res.end();
-    });
+    const hook = await answering(410);
     const endpoint = await createEndpoint(t, libraryId, {
       url: hook.url,
       retry_policy: { max_attempts: 5, initial_delay_s: 0.1, multiplier: 1, max_delay_s: 1 },
@@ -530,10 +530,7 @@ describe("webhook delivery", () => {
 
   it("numbers a manual retry before a scheduled retry that is still waiting", async () => {
     await freshLibrary();
-    const hook = await receiver((_r, res) => {
-      res.statusCode = 500;
-      res.end();
-    });
+    const hook = await answering(500);
     const endpoint = await createEndpoint(t, libraryId, {
       url: hook.url,
       retry_policy: { max_attempts: 2, initial_delay_s: 1.5, multiplier: 1, max_delay_s: 2 },
@@ -582,10 +579,7 @@ describe("webhook delivery", () => {
 
   it("drops a switched-off endpoint's scheduled retry when it comes due; the attempt before names none", async () => {
     await freshLibrary();
-    const hook = await receiver((_r, res) => {
-      res.statusCode = 500;
-      res.end();
-    });
+    const hook = await answering(500);
     const endpoint = await createEndpoint(t, libraryId, {
       url: hook.url,
       retry_policy: { max_attempts: 3, initial_delay_s: 1, multiplier: 1, max_delay_s: 1 },

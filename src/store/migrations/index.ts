@@ -77,6 +77,13 @@ export function allMigrations(dialect: DialectName): Record<string, Migration> {
 export const migrationNames = (): string[] => Object.keys(allMigrations("sqlite"));
 
 /**
+ * Whether a start that applied `applied` made the store: every migration ran. (A store emptied of
+ * its migrations table some other way is counted as new too.)
+ */
+export const madeNewStore = (applied: readonly string[]): boolean =>
+  applied.length === migrationNames().length;
+
+/**
  * The last migration this build knows: the store schema it runs on. Builds of one version may differ
  * in it, and nodes of different schemas must not share a store (docs/operations.md, Upgrades).
  */
