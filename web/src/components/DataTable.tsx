@@ -48,11 +48,19 @@ const CONTROLS = "a[href], button:not([disabled]), input:not([disabled]), select
  * When the row holding the focus leaves the table (its Delete or Revoke was confirmed and the list
  * read again), the focus goes to the same control of the row now in its place (or the new last row),
  * as lists of mail or files do, rather than to the document: a screen reader then says where the
- * person is, and Enter or Tab goes on from there. A table left without rows is Layout's to handle.
+ * person is, and Enter or Tab goes on from there. When the row stays but its focused button is now
+ * disabled (a player's "Mark default"), the focus goes to the button before it in the same cell.
+ * A table left without rows is Layout's to handle.
  */
 function useFocusKeptInRows<Row>(rows: Row[], rowKey: (row: Row) => string | number) {
   const body = useRef<HTMLTableSectionElement>(null);
-  const focused = useRef<{ key: string | number; index: number; column: number; control: number }>(undefined);
+  const focused = useRef<{
+    key: string | number;
+    index: number;
+    column: number;
+    control: number;
+    element: HTMLElement;
+  }>(undefined);
   const onFocus = (event: FocusEvent<HTMLTableSectionElement>) => {
     const cell = event.target.closest("td, th");
     const row = cell?.parentElement;
@@ -60,8 +68,8 @@ function useFocusKeptInRows<Row>(rows: Row[], rowKey: (row: Row) => string | num
     const shown = rows[index];
     const control = cell ? [...cell.querySelectorAll(CONTROLS)].indexOf(event.target) : -1;
     focused.current =
-      cell instanceof HTMLTableCellElement && shown !== undefined
-        ? { key: rowKey(shown), index, column: cell.cellIndex, control }
+      cell instanceof HTMLTableCellElement && shown !== undefined && event.target instanceof HTMLElement
+        ? { key: rowKey(shown), index, column: cell.cellIndex, control, element: event.target }
         : undefined;
   };
   const onBlur = (event: FocusEvent<HTMLTableSectionElement>) => {
@@ -72,12 +80,15 @@ function useFocusKeptInRows<Row>(rows: Row[], rowKey: (row: Row) => string | num
   useLayoutEffect(() => {
     const last = focused.current;
     const active = document.activeElement;
-    if (!last || (active !== null && active !== document.body)) return;
-    if (rows.some((row) => rowKey(row) === last.key)) return;
+    if (!last || (active !== null && active !== document.body && active !== last.element)) return;
+    const kept = rows.findIndex((row) => rowKey(row) === last.key);
+    if (kept >= 0 && last.element.isConnected && !last.element.matches(":disabled")) return;
     focused.current = undefined;
-    const row = body.current?.rows[Math.min(last.index, rows.length - 1)];
+    const row = body.current?.rows[kept >= 0 ? kept : Math.min(last.index, rows.length - 1)];
     const inCell = [...(row?.cells[last.column]?.querySelectorAll<HTMLElement>(CONTROLS) ?? [])];
-    const target = inCell[last.control] ?? inCell[0] ?? row?.querySelector<HTMLElement>(CONTROLS);
+    // Same row: the controls before the disabled one are where they were.
+    const place = kept >= 0 ? Math.max(0, last.control - 1) : last.control;
+    const target = inCell[place] ?? inCell[0] ?? row?.querySelector<HTMLElement>(CONTROLS);
     target?.focus();
   }, [rows]);
   return { body, onFocus, onBlur };

@@ -27,7 +27,11 @@ export function Dialog({ open, title, onClose, children, closesOnEscape = true }
     <dialog
       ref={ref}
       aria-labelledby={titleId}
-      onClose={onClose}
+      onClose={() => {
+        // The close event comes a task after the dialog closed: if the person reopened it meanwhile
+        // (Escape, then Enter on the opener at once), that late event must not close it again.
+        if (!ref.current?.open) onClose();
+      }}
       onKeyDown={(event) => {
         // Kept from the keydown itself: Chromium closes a dialog on a second Escape even when its
         // cancel event is refused.
@@ -157,9 +161,12 @@ export function SecretDialog({ open, title, label, secret, note, onClose }: Secr
       )}
       <label htmlFor={id}>{label}</label>
       <div className="secret-row">
-        <input
+        {/* A text area, wrapped: a one-line field showed only part of a long secret. */}
+        <textarea
           id={id}
           readOnly
+          rows={2}
+          spellCheck={false}
           value={secret}
           className="secret"
           onFocus={(event) => event.target.select()}

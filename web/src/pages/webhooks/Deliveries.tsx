@@ -39,7 +39,7 @@ export function Deliveries({ libraryId, endpoint, opened }: DeliveriesProps) {
   const { readOnly } = useSignedIn();
   const heading = useRevealWhenOpened<HTMLHeadingElement>(opened);
   const [page, setPage] = useState(1);
-  const [notice, setNotice] = useState<{ text: string; error: boolean }>();
+  const [notice, setNotice] = useState<Notice>();
   const deliveries = useLoad(
     () =>
       call(
@@ -51,17 +51,19 @@ export function Deliveries({ libraryId, endpoint, opened }: DeliveriesProps) {
   );
 
   // One at a time: a double-click sent the receiver two test events.
+  // A redelivery's outcome is shown by its own button (`deliveryId`), far down a long log.
   const acting = useOneAtATime(
-    async (label: string, action: () => Promise<{ data: { attempt: number } }>) => {
+    async (label: string, action: () => Promise<{ data: { attempt: number } }>, deliveryId?: string) => {
       setNotice(undefined);
       try {
         const queued = await action();
         setNotice({
           text: `${label}: attempt ${queued.data.attempt} queued. Refresh to see it.`,
           error: false,
+          deliveryId,
         });
       } catch (error) {
-        setNotice({ text: `${label} failed: ${messageOf(error)}`, error: true });
+        setNotice({ text: `${label} failed: ${messageOf(error)}`, error: true, deliveryId });
       }
     },
   );
@@ -76,12 +78,15 @@ export function Deliveries({ libraryId, endpoint, opened }: DeliveriesProps) {
       ),
     );
   const redeliver = (delivery: Delivery) =>
-    act("Redelivery", () =>
-      call(
-        api.POST("/v1/media/libraries/{libraryId}/webhooks/{endpointId}/events/{deliveryId}/retry", {
-          params: { path: { libraryId, endpointId: endpoint.id, deliveryId: delivery.id } },
-        }),
-      ),
+    act(
+      "Redelivery",
+      () =>
+        call(
+          api.POST("/v1/media/libraries/{libraryId}/webhooks/{endpointId}/events/{deliveryId}/retry", {
+            params: { path: { libraryId, endpointId: endpoint.id, deliveryId: delivery.id } },
+          }),
+        ),
+      delivery.id,
     );
 
   return (
@@ -106,11 +111,7 @@ export function Deliveries({ libraryId, endpoint, opened }: DeliveriesProps) {
           </button>
         </div>
       </div>
-      {notice && (
-        <p className={notice.error ? "field-error" : "notice"} role={notice.error ? "alert" : "status"}>
-          {notice.text}
-        </p>
-      )}
+      {notice && notice.deliveryId === undefined && <NoticeText notice={notice} />}
       {deliveries.state === "loading" && <Loading what="Loading deliveries" />}
       {deliveries.state === "error" && <ErrorState error={deliveries.error} onRetry={deliveries.reload} />}
       {deliveries.state === "ready" &&
@@ -130,6 +131,7 @@ export function Deliveries({ libraryId, endpoint, opened }: DeliveriesProps) {
                   key={delivery.id}
                   delivery={delivery}
                   readOnly={readOnly}
+                  notice={notice?.deliveryId === delivery.id ? notice : undefined}
                   onRedeliver={() => void redeliver(delivery)}
                 />
               ))}
@@ -163,13 +165,29 @@ function Pager({ meta, onPage }: { meta: DeliveryList["meta"]; onPage: (page: nu
   );
 }
 
+interface Notice {
+  text: string;
+  error: boolean;
+  /** The attempt whose Redeliver this answers; none for the log's own buttons. */
+  deliveryId?: string;
+}
+
+function NoticeText({ notice }: { notice: Notice }) {
+  return (
+    <p className={notice.error ? "field-error" : "notice"} role={notice.error ? "alert" : "status"}>
+      {notice.text}
+    </p>
+  );
+}
+
 interface DeliveryItemProps {
   delivery: Delivery;
   readOnly: boolean;
+  notice?: Notice;
   onRedeliver: () => void;
 }
 
-function DeliveryItem({ delivery, readOnly, onRedeliver }: DeliveryItemProps) {
+function DeliveryItem({ delivery, readOnly, notice, onRedeliver }: DeliveryItemProps) {
   // "not delivered" rather than "failed": beside a "failed" event, "failed failed" said nothing.
   const outcome = delivery.success ? "delivered" : "not delivered";
   const event = delivery.event === "test" ? "Test" : eventsInWords([delivery.event]);
@@ -215,6 +233,7 @@ function DeliveryItem({ delivery, readOnly, onRedeliver }: DeliveryItemProps) {
         <button type="button" disabled={readOnly} onClick={onRedeliver}>
           Redeliver
         </button>
+        {notice && <NoticeText notice={notice} />}
       </details>
     </li>
   );
