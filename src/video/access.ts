@@ -3,6 +3,7 @@ import type { LibraryRepository } from "../media/repository.ts";
 import type { LibraryRow, VideoRow } from "../media/tables.ts";
 import type { VideoRepository } from "../media/video-repository.ts";
 import { readJson } from "../store/codec.ts";
+import { LastReads } from "./last-reads.ts";
 import type { VideoProcessingRepository } from "./repository.ts";
 import type { PlaybackTokens } from "./tokens.ts";
 
@@ -114,9 +115,12 @@ function decide(library: LibraryRow, videoId: string, viewer: Viewer, tokens: Pl
 
 /**
  * Who may play what: the one place the playback rules are applied, for the edge's media origin and
- * the embed page alike, and what playback reads of a video (its media rows belong to media).
+ * the embed page alike, and what playback reads of a video (its media rows belong to media). Every
+ * read goes through `LastReads`, so videos being watched keep playing while the store is away.
  */
 export class PlaybackAccess {
+  readonly #reads = new LastReads();
+
   constructor(
     private readonly libraries: LibraryRepository,
     private readonly videos: VideoRepository,
@@ -127,8 +131,10 @@ export class PlaybackAccess {
 
   /** The library's rules applied to a viewer of one of its videos (playback is not authenticated). */
   async admit(libraryId: string, videoId: string, viewer: Viewer): Promise<Admission> {
-    const library = await this.libraries.findById(libraryId);
-    const video = library ? await this.videos.find(libraryId, videoId) : undefined;
+    const library = await this.#reads.read(`library ${libraryId}`, () => this.libraries.findById(libraryId));
+    const video = library
+      ? await this.#reads.read(`video ${libraryId} ${videoId}`, () => this.videos.find(libraryId, videoId))
+      : undefined;
     if (!library || !video) return { outcome: "not_found" };
     const decision = decide(library, video.id, viewer, this.tokens);
     return decision.outcome === "admitted" ? { ...decision, library, video } : decision;
@@ -136,24 +142,26 @@ export class PlaybackAccess {
 
   /** The processing state of the video's current source: which renditions exist. */
   renditions(videoId: string) {
-    return this.processing.find(videoId);
+    return this.#reads.read(`renditions ${videoId}`, () => this.processing.find(videoId));
   }
 
   /** Live subtitles, oldest first (the order of the HLS master's tracks). */
   subtitles(videoId: string) {
-    return this.videos.subtitlesOldestFirst(videoId);
+    return this.#reads.read(`subtitles ${videoId}`, () => this.videos.subtitlesOldestFirst(videoId));
   }
 
   subtitle(videoId: string, id: string) {
-    return this.videos.findSubtitle(videoId, id);
+    return this.#reads.read(`subtitle ${videoId} ${id}`, () => this.videos.findSubtitle(videoId, id));
   }
 
   uploadedThumbnail(videoId: string) {
-    return this.videos.latestThumbnail(videoId);
+    return this.#reads.read(`thumbnail ${videoId}`, () => this.videos.latestThumbnail(videoId));
   }
 
   /** The named player of the library, else (no name) its default one. */
   player(libraryId: string, playerId: string | undefined) {
-    return playerId ? this.players.find(libraryId, playerId) : this.players.findDefault(libraryId);
+    return this.#reads.read(`player ${libraryId} ${playerId ?? ""}`, () =>
+      playerId ? this.players.find(libraryId, playerId) : this.players.findDefault(libraryId),
+    );
   }
 }
