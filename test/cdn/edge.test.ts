@@ -534,6 +534,40 @@ describe("CDN edge", () => {
     expect(origin.hitsOf("/root/slow.bin")).toBe(1);
   });
 
+  // QA of 6 December (session 47): a 503 marked `max-age=30` reached the origin once per viewer.
+  it("keeps an error answer the origin made explicitly fresh, and shares it with viewers waiting on it", async () => {
+    const statuses = [400, 403, 429, 451, 500, 502, 503, 504];
+    for (const status of statuses) {
+      origin.route(`/root/fresh-${status}`, async (_req, res) => {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        res
+          .writeHead(status, { "cache-control": "max-age=30", "retry-after": "30" })
+          .end(`failing ${status}`);
+      });
+      origin.route(`/root/plain-${status}`, (_req, res) => res.writeHead(status).end(`failing ${status}`));
+    }
+    for (const status of statuses) {
+      const viewers = await Promise.all(Array.from({ length: 5 }, () => get(`/fresh-${status}`)));
+      expect(viewers.map((viewer) => [viewer.status, viewer.text])).toEqual(
+        Array.from({ length: 5 }, () => [status, `failing ${status}`]),
+      );
+      const later = await get(`/fresh-${status}`);
+      expect([later.status, later.headers["x-cache"], later.headers["retry-after"]]).toEqual([
+        status,
+        "HIT",
+        "30",
+      ]);
+      expect(origin.hitsOf(`/root/fresh-${status}`), `status ${status}`).toBe(1);
+      // Without freshness of its own an error is never kept, whatever the distribution's default TTL.
+      await get(`/plain-${status}`);
+      expect((await get(`/plain-${status}`)).headers["x-cache"]).toBe("MISS");
+      expect(origin.hitsOf(`/root/plain-${status}`)).toBe(2);
+    }
+    clock.advance(31_000);
+    expect((await get("/fresh-503")).headers["x-cache"]).toBe("MISS");
+    expect(origin.hitsOf("/root/fresh-503")).toBe(2);
+  });
+
   // QA of 5 December (session 42): a viewer arriving after a purge had answered joined a fetch started
   // before it, and got the content the purge was for.
   it("does not give a viewer who comes after a purge the answer of a fetch started before it", async () => {

@@ -17,6 +17,18 @@ export interface Resolved {
   pathPrefix?: string;
 }
 
+/**
+ * The statuses `http-cache-semantics` stores. RFC 9111 (section 3) lets a shared cache store any
+ * final status the origin made explicitly fresh, and an origin that marks its 503 `max-age=5` asks
+ * its CDN to shield it while it recovers: the other 4xx and 5xx are judged as a 200 would be, which
+ * stores them only with explicit freshness (`default_ttl_s` and the heuristics go by the real status).
+ */
+const STATUSES_THE_LIBRARY_STORES = new Set([
+  200, 203, 204, 206, 300, 301, 302, 303, 307, 308, 404, 405, 410, 414, 501,
+]);
+const judgedAs = (status: number): number =>
+  status >= 400 && !STATUSES_THE_LIBRARY_STORES.has(status) ? 200 : status;
+
 /** Statuses that get the distribution's `default_ttl_s` when the origin gives no freshness. */
 const DEFAULT_TTL_STATUSES = new Set([200, 203, 204, 300, 301, 308, 410]);
 const EXPLICIT_FRESHNESS = /(?:^|,)\s*(?:max-age|s-maxage)\s*=/i;
@@ -98,7 +110,7 @@ export class EdgeCachePolicy {
     const withTtl = headersForPolicy(headers, status, resolved.distribution.default_ttl_s);
     return new this.#Policy(
       policyRequest(request, resolved),
-      { status, headers: withTtl },
+      { status: judgedAs(status), headers: withTtl },
       { shared: true, cacheHeuristic: 0 },
     );
   }
