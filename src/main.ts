@@ -516,6 +516,10 @@ export function buildCli(): Command {
           throw new CliError(
             `cannot read the store in CUMULO_DATA_DIR (${result.path}): ${result.reason}; run the backup as the account that runs the server. Nothing was backed up`,
           );
+        case "newer_store":
+          throw new CliError(
+            `the store was migrated by a newer Cumulo (migrations this version does not know: ${result.migrations.join(", ")}); back it up with that version or a newer one. Nothing was backed up`,
+          );
       }
     });
 

@@ -38,7 +38,9 @@ export type BackupOutcome =
   | { outcome: "target_in_data_dir" }
   | { outcome: "no_database" }
   /** The store could not be opened (the account may not read it); nothing is left in the target. */
-  | { outcome: "store_unreadable"; path: string; reason: string };
+  | { outcome: "store_unreadable"; path: string; reason: string }
+  /** A newer Cumulo migrated the store: its backup is that version's to take; nothing is left. */
+  | { outcome: "newer_store"; migrations: string[] };
 
 export type RestoreOutcome =
   | { outcome: "restored"; manifest: BackupManifest }
@@ -126,11 +128,24 @@ export async function backup(config: Config, target: string): Promise<BackupOutc
     if (error instanceof StoreUnreadable) {
       return { outcome: "store_unreadable", path: source, reason: error.message };
     }
+    if (error instanceof NewerStore) return { outcome: "newer_store", migrations: error.migrations };
     throw error;
   }
 }
 
 class StoreUnreadable extends Error {}
+
+class NewerStore extends Error {
+  constructor(readonly migrations: string[]) {
+    super(`migrations this version does not know: ${migrations.join(", ")}`);
+  }
+}
+
+/** The migrations of `ran` that this version does not have: a newer Cumulo's. */
+function unknownOf(ran: readonly string[]): string[] {
+  const known = allMigrations("sqlite");
+  return ran.filter((name) => !(name in known));
+}
 
 async function copyStore(config: Config, source: string, target: string): Promise<BackupOutcome> {
   let live: SqliteDatabase.Database;
@@ -149,6 +164,9 @@ async function copyStore(config: Config, source: string, target: string): Promis
     live.close();
   }
   const migrations = readMigrations(join(target, DATABASE_FILE));
+  // Its manifest would name this version, whose restore would take it for its own.
+  const unknown = unknownOf(migrations);
+  if (unknown.length > 0) throw new NewerStore(unknown);
 
   const blobs = join(config.dataDir, BLOBS_DIR);
   const { blobStore } = config;
@@ -253,8 +271,7 @@ export async function restore(config: Config, from: string): Promise<RestoreOutc
     };
   }
   // A store a newer Cumulo migrated: this one would refuse to start on it after the restore.
-  const known = allMigrations("sqlite");
-  const unknown = (manifest.migrations ?? []).filter((name) => !(name in known));
+  const unknown = unknownOf(manifest.migrations ?? []);
   if (unknown.length > 0)
     return { outcome: "newer_version", migrations: unknown, version: manifest.cumulo_version };
   if (!(await isEmptyDir(config.dataDir))) return { outcome: "data_dir_not_empty" };

@@ -316,6 +316,25 @@ describe.skipIf(testStoreKind() === "postgres")(
       expect(existsSync(join(newerInto, "cumulo.sqlite"))).toBe(false);
     });
 
+    // QA of 6 December (session 46): an older build backed up a newer build's store, and named itself
+    // in the manifest.
+    it("refuses to back up a store a newer Cumulo migrated, and leaves nothing behind", async () => {
+      const dataDir = join(tempDir(), "data");
+      expect((await runCli(["migrate"], { CUMULO_DATA_DIR: dataDir })).code).toBe(0);
+      const store = new SqliteDatabase(join(dataDir, "cumulo.sqlite"));
+      store
+        .prepare("INSERT INTO kysely_migration (name, timestamp) VALUES (?, ?)")
+        .run("0900-future", new Date().toISOString());
+      store.close();
+      const target = join(tempDir(), "backup");
+      const refused = await runCli(["backup", "--to", target], { CUMULO_DATA_DIR: dataDir });
+      expect([refused.code, refused.stderr]).toEqual([
+        1,
+        "cumulo: the store was migrated by a newer Cumulo (migrations this version does not know: 0900-future); back it up with that version or a newer one. Nothing was backed up\n",
+      ]);
+      expect(existsSync(target)).toBe(false);
+    });
+
     it("refuses a damaged backup before it writes anything, so the restore can be run again", async () => {
       const library = await t.request("POST", "/v1/media/libraries", { json: { name: "kept" } });
       await t.request("POST", `/v1/media/libraries/${library.body.data.id}/videos`, {
