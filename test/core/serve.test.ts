@@ -1,8 +1,10 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.ts";
 import { startCumulo } from "../../src/roles.ts";
+import { openStore } from "../../src/store/database.ts";
 import { migrationNames } from "../../src/store/migrations/index.ts";
 import { exitOf, serve } from "../support/process.ts";
 import { createTestStore, type TestStore } from "../support/store.ts";
@@ -63,6 +65,21 @@ describe("cumulo serve", () => {
     expect(await exitOf(second.child)).toBe(0);
     // Two cold starts of a server process: a time limit for a busy machine, not a speed check.
   }, 240_000);
+
+  // The upgrade's line: a data migration (safe to run again) forgotten by hand stands for the one
+  // migration a new release brings.
+  it("names the migrations a start applied to a store it upgraded", async () => {
+    const opened = openStore({ dataDir: store.dataDir, databaseUrl: store.databaseUrl });
+    try {
+      await sql`delete from kysely_migration where name = '0705-chosen-key-prefixes'`.execute(opened.db);
+    } finally {
+      await opened.close();
+    }
+    const upgraded = await serve(env);
+    expect(upgraded.output()).toMatch(/^Store migrated: applied 0705-chosen-key-prefixes$/m);
+    upgraded.child.kill("SIGTERM");
+    expect(await exitOf(upgraded.child)).toBe(0);
+  }, 120_000);
 
   it("refuses to start on a data dir it cannot write, whatever the store", async () => {
     // On PostgreSQL and S3 a node used to start and say it was ready, then fail every upload and
