@@ -20,9 +20,11 @@ const wholeInView = (locator: Locator) =>
   });
 
 /**
- * Four findings of the console QA pass of 6 December (session 46): a dialog reopened at once closed
- * again, a button disabled by its own action dropped the focus, a redelivery's confirmation was
- * shown out of view, and a secret shown once was cut off in its field.
+ * Findings of the console QA passes of 6 December (sessions 46 and 47): a dialog reopened at once
+ * closed again, a button disabled by its own action dropped the focus, a redelivery's confirmation
+ * was shown out of view, a secret shown once was cut off in its field, a refused confirmation dropped
+ * the focus, a removal of what another tab had removed showed "Resource not found", and a purge named
+ * only its first wrong line.
  */
 describeInBrowser("the console in Chromium: focus and notices where the person is", () => {
   let app: ConsoleApp;
@@ -106,6 +108,66 @@ describeInBrowser("the console in Chromium: focus and notices where the person i
     } finally {
       await page.setViewportSize({ width: 1280, height: 800 });
     }
+  });
+
+  it("keeps the focus on a confirmation's button when the API refuses its action", async () => {
+    const vm = await app.cloud("POST", "/v1/user-resource/vm", { form: { name: "db" } });
+    const disk = await app.cloud("POST", "/v1/storage/disks", {
+      form: { size_gb: "5", display_name: "data" },
+    });
+    const attached = await app.cloud("POST", "/v1/user-resource/vm/storage/attach", {
+      form: { uuid: vm.body.uuid, storage_uuid: disk.body.uuid },
+    });
+    expect(attached.status).toBe(200);
+    await page.goto("/console/cloud/disks");
+    await page.getByRole("button", { name: "Delete disk data" }).click();
+    const dialog = page.getByRole("dialog", { name: "Delete disk" });
+    await dialog.getByRole("button", { name: "Delete disk" }).focus();
+    await page.keyboard.press("Enter");
+    await dialog.getByRole("alert").waitFor();
+    await expect(dialog.getByRole("alert").textContent()).resolves.toMatch(/attached/);
+    await expect(page.evaluate(() => (globalThis as any).document.activeElement?.textContent)).resolves.toBe(
+      "Delete disk",
+    );
+    await page.keyboard.press("Escape");
+  });
+
+  it("takes a removal of what was removed elsewhere as done, and reads the list again", async () => {
+    const made = await app.request("POST", "/v1/organization/api-keys", { json: { name: "Twice revoked" } });
+    expect(made.status).toBe(201);
+    await page.goto("/console/keys");
+    await page.getByRole("button", { name: "Revoke Twice revoked" }).click();
+    // Revoked in another tab meanwhile.
+    expect((await app.request("DELETE", `/v1/organization/api-keys/${made.body.data.id}`)).status).toBe(204);
+    await page
+      .getByRole("dialog", { name: "Revoke API key" })
+      .getByRole("button", { name: "Revoke key" })
+      .click();
+    await page.getByRole("dialog", { name: "Revoke API key" }).waitFor({ state: "hidden" });
+    await page.getByRole("rowheader", { name: "Twice revoked" }).waitFor({ state: "detached" });
+
+    // A form saving what was removed elsewhere says so, rather than a bare "Resource not found".
+    const endpoint = await createEndpoint(app, libraryId, { name: "Gone soon", url: receiver.url });
+    await page.goto(`/console/webhooks?library=${libraryId}`);
+    await page.getByRole("button", { name: "Edit Gone soon" }).click();
+    expect((await app.request("DELETE", `${webhooksPath(libraryId)}/${endpoint.id}`)).status).toBe(200);
+    const dialog = page.getByRole("dialog");
+    await dialog.getByRole("button", { name: "Save" }).click();
+    await dialog.getByText(/may have been removed, in another tab or by someone else/).waitFor();
+  });
+
+  it("names every wrong line of a purge, by the line it was typed on", async () => {
+    const created = await app.request("POST", "/v1/cdn/distributions", {
+      json: { hostname: "lines.example.com", origin_url: "https://origin.example.com" },
+    });
+    expect(created.status).toBe(201);
+    await page.goto(`/console/cdn?distribution=${created.body.data.id}`);
+    await page.getByRole("button", { name: "Purges of lines.example.com" }).click();
+    await page.getByLabel("Paths to purge").fill("/ok.txt\n\nno-slash\n/a*b\n/fine/*");
+    await page.getByRole("button", { name: "Purge", exact: true }).click();
+    const error = page.locator('[data-field-error="paths"]');
+    await error.waitFor();
+    await expect(error.textContent()).resolves.toMatch(/^Line 3 .*Line 4 /);
   });
 
   it("shows a secret shown once whole in its field, on a phone", async () => {

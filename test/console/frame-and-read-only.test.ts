@@ -1,6 +1,6 @@
 import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { freePort, policyViolations, screenshot } from "../support/browser.ts";
+import { freePort, pageWidth, policyViolations, screenshot } from "../support/browser.ts";
 import { createConsoleUser } from "../support/console.ts";
 import {
   type ConsoleApp,
@@ -12,8 +12,8 @@ import { waitUntil } from "../support/wait.ts";
 
 const EDITOR = "editor@example.invalid";
 const READER = "reader@example.invalid";
-/** An organization name longer than a phone's row. */
-const ORGANIZATION = "Northern Lights Broadcasting Cooperative";
+/** An organization name longer than a phone's row, or than a tablet's bar. */
+const ORGANIZATION = "Northern Lights Broadcasting Cooperative of the Baltic and Nordic Countries";
 
 /** The top bar's height and whether anything in it is wider than the screen. */
 const topBar = (page: Page) =>
@@ -73,6 +73,8 @@ describeInBrowser("the console in Chromium: the frame on every screen and read-o
     // One row of controls (about 52 px), where it used to wrap into three (138 px).
     expect(closed.height).toBeLessThan(64);
     expect(closed.overflows).toBe(false);
+    // The name cut short within the bar: its whole width had widened every page (QA of session 47).
+    expect(await pageWidth(page)).toBe(390);
     await expect(page.getByText(ORGANIZATION).isVisible()).resolves.toBe(true);
     await expect(visible(page, "button", "Sign out")).resolves.toBe(false);
     await screenshot(page, "frame-phone");
@@ -116,6 +118,7 @@ describeInBrowser("the console in Chromium: the frame on every screen and read-o
       const bar = await topBar(page);
       expect(bar.height, `at ${width} px`).toBeLessThan(64);
       expect(bar.overflows).toBe(false);
+      expect(await pageWidth(page)).toBe(width);
       await expect(visible(page, "button", "Menu")).resolves.toBe(false);
       await expect(visible(page, "button", "Sign out")).resolves.toBe(true);
       await expect(visible(page, "link", EDITOR)).resolves.toBe(true);

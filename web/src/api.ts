@@ -51,10 +51,30 @@ function besideItsField(field: string, message: string): string {
 }
 
 /** A field message about one line of a list typed one item a line: "Line 2 has an invalid format." */
-export const aboutLine = (line: number, message: string): string =>
+const aboutLine = (line: number, message: string): string =>
   message.startsWith("This field ")
     ? `Line ${line} ${message.slice("This field ".length)}`
     : `Line ${line}: ${message}`;
+
+/**
+ * The errors of a list typed one item a line (`paths.2`, `referrers.values.0`), each about its line,
+ * in line order, or the list's own error: every refused line at once, as the API reports them (only
+ * the first was shown, so a second wrong line was learnt of only after the first was corrected).
+ * `lineOf` gives the line an item came from, where blank lines were left out of the list sent.
+ */
+export function errorsOfLines(
+  errors: FieldErrors,
+  field: string,
+  lineOf: (index: number) => number = (index) => index + 1,
+): string | undefined {
+  if (errors[field]) return errors[field];
+  const lines = Object.entries(errors)
+    .map(([name, message]) => ({ index: Number(name.slice(field.length + 1)), name, message }))
+    .filter(({ name, index }) => name.startsWith(`${field}.`) && Number.isInteger(index))
+    .sort((one, other) => one.index - other.index)
+    .map(({ index, message }) => aboutLine(lineOf(index), message));
+  return lines.length > 0 ? lines.join(" ") : undefined;
+}
 
 /**
  * Reads the error bodies of every API group: media, CDN and webhooks list
@@ -115,6 +135,19 @@ export async function call<T>(request: Promise<ClientResult<T>>): Promise<T> {
     throw failure;
   }
   return result.data as T;
+}
+
+/**
+ * Awaits a removal (Delete, Revoke, Release). A 404 means that what was to be removed is gone
+ * already (removed in another tab, or by someone else): what was asked is done, so the page goes on
+ * to read its list again, instead of showing "Resource not found" and offering the same action again.
+ */
+export async function removing<T>(request: Promise<ClientResult<T>>): Promise<void> {
+  try {
+    await call(request);
+  } catch (error) {
+    if (!(error instanceof ApiFailure && error.status === 404)) throw error;
+  }
 }
 
 /** A 429's `Retry-After` (seconds) in words: "40 seconds", "12 minutes". */

@@ -19,7 +19,7 @@ export function useSubmit<A extends unknown[]>(action: (...args: A) => Promise<v
       } catch (error) {
         const fields = error instanceof ApiFailure ? error.fieldErrors : {};
         setErrors(fields);
-        if (Object.keys(fields).length === 0) setFormError(messageOf(error));
+        if (Object.keys(fields).length === 0) setFormError(failureInWords(error));
       } finally {
         setBusy(false);
       }
@@ -31,6 +31,18 @@ export function useSubmit<A extends unknown[]>(action: (...args: A) => Promise<v
     setFormError(undefined);
   }, []);
   return { submit, busy, errors, formError, reset };
+}
+
+/**
+ * A form's failure as said beside it. A 404 there means that what the form changes is gone (removed
+ * in another tab, or by someone else): the API's bare "Resource not found" said neither that nor what
+ * to do.
+ */
+function failureInWords(error: unknown): string {
+  if (error instanceof ApiFailure && error.status === 404) {
+    return `${error.message}: it may have been removed, in another tab or by someone else. Reload the page to see what is there now.`;
+  }
+  return messageOf(error);
 }
 
 /**

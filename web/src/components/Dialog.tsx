@@ -1,4 +1,5 @@
 import { type ReactNode, useEffect, useId, useRef, useState } from "react";
+import { useOneAtATime } from "../form.ts";
 import { WrapPoints } from "./WrapPoints.tsx";
 
 interface DialogProps {
@@ -75,11 +76,20 @@ export function ConfirmDialog({
   onConfirm,
   onClose,
 }: ConfirmDialogProps) {
-  const [busy, setBusy] = useState(false);
   const [error, setError] = useState<string>();
   useEffect(() => {
     if (open) setError(undefined);
   }, [open]);
+  // Not disabled while it runs: a disabled button drops the focus to the page, where it stayed when
+  // the action was refused (a disk still attached); a second press meanwhile does nothing.
+  const confirming = useOneAtATime(async () => {
+    try {
+      await onConfirm();
+      onClose();
+    } catch (caught) {
+      setError(caught instanceof Error ? caught.message : "Failed");
+    }
+  });
   return (
     <Dialog open={open} title={title} onClose={onClose}>
       <div className="dialog-body">{children}</div>
@@ -95,18 +105,8 @@ export function ConfirmDialog({
         <button
           type="button"
           className="danger"
-          disabled={busy}
-          onClick={async () => {
-            setBusy(true);
-            try {
-              await onConfirm();
-              onClose();
-            } catch (caught) {
-              setError(caught instanceof Error ? caught.message : "Failed");
-            } finally {
-              setBusy(false);
-            }
-          }}
+          aria-busy={confirming.busy}
+          onClick={() => void confirming.run()}
         >
           {confirmLabel}
         </button>

@@ -1,7 +1,7 @@
 import type { paths } from "@cumulo/client";
 import { useEffect, useState } from "react";
 import { Link, useSearchParams } from "react-router";
-import { api, call } from "../../api.ts";
+import { api, call, removing } from "../../api.ts";
 import { type Column, DataTable, pagingOf } from "../../components/DataTable.tsx";
 import { DateTime } from "../../components/DateTime.tsx";
 import { ConfirmDialog, Dialog } from "../../components/Dialog.tsx";
@@ -219,7 +219,7 @@ export function Distributions() {
         onClose={() => setDeleting(undefined)}
         onConfirm={async () => {
           if (!deleting) return;
-          await call(
+          await removing(
             api.DELETE("/v1/cdn/distributions/{distributionID}", {
               params: { path: { distributionID: deleting.id } },
             }),
@@ -384,7 +384,11 @@ function DistributionDialog({ distribution, onClose, onSaved }: DistributionDial
           label="Default TTL (seconds)"
           name="default_ttl_s"
           error={errors.default_ttl_s}
-          hint="How long an answer without caching headers is kept. Empty: the server's default."
+          hint={
+            existing
+              ? "How long an answer without caching headers is kept. Empty: the current value stays."
+              : "How long an answer without caching headers is kept. Empty: the server's default."
+          }
         >
           {(control) => (
             <input

@@ -1,6 +1,6 @@
 import type { paths } from "@cumulo/client";
-import { useState } from "react";
-import { aboutLine, api, call } from "../../api.ts";
+import { useRef, useState } from "react";
+import { api, call, errorsOfLines } from "../../api.ts";
 import { type Column, DataTable, pagingOf } from "../../components/DataTable.tsx";
 import { DateTime } from "../../components/DateTime.tsx";
 import { Field, FormError, OtherErrors } from "../../components/Field.tsx";
@@ -49,12 +49,14 @@ export function Purges({ distribution, opened }: { distribution: Distribution; o
       ),
     `${page}`,
   );
+  // The line of the textarea each path sent came from (blank lines are not sent).
+  const sentFromLines = useRef<number[]>([]);
   const { submit, busy, errors, formError } = useSubmit(async () => {
     setDone(undefined);
-    const list = paths
-      .split("\n")
-      .map((line) => line.trim())
-      .filter(Boolean);
+    const lines = paths.split("\n").map((line, index) => ({ path: line.trim(), line: index + 1 }));
+    const sent = lines.filter((line) => line.path !== "");
+    sentFromLines.current = sent.map((line) => line.line);
+    const list = sent.map((line) => line.path);
     await call(
       api.POST("/v1/cdn/distributions/{distributionID}/purges", {
         params: { path: { distributionID: distribution.id } },
@@ -65,12 +67,8 @@ export function Purges({ distribution, opened }: { distribution: Distribution; o
     setPaths("");
     history.reload();
   });
-  // The API names a bad line `paths.N`; the textarea shows the first such error beside it.
-  const pathError =
-    errors.paths ??
-    Object.entries(errors)
-      .filter(([field]) => field.startsWith("paths."))
-      .map(([field, message]) => aboutLine(Number(field.slice(6)) + 1, message))[0];
+  // The API names a bad path `paths.N`: shown beside the textarea with the line it was typed on.
+  const pathError = errorsOfLines(errors, "paths", (index) => sentFromLines.current[index] ?? index + 1);
 
   return (
     <section className="panel" aria-labelledby="cdn-purges-title">

@@ -1,6 +1,6 @@
 import type { paths } from "@cumulo/client";
 import { useState } from "react";
-import { api, call } from "../../api.ts";
+import { api, call, removing } from "../../api.ts";
 import { type Column, DataTable } from "../../components/DataTable.tsx";
 import { DateTime } from "../../components/DateTime.tsx";
 import { ConfirmDialog } from "../../components/Dialog.tsx";
@@ -102,7 +102,7 @@ export function Disks() {
         onClose={() => setDeleting(undefined)}
         onConfirm={async () => {
           if (!deleting) return;
-          await call(
+          await removing(
             api.DELETE("/v1/storage/disks/{disk_uuid}", { params: { path: { disk_uuid: deleting.uuid } } }),
           );
           disks.reload();

@@ -1,6 +1,6 @@
 import type { paths } from "@cumulo/client";
 import { useState } from "react";
-import { api, call, messageOf } from "../../api.ts";
+import { api, call, messageOf, removing } from "../../api.ts";
 import { type Column, DataTable } from "../../components/DataTable.tsx";
 import { ConfirmDialog } from "../../components/Dialog.tsx";
 import { OptionalNameField, OtherErrors } from "../../components/Field.tsx";
@@ -116,7 +116,7 @@ export function FloatingIps() {
         onClose={() => setReleasing(undefined)}
         onConfirm={async () => {
           if (!releasing) return;
-          await call(
+          await removing(
             api.DELETE("/v1/network/ip_addresses/{public_ipv4_address}", {
               params: { path: { public_ipv4_address: releasing.address } },
             }),

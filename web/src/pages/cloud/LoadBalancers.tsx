@@ -1,6 +1,6 @@
 import type { paths } from "@cumulo/client";
 import { useState } from "react";
-import { api, call } from "../../api.ts";
+import { api, call, removing } from "../../api.ts";
 import { type Column, DataTable } from "../../components/DataTable.tsx";
 import { ConfirmDialog } from "../../components/Dialog.tsx";
 import { Field, OptionalNameField, OtherErrors } from "../../components/Field.tsx";
@@ -135,7 +135,7 @@ export function LoadBalancers() {
         onClose={() => setDeleting(undefined)}
         onConfirm={async () => {
           if (!deleting) return;
-          await call(
+          await removing(
             api.DELETE("/v1/network/load_balancers/{load_balancer_uuid}", {
               params: { path: { load_balancer_uuid: deleting.uuid } },
             }),

@@ -1,6 +1,6 @@
 import type { paths } from "@cumulo/client";
 import { useState } from "react";
-import { api, call, messageOf } from "../../api.ts";
+import { api, call, messageOf, removing } from "../../api.ts";
 import { type Column, DataTable } from "../../components/DataTable.tsx";
 import { ConfirmDialog, CopyButton, SecretDialog } from "../../components/Dialog.tsx";
 import { ErrorState, Loading } from "../../components/States.tsx";
@@ -133,7 +133,7 @@ export function ObjectStorage() {
         onClose={() => setDeleting(undefined)}
         onConfirm={async () => {
           if (!deleting) return;
-          await call(api.DELETE("/v1/storage/user/keys", { body: { access_key: deleting.accessKey } }));
+          await removing(api.DELETE("/v1/storage/user/keys", { body: { access_key: deleting.accessKey } }));
           keys.reload();
         }}
       >

@@ -1,6 +1,6 @@
 import type { paths } from "@cumulo/client";
 import { useState } from "react";
-import { api, call } from "../../api.ts";
+import { api, call, removing } from "../../api.ts";
 import { type Column, DataTable } from "../../components/DataTable.tsx";
 import { DateTime } from "../../components/DateTime.tsx";
 import { ConfirmDialog, SecretDialog } from "../../components/Dialog.tsx";
@@ -107,7 +107,7 @@ export function Tokens() {
         onClose={() => setDeleting(undefined)}
         onConfirm={async () => {
           if (!deleting) return;
-          await call(api.DELETE("/v1/user-resource/token", { body: { token_id: deleting.id } }));
+          await removing(api.DELETE("/v1/user-resource/token", { body: { token_id: deleting.id } }));
           tokens.reload();
         }}
       >

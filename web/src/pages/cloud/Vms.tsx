@@ -1,6 +1,6 @@
 import type { paths } from "@cumulo/client";
 import { useState } from "react";
-import { api, call, messageOf } from "../../api.ts";
+import { api, call, messageOf, removing } from "../../api.ts";
 import { type Column, DataTable } from "../../components/DataTable.tsx";
 import { ConfirmDialog, Dialog } from "../../components/Dialog.tsx";
 import { Field, OtherErrors } from "../../components/Field.tsx";
@@ -150,7 +150,7 @@ export function Vms() {
         onClose={() => setDeleting(undefined)}
         onConfirm={async () => {
           if (!deleting) return;
-          await call(api.DELETE("/v1/user-resource/vm", { body: { uuid: deleting.uuid, force: true } }));
+          await removing(api.DELETE("/v1/user-resource/vm", { body: { uuid: deleting.uuid, force: true } }));
           vms.reload();
         }}
       >

@@ -1,5 +1,5 @@
 import { useState } from "react";
-import { api, call } from "../../api.ts";
+import { api, call, removing } from "../../api.ts";
 import { type Column, DataTable } from "../../components/DataTable.tsx";
 import { ConfirmDialog, Dialog, SecretDialog } from "../../components/Dialog.tsx";
 import { Field, OtherErrors } from "../../components/Field.tsx";
@@ -138,7 +138,7 @@ export function KeysPage() {
         onClose={() => setRevoking(undefined)}
         onConfirm={async () => {
           if (!revoking) return;
-          await call(
+          await removing(
             api.DELETE("/v1/organization/api-keys/{keyId}", { params: { path: { keyId: revoking.id } } }),
           );
           keys.reload();

@@ -1,5 +1,5 @@
 import { useState } from "react";
-import { api, call } from "../../api.ts";
+import { api, call, removing } from "../../api.ts";
 import { ConfirmDialog } from "../../components/Dialog.tsx";
 import { Field } from "../../components/Field.tsx";
 import { WriteFields } from "../../components/ReadOnly.tsx";
@@ -126,7 +126,7 @@ export function FolderTree({ libraryId, selected, onSelect }: FolderTreeProps) {
         onClose={() => setDeleting(undefined)}
         onConfirm={async () => {
           if (!deleting) return;
-          await call(
+          await removing(
             api.DELETE("/v1/media/libraries/{libraryId}/folders/{folderId}", {
               params: { path: { libraryId, folderId: deleting.id } },
             }),

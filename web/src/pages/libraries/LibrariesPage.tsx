@@ -1,6 +1,6 @@
 import { type FormEvent, useState } from "react";
 import { Link, useSearchParams } from "react-router";
-import { api, call } from "../../api.ts";
+import { api, call, removing } from "../../api.ts";
 import { type Column, DataTable, pagingOf } from "../../components/DataTable.tsx";
 import { ConfirmDialog, Dialog } from "../../components/Dialog.tsx";
 import { PageHeader } from "../../components/Layout.tsx";
@@ -206,7 +206,7 @@ export function LibrariesPage() {
         onClose={() => setDeleting(undefined)}
         onConfirm={async () => {
           if (!deleting) return;
-          await call(
+          await removing(
             api.DELETE("/v1/media/libraries/{libraryId}", { params: { path: { libraryId: deleting.id } } }),
           );
           libraries.reload();

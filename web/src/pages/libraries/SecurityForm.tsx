@@ -1,5 +1,5 @@
 import { useCallback, useEffect, useState } from "react";
-import { aboutLine, api, call } from "../../api.ts";
+import { api, call, errorsOfLines } from "../../api.ts";
 import { Field, FormError, OtherErrors } from "../../components/Field.tsx";
 import { WriteFields } from "../../components/ReadOnly.tsx";
 import { ErrorState, Loading } from "../../components/States.tsx";
@@ -24,15 +24,6 @@ const fromLines = (text: string) =>
     .split(/[\n,]/)
     .map((value) => value.trim())
     .filter(Boolean);
-
-/** The first error of a field or of any element under it (`referrers.values.2`). */
-function errorUnder(errors: Record<string, string>, prefix: string): string | undefined {
-  const entry = Object.entries(errors).find(([field]) => field === prefix || field.startsWith(`${prefix}.`));
-  if (!entry) return undefined;
-  const [field, message] = entry;
-  const index = field.slice(prefix.length + 1);
-  return index ? aboutLine(Number(index) + 1, message) : message;
-}
 
 /** Referrer and country rules and the privacy of the library's videos; `onSaved` after each save. */
 export function SecurityForm({ libraryId, onSaved }: { libraryId: string; onSaved?: () => void }) {
@@ -104,7 +95,12 @@ export function SecurityForm({ libraryId, onSaved }: { libraryId: string; onSave
           </select>
         )}
       </Field>
-      <Field label="Values" name={`${name}.values`} hint={hint} error={errorUnder(errors, `${name}.values`)}>
+      <Field
+        label="Values"
+        name={`${name}.values`}
+        hint={hint}
+        error={errorsOfLines(errors, `${name}.values`)}
+      >
         {(control) => (
           <textarea
             {...control}

@@ -1,5 +1,5 @@
 import { useState } from "react";
-import { api, call } from "../../api.ts";
+import { api, call, removing } from "../../api.ts";
 import { type Column, DataTable } from "../../components/DataTable.tsx";
 import { ConfirmDialog, Dialog } from "../../components/Dialog.tsx";
 import { Field, FormError, OtherErrors } from "../../components/Field.tsx";
@@ -189,7 +189,7 @@ export function Subtitles({ libraryId, videoId }: { libraryId: string; videoId: 
         onClose={() => setDeleting(undefined)}
         onConfirm={async () => {
           if (!deleting) return;
-          await call(
+          await removing(
             api.DELETE("/v1/media/libraries/{libraryId}/videos/{videoId}/subtitles/{subtitleId}", {
               params: { path: { ...path, subtitleId: deleting.id } },
             }),

@@ -1,6 +1,6 @@
 import { useEffect, useRef, useState } from "react";
 import { Link, useNavigate, useParams } from "react-router";
-import { api, call } from "../../api.ts";
+import { api, call, removing } from "../../api.ts";
 import { ConfirmDialog, CopyButton, Dialog } from "../../components/Dialog.tsx";
 import { Field, FormError, OtherErrors } from "../../components/Field.tsx";
 import { PageHeader } from "../../components/Layout.tsx";
@@ -363,7 +363,9 @@ export function VideoPage() {
         confirmLabel="Delete video"
         onClose={() => setDeleting(false)}
         onConfirm={async () => {
-          await call(api.DELETE("/v1/media/libraries/{libraryId}/videos/{videoId}", { params: { path } }));
+          await removing(
+            api.DELETE("/v1/media/libraries/{libraryId}/videos/{videoId}", { params: { path } }),
+          );
           navigate(`/libraries/${libraryId}`, { replace: true });
         }}
       >

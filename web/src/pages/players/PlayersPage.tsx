@@ -1,6 +1,6 @@
 import { useCallback, useState } from "react";
 import { Link, useSearchParams } from "react-router";
-import { ApiFailure, api, call } from "../../api.ts";
+import { ApiFailure, api, call, removing } from "../../api.ts";
 import { type Column, DataTable, pagingOf } from "../../components/DataTable.tsx";
 import { ConfirmDialog, Dialog } from "../../components/Dialog.tsx";
 import { PageHeader } from "../../components/Layout.tsx";
@@ -198,7 +198,7 @@ export function PlayersPage() {
         onClose={() => setDeleting(undefined)}
         onConfirm={async () => {
           if (!deleting) return;
-          await call(
+          await removing(
             api.DELETE("/v1/media/libraries/{libraryId}/players/{playerId}", {
               params: { path: { libraryId: deleting.library_id, playerId: deleting.id } },
             }),

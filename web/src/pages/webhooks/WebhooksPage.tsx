@@ -2,7 +2,7 @@ import type { paths } from "@cumulo/client";
 import "./webhooks.css";
 import { useCallback, useState } from "react";
 import { Link, useSearchParams } from "react-router";
-import { api, call } from "../../api.ts";
+import { api, call, removing } from "../../api.ts";
 import { useNowRenewedAt } from "../../clock.ts";
 import { type Column, DataTable, pagingOf } from "../../components/DataTable.tsx";
 import { DateTime } from "../../components/DateTime.tsx";
@@ -243,7 +243,7 @@ function Endpoints({ libraryId, selected, onSelect }: EndpointsProps) {
         onClose={() => setDeleting(undefined)}
         onConfirm={async () => {
           if (!deleting) return;
-          await call(
+          await removing(
             api.DELETE("/v1/media/libraries/{libraryId}/webhooks/{endpointId}", {
               params: { path: { libraryId, endpointId: deleting.id } },
             }),
