@@ -8,6 +8,12 @@ const READS_KEPT = 20_000;
  * a change made on another node since that read is not seen until the store is back.
  */
 export const OUTAGE_GRACE_MS = 60_000;
+/**
+ * While the store is away, how often a read that could be answered from memory asks it again, to
+ * learn it is back. The others answer at once: an unreachable server (a network cut) makes each
+ * attempt wait the connect timeout, 10 s by default, which no player waits for a segment.
+ */
+export const ASK_AGAIN_WHILE_AWAY_MS = 1_000;
 
 interface Kept {
   value: unknown;
@@ -24,20 +30,38 @@ interface Kept {
 export class LastReads {
   readonly #kept = new LRUCache<string, Kept>({ max: READS_KEPT });
   #lastAnswerAt = Number.NEGATIVE_INFINITY;
+  /** Whether the last read that asked the store found it away. */
+  #away = false;
+  #askedWhileAwayAt = Number.NEGATIVE_INFINITY;
 
   constructor(private readonly now: () => number = () => performance.now()) {}
 
   async read<T>(key: string, load: () => Promise<T>): Promise<T> {
+    const servable = this.#servable(key);
+    if (servable && this.#away) {
+      if (this.now() - this.#askedWhileAwayAt < ASK_AGAIN_WHILE_AWAY_MS) return servable.value as T;
+      this.#askedWhileAwayAt = this.now();
+    }
     try {
       const value = await load();
       const readAt = this.now();
       this.#lastAnswerAt = readAt;
+      this.#away = false;
       this.#kept.set(key, { value, readAt });
       return value;
     } catch (error) {
-      const kept = isStoreUnavailable(error) ? this.#kept.get(key) : undefined;
-      if (!kept || kept.readAt < this.#lastAnswerAt - OUTAGE_GRACE_MS) throw error;
+      if (!isStoreUnavailable(error)) throw error;
+      this.#away = true;
+      this.#askedWhileAwayAt = this.now();
+      const kept = this.#servable(key);
+      if (!kept) throw error;
       return kept.value as T;
     }
+  }
+
+  /** The kept answer of `key`, if it may stand in for the store. */
+  #servable(key: string): Kept | undefined {
+    const kept = this.#kept.get(key);
+    return kept && kept.readAt >= this.#lastAnswerAt - OUTAGE_GRACE_MS ? kept : undefined;
   }
 }
