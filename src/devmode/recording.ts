@@ -1,5 +1,5 @@
 import { type Static, Type } from "@sinclair/typebox";
-import { isSecretName, MASK, maskQuery } from "../http/masking.ts";
+import { isSecretName, MASK, maskUrl } from "../http/masking.ts";
 
 /** Entries kept per organization; the oldest go first. */
 export const RECORDING_MAX_ENTRIES = 1000;
@@ -139,7 +139,7 @@ function harEntry(exchange: RecordedExchange, bodyLimit: number): HarEntry {
   const url = URL.canParse(exchange.url)
     ? new URL(exchange.url)
     : new URL(exchange.path, "http://cumulo.local");
-  maskQuery(url);
+  maskUrl(url);
   const requestText = exchange.requestBody && maskBody(exchange.requestBody, exchange.requestMimeType);
   const responseText = exchange.responseBody && maskBody(exchange.responseBody, exchange.responseMimeType);
   return {
@@ -229,7 +229,7 @@ function maskBody(text: string, mimeType: string): string {
 function maskUrlText(text: string): string {
   if (!/^https?:\/\//i.test(text) || !URL.canParse(text)) return text;
   const url = new URL(text);
-  const masked = maskQuery(url);
+  const masked = maskUrl(url);
   if (url.hash === "" && !masked) return text;
   if (url.hash !== "") url.hash = MASK;
   return url.toString();

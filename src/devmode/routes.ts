@@ -13,6 +13,7 @@ import { ApiError, type FieldError } from "../http/errors.ts";
 import { nestsDeeperThan } from "../http/json-bodies.ts";
 import { refuseOverBudget } from "../http/rate-limit.ts";
 import { expecting, mediaErrorResponses, StringEnum, Timestamp, Uuid } from "../http/schemas.ts";
+import { schemeOf } from "../http/scheme.ts";
 import { isSelfRequest } from "../http/self-requests.ts";
 import { DEFAULT_ORGANIZATION_NAME } from "../identity/service.ts";
 import type { CoreDeps, Services } from "../services.ts";
@@ -293,7 +294,7 @@ export const devModeRoutes = fastifyPlugin(
         durationMs: Math.round((performance.now() - started.mark) * 10) / 10,
         method: request.method,
         // As the client sent it: `request.url` is after `rewriteUrl` (an undecodable `%zz` as `%25zz`).
-        url: `${request.protocol}://${request.host}${request.originalUrl}`,
+        url: `${schemeOf(request)}://${request.host}${request.originalUrl}`,
         path: request.originalUrl,
         requestHeaders: flatHeaders(request.headers),
         ...sentBodyOf(request),

@@ -9,6 +9,7 @@ import {
   SESSION_LIFETIME_MS,
 } from "../identity/sessions.ts";
 import { ApiError } from "./errors.ts";
+import { schemeOf } from "./scheme.ts";
 
 /** Which API a route belongs to: decides accepted credential headers and error body shapes. */
 export type ApiGroup = "media" | "cdn" | "livestream" | "cloud";
@@ -227,7 +228,7 @@ export function registerAuthDecorators(app: FastifyInstance, publicUrl?: string)
   const behindHttps = publicUrl?.startsWith("https:") === true;
   app.decorateRequest("overHttps", {
     getter(this: FastifyRequest) {
-      return this.protocol === "https" || behindHttps;
+      return schemeOf(this) === "https" || behindHttps;
     },
   });
 }

@@ -1,4 +1,5 @@
 import { KEY_PREFIX } from "../identity/keys.ts";
+import { PLAIN_PREFIX as SIGNING_SECRET_PREFIX } from "../webhooks/secrets.ts";
 
 /** Headers whose values are credentials, though their names are no credential word. */
 const SECRET_HEADERS = new Set(["cookie", "set-cookie"]);
@@ -55,12 +56,13 @@ export function isSecretName(name: string): boolean {
   return SECRET_KEY.test(last) || words.some((word) => SECRET_WORDS.has(word) || SECRET_ENDING.test(word));
 }
 
-/** A value that is a Cumulo API key (`cmk_...`), whatever it is named. */
-const isApiKey = (value: string): boolean => value.startsWith(KEY_PREFIX);
+/** A value that is a Cumulo credential whatever it is named: an API key (`cmk_...`), a webhook signing secret (`whsec_...`). */
+const isCumuloCredential = (value: string): boolean =>
+  value.startsWith(KEY_PREFIX) || value.startsWith(SIGNING_SECRET_PREFIX);
 
-/** Whether a query parameter holds a credential: by its name, or a Cumulo API key by its value. */
+/** Whether a query parameter holds a credential: by its name, or a Cumulo credential by its value. */
 export const isSecretParam = (name: string, value: string): boolean =>
-  isSecretName(name) || isApiKey(value) || isApiKey(name);
+  isSecretName(name) || isCumuloCredential(value) || isCumuloCredential(name);
 
 /**
  * Credentials among query parameters (a playback token, a signature, an API key under any name)
@@ -72,19 +74,32 @@ function maskParams(params: URLSearchParams): boolean {
   for (const [name] of entries) params.delete(name);
   for (const [name, value] of entries) {
     if (!isSecretParam(name, value)) params.append(name, value);
-    else if (isApiKey(name)) params.append(MASK, "");
+    else if (isCumuloCredential(name)) params.append(MASK, "");
     else params.append(name, MASK);
   }
   return true;
 }
 
-/** A URL with the credentials of its query masked; true when it had any. */
-export const maskQuery = (url: URL): boolean => maskParams(url.searchParams);
+/** A path with every segment that is a Cumulo credential (a key sent where an id goes) masked. */
+const maskPath = (path: string): string =>
+  path
+    .split("/")
+    .map((segment) => (isCumuloCredential(segment) ? MASK : segment))
+    .join("/");
 
-/** A request's path and query as it may be logged: credentials in the query masked, the rest as sent. */
+/** A URL with the credentials of its query and the Cumulo credentials of its path masked; true when it had any. */
+export function maskUrl(url: URL): boolean {
+  const path = maskPath(url.pathname);
+  const inPath = path !== url.pathname;
+  if (inPath) url.pathname = path;
+  return maskParams(url.searchParams) || inPath;
+}
+
+/** A request's path and query as it may be logged: Cumulo credentials in the path and credentials in the query masked, the rest as sent. */
 export function loggableUrl(pathAndQuery: string): string {
   const at = pathAndQuery.indexOf("?");
-  if (at === -1) return pathAndQuery;
+  if (at === -1) return maskPath(pathAndQuery);
   const params = new URLSearchParams(pathAndQuery.slice(at + 1));
-  return maskParams(params) ? `${pathAndQuery.slice(0, at)}?${params}` : pathAndQuery;
+  const path = maskPath(pathAndQuery.slice(0, at));
+  return maskParams(params) ? `${path}?${params}` : `${path}${pathAndQuery.slice(at)}`;
 }

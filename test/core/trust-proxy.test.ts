@@ -54,16 +54,22 @@ describe("CUMULO_TRUST_PROXY", () => {
     expect((await signInVia(trusting, from("2001:db8:1:2::1"), email, PASSWORD)).status).toBe(201);
   });
 
-  it("takes the scheme a trusted proxy names: the session cookie is the secure one behind TLS", async () => {
-    const response = await signInVia(
-      trusting,
-      { ...from("192.0.2.44"), "x-forwarded-proto": "https" },
-      "owner@example.test",
-      PASSWORD,
-    );
-    expect(response.status).toBe(201);
-    const cookie = response.headers.getSetCookie().find((value) => value.includes("cumulo_session="));
-    expect(cookie).toMatch(/^__Host-cumulo_session=.*; Secure/);
+  it("takes the scheme a trusted proxy names, in any case: the session cookie is the secure one behind TLS", async () => {
+    // `HTTPS` was taken for plain HTTP (QA of 6 December, session 47): schemes are case-insensitive.
+    for (const [address, scheme] of [
+      ["192.0.2.44", "https"],
+      ["192.0.2.46", "HTTPS"],
+    ]) {
+      const response = await signInVia(
+        trusting,
+        { ...from(address as string), "x-forwarded-proto": scheme as string },
+        "owner@example.test",
+        PASSWORD,
+      );
+      expect(response.status).toBe(201);
+      const cookie = response.headers.getSetCookie().find((value) => value.includes("cumulo_session="));
+      expect(cookie, scheme).toMatch(/^__Host-cumulo_session=.*; Secure/);
+    }
   });
 
   it("ignores X-Forwarded-* from anyone when no proxy is trusted", async () => {

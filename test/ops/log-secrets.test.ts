@@ -45,6 +45,20 @@ describe("secrets and the log", () => {
     expect(logged()).toContain(`${masked}&page=2`);
   });
 
+  // QA of 6 December (session 47): a webhook signing secret in the query, and a key in the path,
+  // were logged as sent.
+  it("masks a webhook signing secret under any name, and a Cumulo credential in the path", async () => {
+    const signing = `whsec_${"s".repeat(44)}`;
+    const key = `cmk_${"p".repeat(43)}`;
+    expect((await fetch(`${t.baseUrl}/healthz?x=${signing}&page=3`)).status).toBe(200);
+    expect((await fetch(`${t.baseUrl}/v1/media/libraries/${key}/videos?page=4`)).status).toBe(401);
+    expect((await fetch(`${t.baseUrl}/v1/media/libraries/${signing}`)).status).toBe(401);
+    expect(logged()).not.toContain(signing);
+    expect(logged()).not.toContain(key);
+    expect(logged()).toContain("/healthz?x=***&page=3");
+    expect(logged()).toContain("/v1/media/libraries/***/videos?page=4");
+  });
+
   it("takes a name for a credential's by its words, not by a substring of it", async () => {
     const secret = {
       api_key: "underscored-key-not-logged",

@@ -19,6 +19,7 @@ import {
   StringEnum,
   Timestamp,
 } from "../../http/schemas.ts";
+import { schemeOf } from "../../http/scheme.ts";
 import { holdUploadSlot, uploadSlotKey } from "../../http/upload-bodies.ts";
 import { unstorableTextErrors } from "../../http/validation.ts";
 import type { IdentityService } from "../../identity/service.ts";
@@ -114,7 +115,7 @@ const sourceRoutes: FastifyPluginAsyncTypebox<UploadRouteOptions> = async (app, 
           throw ApiError.notFound();
         case "issued": {
           const { signature, expires } = issued;
-          const origin = config.publicUrl ?? `${request.protocol}://${request.host}`;
+          const origin = config.publicUrl ?? `${schemeOf(request)}://${request.host}`;
           return reply.code(201).send(
             ok("Upload authorization created successfully", {
               library_id: libraryId,
