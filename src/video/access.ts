@@ -142,7 +142,9 @@ export class PlaybackAccess {
 
   /** The processing state of the video's current source: which renditions exist. */
   renditions(videoId: string) {
-    return this.#reads.read(`renditions ${videoId}`, () => this.processing.find(videoId));
+    return this.#reads.read(`renditions ${videoId}`, () => this.processing.find(videoId), {
+      keepNotFound: true,
+    });
   }
 
   /** Live subtitles, oldest first (the order of the HLS master's tracks). */
@@ -155,13 +157,17 @@ export class PlaybackAccess {
   }
 
   uploadedThumbnail(videoId: string) {
-    return this.#reads.read(`thumbnail ${videoId}`, () => this.videos.latestThumbnail(videoId));
+    return this.#reads.read(`thumbnail ${videoId}`, () => this.videos.latestThumbnail(videoId), {
+      keepNotFound: true,
+    });
   }
 
   /** The named player of the library, else (no name) its default one. */
   player(libraryId: string, playerId: string | undefined) {
-    return this.#reads.read(`player ${libraryId} ${playerId ?? ""}`, () =>
-      playerId ? this.players.find(libraryId, playerId) : this.players.findDefault(libraryId),
+    return this.#reads.read(
+      `player ${libraryId} ${playerId ?? ""}`,
+      () => (playerId ? this.players.find(libraryId, playerId) : this.players.findDefault(libraryId)),
+      { keepNotFound: playerId === undefined },
     );
   }
 }

@@ -4,8 +4,8 @@ import { isStoreUnavailable } from "../store/unavailable.ts";
 /** Reads kept for an outage: one entry per library, video, rendition set, subtitle list... */
 const READS_KEPT = 20_000;
 /**
- * How long before the store went away a read must have been made to be served during the outage:
- * a change made on another node since that read is not seen until the store is back.
+ * How long before this node found the store away a read must have been made to be served during the
+ * outage: a change made since that read (on any node) is not seen until the store is back.
  */
 export const OUTAGE_GRACE_MS = 60_000;
 /**
@@ -23,35 +23,36 @@ interface Kept {
 /**
  * Playback's reads of the store, each answer kept, so that videos being watched go on playing while
  * the store is away (a PostgreSQL restart or failover): a read the store cannot answer is served its
- * last answer, if that was read at most `OUTAGE_GRACE_MS` before the store last answered. With the
- * store up every read is fresh, so a rule or a deletion holds at once; a video nobody played shortly
- * before the outage is a 503 as before.
+ * last answer, if that was read at most `OUTAGE_GRACE_MS` before this node found the store away. With
+ * the store up every read is fresh, so a rule or a deletion holds at once; a video nobody played on
+ * this node shortly before the outage is a 503 as before. A read by an id the request named that
+ * finds nothing drops its key (requests for made-up ids cannot push the watched videos out); one for
+ * what a video may lack (its uploaded thumbnail, its library's default player) keeps that answer
+ * (`keepNotFound`).
  */
 export class LastReads {
   readonly #kept = new LRUCache<string, Kept>({ max: READS_KEPT });
-  #lastAnswerAt = Number.NEGATIVE_INFINITY;
-  /** Whether the last read that asked the store found it away. */
-  #away = false;
+  /** When a read first found the store away; undefined while it answers. */
+  #awaySince: number | undefined;
   #askedWhileAwayAt = Number.NEGATIVE_INFINITY;
 
   constructor(private readonly now: () => number = () => performance.now()) {}
 
-  async read<T>(key: string, load: () => Promise<T>): Promise<T> {
+  async read<T>(key: string, load: () => Promise<T>, { keepNotFound = false } = {}): Promise<T> {
     const servable = this.#servable(key);
-    if (servable && this.#away) {
+    if (servable) {
       if (this.now() - this.#askedWhileAwayAt < ASK_AGAIN_WHILE_AWAY_MS) return servable.value as T;
       this.#askedWhileAwayAt = this.now();
     }
     try {
       const value = await load();
-      const readAt = this.now();
-      this.#lastAnswerAt = readAt;
-      this.#away = false;
-      this.#kept.set(key, { value, readAt });
+      this.#awaySince = undefined;
+      if ((value === undefined || value === null) && !keepNotFound) this.#kept.delete(key);
+      else this.#kept.set(key, { value, readAt: this.now() });
       return value;
     } catch (error) {
       if (!isStoreUnavailable(error)) throw error;
-      this.#away = true;
+      this.#awaySince ??= this.now();
       this.#askedWhileAwayAt = this.now();
       const kept = this.#servable(key);
       if (!kept) throw error;
@@ -59,9 +60,10 @@ export class LastReads {
     }
   }
 
-  /** The kept answer of `key`, if it may stand in for the store. */
+  /** The kept answer of `key`, if the store is away and that answer may stand in for it. */
   #servable(key: string): Kept | undefined {
+    if (this.#awaySince === undefined) return undefined;
     const kept = this.#kept.get(key);
-    return kept && kept.readAt >= this.#lastAnswerAt - OUTAGE_GRACE_MS ? kept : undefined;
+    return kept && kept.readAt >= this.#awaySince - OUTAGE_GRACE_MS ? kept : undefined;
   }
 }

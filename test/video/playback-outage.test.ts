@@ -53,19 +53,25 @@ describe.runIf(testStoreKind() === "postgres")("playback while PostgreSQL is awa
     rmSync(work, { recursive: true, force: true });
   });
 
-  /** The master playlist, a rung's playlist and its first segment: each status. */
+  /** The master playlist, a rung's playlist, its first segment, the MP4 and the thumbnail: each status. */
   const playThrough = async (videoId: string) => {
     const master = await play(videoId, "playlist.m3u8");
     const rung = resolvePath(pathTo(videoId, "playlist.m3u8"), playlistUris(master.text)[0] ?? "");
     const rungPlaylist = await edgeRequest(edge, rung);
     const first = await edgeRequest(edge, resolvePath(rung, playlistUris(rungPlaylist.text)[0] ?? ""));
-    return [master.status, rungPlaylist.status, first.status, (await play(videoId, "play.mp4")).status];
+    return [
+      master.status,
+      rungPlaylist.status,
+      first.status,
+      (await play(videoId, "play.mp4")).status,
+      (await play(videoId, "thumbnail.jpg")).status,
+    ];
   };
 
   const embed = (videoId: string) => fetch(`${t.baseUrl}/embed/${libraryId}/${videoId}`);
 
   it("plays what was watched just before, refuses the rest with 503, and reads the store again once it is back", async () => {
-    expect(await playThrough(watched)).toEqual([200, 200, 200, 200]);
+    expect(await playThrough(watched)).toEqual([200, 200, 200, 200, 200]);
     expect((await embed(watched)).status).toBe(200);
 
     await onAdminDatabase(`ALTER DATABASE ${database} ALLOW_CONNECTIONS false`);
@@ -75,7 +81,7 @@ describe.runIf(testStoreKind() === "postgres")("playback while PostgreSQL is awa
       5000,
       "the node to lose its connections",
     );
-    expect(await playThrough(watched)).toEqual([200, 200, 200, 200]);
+    expect(await playThrough(watched)).toEqual([200, 200, 200, 200, 200]);
     expect((await embed(watched)).status).toBe(200);
     const never = await play(unwatched, "playlist.m3u8");
     expect([never.status, never.headers["retry-after"]]).toEqual([503, "5"]);
@@ -89,6 +95,6 @@ describe.runIf(testStoreKind() === "postgres")("playback while PostgreSQL is awa
     // A deletion holds at once: nothing kept stands in for the store while it answers.
     expect((await t.request("DELETE", videoPath(libraryId, watched))).status).toBe(200);
     expect((await play(watched, "playlist.m3u8")).status).toBe(404);
-    expect(await playThrough(unwatched)).toEqual([200, 200, 200, 200]);
+    expect(await playThrough(unwatched)).toEqual([200, 200, 200, 200, 200]);
   });
 });
