@@ -6,23 +6,28 @@ import { isStorageFault } from "./blobs/store.ts";
 /**
  * `mkdirSync(path, { recursive: true })`, making the missing parents one at a time. Node's recursive
  * form never returns when a parent cannot be made and reads as missing on every try (a path under
- * /proc), so a mistyped CUMULO_DATA_DIR hung start-up instead of naming the path.
+ * /proc), so a mistyped CUMULO_DATA_DIR hung start-up instead of naming the path. Answers, as that
+ * form does, the first directory it made (undefined when it made none), for a caller that must take
+ * back what it made.
  */
-export function makeDirectories(path: string): void {
+export function makeDirectories(path: string): string | undefined {
   const missing: string[] = [];
   // The file system's root always exists, so the walk up ends there at the latest.
   for (let current = resolve(path); !existsSync(current); current = dirname(current))
     missing.unshift(current);
   // Already there: a file of that name is refused in words (mkdir's own is "EEXIST: file already exists").
   if (missing.length === 0 && !statSync(path).isDirectory()) throw new Error(`${path} is not a directory`);
+  let first: string | undefined;
   for (const directory of missing) {
     try {
       mkdirSync(directory);
+      first ??= directory;
     } catch (error) {
       // Another process made it first.
       if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
     }
   }
+  return first;
 }
 
 /** The permission bits of the owner's group and of every other account. */

@@ -1,5 +1,16 @@
 import { constants } from "node:fs";
-import { access, copyFile, cp, readdir, readFile, realpath, rm, stat, writeFile } from "node:fs/promises";
+import {
+  access,
+  copyFile,
+  cp,
+  lstat,
+  readdir,
+  readFile,
+  realpath,
+  rm,
+  stat,
+  writeFile,
+} from "node:fs/promises";
 import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
 import SqliteDatabase from "better-sqlite3";
 import type { Config } from "../config.ts";
@@ -52,13 +63,17 @@ export type RestoreOutcome =
   /** A file of the backup is cut short or missing; nothing was written. */
   | { outcome: "damaged"; reason: string };
 
-/** Whether `path` is an empty directory or absent; a file there is not. */
+/** Whether `path` is an empty directory or absent; a file there is not, nor a link to nothing. */
 async function isEmptyDir(path: string): Promise<boolean> {
   try {
     return (await readdir(path)).length === 0;
   } catch (error) {
     const { code } = error as NodeJS.ErrnoException;
-    if (code === "ENOENT") return true;
+    if (code === "ENOENT")
+      return !(await lstat(path).then(
+        () => true,
+        () => false,
+      ));
     if (code === "ENOTDIR") return false;
     throw error;
   }
@@ -113,17 +128,17 @@ export async function backup(config: Config, target: string): Promise<BackupOutc
   } catch (error) {
     return { outcome: "store_unreadable", path: source, reason: (error as Error).message };
   }
-  const targetExisted = await exists(target);
-  makeDirectories(target);
+  const made = makeDirectories(target);
   try {
     return await copyStore(config, source, target);
   } catch (error) {
-    // Nothing half-written is left where the next try must find an empty directory (QA of 6 December).
-    if (targetExisted) {
+    // Nothing half-written is left where the next try must find an empty directory (QA of 6 December),
+    // nor a parent the backup made for it.
+    if (made !== undefined) {
+      await rm(made, { recursive: true, force: true });
+    } else {
       for (const name of await readdir(target))
         await rm(join(target, name), { recursive: true, force: true });
-    } else {
-      await rm(target, { recursive: true, force: true });
     }
     if (error instanceof StoreUnreadable) {
       return { outcome: "store_unreadable", path: source, reason: error.message };

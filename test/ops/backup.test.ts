@@ -326,13 +326,24 @@ describe.skipIf(testStoreKind() === "postgres")(
         .prepare("INSERT INTO kysely_migration (name, timestamp) VALUES (?, ?)")
         .run("0900-future", new Date().toISOString());
       store.close();
-      const target = join(tempDir(), "backup");
+      // Nor the parents it made for the target (QA of session 47).
+      const home = tempDir();
+      const target = join(home, "nested", "deeper", "backup");
       const refused = await runCli(["backup", "--to", target], { CUMULO_DATA_DIR: dataDir });
       expect([refused.code, refused.stderr]).toEqual([
         1,
         "cumulo: the store was migrated by a newer Cumulo (migrations this version does not know: 0900-future); back it up with that version or a newer one. Nothing was backed up\n",
       ]);
-      expect(existsSync(target)).toBe(false);
+      expect(readdirSync(home)).toEqual([]);
+
+      // A link to nothing is no empty directory: refused, and the link is left as it was.
+      const dangling = join(home, "dangling");
+      symlinkSync(join(home, "nowhere"), dangling);
+      const toLink = await runCli(["backup", "--to", dangling], { CUMULO_DATA_DIR: t.store.dataDir });
+      expect(toLink.stderr).toMatch(
+        /^cumulo: --to .* is not empty \(or not a directory\); give a new or empty directory/,
+      );
+      expect(readdirSync(home)).toEqual(["dangling"]);
     });
 
     it("refuses a damaged backup before it writes anything, so the restore can be run again", async () => {
