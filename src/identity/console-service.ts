@@ -3,6 +3,7 @@ import { type Clock, laterBy, nowIso } from "../clock.ts";
 import type { FieldError } from "../http/errors.ts";
 import { readBool } from "../store/codec.ts";
 import { isUniqueViolation, type Transact, type Trx } from "../store/transactions.ts";
+import { hasControlCharacter } from "../text.ts";
 import { generateToken, hashSecret } from "./keys.ts";
 import {
   hashPassword,
@@ -44,8 +45,11 @@ export interface ConsoleUser {
 const EMAIL = /^[^\s@]+@[^\s@]+$/;
 const EMAIL_MAX_LENGTH = 254;
 
-/** Emails are compared case-insensitively: kept trimmed and lower-case. */
-export const normalizeEmail = (email: string): string => email.trim().toLowerCase();
+/**
+ * Emails are compared case-insensitively and by what they show: kept trimmed, lower-case and in
+ * Unicode NFC, so a letter typed precomposed (`ä`) or decomposed (`a` and U+0308) is one address.
+ */
+export const normalizeEmail = (email: string): string => email.trim().toLowerCase().normalize("NFC");
 
 function passwordErrors(field: string, password: string): FieldError[] {
   const length = [...password].length;
@@ -208,7 +212,7 @@ export class ConsoleService {
   > {
     const email = normalizeEmail(input.email);
     const errors: FieldError[] = [];
-    if (!EMAIL.test(email) || email.length > EMAIL_MAX_LENGTH)
+    if (!EMAIL.test(email) || email.length > EMAIL_MAX_LENGTH || hasControlCharacter(email))
       errors.push({ field: "email", code: "validation_format", message: "Must be an email address" });
     if (input.password !== undefined) errors.push(...passwordErrors("password", input.password));
     if (errors.length > 0) return { outcome: "invalid", errors };

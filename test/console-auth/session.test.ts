@@ -44,6 +44,34 @@ describe("console sign-in and sessions", () => {
     expect(current.body.data).toEqual(response.body.data);
   });
 
+  // QA of 6 December (session 47): one visible address typed precomposed or decomposed made two
+  // accounts, and the decomposed one could not sign in with the usual spelling.
+  it("takes an email's letters as they show (Unicode NFC), and refuses control characters in it", async () => {
+    const decomposed = "a\u0308nne@example.test";
+    const user = await createConsoleUser(t, { email: decomposed });
+    expect(user.email).toBe("\u00e4nne@example.test");
+    const signedIn = await t.request("POST", "/v1/console/session", {
+      anonymous: true,
+      json: { email: "\u00c4nne@example.test", password: PASSWORD },
+    });
+    expect(signedIn.status).toBe(201);
+    const again = await t.cumulo.services.console.createUser({
+      organizationId: user.organization_id,
+      email: "\u00e4nne@example.test",
+      readOnly: false,
+    });
+    expect(again.outcome).toBe("email_taken");
+    const control = await t.cumulo.services.console.createUser({
+      organizationId: user.organization_id,
+      email: "ctl\u0001@example.test",
+      readOnly: false,
+    });
+    expect(control).toMatchObject({
+      outcome: "invalid",
+      errors: [{ field: "email", code: "validation_format" }],
+    });
+  });
+
   it("stores only a hash of the cookie", async () => {
     const session = await signIn(t, "ada@example.test");
     const value = session.cookie.split("=")[1] ?? "";

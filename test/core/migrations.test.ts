@@ -95,6 +95,52 @@ describe("migration 0707-video-uploads-by-video", () => {
   });
 });
 
+describe("migration 0709-console-emails-nfc", () => {
+  it("writes emails stored decomposed in NFC, unless another user already has that form", async () => {
+    const testStore = await createTestStore();
+    const store = openStore({ dataDir: testStore.dataDir, databaseUrl: testStore.databaseUrl });
+    try {
+      await store.migrate();
+      const organizationId = "00000000-0000-4000-8000-000000000009";
+      const now = new Date().toISOString();
+      await store.db
+        .insertInto("organizations")
+        .values({ id: organizationId, name: "Emails", created_at: now, updated_at: now })
+        .execute();
+      // Written as versions before it wrote them: trimmed and lower-cased only.
+      const emails = ["a\u0308nne@example.test", "jo\u0308rg@example.test", "j\u00f6rg@example.test"];
+      for (const [n, email] of emails.entries()) {
+        await store.db
+          .insertInto("users")
+          .values({
+            uuid: `00000000-0000-4000-8000-00000000001${n}`,
+            organization_id: organizationId,
+            name: email,
+            email,
+            created_at: now,
+          })
+          .execute();
+      }
+      await sql`delete from kysely_migration where name = '0709-console-emails-nfc'`.execute(store.db);
+      expect(await store.migrate()).toEqual(["0709-console-emails-nfc"]);
+      const stored = await store.db
+        .selectFrom("users")
+        .select("email")
+        .where("organization_id", "=", organizationId)
+        .orderBy("uuid")
+        .execute();
+      expect(stored.map((row) => row.email)).toEqual([
+        "\u00e4nne@example.test",
+        "jo\u0308rg@example.test",
+        "j\u00f6rg@example.test",
+      ]);
+    } finally {
+      await store.close();
+      await testStore.drop();
+    }
+  });
+});
+
 describe("a store migrated by a newer Cumulo", () => {
   it("is refused, naming the migrations this version does not know, and left as it was", async () => {
     const testStore = await createTestStore();

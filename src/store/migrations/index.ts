@@ -33,6 +33,7 @@ import { chosenKeyPrefixesMigration } from "./0705-chosen-key-prefixes.ts";
 import { cdnHostnameVerificationMigration } from "./0706-cdn-hostname-verification.ts";
 import { videoUploadsByVideoMigration } from "./0707-video-uploads-by-video.ts";
 import { videoTimelineStartMigration } from "./0708-video-timeline-start.ts";
+import { consoleEmailsNfcMigration } from "./0709-console-emails-nfc.ts";
 
 /** Every migration, by name; names sort in the order they run. Append, never edit a released one. */
 export function allMigrations(dialect: DialectName): Record<string, Migration> {
@@ -70,6 +71,7 @@ export function allMigrations(dialect: DialectName): Record<string, Migration> {
     "0706-cdn-hostname-verification": cdnHostnameVerificationMigration(types),
     "0707-video-uploads-by-video": videoUploadsByVideoMigration(),
     "0708-video-timeline-start": videoTimelineStartMigration(types),
+    "0709-console-emails-nfc": consoleEmailsNfcMigration(),
   };
 }
 
