@@ -112,6 +112,12 @@ describeInBrowser("the console in Chromium", () => {
     await page
       .locator('[data-field-error="referrers.values"]', { hasText: "Line 2 has an invalid format." })
       .waitFor();
+    // By the line it was typed on, past a blank line (QA of session 47: "Line 2" for line 4).
+    await referrers.getByLabel("Values").fill("example.com\n\ncdn.example.com\nnot a host!");
+    await page.getByRole("button", { name: "Save security settings" }).click();
+    await page
+      .locator('[data-field-error="referrers.values"]', { hasText: "Line 4 has an invalid format." })
+      .waitFor();
     await referrers.getByLabel("Values").fill("example.com");
     await page.getByRole("button", { name: "Save security settings" }).click();
     await page

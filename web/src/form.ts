@@ -101,3 +101,18 @@ export function useOneAtATime<A extends unknown[]>(action: (...args: A) => Promi
   );
   return { run, busy };
 }
+
+/**
+ * The items of a list typed one a line (and, with `withinLine`, several on a line apart by it), each
+ * with the line it was typed on; blank ones left out. The API names a refused item by its place in
+ * the list sent (`paths.2`), which is not its line once a blank line or a comma came before it.
+ */
+export function itemsByLine(text: string, withinLine?: RegExp): { item: string; line: number }[] {
+  return text
+    .split("\n")
+    .flatMap((line, index) =>
+      (withinLine ? line.split(withinLine) : [line])
+        .map((item) => ({ item: item.trim(), line: index + 1 }))
+        .filter(({ item }) => item !== ""),
+    );
+}

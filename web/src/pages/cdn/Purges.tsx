@@ -8,7 +8,7 @@ import { WriteFields } from "../../components/ReadOnly.tsx";
 import { useRevealWhenOpened } from "../../components/reveal.ts";
 import { Empty, ErrorState, Loading } from "../../components/States.tsx";
 import { WrapPoints } from "../../components/WrapPoints.tsx";
-import { submitting, useSubmit } from "../../form.ts";
+import { itemsByLine, submitting, useSubmit } from "../../form.ts";
 import { useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";
 import type { Distribution } from "./Distributions.tsx";
@@ -53,10 +53,9 @@ export function Purges({ distribution, opened }: { distribution: Distribution; o
   const sentFromLines = useRef<number[]>([]);
   const { submit, busy, errors, formError } = useSubmit(async () => {
     setDone(undefined);
-    const lines = paths.split("\n").map((line, index) => ({ path: line.trim(), line: index + 1 }));
-    const sent = lines.filter((line) => line.path !== "");
-    sentFromLines.current = sent.map((line) => line.line);
-    const list = sent.map((line) => line.path);
+    const sent = itemsByLine(paths);
+    sentFromLines.current = sent.map(({ line }) => line);
+    const list = sent.map(({ item }) => item);
     await call(
       api.POST("/v1/cdn/distributions/{distributionID}/purges", {
         params: { path: { distributionID: distribution.id } },

@@ -1,9 +1,9 @@
-import { useCallback, useEffect, useState } from "react";
+import { useCallback, useEffect, useRef, useState } from "react";
 import { api, call, errorsOfLines } from "../../api.ts";
 import { Field, FormError, OtherErrors } from "../../components/Field.tsx";
 import { WriteFields } from "../../components/ReadOnly.tsx";
 import { ErrorState, Loading } from "../../components/States.tsx";
-import { submitting, useSubmit } from "../../form.ts";
+import { itemsByLine, submitting, useSubmit } from "../../form.ts";
 import { useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";
 import type { Security } from "./types.ts";
@@ -19,11 +19,8 @@ interface Rule {
 }
 
 const toLines = (values: string[]) => values.join("\n");
-const fromLines = (text: string) =>
-  text
-    .split(/[\n,]/)
-    .map((value) => value.trim())
-    .filter(Boolean);
+/** Values typed one a line or apart by commas, with the line each came from. */
+const valuesOf = (text: string) => itemsByLine(text, /,/);
 
 /** Referrer and country rules and the privacy of the library's videos; `onSaved` after each save. */
 export function SecurityForm({ libraryId, onSaved }: { libraryId: string; onSaved?: () => void }) {
@@ -51,14 +48,22 @@ export function SecurityForm({ libraryId, onSaved }: { libraryId: string; onSave
     if (security.state === "ready") show(security.data.data);
   }, [security.state, security.data, show]);
   const storedPrivacy = stored?.video_privacy;
+  // The line of its text area each value sent came from, to name a refused one by its line.
+  const sentFromLines = useRef({ referrers: [] as number[], countries: [] as number[] });
   const { submit, busy, errors, formError } = useSubmit(async () => {
     setSaved(false);
+    const referrerValues = valuesOf(referrers.values);
+    const countryValues = valuesOf(countries.values);
+    sentFromLines.current = {
+      referrers: referrerValues.map(({ line }) => line),
+      countries: countryValues.map(({ line }) => line),
+    };
     const answer = await call(
       api.PUT("/v1/media/libraries/{libraryId}/security", {
         params: { path: { libraryId } },
         body: {
-          referrers: { ...referrers, values: fromLines(referrers.values) },
-          countries: { ...countries, values: fromLines(countries.values) },
+          referrers: { ...referrers, values: referrerValues.map(({ item }) => item) },
+          countries: { ...countries, values: countryValues.map(({ item }) => item) },
           ...(privacy !== storedPrivacy ? { video_privacy: privacy as VideoPrivacy } : {}),
         },
       }),
@@ -99,7 +104,11 @@ export function SecurityForm({ libraryId, onSaved }: { libraryId: string; onSave
         label="Values"
         name={`${name}.values`}
         hint={hint}
-        error={errorsOfLines(errors, `${name}.values`)}
+        error={errorsOfLines(
+          errors,
+          `${name}.values`,
+          (index) => sentFromLines.current[name][index] ?? index + 1,
+        )}
       >
         {(control) => (
           <textarea
