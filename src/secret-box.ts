@@ -87,7 +87,7 @@ export class SecretKeyMismatchError extends Error {
 }
 
 /** Whether `open` opens its secret, or throws (a secret key other than the one it was sealed with). */
-export function opens(open: () => string): boolean {
+export function opens(open: () => unknown): boolean {
   try {
     open();
     return true;

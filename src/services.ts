@@ -41,6 +41,7 @@ import { DeliveryRepository } from "./webhooks/delivery-repository.ts";
 import { relayWakeups, WebhookDispatcher } from "./webhooks/dispatcher.ts";
 import { WebhookEmitter } from "./webhooks/emitter.ts";
 import { WebhookRepository } from "./webhooks/repository.ts";
+import { SealedHeaders } from "./webhooks/sealed-headers.ts";
 import { SigningSecrets } from "./webhooks/secrets.ts";
 import { WebhookSender } from "./webhooks/sender.ts";
 import { WebhookService } from "./webhooks/service.ts";
@@ -105,6 +106,7 @@ export function createServices(deps: CoreDeps): Services {
   // One box for every stored secret (object-storage keys, webhook signing secrets): one key, read once.
   const secrets = new SecretBox(() => loadSecretKey(config.secretKey, config.dataDir));
   const signingSecrets = new SigningSecrets(secrets);
+  const sealedHeaders = new SealedHeaders(secrets);
   const { identity, console: consoleService } = createIdentityServices(deps);
   const jobRepository = new JobRepository(store.db, store.dialect);
   const jobs = new JobQueue(jobRepository, clock);
@@ -168,6 +170,7 @@ export function createServices(deps: CoreDeps): Services {
     libraries,
     clock,
     signingSecrets,
+    sealedHeaders,
     {
       allowPrivate: config.webhookAllowPrivate,
       maxEndpointsPerLibrary: config.limits.webhookEndpointsPerLibrary,
@@ -185,6 +188,7 @@ export function createServices(deps: CoreDeps): Services {
       userAgent: `Cumulo-Webhooks/${API_VERSION}`,
     }),
     signingSecrets,
+    sealedHeaders,
     clock,
     deps.logger,
     // The lease outlasts an attempt (bounded by the timeout) with room to record it.

@@ -12,6 +12,7 @@ import type {
 } from "./delivery-repository.ts";
 import type { WebhookEmitter } from "./emitter.ts";
 import { nextRetryDelayMs, parseRetryAfter, type RetryPolicy } from "./schedule.ts";
+import type { EndpointHeaders, SealedHeaders } from "./sealed-headers.ts";
 import type { SigningSecrets } from "./secrets.ts";
 import type { DeliveryOutcome, WebhookSender } from "./sender.ts";
 
@@ -123,6 +124,7 @@ export class WebhookDispatcher implements BackgroundWorker {
     private readonly bus: Bus,
     private readonly sender: WebhookSender,
     private readonly secrets: SigningSecrets,
+    private readonly headers: SealedHeaders,
     private readonly clock: Clock,
     private readonly logger: FastifyBaseLogger,
     private readonly options: DispatcherOptions,
@@ -397,11 +399,13 @@ export class WebhookDispatcher implements BackgroundWorker {
     if (fault) return { at, outcome: fault };
     let secret: string;
     let previousSecret: string | undefined;
+    let headers: EndpointHeaders | null;
     try {
       secret = this.secrets.open(delivery.endpoint_id, delivery.secret);
       previousSecret = stillSigning(delivery, at)
         ? this.secrets.openPrevious(delivery.endpoint_id, delivery.previous_secret)
         : undefined;
+      headers = this.headers.open(delivery.endpoint_id, delivery.headers);
     } catch (error) {
       return { at, outcome: this.#unopenedSecret(delivery, error) };
     }
@@ -412,7 +416,7 @@ export class WebhookDispatcher implements BackgroundWorker {
         body: delivery.body,
         secret,
         previousSecret,
-        headers: readJson<Record<string, string>>(delivery.headers),
+        headers,
       },
       at,
     );

@@ -248,6 +248,30 @@ export class WebhookRepository {
       .execute();
   }
 
+  /**
+   * Endpoints whose custom headers are stored as a JSON object: in plain text, as versions before
+   * sealing wrote them (sealed ones are a JSON string). Compared as text: PostgreSQL's `json` has no
+   * equality.
+   */
+  listPlainHeaders() {
+    return this.db
+      .selectFrom("webhook_endpoints")
+      .select(["id", sql<string>`cast(headers as text)`.as("headers")])
+      .where(sql<boolean>`cast(headers as text) like '{%'`)
+      .execute();
+  }
+
+  /** Replaces the endpoint's stored headers if they are still `from` (as text); whether they were. */
+  async replaceHeaders(id: string, from: string, to: string): Promise<boolean> {
+    const result = await this.db
+      .updateTable("webhook_endpoints")
+      .set({ headers: to })
+      .where("id", "=", id)
+      .where(sql<boolean>`cast(headers as text) = ${from}`)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
+  }
+
   /** Replaces the endpoint's stored secret if it is still `from`; whether it was. */
   async replaceSecret(id: string, from: string, to: string): Promise<boolean> {
     const result = await this.db

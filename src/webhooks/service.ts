@@ -21,6 +21,7 @@ import {
   type WebhookDelivery,
   type WebhookEndpointWithSecret,
 } from "./schemas.ts";
+import type { SealedHeaders } from "./sealed-headers.ts";
 import { PLAIN_PREFIX, type SigningSecrets } from "./secrets.ts";
 
 type NotFound = { outcome: "not_found" };
@@ -38,8 +39,13 @@ export type DeliveriesOutcome =
   | { outcome: "listed"; rows: WebhookDelivery[]; total: number; secretValues: string[] }
   | NotFound;
 
-/** The endpoint as answered at `now`, its secret opened (the previous one is never answered). */
-function toEndpoint(row: EndpointRow, secrets: SigningSecrets, now: Date): WebhookEndpointWithSecret {
+/** The endpoint as answered at `now`, its secret and headers opened (the previous secret is never answered). */
+function toEndpoint(
+  row: EndpointRow,
+  secrets: SigningSecrets,
+  headers: SealedHeaders,
+  now: Date,
+): WebhookEndpointWithSecret {
   const previousExpiresAt = row.previous_secret_expires_at;
   return {
     id: row.id,
@@ -48,7 +54,7 @@ function toEndpoint(row: EndpointRow, secrets: SigningSecrets, now: Date): Webho
     name: row.name,
     url: row.url,
     events: readJson<string[]>(row.events) ?? [],
-    headers: readJson<Record<string, string>>(row.headers),
+    headers: headers.open(row.id, row.headers),
     retry_policy: readJson<RetryPolicy>(row.retry_policy),
     secret: secrets.open(row.id, row.secret),
     // Only while an overlap runs: without one, the endpoint is answered in the contract's fields alone.
@@ -105,6 +111,7 @@ export class WebhookService {
     private readonly libraries: LibraryRepository,
     private readonly clock: Clock,
     private readonly secrets: SigningSecrets,
+    private readonly headers: SealedHeaders,
     private readonly options: {
       allowPrivate: boolean;
       /** Endpoints one library may have (CUMULO_WEBHOOK_ENDPOINTS_MAX). */
@@ -158,7 +165,7 @@ export class WebhookService {
         name: body.name,
         url: body.url,
         events: JSON.stringify([...new Set(body.events)]),
-        headers: writeJson(body.headers ?? null),
+        headers: this.headers.seal(id, body.headers ?? null),
         retry_policy: policyText(body.retry_policy ?? null),
         secret: this.secrets.generateSealed(id),
         is_active: body.is_active ?? true,
@@ -186,7 +193,7 @@ export class WebhookService {
   ): Promise<EndpointOutcome> {
     const row = await this.repository.findEndpoint(organizationId, libraryId, id);
     return row
-      ? { outcome, endpoint: toEndpoint(row, this.secrets, this.clock.now()) }
+      ? { outcome, endpoint: toEndpoint(row, this.secrets, this.headers, this.clock.now()) }
       : { outcome: "not_found" };
   }
 
@@ -198,7 +205,11 @@ export class WebhookService {
     if (!(await this.#libraryExists(organizationId, libraryId))) return { outcome: "not_found" };
     const { rows, total } = await this.repository.listEndpoints(organizationId, libraryId, page);
     const now = this.clock.now();
-    return { outcome: "listed", rows: rows.map((row) => toEndpoint(row, this.secrets, now)), total };
+    return {
+      outcome: "listed",
+      rows: rows.map((row) => toEndpoint(row, this.secrets, this.headers, now)),
+      total,
+    };
   }
 
   async update(
@@ -212,6 +223,7 @@ export class WebhookService {
     // The answer shows the secret: one this node cannot open (another secret key) is refused before
     // anything is written, not after (503 with the change made).
     this.secrets.open(current.id, current.secret);
+    if (body.headers === undefined) this.headers.open(current.id, current.headers);
     const errors = await this.checkUrl(body.url);
     if (errors.length > 0) return { outcome: "invalid", errors };
     const found = await this.transact(async (trx) => {
@@ -220,7 +232,7 @@ export class WebhookService {
         ...(body.name !== undefined ? { name: body.name } : {}),
         ...(body.url !== undefined ? { url: body.url } : {}),
         ...(body.events !== undefined ? { events: JSON.stringify([...new Set(body.events)]) } : {}),
-        ...(body.headers !== undefined ? { headers: writeJson(body.headers) } : {}),
+        ...(body.headers !== undefined ? { headers: this.headers.seal(id, body.headers) } : {}),
         ...(body.retry_policy !== undefined ? { retry_policy: policyText(body.retry_policy) } : {}),
         ...(body.is_active !== undefined ? { is_active: body.is_active } : {}),
         updated_by: actor.userUuid,
@@ -252,8 +264,12 @@ export class WebhookService {
       // A secret this node cannot open (the key it was sealed with is lost) could sign nothing in
       // the overlap: the rotation is the way out, so the new secret signs alone.
       const overlaps = previousSecretExpiresInS > 0 && opens(() => this.secrets.open(id, row.secret));
+      // Custom headers sealed with that lost key can be neither sent nor answered: they are dropped,
+      // to be set again (PATCH), rather than making the endpoint unreadable for good.
+      const headersLost = !opens(() => this.headers.open(id, row.headers));
       await this.repository.updateEndpoint(trx, actor.organizationId, id, {
         secret: this.secrets.generateSealed(id),
+        ...(headersLost ? { headers: null } : {}),
         previous_secret: overlaps ? this.secrets.sealedForm(id, row.secret) : null,
         previous_secret_expires_at: overlaps
           ? laterBy(now, previousSecretExpiresInS * 1000).toISOString()
@@ -283,15 +299,22 @@ export class WebhookService {
   }
 
   /**
-   * Seals the secrets still kept in plain text (written by a version before sealing, or by an older
-   * node during a rolling upgrade); run at each start, as a migration cannot read the secret key.
-   * A row rotated meanwhile keeps its new secret. Returns how many it sealed.
+   * Seals the signing secrets and custom headers still kept in plain text (written by a version
+   * before sealing, or by an older node during a rolling upgrade); run at each start, as a migration
+   * cannot read the secret key. A row changed meanwhile keeps its new value. Returns how many values
+   * it sealed.
    */
   async sealPlainSecrets(): Promise<number> {
     let sealed = 0;
     for (const { id, secret } of await this.repository.listSecretsStartingWith(PLAIN_PREFIX)) {
       if (!this.secrets.isPlain(secret)) continue;
       if (await this.repository.replaceSecret(id, secret, this.secrets.seal(id, secret))) sealed++;
+    }
+    for (const { id, headers } of await this.repository.listPlainHeaders()) {
+      if (!this.headers.isPlain(headers)) continue;
+      const opened = this.headers.open(id, headers);
+      if (await this.repository.replaceHeaders(id, headers, this.headers.seal(id, opened) ?? headers))
+        sealed++;
     }
     return sealed;
   }
@@ -338,7 +361,7 @@ export class WebhookService {
   ): Promise<DeliveriesOutcome> {
     const endpointRow = await this.repository.findEndpoint(organizationId, libraryId, endpointId);
     if (!endpointRow) return { outcome: "not_found" };
-    const endpoint = toEndpoint(endpointRow, this.secrets, this.clock.now());
+    const endpoint = toEndpoint(endpointRow, this.secrets, this.headers, this.clock.now());
     const previousSecret =
       endpointRow.previous_secret === null
         ? undefined

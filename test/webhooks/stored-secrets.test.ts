@@ -1,3 +1,4 @@
+import { sql } from "kysely";
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { capturingLogger } from "../fuzz/log-capture.ts";
@@ -151,5 +152,63 @@ describe("webhook signing secrets in the store", () => {
     await emit();
     const [, , third] = await receiver.waitFor(3);
     expect(verified(rotated.body.data.secret, third as Received)).toMatchObject({ event: "created" });
+  }, 60_000);
+
+  // QA of 6 December (session 47): a receiver's credential in a custom header was kept in plain text,
+  // where a copy of the store gave it away, while the signing secret beside it was sealed.
+  it("keeps an endpoint's custom headers sealed, reads an older version's plain ones, seals them at the next start, and drops them with the lost key at a rotation", async () => {
+    const credential = "Bearer receiver-credential-of-the-customer";
+    let t = await startNode("the headers' key");
+    const organizationId = await organizationOf(t);
+    const libraryId = await createLibrary(t.cumulo.services, organizationId);
+    const endpoint = await createEndpoint(t, libraryId, {
+      url: `${receiver.url}/headers`,
+      events: ["created"],
+      headers: { Authorization: credential },
+    });
+    const path = `${webhooksPath(libraryId)}/${endpoint.id}`;
+    const storedHeaders = async () =>
+      (
+        await t.cumulo.store.db
+          .selectFrom("webhook_endpoints")
+          .select(sql<string>`cast(headers as text)`.as("headers"))
+          .where("id", "=", endpoint.id)
+          .executeTakeFirstOrThrow()
+      ).headers;
+    expect(await storedHeaders()).toMatch(/^"v1\./);
+    expect(await storedHeaders()).not.toContain("receiver-credential");
+    expect((await t.request("GET", path)).body.data.headers).toEqual({ Authorization: credential });
+    const emit = () =>
+      emitVideoEvent(t.cumulo.store, t.cumulo.services.webhooks, {
+        organizationId,
+        libraryId,
+        event: "created",
+      });
+    const seen = () => receiver.received.filter((request) => request.path === "/headers");
+    await emit();
+    await waitUntil(() => seen().length === 1, 10_000, "the first delivery");
+    expect(seen()[0]?.headers.authorization).toBe(credential);
+
+    // The row as an older version wrote it: sent as it is, sealed by the next node to start.
+    await t.cumulo.store.db
+      .updateTable("webhook_endpoints")
+      .set({ headers: JSON.stringify({ Authorization: credential }) })
+      .where("id", "=", endpoint.id)
+      .execute();
+    await emit();
+    await waitUntil(() => seen().length === 2, 10_000, "the delivery with plain headers");
+    expect(seen()[1]?.headers.authorization).toBe(credential);
+    t = await startNode("the headers' key");
+    expect(await storedHeaders()).toMatch(/^"v1\./);
+    expect((await t.request("GET", path)).body.data.headers).toEqual({ Authorization: credential });
+
+    // Under another key: refused (503) until a rotation, which drops what cannot be opened any more.
+    t = await startNode("a key that lost the headers");
+    expect((await t.request("GET", path)).status).toBe(503);
+    const rotated = await t.request("POST", `${path}/rotate-secret`, { json: {} });
+    expect(rotated.status).toBe(200);
+    expect(rotated.body.data.headers).toBeNull();
+    const restored = await t.request("PATCH", path, { json: { headers: { Authorization: credential } } });
+    expect(restored.body.data.headers).toEqual({ Authorization: credential });
   }, 60_000);
 });
