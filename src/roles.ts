@@ -102,7 +102,10 @@ export async function startCumulo(given: Config, options: StartOptions = {}): Pr
       deps.logger.info({ libraries: renamed }, "libraries given the search names of their names");
     const sealed = await services.webhookEndpoints.sealPlainSecrets();
     if (sealed > 0)
-      deps.logger.info({ values: sealed }, "webhook signing secrets and custom headers sealed with the secret key");
+      deps.logger.info(
+        { values: sealed },
+        "webhook signing secrets and custom headers sealed with the secret key",
+      );
     // A node given another key than the store's secrets were sealed with (a second node without the
     // shared key, a restored data dir without its key file) says so at once, not at the first 500.
     const secretsOpen = await Promise.all([
