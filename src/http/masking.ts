@@ -24,6 +24,8 @@ const SECRET_WORDS = new Set([
   "sessid",
   "sid",
   "jwt",
+  "passphrase",
+  "otp",
 ]);
 /** Words run together into one (`accesstoken`, `clientsecret`, `PHPSESSID`, `JSESSIONID`) that end in a credential word. */
 const SECRET_ENDING = /(token|secret|passw(or)?d|signature|sessid|sessionid)$/;

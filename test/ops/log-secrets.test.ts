@@ -32,6 +32,8 @@ describe("secrets and the log", () => {
       Private_Key: "private-key-not-logged",
       access_token: "access-token-not-logged",
       passwd: "passwd-not-logged",
+      passphrase: "passphrase-not-logged",
+      otp: "one-time-password-not-logged",
       q: `cmk_${"k".repeat(43)}`,
     };
     const query = `${new URLSearchParams(sent)}&page=2`;
