@@ -1,8 +1,8 @@
 import type { Browser, Locator } from "playwright-core";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { startTestApp } from "../support/app.ts";
-import { policyViolations, screenshot } from "../support/browser.ts";
-import { adminOrganizationId, PASSWORD } from "../support/console.ts";
+import { policyViolations, screenshot, signInInBrowser } from "../support/browser.ts";
+import { adminOrganizationId, createConsoleUser, PASSWORD } from "../support/console.ts";
 import {
   type ConsoleApp,
   describeInBrowser,
@@ -27,7 +27,7 @@ describeInBrowser("the console in Chromium: the page frame", () => {
     await expect(page.getByRole("heading", { name: "Sign in to Cumulo" }).isVisible()).resolves.toBe(true);
     // Tab reaches the fields by their labels and the button.
     await page.keyboard.press("Tab");
-    await expect(page.evaluate("document.activeElement?.getAttribute('type')")).resolves.toBe("email");
+    await expect(page.evaluate("document.activeElement?.getAttribute('inputmode')")).resolves.toBe("email");
     await page.getByLabel("Email").fill("nobody@example.invalid");
     await page.getByLabel("Password").fill("wrong-password-123");
     // The heading stands as far above "Email" as the Email field stands above "Password" (it
@@ -45,6 +45,16 @@ describeInBrowser("the console in Chromium: the page frame", () => {
     await page.setViewportSize({ width: 390, height: 844 });
     await screenshot(page, "sign-in-phone");
     await context.close();
+  });
+
+  // QA of 6 December (session 47): the email field's own check refused `ü` before the `@`.
+  it("signs in a person whose email has accented letters, typed either way", async () => {
+    await createConsoleUser(app, { email: "j\u00fcrgen@example.test" });
+    for (const typed of ["j\u00fcrgen@example.test", "ju\u0308rgen@example.test"]) {
+      const { context, page } = await openConsole(browser, app.baseUrl);
+      await signInInBrowser(page, typed);
+      await context.close();
+    }
   });
 
   it("loads at most 250 KB of compressed JavaScript on the first page", async () => {
