@@ -106,6 +106,12 @@ export async function startCumulo(given: Config, options: StartOptions = {}): Pr
         { values: sealed },
         "webhook signing secrets and custom headers sealed with the secret key",
       );
+    const shadowed = await services.console.emailsShadowed();
+    if (shadowed.length > 0)
+      deps.logger.warn(
+        { users: shadowed.map((user) => user.id) },
+        "console users whose email another user has in another Unicode form cannot sign in; remove one of each pair (cumulo users remove) (docs/operations.md, Upgrades and migrations)",
+      );
     // A node given another key than the store's secrets were sealed with (a second node without the
     // shared key, a restored data dir without its key file) says so at once, not at the first 500.
     const secretsOpen = await Promise.all([

@@ -254,6 +254,14 @@ export class ConsoleService {
     });
   }
 
+  /**
+   * Users whose email migration 0709 left out of NFC, since another user has that NFC form: the
+   * NFC spelling every sign-in is read as finds the other user, so they cannot sign in.
+   */
+  async emailsShadowed(): Promise<{ id: number; email: string }[]> {
+    return (await this.users.allEmails()).filter((user) => user.email !== normalizeEmail(user.email));
+  }
+
   async listUsers(organizationId: string): Promise<ConsoleUser[] | undefined> {
     if (!(await this.organizations.findOrganization(organizationId))) return undefined;
     return (await this.users.listConsoleUsers(organizationId)).map(toConsoleUser);

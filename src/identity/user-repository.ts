@@ -29,6 +29,11 @@ export class UserRepository {
     return row !== undefined;
   }
 
+  /** Every console user's id and email, across organizations. */
+  allEmails() {
+    return this.db.selectFrom("users").select(["id", "email"]).where("email", "<>", "").execute();
+  }
+
   listConsoleUsers(organizationId: string) {
     return this.db
       .selectFrom("users")

@@ -7,6 +7,7 @@ import { selectPage } from "../store/paging.ts";
 import { PreparedQuery, type ValueOf } from "../store/prepared.ts";
 import type { Database } from "../store/tables.ts";
 import type { Executor } from "../store/transactions.ts";
+import { SEALED_TEXT_START } from "./sealed-headers.ts";
 import type { WebhookDeliveryTable, WebhookEndpointTable, WebhookMessageTable } from "./tables.ts";
 
 /** What every attempt of one message to one endpoint carries. */
@@ -249,15 +250,16 @@ export class WebhookRepository {
   }
 
   /**
-   * Endpoints whose custom headers are stored as a JSON object: in plain text, as versions before
-   * sealing wrote them (sealed ones are a JSON string). Compared as text: PostgreSQL's `json` has no
-   * equality.
+   * Endpoints whose custom headers are stored in plain text, as versions before sealing wrote them:
+   * any object but the sealed form (`SEALED_TEXT_START`). Compared as text: PostgreSQL's `json` has
+   * no equality, and keeps the text as written.
    */
   listPlainHeaders() {
     return this.db
       .selectFrom("webhook_endpoints")
       .select(["id", sql<string>`cast(headers as text)`.as("headers")])
       .where(sql<boolean>`cast(headers as text) like '{%'`)
+      .where(sql<boolean>`cast(headers as text) not like ${`${SEALED_TEXT_START}%`}`)
       .execute();
   }
 

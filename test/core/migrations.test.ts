@@ -2,6 +2,7 @@ import { Migrator, sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openStore, type Store } from "../../src/store/database.ts";
 import { allMigrations } from "../../src/store/migrations/index.ts";
+import { capturingLogger } from "../fuzz/log-capture.ts";
 import { createLibrary } from "../media/helpers.ts";
 import { startTestApp } from "../support/app.ts";
 import { createTestStore, type TestStore } from "../support/store.ts";
@@ -134,8 +135,22 @@ describe("migration 0709-console-emails-nfc", () => {
         "jo\u0308rg@example.test",
         "j\u00f6rg@example.test",
       ]);
-    } finally {
+      // The one left decomposed cannot sign in: a node starting on the store says which user it is.
       await store.close();
+      const { logger, lines } = capturingLogger("warn");
+      const app = await startTestApp({}, { store: testStore, logger });
+      await app.close();
+      const warning = lines.find((line) => String(line.msg).startsWith("console users whose email"));
+      const decomposed = await openStore({ dataDir: testStore.dataDir, databaseUrl: testStore.databaseUrl });
+      const [left] = await decomposed.db
+        .selectFrom("users")
+        .select("id")
+        .where("email", "=", "jo\u0308rg@example.test")
+        .execute();
+      await decomposed.close();
+      expect(warning).toMatchObject({ users: [left?.id] });
+    } finally {
+      await store.close().catch(() => undefined);
       await testStore.drop();
     }
   });

@@ -1,6 +1,7 @@
 import { sql } from "kysely";
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { signedHeaders } from "../../src/webhooks/sender.ts";
 import { capturingLogger } from "../fuzz/log-capture.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { createMigratedTestStore, type TestStore } from "../support/store.ts";
@@ -175,8 +176,30 @@ describe("webhook signing secrets in the store", () => {
           .where("id", "=", endpoint.id)
           .executeTakeFirstOrThrow()
       ).headers;
-    expect(await storedHeaders()).toMatch(/^"v1\./);
+    expect(await storedHeaders()).toMatch(/^\{"WEBHOOK_ID":"v1\./);
     expect(await storedHeaders()).not.toContain("receiver-credential");
+    // A node of an earlier version reads the sealed form as one header the sender skips (it reads as
+    // `webhook-id`): during a rolling upgrade it sends no custom header rather than pieces of the
+    // sealed text (QA of session 47).
+    const asEarlierNodesReadIt = JSON.parse(await storedHeaders()) as Record<string, string>;
+    const sentByThem = signedHeaders(
+      {
+        url: receiver.url,
+        messageId: "msg_1",
+        body: "{}",
+        secret: PLAIN_SECRET,
+        headers: asEarlierNodesReadIt,
+      },
+      new Date(),
+      "Cumulo-Webhooks/earlier",
+    );
+    expect(Object.keys(sentByThem).sort()).toEqual([
+      "content-type",
+      "user-agent",
+      "webhook-id",
+      "webhook-signature",
+      "webhook-timestamp",
+    ]);
     expect((await t.request("GET", path)).body.data.headers).toEqual({ Authorization: credential });
     const emit = () =>
       emitVideoEvent(t.cumulo.store, t.cumulo.services.webhooks, {
@@ -199,7 +222,7 @@ describe("webhook signing secrets in the store", () => {
     await waitUntil(() => seen().length === 2, 10_000, "the delivery with plain headers");
     expect(seen()[1]?.headers.authorization).toBe(credential);
     t = await startNode("the headers' key");
-    expect(await storedHeaders()).toMatch(/^"v1\./);
+    expect(await storedHeaders()).toMatch(/^\{"WEBHOOK_ID":"v1\./);
     expect((await t.request("GET", path)).body.data.headers).toEqual({ Authorization: credential });
 
     // Under another key: refused (503) until a rotation, which drops what cannot be opened any more.
