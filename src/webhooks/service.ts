@@ -21,7 +21,7 @@ import {
   type WebhookDelivery,
   type WebhookEndpointWithSecret,
 } from "./schemas.ts";
-import type { SealedHeaders } from "./sealed-headers.ts";
+import type { EndpointHeaders, SealedHeaders } from "./sealed-headers.ts";
 import { PLAIN_PREFIX, type SigningSecrets } from "./secrets.ts";
 
 type NotFound = { outcome: "not_found" };
@@ -227,12 +227,13 @@ export class WebhookService {
     const errors = await this.checkUrl(body.url);
     if (errors.length > 0) return { outcome: "invalid", errors };
     const found = await this.transact(async (trx) => {
-      if (!(await this.repository.findEndpoint(actor.organizationId, libraryId, id, trx))) return false;
+      const row = await this.repository.findEndpoint(actor.organizationId, libraryId, id, trx);
+      if (!row) return false;
       await this.repository.updateEndpoint(trx, actor.organizationId, id, {
         ...(body.name !== undefined ? { name: body.name } : {}),
         ...(body.url !== undefined ? { url: body.url } : {}),
         ...(body.events !== undefined ? { events: JSON.stringify([...new Set(body.events)]) } : {}),
-        ...(body.headers !== undefined ? { headers: this.headers.seal(id, body.headers) } : {}),
+        ...(body.headers !== undefined ? { headers: this.#headersToStore(row, body.headers) } : {}),
         ...(body.retry_policy !== undefined ? { retry_policy: policyText(body.retry_policy) } : {}),
         ...(body.is_active !== undefined ? { is_active: body.is_active } : {}),
         updated_by: actor.userUuid,
@@ -243,6 +244,23 @@ export class WebhookService {
     if (!found) return { outcome: "not_found" };
     this.emitter.endpointsChanged([id]);
     return this.#read("updated", actor.organizationId, libraryId, id);
+  }
+
+  /**
+   * The stored form of the headers an update gives: the stored text itself when they are the ones
+   * stored, so that an update repeating them changes nothing (`updated_at` stays), as for every
+   * other field; sealing them again would give another text each time.
+   */
+  #headersToStore(row: EndpointRow, given: EndpointHeaders | null): string | null {
+    let stored: EndpointHeaders | null | undefined;
+    try {
+      stored = this.headers.open(row.id, row.headers);
+    } catch {
+      stored = undefined;
+    }
+    return stored !== undefined && JSON.stringify(stored) === JSON.stringify(given)
+      ? row.headers
+      : this.headers.seal(row.id, given);
   }
 
   /**
