@@ -14,6 +14,15 @@ export const OUTAGE_GRACE_MS = 60_000;
  * attempt wait the connect timeout, 10 s by default, which no player waits for a segment.
  */
 export const ASK_AGAIN_WHILE_AWAY_MS = 1_000;
+/**
+ * How long a read with a kept answer waits for the store before the store counts as away: a
+ * network cut that leaves the connections open gives no error at all, only silence (a viewer waited
+ * 30 s for each segment, QA of session 47). The read itself goes on, and its answer, when it comes,
+ * counts as the store's.
+ */
+export const READ_PATIENCE_MS = 2_000;
+
+const SILENCE = Symbol("the store's silence");
 
 interface Kept {
   value: unknown;
@@ -44,20 +53,50 @@ export class LastReads {
       if (this.now() - this.#askedWhileAwayAt < ASK_AGAIN_WHILE_AWAY_MS) return servable.value as T;
       this.#askedWhileAwayAt = this.now();
     }
-    try {
-      const value = await load();
+    const reading = load().then((value) => {
       this.#awaySince = undefined;
       if ((value === undefined || value === null) && !keepNotFound) this.#kept.delete(key);
       else this.#kept.set(key, { value, readAt: this.now() });
       return value;
+    });
+    try {
+      return await this.#withinPatience(key, reading);
     } catch (error) {
       if (!isStoreUnavailable(error)) throw error;
-      this.#awaySince ??= this.now();
-      this.#askedWhileAwayAt = this.now();
+      this.#foundAway();
       const kept = this.#servable(key);
       if (!kept) throw error;
       return kept.value as T;
     }
+  }
+
+  /**
+   * The read's answer; or, when it has a kept answer and the store has not answered within
+   * `READ_PATIENCE_MS`, that kept answer, the store counting as away from then.
+   */
+  async #withinPatience<T>(key: string, reading: Promise<T>): Promise<T> {
+    if (!this.#kept.has(key)) return reading;
+    let timer: NodeJS.Timeout | undefined;
+    const silence = new Promise<typeof SILENCE>((resolve) => {
+      timer = setTimeout(() => resolve(SILENCE), READ_PATIENCE_MS);
+      timer.unref();
+    });
+    try {
+      const first = await Promise.race([reading, silence]);
+      if (first !== SILENCE) return first;
+    } finally {
+      clearTimeout(timer);
+    }
+    this.#foundAway();
+    const kept = this.#servable(key);
+    // Its answer still counts when it comes; a failure then is nobody's to hear.
+    reading.catch(() => undefined);
+    return kept ? (kept.value as T) : reading;
+  }
+
+  #foundAway(): void {
+    this.#awaySince ??= this.now();
+    this.#askedWhileAwayAt = this.now();
   }
 
   /** The kept answer of `key`, if the store is away and that answer may stand in for it. */

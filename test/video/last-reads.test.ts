@@ -1,5 +1,10 @@
-import { describe, expect, it } from "vitest";
-import { ASK_AGAIN_WHILE_AWAY_MS, LastReads, OUTAGE_GRACE_MS } from "../../src/video/last-reads.ts";
+import { describe, expect, it, vi } from "vitest";
+import {
+  ASK_AGAIN_WHILE_AWAY_MS,
+  LastReads,
+  OUTAGE_GRACE_MS,
+  READ_PATIENCE_MS,
+} from "../../src/video/last-reads.ts";
 
 /** PostgreSQL refusing connections, as node-postgres reports it. */
 const outage = () =>
@@ -70,5 +75,36 @@ describe("playback's last reads", () => {
     // What a video may lack (no uploaded thumbnail) is an answer worth keeping.
     await reads.read("thumbnail watched", async () => undefined, { keepNotFound: true });
     await expect(reads.read("thumbnail watched", refused)).resolves.toBeUndefined();
+  });
+
+  // QA of 6 December (session 47): a network cut that leaves the connections open gives no error,
+  // and a viewer waited 30 s for each segment.
+  it("takes a store silent past its patience for away: the kept answer at once, the store asked again once a second", async () => {
+    vi.useFakeTimers();
+    try {
+      let now = 0;
+      const reads = new LastReads(() => now);
+      await reads.read("video a", async () => "kept");
+      let asked = 0;
+      const silent = () => {
+        asked += 1;
+        return new Promise<string>(() => {});
+      };
+      const first = reads.read("video a", silent);
+      await vi.advanceTimersByTimeAsync(READ_PATIENCE_MS);
+      await expect(first).resolves.toBe("kept");
+      now += ASK_AGAIN_WHILE_AWAY_MS / 2;
+      await expect(reads.read("video a", silent)).resolves.toBe("kept");
+      expect(asked).toBe(1);
+      // A read with nothing kept waits for the store as before.
+      let answered = false;
+      void reads.read("video b", silent).then(() => {
+        answered = true;
+      });
+      await vi.advanceTimersByTimeAsync(READ_PATIENCE_MS * 2);
+      expect(answered).toBe(false);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
