@@ -82,11 +82,26 @@ function maskParams(params: URLSearchParams): boolean {
   return true;
 }
 
-/** A path with every segment that is a Cumulo credential (a key sent where an id goes) masked. */
+/** A path segment as sent, percent-decoded where it decodes. */
+function decodedSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
+}
+
+/**
+ * A path with every segment that holds a Cumulo credential (a key sent where an id goes) masked:
+ * anywhere in the segment and percent-decoded too (`Bearer%20cmk_...`, `cmk%5F...`).
+ */
 const maskPath = (path: string): string =>
   path
     .split("/")
-    .map((segment) => (isCumuloCredential(segment) ? MASK : segment))
+    .map((segment) => {
+      const decoded = decodedSegment(segment);
+      return decoded.includes(KEY_PREFIX) || decoded.includes(SIGNING_SECRET_PREFIX) ? MASK : segment;
+    })
     .join("/");
 
 /** A URL with the credentials of its query and the Cumulo credentials of its path masked; true when it had any. */

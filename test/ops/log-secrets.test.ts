@@ -55,6 +55,13 @@ describe("secrets and the log", () => {
     expect((await fetch(`${t.baseUrl}/healthz?x=${signing}&page=3`)).status).toBe(200);
     expect((await fetch(`${t.baseUrl}/v1/media/libraries/${key}/videos?page=4`)).status).toBe(401);
     expect((await fetch(`${t.baseUrl}/v1/media/libraries/${signing}`)).status).toBe(401);
+    // Percent-encoded, or after a word (QA of session 47).
+    const encoded = `cmk%5F${"e".repeat(43)}`;
+    const afterBearer = `Bearer%20cmk_${"f".repeat(43)}`;
+    expect((await fetch(`${t.baseUrl}/v1/media/libraries/${encoded}`)).status).toBe(401);
+    expect((await fetch(`${t.baseUrl}/v1/media/libraries/${afterBearer}`)).status).toBe(401);
+    expect(logged()).not.toContain("e".repeat(43));
+    expect(logged()).not.toContain("f".repeat(43));
     expect(logged()).not.toContain(signing);
     expect(logged()).not.toContain(key);
     expect(logged()).toContain("/healthz?x=***&page=3");
