@@ -77,6 +77,8 @@ describe("cumulo serve", () => {
     }
     const upgraded = await serve(env);
     expect(upgraded.output()).toMatch(/^Store migrated: applied 0705-chosen-key-prefixes$/m);
+    // Answered once its signal handlers are in place (they follow the ready line).
+    expect((await fetch(`${upgraded.apiUrl}/healthz`)).status).toBe(200);
     upgraded.child.kill("SIGTERM");
     expect(await exitOf(upgraded.child)).toBe(0);
   }, 120_000);
