@@ -285,7 +285,6 @@ async function serve(config: Config, seed?: SeedBody): Promise<void> {
     if (!running.app?.devSeed) throw new CliError("--seed needs the api role");
     print(seeded(await running.app.devSeed(seed)));
   }
-  process.stdout.write(`Cumulo ready (roles: ${roles.join(", ")})\n`);
   const shutdown = (signal: string) => {
     process.stdout.write(`${signal} received, shutting down\n`);
     running.close().then(
@@ -296,8 +295,10 @@ async function serve(config: Config, seed?: SeedBody): Promise<void> {
       },
     );
   };
+  // Before the ready line: a supervisor may stop the node as soon as it reads it.
   process.once("SIGTERM", () => shutdown("SIGTERM"));
   process.once("SIGINT", () => shutdown("SIGINT"));
+  process.stdout.write(`Cumulo ready (roles: ${roles.join(", ")})\n`);
 }
 
 export function buildCli(): Command {

@@ -77,8 +77,7 @@ describe("cumulo serve", () => {
     }
     const upgraded = await serve(env);
     expect(upgraded.output()).toMatch(/^Store migrated: applied 0705-chosen-key-prefixes$/m);
-    // Answered once its signal handlers are in place (they follow the ready line).
-    expect((await fetch(`${upgraded.apiUrl}/healthz`)).status).toBe(200);
+    // Stopped as soon as it says it is ready: a graceful stop all the same.
     upgraded.child.kill("SIGTERM");
     expect(await exitOf(upgraded.child)).toBe(0);
   }, 120_000);
