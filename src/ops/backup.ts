@@ -69,11 +69,14 @@ async function isEmptyDir(path: string): Promise<boolean> {
     return (await readdir(path)).length === 0;
   } catch (error) {
     const { code } = error as NodeJS.ErrnoException;
-    if (code === "ENOENT")
-      return !(await lstat(path).then(
+    if (code === "ENOENT") {
+      // Nothing to read there; but a link that points nowhere is something there.
+      const linkToNothing = await lstat(path).then(
         () => true,
         () => false,
-      ));
+      );
+      return !linkToNothing;
+    }
     if (code === "ENOTDIR") return false;
     throw error;
   }

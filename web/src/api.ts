@@ -137,6 +137,10 @@ export async function call<T>(request: Promise<ClientResult<T>>): Promise<T> {
   return result.data as T;
 }
 
+/** The API answered 404: what was asked for does not exist (any more), and asking again will not help. */
+export const isMissing = (error: unknown): error is ApiFailure =>
+  error instanceof ApiFailure && error.status === 404;
+
 /**
  * Awaits a removal (Delete, Revoke, Release). A 404 means that what was to be removed is gone
  * already (removed in another tab, or by someone else): what was asked is done, so the page goes on
@@ -146,7 +150,7 @@ export async function removing<T>(request: Promise<ClientResult<T>>): Promise<vo
   try {
     await call(request);
   } catch (error) {
-    if (!(error instanceof ApiFailure && error.status === 404)) throw error;
+    if (!isMissing(error)) throw error;
   }
 }
 

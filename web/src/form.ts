@@ -1,5 +1,5 @@
 import { type FormEvent, useCallback, useRef, useState } from "react";
-import { ApiFailure, type FieldErrors, messageOf } from "./api.ts";
+import { ApiFailure, type FieldErrors, isMissing, messageOf } from "./api.ts";
 
 /**
  * A form's submission: `errors` holds the API's field errors (shown beside their fields),
@@ -39,7 +39,7 @@ export function useSubmit<A extends unknown[]>(action: (...args: A) => Promise<v
  * to do.
  */
 function failureInWords(error: unknown): string {
-  if (error instanceof ApiFailure && error.status === 404) {
+  if (isMissing(error)) {
     return `${error.message}: it may have been removed, in another tab or by someone else. Reload the page to see what is there now.`;
   }
   return messageOf(error);

@@ -1,8 +1,8 @@
 import { type ReactNode, useEffect, useState } from "react";
-import { api, call } from "../api.ts";
+import { api, call, isMissing } from "../api.ts";
 import { useLoad } from "../load.ts";
 import { nameApart } from "./names.ts";
-import { Empty, ErrorState, isMissing, Loading } from "./States.tsx";
+import { Empty, ErrorState, Loading } from "./States.tsx";
 
 /** The picker lists this many libraries; an organization with more picks by search. */
 const LIBRARY_PICKER_SIZE = 100;

@@ -1,5 +1,5 @@
 import type { ReactNode } from "react";
-import { ApiFailure, messageOf } from "../api.ts";
+import { isMissing, messageOf } from "../api.ts";
 import { PageHeader } from "./Layout.tsx";
 
 export function Loading({ what = "Loading" }: { what?: string }) {
@@ -24,9 +24,6 @@ export function Missing({ title, children }: { title: string; children: ReactNod
 export function Empty({ children }: { children: ReactNode }) {
   return <div className="state state-empty">{children}</div>;
 }
-
-/** The API answered 404: what was asked for does not exist (any more), and asking again will not help. */
-export const isMissing = (error: unknown): boolean => error instanceof ApiFailure && error.status === 404;
 
 export function ErrorState({ error, onRetry }: { error: unknown; onRetry?: () => void }) {
   return (

@@ -1,8 +1,8 @@
 import { useState } from "react";
 import { Link, useNavigate, useParams, useSearchParams } from "react-router";
-import { api, call } from "../../api.ts";
+import { api, call, isMissing } from "../../api.ts";
 import { PageHeader } from "../../components/Layout.tsx";
-import { ErrorState, isMissing, Loading, Missing } from "../../components/States.tsx";
+import { ErrorState, Loading, Missing } from "../../components/States.tsx";
 import { useLoad } from "../../load.ts";
 import { FolderTree } from "./FolderTree.tsx";
 import { SecurityForm } from "./SecurityForm.tsx";

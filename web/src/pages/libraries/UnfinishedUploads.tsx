@@ -1,10 +1,9 @@
 import { useEffect, useState } from "react";
 import { Link } from "react-router";
-import { messageOf } from "../../api.ts";
+import { isMissing, messageOf } from "../../api.ts";
 import { DateTime } from "../../components/DateTime.tsx";
 import { FormError } from "../../components/Field.tsx";
 import { WriteFields } from "../../components/ReadOnly.tsx";
-import { isMissing } from "../../components/States.tsx";
 import { submitting, useSubmit } from "../../form.ts";
 import { useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";

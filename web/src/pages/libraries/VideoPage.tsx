@@ -1,11 +1,11 @@
 import { useEffect, useRef, useState } from "react";
 import { Link, useNavigate, useParams } from "react-router";
-import { api, call, removing } from "../../api.ts";
+import { api, call, isMissing, removing } from "../../api.ts";
 import { ConfirmDialog, CopyButton, Dialog } from "../../components/Dialog.tsx";
 import { Field, FormError, OtherErrors } from "../../components/Field.tsx";
 import { PageHeader } from "../../components/Layout.tsx";
 import { WriteFields } from "../../components/ReadOnly.tsx";
-import { ErrorState, isMissing, Loading, Missing } from "../../components/States.tsx";
+import { ErrorState, Loading, Missing } from "../../components/States.tsx";
 import { submitting, useSubmit } from "../../form.ts";
 import { useLoad } from "../../load.ts";
 import { useSignedIn } from "../../session.tsx";

@@ -1,6 +1,6 @@
 import { useCallback, useState } from "react";
 import { Link, useSearchParams } from "react-router";
-import { ApiFailure, api, call, removing } from "../../api.ts";
+import { api, call, isMissing, removing } from "../../api.ts";
 import { type Column, DataTable, pagingOf } from "../../components/DataTable.tsx";
 import { ConfirmDialog, Dialog } from "../../components/Dialog.tsx";
 import { PageHeader } from "../../components/Layout.tsx";
@@ -39,8 +39,7 @@ export function PlayersPage() {
   );
 
   // An unknown or deleted library in the address: say so rather than list another library's players.
-  const libraryMissing =
-    players.state === "error" && players.error instanceof ApiFailure && players.error.status === 404;
+  const libraryMissing = players.state === "error" && isMissing(players.error);
 
   const markDefault = async (player: Player) => {
     setActionError(undefined);
