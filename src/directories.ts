@@ -1,4 +1,4 @@
-import { constants, existsSync, mkdirSync, statSync } from "node:fs";
+import { constants, existsSync, lstatSync, mkdirSync, statSync } from "node:fs";
 import { access, statfs } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import { isStorageFault } from "./blobs/store.ts";
@@ -23,8 +23,13 @@ export function makeDirectories(path: string): string | undefined {
       mkdirSync(directory);
       first ??= directory;
     } catch (error) {
-      // Another process made it first.
       if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+      // Another process made it first, or something else stands there: a link to nothing, under
+      // which the next mkdir would say only ENOENT.
+      if (!statSync(directory, { throwIfNoEntry: false })?.isDirectory()) {
+        const what = lstatSync(directory).isSymbolicLink() ? "a link to nothing" : "not a directory";
+        throw new Error(`${directory} is ${what}`);
+      }
     }
   }
   return first;

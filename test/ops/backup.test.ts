@@ -344,6 +344,12 @@ describe.skipIf(testStoreKind() === "postgres")(
         /^cumulo: --to .* is not empty \(or not a directory\); give a new or empty directory/,
       );
       expect(readdirSync(home)).toEqual(["dangling"]);
+      // Under such a link, the link is named rather than mkdir's bare ENOENT (QA of session 47).
+      const underLink = await runCli(["backup", "--to", join(dangling, "backup")], {
+        CUMULO_DATA_DIR: t.store.dataDir,
+      });
+      expect([underLink.code, underLink.stderr]).toEqual([1, `cumulo: ${dangling} is a link to nothing\n`]);
+      expect(readdirSync(home)).toEqual(["dangling"]);
     });
 
     it("refuses a damaged backup before it writes anything, so the restore can be run again", async () => {
