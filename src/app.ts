@@ -5,6 +5,7 @@ import scalar from "@scalar/fastify-api-reference";
 import Fastify, { type FastifyInstance } from "fastify";
 import { cdnRoutes } from "./cdn/routes.ts";
 import { CLOUD_PREFIXES, cloudRoutes } from "./cloud/routes/index.ts";
+import { s3EndpointRoutes } from "./cloud/routes/s3-endpoint.ts";
 import { consolePages } from "./console/pages.ts";
 import { isDeveloperModeCall } from "./devmode/prefix.ts";
 import { devModeRoutes } from "./devmode/routes.ts";
@@ -249,6 +250,7 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
       maxJsonDepth: config.limits.jsonDepth,
     });
   }
+  await app.register(s3EndpointRoutes);
   await app.register(cdnRoutes, {
     prefix: "/v1/cdn",
     identity: services.identity,

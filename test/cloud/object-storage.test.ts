@@ -1,6 +1,7 @@
 import { statSync } from "node:fs";
 import { request } from "node:http";
 import { join } from "node:path";
+import { ListObjectsV2Command, S3Client } from "@aws-sdk/client-s3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SECRET_KEY_FILE } from "../../src/secret-box.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
@@ -117,5 +118,26 @@ describe("cloud object storage", () => {
         .end();
     });
     expect(JSON.parse(named)).toEqual(info.body);
+  });
+
+  it("answers an S3 client at that address with S3's own NotImplemented, which the SDK reports as it is", async () => {
+    const { body } = await t.cloud("GET", "/v1/storage/api/s3");
+    const user = await t.cloud("GET", "/v1/storage/user");
+    const [pair] = user.body.s3Credentials;
+    const s3 = new S3Client({
+      endpoint: body.url,
+      region: "us-east-1",
+      forcePathStyle: true,
+      maxAttempts: 1,
+      credentials: { accessKeyId: pair.accessKey, secretAccessKey: pair.secretKey },
+    });
+    const refusal = await s3.send(new ListObjectsV2Command({ Bucket: "media" })).catch((error) => error);
+    expect(refusal).toMatchObject({ name: "NotImplemented", $metadata: { httpStatusCode: 501 } });
+    expect(refusal.message).toMatch(/does not serve the S3 API/);
+    // An object being put is refused before its body is read.
+    const put = await fetch(`${body.url}/media/video.mp4`, { method: "PUT", body: new Uint8Array(4 << 20) });
+    expect([put.status, put.headers.get("content-type")]).toEqual([501, "application/xml"]);
+    expect(await put.text()).toContain("<Code>NotImplemented</Code>");
+    s3.destroy();
   });
 });
