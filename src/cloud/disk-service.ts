@@ -132,7 +132,10 @@ export class DiskService {
         // Locked: a delete repeated while this one runs then finds the disk gone (404), not attached.
         const disk = await repository.findDisk(trx, scope, uuid, true);
         if (!disk) return notFound(DISK);
-        if (disk.vm_uuid !== null || !(await repository.deleteDisk(trx, scope, uuid))) {
+        // The VM is named: a disk's own fields do not show where it is attached.
+        if (disk.vm_uuid !== null)
+          return conflict(`Disk is attached to virtual machine ${disk.vm_uuid}; detach it first`);
+        if (!(await repository.deleteDisk(trx, scope, uuid))) {
           return conflict("Disk is attached to a virtual machine; detach it first");
         }
         await driver.deleteDisk(scope.location, uuid);
@@ -153,7 +156,8 @@ export class DiskService {
           // Then the disk: one deleted meanwhile is not found, not "attached".
           const disk = await repository.findDisk(trx, scope, diskUuid, true);
           if (!disk) return notFound(DISK);
-          if (disk.vm_uuid !== null) return conflict(attached);
+          if (disk.vm_uuid !== null)
+            return conflict(`Disk is already attached to virtual machine ${disk.vm_uuid}`);
           const device = freeDataDevice(
             (await repository.disksOfVms(trx, [vmUuid])).map((row) => row.device_name),
           );

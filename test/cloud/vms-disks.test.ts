@@ -245,13 +245,21 @@ describe("cloud VMs, disks and attachment", () => {
     expect(b.body.name).toBe("vdc");
     const shown = await t.cloud("GET", `/v1/user-resource/vm?uuid=${vm.uuid}`);
     expect(shown.body.storage.map((s: { name: string }) => s.name)).toEqual(["vda", "vdb", "vdc"]);
-    // attached disks cannot be deleted or attached again
-    expect((await t.cloud("DELETE", `/v1/storage/disks/${first.uuid}`)).status).toBe(409);
+    // attached disks cannot be deleted or attached again; the refusal names the VM, which the
+    // disk's own fields do not show
+    const deleted = await t.cloud("DELETE", `/v1/storage/disks/${first.uuid}`);
+    expect([deleted.status, deleted.body.message]).toEqual([
+      409,
+      `Disk is attached to virtual machine ${vm.uuid}; detach it first`,
+    ]);
     const other = await createVm("other-host");
     const twice = await t.cloud("POST", "/v1/user-resource/vm/storage/attach", {
       form: { uuid: other.uuid, storage_uuid: first.uuid },
     });
-    expect(twice.status).toBe(409);
+    expect([twice.status, twice.body.message]).toEqual([
+      409,
+      `Disk is already attached to virtual machine ${vm.uuid}`,
+    ]);
     // detach vdb, then a new attach takes vdb again
     const detached = await t.cloud("POST", "/v1/user-resource/vm/storage/detach", {
       form: { uuid: vm.uuid, storage_uuid: first.uuid },
