@@ -64,13 +64,13 @@ function singleCommand(clip: string, out: string): { args: string[]; lowest: str
   const thumbHeight = Math.min(360, HEIGHT);
   const graph = [
     `[0:v]split=${rungs.length + 2}${rungs.map((_, i) => `[in${i}]`).join("")}[inthumbs][inpreview]`,
-    ...rungs.map((rung, i) => `[in${i}]scale=${scaledWidth(source, rung.height)}:${rung.height}[rung${i}]`),
+    ...rungs.map((rung, i) => `[in${i}]scale=${scaledWidth(source, rung.size)}:${rung.size}[rung${i}]`),
     `[inthumbs]select='${thumbnailSelection(SECONDS, thumbnails)}',setpts=N/TB,scale=-2:${thumbHeight}[thumbs]`,
     `[inpreview]trim=duration=3,fps=10,scale=320:-2[preview]`,
   ].join(";");
   const args = ["-i", clip, "-filter_complex", graph];
   rungs.forEach((rung, i) => {
-    const dir = join(out, `${rung.height}p`);
+    const dir = join(out, `${rung.size}p`);
     mkdirSync(dir, { recursive: true });
     const hls = `hls_time=4:hls_playlist_type=event:hls_segment_filename=${dir}/segment_%03d.ts`;
     args.push(
@@ -96,7 +96,7 @@ function singleCommand(clip: string, out: string): { args: string[]; lowest: str
       ],
       ...["-bufsize", `${rung.videoKbps * 2}k`, "-force_key_frames", "expr:gte(t,n_forced*4)"],
       ...["-c:a", "aac", "-b:a", "128k", "-ac", "2"],
-      ...(i === rungs.findIndex((r) => r.height <= 720)
+      ...(i === rungs.findIndex((r) => r.size <= 720)
         ? ["-f", "tee", `[f=hls:${hls}]${dir}/index.m3u8|[f=mp4:movflags=+faststart]${out}/play.mp4`]
         : [
             "-f",
@@ -121,7 +121,7 @@ function singleCommand(clip: string, out: string): { args: string[]; lowest: str
     "0",
     join(out, "preview.webp"),
   );
-  return { args, lowest: join(out, `${rungs[rungs.length - 1]?.height}p`, "index.m3u8") };
+  return { args, lowest: join(out, `${rungs[rungs.length - 1]?.size}p`, "index.m3u8") };
 }
 
 interface Timing {
@@ -146,7 +146,7 @@ async function direct(clip: string, out: string): Promise<Timing> {
   const cpu = childCpuS();
   const started = performance.now();
   const probe = await transcoder.probe(clip);
-  const lowest = ladderFor(probe.height).pop()?.height;
+  const lowest = ladderFor(Math.min(probe.width, probe.height)).pop()?.size;
   const run = transcoder.transcode(clip, out, probe, thumbnailCountFor(probe.durationS));
   const first = firstSegment(join(out, `${lowest}p`, "index.m3u8"), started, run);
   await transcoder.package(out, probe, (await run).renditions);
@@ -197,7 +197,7 @@ try {
   const clip = await generateClip(work, { seconds: SECONDS, width: WIDTH, height: HEIGHT });
   console.log(
     `source: ${SECONDS} s, ${WIDTH}x${HEIGHT}, H.264 + AAC; ladder ${ladderFor(HEIGHT)
-      .map((rung) => `${rung.height}p`)
+      .map((rung) => `${rung.size}p`)
       .join(" ")} + MP4 + ${thumbnailCountFor(SECONDS)} thumbnails + preview`,
   );
   const columns = ["run", "single s", "cpu", "1st seg", "transcoder s", "cpu", "1st seg", "cumulo s", "cpu"];

@@ -96,9 +96,17 @@ export interface ProbeResult {
   durationS: number;
   width: number;
   height: number;
-  /** Frames a second (the stream's own rate; 30 when ffprobe cannot tell). */
+  /** Frames a second of the renditions: the source's own rate, unless `renditionRate` sets one. */
   frameRate: number;
+  /**
+   * The rate (an ffmpeg `fps` value) the renditions are conformed to, when the source's own would
+   * not do: above 60 frames a second, or a variable rate counted in a clock's ticks (a browser
+   * recording's 1000/1, which ffmpeg would otherwise fill with copies of each frame).
+   */
+  renditionRate: string | undefined;
   hasAudio: boolean;
+  /** The audio stream renditions carry (the one marked default, else the first); undefined without audio. */
+  audioStream: number | undefined;
   videoCodec: string;
   /** H.264 profile and level as ffprobe names them, for the HLS CODECS attribute. */
   profile: string | undefined;
@@ -114,11 +122,13 @@ const isHdrTransfer = (transfer: string | undefined): transfer is HdrTransfer =>
   (HDR_TRANSFERS as readonly (string | undefined)[]).includes(transfer);
 
 interface ProbeStream {
+  index?: number;
   codec_type?: string;
   codec_name?: string;
   width?: number;
   height?: number;
   duration?: string;
+  start_time?: string;
   profile?: string;
   level?: number;
   avg_frame_rate?: string;
@@ -128,7 +138,7 @@ interface ProbeStream {
   color_transfer?: string;
   /** `tv` (limited) or `pc` (full). */
   color_range?: string;
-  disposition?: { attached_pic?: number };
+  disposition?: { attached_pic?: number; default?: number };
   tags?: { rotate?: string };
   side_data_list?: { rotation?: number }[];
 }
@@ -139,6 +149,10 @@ interface ProbeJson {
 }
 
 const DEFAULT_FRAME_RATE = 30;
+/** The highest rate renditions keep, as video platforms do: a 120 or 240 fps source is played at 60. */
+const MAX_FRAME_RATE = 60;
+/** How far apart a stream's base and average rates may be and it still counts as constant. */
+const CONSTANT_RATE_TOLERANCE = 0.02;
 
 /**
  * The largest picture a source may have: H.264's largest frame (level 6.2, 139264 macroblocks, e.g.
@@ -195,13 +209,99 @@ export const SOURCE_READING: readonly string[] = [
 /** ffmpeg's input arguments for an uploaded source (`-i file`, confined as `SOURCE_READING` says). */
 export const sourceInput = (file: string): string[] => [...SOURCE_READING, "-i", file];
 
-/** The first of `rates` (`num/den` frames a second, as ffprobe writes them) that is one. */
-function frameRateOf(...rates: (string | undefined)[]): number {
-  for (const rate of rates) {
-    const [num, den] = (rate ?? "").split("/").map(Number);
-    if (num && den && num / den > 0) return num / den;
+/** A rate as ffprobe writes it (`num/den` frames a second); undefined when it is none (`0/0`). */
+function rateOf(rate: string | undefined): { num: number; den: number } | undefined {
+  const [num, den] = (rate ?? "").split("/").map(Number);
+  return num && den && num / den > 0 ? { num, den } : undefined;
+}
+
+/**
+ * The renditions' frame rate. A constant rate is kept, halved (or more) past 60. A variable one is
+ * kept when its base is a real rate of at most 60 (ffmpeg fills the gaps at that rate, as the level
+ * declares); one counted in a clock's ticks (a base past 60) is conformed to its average.
+ * `average` is the stream's own, or the one measured from its packets when it has none.
+ */
+function renditionRateOf(
+  base: { num: number; den: number } | undefined,
+  average: number | undefined,
+): Pick<ProbeResult, "frameRate" | "renditionRate"> {
+  const baseRate = base && base.num / base.den;
+  const constant =
+    baseRate !== undefined &&
+    average !== undefined &&
+    Math.abs(baseRate - average) <= baseRate * CONSTANT_RATE_TOLERANCE;
+  if (base && baseRate !== undefined && (constant || baseRate <= MAX_FRAME_RATE)) {
+    const divisor = Math.ceil(baseRate / MAX_FRAME_RATE);
+    if (divisor === 1) return { frameRate: baseRate, renditionRate: undefined };
+    return { frameRate: baseRate / divisor, renditionRate: `${base.num}/${base.den * divisor}` };
   }
-  return DEFAULT_FRAME_RATE;
+  const rate = Math.min(average ?? DEFAULT_FRAME_RATE, MAX_FRAME_RATE);
+  return { frameRate: rate, renditionRate: rate.toFixed(3) };
+}
+
+/** Seconds from a stream's start, ffprobe's `N/A` (or nothing) as undefined. */
+const secondsOf = (value: string | undefined): number | undefined => {
+  const seconds = Number(value);
+  return value !== undefined && value !== "" && Number.isFinite(seconds) ? seconds : undefined;
+};
+
+/** The audio stream renditions carry: the one marked default, else the first. */
+function audioStreamOf(streams: ProbeStream[]): number | undefined {
+  const audio = streams.filter((stream) => stream.codec_type === "audio" && stream.index !== undefined);
+  return (audio.find((stream) => stream.disposition?.default === 1) ?? audio[0])?.index;
+}
+
+/**
+ * What a source's packets tell of its timeline when its header does not: its length (from the
+ * earliest start to the latest end of any stream) and its video's average frame rate. Browser
+ * recordings (MediaRecorder's WebM) carry neither. From ffprobe's `stream_index,pts_time,duration_time`
+ * lines; a packet's missing duration counts as none.
+ */
+export function timelineOfPackets(
+  csv: string,
+  videoStream: number,
+): { durationS: number | undefined; averageRate: number | undefined } {
+  let start = Number.POSITIVE_INFINITY;
+  let end = Number.NEGATIVE_INFINITY;
+  let frames = 0;
+  let firstFrame = Number.POSITIVE_INFINITY;
+  let lastFrame = Number.NEGATIVE_INFINITY;
+  for (const line of csv.split("\n")) {
+    const [index, pts, duration] = line.split(",");
+    const at = secondsOf(pts);
+    if (at === undefined) continue;
+    start = Math.min(start, at);
+    end = Math.max(end, at + (secondsOf(duration) ?? 0));
+    if (Number(index) !== videoStream) continue;
+    frames += 1;
+    firstFrame = Math.min(firstFrame, at);
+    lastFrame = Math.max(lastFrame, at);
+  }
+  return {
+    durationS: end > start ? end - start : undefined,
+    // Frames between the first and the last one's start: one fewer intervals than frames.
+    averageRate: frames > 1 && lastFrame > firstFrame ? (frames - 1) / (lastFrame - firstFrame) : undefined,
+  };
+}
+
+/**
+ * The source's length from its first frame to the end of its picture or sound, whichever ends last.
+ * An MP4 whose edit list starts its video 5 s in reads 9 s long for 4 s of picture (thumbnails were
+ * sliced over the 9), so the streams' own times come first; the container's duration where they do
+ * not say (Matroska keeps none per stream). Undefined when neither says.
+ */
+function videoTimelineS(parsed: ProbeJson, video: ProbeStream): number | undefined {
+  const videoStart = secondsOf(video.start_time);
+  const ends = (parsed.streams ?? [])
+    .filter((stream) => stream.codec_type === "video" || stream.codec_type === "audio")
+    .map((stream) => {
+      const start = secondsOf(stream.start_time);
+      const duration = secondsOf(stream.duration);
+      return start === undefined || duration === undefined ? undefined : start + duration;
+    });
+  const streamsEnd = ends.every((end) => end !== undefined) ? Math.max(...ends) : undefined;
+  if (videoStart !== undefined && streamsEnd !== undefined && ends.length > 0) return streamsEnd - videoStart;
+  return secondsOf(parsed.format?.duration ?? video.duration);
 }
 
 /**
@@ -298,16 +398,37 @@ export class MediaTools {
           `the picture is ${video.width}x${video.height}, more than the ${MAX_SOURCE_PIXELS} pixels (8192x4352) taken`,
         );
       }
-      const durationS = Number(parsed.format?.duration ?? video.duration ?? 0);
-      if (!Number.isFinite(durationS) || durationS <= 0)
-        throw new MediaToolError("the video has no duration");
+      const base = rateOf(video.r_frame_rate);
+      const average = rateOf(video.avg_frame_rate);
+      let durationS = videoTimelineS(parsed, video);
+      let averageRate = average && average.num / average.den;
+      // A browser recording's header has neither its length nor an average rate: its packets tell.
+      const clockTicks = !base || base.num / base.den > MAX_FRAME_RATE;
+      if (durationS === undefined || (averageRate === undefined && clockTicks)) {
+        const measured = timelineOfPackets(
+          await this.#spawn("ffprobe", this.paths.ffprobe, [
+            "-v",
+            "error",
+            "-show_entries",
+            "packet=stream_index,pts_time,duration_time",
+            "-of",
+            "csv=p=0",
+            ...inputOptions,
+            file,
+          ]),
+          video.index ?? 0,
+        );
+        durationS ??= measured.durationS;
+        averageRate ??= measured.averageRate;
+      }
+      if (durationS === undefined || durationS <= 0) throw new MediaToolError("the video has no duration");
+      const audioStream = audioStreamOf(parsed.streams ?? []);
       return {
         durationS,
         ...displaySize(video, video.width, video.height),
-        // The average, as the output keeps the source's timing: a variable rate's base (r_frame_rate)
-        // can be a clock's 1000/1.
-        frameRate: frameRateOf(video.avg_frame_rate, video.r_frame_rate),
-        hasAudio: parsed.streams?.some((stream) => stream.codec_type === "audio") ?? false,
+        ...renditionRateOf(base, averageRate),
+        hasAudio: audioStream !== undefined,
+        audioStream,
         videoCodec: video.codec_name ?? "unknown",
         profile: video.profile,
         level: video.level,

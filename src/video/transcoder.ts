@@ -9,18 +9,23 @@ import {
   sourceInput,
 } from "./media-tools.ts";
 
-/** Rungs of the HLS ladder; a source gets every rung up to its own height. */
+/**
+ * Rungs of the HLS ladder, each named by the picture's short side as video platforms name them: a
+ * landscape 1080p is 1920x1080, a portrait one 1080x1920. A source gets every rung up to its own
+ * short side.
+ */
 export const LADDER = [
-  { height: 1080, videoKbps: 5000 },
-  { height: 720, videoKbps: 2800 },
-  { height: 480, videoKbps: 1400 },
-  { height: 360, videoKbps: 800 },
-  { height: 240, videoKbps: 400 },
+  { size: 1080, videoKbps: 5000 },
+  { size: 720, videoKbps: 2800 },
+  { size: 480, videoKbps: 1400 },
+  { size: 360, videoKbps: 800 },
+  { size: 240, videoKbps: 400 },
 ] as const;
 
 const AUDIO_KBPS = 128;
 const SEGMENT_S = 4;
-const MP4_MAX_HEIGHT = 720;
+/** The MP4 is the largest rung up to 720p. */
+const MP4_MAX_SIZE = 720;
 const THUMBNAIL_HEIGHT = 360;
 const PREVIEW_SECONDS = 3;
 const PREVIEW_WIDTH = 320;
@@ -40,7 +45,8 @@ export const THUMBNAIL_FILE = "thumbnail.jpg";
 export const THUMBNAIL_DIR = "thumbnails";
 
 export interface Rung {
-  height: number;
+  /** The picture's short side. */
+  size: number;
   videoKbps: number;
 }
 
@@ -82,10 +88,21 @@ export interface Rendition {
 }
 
 const even = (value: number) => Math.max(2, Math.round(value / 2) * 2);
+/** The even number at or below `value` (at least 2): a size H.264 takes that is no upscale. */
+const evenAtMost = (value: number) => Math.max(2, Math.floor(value / 2) * 2);
 
-export function ladderFor(sourceHeight: number): Rung[] {
-  const rungs = LADDER.filter((rung) => rung.height <= sourceHeight).map((rung) => ({ ...rung }));
-  return rungs.length > 0 ? rungs : [{ height: even(sourceHeight), videoKbps: 400 }];
+/** The rungs of a source whose picture's short side is `sourceSize`: one of its own size below 240. */
+export function ladderFor(sourceSize: number): Rung[] {
+  const rungs = LADDER.filter((rung) => rung.size <= sourceSize).map((rung) => ({ ...rung }));
+  return rungs.length > 0 ? rungs : [{ size: evenAtMost(sourceSize), videoKbps: 400 }];
+}
+
+/** A rung's picture: its short side `size`, its long side keeping the source's shape, never wider than the source's. */
+export function rungDimensions(source: { width: number; height: number }, size: number) {
+  const landscape = source.width >= source.height;
+  const [long, short] = landscape ? [source.width, source.height] : [source.height, source.width];
+  const scaledLong = Math.min(even((long * size) / short), evenAtMost(long));
+  return landscape ? { width: scaledLong, height: size } : { width: size, height: scaledLong };
 }
 
 /** `avc1.PPCCLL` of the High profile at a level, e.g. 3.1 -> avc1.64001f. */
@@ -130,25 +147,26 @@ export class Transcoder {
     playableS: number;
     timelineStartPts: number | undefined;
   }> {
-    const rungs = ladderFor(probe.height).map((rung) => ({
+    const rungs = ladderFor(Math.min(probe.width, probe.height)).map((rung) => ({
       ...rung,
-      width: scaledWidth(probe, rung.height),
-      directory: `${rung.height}p`,
+      ...rungDimensions(probe, rung.size),
+      directory: `${rung.size}p`,
     }));
     for (const rung of rungs) await mkdir(join(outDir, rung.directory), { recursive: true });
     await mkdir(join(outDir, THUMBNAIL_DIR), { recursive: true });
 
-    const thumbnailHeight = Math.min(THUMBNAIL_HEIGHT, even(probe.height));
+    const thumbnailHeight = Math.min(THUMBNAIL_HEIGHT, evenAtMost(probe.height));
     const graph = [
-      `[0:v]${probe.hdr ? `${toneMapping(probe.hdr)},` : ""}split=${rungs.length + 2}${rungs.map((_, index) => `[in${index}]`).join("")}[inthumbs][inpreview]`,
+      `[0:v]${probe.renditionRate ? `fps=${probe.renditionRate},` : ""}${probe.hdr ? `${toneMapping(probe.hdr)},` : ""}split=${rungs.length + 2}${rungs.map((_, index) => `[in${index}]`).join("")}[inthumbs][inpreview]`,
       // Square pixels out: the sizes already carry the source's shown aspect ratio.
       ...rungs.map((rung, index) => `[in${index}]scale=${rung.width}:${rung.height},setsar=1[rung${index}]`),
       `[inthumbs]setpts=PTS-STARTPTS,select='${thumbnailSelection(probe.durationS, thumbnailCount)}',setpts=N/TB,scale=${scaledWidth(probe, thumbnailHeight)}:${thumbnailHeight},setsar=1[thumbs]`,
       `[inpreview]trim=duration=${Math.min(PREVIEW_SECONDS, probe.durationS)},fps=${PREVIEW_FPS}:eof_action=pass,scale=${previewSize(probe)},setsar=1[preview]`,
     ].join(";");
-    const audio = probe.hasAudio
-      ? ["-map", "0:a:0", "-c:a", "aac", "-b:a", `${AUDIO_KBPS}k`, "-ac", "2"]
-      : [];
+    const audio =
+      probe.audioStream === undefined
+        ? []
+        : ["-map", `0:${probe.audioStream}`, "-c:a", "aac", "-b:a", `${AUDIO_KBPS}k`, "-ac", "2"];
     await this.tools.ffmpeg(
       [
         ...sourceInput(source),
@@ -226,7 +244,7 @@ export class Transcoder {
       });
     }
 
-    const mp4Rung = rungs.find((rung) => rung.height <= MP4_MAX_HEIGHT) ?? rungs[rungs.length - 1];
+    const mp4Rung = rungs.find((rung) => rung.size <= MP4_MAX_SIZE) ?? rungs[rungs.length - 1];
     await this.tools.ffmpeg(
       [
         "-i",
