@@ -107,6 +107,8 @@ export interface ProbeResult {
   hasAudio: boolean;
   /** The audio stream renditions carry (the one marked default, else the first); undefined without audio. */
   audioStream: number | undefined;
+  /** Seconds the sound runs on past the last frame, which renditions hold that frame for (0: none). */
+  holdLastFrameS: number;
   videoCodec: string;
   /** H.264 profile and level as ffprobe names them, for the HLS CODECS attribute. */
   profile: string | undefined;
@@ -294,14 +296,32 @@ function videoTimelineS(parsed: ProbeJson, video: ProbeStream): number | undefin
   const videoStart = secondsOf(video.start_time);
   const ends = (parsed.streams ?? [])
     .filter((stream) => stream.codec_type === "video" || stream.codec_type === "audio")
-    .map((stream) => {
-      const start = secondsOf(stream.start_time);
-      const duration = secondsOf(stream.duration);
-      return start === undefined || duration === undefined ? undefined : start + duration;
-    });
+    .map(endOf);
   const streamsEnd = ends.every((end) => end !== undefined) ? Math.max(...ends) : undefined;
   if (videoStart !== undefined && streamsEnd !== undefined && ends.length > 0) return streamsEnd - videoStart;
   return secondsOf(parsed.format?.duration ?? video.duration);
+}
+
+/** Where a stream ends, in seconds of the file's timeline; undefined when the file does not say. */
+function endOf(stream: ProbeStream | undefined): number | undefined {
+  const start = secondsOf(stream?.start_time);
+  const duration = secondsOf(stream?.duration);
+  return start === undefined || duration === undefined ? undefined : start + duration;
+}
+
+/** Sound past the picture's end shorter than this is left as it is (a last audio frame's overhang). */
+const HELD_PICTURE_MIN_S = 0.5;
+
+/**
+ * How long the sound runs on past the picture (a recording whose camera stopped first): HLS players
+ * trust each segment's stated length, the picture's, and cut or stall on the rest, so renditions hold
+ * the last frame until the sound ends.
+ */
+function soundPastPictureS(video: ProbeStream, audio: ProbeStream | undefined): number {
+  const videoEnd = endOf(video);
+  const audioEnd = endOf(audio);
+  if (videoEnd === undefined || audioEnd === undefined) return 0;
+  return audioEnd - videoEnd >= HELD_PICTURE_MIN_S ? audioEnd - videoEnd : 0;
 }
 
 /**
@@ -429,6 +449,10 @@ export class MediaTools {
         ...renditionRateOf(base, averageRate),
         hasAudio: audioStream !== undefined,
         audioStream,
+        holdLastFrameS: soundPastPictureS(
+          video,
+          parsed.streams?.find((stream) => stream.index === audioStream),
+        ),
         videoCodec: video.codec_name ?? "unknown",
         profile: video.profile,
         level: video.level,

@@ -112,6 +112,14 @@ export const highProfileCodec = (level: number): string => `avc1.6400${level.toS
 export const scaledWidth = (source: { width: number; height: number }, height: number) =>
   even((source.width * height) / source.height);
 
+/** The filters that set the renditions' timing: their frame rate, and the last frame held while sound goes on. */
+function pictureTiming(probe: ProbeResult): string {
+  const rate = probe.renditionRate ? `fps=${probe.renditionRate},` : "";
+  const hold =
+    probe.holdLastFrameS > 0 ? `tpad=stop_mode=clone:stop_duration=${probe.holdLastFrameS.toFixed(3)},` : "";
+  return rate + hold;
+}
+
 /** `width:height` of the animated preview: 320 px wide, or narrower for a very tall source. */
 function previewSize(source: { width: number; height: number }): string {
   const height = even((PREVIEW_WIDTH * source.height) / source.width);
@@ -157,7 +165,7 @@ export class Transcoder {
 
     const thumbnailHeight = Math.min(THUMBNAIL_HEIGHT, evenAtMost(probe.height));
     const graph = [
-      `[0:v]${probe.renditionRate ? `fps=${probe.renditionRate},` : ""}${probe.hdr ? `${toneMapping(probe.hdr)},` : ""}split=${rungs.length + 2}${rungs.map((_, index) => `[in${index}]`).join("")}[inthumbs][inpreview]`,
+      `[0:v]${pictureTiming(probe)}${probe.hdr ? `${toneMapping(probe.hdr)},` : ""}split=${rungs.length + 2}${rungs.map((_, index) => `[in${index}]`).join("")}[inthumbs][inpreview]`,
       // Square pixels out: the sizes already carry the source's shown aspect ratio.
       ...rungs.map((rung, index) => `[in${index}]scale=${rung.width}:${rung.height},setsar=1[rung${index}]`),
       `[inthumbs]setpts=PTS-STARTPTS,select='${thumbnailSelection(probe.durationS, thumbnailCount)}',setpts=N/TB,scale=${scaledWidth(probe, thumbnailHeight)}:${thumbnailHeight},setsar=1[thumbs]`,

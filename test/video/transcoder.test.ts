@@ -318,6 +318,37 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     expect(probe.durationS).toBeLessThan(4.2);
   }, 60_000);
 
+  it("holds the last frame while the sound runs on past the picture, so the playlists state the whole length", async () => {
+    const longer = join(work, "sound-past-picture.mp4");
+    await tools.ffmpeg([
+      ...["-f", "lavfi", "-i", "testsrc=size=160x90:rate=25:duration=1"],
+      ...[
+        "-f",
+        "lavfi",
+        "-i",
+        "sine=duration=2.5",
+        "-c:v",
+        "libx264",
+        "-preset",
+        "ultrafast",
+        "-c:a",
+        "aac",
+        longer,
+      ],
+    ]);
+    const probe = await transcoder.probe(longer);
+    expect(probe.holdLastFrameS).toBeGreaterThan(1.4);
+    const out = join(work, "sound-past-picture");
+    await transcoder.transcode(longer, out, probe, 1);
+    // Before the QA of session 48 the playlist said 1 s for a segment holding 2.5 s of sound.
+    const stated = [...readFileSync(join(out, "90p", "index.m3u8"), "utf8").matchAll(/#EXTINF:([\d.]+)/g)]
+      .map((match) => Number(match[1]))
+      .reduce((sum, seconds) => sum + seconds, 0);
+    expect(stated).toBeGreaterThan(2.3);
+    expect(stated).toBeLessThan(2.7);
+    expect((await transcoder.probe(clip)).holdLastFrameS).toBe(0);
+  }, 60_000);
+
   it("tone-maps an HDR (PQ or HLG) source into BT.709 renditions, tagged as such", async () => {
     const { ffprobe } = locateMediaTools();
     const colorOf = (file: string) => {
