@@ -531,6 +531,31 @@ function blobStore(env: Env): Config["blobStore"] {
 }
 
 /** Reads the environment into a typed config; the first bad value stops with one line naming it. */
+/**
+ * The `CUMULO_` variables of `env` that no setting reads: a misspelled name, or one that counts only
+ * with another setting (`CUMULO_S3_BUCKET` under the local blob store). Each with the setting it may
+ * stand for when its name without the prefix is one (`CUMULO_DATABASE_URL` for `DATABASE_URL`, which
+ * an operator set and the node then ran on SQLite without a word: QA of session 48).
+ */
+export function settingsNotRead(env: Env = process.env): { name: string; meant: string | undefined }[] {
+  const read = new Set<string>();
+  loadConfig(
+    new Proxy(env, {
+      get(target, name) {
+        if (typeof name === "string") read.add(name);
+        return Reflect.get(target, name);
+      },
+    }),
+  );
+  return Object.keys(env)
+    .filter((name) => name.startsWith("CUMULO_") && !read.has(name))
+    .sort()
+    .map((name) => {
+      const unprefixed = name.slice("CUMULO_".length);
+      return { name, meant: read.has(unprefixed) ? unprefixed : undefined };
+    });
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const roles = list(env, "CUMULO_ROLES", [...ALL_ROLES]);
   if (roles.length === 0) {

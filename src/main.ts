@@ -3,7 +3,7 @@ import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Command, CommanderError, Option } from "commander";
-import { type Config, ConfigError, loadConfig, runningRoles } from "./config.ts";
+import { type Config, ConfigError, loadConfig, runningRoles, settingsNotRead } from "./config.ts";
 import type { SeedBody, SeedOutcome } from "./devmode/seed.ts";
 import type { StateService } from "./devmode/state-service.ts";
 import { createPrivately, openToOthers } from "./directories.ts";
@@ -184,6 +184,14 @@ const SECRET_KEY_MIN_LENGTH = 32;
  * authorization, which viewers and browsers hold. Warned of, not refused: changing the key of a
  * running installation makes its stored secrets unreadable.
  */
+/** Settings given under a name Cumulo does not read, which would otherwise be ignored without a word. */
+function settingsIgnored(): string | undefined {
+  const ignored = settingsNotRead();
+  if (ignored.length === 0) return undefined;
+  const names = ignored.map(({ name, meant }) => (meant ? `${name} (did you mean ${meant}?)` : name));
+  return `${names.join(", ")} ${ignored.length === 1 ? "is" : "are"} set but no setting of this node reads ${ignored.length === 1 ? "it" : "them"}: a misspelled name, or one that counts only with another setting (README.md, Configuration)`;
+}
+
 function weakSecretKey(config: Config): string | undefined {
   const length = config.secretKey?.length;
   if (length === undefined || length >= SECRET_KEY_MIN_LENGTH) return undefined;
@@ -255,6 +263,7 @@ async function serve(config: Config, seed?: SeedBody): Promise<void> {
   }
   const roles = runningRoles(config);
   for (const warning of [
+    settingsIgnored(),
     unreachableLinks(config),
     weakSecretKey(config),
     dataDirOpenToOthers(config),

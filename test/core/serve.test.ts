@@ -46,7 +46,14 @@ describe("cumulo serve", () => {
       CUMULO_EDGE_PORT: "0",
       HOST: "0.0.0.0",
       CUMULO_SECRET_KEY: "changeme",
+      // Names no setting reads: the first was set for DATABASE_URL, and the node ran on SQLite
+      // without a word (QA of session 48).
+      CUMULO_DATABASE_URL: "postgres://127.0.0.1:1/elsewhere",
+      CUMULO_LOG_LEVL: "debug",
     });
+    expect(second.output()).toMatch(
+      /^cumulo: warning: CUMULO_DATABASE_URL \(did you mean DATABASE_URL\?\), CUMULO_LOG_LEVL are set but no setting of this node reads them: a misspelled name/m,
+    );
     expect(second.output()).toMatch(
       /^cumulo: warning: HOST is 0\.0\.0\.0, .* set CUMULO_EDGE_PUBLIC_URL \(playback URLs\) and CUMULO_PUBLIC_URL \(console invitation links\)/m,
     );

@@ -14,6 +14,13 @@ export interface CliResult {
  * given, is piped to its stdin (else stdin is empty, as with `< /dev/null`). A run that outlasts
  * `timeoutMs` is killed (its code is then null), so a hang fails its test and leaves no process behind.
  */
+/**
+ * The environment of a Cumulo process a test starts: the test's own, less the suite's own settings
+ * (`CUMULO_TEST_STORE`, `CUMULO_TEST_CHROMIUM`), which a node would name as settings it does not read.
+ */
+export const testProcessEnv = (): Record<string, string | undefined> =>
+  Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith("CUMULO_TEST_")));
+
 export function runCli(
   args: string[],
   env: Record<string, string | undefined>,
@@ -22,7 +29,7 @@ export function runCli(
 ): Promise<CliResult> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [BIN, ...args], {
-      env: { ...process.env, CUMULO_LOG_LEVEL: "silent", ...env },
+      env: { ...testProcessEnv(), CUMULO_LOG_LEVEL: "silent", ...env },
       stdio: ["pipe", "pipe", "pipe"],
       timeout: timeoutMs,
       killSignal: "SIGKILL",

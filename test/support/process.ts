@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { BIN } from "./cli.ts";
+import { BIN, testProcessEnv } from "./cli.ts";
 
 export interface Served {
   child: ChildProcess;
@@ -22,7 +22,7 @@ export function serve(
     // A short shutdown grace, as in startTestApp: idle connections of the test's fetch would hold
     // every stop for the whole default second; tests of the grace itself set their own.
     env: {
-      ...process.env,
+      ...testProcessEnv(),
       PORT: "0",
       CUMULO_EDGE_PORT: "off",
       CUMULO_LOG_LEVEL: "warn",
