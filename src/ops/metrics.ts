@@ -46,6 +46,13 @@ const ROLE_METRICS: Record<Role, readonly string[]> = {
 
 /** How long a scrape reuses what it read from the store, so frequent scrapes cannot load it. */
 const STORE_SNAPSHOT_TTL_MS = 5000;
+/**
+ * How long a scrape waits for the store's figures. Past it the scrape answers without them, with
+ * `cumulo_store_up` 0: a store away, or a pool with every connection busy, made `/metrics` answer
+ * 500 or time out, so only "node down" could fire, and the pool gauges that tell why went unread
+ * (QA of session 48).
+ */
+const STORE_READ_WAIT_MS = 1000;
 
 /** Route label of a request no route matched (404s of unknown paths), so URLs never become labels. */
 const UNMATCHED_ROUTE = "unmatched";
@@ -187,7 +194,7 @@ export class Metrics {
     help: "Store queries that failed (constraint violations included).",
     registers: [this.registry],
   }).tally();
-  #snapshot: { at: number; reading: Promise<StoreSnapshot> } | undefined;
+  #snapshot: { at: number; reading: Promise<StoreSnapshot>; pending: boolean } | undefined;
 
   /**
    * @param processMetrics also export Node's process metrics (CPU, memory, event loop, GC).
@@ -198,6 +205,13 @@ export class Metrics {
     for (const role of ALL_ROLES) {
       if (roles.includes(role)) continue;
       for (const name of ROLE_METRICS[role]) this.registry.removeSingleMetric(name);
+    }
+    // Every outcome's series from the start, at 0: a series born with its first event counted hides
+    // that event from rate() and increase(), and a burst of failures after a start went unseen.
+    for (const outcome of ["delivered", "refused", "unanswered"])
+      this.#webhookAttempts.labels(outcome).inc(0);
+    for (const tool of ["ffmpeg", "ffprobe"]) {
+      for (const outcome of ["succeeded", "failed", "timed_out"]) this.#toolRuns.labels(tool, outcome).inc(0);
     }
     // Which version and store schema each node runs, for a rolling upgrade:
     // `count by (version, schema) (cumulo_build_info)`.
@@ -279,8 +293,11 @@ export class Metrics {
    * reused for `STORE_SNAPSHOT_TTL_MS`), the PostgreSQL pool and the Redis connection.
    */
   observe(sources: StoreSources): void {
-    const snapshot = () => this.#storeSnapshot(sources);
+    const snapshot = () => this.#storeSnapshotInTime(sources);
     const registers = [this.registry];
+    for (const kind of sources.jobKinds) {
+      for (const outcome of ["succeeded", "retried", "failed"]) this.#jobRuns.labels(kind, outcome).inc(0);
+    }
     // Registered first: a scrape reads gauges in this order, so the pool is read before the store
     // snapshot's own queries ask it for connections (they counted as waiting on an idle node).
     const { pool } = sources;
@@ -310,8 +327,10 @@ export class Metrics {
       labelNames: ["kind", "state"] as const,
       registers,
       async collect() {
-        const { jobs } = await snapshot();
+        const taken = await snapshot();
         this.reset();
+        if (!taken) return;
+        const { jobs } = taken;
         for (const kind of sources.jobKinds) {
           for (const state of Object.values(JOB_STATES)) this.labels(kind, state).set(0);
         }
@@ -324,8 +343,10 @@ export class Metrics {
       labelNames: ["kind"] as const,
       registers,
       async collect() {
-        const { oldestQueuedAge } = await snapshot();
+        const taken = await snapshot();
         this.reset();
+        if (!taken) return;
+        const { oldestQueuedAge } = taken;
         for (const kind of sources.jobKinds) this.labels(kind).set(0);
         for (const [kind, age] of oldestQueuedAge) this.labels(kind).set(age);
       },
@@ -336,8 +357,19 @@ export class Metrics {
       labelNames: ["state"] as const,
       registers,
       async collect() {
-        const backlog = (await snapshot()).webhookBacklog;
-        for (const state of ["pending", "sending"]) this.labels(state).set(backlog.get(state) ?? 0);
+        const taken = await snapshot();
+        this.reset();
+        if (!taken) return;
+        for (const state of ["pending", "sending"])
+          this.labels(state).set(taken.webhookBacklog.get(state) ?? 0);
+      },
+    });
+    new Gauge({
+      name: "cumulo_store_up",
+      help: "1 when this scrape read the store's figures (jobs, webhook backlog) within 1 s; 0 when the store failed or kept them waiting (away, locked, or every pooled connection busy), and those gauges are left out.",
+      registers,
+      async collect() {
+        this.set((await snapshot()) ? 1 : 0);
       },
     });
     if (sources.geoipBuiltAt()) {
@@ -394,17 +426,36 @@ export class Metrics {
     return series;
   }
 
+  /** The store's figures, or undefined when they failed or did not come within `STORE_READ_WAIT_MS`. */
+  async #storeSnapshotInTime(sources: StoreSources): Promise<StoreSnapshot | undefined> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<undefined>((resolve) => {
+      timer = setTimeout(() => resolve(undefined), STORE_READ_WAIT_MS);
+    });
+    const taken = await Promise.race([this.#storeSnapshot(sources).catch(() => undefined), late]);
+    clearTimeout(timer);
+    return taken;
+  }
+
   #storeSnapshot(sources: StoreSources): Promise<StoreSnapshot> {
     const now = sources.clock.now().getTime();
     // A clock moved back (developer mode) reads again rather than keeping a snapshot from the future.
     const age = this.#snapshot ? now - this.#snapshot.at : Number.POSITIVE_INFINITY;
-    if (this.#snapshot && age >= 0 && age < STORE_SNAPSHOT_TTL_MS) return this.#snapshot.reading;
+    const fresh = age >= 0 && age < STORE_SNAPSHOT_TTL_MS;
+    // A read still waiting is waited on again, however old: scrapes of a stuck store pile up no reads.
+    if (this.#snapshot && (fresh || this.#snapshot.pending)) return this.#snapshot.reading;
     const reading = readStoreSnapshot(sources, now);
-    this.#snapshot = { at: now, reading };
-    // A failed read is not kept: the next scrape asks again.
-    reading.catch(() => {
-      if (this.#snapshot?.reading === reading) this.#snapshot = undefined;
-    });
+    const snapshot = { at: now, reading, pending: true };
+    this.#snapshot = snapshot;
+    reading.then(
+      () => {
+        snapshot.pending = false;
+      },
+      // A failed read is not kept: the next scrape asks again.
+      () => {
+        if (this.#snapshot === snapshot) this.#snapshot = undefined;
+      },
+    );
     return reading;
   }
 }

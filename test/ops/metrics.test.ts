@@ -89,6 +89,24 @@ describe("metrics", () => {
     expect(Object.keys(document.body.paths)).not.toContain("/metrics");
   });
 
+  it("exports every outcome of the bounded counters at 0 from the start, and counts no probe or scrape as an API request", async () => {
+    const { samples, text } = await scrape(t);
+    // A series born with its first event counted hides that event from rate() and increase() (QA of session 48).
+    for (const outcome of ["succeeded", "failed", "timed_out"]) {
+      expect(samples.has(`cumulo_ffmpeg_runs_total{tool="ffprobe",outcome="${outcome}"}`)).toBe(true);
+    }
+    for (const outcome of ["delivered", "refused", "unanswered"]) {
+      expect(samples.has(`cumulo_webhook_attempts_total{outcome="${outcome}"}`)).toBe(true);
+    }
+    expect(samples.has(`cumulo_job_runs_total{kind="${PROVISION}",outcome="failed"}`)).toBe(true);
+    expect(text).toMatch(/^cumulo_store_up 1$/m);
+    for (const probe of ["/healthz", "/readyz"]) {
+      expect((await t.request("GET", probe, { anonymous: true })).status).toBe(200);
+    }
+    const after = (await scrape(t)).text;
+    expect(after).not.toMatch(/route="\/(healthz|readyz|metrics)"/);
+  });
+
   it("counts API requests by route template, method and status, and rate-limit refusals", async () => {
     const other = await t.createOrganization("Metrics rate limit");
     const unknownLibrary = randomUUID();

@@ -118,6 +118,15 @@ describe.runIf(process.env.CUMULO_TEST_STORE === "postgres")("a PostgreSQL outag
     const probe = await fetch(`${node.metricsUrl}/readyz`);
     expect([probe.status, await probe.json()]).toEqual([503, { status: "unavailable" }]);
     expect((await fetch(`${node.metricsUrl}/healthz`)).status).toBe(200);
+    // Metrics go on without the store's figures, and say the store does not answer (before the QA
+    // of session 48: 500 at every scrape, so only "node down" could fire).
+    const scraped = await fetch(`${node.metricsUrl}/metrics`);
+    const exposition = await scraped.text();
+    expect(scraped.status).toBe(200);
+    expect(exposition).toMatch(/^cumulo_store_up 0$/m);
+    expect(exposition).toMatch(/^cumulo_store_pool_waiting_requests \d+$/m);
+    expect(exposition).not.toMatch(/^cumulo_jobs\{/m);
+    expect(exposition).toMatch(/^cumulo_http_requests_total\{.*status="503"\} \d+$/m);
     expect(node.child.exitCode).toBeNull();
 
     // A second of the workers' claims against the missing store: warnings, not errors.
@@ -135,6 +144,11 @@ describe.runIf(process.env.CUMULO_TEST_STORE === "postgres")("a PostgreSQL outag
       body: JSON.stringify({ name: "after" }),
     });
     expect(after.status).toBe(201);
+    await waitUntil(
+      async () => /^cumulo_store_up 1$/m.test(await (await fetch(`${node.metricsUrl}/metrics`)).text()),
+      15_000,
+      "metrics to read the store again",
+    );
     // The worker claims jobs again: the new library's distribution is provisioned.
     const { data } = (await after.json()) as { data: { id: string } };
     await waitUntil(
