@@ -32,6 +32,8 @@ export class TalliedCounter<T extends string> {
       child: values.length === 0 ? this.#counter : this.#counter.labels(...values),
       pending: 0,
     };
+    // Exported at 0 from now on: a series born with its first events counted hides them from rate().
+    tally.child.inc(0);
     this.#tallies.push(tally);
     return tally;
   }

@@ -99,6 +99,9 @@ describe("metrics", () => {
       expect(samples.has(`cumulo_webhook_attempts_total{outcome="${outcome}"}`)).toBe(true);
     }
     expect(samples.has(`cumulo_job_runs_total{kind="${PROVISION}",outcome="failed"}`)).toBe(true);
+    for (const cache of ["hit", "miss", "media", "none"]) {
+      expect(samples.has(`cumulo_edge_requests_total{cache="${cache}"}`)).toBe(true);
+    }
     expect(text).toMatch(/^cumulo_store_up 1$/m);
     for (const probe of ["/healthz", "/readyz"]) {
       expect((await t.request("GET", probe, { anonymous: true })).status).toBe(200);
