@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { type Clock, nowIso, stampDue } from "../clock.ts";
 import { readBool } from "../store/codec.ts";
 import type { Transact, Trx } from "../store/transactions.ts";
+import { isStoreUnavailable } from "../store/unavailable.ts";
 import type { AuthCache } from "./auth-cache.ts";
 import { displayPrefix, generateApiKey, hashSecret } from "./keys.ts";
 import type { IdentityRepository } from "./repository.ts";
@@ -304,7 +305,12 @@ export class IdentityService {
     const row = await this.repository.findActiveKeyByHash(keyHash, now.toISOString());
     if (!row) return undefined;
     if (row.last_used_at === null || stampDue(row.last_used_at, now, LAST_USE_PRECISION_MS)) {
-      await this.repository.touchApiKey(row.id, now.toISOString());
+      // The last-use stamp is a convenience: a store that took the key's read but not this write
+      // (SQLite locked by another process past its wait) leaves it for the key's next use rather
+      // than refusing the request with 503.
+      await this.repository.touchApiKey(row.id, now.toISOString()).catch((error: unknown) => {
+        if (!isStoreUnavailable(error)) throw error;
+      });
     }
     const auth: AuthContext = {
       organizationId: row.organization_id,

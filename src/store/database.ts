@@ -255,7 +255,12 @@ class WriteLockingSqliteDriver extends SqliteDriver {
   override async acquireConnection(): Promise<DatabaseConnection> {
     // SQLite has one connection: the same one is handed out each time.
     const connection = await super.acquireConnection();
-    this.#waitingConnection ??= waitingForWriteLock(connection, this.#inTransaction);
+    this.#waitingConnection ??= waitingForWriteLock(connection, this.#inTransaction, {
+      release: () => super.releaseConnection(),
+      reacquire: async () => {
+        await super.acquireConnection();
+      },
+    });
     return this.#waitingConnection;
   }
 
@@ -313,16 +318,21 @@ const isSqliteBusy = (error: unknown): boolean =>
  * before (answered 503). SQLite's own busy timeout sleeps inside the statement, which held the whole
  * event loop: probes, metrics, the edge's kept answers and uploads stopped for up to 5 s. Only
  * statements outside a transaction wait so, `begin immediate` among them: inside one, the write lock
- * is already ours.
+ * is already ours. While it sleeps, the statement gives the one connection back (`handOver`): kept,
+ * every other query of the node (reads, metrics, `/readyz`) queued behind the waiting write, for
+ * 14-35 s with a few writes waiting (QA of session 48).
  */
 function waitingForWriteLock(
   connection: DatabaseConnection,
   inTransaction: () => boolean,
+  handOver: { release: () => Promise<void>; reacquire: () => Promise<void> },
 ): DatabaseConnection {
   const tryAgain = async <R>(query: CompiledQuery): Promise<QueryResult<R>> => {
     const giveUpAt = Date.now() + SQLITE_BUSY_TIMEOUT_MS;
     for (let attempt = 0; ; attempt++) {
+      await handOver.release();
       await sleep(Math.min(2 ** attempt, LOCK_RETRY_MAX_MS));
+      await handOver.reacquire();
       try {
         return await connection.executeQuery<R>(query);
       } catch (error) {

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -228,10 +229,20 @@ describe.runIf(testStoreKind() === "sqlite")("SQLite's write lock held by anothe
         "the write lock",
       );
     try {
+      // The admin key used once: verified and its use stamped before the lock is taken.
+      expect((await app.request("GET", "/v1/media/libraries")).status).toBe(200);
       await takeWriteLock();
+      let settled = false;
       const waiting = app.request("POST", "/v1/media/libraries", { json: { name: "waited" } });
+      void waiting.finally(() => {
+        settled = true;
+      });
       // The node goes on answering while the write waits: SQLite's busy wait held the whole process.
       expect((await app.request("GET", "/healthz", { anonymous: true })).status).toBe(200);
+      // Reads of the store too (a search no kept answer holds): the waiting write gives the one
+      // connection back between its tries, where every query queued behind it (QA of session 48).
+      const read = await app.request("GET", `/v1/media/libraries?search=${randomUUID()}`);
+      expect([read.status, settled]).toEqual([200, false]);
       other.exec("commit");
       expect((await waiting).status).toBe(201);
 
