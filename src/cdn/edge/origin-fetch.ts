@@ -83,7 +83,12 @@ export interface Miss {
   exchange: Exchange;
   /** Ends the origin request early (a background revalidation when the edge shuts down). */
   signal?: AbortSignal;
+  /** The viewer's request id (`X-Request-Id`), for the log; none for a background revalidation. */
+  requestId?: string;
 }
+
+/** How long an origin's failures are logged once: a dead origin under load would write a line per viewer. */
+const FAILURE_LOG_WINDOW_MS = 60_000;
 
 /** What the origin gave for a miss, and whether viewers waiting on the same miss may be given it too. */
 export type Fetched =
@@ -205,6 +210,8 @@ export class OriginFetcher {
    * connection on it, so for a while they are asked through node:http at once rather than twice.
    */
   readonly #interimSenders: LRUCache<string, true>;
+  /** Distributions whose origin failure was logged within the last minute. */
+  readonly #failuresLogged: LRUCache<string, true>;
 
   constructor(
     private readonly config: Config,
@@ -216,6 +223,11 @@ export class OriginFetcher {
     this.#interimSenders = new LRUCache<string, true>({
       max: MAX_INTERIM_SENDERS,
       ttl: INTERIM_SENDER_TTL_MS,
+      perf: { now: () => clock.now().getTime() },
+    });
+    this.#failuresLogged = new LRUCache<string, true>({
+      max: MAX_INTERIM_SENDERS,
+      ttl: FAILURE_LOG_WINDOW_MS,
       perf: { now: () => clock.now().getTime() },
     });
     this.#lookup = guardedLookup(config.originAllowPrivate);
@@ -270,7 +282,7 @@ export class OriginFetcher {
       exchange.originMs = performance.now() - askedAt;
     }
 
-    if (asked.kind === "failed") return this.#failed(asked.error, fallback, distribution);
+    if (asked.kind === "failed") return this.#failed(asked.error, fallback, miss);
     const { status, body } = asked;
     if (status >= 500 && fallback && this.policy.usableOnError(fallback)) {
       await body.dump().catch(() => undefined);
@@ -317,7 +329,7 @@ export class OriginFetcher {
       }
     } catch (error) {
       exchange.originMs = performance.now() - askedAt;
-      return this.#failed(error, fallback, distribution);
+      return this.#failed(error, fallback, miss);
     }
     exchange.originMs = performance.now() - askedAt;
     // A body under 4 KiB comes from Node's shared buffer pool, whose 8 KiB slab it keeps alive while
@@ -340,17 +352,30 @@ export class OriginFetcher {
     const askedAt = performance.now();
     const asked = await this.#ask(target, miss, undefined, undefined, miss.request.method);
     miss.exchange.originMs = performance.now() - askedAt;
-    if (asked.kind === "failed") return this.#failed(asked.error, undefined, distribution);
+    if (asked.kind === "failed") return this.#failed(asked.error, undefined, miss);
     const headers = endToEndHeaders(asked.headers);
     const answer = { headers, body: asked.body, already: [], askedAt, age: originAge(asked.headers) };
     return { kind: "pass", answer: { ...answer, status: asked.status } };
   }
 
   /** 504 for a timeout, else 502; a stale copy the origin allowed for errors (RFC 5861) instead. */
-  #failed(error: unknown, fallback: CachedObject | undefined, distribution: DistributionRow): Fetched {
+  #failed(error: unknown, fallback: CachedObject | undefined, miss: Miss): Fetched {
     const status = isTimeout(error) ? 504 : 502;
-    if (!(error instanceof BlockedAddressError) && status === 502) {
-      this.logger.debug({ err: error, distribution: distribution.id }, "origin unreachable");
+    const { distribution } = miss.resolved;
+    // Once a minute per distribution: the request id a viewer reports, and which origin failed
+    // (before the QA of session 48 the edge logged nothing, not even at warn).
+    if (!this.#failuresLogged.has(distribution.id)) {
+      this.#failuresLogged.set(distribution.id, true);
+      this.logger.warn(
+        {
+          reqId: miss.requestId,
+          distribution: distribution.id,
+          host: distribution.hostname,
+          err: error,
+          status,
+        },
+        `origin ${error instanceof BlockedAddressError ? "not asked: its address is a private one (CUMULO_ORIGIN_ALLOW_PRIVATE)" : status === 504 ? "timed out" : "unreachable"}; answered ${status} (further failures of this distribution are not logged for a minute)`,
+      );
     }
     if (fallback && this.policy.usableOnError(fallback)) {
       return { kind: "object", object: fallback, cacheStatus: "HIT", shared: true };
@@ -373,7 +398,7 @@ export class OriginFetcher {
     unread.destroy();
     const ranged = await this.#ask(target, miss, undefined, range);
     miss.exchange.originMs = performance.now() - askedAt;
-    if (ranged.kind === "failed") return this.#failed(ranged.error, undefined, miss.resolved.distribution);
+    if (ranged.kind === "failed") return this.#failed(ranged.error, undefined, miss);
     const answer = {
       headers: endToEndHeaders(ranged.headers),
       already: [],

@@ -308,7 +308,7 @@ export class EdgeServer {
       exchange.sent = sendError(response, 404);
       return;
     }
-    const miss: Miss = { request, resolved, exchange };
+    const miss: Miss = { request, resolved, exchange, requestId: id };
     if (request.method === "OPTIONS") {
       // A library's preflight is answered here, as its files are; a customer's origin answers its own
       // (it alone knows which sites, methods and headers it allows).
