@@ -191,7 +191,7 @@ export class Metrics {
   }).series();
   readonly #queryErrors = new TalliedCounter({
     name: "cumulo_store_query_errors_total",
-    help: "Store queries that failed (constraint violations included).",
+    help: "Store queries the store ran and refused, constraint violations included (queries that never reached it are not counted: see cumulo_store_up).",
     registers: [this.registry],
   }).tally();
   #snapshot: { at: number; reading: Promise<StoreSnapshot>; pending: boolean } | undefined;
