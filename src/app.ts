@@ -178,8 +178,19 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
   if (config.keptAnswers) {
     const { generation } = store;
     // Resolves after the first attempt to listen (PostgreSQL); until one succeeds nothing is kept.
-    await generation.start?.((error) =>
-      deps.logger.warn({ err: error }, "kept answers off until store changes are heard again"),
+    // Once when lost and once when heard again: a minute's outage wrote the warning once a second.
+    let lostTries = 0;
+    await generation.start?.(
+      (error) => {
+        lostTries += 1;
+        if (lostTries === 1)
+          deps.logger.warn({ err: error }, "kept answers off until store changes are heard again");
+      },
+      () => {
+        if (lostTries > 0)
+          deps.logger.info({ failedTries: lostTries }, "store changes heard again: kept answers on");
+        lostTries = 0;
+      },
     );
     registerResponseCache(app, generation);
   }

@@ -3,7 +3,7 @@ import type { FastifyBaseLogger } from "fastify";
 import { type Clock, laterBy, nowIso } from "../clock.ts";
 import { timeOrderedUuid } from "../ids.ts";
 import type { Executor } from "../store/transactions.ts";
-import { logBackgroundFailure } from "../store/unavailable.ts";
+import { logBackgroundFailure, OutageLog } from "../store/unavailable.ts";
 import type { JobRepository } from "./repository.ts";
 
 export interface JobContext {
@@ -112,6 +112,7 @@ export class JobRunner {
   #ticking = false;
   #tickAgain = false;
   #claiming: Promise<void> | undefined;
+  readonly #claimLog: OutageLog;
   private readonly options: JobRunnerOptions;
 
   constructor(
@@ -124,6 +125,7 @@ export class JobRunner {
   ) {
     this.options = { concurrency: 4, pollMs: 1000, ...options };
     this.#handlers = new Map(handlers.map((handler) => [handler.kind, handler]));
+    this.#claimLog = new OutageLog(logger, "job claim failed");
   }
 
   start(): void {
@@ -153,7 +155,10 @@ export class JobRunner {
     }
     this.#ticking = true;
     this.#claiming = this.#claim()
-      .catch((error: unknown) => logBackgroundFailure(this.logger, error, "job claim failed"))
+      .then(
+        () => this.#claimLog.succeeded(),
+        (error: unknown) => this.#claimLog.failed(error),
+      )
       .finally(() => {
         this.#ticking = false;
         this.#claiming = undefined;

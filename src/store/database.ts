@@ -93,7 +93,7 @@ export interface StoreGeneration {
   /** Resolves once every commit made before the call has moved `current` (PostgreSQL: other processes' commits). */
   caughtUp?(): Promise<void>;
   /** Starts following other processes' changes, where that needs a connection of its own; `onLost` hears when it drops. */
-  start?(onLost: (error?: unknown) => void): Promise<void>;
+  start?(onLost: (error?: unknown) => void, onHeard?: () => void): Promise<void>;
 }
 
 export interface StoreOptions {

@@ -38,12 +38,16 @@ export class PgChangeGeneration implements StoreGeneration {
 
   constructor(private readonly listen: (channel: string, handlers: ListenHandlers) => Promise<PgListener>) {}
 
-  /** Listens on a connection of its own (kept until the store closes); `onLost` is told each time it drops. */
-  async start(onLost: (error?: unknown) => void): Promise<void> {
+  /**
+   * Listens on a connection of its own (kept until the store closes); `onLost` is told each time it
+   * drops (each failed try to listen again too), `onHeard` each time it listens.
+   */
+  async start(onLost: (error?: unknown) => void, onHeard?: () => void): Promise<void> {
     this.#listener = await this.listen(STORE_CHANGES_CHANNEL, {
       onListening: () => {
         this.moved();
         this.#listening = true;
+        onHeard?.();
       },
       onNotification: (payload) => {
         if (payload === TRAFFIC_CHANGE_PAYLOAD) this.#trafficChanges++;

@@ -54,3 +54,35 @@ export function logBackgroundFailure(
   if (isStoreUnavailable(error)) logger.warn({ err: error }, message);
   else logger.error({ err: error }, message);
 }
+
+/**
+ * The failures of a background loop (a worker's claims) while the store is away, logged once when
+ * they begin and once when the loop works again: a minute's outage wrote a line per try, 88 of one
+ * kind on one node, and nothing said when it was over (QA of session 48). Other errors (faults, not
+ * outages) are logged each time, as `logBackgroundFailure` does.
+ */
+export class OutageLog {
+  #failures = 0;
+
+  constructor(
+    private readonly logger: Pick<FastifyBaseLogger, "info" | "warn" | "error">,
+    private readonly message: string,
+  ) {}
+
+  failed(error: unknown): void {
+    if (!isStoreUnavailable(error)) {
+      this.logger.error({ err: error }, this.message);
+      return;
+    }
+    this.#failures += 1;
+    if (this.#failures === 1) {
+      this.logger.warn({ err: error }, `${this.message}: store unavailable; logged again once it works`);
+    }
+  }
+
+  succeeded(): void {
+    if (this.#failures === 0) return;
+    this.logger.info({ failedTries: this.#failures }, `${this.message.replace(/ failed$/, "")} works again`);
+    this.#failures = 0;
+  }
+}

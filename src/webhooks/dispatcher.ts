@@ -3,7 +3,7 @@ import type { Bus } from "../bus.ts";
 import { type Clock, laterBy } from "../clock.ts";
 import type { BackgroundWorker } from "../services.ts";
 import { readJson } from "../store/codec.ts";
-import { logBackgroundFailure } from "../store/unavailable.ts";
+import { OutageLog } from "../store/unavailable.ts";
 import type {
   ClaimedDelivery,
   DeliveryRepository,
@@ -114,6 +114,7 @@ export class WebhookDispatcher implements BackgroundWorker {
     reject: (error: unknown) => void;
   }[] = [];
   #recording: Promise<void> | undefined;
+  readonly #claimLog: OutageLog;
 
   /** Developer mode's fault rules: an outcome here replaces sending the delivery. */
   injectFault: ((url: string) => DeliveryOutcome | undefined) | undefined;
@@ -128,7 +129,9 @@ export class WebhookDispatcher implements BackgroundWorker {
     private readonly clock: Clock,
     private readonly logger: FastifyBaseLogger,
     private readonly options: DispatcherOptions,
-  ) {}
+  ) {
+    this.#claimLog = new OutageLog(logger, "webhook claim failed");
+  }
 
   async start(): Promise<void> {
     if (this.#running) return;
@@ -243,7 +246,10 @@ export class WebhookDispatcher implements BackgroundWorker {
   #runClaim(): void {
     this.#ticking = true;
     this.#claiming = this.#claim()
-      .catch((error: unknown) => logBackgroundFailure(this.logger, error, "webhook claim failed"))
+      .then(
+        () => this.#claimLog.succeeded(),
+        (error: unknown) => this.#claimLog.failed(error),
+      )
       .finally(() => {
         this.#ticking = false;
         this.#claiming = undefined;

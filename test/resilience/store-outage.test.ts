@@ -160,6 +160,12 @@ describe.runIf(process.env.CUMULO_TEST_STORE === "postgres")("a PostgreSQL outag
       "the library provisioned after the outage",
     );
     expect(node.output()).not.toMatch(/Unhandled 'error' event|uncaught/i);
+    // Each background loop said once that the store was away, not once a try (QA of session 48).
+    const outage = node.output().slice(loggedBefore);
+    for (const message of ["job claim failed", "webhook claim failed", "kept answers off"]) {
+      expect(outage.split(`"msg":"${message}`).length - 1, message).toBeLessThanOrEqual(1);
+    }
+    expect(outage).toContain('"msg":"job claim failed: store unavailable; logged again once it works"');
     node.child.kill("SIGTERM");
     expect(await exitOf(node.child)).toBe(0);
   }, 90_000);
