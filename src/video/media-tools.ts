@@ -150,9 +150,10 @@ interface ProbeJson {
   streams?: ProbeStream[];
 }
 
-const DEFAULT_FRAME_RATE = 30;
 /** The highest rate renditions keep, as video platforms do: a 120 or 240 fps source is played at 60. */
 const MAX_FRAME_RATE = 60;
+/** The rate a variable rate counted in a clock's ticks is conformed to, unless its frames come faster. */
+const CONFORMED_FRAME_RATE = 30;
 /** How far apart a stream's base and average rates may be and it still counts as constant. */
 const CONSTANT_RATE_TOLERANCE = 0.02;
 
@@ -220,8 +221,10 @@ function rateOf(rate: string | undefined): { num: number; den: number } | undefi
 /**
  * The renditions' frame rate. A constant rate is kept, halved (or more) past 60. A variable one is
  * kept when its base is a real rate of at most 60 (ffmpeg fills the gaps at that rate, as the level
- * declares); one counted in a clock's ticks (a base past 60) is conformed to its average.
- * `average` is the stream's own, or the one measured from its packets when it has none.
+ * declares). One counted in a clock's ticks (a base past 60: a browser recording's 1000/1) is
+ * conformed to 30 fps, or 60 when its frames come faster on average: a screen recording's frames
+ * come in bursts, and its average (3 fps, or 0.05 for a still screen) dropped most of a burst's and
+ * left too few frames for the MP4's copy to find the picture's size (QA of session 48).
  */
 function renditionRateOf(
   base: { num: number; den: number } | undefined,
@@ -237,8 +240,8 @@ function renditionRateOf(
     if (divisor === 1) return { frameRate: baseRate, renditionRate: undefined };
     return { frameRate: baseRate / divisor, renditionRate: `${base.num}/${base.den * divisor}` };
   }
-  const rate = Math.min(average ?? DEFAULT_FRAME_RATE, MAX_FRAME_RATE);
-  return { frameRate: rate, renditionRate: rate.toFixed(3) };
+  const rate = (average ?? 0) > CONFORMED_FRAME_RATE ? MAX_FRAME_RATE : CONFORMED_FRAME_RATE;
+  return { frameRate: rate, renditionRate: String(rate) };
 }
 
 /** Seconds from a stream's start, ffprobe's `N/A` (or nothing) as undefined. */
@@ -253,53 +256,106 @@ function audioStreamOf(streams: ProbeStream[]): number | undefined {
   return (audio.find((stream) => stream.disposition?.default === 1) ?? audio[0])?.index;
 }
 
+/** Where a source's picture and sound begin and end, in seconds of the file's timeline, as far as known. */
+export interface Timeline {
+  start: number | undefined;
+  videoEnd: number | undefined;
+  audioEnd: number | undefined;
+  /** The container's own length; the streams' times are not taken past it (a header can claim 10 hours of sound). */
+  containerS: number | undefined;
+  averageRate: number | undefined;
+}
+
 /**
- * What a source's packets tell of its timeline when its header does not: its length (from the
- * earliest start to the latest end of any stream) and its video's average frame rate. Browser
- * recordings (MediaRecorder's WebM) carry neither. From ffprobe's `stream_index,pts_time,duration_time`
- * lines; a packet's missing duration counts as none.
+ * What a source's packets tell of its timeline when its header does not (browser recordings:
+ * MediaRecorder's WebM has no length, per stream or whole): from ffprobe's
+ * `stream_index,pts_time,duration_time` lines, read as they come. Kept whole, the text of a file of
+ * 30 million tiny packets passed JavaScript's longest string and ended the node (QA of session 48).
  */
-export function timelineOfPackets(
-  csv: string,
-  videoStream: number,
-): { durationS: number | undefined; averageRate: number | undefined } {
-  let start = Number.POSITIVE_INFINITY;
-  let end = Number.NEGATIVE_INFINITY;
-  let frames = 0;
-  let firstFrame = Number.POSITIVE_INFINITY;
-  let lastFrame = Number.NEGATIVE_INFINITY;
-  for (const line of csv.split("\n")) {
+export class PacketTimeline {
+  #rest = "";
+  #start = Number.POSITIVE_INFINITY;
+  #videoEnd = Number.NEGATIVE_INFINITY;
+  #audioEnd = Number.NEGATIVE_INFINITY;
+  #frames = 0;
+  #firstFrame = Number.POSITIVE_INFINITY;
+  #lastFrame = Number.NEGATIVE_INFINITY;
+
+  constructor(
+    private readonly videoStream: number,
+    private readonly audioStream: number | undefined,
+  ) {}
+
+  push(text: string): void {
+    const lines = (this.#rest + text).split("\n");
+    this.#rest = lines.pop() ?? "";
+    for (const line of lines) this.#line(line);
+  }
+
+  finish(): Timeline {
+    this.#line(this.#rest);
+    this.#rest = "";
+    const known = (value: number) => (Number.isFinite(value) ? value : undefined);
+    return {
+      start: known(this.#start),
+      videoEnd: known(this.#videoEnd),
+      audioEnd: known(this.#audioEnd),
+      containerS: undefined,
+      // Frames between the first and the last one's start: one fewer intervals than frames.
+      averageRate:
+        this.#frames > 1 && this.#lastFrame > this.#firstFrame
+          ? (this.#frames - 1) / (this.#lastFrame - this.#firstFrame)
+          : undefined,
+    };
+  }
+
+  #line(line: string): void {
     const [index, pts, duration] = line.split(",");
     const at = secondsOf(pts);
-    if (at === undefined) continue;
-    start = Math.min(start, at);
-    end = Math.max(end, at + (secondsOf(duration) ?? 0));
-    if (Number(index) !== videoStream) continue;
-    frames += 1;
-    firstFrame = Math.min(firstFrame, at);
-    lastFrame = Math.max(lastFrame, at);
+    if (at === undefined) return;
+    const stream = Number(index);
+    const end = at + (secondsOf(duration) ?? 0);
+    if (stream === this.videoStream) {
+      this.#start = Math.min(this.#start, at);
+      this.#videoEnd = Math.max(this.#videoEnd, end);
+      this.#frames += 1;
+      this.#firstFrame = Math.min(this.#firstFrame, at);
+      this.#lastFrame = Math.max(this.#lastFrame, at);
+    } else if (stream === this.audioStream) {
+      this.#start = Math.min(this.#start, at);
+      this.#audioEnd = Math.max(this.#audioEnd, end);
+    }
   }
+}
+
+/** The timeline a source's header gives: its picture's and its sound's streams, and the container's length. */
+function timelineOfHeader(parsed: ProbeJson, video: ProbeStream, audio: ProbeStream | undefined): Timeline {
+  const starts = [video, audio].flatMap((stream) => {
+    const start = stream && endOf(stream) !== undefined ? secondsOf(stream.start_time) : undefined;
+    return start === undefined ? [] : [start];
+  });
+  const average = rateOf(video.avg_frame_rate);
   return {
-    durationS: end > start ? end - start : undefined,
-    // Frames between the first and the last one's start: one fewer intervals than frames.
-    averageRate: frames > 1 && lastFrame > firstFrame ? (frames - 1) / (lastFrame - firstFrame) : undefined,
+    start: starts.length > 0 ? Math.min(...starts) : undefined,
+    videoEnd: endOf(video),
+    audioEnd: audio ? endOf(audio) : undefined,
+    containerS: secondsOf(parsed.format?.duration ?? video.duration),
+    averageRate: average && average.num / average.den,
   };
 }
 
 /**
- * The source's length from its first frame to the end of its picture or sound, whichever ends last.
- * An MP4 whose edit list starts its video 5 s in reads 9 s long for 4 s of picture (thumbnails were
- * sliced over the 9), so the streams' own times come first; the container's duration where they do
- * not say (Matroska keeps none per stream). Undefined when neither says.
+ * The source's length: from its first frame or sound to the end of its picture or sound, whichever
+ * comes last, as the renditions hold them. An MP4 whose edit list starts everything 5 s in reads 9 s
+ * long for 4 s of media (thumbnails were sliced over the 9), so the streams' own times come first,
+ * never past the container's length; the container's length where the streams do not say.
  */
-function videoTimelineS(parsed: ProbeJson, video: ProbeStream): number | undefined {
-  const videoStart = secondsOf(video.start_time);
-  const ends = (parsed.streams ?? [])
-    .filter((stream) => stream.codec_type === "video" || stream.codec_type === "audio")
-    .map(endOf);
-  const streamsEnd = ends.every((end) => end !== undefined) ? Math.max(...ends) : undefined;
-  if (videoStart !== undefined && streamsEnd !== undefined && ends.length > 0) return streamsEnd - videoStart;
-  return secondsOf(parsed.format?.duration ?? video.duration);
+export function lengthOf(timeline: Timeline): number | undefined {
+  const { start, videoEnd, audioEnd, containerS } = timeline;
+  const ends = [videoEnd, audioEnd].filter((end) => end !== undefined);
+  if (start === undefined || videoEnd === undefined) return containerS;
+  const streamsS = Math.max(...ends) - start;
+  return containerS === undefined ? streamsS : Math.min(streamsS, containerS);
 }
 
 /** Where a stream ends, in seconds of the file's timeline; undefined when the file does not say. */
@@ -311,17 +367,24 @@ function endOf(stream: ProbeStream | undefined): number | undefined {
 
 /** Sound past the picture's end shorter than this is left as it is (a last audio frame's overhang). */
 const HELD_PICTURE_MIN_S = 0.5;
+/**
+ * Longer than this, the sound past the picture is left as it is: ffmpeg learns where a stream ends
+ * only at the file's end, so holding the last frame keeps every output waiting (and the sound in
+ * memory) until then; 10 minutes of sound behind 2 s of picture wrote no segment for 10 minutes.
+ */
+const HELD_PICTURE_MAX_S = 60;
 
 /**
  * How long the sound runs on past the picture (a recording whose camera stopped first): HLS players
  * trust each segment's stated length, the picture's, and cut or stall on the rest, so renditions hold
- * the last frame until the sound ends.
+ * the last frame until the sound ends. Within the source's length: a header claiming hours of sound
+ * in a 6 s file made 10 hours of renditions.
  */
-function soundPastPictureS(video: ProbeStream, audio: ProbeStream | undefined): number {
-  const videoEnd = endOf(video);
-  const audioEnd = endOf(audio);
-  if (videoEnd === undefined || audioEnd === undefined) return 0;
-  return audioEnd - videoEnd >= HELD_PICTURE_MIN_S ? audioEnd - videoEnd : 0;
+export function soundPastPictureS(timeline: Timeline, lengthS: number): number {
+  const { start, videoEnd, audioEnd } = timeline;
+  if (start === undefined || videoEnd === undefined || audioEnd === undefined) return 0;
+  const past = Math.min(audioEnd, start + lengthS) - videoEnd;
+  return past >= HELD_PICTURE_MIN_S && past <= HELD_PICTURE_MAX_S ? past : 0;
 }
 
 /**
@@ -419,14 +482,17 @@ export class MediaTools {
         );
       }
       const base = rateOf(video.r_frame_rate);
-      const average = rateOf(video.avg_frame_rate);
-      let durationS = videoTimelineS(parsed, video);
-      let averageRate = average && average.num / average.den;
+      const audioStream = audioStreamOf(parsed.streams ?? []);
+      const audio = parsed.streams?.find((stream) => stream.index === audioStream);
+      let timeline = timelineOfHeader(parsed, video, audio);
       // A browser recording's header has neither its length nor an average rate: its packets tell.
       const clockTicks = !base || base.num / base.den > MAX_FRAME_RATE;
-      if (durationS === undefined || (averageRate === undefined && clockTicks)) {
-        const measured = timelineOfPackets(
-          await this.#spawn("ffprobe", this.paths.ffprobe, [
+      if (lengthOf(timeline) === undefined || (timeline.averageRate === undefined && clockTicks)) {
+        const packets = new PacketTimeline(video.index ?? 0, audioStream);
+        await this.#spawn(
+          "ffprobe",
+          this.paths.ffprobe,
+          [
             "-v",
             "error",
             "-show_entries",
@@ -435,24 +501,26 @@ export class MediaTools {
             "csv=p=0",
             ...inputOptions,
             file,
-          ]),
-          video.index ?? 0,
+          ],
+          undefined,
+          (text) => packets.push(text),
         );
-        durationS ??= measured.durationS;
-        averageRate ??= measured.averageRate;
+        const measured = packets.finish();
+        timeline = {
+          ...measured,
+          containerS: timeline.containerS,
+          averageRate: timeline.averageRate ?? measured.averageRate,
+        };
       }
+      const durationS = lengthOf(timeline);
       if (durationS === undefined || durationS <= 0) throw new MediaToolError("the video has no duration");
-      const audioStream = audioStreamOf(parsed.streams ?? []);
       return {
         durationS,
         ...displaySize(video, video.width, video.height),
-        ...renditionRateOf(base, averageRate),
+        ...renditionRateOf(base, timeline.averageRate),
         hasAudio: audioStream !== undefined,
         audioStream,
-        holdLastFrameS: soundPastPictureS(
-          video,
-          parsed.streams?.find((stream) => stream.index === audioStream),
-        ),
+        holdLastFrameS: soundPastPictureS(timeline, durationS),
         videoCodec: video.codec_name ?? "unknown",
         profile: video.profile,
         level: video.level,
@@ -495,11 +563,13 @@ export class MediaTools {
     for (const child of this.#children) child.kill("SIGKILL");
   }
 
+  /** Runs a tool; its output is the answer, or handed to `consume` as it comes when given (then never kept). */
   #spawn(
     label: "ffmpeg" | "ffprobe",
     command: string,
     args: string[],
     signal?: AbortSignal,
+    consume?: (text: string) => void,
   ): Promise<string> {
     if (this.#stopped) return Promise.reject(new ToolsStoppedError());
     if (signal?.aborted) return Promise.reject(new ToolsCancelledError());
@@ -537,8 +607,10 @@ export class MediaTools {
             : new MediaToolError(message),
         );
       });
-      child.stdout?.on("data", (chunk: Buffer) => {
-        stdout += chunk.toString();
+      child.stdout?.setEncoding("utf8");
+      child.stdout?.on("data", (chunk: string) => {
+        if (consume) consume(chunk);
+        else stdout += chunk;
       });
       child.stderr?.on("data", (chunk: Buffer) => {
         stderr = (stderr + chunk.toString()).slice(-STDERR_KEPT);

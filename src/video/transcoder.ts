@@ -70,9 +70,16 @@ const LEVELS = [
  * is known: a player trusts it to pick the streams its decoder can play (a 720p60 rung needs 3.2).
  */
 export function levelFor(width: number, height: number, frameRate: number): number {
-  const perFrame = Math.ceil(width / 16) * Math.ceil(height / 16);
+  const across = Math.ceil(width / 16);
+  const down = Math.ceil(height / 16);
+  const perFrame = across * down;
   const perSecond = perFrame * frameRate;
-  const fits = LEVELS.find((level) => perFrame <= level.perFrame && perSecond <= level.perSecond);
+  // Neither side may pass sqrt(8 x the frame's macroblocks) (Annex A.3.1): a 16x4000 picture is 4.0, not 3.0.
+  const longest = Math.max(across, down);
+  const fits = LEVELS.find(
+    (level) =>
+      perFrame <= level.perFrame && perSecond <= level.perSecond && longest ** 2 <= level.perFrame * 8,
+  );
   return (fits ?? (LEVELS.at(-1) as (typeof LEVELS)[number])).level;
 }
 
