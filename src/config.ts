@@ -530,7 +530,6 @@ function blobStore(env: Env): Config["blobStore"] {
   };
 }
 
-/** Reads the environment into a typed config; the first bad value stops with one line naming it. */
 /**
  * The `CUMULO_` variables of `env` that no setting reads: a misspelled name, or one that counts only
  * with another setting (`CUMULO_S3_BUCKET` under the local blob store). Each with the setting it may
@@ -556,6 +555,7 @@ export function settingsNotRead(env: Env = process.env): { name: string; meant: 
     });
 }
 
+/** Reads the environment into a typed config; the first bad value stops with one line naming it. */
 export function loadConfig(env: Env = process.env): Config {
   const roles = list(env, "CUMULO_ROLES", [...ALL_ROLES]);
   if (roles.length === 0) {

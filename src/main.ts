@@ -179,11 +179,6 @@ function dataDirOpenToOthers(config: Config): string | undefined {
 /** Fewer characters than `openssl rand -hex 16` gives: guessable offline (docs/decisions.md, Start-up). */
 const SECRET_KEY_MIN_LENGTH = 32;
 
-/**
- * A short `CUMULO_SECRET_KEY` can be found by trying keys against a playback token or upload
- * authorization, which viewers and browsers hold. Warned of, not refused: changing the key of a
- * running installation makes its stored secrets unreadable.
- */
 /** Settings given under a name Cumulo does not read, which would otherwise be ignored without a word. */
 function settingsIgnored(): string | undefined {
   const ignored = settingsNotRead();
@@ -192,6 +187,11 @@ function settingsIgnored(): string | undefined {
   return `${names.join(", ")} ${ignored.length === 1 ? "is" : "are"} set but no setting of this node reads ${ignored.length === 1 ? "it" : "them"}: a misspelled name, or one that counts only with another setting (README.md, Configuration)`;
 }
 
+/**
+ * A short `CUMULO_SECRET_KEY` can be found by trying keys against a playback token or upload
+ * authorization, which viewers and browsers hold. Warned of, not refused: changing the key of a
+ * running installation makes its stored secrets unreadable.
+ */
 function weakSecretKey(config: Config): string | undefined {
   const length = config.secretKey?.length;
   if (length === undefined || length >= SECRET_KEY_MIN_LENGTH) return undefined;

@@ -53,6 +53,8 @@ const STORE_SNAPSHOT_TTL_MS = 5000;
  * (QA of session 48).
  */
 const STORE_READ_WAIT_MS = 1000;
+/** How long a store read that has not answered is waited on by later scrapes before a new one is made. */
+const STORE_READ_GIVE_UP_MS = 30_000;
 
 /** Route label of a request no route matched (404s of unknown paths), so URLs never become labels. */
 const UNMATCHED_ROUTE = "unmatched";
@@ -442,8 +444,10 @@ export class Metrics {
     // A clock moved back (developer mode) reads again rather than keeping a snapshot from the future.
     const age = this.#snapshot ? now - this.#snapshot.at : Number.POSITIVE_INFINITY;
     const fresh = age >= 0 && age < STORE_SNAPSHOT_TTL_MS;
-    // A read still waiting is waited on again, however old: scrapes of a stuck store pile up no reads.
-    if (this.#snapshot && (fresh || this.#snapshot.pending)) return this.#snapshot.reading;
+    // A read still waiting is waited on again, so scrapes of a stuck store pile up no reads; past
+    // `STORE_READ_GIVE_UP_MS` it is given up (a connection gone silent may never answer).
+    const waiting = this.#snapshot?.pending === true && age >= 0 && age < STORE_READ_GIVE_UP_MS;
+    if (this.#snapshot && (fresh || waiting)) return this.#snapshot.reading;
     const reading = readStoreSnapshot(sources, now);
     const snapshot = { at: now, reading, pending: true };
     this.#snapshot = snapshot;
