@@ -24,6 +24,8 @@ export const LADDER = [
 
 const AUDIO_KBPS = 128;
 const SEGMENT_S = 4;
+/** How far the sound may run ahead of the picture, waiting for it, before it is written anyway. */
+const INTERLEAVE_WAIT_S = 60;
 /** The MP4 is the largest rung up to 720p. */
 const MP4_MAX_SIZE = 720;
 const THUMBNAIL_HEIGHT = 360;
@@ -210,6 +212,12 @@ export class Transcoder {
           "-force_key_frames",
           `expr:gte(t,n_forced*${SEGMENT_S})`,
           ...audio,
+          // Sound and picture interleaved even with up to a minute between the source's frames
+          // (ffmpeg's default waits 10 s): a recording of a still screen had its sound written up to
+          // a minute ahead, into the wrong segments (each no longer stood alone), and the MP4's copy
+          // found no picture ("dimensions not set", QA of session 48). The sound waits in memory.
+          "-max_interleave_delta",
+          String(INTERLEAVE_WAIT_S * 1_000_000),
           "-f",
           "hls",
           "-hls_time",

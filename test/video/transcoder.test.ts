@@ -329,6 +329,38 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     ).toBe(7);
   });
 
+  it("keeps sound and picture in the same segments when the source's frames are seconds apart", async () => {
+    // A still screen's recording: two frames 24 s apart over 25 s of sound.
+    const still = join(work, "still-screen.mkv");
+    await tools.ffmpeg([
+      ...["-f", "lavfi", "-i", "testsrc=size=160x90:rate=25:duration=25,select='eq(n\\,0)+eq(n\\,600)'"],
+      ...["-f", "lavfi", "-i", "sine=duration=25", "-fps_mode", "vfr"],
+      ...["-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", still],
+    ]);
+    const out = join(work, "still-screen");
+    // Before the QA of session 48 the sound went up to 20 s ahead into the first segments, and the
+    // MP4's copy failed: "Error initializing output stream 0:1".
+    const { playableS } = await transcoder.transcode(still, out, await transcoder.probe(still), 1);
+    expect(playableS).toBeGreaterThan(24);
+    expect(playableS).toBeLessThan(26);
+    const segment = JSON.parse(
+      execFileSync(
+        locateMediaTools().ffprobe,
+        [
+          "-v",
+          "error",
+          "-show_entries",
+          "stream=codec_type,duration",
+          "-of",
+          "json",
+          join(out, "90p", "segment_002.ts"),
+        ],
+        { encoding: "utf8" },
+      ),
+    ).streams as { codec_type: string; duration: string }[];
+    for (const stream of segment) expect(Number(stream.duration), stream.codec_type).toBeLessThan(4.5);
+  }, 60_000);
+
   it("counts sound before the first frame in the length, as the renditions hold it", async () => {
     const early = join(work, "sound-first.mp4");
     await tools.ffmpeg([
