@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { locateMediaTools, MediaTools } from "../../src/video/media-tools.ts";
@@ -62,4 +63,21 @@ export function ffmpegsIn(directory: string): string[] {
       }
     })
     .filter((command) => command.includes("ffmpeg") && command.includes(directory));
+}
+
+/**
+ * ffprobe's view of a file's streams: the fields `entries` names (`codec_type,duration`), read from
+ * its JSON; `options` go first (`-select_streams v:0`, `-count_frames`).
+ */
+export function probeStreams(
+  file: string,
+  entries: string,
+  options: string[] = [],
+): Record<string, string>[] {
+  const output = execFileSync(
+    locateMediaTools().ffprobe,
+    ["-v", "error", ...options, "-show_entries", `stream=${entries}`, "-of", "json", file],
+    { encoding: "utf8" },
+  );
+  return (JSON.parse(output) as { streams: Record<string, string>[] }).streams;
 }
