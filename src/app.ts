@@ -42,6 +42,7 @@ import { mediaRoutes } from "./media/routes/index.ts";
 import { registerMetrics } from "./ops/metrics-endpoint.ts";
 import { opsRoutes } from "./ops/routes.ts";
 import type { CoreDeps, Services } from "./services.ts";
+import { OutageLog } from "./store/unavailable.ts";
 import { API_VERSION } from "./version.ts";
 import { embedRoutes } from "./video/embed.ts";
 import { uploadRoutes } from "./video/uploads/routes.ts";
@@ -179,18 +180,18 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
     const { generation } = store;
     // Resolves after the first attempt to listen (PostgreSQL); until one succeeds nothing is kept.
     // Once when lost and once when heard again: a minute's outage wrote the warning once a second.
-    let lostTries = 0;
+    // Every loss is the store's absence here, whatever the error (or none).
+    const listening = new OutageLog(
+      deps.logger,
+      {
+        failed: "kept answers off until store changes are heard again",
+        back: "store changes heard again: kept answers on",
+      },
+      () => true,
+    );
     await generation.start?.(
-      (error) => {
-        lostTries += 1;
-        if (lostTries === 1)
-          deps.logger.warn({ err: error }, "kept answers off until store changes are heard again");
-      },
-      () => {
-        if (lostTries > 0)
-          deps.logger.info({ failedTries: lostTries }, "store changes heard again: kept answers on");
-        lostTries = 0;
-      },
+      (error) => listening.failed(error),
+      () => listening.succeeded(),
     );
     registerResponseCache(app, generation);
   }

@@ -125,7 +125,10 @@ export class JobRunner {
   ) {
     this.options = { concurrency: 4, pollMs: 1000, ...options };
     this.#handlers = new Map(handlers.map((handler) => [handler.kind, handler]));
-    this.#claimLog = new OutageLog(logger, "job claim failed");
+    this.#claimLog = new OutageLog(logger, {
+      failed: "job claim failed: store unavailable; logged again once it works",
+      back: "job claim works again",
+    });
   }
 
   start(): void {

@@ -56,33 +56,32 @@ export function logBackgroundFailure(
 }
 
 /**
- * The failures of a background loop (a worker's claims) while the store is away, logged once when
- * they begin and once when the loop works again: a minute's outage wrote a line per try, 88 of one
- * kind on one node, and nothing said when it was over (QA of session 48). Other errors (faults, not
- * outages) are logged each time, as `logBackgroundFailure` does.
+ * The failures of a background loop (a worker's claims, the change listener) while the store is away,
+ * logged once when they begin and once when the loop works again: a minute's outage wrote a line per
+ * try, 88 of one kind on one node, and nothing said when it was over (QA of session 48). Failures
+ * that `isOutage` does not take for the store's absence (faults) are logged at `error` each time.
  */
 export class OutageLog {
   #failures = 0;
 
   constructor(
     private readonly logger: Pick<FastifyBaseLogger, "info" | "warn" | "error">,
-    private readonly message: string,
+    private readonly messages: { failed: string; back: string },
+    private readonly isOutage: (error: unknown) => boolean = isStoreUnavailable,
   ) {}
 
   failed(error: unknown): void {
-    if (!isStoreUnavailable(error)) {
-      this.logger.error({ err: error }, this.message);
+    if (!this.isOutage(error)) {
+      this.logger.error({ err: error }, this.messages.failed);
       return;
     }
     this.#failures += 1;
-    if (this.#failures === 1) {
-      this.logger.warn({ err: error }, `${this.message}: store unavailable; logged again once it works`);
-    }
+    if (this.#failures === 1) this.logger.warn({ err: error }, this.messages.failed);
   }
 
   succeeded(): void {
     if (this.#failures === 0) return;
-    this.logger.info({ failedTries: this.#failures }, `${this.message.replace(/ failed$/, "")} works again`);
+    this.logger.info({ failedTries: this.#failures }, this.messages.back);
     this.#failures = 0;
   }
 }

@@ -130,7 +130,10 @@ export class WebhookDispatcher implements BackgroundWorker {
     private readonly logger: FastifyBaseLogger,
     private readonly options: DispatcherOptions,
   ) {
-    this.#claimLog = new OutageLog(logger, "webhook claim failed");
+    this.#claimLog = new OutageLog(logger, {
+      failed: "webhook claim failed: store unavailable; logged again once it works",
+      back: "webhook claim works again",
+    });
   }
 
   async start(): Promise<void> {

@@ -89,6 +89,8 @@ export interface Miss {
 
 /** How long an origin's failures are logged once: a dead origin under load would write a line per viewer. */
 const FAILURE_LOG_WINDOW_MS = 60_000;
+/** Distributions whose failures are remembered for that window; past it, the least recent are forgotten (and may log again). */
+const MAX_FAILURE_LOG_ENTRIES = 10_000;
 
 /** What the origin gave for a miss, and whether viewers waiting on the same miss may be given it too. */
 export type Fetched =
@@ -226,7 +228,7 @@ export class OriginFetcher {
       perf: { now: () => clock.now().getTime() },
     });
     this.#failuresLogged = new LRUCache<string, true>({
-      max: MAX_INTERIM_SENDERS,
+      max: MAX_FAILURE_LOG_ENTRIES,
       ttl: FAILURE_LOG_WINDOW_MS,
       perf: { now: () => clock.now().getTime() },
     });
