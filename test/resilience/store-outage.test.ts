@@ -257,9 +257,12 @@ describe.runIf(testStoreKind() === "sqlite")("SQLite's write lock held by anothe
       const video = (
         await app.request("POST", `/v1/media/libraries/${library}/videos`, { json: { title: "v" } })
       ).body.data.id;
+      // A key never used: its first use stamps it, a write.
+      const fresh = (await app.request("POST", "/v1/organization/api-keys", { json: { name: "fresh" } })).body
+        .data.api_key;
       await takeWriteLock();
       // A resumable upload's creation too (QA of 5 December, session 42: a plain 500).
-      const [refused, upload] = await Promise.all([
+      const [refused, upload, firstUse] = await Promise.all([
         app.request("POST", "/v1/media/libraries", { json: { name: "refused" } }),
         fetch(`${app.baseUrl}/v1/media/tus`, {
           method: "POST",
@@ -270,9 +273,12 @@ describe.runIf(testStoreKind() === "sqlite")("SQLite's write lock held by anothe
             "upload-metadata": `library_id ${btoa(library)},video_id ${btoa(video)}`,
           },
         }),
+        // Its stamp cannot be written past the wait: the read goes on without it (a 503 before).
+        app.request("GET", "/v1/media/libraries", { key: fresh }),
       ]);
       expect([upload.status, upload.headers.get("retry-after")]).toEqual([503, "10"]);
       expect(await upload.text()).toBe("The service is briefly unavailable; try again shortly\n");
+      expect(firstUse.status).toBe(200);
       expect(refused.status).toBe(503);
       expect(refused.headers.get("retry-after")).toBe("5");
       expect(refused.body).toEqual({
