@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { exitOf, type Served, serve } from "../support/process.ts";
 import { createMigratedTestStore, type TestStore } from "../support/store.ts";
+import { waitUntil } from "../support/wait.ts";
 import { uniqueHost } from "./support.ts";
 
 const KEY = "edge_logs_key_0123456789abc";
@@ -43,11 +44,17 @@ describe("edge logs", () => {
       expect(answer.status).toBe(502);
       ids.push(answer.headers.get("x-request-id") ?? "");
     }
-    const lines = node
-      .output()
-      .split("\n")
-      .filter((line) => line.includes('"msg":"origin unreachable'))
-      .map((line) => JSON.parse(line));
+    // The node's log reaches this process through a pipe, a moment after the answers.
+    const logged = () =>
+      node
+        .output()
+        .split("\n")
+        .filter((line) => line.includes('"msg":"origin unreachable'))
+        .map((line) => JSON.parse(line));
+    await waitUntil(() => logged().length > 0, 5000, "the origin failure's log line");
+    // A second or third line, were they written, would be in the same reads by now.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const lines = logged();
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatchObject({
       level: 40,
