@@ -115,7 +115,12 @@ export interface ProbeResult {
   level: number | undefined;
   /** High dynamic range: the transfer curve (PQ or HLG) that renditions must be tone-mapped from. */
   hdr: { transfer: HdrTransfer; fullRange: boolean } | undefined;
+  /** Each frame holds two fields taken at different moments (broadcast, camcorders): deinterlaced first. */
+  interlaced: boolean;
 }
+
+/** ffprobe's `field_order` of interlaced video: top or bottom field first, coded and shown. */
+const INTERLACED_FIELD_ORDERS = new Set(["tt", "bb", "tb", "bt"]);
 
 /** The HDR transfer curves, as ffprobe names them: PQ (HDR10, Dolby Vision) and HLG. */
 const HDR_TRANSFERS = ["smpte2084", "arib-std-b67"] as const;
@@ -140,6 +145,8 @@ interface ProbeStream {
   color_transfer?: string;
   /** `tv` (limited) or `pc` (full). */
   color_range?: string;
+  /** `progressive`, or the order of an interlaced frame's two fields (`tt`, `bb`, `tb`, `bt`). */
+  field_order?: string;
   disposition?: { attached_pic?: number; default?: number };
   tags?: { rotate?: string };
   side_data_list?: { rotation?: number }[];
@@ -527,6 +534,7 @@ export class MediaTools {
         hdr: isHdrTransfer(video.color_transfer)
           ? { transfer: video.color_transfer, fullRange: video.color_range === "pc" }
           : undefined,
+        interlaced: INTERLACED_FIELD_ORDERS.has(video.field_order ?? ""),
       };
     });
   }

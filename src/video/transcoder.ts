@@ -121,12 +121,22 @@ export const highProfileCodec = (level: number): string => `avc1.6400${level.toS
 export const scaledWidth = (source: { width: number; height: number }, height: number) =>
   even((source.width * height) / source.height);
 
-/** The filters that set the renditions' timing: their frame rate, and the last frame held while sound goes on. */
+/**
+ * An interlaced source's fields made whole frames, one per source frame, before anything scales them:
+ * the scaler would otherwise blend the two moments of each frame into a combed, doubled picture.
+ */
+const deinterlacing = (probe: ProbeResult): string =>
+  probe.interlaced ? "bwdif=mode=send_frame:parity=auto:deint=all," : "";
+
+/**
+ * The filters that make the renditions' frames from the source's: deinterlacing, their frame rate,
+ * and the last frame held while sound goes on.
+ */
 function pictureTiming(probe: ProbeResult): string {
   const rate = probe.renditionRate ? `fps=${probe.renditionRate},` : "";
   const hold =
     probe.holdLastFrameS > 0 ? `tpad=stop_mode=clone:stop_duration=${probe.holdLastFrameS.toFixed(3)},` : "";
-  return rate + hold;
+  return deinterlacing(probe) + rate + hold;
 }
 
 /** `width:height` of the animated preview: 320 px wide, or narrower for a very tall source. */
@@ -283,7 +293,7 @@ export class Transcoder {
       ],
       signal,
     );
-    const thumbnailScale = `${probe.hdr ? `${toneMapping(probe.hdr)},` : ""}scale=${scaledWidth(probe, thumbnailHeight)}:${thumbnailHeight}`;
+    const thumbnailScale = `${deinterlacing(probe)}${probe.hdr ? `${toneMapping(probe.hdr)},` : ""}scale=${scaledWidth(probe, thumbnailHeight)}:${thumbnailHeight}`;
     return {
       renditions,
       thumbnails: await this.#thumbnails(source, outDir, thumbnailScale, thumbnailCount),

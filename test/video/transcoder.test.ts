@@ -309,6 +309,32 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     expect(Number(/mean_volume: (-?[\d.]+) dB/.exec(loudness)?.[1])).toBeGreaterThan(-30);
   }, 60_000);
 
+  it("deinterlaces an interlaced source, whose renditions were combed", async () => {
+    // 50 moments a second woven into 25 frames of two fields, coded interlaced (as a 480i camcorder's),
+    // at the 480p rung's own size so that no scaling blends the fields away from the detector.
+    const woven = join(work, "interlaced.mp4");
+    await tools.ffmpeg([
+      ...["-f", "lavfi", "-i", "testsrc2=size=854x480:rate=50:duration=2"],
+      ...["-vf", "tinterlace=mode=interleave_top,setfield=tff", "-c:v", "libx264", "-preset", "ultrafast"],
+      ...["-x264-params", "tff=1", "-flags", "+ilme+ildct", "-pix_fmt", "yuv420p", woven],
+    ]);
+    const probe = await transcoder.probe(woven);
+    expect(probe.interlaced).toBe(true);
+    expect((await transcoder.probe(clip)).interlaced).toBe(false);
+    const out = join(work, "interlaced");
+    await transcoder.transcode(woven, out, probe, 1);
+    const detected = spawnSync(
+      locateMediaTools().ffmpeg,
+      ["-v", "info", "-i", join(out, MP4_FILE), "-vf", "idet", "-an", "-f", "null", "-"],
+      { encoding: "utf8" },
+    ).stderr;
+    const [, topFirst, bottomFirst, progressive] =
+      /Multi frame detection: TFF: *(\d+) BFF: *(\d+) Progressive: *(\d+)/.exec(detected)?.map(Number) ?? [];
+    // Not deinterlaced, every frame reads as top field first (50 of 50).
+    expect(progressive).toBeGreaterThanOrEqual(40);
+    expect((topFirst ?? 50) + (bottomFirst ?? 50)).toBeLessThanOrEqual(10);
+  }, 60_000);
+
   it("takes no stream's length past the container's, and holds the last frame for at most a minute of sound", () => {
     const timeline = { start: 0, videoEnd: 6, audioEnd: 36_006, containerS: 6, averageRate: 30 };
     // An audio header claiming 10 hours in a 6 s file made 10 hours of renditions (QA of session 48).
