@@ -278,6 +278,9 @@ export interface Timeline {
  * MediaRecorder's WebM has no length, per stream or whole): from ffprobe's
  * `stream_index,pts_time,duration_time` lines, read as they come. Kept whole, the text of a file of
  * 30 million tiny packets passed JavaScript's longest string and ended the node (QA of session 48).
+ * A raw H.264 or HEVC stream (`.h264`, `.265`: no container) has no times at all, only each frame's
+ * duration at its declared rate; its picture is then those durations end to end from 0, as ffmpeg
+ * times it when it decodes.
  */
 export class PacketTimeline {
   #rest = "";
@@ -287,6 +290,9 @@ export class PacketTimeline {
   #frames = 0;
   #firstFrame = Number.POSITIVE_INFINITY;
   #lastFrame = Number.NEGATIVE_INFINITY;
+  /** Video packets without a time, and their durations' sum. */
+  #untimedFrames = 0;
+  #untimedS = 0;
 
   constructor(
     private readonly videoStream: number,
@@ -302,6 +308,13 @@ export class PacketTimeline {
   finish(): Timeline {
     this.#line(this.#rest);
     this.#rest = "";
+    if (this.#frames === 0 && this.#untimedS > 0) {
+      this.#start = Math.min(this.#start, 0);
+      this.#videoEnd = this.#untimedS;
+      this.#frames = this.#untimedFrames;
+      this.#firstFrame = 0;
+      this.#lastFrame = this.#untimedS - this.#untimedS / this.#untimedFrames;
+    }
     const known = (value: number) => (Number.isFinite(value) ? value : undefined);
     return {
       start: known(this.#start),
@@ -319,8 +332,15 @@ export class PacketTimeline {
   #line(line: string): void {
     const [index, pts, duration] = line.split(",");
     const at = secondsOf(pts);
-    if (at === undefined) return;
     const stream = Number(index);
+    if (at === undefined) {
+      const length = secondsOf(duration);
+      if (stream === this.videoStream && length !== undefined && length > 0) {
+        this.#untimedFrames += 1;
+        this.#untimedS += length;
+      }
+      return;
+    }
     const end = at + (secondsOf(duration) ?? 0);
     if (stream === this.videoStream) {
       this.#start = Math.min(this.#start, at);

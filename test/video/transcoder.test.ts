@@ -309,6 +309,27 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     expect(Number(/mean_volume: (-?[\d.]+) dB/.exec(loudness)?.[1])).toBeGreaterThan(-30);
   }, 60_000);
 
+  it("processes a raw H.264 or HEVC stream, which has no container and no times, at its frames' durations", async () => {
+    for (const [encoder, name] of [
+      ["libx264", "raw-h264"],
+      ["libx265", "raw-hevc"],
+    ] as const) {
+      // Named as an upload is stored, without an extension: ffprobe tells the format by the content.
+      const raw = join(work, name);
+      await tools.ffmpeg([
+        ...["-f", "lavfi", "-i", "testsrc=size=320x180:rate=30:duration=3", "-pix_fmt", "yuv420p"],
+        ...["-c:v", encoder, "-preset", "ultrafast", "-f", encoder === "libx264" ? "h264" : "hevc", raw],
+      ]);
+      const probe = await transcoder.probe(raw);
+      expect(probe.durationS).toBeCloseTo(3, 2);
+      expect(probe.frameRate).toBe(30);
+      const out = join(work, `${name}-out`);
+      await transcoder.transcode(raw, out, probe, 2);
+      const [{ duration }] = probeStreams(join(out, MP4_FILE), "duration", ["-select_streams", "v:0"]);
+      expect(Number(duration)).toBeCloseTo(3, 1);
+    }
+  }, 60_000);
+
   it("deinterlaces an interlaced source, whose renditions were combed", async () => {
     // 50 moments a second woven into 25 frames of two fields, coded interlaced (as a 480i camcorder's),
     // at the 480p rung's own size so that no scaling blends the fields away from the detector.
