@@ -79,25 +79,42 @@ export function embedPage(input: {
   .player { position: relative; width: 100%; height: 100%; display: flex; align-items: center; justify-content: center; }
   video { width: 100%; height: 100%; background: ${background}; accent-color: ${primary}; }
   .error { position: absolute; bottom: 1rem; left: 1rem; color: ${text}; }
+  .audio { position: absolute; top: 0.5rem; right: 0.5rem; font: inherit; font-size: 0.875rem; padding: 0.25rem; border-radius: 0.25rem; color: ${text}; background: ${background}; border: 1px solid ${primary}; opacity: 0.85; }
 </style>
 </head>
 <body>
 <div class="player" data-primary-color="${primary}" data-controls="${escapeHtml(controls.join(","))}">
 <video id="cumulo-video" ${attributes}></video>
 <p class="error" id="cumulo-error" hidden></p>
+<select class="audio" id="cumulo-audio" aria-label="Audio track" hidden></select>
 </div>
 <script src="${HLS_SCRIPT_PATH}"></script>
 <script>
 (function () {
-  var config = ${scriptJson({ manifest: input.manifestUrl, mp4: input.mp4Url, captions: controls.includes("captions") })};
+  var config = ${scriptJson({ manifest: input.manifestUrl, mp4: input.mp4Url, captions: controls.includes("captions"), controls: controls.length > 0 })};
   var video = document.getElementById("cumulo-video");
   var error = document.getElementById("cumulo-error");
+  var audio = document.getElementById("cumulo-audio");
   function fail(message) { error.textContent = message; error.hidden = false; }
   if (window.Hls && window.Hls.isSupported()) {
     var hls = new window.Hls({ subtitleDisplay: config.captions });
     hls.on(window.Hls.Events.ERROR, function (_event, data) {
-      if (data.fatal) { hls.destroy(); video.src = config.mp4; }
+      if (data.fatal) { hls.destroy(); audio.hidden = true; video.src = config.mp4; }
     });
+    // A video with several audio tracks (languages, commentary): the viewer picks one.
+    hls.on(window.Hls.Events.AUDIO_TRACKS_UPDATED, function (_event, data) {
+      audio.replaceChildren();
+      data.audioTracks.forEach(function (track, index) {
+        var option = document.createElement("option");
+        option.value = String(index);
+        option.textContent = track.name;
+        audio.appendChild(option);
+      });
+      audio.value = String(Math.max(hls.audioTrack, 0));
+      audio.hidden = !config.controls || data.audioTracks.length < 2;
+    });
+    hls.on(window.Hls.Events.AUDIO_TRACK_SWITCHING, function (_event, data) { audio.value = String(data.id); });
+    audio.addEventListener("change", function () { hls.audioTrack = Number(audio.value); });
     hls.loadSource(config.manifest);
     hls.attachMedia(video);
   } else if (video.canPlayType("application/vnd.apple.mpegurl")) {

@@ -40,6 +40,10 @@ function assetOf(path: string): Asset | undefined {
   // A rung is named by its height: 2p for a 2-pixel-high source (the ladder's own rungs are 240p up).
   if (/^\d{1,4}p\/index\.m3u8$/.test(path)) return { kind: "media-playlist", file: path };
   if (/^\d{1,4}p\/segment_\d{3,6}\.ts$/.test(path)) return { kind: "file", file: path, type: "video/mp2t" };
+  // An audio track other than the rungs' own, by its stream in the source (`audio_2`).
+  if (/^audio_\d{1,3}\/index\.m3u8$/.test(path)) return { kind: "media-playlist", file: path };
+  if (/^audio_\d{1,3}\/segment_\d{3,6}\.ts$/.test(path))
+    return { kind: "file", file: path, type: "video/mp2t" };
   const subtitle = /^subtitles\/([0-9a-f-]{36})\.(m3u8|vtt)$/i.exec(path);
   if (subtitle?.[1] && isUuid(subtitle[1])) {
     return subtitle[2] === "m3u8"

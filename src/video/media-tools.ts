@@ -107,6 +107,11 @@ export interface ProbeResult {
   hasAudio: boolean;
   /** The audio stream renditions carry (the one marked default, else the first); undefined without audio. */
   audioStream: number | undefined;
+  /**
+   * Every audio track offered, `audioStream`'s first: the others (other languages, commentary) become
+   * audio-only renditions a player may switch to. At most `MAX_AUDIO_TRACKS`.
+   */
+  audioTracks: AudioTrack[];
   /** Seconds the sound runs on past the last frame, which renditions hold that frame for (0: none). */
   holdLastFrameS: number;
   videoCodec: string;
@@ -118,6 +123,18 @@ export interface ProbeResult {
   /** Each frame holds two fields taken at different moments (broadcast, camcorders): deinterlaced first. */
   interlaced: boolean;
 }
+
+/** One audio track as a player lists it. */
+export interface AudioTrack {
+  stream: number;
+  /** A BCP 47 tag (`en` for the file's `eng`); undefined when the file names none, or `und`. */
+  language: string | undefined;
+  /** The track's title, else its language's English name, else `Audio 2`; unique among the tracks. */
+  name: string;
+}
+
+/** Audio tracks offered at most: each one more costs an AAC encode and its segments. */
+export const MAX_AUDIO_TRACKS = 8;
 
 /** ffprobe's `field_order` of interlaced video: top or bottom field first, coded and shown. */
 const INTERLACED_FIELD_ORDERS = new Set(["tt", "bb", "tb", "bt"]);
@@ -148,7 +165,7 @@ interface ProbeStream {
   /** `progressive`, or the order of an interlaced frame's two fields (`tt`, `bb`, `tb`, `bt`). */
   field_order?: string;
   disposition?: { attached_pic?: number; default?: number };
-  tags?: { rotate?: string };
+  tags?: { rotate?: string; language?: string; title?: string };
   side_data_list?: { rotation?: number }[];
 }
 
@@ -257,10 +274,38 @@ const secondsOf = (value: string | undefined): number | undefined => {
   return value !== undefined && value !== "" && Number.isFinite(seconds) ? seconds : undefined;
 };
 
-/** The audio stream renditions carry: the one marked default, else the first. */
-function audioStreamOf(streams: ProbeStream[]): number | undefined {
+/** ISO 639 codes that name no language (undetermined, several, none, uncoded, private use). */
+const NO_LANGUAGE = /^(und|mul|zxx|mis|q[a-t][a-z])$/i;
+const LANGUAGE_NAMES = new Intl.DisplayNames(["en"], { type: "language", fallback: "none" });
+
+/** A file's language tag (MP4 and Matroska write ISO 639-2, `eng`) as BCP 47, which HLS wants (`en`). */
+function languageOf(tag: string | undefined): string | undefined {
+  if (!tag || NO_LANGUAGE.test(tag)) return undefined;
+  try {
+    return Intl.getCanonicalLocales(tag)[0];
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The audio tracks offered: the one marked default (else the first) leads, as the renditions carry
+ * it; the others follow in the file's order.
+ */
+function audioTracksOf(streams: ProbeStream[]): AudioTrack[] {
   const audio = streams.filter((stream) => stream.codec_type === "audio" && stream.index !== undefined);
-  return (audio.find((stream) => stream.disposition?.default === 1) ?? audio[0])?.index;
+  const lead = audio.find((stream) => stream.disposition?.default === 1) ?? audio[0];
+  const ordered = lead ? [lead, ...audio.filter((stream) => stream !== lead)] : [];
+  const names = new Set<string>();
+  return ordered.slice(0, MAX_AUDIO_TRACKS).map((stream, position) => {
+    const language = languageOf(stream.tags?.language);
+    const base =
+      stream.tags?.title?.trim() || (language && LANGUAGE_NAMES.of(language)) || `Audio ${position + 1}`;
+    let name = base;
+    for (let copy = 2; names.has(name); copy++) name = `${base} (${copy})`;
+    names.add(name);
+    return { stream: stream.index as number, language, name };
+  });
 }
 
 /** Where a source's picture and sound begin and end, in seconds of the file's timeline, as far as known. */
@@ -509,7 +554,8 @@ export class MediaTools {
         );
       }
       const base = rateOf(video.r_frame_rate);
-      const audioStream = audioStreamOf(parsed.streams ?? []);
+      const audioTracks = audioTracksOf(parsed.streams ?? []);
+      const audioStream = audioTracks[0]?.stream;
       const audio = parsed.streams?.find((stream) => stream.index === audioStream);
       let timeline = timelineOfHeader(parsed, video, audio);
       // A browser recording's header has neither its length nor an average rate: its packets tell.
@@ -547,6 +593,7 @@ export class MediaTools {
         ...renditionRateOf(base, timeline.averageRate),
         hasAudio: audioStream !== undefined,
         audioStream,
+        audioTracks,
         holdLastFrameS: soundPastPictureS(timeline, durationS),
         videoCodec: video.codec_name ?? "unknown",
         profile: video.profile,

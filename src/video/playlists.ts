@@ -8,7 +8,8 @@ export interface SubtitleTrack {
 
 const SUBTITLE_GROUP = "subs";
 
-const quoted = (value: string): string => value.replace(/["\r\n]/g, "'");
+/** Text for a quoted HLS attribute, which can hold neither quotes nor line breaks. */
+export const attributeText = (value: string): string => value.replace(/["\r\n]/g, "'");
 
 /** Adds one `EXT-X-MEDIA TYPE=SUBTITLES` per track and points every variant at the group. */
 export function withSubtitleTracks(master: string, tracks: SubtitleTrack[]): string {
@@ -17,7 +18,7 @@ export function withSubtitleTracks(master: string, tracks: SubtitleTrack[]): str
   const at = lines.findIndex((line) => line.startsWith("#EXT-X-STREAM-INF"));
   const media = tracks.map(
     (track, index) =>
-      `#EXT-X-MEDIA:TYPE=SUBTITLES,GROUP-ID="${SUBTITLE_GROUP}",NAME="${quoted(track.title)}",LANGUAGE="${quoted(track.language)}",DEFAULT=${index === 0 ? "YES" : "NO"},AUTOSELECT=YES,FORCED=NO,URI="subtitles/${track.id}.m3u8"`,
+      `#EXT-X-MEDIA:TYPE=SUBTITLES,GROUP-ID="${SUBTITLE_GROUP}",NAME="${attributeText(track.title)}",LANGUAGE="${attributeText(track.language)}",DEFAULT=${index === 0 ? "YES" : "NO"},AUTOSELECT=YES,FORCED=NO,URI="subtitles/${track.id}.m3u8"`,
   );
   const out = lines.map((line) =>
     line.startsWith("#EXT-X-STREAM-INF:") ? `${line},SUBTITLES="${SUBTITLE_GROUP}"` : line,

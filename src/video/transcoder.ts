@@ -1,6 +1,7 @@
 import { copyFile, mkdir, readdir, readFile, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import {
+  type AudioTrack,
   type HdrTransfer,
   MediaToolError,
   type MediaTools,
@@ -8,6 +9,7 @@ import {
   SOURCE_READING,
   sourceInput,
 } from "./media-tools.ts";
+import { attributeText } from "./playlists.ts";
 
 /**
  * Rungs of the HLS ladder, each named by the picture's short side as video platforms name them: a
@@ -190,10 +192,40 @@ export class Transcoder {
       `[inthumbs]setpts=PTS-STARTPTS,select='${thumbnailSelection(probe.durationS, thumbnailCount)}',setpts=N/TB,scale=${scaledWidth(probe, thumbnailHeight)}:${thumbnailHeight},setsar=1[thumbs]`,
       `[inpreview]trim=duration=${Math.min(PREVIEW_SECONDS, probe.durationS)},fps=${PREVIEW_FPS}:eof_action=pass,scale=${previewSize(probe)},setsar=1[preview]`,
     ].join(";");
-    const audio =
-      probe.audioStream === undefined
-        ? []
-        : ["-map", `0:${probe.audioStream}`, "-c:a", "aac", "-b:a", `${AUDIO_KBPS}k`, "-ac", "2"];
+    const encodedAudio = (stream: number) => [
+      "-map",
+      `0:${stream}`,
+      "-c:a",
+      "aac",
+      "-b:a",
+      `${AUDIO_KBPS}k`,
+      "-ac",
+      "2",
+    ];
+    const audio = probe.audioStream === undefined ? [] : encodedAudio(probe.audioStream);
+    // HLS outputs of one process, growing as `EVENT` playlists until complete (a rung's or a track's).
+    const hlsOutput = (directory: string) => [
+      // Every output on one timeline: a muxer moves an output whose encoders start before zero (a
+      // rung's B-frames: two frames, 4 s at 0.5 fps; AAC's priming: 0.02 s) to start at zero, each
+      // by its own delay, which put an audio-only track 57 ms (at 0.5 fps, 4 s) ahead of the rungs'
+      // picture. Started later than any such delay, no output is moved.
+      "-output_ts_offset",
+      String(timelineLeadS(probe.frameRate)),
+      "-f",
+      "hls",
+      "-hls_time",
+      String(SEGMENT_S),
+      "-hls_playlist_type",
+      "event",
+      "-hls_segment_filename",
+      join(outDir, directory, "segment_%03d.ts"),
+      join(outDir, directory, "index.m3u8"),
+    ];
+    // The other audio tracks: audio-only renditions the master offers beside the rungs' own sound.
+    const otherTracks = probe.audioTracks
+      .slice(1)
+      .map((track) => ({ ...track, directory: audioDirectory(track) }));
+    for (const track of otherTracks) await mkdir(join(outDir, track.directory), { recursive: true });
     await this.tools.ffmpeg(
       [
         ...sourceInput(source),
@@ -228,16 +260,9 @@ export class Transcoder {
           // found no picture ("dimensions not set", QA of session 48). The sound waits in memory.
           "-max_interleave_delta",
           String(INTERLEAVE_WAIT_S * 1_000_000),
-          "-f",
-          "hls",
-          "-hls_time",
-          String(SEGMENT_S),
-          "-hls_playlist_type",
-          "event",
-          "-hls_segment_filename",
-          join(outDir, rung.directory, "segment_%03d.ts"),
-          join(outDir, rung.directory, "index.m3u8"),
+          ...hlsOutput(rung.directory),
         ]),
+        ...otherTracks.flatMap((track) => [...encodedAudio(track.stream), ...hlsOutput(track.directory)]),
         // One picture per second of `setpts=N/TB`: the selected frames, none repeated.
         "-map",
         "[thumbs]",
@@ -263,11 +288,15 @@ export class Transcoder {
       signal,
     );
 
-    const renditions: Rendition[] = [];
-    for (const rung of rungs) {
-      const playlist = join(outDir, rung.directory, "index.m3u8");
+    const completed = async (directory: string) => {
+      const playlist = join(outDir, directory, "index.m3u8");
       const text = await readFile(playlist, "utf8");
       await writeFile(playlist, text.replace("#EXT-X-PLAYLIST-TYPE:EVENT", "#EXT-X-PLAYLIST-TYPE:VOD"));
+    };
+    for (const track of otherTracks) await completed(track.directory);
+    const renditions: Rendition[] = [];
+    for (const rung of rungs) {
+      await completed(rung.directory);
       renditions.push({
         height: rung.height,
         width: rung.width,
@@ -309,7 +338,7 @@ export class Transcoder {
 
   /** The master playlist; written last, when every rendition it lists is complete. */
   async package(outDir: string, probe: ProbeResult, renditions: Rendition[]): Promise<void> {
-    await writeFile(join(outDir, MASTER_PLAYLIST), masterPlaylist(renditions, probe.hasAudio));
+    await writeFile(join(outDir, MASTER_PLAYLIST), masterPlaylist(renditions, probe.audioTracks));
   }
 
   /**
@@ -396,12 +425,41 @@ export function thumbnailSelection(durationS: number, count: number): string {
   }).join("+");
 }
 
-export function masterPlaylist(renditions: Rendition[], hasAudio: boolean): string {
+/** Seconds every HLS output starts after the source's zero: past an encoder's delay of a few frames. */
+const timelineLeadS = (frameRate: number): number => Math.max(1, Math.ceil(4 / frameRate));
+
+/** Where an audio track other than the rungs' own is written, by its stream in the source: `audio_2`. */
+export const audioDirectory = (track: AudioTrack) => `audio_${track.stream}`;
+
+const AUDIO_GROUP = "audio";
+
+/**
+ * The master playlist. With more than one audio track, each is an `EXT-X-MEDIA` of one group: the
+ * first is the sound every rung carries (no `URI`), the others audio-only renditions a player may
+ * switch to; players that know no groups play the rungs' sound as before.
+ */
+export function masterPlaylist(renditions: Rendition[], audioTracks: AudioTrack[]): string {
   const lines = ["#EXTM3U", "#EXT-X-VERSION:3", "#EXT-X-INDEPENDENT-SEGMENTS"];
+  const grouped = audioTracks.length > 1;
+  if (grouped) {
+    for (const [position, track] of audioTracks.entries()) {
+      const attributes = [
+        "TYPE=AUDIO",
+        `GROUP-ID="${AUDIO_GROUP}"`,
+        `NAME="${attributeText(track.name)}"`,
+        ...(track.language ? [`LANGUAGE="${track.language}"`] : []),
+        `DEFAULT=${position === 0 ? "YES" : "NO"}`,
+        "AUTOSELECT=YES",
+        'CHANNELS="2"',
+        ...(position === 0 ? [] : [`URI="${audioDirectory(track)}/index.m3u8"`]),
+      ];
+      lines.push(`#EXT-X-MEDIA:${attributes.join(",")}`);
+    }
+  }
   for (const rendition of [...renditions].sort((a, b) => b.bandwidth - a.bandwidth)) {
-    const codecs = hasAudio ? `${rendition.codecs},mp4a.40.2` : rendition.codecs;
+    const codecs = audioTracks.length > 0 ? `${rendition.codecs},mp4a.40.2` : rendition.codecs;
     lines.push(
-      `#EXT-X-STREAM-INF:BANDWIDTH=${rendition.bandwidth},AVERAGE-BANDWIDTH=${rendition.averageBandwidth},RESOLUTION=${rendition.width}x${rendition.height},CODECS="${codecs}"`,
+      `#EXT-X-STREAM-INF:BANDWIDTH=${rendition.bandwidth},AVERAGE-BANDWIDTH=${rendition.averageBandwidth},RESOLUTION=${rendition.width}x${rendition.height},CODECS="${codecs}"${grouped ? `,AUDIO="${AUDIO_GROUP}"` : ""}`,
       rendition.playlist,
     );
   }

@@ -195,6 +195,54 @@ describe("video pipeline and playback", () => {
     expect(segment.status).toBe(200);
   }, 60_000);
 
+  it("serves a source's other audio tracks as audio renditions of the master, with the viewer's token", async () => {
+    const dubbed = join(work, "dubbed.mkv");
+    await tools.ffmpeg([
+      ...["-f", "lavfi", "-i", "testsrc=size=160x90:rate=25:duration=2"],
+      ...[
+        "-f",
+        "lavfi",
+        "-i",
+        "sine=frequency=440:duration=2",
+        "-f",
+        "lavfi",
+        "-i",
+        "sine=frequency=660:duration=2",
+      ],
+      ...["-map", "0", "-map", "1", "-map", "2", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"],
+      ...["-metadata:s:a:0", "language=eng", "-metadata:s:a:1", "language=spa", dubbed],
+    ]);
+    const dubbedId = (await createVideo(t, libraryId, { title: "Dubbed" })).id;
+    expect((await uploadSource(t, libraryId, dubbedId, fileBytes(dubbed))).status).toBe(202);
+    expect((await waitForStatus(t, libraryId, dubbedId, ["ready", "failed"])).status).toBe("ready");
+    try {
+      await setSecurity({ video_privacy: "private" });
+      const issued = await t.request("POST", `${videoPath(libraryId, dubbedId)}/playback-token`);
+      expect(issued.status, issued.text).toBe(201);
+      const masterPath = pathOf(issued.body.data.manifest_url);
+      const query = masterPath.slice(masterPath.indexOf("?") + 1);
+      const master = await edgeRequest(edge, masterPath);
+      expect(master.status).toBe(200);
+      const spanish =
+        /#EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="audio",NAME="Spanish",LANGUAGE="es",.*URI="([^"]+)"/.exec(
+          master.text,
+        )?.[1];
+      expect(spanish).toBe(`audio_2/index.m3u8?${query}`);
+      const playlistPath = resolvePath(masterPath, spanish ?? "");
+      const playlist = await edgeRequest(edge, playlistPath);
+      expect(playlist.status).toBe(200);
+      expect(playlist.headers["content-type"]).toBe("application/vnd.apple.mpegurl");
+      const segmentPath = resolvePath(playlistPath, playlistUris(playlist.text)[0] ?? "");
+      expect(segmentPath).toContain(`?${query}`);
+      const segment = await edgeRequest(edge, segmentPath);
+      expect(segment.status).toBe(200);
+      expect(segment.headers["content-type"]).toBe("video/mp2t");
+      expect((await edgeRequest(edge, segmentPath.split("?")[0] ?? "")).status).toBe(403);
+    } finally {
+      await openSecurity();
+    }
+  }, 60_000);
+
   it("plays a library under a changed CUMULO_MEDIA_DOMAIN, and under the name it was made with", async () => {
     // A second node on the same store, as after a restart with the new setting.
     const renamed = await startTestApp(

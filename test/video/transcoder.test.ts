@@ -19,6 +19,7 @@ import {
   levelFor,
   MASTER_PLAYLIST,
   MP4_FILE,
+  masterPlaylist,
   PREVIEW_FILE,
   Transcoder,
   thumbnailSelection,
@@ -354,6 +355,74 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     // Not deinterlaced, every frame reads as top field first (50 of 50).
     expect(progressive).toBeGreaterThanOrEqual(40);
     expect((topFirst ?? 50) + (bottomFirst ?? 50)).toBeLessThanOrEqual(10);
+  }, 60_000);
+
+  it("offers every audio track: the default in the rungs, the others as audio renditions on the rungs' timeline", async () => {
+    const tracks = join(work, "three-tracks.mkv");
+    await tools.ffmpeg([
+      ...["-f", "lavfi", "-i", "testsrc=size=320x180:rate=25:duration=3"],
+      // Told apart by loudness (mean volumes of about -31, -61 and -46 dB): the default loudest.
+      ...["-f", "lavfi", "-i", "sine=frequency=440:duration=3,volume=-40dB"],
+      ...["-f", "lavfi", "-i", "sine=frequency=440:duration=3,volume=-10dB"],
+      ...["-f", "lavfi", "-i", "sine=frequency=440:duration=3,volume=-25dB"],
+      ...["-map", "0", "-map", "1", "-map", "2", "-map", "3", "-c:v", "libx264", "-preset", "ultrafast"],
+      ...["-c:a", "aac", "-metadata:s:a:0", "language=fre", "-metadata:s:a:1", "language=eng"],
+      ...["-metadata:s:a:2", "language=eng", "-metadata:s:a:2", 'title=Director\'s "cut"'],
+      ...["-disposition:a:0", "0", "-disposition:a:1", "default", "-disposition:a:2", "0", tracks],
+    ]);
+    const probe = await transcoder.probe(tracks);
+    expect(probe.audioStream).toBe(2);
+    expect(probe.audioTracks).toEqual([
+      { stream: 2, language: "en", name: "English" },
+      { stream: 1, language: "fr", name: "French" },
+      { stream: 3, language: "en", name: 'Director\'s "cut"' },
+    ]);
+    const out = join(work, "three-tracks");
+    const { renditions } = await transcoder.transcode(tracks, out, probe, 1);
+    await transcoder.package(out, probe, renditions);
+    const master = readFileSync(join(out, MASTER_PLAYLIST), "utf8");
+    expect(master).toContain(
+      '#EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="audio",NAME="English",LANGUAGE="en",DEFAULT=YES,AUTOSELECT=YES,CHANNELS="2"\n',
+    );
+    expect(master).toContain(
+      '#EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="audio",NAME="French",LANGUAGE="fr",DEFAULT=NO,AUTOSELECT=YES,CHANNELS="2",URI="audio_1/index.m3u8"\n',
+    );
+    expect(master).toContain(`NAME="Director's 'cut'",LANGUAGE="en",DEFAULT=NO`);
+    const variants = master.split("\n").filter((line) => line.startsWith("#EXT-X-STREAM-INF"));
+    expect(variants).toHaveLength(renditions.length);
+    for (const variant of variants) expect(variant).toMatch(/,AUDIO="audio"$/);
+
+    const meanVolume = (file: string) =>
+      Number(
+        /mean_volume: (-?[\d.]+) dB/.exec(
+          spawnSync(
+            locateMediaTools().ffmpeg,
+            ["-v", "info", "-i", file, "-af", "volumedetect", "-f", "null", "-"],
+            {
+              encoding: "utf8",
+            },
+          ).stderr,
+        )?.[1],
+      );
+    expect(meanVolume(join(out, "180p", "index.m3u8"))).toBeGreaterThan(-40);
+    const french = meanVolume(join(out, "audio_1", "index.m3u8"));
+    expect(french).toBeLessThan(-55);
+    const commentary = meanVolume(join(out, "audio_3", "index.m3u8"));
+    expect(commentary).toBeGreaterThan(-55);
+    expect(commentary).toBeLessThan(-40);
+    expect(readFileSync(join(out, "audio_1", "index.m3u8"), "utf8")).toContain("#EXT-X-PLAYLIST-TYPE:VOD");
+    // A player lines an audio rendition up with the picture by their timestamps: the rungs' own
+    // sound and every other track start at the same instant.
+    const audioStart = (file: string) =>
+      probeStreams(file, "codec_type,start_time").find((stream) => stream.codec_type === "audio")?.start_time;
+    const rungStart = audioStart(join(out, "180p", "segment_000.ts"));
+    expect(rungStart).toBeDefined();
+    expect(audioStart(join(out, "audio_1", "segment_000.ts"))).toBe(rungStart);
+    expect(audioStart(join(out, "audio_3", "segment_000.ts"))).toBe(rungStart);
+    // One track alone: no group, as before.
+    const single = masterPlaylist(renditions, probe.audioTracks.slice(0, 1));
+    expect(single).not.toContain("EXT-X-MEDIA");
+    expect(single).not.toContain("AUDIO=");
   }, 60_000);
 
   it("takes no stream's length past the container's, and holds the last frame for at most a minute of sound", () => {
