@@ -1,7 +1,13 @@
 import { type FastifyReply, type FastifyRequest, LogController } from "fastify";
+import { credentialOf } from "../identity/service.ts";
 import { loggableUrl } from "./masking.ts";
 
-/** A request as its log lines carry it: Fastify's fields, with credentials in the query masked (`?token=***`). */
+/**
+ * A request as its log lines carry it: Fastify's fields, with credentials in the query masked
+ * (`?token=***`), and once authenticated, whose it is: the organization and the key's id
+ * (`key:12`) or the console user's (`user:3`), never the key itself, so that a refused (429) or
+ * failing client can be named rather than only its address.
+ */
 export const loggedRequest = (request: FastifyRequest) => ({
   method: request.method,
   // As the client sent it, before `rewriteUrl`.
@@ -9,6 +15,9 @@ export const loggedRequest = (request: FastifyRequest) => ({
   host: request.host,
   remoteAddress: request.ip,
   remotePort: request.socket?.remotePort,
+  ...(request.auth
+    ? { organization: request.auth.organizationId, credential: credentialOf(request.auth) }
+    : {}),
 });
 
 /**
