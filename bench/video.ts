@@ -149,7 +149,8 @@ async function direct(clip: string, out: string): Promise<Timing> {
   const lowest = ladderFor(Math.min(probe.width, probe.height)).pop()?.size;
   const run = transcoder.transcode(clip, out, probe, thumbnailCountFor(probe.durationS));
   const first = firstSegment(join(out, `${lowest}p`, "index.m3u8"), started, run);
-  await transcoder.package(out, probe, (await run).renditions);
+  const made = await run;
+  await transcoder.package(out, made.renditions, made.audio);
   const totalS = (performance.now() - started) / 1000;
   return { totalS, cpuS: childCpuS() - cpu, firstSegmentS: await first };
 }

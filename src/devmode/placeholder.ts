@@ -92,13 +92,13 @@ export class PlaceholderRenditions {
       const probe = await tools.probe(source);
       const transcoder = new Transcoder(tools);
       const out = join(building, "renditions");
-      const { renditions, timelineStartPts } = await transcoder.transcode(
+      const { renditions, audio, timelineStartPts } = await transcoder.transcode(
         source,
         out,
         probe,
         thumbnailCountFor(probe.durationS),
       );
-      await transcoder.package(out, probe, renditions);
+      await transcoder.package(out, renditions, audio);
       await writeFile(join(building, "placeholder.json"), JSON.stringify({ probe, timelineStartPts }));
       await rm(this.root, { recursive: true, force: true });
       await rename(building, this.root);

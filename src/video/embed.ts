@@ -79,7 +79,7 @@ export function embedPage(input: {
   .player { position: relative; width: 100%; height: 100%; display: flex; align-items: center; justify-content: center; }
   video { width: 100%; height: 100%; background: ${background}; accent-color: ${primary}; }
   .error { position: absolute; bottom: 1rem; left: 1rem; color: ${text}; }
-  .audio { position: absolute; top: 0.5rem; right: 0.5rem; font: inherit; font-size: 0.875rem; padding: 0.25rem; border-radius: 0.25rem; color: ${text}; background: ${background}; border: 1px solid ${primary}; opacity: 0.85; }
+  .audio { position: absolute; top: 0.5rem; right: 0.5rem; max-width: min(16rem, 50%); text-overflow: ellipsis; font: inherit; font-size: 0.875rem; padding: 0.25rem; border-radius: 0.25rem; color: ${text}; background: ${background}; border: 1px solid ${primary}; opacity: 0.85; }
 </style>
 </head>
 <body>

@@ -4,6 +4,7 @@ import { createRequire } from "node:module";
 import { basename, delimiter, join } from "node:path";
 import pLimit, { type LimitFunction } from "p-limit";
 import { diskCannotWrite } from "../directories.ts";
+import { attributeText } from "./playlists.ts";
 
 export interface MediaToolPaths {
   ffmpeg: string;
@@ -44,6 +45,14 @@ export class MediaToolError extends Error {
   constructor(message: string) {
     super(message);
     this.name = "MediaToolError";
+  }
+}
+
+/** A tool ran past its timeout (`CUMULO_FFMPEG_TIMEOUT_S`) and was killed. */
+export class ToolTimedOutError extends MediaToolError {
+  constructor(message: string) {
+    super(message);
+    this.name = "ToolTimedOutError";
   }
 }
 
@@ -162,6 +171,10 @@ interface ProbeStream {
   color_transfer?: string;
   /** `tv` (limited) or `pc` (full). */
   color_range?: string;
+  sample_rate?: string;
+  channels?: number;
+  /** Audio's named layout (`stereo`, `5.1(side)`); absent when the file names none. */
+  channel_layout?: string;
   /** `progressive`, or the order of an interlaced frame's two fields (`tt`, `bb`, `tb`, `bt`). */
   field_order?: string;
   disposition?: { attached_pic?: number; default?: number };
@@ -278,29 +291,49 @@ const secondsOf = (value: string | undefined): number | undefined => {
 const NO_LANGUAGE = /^(und|mul|zxx|mis|q[a-t][a-z])$/i;
 const LANGUAGE_NAMES = new Intl.DisplayNames(["en"], { type: "language", fallback: "none" });
 
-/** A file's language tag (MP4 and Matroska write ISO 639-2, `eng`) as BCP 47, which HLS wants (`en`). */
+/**
+ * A file's language tag (MP4 and Matroska write ISO 639-2, `eng`) as BCP 47, which HLS wants (`en`);
+ * undefined for a tag that is no known language (`abcde`).
+ */
 function languageOf(tag: string | undefined): string | undefined {
   if (!tag || NO_LANGUAGE.test(tag)) return undefined;
   try {
-    return Intl.getCanonicalLocales(tag)[0];
+    const canonical = Intl.getCanonicalLocales(tag)[0];
+    return canonical && LANGUAGE_NAMES.of(canonical) !== undefined ? canonical : undefined;
   } catch {
     return undefined;
   }
 }
 
 /**
- * The audio tracks offered: the one marked default (else the first) leads, as the renditions carry
- * it; the others follow in the file's order.
+ * Whether ffmpeg can make stereo AAC of an audio stream: a codec it knows, a sample rate and
+ * channels (a broadcast recording declares streams that carry nothing: 0 Hz, 0 channels), and a
+ * layout to mix down from beyond two channels (ten channels of PCM with none cannot be).
+ */
+const isEncodable = (stream: ProbeStream): boolean =>
+  stream.codec_name !== undefined &&
+  stream.codec_name !== "none" &&
+  Number(stream.sample_rate) > 0 &&
+  (stream.channels ?? 0) > 0 &&
+  ((stream.channels ?? 0) <= 2 || (stream.channel_layout ?? "unknown") !== "unknown");
+
+/**
+ * The audio tracks offered, of those ffmpeg can encode: the one marked default (else the first)
+ * leads, as the renditions carry it; the others follow in the file's order.
  */
 function audioTracksOf(streams: ProbeStream[]): AudioTrack[] {
-  const audio = streams.filter((stream) => stream.codec_type === "audio" && stream.index !== undefined);
+  const audio = streams.filter(
+    (stream) => stream.codec_type === "audio" && stream.index !== undefined && isEncodable(stream),
+  );
   const lead = audio.find((stream) => stream.disposition?.default === 1) ?? audio[0];
   const ordered = lead ? [lead, ...audio.filter((stream) => stream !== lead)] : [];
   const names = new Set<string>();
   return ordered.slice(0, MAX_AUDIO_TRACKS).map((stream, position) => {
     const language = languageOf(stream.tags?.language);
-    const base =
-      stream.tags?.title?.trim() || (language && LANGUAGE_NAMES.of(language)) || `Audio ${position + 1}`;
+    // As the playlist writes it: two titles told apart only by a quote must not come out as one name.
+    const base = attributeText(
+      stream.tags?.title?.trim() || (language && LANGUAGE_NAMES.of(language)) || `Audio ${position + 1}`,
+    );
     let name = base;
     for (let copy = 2; names.has(name); copy++) name = `${base} (${copy})`;
     names.add(name);
@@ -701,7 +734,7 @@ export class MediaTools {
         ran(timedOut ? "timed_out" : code === 0 && !diskFault ? "succeeded" : "failed");
         const tool = basename(command);
         if (timedOut)
-          return reject(new MediaToolError(`${tool} timed out after ${this.options.timeoutMs} ms`));
+          return reject(new ToolTimedOutError(`${tool} timed out after ${this.options.timeoutMs} ms`));
         if (code === 0 && !diskFault) return resolve(stdout);
         const refusedFormat = NOT_ON_WHITELIST.exec(stderr)?.[1];
         const reason = refusedFormat

@@ -28,8 +28,8 @@ import {
   MASTER_PLAYLIST,
   MP4_FILE,
   PREVIEW_FILE,
-  type Rendition,
   THUMBNAIL_FILE,
+  type Transcoded,
   type Transcoder,
 } from "./transcoder.ts";
 
@@ -325,11 +325,10 @@ export class VideoPipeline {
       if (transition?.stopAt === "transcoding") return;
       if (await this.#failInjected(payload, "transcoding")) return;
       const thumbnailCount = thumbnailCountFor(probe.durationS);
-      let renditions: Rendition[] = [];
+      let made: Transcoded | undefined;
       let durationS = probe.durationS;
       if (source) {
-        const made = await transcoder.transcode(source, out, probe, thumbnailCount, unwanted.signal);
-        renditions = made.renditions;
+        made = await transcoder.transcode(source, out, probe, thumbnailCount, unwanted.signal);
         timelineStartPts = made.timelineStartPts;
         // A truncated source's header names more than its data holds: the video is as long as it plays.
         if (made.playableS + TRUNCATION_SLACK_S < probe.durationS) {
@@ -341,7 +340,7 @@ export class VideoPipeline {
       if (unwanted.signal.aborted || !(await this.advance(payload, "packaging"))) return;
       if (transition?.stopAt === "packaging") return;
       if (await this.#failInjected(payload, "packaging")) return;
-      if (source) await transcoder.package(out, probe, renditions);
+      if (made) await transcoder.package(out, made.renditions, made.audio);
       for (const file of await filesUnder(out)) {
         const key = `${prefix}/${relative(out, file).split(sep).join("/")}`;
         await blobs.put(key, createReadStream(file), { maxBytes: Number.MAX_SAFE_INTEGER });

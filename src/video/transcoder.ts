@@ -1,4 +1,4 @@
-import { copyFile, mkdir, readdir, readFile, stat, writeFile } from "node:fs/promises";
+import { copyFile, mkdir, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import {
   type AudioTrack,
@@ -8,6 +8,7 @@ import {
   type ProbeResult,
   SOURCE_READING,
   sourceInput,
+  ToolTimedOutError,
 } from "./media-tools.ts";
 import { attributeText } from "./playlists.ts";
 
@@ -170,12 +171,34 @@ export class Transcoder {
     probe: ProbeResult,
     thumbnailCount: number,
     signal?: AbortSignal,
-  ): Promise<{
-    renditions: Rendition[];
-    thumbnails: string[];
-    playableS: number;
-    timelineStartPts: number | undefined;
-  }> {
+  ): Promise<Transcoded> {
+    try {
+      return await this.#transcode(source, outDir, probe, thumbnailCount, signal);
+    } catch (error) {
+      // The other audio tracks were never needed before they were offered: a run they fail (a
+      // decoder or a mix-down ffmpeg lacks, data it chokes on) is made again without them, so no
+      // video fails for a track it did not need. A run past its timeout is not made twice.
+      const retried = error instanceof MediaToolError && !(error instanceof ToolTimedOutError);
+      if (!retried || probe.audioTracks.length < 2) throw error;
+      await rm(outDir, { recursive: true, force: true });
+      return this.#transcode(
+        source,
+        outDir,
+        { ...probe, audioTracks: probe.audioTracks.slice(0, 1) },
+        thumbnailCount,
+        signal,
+      );
+    }
+  }
+
+  /** One ffmpeg run of every output, with `probe.audioTracks` as the sound, and what follows it. */
+  async #transcode(
+    source: string,
+    outDir: string,
+    probe: ProbeResult,
+    thumbnailCount: number,
+    signal?: AbortSignal,
+  ): Promise<Transcoded> {
     const rungs = ladderFor(Math.min(probe.width, probe.height)).map((rung) => ({
       ...rung,
       ...rungDimensions(probe, rung.size),
@@ -293,7 +316,16 @@ export class Transcoder {
       const text = await readFile(playlist, "utf8");
       await writeFile(playlist, text.replace("#EXT-X-PLAYLIST-TYPE:EVENT", "#EXT-X-PLAYLIST-TYPE:VOD"));
     };
-    for (const track of otherTracks) await completed(track.directory);
+    const others: AudioRendition[] = [];
+    for (const track of otherTracks) {
+      await completed(track.directory);
+      const rendition = { ...track, ...(await this.#bandwidth(outDir, track.directory, probe.durationS)) };
+      // A track whose data decoded to (next to) nothing, or none at all, is not offered: picking it
+      // froze hls.js for good (QA of session 49: a declared track without packets, a corrupt one).
+      if (rendition.playedS >= MIN_AUDIO_RENDITION_S && rendition.averageBandwidth > 0)
+        others.push(rendition);
+      else await rm(join(outDir, track.directory), { recursive: true, force: true });
+    }
     const renditions: Rendition[] = [];
     for (const rung of rungs) {
       await completed(rung.directory);
@@ -302,7 +334,7 @@ export class Transcoder {
         width: rung.width,
         codecs: highProfileCodec(levelFor(rung.width, rung.height, probe.frameRate)),
         playlist: `${rung.directory}/index.m3u8`,
-        ...(await this.#bandwidth(outDir, rung.directory, probe.durationS)),
+        ...bandwidthOf(await this.#bandwidth(outDir, rung.directory, probe.durationS)),
       });
     }
 
@@ -325,6 +357,7 @@ export class Transcoder {
     const thumbnailScale = `${deinterlacing(probe)}${probe.hdr ? `${toneMapping(probe.hdr)},` : ""}scale=${scaledWidth(probe, thumbnailHeight)}:${thumbnailHeight}`;
     return {
       renditions,
+      audio: { lead: probe.audioTracks[0], others },
       thumbnails: await this.#thumbnails(source, outDir, thumbnailScale, thumbnailCount),
       // What was decoded, which a truncated source's header overstates.
       playableS: (await this.tools.probe(join(outDir, MP4_FILE))).durationS,
@@ -337,8 +370,8 @@ export class Transcoder {
   }
 
   /** The master playlist; written last, when every rendition it lists is complete. */
-  async package(outDir: string, probe: ProbeResult, renditions: Rendition[]): Promise<void> {
-    await writeFile(join(outDir, MASTER_PLAYLIST), masterPlaylist(renditions, probe.audioTracks));
+  async package(outDir: string, renditions: Rendition[], audio: AudioRenditions): Promise<void> {
+    await writeFile(join(outDir, MASTER_PLAYLIST), masterPlaylist(renditions, audio));
   }
 
   /**
@@ -387,10 +420,10 @@ export class Transcoder {
       totalBits += bits;
       peak = Math.max(peak, bits / Math.max(durations[index] ?? SEGMENT_S, 0.1));
     }
-    const totalSeconds = durations.reduce((sum, value) => sum + value, 0) || durationS;
+    const playedS = durations.reduce((sum, value) => sum + value, 0);
     // Under 0.1 s of video (one frame) the peak is measured over 0.1 s; the average may not pass it.
-    const average = Math.min(peak, totalBits / totalSeconds);
-    return { bandwidth: Math.round(peak), averageBandwidth: Math.round(average) };
+    const average = Math.min(peak, totalBits / (playedS || durationS));
+    return { bandwidth: Math.round(peak), averageBandwidth: Math.round(average), playedS };
   }
 }
 
@@ -425,6 +458,37 @@ export function thumbnailSelection(durationS: number, count: number): string {
   }).join("+");
 }
 
+/** What a transcode made, for packaging and the video's record. */
+export interface Transcoded {
+  renditions: Rendition[];
+  audio: AudioRenditions;
+  thumbnails: string[];
+  playableS: number;
+  timelineStartPts: number | undefined;
+}
+
+/** Peak and average bits a second of a rendition's segments, as the master states them. */
+interface Bandwidth {
+  bandwidth: number;
+  averageBandwidth: number;
+}
+const bandwidthOf = ({ bandwidth, averageBandwidth }: Bandwidth): Bandwidth => ({
+  bandwidth,
+  averageBandwidth,
+});
+
+/** An audio track other than the rungs' own, made into its own rendition. */
+export interface AudioRendition extends AudioTrack, Bandwidth {}
+
+/** The sound a master offers: the rungs' own track, and the others a player may switch to. */
+export interface AudioRenditions {
+  lead: AudioTrack | undefined;
+  others: AudioRendition[];
+}
+
+/** Shorter audio renditions are taken for tracks that held nothing playable, and not offered. */
+const MIN_AUDIO_RENDITION_S = 0.5;
+
 /** Seconds every HLS output starts after the source's zero: past an encoder's delay of a few frames. */
 const timelineLeadS = (frameRate: number): number => Math.max(1, Math.ceil(4 / frameRate));
 
@@ -438,11 +502,13 @@ const AUDIO_GROUP = "audio";
  * first is the sound every rung carries (no `URI`), the others audio-only renditions a player may
  * switch to; players that know no groups play the rungs' sound as before.
  */
-export function masterPlaylist(renditions: Rendition[], audioTracks: AudioTrack[]): string {
+export function masterPlaylist(renditions: Rendition[], audio: AudioRenditions): string {
   const lines = ["#EXTM3U", "#EXT-X-VERSION:3", "#EXT-X-INDEPENDENT-SEGMENTS"];
-  const grouped = audioTracks.length > 1;
-  if (grouped) {
-    for (const [position, track] of audioTracks.entries()) {
+  const grouped = audio.lead !== undefined && audio.others.length > 0;
+  // A viewer on another track downloads it beside the rung, which carries its own sound all the same.
+  const alternate = (of: (rendition: AudioRendition) => number) => Math.max(0, ...audio.others.map(of));
+  if (audio.lead && grouped) {
+    for (const [position, track] of [audio.lead, ...audio.others].entries()) {
       const attributes = [
         "TYPE=AUDIO",
         `GROUP-ID="${AUDIO_GROUP}"`,
@@ -457,9 +523,11 @@ export function masterPlaylist(renditions: Rendition[], audioTracks: AudioTrack[
     }
   }
   for (const rendition of [...renditions].sort((a, b) => b.bandwidth - a.bandwidth)) {
-    const codecs = audioTracks.length > 0 ? `${rendition.codecs},mp4a.40.2` : rendition.codecs;
+    const codecs = audio.lead ? `${rendition.codecs},mp4a.40.2` : rendition.codecs;
+    const bandwidth = rendition.bandwidth + alternate((other) => other.bandwidth);
+    const average = rendition.averageBandwidth + alternate((other) => other.averageBandwidth);
     lines.push(
-      `#EXT-X-STREAM-INF:BANDWIDTH=${rendition.bandwidth},AVERAGE-BANDWIDTH=${rendition.averageBandwidth},RESOLUTION=${rendition.width}x${rendition.height},CODECS="${codecs}"${grouped ? `,AUDIO="${AUDIO_GROUP}"` : ""}`,
+      `#EXT-X-STREAM-INF:BANDWIDTH=${bandwidth},AVERAGE-BANDWIDTH=${average},RESOLUTION=${rendition.width}x${rendition.height},CODECS="${codecs}"${grouped ? `,AUDIO="${AUDIO_GROUP}"` : ""}`,
       rendition.playlist,
     );
   }

@@ -9,6 +9,9 @@ import { type ConsoleApp, describeInBrowser, startConsoleApp } from "../support/
 import { testMediaTools } from "../support/media.ts";
 import { videoPath, waitForStatus } from "../video/support.ts";
 
+/** A third track's title, longer than the player is wide. */
+const LONG_TITLE = `Commentary ${"and more ".repeat(32)}`.trim();
+
 describeInBrowser("the embed page in Chromium: a video's audio tracks", () => {
   let app: ConsoleApp;
   let browser: Browser;
@@ -27,31 +30,11 @@ describeInBrowser("the embed page in Chromium: a video's audio tracks", () => {
     const source = join(workDir, "dubbed.mkv");
     await testMediaTools().ffmpeg([
       ...["-f", "lavfi", "-i", "testsrc=size=320x180:rate=25:duration=8"],
-      ...[
-        "-f",
-        "lavfi",
-        "-i",
-        "sine=frequency=440:duration=8",
-        "-f",
-        "lavfi",
-        "-i",
-        "sine=frequency=660:duration=8",
-      ],
-      ...[
-        "-map",
-        "0",
-        "-map",
-        "1",
-        "-map",
-        "2",
-        "-c:v",
-        "libx264",
-        "-preset",
-        "ultrafast",
-        "-pix_fmt",
-        "yuv420p",
-      ],
-      ...["-c:a", "aac", "-metadata:s:a:0", "language=eng", "-metadata:s:a:1", "language=spa", source],
+      ...["-f", "lavfi", "-i", "sine=frequency=440:duration=8"],
+      ...["-f", "lavfi", "-i", "sine=frequency=660:duration=8"],
+      ...["-map", "0", "-map", "1", "-map", "2", "-map", "2", "-c:v", "libx264", "-preset", "ultrafast"],
+      ...["-pix_fmt", "yuv420p", "-c:a", "aac", "-metadata:s:a:0", "language=eng"],
+      ...["-metadata:s:a:1", "language=spa", "-metadata:s:a:2", `title=${LONG_TITLE}`, source],
     ]);
     const uploaded = await app.request("PUT", `${videoPath(libraryId, videoId)}/source`, {
       headers: { "content-type": "application/octet-stream" },
@@ -73,8 +56,10 @@ describeInBrowser("the embed page in Chromium: a video's audio tracks", () => {
     await page.goto(`${app.baseUrl}/embed/${libraryId}/${videoId}`);
     const picker = page.getByRole("combobox", { name: "Audio track" });
     await picker.waitFor({ state: "visible", timeout: 30_000 });
-    expect(await picker.locator("option").allTextContents()).toEqual(["English", "Spanish"]);
+    expect(await picker.locator("option").allTextContents()).toEqual(["English", "Spanish", LONG_TITLE]);
     expect(await picker.inputValue()).toBe("0");
+    // A long title does not stretch the picker across the picture.
+    expect((await picker.boundingBox())?.width).toBeLessThanOrEqual(320);
     await page.evaluate(() => {
       const video = (globalThis as any).document.querySelector("video");
       video.muted = true;
@@ -103,7 +88,7 @@ describeInBrowser("the embed page in Chromium: a video's audio tracks", () => {
     await page.goto(`${app.baseUrl}/embed/${libraryId}/${videoId}?player=${player.body.data.id}`);
     // The tracks are known once the master is read: the picker stays hidden all the same.
     await page.waitForFunction(
-      () => (globalThis as any).document.querySelector("#cumulo-audio").options.length === 2,
+      () => (globalThis as any).document.querySelector("#cumulo-audio").options.length === 3,
       undefined,
       { timeout: 30_000 },
     );

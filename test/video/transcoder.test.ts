@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { readdir } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -57,9 +57,9 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
   it("produces playable HLS renditions, an MP4, thumbnails and an animated preview", async () => {
     const out = join(work, "out");
     const probe = await transcoder.probe(clip);
-    const { renditions, thumbnails } = await transcoder.transcode(clip, out, probe, 3);
+    const { renditions, audio, thumbnails } = await transcoder.transcode(clip, out, probe, 3);
     expect(renditions.map((rendition) => rendition.height)).toEqual([360, 240]);
-    await transcoder.package(out, probe, renditions);
+    await transcoder.package(out, renditions, audio);
 
     const master = readFileSync(join(out, MASTER_PLAYLIST), "utf8");
     expect(master.startsWith("#EXTM3U")).toBe(true);
@@ -103,8 +103,8 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
   it("makes the MP4 from the top rung's encoded stream, not a second encode", async () => {
     const out = join(work, "reuse");
     const probe = await transcoder.probe(clip);
-    const { renditions } = await transcoder.transcode(clip, out, probe, 2);
-    await transcoder.package(out, probe, renditions);
+    const { renditions, audio } = await transcoder.transcode(clip, out, probe, 2);
+    await transcoder.package(out, renditions, audio);
     expect(readFileSync(join(out, MASTER_PLAYLIST), "utf8").match(/^\d+p\/index\.m3u8$/gm)).toEqual([
       "360p/index.m3u8",
       "240p/index.m3u8",
@@ -169,8 +169,8 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     const probe = await transcoder.probe(silent);
     expect(probe.hasAudio).toBe(false);
     const out = join(work, "silent");
-    const { renditions } = await transcoder.transcode(silent, out, probe, 1);
-    await transcoder.package(out, probe, renditions);
+    const { renditions, audio } = await transcoder.transcode(silent, out, probe, 1);
+    await transcoder.package(out, renditions, audio);
     expect(readFileSync(join(out, MASTER_PLAYLIST), "utf8")).not.toContain("mp4a");
   }, 60_000);
 
@@ -375,11 +375,12 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     expect(probe.audioTracks).toEqual([
       { stream: 2, language: "en", name: "English" },
       { stream: 1, language: "fr", name: "French" },
-      { stream: 3, language: "en", name: 'Director\'s "cut"' },
+      // As the playlist can write it: a quote would end the attribute.
+      { stream: 3, language: "en", name: "Director's 'cut'" },
     ]);
     const out = join(work, "three-tracks");
-    const { renditions } = await transcoder.transcode(tracks, out, probe, 1);
-    await transcoder.package(out, probe, renditions);
+    const { renditions, audio } = await transcoder.transcode(tracks, out, probe, 1);
+    await transcoder.package(out, renditions, audio);
     const master = readFileSync(join(out, MASTER_PLAYLIST), "utf8");
     expect(master).toContain(
       '#EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="audio",NAME="English",LANGUAGE="en",DEFAULT=YES,AUTOSELECT=YES,CHANNELS="2"\n',
@@ -391,6 +392,12 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     const variants = master.split("\n").filter((line) => line.startsWith("#EXT-X-STREAM-INF"));
     expect(variants).toHaveLength(renditions.length);
     for (const variant of variants) expect(variant).toMatch(/,AUDIO="audio"$/);
+    // A viewer on another track downloads it beside the rung (and the rung's own sound): the peak
+    // stated is the rung's and the largest other track's together.
+    expect(audio.others.map((track) => track.stream)).toEqual([1, 3]);
+    const otherPeak = Math.max(...audio.others.map((track) => track.bandwidth));
+    expect(otherPeak).toBeGreaterThan(50_000);
+    expect(variants[0]).toContain(`BANDWIDTH=${(renditions[0]?.bandwidth ?? 0) + otherPeak},`);
 
     const meanVolume = (file: string) =>
       Number(
@@ -420,9 +427,116 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     expect(audioStart(join(out, "audio_1", "segment_000.ts"))).toBe(rungStart);
     expect(audioStart(join(out, "audio_3", "segment_000.ts"))).toBe(rungStart);
     // One track alone: no group, as before.
-    const single = masterPlaylist(renditions, probe.audioTracks.slice(0, 1));
+    const single = masterPlaylist(renditions, { lead: audio.lead, others: [] });
     expect(single).not.toContain("EXT-X-MEDIA");
     expect(single).not.toContain("AUDIO=");
+  }, 60_000);
+
+  it("names audio tracks distinctly as the playlist writes them, and gives only known languages", async () => {
+    const titled = join(work, "titled-tracks.mkv");
+    await tools.ffmpeg([
+      ...[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc=size=160x90:rate=25:duration=1",
+        "-f",
+        "lavfi",
+        "-i",
+        "sine=duration=1",
+      ],
+      ...[
+        "-map",
+        "0",
+        "-map",
+        "1",
+        "-map",
+        "1",
+        "-map",
+        "1",
+        "-c:v",
+        "libx264",
+        "-preset",
+        "ultrafast",
+        "-c:a",
+        "aac",
+      ],
+      ...[
+        "-metadata:s:a:0",
+        'title=a"b',
+        "-metadata:s:a:1",
+        "title=a'b",
+        "-metadata:s:a:2",
+        "language=abcde",
+        titled,
+      ],
+    ]);
+    expect((await transcoder.probe(titled)).audioTracks).toEqual([
+      { stream: 1, language: undefined, name: "a'b" },
+      { stream: 2, language: undefined, name: "a'b (2)" },
+      { stream: 3, language: undefined, name: "Audio 3" },
+    ]);
+  });
+
+  it("never fails a video for another audio track: unusable ones are left out, and a run one fails is made without them", async () => {
+    // A broadcast recording's declared track that carries nothing (0 Hz, 0 channels) beside its sound.
+    const declared = join(work, "declared-track.ts");
+    await tools.ffmpeg([
+      ...["-f", "lavfi", "-i", "testsrc=size=160x90:rate=25:duration=2"],
+      ...["-f", "lavfi", "-i", "sine=duration=2", "-f", "lavfi", "-i", "sine=duration=2"],
+      ...["-map", "0", "-map", "1", "-map", "2", "-c:v", "libx264", "-preset", "ultrafast"],
+      ...["-c:a", "mp2", "-bsf:a:1", "noise=drop=1", declared],
+    ]);
+    expect((await transcoder.probe(declared)).audioTracks.map((track) => track.stream)).toEqual([1]);
+    // A track whose packets are all gone, and ten channels with no layout to mix down from.
+    const broken = join(work, "broken-tracks.mkv");
+    const pads = Array.from({ length: 10 }, (_, index) => `[a${index}]`).join("");
+    await tools.ffmpeg([
+      ...[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc=size=160x90:rate=25:duration=2",
+        "-f",
+        "lavfi",
+        "-i",
+        "sine=duration=2",
+      ],
+      ...["-filter_complex", `[1:a]asplit=10${pads};${pads}amerge=inputs=10[ten]`],
+      ...[
+        "-map",
+        "0:v",
+        "-map",
+        "1:a",
+        "-map",
+        "1:a",
+        "-map",
+        "[ten]",
+        "-c:v",
+        "libx264",
+        "-preset",
+        "ultrafast",
+      ],
+      ...["-c:a:0", "aac", "-c:a:1", "aac", "-bsf:a:1", "noise=drop=1", "-c:a:2", "pcm_s16le", broken],
+    ]);
+    const probe = await transcoder.probe(broken);
+    expect(probe.audioTracks.map((track) => track.stream)).toEqual([1, 2]);
+    const out = join(work, "broken-tracks");
+    const made = await transcoder.transcode(broken, out, probe, 1);
+    // The empty track's rendition held nothing playable (one empty segment): it is not offered.
+    expect(made.audio.others).toEqual([]);
+    expect(readdirSync(out)).not.toContain("audio_2");
+    await transcoder.package(out, made.renditions, made.audio);
+    expect(readFileSync(join(out, MASTER_PLAYLIST), "utf8")).not.toContain("EXT-X-MEDIA");
+    // Whatever else an extra track makes ffmpeg fail on (here a stream the file does not have), the
+    // video is made again without the extra tracks.
+    const ghost = {
+      ...probe,
+      audioTracks: [...probe.audioTracks.slice(0, 1), { stream: 9, language: undefined, name: "Ghost" }],
+    };
+    const again = await transcoder.transcode(broken, join(work, "ghost-track"), ghost, 1);
+    expect(again.renditions).toHaveLength(1);
+    expect(again.audio).toEqual({ lead: probe.audioTracks[0], others: [] });
   }, 60_000);
 
   it("takes no stream's length past the container's, and holds the last frame for at most a minute of sound", () => {
