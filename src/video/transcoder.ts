@@ -142,6 +142,19 @@ function pictureTiming(probe: ProbeResult): string {
   return deinterlacing(probe) + rate + hold;
 }
 
+/**
+ * The frames the thumbnails are taken from: one per equal slice of the picture. A held last frame
+ * is no picture of the video, so a held source's slices are of its own picture, and the branch ends
+ * a second after it: frames made by the hold are asked for by the outputs rather than read, and a
+ * branch still waiting for its next thumbnail was asked first every time while the rungs' frames
+ * piled up for it (2.5 GB for 2 s of picture held over 10 minutes of sound).
+ */
+function thumbnailFrames(probe: ProbeResult, count: number): string {
+  const pictureS = probe.durationS - probe.holdLastFrameS;
+  const selection = `setpts=PTS-STARTPTS,select='${thumbnailSelection(pictureS, count)}'`;
+  return probe.holdLastFrameS > 0 ? `trim=duration=${(pictureS + 1).toFixed(3)},${selection}` : selection;
+}
+
 /** `width:height` of the animated preview: 320 px wide, or narrower for a very tall source. */
 function previewSize(source: { width: number; height: number }): string {
   const height = even((PREVIEW_WIDTH * source.height) / source.width);
@@ -212,12 +225,17 @@ export class Transcoder {
       `[0:v]${pictureTiming(probe)}${probe.hdr ? `${toneMapping(probe.hdr)},` : ""}split=${rungs.length + 2}${rungs.map((_, index) => `[in${index}]`).join("")}[inthumbs][inpreview]`,
       // Square pixels out: the sizes already carry the source's shown aspect ratio.
       ...rungs.map((rung, index) => `[in${index}]scale=${rung.width}:${rung.height},setsar=1[rung${index}]`),
-      `[inthumbs]setpts=PTS-STARTPTS,select='${thumbnailSelection(probe.durationS, thumbnailCount)}',setpts=N/TB,scale=${scaledWidth(probe, thumbnailHeight)}:${thumbnailHeight},setsar=1[thumbs]`,
+      `[inthumbs]${thumbnailFrames(probe, thumbnailCount)},setpts=N/TB,scale=${scaledWidth(probe, thumbnailHeight)}:${thumbnailHeight},setsar=1[thumbs]`,
       `[inpreview]trim=duration=${Math.min(PREVIEW_SECONDS, probe.durationS)},fps=${PREVIEW_FPS}:eof_action=pass,scale=${previewSize(probe)},setsar=1[preview]`,
     ].join(";");
+    // The source is read twice when the last frame is held: the picture's reading ends (and the hold
+    // begins) as soon as it has passed the sound it does not use, where one reading learnt of the
+    // picture's end only once all the sound was read, every output waiting meanwhile with the sound
+    // in memory (10 minutes of sound behind 2 s of picture: no segment for 10 minutes).
+    const soundInput = probe.holdLastFrameS > 0 ? 1 : 0;
     const encodedAudio = (stream: number) => [
       "-map",
-      `0:${stream}`,
+      `${soundInput}:${stream}`,
       "-c:a",
       "aac",
       "-b:a",
@@ -252,6 +270,7 @@ export class Transcoder {
     await this.tools.ffmpeg(
       [
         ...sourceInput(source),
+        ...(soundInput === 1 ? sourceInput(source) : []),
         "-filter_complex",
         graph,
         ...rungs.flatMap((rung, index) => [

@@ -539,14 +539,14 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     expect(again.audio).toEqual({ lead: probe.audioTracks[0], others: [] });
   }, 60_000);
 
-  it("takes no stream's length past the container's, and holds the last frame for at most a minute of sound", () => {
+  it("takes no stream's length past the container's, and holds the last frame for as long as the sound runs on", () => {
     const timeline = { start: 0, videoEnd: 6, audioEnd: 36_006, containerS: 6, averageRate: 30 };
     // An audio header claiming 10 hours in a 6 s file made 10 hours of renditions (QA of session 48).
     expect(lengthOf(timeline)).toBe(6);
     expect(soundPastPictureS(timeline, 6)).toBe(0);
-    // Ten minutes of sound behind 2 s of picture: no segment until ffmpeg had read it all.
+    // Ten minutes of sound behind 2 s of picture (left at 2 s before session 49).
     const long = { ...timeline, videoEnd: 2, audioEnd: 602, containerS: 602 };
-    expect(soundPastPictureS(long, lengthOf(long) ?? 0)).toBe(0);
+    expect(soundPastPictureS(long, lengthOf(long) ?? 0)).toBe(600);
     const held = { ...timeline, videoEnd: 4, audioEnd: 7, containerS: 7 };
     expect(soundPastPictureS(held, lengthOf(held) ?? 0)).toBe(3);
     // Matroska keeps no length per stream: the container's.
@@ -634,6 +634,36 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     expect(stated).toBeGreaterThan(2.3);
     expect(stated).toBeLessThan(2.7);
     expect((await transcoder.probe(clip)).holdLastFrameS).toBe(0);
+  }, 60_000);
+
+  it("holds a short picture over minutes of sound, its thumbnails taken from the picture", async () => {
+    const short = join(work, "short-picture.mp4");
+    await tools.ffmpeg([
+      ...[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc=size=160x90:rate=25:duration=1",
+        "-f",
+        "lavfi",
+        "-i",
+        "sine=duration=70",
+      ],
+      ...["-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", short],
+    ]);
+    const probe = await transcoder.probe(short);
+    expect(probe.holdLastFrameS).toBeCloseTo(69, 0);
+    const out = join(work, "short-picture");
+    const { thumbnails } = await transcoder.transcode(short, out, probe, 5);
+    // Before session 49 the playlist said 1 s, its one segment holding the 70 s of sound.
+    const stated = [...readFileSync(join(out, "90p", "index.m3u8"), "utf8").matchAll(/#EXTINF:([\d.]+)/g)]
+      .map((match) => Number(match[1]))
+      .reduce((sum, seconds) => sum + seconds, 0);
+    expect(stated).toBeGreaterThan(69);
+    expect(stated).toBeLessThan(71);
+    // Five moments of the picture, not five copies of its held last frame.
+    const pictures = new Set(thumbnails.map((name) => readFileSync(join(out, name)).toString("base64")));
+    expect(pictures.size).toBe(5);
   }, 60_000);
 
   it("tone-maps an HDR (PQ or HLG) source into BT.709 renditions, tagged as such", async () => {
