@@ -305,17 +305,22 @@ function languageOf(tag: string | undefined): string | undefined {
   }
 }
 
+/** Channels up to which ffmpeg guesses a layout a file does not name (7.1), to mix down from. */
+const GUESSED_LAYOUT_MAX_CHANNELS = 8;
+
 /**
  * Whether ffmpeg can make stereo AAC of an audio stream: a codec it knows, a sample rate and
  * channels (a broadcast recording declares streams that carry nothing: 0 Hz, 0 channels), and a
- * layout to mix down from beyond two channels (ten channels of PCM with none cannot be).
+ * layout to mix down from, named or guessed (a Blu-ray's 5.1 PCM in Matroska names none; ten
+ * channels of PCM with none cannot be mixed down).
  */
 const isEncodable = (stream: ProbeStream): boolean =>
   stream.codec_name !== undefined &&
   stream.codec_name !== "none" &&
   Number(stream.sample_rate) > 0 &&
   (stream.channels ?? 0) > 0 &&
-  ((stream.channels ?? 0) <= 2 || (stream.channel_layout ?? "unknown") !== "unknown");
+  ((stream.channels ?? 0) <= GUESSED_LAYOUT_MAX_CHANNELS ||
+    (stream.channel_layout ?? "unknown") !== "unknown");
 
 /**
  * The audio tracks offered, of those ffmpeg can encode: the one marked default (else the first)

@@ -329,6 +329,12 @@ export class VideoPipeline {
       let durationS = probe.durationS;
       if (source) {
         made = await transcoder.transcode(source, out, probe, thumbnailCount, unwanted.signal);
+        if (made.tracksLeftOut !== undefined) {
+          logger.warn(
+            { videoId: payload.videoId, reason: made.tracksLeftOut.replaceAll(`${work}${sep}`, "") },
+            "video processed again without its other audio tracks: the run with them failed",
+          );
+        }
         timelineStartPts = made.timelineStartPts;
         // A truncated source's header names more than its data holds: the video is as long as it plays.
         if (made.playableS + TRUNCATION_SLACK_S < probe.durationS) {

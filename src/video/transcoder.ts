@@ -194,13 +194,14 @@ export class Transcoder {
       const retried = error instanceof MediaToolError && !(error instanceof ToolTimedOutError);
       if (!retried || probe.audioTracks.length < 2) throw error;
       await rm(outDir, { recursive: true, force: true });
-      return this.#transcode(
+      const made = await this.#transcode(
         source,
         outDir,
         { ...probe, audioTracks: probe.audioTracks.slice(0, 1) },
         thumbnailCount,
         signal,
       );
+      return { ...made, tracksLeftOut: error.message };
     }
   }
 
@@ -481,6 +482,8 @@ export function thumbnailSelection(durationS: number, count: number): string {
 export interface Transcoded {
   renditions: Rendition[];
   audio: AudioRenditions;
+  /** Why the source's other audio tracks were left out: the first run, with them, failed so. */
+  tracksLeftOut?: string;
   thumbnails: string[];
   playableS: number;
   timelineStartPts: number | undefined;

@@ -521,6 +521,34 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     ]);
     const probe = await transcoder.probe(broken);
     expect(probe.audioTracks.map((track) => track.stream)).toEqual([1, 2]);
+    // Six channels of PCM naming no layout (a Blu-ray's 5.1 in Matroska): ffmpeg guesses 5.1 and
+    // mixes it down, so it is kept (the first version of the check left such a video silent).
+    const surround = join(work, "surround-pcm.mkv");
+    await tools.ffmpeg([
+      ...[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc=size=160x90:rate=25:duration=1",
+        "-f",
+        "lavfi",
+        "-i",
+        "sine=duration=1",
+      ],
+      ...[
+        "-filter_complex",
+        "[1:a]pan=5.1|c0=c0|c1=c0|c2=c0|c3=c0|c4=c0|c5=c0[six]",
+        "-map",
+        "0:v",
+        "-map",
+        "[six]",
+      ],
+      ...["-c:v", "libx264", "-preset", "ultrafast", "-c:a", "pcm_s16le", surround],
+    ]);
+    expect(probeStreams(surround, "channels,channel_layout", ["-select_streams", "a"])).toEqual([
+      { channels: 6 },
+    ]);
+    expect((await transcoder.probe(surround)).audioTracks.map((track) => track.stream)).toEqual([1]);
     const out = join(work, "broken-tracks");
     const made = await transcoder.transcode(broken, out, probe, 1);
     // The empty track's rendition held nothing playable (one empty segment): it is not offered.
