@@ -526,11 +526,12 @@ const AUDIO_GROUP = "audio";
  */
 export function masterPlaylist(renditions: Rendition[], audio: AudioRenditions): string {
   const lines = ["#EXTM3U", "#EXT-X-VERSION:3", "#EXT-X-INDEPENDENT-SEGMENTS"];
-  const grouped = audio.lead !== undefined && audio.others.length > 0;
+  // The group's first entry, when there is a group: the rungs' own sound.
+  const groupLead = audio.others.length > 0 ? audio.lead : undefined;
   // A viewer on another track downloads it beside the rung, which carries its own sound all the same.
   const alternate = (of: (rendition: AudioRendition) => number) => Math.max(0, ...audio.others.map(of));
-  if (audio.lead && grouped) {
-    for (const [position, track] of [audio.lead, ...audio.others].entries()) {
+  if (groupLead) {
+    for (const [position, track] of [groupLead, ...audio.others].entries()) {
       const attributes = [
         "TYPE=AUDIO",
         `GROUP-ID="${AUDIO_GROUP}"`,
@@ -549,7 +550,7 @@ export function masterPlaylist(renditions: Rendition[], audio: AudioRenditions):
     const bandwidth = rendition.bandwidth + alternate((other) => other.bandwidth);
     const average = rendition.averageBandwidth + alternate((other) => other.averageBandwidth);
     lines.push(
-      `#EXT-X-STREAM-INF:BANDWIDTH=${bandwidth},AVERAGE-BANDWIDTH=${average},RESOLUTION=${rendition.width}x${rendition.height},CODECS="${codecs}"${grouped ? `,AUDIO="${AUDIO_GROUP}"` : ""}`,
+      `#EXT-X-STREAM-INF:BANDWIDTH=${bandwidth},AVERAGE-BANDWIDTH=${average},RESOLUTION=${rendition.width}x${rendition.height},CODECS="${codecs}"${groupLead ? `,AUDIO="${AUDIO_GROUP}"` : ""}`,
       rendition.playlist,
     );
   }
