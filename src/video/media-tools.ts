@@ -661,6 +661,29 @@ export class MediaTools {
   }
 
   /**
+   * How many packets stream `index` of a source holds, counted by reading the file without decoding
+   * it (a header can declare a stream that carries nothing).
+   */
+  packetCount(file: string, index: number, inputOptions: readonly string[] = []): Promise<number> {
+    return this.#limit(async () => {
+      const output = await this.#spawn("ffprobe", this.paths.ffprobe, [
+        "-v",
+        "error",
+        "-select_streams",
+        String(index),
+        "-count_packets",
+        "-show_entries",
+        "stream=nb_read_packets",
+        "-of",
+        "csv=p=0",
+        ...inputOptions,
+        file,
+      ]);
+      return Number.parseInt(output.trim(), 10) || 0;
+    });
+  }
+
+  /**
    * Ends every ffmpeg and ffprobe this process runs, and refuses new ones: the process is stopping,
    * and its work is left to be done again (a tool still running would outlive it, or hold its
    * shutdown for as long as `CUMULO_FFMPEG_TIMEOUT_S`). Their runs fail with `ToolsStoppedError`.

@@ -369,6 +369,8 @@ export class VideoPipeline {
           thumbnail_count: thumbnailCount,
           duration_s: durationS,
           timeline_start_pts: timelineStartPts ?? null,
+          // A second run may have been made without a track that carried nothing.
+          ...(made ? { has_audio: made.audio.lead !== undefined } : {}),
         },
       );
       if (!ready) await removals.removeNow({ prefixes: [prefix] });

@@ -188,21 +188,35 @@ export class Transcoder {
     try {
       return await this.#transcode(source, outDir, probe, thumbnailCount, signal);
     } catch (error) {
-      // The other audio tracks were never needed before they were offered: a run they fail (a
-      // decoder or a mix-down ffmpeg lacks, data it chokes on) is made again without them, so no
-      // video fails for a track it did not need. A run past its timeout is not made twice.
-      const retried = error instanceof MediaToolError && !(error instanceof ToolTimedOutError);
-      if (!retried || probe.audioTracks.length < 2) throw error;
+      // A run past its timeout is not made twice.
+      if (!(error instanceof MediaToolError) || error instanceof ToolTimedOutError) throw error;
+      const sound = await this.#soundForSecondRun(source, probe.audioTracks);
+      if (sound === undefined) throw error;
       await rm(outDir, { recursive: true, force: true });
       const made = await this.#transcode(
         source,
         outDir,
-        { ...probe, audioTracks: probe.audioTracks.slice(0, 1) },
+        { ...probe, audioStream: sound[0]?.stream, hasAudio: sound.length > 0, audioTracks: sound },
         thumbnailCount,
         signal,
       );
       return { ...made, tracksLeftOut: error.message };
     }
+  }
+
+  /**
+   * The sound of a second run, after a failed one; undefined when a second run would fail the same.
+   * The other audio tracks were never needed before they were offered: a run they fail (a decoder
+   * or a mix-down ffmpeg lacks, data it chokes on) is made again without them, so no video fails
+   * for a track it did not need. A leading track that carries no packets at all (declared, never
+   * written) fails every run with it: the next track leads instead, or none.
+   */
+  async #soundForSecondRun(source: string, tracks: AudioTrack[]): Promise<AudioTrack[] | undefined> {
+    const [lead, next] = tracks;
+    if (lead && (await this.tools.packetCount(source, lead.stream, SOURCE_READING)) === 0) {
+      return next ? [next] : [];
+    }
+    return tracks.length > 1 ? tracks.slice(0, 1) : undefined;
   }
 
   /** One ffmpeg run of every output, with `probe.audioTracks` as the sound, and what follows it. */

@@ -567,6 +567,58 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     expect(again.audio).toEqual({ lead: probe.audioTracks[0], others: [] });
   }, 60_000);
 
+  it("lets the next track lead when the default one carries no packets at all, or none when it was the only one", async () => {
+    const emptyDefault = join(work, "empty-default.mkv");
+    await tools.ffmpeg([
+      ...[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc=size=160x90:rate=25:duration=2",
+        "-f",
+        "lavfi",
+        "-i",
+        "sine=duration=2",
+      ],
+      ...["-map", "0", "-map", "1", "-map", "1", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"],
+      ...["-bsf:a:0", "noise=drop=1", "-disposition:a:0", "default", "-disposition:a:1", "0", emptyDefault],
+    ]);
+    const probe = await transcoder.probe(emptyDefault);
+    expect(probe.audioTracks.map((track) => track.stream)).toEqual([1, 2]);
+    const made = await transcoder.transcode(emptyDefault, join(work, "empty-default"), probe, 1);
+    expect(made.tracksLeftOut).toBeDefined();
+    expect(made.audio).toEqual({ lead: probe.audioTracks[1], others: [] });
+    const [sound] = probeStreams(join(work, "empty-default", MP4_FILE), "codec_type", [
+      "-select_streams",
+      "a",
+    ]);
+    expect(sound).toEqual({ codec_type: "audio" });
+
+    const emptyOnly = join(work, "empty-only.mkv");
+    await tools.ffmpeg([
+      ...[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc=size=160x90:rate=25:duration=2",
+        "-f",
+        "lavfi",
+        "-i",
+        "sine=duration=2",
+      ],
+      ...["-map", "0", "-map", "1", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"],
+      ...["-bsf:a", "noise=drop=1", emptyOnly],
+    ]);
+    const silent = await transcoder.transcode(
+      emptyOnly,
+      join(work, "empty-only"),
+      await transcoder.probe(emptyOnly),
+      1,
+    );
+    expect(silent.audio).toEqual({ lead: undefined, others: [] });
+    expect(silent.renditions).toHaveLength(1);
+  }, 60_000);
+
   it("takes no stream's length past the container's, and holds the last frame for as long as the sound runs on", () => {
     const timeline = { start: 0, videoEnd: 6, audioEnd: 36_006, containerS: 6, averageRate: 30 };
     // An audio header claiming 10 hours in a 6 s file made 10 hours of renditions (QA of session 48).
