@@ -6,7 +6,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { waitUntilActive } from "../media/helpers.ts";
 import { freePort, screenshot } from "../support/browser.ts";
 import { type ConsoleApp, describeInBrowser, startConsoleApp } from "../support/console-browser.ts";
-import { testMediaTools } from "../support/media.ts";
+import { lavfi, testMediaTools } from "../support/media.ts";
 import { videoPath, waitForStatus } from "../video/support.ts";
 
 /** A third track's title, longer than the player is wide. */
@@ -29,9 +29,9 @@ describeInBrowser("the embed page in Chromium: a video's audio tracks", () => {
     ).body.data.id;
     const source = join(workDir, "dubbed.mkv");
     await testMediaTools().ffmpeg([
-      ...["-f", "lavfi", "-i", "testsrc=size=320x180:rate=25:duration=8"],
-      ...["-f", "lavfi", "-i", "sine=frequency=440:duration=8"],
-      ...["-f", "lavfi", "-i", "sine=frequency=660:duration=8"],
+      ...lavfi("testsrc=size=320x180:rate=25:duration=8"),
+      ...lavfi("sine=frequency=440:duration=8"),
+      ...lavfi("sine=frequency=660:duration=8"),
       ...["-map", "0", "-map", "1", "-map", "2", "-map", "2", "-c:v", "libx264", "-preset", "ultrafast"],
       ...["-pix_fmt", "yuv420p", "-c:a", "aac", "-metadata:s:a:0", "language=eng"],
       ...["-metadata:s:a:1", "language=spa", "-metadata:s:a:2", `title=${LONG_TITLE}`, source],

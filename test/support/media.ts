@@ -51,6 +51,10 @@ export async function generateClip(
   return file;
 }
 
+/** ffmpeg's input arguments for lavfi sources (`testsrc=...`, `sine=...`), in order: inputs 0, 1, ... */
+export const lavfi = (...graphs: string[]): string[] =>
+  graphs.flatMap((graph) => ["-f", "lavfi", "-i", graph]);
+
 /** The command lines of the ffmpeg processes working in `directory` (they name its files). */
 export function ffmpegsIn(directory: string): string[] {
   return readdirSync("/proc")

@@ -5,7 +5,7 @@ import { expect, it } from "vitest";
 import { capturingLogger } from "../fuzz/log-capture.ts";
 import { createLibrary, createVideo } from "../media/helpers.ts";
 import { startTestApp } from "../support/app.ts";
-import { testMediaTools } from "../support/media.ts";
+import { lavfi, testMediaTools } from "../support/media.ts";
 import { fileBytes, uploadSource, videoPath, waitForStatus } from "./support.ts";
 
 /**
@@ -19,16 +19,7 @@ it("makes a video again without another audio track ffmpeg fails on, and logs wh
   try {
     const source = join(work, "uneven-layout.mov");
     await testMediaTools().ffmpeg([
-      ...[
-        "-f",
-        "lavfi",
-        "-i",
-        "testsrc=size=160x90:rate=25:duration=2",
-        "-f",
-        "lavfi",
-        "-i",
-        "sine=duration=2",
-      ],
+      ...lavfi("testsrc=size=160x90:rate=25:duration=2", "sine=duration=2"),
       ...["-filter_complex", "[1:a]asplit=3[a][b][c];[a][b][c]join=inputs=3:channel_layout=FL+FC+LFE[odd]"],
       ...["-map", "0:v", "-map", "1:a", "-map", "[odd]", "-c:v", "libx264", "-preset", "ultrafast"],
       ...["-c:a:0", "aac", "-c:a:1", "pcm_s16le", source],

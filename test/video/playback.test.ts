@@ -8,7 +8,7 @@ import { locateMediaTools } from "../../src/video/media-tools.ts";
 import { edgeRequest, edgeUrlOf } from "../cdn/support.ts";
 import { createLibrary, createVideo, MISSING_ID } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import { generateClip, testMediaTools } from "../support/media.ts";
+import { generateClip, lavfi, testMediaTools } from "../support/media.ts";
 import { waitUntil } from "../support/wait.ts";
 import { createEndpoint, organizationOf, type Receiver, startReceiver } from "../webhooks/helpers.ts";
 import {
@@ -198,17 +198,8 @@ describe("video pipeline and playback", () => {
   it("serves a source's other audio tracks as audio renditions of the master, with the viewer's token", async () => {
     const dubbed = join(work, "dubbed.mkv");
     await tools.ffmpeg([
-      ...["-f", "lavfi", "-i", "testsrc=size=160x90:rate=25:duration=2"],
-      ...[
-        "-f",
-        "lavfi",
-        "-i",
-        "sine=frequency=440:duration=2",
-        "-f",
-        "lavfi",
-        "-i",
-        "sine=frequency=660:duration=2",
-      ],
+      ...lavfi("testsrc=size=160x90:rate=25:duration=2"),
+      ...lavfi("sine=frequency=440:duration=2", "sine=frequency=660:duration=2"),
       ...["-map", "0", "-map", "1", "-map", "2", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"],
       ...["-metadata:s:a:0", "language=eng", "-metadata:s:a:1", "language=spa", dubbed],
     ]);

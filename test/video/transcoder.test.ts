@@ -24,7 +24,7 @@ import {
   Transcoder,
   thumbnailSelection,
 } from "../../src/video/transcoder.ts";
-import { generateClip, probeStreams, testMediaTools } from "../support/media.ts";
+import { generateClip, lavfi, probeStreams, testMediaTools } from "../support/media.ts";
 import { testStoreKind } from "../support/store.ts";
 
 // The pipeline does not touch the store, so it runs once, with the SQLite pass.
@@ -291,9 +291,9 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
   it("carries the audio track marked default, not merely the first", async () => {
     const tracks = join(work, "two-tracks.mp4");
     await tools.ffmpeg([
-      ...["-f", "lavfi", "-i", "testsrc=size=160x90:rate=25:duration=1"],
-      ...["-f", "lavfi", "-i", "sine=frequency=440:duration=1,volume=-40dB"],
-      ...["-f", "lavfi", "-i", "sine=frequency=880:duration=1"],
+      ...lavfi("testsrc=size=160x90:rate=25:duration=1"),
+      ...lavfi("sine=frequency=440:duration=1,volume=-40dB"),
+      ...lavfi("sine=frequency=880:duration=1"),
       ...["-map", "0", "-map", "1", "-map", "2", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"],
       ...["-disposition:a:0", "0", "-disposition:a:1", "default", tracks],
     ]);
@@ -336,7 +336,7 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     // at the 480p rung's own size so that no scaling blends the fields away from the detector.
     const woven = join(work, "interlaced.mp4");
     await tools.ffmpeg([
-      ...["-f", "lavfi", "-i", "testsrc2=size=854x480:rate=50:duration=2"],
+      ...lavfi("testsrc2=size=854x480:rate=50:duration=2"),
       ...["-vf", "tinterlace=mode=interleave_top,setfield=tff", "-c:v", "libx264", "-preset", "ultrafast"],
       ...["-x264-params", "tff=1", "-flags", "+ilme+ildct", "-pix_fmt", "yuv420p", woven],
     ]);
@@ -360,11 +360,11 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
   it("offers every audio track: the default in the rungs, the others as audio renditions on the rungs' timeline", async () => {
     const tracks = join(work, "three-tracks.mkv");
     await tools.ffmpeg([
-      ...["-f", "lavfi", "-i", "testsrc=size=320x180:rate=25:duration=3"],
+      ...lavfi("testsrc=size=320x180:rate=25:duration=3"),
       // Told apart by loudness (mean volumes of about -31, -61 and -46 dB): the default loudest.
-      ...["-f", "lavfi", "-i", "sine=frequency=440:duration=3,volume=-40dB"],
-      ...["-f", "lavfi", "-i", "sine=frequency=440:duration=3,volume=-10dB"],
-      ...["-f", "lavfi", "-i", "sine=frequency=440:duration=3,volume=-25dB"],
+      ...lavfi("sine=frequency=440:duration=3,volume=-40dB"),
+      ...lavfi("sine=frequency=440:duration=3,volume=-10dB"),
+      ...lavfi("sine=frequency=440:duration=3,volume=-25dB"),
       ...["-map", "0", "-map", "1", "-map", "2", "-map", "3", "-c:v", "libx264", "-preset", "ultrafast"],
       ...["-c:a", "aac", "-metadata:s:a:0", "language=fre", "-metadata:s:a:1", "language=eng"],
       ...["-metadata:s:a:2", "language=eng", "-metadata:s:a:2", 'title=Director\'s "cut"'],
@@ -435,16 +435,7 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
   it("names audio tracks distinctly as the playlist writes them, and gives only known languages", async () => {
     const titled = join(work, "titled-tracks.mkv");
     await tools.ffmpeg([
-      ...[
-        "-f",
-        "lavfi",
-        "-i",
-        "testsrc=size=160x90:rate=25:duration=1",
-        "-f",
-        "lavfi",
-        "-i",
-        "sine=duration=1",
-      ],
+      ...lavfi("testsrc=size=160x90:rate=25:duration=1", "sine=duration=1"),
       ...[
         "-map",
         "0",
@@ -482,8 +473,8 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     // A broadcast recording's declared track that carries nothing (0 Hz, 0 channels) beside its sound.
     const declared = join(work, "declared-track.ts");
     await tools.ffmpeg([
-      ...["-f", "lavfi", "-i", "testsrc=size=160x90:rate=25:duration=2"],
-      ...["-f", "lavfi", "-i", "sine=duration=2", "-f", "lavfi", "-i", "sine=duration=2"],
+      ...lavfi("testsrc=size=160x90:rate=25:duration=2"),
+      ...lavfi("sine=duration=2", "sine=duration=2"),
       ...["-map", "0", "-map", "1", "-map", "2", "-c:v", "libx264", "-preset", "ultrafast"],
       ...["-c:a", "mp2", "-bsf:a:1", "noise=drop=1", declared],
     ]);
@@ -492,16 +483,7 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     const broken = join(work, "broken-tracks.mkv");
     const pads = Array.from({ length: 10 }, (_, index) => `[a${index}]`).join("");
     await tools.ffmpeg([
-      ...[
-        "-f",
-        "lavfi",
-        "-i",
-        "testsrc=size=160x90:rate=25:duration=2",
-        "-f",
-        "lavfi",
-        "-i",
-        "sine=duration=2",
-      ],
+      ...lavfi("testsrc=size=160x90:rate=25:duration=2", "sine=duration=2"),
       ...["-filter_complex", `[1:a]asplit=10${pads};${pads}amerge=inputs=10[ten]`],
       ...[
         "-map",
@@ -525,16 +507,7 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     // mixes it down, so it is kept (the first version of the check left such a video silent).
     const surround = join(work, "surround-pcm.mkv");
     await tools.ffmpeg([
-      ...[
-        "-f",
-        "lavfi",
-        "-i",
-        "testsrc=size=160x90:rate=25:duration=1",
-        "-f",
-        "lavfi",
-        "-i",
-        "sine=duration=1",
-      ],
+      ...lavfi("testsrc=size=160x90:rate=25:duration=1", "sine=duration=1"),
       ...[
         "-filter_complex",
         "[1:a]pan=5.1|c0=c0|c1=c0|c2=c0|c3=c0|c4=c0|c5=c0[six]",
@@ -570,16 +543,7 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
   it("lets the next track lead when the default one carries no packets at all, or none when it was the only one", async () => {
     const emptyDefault = join(work, "empty-default.mkv");
     await tools.ffmpeg([
-      ...[
-        "-f",
-        "lavfi",
-        "-i",
-        "testsrc=size=160x90:rate=25:duration=2",
-        "-f",
-        "lavfi",
-        "-i",
-        "sine=duration=2",
-      ],
+      ...lavfi("testsrc=size=160x90:rate=25:duration=2", "sine=duration=2"),
       ...["-map", "0", "-map", "1", "-map", "1", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"],
       ...["-bsf:a:0", "noise=drop=1", "-disposition:a:0", "default", "-disposition:a:1", "0", emptyDefault],
     ]);
@@ -596,16 +560,7 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
 
     const emptyOnly = join(work, "empty-only.mkv");
     await tools.ffmpeg([
-      ...[
-        "-f",
-        "lavfi",
-        "-i",
-        "testsrc=size=160x90:rate=25:duration=2",
-        "-f",
-        "lavfi",
-        "-i",
-        "sine=duration=2",
-      ],
+      ...lavfi("testsrc=size=160x90:rate=25:duration=2", "sine=duration=2"),
       ...["-map", "0", "-map", "1", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"],
       ...["-bsf:a", "noise=drop=1", emptyOnly],
     ]);
@@ -645,7 +600,7 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     // A still screen's recording: two frames 24 s apart over 25 s of sound.
     const still = join(work, "still-screen.mkv");
     await tools.ffmpeg([
-      ...["-f", "lavfi", "-i", "testsrc=size=160x90:rate=25:duration=25,select='eq(n\\,0)+eq(n\\,600)'"],
+      ...lavfi("testsrc=size=160x90:rate=25:duration=25,select='eq(n\\,0)+eq(n\\,600)'"),
       ...["-f", "lavfi", "-i", "sine=duration=25", "-fps_mode", "vfr"],
       ...["-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", still],
     ]);
@@ -662,8 +617,8 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
   it("counts sound before the first frame in the length, as the renditions hold it", async () => {
     const early = join(work, "sound-first.mp4");
     await tools.ffmpeg([
-      ...["-f", "lavfi", "-i", "sine=duration=3"],
-      ...["-f", "lavfi", "-i", "testsrc=size=160x90:rate=25:duration=1"],
+      ...lavfi("sine=duration=3"),
+      ...lavfi("testsrc=size=160x90:rate=25:duration=1"),
       ...["-filter_complex", "[1:v]setpts=PTS+2/TB[v]", "-map", "[v]", "-map", "0:a"],
       ...["-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", early],
     ]);
@@ -675,7 +630,7 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
   it("counts a source's length from its first frame or sound, not from before an edit list's lead-in", async () => {
     const late = join(work, "late-start.mp4");
     await tools.ffmpeg([
-      ...["-f", "lavfi", "-i", "testsrc=size=160x90:rate=25:duration=4"],
+      ...lavfi("testsrc=size=160x90:rate=25:duration=4"),
       ...["-f", "lavfi", "-i", "sine=duration=4", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"],
       ...["-shortest", "-output_ts_offset", "5", late],
     ]);
@@ -688,7 +643,7 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
   it("holds the last frame while the sound runs on past the picture, so the playlists state the whole length", async () => {
     const longer = join(work, "sound-past-picture.mp4");
     await tools.ffmpeg([
-      ...["-f", "lavfi", "-i", "testsrc=size=160x90:rate=25:duration=1"],
+      ...lavfi("testsrc=size=160x90:rate=25:duration=1"),
       ...[
         "-f",
         "lavfi",
@@ -719,16 +674,7 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
   it("holds a short picture over minutes of sound, its thumbnails taken from the picture", async () => {
     const short = join(work, "short-picture.mp4");
     await tools.ffmpeg([
-      ...[
-        "-f",
-        "lavfi",
-        "-i",
-        "testsrc=size=160x90:rate=25:duration=1",
-        "-f",
-        "lavfi",
-        "-i",
-        "sine=duration=70",
-      ],
+      ...lavfi("testsrc=size=160x90:rate=25:duration=1", "sine=duration=70"),
       ...["-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", short],
     ]);
     const probe = await transcoder.probe(short);
@@ -773,7 +719,7 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
       const hdr = join(work, `hdr-${transfer}.mp4`);
       // Ten bits with HDR tags; the primaries of the HLG one are left untagged, as cameras often do.
       await tools.ffmpeg([
-        ...["-f", "lavfi", "-i", "testsrc=size=320x180:rate=25:duration=1"],
+        ...lavfi("testsrc=size=320x180:rate=25:duration=1"),
         ...["-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p10le", "-color_trc", transfer],
         ...(transfer === "smpte2084" ? ["-color_primaries", "bt2020", "-colorspace", "bt2020nc"] : []),
         hdr,
