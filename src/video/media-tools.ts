@@ -477,6 +477,15 @@ function endOf(stream: ProbeStream | undefined): number | undefined {
 
 /** Sound past the picture's end shorter than this is left as it is (a last audio frame's overhang). */
 const HELD_PICTURE_MIN_S = 0.5;
+/**
+ * Longer than this, the sound past the picture is left as it is: ffmpeg learns where a stream ends
+ * only at the file's end, so holding the last frame keeps every output waiting (and the sound in
+ * memory) until then; 10 minutes of sound behind 2 s of picture wrote no segment for 10 minutes.
+ * Reading the picture and the sound from two inputs of the file does not help: the held picture
+ * then runs ahead of the sound, and each output's segments past a minute of it had no sound (QA of
+ * session 49; the video stalled in hls.js).
+ */
+const HELD_PICTURE_MAX_S = 60;
 
 /**
  * How long the sound runs on past the picture (a recording whose camera stopped first): HLS players
@@ -488,7 +497,7 @@ export function soundPastPictureS(timeline: Timeline, lengthS: number): number {
   const { start, videoEnd, audioEnd } = timeline;
   if (start === undefined || videoEnd === undefined || audioEnd === undefined) return 0;
   const past = Math.min(audioEnd, start + lengthS) - videoEnd;
-  return past >= HELD_PICTURE_MIN_S ? past : 0;
+  return past >= HELD_PICTURE_MIN_S && past <= HELD_PICTURE_MAX_S ? past : 0;
 }
 
 /**

@@ -147,7 +147,7 @@ function pictureTiming(probe: ProbeResult): string {
  * is no picture of the video, so a held source's slices are of its own picture, and the branch ends
  * a second after it: frames made by the hold are asked for by the outputs rather than read, and a
  * branch still waiting for its next thumbnail was asked first every time while the rungs' frames
- * piled up for it (2.5 GB for 2 s of picture held over 10 minutes of sound).
+ * piled up for it.
  */
 function thumbnailFrames(probe: ProbeResult, count: number): string {
   const pictureS = probe.durationS - probe.holdLastFrameS;
@@ -243,14 +243,9 @@ export class Transcoder {
       `[inthumbs]${thumbnailFrames(probe, thumbnailCount)},setpts=N/TB,scale=${scaledWidth(probe, thumbnailHeight)}:${thumbnailHeight},setsar=1[thumbs]`,
       `[inpreview]trim=duration=${Math.min(PREVIEW_SECONDS, probe.durationS)},fps=${PREVIEW_FPS}:eof_action=pass,scale=${previewSize(probe)},setsar=1[preview]`,
     ].join(";");
-    // The source is read twice when the last frame is held: the picture's reading ends (and the hold
-    // begins) as soon as it has passed the sound it does not use, where one reading learnt of the
-    // picture's end only once all the sound was read, every output waiting meanwhile with the sound
-    // in memory (10 minutes of sound behind 2 s of picture: no segment for 10 minutes).
-    const soundInput = probe.holdLastFrameS > 0 ? 1 : 0;
     const encodedAudio = (stream: number) => [
       "-map",
-      `${soundInput}:${stream}`,
+      `0:${stream}`,
       "-c:a",
       "aac",
       "-b:a",
@@ -285,7 +280,6 @@ export class Transcoder {
     await this.tools.ffmpeg(
       [
         ...sourceInput(source),
-        ...(soundInput === 1 ? sourceInput(source) : []),
         "-filter_complex",
         graph,
         ...rungs.flatMap((rung, index) => [
