@@ -332,7 +332,7 @@ export class VideoPipeline {
         if (made.tracksLeftOut !== undefined) {
           logger.warn(
             { videoId: payload.videoId, reason: made.tracksLeftOut.replaceAll(`${work}${sep}`, "") },
-            "video processed again without its other audio tracks: the run with them failed",
+            "video processed again with fewer audio tracks: the run with them all failed",
           );
         }
         timelineStartPts = made.timelineStartPts;

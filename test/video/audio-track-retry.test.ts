@@ -31,7 +31,7 @@ it("makes a video again without another audio track ffmpeg fails on, and logs wh
     const processing = await t.request("GET", `${videoPath(libraryId, videoId)}/processing`);
     expect(video.status, JSON.stringify(processing.body)).toBe("ready");
     const retry = lines.find(
-      (line) => line.msg === "video processed again without its other audio tracks: the run with them failed",
+      (line) => line.msg === "video processed again with fewer audio tracks: the run with them all failed",
     );
     expect(retry).toMatchObject({ videoId, reason: expect.stringContaining("ffmpeg") });
     // ffmpeg names its input by path: the job's folder is left out, as in a failure reason.
