@@ -184,7 +184,7 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
     const listening = new OutageLog(
       deps.logger,
       {
-        failed: "kept answers off until store changes are heard again",
+        outage: "kept answers off until store changes are heard again",
         back: "store changes heard again: kept answers on",
       },
       () => true,

@@ -126,8 +126,9 @@ export class JobRunner {
     this.options = { concurrency: 4, pollMs: 1000, ...options };
     this.#handlers = new Map(handlers.map((handler) => [handler.kind, handler]));
     this.#claimLog = new OutageLog(logger, {
-      failed: "job claim failed: store unavailable; logged again once it works",
+      outage: "job claim failed: store unavailable; logged again once it works",
       back: "job claim works again",
+      fault: "job claim failed",
     });
   }
 

@@ -66,17 +66,18 @@ export class OutageLog {
 
   constructor(
     private readonly logger: Pick<FastifyBaseLogger, "info" | "warn" | "error">,
-    private readonly messages: { failed: string; back: string },
+    /** `fault` names a failure that is no outage; without it, `outage` does. */
+    private readonly messages: { outage: string; back: string; fault?: string },
     private readonly isOutage: (error: unknown) => boolean = isStoreUnavailable,
   ) {}
 
   failed(error: unknown): void {
     if (!this.isOutage(error)) {
-      this.logger.error({ err: error }, this.messages.failed);
+      this.logger.error({ err: error }, this.messages.fault ?? this.messages.outage);
       return;
     }
     this.#failures += 1;
-    if (this.#failures === 1) this.logger.warn({ err: error }, this.messages.failed);
+    if (this.#failures === 1) this.logger.warn({ err: error }, this.messages.outage);
   }
 
   succeeded(): void {

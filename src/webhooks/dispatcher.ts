@@ -131,8 +131,9 @@ export class WebhookDispatcher implements BackgroundWorker {
     private readonly options: DispatcherOptions,
   ) {
     this.#claimLog = new OutageLog(logger, {
-      failed: "webhook claim failed: store unavailable; logged again once it works",
+      outage: "webhook claim failed: store unavailable; logged again once it works",
       back: "webhook claim works again",
+      fault: "webhook claim failed",
     });
   }
 
