@@ -7,7 +7,7 @@ import { thumbnailCountFor } from "../video/pipeline.ts";
 import { MP4_FILE, Transcoder } from "../video/transcoder.ts";
 
 /** Bump when the placeholder's recipe changes, so a cached older one is not used. */
-const VERSION = "v2";
+const VERSION = "v3";
 const SECONDS = 2;
 
 export interface Placeholder {

@@ -113,12 +113,10 @@ export interface ProbeResult {
    * recording's 1000/1, which ffmpeg would otherwise fill with copies of each frame).
    */
   renditionRate: string | undefined;
-  hasAudio: boolean;
-  /** The audio stream renditions carry (the one marked default, else the first); undefined without audio. */
-  audioStream: number | undefined;
   /**
-   * Every audio track offered, `audioStream`'s first: the others (other languages, commentary) become
-   * audio-only renditions a player may switch to. At most `MAX_AUDIO_TRACKS`.
+   * The audio tracks ffmpeg can encode, at most `MAX_AUDIO_TRACKS`; none for a source without sound.
+   * The first, the one marked default (else the first), is the sound every rung carries; the others
+   * (other languages, commentary) become audio-only renditions a player may switch to.
    */
   audioTracks: AudioTrack[];
   /** Seconds the sound runs on past the last frame, which renditions hold that frame for (0: none). */
@@ -136,7 +134,7 @@ export interface ProbeResult {
 /** One audio track as a player lists it. */
 export interface AudioTrack {
   stream: number;
-  /** A BCP 47 tag (`en` for the file's `eng`); undefined when the file names none, or `und`. */
+  /** A BCP 47 tag (`en` for the file's `eng`); undefined when the file names none, `und`, or no known language. */
   language: string | undefined;
   /** The track's title, else its language's English name, else `Audio 2`; unique among the tracks. */
   name: string;
@@ -632,8 +630,6 @@ export class MediaTools {
         durationS,
         ...displaySize(video, video.width, video.height),
         ...renditionRateOf(base, timeline.averageRate),
-        hasAudio: audioStream !== undefined,
-        audioStream,
         audioTracks,
         holdLastFrameS: soundPastPictureS(timeline, durationS),
         videoCodec: video.codec_name ?? "unknown",

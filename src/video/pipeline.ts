@@ -318,7 +318,7 @@ export class VideoPipeline {
           payload,
           "transcoding",
           { duration },
-          { duration_s: probe.durationS, has_audio: probe.hasAudio },
+          { duration_s: probe.durationS, has_audio: probe.audioTracks.length > 0 },
         ))
       )
         return;

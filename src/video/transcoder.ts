@@ -196,7 +196,7 @@ export class Transcoder {
       const made = await this.#transcode(
         source,
         outDir,
-        { ...probe, audioStream: sound[0]?.stream, hasAudio: sound.length > 0, audioTracks: sound },
+        { ...probe, audioTracks: sound },
         thumbnailCount,
         signal,
       );
@@ -213,9 +213,10 @@ export class Transcoder {
    */
   async #soundForSecondRun(source: string, tracks: AudioTrack[]): Promise<AudioTrack[] | undefined> {
     const [lead, next] = tracks;
-    if (lead && (await this.tools.packetCount(source, lead.stream, SOURCE_READING)) === 0) {
-      return next ? [next] : [];
-    }
+    // A count that cannot be made tells nothing: the first run's failure is what the video fails with.
+    const packets =
+      lead && (await this.tools.packetCount(source, lead.stream, SOURCE_READING).catch(() => undefined));
+    if (packets === 0) return next ? [next] : [];
     return tracks.length > 1 ? tracks.slice(0, 1) : undefined;
   }
 
@@ -253,7 +254,8 @@ export class Transcoder {
       "-ac",
       "2",
     ];
-    const audio = probe.audioStream === undefined ? [] : encodedAudio(probe.audioStream);
+    const [lead, ...alternates] = probe.audioTracks;
+    const audio = lead ? encodedAudio(lead.stream) : [];
     // HLS outputs of one process, growing as `EVENT` playlists until complete (a rung's or a track's).
     const hlsOutput = (directory: string) => [
       // Every output on one timeline: a muxer moves an output whose encoders start before zero (a
@@ -273,9 +275,7 @@ export class Transcoder {
       join(outDir, directory, "index.m3u8"),
     ];
     // The other audio tracks: audio-only renditions the master offers beside the rungs' own sound.
-    const otherTracks = probe.audioTracks
-      .slice(1)
-      .map((track) => ({ ...track, directory: audioDirectory(track) }));
+    const otherTracks = alternates.map((track) => ({ ...track, directory: audioDirectory(track) }));
     for (const track of otherTracks) await mkdir(join(outDir, track.directory), { recursive: true });
     await this.tools.ffmpeg(
       [
@@ -375,7 +375,7 @@ export class Transcoder {
         "0",
         "-c",
         "copy",
-        ...(probe.hasAudio ? ["-bsf:a", "aac_adtstoasc"] : []),
+        ...(lead ? ["-bsf:a", "aac_adtstoasc"] : []),
         "-movflags",
         "+faststart",
         join(outDir, MP4_FILE),
@@ -385,7 +385,7 @@ export class Transcoder {
     const thumbnailScale = `${deinterlacing(probe)}${probe.hdr ? `${toneMapping(probe.hdr)},` : ""}scale=${scaledWidth(probe, thumbnailHeight)}:${thumbnailHeight}`;
     return {
       renditions,
-      audio: { lead: probe.audioTracks[0], others },
+      audio: { lead, others },
       thumbnails: await this.#thumbnails(source, outDir, thumbnailScale, thumbnailCount),
       // What was decoded, which a truncated source's header overstates.
       playableS: (await this.tools.probe(join(outDir, MP4_FILE))).durationS,

@@ -82,6 +82,8 @@ describeInBrowser("the embed page in Chromium: captions in time with the picture
     // Before, the segments' 1.48 s start was not mapped: at 0.5 s "Second" was shown.
     expect(await cuesAt(page, 0.5)).toEqual(["First"]);
     await screenshot(page, "embed-captions");
+    // One audio track, muxed in the rungs: no track picker.
+    expect(await page.locator("#cumulo-audio").isHidden()).toBe(true);
     expect(await cuesAt(page, 1.3)).toEqual(["First"]);
     expect(await cuesAt(page, 1.8)).toEqual(["Second"]);
     expect(await cuesAt(page, 3.5)).toEqual(["Second"]);

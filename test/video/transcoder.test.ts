@@ -51,7 +51,8 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
   it("probes duration, size and audio", async () => {
     const probe = await transcoder.probe(clip);
     expect(probe.durationS).toBeCloseTo(2.5, 0);
-    expect(probe).toMatchObject({ width: 640, height: 360, hasAudio: true, videoCodec: "h264" });
+    expect(probe).toMatchObject({ width: 640, height: 360, videoCodec: "h264" });
+    expect(probe.audioTracks).toEqual([{ stream: 1, language: undefined, name: "Audio 1" }]);
   });
 
   it("produces playable HLS renditions, an MP4, thumbnails and an animated preview", async () => {
@@ -167,7 +168,7 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
   it("handles a source without audio", async () => {
     const silent = await generateClip(work, { audio: false, width: 320, height: 240, seconds: 1.5 });
     const probe = await transcoder.probe(silent);
-    expect(probe.hasAudio).toBe(false);
+    expect(probe.audioTracks).toEqual([]);
     const out = join(work, "silent");
     const { renditions, audio } = await transcoder.transcode(silent, out, probe, 1);
     await transcoder.package(out, renditions, audio);
@@ -298,7 +299,7 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
       ...["-disposition:a:0", "0", "-disposition:a:1", "default", tracks],
     ]);
     const probe = await transcoder.probe(tracks);
-    expect(probe.audioStream).toBe(2);
+    expect(probe.audioTracks[0]?.stream).toBe(2);
     const out = join(work, "two-tracks");
     await transcoder.transcode(tracks, out, probe, 1);
     const loudness = spawnSync(
@@ -371,7 +372,7 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
       ...["-disposition:a:0", "0", "-disposition:a:1", "default", "-disposition:a:2", "0", tracks],
     ]);
     const probe = await transcoder.probe(tracks);
-    expect(probe.audioStream).toBe(2);
+    expect(probe.audioTracks[0]?.stream).toBe(2);
     expect(probe.audioTracks).toEqual([
       { stream: 2, language: "en", name: "English" },
       { stream: 1, language: "fr", name: "French" },
