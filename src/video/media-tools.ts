@@ -324,9 +324,13 @@ const isEncodable = (stream: ProbeStream): boolean =>
  * The audio tracks offered, of those ffmpeg can encode: the one marked default (else the first)
  * leads, as the renditions carry it; the others follow in the file's order.
  */
-function audioTracksOf(streams: ProbeStream[]): AudioTrack[] {
+function audioTracksOf(streams: ProbeStream[], leftOut: ReadonlySet<number>): AudioTrack[] {
   const audio = streams.filter(
-    (stream) => stream.codec_type === "audio" && stream.index !== undefined && isEncodable(stream),
+    (stream) =>
+      stream.codec_type === "audio" &&
+      stream.index !== undefined &&
+      !leftOut.has(stream.index) &&
+      isEncodable(stream),
   );
   const lead = audio.find((stream) => stream.disposition?.default === 1) ?? audio[0];
   const ordered = lead ? [lead, ...audio.filter((stream) => stream !== lead)] : [];
@@ -563,8 +567,15 @@ export class MediaTools {
     );
   }
 
-  /** What ffprobe finds in `file`; `inputOptions` go before it (`SOURCE_READING` for an uploaded source). */
-  probe(file: string, inputOptions: readonly string[] = []): Promise<ProbeResult> {
+  /**
+   * What ffprobe finds in `file`; `inputOptions` go before it (`SOURCE_READING` for an uploaded source).
+   * The audio streams `audioLeftOut` names are not taken: the sound, and the hold, are of the others.
+   */
+  probe(
+    file: string,
+    inputOptions: readonly string[] = [],
+    audioLeftOut: ReadonlySet<number> = new Set(),
+  ): Promise<ProbeResult> {
     return this.#limit(async () => {
       const output = await this.#spawn("ffprobe", this.paths.ffprobe, [
         "-v",
@@ -593,7 +604,7 @@ export class MediaTools {
         );
       }
       const base = rateOf(video.r_frame_rate);
-      const audioTracks = audioTracksOf(parsed.streams ?? []);
+      const audioTracks = audioTracksOf(parsed.streams ?? [], audioLeftOut);
       const audioStream = audioTracks[0]?.stream;
       const audio = parsed.streams?.find((stream) => stream.index === audioStream);
       let timeline = timelineOfHeader(parsed, video, audio);
@@ -666,25 +677,32 @@ export class MediaTools {
   }
 
   /**
-   * How many packets stream `index` of a source holds, counted by reading the file without decoding
-   * it (a header can declare a stream that carries nothing).
+   * The audio streams of a source that carry no packets at all (a header can declare a stream that
+   * was never written), found by reading the file without decoding it.
    */
-  packetCount(file: string, index: number, inputOptions: readonly string[] = []): Promise<number> {
+  audioStreamsWithoutPackets(file: string, inputOptions: readonly string[] = []): Promise<number[]> {
     return this.#limit(async () => {
       const output = await this.#spawn("ffprobe", this.paths.ffprobe, [
         "-v",
         "error",
         "-select_streams",
-        String(index),
+        "a",
         "-count_packets",
         "-show_entries",
-        "stream=nb_read_packets",
+        "stream=index,nb_read_packets",
         "-of",
         "csv=p=0",
         ...inputOptions,
         file,
       ]);
-      return Number.parseInt(output.trim(), 10) || 0;
+      // ffprobe says N/A, not 0, of a stream it read no packet of; a transport stream's streams are
+      // listed twice, once under their program.
+      const empty = output
+        .split("\n")
+        .map((line) => line.trim().split(","))
+        .filter(([index, packets]) => index !== "" && !(Number.parseInt(packets ?? "", 10) > 0))
+        .map(([index]) => Number(index));
+      return [...new Set(empty)];
     });
   }
 

@@ -336,11 +336,10 @@ export class VideoPipeline {
           );
         }
         timelineStartPts = made.timelineStartPts;
+        durationS = made.durationS;
         // A truncated source's header names more than its data holds: the video is as long as it plays.
-        if (made.playableS + TRUNCATION_SLACK_S < probe.durationS) {
-          durationS = made.playableS;
-          duration = Math.round(durationS);
-        }
+        if (made.playableS + TRUNCATION_SLACK_S < durationS) durationS = made.playableS;
+        duration = Math.round(durationS);
       }
 
       if (unwanted.signal.aborted || !(await this.advance(payload, "packaging"))) return;

@@ -188,36 +188,47 @@ export class Transcoder {
     try {
       return await this.#transcode(source, outDir, probe, thumbnailCount, signal);
     } catch (error) {
-      // A run past its timeout is not made twice.
-      if (!(error instanceof MediaToolError) || error instanceof ToolTimedOutError) throw error;
-      const sound = await this.#soundForSecondRun(source, probe.audioTracks);
-      if (sound === undefined) throw error;
-      await rm(outDir, { recursive: true, force: true });
-      const made = await this.#transcode(
-        source,
-        outDir,
-        { ...probe, audioTracks: sound },
-        thumbnailCount,
-        signal,
-      );
-      return { ...made, tracksLeftOut: error.message };
+      if (!isRetried(error)) throw error;
+      let failure: unknown = error;
+      for (const reading of await this.#readingsForAnotherRun(source, probe)) {
+        await rm(outDir, { recursive: true, force: true });
+        try {
+          const made = await this.#transcode(source, outDir, reading, thumbnailCount, signal);
+          return { ...made, tracksLeftOut: error.message };
+        } catch (again) {
+          if (!isRetried(again)) throw again;
+          failure = again;
+        }
+      }
+      throw failure;
     }
   }
 
   /**
-   * The sound of a second run, after a failed one; undefined when a second run would fail the same.
-   * The other audio tracks were never needed before they were offered: a run they fail (a decoder
-   * or a mix-down ffmpeg lacks, data it chokes on) is made again without them, so no video fails
-   * for a track it did not need. A leading track that carries no packets at all (declared, never
-   * written) fails every run with it: the next track leads instead, or none.
+   * The readings of the source to make it from again, in turn, after a run with all its sound failed.
+   * The other audio tracks were never needed before they were offered: no video fails for one.
+   * - Audio streams that carry no packets at all (declared, never written: a broadcast recording's,
+   *   or a default track left empty) fail every run with them. The source is read again without
+   *   them, so its other tracks are kept, the next one leads and the hold is that track's.
+   * - Then, if tracks remain beside the lead, the lead alone: a decoder or a mix-down ffmpeg lacks,
+   *   or data it chokes on, in another track.
    */
-  async #soundForSecondRun(source: string, tracks: AudioTrack[]): Promise<AudioTrack[] | undefined> {
-    const [lead, next] = tracks;
-    // A count that cannot be made tells nothing: the first run's failure is what the video fails with.
-    const packets =
-      lead && (await this.tools.packetCount(source, lead.stream, SOURCE_READING).catch(() => undefined));
-    if (packets === 0) return next ? [next] : [];
-    return tracks.length > 1 ? tracks.slice(0, 1) : undefined;
+  async #readingsForAnotherRun(source: string, probe: ProbeResult): Promise<ProbeResult[]> {
+    if (probe.audioTracks.length === 0) return [];
+    // A count that cannot be made tells nothing, nor a reading that fails: the first run's failure
+    // is what the video fails with.
+    const empty = await this.tools
+      .audioStreamsWithoutPackets(source, SOURCE_READING)
+      .catch((): number[] => []);
+    let reading: ProbeResult | undefined = probe;
+    const readings: ProbeResult[] = [];
+    if (probe.audioTracks.some((track) => empty.includes(track.stream))) {
+      reading = await this.tools.probe(source, SOURCE_READING, new Set(empty)).catch(() => undefined);
+      if (reading) readings.push(reading);
+    }
+    if (reading && reading.audioTracks.length > 1)
+      readings.push({ ...reading, audioTracks: reading.audioTracks.slice(0, 1) });
+    return readings;
   }
 
   /** One ffmpeg run of every output, with `probe.audioTracks` as the sound, and what follows it. */
@@ -386,6 +397,7 @@ export class Transcoder {
     return {
       renditions,
       audio: { lead, others },
+      durationS: probe.durationS,
       thumbnails: await this.#thumbnails(source, outDir, thumbnailScale, thumbnailCount),
       // What was decoded, which a truncated source's header overstates.
       playableS: (await this.tools.probe(join(outDir, MP4_FILE))).durationS,
@@ -486,12 +498,18 @@ export function thumbnailSelection(durationS: number, count: number): string {
   }).join("+");
 }
 
+/** A run that failed on its input is made again with less sound; one past its timeout is not made twice. */
+const isRetried = (error: unknown): error is MediaToolError =>
+  error instanceof MediaToolError && !(error instanceof ToolTimedOutError);
+
 /** What a transcode made, for packaging and the video's record. */
 export interface Transcoded {
   renditions: Rendition[];
   audio: AudioRenditions;
-  /** Why the source's other audio tracks were left out: the first run, with them, failed so. */
+  /** Why some of the source's audio tracks were left out: the first run, with them all, failed so. */
   tracksLeftOut?: string;
+  /** The source's length as the run read it: without an empty leading track, the hold may differ. */
+  durationS: number;
   thumbnails: string[];
   playableS: number;
   timelineStartPts: number | undefined;

@@ -541,18 +541,23 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     expect(again.audio).toEqual({ lead: probe.audioTracks[0], others: [] });
   }, 60_000);
 
-  it("lets the next track lead when the default one carries no packets at all, or none when it was the only one", async () => {
+  it("leaves out the audio tracks that carry no packets at all, keeping the others, or makes the video silent when none is left", async () => {
+    // The default track and the next one declared and never written, then English and Spanish.
     const emptyDefault = join(work, "empty-default.mkv");
     await tools.ffmpeg([
       ...lavfi("testsrc=size=160x90:rate=25:duration=2", "sine=duration=2"),
-      ...["-map", "0", "-map", "1", "-map", "1", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"],
-      ...["-bsf:a:0", "noise=drop=1", "-disposition:a:0", "default", "-disposition:a:1", "0", emptyDefault],
+      ...["-map", "0", ...["1", "1", "1", "1"].flatMap((input) => ["-map", input])],
+      ...["-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"],
+      ...["-bsf:a:0", "noise=drop=1", "-bsf:a:1", "noise=drop=1"],
+      ...["-metadata:s:a:2", "language=eng", "-metadata:s:a:3", "language=spa"],
+      ...["-disposition:a", "0", "-disposition:a:0", "default", emptyDefault],
     ]);
     const probe = await transcoder.probe(emptyDefault);
-    expect(probe.audioTracks.map((track) => track.stream)).toEqual([1, 2]);
+    expect(probe.audioTracks.map((track) => track.stream)).toEqual([1, 2, 3, 4]);
     const made = await transcoder.transcode(emptyDefault, join(work, "empty-default"), probe, 1);
     expect(made.tracksLeftOut).toBeDefined();
-    expect(made.audio).toEqual({ lead: probe.audioTracks[1], others: [] });
+    expect(made.audio.lead).toEqual({ stream: 3, language: "en", name: "English" });
+    expect(made.audio.others).toMatchObject([{ stream: 4, language: "es", name: "Spanish" }]);
     const [sound] = probeStreams(join(work, "empty-default", MP4_FILE), "codec_type", [
       "-select_streams",
       "a",
