@@ -56,6 +56,9 @@ function pageHeaders(reply: FastifyReply): FastifyReply {
   );
 }
 
+/** Where the console's built files are served, each named by its content's hash (so each build has others). */
+export const CONSOLE_ASSETS_PATH = "/console/assets/";
+
 /**
  * The web console: static files at /console, every other /console/* path answered with index.html
  * so the browser's router shows the page. Compression is registered here only, so API answers are
@@ -95,7 +98,7 @@ export async function consolePages(app: FastifyInstance, { dir }: ConsolePagesOp
   app.get("/console", hide, page);
   app.get("/console/*", hide, page);
   // An asset name that is not in this build (an old tab after a deploy) is a plain 404, not the page.
-  app.get("/console/assets/*", hide, async (_request, reply) =>
+  app.get(`${CONSOLE_ASSETS_PATH}*`, hide, async (_request, reply) =>
     reply.code(404).type("text/plain; charset=utf-8").send("Not found: reload the console"),
   );
 }

@@ -3,6 +3,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { FastifyBaseLogger, FastifyInstance } from "fastify";
 import type { Config } from "../config.ts";
+import { CONSOLE_ASSETS_PATH } from "../console/pages.ts";
 import { createBoundedServer } from "../http/listener.ts";
 import type { Store } from "../store/database.ts";
 import { type Metrics, metricsExposed } from "./metrics.ts";
@@ -29,6 +30,13 @@ const OPERATIONS_ROUTES = new Set(["/metrics", "/healthz", "/readyz"]);
 export function registerMetrics(app: FastifyInstance, metrics: Metrics, config: Config): void {
   // With /metrics off no request pays for the count.
   if (!metricsExposed(config)) return;
+  app.addHook("onRoute", ({ url, method }) => {
+    // The console's built files change names with every build: series made ahead for them would
+    // pile up in Prometheus from deploy to deploy.
+    if (OPERATIONS_ROUTES.has(url) || url.startsWith(CONSOLE_ASSETS_PATH)) return;
+    // A HEAD twin of each GET would double the series for requests hardly anyone sends.
+    for (const each of [method].flat()) if (each !== "HEAD") metrics.routeAdded(url, each);
+  });
   app.addHook("onResponse", (request, reply, done) => {
     const route = request.routeOptions.url;
     // Not customers' requests: scrapes and balancers' probes thinned the error ratio and latency of

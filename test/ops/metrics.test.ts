@@ -102,6 +102,21 @@ describe("metrics", () => {
     for (const cache of ["hit", "miss", "media", "none"]) {
       expect(samples.has(`cumulo_edge_requests_total{cache="${cache}"}`)).toBe(true);
     }
+    // Every route's 500, the code of an unexpected failure, from the start: the first one after a
+    // start (a deploy) was invisible to increase().
+    for (const [method, route] of [
+      ["DELETE", "/v1/media/libraries/:libraryId"],
+      ["POST", "/v1/cdn/distributions"],
+    ]) {
+      expect(
+        samples.get(`cumulo_http_requests_total{route="${route}",method="${method}",status="500"}`),
+      ).toBe(0);
+    }
+    // Neither a HEAD twin of each GET, the console's built files (named anew by each build) nor the
+    // operators' own routes.
+    expect(text).not.toMatch(/cumulo_http_requests_total\{[^}]*method="HEAD"/);
+    expect(text).not.toMatch(/route="\/console\/assets\/[^*]/);
+    expect(text).not.toMatch(/route="\/(healthz|readyz|metrics)"/);
     expect(text).toMatch(/^cumulo_store_up 1$/m);
     for (const probe of ["/healthz", "/readyz"]) {
       expect((await t.request("GET", probe, { anonymous: true })).status).toBe(200);
