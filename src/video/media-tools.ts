@@ -152,7 +152,7 @@ export type HdrTransfer = (typeof HDR_TRANSFERS)[number];
 const isHdrTransfer = (transfer: string | undefined): transfer is HdrTransfer =>
   (HDR_TRANSFERS as readonly (string | undefined)[]).includes(transfer);
 
-interface ProbeStream {
+export interface ProbeStream {
   index?: number;
   codec_type?: string;
   codec_name?: string;
@@ -176,12 +176,13 @@ interface ProbeStream {
   /** `progressive`, or the order of an interlaced frame's two fields (`tt`, `bb`, `tb`, `bt`). */
   field_order?: string;
   disposition?: { attached_pic?: number; default?: number };
-  tags?: { rotate?: string; language?: string; title?: string };
+  /** Matroska's statistics (`DURATION`, `_STATISTICS_TAGS`) among them, named as the file names them. */
+  tags?: { rotate?: string; language?: string; title?: string; [name: string]: string | undefined };
   side_data_list?: { rotation?: number }[];
 }
 
-interface ProbeJson {
-  format?: { duration?: string };
+export interface ProbeJson {
+  format?: { duration?: string; start_time?: string };
   streams?: ProbeStream[];
 }
 
@@ -441,19 +442,56 @@ export class PacketTimeline {
 }
 
 /** The timeline a source's header gives: its picture's and its sound's streams, and the container's length. */
-function timelineOfHeader(parsed: ProbeJson, video: ProbeStream, audio: ProbeStream | undefined): Timeline {
-  const starts = [video, audio].flatMap((stream) => {
-    const start = stream && endOf(stream) !== undefined ? secondsOf(stream.start_time) : undefined;
+export function timelineOfHeader(
+  parsed: ProbeJson,
+  video: ProbeStream,
+  audio: ProbeStream | undefined,
+): Timeline {
+  const containerS = secondsOf(parsed.format?.duration ?? video.duration);
+  const streams = audio ? [video, audio] : [video];
+  let ends = streams.map(endOf);
+  if (ends.includes(undefined)) {
+    const tagged = streams.map(taggedEndOf);
+    const latest = Math.max(...tagged.map((end) => end ?? Number.NEGATIVE_INFINITY));
+    const containerEnd = (secondsOf(parsed.format?.start_time) ?? 0) + (containerS ?? Number.NaN);
+    // Tags another tool left behind after cutting the file would not end where the file does.
+    if (!tagged.includes(undefined) && Math.abs(latest - containerEnd) <= TAGGED_END_TOLERANCE_S)
+      ends = tagged;
+  }
+  const starts = streams.flatMap((stream, position) => {
+    const start = ends[position] !== undefined ? secondsOf(stream.start_time) : undefined;
     return start === undefined ? [] : [start];
   });
   const average = rateOf(video.avg_frame_rate);
   return {
     start: starts.length > 0 ? Math.min(...starts) : undefined,
-    videoEnd: endOf(video),
-    audioEnd: audio ? endOf(audio) : undefined,
-    containerS: secondsOf(parsed.format?.duration ?? video.duration),
+    videoEnd: ends[0],
+    audioEnd: audio ? ends[1] : undefined,
+    containerS,
     averageRate: average && average.num / average.den,
   };
+}
+
+/** How far the latest stream end Matroska's tags give may be from the file's own end, and be taken. */
+const TAGGED_END_TOLERANCE_S = 0.5;
+const MATROSKA_DURATION_TAG = /^DURATION(-[a-z]{2,3})?$/i;
+const MATROSKA_DURATION = /^(\d+):([0-5]\d):([0-5]\d(?:\.\d+)?)$/;
+
+/**
+ * Where a Matroska stream ends by its `DURATION` tag, for files that give no length per stream
+ * otherwise. ffmpeg's muxer (OBS's recordings among its files) writes the stream's end there;
+ * mkvmerge writes its length from its first frame, and lists the tag in `_STATISTICS_TAGS`.
+ */
+function taggedEndOf(stream: ProbeStream): number | undefined {
+  const tags = Object.entries(stream.tags ?? {});
+  const text = tags.find(([name]) => MATROSKA_DURATION_TAG.test(name))?.[1];
+  const [, hours, minutes, seconds] = MATROSKA_DURATION.exec(text ?? "") ?? [];
+  if (hours === undefined) return undefined;
+  const tagged = Number(hours) * 3600 + Number(minutes) * 60 + Number(seconds);
+  const statistics = tags.find(([name]) => /^_STATISTICS_TAGS(-[a-z]{2,3})?$/i.test(name))?.[1] ?? "";
+  if (!statistics.split(" ").includes("DURATION")) return tagged;
+  const start = secondsOf(stream.start_time);
+  return start === undefined ? undefined : start + tagged;
 }
 
 /**

@@ -10,8 +10,11 @@ import {
   MediaToolError,
   MediaTools,
   PacketTimeline,
+  type ProbeJson,
+  type ProbeStream,
   ScratchDiskError,
   soundPastPictureS,
+  timelineOfHeader,
 } from "../../src/video/media-tools.ts";
 import {
   highProfileCodec,
@@ -26,6 +29,10 @@ import {
 } from "../../src/video/transcoder.ts";
 import { generateClip, lavfi, probeStreams, testMediaTools } from "../support/media.ts";
 import { testStoreKind } from "../support/store.ts";
+
+/** The length a media playlist states: its segments' `#EXTINF` seconds added up. */
+const statedLength = (playlist: string): number =>
+  [...playlist.matchAll(/#EXTINF:([\d.]+)/g)].reduce((sum, match) => sum + Number(match[1]), 0);
 
 // The pipeline does not touch the store, so it runs once, with the SQLite pass.
 describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
@@ -669,13 +676,59 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     const out = join(work, "sound-past-picture");
     await transcoder.transcode(longer, out, probe, 1);
     // Before the QA of session 48 the playlist said 1 s for a segment holding 2.5 s of sound.
-    const stated = [...readFileSync(join(out, "90p", "index.m3u8"), "utf8").matchAll(/#EXTINF:([\d.]+)/g)]
-      .map((match) => Number(match[1]))
-      .reduce((sum, seconds) => sum + seconds, 0);
+    const stated = statedLength(readFileSync(join(out, "90p", "index.m3u8"), "utf8"));
     expect(stated).toBeGreaterThan(2.3);
     expect(stated).toBeLessThan(2.7);
     expect((await transcoder.probe(clip)).holdLastFrameS).toBe(0);
+
+    // Matroska as ffmpeg (and OBS) writes it has no length per stream but its DURATION tags: held
+    // too since session 50 (before, 1 s of picture stood for 2.5 s of sound, as above).
+    const matroska = join(work, "sound-past-picture.mkv");
+    await tools.ffmpeg(["-i", longer, "-c", "copy", matroska]);
+    expect(probeStreams(matroska, "duration", ["-select_streams", "a"])).toEqual([{}]);
+    const tagged = await transcoder.probe(matroska);
+    expect(tagged.holdLastFrameS).toBeCloseTo(probe.holdLastFrameS, 1);
+    expect(tagged.durationS).toBeCloseTo(probe.durationS, 1);
+    await transcoder.transcode(matroska, join(work, "sound-past-picture-mkv"), tagged, 1);
+    const statedMatroska = readFileSync(join(work, "sound-past-picture-mkv", "90p", "index.m3u8"), "utf8");
+    expect(statedLength(statedMatroska)).toBeGreaterThan(2.3);
   }, 60_000);
+
+  it("reads where Matroska's streams end from their DURATION tags, as ffmpeg and mkvmerge write them, unless the file ends elsewhere", () => {
+    const video = { index: 0, codec_type: "video", avg_frame_rate: "25/1" };
+    const audio = { index: 1, codec_type: "audio" };
+    const file = (format: ProbeJson["format"], streams: [ProbeStream, ProbeStream]) =>
+      timelineOfHeader({ format, streams }, ...streams);
+    // ffmpeg's muxer: the stream's end.
+    expect(
+      file({ start_time: "0.000000", duration: "7.023000" }, [
+        { ...video, start_time: "0.023000", tags: { DURATION: "00:00:02.023000000" } },
+        { ...audio, start_time: "0.000000", tags: { DURATION: "00:00:07.023000000" } },
+      ]),
+    ).toMatchObject({ start: 0, videoEnd: 2.023, audioEnd: 7.023 });
+    // mkvmerge's statistics: the stream's length from its first frame, the tags named with a language.
+    const statistics = { "_STATISTICS_TAGS-eng": "BPS DURATION NUMBER_OF_FRAMES NUMBER_OF_BYTES" };
+    expect(
+      file({ start_time: "0.000000", duration: "67.035000" }, [
+        { ...video, start_time: "0.500000", tags: { "DURATION-eng": "00:01:02.000000000", ...statistics } },
+        { ...audio, start_time: "0.000000", tags: { "DURATION-eng": "00:01:07.035000000", ...statistics } },
+      ]),
+    ).toMatchObject({ start: 0, videoEnd: 62.5, audioEnd: 67.035 });
+    // Tags left from before the file was cut end past it: not taken, as before session 50.
+    expect(
+      file({ start_time: "0.000000", duration: "3.000000" }, [
+        { ...video, start_time: "0.000000", tags: { DURATION: "00:00:02.000000000" } },
+        { ...audio, start_time: "0.000000", tags: { DURATION: "00:00:07.000000000" } },
+      ]),
+    ).toMatchObject({ start: undefined, videoEnd: undefined, audioEnd: undefined, containerS: 3 });
+    // A stream without a tag leaves both as the container's.
+    expect(
+      file({ start_time: "0.000000", duration: "7.000000" }, [
+        { ...video, start_time: "0.000000", tags: { DURATION: "00:00:02.000000000" } },
+        { ...audio, start_time: "0.000000", tags: { DURATION: "7 s" } },
+      ]),
+    ).toMatchObject({ videoEnd: undefined, audioEnd: undefined, containerS: 7 });
+  });
 
   it("holds a short picture over up to a minute of sound, sound in every segment, its thumbnails taken from the picture", async () => {
     const short = join(work, "short-picture.mp4");
@@ -688,9 +741,7 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     const out = join(work, "short-picture");
     const { thumbnails } = await transcoder.transcode(short, out, probe, 5);
     const playlist = readFileSync(join(out, "90p", "index.m3u8"), "utf8");
-    const stated = [...playlist.matchAll(/#EXTINF:([\d.]+)/g)]
-      .map((match) => Number(match[1]))
-      .reduce((sum, seconds) => sum + seconds, 0);
+    const stated = statedLength(playlist);
     expect(stated).toBeGreaterThan(39);
     expect(stated).toBeLessThan(41);
     // Each segment carries its own stretch of the sound: with the picture read apart from the
