@@ -571,6 +571,22 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     ]);
     expect(sound).toEqual({ codec_type: "audio" });
 
+    // The track that then leads runs 2 s past a 1 s picture: the hold is its own (before session
+    // 50 it stayed the empty track's, none, and the playlists stated 1 s for 3 s of sound).
+    const heldBehindEmpty = join(work, "held-behind-empty.mkv");
+    await tools.ffmpeg([
+      ...lavfi("testsrc=size=160x90:rate=25:duration=1", "sine=duration=3"),
+      ...["-map", "0", "-map", "1", "-map", "1", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"],
+      ...["-bsf:a:0", "noise=drop=1", "-disposition:a", "0", "-disposition:a:0", "default", heldBehindEmpty],
+    ]);
+    const unheld = await transcoder.probe(heldBehindEmpty);
+    expect(unheld.holdLastFrameS).toBe(0);
+    const heldOut = join(work, "held-behind-empty");
+    const held = await transcoder.transcode(heldBehindEmpty, heldOut, unheld, 1);
+    expect(held.audio.lead?.stream).toBe(2);
+    expect(held.durationS).toBeCloseTo(3, 0);
+    expect(statedLength(readFileSync(join(heldOut, "90p", "index.m3u8"), "utf8"))).toBeGreaterThan(2.8);
+
     const emptyOnly = join(work, "empty-only.mkv");
     await tools.ffmpeg([
       ...lavfi("testsrc=size=160x90:rate=25:duration=2", "sine=duration=2"),
