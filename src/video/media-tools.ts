@@ -452,9 +452,10 @@ export function timelineOfHeader(
   let ends = streams.map(endOf);
   if (ends.includes(undefined)) {
     const tagged = streams.map(taggedEndOf);
-    const latest = Math.max(...tagged.map((end) => end ?? Number.NEGATIVE_INFINITY));
+    // Of every stream (another track may run longer): tags another tool left behind after cutting
+    // the file would not end where the file does.
+    const latest = Math.max(...(parsed.streams ?? []).flatMap((stream) => taggedEndOf(stream) ?? []));
     const containerEnd = (secondsOf(parsed.format?.start_time) ?? 0) + (containerS ?? Number.NaN);
-    // Tags another tool left behind after cutting the file would not end where the file does.
     if (!tagged.includes(undefined) && Math.abs(latest - containerEnd) <= TAGGED_END_TOLERANCE_S)
       ends = tagged;
   }

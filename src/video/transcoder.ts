@@ -324,7 +324,13 @@ export class Transcoder {
           String(INTERLEAVE_WAIT_S * 1_000_000),
           ...hlsOutput(rung.directory),
         ]),
-        ...otherTracks.flatMap((track) => [...encodedAudio(track.stream), ...hlsOutput(track.directory)]),
+        // Each ends with the video: a commentary that ran on past it was encoded, and offered, whole.
+        ...otherTracks.flatMap((track) => [
+          ...encodedAudio(track.stream),
+          "-t",
+          probe.durationS.toFixed(3),
+          ...hlsOutput(track.directory),
+        ]),
         // One picture per second of `setpts=N/TB`: the selected frames, none repeated.
         "-map",
         "[thumbs]",

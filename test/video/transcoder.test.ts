@@ -372,13 +372,16 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
       // Told apart by loudness (mean volumes of about -31, -61 and -46 dB): the default loudest.
       ...lavfi("sine=frequency=440:duration=3,volume=-40dB"),
       ...lavfi("sine=frequency=440:duration=3,volume=-10dB"),
-      ...lavfi("sine=frequency=440:duration=3,volume=-25dB"),
+      // The commentary runs 6 s past the video.
+      ...lavfi("sine=frequency=440:duration=9,volume=-25dB"),
       ...["-map", "0", "-map", "1", "-map", "2", "-map", "3", "-c:v", "libx264", "-preset", "ultrafast"],
       ...["-c:a", "aac", "-metadata:s:a:0", "language=fre", "-metadata:s:a:1", "language=eng"],
       ...["-metadata:s:a:2", "language=eng", "-metadata:s:a:2", 'title=Director\'s "cut"'],
       ...["-disposition:a:0", "0", "-disposition:a:1", "default", "-disposition:a:2", "0", tracks],
     ]);
     const probe = await transcoder.probe(tracks);
+    // The video's length, not the commentary's (Matroska's tags, session 50; before, the file's 9 s).
+    expect(probe.durationS).toBeCloseTo(3, 0);
     expect(probe.audioTracks[0]?.stream).toBe(2);
     expect(probe.audioTracks).toEqual([
       { stream: 2, language: "en", name: "English" },
@@ -426,6 +429,8 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     expect(commentary).toBeGreaterThan(-55);
     expect(commentary).toBeLessThan(-40);
     expect(readFileSync(join(out, "audio_1", "index.m3u8"), "utf8")).toContain("#EXT-X-PLAYLIST-TYPE:VOD");
+    // Ended with the video: before session 50 every track was encoded whole (here 9 s for 3 s).
+    expect(statedLength(readFileSync(join(out, "audio_3", "index.m3u8"), "utf8"))).toBeLessThan(3.3);
     // A player lines an audio rendition up with the picture by their timestamps: the rungs' own
     // sound and every other track start at the same instant.
     const audioStart = (file: string) =>
