@@ -325,12 +325,12 @@ const isEncodable = (stream: ProbeStream): boolean =>
  * The audio tracks offered, of those ffmpeg can encode: the one marked default (else the first)
  * leads, as the renditions carry it; the others follow in the file's order.
  */
-function audioTracksOf(streams: ProbeStream[], leftOut: ReadonlySet<number>): AudioTrack[] {
+function audioTracksOf(streams: ProbeStream[], taken: (stream: number) => boolean): AudioTrack[] {
   const audio = streams.filter(
     (stream) =>
       stream.codec_type === "audio" &&
       stream.index !== undefined &&
-      !leftOut.has(stream.index) &&
+      taken(stream.index) &&
       isEncodable(stream),
   );
   const lead = audio.find((stream) => stream.disposition?.default === 1) ?? audio[0];
@@ -608,12 +608,12 @@ export class MediaTools {
 
   /**
    * What ffprobe finds in `file`; `inputOptions` go before it (`SOURCE_READING` for an uploaded source).
-   * The audio streams `audioLeftOut` names are not taken: the sound, and the hold, are of the others.
+   * Only the audio streams `audioTaken` admits are taken: the sound, and the hold, are of those.
    */
   probe(
     file: string,
     inputOptions: readonly string[] = [],
-    audioLeftOut: ReadonlySet<number> = new Set(),
+    audioTaken: (stream: number) => boolean = () => true,
   ): Promise<ProbeResult> {
     return this.#limit(async () => {
       const output = await this.#spawn("ffprobe", this.paths.ffprobe, [
@@ -643,7 +643,7 @@ export class MediaTools {
         );
       }
       const base = rateOf(video.r_frame_rate);
-      const audioTracks = audioTracksOf(parsed.streams ?? [], audioLeftOut);
+      const audioTracks = audioTracksOf(parsed.streams ?? [], audioTaken);
       const audioStream = audioTracks[0]?.stream;
       const audio = parsed.streams?.find((stream) => stream.index === audioStream);
       let timeline = timelineOfHeader(parsed, video, audio);

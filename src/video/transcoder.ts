@@ -166,8 +166,19 @@ function previewSize(source: { width: number; height: number }): string {
 export class Transcoder {
   constructor(private readonly tools: MediaTools) {}
 
-  probe(source: string): Promise<ProbeResult> {
-    return this.tools.probe(source, SOURCE_READING);
+  /**
+   * What the source holds, without its audio streams that carry no packets at all (declared, never
+   * written: a broadcast recording's, a default track left empty). Such a track failed the whole
+   * run only once ffmpeg reached the source's end (a 120 s source took a second run, 272-331 s
+   * against 130) and took a place among the tracks offered; counting every audio stream's packets
+   * is one reading of the file, without decoding it.
+   */
+  async probe(source: string): Promise<ProbeResult> {
+    const probe = await this.tools.probe(source, SOURCE_READING);
+    if (probe.audioTracks.length === 0) return probe;
+    const empty = await this.tools.audioStreamsWithoutPackets(source, SOURCE_READING);
+    if (empty.length === 0) return probe;
+    return this.tools.probe(source, SOURCE_READING, (stream) => !empty.includes(stream));
   }
 
   /**
@@ -190,7 +201,7 @@ export class Transcoder {
     } catch (error) {
       if (!isRetried(error)) throw error;
       let failure: unknown = error;
-      for (const reading of await this.#readingsForAnotherRun(source, probe)) {
+      for (const reading of await this.#readingsForAnotherRun(source, probe, signal)) {
         await rm(outDir, { recursive: true, force: true });
         try {
           const made = await this.#transcode(source, outDir, reading, thumbnailCount, signal);
@@ -207,28 +218,49 @@ export class Transcoder {
   /**
    * The readings of the source to make it from again, in turn, after a run with all its sound failed.
    * The other audio tracks were never needed before they were offered: no video fails for one.
-   * - Audio streams that carry no packets at all (declared, never written: a broadcast recording's,
-   *   or a default track left empty) fail every run with them. The source is read again without
-   *   them, so its other tracks are kept, the next one leads and the hold is that track's.
-   * - Then, if tracks remain beside the lead, the lead alone: a decoder or a mix-down ffmpeg lacks,
-   *   or data it chokes on, in another track.
+   * - Each track is tried alone, briefly, as the run encodes it: those ffmpeg fails on (a decoder
+   *   or a mix-down it lacks) are left out, and the source read again without them, so the next
+   *   track leads and the hold is its own; with none left, the video is made without sound.
+   * - Then, if tracks remain beside the lead, the lead alone: data ffmpeg chokes on further in.
    */
-  async #readingsForAnotherRun(source: string, probe: ProbeResult): Promise<ProbeResult[]> {
-    if (probe.audioTracks.length === 0) return [];
-    // A count that cannot be made tells nothing, nor a reading that fails: the first run's failure
-    // is what the video fails with.
-    const empty = await this.tools
-      .audioStreamsWithoutPackets(source, SOURCE_READING)
-      .catch((): number[] => []);
+  async #readingsForAnotherRun(
+    source: string,
+    probe: ProbeResult,
+    signal?: AbortSignal,
+  ): Promise<ProbeResult[]> {
+    const tracks = probe.audioTracks;
+    if (tracks.length === 0) return [];
+    const usable = new Set<number>();
+    for (const track of tracks)
+      if (await this.#encodes(source, track.stream, signal)) usable.add(track.stream);
     let reading: ProbeResult | undefined = probe;
     const readings: ProbeResult[] = [];
-    if (probe.audioTracks.some((track) => empty.includes(track.stream))) {
-      reading = await this.tools.probe(source, SOURCE_READING, new Set(empty)).catch(() => undefined);
+    if (usable.size < tracks.length) {
+      // A reading that fails tells nothing: the first run's failure is what the video fails with.
+      reading = await this.tools
+        .probe(source, SOURCE_READING, (stream) => usable.has(stream))
+        .catch(() => undefined);
       if (reading) readings.push(reading);
     }
     if (reading && reading.audioTracks.length > 1)
       readings.push({ ...reading, audioTracks: reading.audioTracks.slice(0, 1) });
     return readings;
+  }
+
+  /** Whether ffmpeg encodes the first seconds of one audio track as a run would. */
+  #encodes(source: string, stream: number, signal?: AbortSignal): Promise<boolean> {
+    return this.tools
+      .ffmpeg(
+        [...sourceInput(source), ...encodedAudio(stream), "-t", String(TRACK_CHECK_S), "-f", "null", "-"],
+        signal,
+      )
+      .then(
+        () => true,
+        (error: unknown) => {
+          if (isRetried(error)) return false;
+          throw error;
+        },
+      );
   }
 
   /** One ffmpeg run of every output, with `probe.audioTracks` as the sound, and what follows it. */
@@ -255,16 +287,6 @@ export class Transcoder {
       `[inthumbs]${thumbnailFrames(probe, thumbnailCount)},setpts=N/TB,scale=${scaledWidth(probe, thumbnailHeight)}:${thumbnailHeight},setsar=1[thumbs]`,
       `[inpreview]trim=duration=${Math.min(PREVIEW_SECONDS, probe.durationS)},fps=${PREVIEW_FPS}:eof_action=pass,scale=${previewSize(probe)},setsar=1[preview]`,
     ].join(";");
-    const encodedAudio = (stream: number) => [
-      "-map",
-      `0:${stream}`,
-      "-c:a",
-      "aac",
-      "-b:a",
-      `${AUDIO_KBPS}k`,
-      "-ac",
-      "2",
-    ];
     const [lead, ...alternates] = probe.audioTracks;
     const audio = lead ? encodedAudio(lead.stream) : [];
     // HLS outputs of one process, growing as `EVENT` playlists until complete (a rung's or a track's).
@@ -503,6 +525,20 @@ export function thumbnailSelection(durationS: number, count: number): string {
     return `gte(t,${at})*not(gte(prev_t,${at}))`;
   }).join("+");
 }
+
+/** How an audio track of the source is encoded: stereo AAC, in the rungs and in an audio rendition alike. */
+const encodedAudio = (stream: number) => [
+  "-map",
+  `0:${stream}`,
+  "-c:a",
+  "aac",
+  "-b:a",
+  `${AUDIO_KBPS}k`,
+  "-ac",
+  "2",
+];
+/** Seconds of a track encoded to tell whether ffmpeg can encode it at all, after a failed run. */
+const TRACK_CHECK_S = 2;
 
 /** A run that failed on its input is made again with less sound; one past its timeout is not made twice. */
 const isRetried = (error: unknown): error is MediaToolError =>

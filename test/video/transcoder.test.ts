@@ -514,8 +514,10 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
       ],
       ...["-c:a:0", "aac", "-c:a:1", "aac", "-bsf:a:1", "noise=drop=1", "-c:a:2", "pcm_s16le", broken],
     ]);
+    // The empty track is not taken either (since session 50: before, it was offered, and as the
+    // default track it failed the run).
     const probe = await transcoder.probe(broken);
-    expect(probe.audioTracks.map((track) => track.stream)).toEqual([1, 2]);
+    expect(probe.audioTracks.map((track) => track.stream)).toEqual([1]);
     // Six channels of PCM naming no layout (a Blu-ray's 5.1 in Matroska): ffmpeg guesses 5.1 and
     // mixes it down, so it is kept (the first version of the check left such a video silent).
     const surround = join(work, "surround-pcm.mkv");
@@ -537,7 +539,6 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     expect((await transcoder.probe(surround)).audioTracks.map((track) => track.stream)).toEqual([1]);
     const out = join(work, "broken-tracks");
     const made = await transcoder.transcode(broken, out, probe, 1);
-    // The empty track's rendition held nothing playable (one empty segment): it is not offered.
     expect(made.audio.others).toEqual([]);
     expect(readdirSync(out)).not.toContain("audio_2");
     await transcoder.package(out, made.renditions, made.audio);
@@ -549,8 +550,33 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
       audioTracks: [...probe.audioTracks.slice(0, 1), { stream: 9, language: undefined, name: "Ghost" }],
     };
     const again = await transcoder.transcode(broken, join(work, "ghost-track"), ghost, 1);
+    expect(again.tracksLeftOut).toBeDefined();
     expect(again.renditions).toHaveLength(1);
     expect(again.audio).toEqual({ lead: probe.audioTracks[0], others: [] });
+
+    // A leading track ffmpeg cannot mix down (three channels laid out FL+FC+LFE) beside a good one:
+    // each track is tried alone after the failed run, and the good one leads. Before session 50 the
+    // lead was kept, and the video failed (QA of session 50).
+    const unmixable = join(work, "unmixable-lead.mov");
+    await tools.ffmpeg([
+      ...lavfi("testsrc=size=160x90:rate=25:duration=2", "sine=duration=2"),
+      ...[
+        "-filter_complex",
+        "[1:a]asplit=4[a][b][c][d];[a][b][c]join=inputs=3:channel_layout=FL+FC+LFE[odd]",
+      ],
+      ...["-map", "0:v", "-map", "[odd]", "-map", "[d]", "-c:v", "libx264", "-preset", "ultrafast"],
+      ...["-c:a:0", "pcm_s16le", "-c:a:1", "aac", unmixable],
+    ]);
+    const unmixableProbe = await transcoder.probe(unmixable);
+    expect(unmixableProbe.audioTracks.map((track) => track.stream)).toEqual([1, 2]);
+    const mixed = await transcoder.transcode(unmixable, join(work, "unmixable-lead"), unmixableProbe, 1);
+    expect(mixed.tracksLeftOut).toBeDefined();
+    expect(mixed.audio).toEqual({ lead: { stream: 2, language: undefined, name: "Audio 1" }, others: [] });
+    const [sound] = probeStreams(join(work, "unmixable-lead", MP4_FILE), "codec_type", [
+      "-select_streams",
+      "a",
+    ]);
+    expect(sound).toEqual({ codec_type: "audio" });
   }, 60_000);
 
   it("leaves out the audio tracks that carry no packets at all, keeping the others, or makes the video silent when none is left", async () => {
@@ -564,10 +590,12 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
       ...["-metadata:s:a:2", "language=eng", "-metadata:s:a:3", "language=spa"],
       ...["-disposition:a", "0", "-disposition:a:0", "default", emptyDefault],
     ]);
+    // Left out as the source is read (since session 50: before, only after the whole first run had
+    // failed on them, at the source's end, and two of them failed the video).
     const probe = await transcoder.probe(emptyDefault);
-    expect(probe.audioTracks.map((track) => track.stream)).toEqual([1, 2, 3, 4]);
+    expect(probe.audioTracks.map((track) => track.stream)).toEqual([3, 4]);
     const made = await transcoder.transcode(emptyDefault, join(work, "empty-default"), probe, 1);
-    expect(made.tracksLeftOut).toBeDefined();
+    expect(made.tracksLeftOut).toBeUndefined();
     expect(made.audio.lead).toEqual({ stream: 3, language: "en", name: "English" });
     expect(made.audio.others).toMatchObject([{ stream: 4, language: "es", name: "Spanish" }]);
     const [sound] = probeStreams(join(work, "empty-default", MP4_FILE), "codec_type", [
@@ -584,13 +612,27 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
       ...["-map", "0", "-map", "1", "-map", "1", "-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"],
       ...["-bsf:a:0", "noise=drop=1", "-disposition:a", "0", "-disposition:a:0", "default", heldBehindEmpty],
     ]);
-    const unheld = await transcoder.probe(heldBehindEmpty);
-    expect(unheld.holdLastFrameS).toBe(0);
+    const heldProbe = await transcoder.probe(heldBehindEmpty);
+    expect(heldProbe.holdLastFrameS).toBeCloseTo(2, 1);
     const heldOut = join(work, "held-behind-empty");
-    const held = await transcoder.transcode(heldBehindEmpty, heldOut, unheld, 1);
+    const held = await transcoder.transcode(heldBehindEmpty, heldOut, heldProbe, 1);
     expect(held.audio.lead?.stream).toBe(2);
     expect(held.durationS).toBeCloseTo(3, 0);
     expect(statedLength(readFileSync(join(heldOut, "90p", "index.m3u8"), "utf8"))).toBeGreaterThan(2.8);
+
+    // Nor do they take places among the 8 tracks offered: one good track, seven empty ones and
+    // three good ones offered only the first before session 50 (QA of session 50).
+    const crowded = join(work, "crowded.mkv");
+    await tools.ffmpeg([
+      ...lavfi("testsrc=size=160x90:rate=25:duration=1", "sine=duration=1"),
+      ...["-map", "0", ...Array.from({ length: 11 }, () => ["-map", "1"]).flat()],
+      ...["-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"],
+      ...[2, 3, 4, 5, 6, 7, 8].flatMap((track) => [`-bsf:a:${track - 1}`, "noise=drop=1"]),
+      crowded,
+    ]);
+    expect((await transcoder.probe(crowded)).audioTracks.map((track) => track.stream)).toEqual([
+      1, 9, 10, 11,
+    ]);
 
     const emptyOnly = join(work, "empty-only.mkv");
     await tools.ffmpeg([
