@@ -182,7 +182,7 @@ export interface ProbeStream {
 }
 
 export interface ProbeJson {
-  format?: { duration?: string; start_time?: string };
+  format?: { duration?: string; start_time?: string; tags?: Record<string, string | undefined> };
   streams?: ProbeStream[];
 }
 
@@ -451,12 +451,19 @@ export function timelineOfHeader(
   const streams = audio ? [video, audio] : [video];
   let ends = streams.map(endOf);
   if (ends.includes(undefined)) {
-    const tagged = streams.map(taggedEndOf);
+    const byFfmpeg = /^Lavf/.test(tagOf(parsed.format?.tags, /^encoder$/i) ?? "");
+    const tagged = streams.map((stream) => taggedEndOf(stream, byFfmpeg));
     // Of every stream (another track may run longer): tags another tool left behind after cutting
-    // the file would not end where the file does.
-    const latest = Math.max(...(parsed.streams ?? []).flatMap((stream) => taggedEndOf(stream) ?? []));
-    const containerEnd = (secondsOf(parsed.format?.start_time) ?? 0) + (containerS ?? Number.NaN);
-    if (!tagged.includes(undefined) && Math.abs(latest - containerEnd) <= TAGGED_END_TOLERANCE_S)
+    // the file would not end where the file does. Matroska's own length is where its timestamps
+    // end (15 s for 5 s of media from 10 s on), which is the file's end either way it is read.
+    const latest = Math.max(
+      ...(parsed.streams ?? []).flatMap((stream) => taggedEndOf(stream, byFfmpeg) ?? []),
+    );
+    const fileEnds = [containerS, (secondsOf(parsed.format?.start_time) ?? 0) + (containerS ?? Number.NaN)];
+    if (
+      !tagged.includes(undefined) &&
+      fileEnds.some((end) => end !== undefined && Math.abs(latest - end) <= TAGGED_END_TOLERANCE_S)
+    )
       ends = tagged;
   }
   const starts = streams.flatMap((stream, position) => {
@@ -478,19 +485,23 @@ const TAGGED_END_TOLERANCE_S = 0.5;
 const MATROSKA_DURATION_TAG = /^DURATION(-[a-z]{2,3})?$/i;
 const MATROSKA_DURATION = /^(\d+):([0-5]\d):([0-5]\d(?:\.\d+)?)$/;
 
+/** The value of the first tag whose name matches. */
+const tagOf = (tags: Record<string, string | undefined> | undefined, name: RegExp): string | undefined =>
+  Object.entries(tags ?? {}).find(([tag]) => name.test(tag))?.[1];
+
 /**
  * Where a Matroska stream ends by its `DURATION` tag, for files that give no length per stream
- * otherwise. ffmpeg's muxer (OBS's recordings among its files) writes the stream's end there;
+ * otherwise. ffmpeg's muxer (`byFfmpeg`: the file's encoder is its `Lavf`; OBS's recordings are
+ * such files) writes the stream's end there, even over statistics it copied from another file;
  * mkvmerge writes its length from its first frame, and lists the tag in `_STATISTICS_TAGS`.
  */
-function taggedEndOf(stream: ProbeStream): number | undefined {
-  const tags = Object.entries(stream.tags ?? {});
-  const text = tags.find(([name]) => MATROSKA_DURATION_TAG.test(name))?.[1];
-  const [, hours, minutes, seconds] = MATROSKA_DURATION.exec(text ?? "") ?? [];
+function taggedEndOf(stream: ProbeStream, byFfmpeg: boolean): number | undefined {
+  const [, hours, minutes, seconds] =
+    MATROSKA_DURATION.exec(tagOf(stream.tags, MATROSKA_DURATION_TAG) ?? "") ?? [];
   if (hours === undefined) return undefined;
   const tagged = Number(hours) * 3600 + Number(minutes) * 60 + Number(seconds);
-  const statistics = tags.find(([name]) => /^_STATISTICS_TAGS(-[a-z]{2,3})?$/i.test(name))?.[1] ?? "";
-  if (!statistics.split(" ").includes("DURATION")) return tagged;
+  const statistics = tagOf(stream.tags, /^_STATISTICS_TAGS(-[a-z]{2,3})?$/i) ?? "";
+  if (byFfmpeg || !statistics.split(" ").includes("DURATION")) return tagged;
   const start = secondsOf(stream.start_time);
   return start === undefined ? undefined : start + tagged;
 }

@@ -777,6 +777,22 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
         { ...audio, start_time: "0.000000", tags: { "DURATION-eng": "00:01:07.035000000", ...statistics } },
       ]),
     ).toMatchObject({ start: 0, videoEnd: 62.5, audioEnd: 67.035 });
+    // The same statistics copied by ffmpeg into a file of its own, whose DURATION it writes anew,
+    // as an end: the picture starting 1 s in ends at 3 s, not 4 (QA of session 50).
+    const copied = { DURATION: "00:00:03.000000000", _STATISTICS_TAGS: "BPS DURATION" };
+    expect(
+      file({ start_time: "0.000000", duration: "5.000000", tags: { ENCODER: "Lavf59.27.100" } }, [
+        { ...video, start_time: "1.000000", tags: copied },
+        { ...audio, start_time: "0.000000", tags: { ...copied, DURATION: "00:00:05.000000000" } },
+      ]),
+    ).toMatchObject({ start: 0, videoEnd: 3, audioEnd: 5 });
+    // Matroska's own length is where its timestamps end: a file starting at 10 s is held too.
+    expect(
+      file({ start_time: "9.977000", duration: "15.000000", tags: { ENCODER: "Lavf59.27.100" } }, [
+        { ...video, start_time: "10.000000", tags: { DURATION: "00:00:12.000000000" } },
+        { ...audio, start_time: "9.977000", tags: { DURATION: "00:00:15.000000000" } },
+      ]),
+    ).toMatchObject({ start: 9.977, videoEnd: 12, audioEnd: 15 });
     // Tags left from before the file was cut end past it: not taken, as before session 50.
     expect(
       file({ start_time: "0.000000", duration: "3.000000" }, [
