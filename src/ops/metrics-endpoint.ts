@@ -30,12 +30,19 @@ const OPERATIONS_ROUTES = new Set(["/metrics", "/healthz", "/readyz"]);
 export function registerMetrics(app: FastifyInstance, metrics: Metrics, config: Config): void {
   // With /metrics off no request pays for the count.
   if (!metricsExposed(config)) return;
+  const gets = new Set<string>();
   app.addHook("onRoute", ({ url, method }) => {
     // The console's built files change names with every build: series made ahead for them would
     // pile up in Prometheus from deploy to deploy.
     if (OPERATIONS_ROUTES.has(url) || url.startsWith(CONSOLE_ASSETS_PATH)) return;
-    // A HEAD twin of each GET would double the series for requests hardly anyone sends.
-    for (const each of [method].flat()) if (each !== "HEAD") metrics.routeAdded(url, each);
+    const methods = [method].flat();
+    if (methods.includes("GET")) gets.add(url);
+    for (const each of methods) {
+      // The HEAD twin of a GET (Fastify's, made right after it, or one route of both) would double
+      // the series for requests hardly anyone sends; a HEAD of its own (tus's offset query) is an
+      // operation.
+      if (each !== "HEAD" || !gets.has(url)) metrics.routeAdded(url, each);
+    }
   });
   app.addHook("onResponse", (request, reply, done) => {
     const route = request.routeOptions.url;
