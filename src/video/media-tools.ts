@@ -237,6 +237,30 @@ const SOURCE_DEMUXERS = [
 /** ffmpeg's words for a source it found in a demuxer `SOURCE_DEMUXERS` leaves out: `[hls @ 0x...] Format not on whitelist`. */
 const NOT_ON_WHITELIST = /\[([\w,]+) @ [^\]]*\] Format not on whitelist/;
 
+/** ffmpeg's last words when something before them failed: they name no cause by themselves. */
+const WRAP_UP =
+  /^(Error marking filters as finished|Error initializing output stream|Error while (filtering|processing the decoded data)|Conversion failed)/;
+
+/**
+ * Why a tool failed, from its error output: its last line, after the line before it when the last
+ * only wraps up ("Error marking filters as finished" of a picture that could not be decoded).
+ * ffmpeg's component prefixes lose their memory addresses (`[h264 @ 0x55d1c...]`).
+ */
+export function failureReason(stderr: string): string {
+  const lines = stderr
+    .split("\n")
+    .map((line) =>
+      line
+        .replace(/^\[(\w+) @ 0x[0-9a-f]+\] /, "$1: ")
+        .replace(/\s*--\s*$/, "")
+        .trim(),
+    )
+    .filter((line) => line !== "");
+  const last = lines.at(-1) ?? "";
+  const before = lines.findLast((line) => line !== last);
+  return WRAP_UP.test(last) && before !== undefined ? `${before} (${last})` : last;
+}
+
 /** Options before an uploaded source, so that it is read from its file alone, as a listed container. */
 export const SOURCE_READING: readonly string[] = [
   "-protocol_whitelist",
@@ -834,7 +858,7 @@ export class MediaTools {
         const refusedFormat = NOT_ON_WHITELIST.exec(stderr)?.[1];
         const reason = refusedFormat
           ? `the file is read as ${refusedFormat}, not a format video sources are read from`
-          : stderr.trim().split("\n").pop() || (killedBy ? `killed by ${killedBy}` : `exit code ${code}`);
+          : failureReason(stderr) || (killedBy ? `killed by ${killedBy}` : `exit code ${code}`);
         const failure = new MediaToolError(`${tool}: ${reason}`);
         const { scratchDirectory } = this.options;
         if (diskFault) return reject(new ScratchDiskError(failure));

@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
+  failureReason,
   lengthOf,
   locateMediaTools,
   MediaToolError,
@@ -949,6 +950,34 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     expect([start, videoEnd, audioEnd]).toEqual([-0.007, 0.12, 5.01]);
     expect(averageRate).toBeCloseTo(25, 5);
   });
+
+  it("names what failed, not only ffmpeg's wrap-up, in a failure's reason", async () => {
+    expect(
+      failureReason(
+        "[h264 @ 0x55d1c0a3e2c0] error while decoding MB 3 2\nCannot determine format of input stream 0:0 after EOF\nError marking filters as finished\n",
+      ),
+    ).toBe("Cannot determine format of input stream 0:0 after EOF (Error marking filters as finished)");
+    expect(
+      failureReason("[aac @ 0x5611] Unsupported channel layout\nError initializing output stream 0:1 -- \n"),
+    ).toBe("aac: Unsupported channel layout (Error initializing output stream 0:1)");
+    expect(failureReason("[mov,mp4,m4a,3gp,3g2,mj2 @ 0x1] moov atom not found\n")).toBe(
+      "[mov,mp4,m4a,3gp,3g2,mj2 @ 0x1] moov atom not found",
+    );
+    expect(failureReason("Invalid data found when processing input\n")).toBe(
+      "Invalid data found when processing input",
+    );
+    // A picture whose every frame is damaged: before session 50 its reason was the wrap-up alone.
+    const damaged = join(work, "damaged-picture.mkv");
+    await tools.ffmpeg([
+      ...lavfi("testsrc=size=160x90:rate=25:duration=2"),
+      ...["-c:v", "libx264", "-preset", "ultrafast", "-bsf:v", "noise=amount=2", damaged],
+    ]);
+    const failure = await transcoder
+      .transcode(damaged, join(work, "damaged-picture"), await transcoder.probe(damaged), 1)
+      .catch((error: Error) => error);
+    expect(failure).toBeInstanceOf(MediaToolError);
+    expect(String(failure)).not.toMatch(/ffmpeg: Error marking filters as finished$/);
+  }, 60_000);
 
   it("rejects corrupt input with a reason", async () => {
     const corrupt = join(work, "corrupt.mp4");
