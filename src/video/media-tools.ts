@@ -251,7 +251,7 @@ export function failureReason(stderr: string): string {
     .split("\n")
     .map((line) =>
       line
-        .replace(/^\[(\w+) @ 0x[0-9a-f]+\] /, "$1: ")
+        .replace(/^\[([\w,]+) @ 0x[0-9a-f]+\] /, "$1: ")
         .replace(/\s*--\s*$/, "")
         .trim(),
     )

@@ -961,7 +961,7 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
       failureReason("[aac @ 0x5611] Unsupported channel layout\nError initializing output stream 0:1 -- \n"),
     ).toBe("aac: Unsupported channel layout (Error initializing output stream 0:1)");
     expect(failureReason("[mov,mp4,m4a,3gp,3g2,mj2 @ 0x1] moov atom not found\n")).toBe(
-      "[mov,mp4,m4a,3gp,3g2,mj2 @ 0x1] moov atom not found",
+      "mov,mp4,m4a,3gp,3g2,mj2: moov atom not found",
     );
     expect(failureReason("Invalid data found when processing input\n")).toBe(
       "Invalid data found when processing input",
