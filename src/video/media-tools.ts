@@ -182,7 +182,7 @@ export interface ProbeStream {
 }
 
 export interface ProbeJson {
-  format?: { duration?: string; start_time?: string; tags?: Record<string, string | undefined> };
+  format?: { duration?: string; start_time?: string };
   streams?: ProbeStream[];
 }
 
@@ -475,14 +475,11 @@ export function timelineOfHeader(
   const streams = audio ? [video, audio] : [video];
   let ends = streams.map(endOf);
   if (ends.includes(undefined)) {
-    const byFfmpeg = /^Lavf/.test(tagOf(parsed.format?.tags, /^encoder$/i) ?? "");
-    const tagged = streams.map((stream) => taggedEndOf(stream, byFfmpeg));
+    const tagged = streams.map(taggedEndOf);
     // Of every stream (another track may run longer): tags another tool left behind after cutting
     // the file would not end where the file does. Matroska's own length is where its timestamps
     // end (15 s for 5 s of media from 10 s on), which is the file's end either way it is read.
-    const latest = Math.max(
-      ...(parsed.streams ?? []).flatMap((stream) => taggedEndOf(stream, byFfmpeg) ?? []),
-    );
+    const latest = Math.max(...(parsed.streams ?? []).flatMap((stream) => taggedEndOf(stream) ?? []));
     const fileEnds = [containerS, (secondsOf(parsed.format?.start_time) ?? 0) + (containerS ?? Number.NaN)];
     if (
       !tagged.includes(undefined) &&
@@ -506,6 +503,8 @@ export function timelineOfHeader(
 
 /** How far the latest stream end Matroska's tags give may be from the file's own end, and be taken. */
 const TAGGED_END_TOLERANCE_S = 0.5;
+/** A start this close to zero (a B-frame's delay) makes a `DURATION` tag an end or a length alike, for a hold. */
+const AMBIGUOUS_START_S = 0.1;
 const MATROSKA_DURATION_TAG = /^DURATION(-[a-z]{2,3})?$/i;
 const MATROSKA_DURATION = /^(\d+):([0-5]\d):([0-5]\d(?:\.\d+)?)$/;
 
@@ -515,19 +514,22 @@ const tagOf = (tags: Record<string, string | undefined> | undefined, name: RegEx
 
 /**
  * Where a Matroska stream ends by its `DURATION` tag, for files that give no length per stream
- * otherwise. ffmpeg's muxer (`byFfmpeg`: the file's encoder is its `Lavf`; OBS's recordings are
- * such files) writes the stream's end there, even over statistics it copied from another file;
- * mkvmerge writes its length from its first frame, and lists the tag in `_STATISTICS_TAGS`.
+ * otherwise. ffmpeg's muxer (OBS's recordings are its files) writes the stream's end there; mkvmerge
+ * writes its length from its first frame, and lists the tag in `_STATISTICS_TAGS`. Neither says who
+ * wrote the tag for sure: ffmpeg copies mkvmerge's statistics into a file it writes (its `DURATION`
+ * then an end), and mkvmerge copies the `Lavf` encoder of its input. Where statistics are listed,
+ * the two readings differ by the stream's start, so the tag is taken only for a stream that starts
+ * at the file's zero, where they agree.
  */
-function taggedEndOf(stream: ProbeStream, byFfmpeg: boolean): number | undefined {
+function taggedEndOf(stream: ProbeStream): number | undefined {
   const [, hours, minutes, seconds] =
     MATROSKA_DURATION.exec(tagOf(stream.tags, MATROSKA_DURATION_TAG) ?? "") ?? [];
   if (hours === undefined) return undefined;
   const tagged = Number(hours) * 3600 + Number(minutes) * 60 + Number(seconds);
   const statistics = tagOf(stream.tags, /^_STATISTICS_TAGS(-[a-z]{2,3})?$/i) ?? "";
-  if (byFfmpeg || !statistics.split(" ").includes("DURATION")) return tagged;
+  if (!statistics.split(" ").includes("DURATION")) return tagged;
   const start = secondsOf(stream.start_time);
-  return start === undefined ? undefined : start + tagged;
+  return start !== undefined && Math.abs(start) <= AMBIGUOUS_START_S ? start + tagged : undefined;
 }
 
 /**

@@ -220,7 +220,7 @@ export class Transcoder {
    * The other audio tracks were never needed before they were offered: no video fails for one.
    * - Each track is tried alone, briefly, as the run encodes it: those ffmpeg fails on (a decoder
    *   or a mix-down it lacks) are left out, and the source read again without them, so the next
-   *   track leads and the hold is its own; with none left, the video is made without sound.
+   *   track leads and the hold is its own; with none left, none is made.
    * - Then, if tracks remain beside the lead, the lead alone: data ffmpeg chokes on further in.
    */
   async #readingsForAnotherRun(
@@ -233,6 +233,8 @@ export class Transcoder {
     const usable = new Set<number>();
     for (const track of tracks)
       if (await this.#encodes(source, track.stream, signal)) usable.add(track.stream);
+    // No sound ffmpeg can encode at all: the video fails with the reason, rather than go silent.
+    if (usable.size === 0) return [];
     let reading: ProbeResult | undefined = probe;
     const readings: ProbeResult[] = [];
     if (usable.size < tracks.length) {

@@ -578,6 +578,17 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
       "a",
     ]);
     expect(sound).toEqual({ codec_type: "audio" });
+    // That track alone: the video fails with ffmpeg's reason, rather than go silent unannounced.
+    const unmixableOnly = join(work, "unmixable-only.mov");
+    await tools.ffmpeg(["-i", unmixable, "-map", "0:v", "-map", "0:1", "-c", "copy", unmixableOnly]);
+    await expect(
+      transcoder.transcode(
+        unmixableOnly,
+        join(work, "unmixable-only"),
+        await transcoder.probe(unmixableOnly),
+        1,
+      ),
+    ).rejects.toThrow(MediaToolError);
   }, 60_000);
 
   it("leaves out the audio tracks that carry no packets at all, keeping the others, or makes the video silent when none is left", async () => {
@@ -774,22 +785,23 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     const statistics = { "_STATISTICS_TAGS-eng": "BPS DURATION NUMBER_OF_FRAMES NUMBER_OF_BYTES" };
     expect(
       file({ start_time: "0.000000", duration: "67.035000" }, [
-        { ...video, start_time: "0.500000", tags: { "DURATION-eng": "00:01:02.000000000", ...statistics } },
+        { ...video, start_time: "0.024000", tags: { "DURATION-eng": "00:01:02.000000000", ...statistics } },
         { ...audio, start_time: "0.000000", tags: { "DURATION-eng": "00:01:07.035000000", ...statistics } },
       ]),
-    ).toMatchObject({ start: 0, videoEnd: 62.5, audioEnd: 67.035 });
-    // The same statistics copied by ffmpeg into a file of its own, whose DURATION it writes anew,
-    // as an end: the picture starting 1 s in ends at 3 s, not 4 (QA of session 50).
+    ).toMatchObject({ start: 0, videoEnd: 62.024, audioEnd: 67.035 });
+    // Statistics on a stream that starts late: mkvmerge's length, or an end ffmpeg wrote over the
+    // statistics it copied? Each tool copies what would tell (QA of session 50: either reading was
+    // a second off for one of them), so such a file is not held, as before session 50.
     const copied = { DURATION: "00:00:03.000000000", _STATISTICS_TAGS: "BPS DURATION" };
     expect(
-      file({ start_time: "0.000000", duration: "5.000000", tags: { ENCODER: "Lavf59.27.100" } }, [
+      file({ start_time: "0.000000", duration: "5.000000" }, [
         { ...video, start_time: "1.000000", tags: copied },
         { ...audio, start_time: "0.000000", tags: { ...copied, DURATION: "00:00:05.000000000" } },
       ]),
-    ).toMatchObject({ start: 0, videoEnd: 3, audioEnd: 5 });
+    ).toMatchObject({ start: undefined, videoEnd: undefined, audioEnd: undefined });
     // Matroska's own length is where its timestamps end: a file starting at 10 s is held too.
     expect(
-      file({ start_time: "9.977000", duration: "15.000000", tags: { ENCODER: "Lavf59.27.100" } }, [
+      file({ start_time: "9.977000", duration: "15.000000" }, [
         { ...video, start_time: "10.000000", tags: { DURATION: "00:00:12.000000000" } },
         { ...audio, start_time: "9.977000", tags: { DURATION: "00:00:15.000000000" } },
       ]),
