@@ -176,7 +176,13 @@ export class Transcoder {
   async probe(source: string): Promise<ProbeResult> {
     const probe = await this.tools.probe(source, SOURCE_READING);
     if (probe.audioTracks.length === 0) return probe;
-    const empty = await this.tools.audioStreamsWithoutPackets(source, SOURCE_READING);
+    // A count ffprobe cannot make tells nothing: the source is taken as its header reads.
+    const empty = await this.tools
+      .audioStreamsWithoutPackets(source, SOURCE_READING)
+      .catch((error: unknown): number[] => {
+        if (isRetried(error)) return [];
+        throw error;
+      });
     if (empty.length === 0) return probe;
     return this.tools.probe(source, SOURCE_READING, (stream) => !empty.includes(stream));
   }

@@ -646,6 +646,14 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
       1, 9, 10, 11,
     ]);
 
+    // A count ffprobe cannot make leaves the source as its header reads, as before session 50.
+    const uncounted = new Transcoder(
+      Object.assign(testMediaTools(), {
+        audioStreamsWithoutPackets: () => Promise.reject(new MediaToolError("ffprobe: unreadable")),
+      }),
+    );
+    expect((await uncounted.probe(crowded)).audioTracks).toHaveLength(8);
+
     const emptyOnly = join(work, "empty-only.mkv");
     await tools.ffmpeg([
       ...lavfi("testsrc=size=160x90:rate=25:duration=2", "sine=duration=2"),
