@@ -474,19 +474,7 @@ export function timelineOfHeader(
   const containerS = secondsOf(parsed.format?.duration ?? video.duration);
   const streams = audio ? [video, audio] : [video];
   let ends = streams.map(endOf);
-  if (ends.includes(undefined)) {
-    const tagged = streams.map(taggedEndOf);
-    // Of every stream (another track may run longer): tags another tool left behind after cutting
-    // the file would not end where the file does. Matroska's own length is where its timestamps
-    // end (15 s for 5 s of media from 10 s on), which is the file's end either way it is read.
-    const latest = Math.max(...(parsed.streams ?? []).flatMap((stream) => taggedEndOf(stream) ?? []));
-    const fileEnds = [containerS, (secondsOf(parsed.format?.start_time) ?? 0) + (containerS ?? Number.NaN)];
-    if (
-      !tagged.includes(undefined) &&
-      fileEnds.some((end) => end !== undefined && Math.abs(latest - end) <= TAGGED_END_TOLERANCE_S)
-    )
-      ends = tagged;
-  }
+  if (ends.includes(undefined)) ends = matroskaEnds(parsed, streams, containerS) ?? ends;
   const starts = streams.flatMap((stream, position) => {
     const start = ends[position] !== undefined ? secondsOf(stream.start_time) : undefined;
     return start === undefined ? [] : [start];
@@ -499,6 +487,20 @@ export function timelineOfHeader(
     containerS,
     averageRate: average && average.num / average.den,
   };
+}
+
+/**
+ * The streams' ends by Matroska's `DURATION` tags: when each has one, and the latest tag of every
+ * stream (another track may run longer) ends with the file. Tags another tool left behind after
+ * cutting the file would not. Matroska's own length is where its timestamps end (15 s for 5 s of
+ * media from 10 s on), so either reading of the file's end is taken.
+ */
+function matroskaEnds(parsed: ProbeJson, streams: ProbeStream[], containerS: number | undefined) {
+  const tagged = streams.map(taggedEndOf);
+  if (containerS === undefined || tagged.includes(undefined)) return undefined;
+  const latest = Math.max(...(parsed.streams ?? []).flatMap((stream) => taggedEndOf(stream) ?? []));
+  const fileEnds = [containerS, (secondsOf(parsed.format?.start_time) ?? 0) + containerS];
+  return fileEnds.some((end) => Math.abs(latest - end) <= TAGGED_END_TOLERANCE_S) ? tagged : undefined;
 }
 
 /** How far the latest stream end Matroska's tags give may be from the file's own end, and be taken. */

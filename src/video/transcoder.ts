@@ -177,12 +177,10 @@ export class Transcoder {
     const probe = await this.tools.probe(source, SOURCE_READING);
     if (probe.audioTracks.length === 0) return probe;
     // A count ffprobe cannot make tells nothing: the source is taken as its header reads.
-    const empty = await this.tools
-      .audioStreamsWithoutPackets(source, SOURCE_READING)
-      .catch((error: unknown): number[] => {
-        if (isRetried(error)) return [];
-        throw error;
-      });
+    const empty = await unlessInputFails(
+      this.tools.audioStreamsWithoutPackets(source, SOURCE_READING),
+      [] as number[],
+    );
     if (empty.length === 0) return probe;
     return this.tools.probe(source, SOURCE_READING, (stream) => !empty.includes(stream));
   }
@@ -205,7 +203,7 @@ export class Transcoder {
     try {
       return await this.#transcode(source, outDir, probe, thumbnailCount, signal);
     } catch (error) {
-      if (!isRetried(error)) throw error;
+      if (!isInputFailure(error)) throw error;
       let failure: unknown = error;
       for (const reading of await this.#readingsForAnotherRun(source, probe, signal)) {
         await rm(outDir, { recursive: true, force: true });
@@ -213,7 +211,7 @@ export class Transcoder {
           const made = await this.#transcode(source, outDir, reading, thumbnailCount, signal);
           return { ...made, tracksLeftOut: error.message };
         } catch (again) {
-          if (!isRetried(again)) throw again;
+          if (!isInputFailure(again)) throw again;
           failure = again;
         }
       }
@@ -245,9 +243,10 @@ export class Transcoder {
     const readings: ProbeResult[] = [];
     if (usable.size < tracks.length) {
       // A reading that fails tells nothing: the first run's failure is what the video fails with.
-      reading = await this.tools
-        .probe(source, SOURCE_READING, (stream) => usable.has(stream))
-        .catch(() => undefined);
+      reading = await unlessInputFails(
+        this.tools.probe(source, SOURCE_READING, (stream) => usable.has(stream)),
+        undefined,
+      );
       if (reading) readings.push(reading);
     }
     if (reading && reading.audioTracks.length > 1)
@@ -257,18 +256,11 @@ export class Transcoder {
 
   /** Whether ffmpeg encodes the first seconds of one audio track as a run would. */
   #encodes(source: string, stream: number, signal?: AbortSignal): Promise<boolean> {
-    return this.tools
-      .ffmpeg(
-        [...sourceInput(source), ...encodedAudio(stream), "-t", String(TRACK_CHECK_S), "-f", "null", "-"],
-        signal,
-      )
-      .then(
-        () => true,
-        (error: unknown) => {
-          if (isRetried(error)) return false;
-          throw error;
-        },
-      );
+    const check = [...encodedAudio(stream), "-t", String(TRACK_CHECK_S), "-f", "null", "-"];
+    return unlessInputFails(
+      this.tools.ffmpeg([...sourceInput(source), ...check], signal).then(() => true),
+      false,
+    );
   }
 
   /** One ffmpeg run of every output, with `probe.audioTracks` as the sound, and what follows it. */
@@ -548,9 +540,20 @@ const encodedAudio = (stream: number) => [
 /** Seconds of a track encoded to tell whether ffmpeg can encode it at all, after a failed run. */
 const TRACK_CHECK_S = 2;
 
-/** A run that failed on its input is made again with less sound; one past its timeout is not made twice. */
-const isRetried = (error: unknown): error is MediaToolError =>
+/**
+ * ffmpeg or ffprobe failed on the source, within its time: a run so failed is made again with less
+ * sound (one past its timeout is not made twice), and a reading so failed tells nothing. Anything
+ * else (the process stopping, the video deleted) goes up as it is.
+ */
+const isInputFailure = (error: unknown): error is MediaToolError =>
   error instanceof MediaToolError && !(error instanceof ToolTimedOutError);
+
+/** What `work` gives, or `fallback` when ffmpeg or ffprobe failed on the source. */
+const unlessInputFails = <T>(work: Promise<T>, fallback: T): Promise<T> =>
+  work.catch((error: unknown) => {
+    if (isInputFailure(error)) return fallback;
+    throw error;
+  });
 
 /** What a transcode made, for packaging and the video's record. */
 export interface Transcoded {
@@ -558,7 +561,7 @@ export interface Transcoded {
   audio: AudioRenditions;
   /** Why some of the source's audio tracks were left out: the first run, with them all, failed so. */
   tracksLeftOut?: string;
-  /** The source's length as the run read it: without an empty leading track, the hold may differ. */
+  /** The source's length as the run read it: without a track ffmpeg failed on, the hold may differ. */
   durationS: number;
   thumbnails: string[];
   playableS: number;
