@@ -115,6 +115,8 @@ export class Metrics {
   });
   /** route -> method -> status -> series. */
   readonly #httpSeries = new Map<string, Map<string, Map<number, RequestSeries>>>();
+  /** `method route` -> the tally of its 500s, made as the route is (`routeAdded`). */
+  readonly #unexpectedFailures = new Map<string, { pending: number }>();
   readonly #rateLimited = new TalliedCounter({
     name: "cumulo_rate_limit_refusals_total",
     help: "API requests refused with 429 because their key (or address) spent its request budget.",
@@ -241,11 +243,10 @@ export class Metrics {
    * A route the API serves: its 500 is exported at 0 from the start, so that rate() and increase()
    * see the first unexpected failure after a start (a deploy's), which a series born with it counted
    * hides. Other codes' series are made as they are first answered: all of them ahead would be
-   * thousands of series, and their first answers are expected ones or come in bursts. (The first
-   * 500 makes a tally of its own, which adds to the same series.)
+   * thousands of series, and their first answers are expected ones or come in bursts.
    */
   routeAdded = (route: string, method: string): void => {
-    this.#httpRequests.tally(route, method, "500");
+    this.#unexpectedFailures.set(`${method} ${route}`, this.#httpRequests.tally(route, method, "500"));
   };
 
   rateLimitRefused = (): void => {
@@ -429,7 +430,9 @@ export class Metrics {
       // Codes of one class share their duration series (200 and 201 are one `2xx` series).
       const sameClass = [...byStatus].find(([code]) => statusClass(code) === statusClass(status))?.[1];
       series = {
-        requests: this.#httpRequests.tally(route, method, String(status)),
+        requests:
+          (status === 500 ? this.#unexpectedFailures.get(`${method} ${route}`) : undefined) ??
+          this.#httpRequests.tally(route, method, String(status)),
         duration:
           sameClass?.duration ??
           this.#httpDuration.series({ route, method, status_class: statusClass(status) }),

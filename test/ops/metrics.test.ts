@@ -681,6 +681,18 @@ describe("metric series", () => {
       }),
     ).toBe(2);
   });
+
+  it("counts a route's 500s on the series made for it at start, once", async () => {
+    const metrics = new Metrics({ processMetrics: false });
+    metrics.routeAdded("/v1/things", "POST");
+    const series = 'cumulo_http_requests_total{route="/v1/things",method="POST",status="500"}';
+    expect(parseSamples((await metrics.render()).body).get(series)).toBe(0);
+    metrics.httpResponse("/v1/things", "POST", 500, 3);
+    metrics.httpResponse("/v1/things", "POST", 500, 3);
+    const text = (await metrics.render()).body;
+    expect(parseSamples(text).get(series)).toBe(2);
+    expect(text.split("\n").filter((line) => line.startsWith(series))).toHaveLength(1);
+  });
 });
 
 describe("ffmpeg metrics", () => {
