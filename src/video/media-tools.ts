@@ -179,6 +179,15 @@ export interface ProbeStream {
   /** Matroska's statistics (`DURATION`, `_STATISTICS_TAGS`) among them, named as the file names them. */
   tags?: { rotate?: string; language?: string; title?: string; [name: string]: string | undefined };
   side_data_list?: { rotation?: number }[];
+  /** With `-count_packets`; absent for a stream none was read of. */
+  nb_read_packets?: string;
+}
+
+/** How `MediaTools.probe` reads a file. */
+export interface ProbeReading {
+  inputOptions?: readonly string[];
+  audioTaken?: (stream: number) => boolean;
+  countPackets?: boolean;
 }
 
 export interface ProbeJson {
@@ -646,14 +655,15 @@ export class MediaTools {
   }
 
   /**
-   * What ffprobe finds in `file`; `inputOptions` go before it (`SOURCE_READING` for an uploaded source).
-   * Only the audio streams `audioTaken` admits are taken: the sound, and the hold, are of those.
+   * What ffprobe finds in `file`, as `reading` says:
+   * - `inputOptions` go before the file (`SOURCE_READING` for an uploaded source);
+   * - only the audio streams `audioTaken` admits are taken: the sound, and the hold, are of those;
+   * - `countPackets` reads the whole file, without decoding it, and leaves out the audio streams
+   *   that carry no packets at all (a header can declare a stream that was never written). The
+   *   streams listed are still those the header names: one found further in is never counted in.
    */
-  probe(
-    file: string,
-    inputOptions: readonly string[] = [],
-    audioTaken: (stream: number) => boolean = () => true,
-  ): Promise<ProbeResult> {
+  probe(file: string, reading: ProbeReading = {}): Promise<ProbeResult> {
+    const { inputOptions = [], audioTaken = () => true, countPackets = false } = reading;
     return this.#limit(async () => {
       const output = await this.#spawn("ffprobe", this.paths.ffprobe, [
         "-v",
@@ -662,6 +672,7 @@ export class MediaTools {
         "json",
         "-show_format",
         "-show_streams",
+        ...(countPackets ? ["-count_packets"] : []),
         ...inputOptions,
         file,
       ]);
@@ -682,7 +693,18 @@ export class MediaTools {
         );
       }
       const base = rateOf(video.r_frame_rate);
-      const audioTracks = audioTracksOf(parsed.streams ?? [], audioTaken);
+      // ffprobe leaves out the count of a stream it read no packet of.
+      const unwritten = new Set(
+        countPackets
+          ? (parsed.streams ?? [])
+              .filter((stream) => !(Number.parseInt(stream.nb_read_packets ?? "", 10) > 0))
+              .map((stream) => stream.index)
+          : [],
+      );
+      const audioTracks = audioTracksOf(
+        parsed.streams ?? [],
+        (stream) => audioTaken(stream) && !unwritten.has(stream),
+      );
       const audioStream = audioTracks[0]?.stream;
       const audio = parsed.streams?.find((stream) => stream.index === audioStream);
       let timeline = timelineOfHeader(parsed, video, audio);
@@ -751,36 +773,6 @@ export class MediaTools {
       ]);
       const pts = Number.parseInt(output.trim(), 10);
       return Number.isSafeInteger(pts) ? pts : undefined;
-    });
-  }
-
-  /**
-   * The audio streams of a source that carry no packets at all (a header can declare a stream that
-   * was never written), found by reading the file without decoding it.
-   */
-  audioStreamsWithoutPackets(file: string, inputOptions: readonly string[] = []): Promise<number[]> {
-    return this.#limit(async () => {
-      const output = await this.#spawn("ffprobe", this.paths.ffprobe, [
-        "-v",
-        "error",
-        "-select_streams",
-        "a",
-        "-count_packets",
-        "-show_entries",
-        "stream=index,nb_read_packets",
-        "-of",
-        "csv=p=0",
-        ...inputOptions,
-        file,
-      ]);
-      // ffprobe says N/A, not 0, of a stream it read no packet of; a transport stream's streams are
-      // listed twice, once under their program.
-      const empty = output
-        .split("\n")
-        .map((line) => line.trim().split(","))
-        .filter(([index, packets]) => index !== "" && !(Number.parseInt(packets ?? "", 10) > 0))
-        .map(([index]) => Number(index));
-      return [...new Set(empty)];
     });
   }
 

@@ -170,19 +170,16 @@ export class Transcoder {
    * What the source holds, without its audio streams that carry no packets at all (declared, never
    * written: a broadcast recording's, a default track left empty). Such a track failed the whole
    * run only once ffmpeg reached the source's end (a 120 s source took a second run, 272-331 s
-   * against 130) and took a place among the tracks offered; counting every audio stream's packets
-   * is one reading of the file, without decoding it.
+   * against 130) and took a place among the tracks offered. The packets are counted in the same
+   * reading as the header, without decoding (one ffprobe, not two: about 60 ms per video).
    */
   async probe(source: string): Promise<ProbeResult> {
-    const probe = await this.tools.probe(source, SOURCE_READING);
-    if (probe.audioTracks.length === 0) return probe;
-    // A count ffprobe cannot make tells nothing: the source is taken as its header reads.
-    const empty = await unlessInputFails(
-      this.tools.audioStreamsWithoutPackets(source, SOURCE_READING),
-      [] as number[],
+    const counted = await unlessInputFails(
+      this.tools.probe(source, { inputOptions: SOURCE_READING, countPackets: true }),
+      undefined,
     );
-    if (empty.length === 0) return probe;
-    return this.tools.probe(source, SOURCE_READING, (stream) => !empty.includes(stream));
+    // A count ffprobe cannot make tells nothing: the source is taken as its header reads.
+    return counted ?? this.tools.probe(source, { inputOptions: SOURCE_READING });
   }
 
   /**
@@ -244,7 +241,10 @@ export class Transcoder {
     if (usable.size < tracks.length) {
       // A reading that fails tells nothing: the first run's failure is what the video fails with.
       reading = await unlessInputFails(
-        this.tools.probe(source, SOURCE_READING, (stream) => usable.has(stream)),
+        this.tools.probe(source, {
+          inputOptions: SOURCE_READING,
+          audioTaken: (stream) => usable.has(stream),
+        }),
         undefined,
       );
       if (reading) readings.push(reading);

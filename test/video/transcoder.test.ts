@@ -12,6 +12,7 @@ import {
   MediaTools,
   PacketTimeline,
   type ProbeJson,
+  type ProbeReading,
   type ProbeStream,
   ScratchDiskError,
   soundPastPictureS,
@@ -647,9 +648,14 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     ]);
 
     // A count ffprobe cannot make leaves the source as its header reads, as before session 50.
+    const counting = testMediaTools();
+    const headerOnly = counting.probe.bind(counting);
     const uncounted = new Transcoder(
-      Object.assign(testMediaTools(), {
-        audioStreamsWithoutPackets: () => Promise.reject(new MediaToolError("ffprobe: unreadable")),
+      Object.assign(counting, {
+        probe: (file: string, reading: ProbeReading = {}) =>
+          reading.countPackets
+            ? Promise.reject(new MediaToolError("ffprobe: unreadable"))
+            : headerOnly(file, reading),
       }),
     );
     expect((await uncounted.probe(crowded)).audioTracks).toHaveLength(8);
@@ -668,6 +674,30 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     );
     expect(silent.audio).toEqual({ lead: undefined, others: [] });
     expect(silent.renditions).toHaveLength(1);
+  }, 60_000);
+
+  it("counts packets in the header's reading without taking in a stream found only further in", async () => {
+    // A transport stream whose sound begins in a second program, after 12 s of picture: ffmpeg's
+    // reading of the header never finds it, so mapping it would fail the run. The whole file is read
+    // to count packets, and ffprobe still lists only the streams of the header.
+    const pictureFirst = join(work, "picture-first.ts");
+    const soundLater = join(work, "sound-later.ts");
+    await tools.ffmpeg([
+      ...lavfi("testsrc=size=160x90:rate=25:duration=12"),
+      ...["-c:v", "libx264", "-preset", "ultrafast", pictureFirst],
+    ]);
+    await tools.ffmpeg([
+      ...lavfi("testsrc=size=160x90:rate=25:duration=2", "sine=duration=2"),
+      ...["-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"],
+      ...["-mpegts_service_id", "7", "-mpegts_pmt_start_pid", "0x1200", soundLater],
+    ]);
+    const joined = join(work, "sound-found-later.ts");
+    writeFileSync(joined, Buffer.concat([readFileSync(pictureFirst), readFileSync(soundLater)]));
+    const probe = await transcoder.probe(joined);
+    expect(probe.audioTracks).toEqual([]);
+    const made = await transcoder.transcode(joined, join(work, "sound-found-later"), probe, 1);
+    expect(made.audio.lead).toBeUndefined();
+    expect(made.tracksLeftOut).toBeUndefined();
   }, 60_000);
 
   it("takes no stream's length past the container's, and holds the last frame for at most a minute of sound", () => {
