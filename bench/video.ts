@@ -159,6 +159,10 @@ async function direct(clip: string, out: string): Promise<Timing> {
 async function throughCumulo(clip: string): Promise<Omit<Timing, "firstSegmentS">> {
   const bench = await startBenchCumulo("sqlite", { CUMULO_FFMPEG_CONCURRENCY: "1" });
   try {
+    // A node just started compiles its route schemas in idle turns: about 0.3 s of CPU that took
+    // from ffmpeg's two cores during the first encode, which a running node never pays (as in
+    // bench/webhooks.ts).
+    await bench.cumulo.app?.compileSchemas();
     const base = bench.cumulo.apiUrl ?? "";
     const headers = { authorization: `Bearer ${BENCH_KEY}`, "content-type": "application/json" };
     const call = async (method: string, path: string, body?: unknown) => {
