@@ -406,7 +406,8 @@ export class Transcoder {
     }
 
     const mp4Rung = rungs.find((rung) => rung.size <= MP4_MAX_SIZE) ?? rungs[rungs.length - 1];
-    await this.tools.ffmpeg(
+    const mp4 = join(outDir, MP4_FILE);
+    const copyToMp4 = this.tools.ffmpeg(
       [
         "-i",
         join(outDir, mp4Rung?.directory ?? "", "index.m3u8"),
@@ -417,9 +418,17 @@ export class Transcoder {
         ...(lead ? ["-bsf:a", "aac_adtstoasc"] : []),
         "-movflags",
         "+faststart",
-        join(outDir, MP4_FILE),
+        mp4,
       ],
       signal,
+    );
+    // Two files, read at once when the node has a tool slot free (one video in work): about 60 ms.
+    const [playableS, timelineStartPts] = await settledTogether(
+      // What was decoded, which a truncated source's header overstates.
+      copyToMp4.then(async () => (await this.tools.probe(mp4)).durationS),
+      // Not 0: the MPEG-TS muxer starts at 1.4 s, and B-frames add their delay. Every rung is cut
+      // from one decode, so the first rung's start is every rung's.
+      this.tools.firstVideoPts(join(outDir, rungs[0]?.directory ?? "", "segment_000.ts")),
     );
     const thumbnailScale = `${deinterlacing(probe)}${probe.hdr ? `${toneMapping(probe.hdr)},` : ""}scale=${scaledWidth(probe, thumbnailHeight)}:${thumbnailHeight}`;
     return {
@@ -427,13 +436,8 @@ export class Transcoder {
       audio: { lead, others },
       durationS: probe.durationS,
       thumbnails: await this.#thumbnails(source, outDir, thumbnailScale, thumbnailCount),
-      // What was decoded, which a truncated source's header overstates.
-      playableS: (await this.tools.probe(join(outDir, MP4_FILE))).durationS,
-      // Not 0: the MPEG-TS muxer starts at 1.4 s, and B-frames add their delay. Every rung is cut
-      // from one decode, so the first rung's start is every rung's.
-      timelineStartPts: await this.tools.firstVideoPts(
-        join(outDir, rungs[0]?.directory ?? "", "segment_000.ts"),
-      ),
+      playableS,
+      timelineStartPts,
     };
   }
 
@@ -554,6 +558,14 @@ const unlessInputFails = <T>(work: Promise<T>, fallback: T): Promise<T> =>
     if (isInputFailure(error)) return fallback;
     throw error;
   });
+
+/** Both results, once both have settled: neither tool outlives the run, which then removes its files. */
+async function settledTogether<A, B>(first: Promise<A>, second: Promise<B>): Promise<[A, B]> {
+  const [a, b] = await Promise.allSettled([first, second]);
+  if (a.status === "rejected") throw a.reason;
+  if (b.status === "rejected") throw b.reason;
+  return [a.value, b.value];
+}
 
 /** What a transcode made, for packaging and the video's record. */
 export interface Transcoded {
