@@ -129,6 +129,13 @@ export interface ProbeResult {
   hdr: { transfer: HdrTransfer; fullRange: boolean } | undefined;
   /** Each frame holds two fields taken at different moments (broadcast, camcorders): deinterlaced first. */
   interlaced: boolean;
+  /** The options the file was read with: every run on it reads it so, to find the same streams. */
+  inputOptions: readonly string[];
+  /**
+   * An audio stream carries packets whose rate or channels the reading did not reach (it was not
+   * taken): sound that begins further in than the analysis. Known only when packets were counted.
+   */
+  soundNotAnalyzed: boolean;
 }
 
 /** One audio track as a player lists it. */
@@ -278,8 +285,24 @@ export const SOURCE_READING: readonly string[] = [
   SOURCE_DEMUXERS,
 ];
 
-/** ffmpeg's input arguments for an uploaded source (`-i file`, confined as `SOURCE_READING` says). */
-export const sourceInput = (file: string): string[] => [...SOURCE_READING, "-i", file];
+/**
+ * Added to `SOURCE_READING` for a source whose sound begins further in than ffmpeg's analysis of its
+ * first 5 s reaches (a broadcast capture's, 8 s in): up to a minute of it, or 100 MB. Only for such
+ * a source: every stream's packets are held in memory while the analysis reads them.
+ */
+export const FURTHER_ANALYSIS: readonly string[] = [
+  "-analyzeduration",
+  "60000000",
+  "-probesize",
+  "100000000",
+];
+
+/** ffmpeg's input arguments for an uploaded source (`-i file`), read as its probe was (`inputOptions`). */
+export const sourceInput = (file: string, inputOptions: readonly string[]): string[] => [
+  ...inputOptions,
+  "-i",
+  file,
+];
 
 /** A rate as ffprobe writes it (`num/den` frames a second); undefined when it is none (`0/0`). */
 function rateOf(rate: string | undefined): { num: number; den: number } | undefined {
@@ -750,6 +773,15 @@ export class MediaTools {
           ? { transfer: video.color_transfer, fullRange: video.color_range === "pc" }
           : undefined,
         interlaced: INTERLACED_FIELD_ORDERS.has(video.field_order ?? ""),
+        inputOptions,
+        soundNotAnalyzed:
+          countPackets &&
+          (parsed.streams ?? []).some(
+            (stream) =>
+              stream.codec_type === "audio" &&
+              !unwritten.has(stream.index) &&
+              !(Number(stream.sample_rate) > 0 && (stream.channels ?? 0) > 0),
+          ),
       };
     });
   }

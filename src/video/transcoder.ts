@@ -2,6 +2,7 @@ import { copyFile, mkdir, readdir, readFile, rm, stat, writeFile } from "node:fs
 import { join } from "node:path";
 import {
   type AudioTrack,
+  FURTHER_ANALYSIS,
   type HdrTransfer,
   MediaToolError,
   type MediaTools,
@@ -174,12 +175,26 @@ export class Transcoder {
    * reading as the header, without decoding (one ffprobe, not two: about 60 ms per video).
    */
   async probe(source: string): Promise<ProbeResult> {
+    const reading = await this.#read(source, SOURCE_READING);
+    // Sound that begins further in than the analysis reaches has no rate or channels yet: it was
+    // left out, and the video made silent without a reason (QA of session 51: a transport stream's
+    // sound 8 s in). Such a source is read further, and every run reads it so.
+    if (!reading.soundNotAnalyzed) return reading;
+    const further = await unlessInputFails(
+      this.#read(source, [...SOURCE_READING, ...FURTHER_ANALYSIS]),
+      undefined,
+    );
+    return further ?? reading;
+  }
+
+  /** The source's header and packets in one reading; its header alone when ffprobe cannot count. */
+  async #read(source: string, inputOptions: readonly string[]): Promise<ProbeResult> {
     const counted = await unlessInputFails(
-      this.tools.probe(source, { inputOptions: SOURCE_READING, countPackets: true }),
+      this.tools.probe(source, { inputOptions, countPackets: true }),
       undefined,
     );
     // A count ffprobe cannot make tells nothing: the source is taken as its header reads.
-    return counted ?? this.tools.probe(source, { inputOptions: SOURCE_READING });
+    return counted ?? this.tools.probe(source, { inputOptions });
   }
 
   /**
@@ -233,7 +248,7 @@ export class Transcoder {
     if (tracks.length === 0) return [];
     const usable = new Set<number>();
     for (const track of tracks)
-      if (await this.#encodes(source, track.stream, signal)) usable.add(track.stream);
+      if (await this.#encodes(source, probe.inputOptions, track.stream, signal)) usable.add(track.stream);
     // No sound ffmpeg can encode at all: the video fails with the reason, rather than go silent.
     if (usable.size === 0) return [];
     let reading: ProbeResult | undefined = probe;
@@ -242,7 +257,7 @@ export class Transcoder {
       // A reading that fails tells nothing: the first run's failure is what the video fails with.
       reading = await unlessInputFails(
         this.tools.probe(source, {
-          inputOptions: SOURCE_READING,
+          inputOptions: probe.inputOptions,
           audioTaken: (stream) => usable.has(stream),
         }),
         undefined,
@@ -255,10 +270,15 @@ export class Transcoder {
   }
 
   /** Whether ffmpeg encodes the first seconds of one audio track as a run would. */
-  #encodes(source: string, stream: number, signal?: AbortSignal): Promise<boolean> {
+  #encodes(
+    source: string,
+    inputOptions: readonly string[],
+    stream: number,
+    signal?: AbortSignal,
+  ): Promise<boolean> {
     const check = [...encodedAudio(stream), "-t", String(TRACK_CHECK_S), "-f", "null", "-"];
     return unlessInputFails(
-      this.tools.ffmpeg([...sourceInput(source), ...check], signal).then(() => true),
+      this.tools.ffmpeg([...sourceInput(source, inputOptions), ...check], signal).then(() => true),
       false,
     );
   }
@@ -312,7 +332,7 @@ export class Transcoder {
     for (const track of otherTracks) await mkdir(join(outDir, track.directory), { recursive: true });
     await this.tools.ffmpeg(
       [
-        ...sourceInput(source),
+        ...sourceInput(source, probe.inputOptions),
         "-filter_complex",
         graph,
         ...rungs.flatMap((rung, index) => [
@@ -409,6 +429,9 @@ export class Transcoder {
     const mp4 = join(outDir, MP4_FILE);
     const copyToMp4 = this.tools.ffmpeg(
       [
+        // Sound that begins late in the source begins late in the rung too; every stream of the rung
+        // carries packets, so the analysis ends as soon as each has been seen.
+        ...FURTHER_ANALYSIS,
         "-i",
         join(outDir, mp4Rung?.directory ?? "", "index.m3u8"),
         "-map",
@@ -435,7 +458,7 @@ export class Transcoder {
       renditions,
       audio: { lead, others },
       durationS: probe.durationS,
-      thumbnails: await this.#thumbnails(source, outDir, thumbnailScale, thumbnailCount),
+      thumbnails: await this.#thumbnails(source, probe.inputOptions, outDir, thumbnailScale, thumbnailCount),
       playableS,
       timelineStartPts,
     };
@@ -451,7 +474,13 @@ export class Transcoder {
    * few frames long, or a very low frame rate) yields fewer pictures: the last one made stands in for
    * the missing ones, and the first frame when none was made (a single-frame video).
    */
-  async #thumbnails(source: string, outDir: string, scale: string, count: number): Promise<string[]> {
+  async #thumbnails(
+    source: string,
+    inputOptions: readonly string[],
+    outDir: string,
+    scale: string,
+    count: number,
+  ): Promise<string[]> {
     const names = Array.from(
       { length: count },
       (_, index) => `${THUMBNAIL_DIR}/thumbnail_${String(index + 1).padStart(3, "0")}.jpg`,
@@ -463,7 +492,7 @@ export class Transcoder {
     let present = await made();
     if (present.length === 0) {
       await this.tools.ffmpeg([
-        ...sourceInput(source),
+        ...sourceInput(source, inputOptions),
         "-frames:v",
         "1",
         "-vf",

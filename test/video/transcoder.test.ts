@@ -15,6 +15,7 @@ import {
   type ProbeReading,
   type ProbeStream,
   ScratchDiskError,
+  SOURCE_READING,
   soundPastPictureS,
   timelineOfHeader,
 } from "../../src/video/media-tools.ts";
@@ -674,6 +675,29 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     );
     expect(silent.audio).toEqual({ lead: undefined, others: [] });
     expect(silent.renditions).toHaveLength(1);
+  }, 60_000);
+
+  it("reads further into a source whose sound begins past the first seconds' analysis", async () => {
+    // A transport stream's sound 7 s in: ffmpeg's analysis of the first 5 s found no rate or channels,
+    // and the video was made silent without a reason (QA of session 51).
+    const lateSound = join(work, "late-sound.ts");
+    await tools.ffmpeg([
+      ...lavfi("testsrc=size=160x90:rate=25:duration=10"),
+      ...["-itsoffset", "7", ...lavfi("sine=duration=3")],
+      ...["-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", lateSound],
+    ]);
+    const probe = await transcoder.probe(lateSound);
+    expect(probe.audioTracks.map((track) => track.stream)).toEqual([1]);
+    expect(probe.inputOptions).toEqual(expect.arrayContaining(["-analyzeduration", "-probesize"]));
+    const out = join(work, "late-sound");
+    const made = await transcoder.transcode(lateSound, out, probe, 1);
+    expect(made.audio.lead?.stream).toBe(1);
+    expect(probeStreams(join(out, MP4_FILE), "codec_type", ["-select_streams", "a"])).toEqual([
+      { codec_type: "audio" },
+    ]);
+
+    // A source whose sound is analyzed within the first seconds is read as before.
+    expect((await transcoder.probe(clip)).inputOptions).toEqual(SOURCE_READING);
   }, 60_000);
 
   it("counts packets in the header's reading without taking in a stream found only further in", async () => {
