@@ -698,6 +698,23 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
 
     // A source whose sound is analyzed within the first seconds is read as before.
     expect((await transcoder.probe(clip)).inputOptions).toEqual(SOURCE_READING);
+
+    // Matroska names its sound's rate and channels in its header, but the rung copied into the MP4
+    // does not: sound 6 s in failed the copy ("Could not write header"), and the video with it,
+    // until session 51 (QA).
+    const lateInMatroska = join(work, "late-sound.mkv");
+    await tools.ffmpeg([
+      ...lavfi("testsrc=size=160x90:rate=25:duration=9"),
+      ...["-itsoffset", "6", ...lavfi("sine=duration=3")],
+      ...["-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", lateInMatroska],
+    ]);
+    const matroskaProbe = await transcoder.probe(lateInMatroska);
+    expect(matroskaProbe.inputOptions).toEqual(SOURCE_READING);
+    const matroskaOut = join(work, "late-sound-mkv");
+    await transcoder.transcode(lateInMatroska, matroskaOut, matroskaProbe, 1);
+    const [, sound] = probeStreams(join(matroskaOut, MP4_FILE), "codec_type,start_time");
+    expect(sound?.codec_type).toBe("audio");
+    expect(Number(sound?.start_time)).toBeCloseTo(6, 0);
   }, 60_000);
 
   it("counts packets in the header's reading without taking in a stream found only further in", async () => {
