@@ -286,6 +286,14 @@ export const SOURCE_READING: readonly string[] = [
 ];
 
 /**
+ * Sound beginning later than this after the picture is not taken: the renditions carry silence up
+ * to a track's first sound, and their muxers wait at most a minute for it, the picture held back
+ * meanwhile (the transcoder's `-max_interleave_delta`); past that the picture was written alone and
+ * the sound came after it, and a Matroska file's failed the MP4's copy.
+ */
+export const MAX_SOUND_START_S = 50;
+
+/**
  * Added to `SOURCE_READING` for a source whose sound begins further in than ffmpeg's analysis of its
  * first 5 s reaches (a broadcast capture's, 8 s in): up to a minute of it, or 100 MB. Only for such
  * a source: every stream's packets are held in memory while the analysis reads them.
@@ -724,9 +732,15 @@ export class MediaTools {
               .map((stream) => stream.index)
           : [],
       );
+      const videoStart = secondsOf(video.start_time) ?? 0;
+      const beginsTooLate = new Set(
+        (parsed.streams ?? [])
+          .filter((stream) => (secondsOf(stream.start_time) ?? videoStart) - videoStart > MAX_SOUND_START_S)
+          .map((stream) => stream.index),
+      );
       const audioTracks = audioTracksOf(
         parsed.streams ?? [],
-        (stream) => audioTaken(stream) && !unwritten.has(stream),
+        (stream) => audioTaken(stream) && !unwritten.has(stream) && !beginsTooLate.has(stream),
       );
       const audioStream = audioTracks[0]?.stream;
       const audio = parsed.streams?.find((stream) => stream.index === audioStream);

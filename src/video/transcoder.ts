@@ -308,7 +308,7 @@ export class Transcoder {
       `[inpreview]trim=duration=${Math.min(PREVIEW_SECONDS, probe.durationS)},fps=${PREVIEW_FPS}:eof_action=pass,scale=${previewSize(probe)},setsar=1[preview]`,
     ].join(";");
     const [lead, ...alternates] = probe.audioTracks;
-    const audio = lead ? encodedAudio(lead.stream) : [];
+    const audio = lead ? soundFromStart(lead.stream) : [];
     // HLS outputs of one process, growing as `EVENT` playlists until complete (a rung's or a track's).
     const hlsOutput = (directory: string) => [
       // Every output on one timeline: a muxer moves an output whose encoders start before zero (a
@@ -368,7 +368,7 @@ export class Transcoder {
         ]),
         // Each ends with the video: a commentary that ran on past it was encoded, and offered, whole.
         ...otherTracks.flatMap((track) => [
-          ...encodedAudio(track.stream),
+          ...soundFromStart(track.stream),
           "-t",
           probe.durationS.toFixed(3),
           ...hlsOutput(track.directory),
@@ -429,9 +429,6 @@ export class Transcoder {
     const mp4 = join(outDir, MP4_FILE);
     const copyToMp4 = this.tools.ffmpeg(
       [
-        // Sound that begins late in the source begins late in the rung too; every stream of the rung
-        // carries packets, so the analysis ends as soon as each has been seen.
-        ...FURTHER_ANALYSIS,
         "-i",
         join(outDir, mp4Rung?.directory ?? "", "index.m3u8"),
         "-map",
@@ -570,6 +567,14 @@ const encodedAudio = (stream: number) => [
   "-ac",
   "2",
 ];
+/**
+ * A track as the renditions carry it: silence from the video's start up to its first sound. hls.js
+ * cannot play a rendition whose first segment has no sound and a later one has ("Attempting to
+ * append to the audio SourceBuffer, but it does not exist": fatal, QA of session 51), and an
+ * audio-only rendition beginning late listed 4 s of a 16 s video. Sound further in than the
+ * interleaving wait (`-max_interleave_delta`) is not taken at all (`MAX_SOUND_START_S`).
+ */
+const soundFromStart = (stream: number) => [...encodedAudio(stream), "-af", "aresample=first_pts=0"];
 /** Seconds of a track encoded to tell whether ffmpeg can encode it at all, after a failed run. */
 const TRACK_CHECK_S = 2;
 
