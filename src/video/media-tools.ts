@@ -386,6 +386,26 @@ const isEncodable = (stream: ProbeStream): boolean =>
     (stream.channel_layout ?? "unknown") !== "unknown");
 
 /**
+ * The streams of a reading whose sound is never taken: those none of whose packets was read (known
+ * when they were counted: ffprobe leaves out the count of such a stream), and those beginning more
+ * than `MAX_SOUND_START_S` after the picture.
+ */
+function streamsNeverTaken(
+  streams: ProbeStream[],
+  video: ProbeStream,
+  countedPackets: boolean,
+): Set<number | undefined> {
+  const pictureStart = secondsOf(video.start_time) ?? 0;
+  const unwritten = (stream: ProbeStream) =>
+    countedPackets && !(Number.parseInt(stream.nb_read_packets ?? "", 10) > 0);
+  const beginsTooLate = (stream: ProbeStream) =>
+    (secondsOf(stream.start_time) ?? pictureStart) - pictureStart > MAX_SOUND_START_S;
+  return new Set(
+    streams.filter((stream) => unwritten(stream) || beginsTooLate(stream)).map((stream) => stream.index),
+  );
+}
+
+/**
  * The audio tracks offered, of those ffmpeg can encode: the one marked default (else the first)
  * leads, as the renditions carry it; the others follow in the file's order.
  */
@@ -724,23 +744,10 @@ export class MediaTools {
         );
       }
       const base = rateOf(video.r_frame_rate);
-      // ffprobe leaves out the count of a stream it read no packet of.
-      const unwritten = new Set(
-        countPackets
-          ? (parsed.streams ?? [])
-              .filter((stream) => !(Number.parseInt(stream.nb_read_packets ?? "", 10) > 0))
-              .map((stream) => stream.index)
-          : [],
-      );
-      const videoStart = secondsOf(video.start_time) ?? 0;
-      const beginsTooLate = new Set(
-        (parsed.streams ?? [])
-          .filter((stream) => (secondsOf(stream.start_time) ?? videoStart) - videoStart > MAX_SOUND_START_S)
-          .map((stream) => stream.index),
-      );
+      const neverTaken = streamsNeverTaken(parsed.streams ?? [], video, countPackets);
       const audioTracks = audioTracksOf(
         parsed.streams ?? [],
-        (stream) => audioTaken(stream) && !unwritten.has(stream) && !beginsTooLate.has(stream),
+        (stream) => audioTaken(stream) && !neverTaken.has(stream),
       );
       const audioStream = audioTracks[0]?.stream;
       const audio = parsed.streams?.find((stream) => stream.index === audioStream);
@@ -793,7 +800,7 @@ export class MediaTools {
           (parsed.streams ?? []).some(
             (stream) =>
               stream.codec_type === "audio" &&
-              !unwritten.has(stream.index) &&
+              !neverTaken.has(stream.index) &&
               !(Number(stream.sample_rate) > 0 && (stream.channels ?? 0) > 0),
           ),
       };
