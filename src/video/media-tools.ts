@@ -132,10 +132,18 @@ export interface ProbeResult {
   /** The options the file was read with: every run on it reads it so, to find the same streams. */
   inputOptions: readonly string[];
   /**
-   * An audio stream carries packets whose rate or channels the reading did not reach (it was not
-   * taken): sound that begins further in than the analysis. Known only when packets were counted.
+   * Sound may begin further in than the analysis reached. Known only when packets were counted:
+   * an audio stream carries packets whose rate or channels the reading did not reach (it was not
+   * taken), or sound was taken from a container that states no stream's start (reading every packet
+   * learns the rate of an MP2 or AC-3 track beginning past the analysis, and Matroska states it in
+   * its header, but neither tells where the sound begins).
    */
   soundNotAnalyzed: boolean;
+  /**
+   * The audio tracks taken whose sound begins more than `LATE_SOUND_S` after the source starts,
+   * where the container states each stream's start (MP4, MOV, MPEG-TS; Matroska states none).
+   */
+  lateSound: number[];
 }
 
 /** One audio track as a player lists it. */
@@ -198,7 +206,7 @@ export interface ProbeReading {
 }
 
 export interface ProbeJson {
-  format?: { duration?: string; start_time?: string };
+  format?: { duration?: string; start_time?: string; format_name?: string };
   streams?: ProbeStream[];
 }
 
@@ -292,6 +300,15 @@ export const SOURCE_READING: readonly string[] = [
  * the sound came after it, and a Matroska file's failed the MP4's copy.
  */
 export const MAX_SOUND_START_S = 50;
+
+/**
+ * Containers that state no stream's start: where each begins is known only from the analysis, which
+ * reads the first 5 s (MPEG-TS, MPEG-PS, Matroska and WebM, ffprobe's names for them).
+ */
+const STARTS_UNSTATED = new Set(["mpegts", "mpeg", "matroska,webm"]);
+
+/** Sound beginning this long after the source's start is late: no longer within a rung's first segment. */
+export const LATE_SOUND_S = 1;
 
 /**
  * Added to `SOURCE_READING` for a source whose sound begins further in than ffmpeg's analysis of its
@@ -403,6 +420,16 @@ function streamsNeverTaken(
   return new Set(
     streams.filter((stream) => unwritten(stream) || beginsTooLate(stream)).map((stream) => stream.index),
   );
+}
+
+/** The tracks whose sound begins more than `LATE_SOUND_S` after the file's start. */
+function lateSoundOf(parsed: ProbeJson, tracks: AudioTrack[]): number[] {
+  const fileStart = secondsOf(parsed.format?.start_time) ?? 0;
+  const startOf = (track: AudioTrack) =>
+    secondsOf(parsed.streams?.find((stream) => stream.index === track.stream)?.start_time);
+  return tracks
+    .filter((track) => (startOf(track) ?? fileStart) - fileStart > LATE_SOUND_S)
+    .map((track) => track.stream);
 }
 
 /**
@@ -795,14 +822,16 @@ export class MediaTools {
           : undefined,
         interlaced: INTERLACED_FIELD_ORDERS.has(video.field_order ?? ""),
         inputOptions,
+        lateSound: lateSoundOf(parsed, audioTracks),
         soundNotAnalyzed:
           countPackets &&
-          (parsed.streams ?? []).some(
+          ((parsed.streams ?? []).some(
             (stream) =>
               stream.codec_type === "audio" &&
               !neverTaken.has(stream.index) &&
               !(Number(stream.sample_rate) > 0 && (stream.channels ?? 0) > 0),
-          ),
+          ) ||
+            (audioTracks.length > 0 && STARTS_UNSTATED.has(parsed.format?.format_name ?? ""))),
       };
     });
   }

@@ -308,7 +308,7 @@ export class Transcoder {
       `[inpreview]trim=duration=${Math.min(PREVIEW_SECONDS, probe.durationS)},fps=${PREVIEW_FPS}:eof_action=pass,scale=${previewSize(probe)},setsar=1[preview]`,
     ].join(";");
     const [lead, ...alternates] = probe.audioTracks;
-    const audio = lead ? soundFromStart(lead.stream) : [];
+    const audio = lead ? soundOf(lead.stream, probe) : [];
     // HLS outputs of one process, growing as `EVENT` playlists until complete (a rung's or a track's).
     const hlsOutput = (directory: string) => [
       // Every output on one timeline: a muxer moves an output whose encoders start before zero (a
@@ -368,7 +368,7 @@ export class Transcoder {
         ]),
         // Each ends with the video: a commentary that ran on past it was encoded, and offered, whole.
         ...otherTracks.flatMap((track) => [
-          ...soundFromStart(track.stream),
+          ...soundOf(track.stream, probe),
           "-t",
           probe.durationS.toFixed(3),
           ...hlsOutput(track.directory),
@@ -568,13 +568,19 @@ const encodedAudio = (stream: number) => [
   "2",
 ];
 /**
- * A track as the renditions carry it: silence from the video's start up to its first sound. hls.js
- * cannot play a rendition whose first segment has no sound and a later one has ("Attempting to
- * append to the audio SourceBuffer, but it does not exist": fatal, QA of session 51), and an
- * audio-only rendition beginning late listed 4 s of a 16 s video. Sound further in than the
- * interleaving wait (`-max_interleave_delta`) is not taken at all (`MAX_SOUND_START_S`).
+ * A track as the renditions carry it; one whose sound begins late, with silence from the video's
+ * start up to it. hls.js cannot play a rendition whose first segment has no sound and a later one
+ * has ("Attempting to append to the audio SourceBuffer, but it does not exist": fatal, QA of session
+ * 51), and an audio-only rendition beginning late listed 4 s of a 16 s video. Only for such a track:
+ * ffmpeg starts its filter anew where a source's sound changes its rate or channels (a broadcast
+ * recording's, at an advertisement), and the filter then filled the time from the start again, 6 s
+ * of silence put in the middle of a 12 s source. Sound further in than the interleaving wait
+ * (`-max_interleave_delta`) is not taken at all (`MAX_SOUND_START_S`).
  */
-const soundFromStart = (stream: number) => [...encodedAudio(stream), "-af", "aresample=first_pts=0"];
+const soundOf = (stream: number, probe: ProbeResult) =>
+  probe.lateSound.includes(stream)
+    ? [...encodedAudio(stream), "-af", "aresample=first_pts=0"]
+    : encodedAudio(stream);
 /** Seconds of a track encoded to tell whether ffmpeg can encode it at all, after a failed run. */
 const TRACK_CHECK_S = 2;
 

@@ -715,35 +715,93 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     expect(soundPacketsAtStart(join(out, "90p"))).toBeGreaterThan(0);
     expect(soundBeginsS(join(out, MP4_FILE))).toBeCloseTo(7, 0);
 
+    // An MP2 track 12 s in: reading every packet learns its rate, but not where it begins, which an
+    // MPEG-TS states nowhere. Its first segments had no sound, and the MP4's copy failed the video
+    // (QA of session 51's own first reading).
+    const lateMp2 = join(work, "late-mp2.ts");
+    await tools.ffmpeg([
+      ...lavfi("testsrc=size=320x180:rate=25:duration=16"),
+      ...["-itsoffset", "12", ...lavfi("sine=duration=4")],
+      ...["-c:v", "mpeg2video", "-q:v", "8", "-c:a", "mp2", lateMp2],
+    ]);
+    const mp2Probe = await transcoder.probe(lateMp2);
+    expect(mp2Probe.lateSound).toEqual([1]);
+    const mp2Out = join(work, "late-mp2");
+    await transcoder.transcode(lateMp2, mp2Out, mp2Probe, 1);
+    expect(soundPacketsAtStart(join(mp2Out, "180p"))).toBeGreaterThan(0);
+    expect(soundBeginsS(join(mp2Out, MP4_FILE))).toBeCloseTo(12, 0);
+
     // A source whose sound is analyzed within the first seconds is read as before.
     expect((await transcoder.probe(clip)).inputOptions).toEqual(SOURCE_READING);
 
-    // Matroska names its sound's rate and channels in its header, but the rung copied into the MP4
-    // did not before its first sound: sound 6 s in failed the copy ("Could not write header"), and
-    // the video with it, until session 51 (QA); and a second track 4 s in was offered as 4 s of
+    // An MP4 states its sound's rate and channels, and where it begins, but the rung copied into the
+    // MP4 did not before its first sound: sound 6 s in failed the copy ("Could not write header"),
+    // and the video with it, until session 51 (QA); and a second track 4 s in was offered as 4 s of
     // rendition with its sound misplaced.
-    const lateInMatroska = join(work, "late-sound.mkv");
+    const lateInMp4 = join(work, "late-sound.mp4");
     await tools.ffmpeg([
       ...lavfi("testsrc=size=160x90:rate=25:duration=9"),
       ...["-itsoffset", "6", ...lavfi("sine=duration=3")],
       ...["-itsoffset", "4", ...lavfi("sine=frequency=880:duration=5")],
       ...["-map", "0", "-map", "1", "-map", "2"],
-      ...["-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", lateInMatroska],
+      ...["-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", lateInMp4],
     ]);
-    const matroskaProbe = await transcoder.probe(lateInMatroska);
-    expect(matroskaProbe.inputOptions).toEqual(SOURCE_READING);
-    const matroskaOut = join(work, "late-sound-mkv");
-    const matroska = await transcoder.transcode(lateInMatroska, matroskaOut, matroskaProbe, 1);
-    expect(soundPacketsAtStart(join(matroskaOut, "90p"))).toBeGreaterThan(0);
-    expect(soundBeginsS(join(matroskaOut, MP4_FILE))).toBeCloseTo(6, 0);
-    const [other] = matroska.audio.others;
-    expect(other?.stream).toBe(2);
-    const otherDirectory = join(matroskaOut, "audio_2");
+    const mp4Probe = await transcoder.probe(lateInMp4);
+    expect(mp4Probe.inputOptions).toEqual(SOURCE_READING);
+    expect(mp4Probe.lateSound).toEqual([1, 2]);
+    const mp4Out = join(work, "late-sound-mp4");
+    const fromMp4 = await transcoder.transcode(lateInMp4, mp4Out, mp4Probe, 1);
+    expect(soundPacketsAtStart(join(mp4Out, "90p"))).toBeGreaterThan(0);
+    expect(soundBeginsS(join(mp4Out, MP4_FILE))).toBeCloseTo(6, 0);
+    expect(fromMp4.audio.others.map((track) => track.stream)).toEqual([2]);
+    const otherDirectory = join(mp4Out, "audio_2");
     expect(soundPacketsAtStart(otherDirectory)).toBeGreaterThan(0);
     expect(statedLength(readFileSync(join(otherDirectory, "index.m3u8"), "utf8"))).toBeGreaterThan(8.5);
 
+    // Matroska states its sound's rate and channels, but not where it begins: read further too.
+    const lateInMatroska = join(work, "late-sound.mkv");
+    await tools.ffmpeg([
+      ...lavfi("testsrc=size=320x180:rate=25:duration=12"),
+      ...["-itsoffset", "8", ...lavfi("sine=duration=4")],
+      ...["-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", lateInMatroska],
+    ]);
+    const matroskaProbe = await transcoder.probe(lateInMatroska);
+    expect(matroskaProbe.lateSound).toEqual([1]);
+    const matroskaOut = join(work, "late-sound-mkv");
+    await transcoder.transcode(lateInMatroska, matroskaOut, matroskaProbe, 1);
+    expect(soundPacketsAtStart(join(matroskaOut, "180p"))).toBeGreaterThan(0);
+
+    // Sound that begins with the picture is not filtered: ffmpeg starts a filter anew where the
+    // sound's rate or channels change (a broadcast recording's), and a filter filling the time from
+    // the start put 6 s of silence in the middle of this 12 s source (QA of session 51's own fix).
+    const changing = join(work, "sound-changing.ts");
+    const halves = [
+      ["sine=frequency=440:sample_rate=48000:duration=6", "2", "0"],
+      ["sine=frequency=880:sample_rate=44100:duration=6", "1", "6"],
+    ].map(([sound, channels, offset], index) => ({
+      sound,
+      channels,
+      offset,
+      file: join(work, `half-${index}.ts`),
+    }));
+    for (const half of halves) {
+      await tools.ffmpeg([
+        ...lavfi("testsrc=size=160x90:rate=25:duration=6", half.sound ?? ""),
+        ...["-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", "-ac", half.channels ?? "2"],
+        ...["-output_ts_offset", half.offset ?? "0", half.file],
+      ]);
+    }
+    writeFileSync(changing, Buffer.concat(halves.map((half) => readFileSync(half.file))));
+    const changingProbe = await transcoder.probe(changing);
+    expect(changingProbe.lateSound).toEqual([]);
+    const changingOut = join(work, "sound-changing");
+    await transcoder.transcode(changing, changingOut, changingProbe, 1);
+    expect(
+      Number(probeStreams(join(changingOut, MP4_FILE), "duration", ["-select_streams", "a"])[0]?.duration),
+    ).toBeLessThan(12.5);
+
     // Sound further in than the renditions' muxers wait for it is not taken: the picture was
-    // written alone, the sound after it. (Matroska states no stream's start: docs/video.md.)
+    // written alone, the sound after it.
     const tooLate = join(work, "too-late-sound.mp4");
     await tools.ffmpeg([
       ...lavfi("testsrc=size=160x90:rate=5:duration=58"),
