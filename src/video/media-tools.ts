@@ -140,10 +140,12 @@ export interface ProbeResult {
    */
   soundNotAnalyzed: boolean;
   /**
-   * The audio tracks taken whose sound begins more than `LATE_SOUND_S` after the source starts,
-   * where the container states each stream's start (MP4, MOV, MPEG-TS; Matroska states none).
+   * The audio tracks taken whose sound begins more than `LATE_SOUND_S` after the source starts, as
+   * far as the reading knows where each begins (`soundNotAnalyzed`).
    */
   lateSound: number[];
+  /** The audio streams none of whose packets the reading found (only when packets were counted). */
+  audioWithoutPackets: number[];
 }
 
 /** One audio track as a player lists it. */
@@ -402,23 +404,21 @@ const isEncodable = (stream: ProbeStream): boolean =>
   ((stream.channels ?? 0) <= GUESSED_LAYOUT_MAX_CHANNELS ||
     (stream.channel_layout ?? "unknown") !== "unknown");
 
-/**
- * The streams of a reading whose sound is never taken: those none of whose packets was read (known
- * when they were counted: ffprobe leaves out the count of such a stream), and those beginning more
- * than `MAX_SOUND_START_S` after the picture.
- */
-function streamsNeverTaken(
-  streams: ProbeStream[],
-  video: ProbeStream,
-  countedPackets: boolean,
-): Set<number | undefined> {
+/** The audio streams none of whose packets a counted reading found (ffprobe leaves out their count). */
+const audioWithoutPacketsOf = (streams: ProbeStream[]): number[] =>
+  streams
+    .filter(
+      (stream) => stream.codec_type === "audio" && !(Number.parseInt(stream.nb_read_packets ?? "", 10) > 0),
+    )
+    .flatMap((stream) => stream.index ?? []);
+
+/** The streams beginning more than `MAX_SOUND_START_S` after the picture: their sound is never taken. */
+function streamsBeginningTooLate(streams: ProbeStream[], video: ProbeStream): Set<number | undefined> {
   const pictureStart = secondsOf(video.start_time) ?? 0;
-  const unwritten = (stream: ProbeStream) =>
-    countedPackets && !(Number.parseInt(stream.nb_read_packets ?? "", 10) > 0);
-  const beginsTooLate = (stream: ProbeStream) =>
-    (secondsOf(stream.start_time) ?? pictureStart) - pictureStart > MAX_SOUND_START_S;
   return new Set(
-    streams.filter((stream) => unwritten(stream) || beginsTooLate(stream)).map((stream) => stream.index),
+    streams
+      .filter((stream) => (secondsOf(stream.start_time) ?? pictureStart) - pictureStart > MAX_SOUND_START_S)
+      .map((stream) => stream.index),
   );
 }
 
@@ -771,10 +771,13 @@ export class MediaTools {
         );
       }
       const base = rateOf(video.r_frame_rate);
-      const neverTaken = streamsNeverTaken(parsed.streams ?? [], video, countPackets);
+      const audioWithoutPackets = countPackets ? audioWithoutPacketsOf(parsed.streams ?? []) : [];
+      const tooLate = streamsBeginningTooLate(parsed.streams ?? [], video);
+      const neverTaken = (stream: number | undefined) =>
+        stream === undefined || audioWithoutPackets.includes(stream) || tooLate.has(stream);
       const audioTracks = audioTracksOf(
         parsed.streams ?? [],
-        (stream) => audioTaken(stream) && !neverTaken.has(stream),
+        (stream) => audioTaken(stream) && !neverTaken(stream),
       );
       const audioStream = audioTracks[0]?.stream;
       const audio = parsed.streams?.find((stream) => stream.index === audioStream);
@@ -823,12 +826,13 @@ export class MediaTools {
         interlaced: INTERLACED_FIELD_ORDERS.has(video.field_order ?? ""),
         inputOptions,
         lateSound: lateSoundOf(parsed, audioTracks),
+        audioWithoutPackets,
         soundNotAnalyzed:
           countPackets &&
           ((parsed.streams ?? []).some(
             (stream) =>
               stream.codec_type === "audio" &&
-              !neverTaken.has(stream.index) &&
+              !neverTaken(stream.index) &&
               !(Number(stream.sample_rate) > 0 && (stream.channels ?? 0) > 0),
           ) ||
             (audioTracks.length > 0 && STARTS_UNSTATED.has(parsed.format?.format_name ?? ""))),

@@ -180,8 +180,13 @@ export class Transcoder {
     // left out, and the video made silent without a reason (QA of session 51: a transport stream's
     // sound 8 s in). Such a source is read further, and every run reads it so.
     if (!reading.soundNotAnalyzed) return reading;
+    // Only as far as the analysis: the first reading read the whole file, and found which streams
+    // carry no packets at all.
     const further = await unlessInputFails(
-      this.#read(source, [...SOURCE_READING, ...FURTHER_ANALYSIS]),
+      this.tools.probe(source, {
+        inputOptions: [...SOURCE_READING, ...FURTHER_ANALYSIS],
+        audioTaken: (stream) => !reading.audioWithoutPackets.includes(stream),
+      }),
       undefined,
     );
     return further ?? reading;
