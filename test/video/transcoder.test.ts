@@ -698,14 +698,34 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
         ])[0]?.nb_read_packets,
       );
 
+    const H264_AAC = ["-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac"];
+    /** `name` in `work`: `picture` (a lavfi source) and a tone of `toneS` beginning `soundAtS` in. */
+    const soundAt = async (
+      name: string,
+      {
+        picture,
+        soundAtS,
+        toneS,
+        codecs = H264_AAC,
+      }: { picture: string; soundAtS: number; toneS: number; codecs?: string[] },
+    ) => {
+      const file = join(work, name);
+      await tools.ffmpeg([
+        ...lavfi(picture),
+        ...["-itsoffset", String(soundAtS), ...lavfi(`sine=duration=${toneS}`)],
+        ...codecs,
+        file,
+      ]);
+      return file;
+    };
+
     // A transport stream's sound 7 s in: ffmpeg's analysis of the first 5 s found no rate or channels,
     // and the video was made silent without a reason (QA of session 51).
-    const lateSound = join(work, "late-sound.ts");
-    await tools.ffmpeg([
-      ...lavfi("testsrc=size=160x90:rate=25:duration=10"),
-      ...["-itsoffset", "7", ...lavfi("sine=duration=3")],
-      ...["-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", lateSound],
-    ]);
+    const lateSound = await soundAt("late-sound.ts", {
+      picture: "testsrc=size=160x90:rate=25:duration=10",
+      soundAtS: 7,
+      toneS: 3,
+    });
     const probe = await transcoder.probe(lateSound);
     expect(probe.audioTracks.map((track) => track.stream)).toEqual([1]);
     expect(probe.inputOptions).toEqual(expect.arrayContaining(["-analyzeduration", "-probesize"]));
@@ -718,12 +738,12 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     // An MP2 track 12 s in: reading every packet learns its rate, but not where it begins, which an
     // MPEG-TS states nowhere. Its first segments had no sound, and the MP4's copy failed the video
     // (QA of session 51's own first reading).
-    const lateMp2 = join(work, "late-mp2.ts");
-    await tools.ffmpeg([
-      ...lavfi("testsrc=size=320x180:rate=25:duration=16"),
-      ...["-itsoffset", "12", ...lavfi("sine=duration=4")],
-      ...["-c:v", "mpeg2video", "-q:v", "8", "-c:a", "mp2", lateMp2],
-    ]);
+    const lateMp2 = await soundAt("late-mp2.ts", {
+      picture: "testsrc=size=320x180:rate=25:duration=16",
+      soundAtS: 12,
+      toneS: 4,
+      codecs: ["-c:v", "mpeg2video", "-q:v", "8", "-c:a", "mp2"],
+    });
     const mp2Probe = await transcoder.probe(lateMp2);
     expect(mp2Probe.lateSound).toEqual([1]);
     const mp2Out = join(work, "late-mp2");
@@ -743,8 +763,7 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
       ...lavfi("testsrc=size=160x90:rate=25:duration=9"),
       ...["-itsoffset", "6", ...lavfi("sine=duration=3")],
       ...["-itsoffset", "4", ...lavfi("sine=frequency=880:duration=5")],
-      ...["-map", "0", "-map", "1", "-map", "2"],
-      ...["-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", lateInMp4],
+      ...["-map", "0", "-map", "1", "-map", "2", ...H264_AAC, lateInMp4],
     ]);
     const mp4Probe = await transcoder.probe(lateInMp4);
     expect(mp4Probe.inputOptions).toEqual(SOURCE_READING);
@@ -759,12 +778,11 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
     expect(statedLength(readFileSync(join(otherDirectory, "index.m3u8"), "utf8"))).toBeGreaterThan(8.5);
 
     // Matroska states its sound's rate and channels, but not where it begins: read further too.
-    const lateInMatroska = join(work, "late-sound.mkv");
-    await tools.ffmpeg([
-      ...lavfi("testsrc=size=320x180:rate=25:duration=12"),
-      ...["-itsoffset", "8", ...lavfi("sine=duration=4")],
-      ...["-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", lateInMatroska],
-    ]);
+    const lateInMatroska = await soundAt("late-sound.mkv", {
+      picture: "testsrc=size=320x180:rate=25:duration=12",
+      soundAtS: 8,
+      toneS: 4,
+    });
     const matroskaProbe = await transcoder.probe(lateInMatroska);
     expect(matroskaProbe.lateSound).toEqual([1]);
     const matroskaOut = join(work, "late-sound-mkv");
@@ -802,12 +820,11 @@ describe.runIf(testStoreKind() === "sqlite")("video transcoder", () => {
 
     // Sound further in than the renditions' muxers wait for it is not taken: the picture was
     // written alone, the sound after it.
-    const tooLate = join(work, "too-late-sound.mp4");
-    await tools.ffmpeg([
-      ...lavfi("testsrc=size=160x90:rate=5:duration=58"),
-      ...["-itsoffset", String(MAX_SOUND_START_S + 5), ...lavfi("sine=duration=1")],
-      ...["-c:v", "libx264", "-preset", "ultrafast", "-c:a", "aac", tooLate],
-    ]);
+    const tooLate = await soundAt("too-late-sound.mp4", {
+      picture: "testsrc=size=160x90:rate=5:duration=58",
+      soundAtS: MAX_SOUND_START_S + 5,
+      toneS: 1,
+    });
     expect((await transcoder.probe(tooLate)).audioTracks).toEqual([]);
   }, 90_000);
 
