@@ -37,6 +37,7 @@ import { PG_CONNECT_TIMEOUT_MS } from "./pg-pool.ts";
 import { preparingPool } from "./pg-prepared.ts";
 import { FALLBACK_CHECKPOINT_PAGES, SqliteCheckpointer } from "./sqlite-checkpointer.ts";
 import { SqliteFileGuard } from "./sqlite-file-guard.ts";
+import { SqliteGroupCommit } from "./sqlite-group-commit.ts";
 import { changesNothing, isCacheableRead, SqliteReadCache } from "./sqlite-read-cache.ts";
 import type { Database } from "./tables.ts";
 import { isStoreUnavailable } from "./unavailable.ts";
@@ -227,6 +228,7 @@ function withStatementCache(file: SqliteDatabase.Database, reads: SqliteReadCach
  * process's as long as `busy_timeout`) instead of at its first write. A transaction that read first
  * and then wrote failed at once with "database is locked" when another process (a second node, the
  * CLI) had committed in between, its snapshot being stale: SQLite does not wait in that case.
+ * Writes that meet at the connection share one commit (`SqliteGroupCommit`).
  */
 class WriteLockingSqliteDialect extends SqliteDialect {
   readonly #config: SqliteDialectConfig;
@@ -245,7 +247,10 @@ class WriteLockingSqliteDialect extends SqliteDialect {
 
 class WriteLockingSqliteDriver extends SqliteDriver {
   readonly #inTransaction: () => boolean;
-  #waitingConnection: DatabaseConnection | undefined;
+  #connection: DatabaseConnection | undefined;
+  #groups: SqliteGroupCommit | undefined;
+  /** Leases asked for and not yet given. */
+  #waiting = 0;
 
   constructor(config: SqliteDialectConfig, inTransaction: () => boolean) {
     super(config);
@@ -253,15 +258,30 @@ class WriteLockingSqliteDriver extends SqliteDriver {
   }
 
   override async acquireConnection(): Promise<DatabaseConnection> {
-    // SQLite has one connection: the same one is handed out each time.
-    const connection = await super.acquireConnection();
-    this.#waitingConnection ??= waitingForWriteLock(connection, this.#inTransaction, {
-      release: () => super.releaseConnection(),
-      reacquire: async () => {
-        await super.acquireConnection();
-      },
-    });
-    return this.#waitingConnection;
+    this.#waiting++;
+    let connection: DatabaseConnection;
+    try {
+      // SQLite has one connection: the same one is handed out each time.
+      connection = await super.acquireConnection();
+    } finally {
+      this.#waiting--;
+    }
+    if (!this.#connection) {
+      const groups = new SqliteGroupCommit(
+        connection,
+        this.#inTransaction,
+        () => this.#waiting > 0,
+        () => void this.#commitWhenFree(),
+      );
+      this.#groups = groups;
+      this.#connection = waitingForWriteLock(groups.grouping, this.#inTransaction, {
+        release: () => super.releaseConnection(),
+        reacquire: async () => {
+          await super.acquireConnection();
+        },
+      });
+    }
+    return this.#connection;
   }
 
   override async beginTransaction(connection: DatabaseConnection): Promise<void> {
@@ -275,6 +295,27 @@ class WriteLockingSqliteDriver extends SqliteDriver {
    */
   override async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
     if (this.#inTransaction()) await super.rollbackTransaction(connection);
+  }
+
+  /** The connection is given back first: a lease waiting for its group's commit lets the others join it. */
+  override async releaseConnection(): Promise<void> {
+    const committed = this.#groups?.endLease();
+    await super.releaseConnection();
+    if (committed) await committed;
+  }
+
+  async #commitWhenFree(): Promise<void> {
+    await super.acquireConnection();
+    try {
+      this.#groups?.commitOpen();
+    } finally {
+      await super.releaseConnection();
+    }
+  }
+
+  override async destroy(): Promise<void> {
+    this.#groups?.close();
+    await super.destroy();
   }
 }
 

@@ -26,9 +26,10 @@ const isRead = (text: string, statement: StatementKind): boolean =>
 
 /**
  * BEGIN and COMMIT change no row: the writes between them clear the cache before they run, and what
- * was read after those writes is what COMMIT makes everyone's. ROLLBACK takes it back, so it clears.
+ * was read after those writes is what COMMIT makes everyone's. So do a SAVEPOINT and its RELEASE
+ * (src/store/sqlite-group-commit.ts). ROLLBACK takes it back, so it clears.
  */
-const TRANSACTION_START_OR_COMMIT = /^\s*(?:begin|commit|end)\b/i;
+const TRANSACTION_START_OR_COMMIT = /^\s*(?:begin|commit|end|savepoint|release)\b/i;
 
 /** A statement after which every kept read still holds: a read, BEGIN or COMMIT. */
 export const changesNothing = (text: string, statement: StatementKind): boolean =>

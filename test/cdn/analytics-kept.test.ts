@@ -1,9 +1,8 @@
-import { join } from "node:path";
-import SqliteDatabase from "better-sqlite3";
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { TrafficRepository } from "../../src/cdn/repository.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { writeFromAnotherConnection } from "../support/store.ts";
 import {
   createDistribution,
   EDGE_ENV,
@@ -52,13 +51,10 @@ describe("kept analytics buckets follow every change", () => {
       }
       return;
     }
-    const other = new SqliteDatabase(join(t.store.dataDir, "cumulo.sqlite"));
-    try {
-      const values = row.map(() => "?").join(", ");
-      other.prepare(`insert into cdn_organization_traffic_hours (${columns}) values (${values})`).run(...row);
-    } finally {
-      other.close();
-    }
+    const values = row.map(() => "?").join(", ");
+    await writeFromAnotherConnection(t.store.dataDir, (other) =>
+      other.prepare(`insert into cdn_organization_traffic_hours (${columns}) values (${values})`).run(...row),
+    );
   }
 
   beforeAll(async () => {

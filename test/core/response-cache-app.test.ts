@@ -1,9 +1,7 @@
-import { join } from "node:path";
-import SqliteDatabase from "better-sqlite3";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "../support/app.ts";
-import { testStoreKind } from "../support/store.ts";
+import { testStoreKind, writeFromAnotherConnection } from "../support/store.ts";
 import { waitUntil } from "../support/wait.ts";
 
 /**
@@ -31,12 +29,9 @@ describe("kept answers follow every change", () => {
       }
       return;
     }
-    const other = new SqliteDatabase(join(t.store.dataDir, "cumulo.sqlite"));
-    try {
-      other.prepare("update libraries set name = ? where id = ?").run(name, id);
-    } finally {
-      other.close();
-    }
+    await writeFromAnotherConnection(t.store.dataDir, (other) =>
+      other.prepare("update libraries set name = ? where id = ?").run(name, id),
+    );
   }
 
   beforeAll(async () => {

@@ -1,9 +1,8 @@
 import { join } from "node:path";
 import SqliteDatabase from "better-sqlite3";
-import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openStore, type Store } from "../../src/store/database.ts";
-import { createTestStore, type TestStore, testStoreKind } from "../support/store.ts";
+import { createTestStore, type TestStore, testStoreKind, withNoRoomForNewPages } from "../support/store.ts";
 
 describe.skipIf(testStoreKind() !== "sqlite")("SQLite transactions and other processes", () => {
   let testStore: TestStore;
@@ -100,13 +99,7 @@ describe.skipIf(testStoreKind() !== "sqlite")("SQLite transactions and other pro
   });
 
   it("reports the error that ended a transaction SQLite rolled back by itself (a full disk)", async () => {
-    const pragma = async (text: string) =>
-      (await sql.raw<Record<string, number>>(`pragma ${text}`).execute(store.db)).rows[0];
-    const limit = Object.values((await pragma("max_page_count")) ?? {})[0];
-    const used = Object.values((await pragma("page_count")) ?? {})[0];
-    // No room for another page: SQLite answers as on a full disk, and rolls the transaction back.
-    await pragma(`max_page_count = ${used}`);
-    try {
+    await withNoRoomForNewPages(store.db, async () => {
       const failed = store.db.transaction().execute(async (trx) => {
         const now = new Date().toISOString();
         await trx
@@ -120,9 +113,7 @@ describe.skipIf(testStoreKind() !== "sqlite")("SQLite transactions and other pro
           .execute();
       });
       await expect(failed).rejects.toThrow("database or disk is full");
-    } finally {
-      await pragma(`max_page_count = ${limit}`);
-    }
+    });
     // The store goes on.
     expect((await store.db.selectFrom("organizations").select("id").execute()).length).toBeGreaterThan(0);
   });

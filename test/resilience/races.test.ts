@@ -1,12 +1,12 @@
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import Database from "better-sqlite3";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createFolder, createLibrary, createVideo } from "../media/helpers.ts";
 import { type HttpResponse, startTestApp, type TestApp } from "../support/app.ts";
 import { entriesUnder } from "../support/files.ts";
+import { lockedFromAnotherConnection } from "../support/store.ts";
 import { waitUntil } from "../support/wait.ts";
 import { createEndpoint, type Receiver, startReceiver, webhooksPath } from "../webhooks/helpers.ts";
 
@@ -330,9 +330,7 @@ describe("a child created while another connection deletes its library", () => {
         },
       };
     }
-    const file = new Database(join(t.store.dataDir, "cumulo.sqlite"));
-    file.pragma("foreign_keys = ON");
-    file.exec("begin immediate");
+    const file = await lockedFromAnotherConnection(t.store.dataDir, { foreignKeys: true });
     file.prepare("delete from libraries where id = ?").run(libraryId);
     return {
       commit: async () => {

@@ -2,7 +2,11 @@ import { randomBytes } from "node:crypto";
 import { copyFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import SqliteDatabase from "better-sqlite3";
+import { type Kysely, sql } from "kysely";
 import pg from "pg";
+import type { Database } from "../../src/store/tables.ts";
+import { waitUntil } from "./wait.ts";
 
 export type TestStoreKind = "sqlite" | "postgres";
 
@@ -114,4 +118,63 @@ async function createStore(kind: TestStoreKind, template: string | undefined): P
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * A second connection to a SQLite store, holding its write lock as another process (the CLI, a second
+ * node) would: taken between the node's own writes, tried again on a timer. SQLite's busy wait would
+ * hold this process's event loop, and with it the node's commit of the group of writes that holds the
+ * lock (src/store/sqlite-group-commit.ts), for the whole busy timeout.
+ */
+export async function lockedFromAnotherConnection(
+  dataDir: string,
+  { foreignKeys = false } = {},
+): Promise<SqliteDatabase.Database> {
+  const other = new SqliteDatabase(join(dataDir, SQLITE_FILE), { timeout: 0 });
+  if (foreignKeys) other.pragma("foreign_keys = ON");
+  await waitUntil(
+    () => {
+      try {
+        other.exec("begin immediate");
+        return true;
+      } catch (error) {
+        if ((error as { code?: string }).code !== "SQLITE_BUSY") throw error;
+        return false;
+      }
+    },
+    5000,
+    "the write lock",
+  );
+  return other;
+}
+
+/** Runs `write` on a second connection to a SQLite store and commits it: another process's write. */
+export async function writeFromAnotherConnection(
+  dataDir: string,
+  write: (other: SqliteDatabase.Database) => void,
+): Promise<void> {
+  const other = await lockedFromAnotherConnection(dataDir);
+  try {
+    write(other);
+    other.exec("commit");
+  } finally {
+    if (other.inTransaction) other.exec("rollback");
+    other.close();
+  }
+}
+
+/**
+ * Runs `work` while a SQLite store has room for no new page: SQLite answers a write that needs one
+ * as on a full disk ("database or disk is full"), and rolls its transaction back.
+ */
+export async function withNoRoomForNewPages(db: Kysely<Database>, work: () => Promise<void>): Promise<void> {
+  const pragma = async (text: string) =>
+    Object.values((await sql.raw<Record<string, number>>(`pragma ${text}`).execute(db)).rows[0] ?? {})[0];
+  const limit = await pragma("max_page_count");
+  await pragma(`max_page_count = ${await pragma("page_count")}`);
+  try {
+    await work();
+  } finally {
+    await pragma(`max_page_count = ${limit}`);
+  }
 }

@@ -1,0 +1,196 @@
+import { randomUUID } from "node:crypto";
+import { join } from "node:path";
+import SqliteDatabase from "better-sqlite3";
+import { sql } from "kysely";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { openStore, type Store } from "../../src/store/database.ts";
+import { isUniqueViolation } from "../../src/store/transactions.ts";
+import { runCli } from "../support/cli.ts";
+import { createTestStore, type TestStore, testStoreKind, withNoRoomForNewPages } from "../support/store.ts";
+
+// Group commit exists on SQLite only (src/store/sqlite-group-commit.ts).
+describe.skipIf(testStoreKind() !== "sqlite")("SQLite group commit", () => {
+  let testStore: TestStore;
+  let store: Store;
+  /** Another connection, standing for another process: it sees only what was committed. */
+  let other: SqliteDatabase.Database;
+
+  beforeAll(async () => {
+    testStore = await createTestStore("sqlite");
+    store = openStore({ dataDir: testStore.dataDir, databaseUrl: undefined });
+    await store.migrate();
+    other = new SqliteDatabase(join(testStore.dataDir, "cumulo.sqlite"));
+  });
+
+  afterAll(async () => {
+    other.close();
+    await store.close();
+    await testStore.drop();
+  });
+
+  const now = new Date().toISOString();
+  const organization = (name: string, id: string = randomUUID()) => ({
+    id,
+    name,
+    created_at: now,
+    updated_at: now,
+  });
+  const insertAlone = (name: string, id?: string) =>
+    store.db.insertInto("organizations").values(organization(name, id)).execute();
+  const insertInTransaction = (name: string, fail = false) =>
+    store.db.transaction().execute(async (trx) => {
+      await trx.insertInto("organizations").values(organization(name)).execute();
+      if (fail) throw new Error(`${name} gives up`);
+    });
+  const committedNames = (prefix: string): string[] =>
+    (
+      other.prepare("select name from organizations where name like ? order by name").all(`${prefix}%`) as {
+        name: string;
+      }[]
+    ).map((row) => row.name);
+
+  /** Counts the COMMIT statements SQLite runs meanwhile (every connection of this process). */
+  const statementPrototype = Object.getPrototypeOf(new SqliteDatabase(":memory:").prepare("select 1")) as {
+    run: (this: { source: string }, ...parameters: unknown[]) => unknown;
+  };
+  const run = statementPrototype.run;
+  let commits = 0;
+  const countCommits = () => {
+    commits = 0;
+    statementPrototype.run = function (this: { source: string }, ...parameters: unknown[]) {
+      if (/^\s*commit\s*$/i.test(this.source)) commits++;
+      return run.apply(this, parameters);
+    };
+  };
+  afterEach(() => {
+    statementPrototype.run = run;
+  });
+
+  it("commits writes that meet at the connection together, each told done only once committed", async () => {
+    countCommits();
+    const names = Array.from({ length: 40 }, (_, index) => `met ${String(index).padStart(2, "0")}`);
+    const seenWhenDone: boolean[] = [];
+    await Promise.all(
+      names.map(async (name, index) => {
+        await (index % 2 === 0 ? insertAlone(name) : insertInTransaction(name));
+        seenWhenDone.push(committedNames(name).length === 1);
+      }),
+    );
+    expect(seenWhenDone).toEqual(names.map(() => true));
+    expect(committedNames("met ")).toEqual(names);
+    // Forty writes started in one turn of the event loop: one or a few commits, not forty.
+    expect(commits).toBeGreaterThan(0);
+    expect(commits).toBeLessThan(5);
+
+    // One after another, each waits for its own commit.
+    countCommits();
+    for (const name of ["alone 1", "alone 2", "alone 3"]) {
+      await insertInTransaction(name);
+      expect(committedNames(name)).toEqual([name]);
+    }
+    expect(commits).toBe(3);
+  });
+
+  it("keeps the others when one transaction or one statement of a group fails", async () => {
+    const taken = randomUUID();
+    await insertAlone("kept taken", taken);
+    const outcomes = await Promise.allSettled([
+      insertInTransaction("kept a"),
+      insertInTransaction("kept gives up", true),
+      insertAlone("kept b"),
+      insertAlone("kept duplicate", taken),
+      insertInTransaction("kept c"),
+    ]);
+    expect(outcomes.map((outcome) => outcome.status)).toEqual([
+      "fulfilled",
+      "rejected",
+      "fulfilled",
+      "rejected",
+      "fulfilled",
+    ]);
+    expect(isUniqueViolation((outcomes[3] as PromiseRejectedResult).reason)).toBe(true);
+    expect(committedNames("kept ")).toEqual(["kept a", "kept b", "kept c", "kept taken"]);
+  });
+
+  it("answers a read that saw a group's writes only once they are committed", async () => {
+    const id = randomUUID();
+    const written = insertInTransaction("read after").then(() => "written");
+    const read = store.db
+      .selectFrom("organizations")
+      .select("name")
+      .where("name", "=", "read after")
+      .execute()
+      .then((rows) => ({ rows, committed: committedNames("read after") }));
+    const [first, answer] = await Promise.all([written, read]);
+    expect(first).toBe("written");
+    expect(answer.rows).toEqual([{ name: "read after" }]);
+    expect(answer.committed).toEqual(["read after"]);
+    await insertAlone("read after alone", id);
+    expect(committedNames("read after alone")).toEqual(["read after alone"]);
+  });
+
+  it("fails every write of a group that SQLite rolled back by itself (a full disk)", async () => {
+    // Room for small rows in pages already there, none for a large one.
+    await withNoRoomForNewPages(store.db, async () => {
+      const outcomes = await Promise.allSettled([
+        insertInTransaction("lost small"),
+        insertAlone("lost alone"),
+        insertInTransaction("x".repeat(200_000)),
+        // After the loss: a group of its own.
+        insertAlone("written after the loss"),
+      ]);
+      expect(outcomes.map((outcome) => outcome.status)).toEqual([
+        "rejected",
+        "rejected",
+        "rejected",
+        "fulfilled",
+      ]);
+      for (const outcome of outcomes.slice(0, 3)) {
+        expect(String((outcome as PromiseRejectedResult).reason)).toContain("database or disk is full");
+      }
+    });
+    expect(committedNames("lost ")).toEqual([]);
+    expect(committedNames("written after the loss")).toEqual(["written after the loss"]);
+    await insertInTransaction("after the full disk");
+    expect(committedNames("after the full disk")).toEqual(["after the full disk"]);
+  });
+
+  it("runs a statement that needs no transaction after the group's commit", async () => {
+    const written = insertInTransaction("before the pragma");
+    // `foreign_keys` is silently ignored inside a transaction.
+    const switchedOff = store.db.connection().execute(async (connection) => {
+      await sql`pragma foreign_keys = off`.execute(connection);
+      const { rows } = await sql<{ foreign_keys: number }>`pragma foreign_keys`.execute(connection);
+      await sql`pragma foreign_keys = on`.execute(connection);
+      return rows[0]?.foreign_keys;
+    });
+    expect(await switchedOff).toBe(0);
+    await written;
+    expect(committedNames("before the pragma")).toEqual(["before the pragma"]);
+  });
+
+  it("lets another process write while the store's writes are grouped", async () => {
+    let writing = true;
+    const load = (async () => {
+      let written = 0;
+      while (writing) {
+        await Promise.all(Array.from({ length: 8 }, () => insertAlone(`load ${written++}`)));
+        // As requests arrive: from the network, each in a turn of the event loop of its own.
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      return written;
+    })();
+    try {
+      const created = await runCli(["orgs", "create", "--name", "From the CLI under load"], {
+        CUMULO_DATA_DIR: testStore.dataDir,
+        DATABASE_URL: undefined,
+      });
+      expect(created.stderr).toBe("");
+      expect(created.code).toBe(0);
+    } finally {
+      writing = false;
+    }
+    expect(await load).toBeGreaterThan(0);
+    expect(committedNames("From the CLI under load")).toEqual(["From the CLI under load"]);
+  }, 60_000);
+});
