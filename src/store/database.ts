@@ -233,28 +233,32 @@ function withStatementCache(file: SqliteDatabase.Database, reads: SqliteReadCach
 class WriteLockingSqliteDialect extends SqliteDialect {
   readonly #config: SqliteDialectConfig;
   readonly #inTransaction: () => boolean;
+  readonly #forgetReads: () => void;
 
-  constructor(config: SqliteDialectConfig, inTransaction: () => boolean) {
+  constructor(config: SqliteDialectConfig, inTransaction: () => boolean, forgetReads: () => void) {
     super(config);
     this.#config = config;
     this.#inTransaction = inTransaction;
+    this.#forgetReads = forgetReads;
   }
 
   override createDriver(): Driver {
-    return new WriteLockingSqliteDriver(this.#config, this.#inTransaction);
+    return new WriteLockingSqliteDriver(this.#config, this.#inTransaction, this.#forgetReads);
   }
 }
 
 class WriteLockingSqliteDriver extends SqliteDriver {
   readonly #inTransaction: () => boolean;
+  readonly #forgetReads: () => void;
   #connection: DatabaseConnection | undefined;
   #groups: SqliteGroupCommit | undefined;
   /** Leases asked for and not yet given. */
   #waiting = 0;
 
-  constructor(config: SqliteDialectConfig, inTransaction: () => boolean) {
+  constructor(config: SqliteDialectConfig, inTransaction: () => boolean, forgetReads: () => void) {
     super(config);
     this.#inTransaction = inTransaction;
+    this.#forgetReads = forgetReads;
   }
 
   override async acquireConnection(): Promise<DatabaseConnection> {
@@ -272,6 +276,7 @@ class WriteLockingSqliteDriver extends SqliteDriver {
         this.#inTransaction,
         () => this.#waiting > 0,
         () => void this.#commitWhenFree(),
+        this.#forgetReads,
       );
       this.#groups = groups;
       this.#connection = waitingForWriteLock(groups.grouping, this.#inTransaction, {
@@ -449,7 +454,9 @@ function openSqlite(
   const reads = new SqliteReadCache(externalChanges);
   const inTransaction = () => file.inTransaction;
   const db = new Kysely<Database>({
-    dialect: new WriteLockingSqliteDialect({ database: withStatementCache(file, reads) }, inTransaction),
+    dialect: new WriteLockingSqliteDialect({ database: withStatementCache(file, reads) }, inTransaction, () =>
+      reads.clear(),
+    ),
     ...queryLog(onQuery),
   });
   const generation = { current: () => reads.currentGeneration() };

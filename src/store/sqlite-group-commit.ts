@@ -74,6 +74,11 @@ export class SqliteGroupCommit {
     private readonly othersWaiting: () => boolean,
     /** Takes the connection when it is free and calls `commitOpen()`. */
     private readonly commitWhenFree: () => void,
+    /**
+     * Forgets every kept read (`SqliteReadCache`): reads made in a group that is lost saw its rows.
+     * A ROLLBACK forgets them too, but SQLite, rolling back by itself, runs none.
+     */
+    private readonly forgetReads: () => void,
   ) {}
 
   /** The connection the driver's statements go through. */
@@ -132,8 +137,8 @@ export class SqliteGroupCommit {
       this.#commit();
       return;
     }
-    this.#group?.reject(new Error("the store was closed while a transaction was running"));
-    this.#group = undefined;
+    if (this.#group)
+      this.#fail(this.#group, new Error("the store was closed while a transaction was running"));
   }
 
   #begin<R>(): Promise<QueryResult<R>> {
@@ -184,8 +189,7 @@ export class SqliteGroupCommit {
       // SQLite rolled the whole transaction back by itself: every transaction of the group failed.
       if (this.#group && !this.inTransaction()) {
         this.#ran();
-        this.#group.reject(error);
-        this.#group = undefined;
+        this.#fail(this.#group, error);
         this.#grouped = false;
       }
       throw error;
@@ -203,8 +207,15 @@ export class SqliteGroupCommit {
       try {
         if (this.inTransaction()) this.connection.executeQuery(CompiledQuery.raw("rollback"));
       } finally {
-        group.reject(error);
+        this.#fail(group, error);
       }
     }
+  }
+
+  /** The group's writes are gone: so is every read kept meanwhile, and every lease in it fails. */
+  #fail(group: Group, error: unknown): void {
+    if (this.#group === group) this.#group = undefined;
+    this.forgetReads();
+    group.reject(error);
   }
 }

@@ -1,4 +1,7 @@
+import { spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
+import { mkdtempSync, rmSync, statfsSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import SqliteDatabase from "better-sqlite3";
 import { sql } from "kysely";
@@ -193,4 +196,39 @@ describe.skipIf(testStoreKind() !== "sqlite")("SQLite group commit", () => {
     expect(await load).toBeGreaterThan(0);
     expect(committedNames("From the CLI under load")).toEqual(["From the CLI under load"]);
   }, 60_000);
+
+  it("forgets what its reads kept of a group whose commit failed (a full disk)", async (context) => {
+    const root = mkdtempSync(join(tmpdir(), "cumulo-group-commit-"));
+    if (spawnSync("mount", ["-t", "tmpfs", "-o", "size=4m", "tmpfs", root]).status !== 0) {
+      rmSync(root, { recursive: true, force: true });
+      context.skip(
+        "mounting a small tmpfs, the only way found to fill a disk, needs root with CAP_SYS_ADMIN",
+      );
+    }
+    const full = openStore({ dataDir: join(root, "data"), databaseUrl: undefined });
+    try {
+      await full.migrate();
+      const names = async () =>
+        (await full.db.selectFrom("organizations").select("name").orderBy("name").execute()).length;
+      expect(await names()).toBe(0);
+      // Nothing left of the file system: the next commit cannot write its pages to the WAL.
+      const { bavail, bsize } = statfsSync(root);
+      writeFileSync(join(root, "filler"), Buffer.alloc(Number(bavail) * Number(bsize) - 1024));
+      const written = full.db
+        .insertInto("organizations")
+        .values(organization("y".repeat(100_000)))
+        .execute();
+      // Read in the same group, after the insert: it saw the row, and is kept by the read cache.
+      const read = names();
+      const outcomes = await Promise.allSettled([written, read]);
+      expect(outcomes.map((outcome) => outcome.status)).toEqual(["rejected", "rejected"]);
+      expect(String((outcomes[0] as PromiseRejectedResult).reason)).toContain("database or disk is full");
+      // The same read again: from the store, not from what the failed group's read kept.
+      expect(await names()).toBe(0);
+    } finally {
+      await full.close();
+      spawnSync("umount", [root]);
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
 });
