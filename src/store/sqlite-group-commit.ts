@@ -186,9 +186,11 @@ export class SqliteGroupCommit {
       this.#ran();
       return result;
     } catch (error) {
+      // A failure too is answered only once the group it met is committed: it may have met another
+      // transaction's write (a duplicate name) that the group's loss takes back.
+      this.#ran();
       // SQLite rolled the whole transaction back by itself: every transaction of the group failed.
       if (this.#group && !this.inTransaction()) {
-        this.#ran();
         this.#fail(this.#group, error);
         this.#grouped = false;
       }
