@@ -208,9 +208,11 @@ export class SqliteGroupCommit {
     } catch (error) {
       try {
         if (this.inTransaction()) this.connection.executeQuery(CompiledQuery.raw("rollback"));
-      } finally {
-        this.#fail(group, error);
+      } catch {
+        // The group fails with the commit's error; a rollback failing too (an I/O error) adds
+        // nothing, and thrown from the commit asked for after a loop turn it would end the process.
       }
+      this.#fail(group, error);
     }
   }
 
