@@ -26,6 +26,10 @@
  * Then fairness: BENCH_ENDPOINTS (1000) endpoints on one library, 80% fast, 10% slow (answer after
  * 1 s) and 10% failing (500), BENCH_EVENTS (3) notifications to all of them; it prints how soon every
  * fast endpoint had all its notifications, beside the slow receivers' 1 s.
+ *
+ * Then a slow endpoint's backlog (BENCH_BACKLOG, 20000; 0 skips it): a fast endpoint's deliveries per
+ * second while another endpoint of its library, answering after 1 s, has that many attempts waiting
+ * and due, against the same fast deliveries on a server without that backlog.
  */
 import { randomUUID } from "node:crypto";
 import { createServer } from "node:http";
@@ -52,6 +56,7 @@ const TOTAL = Number(process.env.BENCH_DELIVERIES ?? 2000);
 const WARMUP = Number(process.env.BENCH_WARMUP ?? TOTAL);
 const ENDPOINTS = Number(process.env.BENCH_ENDPOINTS ?? 1000);
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 3);
+const BACKLOG = Number(process.env.BENCH_BACKLOG ?? 20000);
 const SLOW_MS = 1000;
 const LATENCY_SAMPLES = 200;
 // The dispatcher sends at most 8 attempts at once to one endpoint; the baseline gets the same.
@@ -370,10 +375,49 @@ async function fairness() {
   }
 }
 
+/**
+ * A fast endpoint's deliveries per second (its `ready` notifications, by CONCURRENCY producers), with
+ * `backlog` due attempts of a slow endpoint of the same library queued before them.
+ */
+async function fastBehindBacklog(backlog: number) {
+  const t = await startTestApp({ CUMULO_WEBHOOK_ALLOW_PRIVATE: "true", CUMULO_LOG_LEVEL: "silent" });
+  try {
+    await t.cumulo.app?.compileSchemas();
+    const organizationId = await organizationOf(t);
+    const libraryId = await createLibrary(t.cumulo.services, organizationId);
+    const endpoint = async (kind: string, event: string) => {
+      const created = await t.request("POST", webhooksPath(libraryId), {
+        json: {
+          name: kind,
+          url: `${receiverUrl.replace("/hook", "")}/mixed/${kind}/backlog`,
+          events: [event],
+        },
+      });
+      if (created.status !== 201) throw new Error(`endpoint not created: ${created.text}`);
+    };
+    await endpoint("slow", "created");
+    await endpoint("fast", "ready");
+    const notify = (event: "created" | "ready") => () =>
+      emitVideoEvent(t.cumulo.store, t.cumulo.services.webhooks, { organizationId, libraryId, event });
+    await produceAll(notify("created"), backlog);
+    const fastReceived = () =>
+      [...mixed.fast.keys()].filter((key) => key.startsWith("/mixed/fast/backlog ")).length;
+    const before = fastReceived();
+    const started = now();
+    await produceAll(notify("ready"), TOTAL);
+    while (fastReceived() - before < TOTAL) await sleep(5);
+    return TOTAL / ((now() - started) / 1000);
+  } finally {
+    await t.close();
+  }
+}
+
 const base = await baseline();
 const ours = await cumulo();
 const apart = process.env.BENCH_PHASES === "1" ? await phases() : undefined;
 const fair = ENDPOINTS > 0 ? await fairness() : undefined;
+const behind =
+  BACKLOG > 0 ? { without: await fastBehindBacklog(0), with: await fastBehindBacklog(BACKLOG) } : undefined;
 await agent.close();
 server.close();
 
@@ -411,7 +455,15 @@ if (fair) {
     `  fast endpoints: all ${fair.expected} deliveries received ${fmt(fair.allFastMs)} ms after the first notification (median ${fmt(fair.medianFastMs)} ms); meanwhile ${fair.slow} slow and ${fair.failing} failing attempts sent`,
   );
 }
+if (behind) {
+  console.log(
+    `backlog: a fast endpoint's deliveries while another endpoint of its library, answering after ${SLOW_MS} ms, has ${BACKLOG} attempts due`,
+  );
+  console.log(
+    `  fast endpoint:  ${fmt(behind.with)} deliveries/s behind the backlog, ${fmt(behind.without)}/s without it`,
+  );
+}
 console.log(
-  `  ratio:          throughput ${(ours.throughput / base.throughput).toFixed(3)} of direct, CPU per item ${(base.cpuPerItem / ours.cpuPerItem).toFixed(3)} of direct's, latency ${(ours.latency / base.latency).toFixed(1)}x direct${fair ? `; every fast delivery done at ${(fair.allFastMs / SLOW_MS).toFixed(2)} of one slow answer` : ""}`,
+  `  ratio:          throughput ${(ours.throughput / base.throughput).toFixed(3)} of direct, CPU per item ${(base.cpuPerItem / ours.cpuPerItem).toFixed(3)} of direct's, latency ${(ours.latency / base.latency).toFixed(1)}x direct${fair ? `; every fast delivery done at ${(fair.allFastMs / SLOW_MS).toFixed(2)} of one slow answer` : ""}${behind ? `; behind a slow endpoint's backlog ${(behind.with / behind.without).toFixed(3)} of the fast endpoint's speed without it` : ""}`,
 );
 process.exit(0);

@@ -94,11 +94,27 @@ const CLAIMED = sql.lit<DeliveryState>("sending");
  * PostgreSQL claims use `FOR UPDATE SKIP LOCKED` and the writers of one (message, endpoint) take an
  * advisory lock so attempt numbers never collide; SQLite has one writer.
  */
-/** A candidate scan of `claim`: `saturated` endpoints are left out. */
+/** A candidate scan of `claim`: `saturated` endpoints are left out of its expired claims. */
 interface Scan {
   now: string;
   limit: number;
   saturated: string[];
+}
+
+/** A look for endpoints with waiting attempts: `count` of them, from after `after` (from the first without it). */
+interface EndpointLook {
+  after: string | undefined;
+  count: number;
+}
+
+/** Endpoints visited by one look past the oldest attempts. */
+const ENDPOINTS_PER_LOOK = 64;
+
+/** Due waiting attempts of `endpointIds`, at most `limit` of each. */
+interface EndpointTake {
+  endpointIds: string[];
+  now: string;
+  limit: number;
 }
 
 /** Candidates to take: the claim's lease, if they are still claimable at `now`. */
@@ -141,18 +157,59 @@ export class DeliveryRepository {
     (value: ValueOf<Scan>, scan) => this.#expiredScan(value, scan),
     (scan) => listLength(scan.saturated),
   );
-  /** Waiting attempts that are due, oldest first: one scan of their partial index. */
-  readonly #dueAttempts = new PreparedQuery(
-    (value: ValueOf<Scan>, scan) => this.#dueScan(value, scan),
-    (scan) => listLength(scan.saturated),
+  /** The oldest waiting attempts that are due, whatever their endpoint: a few rows of their partial index. */
+  readonly #dueAttempts = new PreparedQuery((value: ValueOf<Scan>) => this.#dueScan(value));
+  /**
+   * Endpoints with waiting attempts, each with its oldest one's due time, from the first endpoint or
+   * from after `after`: one seek of migration 0710's index per endpoint, however many attempts each holds.
+   */
+  readonly #waitingEndpoints = new PreparedQuery(
+    (value: ValueOf<EndpointLook>, look) => {
+      const from =
+        look.after === undefined ? sql`` : sql`and endpoint_id > ${value((values) => values.after)}`;
+      return {
+        compile: () =>
+          sql<{ endpoint_id: string; since: string }>`with recursive waiting(endpoint_id) as (
+              select (select endpoint_id from webhook_deliveries
+                where state = 'pending' ${from} order by endpoint_id limit 1)
+              union all
+              select (select d.endpoint_id from webhook_deliveries as d
+                where d.state = 'pending' and d.endpoint_id > waiting.endpoint_id order by d.endpoint_id limit 1)
+              from waiting where waiting.endpoint_id is not null
+            )
+            select endpoint_id, (select d.due_at from webhook_deliveries as d
+                where d.state = 'pending' and d.endpoint_id = waiting.endpoint_id order by d.due_at limit 1) as since
+            from waiting where endpoint_id is not null
+            limit ${value((values) => values.count)}`.compile(this.db),
+      };
+    },
+    (look) => (look.after === undefined ? "first" : "after"),
   );
+  /** The oldest due waiting attempts of each endpoint named, at most `limit` of each: one seek per endpoint. */
+  readonly #dueOfEndpoints = new PreparedQuery(
+    (value: ValueOf<EndpointTake>, { endpointIds }) => {
+      const dueOf = (index: number) =>
+        this.#dueScan(
+          value,
+          value((values) => values.endpointIds[index] as string),
+        );
+      let query = this.db.selectFrom(dueOf(0).as("e0")).selectAll();
+      for (let index = 1; index < endpointIds.length; index++) {
+        query = query.unionAll(this.db.selectFrom(dueOf(index).as(`e${index}`)).selectAll());
+      }
+      return query;
+    },
+    ({ endpointIds }) => listLength(endpointIds),
+  );
+  /** Where the next look past the oldest attempts starts (`#behindPassedOver`): endpoints are visited in turn. */
+  #lookAfter: string | undefined;
   /** PostgreSQL: both scans in one statement, in the same order (one round trip instead of two). */
   readonly #candidates = new PreparedQuery(
     (value: ValueOf<Scan>, scan) =>
       this.db
         .selectFrom(this.#expiredScan(value, scan).as("expired"))
         .selectAll()
-        .unionAll(this.db.selectFrom(this.#dueScan(value, scan).as("due")).selectAll())
+        .unionAll(this.db.selectFrom(this.#dueScan(value).as("due")).selectAll())
         .orderBy("queue")
         .orderBy("since"),
     (scan) => listLength(scan.saturated),
@@ -273,18 +330,17 @@ export class DeliveryRepository {
       .limit(value((values) => values.limit));
   }
 
-  #dueScan(value: ValueOf<Scan>, scan: Scan) {
+  /** Due waiting attempts, oldest first: of the endpoint `endpointId` stands for, or of any. */
+  #dueScan<Values extends { now: string; limit: number }>(value: ValueOf<Values>, endpointId?: string) {
     return this.db
       .selectFrom("webhook_deliveries")
       .select(["id", "endpoint_id", sql.lit(1).as("queue"), sql<string>`due_at`.as("since")])
       .where("state", "=", WAITING)
+      .$if(endpointId !== undefined, (qb) => qb.where("endpoint_id", "=", endpointId as string))
       .where(
         "due_at",
         "<=",
         value((values) => values.now),
-      )
-      .$if(scan.saturated.length > 0, (qb) =>
-        qb.where("endpoint_id", "not in", endpointValues(value, scan.saturated)),
       )
       .orderBy("due_at")
       .limit(value((values) => values.limit));
@@ -336,10 +392,12 @@ export class DeliveryRepository {
 
   /**
    * Claims up to `limit` due attempts (and attempts whose worker's lease ran out) until `lease`.
-   * Endpoints in `saturated` are skipped in the query, so a backlog for one slow endpoint cannot hide
-   * other endpoints' work; `accept` decides per candidate, and candidates it refuses stay pending.
-   * No transaction: the one update re-checks that each row is still claimable and returns the rows it
-   * took, so two workers that chose the same candidates never both get one.
+   * Endpoints in `saturated` are passed over, and `accept` decides per candidate (an endpoint it
+   * refuses once is passed over for the rest of the claim); candidates passed over stay pending.
+   * The oldest due attempts are read first; when they are all of endpoints passed over, the endpoints
+   * behind them are looked up by endpoint, so a slow endpoint's backlog is never read through
+   * (`#behindPassedOver`). No transaction: the one update re-checks that each row is still claimable
+   * and returns the rows it took, so two workers that chose the same candidates never both get one.
    */
   async claim(
     now: string,
@@ -348,7 +406,7 @@ export class DeliveryRepository {
     saturated: string[],
     accept: (endpointId: string) => boolean,
   ): Promise<ClaimedDelivery[]> {
-    // More candidates than the limit: `accept` may refuse some.
+    // More candidates than the limit: some may be passed over.
     const scan = { now, limit: limit * 4, saturated };
     // SQLite sorts the union of the two scans (twice the work of running them apart, in-process).
     const candidates =
@@ -358,10 +416,19 @@ export class DeliveryRepository {
             ...(await this.#expiredClaims.execute(this.db, scan)).rows,
             ...(await this.#dueAttempts.execute(this.db, scan)).rows,
           ];
+    const passedOver = new Set(saturated);
     const chosen: string[] = [];
-    for (const candidate of candidates) {
-      if (chosen.length >= limit) break;
+    const choose = (candidate: { id: string; endpoint_id: string }) => {
+      if (chosen.length >= limit || passedOver.has(candidate.endpoint_id)) return;
       if (accept(candidate.endpoint_id)) chosen.push(candidate.id);
+      else passedOver.add(candidate.endpoint_id);
+    };
+    for (const candidate of candidates) choose(candidate);
+    // Only when the oldest attempts gave nothing: a claim that took some leaves the look to a later
+    // one, which a busy endpoint's next round asks for anyway.
+    const dueRead = candidates.filter((candidate) => Number(candidate.queue) === 1).length;
+    if (chosen.length === 0 && dueRead === scan.limit) {
+      for (const candidate of await this.#behindPassedOver(now, limit, passedOver)) choose(candidate);
     }
     if (chosen.length === 0) return [];
     const take = { ids: chosen, now, lease };
@@ -375,6 +442,25 @@ export class DeliveryRepository {
       manual: truthy(row.manual),
       is_active: truthy(row.is_active),
     }));
+  }
+
+  /**
+   * Due attempts that the oldest ones may hide: those of endpoints other than `passedOver`, oldest
+   * endpoint first, at most `wanted` of each. Looks at up to ENDPOINTS_PER_LOOK endpoints with
+   * waiting attempts, the next ones at the next look, so each look costs a seek per endpoint.
+   */
+  async #behindPassedOver(now: string, wanted: number, passedOver: ReadonlySet<string>) {
+    const look = { after: this.#lookAfter, count: ENDPOINTS_PER_LOOK };
+    const endpoints = (await this.#waitingEndpoints.execute(this.db, look)).rows;
+    this.#lookAfter = endpoints.length < ENDPOINTS_PER_LOOK ? undefined : endpoints.at(-1)?.endpoint_id;
+    const open = endpoints
+      .filter((endpoint) => !passedOver.has(endpoint.endpoint_id) && endpoint.since <= now)
+      .sort((a, b) => byCodeUnits(a.since, b.since))
+      .slice(0, wanted)
+      .map((endpoint) => endpoint.endpoint_id);
+    if (open.length === 0) return [];
+    const due = await this.#dueOfEndpoints.execute(this.db, { endpointIds: open, now, limit: wanted });
+    return due.rows.sort((a, b) => byCodeUnits(a.since, b.since));
   }
 
   async #takeThenRead(take: Take) {

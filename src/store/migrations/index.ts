@@ -34,6 +34,7 @@ import { cdnHostnameVerificationMigration } from "./0706-cdn-hostname-verificati
 import { videoUploadsByVideoMigration } from "./0707-video-uploads-by-video.ts";
 import { videoTimelineStartMigration } from "./0708-video-timeline-start.ts";
 import { consoleEmailsNfcMigration } from "./0709-console-emails-nfc.ts";
+import { webhookWaitingByEndpointMigration } from "./0710-webhook-waiting-by-endpoint.ts";
 
 /** Every migration, by name; names sort in the order they run. Append, never edit a released one. */
 export function allMigrations(dialect: DialectName): Record<string, Migration> {
@@ -72,6 +73,7 @@ export function allMigrations(dialect: DialectName): Record<string, Migration> {
     "0707-video-uploads-by-video": videoUploadsByVideoMigration(),
     "0708-video-timeline-start": videoTimelineStartMigration(types),
     "0709-console-emails-nfc": consoleEmailsNfcMigration(),
+    "0710-webhook-waiting-by-endpoint": webhookWaitingByEndpointMigration(),
   };
 }
 

@@ -1,0 +1,129 @@
+import { setTimeout as pause } from "node:timers/promises";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import type { CoreDeps, Services } from "../../src/services.ts";
+import { DeliveryRepository } from "../../src/webhooks/delivery-repository.ts";
+import { createLibrary, emitVideoEvent, endpointRow, openServicesOnly } from "./helpers.ts";
+
+/**
+ * A claim reads the oldest due attempts first; when those are all of endpoints it passes over (their
+ * limit reached, or refused by the dispatcher), it finds the other endpoints' due attempts by endpoint,
+ * never by reading through the backlog in front of them, and visits many endpoints in turn.
+ */
+// A claim reads the 4 × its limit oldest due attempts first: the slow backlogs here are longer.
+const LIMIT = 4;
+const BACKLOG = 5 * LIMIT;
+
+describe("webhook claims behind a passed-over endpoint's backlog", () => {
+  let close: () => Promise<void>;
+  let core: CoreDeps;
+  let services: Services;
+  let deliveries: DeliveryRepository;
+  let organizationId: string;
+  let libraryId: string;
+
+  beforeAll(async () => {
+    // No dispatcher runs: the test claims by hand.
+    ({ core, services, close } = await openServicesOnly());
+    organizationId = (await services.identity.createOrganization("claims behind a backlog")).organization_id;
+  });
+  afterAll(() => close());
+
+  beforeEach(async () => {
+    // Each case on a library of its own, with no attempt left from the one before and a fresh
+    // repository (the endpoints' turn starts at the first).
+    await core.store.db.deleteFrom("webhook_deliveries").execute();
+    libraryId = await createLibrary(services, organizationId);
+    deliveries = new DeliveryRepository(core.store.db, core.store.dialect);
+  });
+
+  /** An endpoint of the library subscribed to `event` alone. */
+  async function endpoint(event: string): Promise<string> {
+    const row = endpointRow(organizationId, libraryId, { events: JSON.stringify([event]) });
+    await services.webhookRepository.insertEndpoint(core.store.db, row);
+    return row.id;
+  }
+
+  /** `count` notifications of `event`, due after every attempt queued before (due times are in ms). */
+  const notify = async (event: "created" | "ready", count: number) => {
+    await pause(2);
+    for (let i = 0; i < count; i++) {
+      await emitVideoEvent(core.store, services.webhooks, { organizationId, libraryId, event });
+    }
+    await pause(2);
+  };
+
+  const claim = (
+    limit: number,
+    saturated: string[],
+    accept: (endpointId: string) => boolean = () => true,
+  ) => {
+    const now = new Date();
+    return deliveries.claim(
+      now.toISOString(),
+      new Date(now.getTime() + 60_000).toISOString(),
+      limit,
+      saturated,
+      accept,
+    );
+  };
+
+  it("takes another endpoint's attempts queued behind more than a claim's worth of a saturated endpoint's", async () => {
+    const slow = await endpoint("created");
+    const fast = await endpoint("ready");
+    await notify("created", BACKLOG);
+    await notify("ready", 3);
+
+    const claimed = await claim(LIMIT, [slow]);
+    expect(claimed.map((delivery) => delivery.endpoint_id)).toEqual([fast, fast, fast]);
+    // The slow endpoint's attempts were left waiting.
+    const waiting = await core.store.db
+      .selectFrom("webhook_deliveries")
+      .select((eb) => eb.fn.countAll<number>().as("count"))
+      .where("endpoint_id", "=", slow)
+      .where("state", "=", "pending")
+      .executeTakeFirstOrThrow();
+    expect(Number(waiting.count)).toBe(BACKLOG);
+  });
+
+  it("asks about an endpoint it refuses once per claim, and takes the others' attempts behind it", async () => {
+    const slow = await endpoint("created");
+    const fast = await endpoint("ready");
+    await notify("created", BACKLOG);
+    await notify("ready", 2);
+    const asked: string[] = [];
+
+    const claimed = await claim(LIMIT, [], (endpointId) => {
+      asked.push(endpointId);
+      return endpointId !== slow;
+    });
+    expect(claimed.map((delivery) => delivery.endpoint_id)).toEqual([fast, fast]);
+    expect(asked).toEqual([slow, fast, fast]);
+  });
+
+  it("takes what the oldest attempts offer, and what waits behind the backlog at the next claim", async () => {
+    const slow = await endpoint("created");
+    const fast = await endpoint("ready");
+    // The fast endpoint's first attempt is among the oldest, its next ones behind the slow backlog.
+    await notify("ready", 1);
+    await notify("created", BACKLOG);
+    await notify("ready", 2);
+
+    expect((await claim(LIMIT, [slow])).map((delivery) => delivery.endpoint_id)).toEqual([fast]);
+    expect((await claim(LIMIT, [slow])).map((delivery) => delivery.endpoint_id)).toEqual([fast, fast]);
+  });
+
+  it("visits the endpoints behind the backlog in turn when they are more than one look holds", async () => {
+    const slow = await endpoint("created");
+    // More than the 64 endpoints one look visits, each with one due attempt.
+    const others = new Set<string>();
+    for (let i = 0; i < 70; i++) others.add(await endpoint("ready"));
+    await notify("created", BACKLOG);
+    await notify("ready", 1);
+
+    const taken = new Set<string>();
+    for (let round = 0; round < 40 && taken.size < others.size; round++) {
+      for (const delivery of await claim(LIMIT, [slow])) taken.add(delivery.endpoint_id);
+    }
+    expect(taken).toEqual(others);
+  });
+});
