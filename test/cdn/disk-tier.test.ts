@@ -1,4 +1,3 @@
-import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -7,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { CachedObject } from "../../src/cdn/edge/cache.ts";
 import { DiskTier } from "../../src/cdn/edge/disk-tier.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
+import { mountTmpfs, NO_TMPFS, unmountTmpfs } from "../support/tmpfs.ts";
 import {
   createDistribution,
   EDGE_ENV,
@@ -166,11 +166,9 @@ describe("CDN edge disk tier on a full disk", () => {
   it("removes the file of a write that fails", async (context) => {
     const root = mkdtempSync(join(tmpdir(), "cumulo-edge-disk-"));
     // A file system of 64 KiB: an object of 200 KB fills it and its write fails (ENOSPC) half done.
-    if (spawnSync("mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", root]).status !== 0) {
+    if (!mountTmpfs(root, "64k")) {
       rmSync(root, { recursive: true, force: true });
-      context.skip(
-        "mounting a small tmpfs, the only way found to fill a disk, needs root with CAP_SYS_ADMIN",
-      );
+      context.skip(NO_TMPFS);
     }
     const tier = new DiskTier(
       root,
@@ -189,7 +187,7 @@ describe("CDN edge disk tier on a full disk", () => {
       expect(readdirSync(directory)).toHaveLength(1);
     } finally {
       tier.close();
-      spawnSync("umount", [root]);
+      unmountTmpfs(root);
       rmSync(root, { recursive: true, force: true });
     }
   });

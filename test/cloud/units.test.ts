@@ -1,4 +1,3 @@
-import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -10,6 +9,7 @@ import { retryOnConflict, unlessRejected } from "../../src/cloud/outcome.ts";
 import { hashPassword, verifyPassword } from "../../src/cloud/secrets.ts";
 import { loadSecretKey, SECRET_KEY_FILE, SecretBox } from "../../src/secret-box.ts";
 import { isUniqueViolation } from "../../src/store/transactions.ts";
+import { mountTmpfs, unmountTmpfs } from "../support/tmpfs.ts";
 
 describe("address pools", () => {
   it("excludes the network and broadcast addresses and picks the lowest free one", () => {
@@ -116,7 +116,7 @@ describe("secrets", () => {
     const dir = mkdtempSync(join(tmpdir(), "cumulo-secret-"));
     const full = join(dir, "full");
     mkdirSync(full);
-    const mounted = spawnSync("mount", ["-t", "tmpfs", "-o", "size=4k", "tmpfs", full]).status === 0;
+    const mounted = mountTmpfs(full, "4k");
     try {
       if (mounted) {
         writeFileSync(join(full, "filler"), Buffer.alloc(4096));
@@ -131,7 +131,7 @@ describe("secrets", () => {
       expect(loadSecretKey(undefined, dir).equals(made)).toBe(true);
       expect(readdirSync(dir).sort()).toEqual([SECRET_KEY_FILE, "full"]);
     } finally {
-      if (mounted) spawnSync("umount", [full]);
+      if (mounted) unmountTmpfs(full);
       rmSync(dir, { recursive: true, force: true });
     }
   });

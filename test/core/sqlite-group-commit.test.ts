@@ -1,4 +1,3 @@
-import { spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync, statfsSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -10,6 +9,7 @@ import { openStore, type Store } from "../../src/store/database.ts";
 import { isUniqueViolation } from "../../src/store/transactions.ts";
 import { runCli } from "../support/cli.ts";
 import { createTestStore, type TestStore, testStoreKind, withNoRoomForNewPages } from "../support/store.ts";
+import { mountTmpfs, NO_TMPFS, unmountTmpfs } from "../support/tmpfs.ts";
 
 // Group commit exists on SQLite only (src/store/sqlite-group-commit.ts).
 describe.skipIf(testStoreKind() !== "sqlite")("SQLite group commit", () => {
@@ -199,11 +199,9 @@ describe.skipIf(testStoreKind() !== "sqlite")("SQLite group commit", () => {
 
   it("forgets what its reads kept of a group whose commit failed (a full disk)", async (context) => {
     const root = mkdtempSync(join(tmpdir(), "cumulo-group-commit-"));
-    if (spawnSync("mount", ["-t", "tmpfs", "-o", "size=4m", "tmpfs", root]).status !== 0) {
+    if (!mountTmpfs(root, "4m")) {
       rmSync(root, { recursive: true, force: true });
-      context.skip(
-        "mounting a small tmpfs, the only way found to fill a disk, needs root with CAP_SYS_ADMIN",
-      );
+      context.skip(NO_TMPFS);
     }
     const full = openStore({ dataDir: join(root, "data"), databaseUrl: undefined });
     try {
@@ -227,7 +225,7 @@ describe.skipIf(testStoreKind() !== "sqlite")("SQLite group commit", () => {
       expect(await names()).toBe(0);
     } finally {
       await full.close();
-      spawnSync("umount", [root]);
+      unmountTmpfs(root);
       rmSync(root, { recursive: true, force: true });
     }
   });

@@ -14,6 +14,7 @@ import {
   endConnections,
   onAdminDatabase,
   type TestStore,
+  takeWriteLock,
   testStoreKind,
 } from "../support/store.ts";
 import { startTcpRelay, type TcpRelay } from "../support/tcp-relay.ts";
@@ -221,23 +222,10 @@ describe.runIf(testStoreKind() === "sqlite")("SQLite's write lock held by anothe
     // Another process (the CLI, a second node, a migration) holding the write lock. It is taken
     // between the node's own writes: waiting inside SQLite here would keep them from finishing.
     const other = new Database(join(app.store.dataDir, "cumulo.sqlite"), { timeout: 0 });
-    const takeWriteLock = () =>
-      waitUntil(
-        () => {
-          try {
-            other.exec("begin immediate");
-            return true;
-          } catch {
-            return false;
-          }
-        },
-        5000,
-        "the write lock",
-      );
     try {
       // The admin key used once: verified and its use stamped before the lock is taken.
       expect((await app.request("GET", "/v1/media/libraries")).status).toBe(200);
-      await takeWriteLock();
+      await takeWriteLock(other);
       let settled = false;
       const waiting = app.request("POST", "/v1/media/libraries", { json: { name: "waited" } });
       void waiting.finally(() => {
@@ -260,7 +248,7 @@ describe.runIf(testStoreKind() === "sqlite")("SQLite's write lock held by anothe
       // A key never used: its first use stamps it, a write.
       const fresh = (await app.request("POST", "/v1/organization/api-keys", { json: { name: "fresh" } })).body
         .data.api_key;
-      await takeWriteLock();
+      await takeWriteLock(other);
       // A resumable upload's creation too (QA of 5 December, session 42: a plain 500).
       const [refused, upload, firstUse] = await Promise.all([
         app.request("POST", "/v1/media/libraries", { json: { name: "refused" } }),

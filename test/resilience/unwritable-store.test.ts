@@ -1,4 +1,4 @@
-import { execFileSync, spawnSync } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, statfsSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -7,6 +7,7 @@ import { describe, expect, it } from "vitest";
 import { startTestApp } from "../support/app.ts";
 import { runCli } from "../support/cli.ts";
 import { createMigratedTestStore, testStoreKind } from "../support/store.ts";
+import { mountTmpfs, NO_TMPFS, unmountTmpfs } from "../support/tmpfs.ts";
 import { waitUntil } from "../support/wait.ts";
 
 const immutable = (path: string, on: boolean) =>
@@ -133,18 +134,14 @@ describe.runIf(testStoreKind() === "postgres")("a PostgreSQL store that takes no
   }, 60_000);
 });
 
-/** Whether this process may mount a tmpfs at `dir` (root); the disk-full case needs one. */
-const mountedTmpfs = (dir: string, size: string): boolean =>
-  spawnSync("mount", ["-t", "tmpfs", "-o", `size=${size}`, "tmpfs", dir]).status === 0;
-
 // QA of 5 December (session 42): /readyz answered 200 "ready" while a full disk had every write of a
 // SQLite node answered 503, so no balancer took the node out.
 describe.runIf(testStoreKind() === "sqlite")("a SQLite store whose disk fills while the node runs", () => {
   it("is not ready while the disk is full, and ready again once there is room", async (context) => {
     const dir = mkdtempSync(join(tmpdir(), "cumulo-full-"));
-    if (!mountedTmpfs(dir, "32m")) {
+    if (!mountTmpfs(dir, "32m")) {
       rmSync(dir, { recursive: true, force: true });
-      context.skip();
+      context.skip(NO_TMPFS);
     }
     const app = await startTestApp(
       {},
@@ -170,7 +167,7 @@ describe.runIf(testStoreKind() === "sqlite")("a SQLite store whose disk fills wh
       expect((await app.request("GET", "/readyz", { anonymous: true })).status).toBe(200);
     } finally {
       await app.close();
-      spawnSync("umount", [dir]);
+      unmountTmpfs(dir);
       rmSync(dir, { recursive: true, force: true });
     }
   });

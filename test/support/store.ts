@@ -120,22 +120,28 @@ async function createStore(kind: TestStoreKind, template: string | undefined): P
   };
 }
 
-/**
- * A second connection to a SQLite store, holding its write lock as another process (the CLI, a second
- * node) would: taken between the node's own writes, tried again on a timer. SQLite's busy wait would
- * hold this process's event loop, and with it the node's commit of the group of writes that holds the
- * lock (src/store/sqlite-group-commit.ts), for the whole busy timeout.
- */
+/** A second connection to a SQLite store, holding its write lock as another process (the CLI, a second node) would. */
 export async function lockedFromAnotherConnection(
   dataDir: string,
   { foreignKeys = false } = {},
 ): Promise<SqliteDatabase.Database> {
   const other = new SqliteDatabase(join(dataDir, SQLITE_FILE), { timeout: 0 });
   if (foreignKeys) other.pragma("foreign_keys = ON");
+  await takeWriteLock(other);
+  return other;
+}
+
+/**
+ * Begins a write transaction on `connection` (opened with `timeout: 0`), trying again on a timer
+ * while the lock is busy, between the node's own writes. SQLite's busy wait would hold this
+ * process's event loop, and with it the node's commit of the group of writes that holds the lock
+ * (src/store/sqlite-group-commit.ts), for the whole busy timeout.
+ */
+export async function takeWriteLock(connection: SqliteDatabase.Database): Promise<void> {
   await waitUntil(
     () => {
       try {
-        other.exec("begin immediate");
+        connection.exec("begin immediate");
         return true;
       } catch (error) {
         if ((error as { code?: string }).code !== "SQLITE_BUSY") throw error;
@@ -145,7 +151,6 @@ export async function lockedFromAnotherConnection(
     5000,
     "the write lock",
   );
-  return other;
 }
 
 /** Runs `write` on a second connection to a SQLite store and commits it: another process's write. */

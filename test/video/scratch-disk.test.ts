@@ -8,6 +8,7 @@ import { PROCESS_JOB, videoWorkRoot } from "../../src/video/pipeline.ts";
 import { createLibrary, createVideo } from "../media/helpers.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
 import { generateClip } from "../support/media.ts";
+import { mountTmpfs, NO_TMPFS, unmountTmpfs } from "../support/tmpfs.ts";
 import { waitUntil } from "../support/wait.ts";
 import { uploadSource, videoPath, waitForStatus } from "./support.ts";
 
@@ -28,13 +29,13 @@ describe("a video processed while the worker's scratch disk is full", { timeout:
     t = await startTestApp({ CUMULO_ROLES: "api,worker", CUMULO_EDGE_PORT: "off" });
     scratch = videoWorkRoot(t.config.dataDir);
     mkdirSync(scratch, { recursive: true });
-    mounted = spawnSync("mount", ["-t", "tmpfs", "-o", "size=256k", "tmpfs", scratch]).status === 0;
+    mounted = mountTmpfs(scratch, "256k");
   }, 60_000);
 
   afterAll(async () => {
     // Stopped before the disk goes, removed after.
     await t?.cumulo.close();
-    if (mounted) spawnSync("umount", [scratch]);
+    if (mounted) unmountTmpfs(scratch);
     await t?.close();
     rmSync(work, { recursive: true, force: true });
   });
@@ -50,7 +51,7 @@ describe("a video processed while the worker's scratch disk is full", { timeout:
   });
 
   it("postpones the job without failing the video, and processes it once there is room", async (context) => {
-    if (!mounted) context.skip("mounting a small tmpfs, the only way found to fill a disk, needs root");
+    if (!mounted) context.skip(NO_TMPFS);
     const clip = readFileSync(await generateClip(work, { seconds: 3 }));
     expect(clip.length).toBeLessThan(200 * 1024);
     const libraryId = (await createLibrary(t, { name: "scratch" })).id;
