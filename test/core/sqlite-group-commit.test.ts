@@ -94,6 +94,27 @@ describe.skipIf(testStoreKind() !== "sqlite")("SQLite group commit", () => {
     expect(commits).toBe(3);
   });
 
+  it("commits a group before a 65th write joins it", async () => {
+    // Writes since the last commit, counted as SQLite runs them.
+    let sinceCommit = 0;
+    let largestGroup = 0;
+    commits = 0;
+    statementPrototype.run = function (this: { source: string }, ...parameters: unknown[]) {
+      if (/^\s*commit\s*$/i.test(this.source)) {
+        commits++;
+        sinceCommit = 0;
+      } else if (/^\s*insert into "organizations"/i.test(this.source)) {
+        largestGroup = Math.max(largestGroup, ++sinceCommit);
+      }
+      return run.apply(this, parameters);
+    };
+    const names = Array.from({ length: 200 }, (_, index) => `many ${String(index).padStart(3, "0")}`);
+    await Promise.all(names.map((name) => insertAlone(name)));
+    expect(committedNames("many ")).toEqual(names);
+    expect(largestGroup).toBeLessThanOrEqual(64);
+    expect(commits).toBeGreaterThanOrEqual(4);
+  });
+
   it("keeps the others when one transaction or one statement of a group fails", async () => {
     const taken = randomUUID();
     await insertAlone("kept taken", taken);
@@ -227,6 +248,49 @@ describe.skipIf(testStoreKind() !== "sqlite")("SQLite group commit", () => {
       await full.close();
       unmountTmpfs(root);
       rmSync(root, { recursive: true, force: true });
+    }
+  });
+
+  it("fails every write of a group when the store is closed while one of its transactions runs", async () => {
+    const closing = await createTestStore("sqlite");
+    const closed = openStore({ dataDir: closing.dataDir, databaseUrl: undefined });
+    await closed.migrate();
+    let entered = () => {};
+    const inside = new Promise<void>((resolve) => {
+      entered = resolve;
+    });
+    let release = () => {};
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    try {
+      // Started in one turn: the first write waits for the group the transaction then joins.
+      const alone = closed.db.insertInto("organizations").values(organization("closed alone")).execute();
+      const running = closed.db.transaction().execute(async (trx) => {
+        await trx.insertInto("organizations").values(organization("closed running")).execute();
+        entered();
+        await gate;
+        await trx.insertInto("organizations").values(organization("closed after")).execute();
+      });
+      await inside;
+      await closed.close();
+      release();
+      const outcomes = await Promise.allSettled([alone, running]);
+      expect(outcomes.map((outcome) => outcome.status)).toEqual(["rejected", "rejected"]);
+      expect(String((outcomes[0] as PromiseRejectedResult).reason)).toContain(
+        "the store was closed while a transaction was running",
+      );
+      const reopened = new SqliteDatabase(join(closing.dataDir, "cumulo.sqlite"));
+      try {
+        expect(reopened.prepare("select name from organizations where name like 'closed %'").all()).toEqual(
+          [],
+        );
+      } finally {
+        reopened.close();
+      }
+    } finally {
+      release();
+      await closing.drop();
     }
   });
 });
