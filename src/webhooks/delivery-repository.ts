@@ -107,8 +107,8 @@ interface EndpointLook {
   count: number;
 }
 
-/** Endpoints visited by one look past the oldest attempts. */
-const ENDPOINTS_PER_LOOK = 64;
+/** Endpoints visited by one statement looking past the oldest attempts. */
+const ENDPOINTS_PER_LOOK = 128;
 
 /** Due waiting attempts of `endpointIds`, at most `limit` of each. */
 interface EndpointTake {
@@ -170,14 +170,14 @@ export class DeliveryRepository {
       return {
         compile: () =>
           sql<{ endpoint_id: string; since: string }>`with recursive waiting(endpoint_id) as (
-              select (select endpoint_id from webhook_deliveries
+              select (select endpoint_id from "webhook_deliveries"
                 where state = 'pending' ${from} order by endpoint_id limit 1)
               union all
-              select (select d.endpoint_id from webhook_deliveries as d
+              select (select d.endpoint_id from "webhook_deliveries" as d
                 where d.state = 'pending' and d.endpoint_id > waiting.endpoint_id order by d.endpoint_id limit 1)
               from waiting where waiting.endpoint_id is not null
             )
-            select endpoint_id, (select d.due_at from webhook_deliveries as d
+            select endpoint_id, (select d.due_at from "webhook_deliveries" as d
                 where d.state = 'pending' and d.endpoint_id = waiting.endpoint_id order by d.due_at limit 1) as since
             from waiting where endpoint_id is not null
             limit ${value((values) => values.count)}`.compile(this.db),
@@ -201,7 +201,7 @@ export class DeliveryRepository {
     },
     ({ endpointIds }) => listLength(endpointIds),
   );
-  /** Where the next look past the oldest attempts starts (`#behindPassedOver`): endpoints are visited in turn. */
+  /** Where the next look past the oldest attempts starts (`#behindPassedOver`): endpoints are served in turn. */
   #lookAfter: string | undefined;
   /** PostgreSQL: both scans in one statement, in the same order (one round trip instead of two). */
   readonly #candidates = new PreparedQuery(
@@ -446,21 +446,38 @@ export class DeliveryRepository {
 
   /**
    * Due attempts that the oldest ones may hide: those of endpoints other than `passedOver`, oldest
-   * endpoint first, at most `wanted` of each. Looks at up to ENDPOINTS_PER_LOOK endpoints with
-   * waiting attempts, the next ones at the next look, so each look costs a seek per endpoint.
+   * endpoint first, at most `wanted` of each. Looks at ENDPOINTS_PER_LOOK endpoints with waiting
+   * attempts at a time, from where the last look stopped, until one has an endpoint to serve or every
+   * endpoint has been looked at once: a seek per endpoint, however many attempts each holds.
    */
   async #behindPassedOver(now: string, wanted: number, passedOver: ReadonlySet<string>) {
-    const look = { after: this.#lookAfter, count: ENDPOINTS_PER_LOOK };
-    const endpoints = (await this.#waitingEndpoints.execute(this.db, look)).rows;
-    this.#lookAfter = endpoints.length < ENDPOINTS_PER_LOOK ? undefined : endpoints.at(-1)?.endpoint_id;
-    const open = endpoints
-      .filter((endpoint) => !passedOver.has(endpoint.endpoint_id) && endpoint.since <= now)
-      .sort((a, b) => byCodeUnits(a.since, b.since))
-      .slice(0, wanted)
-      .map((endpoint) => endpoint.endpoint_id);
-    if (open.length === 0) return [];
-    const due = await this.#dueOfEndpoints.execute(this.db, { endpointIds: open, now, limit: wanted });
-    return due.rows.sort((a, b) => byCodeUnits(a.since, b.since));
+    const began = this.#lookAfter;
+    let wentRound = began === undefined;
+    for (;;) {
+      const look = { after: this.#lookAfter, count: ENDPOINTS_PER_LOOK };
+      const endpoints = (await this.#waitingEndpoints.execute(this.db, look)).rows;
+      const atEnd = endpoints.length < ENDPOINTS_PER_LOOK;
+      this.#lookAfter = atEnd ? undefined : endpoints.at(-1)?.endpoint_id;
+      const open = endpoints
+        .filter((endpoint) => !passedOver.has(endpoint.endpoint_id) && endpoint.since <= now)
+        .sort((a, b) => byCodeUnits(a.since, b.since))
+        .slice(0, wanted)
+        .map((endpoint) => endpoint.endpoint_id);
+      if (open.length > 0) {
+        const due = await this.#dueOfEndpoints.execute(this.db, { endpointIds: open, now, limit: wanted });
+        return due.rows.sort((a, b) => byCodeUnits(a.since, b.since));
+      }
+      if (atEnd) {
+        if (wentRound) return [];
+        wentRound = true;
+      } else if (
+        wentRound &&
+        began !== undefined &&
+        endpoints.some((endpoint) => byCodeUnits(endpoint.endpoint_id, began) >= 0)
+      ) {
+        return [];
+      }
+    }
   }
 
   async #takeThenRead(take: Take) {

@@ -37,14 +37,17 @@ describe("webhook claims behind a passed-over endpoint's backlog", () => {
   });
 
   /** An endpoint of the library subscribed to `event` alone. */
-  async function endpoint(event: string): Promise<string> {
-    const row = endpointRow(organizationId, libraryId, { events: JSON.stringify([event]) });
+  async function endpoint(event: string, id?: string): Promise<string> {
+    const row = endpointRow(organizationId, libraryId, {
+      events: JSON.stringify([event]),
+      ...(id && { id }),
+    });
     await services.webhookRepository.insertEndpoint(core.store.db, row);
     return row.id;
   }
 
   /** `count` notifications of `event`, due after every attempt queued before (due times are in ms). */
-  const notify = async (event: "created" | "ready", count: number) => {
+  const notify = async (event: "created" | "ready" | "uploading", count: number) => {
     await pause(2);
     for (let i = 0; i < count; i++) {
       await emitVideoEvent(core.store, services.webhooks, { organizationId, libraryId, event });
@@ -114,16 +117,36 @@ describe("webhook claims behind a passed-over endpoint's backlog", () => {
 
   it("visits the endpoints behind the backlog in turn when they are more than one look holds", async () => {
     const slow = await endpoint("created");
-    // More than the 64 endpoints one look visits, each with one due attempt.
+    // More than the 128 endpoints one statement looks at, each with one due attempt.
     const others = new Set<string>();
-    for (let i = 0; i < 70; i++) others.add(await endpoint("ready"));
+    for (let i = 0; i < 140; i++) others.add(await endpoint("ready"));
     await notify("created", BACKLOG);
     await notify("ready", 1);
 
     const taken = new Set<string>();
-    for (let round = 0; round < 40 && taken.size < others.size; round++) {
+    for (let round = 0; round < 80 && taken.size < others.size; round++) {
       for (const delivery of await claim(LIMIT, [slow])) taken.add(delivery.endpoint_id);
     }
     expect(taken).toEqual(others);
+  });
+
+  // QA of session 53: a claim looked at one group of 64 endpoints, so an endpoint among 200 held
+  // back waited for the turn to come round to it (one claim per look, most of them at the poll).
+  it("finds an endpoint to serve among many held back in one claim, wherever the last look stopped", async () => {
+    const heldBack: string[] = [];
+    for (let i = 0; i < 300; i++) heldBack.push(await endpoint("created"));
+    const first = await endpoint("ready", "00000000-0000-4000-8000-000000000001");
+    const middle = await endpoint("uploading", "80000000-0000-4000-8000-000000000001");
+    await notify("created", 1);
+
+    // An endpoint in the middle of the ids: the look stops after it.
+    await notify("uploading", 1);
+    expect((await claim(LIMIT, heldBack)).map((delivery) => delivery.endpoint_id)).toEqual([middle]);
+    // One before where the last look stopped: the looks go round to it.
+    await notify("ready", 2);
+    expect((await claim(LIMIT, heldBack)).map((delivery) => delivery.endpoint_id)).toEqual([first, first]);
+    // None left to serve: every endpoint looked at once, and nothing taken.
+    await notify("ready", 1);
+    expect(await claim(LIMIT, [...heldBack, first])).toEqual([]);
   });
 });
