@@ -143,8 +143,12 @@ export const CloudError = Type.Object({
   errors: Type.Optional(Type.Record(Type.String(), Type.String())),
 });
 
-/** 503: the store, Redis or media storage is away for a moment (docs/decisions.md); any route may answer it. */
-const statuses = [400, 401, 403, 404, 409, 413, 415, 429, 500, 503] as const;
+/**
+ * 503: the store, Redis or media storage is away for a moment (docs/decisions.md); any route may
+ * answer it. 408, 414 and 431: the listener answers them before routing, for any path, in the path's
+ * group's shape (a request too slow, a URL or a header section too long; src/http/listener.ts).
+ */
+const statuses = [400, 401, 403, 404, 408, 409, 413, 414, 415, 429, 431, 500, 503] as const;
 
 /** Headers of a 503 and of every 429 (OpenAPI only). */
 const RETRY_AFTER = {

@@ -41,6 +41,17 @@ describe("the error answers in the OpenAPI document", () => {
     expect(missing).toEqual([]);
   });
 
+  it("declare the listener's own answers wherever 500 is: a request too slow, a URL or headers too long", () => {
+    const missing = operations()
+      .filter((operation) => (operation.responses as Node)["500"])
+      .flatMap((operation) =>
+        ["408", "414", "431"]
+          .filter((status) => !(operation.responses as Node)[status])
+          .map((status) => `${operation.operationId} ${status}`),
+      );
+    expect(missing).toEqual([]);
+  });
+
   it("declare the Location of a resumable upload's creation", () => {
     const creation = operations().find((operation) => operation.operationId === "createResumableUpload");
     const created = resolve((creation?.responses as Node | undefined)?.["201"]);

@@ -3218,6 +3218,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        listLocations_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         listLocations_409: {
             headers: {
                 [name: string]: unknown;
@@ -3234,6 +3249,21 @@ export interface components {
         };
         /** @description Default Response */
         listLocations_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listLocations_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -3273,6 +3303,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listLocations_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -3397,6 +3442,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        listBillingAccounts_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         listBillingAccounts_409: {
             headers: {
                 [name: string]: unknown;
@@ -3413,6 +3473,21 @@ export interface components {
         };
         /** @description Default Response */
         listBillingAccounts_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listBillingAccounts_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -3452,6 +3527,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listBillingAccounts_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -3580,6 +3670,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        createToken_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         createToken_409: {
             headers: {
                 [name: string]: unknown;
@@ -3596,6 +3701,21 @@ export interface components {
         };
         /** @description Default Response */
         createToken_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        createToken_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -3635,6 +3755,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        createToken_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -3752,6 +3887,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        deleteToken_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         deleteToken_409: {
             headers: {
                 [name: string]: unknown;
@@ -3768,6 +3918,21 @@ export interface components {
         };
         /** @description Default Response */
         deleteToken_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        deleteToken_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -3807,6 +3972,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        deleteToken_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -3933,6 +4113,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        updateToken_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         updateToken_409: {
             headers: {
                 [name: string]: unknown;
@@ -3949,6 +4144,21 @@ export interface components {
         };
         /** @description Default Response */
         updateToken_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        updateToken_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -3988,6 +4198,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        updateToken_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -4114,6 +4339,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        listTokens_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         listTokens_409: {
             headers: {
                 [name: string]: unknown;
@@ -4130,6 +4370,21 @@ export interface components {
         };
         /** @description Default Response */
         listTokens_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listTokens_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -4169,6 +4424,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listTokens_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -4331,6 +4601,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        getVm_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         getVm_409: {
             headers: {
                 [name: string]: unknown;
@@ -4347,6 +4632,21 @@ export interface components {
         };
         /** @description Default Response */
         getVm_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        getVm_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -4386,6 +4686,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        getVm_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -4548,6 +4863,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        createVm_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         createVm_409: {
             headers: {
                 [name: string]: unknown;
@@ -4564,6 +4894,21 @@ export interface components {
         };
         /** @description Default Response */
         createVm_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        createVm_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -4603,6 +4948,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        createVm_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -4720,6 +5080,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        deleteVm_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         deleteVm_409: {
             headers: {
                 [name: string]: unknown;
@@ -4736,6 +5111,21 @@ export interface components {
         };
         /** @description Default Response */
         deleteVm_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        deleteVm_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -4775,6 +5165,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        deleteVm_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -4937,6 +5342,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        updateVm_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         updateVm_409: {
             headers: {
                 [name: string]: unknown;
@@ -4953,6 +5373,21 @@ export interface components {
         };
         /** @description Default Response */
         updateVm_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        updateVm_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -4992,6 +5427,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        updateVm_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -5154,6 +5604,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        listVms_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         listVms_409: {
             headers: {
                 [name: string]: unknown;
@@ -5170,6 +5635,21 @@ export interface components {
         };
         /** @description Default Response */
         listVms_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listVms_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -5209,6 +5689,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listVms_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -5371,6 +5866,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        startVm_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         startVm_409: {
             headers: {
                 [name: string]: unknown;
@@ -5387,6 +5897,21 @@ export interface components {
         };
         /** @description Default Response */
         startVm_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        startVm_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -5426,6 +5951,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        startVm_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -5588,6 +6128,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        stopVm_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         stopVm_409: {
             headers: {
                 [name: string]: unknown;
@@ -5604,6 +6159,21 @@ export interface components {
         };
         /** @description Default Response */
         stopVm_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        stopVm_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -5643,6 +6213,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        stopVm_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -5771,6 +6356,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        attachDisk_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         attachDisk_409: {
             headers: {
                 [name: string]: unknown;
@@ -5787,6 +6387,21 @@ export interface components {
         };
         /** @description Default Response */
         attachDisk_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        attachDisk_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -5826,6 +6441,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        attachDisk_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -5943,6 +6573,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        detachDisk_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         detachDisk_409: {
             headers: {
                 [name: string]: unknown;
@@ -5959,6 +6604,21 @@ export interface components {
         };
         /** @description Default Response */
         detachDisk_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        detachDisk_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -5998,6 +6658,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        detachDisk_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -6133,6 +6808,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        listDisks_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         listDisks_409: {
             headers: {
                 [name: string]: unknown;
@@ -6149,6 +6839,21 @@ export interface components {
         };
         /** @description Default Response */
         listDisks_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listDisks_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -6188,6 +6893,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listDisks_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -6323,6 +7043,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        createDisk_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         createDisk_409: {
             headers: {
                 [name: string]: unknown;
@@ -6339,6 +7074,21 @@ export interface components {
         };
         /** @description Default Response */
         createDisk_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        createDisk_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -6378,6 +7128,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        createDisk_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -6513,6 +7278,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        getDisk_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         getDisk_409: {
             headers: {
                 [name: string]: unknown;
@@ -6529,6 +7309,21 @@ export interface components {
         };
         /** @description Default Response */
         getDisk_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        getDisk_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -6568,6 +7363,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        getDisk_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -6685,6 +7495,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        deleteDisk_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         deleteDisk_409: {
             headers: {
                 [name: string]: unknown;
@@ -6701,6 +7526,21 @@ export interface components {
         };
         /** @description Default Response */
         deleteDisk_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        deleteDisk_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -6740,6 +7580,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        deleteDisk_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -6875,6 +7730,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        updateDisk_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         updateDisk_409: {
             headers: {
                 [name: string]: unknown;
@@ -6891,6 +7761,21 @@ export interface components {
         };
         /** @description Default Response */
         updateDisk_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        updateDisk_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -6930,6 +7815,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        updateDisk_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -7067,6 +7967,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        listFloatingIps_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         listFloatingIps_409: {
             headers: {
                 [name: string]: unknown;
@@ -7083,6 +7998,21 @@ export interface components {
         };
         /** @description Default Response */
         listFloatingIps_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listFloatingIps_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -7122,6 +8052,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listFloatingIps_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -7259,6 +8204,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        allocateFloatingIp_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         allocateFloatingIp_409: {
             headers: {
                 [name: string]: unknown;
@@ -7275,6 +8235,21 @@ export interface components {
         };
         /** @description Default Response */
         allocateFloatingIp_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        allocateFloatingIp_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -7314,6 +8289,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        allocateFloatingIp_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -7451,6 +8441,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        getFloatingIp_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         getFloatingIp_409: {
             headers: {
                 [name: string]: unknown;
@@ -7467,6 +8472,21 @@ export interface components {
         };
         /** @description Default Response */
         getFloatingIp_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        getFloatingIp_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -7506,6 +8526,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        getFloatingIp_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -7623,6 +8658,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        deleteFloatingIp_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         deleteFloatingIp_409: {
             headers: {
                 [name: string]: unknown;
@@ -7639,6 +8689,21 @@ export interface components {
         };
         /** @description Default Response */
         deleteFloatingIp_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        deleteFloatingIp_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -7678,6 +8743,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        deleteFloatingIp_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -7815,6 +8895,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        updateFloatingIp_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         updateFloatingIp_409: {
             headers: {
                 [name: string]: unknown;
@@ -7831,6 +8926,21 @@ export interface components {
         };
         /** @description Default Response */
         updateFloatingIp_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        updateFloatingIp_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -7870,6 +8980,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        updateFloatingIp_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -8007,6 +9132,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        assignFloatingIp_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         assignFloatingIp_409: {
             headers: {
                 [name: string]: unknown;
@@ -8023,6 +9163,21 @@ export interface components {
         };
         /** @description Default Response */
         assignFloatingIp_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        assignFloatingIp_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -8062,6 +9217,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        assignFloatingIp_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -8199,6 +9369,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        unassignFloatingIp_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         unassignFloatingIp_409: {
             headers: {
                 [name: string]: unknown;
@@ -8215,6 +9400,21 @@ export interface components {
         };
         /** @description Default Response */
         unassignFloatingIp_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        unassignFloatingIp_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -8254,6 +9454,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        unassignFloatingIp_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -8412,6 +9627,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        listLoadBalancers_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         listLoadBalancers_409: {
             headers: {
                 [name: string]: unknown;
@@ -8428,6 +9658,21 @@ export interface components {
         };
         /** @description Default Response */
         listLoadBalancers_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listLoadBalancers_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -8467,6 +9712,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listLoadBalancers_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -8625,6 +9885,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        createLoadBalancer_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         createLoadBalancer_409: {
             headers: {
                 [name: string]: unknown;
@@ -8641,6 +9916,21 @@ export interface components {
         };
         /** @description Default Response */
         createLoadBalancer_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        createLoadBalancer_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -8680,6 +9970,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        createLoadBalancer_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -8838,6 +10143,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        getLoadBalancer_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         getLoadBalancer_409: {
             headers: {
                 [name: string]: unknown;
@@ -8854,6 +10174,21 @@ export interface components {
         };
         /** @description Default Response */
         getLoadBalancer_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        getLoadBalancer_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -8893,6 +10228,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        getLoadBalancer_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -9010,6 +10360,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        deleteLoadBalancer_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         deleteLoadBalancer_409: {
             headers: {
                 [name: string]: unknown;
@@ -9026,6 +10391,21 @@ export interface components {
         };
         /** @description Default Response */
         deleteLoadBalancer_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        deleteLoadBalancer_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -9065,6 +10445,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        deleteLoadBalancer_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -9223,6 +10618,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        updateLoadBalancer_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         updateLoadBalancer_409: {
             headers: {
                 [name: string]: unknown;
@@ -9239,6 +10649,21 @@ export interface components {
         };
         /** @description Default Response */
         updateLoadBalancer_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        updateLoadBalancer_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -9278,6 +10703,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        updateLoadBalancer_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -9436,6 +10876,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        setLoadBalancerBillingAccount_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         setLoadBalancerBillingAccount_409: {
             headers: {
                 [name: string]: unknown;
@@ -9452,6 +10907,21 @@ export interface components {
         };
         /** @description Default Response */
         setLoadBalancerBillingAccount_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        setLoadBalancerBillingAccount_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -9491,6 +10961,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        setLoadBalancerBillingAccount_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -9617,6 +11102,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        addLoadBalancerTarget_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         addLoadBalancerTarget_409: {
             headers: {
                 [name: string]: unknown;
@@ -9633,6 +11133,21 @@ export interface components {
         };
         /** @description Default Response */
         addLoadBalancerTarget_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        addLoadBalancerTarget_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -9672,6 +11187,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        addLoadBalancerTarget_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -9789,6 +11319,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        removeLoadBalancerTarget_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         removeLoadBalancerTarget_409: {
             headers: {
                 [name: string]: unknown;
@@ -9805,6 +11350,21 @@ export interface components {
         };
         /** @description Default Response */
         removeLoadBalancerTarget_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        removeLoadBalancerTarget_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -9844,6 +11404,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        removeLoadBalancerTarget_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -9970,6 +11545,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        addForwardingRule_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         addForwardingRule_409: {
             headers: {
                 [name: string]: unknown;
@@ -9986,6 +11576,21 @@ export interface components {
         };
         /** @description Default Response */
         addForwardingRule_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        addForwardingRule_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -10025,6 +11630,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        addForwardingRule_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -10142,6 +11762,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        removeForwardingRule_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         removeForwardingRule_409: {
             headers: {
                 [name: string]: unknown;
@@ -10158,6 +11793,21 @@ export interface components {
         };
         /** @description Default Response */
         removeForwardingRule_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        removeForwardingRule_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -10197,6 +11847,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        removeForwardingRule_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -10322,6 +11987,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        getS3User_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         getS3User_409: {
             headers: {
                 [name: string]: unknown;
@@ -10338,6 +12018,21 @@ export interface components {
         };
         /** @description Default Response */
         getS3User_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        getS3User_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -10377,6 +12072,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        getS3User_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -10495,6 +12205,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        listS3Keys_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         listS3Keys_409: {
             headers: {
                 [name: string]: unknown;
@@ -10511,6 +12236,21 @@ export interface components {
         };
         /** @description Default Response */
         listS3Keys_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listS3Keys_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -10550,6 +12290,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listS3Keys_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -10668,6 +12423,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        createS3Key_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         createS3Key_409: {
             headers: {
                 [name: string]: unknown;
@@ -10684,6 +12454,21 @@ export interface components {
         };
         /** @description Default Response */
         createS3Key_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        createS3Key_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -10723,6 +12508,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        createS3Key_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -10840,6 +12640,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        deleteS3Key_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         deleteS3Key_409: {
             headers: {
                 [name: string]: unknown;
@@ -10856,6 +12671,21 @@ export interface components {
         };
         /** @description Default Response */
         deleteS3Key_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        deleteS3Key_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -10895,6 +12725,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        deleteS3Key_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -11011,6 +12856,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        getS3Endpoint_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         getS3Endpoint_409: {
             headers: {
                 [name: string]: unknown;
@@ -11027,6 +12887,21 @@ export interface components {
         };
         /** @description Default Response */
         getS3Endpoint_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        getS3Endpoint_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -11066,6 +12941,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        getS3Endpoint_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -11188,6 +13078,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        listLocationsAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         listLocationsAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -11204,6 +13109,21 @@ export interface components {
         };
         /** @description Default Response */
         listLocationsAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listLocationsAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -11243,6 +13163,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listLocationsAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -11367,6 +13302,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        listBillingAccountsAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         listBillingAccountsAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -11383,6 +13333,21 @@ export interface components {
         };
         /** @description Default Response */
         listBillingAccountsAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listBillingAccountsAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -11422,6 +13387,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listBillingAccountsAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -11550,6 +13530,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        createTokenAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         createTokenAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -11566,6 +13561,21 @@ export interface components {
         };
         /** @description Default Response */
         createTokenAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        createTokenAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -11605,6 +13615,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        createTokenAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -11722,6 +13747,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        deleteTokenAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         deleteTokenAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -11738,6 +13778,21 @@ export interface components {
         };
         /** @description Default Response */
         deleteTokenAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        deleteTokenAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -11777,6 +13832,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        deleteTokenAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -11903,6 +13973,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        updateTokenAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         updateTokenAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -11919,6 +14004,21 @@ export interface components {
         };
         /** @description Default Response */
         updateTokenAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        updateTokenAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -11958,6 +14058,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        updateTokenAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -12084,6 +14199,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        listTokensAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         listTokensAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -12100,6 +14230,21 @@ export interface components {
         };
         /** @description Default Response */
         listTokensAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listTokensAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -12139,6 +14284,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listTokensAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -12301,6 +14461,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        getVmAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         getVmAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -12317,6 +14492,21 @@ export interface components {
         };
         /** @description Default Response */
         getVmAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        getVmAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -12356,6 +14546,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        getVmAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -12518,6 +14723,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        createVmAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         createVmAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -12534,6 +14754,21 @@ export interface components {
         };
         /** @description Default Response */
         createVmAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        createVmAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -12573,6 +14808,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        createVmAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -12690,6 +14940,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        deleteVmAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         deleteVmAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -12706,6 +14971,21 @@ export interface components {
         };
         /** @description Default Response */
         deleteVmAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        deleteVmAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -12745,6 +15025,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        deleteVmAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -12907,6 +15202,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        updateVmAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         updateVmAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -12923,6 +15233,21 @@ export interface components {
         };
         /** @description Default Response */
         updateVmAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        updateVmAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -12962,6 +15287,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        updateVmAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -13124,6 +15464,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        listVmsAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         listVmsAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -13140,6 +15495,21 @@ export interface components {
         };
         /** @description Default Response */
         listVmsAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listVmsAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -13179,6 +15549,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listVmsAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -13341,6 +15726,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        startVmAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         startVmAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -13357,6 +15757,21 @@ export interface components {
         };
         /** @description Default Response */
         startVmAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        startVmAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -13396,6 +15811,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        startVmAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -13558,6 +15988,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        stopVmAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         stopVmAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -13574,6 +16019,21 @@ export interface components {
         };
         /** @description Default Response */
         stopVmAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        stopVmAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -13613,6 +16073,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        stopVmAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -13741,6 +16216,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        attachDiskAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         attachDiskAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -13757,6 +16247,21 @@ export interface components {
         };
         /** @description Default Response */
         attachDiskAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        attachDiskAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -13796,6 +16301,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        attachDiskAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -13913,6 +16433,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        detachDiskAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         detachDiskAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -13929,6 +16464,21 @@ export interface components {
         };
         /** @description Default Response */
         detachDiskAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        detachDiskAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -13968,6 +16518,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        detachDiskAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -14103,6 +16668,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        listDisksAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         listDisksAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -14119,6 +16699,21 @@ export interface components {
         };
         /** @description Default Response */
         listDisksAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listDisksAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -14158,6 +16753,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listDisksAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -14293,6 +16903,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        createDiskAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         createDiskAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -14309,6 +16934,21 @@ export interface components {
         };
         /** @description Default Response */
         createDiskAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        createDiskAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -14348,6 +16988,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        createDiskAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -14483,6 +17138,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        getDiskAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         getDiskAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -14499,6 +17169,21 @@ export interface components {
         };
         /** @description Default Response */
         getDiskAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        getDiskAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -14538,6 +17223,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        getDiskAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -14655,6 +17355,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        deleteDiskAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         deleteDiskAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -14671,6 +17386,21 @@ export interface components {
         };
         /** @description Default Response */
         deleteDiskAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        deleteDiskAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -14710,6 +17440,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        deleteDiskAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -14845,6 +17590,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        updateDiskAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         updateDiskAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -14861,6 +17621,21 @@ export interface components {
         };
         /** @description Default Response */
         updateDiskAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        updateDiskAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -14900,6 +17675,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        updateDiskAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -15037,6 +17827,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        listFloatingIpsAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         listFloatingIpsAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -15053,6 +17858,21 @@ export interface components {
         };
         /** @description Default Response */
         listFloatingIpsAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listFloatingIpsAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -15092,6 +17912,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listFloatingIpsAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -15229,6 +18064,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        allocateFloatingIpAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         allocateFloatingIpAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -15245,6 +18095,21 @@ export interface components {
         };
         /** @description Default Response */
         allocateFloatingIpAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        allocateFloatingIpAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -15284,6 +18149,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        allocateFloatingIpAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -15421,6 +18301,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        getFloatingIpAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         getFloatingIpAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -15437,6 +18332,21 @@ export interface components {
         };
         /** @description Default Response */
         getFloatingIpAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        getFloatingIpAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -15476,6 +18386,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        getFloatingIpAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -15593,6 +18518,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        deleteFloatingIpAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         deleteFloatingIpAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -15609,6 +18549,21 @@ export interface components {
         };
         /** @description Default Response */
         deleteFloatingIpAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        deleteFloatingIpAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -15648,6 +18603,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        deleteFloatingIpAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -15785,6 +18755,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        updateFloatingIpAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         updateFloatingIpAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -15801,6 +18786,21 @@ export interface components {
         };
         /** @description Default Response */
         updateFloatingIpAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        updateFloatingIpAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -15840,6 +18840,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        updateFloatingIpAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -15977,6 +18992,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        assignFloatingIpAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         assignFloatingIpAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -15993,6 +19023,21 @@ export interface components {
         };
         /** @description Default Response */
         assignFloatingIpAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        assignFloatingIpAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -16032,6 +19077,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        assignFloatingIpAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -16169,6 +19229,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        unassignFloatingIpAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         unassignFloatingIpAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -16185,6 +19260,21 @@ export interface components {
         };
         /** @description Default Response */
         unassignFloatingIpAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        unassignFloatingIpAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -16224,6 +19314,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        unassignFloatingIpAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -16382,6 +19487,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        listLoadBalancersAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         listLoadBalancersAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -16398,6 +19518,21 @@ export interface components {
         };
         /** @description Default Response */
         listLoadBalancersAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listLoadBalancersAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -16437,6 +19572,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listLoadBalancersAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -16595,6 +19745,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        createLoadBalancerAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         createLoadBalancerAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -16611,6 +19776,21 @@ export interface components {
         };
         /** @description Default Response */
         createLoadBalancerAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        createLoadBalancerAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -16650,6 +19830,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        createLoadBalancerAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -16808,6 +20003,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        getLoadBalancerAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         getLoadBalancerAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -16824,6 +20034,21 @@ export interface components {
         };
         /** @description Default Response */
         getLoadBalancerAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        getLoadBalancerAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -16863,6 +20088,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        getLoadBalancerAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -16980,6 +20220,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        deleteLoadBalancerAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         deleteLoadBalancerAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -16996,6 +20251,21 @@ export interface components {
         };
         /** @description Default Response */
         deleteLoadBalancerAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        deleteLoadBalancerAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -17035,6 +20305,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        deleteLoadBalancerAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -17193,6 +20478,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        updateLoadBalancerAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         updateLoadBalancerAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -17209,6 +20509,21 @@ export interface components {
         };
         /** @description Default Response */
         updateLoadBalancerAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        updateLoadBalancerAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -17248,6 +20563,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        updateLoadBalancerAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -17406,6 +20736,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        setLoadBalancerBillingAccountAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         setLoadBalancerBillingAccountAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -17422,6 +20767,21 @@ export interface components {
         };
         /** @description Default Response */
         setLoadBalancerBillingAccountAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        setLoadBalancerBillingAccountAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -17461,6 +20821,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        setLoadBalancerBillingAccountAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -17587,6 +20962,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        addLoadBalancerTargetAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         addLoadBalancerTargetAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -17603,6 +20993,21 @@ export interface components {
         };
         /** @description Default Response */
         addLoadBalancerTargetAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        addLoadBalancerTargetAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -17642,6 +21047,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        addLoadBalancerTargetAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -17759,6 +21179,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        removeLoadBalancerTargetAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         removeLoadBalancerTargetAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -17775,6 +21210,21 @@ export interface components {
         };
         /** @description Default Response */
         removeLoadBalancerTargetAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        removeLoadBalancerTargetAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -17814,6 +21264,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        removeLoadBalancerTargetAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -17940,6 +21405,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        addForwardingRuleAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         addForwardingRuleAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -17956,6 +21436,21 @@ export interface components {
         };
         /** @description Default Response */
         addForwardingRuleAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        addForwardingRuleAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -17995,6 +21490,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        addForwardingRuleAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -18112,6 +21622,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        removeForwardingRuleAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         removeForwardingRuleAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -18128,6 +21653,21 @@ export interface components {
         };
         /** @description Default Response */
         removeForwardingRuleAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        removeForwardingRuleAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -18167,6 +21707,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        removeForwardingRuleAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -18292,6 +21847,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        getS3UserAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         getS3UserAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -18308,6 +21878,21 @@ export interface components {
         };
         /** @description Default Response */
         getS3UserAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        getS3UserAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -18347,6 +21932,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        getS3UserAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -18465,6 +22065,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        listS3KeysAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         listS3KeysAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -18481,6 +22096,21 @@ export interface components {
         };
         /** @description Default Response */
         listS3KeysAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listS3KeysAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -18520,6 +22150,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        listS3KeysAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -18638,6 +22283,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        createS3KeyAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         createS3KeyAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -18654,6 +22314,21 @@ export interface components {
         };
         /** @description Default Response */
         createS3KeyAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        createS3KeyAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -18693,6 +22368,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        createS3KeyAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -18810,6 +22500,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        deleteS3KeyAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         deleteS3KeyAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -18826,6 +22531,21 @@ export interface components {
         };
         /** @description Default Response */
         deleteS3KeyAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        deleteS3KeyAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -18865,6 +22585,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        deleteS3KeyAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -18981,6 +22716,21 @@ export interface components {
             };
         };
         /** @description Default Response */
+        getS3EndpointAtLocation_408: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
         getS3EndpointAtLocation_409: {
             headers: {
                 [name: string]: unknown;
@@ -18997,6 +22747,21 @@ export interface components {
         };
         /** @description Default Response */
         getS3EndpointAtLocation_413: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        getS3EndpointAtLocation_414: {
             headers: {
                 [name: string]: unknown;
             };
@@ -19036,6 +22801,21 @@ export interface components {
                 "ratelimit-remaining"?: number;
                 /** @description Seconds until the window ends */
                 "ratelimit-reset"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": {
+                    message: string;
+                    error?: string;
+                    errors?: {
+                        [key: string]: string;
+                    };
+                };
+            };
+        };
+        /** @description Default Response */
+        getS3EndpointAtLocation_431: {
+            headers: {
                 [name: string]: unknown;
             };
             content: {
@@ -20014,6 +23794,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -20035,6 +23835,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -20084,6 +23904,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -20257,6 +24097,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -20278,6 +24138,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -20327,6 +24207,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -20496,6 +24396,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -20517,6 +24437,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -20566,6 +24506,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -20739,6 +24699,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -20760,6 +24740,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -20809,6 +24809,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -20969,6 +24989,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -20990,6 +25030,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -21039,6 +25099,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -21204,6 +25284,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -21225,6 +25325,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -21274,6 +25394,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -21911,6 +26051,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -21932,6 +26092,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -21981,6 +26161,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -22164,6 +26364,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -22185,6 +26405,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -22234,6 +26474,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -22432,6 +26692,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -22453,6 +26733,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -22502,6 +26802,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -22662,6 +26982,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -22683,6 +27023,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -22732,6 +27092,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -22899,6 +27279,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -22920,6 +27320,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -22969,6 +27389,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -23148,6 +27588,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -23169,6 +27629,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -23218,6 +27698,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -23405,6 +27905,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -23426,6 +27946,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -23475,6 +28015,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -23686,6 +28246,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -23707,6 +28287,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -23756,6 +28356,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -23914,6 +28534,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -23935,6 +28575,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -23984,6 +28644,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -24144,6 +28824,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -24165,6 +28865,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -24214,6 +28934,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -24381,6 +29121,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -24402,6 +29162,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -24451,6 +29231,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -24625,6 +29425,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -24646,6 +29466,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -24695,6 +29535,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -24855,6 +29715,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -24876,6 +29756,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -24925,6 +29825,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -25149,6 +30069,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -25170,6 +30110,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -25219,6 +30179,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -25456,6 +30436,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -25477,6 +30477,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -25526,6 +30546,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -25713,6 +30753,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -25734,6 +30794,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -25783,6 +30863,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -25941,6 +31041,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -25962,6 +31082,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -26011,6 +31151,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -26176,6 +31336,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -26197,6 +31377,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -26246,6 +31446,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -26434,6 +31654,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -26455,6 +31695,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -26504,6 +31764,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -26682,6 +31962,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -26703,6 +32003,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -26752,6 +32072,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -26937,6 +32277,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -26958,6 +32318,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -27007,6 +32387,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -27167,6 +32567,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -27188,6 +32608,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -27237,6 +32677,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -27399,6 +32859,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -27420,6 +32900,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -27469,6 +32969,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -27674,6 +33194,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -27695,6 +33235,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -27744,6 +33304,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -27962,6 +33542,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -27983,6 +33583,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -28032,6 +33652,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -28228,6 +33868,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -28249,6 +33909,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -28298,6 +33978,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -28463,6 +34163,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -28484,6 +34204,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -28533,6 +34273,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -28738,6 +34498,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -28759,6 +34539,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -28808,6 +34608,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -28990,6 +34810,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -29011,6 +34851,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -29060,6 +34920,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -29263,6 +35143,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -29284,6 +35184,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -29333,6 +35253,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -29536,6 +35476,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -29557,6 +35517,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -29606,6 +35586,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -29799,6 +35799,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -29820,6 +35840,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -29869,6 +35909,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -30054,6 +36114,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -30075,6 +36155,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -30124,6 +36224,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -30290,6 +36410,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -30311,6 +36451,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -30360,6 +36520,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -30552,6 +36732,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -30573,6 +36773,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -30622,6 +36842,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -30797,6 +37037,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -30818,6 +37078,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -30867,6 +37147,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -31081,6 +37381,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -31102,6 +37422,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -31151,6 +37491,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -31355,6 +37715,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -31376,6 +37756,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -31425,6 +37825,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -31620,6 +38040,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -31641,6 +38081,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -31690,6 +38150,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -31856,6 +38336,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -31877,6 +38377,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -31926,6 +38446,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -32129,6 +38669,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -32150,6 +38710,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -32199,6 +38779,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -32380,6 +38980,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -32401,6 +39021,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -32450,6 +39090,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -32663,6 +39323,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -32684,6 +39364,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -32733,6 +39433,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -32947,6 +39667,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -32968,6 +39708,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -33017,6 +39777,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -33213,6 +39993,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -33234,6 +40034,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -33283,6 +40103,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -33449,6 +40289,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -33470,6 +40330,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -33519,6 +40399,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -33732,6 +40632,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -33753,6 +40673,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -33802,6 +40742,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -33968,6 +40928,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -33989,6 +40969,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -34038,6 +41038,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -34213,6 +41233,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -34234,6 +41274,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -34283,6 +41343,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -34497,6 +41577,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -34518,6 +41618,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -34567,6 +41687,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -34769,6 +41909,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -34790,6 +41950,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -34839,6 +42019,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -35027,6 +42227,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -35048,6 +42268,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -35097,6 +42337,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -35301,6 +42561,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -35322,6 +42602,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -35371,6 +42671,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -35538,6 +42858,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -35559,6 +42899,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -35608,6 +42968,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -35781,6 +43161,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -35802,6 +43202,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -35851,6 +43271,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -36061,6 +43501,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -36082,6 +43542,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -36131,6 +43611,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -36308,6 +43808,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -36329,6 +43849,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -36378,6 +43918,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -36569,6 +44129,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -36590,6 +44170,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -36639,6 +44239,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -36825,6 +44445,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -36846,6 +44486,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -36895,6 +44555,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -37088,6 +44768,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -37109,6 +44809,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -37158,6 +44878,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -37333,6 +45073,26 @@ export interface operations {
                     "text/plain": string;
                 };
             };
+            /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
             /** @description The API's error body, or tus's plain-text reason */
             409: {
                 headers: {
@@ -37417,6 +45177,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -37447,6 +45227,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -37641,6 +45441,26 @@ export interface operations {
                     "text/plain": string;
                 };
             };
+            /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
             /** @description The API's error body, or tus's plain-text reason */
             409: {
                 headers: {
@@ -37725,6 +45545,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -37755,6 +45595,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -37924,6 +45784,26 @@ export interface operations {
                     "text/plain": string;
                 };
             };
+            /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
             /** @description The API's error body, or tus's plain-text reason */
             409: {
                 headers: {
@@ -38008,6 +45888,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -38038,6 +45938,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -38227,6 +46147,26 @@ export interface operations {
                     "text/plain": string;
                 };
             };
+            /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
             /** @description The API's error body, or tus's plain-text reason */
             409: {
                 headers: {
@@ -38311,6 +46251,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -38341,6 +46301,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -38510,6 +46490,26 @@ export interface operations {
                     "text/plain": string;
                 };
             };
+            /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
             /** @description The API's error body, or tus's plain-text reason */
             409: {
                 headers: {
@@ -38594,6 +46594,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            414: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             415: {
                 headers: {
                     [name: string]: unknown;
@@ -38624,6 +46644,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -38784,6 +46824,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -38805,6 +46865,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -38854,6 +46934,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -39021,6 +47121,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -39042,6 +47162,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -39091,6 +47231,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -39314,6 +47474,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -39335,6 +47515,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -39384,6 +47584,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -39630,6 +47850,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -39651,6 +47891,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -39700,6 +47960,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -39906,6 +48186,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -39927,6 +48227,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -39976,6 +48296,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -40142,6 +48482,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -40163,6 +48523,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -40212,6 +48592,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -40456,6 +48856,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -40477,6 +48897,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -40526,6 +48966,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -40743,6 +49203,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -40764,6 +49244,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -40813,6 +49313,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -40990,6 +49510,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -41011,6 +49551,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -41060,6 +49620,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -41336,6 +49916,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -41357,6 +49957,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -41406,6 +50026,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -41584,6 +50224,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -41605,6 +50265,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -41654,6 +50334,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -41729,10 +50429,13 @@ export interface operations {
             401: components["responses"]["listLocations_401"];
             403: components["responses"]["listLocations_403"];
             404: components["responses"]["listLocations_404"];
+            408: components["responses"]["listLocations_408"];
             409: components["responses"]["listLocations_409"];
             413: components["responses"]["listLocations_413"];
+            414: components["responses"]["listLocations_414"];
             415: components["responses"]["listLocations_415"];
             429: components["responses"]["listLocations_429"];
+            431: components["responses"]["listLocations_431"];
             500: components["responses"]["listLocations_500"];
             503: components["responses"]["listLocations_503"];
         };
@@ -41751,10 +50454,13 @@ export interface operations {
             401: components["responses"]["listBillingAccounts_401"];
             403: components["responses"]["listBillingAccounts_403"];
             404: components["responses"]["listBillingAccounts_404"];
+            408: components["responses"]["listBillingAccounts_408"];
             409: components["responses"]["listBillingAccounts_409"];
             413: components["responses"]["listBillingAccounts_413"];
+            414: components["responses"]["listBillingAccounts_414"];
             415: components["responses"]["listBillingAccounts_415"];
             429: components["responses"]["listBillingAccounts_429"];
+            431: components["responses"]["listBillingAccounts_431"];
             500: components["responses"]["listBillingAccounts_500"];
             503: components["responses"]["listBillingAccounts_503"];
         };
@@ -41773,10 +50479,13 @@ export interface operations {
             401: components["responses"]["createToken_401"];
             403: components["responses"]["createToken_403"];
             404: components["responses"]["createToken_404"];
+            408: components["responses"]["createToken_408"];
             409: components["responses"]["createToken_409"];
             413: components["responses"]["createToken_413"];
+            414: components["responses"]["createToken_414"];
             415: components["responses"]["createToken_415"];
             429: components["responses"]["createToken_429"];
+            431: components["responses"]["createToken_431"];
             500: components["responses"]["createToken_500"];
             503: components["responses"]["createToken_503"];
         };
@@ -41798,10 +50507,13 @@ export interface operations {
             401: components["responses"]["deleteToken_401"];
             403: components["responses"]["deleteToken_403"];
             404: components["responses"]["deleteToken_404"];
+            408: components["responses"]["deleteToken_408"];
             409: components["responses"]["deleteToken_409"];
             413: components["responses"]["deleteToken_413"];
+            414: components["responses"]["deleteToken_414"];
             415: components["responses"]["deleteToken_415"];
             429: components["responses"]["deleteToken_429"];
+            431: components["responses"]["deleteToken_431"];
             500: components["responses"]["deleteToken_500"];
             503: components["responses"]["deleteToken_503"];
         };
@@ -41820,10 +50532,13 @@ export interface operations {
             401: components["responses"]["updateToken_401"];
             403: components["responses"]["updateToken_403"];
             404: components["responses"]["updateToken_404"];
+            408: components["responses"]["updateToken_408"];
             409: components["responses"]["updateToken_409"];
             413: components["responses"]["updateToken_413"];
+            414: components["responses"]["updateToken_414"];
             415: components["responses"]["updateToken_415"];
             429: components["responses"]["updateToken_429"];
+            431: components["responses"]["updateToken_431"];
             500: components["responses"]["updateToken_500"];
             503: components["responses"]["updateToken_503"];
         };
@@ -41842,10 +50557,13 @@ export interface operations {
             401: components["responses"]["listTokens_401"];
             403: components["responses"]["listTokens_403"];
             404: components["responses"]["listTokens_404"];
+            408: components["responses"]["listTokens_408"];
             409: components["responses"]["listTokens_409"];
             413: components["responses"]["listTokens_413"];
+            414: components["responses"]["listTokens_414"];
             415: components["responses"]["listTokens_415"];
             429: components["responses"]["listTokens_429"];
+            431: components["responses"]["listTokens_431"];
             500: components["responses"]["listTokens_500"];
             503: components["responses"]["listTokens_503"];
         };
@@ -41867,10 +50585,13 @@ export interface operations {
             401: components["responses"]["getVm_401"];
             403: components["responses"]["getVm_403"];
             404: components["responses"]["getVm_404"];
+            408: components["responses"]["getVm_408"];
             409: components["responses"]["getVm_409"];
             413: components["responses"]["getVm_413"];
+            414: components["responses"]["getVm_414"];
             415: components["responses"]["getVm_415"];
             429: components["responses"]["getVm_429"];
+            431: components["responses"]["getVm_431"];
             500: components["responses"]["getVm_500"];
             503: components["responses"]["getVm_503"];
         };
@@ -41889,10 +50610,13 @@ export interface operations {
             401: components["responses"]["createVm_401"];
             403: components["responses"]["createVm_403"];
             404: components["responses"]["createVm_404"];
+            408: components["responses"]["createVm_408"];
             409: components["responses"]["createVm_409"];
             413: components["responses"]["createVm_413"];
+            414: components["responses"]["createVm_414"];
             415: components["responses"]["createVm_415"];
             429: components["responses"]["createVm_429"];
+            431: components["responses"]["createVm_431"];
             500: components["responses"]["createVm_500"];
             503: components["responses"]["createVm_503"];
         };
@@ -41914,10 +50638,13 @@ export interface operations {
             401: components["responses"]["deleteVm_401"];
             403: components["responses"]["deleteVm_403"];
             404: components["responses"]["deleteVm_404"];
+            408: components["responses"]["deleteVm_408"];
             409: components["responses"]["deleteVm_409"];
             413: components["responses"]["deleteVm_413"];
+            414: components["responses"]["deleteVm_414"];
             415: components["responses"]["deleteVm_415"];
             429: components["responses"]["deleteVm_429"];
+            431: components["responses"]["deleteVm_431"];
             500: components["responses"]["deleteVm_500"];
             503: components["responses"]["deleteVm_503"];
         };
@@ -41936,10 +50663,13 @@ export interface operations {
             401: components["responses"]["updateVm_401"];
             403: components["responses"]["updateVm_403"];
             404: components["responses"]["updateVm_404"];
+            408: components["responses"]["updateVm_408"];
             409: components["responses"]["updateVm_409"];
             413: components["responses"]["updateVm_413"];
+            414: components["responses"]["updateVm_414"];
             415: components["responses"]["updateVm_415"];
             429: components["responses"]["updateVm_429"];
+            431: components["responses"]["updateVm_431"];
             500: components["responses"]["updateVm_500"];
             503: components["responses"]["updateVm_503"];
         };
@@ -41958,10 +50688,13 @@ export interface operations {
             401: components["responses"]["listVms_401"];
             403: components["responses"]["listVms_403"];
             404: components["responses"]["listVms_404"];
+            408: components["responses"]["listVms_408"];
             409: components["responses"]["listVms_409"];
             413: components["responses"]["listVms_413"];
+            414: components["responses"]["listVms_414"];
             415: components["responses"]["listVms_415"];
             429: components["responses"]["listVms_429"];
+            431: components["responses"]["listVms_431"];
             500: components["responses"]["listVms_500"];
             503: components["responses"]["listVms_503"];
         };
@@ -41980,10 +50713,13 @@ export interface operations {
             401: components["responses"]["startVm_401"];
             403: components["responses"]["startVm_403"];
             404: components["responses"]["startVm_404"];
+            408: components["responses"]["startVm_408"];
             409: components["responses"]["startVm_409"];
             413: components["responses"]["startVm_413"];
+            414: components["responses"]["startVm_414"];
             415: components["responses"]["startVm_415"];
             429: components["responses"]["startVm_429"];
+            431: components["responses"]["startVm_431"];
             500: components["responses"]["startVm_500"];
             503: components["responses"]["startVm_503"];
         };
@@ -42002,10 +50738,13 @@ export interface operations {
             401: components["responses"]["stopVm_401"];
             403: components["responses"]["stopVm_403"];
             404: components["responses"]["stopVm_404"];
+            408: components["responses"]["stopVm_408"];
             409: components["responses"]["stopVm_409"];
             413: components["responses"]["stopVm_413"];
+            414: components["responses"]["stopVm_414"];
             415: components["responses"]["stopVm_415"];
             429: components["responses"]["stopVm_429"];
+            431: components["responses"]["stopVm_431"];
             500: components["responses"]["stopVm_500"];
             503: components["responses"]["stopVm_503"];
         };
@@ -42024,10 +50763,13 @@ export interface operations {
             401: components["responses"]["attachDisk_401"];
             403: components["responses"]["attachDisk_403"];
             404: components["responses"]["attachDisk_404"];
+            408: components["responses"]["attachDisk_408"];
             409: components["responses"]["attachDisk_409"];
             413: components["responses"]["attachDisk_413"];
+            414: components["responses"]["attachDisk_414"];
             415: components["responses"]["attachDisk_415"];
             429: components["responses"]["attachDisk_429"];
+            431: components["responses"]["attachDisk_431"];
             500: components["responses"]["attachDisk_500"];
             503: components["responses"]["attachDisk_503"];
         };
@@ -42046,10 +50788,13 @@ export interface operations {
             401: components["responses"]["detachDisk_401"];
             403: components["responses"]["detachDisk_403"];
             404: components["responses"]["detachDisk_404"];
+            408: components["responses"]["detachDisk_408"];
             409: components["responses"]["detachDisk_409"];
             413: components["responses"]["detachDisk_413"];
+            414: components["responses"]["detachDisk_414"];
             415: components["responses"]["detachDisk_415"];
             429: components["responses"]["detachDisk_429"];
+            431: components["responses"]["detachDisk_431"];
             500: components["responses"]["detachDisk_500"];
             503: components["responses"]["detachDisk_503"];
         };
@@ -42068,10 +50813,13 @@ export interface operations {
             401: components["responses"]["listDisks_401"];
             403: components["responses"]["listDisks_403"];
             404: components["responses"]["listDisks_404"];
+            408: components["responses"]["listDisks_408"];
             409: components["responses"]["listDisks_409"];
             413: components["responses"]["listDisks_413"];
+            414: components["responses"]["listDisks_414"];
             415: components["responses"]["listDisks_415"];
             429: components["responses"]["listDisks_429"];
+            431: components["responses"]["listDisks_431"];
             500: components["responses"]["listDisks_500"];
             503: components["responses"]["listDisks_503"];
         };
@@ -42090,10 +50838,13 @@ export interface operations {
             401: components["responses"]["createDisk_401"];
             403: components["responses"]["createDisk_403"];
             404: components["responses"]["createDisk_404"];
+            408: components["responses"]["createDisk_408"];
             409: components["responses"]["createDisk_409"];
             413: components["responses"]["createDisk_413"];
+            414: components["responses"]["createDisk_414"];
             415: components["responses"]["createDisk_415"];
             429: components["responses"]["createDisk_429"];
+            431: components["responses"]["createDisk_431"];
             500: components["responses"]["createDisk_500"];
             503: components["responses"]["createDisk_503"];
         };
@@ -42114,10 +50865,13 @@ export interface operations {
             401: components["responses"]["getDisk_401"];
             403: components["responses"]["getDisk_403"];
             404: components["responses"]["getDisk_404"];
+            408: components["responses"]["getDisk_408"];
             409: components["responses"]["getDisk_409"];
             413: components["responses"]["getDisk_413"];
+            414: components["responses"]["getDisk_414"];
             415: components["responses"]["getDisk_415"];
             429: components["responses"]["getDisk_429"];
+            431: components["responses"]["getDisk_431"];
             500: components["responses"]["getDisk_500"];
             503: components["responses"]["getDisk_503"];
         };
@@ -42138,10 +50892,13 @@ export interface operations {
             401: components["responses"]["deleteDisk_401"];
             403: components["responses"]["deleteDisk_403"];
             404: components["responses"]["deleteDisk_404"];
+            408: components["responses"]["deleteDisk_408"];
             409: components["responses"]["deleteDisk_409"];
             413: components["responses"]["deleteDisk_413"];
+            414: components["responses"]["deleteDisk_414"];
             415: components["responses"]["deleteDisk_415"];
             429: components["responses"]["deleteDisk_429"];
+            431: components["responses"]["deleteDisk_431"];
             500: components["responses"]["deleteDisk_500"];
             503: components["responses"]["deleteDisk_503"];
         };
@@ -42162,10 +50919,13 @@ export interface operations {
             401: components["responses"]["updateDisk_401"];
             403: components["responses"]["updateDisk_403"];
             404: components["responses"]["updateDisk_404"];
+            408: components["responses"]["updateDisk_408"];
             409: components["responses"]["updateDisk_409"];
             413: components["responses"]["updateDisk_413"];
+            414: components["responses"]["updateDisk_414"];
             415: components["responses"]["updateDisk_415"];
             429: components["responses"]["updateDisk_429"];
+            431: components["responses"]["updateDisk_431"];
             500: components["responses"]["updateDisk_500"];
             503: components["responses"]["updateDisk_503"];
         };
@@ -42188,10 +50948,13 @@ export interface operations {
             401: components["responses"]["listFloatingIps_401"];
             403: components["responses"]["listFloatingIps_403"];
             404: components["responses"]["listFloatingIps_404"];
+            408: components["responses"]["listFloatingIps_408"];
             409: components["responses"]["listFloatingIps_409"];
             413: components["responses"]["listFloatingIps_413"];
+            414: components["responses"]["listFloatingIps_414"];
             415: components["responses"]["listFloatingIps_415"];
             429: components["responses"]["listFloatingIps_429"];
+            431: components["responses"]["listFloatingIps_431"];
             500: components["responses"]["listFloatingIps_500"];
             503: components["responses"]["listFloatingIps_503"];
         };
@@ -42210,10 +50973,13 @@ export interface operations {
             401: components["responses"]["allocateFloatingIp_401"];
             403: components["responses"]["allocateFloatingIp_403"];
             404: components["responses"]["allocateFloatingIp_404"];
+            408: components["responses"]["allocateFloatingIp_408"];
             409: components["responses"]["allocateFloatingIp_409"];
             413: components["responses"]["allocateFloatingIp_413"];
+            414: components["responses"]["allocateFloatingIp_414"];
             415: components["responses"]["allocateFloatingIp_415"];
             429: components["responses"]["allocateFloatingIp_429"];
+            431: components["responses"]["allocateFloatingIp_431"];
             500: components["responses"]["allocateFloatingIp_500"];
             503: components["responses"]["allocateFloatingIp_503"];
         };
@@ -42234,10 +51000,13 @@ export interface operations {
             401: components["responses"]["getFloatingIp_401"];
             403: components["responses"]["getFloatingIp_403"];
             404: components["responses"]["getFloatingIp_404"];
+            408: components["responses"]["getFloatingIp_408"];
             409: components["responses"]["getFloatingIp_409"];
             413: components["responses"]["getFloatingIp_413"];
+            414: components["responses"]["getFloatingIp_414"];
             415: components["responses"]["getFloatingIp_415"];
             429: components["responses"]["getFloatingIp_429"];
+            431: components["responses"]["getFloatingIp_431"];
             500: components["responses"]["getFloatingIp_500"];
             503: components["responses"]["getFloatingIp_503"];
         };
@@ -42258,10 +51027,13 @@ export interface operations {
             401: components["responses"]["deleteFloatingIp_401"];
             403: components["responses"]["deleteFloatingIp_403"];
             404: components["responses"]["deleteFloatingIp_404"];
+            408: components["responses"]["deleteFloatingIp_408"];
             409: components["responses"]["deleteFloatingIp_409"];
             413: components["responses"]["deleteFloatingIp_413"];
+            414: components["responses"]["deleteFloatingIp_414"];
             415: components["responses"]["deleteFloatingIp_415"];
             429: components["responses"]["deleteFloatingIp_429"];
+            431: components["responses"]["deleteFloatingIp_431"];
             500: components["responses"]["deleteFloatingIp_500"];
             503: components["responses"]["deleteFloatingIp_503"];
         };
@@ -42282,10 +51054,13 @@ export interface operations {
             401: components["responses"]["updateFloatingIp_401"];
             403: components["responses"]["updateFloatingIp_403"];
             404: components["responses"]["updateFloatingIp_404"];
+            408: components["responses"]["updateFloatingIp_408"];
             409: components["responses"]["updateFloatingIp_409"];
             413: components["responses"]["updateFloatingIp_413"];
+            414: components["responses"]["updateFloatingIp_414"];
             415: components["responses"]["updateFloatingIp_415"];
             429: components["responses"]["updateFloatingIp_429"];
+            431: components["responses"]["updateFloatingIp_431"];
             500: components["responses"]["updateFloatingIp_500"];
             503: components["responses"]["updateFloatingIp_503"];
         };
@@ -42306,10 +51081,13 @@ export interface operations {
             401: components["responses"]["assignFloatingIp_401"];
             403: components["responses"]["assignFloatingIp_403"];
             404: components["responses"]["assignFloatingIp_404"];
+            408: components["responses"]["assignFloatingIp_408"];
             409: components["responses"]["assignFloatingIp_409"];
             413: components["responses"]["assignFloatingIp_413"];
+            414: components["responses"]["assignFloatingIp_414"];
             415: components["responses"]["assignFloatingIp_415"];
             429: components["responses"]["assignFloatingIp_429"];
+            431: components["responses"]["assignFloatingIp_431"];
             500: components["responses"]["assignFloatingIp_500"];
             503: components["responses"]["assignFloatingIp_503"];
         };
@@ -42330,10 +51108,13 @@ export interface operations {
             401: components["responses"]["unassignFloatingIp_401"];
             403: components["responses"]["unassignFloatingIp_403"];
             404: components["responses"]["unassignFloatingIp_404"];
+            408: components["responses"]["unassignFloatingIp_408"];
             409: components["responses"]["unassignFloatingIp_409"];
             413: components["responses"]["unassignFloatingIp_413"];
+            414: components["responses"]["unassignFloatingIp_414"];
             415: components["responses"]["unassignFloatingIp_415"];
             429: components["responses"]["unassignFloatingIp_429"];
+            431: components["responses"]["unassignFloatingIp_431"];
             500: components["responses"]["unassignFloatingIp_500"];
             503: components["responses"]["unassignFloatingIp_503"];
         };
@@ -42352,10 +51133,13 @@ export interface operations {
             401: components["responses"]["listLoadBalancers_401"];
             403: components["responses"]["listLoadBalancers_403"];
             404: components["responses"]["listLoadBalancers_404"];
+            408: components["responses"]["listLoadBalancers_408"];
             409: components["responses"]["listLoadBalancers_409"];
             413: components["responses"]["listLoadBalancers_413"];
+            414: components["responses"]["listLoadBalancers_414"];
             415: components["responses"]["listLoadBalancers_415"];
             429: components["responses"]["listLoadBalancers_429"];
+            431: components["responses"]["listLoadBalancers_431"];
             500: components["responses"]["listLoadBalancers_500"];
             503: components["responses"]["listLoadBalancers_503"];
         };
@@ -42374,10 +51158,13 @@ export interface operations {
             401: components["responses"]["createLoadBalancer_401"];
             403: components["responses"]["createLoadBalancer_403"];
             404: components["responses"]["createLoadBalancer_404"];
+            408: components["responses"]["createLoadBalancer_408"];
             409: components["responses"]["createLoadBalancer_409"];
             413: components["responses"]["createLoadBalancer_413"];
+            414: components["responses"]["createLoadBalancer_414"];
             415: components["responses"]["createLoadBalancer_415"];
             429: components["responses"]["createLoadBalancer_429"];
+            431: components["responses"]["createLoadBalancer_431"];
             500: components["responses"]["createLoadBalancer_500"];
             503: components["responses"]["createLoadBalancer_503"];
         };
@@ -42398,10 +51185,13 @@ export interface operations {
             401: components["responses"]["getLoadBalancer_401"];
             403: components["responses"]["getLoadBalancer_403"];
             404: components["responses"]["getLoadBalancer_404"];
+            408: components["responses"]["getLoadBalancer_408"];
             409: components["responses"]["getLoadBalancer_409"];
             413: components["responses"]["getLoadBalancer_413"];
+            414: components["responses"]["getLoadBalancer_414"];
             415: components["responses"]["getLoadBalancer_415"];
             429: components["responses"]["getLoadBalancer_429"];
+            431: components["responses"]["getLoadBalancer_431"];
             500: components["responses"]["getLoadBalancer_500"];
             503: components["responses"]["getLoadBalancer_503"];
         };
@@ -42422,10 +51212,13 @@ export interface operations {
             401: components["responses"]["deleteLoadBalancer_401"];
             403: components["responses"]["deleteLoadBalancer_403"];
             404: components["responses"]["deleteLoadBalancer_404"];
+            408: components["responses"]["deleteLoadBalancer_408"];
             409: components["responses"]["deleteLoadBalancer_409"];
             413: components["responses"]["deleteLoadBalancer_413"];
+            414: components["responses"]["deleteLoadBalancer_414"];
             415: components["responses"]["deleteLoadBalancer_415"];
             429: components["responses"]["deleteLoadBalancer_429"];
+            431: components["responses"]["deleteLoadBalancer_431"];
             500: components["responses"]["deleteLoadBalancer_500"];
             503: components["responses"]["deleteLoadBalancer_503"];
         };
@@ -42446,10 +51239,13 @@ export interface operations {
             401: components["responses"]["updateLoadBalancer_401"];
             403: components["responses"]["updateLoadBalancer_403"];
             404: components["responses"]["updateLoadBalancer_404"];
+            408: components["responses"]["updateLoadBalancer_408"];
             409: components["responses"]["updateLoadBalancer_409"];
             413: components["responses"]["updateLoadBalancer_413"];
+            414: components["responses"]["updateLoadBalancer_414"];
             415: components["responses"]["updateLoadBalancer_415"];
             429: components["responses"]["updateLoadBalancer_429"];
+            431: components["responses"]["updateLoadBalancer_431"];
             500: components["responses"]["updateLoadBalancer_500"];
             503: components["responses"]["updateLoadBalancer_503"];
         };
@@ -42470,10 +51266,13 @@ export interface operations {
             401: components["responses"]["setLoadBalancerBillingAccount_401"];
             403: components["responses"]["setLoadBalancerBillingAccount_403"];
             404: components["responses"]["setLoadBalancerBillingAccount_404"];
+            408: components["responses"]["setLoadBalancerBillingAccount_408"];
             409: components["responses"]["setLoadBalancerBillingAccount_409"];
             413: components["responses"]["setLoadBalancerBillingAccount_413"];
+            414: components["responses"]["setLoadBalancerBillingAccount_414"];
             415: components["responses"]["setLoadBalancerBillingAccount_415"];
             429: components["responses"]["setLoadBalancerBillingAccount_429"];
+            431: components["responses"]["setLoadBalancerBillingAccount_431"];
             500: components["responses"]["setLoadBalancerBillingAccount_500"];
             503: components["responses"]["setLoadBalancerBillingAccount_503"];
         };
@@ -42494,10 +51293,13 @@ export interface operations {
             401: components["responses"]["addLoadBalancerTarget_401"];
             403: components["responses"]["addLoadBalancerTarget_403"];
             404: components["responses"]["addLoadBalancerTarget_404"];
+            408: components["responses"]["addLoadBalancerTarget_408"];
             409: components["responses"]["addLoadBalancerTarget_409"];
             413: components["responses"]["addLoadBalancerTarget_413"];
+            414: components["responses"]["addLoadBalancerTarget_414"];
             415: components["responses"]["addLoadBalancerTarget_415"];
             429: components["responses"]["addLoadBalancerTarget_429"];
+            431: components["responses"]["addLoadBalancerTarget_431"];
             500: components["responses"]["addLoadBalancerTarget_500"];
             503: components["responses"]["addLoadBalancerTarget_503"];
         };
@@ -42519,10 +51321,13 @@ export interface operations {
             401: components["responses"]["removeLoadBalancerTarget_401"];
             403: components["responses"]["removeLoadBalancerTarget_403"];
             404: components["responses"]["removeLoadBalancerTarget_404"];
+            408: components["responses"]["removeLoadBalancerTarget_408"];
             409: components["responses"]["removeLoadBalancerTarget_409"];
             413: components["responses"]["removeLoadBalancerTarget_413"];
+            414: components["responses"]["removeLoadBalancerTarget_414"];
             415: components["responses"]["removeLoadBalancerTarget_415"];
             429: components["responses"]["removeLoadBalancerTarget_429"];
+            431: components["responses"]["removeLoadBalancerTarget_431"];
             500: components["responses"]["removeLoadBalancerTarget_500"];
             503: components["responses"]["removeLoadBalancerTarget_503"];
         };
@@ -42543,10 +51348,13 @@ export interface operations {
             401: components["responses"]["addForwardingRule_401"];
             403: components["responses"]["addForwardingRule_403"];
             404: components["responses"]["addForwardingRule_404"];
+            408: components["responses"]["addForwardingRule_408"];
             409: components["responses"]["addForwardingRule_409"];
             413: components["responses"]["addForwardingRule_413"];
+            414: components["responses"]["addForwardingRule_414"];
             415: components["responses"]["addForwardingRule_415"];
             429: components["responses"]["addForwardingRule_429"];
+            431: components["responses"]["addForwardingRule_431"];
             500: components["responses"]["addForwardingRule_500"];
             503: components["responses"]["addForwardingRule_503"];
         };
@@ -42568,10 +51376,13 @@ export interface operations {
             401: components["responses"]["removeForwardingRule_401"];
             403: components["responses"]["removeForwardingRule_403"];
             404: components["responses"]["removeForwardingRule_404"];
+            408: components["responses"]["removeForwardingRule_408"];
             409: components["responses"]["removeForwardingRule_409"];
             413: components["responses"]["removeForwardingRule_413"];
+            414: components["responses"]["removeForwardingRule_414"];
             415: components["responses"]["removeForwardingRule_415"];
             429: components["responses"]["removeForwardingRule_429"];
+            431: components["responses"]["removeForwardingRule_431"];
             500: components["responses"]["removeForwardingRule_500"];
             503: components["responses"]["removeForwardingRule_503"];
         };
@@ -42590,10 +51401,13 @@ export interface operations {
             401: components["responses"]["getS3User_401"];
             403: components["responses"]["getS3User_403"];
             404: components["responses"]["getS3User_404"];
+            408: components["responses"]["getS3User_408"];
             409: components["responses"]["getS3User_409"];
             413: components["responses"]["getS3User_413"];
+            414: components["responses"]["getS3User_414"];
             415: components["responses"]["getS3User_415"];
             429: components["responses"]["getS3User_429"];
+            431: components["responses"]["getS3User_431"];
             500: components["responses"]["getS3User_500"];
             503: components["responses"]["getS3User_503"];
         };
@@ -42612,10 +51426,13 @@ export interface operations {
             401: components["responses"]["listS3Keys_401"];
             403: components["responses"]["listS3Keys_403"];
             404: components["responses"]["listS3Keys_404"];
+            408: components["responses"]["listS3Keys_408"];
             409: components["responses"]["listS3Keys_409"];
             413: components["responses"]["listS3Keys_413"];
+            414: components["responses"]["listS3Keys_414"];
             415: components["responses"]["listS3Keys_415"];
             429: components["responses"]["listS3Keys_429"];
+            431: components["responses"]["listS3Keys_431"];
             500: components["responses"]["listS3Keys_500"];
             503: components["responses"]["listS3Keys_503"];
         };
@@ -42634,10 +51451,13 @@ export interface operations {
             401: components["responses"]["createS3Key_401"];
             403: components["responses"]["createS3Key_403"];
             404: components["responses"]["createS3Key_404"];
+            408: components["responses"]["createS3Key_408"];
             409: components["responses"]["createS3Key_409"];
             413: components["responses"]["createS3Key_413"];
+            414: components["responses"]["createS3Key_414"];
             415: components["responses"]["createS3Key_415"];
             429: components["responses"]["createS3Key_429"];
+            431: components["responses"]["createS3Key_431"];
             500: components["responses"]["createS3Key_500"];
             503: components["responses"]["createS3Key_503"];
         };
@@ -42658,10 +51478,13 @@ export interface operations {
             401: components["responses"]["deleteS3Key_401"];
             403: components["responses"]["deleteS3Key_403"];
             404: components["responses"]["deleteS3Key_404"];
+            408: components["responses"]["deleteS3Key_408"];
             409: components["responses"]["deleteS3Key_409"];
             413: components["responses"]["deleteS3Key_413"];
+            414: components["responses"]["deleteS3Key_414"];
             415: components["responses"]["deleteS3Key_415"];
             429: components["responses"]["deleteS3Key_429"];
+            431: components["responses"]["deleteS3Key_431"];
             500: components["responses"]["deleteS3Key_500"];
             503: components["responses"]["deleteS3Key_503"];
         };
@@ -42680,10 +51503,13 @@ export interface operations {
             401: components["responses"]["getS3Endpoint_401"];
             403: components["responses"]["getS3Endpoint_403"];
             404: components["responses"]["getS3Endpoint_404"];
+            408: components["responses"]["getS3Endpoint_408"];
             409: components["responses"]["getS3Endpoint_409"];
             413: components["responses"]["getS3Endpoint_413"];
+            414: components["responses"]["getS3Endpoint_414"];
             415: components["responses"]["getS3Endpoint_415"];
             429: components["responses"]["getS3Endpoint_429"];
+            431: components["responses"]["getS3Endpoint_431"];
             500: components["responses"]["getS3Endpoint_500"];
             503: components["responses"]["getS3Endpoint_503"];
         };
@@ -42705,10 +51531,13 @@ export interface operations {
             401: components["responses"]["listLocationsAtLocation_401"];
             403: components["responses"]["listLocationsAtLocation_403"];
             404: components["responses"]["listLocationsAtLocation_404"];
+            408: components["responses"]["listLocationsAtLocation_408"];
             409: components["responses"]["listLocationsAtLocation_409"];
             413: components["responses"]["listLocationsAtLocation_413"];
+            414: components["responses"]["listLocationsAtLocation_414"];
             415: components["responses"]["listLocationsAtLocation_415"];
             429: components["responses"]["listLocationsAtLocation_429"];
+            431: components["responses"]["listLocationsAtLocation_431"];
             500: components["responses"]["listLocationsAtLocation_500"];
             503: components["responses"]["listLocationsAtLocation_503"];
         };
@@ -42730,10 +51559,13 @@ export interface operations {
             401: components["responses"]["listBillingAccountsAtLocation_401"];
             403: components["responses"]["listBillingAccountsAtLocation_403"];
             404: components["responses"]["listBillingAccountsAtLocation_404"];
+            408: components["responses"]["listBillingAccountsAtLocation_408"];
             409: components["responses"]["listBillingAccountsAtLocation_409"];
             413: components["responses"]["listBillingAccountsAtLocation_413"];
+            414: components["responses"]["listBillingAccountsAtLocation_414"];
             415: components["responses"]["listBillingAccountsAtLocation_415"];
             429: components["responses"]["listBillingAccountsAtLocation_429"];
+            431: components["responses"]["listBillingAccountsAtLocation_431"];
             500: components["responses"]["listBillingAccountsAtLocation_500"];
             503: components["responses"]["listBillingAccountsAtLocation_503"];
         };
@@ -42755,10 +51587,13 @@ export interface operations {
             401: components["responses"]["createTokenAtLocation_401"];
             403: components["responses"]["createTokenAtLocation_403"];
             404: components["responses"]["createTokenAtLocation_404"];
+            408: components["responses"]["createTokenAtLocation_408"];
             409: components["responses"]["createTokenAtLocation_409"];
             413: components["responses"]["createTokenAtLocation_413"];
+            414: components["responses"]["createTokenAtLocation_414"];
             415: components["responses"]["createTokenAtLocation_415"];
             429: components["responses"]["createTokenAtLocation_429"];
+            431: components["responses"]["createTokenAtLocation_431"];
             500: components["responses"]["createTokenAtLocation_500"];
             503: components["responses"]["createTokenAtLocation_503"];
         };
@@ -42783,10 +51618,13 @@ export interface operations {
             401: components["responses"]["deleteTokenAtLocation_401"];
             403: components["responses"]["deleteTokenAtLocation_403"];
             404: components["responses"]["deleteTokenAtLocation_404"];
+            408: components["responses"]["deleteTokenAtLocation_408"];
             409: components["responses"]["deleteTokenAtLocation_409"];
             413: components["responses"]["deleteTokenAtLocation_413"];
+            414: components["responses"]["deleteTokenAtLocation_414"];
             415: components["responses"]["deleteTokenAtLocation_415"];
             429: components["responses"]["deleteTokenAtLocation_429"];
+            431: components["responses"]["deleteTokenAtLocation_431"];
             500: components["responses"]["deleteTokenAtLocation_500"];
             503: components["responses"]["deleteTokenAtLocation_503"];
         };
@@ -42808,10 +51646,13 @@ export interface operations {
             401: components["responses"]["updateTokenAtLocation_401"];
             403: components["responses"]["updateTokenAtLocation_403"];
             404: components["responses"]["updateTokenAtLocation_404"];
+            408: components["responses"]["updateTokenAtLocation_408"];
             409: components["responses"]["updateTokenAtLocation_409"];
             413: components["responses"]["updateTokenAtLocation_413"];
+            414: components["responses"]["updateTokenAtLocation_414"];
             415: components["responses"]["updateTokenAtLocation_415"];
             429: components["responses"]["updateTokenAtLocation_429"];
+            431: components["responses"]["updateTokenAtLocation_431"];
             500: components["responses"]["updateTokenAtLocation_500"];
             503: components["responses"]["updateTokenAtLocation_503"];
         };
@@ -42833,10 +51674,13 @@ export interface operations {
             401: components["responses"]["listTokensAtLocation_401"];
             403: components["responses"]["listTokensAtLocation_403"];
             404: components["responses"]["listTokensAtLocation_404"];
+            408: components["responses"]["listTokensAtLocation_408"];
             409: components["responses"]["listTokensAtLocation_409"];
             413: components["responses"]["listTokensAtLocation_413"];
+            414: components["responses"]["listTokensAtLocation_414"];
             415: components["responses"]["listTokensAtLocation_415"];
             429: components["responses"]["listTokensAtLocation_429"];
+            431: components["responses"]["listTokensAtLocation_431"];
             500: components["responses"]["listTokensAtLocation_500"];
             503: components["responses"]["listTokensAtLocation_503"];
         };
@@ -42861,10 +51705,13 @@ export interface operations {
             401: components["responses"]["getVmAtLocation_401"];
             403: components["responses"]["getVmAtLocation_403"];
             404: components["responses"]["getVmAtLocation_404"];
+            408: components["responses"]["getVmAtLocation_408"];
             409: components["responses"]["getVmAtLocation_409"];
             413: components["responses"]["getVmAtLocation_413"];
+            414: components["responses"]["getVmAtLocation_414"];
             415: components["responses"]["getVmAtLocation_415"];
             429: components["responses"]["getVmAtLocation_429"];
+            431: components["responses"]["getVmAtLocation_431"];
             500: components["responses"]["getVmAtLocation_500"];
             503: components["responses"]["getVmAtLocation_503"];
         };
@@ -42886,10 +51733,13 @@ export interface operations {
             401: components["responses"]["createVmAtLocation_401"];
             403: components["responses"]["createVmAtLocation_403"];
             404: components["responses"]["createVmAtLocation_404"];
+            408: components["responses"]["createVmAtLocation_408"];
             409: components["responses"]["createVmAtLocation_409"];
             413: components["responses"]["createVmAtLocation_413"];
+            414: components["responses"]["createVmAtLocation_414"];
             415: components["responses"]["createVmAtLocation_415"];
             429: components["responses"]["createVmAtLocation_429"];
+            431: components["responses"]["createVmAtLocation_431"];
             500: components["responses"]["createVmAtLocation_500"];
             503: components["responses"]["createVmAtLocation_503"];
         };
@@ -42914,10 +51764,13 @@ export interface operations {
             401: components["responses"]["deleteVmAtLocation_401"];
             403: components["responses"]["deleteVmAtLocation_403"];
             404: components["responses"]["deleteVmAtLocation_404"];
+            408: components["responses"]["deleteVmAtLocation_408"];
             409: components["responses"]["deleteVmAtLocation_409"];
             413: components["responses"]["deleteVmAtLocation_413"];
+            414: components["responses"]["deleteVmAtLocation_414"];
             415: components["responses"]["deleteVmAtLocation_415"];
             429: components["responses"]["deleteVmAtLocation_429"];
+            431: components["responses"]["deleteVmAtLocation_431"];
             500: components["responses"]["deleteVmAtLocation_500"];
             503: components["responses"]["deleteVmAtLocation_503"];
         };
@@ -42939,10 +51792,13 @@ export interface operations {
             401: components["responses"]["updateVmAtLocation_401"];
             403: components["responses"]["updateVmAtLocation_403"];
             404: components["responses"]["updateVmAtLocation_404"];
+            408: components["responses"]["updateVmAtLocation_408"];
             409: components["responses"]["updateVmAtLocation_409"];
             413: components["responses"]["updateVmAtLocation_413"];
+            414: components["responses"]["updateVmAtLocation_414"];
             415: components["responses"]["updateVmAtLocation_415"];
             429: components["responses"]["updateVmAtLocation_429"];
+            431: components["responses"]["updateVmAtLocation_431"];
             500: components["responses"]["updateVmAtLocation_500"];
             503: components["responses"]["updateVmAtLocation_503"];
         };
@@ -42964,10 +51820,13 @@ export interface operations {
             401: components["responses"]["listVmsAtLocation_401"];
             403: components["responses"]["listVmsAtLocation_403"];
             404: components["responses"]["listVmsAtLocation_404"];
+            408: components["responses"]["listVmsAtLocation_408"];
             409: components["responses"]["listVmsAtLocation_409"];
             413: components["responses"]["listVmsAtLocation_413"];
+            414: components["responses"]["listVmsAtLocation_414"];
             415: components["responses"]["listVmsAtLocation_415"];
             429: components["responses"]["listVmsAtLocation_429"];
+            431: components["responses"]["listVmsAtLocation_431"];
             500: components["responses"]["listVmsAtLocation_500"];
             503: components["responses"]["listVmsAtLocation_503"];
         };
@@ -42989,10 +51848,13 @@ export interface operations {
             401: components["responses"]["startVmAtLocation_401"];
             403: components["responses"]["startVmAtLocation_403"];
             404: components["responses"]["startVmAtLocation_404"];
+            408: components["responses"]["startVmAtLocation_408"];
             409: components["responses"]["startVmAtLocation_409"];
             413: components["responses"]["startVmAtLocation_413"];
+            414: components["responses"]["startVmAtLocation_414"];
             415: components["responses"]["startVmAtLocation_415"];
             429: components["responses"]["startVmAtLocation_429"];
+            431: components["responses"]["startVmAtLocation_431"];
             500: components["responses"]["startVmAtLocation_500"];
             503: components["responses"]["startVmAtLocation_503"];
         };
@@ -43014,10 +51876,13 @@ export interface operations {
             401: components["responses"]["stopVmAtLocation_401"];
             403: components["responses"]["stopVmAtLocation_403"];
             404: components["responses"]["stopVmAtLocation_404"];
+            408: components["responses"]["stopVmAtLocation_408"];
             409: components["responses"]["stopVmAtLocation_409"];
             413: components["responses"]["stopVmAtLocation_413"];
+            414: components["responses"]["stopVmAtLocation_414"];
             415: components["responses"]["stopVmAtLocation_415"];
             429: components["responses"]["stopVmAtLocation_429"];
+            431: components["responses"]["stopVmAtLocation_431"];
             500: components["responses"]["stopVmAtLocation_500"];
             503: components["responses"]["stopVmAtLocation_503"];
         };
@@ -43039,10 +51904,13 @@ export interface operations {
             401: components["responses"]["attachDiskAtLocation_401"];
             403: components["responses"]["attachDiskAtLocation_403"];
             404: components["responses"]["attachDiskAtLocation_404"];
+            408: components["responses"]["attachDiskAtLocation_408"];
             409: components["responses"]["attachDiskAtLocation_409"];
             413: components["responses"]["attachDiskAtLocation_413"];
+            414: components["responses"]["attachDiskAtLocation_414"];
             415: components["responses"]["attachDiskAtLocation_415"];
             429: components["responses"]["attachDiskAtLocation_429"];
+            431: components["responses"]["attachDiskAtLocation_431"];
             500: components["responses"]["attachDiskAtLocation_500"];
             503: components["responses"]["attachDiskAtLocation_503"];
         };
@@ -43064,10 +51932,13 @@ export interface operations {
             401: components["responses"]["detachDiskAtLocation_401"];
             403: components["responses"]["detachDiskAtLocation_403"];
             404: components["responses"]["detachDiskAtLocation_404"];
+            408: components["responses"]["detachDiskAtLocation_408"];
             409: components["responses"]["detachDiskAtLocation_409"];
             413: components["responses"]["detachDiskAtLocation_413"];
+            414: components["responses"]["detachDiskAtLocation_414"];
             415: components["responses"]["detachDiskAtLocation_415"];
             429: components["responses"]["detachDiskAtLocation_429"];
+            431: components["responses"]["detachDiskAtLocation_431"];
             500: components["responses"]["detachDiskAtLocation_500"];
             503: components["responses"]["detachDiskAtLocation_503"];
         };
@@ -43089,10 +51960,13 @@ export interface operations {
             401: components["responses"]["listDisksAtLocation_401"];
             403: components["responses"]["listDisksAtLocation_403"];
             404: components["responses"]["listDisksAtLocation_404"];
+            408: components["responses"]["listDisksAtLocation_408"];
             409: components["responses"]["listDisksAtLocation_409"];
             413: components["responses"]["listDisksAtLocation_413"];
+            414: components["responses"]["listDisksAtLocation_414"];
             415: components["responses"]["listDisksAtLocation_415"];
             429: components["responses"]["listDisksAtLocation_429"];
+            431: components["responses"]["listDisksAtLocation_431"];
             500: components["responses"]["listDisksAtLocation_500"];
             503: components["responses"]["listDisksAtLocation_503"];
         };
@@ -43114,10 +51988,13 @@ export interface operations {
             401: components["responses"]["createDiskAtLocation_401"];
             403: components["responses"]["createDiskAtLocation_403"];
             404: components["responses"]["createDiskAtLocation_404"];
+            408: components["responses"]["createDiskAtLocation_408"];
             409: components["responses"]["createDiskAtLocation_409"];
             413: components["responses"]["createDiskAtLocation_413"];
+            414: components["responses"]["createDiskAtLocation_414"];
             415: components["responses"]["createDiskAtLocation_415"];
             429: components["responses"]["createDiskAtLocation_429"];
+            431: components["responses"]["createDiskAtLocation_431"];
             500: components["responses"]["createDiskAtLocation_500"];
             503: components["responses"]["createDiskAtLocation_503"];
         };
@@ -43140,10 +52017,13 @@ export interface operations {
             401: components["responses"]["getDiskAtLocation_401"];
             403: components["responses"]["getDiskAtLocation_403"];
             404: components["responses"]["getDiskAtLocation_404"];
+            408: components["responses"]["getDiskAtLocation_408"];
             409: components["responses"]["getDiskAtLocation_409"];
             413: components["responses"]["getDiskAtLocation_413"];
+            414: components["responses"]["getDiskAtLocation_414"];
             415: components["responses"]["getDiskAtLocation_415"];
             429: components["responses"]["getDiskAtLocation_429"];
+            431: components["responses"]["getDiskAtLocation_431"];
             500: components["responses"]["getDiskAtLocation_500"];
             503: components["responses"]["getDiskAtLocation_503"];
         };
@@ -43166,10 +52046,13 @@ export interface operations {
             401: components["responses"]["deleteDiskAtLocation_401"];
             403: components["responses"]["deleteDiskAtLocation_403"];
             404: components["responses"]["deleteDiskAtLocation_404"];
+            408: components["responses"]["deleteDiskAtLocation_408"];
             409: components["responses"]["deleteDiskAtLocation_409"];
             413: components["responses"]["deleteDiskAtLocation_413"];
+            414: components["responses"]["deleteDiskAtLocation_414"];
             415: components["responses"]["deleteDiskAtLocation_415"];
             429: components["responses"]["deleteDiskAtLocation_429"];
+            431: components["responses"]["deleteDiskAtLocation_431"];
             500: components["responses"]["deleteDiskAtLocation_500"];
             503: components["responses"]["deleteDiskAtLocation_503"];
         };
@@ -43192,10 +52075,13 @@ export interface operations {
             401: components["responses"]["updateDiskAtLocation_401"];
             403: components["responses"]["updateDiskAtLocation_403"];
             404: components["responses"]["updateDiskAtLocation_404"];
+            408: components["responses"]["updateDiskAtLocation_408"];
             409: components["responses"]["updateDiskAtLocation_409"];
             413: components["responses"]["updateDiskAtLocation_413"];
+            414: components["responses"]["updateDiskAtLocation_414"];
             415: components["responses"]["updateDiskAtLocation_415"];
             429: components["responses"]["updateDiskAtLocation_429"];
+            431: components["responses"]["updateDiskAtLocation_431"];
             500: components["responses"]["updateDiskAtLocation_500"];
             503: components["responses"]["updateDiskAtLocation_503"];
         };
@@ -43221,10 +52107,13 @@ export interface operations {
             401: components["responses"]["listFloatingIpsAtLocation_401"];
             403: components["responses"]["listFloatingIpsAtLocation_403"];
             404: components["responses"]["listFloatingIpsAtLocation_404"];
+            408: components["responses"]["listFloatingIpsAtLocation_408"];
             409: components["responses"]["listFloatingIpsAtLocation_409"];
             413: components["responses"]["listFloatingIpsAtLocation_413"];
+            414: components["responses"]["listFloatingIpsAtLocation_414"];
             415: components["responses"]["listFloatingIpsAtLocation_415"];
             429: components["responses"]["listFloatingIpsAtLocation_429"];
+            431: components["responses"]["listFloatingIpsAtLocation_431"];
             500: components["responses"]["listFloatingIpsAtLocation_500"];
             503: components["responses"]["listFloatingIpsAtLocation_503"];
         };
@@ -43246,10 +52135,13 @@ export interface operations {
             401: components["responses"]["allocateFloatingIpAtLocation_401"];
             403: components["responses"]["allocateFloatingIpAtLocation_403"];
             404: components["responses"]["allocateFloatingIpAtLocation_404"];
+            408: components["responses"]["allocateFloatingIpAtLocation_408"];
             409: components["responses"]["allocateFloatingIpAtLocation_409"];
             413: components["responses"]["allocateFloatingIpAtLocation_413"];
+            414: components["responses"]["allocateFloatingIpAtLocation_414"];
             415: components["responses"]["allocateFloatingIpAtLocation_415"];
             429: components["responses"]["allocateFloatingIpAtLocation_429"];
+            431: components["responses"]["allocateFloatingIpAtLocation_431"];
             500: components["responses"]["allocateFloatingIpAtLocation_500"];
             503: components["responses"]["allocateFloatingIpAtLocation_503"];
         };
@@ -43272,10 +52164,13 @@ export interface operations {
             401: components["responses"]["getFloatingIpAtLocation_401"];
             403: components["responses"]["getFloatingIpAtLocation_403"];
             404: components["responses"]["getFloatingIpAtLocation_404"];
+            408: components["responses"]["getFloatingIpAtLocation_408"];
             409: components["responses"]["getFloatingIpAtLocation_409"];
             413: components["responses"]["getFloatingIpAtLocation_413"];
+            414: components["responses"]["getFloatingIpAtLocation_414"];
             415: components["responses"]["getFloatingIpAtLocation_415"];
             429: components["responses"]["getFloatingIpAtLocation_429"];
+            431: components["responses"]["getFloatingIpAtLocation_431"];
             500: components["responses"]["getFloatingIpAtLocation_500"];
             503: components["responses"]["getFloatingIpAtLocation_503"];
         };
@@ -43298,10 +52193,13 @@ export interface operations {
             401: components["responses"]["deleteFloatingIpAtLocation_401"];
             403: components["responses"]["deleteFloatingIpAtLocation_403"];
             404: components["responses"]["deleteFloatingIpAtLocation_404"];
+            408: components["responses"]["deleteFloatingIpAtLocation_408"];
             409: components["responses"]["deleteFloatingIpAtLocation_409"];
             413: components["responses"]["deleteFloatingIpAtLocation_413"];
+            414: components["responses"]["deleteFloatingIpAtLocation_414"];
             415: components["responses"]["deleteFloatingIpAtLocation_415"];
             429: components["responses"]["deleteFloatingIpAtLocation_429"];
+            431: components["responses"]["deleteFloatingIpAtLocation_431"];
             500: components["responses"]["deleteFloatingIpAtLocation_500"];
             503: components["responses"]["deleteFloatingIpAtLocation_503"];
         };
@@ -43324,10 +52222,13 @@ export interface operations {
             401: components["responses"]["updateFloatingIpAtLocation_401"];
             403: components["responses"]["updateFloatingIpAtLocation_403"];
             404: components["responses"]["updateFloatingIpAtLocation_404"];
+            408: components["responses"]["updateFloatingIpAtLocation_408"];
             409: components["responses"]["updateFloatingIpAtLocation_409"];
             413: components["responses"]["updateFloatingIpAtLocation_413"];
+            414: components["responses"]["updateFloatingIpAtLocation_414"];
             415: components["responses"]["updateFloatingIpAtLocation_415"];
             429: components["responses"]["updateFloatingIpAtLocation_429"];
+            431: components["responses"]["updateFloatingIpAtLocation_431"];
             500: components["responses"]["updateFloatingIpAtLocation_500"];
             503: components["responses"]["updateFloatingIpAtLocation_503"];
         };
@@ -43350,10 +52251,13 @@ export interface operations {
             401: components["responses"]["assignFloatingIpAtLocation_401"];
             403: components["responses"]["assignFloatingIpAtLocation_403"];
             404: components["responses"]["assignFloatingIpAtLocation_404"];
+            408: components["responses"]["assignFloatingIpAtLocation_408"];
             409: components["responses"]["assignFloatingIpAtLocation_409"];
             413: components["responses"]["assignFloatingIpAtLocation_413"];
+            414: components["responses"]["assignFloatingIpAtLocation_414"];
             415: components["responses"]["assignFloatingIpAtLocation_415"];
             429: components["responses"]["assignFloatingIpAtLocation_429"];
+            431: components["responses"]["assignFloatingIpAtLocation_431"];
             500: components["responses"]["assignFloatingIpAtLocation_500"];
             503: components["responses"]["assignFloatingIpAtLocation_503"];
         };
@@ -43376,10 +52280,13 @@ export interface operations {
             401: components["responses"]["unassignFloatingIpAtLocation_401"];
             403: components["responses"]["unassignFloatingIpAtLocation_403"];
             404: components["responses"]["unassignFloatingIpAtLocation_404"];
+            408: components["responses"]["unassignFloatingIpAtLocation_408"];
             409: components["responses"]["unassignFloatingIpAtLocation_409"];
             413: components["responses"]["unassignFloatingIpAtLocation_413"];
+            414: components["responses"]["unassignFloatingIpAtLocation_414"];
             415: components["responses"]["unassignFloatingIpAtLocation_415"];
             429: components["responses"]["unassignFloatingIpAtLocation_429"];
+            431: components["responses"]["unassignFloatingIpAtLocation_431"];
             500: components["responses"]["unassignFloatingIpAtLocation_500"];
             503: components["responses"]["unassignFloatingIpAtLocation_503"];
         };
@@ -43401,10 +52308,13 @@ export interface operations {
             401: components["responses"]["listLoadBalancersAtLocation_401"];
             403: components["responses"]["listLoadBalancersAtLocation_403"];
             404: components["responses"]["listLoadBalancersAtLocation_404"];
+            408: components["responses"]["listLoadBalancersAtLocation_408"];
             409: components["responses"]["listLoadBalancersAtLocation_409"];
             413: components["responses"]["listLoadBalancersAtLocation_413"];
+            414: components["responses"]["listLoadBalancersAtLocation_414"];
             415: components["responses"]["listLoadBalancersAtLocation_415"];
             429: components["responses"]["listLoadBalancersAtLocation_429"];
+            431: components["responses"]["listLoadBalancersAtLocation_431"];
             500: components["responses"]["listLoadBalancersAtLocation_500"];
             503: components["responses"]["listLoadBalancersAtLocation_503"];
         };
@@ -43426,10 +52336,13 @@ export interface operations {
             401: components["responses"]["createLoadBalancerAtLocation_401"];
             403: components["responses"]["createLoadBalancerAtLocation_403"];
             404: components["responses"]["createLoadBalancerAtLocation_404"];
+            408: components["responses"]["createLoadBalancerAtLocation_408"];
             409: components["responses"]["createLoadBalancerAtLocation_409"];
             413: components["responses"]["createLoadBalancerAtLocation_413"];
+            414: components["responses"]["createLoadBalancerAtLocation_414"];
             415: components["responses"]["createLoadBalancerAtLocation_415"];
             429: components["responses"]["createLoadBalancerAtLocation_429"];
+            431: components["responses"]["createLoadBalancerAtLocation_431"];
             500: components["responses"]["createLoadBalancerAtLocation_500"];
             503: components["responses"]["createLoadBalancerAtLocation_503"];
         };
@@ -43452,10 +52365,13 @@ export interface operations {
             401: components["responses"]["getLoadBalancerAtLocation_401"];
             403: components["responses"]["getLoadBalancerAtLocation_403"];
             404: components["responses"]["getLoadBalancerAtLocation_404"];
+            408: components["responses"]["getLoadBalancerAtLocation_408"];
             409: components["responses"]["getLoadBalancerAtLocation_409"];
             413: components["responses"]["getLoadBalancerAtLocation_413"];
+            414: components["responses"]["getLoadBalancerAtLocation_414"];
             415: components["responses"]["getLoadBalancerAtLocation_415"];
             429: components["responses"]["getLoadBalancerAtLocation_429"];
+            431: components["responses"]["getLoadBalancerAtLocation_431"];
             500: components["responses"]["getLoadBalancerAtLocation_500"];
             503: components["responses"]["getLoadBalancerAtLocation_503"];
         };
@@ -43478,10 +52394,13 @@ export interface operations {
             401: components["responses"]["deleteLoadBalancerAtLocation_401"];
             403: components["responses"]["deleteLoadBalancerAtLocation_403"];
             404: components["responses"]["deleteLoadBalancerAtLocation_404"];
+            408: components["responses"]["deleteLoadBalancerAtLocation_408"];
             409: components["responses"]["deleteLoadBalancerAtLocation_409"];
             413: components["responses"]["deleteLoadBalancerAtLocation_413"];
+            414: components["responses"]["deleteLoadBalancerAtLocation_414"];
             415: components["responses"]["deleteLoadBalancerAtLocation_415"];
             429: components["responses"]["deleteLoadBalancerAtLocation_429"];
+            431: components["responses"]["deleteLoadBalancerAtLocation_431"];
             500: components["responses"]["deleteLoadBalancerAtLocation_500"];
             503: components["responses"]["deleteLoadBalancerAtLocation_503"];
         };
@@ -43504,10 +52423,13 @@ export interface operations {
             401: components["responses"]["updateLoadBalancerAtLocation_401"];
             403: components["responses"]["updateLoadBalancerAtLocation_403"];
             404: components["responses"]["updateLoadBalancerAtLocation_404"];
+            408: components["responses"]["updateLoadBalancerAtLocation_408"];
             409: components["responses"]["updateLoadBalancerAtLocation_409"];
             413: components["responses"]["updateLoadBalancerAtLocation_413"];
+            414: components["responses"]["updateLoadBalancerAtLocation_414"];
             415: components["responses"]["updateLoadBalancerAtLocation_415"];
             429: components["responses"]["updateLoadBalancerAtLocation_429"];
+            431: components["responses"]["updateLoadBalancerAtLocation_431"];
             500: components["responses"]["updateLoadBalancerAtLocation_500"];
             503: components["responses"]["updateLoadBalancerAtLocation_503"];
         };
@@ -43530,10 +52452,13 @@ export interface operations {
             401: components["responses"]["setLoadBalancerBillingAccountAtLocation_401"];
             403: components["responses"]["setLoadBalancerBillingAccountAtLocation_403"];
             404: components["responses"]["setLoadBalancerBillingAccountAtLocation_404"];
+            408: components["responses"]["setLoadBalancerBillingAccountAtLocation_408"];
             409: components["responses"]["setLoadBalancerBillingAccountAtLocation_409"];
             413: components["responses"]["setLoadBalancerBillingAccountAtLocation_413"];
+            414: components["responses"]["setLoadBalancerBillingAccountAtLocation_414"];
             415: components["responses"]["setLoadBalancerBillingAccountAtLocation_415"];
             429: components["responses"]["setLoadBalancerBillingAccountAtLocation_429"];
+            431: components["responses"]["setLoadBalancerBillingAccountAtLocation_431"];
             500: components["responses"]["setLoadBalancerBillingAccountAtLocation_500"];
             503: components["responses"]["setLoadBalancerBillingAccountAtLocation_503"];
         };
@@ -43556,10 +52481,13 @@ export interface operations {
             401: components["responses"]["addLoadBalancerTargetAtLocation_401"];
             403: components["responses"]["addLoadBalancerTargetAtLocation_403"];
             404: components["responses"]["addLoadBalancerTargetAtLocation_404"];
+            408: components["responses"]["addLoadBalancerTargetAtLocation_408"];
             409: components["responses"]["addLoadBalancerTargetAtLocation_409"];
             413: components["responses"]["addLoadBalancerTargetAtLocation_413"];
+            414: components["responses"]["addLoadBalancerTargetAtLocation_414"];
             415: components["responses"]["addLoadBalancerTargetAtLocation_415"];
             429: components["responses"]["addLoadBalancerTargetAtLocation_429"];
+            431: components["responses"]["addLoadBalancerTargetAtLocation_431"];
             500: components["responses"]["addLoadBalancerTargetAtLocation_500"];
             503: components["responses"]["addLoadBalancerTargetAtLocation_503"];
         };
@@ -43583,10 +52511,13 @@ export interface operations {
             401: components["responses"]["removeLoadBalancerTargetAtLocation_401"];
             403: components["responses"]["removeLoadBalancerTargetAtLocation_403"];
             404: components["responses"]["removeLoadBalancerTargetAtLocation_404"];
+            408: components["responses"]["removeLoadBalancerTargetAtLocation_408"];
             409: components["responses"]["removeLoadBalancerTargetAtLocation_409"];
             413: components["responses"]["removeLoadBalancerTargetAtLocation_413"];
+            414: components["responses"]["removeLoadBalancerTargetAtLocation_414"];
             415: components["responses"]["removeLoadBalancerTargetAtLocation_415"];
             429: components["responses"]["removeLoadBalancerTargetAtLocation_429"];
+            431: components["responses"]["removeLoadBalancerTargetAtLocation_431"];
             500: components["responses"]["removeLoadBalancerTargetAtLocation_500"];
             503: components["responses"]["removeLoadBalancerTargetAtLocation_503"];
         };
@@ -43609,10 +52540,13 @@ export interface operations {
             401: components["responses"]["addForwardingRuleAtLocation_401"];
             403: components["responses"]["addForwardingRuleAtLocation_403"];
             404: components["responses"]["addForwardingRuleAtLocation_404"];
+            408: components["responses"]["addForwardingRuleAtLocation_408"];
             409: components["responses"]["addForwardingRuleAtLocation_409"];
             413: components["responses"]["addForwardingRuleAtLocation_413"];
+            414: components["responses"]["addForwardingRuleAtLocation_414"];
             415: components["responses"]["addForwardingRuleAtLocation_415"];
             429: components["responses"]["addForwardingRuleAtLocation_429"];
+            431: components["responses"]["addForwardingRuleAtLocation_431"];
             500: components["responses"]["addForwardingRuleAtLocation_500"];
             503: components["responses"]["addForwardingRuleAtLocation_503"];
         };
@@ -43636,10 +52570,13 @@ export interface operations {
             401: components["responses"]["removeForwardingRuleAtLocation_401"];
             403: components["responses"]["removeForwardingRuleAtLocation_403"];
             404: components["responses"]["removeForwardingRuleAtLocation_404"];
+            408: components["responses"]["removeForwardingRuleAtLocation_408"];
             409: components["responses"]["removeForwardingRuleAtLocation_409"];
             413: components["responses"]["removeForwardingRuleAtLocation_413"];
+            414: components["responses"]["removeForwardingRuleAtLocation_414"];
             415: components["responses"]["removeForwardingRuleAtLocation_415"];
             429: components["responses"]["removeForwardingRuleAtLocation_429"];
+            431: components["responses"]["removeForwardingRuleAtLocation_431"];
             500: components["responses"]["removeForwardingRuleAtLocation_500"];
             503: components["responses"]["removeForwardingRuleAtLocation_503"];
         };
@@ -43661,10 +52598,13 @@ export interface operations {
             401: components["responses"]["getS3UserAtLocation_401"];
             403: components["responses"]["getS3UserAtLocation_403"];
             404: components["responses"]["getS3UserAtLocation_404"];
+            408: components["responses"]["getS3UserAtLocation_408"];
             409: components["responses"]["getS3UserAtLocation_409"];
             413: components["responses"]["getS3UserAtLocation_413"];
+            414: components["responses"]["getS3UserAtLocation_414"];
             415: components["responses"]["getS3UserAtLocation_415"];
             429: components["responses"]["getS3UserAtLocation_429"];
+            431: components["responses"]["getS3UserAtLocation_431"];
             500: components["responses"]["getS3UserAtLocation_500"];
             503: components["responses"]["getS3UserAtLocation_503"];
         };
@@ -43686,10 +52626,13 @@ export interface operations {
             401: components["responses"]["listS3KeysAtLocation_401"];
             403: components["responses"]["listS3KeysAtLocation_403"];
             404: components["responses"]["listS3KeysAtLocation_404"];
+            408: components["responses"]["listS3KeysAtLocation_408"];
             409: components["responses"]["listS3KeysAtLocation_409"];
             413: components["responses"]["listS3KeysAtLocation_413"];
+            414: components["responses"]["listS3KeysAtLocation_414"];
             415: components["responses"]["listS3KeysAtLocation_415"];
             429: components["responses"]["listS3KeysAtLocation_429"];
+            431: components["responses"]["listS3KeysAtLocation_431"];
             500: components["responses"]["listS3KeysAtLocation_500"];
             503: components["responses"]["listS3KeysAtLocation_503"];
         };
@@ -43711,10 +52654,13 @@ export interface operations {
             401: components["responses"]["createS3KeyAtLocation_401"];
             403: components["responses"]["createS3KeyAtLocation_403"];
             404: components["responses"]["createS3KeyAtLocation_404"];
+            408: components["responses"]["createS3KeyAtLocation_408"];
             409: components["responses"]["createS3KeyAtLocation_409"];
             413: components["responses"]["createS3KeyAtLocation_413"];
+            414: components["responses"]["createS3KeyAtLocation_414"];
             415: components["responses"]["createS3KeyAtLocation_415"];
             429: components["responses"]["createS3KeyAtLocation_429"];
+            431: components["responses"]["createS3KeyAtLocation_431"];
             500: components["responses"]["createS3KeyAtLocation_500"];
             503: components["responses"]["createS3KeyAtLocation_503"];
         };
@@ -43738,10 +52684,13 @@ export interface operations {
             401: components["responses"]["deleteS3KeyAtLocation_401"];
             403: components["responses"]["deleteS3KeyAtLocation_403"];
             404: components["responses"]["deleteS3KeyAtLocation_404"];
+            408: components["responses"]["deleteS3KeyAtLocation_408"];
             409: components["responses"]["deleteS3KeyAtLocation_409"];
             413: components["responses"]["deleteS3KeyAtLocation_413"];
+            414: components["responses"]["deleteS3KeyAtLocation_414"];
             415: components["responses"]["deleteS3KeyAtLocation_415"];
             429: components["responses"]["deleteS3KeyAtLocation_429"];
+            431: components["responses"]["deleteS3KeyAtLocation_431"];
             500: components["responses"]["deleteS3KeyAtLocation_500"];
             503: components["responses"]["deleteS3KeyAtLocation_503"];
         };
@@ -43763,10 +52712,13 @@ export interface operations {
             401: components["responses"]["getS3EndpointAtLocation_401"];
             403: components["responses"]["getS3EndpointAtLocation_403"];
             404: components["responses"]["getS3EndpointAtLocation_404"];
+            408: components["responses"]["getS3EndpointAtLocation_408"];
             409: components["responses"]["getS3EndpointAtLocation_409"];
             413: components["responses"]["getS3EndpointAtLocation_413"];
+            414: components["responses"]["getS3EndpointAtLocation_414"];
             415: components["responses"]["getS3EndpointAtLocation_415"];
             429: components["responses"]["getS3EndpointAtLocation_429"];
+            431: components["responses"]["getS3EndpointAtLocation_431"];
             500: components["responses"]["getS3EndpointAtLocation_500"];
             503: components["responses"]["getS3EndpointAtLocation_503"];
         };
@@ -43933,6 +52885,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -43954,6 +52926,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -44003,6 +52995,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -44227,6 +53239,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -44248,6 +53280,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -44297,6 +53349,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -44524,6 +53596,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -44545,6 +53637,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -44594,6 +53706,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -44801,6 +53933,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -44822,6 +53974,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -44871,6 +54043,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -45092,6 +54284,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -45113,6 +54325,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -45162,6 +54394,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -45369,6 +54621,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -45390,6 +54662,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -45439,6 +54731,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -45655,6 +54967,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -45676,6 +55008,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -45725,6 +55077,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -45893,6 +55265,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -45914,6 +55306,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -45963,6 +55375,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -46154,6 +55586,26 @@ export interface operations {
                 };
             };
             /** @description Default Response */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -46175,6 +55627,26 @@ export interface operations {
             };
             /** @description Default Response */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            414: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -46224,6 +55696,26 @@ export interface operations {
                     "ratelimit-remaining"?: number;
                     /** @description Seconds until the window ends */
                     "ratelimit-reset"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {boolean} */
+                        success: false;
+                        message: string;
+                        error?: string;
+                        code?: string;
+                        errors?: {
+                            field: string;
+                            code: string;
+                            message: string;
+                        }[];
+                    };
+                };
+            };
+            /** @description Default Response */
+            431: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -46299,10 +55791,13 @@ export interface operations {
             401: components["responses"]["listLocations_401"];
             403: components["responses"]["listLocations_403"];
             404: components["responses"]["listLocations_404"];
+            408: components["responses"]["listLocations_408"];
             409: components["responses"]["listLocations_409"];
             413: components["responses"]["listLocations_413"];
+            414: components["responses"]["listLocations_414"];
             415: components["responses"]["listLocations_415"];
             429: components["responses"]["listLocations_429"];
+            431: components["responses"]["listLocations_431"];
             500: components["responses"]["listLocations_500"];
             503: components["responses"]["listLocations_503"];
         };
@@ -46321,10 +55816,13 @@ export interface operations {
             401: components["responses"]["listBillingAccounts_401"];
             403: components["responses"]["listBillingAccounts_403"];
             404: components["responses"]["listBillingAccounts_404"];
+            408: components["responses"]["listBillingAccounts_408"];
             409: components["responses"]["listBillingAccounts_409"];
             413: components["responses"]["listBillingAccounts_413"];
+            414: components["responses"]["listBillingAccounts_414"];
             415: components["responses"]["listBillingAccounts_415"];
             429: components["responses"]["listBillingAccounts_429"];
+            431: components["responses"]["listBillingAccounts_431"];
             500: components["responses"]["listBillingAccounts_500"];
             503: components["responses"]["listBillingAccounts_503"];
         };
@@ -46343,10 +55841,13 @@ export interface operations {
             401: components["responses"]["createToken_401"];
             403: components["responses"]["createToken_403"];
             404: components["responses"]["createToken_404"];
+            408: components["responses"]["createToken_408"];
             409: components["responses"]["createToken_409"];
             413: components["responses"]["createToken_413"];
+            414: components["responses"]["createToken_414"];
             415: components["responses"]["createToken_415"];
             429: components["responses"]["createToken_429"];
+            431: components["responses"]["createToken_431"];
             500: components["responses"]["createToken_500"];
             503: components["responses"]["createToken_503"];
         };
@@ -46368,10 +55869,13 @@ export interface operations {
             401: components["responses"]["deleteToken_401"];
             403: components["responses"]["deleteToken_403"];
             404: components["responses"]["deleteToken_404"];
+            408: components["responses"]["deleteToken_408"];
             409: components["responses"]["deleteToken_409"];
             413: components["responses"]["deleteToken_413"];
+            414: components["responses"]["deleteToken_414"];
             415: components["responses"]["deleteToken_415"];
             429: components["responses"]["deleteToken_429"];
+            431: components["responses"]["deleteToken_431"];
             500: components["responses"]["deleteToken_500"];
             503: components["responses"]["deleteToken_503"];
         };
@@ -46390,10 +55894,13 @@ export interface operations {
             401: components["responses"]["updateToken_401"];
             403: components["responses"]["updateToken_403"];
             404: components["responses"]["updateToken_404"];
+            408: components["responses"]["updateToken_408"];
             409: components["responses"]["updateToken_409"];
             413: components["responses"]["updateToken_413"];
+            414: components["responses"]["updateToken_414"];
             415: components["responses"]["updateToken_415"];
             429: components["responses"]["updateToken_429"];
+            431: components["responses"]["updateToken_431"];
             500: components["responses"]["updateToken_500"];
             503: components["responses"]["updateToken_503"];
         };
@@ -46412,10 +55919,13 @@ export interface operations {
             401: components["responses"]["listTokens_401"];
             403: components["responses"]["listTokens_403"];
             404: components["responses"]["listTokens_404"];
+            408: components["responses"]["listTokens_408"];
             409: components["responses"]["listTokens_409"];
             413: components["responses"]["listTokens_413"];
+            414: components["responses"]["listTokens_414"];
             415: components["responses"]["listTokens_415"];
             429: components["responses"]["listTokens_429"];
+            431: components["responses"]["listTokens_431"];
             500: components["responses"]["listTokens_500"];
             503: components["responses"]["listTokens_503"];
         };
@@ -46437,10 +55947,13 @@ export interface operations {
             401: components["responses"]["getVm_401"];
             403: components["responses"]["getVm_403"];
             404: components["responses"]["getVm_404"];
+            408: components["responses"]["getVm_408"];
             409: components["responses"]["getVm_409"];
             413: components["responses"]["getVm_413"];
+            414: components["responses"]["getVm_414"];
             415: components["responses"]["getVm_415"];
             429: components["responses"]["getVm_429"];
+            431: components["responses"]["getVm_431"];
             500: components["responses"]["getVm_500"];
             503: components["responses"]["getVm_503"];
         };
@@ -46459,10 +55972,13 @@ export interface operations {
             401: components["responses"]["createVm_401"];
             403: components["responses"]["createVm_403"];
             404: components["responses"]["createVm_404"];
+            408: components["responses"]["createVm_408"];
             409: components["responses"]["createVm_409"];
             413: components["responses"]["createVm_413"];
+            414: components["responses"]["createVm_414"];
             415: components["responses"]["createVm_415"];
             429: components["responses"]["createVm_429"];
+            431: components["responses"]["createVm_431"];
             500: components["responses"]["createVm_500"];
             503: components["responses"]["createVm_503"];
         };
@@ -46484,10 +56000,13 @@ export interface operations {
             401: components["responses"]["deleteVm_401"];
             403: components["responses"]["deleteVm_403"];
             404: components["responses"]["deleteVm_404"];
+            408: components["responses"]["deleteVm_408"];
             409: components["responses"]["deleteVm_409"];
             413: components["responses"]["deleteVm_413"];
+            414: components["responses"]["deleteVm_414"];
             415: components["responses"]["deleteVm_415"];
             429: components["responses"]["deleteVm_429"];
+            431: components["responses"]["deleteVm_431"];
             500: components["responses"]["deleteVm_500"];
             503: components["responses"]["deleteVm_503"];
         };
@@ -46506,10 +56025,13 @@ export interface operations {
             401: components["responses"]["updateVm_401"];
             403: components["responses"]["updateVm_403"];
             404: components["responses"]["updateVm_404"];
+            408: components["responses"]["updateVm_408"];
             409: components["responses"]["updateVm_409"];
             413: components["responses"]["updateVm_413"];
+            414: components["responses"]["updateVm_414"];
             415: components["responses"]["updateVm_415"];
             429: components["responses"]["updateVm_429"];
+            431: components["responses"]["updateVm_431"];
             500: components["responses"]["updateVm_500"];
             503: components["responses"]["updateVm_503"];
         };
@@ -46528,10 +56050,13 @@ export interface operations {
             401: components["responses"]["listVms_401"];
             403: components["responses"]["listVms_403"];
             404: components["responses"]["listVms_404"];
+            408: components["responses"]["listVms_408"];
             409: components["responses"]["listVms_409"];
             413: components["responses"]["listVms_413"];
+            414: components["responses"]["listVms_414"];
             415: components["responses"]["listVms_415"];
             429: components["responses"]["listVms_429"];
+            431: components["responses"]["listVms_431"];
             500: components["responses"]["listVms_500"];
             503: components["responses"]["listVms_503"];
         };
@@ -46550,10 +56075,13 @@ export interface operations {
             401: components["responses"]["startVm_401"];
             403: components["responses"]["startVm_403"];
             404: components["responses"]["startVm_404"];
+            408: components["responses"]["startVm_408"];
             409: components["responses"]["startVm_409"];
             413: components["responses"]["startVm_413"];
+            414: components["responses"]["startVm_414"];
             415: components["responses"]["startVm_415"];
             429: components["responses"]["startVm_429"];
+            431: components["responses"]["startVm_431"];
             500: components["responses"]["startVm_500"];
             503: components["responses"]["startVm_503"];
         };
@@ -46572,10 +56100,13 @@ export interface operations {
             401: components["responses"]["stopVm_401"];
             403: components["responses"]["stopVm_403"];
             404: components["responses"]["stopVm_404"];
+            408: components["responses"]["stopVm_408"];
             409: components["responses"]["stopVm_409"];
             413: components["responses"]["stopVm_413"];
+            414: components["responses"]["stopVm_414"];
             415: components["responses"]["stopVm_415"];
             429: components["responses"]["stopVm_429"];
+            431: components["responses"]["stopVm_431"];
             500: components["responses"]["stopVm_500"];
             503: components["responses"]["stopVm_503"];
         };
@@ -46594,10 +56125,13 @@ export interface operations {
             401: components["responses"]["attachDisk_401"];
             403: components["responses"]["attachDisk_403"];
             404: components["responses"]["attachDisk_404"];
+            408: components["responses"]["attachDisk_408"];
             409: components["responses"]["attachDisk_409"];
             413: components["responses"]["attachDisk_413"];
+            414: components["responses"]["attachDisk_414"];
             415: components["responses"]["attachDisk_415"];
             429: components["responses"]["attachDisk_429"];
+            431: components["responses"]["attachDisk_431"];
             500: components["responses"]["attachDisk_500"];
             503: components["responses"]["attachDisk_503"];
         };
@@ -46616,10 +56150,13 @@ export interface operations {
             401: components["responses"]["detachDisk_401"];
             403: components["responses"]["detachDisk_403"];
             404: components["responses"]["detachDisk_404"];
+            408: components["responses"]["detachDisk_408"];
             409: components["responses"]["detachDisk_409"];
             413: components["responses"]["detachDisk_413"];
+            414: components["responses"]["detachDisk_414"];
             415: components["responses"]["detachDisk_415"];
             429: components["responses"]["detachDisk_429"];
+            431: components["responses"]["detachDisk_431"];
             500: components["responses"]["detachDisk_500"];
             503: components["responses"]["detachDisk_503"];
         };
@@ -46638,10 +56175,13 @@ export interface operations {
             401: components["responses"]["listDisks_401"];
             403: components["responses"]["listDisks_403"];
             404: components["responses"]["listDisks_404"];
+            408: components["responses"]["listDisks_408"];
             409: components["responses"]["listDisks_409"];
             413: components["responses"]["listDisks_413"];
+            414: components["responses"]["listDisks_414"];
             415: components["responses"]["listDisks_415"];
             429: components["responses"]["listDisks_429"];
+            431: components["responses"]["listDisks_431"];
             500: components["responses"]["listDisks_500"];
             503: components["responses"]["listDisks_503"];
         };
@@ -46660,10 +56200,13 @@ export interface operations {
             401: components["responses"]["createDisk_401"];
             403: components["responses"]["createDisk_403"];
             404: components["responses"]["createDisk_404"];
+            408: components["responses"]["createDisk_408"];
             409: components["responses"]["createDisk_409"];
             413: components["responses"]["createDisk_413"];
+            414: components["responses"]["createDisk_414"];
             415: components["responses"]["createDisk_415"];
             429: components["responses"]["createDisk_429"];
+            431: components["responses"]["createDisk_431"];
             500: components["responses"]["createDisk_500"];
             503: components["responses"]["createDisk_503"];
         };
@@ -46684,10 +56227,13 @@ export interface operations {
             401: components["responses"]["getDisk_401"];
             403: components["responses"]["getDisk_403"];
             404: components["responses"]["getDisk_404"];
+            408: components["responses"]["getDisk_408"];
             409: components["responses"]["getDisk_409"];
             413: components["responses"]["getDisk_413"];
+            414: components["responses"]["getDisk_414"];
             415: components["responses"]["getDisk_415"];
             429: components["responses"]["getDisk_429"];
+            431: components["responses"]["getDisk_431"];
             500: components["responses"]["getDisk_500"];
             503: components["responses"]["getDisk_503"];
         };
@@ -46708,10 +56254,13 @@ export interface operations {
             401: components["responses"]["deleteDisk_401"];
             403: components["responses"]["deleteDisk_403"];
             404: components["responses"]["deleteDisk_404"];
+            408: components["responses"]["deleteDisk_408"];
             409: components["responses"]["deleteDisk_409"];
             413: components["responses"]["deleteDisk_413"];
+            414: components["responses"]["deleteDisk_414"];
             415: components["responses"]["deleteDisk_415"];
             429: components["responses"]["deleteDisk_429"];
+            431: components["responses"]["deleteDisk_431"];
             500: components["responses"]["deleteDisk_500"];
             503: components["responses"]["deleteDisk_503"];
         };
@@ -46732,10 +56281,13 @@ export interface operations {
             401: components["responses"]["updateDisk_401"];
             403: components["responses"]["updateDisk_403"];
             404: components["responses"]["updateDisk_404"];
+            408: components["responses"]["updateDisk_408"];
             409: components["responses"]["updateDisk_409"];
             413: components["responses"]["updateDisk_413"];
+            414: components["responses"]["updateDisk_414"];
             415: components["responses"]["updateDisk_415"];
             429: components["responses"]["updateDisk_429"];
+            431: components["responses"]["updateDisk_431"];
             500: components["responses"]["updateDisk_500"];
             503: components["responses"]["updateDisk_503"];
         };
@@ -46758,10 +56310,13 @@ export interface operations {
             401: components["responses"]["listFloatingIps_401"];
             403: components["responses"]["listFloatingIps_403"];
             404: components["responses"]["listFloatingIps_404"];
+            408: components["responses"]["listFloatingIps_408"];
             409: components["responses"]["listFloatingIps_409"];
             413: components["responses"]["listFloatingIps_413"];
+            414: components["responses"]["listFloatingIps_414"];
             415: components["responses"]["listFloatingIps_415"];
             429: components["responses"]["listFloatingIps_429"];
+            431: components["responses"]["listFloatingIps_431"];
             500: components["responses"]["listFloatingIps_500"];
             503: components["responses"]["listFloatingIps_503"];
         };
@@ -46780,10 +56335,13 @@ export interface operations {
             401: components["responses"]["allocateFloatingIp_401"];
             403: components["responses"]["allocateFloatingIp_403"];
             404: components["responses"]["allocateFloatingIp_404"];
+            408: components["responses"]["allocateFloatingIp_408"];
             409: components["responses"]["allocateFloatingIp_409"];
             413: components["responses"]["allocateFloatingIp_413"];
+            414: components["responses"]["allocateFloatingIp_414"];
             415: components["responses"]["allocateFloatingIp_415"];
             429: components["responses"]["allocateFloatingIp_429"];
+            431: components["responses"]["allocateFloatingIp_431"];
             500: components["responses"]["allocateFloatingIp_500"];
             503: components["responses"]["allocateFloatingIp_503"];
         };
@@ -46804,10 +56362,13 @@ export interface operations {
             401: components["responses"]["getFloatingIp_401"];
             403: components["responses"]["getFloatingIp_403"];
             404: components["responses"]["getFloatingIp_404"];
+            408: components["responses"]["getFloatingIp_408"];
             409: components["responses"]["getFloatingIp_409"];
             413: components["responses"]["getFloatingIp_413"];
+            414: components["responses"]["getFloatingIp_414"];
             415: components["responses"]["getFloatingIp_415"];
             429: components["responses"]["getFloatingIp_429"];
+            431: components["responses"]["getFloatingIp_431"];
             500: components["responses"]["getFloatingIp_500"];
             503: components["responses"]["getFloatingIp_503"];
         };
@@ -46828,10 +56389,13 @@ export interface operations {
             401: components["responses"]["deleteFloatingIp_401"];
             403: components["responses"]["deleteFloatingIp_403"];
             404: components["responses"]["deleteFloatingIp_404"];
+            408: components["responses"]["deleteFloatingIp_408"];
             409: components["responses"]["deleteFloatingIp_409"];
             413: components["responses"]["deleteFloatingIp_413"];
+            414: components["responses"]["deleteFloatingIp_414"];
             415: components["responses"]["deleteFloatingIp_415"];
             429: components["responses"]["deleteFloatingIp_429"];
+            431: components["responses"]["deleteFloatingIp_431"];
             500: components["responses"]["deleteFloatingIp_500"];
             503: components["responses"]["deleteFloatingIp_503"];
         };
@@ -46852,10 +56416,13 @@ export interface operations {
             401: components["responses"]["updateFloatingIp_401"];
             403: components["responses"]["updateFloatingIp_403"];
             404: components["responses"]["updateFloatingIp_404"];
+            408: components["responses"]["updateFloatingIp_408"];
             409: components["responses"]["updateFloatingIp_409"];
             413: components["responses"]["updateFloatingIp_413"];
+            414: components["responses"]["updateFloatingIp_414"];
             415: components["responses"]["updateFloatingIp_415"];
             429: components["responses"]["updateFloatingIp_429"];
+            431: components["responses"]["updateFloatingIp_431"];
             500: components["responses"]["updateFloatingIp_500"];
             503: components["responses"]["updateFloatingIp_503"];
         };
@@ -46876,10 +56443,13 @@ export interface operations {
             401: components["responses"]["assignFloatingIp_401"];
             403: components["responses"]["assignFloatingIp_403"];
             404: components["responses"]["assignFloatingIp_404"];
+            408: components["responses"]["assignFloatingIp_408"];
             409: components["responses"]["assignFloatingIp_409"];
             413: components["responses"]["assignFloatingIp_413"];
+            414: components["responses"]["assignFloatingIp_414"];
             415: components["responses"]["assignFloatingIp_415"];
             429: components["responses"]["assignFloatingIp_429"];
+            431: components["responses"]["assignFloatingIp_431"];
             500: components["responses"]["assignFloatingIp_500"];
             503: components["responses"]["assignFloatingIp_503"];
         };
@@ -46900,10 +56470,13 @@ export interface operations {
             401: components["responses"]["unassignFloatingIp_401"];
             403: components["responses"]["unassignFloatingIp_403"];
             404: components["responses"]["unassignFloatingIp_404"];
+            408: components["responses"]["unassignFloatingIp_408"];
             409: components["responses"]["unassignFloatingIp_409"];
             413: components["responses"]["unassignFloatingIp_413"];
+            414: components["responses"]["unassignFloatingIp_414"];
             415: components["responses"]["unassignFloatingIp_415"];
             429: components["responses"]["unassignFloatingIp_429"];
+            431: components["responses"]["unassignFloatingIp_431"];
             500: components["responses"]["unassignFloatingIp_500"];
             503: components["responses"]["unassignFloatingIp_503"];
         };
@@ -46922,10 +56495,13 @@ export interface operations {
             401: components["responses"]["listLoadBalancers_401"];
             403: components["responses"]["listLoadBalancers_403"];
             404: components["responses"]["listLoadBalancers_404"];
+            408: components["responses"]["listLoadBalancers_408"];
             409: components["responses"]["listLoadBalancers_409"];
             413: components["responses"]["listLoadBalancers_413"];
+            414: components["responses"]["listLoadBalancers_414"];
             415: components["responses"]["listLoadBalancers_415"];
             429: components["responses"]["listLoadBalancers_429"];
+            431: components["responses"]["listLoadBalancers_431"];
             500: components["responses"]["listLoadBalancers_500"];
             503: components["responses"]["listLoadBalancers_503"];
         };
@@ -46944,10 +56520,13 @@ export interface operations {
             401: components["responses"]["createLoadBalancer_401"];
             403: components["responses"]["createLoadBalancer_403"];
             404: components["responses"]["createLoadBalancer_404"];
+            408: components["responses"]["createLoadBalancer_408"];
             409: components["responses"]["createLoadBalancer_409"];
             413: components["responses"]["createLoadBalancer_413"];
+            414: components["responses"]["createLoadBalancer_414"];
             415: components["responses"]["createLoadBalancer_415"];
             429: components["responses"]["createLoadBalancer_429"];
+            431: components["responses"]["createLoadBalancer_431"];
             500: components["responses"]["createLoadBalancer_500"];
             503: components["responses"]["createLoadBalancer_503"];
         };
@@ -46968,10 +56547,13 @@ export interface operations {
             401: components["responses"]["getLoadBalancer_401"];
             403: components["responses"]["getLoadBalancer_403"];
             404: components["responses"]["getLoadBalancer_404"];
+            408: components["responses"]["getLoadBalancer_408"];
             409: components["responses"]["getLoadBalancer_409"];
             413: components["responses"]["getLoadBalancer_413"];
+            414: components["responses"]["getLoadBalancer_414"];
             415: components["responses"]["getLoadBalancer_415"];
             429: components["responses"]["getLoadBalancer_429"];
+            431: components["responses"]["getLoadBalancer_431"];
             500: components["responses"]["getLoadBalancer_500"];
             503: components["responses"]["getLoadBalancer_503"];
         };
@@ -46992,10 +56574,13 @@ export interface operations {
             401: components["responses"]["deleteLoadBalancer_401"];
             403: components["responses"]["deleteLoadBalancer_403"];
             404: components["responses"]["deleteLoadBalancer_404"];
+            408: components["responses"]["deleteLoadBalancer_408"];
             409: components["responses"]["deleteLoadBalancer_409"];
             413: components["responses"]["deleteLoadBalancer_413"];
+            414: components["responses"]["deleteLoadBalancer_414"];
             415: components["responses"]["deleteLoadBalancer_415"];
             429: components["responses"]["deleteLoadBalancer_429"];
+            431: components["responses"]["deleteLoadBalancer_431"];
             500: components["responses"]["deleteLoadBalancer_500"];
             503: components["responses"]["deleteLoadBalancer_503"];
         };
@@ -47016,10 +56601,13 @@ export interface operations {
             401: components["responses"]["updateLoadBalancer_401"];
             403: components["responses"]["updateLoadBalancer_403"];
             404: components["responses"]["updateLoadBalancer_404"];
+            408: components["responses"]["updateLoadBalancer_408"];
             409: components["responses"]["updateLoadBalancer_409"];
             413: components["responses"]["updateLoadBalancer_413"];
+            414: components["responses"]["updateLoadBalancer_414"];
             415: components["responses"]["updateLoadBalancer_415"];
             429: components["responses"]["updateLoadBalancer_429"];
+            431: components["responses"]["updateLoadBalancer_431"];
             500: components["responses"]["updateLoadBalancer_500"];
             503: components["responses"]["updateLoadBalancer_503"];
         };
@@ -47040,10 +56628,13 @@ export interface operations {
             401: components["responses"]["setLoadBalancerBillingAccount_401"];
             403: components["responses"]["setLoadBalancerBillingAccount_403"];
             404: components["responses"]["setLoadBalancerBillingAccount_404"];
+            408: components["responses"]["setLoadBalancerBillingAccount_408"];
             409: components["responses"]["setLoadBalancerBillingAccount_409"];
             413: components["responses"]["setLoadBalancerBillingAccount_413"];
+            414: components["responses"]["setLoadBalancerBillingAccount_414"];
             415: components["responses"]["setLoadBalancerBillingAccount_415"];
             429: components["responses"]["setLoadBalancerBillingAccount_429"];
+            431: components["responses"]["setLoadBalancerBillingAccount_431"];
             500: components["responses"]["setLoadBalancerBillingAccount_500"];
             503: components["responses"]["setLoadBalancerBillingAccount_503"];
         };
@@ -47064,10 +56655,13 @@ export interface operations {
             401: components["responses"]["addLoadBalancerTarget_401"];
             403: components["responses"]["addLoadBalancerTarget_403"];
             404: components["responses"]["addLoadBalancerTarget_404"];
+            408: components["responses"]["addLoadBalancerTarget_408"];
             409: components["responses"]["addLoadBalancerTarget_409"];
             413: components["responses"]["addLoadBalancerTarget_413"];
+            414: components["responses"]["addLoadBalancerTarget_414"];
             415: components["responses"]["addLoadBalancerTarget_415"];
             429: components["responses"]["addLoadBalancerTarget_429"];
+            431: components["responses"]["addLoadBalancerTarget_431"];
             500: components["responses"]["addLoadBalancerTarget_500"];
             503: components["responses"]["addLoadBalancerTarget_503"];
         };
@@ -47089,10 +56683,13 @@ export interface operations {
             401: components["responses"]["removeLoadBalancerTarget_401"];
             403: components["responses"]["removeLoadBalancerTarget_403"];
             404: components["responses"]["removeLoadBalancerTarget_404"];
+            408: components["responses"]["removeLoadBalancerTarget_408"];
             409: components["responses"]["removeLoadBalancerTarget_409"];
             413: components["responses"]["removeLoadBalancerTarget_413"];
+            414: components["responses"]["removeLoadBalancerTarget_414"];
             415: components["responses"]["removeLoadBalancerTarget_415"];
             429: components["responses"]["removeLoadBalancerTarget_429"];
+            431: components["responses"]["removeLoadBalancerTarget_431"];
             500: components["responses"]["removeLoadBalancerTarget_500"];
             503: components["responses"]["removeLoadBalancerTarget_503"];
         };
@@ -47113,10 +56710,13 @@ export interface operations {
             401: components["responses"]["addForwardingRule_401"];
             403: components["responses"]["addForwardingRule_403"];
             404: components["responses"]["addForwardingRule_404"];
+            408: components["responses"]["addForwardingRule_408"];
             409: components["responses"]["addForwardingRule_409"];
             413: components["responses"]["addForwardingRule_413"];
+            414: components["responses"]["addForwardingRule_414"];
             415: components["responses"]["addForwardingRule_415"];
             429: components["responses"]["addForwardingRule_429"];
+            431: components["responses"]["addForwardingRule_431"];
             500: components["responses"]["addForwardingRule_500"];
             503: components["responses"]["addForwardingRule_503"];
         };
@@ -47138,10 +56738,13 @@ export interface operations {
             401: components["responses"]["removeForwardingRule_401"];
             403: components["responses"]["removeForwardingRule_403"];
             404: components["responses"]["removeForwardingRule_404"];
+            408: components["responses"]["removeForwardingRule_408"];
             409: components["responses"]["removeForwardingRule_409"];
             413: components["responses"]["removeForwardingRule_413"];
+            414: components["responses"]["removeForwardingRule_414"];
             415: components["responses"]["removeForwardingRule_415"];
             429: components["responses"]["removeForwardingRule_429"];
+            431: components["responses"]["removeForwardingRule_431"];
             500: components["responses"]["removeForwardingRule_500"];
             503: components["responses"]["removeForwardingRule_503"];
         };
@@ -47160,10 +56763,13 @@ export interface operations {
             401: components["responses"]["getS3User_401"];
             403: components["responses"]["getS3User_403"];
             404: components["responses"]["getS3User_404"];
+            408: components["responses"]["getS3User_408"];
             409: components["responses"]["getS3User_409"];
             413: components["responses"]["getS3User_413"];
+            414: components["responses"]["getS3User_414"];
             415: components["responses"]["getS3User_415"];
             429: components["responses"]["getS3User_429"];
+            431: components["responses"]["getS3User_431"];
             500: components["responses"]["getS3User_500"];
             503: components["responses"]["getS3User_503"];
         };
@@ -47182,10 +56788,13 @@ export interface operations {
             401: components["responses"]["listS3Keys_401"];
             403: components["responses"]["listS3Keys_403"];
             404: components["responses"]["listS3Keys_404"];
+            408: components["responses"]["listS3Keys_408"];
             409: components["responses"]["listS3Keys_409"];
             413: components["responses"]["listS3Keys_413"];
+            414: components["responses"]["listS3Keys_414"];
             415: components["responses"]["listS3Keys_415"];
             429: components["responses"]["listS3Keys_429"];
+            431: components["responses"]["listS3Keys_431"];
             500: components["responses"]["listS3Keys_500"];
             503: components["responses"]["listS3Keys_503"];
         };
@@ -47204,10 +56813,13 @@ export interface operations {
             401: components["responses"]["createS3Key_401"];
             403: components["responses"]["createS3Key_403"];
             404: components["responses"]["createS3Key_404"];
+            408: components["responses"]["createS3Key_408"];
             409: components["responses"]["createS3Key_409"];
             413: components["responses"]["createS3Key_413"];
+            414: components["responses"]["createS3Key_414"];
             415: components["responses"]["createS3Key_415"];
             429: components["responses"]["createS3Key_429"];
+            431: components["responses"]["createS3Key_431"];
             500: components["responses"]["createS3Key_500"];
             503: components["responses"]["createS3Key_503"];
         };
@@ -47228,10 +56840,13 @@ export interface operations {
             401: components["responses"]["deleteS3Key_401"];
             403: components["responses"]["deleteS3Key_403"];
             404: components["responses"]["deleteS3Key_404"];
+            408: components["responses"]["deleteS3Key_408"];
             409: components["responses"]["deleteS3Key_409"];
             413: components["responses"]["deleteS3Key_413"];
+            414: components["responses"]["deleteS3Key_414"];
             415: components["responses"]["deleteS3Key_415"];
             429: components["responses"]["deleteS3Key_429"];
+            431: components["responses"]["deleteS3Key_431"];
             500: components["responses"]["deleteS3Key_500"];
             503: components["responses"]["deleteS3Key_503"];
         };
@@ -47250,10 +56865,13 @@ export interface operations {
             401: components["responses"]["getS3Endpoint_401"];
             403: components["responses"]["getS3Endpoint_403"];
             404: components["responses"]["getS3Endpoint_404"];
+            408: components["responses"]["getS3Endpoint_408"];
             409: components["responses"]["getS3Endpoint_409"];
             413: components["responses"]["getS3Endpoint_413"];
+            414: components["responses"]["getS3Endpoint_414"];
             415: components["responses"]["getS3Endpoint_415"];
             429: components["responses"]["getS3Endpoint_429"];
+            431: components["responses"]["getS3Endpoint_431"];
             500: components["responses"]["getS3Endpoint_500"];
             503: components["responses"]["getS3Endpoint_503"];
         };
@@ -47275,10 +56893,13 @@ export interface operations {
             401: components["responses"]["listLocationsAtLocation_401"];
             403: components["responses"]["listLocationsAtLocation_403"];
             404: components["responses"]["listLocationsAtLocation_404"];
+            408: components["responses"]["listLocationsAtLocation_408"];
             409: components["responses"]["listLocationsAtLocation_409"];
             413: components["responses"]["listLocationsAtLocation_413"];
+            414: components["responses"]["listLocationsAtLocation_414"];
             415: components["responses"]["listLocationsAtLocation_415"];
             429: components["responses"]["listLocationsAtLocation_429"];
+            431: components["responses"]["listLocationsAtLocation_431"];
             500: components["responses"]["listLocationsAtLocation_500"];
             503: components["responses"]["listLocationsAtLocation_503"];
         };
@@ -47300,10 +56921,13 @@ export interface operations {
             401: components["responses"]["listBillingAccountsAtLocation_401"];
             403: components["responses"]["listBillingAccountsAtLocation_403"];
             404: components["responses"]["listBillingAccountsAtLocation_404"];
+            408: components["responses"]["listBillingAccountsAtLocation_408"];
             409: components["responses"]["listBillingAccountsAtLocation_409"];
             413: components["responses"]["listBillingAccountsAtLocation_413"];
+            414: components["responses"]["listBillingAccountsAtLocation_414"];
             415: components["responses"]["listBillingAccountsAtLocation_415"];
             429: components["responses"]["listBillingAccountsAtLocation_429"];
+            431: components["responses"]["listBillingAccountsAtLocation_431"];
             500: components["responses"]["listBillingAccountsAtLocation_500"];
             503: components["responses"]["listBillingAccountsAtLocation_503"];
         };
@@ -47325,10 +56949,13 @@ export interface operations {
             401: components["responses"]["createTokenAtLocation_401"];
             403: components["responses"]["createTokenAtLocation_403"];
             404: components["responses"]["createTokenAtLocation_404"];
+            408: components["responses"]["createTokenAtLocation_408"];
             409: components["responses"]["createTokenAtLocation_409"];
             413: components["responses"]["createTokenAtLocation_413"];
+            414: components["responses"]["createTokenAtLocation_414"];
             415: components["responses"]["createTokenAtLocation_415"];
             429: components["responses"]["createTokenAtLocation_429"];
+            431: components["responses"]["createTokenAtLocation_431"];
             500: components["responses"]["createTokenAtLocation_500"];
             503: components["responses"]["createTokenAtLocation_503"];
         };
@@ -47353,10 +56980,13 @@ export interface operations {
             401: components["responses"]["deleteTokenAtLocation_401"];
             403: components["responses"]["deleteTokenAtLocation_403"];
             404: components["responses"]["deleteTokenAtLocation_404"];
+            408: components["responses"]["deleteTokenAtLocation_408"];
             409: components["responses"]["deleteTokenAtLocation_409"];
             413: components["responses"]["deleteTokenAtLocation_413"];
+            414: components["responses"]["deleteTokenAtLocation_414"];
             415: components["responses"]["deleteTokenAtLocation_415"];
             429: components["responses"]["deleteTokenAtLocation_429"];
+            431: components["responses"]["deleteTokenAtLocation_431"];
             500: components["responses"]["deleteTokenAtLocation_500"];
             503: components["responses"]["deleteTokenAtLocation_503"];
         };
@@ -47378,10 +57008,13 @@ export interface operations {
             401: components["responses"]["updateTokenAtLocation_401"];
             403: components["responses"]["updateTokenAtLocation_403"];
             404: components["responses"]["updateTokenAtLocation_404"];
+            408: components["responses"]["updateTokenAtLocation_408"];
             409: components["responses"]["updateTokenAtLocation_409"];
             413: components["responses"]["updateTokenAtLocation_413"];
+            414: components["responses"]["updateTokenAtLocation_414"];
             415: components["responses"]["updateTokenAtLocation_415"];
             429: components["responses"]["updateTokenAtLocation_429"];
+            431: components["responses"]["updateTokenAtLocation_431"];
             500: components["responses"]["updateTokenAtLocation_500"];
             503: components["responses"]["updateTokenAtLocation_503"];
         };
@@ -47403,10 +57036,13 @@ export interface operations {
             401: components["responses"]["listTokensAtLocation_401"];
             403: components["responses"]["listTokensAtLocation_403"];
             404: components["responses"]["listTokensAtLocation_404"];
+            408: components["responses"]["listTokensAtLocation_408"];
             409: components["responses"]["listTokensAtLocation_409"];
             413: components["responses"]["listTokensAtLocation_413"];
+            414: components["responses"]["listTokensAtLocation_414"];
             415: components["responses"]["listTokensAtLocation_415"];
             429: components["responses"]["listTokensAtLocation_429"];
+            431: components["responses"]["listTokensAtLocation_431"];
             500: components["responses"]["listTokensAtLocation_500"];
             503: components["responses"]["listTokensAtLocation_503"];
         };
@@ -47431,10 +57067,13 @@ export interface operations {
             401: components["responses"]["getVmAtLocation_401"];
             403: components["responses"]["getVmAtLocation_403"];
             404: components["responses"]["getVmAtLocation_404"];
+            408: components["responses"]["getVmAtLocation_408"];
             409: components["responses"]["getVmAtLocation_409"];
             413: components["responses"]["getVmAtLocation_413"];
+            414: components["responses"]["getVmAtLocation_414"];
             415: components["responses"]["getVmAtLocation_415"];
             429: components["responses"]["getVmAtLocation_429"];
+            431: components["responses"]["getVmAtLocation_431"];
             500: components["responses"]["getVmAtLocation_500"];
             503: components["responses"]["getVmAtLocation_503"];
         };
@@ -47456,10 +57095,13 @@ export interface operations {
             401: components["responses"]["createVmAtLocation_401"];
             403: components["responses"]["createVmAtLocation_403"];
             404: components["responses"]["createVmAtLocation_404"];
+            408: components["responses"]["createVmAtLocation_408"];
             409: components["responses"]["createVmAtLocation_409"];
             413: components["responses"]["createVmAtLocation_413"];
+            414: components["responses"]["createVmAtLocation_414"];
             415: components["responses"]["createVmAtLocation_415"];
             429: components["responses"]["createVmAtLocation_429"];
+            431: components["responses"]["createVmAtLocation_431"];
             500: components["responses"]["createVmAtLocation_500"];
             503: components["responses"]["createVmAtLocation_503"];
         };
@@ -47484,10 +57126,13 @@ export interface operations {
             401: components["responses"]["deleteVmAtLocation_401"];
             403: components["responses"]["deleteVmAtLocation_403"];
             404: components["responses"]["deleteVmAtLocation_404"];
+            408: components["responses"]["deleteVmAtLocation_408"];
             409: components["responses"]["deleteVmAtLocation_409"];
             413: components["responses"]["deleteVmAtLocation_413"];
+            414: components["responses"]["deleteVmAtLocation_414"];
             415: components["responses"]["deleteVmAtLocation_415"];
             429: components["responses"]["deleteVmAtLocation_429"];
+            431: components["responses"]["deleteVmAtLocation_431"];
             500: components["responses"]["deleteVmAtLocation_500"];
             503: components["responses"]["deleteVmAtLocation_503"];
         };
@@ -47509,10 +57154,13 @@ export interface operations {
             401: components["responses"]["updateVmAtLocation_401"];
             403: components["responses"]["updateVmAtLocation_403"];
             404: components["responses"]["updateVmAtLocation_404"];
+            408: components["responses"]["updateVmAtLocation_408"];
             409: components["responses"]["updateVmAtLocation_409"];
             413: components["responses"]["updateVmAtLocation_413"];
+            414: components["responses"]["updateVmAtLocation_414"];
             415: components["responses"]["updateVmAtLocation_415"];
             429: components["responses"]["updateVmAtLocation_429"];
+            431: components["responses"]["updateVmAtLocation_431"];
             500: components["responses"]["updateVmAtLocation_500"];
             503: components["responses"]["updateVmAtLocation_503"];
         };
@@ -47534,10 +57182,13 @@ export interface operations {
             401: components["responses"]["listVmsAtLocation_401"];
             403: components["responses"]["listVmsAtLocation_403"];
             404: components["responses"]["listVmsAtLocation_404"];
+            408: components["responses"]["listVmsAtLocation_408"];
             409: components["responses"]["listVmsAtLocation_409"];
             413: components["responses"]["listVmsAtLocation_413"];
+            414: components["responses"]["listVmsAtLocation_414"];
             415: components["responses"]["listVmsAtLocation_415"];
             429: components["responses"]["listVmsAtLocation_429"];
+            431: components["responses"]["listVmsAtLocation_431"];
             500: components["responses"]["listVmsAtLocation_500"];
             503: components["responses"]["listVmsAtLocation_503"];
         };
@@ -47559,10 +57210,13 @@ export interface operations {
             401: components["responses"]["startVmAtLocation_401"];
             403: components["responses"]["startVmAtLocation_403"];
             404: components["responses"]["startVmAtLocation_404"];
+            408: components["responses"]["startVmAtLocation_408"];
             409: components["responses"]["startVmAtLocation_409"];
             413: components["responses"]["startVmAtLocation_413"];
+            414: components["responses"]["startVmAtLocation_414"];
             415: components["responses"]["startVmAtLocation_415"];
             429: components["responses"]["startVmAtLocation_429"];
+            431: components["responses"]["startVmAtLocation_431"];
             500: components["responses"]["startVmAtLocation_500"];
             503: components["responses"]["startVmAtLocation_503"];
         };
@@ -47584,10 +57238,13 @@ export interface operations {
             401: components["responses"]["stopVmAtLocation_401"];
             403: components["responses"]["stopVmAtLocation_403"];
             404: components["responses"]["stopVmAtLocation_404"];
+            408: components["responses"]["stopVmAtLocation_408"];
             409: components["responses"]["stopVmAtLocation_409"];
             413: components["responses"]["stopVmAtLocation_413"];
+            414: components["responses"]["stopVmAtLocation_414"];
             415: components["responses"]["stopVmAtLocation_415"];
             429: components["responses"]["stopVmAtLocation_429"];
+            431: components["responses"]["stopVmAtLocation_431"];
             500: components["responses"]["stopVmAtLocation_500"];
             503: components["responses"]["stopVmAtLocation_503"];
         };
@@ -47609,10 +57266,13 @@ export interface operations {
             401: components["responses"]["attachDiskAtLocation_401"];
             403: components["responses"]["attachDiskAtLocation_403"];
             404: components["responses"]["attachDiskAtLocation_404"];
+            408: components["responses"]["attachDiskAtLocation_408"];
             409: components["responses"]["attachDiskAtLocation_409"];
             413: components["responses"]["attachDiskAtLocation_413"];
+            414: components["responses"]["attachDiskAtLocation_414"];
             415: components["responses"]["attachDiskAtLocation_415"];
             429: components["responses"]["attachDiskAtLocation_429"];
+            431: components["responses"]["attachDiskAtLocation_431"];
             500: components["responses"]["attachDiskAtLocation_500"];
             503: components["responses"]["attachDiskAtLocation_503"];
         };
@@ -47634,10 +57294,13 @@ export interface operations {
             401: components["responses"]["detachDiskAtLocation_401"];
             403: components["responses"]["detachDiskAtLocation_403"];
             404: components["responses"]["detachDiskAtLocation_404"];
+            408: components["responses"]["detachDiskAtLocation_408"];
             409: components["responses"]["detachDiskAtLocation_409"];
             413: components["responses"]["detachDiskAtLocation_413"];
+            414: components["responses"]["detachDiskAtLocation_414"];
             415: components["responses"]["detachDiskAtLocation_415"];
             429: components["responses"]["detachDiskAtLocation_429"];
+            431: components["responses"]["detachDiskAtLocation_431"];
             500: components["responses"]["detachDiskAtLocation_500"];
             503: components["responses"]["detachDiskAtLocation_503"];
         };
@@ -47659,10 +57322,13 @@ export interface operations {
             401: components["responses"]["listDisksAtLocation_401"];
             403: components["responses"]["listDisksAtLocation_403"];
             404: components["responses"]["listDisksAtLocation_404"];
+            408: components["responses"]["listDisksAtLocation_408"];
             409: components["responses"]["listDisksAtLocation_409"];
             413: components["responses"]["listDisksAtLocation_413"];
+            414: components["responses"]["listDisksAtLocation_414"];
             415: components["responses"]["listDisksAtLocation_415"];
             429: components["responses"]["listDisksAtLocation_429"];
+            431: components["responses"]["listDisksAtLocation_431"];
             500: components["responses"]["listDisksAtLocation_500"];
             503: components["responses"]["listDisksAtLocation_503"];
         };
@@ -47684,10 +57350,13 @@ export interface operations {
             401: components["responses"]["createDiskAtLocation_401"];
             403: components["responses"]["createDiskAtLocation_403"];
             404: components["responses"]["createDiskAtLocation_404"];
+            408: components["responses"]["createDiskAtLocation_408"];
             409: components["responses"]["createDiskAtLocation_409"];
             413: components["responses"]["createDiskAtLocation_413"];
+            414: components["responses"]["createDiskAtLocation_414"];
             415: components["responses"]["createDiskAtLocation_415"];
             429: components["responses"]["createDiskAtLocation_429"];
+            431: components["responses"]["createDiskAtLocation_431"];
             500: components["responses"]["createDiskAtLocation_500"];
             503: components["responses"]["createDiskAtLocation_503"];
         };
@@ -47710,10 +57379,13 @@ export interface operations {
             401: components["responses"]["getDiskAtLocation_401"];
             403: components["responses"]["getDiskAtLocation_403"];
             404: components["responses"]["getDiskAtLocation_404"];
+            408: components["responses"]["getDiskAtLocation_408"];
             409: components["responses"]["getDiskAtLocation_409"];
             413: components["responses"]["getDiskAtLocation_413"];
+            414: components["responses"]["getDiskAtLocation_414"];
             415: components["responses"]["getDiskAtLocation_415"];
             429: components["responses"]["getDiskAtLocation_429"];
+            431: components["responses"]["getDiskAtLocation_431"];
             500: components["responses"]["getDiskAtLocation_500"];
             503: components["responses"]["getDiskAtLocation_503"];
         };
@@ -47736,10 +57408,13 @@ export interface operations {
             401: components["responses"]["deleteDiskAtLocation_401"];
             403: components["responses"]["deleteDiskAtLocation_403"];
             404: components["responses"]["deleteDiskAtLocation_404"];
+            408: components["responses"]["deleteDiskAtLocation_408"];
             409: components["responses"]["deleteDiskAtLocation_409"];
             413: components["responses"]["deleteDiskAtLocation_413"];
+            414: components["responses"]["deleteDiskAtLocation_414"];
             415: components["responses"]["deleteDiskAtLocation_415"];
             429: components["responses"]["deleteDiskAtLocation_429"];
+            431: components["responses"]["deleteDiskAtLocation_431"];
             500: components["responses"]["deleteDiskAtLocation_500"];
             503: components["responses"]["deleteDiskAtLocation_503"];
         };
@@ -47762,10 +57437,13 @@ export interface operations {
             401: components["responses"]["updateDiskAtLocation_401"];
             403: components["responses"]["updateDiskAtLocation_403"];
             404: components["responses"]["updateDiskAtLocation_404"];
+            408: components["responses"]["updateDiskAtLocation_408"];
             409: components["responses"]["updateDiskAtLocation_409"];
             413: components["responses"]["updateDiskAtLocation_413"];
+            414: components["responses"]["updateDiskAtLocation_414"];
             415: components["responses"]["updateDiskAtLocation_415"];
             429: components["responses"]["updateDiskAtLocation_429"];
+            431: components["responses"]["updateDiskAtLocation_431"];
             500: components["responses"]["updateDiskAtLocation_500"];
             503: components["responses"]["updateDiskAtLocation_503"];
         };
@@ -47791,10 +57469,13 @@ export interface operations {
             401: components["responses"]["listFloatingIpsAtLocation_401"];
             403: components["responses"]["listFloatingIpsAtLocation_403"];
             404: components["responses"]["listFloatingIpsAtLocation_404"];
+            408: components["responses"]["listFloatingIpsAtLocation_408"];
             409: components["responses"]["listFloatingIpsAtLocation_409"];
             413: components["responses"]["listFloatingIpsAtLocation_413"];
+            414: components["responses"]["listFloatingIpsAtLocation_414"];
             415: components["responses"]["listFloatingIpsAtLocation_415"];
             429: components["responses"]["listFloatingIpsAtLocation_429"];
+            431: components["responses"]["listFloatingIpsAtLocation_431"];
             500: components["responses"]["listFloatingIpsAtLocation_500"];
             503: components["responses"]["listFloatingIpsAtLocation_503"];
         };
@@ -47816,10 +57497,13 @@ export interface operations {
             401: components["responses"]["allocateFloatingIpAtLocation_401"];
             403: components["responses"]["allocateFloatingIpAtLocation_403"];
             404: components["responses"]["allocateFloatingIpAtLocation_404"];
+            408: components["responses"]["allocateFloatingIpAtLocation_408"];
             409: components["responses"]["allocateFloatingIpAtLocation_409"];
             413: components["responses"]["allocateFloatingIpAtLocation_413"];
+            414: components["responses"]["allocateFloatingIpAtLocation_414"];
             415: components["responses"]["allocateFloatingIpAtLocation_415"];
             429: components["responses"]["allocateFloatingIpAtLocation_429"];
+            431: components["responses"]["allocateFloatingIpAtLocation_431"];
             500: components["responses"]["allocateFloatingIpAtLocation_500"];
             503: components["responses"]["allocateFloatingIpAtLocation_503"];
         };
@@ -47842,10 +57526,13 @@ export interface operations {
             401: components["responses"]["getFloatingIpAtLocation_401"];
             403: components["responses"]["getFloatingIpAtLocation_403"];
             404: components["responses"]["getFloatingIpAtLocation_404"];
+            408: components["responses"]["getFloatingIpAtLocation_408"];
             409: components["responses"]["getFloatingIpAtLocation_409"];
             413: components["responses"]["getFloatingIpAtLocation_413"];
+            414: components["responses"]["getFloatingIpAtLocation_414"];
             415: components["responses"]["getFloatingIpAtLocation_415"];
             429: components["responses"]["getFloatingIpAtLocation_429"];
+            431: components["responses"]["getFloatingIpAtLocation_431"];
             500: components["responses"]["getFloatingIpAtLocation_500"];
             503: components["responses"]["getFloatingIpAtLocation_503"];
         };
@@ -47868,10 +57555,13 @@ export interface operations {
             401: components["responses"]["deleteFloatingIpAtLocation_401"];
             403: components["responses"]["deleteFloatingIpAtLocation_403"];
             404: components["responses"]["deleteFloatingIpAtLocation_404"];
+            408: components["responses"]["deleteFloatingIpAtLocation_408"];
             409: components["responses"]["deleteFloatingIpAtLocation_409"];
             413: components["responses"]["deleteFloatingIpAtLocation_413"];
+            414: components["responses"]["deleteFloatingIpAtLocation_414"];
             415: components["responses"]["deleteFloatingIpAtLocation_415"];
             429: components["responses"]["deleteFloatingIpAtLocation_429"];
+            431: components["responses"]["deleteFloatingIpAtLocation_431"];
             500: components["responses"]["deleteFloatingIpAtLocation_500"];
             503: components["responses"]["deleteFloatingIpAtLocation_503"];
         };
@@ -47894,10 +57584,13 @@ export interface operations {
             401: components["responses"]["updateFloatingIpAtLocation_401"];
             403: components["responses"]["updateFloatingIpAtLocation_403"];
             404: components["responses"]["updateFloatingIpAtLocation_404"];
+            408: components["responses"]["updateFloatingIpAtLocation_408"];
             409: components["responses"]["updateFloatingIpAtLocation_409"];
             413: components["responses"]["updateFloatingIpAtLocation_413"];
+            414: components["responses"]["updateFloatingIpAtLocation_414"];
             415: components["responses"]["updateFloatingIpAtLocation_415"];
             429: components["responses"]["updateFloatingIpAtLocation_429"];
+            431: components["responses"]["updateFloatingIpAtLocation_431"];
             500: components["responses"]["updateFloatingIpAtLocation_500"];
             503: components["responses"]["updateFloatingIpAtLocation_503"];
         };
@@ -47920,10 +57613,13 @@ export interface operations {
             401: components["responses"]["assignFloatingIpAtLocation_401"];
             403: components["responses"]["assignFloatingIpAtLocation_403"];
             404: components["responses"]["assignFloatingIpAtLocation_404"];
+            408: components["responses"]["assignFloatingIpAtLocation_408"];
             409: components["responses"]["assignFloatingIpAtLocation_409"];
             413: components["responses"]["assignFloatingIpAtLocation_413"];
+            414: components["responses"]["assignFloatingIpAtLocation_414"];
             415: components["responses"]["assignFloatingIpAtLocation_415"];
             429: components["responses"]["assignFloatingIpAtLocation_429"];
+            431: components["responses"]["assignFloatingIpAtLocation_431"];
             500: components["responses"]["assignFloatingIpAtLocation_500"];
             503: components["responses"]["assignFloatingIpAtLocation_503"];
         };
@@ -47946,10 +57642,13 @@ export interface operations {
             401: components["responses"]["unassignFloatingIpAtLocation_401"];
             403: components["responses"]["unassignFloatingIpAtLocation_403"];
             404: components["responses"]["unassignFloatingIpAtLocation_404"];
+            408: components["responses"]["unassignFloatingIpAtLocation_408"];
             409: components["responses"]["unassignFloatingIpAtLocation_409"];
             413: components["responses"]["unassignFloatingIpAtLocation_413"];
+            414: components["responses"]["unassignFloatingIpAtLocation_414"];
             415: components["responses"]["unassignFloatingIpAtLocation_415"];
             429: components["responses"]["unassignFloatingIpAtLocation_429"];
+            431: components["responses"]["unassignFloatingIpAtLocation_431"];
             500: components["responses"]["unassignFloatingIpAtLocation_500"];
             503: components["responses"]["unassignFloatingIpAtLocation_503"];
         };
@@ -47971,10 +57670,13 @@ export interface operations {
             401: components["responses"]["listLoadBalancersAtLocation_401"];
             403: components["responses"]["listLoadBalancersAtLocation_403"];
             404: components["responses"]["listLoadBalancersAtLocation_404"];
+            408: components["responses"]["listLoadBalancersAtLocation_408"];
             409: components["responses"]["listLoadBalancersAtLocation_409"];
             413: components["responses"]["listLoadBalancersAtLocation_413"];
+            414: components["responses"]["listLoadBalancersAtLocation_414"];
             415: components["responses"]["listLoadBalancersAtLocation_415"];
             429: components["responses"]["listLoadBalancersAtLocation_429"];
+            431: components["responses"]["listLoadBalancersAtLocation_431"];
             500: components["responses"]["listLoadBalancersAtLocation_500"];
             503: components["responses"]["listLoadBalancersAtLocation_503"];
         };
@@ -47996,10 +57698,13 @@ export interface operations {
             401: components["responses"]["createLoadBalancerAtLocation_401"];
             403: components["responses"]["createLoadBalancerAtLocation_403"];
             404: components["responses"]["createLoadBalancerAtLocation_404"];
+            408: components["responses"]["createLoadBalancerAtLocation_408"];
             409: components["responses"]["createLoadBalancerAtLocation_409"];
             413: components["responses"]["createLoadBalancerAtLocation_413"];
+            414: components["responses"]["createLoadBalancerAtLocation_414"];
             415: components["responses"]["createLoadBalancerAtLocation_415"];
             429: components["responses"]["createLoadBalancerAtLocation_429"];
+            431: components["responses"]["createLoadBalancerAtLocation_431"];
             500: components["responses"]["createLoadBalancerAtLocation_500"];
             503: components["responses"]["createLoadBalancerAtLocation_503"];
         };
@@ -48022,10 +57727,13 @@ export interface operations {
             401: components["responses"]["getLoadBalancerAtLocation_401"];
             403: components["responses"]["getLoadBalancerAtLocation_403"];
             404: components["responses"]["getLoadBalancerAtLocation_404"];
+            408: components["responses"]["getLoadBalancerAtLocation_408"];
             409: components["responses"]["getLoadBalancerAtLocation_409"];
             413: components["responses"]["getLoadBalancerAtLocation_413"];
+            414: components["responses"]["getLoadBalancerAtLocation_414"];
             415: components["responses"]["getLoadBalancerAtLocation_415"];
             429: components["responses"]["getLoadBalancerAtLocation_429"];
+            431: components["responses"]["getLoadBalancerAtLocation_431"];
             500: components["responses"]["getLoadBalancerAtLocation_500"];
             503: components["responses"]["getLoadBalancerAtLocation_503"];
         };
@@ -48048,10 +57756,13 @@ export interface operations {
             401: components["responses"]["deleteLoadBalancerAtLocation_401"];
             403: components["responses"]["deleteLoadBalancerAtLocation_403"];
             404: components["responses"]["deleteLoadBalancerAtLocation_404"];
+            408: components["responses"]["deleteLoadBalancerAtLocation_408"];
             409: components["responses"]["deleteLoadBalancerAtLocation_409"];
             413: components["responses"]["deleteLoadBalancerAtLocation_413"];
+            414: components["responses"]["deleteLoadBalancerAtLocation_414"];
             415: components["responses"]["deleteLoadBalancerAtLocation_415"];
             429: components["responses"]["deleteLoadBalancerAtLocation_429"];
+            431: components["responses"]["deleteLoadBalancerAtLocation_431"];
             500: components["responses"]["deleteLoadBalancerAtLocation_500"];
             503: components["responses"]["deleteLoadBalancerAtLocation_503"];
         };
@@ -48074,10 +57785,13 @@ export interface operations {
             401: components["responses"]["updateLoadBalancerAtLocation_401"];
             403: components["responses"]["updateLoadBalancerAtLocation_403"];
             404: components["responses"]["updateLoadBalancerAtLocation_404"];
+            408: components["responses"]["updateLoadBalancerAtLocation_408"];
             409: components["responses"]["updateLoadBalancerAtLocation_409"];
             413: components["responses"]["updateLoadBalancerAtLocation_413"];
+            414: components["responses"]["updateLoadBalancerAtLocation_414"];
             415: components["responses"]["updateLoadBalancerAtLocation_415"];
             429: components["responses"]["updateLoadBalancerAtLocation_429"];
+            431: components["responses"]["updateLoadBalancerAtLocation_431"];
             500: components["responses"]["updateLoadBalancerAtLocation_500"];
             503: components["responses"]["updateLoadBalancerAtLocation_503"];
         };
@@ -48100,10 +57814,13 @@ export interface operations {
             401: components["responses"]["setLoadBalancerBillingAccountAtLocation_401"];
             403: components["responses"]["setLoadBalancerBillingAccountAtLocation_403"];
             404: components["responses"]["setLoadBalancerBillingAccountAtLocation_404"];
+            408: components["responses"]["setLoadBalancerBillingAccountAtLocation_408"];
             409: components["responses"]["setLoadBalancerBillingAccountAtLocation_409"];
             413: components["responses"]["setLoadBalancerBillingAccountAtLocation_413"];
+            414: components["responses"]["setLoadBalancerBillingAccountAtLocation_414"];
             415: components["responses"]["setLoadBalancerBillingAccountAtLocation_415"];
             429: components["responses"]["setLoadBalancerBillingAccountAtLocation_429"];
+            431: components["responses"]["setLoadBalancerBillingAccountAtLocation_431"];
             500: components["responses"]["setLoadBalancerBillingAccountAtLocation_500"];
             503: components["responses"]["setLoadBalancerBillingAccountAtLocation_503"];
         };
@@ -48126,10 +57843,13 @@ export interface operations {
             401: components["responses"]["addLoadBalancerTargetAtLocation_401"];
             403: components["responses"]["addLoadBalancerTargetAtLocation_403"];
             404: components["responses"]["addLoadBalancerTargetAtLocation_404"];
+            408: components["responses"]["addLoadBalancerTargetAtLocation_408"];
             409: components["responses"]["addLoadBalancerTargetAtLocation_409"];
             413: components["responses"]["addLoadBalancerTargetAtLocation_413"];
+            414: components["responses"]["addLoadBalancerTargetAtLocation_414"];
             415: components["responses"]["addLoadBalancerTargetAtLocation_415"];
             429: components["responses"]["addLoadBalancerTargetAtLocation_429"];
+            431: components["responses"]["addLoadBalancerTargetAtLocation_431"];
             500: components["responses"]["addLoadBalancerTargetAtLocation_500"];
             503: components["responses"]["addLoadBalancerTargetAtLocation_503"];
         };
@@ -48153,10 +57873,13 @@ export interface operations {
             401: components["responses"]["removeLoadBalancerTargetAtLocation_401"];
             403: components["responses"]["removeLoadBalancerTargetAtLocation_403"];
             404: components["responses"]["removeLoadBalancerTargetAtLocation_404"];
+            408: components["responses"]["removeLoadBalancerTargetAtLocation_408"];
             409: components["responses"]["removeLoadBalancerTargetAtLocation_409"];
             413: components["responses"]["removeLoadBalancerTargetAtLocation_413"];
+            414: components["responses"]["removeLoadBalancerTargetAtLocation_414"];
             415: components["responses"]["removeLoadBalancerTargetAtLocation_415"];
             429: components["responses"]["removeLoadBalancerTargetAtLocation_429"];
+            431: components["responses"]["removeLoadBalancerTargetAtLocation_431"];
             500: components["responses"]["removeLoadBalancerTargetAtLocation_500"];
             503: components["responses"]["removeLoadBalancerTargetAtLocation_503"];
         };
@@ -48179,10 +57902,13 @@ export interface operations {
             401: components["responses"]["addForwardingRuleAtLocation_401"];
             403: components["responses"]["addForwardingRuleAtLocation_403"];
             404: components["responses"]["addForwardingRuleAtLocation_404"];
+            408: components["responses"]["addForwardingRuleAtLocation_408"];
             409: components["responses"]["addForwardingRuleAtLocation_409"];
             413: components["responses"]["addForwardingRuleAtLocation_413"];
+            414: components["responses"]["addForwardingRuleAtLocation_414"];
             415: components["responses"]["addForwardingRuleAtLocation_415"];
             429: components["responses"]["addForwardingRuleAtLocation_429"];
+            431: components["responses"]["addForwardingRuleAtLocation_431"];
             500: components["responses"]["addForwardingRuleAtLocation_500"];
             503: components["responses"]["addForwardingRuleAtLocation_503"];
         };
@@ -48206,10 +57932,13 @@ export interface operations {
             401: components["responses"]["removeForwardingRuleAtLocation_401"];
             403: components["responses"]["removeForwardingRuleAtLocation_403"];
             404: components["responses"]["removeForwardingRuleAtLocation_404"];
+            408: components["responses"]["removeForwardingRuleAtLocation_408"];
             409: components["responses"]["removeForwardingRuleAtLocation_409"];
             413: components["responses"]["removeForwardingRuleAtLocation_413"];
+            414: components["responses"]["removeForwardingRuleAtLocation_414"];
             415: components["responses"]["removeForwardingRuleAtLocation_415"];
             429: components["responses"]["removeForwardingRuleAtLocation_429"];
+            431: components["responses"]["removeForwardingRuleAtLocation_431"];
             500: components["responses"]["removeForwardingRuleAtLocation_500"];
             503: components["responses"]["removeForwardingRuleAtLocation_503"];
         };
@@ -48231,10 +57960,13 @@ export interface operations {
             401: components["responses"]["getS3UserAtLocation_401"];
             403: components["responses"]["getS3UserAtLocation_403"];
             404: components["responses"]["getS3UserAtLocation_404"];
+            408: components["responses"]["getS3UserAtLocation_408"];
             409: components["responses"]["getS3UserAtLocation_409"];
             413: components["responses"]["getS3UserAtLocation_413"];
+            414: components["responses"]["getS3UserAtLocation_414"];
             415: components["responses"]["getS3UserAtLocation_415"];
             429: components["responses"]["getS3UserAtLocation_429"];
+            431: components["responses"]["getS3UserAtLocation_431"];
             500: components["responses"]["getS3UserAtLocation_500"];
             503: components["responses"]["getS3UserAtLocation_503"];
         };
@@ -48256,10 +57988,13 @@ export interface operations {
             401: components["responses"]["listS3KeysAtLocation_401"];
             403: components["responses"]["listS3KeysAtLocation_403"];
             404: components["responses"]["listS3KeysAtLocation_404"];
+            408: components["responses"]["listS3KeysAtLocation_408"];
             409: components["responses"]["listS3KeysAtLocation_409"];
             413: components["responses"]["listS3KeysAtLocation_413"];
+            414: components["responses"]["listS3KeysAtLocation_414"];
             415: components["responses"]["listS3KeysAtLocation_415"];
             429: components["responses"]["listS3KeysAtLocation_429"];
+            431: components["responses"]["listS3KeysAtLocation_431"];
             500: components["responses"]["listS3KeysAtLocation_500"];
             503: components["responses"]["listS3KeysAtLocation_503"];
         };
@@ -48281,10 +58016,13 @@ export interface operations {
             401: components["responses"]["createS3KeyAtLocation_401"];
             403: components["responses"]["createS3KeyAtLocation_403"];
             404: components["responses"]["createS3KeyAtLocation_404"];
+            408: components["responses"]["createS3KeyAtLocation_408"];
             409: components["responses"]["createS3KeyAtLocation_409"];
             413: components["responses"]["createS3KeyAtLocation_413"];
+            414: components["responses"]["createS3KeyAtLocation_414"];
             415: components["responses"]["createS3KeyAtLocation_415"];
             429: components["responses"]["createS3KeyAtLocation_429"];
+            431: components["responses"]["createS3KeyAtLocation_431"];
             500: components["responses"]["createS3KeyAtLocation_500"];
             503: components["responses"]["createS3KeyAtLocation_503"];
         };
@@ -48308,10 +58046,13 @@ export interface operations {
             401: components["responses"]["deleteS3KeyAtLocation_401"];
             403: components["responses"]["deleteS3KeyAtLocation_403"];
             404: components["responses"]["deleteS3KeyAtLocation_404"];
+            408: components["responses"]["deleteS3KeyAtLocation_408"];
             409: components["responses"]["deleteS3KeyAtLocation_409"];
             413: components["responses"]["deleteS3KeyAtLocation_413"];
+            414: components["responses"]["deleteS3KeyAtLocation_414"];
             415: components["responses"]["deleteS3KeyAtLocation_415"];
             429: components["responses"]["deleteS3KeyAtLocation_429"];
+            431: components["responses"]["deleteS3KeyAtLocation_431"];
             500: components["responses"]["deleteS3KeyAtLocation_500"];
             503: components["responses"]["deleteS3KeyAtLocation_503"];
         };
@@ -48333,10 +58074,13 @@ export interface operations {
             401: components["responses"]["getS3EndpointAtLocation_401"];
             403: components["responses"]["getS3EndpointAtLocation_403"];
             404: components["responses"]["getS3EndpointAtLocation_404"];
+            408: components["responses"]["getS3EndpointAtLocation_408"];
             409: components["responses"]["getS3EndpointAtLocation_409"];
             413: components["responses"]["getS3EndpointAtLocation_413"];
+            414: components["responses"]["getS3EndpointAtLocation_414"];
             415: components["responses"]["getS3EndpointAtLocation_415"];
             429: components["responses"]["getS3EndpointAtLocation_429"];
+            431: components["responses"]["getS3EndpointAtLocation_431"];
             500: components["responses"]["getS3EndpointAtLocation_500"];
             503: components["responses"]["getS3EndpointAtLocation_503"];
         };
