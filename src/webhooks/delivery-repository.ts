@@ -394,6 +394,7 @@ export class DeliveryRepository {
    * Claims up to `limit` due attempts (and attempts whose worker's lease ran out) until `lease`.
    * Endpoints in `saturated` are passed over, and `accept` decides per candidate (an endpoint it
    * refuses once is passed over for the rest of the claim); candidates passed over stay pending.
+   * `asking`: endpoints the claim is made for (their round finished), sought first behind the oldest.
    * The oldest due attempts are read first; when they are all of endpoints passed over, the endpoints
    * behind them are looked up by endpoint, so a slow endpoint's backlog is never read through
    * (`#behindPassedOver`). No transaction: the one update re-checks that each row is still claimable
@@ -405,6 +406,7 @@ export class DeliveryRepository {
     limit: number,
     saturated: string[],
     accept: (endpointId: string) => boolean,
+    asking: readonly string[] = [],
   ): Promise<ClaimedDelivery[]> {
     // More candidates than the limit: some may be passed over.
     const scan = { now, limit: limit * 4, saturated };
@@ -417,21 +419,28 @@ export class DeliveryRepository {
             ...(await this.#dueAttempts.execute(this.db, scan)).rows,
           ];
     const passedOver = new Set(saturated);
-    const chosen: string[] = [];
+    // In the order chosen; an asking endpoint's attempts may be among the oldest read too.
+    const chosen = new Set<string>();
     const choose = (candidate: { id: string; endpoint_id: string }) => {
-      if (chosen.length >= limit || passedOver.has(candidate.endpoint_id)) return;
-      if (accept(candidate.endpoint_id)) chosen.push(candidate.id);
+      if (chosen.size >= limit || chosen.has(candidate.id) || passedOver.has(candidate.endpoint_id)) return;
+      if (accept(candidate.endpoint_id)) chosen.add(candidate.id);
       else passedOver.add(candidate.endpoint_id);
     };
     for (const candidate of candidates) choose(candidate);
-    // Only when the oldest attempts gave nothing: a claim that took some leaves the look to a later
-    // one, which a busy endpoint's next round asks for anyway.
-    const dueRead = candidates.filter((candidate) => Number(candidate.queue) === 1).length;
-    if (chosen.length === 0 && dueRead === scan.limit) {
+    // A full read of the oldest attempts may hide others. Those of the endpoints that asked for this
+    // claim are sought by endpoint; every endpoint's, in turn, only when nothing else was taken: a
+    // claim that took some leaves the look to a later one, which a busy endpoint's next round asks for.
+    const hidden = candidates.filter((candidate) => Number(candidate.queue) === 1).length === scan.limit;
+    const askingOpen = asking.filter((endpointId) => !passedOver.has(endpointId)).slice(0, limit);
+    if (hidden && chosen.size < limit && askingOpen.length > 0) {
+      const due = await this.#dueOfEndpoints.execute(this.db, { endpointIds: askingOpen, now, limit });
+      for (const candidate of due.rows.sort((a, b) => byCodeUnits(a.since, b.since))) choose(candidate);
+    }
+    if (hidden && chosen.size === 0) {
       for (const candidate of await this.#behindPassedOver(now, limit, passedOver)) choose(candidate);
     }
-    if (chosen.length === 0) return [];
-    const take = { ids: chosen, now, lease };
+    if (chosen.size === 0) return [];
+    const take = { ids: [...chosen], now, lease };
     const rows =
       this.dialect === "postgres"
         ? (await this.#takeWithTargets.execute(this.db, take)).rows

@@ -293,19 +293,17 @@ export class WebhookDispatcher implements BackgroundWorker {
     const sharedSlotFree = () => this.#heldTotal + takenTotal < this.options.concurrency / 2;
     const mayTakeAnother = (heldByEndpoint: number) =>
       heldByEndpoint === 0 || (heldByEndpoint < holdLimit && sharedSlotFree());
-    // Skipped in the query: endpoints that may take nothing now, and those with attempts still waiting
-    // in hand (they claim again when that queue runs dry).
+    // Passed over by the claim: endpoints that may take nothing now, and those with attempts still
+    // waiting in hand (they claim again when that queue runs dry).
     const skipped = [...this.#held].filter(([id, held]) => this.#queued.has(id) || !mayTakeAnother(held));
     // Endpoints held back only by the shared half: any finishing attempt may let them go on.
     let heldBackByShare = skipped.some(([id, held]) => !this.#queued.has(id) && held < holdLimit);
     // Endpoints that asked for this claim while another was running may have been served by that one.
     const skippedIds = new Set(skipped.map(([id]) => id));
+    const asking = [...this.#claimFor].filter((id) => !skippedIds.has(id));
     // After a claim that found nothing due and held nothing back for want of a slot, a slot freed by a
     // finishing attempt (also one that finished while that claim ran) has nothing to take.
-    const wanted =
-      this.#claimAny ||
-      this.#heldBackByShare ||
-      (!this.#nothingDue && [...this.#claimFor].some((id) => !skippedIds.has(id)));
+    const wanted = this.#claimAny || this.#heldBackByShare || (!this.#nothingDue && asking.length > 0);
     this.#claimAny = false;
     this.#claimFor.clear();
     if (!wanted) return;
@@ -324,6 +322,7 @@ export class WebhookDispatcher implements BackgroundWorker {
         takenTotal++;
         return true;
       },
+      asking,
     );
     this.#heldBackByShare = heldBackByShare;
     // A wake-up that arrived meanwhile has asked for another claim, which runs next whatever this says.

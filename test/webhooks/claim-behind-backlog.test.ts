@@ -59,6 +59,7 @@ describe("webhook claims behind a passed-over endpoint's backlog", () => {
     limit: number,
     saturated: string[],
     accept: (endpointId: string) => boolean = () => true,
+    asking: string[] = [],
   ) => {
     const now = new Date();
     return deliveries.claim(
@@ -67,6 +68,7 @@ describe("webhook claims behind a passed-over endpoint's backlog", () => {
       limit,
       saturated,
       accept,
+      asking,
     );
   };
 
@@ -113,6 +115,19 @@ describe("webhook claims behind a passed-over endpoint's backlog", () => {
 
     expect((await claim(LIMIT, [slow])).map((delivery) => delivery.endpoint_id)).toEqual([fast]);
     expect((await claim(LIMIT, [slow])).map((delivery) => delivery.endpoint_id)).toEqual([fast, fast]);
+  });
+
+  it("seeks the endpoints a claim is made for behind the backlog, also beside attempts the oldest offered", async () => {
+    const slow = await endpoint("created");
+    const fast = await endpoint("ready");
+    const other = await endpoint("uploading");
+    await notify("uploading", 1);
+    await notify("created", BACKLOG);
+    await notify("ready", 2);
+
+    // The oldest attempts offer the other endpoint's; the fast one asked, and is served too.
+    const claimed = await claim(LIMIT, [slow], () => true, [fast]);
+    expect(claimed.map((delivery) => delivery.endpoint_id)).toEqual([other, fast, fast]);
   });
 
   it("visits the endpoints behind the backlog in turn when they are more than one look holds", async () => {
