@@ -1,5 +1,5 @@
 import { setTimeout as pause } from "node:timers/promises";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import type { CoreDeps, Services } from "../../src/services.ts";
 import { DeliveryRepository } from "../../src/webhooks/delivery-repository.ts";
 import { createLibrary, emitVideoEvent, endpointRow, openServicesOnly } from "./helpers.ts";
@@ -27,6 +27,9 @@ describe("webhook claims behind a passed-over endpoint's backlog", () => {
     organizationId = (await services.identity.createOrganization("claims behind a backlog")).organization_id;
   });
   afterAll(() => close());
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
 
   beforeEach(async () => {
     // Each case on a library of its own, with no attempt left from the one before and a fresh
@@ -35,6 +38,21 @@ describe("webhook claims behind a passed-over endpoint's backlog", () => {
     libraryId = await createLibrary(services, organizationId);
     deliveries = new DeliveryRepository(core.store.db, core.store.dialect);
   });
+
+  /**
+   * Counts the statements that look endpoint by endpoint from now on (SQLite: every statement of this
+   * process goes through better-sqlite3; PostgreSQL: through the store's Kysely instance).
+   */
+  function countLooks(): () => number {
+    let looks = 0;
+    const executor = core.store.db.getExecutor();
+    const executeQuery = executor.executeQuery.bind(executor);
+    vi.spyOn(executor, "executeQuery").mockImplementation((query, ...rest) => {
+      if (query.sql.includes("with recursive waiting")) looks++;
+      return executeQuery(query, ...rest);
+    });
+    return () => looks;
+  }
 
   /** An endpoint of the library subscribed to `event` alone. */
   async function endpoint(event: string, id?: string): Promise<string> {
@@ -152,7 +170,8 @@ describe("webhook claims behind a passed-over endpoint's backlog", () => {
     for (let i = 0; i < 300; i++) heldBack.push(await endpoint("created"));
     const first = await endpoint("ready", "00000000-0000-4000-8000-000000000001");
     const middle = await endpoint("uploading", "80000000-0000-4000-8000-000000000001");
-    await notify("created", 1);
+    // More due attempts of theirs than a claim reads in the store before it looks endpoint by endpoint.
+    await notify("created", 14);
 
     // An endpoint in the middle of the ids: the look stops after it.
     await notify("uploading", 1);
@@ -163,5 +182,25 @@ describe("webhook claims behind a passed-over endpoint's backlog", () => {
     // None left to serve: every endpoint looked at once, and nothing taken.
     await notify("ready", 1);
     expect(await claim(LIMIT, [...heldBack, first])).toEqual([]);
+  });
+
+  it("takes attempts behind another endpoint's burst without looking at endpoints waiting for a retry", async () => {
+    const burst = await endpoint("created");
+    const fast = await endpoint("ready");
+    const waiting: string[] = [];
+    for (let i = 0; i < 20; i++) waiting.push(await endpoint("uploading"));
+    await notify("uploading", 1);
+    // Their attempts are due in an hour: they wait for a retry.
+    await core.store.db
+      .updateTable("webhook_deliveries")
+      .set({ due_at: new Date(Date.now() + 3_600_000).toISOString() })
+      .where("endpoint_id", "in", waiting)
+      .execute();
+    await notify("created", BACKLOG);
+    await notify("ready", 2);
+    const looks = countLooks();
+
+    expect((await claim(LIMIT, [burst])).map((delivery) => delivery.endpoint_id)).toEqual([fast, fast]);
+    expect(looks()).toBe(0);
   });
 });
