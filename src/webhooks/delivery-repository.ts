@@ -434,9 +434,9 @@ export class DeliveryRepository {
    * Endpoints in `saturated` are passed over, and `accept` decides per candidate (an endpoint it
    * refuses once is passed over for the rest of the claim); candidates passed over stay pending.
    * `asking`: endpoints the claim is made for (their round finished), sought first behind the oldest.
-   * The oldest due attempts are read first; when they are all of endpoints passed over, the endpoints
-   * behind them are looked up by endpoint, so a slow endpoint's backlog is never read through
-   * (`#behindPassedOver`). No transaction: the one update re-checks that each row is still claimable
+   * The oldest due attempts are read first; when they are all of endpoints passed over, deeper ones
+   * are read in the store (`#dueAmongOldest`), then the endpoints behind them are looked up by
+   * endpoint, so a slow endpoint's backlog is never read through (`#behindPassedOver`). No transaction: the one update re-checks that each row is still claimable
    * and returns the rows it took, so two workers that chose the same candidates never both get one.
    */
   async claim(
@@ -467,8 +467,8 @@ export class DeliveryRepository {
     };
     for (const candidate of candidates) choose(candidate);
     // A full read of the oldest attempts may hide others. Those of the endpoints that asked for this
-    // claim are sought by endpoint; every endpoint's, in turn, only when nothing else was taken: a
-    // claim that took some leaves the look to a later one, which a busy endpoint's next round asks for.
+    // claim are sought by endpoint; the others only when nothing else was taken: a claim that took
+    // some leaves them to a later one, which a busy endpoint's next round asks for.
     const hidden = candidates.filter((candidate) => Number(candidate.queue) === 1).length === scan.limit;
     const askingOpen = asking.filter((endpointId) => !passedOver.has(endpointId)).slice(0, limit);
     if (hidden && chosen.size < limit && askingOpen.length > 0) {
