@@ -107,6 +107,12 @@ interface EndpointLook {
   count: number;
 }
 
+/** What a claim is made for: `endpoints` that asked (their round finished), and whether `anything` due. */
+export interface ClaimFor {
+  endpoints: readonly string[];
+  anything: boolean;
+}
+
 /** A bounded deeper read of the oldest due attempts, in the store. */
 interface DeeperScan {
   now: string;
@@ -433,7 +439,8 @@ export class DeliveryRepository {
    * Claims up to `limit` due attempts (and attempts whose worker's lease ran out) until `lease`.
    * Endpoints in `saturated` are passed over, and `accept` decides per candidate (an endpoint it
    * refuses once is passed over for the rest of the claim); candidates passed over stay pending.
-   * `asking`: endpoints the claim is made for (their round finished), sought first behind the oldest.
+   * `wantedBy`: what the claim is made for: endpoints whose round finished, sought first behind the
+   * oldest, and whether anything due is wanted (new work, a retry due, a slot freed).
    * The oldest due attempts are read first; when they are all of endpoints passed over, deeper ones
    * are read in the store (`#dueAmongOldest`), then the endpoints behind them are looked up by
    * endpoint, so a slow endpoint's backlog is never read through (`#behindPassedOver`). No transaction: the one update re-checks that each row is still claimable
@@ -445,7 +452,7 @@ export class DeliveryRepository {
     limit: number,
     saturated: string[],
     accept: (endpointId: string) => boolean,
-    asking: readonly string[] = [],
+    wantedBy: ClaimFor = { endpoints: [], anything: true },
   ): Promise<ClaimedDelivery[]> {
     // More candidates than the limit: some may be passed over.
     const scan = { now, limit: limit * 4, saturated };
@@ -467,15 +474,16 @@ export class DeliveryRepository {
     };
     for (const candidate of candidates) choose(candidate);
     // A full read of the oldest attempts may hide others. Those of the endpoints that asked for this
-    // claim are sought by endpoint; the others only when nothing else was taken: a claim that took
-    // some leaves them to a later one, which a busy endpoint's next round asks for.
+    // claim are sought by endpoint; the others only by a claim for anything due that took nothing
+    // else: work hidden there came with a wake-up, a retry falling due or a slot freed, each of which
+    // asks for such a claim (QA of session 53: looking on every claim cost twice the CPU).
     const hidden = candidates.filter((candidate) => Number(candidate.queue) === 1).length === scan.limit;
-    const askingOpen = asking.filter((endpointId) => !passedOver.has(endpointId)).slice(0, limit);
+    const askingOpen = wantedBy.endpoints.filter((endpointId) => !passedOver.has(endpointId)).slice(0, limit);
     if (hidden && chosen.size < limit && askingOpen.length > 0) {
       const due = await this.#dueOfEndpoints.execute(this.db, { endpointIds: askingOpen, now, limit });
       for (const candidate of due.rows.sort((a, b) => byCodeUnits(a.since, b.since))) choose(candidate);
     }
-    if (hidden && chosen.size === 0) {
+    if (hidden && chosen.size === 0 && wantedBy.anything) {
       // Deeper into the oldest first (a burst for one endpoint), then endpoint by endpoint (a backlog).
       const deeper = { now, depth: DEEPER_ROWS, passedOver: [...passedOver], limit };
       for (const candidate of (await this.#dueAmongOldest.execute(this.db, deeper)).rows) choose(candidate);

@@ -303,7 +303,8 @@ export class WebhookDispatcher implements BackgroundWorker {
     const asking = [...this.#claimFor].filter((id) => !skippedIds.has(id));
     // After a claim that found nothing due and held nothing back for want of a slot, a slot freed by a
     // finishing attempt (also one that finished while that claim ran) has nothing to take.
-    const wanted = this.#claimAny || this.#heldBackByShare || (!this.#nothingDue && asking.length > 0);
+    const anything = this.#claimAny || this.#heldBackByShare;
+    const wanted = anything || (!this.#nothingDue && asking.length > 0);
     this.#claimAny = false;
     this.#claimFor.clear();
     if (!wanted) return;
@@ -322,7 +323,7 @@ export class WebhookDispatcher implements BackgroundWorker {
         takenTotal++;
         return true;
       },
-      asking,
+      { endpoints: asking, anything },
     );
     this.#heldBackByShare = heldBackByShare;
     // A wake-up that arrived meanwhile has asked for another claim, which runs next whatever this says.

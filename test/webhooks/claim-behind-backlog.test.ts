@@ -1,7 +1,7 @@
 import { setTimeout as pause } from "node:timers/promises";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import type { CoreDeps, Services } from "../../src/services.ts";
-import { DeliveryRepository } from "../../src/webhooks/delivery-repository.ts";
+import { type ClaimFor, DeliveryRepository } from "../../src/webhooks/delivery-repository.ts";
 import { createLibrary, emitVideoEvent, endpointRow, openServicesOnly } from "./helpers.ts";
 
 /**
@@ -39,19 +39,24 @@ describe("webhook claims behind a passed-over endpoint's backlog", () => {
     deliveries = new DeliveryRepository(core.store.db, core.store.dialect);
   });
 
+  /** The deeper read of the oldest attempts, and the look endpoint by endpoint. */
+  const DEEPER = ") as oldest";
+  const LOOK = "with recursive waiting";
+
   /**
-   * Counts the statements that look endpoint by endpoint from now on (SQLite: every statement of this
-   * process goes through better-sqlite3; PostgreSQL: through the store's Kysely instance).
+   * Counts the statements holding `fragment` from now on (SQLite: every statement of this process
+   * goes through better-sqlite3; PostgreSQL: through the store's Kysely instance).
    */
-  function countLooks(): () => number {
-    let looks = 0;
+  function countStatements(fragment: string): () => number {
+    let count = 0;
     const executor = core.store.db.getExecutor();
     const executeQuery = executor.executeQuery.bind(executor);
-    vi.spyOn(executor, "executeQuery").mockImplementation((query, ...rest) => {
-      if (query.sql.includes("with recursive waiting")) looks++;
+    const spy = vi.spyOn(executor, "executeQuery");
+    spy.mockImplementation((query, ...rest) => {
+      if (query.sql.includes(fragment)) count++;
       return executeQuery(query, ...rest);
     });
-    return () => looks;
+    return () => count;
   }
 
   /** An endpoint of the library subscribed to `event` alone. */
@@ -77,7 +82,7 @@ describe("webhook claims behind a passed-over endpoint's backlog", () => {
     limit: number,
     saturated: string[],
     accept: (endpointId: string) => boolean = () => true,
-    asking: string[] = [],
+    wantedBy: ClaimFor = { endpoints: [], anything: true },
   ) => {
     const now = new Date();
     return deliveries.claim(
@@ -86,7 +91,7 @@ describe("webhook claims behind a passed-over endpoint's backlog", () => {
       limit,
       saturated,
       accept,
-      asking,
+      wantedBy,
     );
   };
 
@@ -144,7 +149,7 @@ describe("webhook claims behind a passed-over endpoint's backlog", () => {
     await notify("ready", 2);
 
     // The oldest attempts offer the other endpoint's; the fast one asked, and is served too.
-    const claimed = await claim(LIMIT, [slow], () => true, [fast]);
+    const claimed = await claim(LIMIT, [slow], () => true, { endpoints: [fast], anything: false });
     expect(claimed.map((delivery) => delivery.endpoint_id)).toEqual([other, fast, fast]);
   });
 
@@ -198,9 +203,24 @@ describe("webhook claims behind a passed-over endpoint's backlog", () => {
       .execute();
     await notify("created", BACKLOG);
     await notify("ready", 2);
-    const looks = countLooks();
+    const looks = countStatements(LOOK);
 
     expect((await claim(LIMIT, [burst])).map((delivery) => delivery.endpoint_id)).toEqual([fast, fast]);
     expect(looks()).toBe(0);
+  });
+
+  it("looks past the oldest attempts only in a claim for anything due", async () => {
+    const slow = await endpoint("created");
+    const fast = await endpoint("ready");
+    await notify("created", BACKLOG);
+    await notify("ready", 1);
+    const deeperReads = countStatements(DEEPER);
+
+    // Made for the slow endpoint alone (its round finished): nothing it may take, no read behind.
+    expect(await claim(LIMIT, [slow], () => true, { endpoints: [slow], anything: false })).toEqual([]);
+    expect(deeperReads()).toBe(0);
+    // For anything due: the fast endpoint's attempt behind the backlog.
+    expect((await claim(LIMIT, [slow])).map((delivery) => delivery.endpoint_id)).toEqual([fast]);
+    expect(deeperReads()).toBe(1);
   });
 });
