@@ -68,6 +68,9 @@ function rowValues<Values, Row extends object>(
   return Object.fromEntries(columnsOf(row).map((key) => [key, value((values) => read(values)[key])])) as Row;
 }
 
+/** First attempts written by one insert: well under SQLite's limit of bound values, at a row's columns. */
+const ATTEMPTS_PER_INSERT = 1000;
+
 /** The message's first attempt to each of `endpointIds`, due when the message was made. */
 const firstAttempts = (message: MessageRow, endpointIds: string[]) =>
   endpointIds.map((endpointId) =>
@@ -182,7 +185,12 @@ export class WebhookRepository {
   async queueMessage(executor: Executor, message: MessageRow, endpointIds: string[]): Promise<void> {
     if (endpointIds.length === 0) return;
     await this.#insertMessage.execute(executor, message);
-    await this.#insertDeliveries.execute(executor, firstAttempts(message, endpointIds));
+    // In slices: SQLite binds at most 32,766 values per statement (a library of 2,000 endpoints, with
+    // CUMULO_WEBHOOK_ENDPOINTS_MAX raised, went past it and every notification to it failed).
+    for (let from = 0; from < endpointIds.length; from += ATTEMPTS_PER_INSERT) {
+      const slice = endpointIds.slice(from, from + ATTEMPTS_PER_INSERT);
+      await this.#insertDeliveries.execute(executor, firstAttempts(message, slice));
+    }
   }
 
   /** Everything webhook-related of a library, removed with the library; answers the endpoints' ids. */

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { CoreDeps, Services } from "../../src/services.ts";
-import { createLibrary, emitVideoEvent, openServicesOnly } from "./helpers.ts";
+import { createLibrary, emitVideoEvent, endpointRow, openServicesOnly } from "./helpers.ts";
 
 /**
  * A notification queues one first attempt per active endpoint of its library subscribed to its event
@@ -121,5 +121,33 @@ describe("webhook notifications queued in the caller's transaction", () => {
       event: "uploading",
     });
     expect(await messagesOf(videoId)).toEqual([]);
+  });
+
+  it("queues an attempt for each of thousands of endpoints (more values than SQLite binds in one statement)", async () => {
+    const crowded = await createLibrary(services, organizationId);
+    const count = 2500;
+    for (let added = 0; added < count; added += 500) {
+      await core.store.db
+        .insertInto("webhook_endpoints")
+        .values(Array.from({ length: 500 }, () => endpointRow(organizationId, crowded)))
+        .execute();
+    }
+    const videoId = await emitVideoEvent(core.store, services.webhooks, {
+      organizationId,
+      libraryId: crowded,
+      event: "created",
+    });
+    const queued = await core.store.db
+      .selectFrom("webhook_deliveries")
+      .select((eb) => [
+        eb.fn.countAll<number>().as("attempts"),
+        eb.fn.count<number>("endpoint_id").distinct().as("endpoints"),
+      ])
+      .where("video_id", "=", videoId)
+      .executeTakeFirstOrThrow();
+    expect({ attempts: Number(queued.attempts), endpoints: Number(queued.endpoints) }).toEqual({
+      attempts: count,
+      endpoints: count,
+    });
   });
 });
