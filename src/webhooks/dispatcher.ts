@@ -1,4 +1,5 @@
 import type { FastifyBaseLogger } from "fastify";
+import { LRUCache } from "lru-cache";
 import type { Bus } from "../bus.ts";
 import { type Clock, laterBy } from "../clock.ts";
 import type { BackgroundWorker } from "../services.ts";
@@ -19,7 +20,8 @@ import type { DeliveryOutcome, WebhookSender } from "./sender.ts";
 export interface DispatcherOptions {
   /**
    * Attempts claimed by this process (being sent or waiting for their endpoint's turn); an
-   * endpoint's second and later ones may use only half.
+   * endpoint's second and later ones may use only half. Slow endpoints' attempts have as many
+   * slots again of their own (SLOW_ATTEMPT_MS).
    */
   concurrency: number;
   /** Attempts in flight to one endpoint from this process. */
@@ -60,6 +62,17 @@ export function relayWakeups(emitter: WebhookEmitter, bus: Bus, logger: FastifyB
 /** Attempts claimed in one transaction. */
 const CLAIM_BATCH = 32;
 
+/**
+ * An endpoint is slow while one of its attempts has been in flight this long, and after an attempt
+ * that took this long until one answers sooner. Slow endpoints' attempts count in slots of their
+ * own, so receivers that hold requests open cannot take every slot from the others (QA of session
+ * 53: with more than 256 such endpoints, a fast one got nothing until their attempts timed out).
+ */
+const SLOW_ATTEMPT_MS = 1000;
+
+/** Endpoints remembered as slow after their last attempt; the least recently judged are forgotten. */
+const SLOW_ENDPOINTS_KEPT = 10_000;
+
 /** Finished attempts recorded in one transaction at most. */
 const RECORD_BATCH = 64;
 
@@ -84,8 +97,10 @@ export class WebhookDispatcher implements BackgroundWorker {
   /** Claimed attempts not yet recorded, per endpoint: being sent or waiting in `#queued`. */
   readonly #held = new Map<string, number>();
   #heldTotal = 0;
-  /** Attempts being sent, per endpoint (at most `perEndpoint`). */
-  readonly #sending = new Map<string, number>();
+  /** When each attempt being sent to the endpoint started (`performance.now()`), oldest first; at most `perEndpoint`. */
+  readonly #sending = new Map<string, number[]>();
+  /** Endpoints whose last finished attempt took SLOW_ATTEMPT_MS or more. */
+  readonly #slowEndpoints = new LRUCache<string, true>({ max: SLOW_ENDPOINTS_KEPT });
   /** Claimed attempts waiting for one of their endpoint's sending slots, oldest first. */
   readonly #queued = new Map<string, ClaimedDelivery[]>();
   #wakePending = false;
@@ -280,22 +295,35 @@ export class WebhookDispatcher implements BackgroundWorker {
   }
 
   async #claim(): Promise<void> {
+    const { concurrency } = this.options;
+    // Two sets of slots: the slow endpoints' attempts (up to `concurrency` of them) and the others'.
+    const slowHeld = new Map<string, number>();
+    let slowHeldTotal = 0;
+    for (const [endpointId, held] of this.#held) {
+      if (!this.#isSlow(endpointId)) continue;
+      slowHeld.set(endpointId, held);
+      slowHeldTotal += held;
+    }
+    const othersHeld = this.#heldTotal - Math.min(slowHeldTotal, concurrency);
     // Claims go in small batches: the candidate scan stays short, and a full batch claims again at once.
-    const free = Math.min(this.options.concurrency - this.#heldTotal, CLAIM_BATCH);
+    const free = Math.min(concurrency - othersHeld, CLAIM_BATCH);
     if (free <= 0) return;
     const now = this.clock.now();
     const taken = new Map<string, number>();
-    let takenTotal = 0;
+    const takenIn = { slow: 0, others: 0 };
     // An endpoint keeps its next round of attempts claimed (up to twice `perEndpoint`), so one claim
-    // serves many attempts. Fairness: half the slots are kept for endpoints with nothing in hand, so
-    // slow endpoints holding their attempts open cannot take every slot from the fast ones.
+    // serves many attempts. Fairness: in each set, half the slots are kept for endpoints with nothing
+    // in hand, so endpoints holding their attempts open cannot take every slot from the others.
     const holdLimit = 2 * this.options.perEndpoint;
-    const sharedSlotFree = () => this.#heldTotal + takenTotal < this.options.concurrency / 2;
-    const mayTakeAnother = (heldByEndpoint: number) =>
-      heldByEndpoint === 0 || (heldByEndpoint < holdLimit && sharedSlotFree());
+    const mayTakeAnother = (endpointId: string, heldByEndpoint: number) => {
+      const slow = slowHeld.has(endpointId) || this.#slowEndpoints.has(endpointId);
+      const inUse = slow ? slowHeldTotal + takenIn.slow : othersHeld + takenIn.others;
+      if (slow && inUse >= concurrency) return false;
+      return heldByEndpoint === 0 || (heldByEndpoint < holdLimit && inUse < concurrency / 2);
+    };
     // Passed over by the claim: endpoints that may take nothing now, and those with attempts still
     // waiting in hand (they claim again when that queue runs dry).
-    const skipped = [...this.#held].filter(([id, held]) => this.#queued.has(id) || !mayTakeAnother(held));
+    const skipped = [...this.#held].filter(([id, held]) => this.#queued.has(id) || !mayTakeAnother(id, held));
     // Endpoints held back only by the shared half: any finishing attempt may let them go on.
     let heldBackByShare = skipped.some(([id, held]) => !this.#queued.has(id) && held < holdLimit);
     // Endpoints that asked for this claim while another was running may have been served by that one.
@@ -315,12 +343,13 @@ export class WebhookDispatcher implements BackgroundWorker {
       skipped.map(([id]) => id),
       (endpointId) => {
         const held = (this.#held.get(endpointId) ?? 0) + (taken.get(endpointId) ?? 0);
-        if (!mayTakeAnother(held)) {
+        if (!mayTakeAnother(endpointId, held)) {
           if (held < holdLimit) heldBackByShare = true;
           return false;
         }
         taken.set(endpointId, (taken.get(endpointId) ?? 0) + 1);
-        takenTotal++;
+        if (slowHeld.has(endpointId) || this.#slowEndpoints.has(endpointId)) takenIn.slow++;
+        else takenIn.others++;
         return true;
       },
       { endpoints: asking, anything },
@@ -355,13 +384,15 @@ export class WebhookDispatcher implements BackgroundWorker {
   #sendNext(endpointId: string): void {
     const queue = this.#queued.get(endpointId);
     while (this.#running && queue && queue.length > 0) {
-      const sending = this.#sending.get(endpointId) ?? 0;
-      if (sending >= this.options.perEndpoint) return;
+      const sending = this.#sending.get(endpointId) ?? [];
+      if (sending.length >= this.options.perEndpoint) return;
       const delivery = queue.shift() as ClaimedDelivery;
       if (queue.length === 0) this.#queued.delete(endpointId);
-      this.#sending.set(endpointId, sending + 1);
+      const startedAt = performance.now();
+      sending.push(startedAt);
+      this.#sending.set(endpointId, sending);
       const run = this.#send(delivery)
-        .finally(() => this.#answered(endpointId))
+        .finally(() => this.#answered(endpointId, startedAt))
         .then((sent) => sent && this.#recordOutcome(delivery, sent.at, sent.outcome))
         .catch((error: unknown) =>
           this.logger.error({ err: error, deliveryId: delivery.id }, "webhook delivery failed to record"),
@@ -375,10 +406,21 @@ export class WebhookDispatcher implements BackgroundWorker {
    * The receiver has answered (or the attempt was dropped): its sending slot goes to the endpoint's
    * next attempt while this one's outcome is recorded, so recording never holds a request slot.
    */
-  #answered(endpointId: string): void {
-    decrement(this.#sending, endpointId);
+  #answered(endpointId: string, startedAt: number): void {
+    const sending = this.#sending.get(endpointId) ?? [];
+    sending.splice(sending.indexOf(startedAt), 1);
+    if (sending.length === 0) this.#sending.delete(endpointId);
+    if (performance.now() - startedAt >= SLOW_ATTEMPT_MS) this.#slowEndpoints.set(endpointId, true);
+    else this.#slowEndpoints.delete(endpointId);
     this.#sendNext(endpointId);
     this.#claimIfLow(endpointId);
+  }
+
+  /** Whether the endpoint's last attempt, or one still in flight, took SLOW_ATTEMPT_MS or more. */
+  #isSlow(endpointId: string): boolean {
+    if (this.#slowEndpoints.has(endpointId)) return true;
+    const oldest = this.#sending.get(endpointId)?.[0];
+    return oldest !== undefined && performance.now() - oldest >= SLOW_ATTEMPT_MS;
   }
 
   /** The attempt's outcome is recorded: its claim is no longer held. */

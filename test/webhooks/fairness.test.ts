@@ -67,3 +67,64 @@ describe("webhook fairness", () => {
     expect(held.every((res) => !res.writableEnded)).toBe(true);
   }, 150_000);
 });
+
+// More endpoints holding an attempt open than a process may claim attempts (256).
+const HANGING_ENDPOINTS = 300;
+
+describe("webhook fairness past every claimable slot", () => {
+  let t: TestApp;
+  let hanging: Receiver;
+  let fast: Receiver;
+  const held: ServerResponse[] = [];
+
+  beforeAll(async () => {
+    t = await startTestApp({
+      CUMULO_WEBHOOK_ALLOW_PRIVATE: "true",
+      CUMULO_WEBHOOK_TIMEOUT_MS: "120000",
+      CUMULO_WEBHOOK_ENDPOINTS_MAX: String(HANGING_ENDPOINTS + 1),
+      CUMULO_RATE_LIMIT: "100000/1m",
+    });
+    hanging = await startReceiver((_request, res) => {
+      held.push(res);
+    });
+    fast = await startReceiver();
+  });
+  afterAll(async () => {
+    for (const res of held) res.end("late");
+    await Promise.all([hanging.close(), fast.close()]);
+    await t.close();
+  });
+
+  it("delivers to a fast endpoint while more endpoints than the process has slots hold theirs open", async () => {
+    const organizationId = await organizationOf(t);
+    const libraryId = await createLibrary(t.cumulo.services, organizationId);
+    for (let i = 0; i < HANGING_ENDPOINTS; i++) {
+      await createEndpoint(t, libraryId, { url: `${hanging.url}/hanging/${i}`, events: ["created"] });
+    }
+    await createEndpoint(t, libraryId, { url: `${fast.url}/fast`, events: ["ready"] });
+    // One attempt to each hanging endpoint, then the fast endpoint's, newer than all of them.
+    await emitVideoEvent(t.cumulo.store, t.cumulo.services.webhooks, {
+      organizationId,
+      libraryId,
+      event: "created",
+    });
+    await waitUntil(() => held.length >= 256 || undefined, 30_000, "every slot taken by a hanging endpoint");
+    for (let i = 0; i < 3; i++) {
+      await emitVideoEvent(t.cumulo.store, t.cumulo.services.webhooks, {
+        organizationId,
+        libraryId,
+        event: "ready",
+      });
+    }
+    // Long before any hanging attempt times out (2 minutes) or answers.
+    await fast.waitFor(3, 15_000);
+    expect(held.every((res) => !res.writableEnded)).toBe(true);
+    // Every hanging endpoint got its attempt too, none twice.
+    await waitUntil(
+      () => held.length >= HANGING_ENDPOINTS || undefined,
+      30_000,
+      "every hanging endpoint tried",
+    );
+    expect(new Set(hanging.received.map((request) => request.path)).size).toBe(HANGING_ENDPOINTS);
+  }, 120_000);
+});
