@@ -185,8 +185,8 @@ export class WebhookRepository {
   async queueMessage(executor: Executor, message: MessageRow, endpointIds: string[]): Promise<void> {
     if (endpointIds.length === 0) return;
     await this.#insertMessage.execute(executor, message);
-    // In slices: SQLite binds at most 32,766 values per statement (a library of 2,000 endpoints, with
-    // CUMULO_WEBHOOK_ENDPOINTS_MAX raised, went past it and every notification to it failed).
+    // In slices: SQLite binds at most 32,766 values per statement, 20 per attempt (a library of more
+    // than 1,638 endpoints, with CUMULO_WEBHOOK_ENDPOINTS_MAX raised, failed every notification).
     for (let from = 0; from < endpointIds.length; from += ATTEMPTS_PER_INSERT) {
       const slice = endpointIds.slice(from, from + ATTEMPTS_PER_INSERT);
       await this.#insertDeliveries.execute(executor, firstAttempts(message, slice));
