@@ -115,6 +115,8 @@ export class WebhookDispatcher implements BackgroundWorker {
   #nothingDue = false;
   #poll: NodeJS.Timeout | undefined;
   #alarm: { at: number; timer: NodeJS.Timeout } | undefined;
+  /** Claims again when an attempt holding one of the others' slots turns slow (and so gives it up). */
+  #slowAlarm: NodeJS.Timeout | undefined;
   #stopWake: (() => void) | undefined;
   #running = false;
   #claiming: Promise<void> | undefined;
@@ -193,6 +195,7 @@ export class WebhookDispatcher implements BackgroundWorker {
     clearInterval(this.#poll);
     if (this.#alarm) clearTimeout(this.#alarm.timer);
     this.#alarm = undefined;
+    clearTimeout(this.#slowAlarm);
     this.#stopWake?.();
     await this.#claiming;
     await this.#release(this.#takeWaiting());
@@ -307,7 +310,10 @@ export class WebhookDispatcher implements BackgroundWorker {
     const othersHeld = this.#heldTotal - Math.min(slowHeldTotal, concurrency);
     // Claims go in small batches: the candidate scan stays short, and a full batch claims again at once.
     const free = Math.min(concurrency - othersHeld, CLAIM_BATCH);
-    if (free <= 0) return;
+    if (free <= 0) {
+      this.#wakeWhenSlow(slowHeld);
+      return;
+    }
     const now = this.clock.now();
     const taken = new Map<string, number>();
     const takenIn = { slow: 0, others: 0 };
@@ -414,6 +420,25 @@ export class WebhookDispatcher implements BackgroundWorker {
     else this.#slowEndpoints.delete(endpointId);
     this.#sendNext(endpointId);
     this.#claimIfLow(endpointId);
+  }
+
+  /**
+   * Every slot of the others is held: claims again when the oldest of their attempts in flight turns
+   * slow, rather than at the poll (an endpoint that holds requests open gives up its slots then).
+   */
+  #wakeWhenSlow(slowHeld: ReadonlyMap<string, number>): void {
+    if (this.#slowAlarm !== undefined) return;
+    let oldest = Number.POSITIVE_INFINITY;
+    for (const [endpointId, startedAt] of this.#sending) {
+      if (!slowHeld.has(endpointId)) oldest = Math.min(oldest, startedAt[0] ?? oldest);
+    }
+    if (oldest === Number.POSITIVE_INFINITY) return;
+    const delay = Math.max(0, oldest + SLOW_ATTEMPT_MS - performance.now());
+    this.#slowAlarm = setTimeout(() => {
+      this.#slowAlarm = undefined;
+      this.#tick();
+    }, delay + 5);
+    this.#slowAlarm.unref();
   }
 
   /** Whether the endpoint's last attempt, or one still in flight, took SLOW_ATTEMPT_MS or more. */

@@ -83,6 +83,8 @@ describe("webhook fairness past every claimable slot", () => {
       CUMULO_WEBHOOK_TIMEOUT_MS: "120000",
       CUMULO_WEBHOOK_ENDPOINTS_MAX: String(HANGING_ENDPOINTS + 1),
       CUMULO_RATE_LIMIT: "100000/1m",
+      // A minute away: the dispatcher must notice by itself when the hanging attempts turn slow.
+      CUMULO_WEBHOOK_POLL_MS: "60000",
     });
     hanging = await startReceiver((_request, res) => {
       held.push(res);
