@@ -73,6 +73,9 @@ const SLOW_ATTEMPT_MS = 1000;
 /** Endpoints remembered as slow after their last attempt; the least recently judged are forgotten. */
 const SLOW_ENDPOINTS_KEPT = 10_000;
 
+/** The two sets of claim slots: slow endpoints' attempts, and the others'. */
+type Lane = "slow" | "others";
+
 /** Finished attempts recorded in one transaction at most. */
 const RECORD_BATCH = 64;
 
@@ -105,8 +108,8 @@ export class WebhookDispatcher implements BackgroundWorker {
   readonly #queued = new Map<string, ClaimedDelivery[]>();
   #wakePending = false;
   #stopping: Promise<void> | undefined;
-  /** The last claim refused candidates because of the shared half of the slots. */
-  #heldBackByShare = false;
+  /** The last claim refused candidates because of the shared half of the slots, by set of slots. */
+  #heldBackIn: Record<Lane, boolean> = { slow: false, others: false };
   /**
    * The last claim looked at every endpoint and found nothing due: claims asked for by finishing
    * attempts are not made until new work is announced (a wake-up, an alarm, the poll), each of which
@@ -316,13 +319,15 @@ export class WebhookDispatcher implements BackgroundWorker {
     }
     const now = this.clock.now();
     const taken = new Map<string, number>();
-    const takenIn = { slow: 0, others: 0 };
+    const takenIn: Record<Lane, number> = { slow: 0, others: 0 };
+    const laneOf = (endpointId: string): Lane =>
+      slowHeld.has(endpointId) || this.#slowEndpoints.has(endpointId) ? "slow" : "others";
     // An endpoint keeps its next round of attempts claimed (up to twice `perEndpoint`), so one claim
     // serves many attempts. Fairness: in each set, half the slots are kept for endpoints with nothing
     // in hand, so endpoints holding their attempts open cannot take every slot from the others.
     const holdLimit = 2 * this.options.perEndpoint;
     const mayTakeAnother = (endpointId: string, heldByEndpoint: number) => {
-      const slow = slowHeld.has(endpointId) || this.#slowEndpoints.has(endpointId);
+      const slow = laneOf(endpointId) === "slow";
       const inUse = slow ? slowHeldTotal + takenIn.slow : othersHeld + takenIn.others;
       if (slow && inUse >= concurrency) return false;
       return heldByEndpoint === 0 || (heldByEndpoint < holdLimit && inUse < concurrency / 2);
@@ -330,14 +335,17 @@ export class WebhookDispatcher implements BackgroundWorker {
     // Passed over by the claim: endpoints that may take nothing now, and those with attempts still
     // waiting in hand (they claim again when that queue runs dry).
     const skipped = [...this.#held].filter(([id, held]) => this.#queued.has(id) || !mayTakeAnother(id, held));
-    // Endpoints held back only by the shared half: any finishing attempt may let them go on.
-    let heldBackByShare = skipped.some(([id, held]) => !this.#queued.has(id) && held < holdLimit);
+    // Endpoints held back only by the shared half: an attempt of their set finishing may let them go on.
+    const heldBack: Record<Lane, boolean> = { slow: false, others: false };
+    for (const [id, held] of skipped) {
+      if (!this.#queued.has(id) && held < holdLimit) heldBack[laneOf(id)] = true;
+    }
     // Endpoints that asked for this claim while another was running may have been served by that one.
     const skippedIds = new Set(skipped.map(([id]) => id));
     const asking = [...this.#claimFor].filter((id) => !skippedIds.has(id));
     // After a claim that found nothing due and held nothing back for want of a slot, a slot freed by a
     // finishing attempt (also one that finished while that claim ran) has nothing to take.
-    const anything = this.#claimAny || this.#heldBackByShare;
+    const anything = this.#claimAny || this.#heldBackIn.slow || this.#heldBackIn.others;
     const wanted = anything || (!this.#nothingDue && asking.length > 0);
     this.#claimAny = false;
     this.#claimFor.clear();
@@ -350,19 +358,18 @@ export class WebhookDispatcher implements BackgroundWorker {
       (endpointId) => {
         const held = (this.#held.get(endpointId) ?? 0) + (taken.get(endpointId) ?? 0);
         if (!mayTakeAnother(endpointId, held)) {
-          if (held < holdLimit) heldBackByShare = true;
+          if (held < holdLimit) heldBack[laneOf(endpointId)] = true;
           return false;
         }
         taken.set(endpointId, (taken.get(endpointId) ?? 0) + 1);
-        if (slowHeld.has(endpointId) || this.#slowEndpoints.has(endpointId)) takenIn.slow++;
-        else takenIn.others++;
+        takenIn[laneOf(endpointId)]++;
         return true;
       },
       { endpoints: asking, anything },
     );
-    this.#heldBackByShare = heldBackByShare;
+    this.#heldBackIn = heldBack;
     // A wake-up that arrived meanwhile has asked for another claim, which runs next whatever this says.
-    this.#nothingDue = claimed.length === 0 && skipped.length === 0 && !heldBackByShare;
+    this.#nothingDue = claimed.length === 0 && skipped.length === 0 && !heldBack.slow && !heldBack.others;
     for (const delivery of claimed) {
       this.#held.set(delivery.endpoint_id, (this.#held.get(delivery.endpoint_id) ?? 0) + 1);
       this.#heldTotal++;
@@ -459,11 +466,11 @@ export class WebhookDispatcher implements BackgroundWorker {
   /**
    * Claims again when this endpoint has nothing left in hand to send and room for a whole round (one
    * claim per round, not one per finished attempt), or when others were held back because the shared
-   * slots were full; otherwise new work arrives with its own wake-up.
+   * half of this endpoint's set of slots was full; otherwise new work arrives with its own wake-up.
    */
   #claimIfLow(endpointId: string): void {
     const roomForRound = (this.#held.get(endpointId) ?? 0) <= this.options.perEndpoint;
-    if (this.#heldBackByShare) this.#tick();
+    if (this.#heldBackIn[this.#isSlow(endpointId) ? "slow" : "others"]) this.#tick();
     else if (roomForRound && !this.#queued.has(endpointId)) this.#tick(endpointId);
   }
 
