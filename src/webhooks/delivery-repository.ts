@@ -107,10 +107,15 @@ interface EndpointLook {
   count: number;
 }
 
-/** What a claim is made for: `endpoints` that asked (their round finished), and whether `anything` due. */
+/**
+ * What a claim is made for: `endpoints` that asked (their round finished), and whether `anything`
+ * due; `passOver`: endpoints `accept` would refuse, passed over before any read (many of them, all
+ * with due attempts, would otherwise be refused one by one while they hide the others').
+ */
 export interface ClaimFor {
   endpoints: readonly string[];
   anything: boolean;
+  passOver?: readonly string[];
 }
 
 /** A bounded deeper read of the oldest due attempts, in the store. */
@@ -476,7 +481,7 @@ export class DeliveryRepository {
             ...(await this.#expiredClaims.execute(this.db, scan)).rows,
             ...(await this.#dueAttempts.execute(this.db, scan)).rows,
           ];
-    const passedOver = new Set(saturated);
+    const passedOver = new Set([...saturated, ...(wantedBy.passOver ?? [])]);
     // In the order chosen; an asking endpoint's attempts may be among the oldest read too.
     const chosen = new Set<string>();
     const choose = (candidate: { id: string; endpoint_id: string }) => {

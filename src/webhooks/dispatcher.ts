@@ -73,6 +73,14 @@ const SLOW_ATTEMPT_MS = 1000;
 /** Endpoints remembered as slow after their last attempt; the least recently judged are forgotten. */
 const SLOW_ENDPOINTS_KEPT = 10_000;
 
+/**
+ * Attempts that turned slow while in flight leave the others' slots, up to this many times
+ * `concurrency` slow attempts in all (a bound on open connections); slow endpoints' new attempts are
+ * claimed only while fewer than `concurrency` are held. QA of session 54: with the two bounds equal,
+ * 512 endpoints that hang, claimed before they were known slow, took the others' slots again.
+ */
+const SLOW_HELD_FACTOR = 3;
+
 /** The two sets of claim slots: slow endpoints' attempts, and the others'. */
 type Lane = "slow" | "others";
 
@@ -310,7 +318,7 @@ export class WebhookDispatcher implements BackgroundWorker {
       slowHeld.set(endpointId, held);
       slowHeldTotal += held;
     }
-    const othersHeld = this.#heldTotal - Math.min(slowHeldTotal, concurrency);
+    const othersHeld = this.#heldTotal - Math.min(slowHeldTotal, SLOW_HELD_FACTOR * concurrency);
     // Claims go in small batches: the candidate scan stays short, and a full batch claims again at once.
     const free = Math.min(concurrency - othersHeld, CLAIM_BATCH);
     if (free <= 0) {
@@ -350,6 +358,12 @@ export class WebhookDispatcher implements BackgroundWorker {
     this.#claimAny = false;
     this.#claimFor.clear();
     if (!wanted) return;
+    // With the slow endpoints' set full, every endpoint known slow is refused: passed over before the
+    // reads, their waiting attempts cannot hide the others' (QA of session 54: refused one by one,
+    // they kept a fast endpoint waiting for whole timeouts).
+    const passOver =
+      slowHeldTotal >= concurrency ? [...new Set([...slowHeld.keys(), ...this.#slowEndpoints.keys()])] : [];
+    if (passOver.length > 0) heldBack.slow = true;
     const claimed = await this.deliveries.claim(
       now.toISOString(),
       laterBy(now, this.options.leaseMs).toISOString(),
@@ -365,7 +379,7 @@ export class WebhookDispatcher implements BackgroundWorker {
         takenIn[laneOf(endpointId)]++;
         return true;
       },
-      { endpoints: asking, anything },
+      { endpoints: asking, anything, passOver },
     );
     this.#heldBackIn = heldBack;
     // A wake-up that arrived meanwhile has asked for another claim, which runs next whatever this says.

@@ -209,6 +209,21 @@ describe("webhook claims behind a passed-over endpoint's backlog", () => {
     expect(statements(DEEPER)).toBe(1);
   });
 
+  // QA of session 54: endpoints the dispatcher refuses (slow ones, their set of slots full) were
+  // refused one by one as the reads met them, and a claim ended with nothing while they hid the rest.
+  it("passes over the endpoints it is told to before any read, and finds the attempts behind theirs", async () => {
+    const refused: string[] = [];
+    for (let i = 0; i < 200; i++) refused.push(await endpoint("created"));
+    const fast = await endpoint("ready");
+    await notify("created", 1);
+    await notify("ready", 1);
+    const slow = new Set(refused);
+    const accept = (endpointId: string) => !slow.has(endpointId);
+
+    const told = await claim(LIMIT, [], accept, { endpoints: [], anything: true, passOver: refused });
+    expect(told.map((delivery) => delivery.endpoint_id)).toEqual([fast]);
+  });
+
   // Behind 200 slow endpoints' 20,000 due attempts the deeper read was half the statements' time,
   // finding nothing the look would not (session 54).
   it("looks endpoint by endpoint without reading deeper once it knows few endpoints are waiting", async () => {
