@@ -74,6 +74,13 @@ const SLOW_ATTEMPT_MS = 1000;
 const SLOW_ENDPOINTS_KEPT = 10_000;
 
 /**
+ * How long an endpoint stays known slow after its last slow attempt. Known slow endpoints get nothing
+ * while the slow endpoints' slots are full, so one that has recovered could otherwise never show it
+ * (QA of session 54: 10 s and more without an attempt while endpoints never slow were served at once).
+ */
+const SLOW_MARK_MS = 10_000;
+
+/**
  * Attempts that turned slow while in flight leave the others' slots, up to this many times
  * `concurrency` slow attempts in all (a bound on open connections); slow endpoints' new attempts are
  * claimed only while fewer than `concurrency` are held. QA of session 54: with the two bounds equal,
@@ -110,8 +117,8 @@ export class WebhookDispatcher implements BackgroundWorker {
   #heldTotal = 0;
   /** When each attempt being sent to the endpoint started (`performance.now()`), oldest first; at most `perEndpoint`. */
   readonly #sending = new Map<string, number[]>();
-  /** Endpoints whose last finished attempt took SLOW_ATTEMPT_MS or more. */
-  readonly #slowEndpoints = new LRUCache<string, true>({ max: SLOW_ENDPOINTS_KEPT });
+  /** Endpoints whose last finished attempt, less than SLOW_MARK_MS ago, took SLOW_ATTEMPT_MS or more. */
+  readonly #slowEndpoints = new LRUCache<string, true>({ max: SLOW_ENDPOINTS_KEPT, ttl: SLOW_MARK_MS });
   /** Claimed attempts waiting for one of their endpoint's sending slots, oldest first. */
   readonly #queued = new Map<string, ClaimedDelivery[]>();
   #wakePending = false;
