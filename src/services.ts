@@ -37,6 +37,7 @@ import { VideoProcessingRepository } from "./video/repository.ts";
 import { createUploadServices, type UploadServices } from "./video/uploads/index.ts";
 import { UploadRepository } from "./video/uploads/repository.ts";
 import { StrandedUploadFinisher } from "./video/uploads/stranded-uploads.ts";
+import { openFilesLimit, slowAttemptSlots } from "./webhooks/connection-budget.ts";
 import { DeliveryRepository } from "./webhooks/delivery-repository.ts";
 import { relayWakeups, WebhookDispatcher } from "./webhooks/dispatcher.ts";
 import { WebhookEmitter } from "./webhooks/emitter.ts";
@@ -45,6 +46,9 @@ import { SealedHeaders } from "./webhooks/sealed-headers.ts";
 import { SigningSecrets } from "./webhooks/secrets.ts";
 import { WebhookSender } from "./webhooks/sender.ts";
 import { WebhookService } from "./webhooks/service.ts";
+
+/** Webhook attempts a process claims for endpoints not known slow (being sent or waiting their turn). */
+const WEBHOOK_CONCURRENCY = 256;
 
 /** What every part of Cumulo is built from; outside systems are injected here. */
 export interface CoreDeps {
@@ -194,7 +198,8 @@ export function createServices(deps: CoreDeps): Services {
     // The lease outlasts an attempt (bounded by the timeout) with room to record it.
     {
       // Sockets waiting on slow receivers cost little; many endpoints are served at once.
-      concurrency: 256,
+      concurrency: WEBHOOK_CONCURRENCY,
+      slowConcurrency: slowAttemptSlots(WEBHOOK_CONCURRENCY, openFilesLimit()),
       perEndpoint: 8,
       pollMs: config.limits.webhookPollMs,
       leaseMs: 2 * config.limits.webhookTimeoutMs + 1000,

@@ -20,10 +20,16 @@ import type { DeliveryOutcome, WebhookSender } from "./sender.ts";
 export interface DispatcherOptions {
   /**
    * Attempts claimed by this process (being sent or waiting for their endpoint's turn); an
-   * endpoint's second and later ones may use only half. Slow endpoints' attempts have as many
-   * slots again of their own (SLOW_ATTEMPT_MS).
+   * endpoint's second and later ones may use only half. Slow endpoints' attempts have slots of
+   * their own (SLOW_ATTEMPT_MS).
    */
   concurrency: number;
+  /**
+   * Attempts that turned slow leave the others' slots while fewer than this many slow ones are held
+   * (`slowAttemptSlots`: a bound on open connections); slow endpoints' new attempts are claimed only
+   * while fewer than `concurrency` are held.
+   */
+  slowConcurrency: number;
   /** Attempts in flight to one endpoint from this process. */
   perEndpoint: number;
   /** Fallback poll: work queued by other processes, leases that ran out. */
@@ -79,14 +85,6 @@ const SLOW_ENDPOINTS_KEPT = 10_000;
  * (QA of session 54: 10 s and more without an attempt while endpoints never slow were served at once).
  */
 const SLOW_MARK_MS = 10_000;
-
-/**
- * Attempts that turned slow while in flight leave the others' slots, up to this many times
- * `concurrency` slow attempts in all (a bound on open connections); slow endpoints' new attempts are
- * claimed only while fewer than `concurrency` are held. QA of session 54: with the two bounds equal,
- * 512 endpoints that hang, claimed before they were known slow, took the others' slots again.
- */
-const SLOW_HELD_FACTOR = 3;
 
 /** The two sets of claim slots: slow endpoints' attempts, and the others'. */
 type Lane = "slow" | "others";
@@ -325,7 +323,7 @@ export class WebhookDispatcher implements BackgroundWorker {
       slowHeld.set(endpointId, held);
       slowHeldTotal += held;
     }
-    const othersHeld = this.#heldTotal - Math.min(slowHeldTotal, SLOW_HELD_FACTOR * concurrency);
+    const othersHeld = this.#heldTotal - Math.min(slowHeldTotal, this.options.slowConcurrency);
     // Claims go in small batches: the candidate scan stays short, and a full batch claims again at once.
     const free = Math.min(concurrency - othersHeld, CLAIM_BATCH);
     if (free <= 0) {
