@@ -86,6 +86,9 @@ const SLOW_ENDPOINTS_KEPT = 10_000;
  */
 const SLOW_MARK_MS = 10_000;
 
+/** How long a claim may use the list of endpoints known slow that an earlier one made. */
+const KNOWN_SLOW_LISTED_MS = 250;
+
 /** The two sets of claim slots: slow endpoints' attempts, and the others'. */
 type Lane = "slow" | "others";
 
@@ -117,6 +120,7 @@ export class WebhookDispatcher implements BackgroundWorker {
   readonly #sending = new Map<string, number[]>();
   /** Endpoints whose last finished attempt, less than SLOW_MARK_MS ago, took SLOW_ATTEMPT_MS or more. */
   readonly #slowEndpoints = new LRUCache<string, true>({ max: SLOW_ENDPOINTS_KEPT, ttl: SLOW_MARK_MS });
+  #knownSlowListed: { at: number; ids: string[] } | undefined;
   /** Claimed attempts waiting for one of their endpoint's sending slots, oldest first. */
   readonly #queued = new Map<string, ClaimedDelivery[]>();
   #wakePending = false;
@@ -366,8 +370,7 @@ export class WebhookDispatcher implements BackgroundWorker {
     // With the slow endpoints' set full, every endpoint known slow is refused: passed over before the
     // reads, their waiting attempts cannot hide the others' (QA of session 54: refused one by one,
     // they kept a fast endpoint waiting for whole timeouts).
-    const passOver =
-      slowHeldTotal >= concurrency ? [...new Set([...slowHeld.keys(), ...this.#slowEndpoints.keys()])] : [];
+    const passOver = slowHeldTotal >= concurrency ? [...slowHeld.keys(), ...this.#knownSlow()] : [];
     if (passOver.length > 0) heldBack.slow = true;
     const claimed = await this.deliveries.claim(
       now.toISOString(),
@@ -465,6 +468,19 @@ export class WebhookDispatcher implements BackgroundWorker {
       this.#tick();
     }, delay + 5);
     this.#slowAlarm.unref();
+  }
+
+  /**
+   * The endpoints known slow by their last attempt, listed at most KNOWN_SLOW_LISTED_MS ago: listing
+   * them all, up to SLOW_ENDPOINTS_KEPT, for every claim was most of a claim's own time behind 1,000
+   * hanging endpoints (QA of session 54).
+   */
+  #knownSlow(): readonly string[] {
+    const now = performance.now();
+    if (this.#knownSlowListed === undefined || now - this.#knownSlowListed.at >= KNOWN_SLOW_LISTED_MS) {
+      this.#knownSlowListed = { at: now, ids: [...this.#slowEndpoints.keys()] };
+    }
+    return this.#knownSlowListed.ids;
   }
 
   /** Whether the endpoint's last attempt, or one still in flight, took SLOW_ATTEMPT_MS or more. */
