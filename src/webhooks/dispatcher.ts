@@ -79,13 +79,6 @@ const SLOW_ATTEMPT_MS = 1000;
 /** Endpoints remembered as slow after their last attempt; the least recently judged are forgotten. */
 const SLOW_ENDPOINTS_KEPT = 10_000;
 
-/**
- * How long an endpoint stays known slow after its last slow attempt. Known slow endpoints get nothing
- * while the slow endpoints' slots are full, so one that has recovered could otherwise never show it
- * (QA of session 54: 10 s and more without an attempt while endpoints never slow were served at once).
- */
-const SLOW_MARK_MS = 10_000;
-
 /** How long a claim may use the list of endpoints known slow that an earlier one made. */
 const KNOWN_SLOW_LISTED_MS = 250;
 
@@ -118,8 +111,8 @@ export class WebhookDispatcher implements BackgroundWorker {
   #heldTotal = 0;
   /** When each attempt being sent to the endpoint started (`performance.now()`), oldest first; at most `perEndpoint`. */
   readonly #sending = new Map<string, number[]>();
-  /** Endpoints whose last finished attempt, less than SLOW_MARK_MS ago, took SLOW_ATTEMPT_MS or more. */
-  readonly #slowEndpoints = new LRUCache<string, true>({ max: SLOW_ENDPOINTS_KEPT, ttl: SLOW_MARK_MS });
+  /** Endpoints whose last finished attempt took SLOW_ATTEMPT_MS or more. */
+  readonly #slowEndpoints = new LRUCache<string, true>({ max: SLOW_ENDPOINTS_KEPT });
   #knownSlowListed: { at: number; ids: string[] } | undefined;
   /** Claimed attempts waiting for one of their endpoint's sending slots, oldest first. */
   readonly #queued = new Map<string, ClaimedDelivery[]>();
