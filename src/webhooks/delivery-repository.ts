@@ -459,9 +459,11 @@ export class DeliveryRepository {
    * `wantedBy`: what the claim is made for: endpoints whose round finished, sought first behind the
    * oldest, and whether anything due is wanted (new work, a retry due, a slot freed).
    * The oldest due attempts are read first; when they are all of endpoints passed over, deeper ones
-   * are read in the store (`#dueAmongOldest`), then the endpoints behind them are looked up by
-   * endpoint, so a slow endpoint's backlog is never read through (`#behindPassedOver`). No transaction: the one update re-checks that each row is still claimable
-   * and returns the rows it took, so two workers that chose the same candidates never both get one.
+   * are read in the store (`#dueAmongOldest`, skipped when few endpoints wait), then the endpoints
+   * behind them are looked up by endpoint, so a slow endpoint's backlog is never read through
+   * (`#behindPassedOver`). No transaction: the one update re-checks that each row is still
+   * claimable and returns the rows it took, so two workers that chose the same candidates never both
+   * get one.
    */
   async claim(
     now: string,

@@ -312,7 +312,8 @@ export class WebhookDispatcher implements BackgroundWorker {
 
   async #claim(): Promise<void> {
     const { concurrency } = this.options;
-    // Two sets of slots: the slow endpoints' attempts (up to `concurrency` of them) and the others'.
+    // Two sets of slots: the others' `concurrency`, and slow endpoints' attempts, which leave the
+    // others' slots up to `slowConcurrency`.
     const slowHeld = new Map<string, number>();
     let slowHeldTotal = 0;
     for (const [endpointId, held] of this.#held) {
@@ -363,6 +364,7 @@ export class WebhookDispatcher implements BackgroundWorker {
     // With the slow endpoints' set full, every endpoint known slow is refused: passed over before the
     // reads, their waiting attempts cannot hide the others' (QA of session 54: refused one by one,
     // they kept a fast endpoint waiting for whole timeouts).
+    // They are held back as refused ones are: a slow attempt finishing claims for them.
     const passOver = slowHeldTotal >= concurrency ? [...slowHeld.keys(), ...this.#knownSlow()] : [];
     if (passOver.length > 0) heldBack.slow = true;
     const claimed = await this.deliveries.claim(
