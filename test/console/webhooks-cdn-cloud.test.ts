@@ -184,11 +184,14 @@ describeInBrowser("the console in Chromium: webhooks, CDN, cloud and the livestr
     await page.getByLabel("Range").selectOption("1h");
     await page.getByLabel("Distribution").selectOption(HOSTNAME);
     const requestsTotal = page.locator('[data-metric-total="requests"]');
-    // The edge adds its counts every 200 ms here; Refresh asks again until they are in.
+    const noTraffic = page.getByText("No traffic in this period.");
+    // The edge adds its counts every 200 ms here; Refresh asks again until they are in. Until the
+    // first count is in, the page says there was no traffic, and there is no total to read.
     await waitUntil(
       async () => {
         await page.getByRole("button", { name: "Refresh" }).click();
-        await requestsTotal.waitFor();
+        await requestsTotal.or(noTraffic).waitFor();
+        if ((await requestsTotal.count()) === 0) return false;
         return (await requestsTotal.getAttribute("data-value")) === "3";
       },
       15_000,
