@@ -48,7 +48,7 @@ import { WebhookSender } from "./webhooks/sender.ts";
 import { WebhookService } from "./webhooks/service.ts";
 
 /** Webhook attempts a process claims for endpoints not known slow (being sent or waiting their turn). */
-const WEBHOOK_CONCURRENCY = 256;
+export const WEBHOOK_CONCURRENCY = 256;
 
 /** What every part of Cumulo is built from; outside systems are injected here. */
 export interface CoreDeps {

@@ -15,6 +15,9 @@ function readProcessLimits(): string | undefined {
   }
 }
 
+/** Slots for slow attempts per slot of the others, when the open-file limit allows. */
+const SLOW_SLOTS_PER_SLOT = 3;
+
 /**
  * Slots for attempts that turned slow, beyond the `concurrency` of the others: three times as many,
  * within half the process's open files for every attempt all told (each holds a connection; the
@@ -22,7 +25,25 @@ function readProcessLimits(): string | undefined {
  * left none for the store, and the API answered 500.
  */
 export function slowAttemptSlots(concurrency: number, openFiles: number | undefined): number {
-  const most = 3 * concurrency;
+  const most = SLOW_SLOTS_PER_SLOT * concurrency;
   if (openFiles === undefined) return most;
   return Math.max(0, Math.min(most, Math.floor(openFiles / 2) - concurrency));
+}
+
+/**
+ * What an open-file limit too low for every slow slot costs, for a worker to say at its start (the
+ * cut was otherwise found only by its effect: fast endpoints waiting behind hanging ones). Undefined
+ * when the limit allows every slot.
+ */
+export function slowSlotsCut(concurrency: number, openFiles: number | undefined): string | undefined {
+  const slots = slowAttemptSlots(concurrency, openFiles);
+  const wanted = SLOW_SLOTS_PER_SLOT * concurrency;
+  if (slots >= wanted) return undefined;
+  // Past the slow slots, attempts turning slow stay in the others' slots until those are full too.
+  return (
+    `webhook delivery: the open-file limit (${openFiles}) leaves ${slots} of ${wanted} slots for slow ` +
+    `endpoints' attempts: past about ${slots + concurrency} endpoints holding requests open, fast ` +
+    `endpoints wait for those requests' timeouts; raise the limit to ${2 * (concurrency + wanted)} or more ` +
+    "(ulimit -n, systemd's LimitNOFILE; docs/operations.md)"
+  );
 }

@@ -12,13 +12,18 @@ export interface Served {
   metricsUrl: string | undefined;
 }
 
-/** Starts `cumulo serve` (or `args`) as a real process and waits until it says it is ready and where it listens. */
+/**
+ * Starts `cumulo serve` (or `args`) as a real process and waits until it says it is ready and where it
+ * listens. `launcher`: a command that runs it (`["prlimit", "--nofile=1024:1024"]`).
+ */
 export function serve(
   env: Record<string, string | undefined>,
   args = ["serve"],
   startupLimitMs = 90_000,
+  launcher: string[] = [],
 ): Promise<Served> {
-  const child = spawn(process.execPath, [BIN, ...args], {
+  const [command, ...commandArgs] = [...launcher, process.execPath, BIN, ...args] as [string, ...string[]];
+  const child = spawn(command, commandArgs, {
     // A short shutdown grace, as in startTestApp: idle connections of the test's fetch would hold
     // every stop for the whole default second; tests of the grace itself set their own.
     env: {

@@ -1,5 +1,8 @@
+import { existsSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { openFilesLimit, slowAttemptSlots } from "../../src/webhooks/connection-budget.ts";
+import { openFilesLimit, slowAttemptSlots, slowSlotsCut } from "../../src/webhooks/connection-budget.ts";
+import { serve, stopAll } from "../support/process.ts";
+import { createMigratedTestStore } from "../support/store.ts";
 
 const limits = (
   openFiles: string,
@@ -30,4 +33,55 @@ describe("webhook connections within the process's open files", () => {
     expect(slowAttemptSlots(256, 512)).toBe(0);
     expect(slowAttemptSlots(256, 100)).toBe(0);
   });
+
+  it("says nothing of a limit that allows every slot, and what a lower one costs", () => {
+    expect(slowSlotsCut(256, 2048)).toBeUndefined();
+    expect(slowSlotsCut(256, undefined)).toBeUndefined();
+    const cut = slowSlotsCut(256, 1024);
+    expect(cut).toContain("the open-file limit (1024) leaves 256 of 768 slots");
+    expect(cut).toContain("past about 512 endpoints holding requests open");
+    expect(cut).toContain("raise the limit to 2048 or more");
+  });
+
+  // The cut was found only by its effect (QA of session 54): a worker says it at its start.
+  it.skipIf(!existsSync("/usr/bin/prlimit"))(
+    "warns at a worker's start when its open-file limit cuts the slow slots, and only then",
+    { timeout: 180_000 },
+    async () => {
+      const store = await createMigratedTestStore();
+      const start = (roles: string, openFiles: number) =>
+        serve(
+          {
+            CUMULO_DATA_DIR: store.dataDir,
+            DATABASE_URL: store.databaseUrl,
+            CUMULO_ROLES: roles,
+            CUMULO_LOG_LEVEL: "info",
+          },
+          ["serve"],
+          90_000,
+          ["/usr/bin/prlimit", `--nofile=${openFiles}:${openFiles}`],
+        );
+      const warnings = (output: string) =>
+        output
+          .split("\n")
+          .filter((line) => line.startsWith("{"))
+          .map((line) => JSON.parse(line) as { level: number; msg: string })
+          .filter((line) => line.level === 40 && line.msg.startsWith("webhook delivery:"));
+      try {
+        for (const [roles, openFiles, warned] of [
+          ["worker", 1024, true],
+          ["worker", 4096, false],
+          ["api", 1024, false],
+        ] as const) {
+          const node = await start(roles, openFiles);
+          await stopAll([node]);
+          expect(warnings(node.output()).map((line) => line.msg)).toEqual(
+            warned ? [slowSlotsCut(256, 1024)] : [],
+          );
+        }
+      } finally {
+        await store.drop();
+      }
+    },
+  );
 });
