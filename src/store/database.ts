@@ -172,6 +172,15 @@ const pgTypes = {
 };
 
 /**
+ * SQLite reads a bound LIMIT's value as it prepares a statement (to plan with it), and so prepares the
+ * statement again at every run, each run binding the value anew: a page of a list took twice its time,
+ * a webhook claim's union of one read per endpoint far more (docs/performance.md, session 55). Cast, the
+ * value is read when the statement runs, as before SQLite 3.47.
+ */
+const BOUND_LIMIT = /\blimit \?/gi;
+export const limitReadAtRun = (text: string): string => text.replace(BOUND_LIMIT, "limit cast(? as integer)");
+
+/**
  * Kysely prepares every query it runs; compiling the same SQL on each request was the largest cost
  * of a read on SQLite (docs/performance.md). Prepared statements are reused by SQL text instead:
  * Kysely's SQLite driver runs one query at a time on its one connection, so a statement is never
@@ -182,7 +191,7 @@ const pgTypes = {
 function withStatementCache(file: SqliteDatabase.Database, reads: SqliteReadCache): SqliteDialectDatabase {
   const statements = new LRUCache<string, SqliteStatement>({ max: 1000 });
   const prepare = (text: string): SqliteStatement => {
-    const statement = file.prepare(text);
+    const statement = file.prepare(limitReadAtRun(text));
     // Only a statement that may change something clears the kept reads, and with them moves the
     // generation kept answers are checked against: not the reads left unkept (the queues' scans, reads
     // of the clock), nor BEGIN or COMMIT.
