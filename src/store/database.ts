@@ -175,7 +175,7 @@ const pgTypes = {
  * SQLite reads a bound LIMIT's value as it prepares a statement (to plan with it), and so prepares the
  * statement again at every run, each run binding the value anew: a page of a list took twice its time,
  * a webhook claim's union of one read per endpoint far more (docs/performance.md, session 55). Cast, the
- * value is read when the statement runs, as before SQLite 3.47.
+ * value is read when the statement runs, as SQLite did before that change of 2024.
  */
 const BOUND_LIMIT = /\blimit \?/gi;
 export const limitReadAtRun = (text: string): string => text.replace(BOUND_LIMIT, "limit cast(? as integer)");
