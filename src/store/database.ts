@@ -172,13 +172,16 @@ const pgTypes = {
 };
 
 /**
- * SQLite reads a bound LIMIT's value as it prepares a statement (to plan with it), and so prepares the
- * statement again at every run, each run binding the value anew: a page of a list took twice its time,
- * a webhook claim's union of one read per endpoint far more (docs/performance.md, session 55). Cast, the
- * value is read when the statement runs, as SQLite did before that change of 2024.
+ * SQLite reads the values bound to a LIMIT (since a change of 2024) and to a LIKE pattern as it prepares
+ * a statement, to plan with them, and so prepares the statement again at every run, each run binding
+ * them anew: a page of a list took twice its time, a webhook claim's union of one read per endpoint
+ * far more (docs/performance.md, session 55). Cast, they are read when the statement runs.
  */
-const BOUND_LIMIT = /\blimit \?/gi;
-export const limitReadAtRun = (text: string): string => text.replace(BOUND_LIMIT, "limit cast(? as integer)");
+const PLANNED_WITH_VALUE = /\b(limit|like) \?/gi;
+export const valuesReadAtRun = (text: string): string =>
+  text.replace(PLANNED_WITH_VALUE, (_match, word: string) =>
+    word.toLowerCase() === "limit" ? "limit cast(? as integer)" : "like cast(? as text)",
+  );
 
 /**
  * Kysely prepares every query it runs; compiling the same SQL on each request was the largest cost
@@ -191,7 +194,7 @@ export const limitReadAtRun = (text: string): string => text.replace(BOUND_LIMIT
 function withStatementCache(file: SqliteDatabase.Database, reads: SqliteReadCache): SqliteDialectDatabase {
   const statements = new LRUCache<string, SqliteStatement>({ max: 1000 });
   const prepare = (text: string): SqliteStatement => {
-    const statement = file.prepare(limitReadAtRun(text));
+    const statement = file.prepare(valuesReadAtRun(text));
     // Only a statement that may change something clears the kept reads, and with them moves the
     // generation kept answers are checked against: not the reads left unkept (the queues' scans, reads
     // of the clock), nor BEGIN or COMMIT.

@@ -1,25 +1,33 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { limitReadAtRun, openStore, type Store } from "../../src/store/database.ts";
+import { openStore, type Store, valuesReadAtRun } from "../../src/store/database.ts";
 import { createTestStore, type TestStore, testStoreKind } from "../support/store.ts";
 
 const STAMP = "2026-12-07T10:00:00.000Z";
 
-describe("a bound LIMIT on SQLite", () => {
-  // SQLite plans with a bound LIMIT's value, and so prepares such a statement again at every run.
+describe("a bound LIMIT or LIKE pattern on SQLite", () => {
+  // SQLite plans with a bound LIMIT's value and LIKE pattern, and so prepares such a statement again at every run.
   it("is cast in the SQL text SQLite prepares, so that its value is read at run time", () => {
-    expect(limitReadAtRun('select "id" from "t" order by "id" limit ?')).toBe(
+    expect(valuesReadAtRun('select "id" from "t" order by "id" limit ?')).toBe(
       'select "id" from "t" order by "id" limit cast(? as integer)',
     );
-    expect(limitReadAtRun("select id from t limit ? offset ?")).toBe(
+    expect(valuesReadAtRun("select id from t limit ? offset ?")).toBe(
       "select id from t limit cast(? as integer) offset ?",
     );
     expect(
-      limitReadAtRun("select * from (select id from a LIMIT ?) union all select id from b limit ?"),
+      valuesReadAtRun("select * from (select id from a LIMIT ?) union all select id from b limit ?"),
     ).toBe(
       "select * from (select id from a limit cast(? as integer)) union all select id from b limit cast(? as integer)",
     );
-    expect(limitReadAtRun("select id from t where name = ? limit 1")).toBe(
+    expect(valuesReadAtRun("select id from t where name = ? limit 1")).toBe(
       "select id from t where name = ? limit 1",
+    );
+    expect(
+      valuesReadAtRun("select id from t where name like ? escape '\\' and note not LIKE ? limit ?"),
+    ).toBe(
+      "select id from t where name like cast(? as text) escape '\\' and note not like cast(? as text) limit cast(? as integer)",
+    );
+    expect(valuesReadAtRun("select id from t where name like 'a%'")).toBe(
+      "select id from t where name like 'a%'",
     );
   });
 
@@ -65,6 +73,21 @@ describe("a bound LIMIT on SQLite", () => {
       expect(await names(10)).toHaveLength(5);
       expect(await names(2, 3)).toEqual(["organization 4", "organization 5"]);
       expect(await names(1, 4)).toEqual(["organization 5"]);
+    });
+
+    it("matches each run's own LIKE pattern", async () => {
+      const matching = (pattern: string) =>
+        store.db
+          .selectFrom("organizations")
+          .select("name")
+          .where("name", "like", pattern)
+          .orderBy("name")
+          .execute()
+          .then((rows) => rows.map((row) => row.name));
+      expect(await matching("%3")).toEqual(["organization 3"]);
+      expect(await matching("%4%")).toEqual(["organization 4"]);
+      expect(await matching("organization %")).toHaveLength(5);
+      expect(await matching("nothing%")).toEqual([]);
     });
 
     it("limits each part of a union by its own value", async () => {
