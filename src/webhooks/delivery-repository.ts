@@ -3,7 +3,7 @@ import type { DialectName } from "../store/database.ts";
 import { PreparedQuery, type ValueOf } from "../store/prepared.ts";
 import type { Database } from "../store/tables.ts";
 import { type DeliveryTarget, pendingAttempt } from "./repository.ts";
-import type { DeliveryState } from "./tables.ts";
+import { CLAIMED, type DeliveryState, DONE, WAITING } from "./tables.ts";
 
 type Trx = Transaction<Database>;
 
@@ -84,10 +84,6 @@ const endpointValues = (value: ValueOf<Scan>, saturated: string[]) =>
 const pairKey = (delivery: ClaimedDelivery) => `${delivery.endpoint_id}/${delivery.message_id}`;
 
 const byCodeUnits = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
-
-// Literal states (not bound parameters) let both stores use the partial indexes of migration 0601.
-const WAITING = sql.lit<DeliveryState>("pending");
-const CLAIMED = sql.lit<DeliveryState>("sending");
 
 /**
  * The delivery queue: claims due attempts, records their outcomes and schedules the next ones. On
@@ -336,7 +332,7 @@ export class DeliveryRepository {
           "=",
           value((values) => values.delivery.id),
         )
-        .where("state", "=", "sending")
+        .where("state", "=", CLAIMED)
         .where(
           "locked_until",
           "=",
@@ -588,7 +584,7 @@ export class DeliveryRepository {
         .updateTable("webhook_deliveries")
         .set({ state: "pending", locked_until: null, updated_at: now })
         .where("id", "=", delivery.id)
-        .where("state", "=", "sending")
+        .where("state", "=", CLAIMED)
         .where("locked_until", "=", delivery.lease)
         .execute();
     }
@@ -604,7 +600,7 @@ export class DeliveryRepository {
       const dropped = await trx
         .deleteFrom("webhook_deliveries")
         .where("id", "=", delivery.id)
-        .where("state", "=", "sending")
+        .where("state", "=", CLAIMED)
         .where("locked_until", "=", delivery.lease)
         .executeTakeFirst();
       if (Number(dropped.numDeletedRows) > 0) await this.#noRetryAfter(trx, delivery);
@@ -618,7 +614,7 @@ export class DeliveryRepository {
       .set({ next_retry_at: null })
       .where("message_id", "=", delivery.message_id)
       .where("endpoint_id", "=", delivery.endpoint_id)
-      .where("state", "=", "done")
+      .where("state", "=", DONE)
       .where("next_retry_at", "is not", null)
       .execute();
   }
@@ -713,7 +709,7 @@ export class DeliveryRepository {
         .select(sql<number>`count(*)`.as("count"))
         .where("message_id", "=", delivery.message_id)
         .where("endpoint_id", "=", delivery.endpoint_id)
-        .where("state", "=", "done")
+        .where("state", "=", DONE)
         .where("manual", "=", false)
         .executeTakeFirstOrThrow();
       decided = plan(Number(made.count) + (delivery.manual ? 0 : 1));
@@ -735,7 +731,7 @@ export class DeliveryRepository {
         .deleteFrom("webhook_deliveries")
         .where("message_id", "=", delivery.message_id)
         .where("endpoint_id", "=", delivery.endpoint_id)
-        .where("state", "=", "pending")
+        .where("state", "=", WAITING)
         .where("manual", "=", false)
         .executeTakeFirst();
       if (Number(dropped.numDeletedRows) > 0) await this.#noRetryAfter(trx, delivery);
@@ -819,7 +815,7 @@ export class DeliveryRepository {
     return this.db
       .selectFrom("webhook_deliveries")
       .select((eb) => ["state", eb.fn.countAll<number>().as("count")])
-      .where("state", "in", ["pending", "sending"])
+      .where("state", "in", [WAITING, CLAIMED])
       .groupBy("state")
       .execute();
   }

@@ -8,7 +8,13 @@ import { PreparedQuery, type ValueOf } from "../store/prepared.ts";
 import type { Database } from "../store/tables.ts";
 import type { Executor } from "../store/transactions.ts";
 import { SEALED_TEXT_START } from "./sealed-headers.ts";
-import type { WebhookDeliveryTable, WebhookEndpointTable, WebhookMessageTable } from "./tables.ts";
+import {
+  DONE,
+  WAITING,
+  type WebhookDeliveryTable,
+  type WebhookEndpointTable,
+  type WebhookMessageTable,
+} from "./tables.ts";
 
 /** What every attempt of one message to one endpoint carries. */
 export type DeliveryTarget = Pick<
@@ -373,7 +379,7 @@ export class WebhookRepository {
       .select("webhook_messages.body")
       .where("webhook_deliveries.organization_id", "=", organizationId)
       .where("webhook_deliveries.endpoint_id", "=", endpointId)
-      .where("webhook_deliveries.state", "=", "done")
+      .where("webhook_deliveries.state", "=", DONE)
       .$if(filters.event !== undefined, (qb) =>
         qb.where("webhook_deliveries.event", "=", filters.event ?? ""),
       )
@@ -392,7 +398,7 @@ export class WebhookRepository {
       .where("organization_id", "=", organizationId)
       .where("endpoint_id", "=", endpointId)
       .where("id", "=", id)
-      .where("state", "=", "done")
+      .where("state", "=", DONE)
       .executeTakeFirst();
   }
 
@@ -403,7 +409,7 @@ export class WebhookRepository {
       .select(["id", "message_id", "attempt"])
       .where("endpoint_id", "=", endpointId)
       .where("event", "=", event)
-      .where("state", "=", "pending")
+      .where("state", "=", WAITING)
       .orderBy("created_at", "desc")
       .orderBy("id", "desc")
       .executeTakeFirst();

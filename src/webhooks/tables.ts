@@ -1,4 +1,4 @@
-import type { ColumnType } from "kysely";
+import { type ColumnType, sql } from "kysely";
 import type { Bool, JsonText, Timestamp } from "../store/types.ts";
 
 export interface WebhookEndpointTable {
@@ -36,6 +36,15 @@ export interface WebhookMessageTable {
 }
 
 export type DeliveryState = "pending" | "sending" | "done";
+
+/**
+ * The states as literals in the SQL, never bound: both stores then match the partial indexes of
+ * migration 0601, and SQLite, which reads a bound value compared with a partial index's condition
+ * while it prepares a statement, does not prepare it again at every run (docs/performance.md, session 55).
+ */
+export const WAITING = sql.lit<DeliveryState>("pending");
+export const CLAIMED = sql.lit<DeliveryState>("sending");
+export const DONE = sql.lit<DeliveryState>("done");
 
 /** One row per attempt: `pending` until the dispatcher sends it, then `done` with its outcome. */
 export interface WebhookDeliveryTable {
