@@ -189,7 +189,9 @@ export class DeliveryRepository {
     (scan) => listLength(scan.saturated),
   );
   /** The oldest waiting attempts that are due, whatever their endpoint: a few rows of their partial index. */
-  readonly #dueAttempts = new PreparedQuery((value: ValueOf<Scan>) => this.#dueScan(value));
+  readonly #dueAttempts = new PreparedQuery((value: ValueOf<Scan>) =>
+    this.#dueScan(value).clearSelect().select(["id", "endpoint_id"]),
+  );
   /**
    * Endpoints with waiting attempts, each with its oldest one's due time, from the first endpoint or
    * from after `after`: one seek of migration 0710's index per endpoint, however many attempts each holds.
@@ -471,14 +473,21 @@ export class DeliveryRepository {
   ): Promise<ClaimedDelivery[]> {
     // More candidates than the limit: some may be passed over.
     const scan = { now, limit: limit * 4, saturated };
-    // SQLite sorts the union of the two scans (twice the work of running them apart, in-process).
-    const candidates =
-      this.dialect === "postgres"
-        ? (await this.#candidates.execute(this.db, scan)).rows
-        : [
-            ...(await this.#expiredClaims.execute(this.db, scan)).rows,
-            ...(await this.#dueAttempts.execute(this.db, scan)).rows,
-          ];
+    // SQLite runs the two scans apart (sorting their union was twice the work, in-process), the read
+    // of waiting attempts with only what choosing needs: its rows' values, turned into JavaScript,
+    // were most of a claim's reading (docs/performance.md, session 55).
+    let candidates: { id: string; endpoint_id: string }[];
+    let waitingRead: number;
+    if (this.dialect === "postgres") {
+      const rows = (await this.#candidates.execute(this.db, scan)).rows;
+      candidates = rows;
+      waitingRead = rows.filter((candidate) => Number(candidate.queue) === 1).length;
+    } else {
+      const expired = (await this.#expiredClaims.execute(this.db, scan)).rows;
+      const waiting = (await this.#dueAttempts.execute(this.db, scan)).rows;
+      candidates = [...expired, ...waiting];
+      waitingRead = waiting.length;
+    }
     const passedOver = new Set([...saturated, ...(wantedBy.passOver ?? [])]);
     // In the order chosen; an asking endpoint's attempts may be among the oldest read too.
     const chosen = new Set<string>();
@@ -492,7 +501,7 @@ export class DeliveryRepository {
     // claim are sought by endpoint; the others only by a claim for anything due that took nothing
     // else: work hidden there came with a wake-up, a retry falling due or a slot freed, each of which
     // asks for such a claim (QA of session 53: looking on every claim cost twice the CPU).
-    const hidden = candidates.filter((candidate) => Number(candidate.queue) === 1).length === scan.limit;
+    const hidden = waitingRead === scan.limit;
     const askingOpen = wantedBy.endpoints.filter((endpointId) => !passedOver.has(endpointId)).slice(0, limit);
     if (hidden && chosen.size < limit && askingOpen.length > 0) {
       const due = await this.#dueOfEndpoints.execute(this.db, { endpointIds: askingOpen, now, limit });
