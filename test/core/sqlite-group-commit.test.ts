@@ -8,27 +8,31 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { openStore, type Store } from "../../src/store/database.ts";
 import { isUniqueViolation } from "../../src/store/transactions.ts";
 import { runCli } from "../support/cli.ts";
-import { createTestStore, type TestStore, testStoreKind, withNoRoomForNewPages } from "../support/store.ts";
+import {
+  createTestStore,
+  openSqliteTestStore,
+  type SqliteTestStore,
+  testStoreKind,
+  withNoRoomForNewPages,
+} from "../support/store.ts";
 import { mountTmpfs, NO_TMPFS, unmountTmpfs } from "../support/tmpfs.ts";
 
 // Group commit exists on SQLite only (src/store/sqlite-group-commit.ts).
 describe.skipIf(testStoreKind() !== "sqlite")("SQLite group commit", () => {
-  let testStore: TestStore;
+  let testStore: SqliteTestStore;
   let store: Store;
   /** Another connection, standing for another process: it sees only what was committed. */
   let other: SqliteDatabase.Database;
 
   beforeAll(async () => {
-    testStore = await createTestStore("sqlite");
-    store = openStore({ dataDir: testStore.dataDir, databaseUrl: undefined });
-    await store.migrate();
+    testStore = await openSqliteTestStore();
+    store = testStore.store;
     other = new SqliteDatabase(join(testStore.dataDir, "cumulo.sqlite"));
   });
 
   afterAll(async () => {
     other.close();
-    await store.close();
-    await testStore.drop();
+    await testStore.close();
   });
 
   const now = new Date().toISOString();

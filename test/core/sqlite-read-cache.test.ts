@@ -2,16 +2,16 @@ import { join } from "node:path";
 import SqliteDatabase from "better-sqlite3";
 import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openStore, type Store } from "../../src/store/database.ts";
+import type { Store } from "../../src/store/database.ts";
 import { isCacheableRead, SqliteReadCache } from "../../src/store/sqlite-read-cache.ts";
 import { runCli } from "../support/cli.ts";
-import { createTestStore, type TestStore, testStoreKind } from "../support/store.ts";
+import { openSqliteTestStore, type SqliteTestStore, testStoreKind } from "../support/store.ts";
 
 const STAMP = "2026-11-21T10:00:00.000Z";
 
 // The read cache exists on SQLite only (src/store/sqlite-read-cache.ts).
 describe.skipIf(testStoreKind() !== "sqlite")("SQLite read cache", () => {
-  let testStore: TestStore;
+  let testStore: SqliteTestStore;
   let store: Store;
 
   const organization = (id: string, name: string) => ({ id, name, created_at: STAMP, updated_at: STAMP });
@@ -19,9 +19,8 @@ describe.skipIf(testStoreKind() !== "sqlite")("SQLite read cache", () => {
     (await store.db.selectFrom("organizations").select("name").where("id", "=", id).executeTakeFirst())?.name;
 
   beforeAll(async () => {
-    testStore = await createTestStore("sqlite");
-    store = openStore({ dataDir: testStore.dataDir, databaseUrl: undefined });
-    await store.migrate();
+    testStore = await openSqliteTestStore();
+    store = testStore.store;
     await store.db
       .insertInto("organizations")
       .values([
@@ -31,8 +30,7 @@ describe.skipIf(testStoreKind() !== "sqlite")("SQLite read cache", () => {
       .execute();
   });
   afterAll(async () => {
-    await store.close();
-    await testStore.drop();
+    await testStore.close();
   });
 
   it("answers a read after a write on the same connection with the written rows", async () => {

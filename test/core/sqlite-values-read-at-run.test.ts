@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openStore, type Store, valuesReadAtRun } from "../../src/store/database.ts";
-import { createTestStore, type TestStore, testStoreKind } from "../support/store.ts";
+import { type Store, valuesReadAtRun } from "../../src/store/database.ts";
+import { openSqliteTestStore, type SqliteTestStore, testStoreKind } from "../support/store.ts";
 
 const STAMP = "2026-12-07T10:00:00.000Z";
 
@@ -32,13 +32,12 @@ describe("a bound LIMIT or LIKE pattern on SQLite", () => {
   });
 
   describe.skipIf(testStoreKind() !== "sqlite")("through the store", () => {
-    let testStore: TestStore;
+    let testStore: SqliteTestStore;
     let store: Store;
 
     beforeAll(async () => {
-      testStore = await createTestStore("sqlite");
-      store = openStore({ dataDir: testStore.dataDir, databaseUrl: undefined });
-      await store.migrate();
+      testStore = await openSqliteTestStore();
+      store = testStore.store;
       await store.db
         .insertInto("organizations")
         .values(
@@ -52,8 +51,7 @@ describe("a bound LIMIT or LIKE pattern on SQLite", () => {
         .execute();
     });
     afterAll(async () => {
-      await store.close();
-      await testStore.drop();
+      await testStore.close();
     });
 
     const names = (limit: number, offset = 0) =>

@@ -1,22 +1,25 @@
 import { join } from "node:path";
 import SqliteDatabase from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { openStore, type Store } from "../../src/store/database.ts";
-import { createTestStore, type TestStore, testStoreKind, withNoRoomForNewPages } from "../support/store.ts";
+import type { Store } from "../../src/store/database.ts";
+import {
+  openSqliteTestStore,
+  type SqliteTestStore,
+  testStoreKind,
+  withNoRoomForNewPages,
+} from "../support/store.ts";
 
 describe.skipIf(testStoreKind() !== "sqlite")("SQLite transactions and other processes", () => {
-  let testStore: TestStore;
+  let testStore: SqliteTestStore;
   let store: Store;
 
   beforeAll(async () => {
-    testStore = await createTestStore("sqlite");
-    store = openStore({ dataDir: testStore.dataDir, databaseUrl: undefined });
-    await store.migrate();
+    testStore = await openSqliteTestStore();
+    store = testStore.store;
   });
 
   afterAll(async () => {
-    await store.close();
-    await testStore.drop();
+    await testStore.close();
   });
 
   it("holds the write lock from the start, so a read then a write cannot meet another process's commit", async () => {

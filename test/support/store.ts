@@ -5,6 +5,7 @@ import { join } from "node:path";
 import SqliteDatabase from "better-sqlite3";
 import { type Kysely, sql } from "kysely";
 import pg from "pg";
+import { openStore, type Store } from "../../src/store/database.ts";
 import type { Database } from "../../src/store/tables.ts";
 import { waitUntil } from "./wait.ts";
 
@@ -92,6 +93,27 @@ export const createTestStore = (kind: TestStoreKind = testStoreKind()) => create
  */
 export const createMigratedTestStore = async (kind: TestStoreKind = testStoreKind()) =>
   createStore(kind, await templateOf(kind));
+
+/** A SQLite store of its own, opened and migrated as Cumulo opens it; `close` closes it and removes its data dir. */
+export interface SqliteTestStore {
+  store: Store;
+  dataDir: string;
+  close(): Promise<void>;
+}
+
+export async function openSqliteTestStore(): Promise<SqliteTestStore> {
+  const testStore = await createTestStore("sqlite");
+  const store = openStore({ dataDir: testStore.dataDir, databaseUrl: undefined });
+  await store.migrate();
+  return {
+    store,
+    dataDir: testStore.dataDir,
+    async close() {
+      await store.close();
+      await testStore.drop();
+    },
+  };
+}
 
 async function createStore(kind: TestStoreKind, template: string | undefined): Promise<TestStore> {
   const dataDir = mkdtempSync(join(tmpdir(), "cumulo-test-"));
