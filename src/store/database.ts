@@ -174,8 +174,8 @@ const pgTypes = {
 /**
  * SQLite reads the values bound to a LIMIT (since a change of 2024) and to a LIKE pattern as it prepares
  * a statement, to plan with them, and so prepares the statement again at every run, each run binding
- * them anew: a page of a list took twice its time, a webhook claim's union of one read per endpoint
- * far more (docs/performance.md, session 55). Cast, they are read when the statement runs.
+ * them anew: a simple page read took twice its time (docs/performance.md, session 55). Cast, they are
+ * read when the statement runs. The text is rewritten once, when the statement cache prepares it.
  */
 const PLANNED_WITH_VALUE = /\b(limit|like) \?/gi;
 export const valuesReadAtRun = (text: string): string =>

@@ -1,5 +1,6 @@
 import { existsSync } from "node:fs";
 import { describe, expect, it } from "vitest";
+import { WEBHOOK_CONCURRENCY } from "../../src/services.ts";
 import { openFilesLimit, slowAttemptSlots, slowSlotsCut } from "../../src/webhooks/connection-budget.ts";
 import { serve, stopAll } from "../support/process.ts";
 import { createMigratedTestStore } from "../support/store.ts";
@@ -76,7 +77,7 @@ describe("webhook connections within the process's open files", () => {
           const node = await start(roles, openFiles);
           await stopAll([node]);
           expect(warnings(node.output()).map((line) => line.msg)).toEqual(
-            warned ? [slowSlotsCut(256, 1024)] : [],
+            warned ? [slowSlotsCut(WEBHOOK_CONCURRENCY, 1024)] : [],
           );
         }
       } finally {
