@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, rmSync, statfsSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readlinkSync, rmSync, statfsSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import SqliteDatabase from "better-sqlite3";
@@ -117,6 +117,35 @@ describe.skipIf(testStoreKind() !== "sqlite")("SQLite group commit", () => {
     expect(committedNames("many ")).toEqual(names);
     expect(largestGroup).toBeLessThanOrEqual(64);
     expect(commits).toBeGreaterThanOrEqual(4);
+  });
+
+  it("keeps a grouped transaction's undo record in memory, not in a temporary file", async () => {
+    // A transaction in a group is a savepoint: SQLite keeps the pages it changes as they were, to
+    // undo it alone. Past 64 KiB it spilled them to a temporary file (opened, written page by page and
+    // deleted for every large group: a third of the webhook engine's writes, docs/performance.md,
+    // session 56).
+    const names = Array.from({ length: 120 }, (_, index) => `wide ${String(index).padStart(3, "0")}`);
+    for (const name of names) await insertAlone(`${name} ${"x".repeat(2000)}`);
+    const temporaryFiles = () =>
+      readdirSync("/proc/self/fd").filter((fd) => {
+        try {
+          return /etilqs_/.test(readlinkSync(`/proc/self/fd/${fd}`));
+        } catch {
+          return false;
+        }
+      });
+    const openMeanwhile = await store.db.transaction().execute(async (trx) => {
+      await trx
+        .updateTable("organizations")
+        .set({ name: sql<string>`replace(name, 'x', 'y')` })
+        .where("name", "like", "wide %")
+        .execute();
+      return temporaryFiles();
+    });
+    expect(committedNames("wide ").map((name) => name.slice(0, 10))).toEqual(
+      names.map((name) => `${name} y`),
+    );
+    expect(openMeanwhile).toEqual([]);
   });
 
   it("keeps the others when one transaction or one statement of a group fails", async () => {
