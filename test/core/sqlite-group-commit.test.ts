@@ -146,6 +146,25 @@ describe.skipIf(testStoreKind() !== "sqlite")("SQLite group commit", () => {
       names.map((name) => `${name} y`),
     );
     expect(openMeanwhile).toEqual([]);
+
+    // Undone from memory: a large transaction that fails leaves its pages as they were, and the
+    // transaction grouped with it is kept.
+    const outcomes = await Promise.allSettled([
+      store.db.transaction().execute(async (trx) => {
+        await trx
+          .updateTable("organizations")
+          .set({ name: sql<string>`replace(name, 'y', 'z')` })
+          .where("name", "like", "wide %")
+          .execute();
+        throw new Error("the wide change gives up");
+      }),
+      insertInTransaction("beside the wide change"),
+    ]);
+    expect(outcomes.map((outcome) => outcome.status)).toEqual(["rejected", "fulfilled"]);
+    expect(committedNames("wide ").map((name) => name.slice(0, 10))).toEqual(
+      names.map((name) => `${name} y`),
+    );
+    expect(committedNames("beside the wide change")).toEqual(["beside the wide change"]);
   });
 
   it("keeps the others when one transaction or one statement of a group fails", async () => {
