@@ -8,6 +8,8 @@
  *   BENCH_DELIVERIES=5000 npm run bench:webhooks
  *   BENCH_WARMUP=0 ...                (no unmeasured round first; the default is BENCH_DELIVERIES)
  *   BENCH_STATEMENTS=1 ...            (PostgreSQL: the statements of the sustained run per delivery)
+ *   BENCH_SENDER=1 ...                (also the sender alone: WebhookSender.send, with a secret and
+ *                                      the notification's body, against the direct posts, alternated)
  *   BENCH_PHASES=1 ...                (also the two halves apart: notifications committed with no
  *                                      dispatcher running, then that backlog drained by a dispatcher)
  *
@@ -38,6 +40,7 @@ import type { AddressInfo } from "node:net";
 import { sql } from "kysely";
 import pg from "pg";
 import { Agent, request } from "undici";
+import { WebhookSender } from "../src/webhooks/sender.ts";
 import { startTestApp, type TestApp } from "../test/support/app.ts";
 import {
   createLibrary,
@@ -210,6 +213,54 @@ async function baseline() {
     latencies.push((receipts.get(id) ?? Number.NaN) - sent);
   }
   return { throughput, latency: median(latencies), cpuPerItem };
+}
+
+/**
+ * The sender alone, without store or dispatcher: `WebhookSender.send` (URL check, signature, timeout,
+ * capped read of the answer) CONCURRENCY at a time, against the direct posts, in alternated rounds;
+ * CPU µs per request of each (median of the rounds).
+ */
+async function senderAlone(rounds = 3) {
+  const sender = new WebhookSender({
+    allowPrivate: true,
+    timeoutMs: 15_000,
+    maxResponseBytes: 65_536,
+    userAgent: "Cumulo-Webhooks/bench",
+  });
+  const secret = `whsec_${Buffer.alloc(32, 7).toString("base64")}`;
+  const send = async (videoId: string) => {
+    const outcome = await sender.send(
+      {
+        url: receiverUrl,
+        messageId: `msg_${randomUUID().replace(/-/g, "")}`,
+        body: notificationBody(videoId),
+        secret,
+        headers: null,
+      },
+      new Date(),
+    );
+    if (!outcome.success) throw new Error(`sender: ${outcome.error ?? outcome.status}`);
+  };
+  const cpuPerRequest = async (post: (videoId: string) => Promise<void>) => {
+    const ids = Array.from({ length: TOTAL }, () => randomUUID());
+    let next = 0;
+    const cpuBefore = process.cpuUsage();
+    await Promise.all(
+      Array.from({ length: CONCURRENCY }, async () => {
+        while (next < ids.length) await post(ids[next++] as string);
+      }),
+    );
+    return cpuMicros(cpuBefore) / TOTAL;
+  };
+  await cpuPerRequest(send);
+  const senders: number[] = [];
+  const directs: number[] = [];
+  for (let round = 0; round < rounds; round++) {
+    directs.push(await cpuPerRequest(direct));
+    senders.push(await cpuPerRequest(send));
+  }
+  await sender.close();
+  return { sender: median(senders), direct: median(directs) };
 }
 
 /** A library with one endpoint at the receiver subscribed to `created`; returns how to notify it. */
@@ -425,6 +476,7 @@ async function fastBehindBacklog(backlog: number) {
 
 const base = await baseline();
 const ours = await cumulo();
+const senderFigures = process.env.BENCH_SENDER === "1" ? await senderAlone() : undefined;
 const apart = process.env.BENCH_PHASES === "1" ? await phases() : undefined;
 const fair = ENDPOINTS > 0 ? await fairness() : undefined;
 const behind =
@@ -452,6 +504,11 @@ if (statements.size > 0) {
   for (const [text, count] of [...statements].sort((a, b) => b[1] - a[1])) {
     console.log(`    ${(count / TOTAL).toFixed(3)}  ${text}`);
   }
+}
+if (senderFigures) {
+  console.log(
+    `  sender alone:   ${fmt(senderFigures.sender)} µs CPU per request against ${fmt(senderFigures.direct)} for the direct posts (median of 3 alternated rounds of ${TOTAL})`,
+  );
 }
 if (apart) {
   console.log(
