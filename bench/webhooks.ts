@@ -260,7 +260,7 @@ async function senderAlone(rounds = 3) {
     senders.push(await cpuPerRequest(send));
   }
   await sender.close();
-  return { sender: median(senders), direct: median(directs) };
+  return { sender: median(senders), direct: median(directs), rounds };
 }
 
 /** A library with one endpoint at the receiver subscribed to `created`; returns how to notify it. */
@@ -507,7 +507,7 @@ if (statements.size > 0) {
 }
 if (senderFigures) {
   console.log(
-    `  sender alone:   ${fmt(senderFigures.sender)} µs CPU per request against ${fmt(senderFigures.direct)} for the direct posts (median of 3 alternated rounds of ${TOTAL})`,
+    `  sender alone:   ${fmt(senderFigures.sender)} µs CPU per request against ${fmt(senderFigures.direct)} for the direct posts (median of ${senderFigures.rounds} alternated rounds of ${TOTAL})`,
   );
 }
 if (apart) {

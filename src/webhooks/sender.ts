@@ -170,6 +170,7 @@ export class WebhookSender {
     }
   }
 
+  /** The URL to send to, parsed and checked once per endpoint URL, or why it is refused. */
   #target(address: string): { url: URL } | { refused: string } {
     let target = this.#targets.get(address);
     if (!target) {
