@@ -453,10 +453,10 @@ function openSqlite(
   file.pragma("journal_mode = WAL");
   file.pragma("foreign_keys = ON");
   file.pragma("synchronous = NORMAL");
-  // A grouped write is a savepoint (SqliteGroupCommit), whose undo pages SQLite otherwise spills to a
-  // temporary file past 64 KiB: a third of the webhook engine's page writes (docs/performance.md,
-  // session 56). Sorts and temporary tables that outgrow the page cache then stay in memory too.
-  file.pragma("temp_store = MEMORY");
+  // A transaction's undo pages spill to a temporary file past 64 KiB. Kept in memory they made the
+  // webhook engine's small groups 5-7% cheaper, but a library's or an organization's deletion then held
+  // its whole undo record in the process: 630 MB for a million videos (docs/performance.md, session 56).
+  file.pragma("temp_store = FILE");
   // From here on, a statement waiting for the write lock sleeps on a timer (`waitingForWriteLock`).
   file.pragma("busy_timeout = 0");
   // Checkpoints run on a worker thread; this connection makes one only if that falls far behind.
