@@ -97,8 +97,11 @@ const describe = (error: unknown): string => {
   return error.message;
 };
 
-/** Endpoint URLs whose parsed form and address check are kept; each entry is a few hundred bytes. */
-const TARGETS_KEPT = 10_000;
+/**
+ * Endpoint URLs whose parsed form and address check are kept: about 7 KB each at the longest URL an
+ * endpoint may have (2,048 characters; QA of session 56), a few hundred bytes for most.
+ */
+const TARGETS_KEPT = 1_000;
 
 /** Sends one signed attempt with undici through the SSRF-guarded agent; never follows redirects. */
 export class WebhookSender {
