@@ -9,11 +9,10 @@ import { makeDirectories } from "./directories.ts";
 import { stopListening } from "./http/listener.ts";
 import { JobRunner } from "./jobs/queue.ts";
 import { MetricsListener } from "./ops/metrics-endpoint.ts";
-import { createServices, type Services, WEBHOOK_CONCURRENCY } from "./services.ts";
+import { createServices, type Services } from "./services.ts";
 import type { Store } from "./store/database.ts";
 import { stopOrphanedTools } from "./video/orphans.ts";
 import { videoWorkRoot } from "./video/pipeline.ts";
-import { openFilesLimit, slowSlotsCut } from "./webhooks/connection-budget.ts";
 
 export interface RunningCumulo {
   config: Config;
@@ -186,8 +185,6 @@ export async function startCumulo(given: Config, options: StartOptions = {}): Pr
   ];
   // Before this worker's own runs start: what a worker killed on this data dir left running.
   if (runner) await stopOrphanedTools(videoWorkRoot(config.dataDir), deps.logger);
-  const slowSlotsWarning = slowSlotsCut(WEBHOOK_CONCURRENCY, openFilesLimit());
-  if (config.roles.includes("worker") && slowSlotsWarning) deps.logger.warn(slowSlotsWarning);
   runner?.start();
   for (const worker of workers) await worker.start();
 

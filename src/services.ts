@@ -37,7 +37,7 @@ import { VideoProcessingRepository } from "./video/repository.ts";
 import { createUploadServices, type UploadServices } from "./video/uploads/index.ts";
 import { UploadRepository } from "./video/uploads/repository.ts";
 import { StrandedUploadFinisher } from "./video/uploads/stranded-uploads.ts";
-import { openFilesLimit, slowAttemptSlots } from "./webhooks/connection-budget.ts";
+import { openFilesLimit, slowAttemptSlots, slowSlotsCut } from "./webhooks/connection-budget.ts";
 import { DeliveryRepository } from "./webhooks/delivery-repository.ts";
 import { relayWakeups, WebhookDispatcher } from "./webhooks/dispatcher.ts";
 import { WebhookEmitter } from "./webhooks/emitter.ts";
@@ -181,6 +181,7 @@ export function createServices(deps: CoreDeps): Services {
     },
   );
   relayWakeups(webhooks, deps.bus, deps.logger);
+  const openFiles = openFilesLimit();
   const webhookDispatcher = new WebhookDispatcher(
     webhookDeliveries,
     webhooks,
@@ -199,7 +200,8 @@ export function createServices(deps: CoreDeps): Services {
     {
       // Sockets waiting on slow receivers cost little; many endpoints are served at once.
       concurrency: WEBHOOK_CONCURRENCY,
-      slowConcurrency: slowAttemptSlots(WEBHOOK_CONCURRENCY, openFilesLimit()),
+      slowConcurrency: slowAttemptSlots(WEBHOOK_CONCURRENCY, openFiles),
+      slowSlotsCut: slowSlotsCut(WEBHOOK_CONCURRENCY, openFiles),
       perEndpoint: 8,
       pollMs: config.limits.webhookPollMs,
       leaseMs: 2 * config.limits.webhookTimeoutMs + 1000,

@@ -30,6 +30,8 @@ export interface DispatcherOptions {
    * while fewer than `concurrency` are held.
    */
   slowConcurrency: number;
+  /** What the open-file limit's cut of the slow slots costs (`slowSlotsCut`), said when sending starts. */
+  slowSlotsCut?: string;
   /** Attempts in flight to one endpoint from this process. */
   perEndpoint: number;
   /** Fallback poll: work queued by other processes, leases that ran out. */
@@ -170,6 +172,7 @@ export class WebhookDispatcher implements BackgroundWorker {
   async start(): Promise<void> {
     if (this.#running) return;
     this.#running = true;
+    if (this.options.slowSlotsCut) this.logger.warn(this.options.slowSlotsCut);
     this.#stopWake = this.emitter.onWake(() => this.#wake());
     // The bus has no unsubscribe; after stop() a wake-up finds the dispatcher not running and is ignored.
     await this.bus
