@@ -819,6 +819,27 @@ export class DeliveryRepository {
     return { id, attempt };
   }
 
+  /** Marks the endpoint slow since `since`, or no longer slow (null), for dispatchers started later. */
+  async markSlow(endpointId: string, since: string | null): Promise<void> {
+    await this.db
+      .updateTable("webhook_endpoints")
+      .set({ slow_since: since })
+      .where("id", "=", endpointId)
+      .execute();
+  }
+
+  /** The endpoints marked slow, the most recently judged first, at most `limit`. */
+  async slowEndpoints(limit: number): Promise<string[]> {
+    const rows = await this.db
+      .selectFrom("webhook_endpoints")
+      .select("id")
+      .where("slow_since", "is not", null)
+      .orderBy("slow_since", "desc")
+      .limit(limit)
+      .execute();
+    return rows.map((row) => row.id);
+  }
+
   /** Attempts waiting to be sent or being sent, by state, for the metrics scrape. */
   async backlog(): Promise<{ state: DeliveryState; count: number }[]> {
     return this.db

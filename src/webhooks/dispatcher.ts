@@ -113,8 +113,10 @@ export class WebhookDispatcher implements BackgroundWorker {
   #heldTotal = 0;
   /** When each attempt being sent to the endpoint started (`performance.now()`), oldest first; at most `perEndpoint`. */
   readonly #sending = new Map<string, number[]>();
-  /** Endpoints whose last finished attempt took SLOW_ATTEMPT_MS or more. */
+  /** Endpoints whose last finished attempt took SLOW_ATTEMPT_MS or more (also before this process started). */
   readonly #slowEndpoints = new LRUCache<string, true>({ max: SLOW_ENDPOINTS_KEPT });
+  /** The writes of endpoints' judgments to the store, one after another so the last one stays. */
+  #slowMarks: Promise<void> = Promise.resolve();
   #knownSlowListed: { at: number; ids: string[] } | undefined;
   /** Claimed attempts waiting for one of their endpoint's sending slots, oldest first. */
   readonly #queued = new Map<string, ClaimedDelivery[]>();
@@ -173,6 +175,8 @@ export class WebhookDispatcher implements BackgroundWorker {
     if (this.#running) return;
     this.#running = true;
     if (this.options.slowSlotsCut) this.logger.warn(this.options.slowSlotsCut);
+    // Before anything wakes a claim.
+    await this.#rememberSlowEndpoints();
     this.#stopWake = this.emitter.onWake(() => this.#wake());
     // The bus has no unsubscribe; after stop() a wake-up finds the dispatcher not running and is ignored.
     await this.bus
@@ -216,7 +220,32 @@ export class WebhookDispatcher implements BackgroundWorker {
     await this.#claiming;
     await this.#release(this.#takeWaiting());
     while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
+    await this.#slowMarks;
     await this.sender.close();
+  }
+
+  /**
+   * Starts from the endpoints judged slow before this process started (by any process): a restart
+   * knew none, and endpoints that hold requests open took the others' slots again for a timeout.
+   */
+  async #rememberSlowEndpoints(): Promise<void> {
+    try {
+      const ids = await this.deliveries.slowEndpoints(SLOW_ENDPOINTS_KEPT);
+      // The most recently judged last: the last forgotten.
+      for (const id of ids.reverse()) this.#slowEndpoints.set(id, true);
+    } catch (error) {
+      this.logger.warn({ err: error }, "webhook endpoints judged slow before this start not read");
+    }
+  }
+
+  /** Writes a change of the endpoint's judgment to the store, for processes started later. */
+  #markSlow(endpointId: string, slow: boolean): void {
+    const since = slow ? this.clock.now().toISOString() : null;
+    this.#slowMarks = this.#slowMarks
+      .then(() => this.deliveries.markSlow(endpointId, since))
+      .catch((error: unknown) =>
+        this.logger.warn({ err: error, endpointId }, "webhook endpoint's slowness not recorded"),
+      );
   }
 
   /** Takes the claimed attempts that wait for a sending slot (of `endpointIds` only, when given) out of this process's hand. */
@@ -443,8 +472,11 @@ export class WebhookDispatcher implements BackgroundWorker {
     const sending = this.#sending.get(endpointId) ?? [];
     sending.splice(sending.indexOf(startedAt), 1);
     if (sending.length === 0) this.#sending.delete(endpointId);
-    if (performance.now() - startedAt >= SLOW_ATTEMPT_MS) this.#slowEndpoints.set(endpointId, true);
+    const slow = performance.now() - startedAt >= SLOW_ATTEMPT_MS;
+    const wasSlow = this.#slowEndpoints.has(endpointId);
+    if (slow) this.#slowEndpoints.set(endpointId, true);
     else this.#slowEndpoints.delete(endpointId);
+    if (slow !== wasSlow) this.#markSlow(endpointId, slow);
     this.#sendNext(endpointId);
     this.#claimIfLow(endpointId);
   }

@@ -17,6 +17,8 @@ export interface WebhookEndpointTable {
   /** When `previous_secret` stops signing; null with it. */
   previous_secret_expires_at: Timestamp | null;
   is_active: Bool;
+  /** When a dispatcher last judged the endpoint slow; null once an attempt answered sooner (migration 0711). */
+  slow_since: Timestamp | null;
   created_by: string | null;
   updated_by: string | null;
   created_at: Timestamp;

@@ -35,6 +35,7 @@ import { videoUploadsByVideoMigration } from "./0707-video-uploads-by-video.ts";
 import { videoTimelineStartMigration } from "./0708-video-timeline-start.ts";
 import { consoleEmailsNfcMigration } from "./0709-console-emails-nfc.ts";
 import { webhookWaitingByEndpointMigration } from "./0710-webhook-waiting-by-endpoint.ts";
+import { webhookEndpointSlowMigration } from "./0711-webhook-endpoint-slow.ts";
 
 /** Every migration, by name; names sort in the order they run. Append, never edit a released one. */
 export function allMigrations(dialect: DialectName): Record<string, Migration> {
@@ -74,6 +75,7 @@ export function allMigrations(dialect: DialectName): Record<string, Migration> {
     "0708-video-timeline-start": videoTimelineStartMigration(types),
     "0709-console-emails-nfc": consoleEmailsNfcMigration(),
     "0710-webhook-waiting-by-endpoint": webhookWaitingByEndpointMigration(),
+    "0711-webhook-endpoint-slow": webhookEndpointSlowMigration(types),
   };
 }
 
