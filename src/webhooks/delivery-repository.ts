@@ -819,25 +819,45 @@ export class DeliveryRepository {
     return { id, attempt };
   }
 
-  /** Marks the endpoint slow since `since`, or no longer slow (null), for dispatchers started later. */
-  async markSlow(endpointId: string, since: string | null): Promise<void> {
-    await this.db
-      .updateTable("webhook_endpoints")
-      .set({ slow_since: since })
-      .where("id", "=", endpointId)
-      .execute();
+  /**
+   * Writes dispatchers' judgments, in one transaction: each endpoint slow since the time given, or no
+   * longer slow (null). Endpoints deleted meanwhile are left out. On PostgreSQL the endpoints are locked
+   * first, in id order, as a deletion locks them before its cascade reaches their marks.
+   */
+  async markSlow(marks: ReadonlyMap<string, string | null>): Promise<void> {
+    const ids = [...marks.keys()].sort(byCodeUnits);
+    await this.db.transaction().execute(async (trx) => {
+      const existing = trx.selectFrom("webhook_endpoints").select("id").where("id", "in", ids).orderBy("id");
+      const rows = await (this.dialect === "postgres" ? existing.forKeyShare() : existing).execute();
+      const slow = rows.flatMap(({ id }) => {
+        const since = marks.get(id);
+        return since ? [{ endpoint_id: id, slow_since: since }] : [];
+      });
+      const recovered = rows.filter(({ id }) => marks.get(id) === null).map(({ id }) => id);
+      if (recovered.length > 0)
+        await trx.deleteFrom("webhook_slow_endpoints").where("endpoint_id", "in", recovered).execute();
+      if (slow.length > 0)
+        await trx
+          .insertInto("webhook_slow_endpoints")
+          .values(slow)
+          .onConflict((conflict) =>
+            conflict
+              .column("endpoint_id")
+              .doUpdateSet((eb) => ({ slow_since: eb.ref("excluded.slow_since") })),
+          )
+          .execute();
+    });
   }
 
-  /** The endpoints marked slow, the most recently judged first, at most `limit`. */
+  /** The endpoints judged slow, the most recently judged first, at most `limit`. */
   async slowEndpoints(limit: number): Promise<string[]> {
     const rows = await this.db
-      .selectFrom("webhook_endpoints")
-      .select("id")
-      .where("slow_since", "is not", null)
+      .selectFrom("webhook_slow_endpoints")
+      .select("endpoint_id")
       .orderBy("slow_since", "desc")
       .limit(limit)
       .execute();
-    return rows.map((row) => row.id);
+    return rows.map((row) => row.endpoint_id);
   }
 
   /** Attempts waiting to be sent or being sent, by state, for the metrics scrape. */

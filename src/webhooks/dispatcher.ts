@@ -81,6 +81,9 @@ const SLOW_ATTEMPT_MS = 1000;
 /** Endpoints remembered as slow after their last attempt; the least recently judged are forgotten. */
 const SLOW_ENDPOINTS_KEPT = 10_000;
 
+/** Changed judgments of endpoints written in one transaction at most. */
+const MARKS_WRITTEN_AT_ONCE = 500;
+
 /** How long a claim may use the list of endpoints known slow that an earlier one made. */
 const KNOWN_SLOW_LISTED_MS = 250;
 
@@ -115,8 +118,10 @@ export class WebhookDispatcher implements BackgroundWorker {
   readonly #sending = new Map<string, number[]>();
   /** Endpoints whose last finished attempt took SLOW_ATTEMPT_MS or more (also before this process started). */
   readonly #slowEndpoints = new LRUCache<string, true>({ max: SLOW_ENDPOINTS_KEPT });
-  /** The writes of endpoints' judgments to the store, one after another so the last one stays. */
-  #slowMarks: Promise<void> = Promise.resolve();
+  /** Changed judgments not yet written to the store, the latest per endpoint: slow since, or null. */
+  readonly #unwrittenMarks = new Map<string, string | null>();
+  #writingMarks: Promise<void> | undefined;
+  readonly #markLog: OutageLog;
   #knownSlowListed: { at: number; ids: string[] } | undefined;
   /** Claimed attempts waiting for one of their endpoint's sending slots, oldest first. */
   readonly #queued = new Map<string, ClaimedDelivery[]>();
@@ -169,6 +174,11 @@ export class WebhookDispatcher implements BackgroundWorker {
       back: "webhook claim works again",
       fault: "webhook claim failed",
     });
+    this.#markLog = new OutageLog(logger, {
+      outage: "slow webhook endpoints not recorded: store unavailable; logged again once it works",
+      back: "slow webhook endpoints recorded again",
+      fault: "slow webhook endpoints not recorded",
+    });
   }
 
   async start(): Promise<void> {
@@ -220,7 +230,7 @@ export class WebhookDispatcher implements BackgroundWorker {
     await this.#claiming;
     await this.#release(this.#takeWaiting());
     while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
-    await this.#slowMarks;
+    await this.#writingMarks;
     await this.sender.close();
   }
 
@@ -238,14 +248,29 @@ export class WebhookDispatcher implements BackgroundWorker {
     }
   }
 
-  /** Writes a change of the endpoint's judgment to the store, for processes started later. */
+  /**
+   * Writes a change of the endpoint's judgment to the store, for processes started later: the changes
+   * made while a write runs go in the next one, the latest per endpoint. They are hints: those that
+   * cannot be written are dropped (a stop waits for one failed write, not one per endpoint).
+   */
   #markSlow(endpointId: string, slow: boolean): void {
-    const since = slow ? this.clock.now().toISOString() : null;
-    this.#slowMarks = this.#slowMarks
-      .then(() => this.deliveries.markSlow(endpointId, since))
-      .catch((error: unknown) =>
-        this.logger.warn({ err: error, endpointId }, "webhook endpoint's slowness not recorded"),
-      );
+    this.#unwrittenMarks.set(endpointId, slow ? this.clock.now().toISOString() : null);
+    this.#writingMarks ??= this.#writeMarks();
+  }
+
+  async #writeMarks(): Promise<void> {
+    while (this.#unwrittenMarks.size > 0) {
+      const marks = new Map([...this.#unwrittenMarks].slice(0, MARKS_WRITTEN_AT_ONCE));
+      for (const endpointId of marks.keys()) this.#unwrittenMarks.delete(endpointId);
+      try {
+        await this.deliveries.markSlow(marks);
+        this.#markLog.succeeded();
+      } catch (error) {
+        this.#markLog.failed(error);
+        this.#unwrittenMarks.clear();
+      }
+    }
+    this.#writingMarks = undefined;
   }
 
   /** Takes the claimed attempts that wait for a sending slot (of `endpointIds` only, when given) out of this process's hand. */

@@ -17,8 +17,6 @@ export interface WebhookEndpointTable {
   /** When `previous_secret` stops signing; null with it. */
   previous_secret_expires_at: Timestamp | null;
   is_active: Bool;
-  /** When a dispatcher last judged the endpoint slow; null once an attempt answered sooner (migration 0711). */
-  slow_since: Timestamp | null;
   created_by: string | null;
   updated_by: string | null;
   created_at: Timestamp;
@@ -73,8 +71,15 @@ export interface WebhookDeliveryTable {
   updated_at: Timestamp;
 }
 
+/** An endpoint a dispatcher judged slow, kept for dispatchers started later (migration 0711). */
+export interface WebhookSlowEndpointTable {
+  endpoint_id: string;
+  slow_since: Timestamp;
+}
+
 export interface WebhookTables {
   webhook_endpoints: WebhookEndpointTable;
   webhook_messages: WebhookMessageTable;
   webhook_deliveries: WebhookDeliveryTable;
+  webhook_slow_endpoints: WebhookSlowEndpointTable;
 }

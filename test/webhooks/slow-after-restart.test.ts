@@ -62,9 +62,8 @@ describe.skipIf(!existsSync("/usr/bin/prlimit"))("webhook endpoints judged slow,
         Number(
           (
             await api.cumulo.store.db
-              .selectFrom("webhook_endpoints")
+              .selectFrom("webhook_slow_endpoints")
               .select((eb) => eb.fn.countAll().as("count"))
-              .where("slow_since", "is not", null)
               .executeTakeFirstOrThrow()
           ).count,
         );

@@ -20,14 +20,15 @@ export const TRAFFIC_ROLLUPS = [
 
 /**
  * Tables whose changes are not announced: written all the time, and read by no route whose answers
- * are kept (`storedDataOnly`): the webhook delivery queue, every traffic rollup (announced apart by
- * migration 0701, for kept analytics buckets), console sessions (checked on every request) and the
- * job queue. Every other table must carry the trigger; `test/core/store-changes.test.ts` checks that
- * a new table made that choice.
+ * are kept (`storedDataOnly`): the webhook delivery queue and the dispatchers' slow endpoints (read
+ * by workers alone, migration 0711), every traffic rollup (announced apart by migration 0701, for kept
+ * analytics buckets), console sessions (checked on every request) and the job queue. Every other table
+ * must carry the trigger; `test/core/store-changes.test.ts` checks that a new table made that choice.
  */
 export const UNANNOUNCED_TABLES = [
   "webhook_messages",
   "webhook_deliveries",
+  "webhook_slow_endpoints",
   ...TRAFFIC_ROLLUPS,
   "console_sessions",
   "jobs",
