@@ -27,7 +27,7 @@ export interface DispatcherOptions {
   /**
    * Attempts that turned slow leave the others' slots while fewer than this many slow ones are held
    * (`slowAttemptSlots`: a bound on open connections); slow endpoints' new attempts are claimed only
-   * while fewer than `concurrency` are held.
+   * while fewer than this many, or `concurrency` if more, are held.
    */
   slowConcurrency: number;
   /** What the open-file limit's cut of the slow slots costs (`slowSlotsCut`), said when sending starts. */
@@ -370,7 +370,10 @@ export class WebhookDispatcher implements BackgroundWorker {
   async #claim(): Promise<void> {
     const { concurrency } = this.options;
     // Two sets of slots: the others' `concurrency`, and slow endpoints' attempts, which leave the
-    // others' slots up to `slowConcurrency`.
+    // others' slots up to `slowConcurrency`. Slow endpoints' new attempts are claimed up to the larger
+    // of the two: where they were claimed up to `concurrency` alone, endpoints known slow that had
+    // recovered waited several timeouts behind hundreds still hanging (QA of session 57, after a restart).
+    const slowSlots = Math.max(concurrency, this.options.slowConcurrency);
     const slowHeld = new Map<string, number>();
     let slowHeldTotal = 0;
     for (const [endpointId, held] of this.#held) {
@@ -397,8 +400,9 @@ export class WebhookDispatcher implements BackgroundWorker {
     const mayTakeAnother = (endpointId: string, heldByEndpoint: number) => {
       const slow = laneOf(endpointId) === "slow";
       const inUse = slow ? slowHeldTotal + takenIn.slow : othersHeld + takenIn.others;
-      if (slow && inUse >= concurrency) return false;
-      return heldByEndpoint === 0 || (heldByEndpoint < holdLimit && inUse < concurrency / 2);
+      const slots = slow ? slowSlots : concurrency;
+      if (slow && inUse >= slots) return false;
+      return heldByEndpoint === 0 || (heldByEndpoint < holdLimit && inUse < slots / 2);
     };
     // Passed over by the claim: endpoints that may take nothing now, and those with attempts still
     // waiting in hand (they claim again when that queue runs dry).
@@ -422,7 +426,7 @@ export class WebhookDispatcher implements BackgroundWorker {
     // reads, their waiting attempts cannot hide the others' (QA of session 54: refused one by one,
     // they kept a fast endpoint waiting for whole timeouts).
     // They are held back as refused ones are: a slow attempt finishing claims for them.
-    const passOver = slowHeldTotal >= concurrency ? [...slowHeld.keys(), ...this.#knownSlow()] : [];
+    const passOver = slowHeldTotal >= slowSlots ? [...slowHeld.keys(), ...this.#knownSlow()] : [];
     if (passOver.length > 0) heldBack.slow = true;
     const claimed = await this.deliveries.claim(
       now.toISOString(),
