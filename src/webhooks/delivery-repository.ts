@@ -822,30 +822,27 @@ export class DeliveryRepository {
   /**
    * Writes dispatchers' judgments, in one transaction: each endpoint slow since the time given, or no
    * longer slow (null). Endpoints deleted meanwhile are left out. On PostgreSQL the endpoints are locked
-   * first, in id order, as a deletion locks them before its cascade reaches their marks.
+   * first, as a deletion locks them before its cascade reaches their marks, and every row is written
+   * in id order, so that workers writing the same endpoints cannot deadlock.
    */
   async markSlow(marks: ReadonlyMap<string, string | null>): Promise<void> {
-    const ids = [...marks.keys()].sort(byCodeUnits);
     await this.db.transaction().execute(async (trx) => {
-      const existing = trx.selectFrom("webhook_endpoints").select("id").where("id", "in", ids).orderBy("id");
+      const existing = trx
+        .selectFrom("webhook_endpoints")
+        .select("id")
+        .where("id", "in", [...marks.keys()])
+        .orderBy("id");
       const rows = await (this.dialect === "postgres" ? existing.forKeyShare() : existing).execute();
-      const slow = rows.flatMap(({ id }) => {
+      for (const { id } of rows.sort((a, b) => byCodeUnits(a.id, b.id))) {
         const since = marks.get(id);
-        return since ? [{ endpoint_id: id, slow_since: since }] : [];
-      });
-      const recovered = rows.filter(({ id }) => marks.get(id) === null).map(({ id }) => id);
-      if (recovered.length > 0)
-        await trx.deleteFrom("webhook_slow_endpoints").where("endpoint_id", "in", recovered).execute();
-      if (slow.length > 0)
-        await trx
-          .insertInto("webhook_slow_endpoints")
-          .values(slow)
-          .onConflict((conflict) =>
-            conflict
-              .column("endpoint_id")
-              .doUpdateSet((eb) => ({ slow_since: eb.ref("excluded.slow_since") })),
-          )
-          .execute();
+        if (since)
+          await trx
+            .insertInto("webhook_slow_endpoints")
+            .values({ endpoint_id: id, slow_since: since })
+            .onConflict((conflict) => conflict.column("endpoint_id").doUpdateSet({ slow_since: since }))
+            .execute();
+        else await trx.deleteFrom("webhook_slow_endpoints").where("endpoint_id", "=", id).execute();
+      }
     });
   }
 
