@@ -89,6 +89,8 @@ describe.skipIf(!existsSync("/usr/bin/prlimit"))("webhook endpoints judged slow,
       expect(fast.received[0]?.path).toBe("/fast");
       expect(await markedSlow()).toBe(HANGING_ENDPOINTS);
     } finally {
+      // Attempts still on their way are answered too: a stop waits for every attempt in flight.
+      hanging.respond = (_request, res) => res.end("late");
       for (const res of held) res.end("late");
       await stopAll(nodes);
       await api.close();
