@@ -831,9 +831,10 @@ export class DeliveryRepository {
         .selectFrom("webhook_endpoints")
         .select("id")
         .where("id", "in", [...marks.keys()])
+        // The same order on both stores: PostgreSQL's of UUIDs is their text's, code unit by code unit.
         .orderBy("id");
       const rows = await (this.dialect === "postgres" ? existing.forKeyShare() : existing).execute();
-      for (const { id } of rows.sort((a, b) => byCodeUnits(a.id, b.id))) {
+      for (const { id } of rows) {
         const since = marks.get(id);
         if (since)
           await trx
