@@ -35,13 +35,15 @@ export async function cloudRequestPipeline(
   locations: Locations,
   maxDepth: number,
 ): Promise<void> {
-  // An unknown location slug is a route that does not exist, checked before the key.
-  app.addHook("onRequest", async (request) => {
+  // An unknown location slug is a route that does not exist, checked before the key. This hook and
+  // the body's below are synchronous: a callback hook costs no promise per request.
+  app.addHook("onRequest", (request, _reply, done) => {
     request.apiGroup = "cloud";
     const slug = (request.params as { location?: string }).location;
     if (slug !== undefined && !locations.has(slug)) {
-      throw new ApiError(404, NO_ROUTE, { body: { message: NO_ROUTE } });
+      return done(new ApiError(404, NO_ROUTE, { body: { message: NO_ROUTE } }));
     }
+    done();
   });
   // A form declared in another charset would be read as UTF-8 and stored changed (QA of 4 December:
   // Latin-1 "café" became "caf\uFFFD"): 415, as for JSON.
@@ -71,9 +73,9 @@ export async function cloudRequestPipeline(
     throw error;
   });
 
-  app.addHook("preValidation", async (request) => {
+  app.addHook("preValidation", (request, _reply, done) => {
     const schema = request.routeOptions.schema?.body as Parameters<typeof coerceObject>[0] | undefined;
-    if (!schema) return;
+    if (!schema) return done();
     const body = request.body;
     // JSON `null` is a value, not an absent body: refused below as an array is.
     if (body === undefined || body === "") {
@@ -96,9 +98,10 @@ export async function cloudRequestPipeline(
         // Text in a field's JSON text (`public_keys=["a\u0000"]`) exists only once parsed, after the
         // check of every request's text (app.ts): it is refused as that check refuses it.
         const unstorable = unstorableTextErrors(request.body);
-        if (unstorable.length > 0) throw ApiError.validation(unstorable);
+        if (unstorable.length > 0) return done(ApiError.validation(unstorable));
       }
     }
     // Anything else (a JSON array, string or number) fails validation as an invalid request.
+    done();
   });
 }
