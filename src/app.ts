@@ -193,7 +193,8 @@ export async function buildApp(deps: CoreDeps, services: Services): Promise<Fast
       (error) => listening.failed(error),
       () => listening.succeeded(),
     );
-    registerResponseCache(app, generation);
+    // Developer mode's injected faults are preHandler hooks, which an early answer would pass by.
+    registerResponseCache(app, generation, { answerEarly: !config.devMode });
   }
   await app.register(devModeRoutes, { deps, services });
   await app.register(opsRoutes, { store });

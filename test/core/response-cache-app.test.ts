@@ -141,3 +141,24 @@ describe("kept answers follow every change", () => {
     },
   );
 });
+
+describe("kept answers under a small request budget", () => {
+  let t: TestApp;
+  beforeAll(async () => {
+    t = await startTestApp({ CUMULO_RATE_LIMIT: "3/60s" });
+  });
+  afterAll(() => t.close());
+
+  it("counts every kept answer against the caller's budget", async () => {
+    const remaining = [];
+    for (let i = 0; i < 3; i++) {
+      const read = await t.request("GET", "/v1/media/libraries?limit=20");
+      expect(read.status).toBe(200);
+      remaining.push(read.headers.get("ratelimit-remaining"));
+    }
+    expect(remaining).toEqual(["2", "1", "0"]);
+    const refused = await t.request("GET", "/v1/media/libraries?limit=20");
+    expect(refused.status).toBe(429);
+    expect(refused.body).toMatchObject({ success: false, error: "rate_limited" });
+  });
+});

@@ -21,21 +21,45 @@ const callerFor = (organizationId: string, keyId: number): AuthContext => ({
  * test moves the store generation by hand. Exactness against a real store and the real routes is in
  * test/core/response-cache-app.test.ts.
  */
-describe("response cache", () => {
+describe.each([
+  { answerEarly: true, label: "sent before validation" },
+  { answerEarly: false, label: "sent from the handler (developer mode)" },
+])("response cache, kept answers $label", ({ answerEarly }) => {
   let app: FastifyInstance;
   let generation: number;
   const runs = { plain: 0, clock: 0, header: 0, status: 0, unmarked: 0 };
+  /** Hooks run on /plain: a route-level one added before the cache (as the rate limit's), and later stages. */
+  const hookRuns = { earlierPreParsing: 0, preValidation: 0, preHandler: 0, onSend: 0 };
 
   beforeEach(async () => {
     generation = 0;
     for (const name of Object.keys(runs)) runs[name as keyof typeof runs] = 0;
+    for (const name of Object.keys(hookRuns)) hookRuns[name as keyof typeof hookRuns] = 0;
     app = Fastify();
     registerAuthDecorators(app);
     app.addHook("onRequest", async (request) => {
       const [organizationId = "org-a", keyId = "1"] = String(request.headers["x-caller"] ?? "").split(":");
       request.auth = callerFor(organizationId || "org-a", Number(keyId));
     });
-    registerResponseCache(app, { current: () => generation });
+    const onPlain = (count: keyof typeof hookRuns) => (request: { url: string }) => {
+      if (request.url.startsWith("/plain")) hookRuns[count]++;
+    };
+    app.addHook("onRoute", (route) => {
+      route.preParsing = [
+        ...(route.preParsing ? [route.preParsing].flat() : []),
+        async (request, _reply, payload) => {
+          onPlain("earlierPreParsing")(request);
+          return payload;
+        },
+      ];
+    });
+    app.addHook("preValidation", async (request) => onPlain("preValidation")(request));
+    app.addHook("preHandler", async (request) => onPlain("preHandler")(request));
+    app.addHook("onSend", async (request, _reply, payload) => {
+      onPlain("onSend")(request);
+      return payload;
+    });
+    registerResponseCache(app, { current: () => generation }, { answerEarly });
     const cached = { config: { storedDataOnly: true } };
     app.get("/plain", cached, async (request) => {
       runs.plain++;
@@ -74,6 +98,17 @@ describe("response cache", () => {
     expect(second.headers["content-type"]).toBe(first.headers["content-type"]);
   });
 
+  it("runs every hook up to its own on a kept answer, and the later ones only from the handler", async () => {
+    for (let i = 0; i < 3; i++) expect((await get("/plain")).statusCode).toBe(200);
+    expect(runs.plain).toBe(1);
+    // Hooks added before the cache's (the rate limit) and the answer's own hooks run every time.
+    expect(hookRuns.earlierPreParsing).toBe(3);
+    expect(hookRuns.onSend).toBe(3);
+    // Validation's hooks passed when the answer was made; developer mode's faults run as preHandler.
+    const later = answerEarly ? 1 : 3;
+    expect(hookRuns).toMatchObject({ preValidation: later, preHandler: later });
+  });
+
   it("answers a GET in full after a HEAD of the same URL", async () => {
     const head = await app.inject({ method: "HEAD", url: "/plain" });
     expect(head.statusCode).toBe(200);
@@ -105,7 +140,7 @@ describe("response cache", () => {
       request.auth = callerFor("org-a", 1);
     });
     let count = 0;
-    registerResponseCache(moving, { current: () => count });
+    registerResponseCache(moving, { current: () => count }, { answerEarly });
     let runsHere = 0;
     moving.get("/moving", { config: { storedDataOnly: true } }, async () => {
       runsHere++;
