@@ -98,7 +98,7 @@ describe.each([
     expect(second.headers["content-type"]).toBe(first.headers["content-type"]);
   });
 
-  it("runs every hook up to its own on a kept answer, and the later ones only from the handler", async () => {
+  it("runs the hooks before its own and the answer's own on every kept answer, validation's and preHandler ones only when sent from the handler", async () => {
     for (let i = 0; i < 3; i++) expect((await get("/plain")).statusCode).toBe(200);
     expect(runs.plain).toBe(1);
     // Hooks added before the cache's (the rate limit) and the answer's own hooks run every time.
