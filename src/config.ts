@@ -53,7 +53,10 @@ export interface Config {
   databaseUrl: string | undefined;
   /** PostgreSQL: parameterized queries as named prepared statements (CUMULO_PG_PREPARED_STATEMENTS, default true). */
   pgPreparedStatements: boolean;
-  /** PostgreSQL: how long a new connection may take to be ready before it fails (CUMULO_PG_CONNECT_TIMEOUT_MS, default 10 s). */
+  /**
+   * PostgreSQL: how long a new connection may take to be ready before it fails, and a query may go
+   * unanswered before the server is checked (CUMULO_PG_CONNECT_TIMEOUT_MS, default 10 s).
+   */
   pgConnectTimeoutMs: number;
   /** Answers of plain GET routes kept until anything stored changes (CUMULO_KEPT_ANSWERS, default true; src/http/response-cache.ts). */
   keptAnswers: boolean;

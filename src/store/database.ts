@@ -35,6 +35,7 @@ import { PgChangeGeneration, trackingWrites } from "./pg-change-generation.ts";
 import { type ListenHandlers, PgListener } from "./pg-listener.ts";
 import { PG_CONNECT_TIMEOUT_MS } from "./pg-pool.ts";
 import { preparingPool } from "./pg-prepared.ts";
+import { PgStallWatchdog } from "./pg-stall-watchdog.ts";
 import { FALLBACK_CHECKPOINT_PAGES, SqliteCheckpointer } from "./sqlite-checkpointer.ts";
 import { SqliteFileGuard } from "./sqlite-file-guard.ts";
 import { SqliteGroupCommit } from "./sqlite-group-commit.ts";
@@ -543,6 +544,7 @@ function openPostgres(
   databaseUrl: string,
   { onQuery, pgPreparedStatements = true, pgConnectTimeoutMs = PG_CONNECT_TIMEOUT_MS }: StoreOptions,
   listen: NonNullable<Store["listen"]>,
+  watchdog: PgStallWatchdog,
 ): {
   db: Kysely<Database>;
   pool: pg.Pool;
@@ -560,7 +562,10 @@ function openPostgres(
   // Nor may one in use: a connection lost mid-query (PostgreSQL restarting) emits `error` on its
   // client, which pg-pool only listens for while the client is idle. The query fails with the same
   // error (answered 503), and the pool drops the client when it is given back.
-  pool.on("connect", (client) => client.on("error", () => {}));
+  pool.on("connect", (client) => {
+    client.on("error", () => {});
+    watchdog.watch(client);
+  });
   const generation = new PgChangeGeneration(listen);
   const tracked = trackingWrites(pgPreparedStatements ? preparingPool(pool) : pool, () => generation.moved());
   const dialect = new PostgresDialect({ pool: tracked });
@@ -579,9 +584,14 @@ export function openStore(options: StoreOptions): Store {
   const dialect: DialectName = options.databaseUrl ? "postgres" : "sqlite";
   const { databaseUrl } = options;
   const listeners: PgListener[] = [];
+  // A server that stops answering altogether fails the queries waiting on it instead of holding them.
+  const connectTimeoutMs = options.pgConnectTimeoutMs ?? PG_CONNECT_TIMEOUT_MS;
+  const watchdog = databaseUrl
+    ? new PgStallWatchdog(databaseUrl, connectTimeoutMs, connectTimeoutMs)
+    : undefined;
   const listen: Store["listen"] = databaseUrl
     ? (channel, handlers) => {
-        const listener = new PgListener(databaseUrl, channel, handlers, options.pgConnectTimeoutMs);
+        const listener = new PgListener(databaseUrl, channel, handlers, connectTimeoutMs, watchdog);
         listeners.push(listener);
         return listener.start().then(() => listener);
       }
@@ -596,9 +606,9 @@ export function openStore(options: StoreOptions): Store {
     inTransaction,
     fileGuard,
   } =
-    databaseUrl && listen
+    databaseUrl && listen && watchdog
       ? {
-          ...openPostgres(databaseUrl, options, listen),
+          ...openPostgres(databaseUrl, options, listen, watchdog),
           externalChanges: undefined,
           checkpointer: undefined,
           inTransaction: undefined,
@@ -684,7 +694,9 @@ export function openStore(options: StoreOptions): Store {
       await Promise.all(listeners.map((listener) => listener.close()));
       fileGuard?.stop();
       await checkpointer?.stop();
+      // After the pool's end, which waits for the queries in flight: they may be the stalled ones.
       await db.destroy();
+      watchdog?.close();
     },
   };
 }

@@ -1,5 +1,6 @@
 import pg from "pg";
 import { PG_CONNECT_TIMEOUT_MS } from "./pg-pool.ts";
+import type { PgStallWatchdog } from "./pg-stall-watchdog.ts";
 
 export interface ListenHandlers {
   /** LISTEN is in effect: every notification from now on reaches `onNotification`. */
@@ -30,6 +31,8 @@ export class PgListener {
     private readonly channel: string,
     private readonly handlers: ListenHandlers,
     private readonly connectTimeoutMs = PG_CONNECT_TIMEOUT_MS,
+    /** Ends the connection when the server stops answering its queries (`caughtUp`'s, say). */
+    private readonly watchdog?: PgStallWatchdog,
   ) {
     this.#applicationName = `cumulo listener ${channel}`;
   }
@@ -44,6 +47,7 @@ export class PgListener {
       connectionTimeoutMillis: this.connectTimeoutMs,
     });
     this.#client = client;
+    this.watchdog?.watch(client);
     client.on("notification", (message) => this.handlers.onNotification(message.payload ?? ""));
     client.on("error", (error) => this.#lost(client, error));
     client.on("end", () => this.#lost(client));

@@ -3,7 +3,10 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Database from "better-sqlite3";
+import { sql } from "kysely";
+import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { openStore, type Store } from "../../src/store/database.ts";
 import { isStoreUnavailable } from "../../src/store/unavailable.ts";
 import { edgeRequest, type Origin, startOrigin, uniqueHost } from "../cdn/support.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
@@ -21,6 +24,23 @@ import { startTcpRelay, type TcpRelay } from "../support/tcp-relay.ts";
 import { waitUntil } from "../support/wait.ts";
 
 const KEY = "store_outage_key_0123456789";
+
+/** A node whose PostgreSQL connections all go through a relay the test can cut or freeze. */
+async function serveBehindRelay(store: TestStore, env: Record<string, string> = {}) {
+  const url = new URL(store.databaseUrl ?? "");
+  const relay = await startTcpRelay(url.hostname, Number(url.port || 5432));
+  url.hostname = "127.0.0.1";
+  url.port = String(relay.port);
+  const node = await serve({
+    CUMULO_DATA_DIR: store.dataDir,
+    DATABASE_URL: url.toString(),
+    CUMULO_BOOTSTRAP_API_KEY: KEY,
+    CUMULO_PG_CONNECT_TIMEOUT_MS: "1000",
+    CUMULO_RATE_LIMIT: "100000/1m",
+    ...env,
+  });
+  return { relay, node };
+}
 
 /*
  * The store failing under a running node: PostgreSQL going away (a restart, a failover, the network),
@@ -49,20 +69,11 @@ describe.runIf(process.env.CUMULO_TEST_STORE === "postgres")("a PostgreSQL outag
       );
     }
     store = await createMigratedTestStore();
-    const url = new URL(store.databaseUrl ?? "");
-    relay = await startTcpRelay(url.hostname, Number(url.port || 5432));
-    url.hostname = "127.0.0.1";
-    url.port = String(relay.port);
-    node = await serve({
-      CUMULO_DATA_DIR: store.dataDir,
-      DATABASE_URL: url.toString(),
-      CUMULO_BOOTSTRAP_API_KEY: KEY,
+    ({ relay, node } = await serveBehindRelay(store, {
       CUMULO_EDGE_PORT: "0",
       CUMULO_METRICS_PORT: "0",
       CUMULO_ORIGIN_ALLOW_PRIVATE: "true",
-      CUMULO_PG_CONNECT_TIMEOUT_MS: "1000",
-      CUMULO_RATE_LIMIT: "100000/1m",
-    });
+    }));
   });
   afterAll(async () => {
     if (node && node.child.exitCode === null) {
@@ -170,6 +181,115 @@ describe.runIf(process.env.CUMULO_TEST_STORE === "postgres")("a PostgreSQL outag
     node.child.kill("SIGTERM");
     expect(await exitOf(node.child)).toBe(0);
   }, 90_000);
+});
+
+/*
+ * A PostgreSQL server that stops answering without closing anything (a stopped process, a network
+ * dropping packets): connections stay open and no query is ever answered. Before session 59 a request
+ * waited as long as its client did, and SIGTERM did not end the node (src/store/pg-stall-watchdog.ts).
+ * The relay holds every byte meanwhile, so what PostgreSQL would answer afterwards arrives late.
+ */
+describe.runIf(process.env.CUMULO_TEST_STORE === "postgres")(
+  "a PostgreSQL server that stops answering",
+  () => {
+    let store: TestStore;
+    let relay: TcpRelay;
+    let node: Served;
+    /** Far longer than the node needs (about three connect timeouts): reaching it means a hang. */
+    const HANG_MS = 20_000;
+    const call = (path: string, init: RequestInit = {}) =>
+      fetch(`${node.apiUrl}${path}`, {
+        ...init,
+        headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
+        signal: AbortSignal.timeout(HANG_MS),
+      });
+    beforeAll(async () => {
+      store = await createMigratedTestStore();
+      ({ relay, node } = await serveBehindRelay(store));
+    });
+    afterAll(async () => {
+      relay?.thaw();
+      if (node && node.child.exitCode === null && node.child.signalCode === null) {
+        node.child.kill("SIGKILL");
+        await exitOf(node.child);
+      }
+      await relay?.close();
+      await store?.drop();
+    });
+
+    it("answers 503 instead of waiting, serves again once the server answers, and stops on SIGTERM", async () => {
+      expect((await call("/v1/media/libraries")).status).toBe(200);
+      relay.freeze();
+      const read = await call("/v1/media/libraries");
+      expect([read.status, read.headers.get("retry-after")]).toEqual([503, "5"]);
+      expect(await read.json()).toMatchObject({ error: "service_unavailable" });
+      const write = await call("/v1/media/libraries", {
+        method: "POST",
+        body: JSON.stringify({ name: "x" }),
+      });
+      expect(write.status).toBe(503);
+
+      relay.thaw();
+      await waitUntil(
+        async () => (await call("/v1/media/libraries")).status === 200,
+        15_000,
+        "the store back",
+      );
+      const created = await call("/v1/media/libraries", {
+        method: "POST",
+        body: JSON.stringify({ name: "y" }),
+      });
+      expect(created.status).toBe(201);
+
+      // Frozen again under a node that is then told to stop: its workers' queries fail, and it exits.
+      relay.freeze();
+      const stopping = call("/v1/media/libraries").then((response) => response.status);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      node.child.kill("SIGTERM");
+      const exited = await Promise.race([
+        exitOf(node.child),
+        new Promise((resolve) => setTimeout(() => resolve("still running"), HANG_MS)),
+      ]);
+      expect(exited).toBe(0);
+      expect(await stopping).toBe(503);
+      expect(node.output()).not.toMatch(/Unhandled 'error' event|uncaught/i);
+    }, 90_000);
+  },
+);
+
+// The other side of the same watch: a server that answers its probe is busy, not gone.
+describe.runIf(testStoreKind() === "postgres")("a PostgreSQL query that takes longer than a connect", () => {
+  let testStore: TestStore;
+  let store: Store;
+  beforeAll(async () => {
+    testStore = await createMigratedTestStore();
+    store = openStore({
+      dataDir: testStore.dataDir,
+      databaseUrl: testStore.databaseUrl,
+      pgConnectTimeoutMs: 300,
+    });
+  });
+  afterAll(async () => {
+    await store?.close();
+    await testStore?.drop();
+  });
+
+  it("is answered, also while it waits for a lock another session holds", async () => {
+    const slept = await sql<{ done: number }>`select 1 as done from pg_sleep(1.5)`.execute(store.db);
+    expect(slept.rows).toEqual([{ done: 1 }]);
+    const holder = new pg.Client({ connectionString: testStore.databaseUrl });
+    await holder.connect();
+    try {
+      await holder.query("begin");
+      await holder.query("lock table organizations in access exclusive mode");
+      const waiting = sql`select count(*) from organizations`.execute(store.db);
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      await holder.query("commit");
+      expect((await waiting).rows).toHaveLength(1);
+    } finally {
+      await holder.end();
+    }
+  });
 });
 
 // A database set to refuse connections (`ALLOW_CONNECTIONS false`, as for maintenance) answers a

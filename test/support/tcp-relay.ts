@@ -8,6 +8,13 @@ export interface TcpRelay {
   cut(): Promise<void>;
   /** Listens again on the same port. */
   restore(): Promise<void>;
+  /**
+   * Holds every byte in either direction, accepting new connections: the target looks frozen (a
+   * stopped server, a network that drops packets), connections open but never answered.
+   */
+  freeze(): void;
+  /** Passes on what was held, and everything after. */
+  thaw(): void;
   close(): Promise<void>;
 }
 
@@ -16,6 +23,16 @@ export async function startTcpRelay(targetHost: string, targetPort: number): Pro
   const track = (socket: Socket) => {
     sockets.add(socket);
     socket.once("close", () => sockets.delete(socket));
+  };
+  let frozen = false;
+  /** Bytes held while frozen, with the socket each is for, in order. */
+  const held: [Socket, Buffer][] = [];
+  const forward = (from: Socket, to: Socket) => {
+    from.on("data", (chunk: Buffer) => {
+      if (frozen) held.push([to, chunk]);
+      else to.write(chunk);
+    });
+    from.on("end", () => to.end());
   };
   let server: Server;
   const listen = (port: number) =>
@@ -26,7 +43,8 @@ export async function startTcpRelay(targetHost: string, targetPort: number): Pro
         track(upstream);
         client.on("error", () => upstream.destroy());
         upstream.on("error", () => client.destroy());
-        client.pipe(upstream).pipe(client);
+        forward(client, upstream);
+        forward(upstream, client);
       });
       server.once("error", reject);
       server.listen(port, "127.0.0.1", () => resolve((server.address() as { port: number }).port));
@@ -42,6 +60,13 @@ export async function startTcpRelay(targetHost: string, targetPort: number): Pro
     cut: stop,
     restore: async () => {
       await listen(port);
+    },
+    freeze: () => {
+      frozen = true;
+    },
+    thaw: () => {
+      frozen = false;
+      for (const [to, chunk] of held.splice(0)) if (!to.destroyed) to.write(chunk);
     },
     close: () => (server.listening ? stop() : Promise.resolve()),
   };
