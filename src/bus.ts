@@ -85,6 +85,16 @@ export class LocalBus implements Bus {
 }
 
 /**
+ * How long a command may wait for Redis's answer: then it fails, and its connection is taken for dead
+ * (ioredis drops it and connects again; meanwhile the node counts budgets on its own). Redis answers
+ * in well under a millisecond; one that takes connections and stops answering (a frozen process, a
+ * network dropping packets) otherwise held every request waiting for its rate-limit count for as
+ * long as its client waited (session 59). Both timeouts are needed: a command on a connection
+ * dropped so is kept to be sent again once Redis is back, and waited until then without its own.
+ */
+export const REDIS_ANSWER_TIMEOUT_MS = 1000;
+
+/**
  * Opens a Redis connection and waits until it is ready. Nothing may be sent before that: a SUBSCRIBE
  * sent while ioredis still runs its ready check puts the connection in subscriber mode, the check
  * fails, and the reconnect that follows drops the subscription.
@@ -97,7 +107,11 @@ export async function connectRedis(
 ): Promise<Redis> {
   // Loaded only by a node configured with Redis: a single node starts without it.
   const { Redis: RedisClient } = await import("ioredis");
-  const client = new RedisClient(url, options);
+  const client = new RedisClient(url, {
+    socketTimeout: REDIS_ANSWER_TIMEOUT_MS,
+    commandTimeout: REDIS_ANSWER_TIMEOUT_MS,
+    ...options,
+  });
   // Until it is ready, each failed try is kept rather than logged: start-up fails with one line.
   let lastError: Error | undefined;
   const keepError = (error: Error) => {

@@ -1,3 +1,4 @@
+import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDistribution, EDGE_ENV, type Origin, startOrigin, uniqueHost } from "../cdn/support.ts";
 import { startTestApp, type TestApp } from "../support/app.ts";
@@ -6,6 +7,16 @@ import { waitUntil } from "../support/wait.ts";
 
 const redisUrl = process.env.TEST_REDIS_URL;
 const BUDGET = 20;
+const METRICS_TOKEN = "redis-outage-metrics-token-0123456789";
+
+/** A relay in front of the test Redis, and the URL that reaches Redis through it. */
+async function relayedRedis(): Promise<{ relay: TcpRelay; url: string }> {
+  const url = new URL(redisUrl ?? "");
+  const relay = await startTcpRelay(url.hostname, Number(url.port || 6379));
+  url.hostname = "127.0.0.1";
+  url.port = String(relay.port);
+  return { relay, url: url.toString() };
+}
 
 /*
  * Redis going away under a running node (it holds the shared rate-limit counters and carries purges
@@ -19,12 +30,10 @@ describe.runIf(redisUrl && process.env.CUMULO_TEST_STORE !== "postgres")("a Redi
   let origin: Origin;
   let t: TestApp;
   beforeAll(async () => {
-    const url = new URL(redisUrl ?? "");
-    relay = await startTcpRelay(url.hostname, Number(url.port || 6379));
-    url.hostname = "127.0.0.1";
-    url.port = String(relay.port);
+    let url: string;
+    ({ relay, url } = await relayedRedis());
     origin = await startOrigin();
-    t = await startTestApp({ ...EDGE_ENV, REDIS_URL: url.toString(), CUMULO_RATE_LIMIT: `${BUDGET}/1m` });
+    t = await startTestApp({ ...EDGE_ENV, REDIS_URL: url, CUMULO_RATE_LIMIT: `${BUDGET}/1m` });
   });
   afterAll(async () => {
     await t?.close();
@@ -76,3 +85,81 @@ describe.runIf(redisUrl && process.env.CUMULO_TEST_STORE !== "postgres")("a Redi
     );
   }, 60_000);
 });
+
+/*
+ * Redis taking connections and never answering (a frozen process, a network dropping packets): before
+ * session 59 every request waited for its rate-limit count as long as its client did, and a command
+ * sent just before the freeze waited until Redis came back (src/bus.ts, REDIS_ANSWER_TIMEOUT_MS).
+ */
+describe.runIf(redisUrl && process.env.CUMULO_TEST_STORE !== "postgres")(
+  "a Redis that stops answering",
+  () => {
+    /** Far longer than a command may wait for Redis (1 s): reaching it means a hang. */
+    const HANG_MS = 15_000;
+    let relay: TcpRelay;
+    let t: TestApp;
+    beforeAll(async () => {
+      let url: string;
+      ({ relay, url } = await relayedRedis());
+      t = await startTestApp({
+        REDIS_URL: url,
+        CUMULO_RATE_LIMIT: `${BUDGET}/1m`,
+        CUMULO_METRICS_TOKEN: METRICS_TOKEN,
+      });
+    });
+    afterAll(async () => {
+      relay?.thaw();
+      await t?.close();
+      await relay?.close();
+    });
+    const answered = <T>(request: Promise<T>) =>
+      Promise.race([
+        request,
+        new Promise<string>((resolve) => setTimeout(() => resolve("no answer"), HANG_MS)),
+      ]);
+
+    it("answers every request, counting budgets on the node, and counts in Redis again once it answers", async () => {
+      const other = await t.createOrganization("Frozen Redis org");
+      relay.freeze();
+      const statuses = await answered(
+        Promise.all(
+          Array.from({ length: BUDGET }, () => t.request("GET", "/v1/media/libraries", { key: other.key })),
+        ).then((answers) => answers.map((answer) => answer.status)),
+      );
+      expect(statuses).toEqual(Array(BUDGET).fill(200));
+      const over = await answered(t.request("GET", "/v1/media/libraries", { key: other.key }));
+      expect(typeof over === "string" ? over : over.status).toBe(429);
+      const write = await answered(t.request("POST", "/v1/media/libraries", { json: { name: "frozen" } }));
+      expect(typeof write === "string" ? write : write.status).toBe(201);
+      // The connection that stopped answering was dropped (requests meanwhile do not each wait for it).
+      const redisUp = async () => {
+        const scraped = await t.request("GET", "/metrics", {
+          headers: { authorization: `Bearer ${METRICS_TOKEN}` },
+        });
+        return /^cumulo_redis_up (\d)$/m.exec(scraped.text)?.[1];
+      };
+      expect(await redisUp()).toBe("0");
+
+      // Read beside the relay: the counts the node keeps in Redis (none was written while frozen).
+      const direct = new Redis(redisUrl ?? "");
+      try {
+        const counts = async () => (await direct.keys(`${t.config.redisPrefix}rate-limit:*`)).length;
+        const before = await counts();
+        relay.thaw();
+        await waitUntil(async () => (await redisUp()) === "1", 15_000, "Redis connected again");
+        // The connection dropped as dead is made again, and a new key's budget is counted in Redis.
+        const fresh = await t.createOrganization("Thawed Redis org");
+        await waitUntil(
+          async () => {
+            expect((await t.request("GET", "/v1/media/libraries", { key: fresh.key })).status).toBe(200);
+            return (await counts()) > before;
+          },
+          15_000,
+          "a budget counted in Redis again",
+        );
+      } finally {
+        direct.disconnect();
+      }
+    }, 60_000);
+  },
+);
