@@ -91,8 +91,10 @@ export class LocalBus implements Bus {
  * network dropping packets) otherwise held every request waiting for its rate-limit count for as
  * long as its client waited (session 59). Both timeouts are needed: a command on a connection
  * dropped so is kept to be sent again once Redis is back, and waited until then without its own.
+ * Two seconds, not less: a process paused that long by a loaded machine runs its timers before it
+ * reads the answers that arrived meanwhile, and would drop a connection that was answering.
  */
-export const REDIS_ANSWER_TIMEOUT_MS = 1000;
+export const REDIS_ANSWER_TIMEOUT_MS = 2000;
 
 /**
  * Opens a Redis connection and waits until it is ready. Nothing may be sent before that: a SUBSCRIBE

@@ -77,14 +77,18 @@ export class PgStallWatchdog {
       this.#checkIn(oldest - stalledBefore);
       return;
     }
-    this.#probing ??= this.#probe().finally(() => {
+    this.#probing ??= this.#probe(stalledBefore).finally(() => {
       this.#probing = undefined;
       this.#checkIn(this.stallMs);
     });
   }
 
-  async #probe(): Promise<void> {
+  /** Cuts every connection if the server does not answer and a query sent before `stalledBefore` still waits. */
+  async #probe(stalledBefore: number): Promise<void> {
     if (!(await this.#unreachable())) return;
+    // Answered meanwhile (a process paused by a loaded machine reads its answers late): not gone.
+    const stillWaiting = [...this.#waiting.values()].some((sent) => Math.min(...sent) <= stalledBefore);
+    if (!stillWaiting) return;
     // Their queries fail with "Connection terminated unexpectedly"; idle pool connections are dropped.
     for (const client of this.#clients) client.connection.stream.destroy();
   }

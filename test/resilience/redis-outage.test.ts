@@ -94,7 +94,7 @@ describe.runIf(redisUrl && process.env.CUMULO_TEST_STORE !== "postgres")("a Redi
 describe.runIf(redisUrl && process.env.CUMULO_TEST_STORE !== "postgres")(
   "a Redis that stops answering",
   () => {
-    /** Far longer than a command may wait for Redis (1 s): reaching it means a hang. */
+    /** Far longer than a command may wait for Redis (2 s): reaching it means a hang. */
     const HANG_MS = 15_000;
     let relay: TcpRelay;
     let t: TestApp;
