@@ -254,6 +254,23 @@ describe.runIf(process.env.CUMULO_TEST_STORE === "postgres")(
       expect(await stopping).toBe(503);
       expect(node.output()).not.toMatch(/Unhandled 'error' event|uncaught/i);
     }, 90_000);
+
+    it("lets a node with no query in flight stop on SIGTERM", async () => {
+      const apiOnly = await serveBehindRelay(store, { CUMULO_ROLES: "api" });
+      try {
+        apiOnly.relay.freeze();
+        apiOnly.node.child.kill("SIGTERM");
+        const exited = await Promise.race([
+          exitOf(apiOnly.node.child),
+          new Promise((resolve) => setTimeout(() => resolve("still running"), HANG_MS)),
+        ]);
+        expect(exited).toBe(0);
+      } finally {
+        apiOnly.node.child.kill("SIGKILL");
+        apiOnly.relay.thaw();
+        await apiOnly.relay.close();
+      }
+    }, 90_000);
   },
 );
 

@@ -25,14 +25,16 @@ export async function startTcpRelay(targetHost: string, targetPort: number): Pro
     socket.once("close", () => sockets.delete(socket));
   };
   let frozen = false;
-  /** Bytes held while frozen, with the socket each is for, in order. */
-  const held: [Socket, Buffer][] = [];
+  /** What arrived while frozen, with the socket it is for, in order: bytes, or the end of the stream. */
+  const held: [Socket, Buffer | "end"][] = [];
+  const pass = (to: Socket, what: Buffer | "end") => {
+    if (frozen) held.push([to, what]);
+    else if (what === "end") to.end();
+    else to.write(what);
+  };
   const forward = (from: Socket, to: Socket) => {
-    from.on("data", (chunk: Buffer) => {
-      if (frozen) held.push([to, chunk]);
-      else to.write(chunk);
-    });
-    from.on("end", () => to.end());
+    from.on("data", (chunk: Buffer) => pass(to, chunk));
+    from.on("end", () => pass(to, "end"));
   };
   let server: Server;
   const listen = (port: number) =>
@@ -66,7 +68,7 @@ export async function startTcpRelay(targetHost: string, targetPort: number): Pro
     },
     thaw: () => {
       frozen = false;
-      for (const [to, chunk] of held.splice(0)) if (!to.destroyed) to.write(chunk);
+      for (const [to, what] of held.splice(0)) if (!to.destroyed) pass(to, what);
     },
     close: () => (server.listening ? stop() : Promise.resolve()),
   };
