@@ -586,9 +586,7 @@ export function openStore(options: StoreOptions): Store {
   const listeners: PgListener[] = [];
   // A server that stops answering altogether fails the queries waiting on it instead of holding them.
   const connectTimeoutMs = options.pgConnectTimeoutMs ?? PG_CONNECT_TIMEOUT_MS;
-  const watchdog = databaseUrl
-    ? new PgStallWatchdog(databaseUrl, connectTimeoutMs, connectTimeoutMs)
-    : undefined;
+  const watchdog = databaseUrl ? new PgStallWatchdog(databaseUrl, connectTimeoutMs) : undefined;
   const listen: Store["listen"] = databaseUrl
     ? (channel, handlers) => {
         const listener = new PgListener(databaseUrl, channel, handlers, connectTimeoutMs, watchdog);

@@ -5,8 +5,8 @@ import { CONNECTION_FAILURE_CODES } from "../net/connection-failures.ts";
  * Cuts the connections to a PostgreSQL server that no longer answers at all (a frozen server, a
  * network that drops packets without a reset): without it a query sent there waited forever, and with
  * it the request that sent it and the node's shutdown (session 59: a request still unanswered after
- * 25 s, a SIGTERM after 40 s). A query unanswered for `stallMs` has a fresh connection sent
- * `select 1`: when that gets no answer within `probeTimeoutMs` (or cannot reach the server), every
+ * 25 s, a SIGTERM after 40 s). A query unanswered for `timeoutMs` has a fresh connection sent
+ * `select 1`: when that gets no answer within `timeoutMs` too (or cannot reach the server), every
  * connection watched is cut, idle ones too (they lead to the same server), and the queries waiting
  * on them fail as on a lost connection (answered 503 with Retry-After); the pool connects anew. A
  * server that answers the probe, even with an error, is busy, not gone: long queries and lock waits
@@ -23,8 +23,8 @@ export class PgStallWatchdog {
 
   constructor(
     private readonly connectionString: string,
-    private readonly stallMs: number,
-    private readonly probeTimeoutMs: number,
+    /** The node's connect timeout: how long a query may wait, and how long the probe may take. */
+    private readonly timeoutMs: number,
   ) {}
 
   /** Watches every query `client` is sent from now on (cursors excepted: they are read on demand). */
@@ -55,7 +55,7 @@ export class PgStallWatchdog {
       if (sent.size === 0) this.#waiting.delete(client);
     };
     query.then(answered, answered);
-    this.#checkIn(this.stallMs);
+    this.#checkIn(this.timeoutMs);
   }
 
   #checkIn(delayMs: number): void {
@@ -67,19 +67,19 @@ export class PgStallWatchdog {
     this.#timer.unref();
   }
 
-  /** Probes when a query has waited `stallMs`; checks again while any query waits. */
+  /** Probes when a query has waited `timeoutMs`; checks again while any query waits. */
   #check(): void {
     if (this.#waiting.size === 0 || this.#closed) return;
     const now = performance.now();
     const oldest = Math.min(...[...this.#waiting.values()].map((sent) => Math.min(...sent)));
-    const stalledBefore = now - this.stallMs;
+    const stalledBefore = now - this.timeoutMs;
     if (oldest > stalledBefore) {
       this.#checkIn(oldest - stalledBefore);
       return;
     }
     this.#probing ??= this.#probe(stalledBefore).finally(() => {
       this.#probing = undefined;
-      this.#checkIn(this.stallMs);
+      this.#checkIn(this.timeoutMs);
     });
   }
 
@@ -96,8 +96,8 @@ export class PgStallWatchdog {
   async #unreachable(): Promise<boolean> {
     const probe = new pg.Client({
       connectionString: this.connectionString,
-      connectionTimeoutMillis: this.probeTimeoutMs,
-      query_timeout: this.probeTimeoutMs,
+      connectionTimeoutMillis: this.timeoutMs,
+      query_timeout: this.timeoutMs,
     });
     probe.on("error", () => {});
     try {
