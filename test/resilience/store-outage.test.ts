@@ -21,7 +21,7 @@ import {
   testStoreKind,
 } from "../support/store.ts";
 import { startTcpRelay, type TcpRelay } from "../support/tcp-relay.ts";
-import { waitUntil } from "../support/wait.ts";
+import { settledWithin, waitUntil } from "../support/wait.ts";
 
 const KEY = "store_outage_key_0123456789";
 
@@ -246,11 +246,7 @@ describe.runIf(process.env.CUMULO_TEST_STORE === "postgres")(
       const stopping = call("/v1/media/libraries").then((response) => response.status);
       await new Promise((resolve) => setTimeout(resolve, 200));
       node.child.kill("SIGTERM");
-      const exited = await Promise.race([
-        exitOf(node.child),
-        new Promise((resolve) => setTimeout(() => resolve("still running"), HANG_MS)),
-      ]);
-      expect(exited).toBe(0);
+      expect(await settledWithin(exitOf(node.child), HANG_MS, "the node's exit")).toBe(0);
       expect(await stopping).toBe(503);
       expect(node.output()).not.toMatch(/Unhandled 'error' event|uncaught/i);
     }, 90_000);
@@ -260,11 +256,7 @@ describe.runIf(process.env.CUMULO_TEST_STORE === "postgres")(
       try {
         apiOnly.relay.freeze();
         apiOnly.node.child.kill("SIGTERM");
-        const exited = await Promise.race([
-          exitOf(apiOnly.node.child),
-          new Promise((resolve) => setTimeout(() => resolve("still running"), HANG_MS)),
-        ]);
-        expect(exited).toBe(0);
+        expect(await settledWithin(exitOf(apiOnly.node.child), HANG_MS, "the node's exit")).toBe(0);
       } finally {
         apiOnly.node.child.kill("SIGKILL");
         apiOnly.relay.thaw();
